@@ -1,0 +1,228 @@
+"""The run specification: everything the enclave is told, read only from the attested environment.
+
+On Confidential Space the operator passes these as ``tee-env-<NAME>`` metadata; the launcher
+applies only names listed in the image label ``tee.launch_policy.allow_env_override`` (which is
+exactly :data:`ENV_OVERRIDE_NAMES`) and records them in the attestation token's
+``submods.container.env_override``. Key release is bound to the digests among them, so whatever
+the operator sets here is what the key owners' policies and the result attestation see.
+
+This module imports only pydantic and sealbench.crypto (it crosses the wire: launchers build a
+:class:`RunSpec` and turn it into environment variables with :meth:`RunSpec.to_environ`).
+
+Variables (all required unless a default is given)::
+
+    SEALBENCH_RUN_ID                 run id (1-64 chars of [A-Za-z0-9._-])
+    SEALBENCH_BENCHMARK_ID           benchmark id on the registry
+    SEALBENCH_METRICS_VERSION        metrics spec version the benchmark pins ("brats-2023-gli/1")
+    SEALBENCH_DATASET_ID             dataset id on the registry
+    SEALBENCH_DATASET_URI            sealed dataset: gs://bucket/prefix or file:///abs/path
+    SEALBENCH_DATASET_KMS_KEY        projects/P/locations/L/keyRings/R/cryptoKeys/K
+    SEALBENCH_DATASET_POOL_PROVIDER  projects/N/locations/global/workloadIdentityPools/P/providers/V
+    SEALBENCH_MODEL_ID, _URI, _KMS_KEY, _POOL_PROVIDER     the same for the model
+    SEALBENCH_RESULT_URI             where the sealed result, summary and token are written
+    SEALBENCH_RECIPIENT_PUBLIC_KEY   the data owner's X25519 result key, base64 of the 32 raw bytes
+    SEALBENCH_DATA_DIGEST            expected manifest digest of the dataset (sha256:…)
+    SEALBENCH_MODEL_DIGEST           expected digest of the ONNX weights (sha256:…)
+    SEALBENCH_RECIPIENT_DIGEST       expected digest of the recipient public key (sha256:…)
+    SEALBENCH_STS_URL                token exchange URL       (default Google's STS)
+    SEALBENCH_KMS_ENDPOINT           Cloud KMS API endpoint   (default Google's)
+    SEALBENCH_STORAGE_ENDPOINT       Cloud Storage endpoint   (default Google's)
+
+The three endpoint variables exist so the very same image runs against the local mock cloud. A
+production key owner's policy can pin them (their values are attested) and the registry server
+reports them with every result.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Mapping
+from typing import Annotated, Final, NewType
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from sealbench.crypto.digest import Sha256Digest, parse_digest, sha256_digest
+
+__all__ = [
+    "ENV_OVERRIDE_NAMES",
+    "AssetLocation",
+    "RunSpec",
+    "RunSpecError",
+]
+
+RunId = NewType("RunId", str)
+
+GOOGLE_STS_URL: Final = "https://sts.googleapis.com/v1/token"
+GOOGLE_KMS_ENDPOINT: Final = "https://cloudkms.googleapis.com"
+GOOGLE_STORAGE_ENDPOINT: Final = "https://storage.googleapis.com"
+
+_ID_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+_URI_RE = r"^(gs://[a-z0-9][a-z0-9._-]{1,220}(/[A-Za-z0-9._/-]*)?|file:///[^\x00-\x1f]+)$"
+_KMS_KEY_RE = r"^projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+$"
+_PROVIDER_RE = (
+    r"^projects/[0-9]+/locations/global/workloadIdentityPools/[a-z0-9-]{4,32}"
+    r"/providers/[a-z0-9-]{4,32}$"
+)
+_ENDPOINT_RE = r"^https?://[A-Za-z0-9.\-\[\]:]+(:[0-9]{1,5})?(/[A-Za-z0-9._/-]*)?$"
+
+
+class RunSpecError(ValueError):
+    """The attested environment does not hold a valid run specification. ``field`` names the
+    environment variable at fault; the message never repeats its value."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {problem}")
+
+
+def _digest(value: str) -> Sha256Digest:
+    return parse_digest(value)
+
+
+def _recipient_key(value: str) -> str:
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError("expected base64 of a 32-byte X25519 public key") from exc
+    if len(raw) != 32:
+        raise ValueError(f"expected a 32-byte X25519 public key, received {len(raw)} bytes")
+    return value
+
+
+Digest = Annotated[str, AfterValidator(_digest)]
+
+
+class AssetLocation(BaseModel):
+    """Where one owner's sealed asset lives and how its key is released."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    asset_id: str = Field(pattern=_ID_RE)
+    uri: str = Field(pattern=_URI_RE)
+    kms_key: str = Field(pattern=_KMS_KEY_RE)
+    pool_provider: str = Field(pattern=_PROVIDER_RE)
+
+    @property
+    def sts_audience(self) -> str:
+        """The STS ``audience`` for this owner's workload identity pool provider."""
+        return "//iam.googleapis.com/" + self.pool_provider
+
+
+class RunSpec(BaseModel):
+    """One confidential evaluation: which benchmark, which assets, where the result goes, and
+    the digests that key release and the result attestation are bound to."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: str = Field(pattern=_ID_RE)
+    benchmark_id: str = Field(pattern=_ID_RE)
+    metrics_version: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,63}$")
+    dataset: AssetLocation
+    model: AssetLocation
+    result_uri: str = Field(pattern=_URI_RE)
+    recipient_public_key: Annotated[str, AfterValidator(_recipient_key)]
+    data_digest: Digest
+    model_digest: Digest
+    recipient_digest: Digest
+    sts_url: str = Field(default=GOOGLE_STS_URL, pattern=_ENDPOINT_RE)
+    kms_endpoint: str = Field(default=GOOGLE_KMS_ENDPOINT, pattern=_ENDPOINT_RE)
+    storage_endpoint: str = Field(default=GOOGLE_STORAGE_ENDPOINT, pattern=_ENDPOINT_RE)
+
+    @property
+    def recipient_key_bytes(self) -> bytes:
+        return base64.b64decode(self.recipient_public_key)
+
+    def check_recipient(self) -> None:
+        """Raise :class:`RunSpecError` unless the recipient key hashes to its expected digest."""
+        actual = sha256_digest(self.recipient_key_bytes)
+        if actual != self.recipient_digest:
+            raise RunSpecError(
+                _ENV["recipient_digest"],
+                f"the recipient public key hashes to {actual}, not the expected digest",
+            )
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> RunSpec:
+        """Parse the run specification from ``environ``; only the names in
+        :data:`ENV_OVERRIDE_NAMES` are read. Raises :class:`RunSpecError` naming the first
+        missing or malformed variable."""
+        flat = {field: environ.get(name) for field, name in _ENV.items()}
+        for field, name in _ENV.items():
+            if flat[field] is None and field not in _OPTIONAL:
+                raise RunSpecError(name, "missing")
+        values: dict[str, object] = {
+            k: v for k, v in flat.items() if k in _TOP_LEVEL and v is not None
+        }
+        for asset in ("dataset", "model"):
+            values[asset] = {
+                "asset_id": flat[f"{asset}_id"],
+                "uri": flat[f"{asset}_uri"],
+                "kms_key": flat[f"{asset}_kms_key"],
+                "pool_provider": flat[f"{asset}_pool_provider"],
+            }
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = "_".join(str(part) for part in err["loc"])
+            loc = loc.replace("_asset_id", "_id")
+            name = _ENV.get(loc, loc)
+            raise RunSpecError(name, _problem(err["msg"])) from None
+
+    def to_environ(self) -> dict[str, str]:
+        """The environment variables (attested env overrides) that encode this spec."""
+        out = {
+            _ENV["run_id"]: self.run_id,
+            _ENV["benchmark_id"]: self.benchmark_id,
+            _ENV["metrics_version"]: self.metrics_version,
+            _ENV["result_uri"]: self.result_uri,
+            _ENV["recipient_public_key"]: self.recipient_public_key,
+            _ENV["data_digest"]: self.data_digest,
+            _ENV["model_digest"]: self.model_digest,
+            _ENV["recipient_digest"]: self.recipient_digest,
+            _ENV["sts_url"]: self.sts_url,
+            _ENV["kms_endpoint"]: self.kms_endpoint,
+            _ENV["storage_endpoint"]: self.storage_endpoint,
+        }
+        for asset_name, asset in (("dataset", self.dataset), ("model", self.model)):
+            out[_ENV[f"{asset_name}_id"]] = asset.asset_id
+            out[_ENV[f"{asset_name}_uri"]] = asset.uri
+            out[_ENV[f"{asset_name}_kms_key"]] = asset.kms_key
+            out[_ENV[f"{asset_name}_pool_provider"]] = asset.pool_provider
+        return out
+
+
+def _problem(msg: str) -> str:
+    # pydantic messages quote patterns, not values, so they are safe to show.
+    return re.sub(r"^Value error, ", "", msg)
+
+
+_ENV: Final[dict[str, str]] = {
+    "run_id": "SEALBENCH_RUN_ID",
+    "benchmark_id": "SEALBENCH_BENCHMARK_ID",
+    "metrics_version": "SEALBENCH_METRICS_VERSION",
+    "dataset_id": "SEALBENCH_DATASET_ID",
+    "dataset_uri": "SEALBENCH_DATASET_URI",
+    "dataset_kms_key": "SEALBENCH_DATASET_KMS_KEY",
+    "dataset_pool_provider": "SEALBENCH_DATASET_POOL_PROVIDER",
+    "model_id": "SEALBENCH_MODEL_ID",
+    "model_uri": "SEALBENCH_MODEL_URI",
+    "model_kms_key": "SEALBENCH_MODEL_KMS_KEY",
+    "model_pool_provider": "SEALBENCH_MODEL_POOL_PROVIDER",
+    "result_uri": "SEALBENCH_RESULT_URI",
+    "recipient_public_key": "SEALBENCH_RECIPIENT_PUBLIC_KEY",
+    "data_digest": "SEALBENCH_DATA_DIGEST",
+    "model_digest": "SEALBENCH_MODEL_DIGEST",
+    "recipient_digest": "SEALBENCH_RECIPIENT_DIGEST",
+    "sts_url": "SEALBENCH_STS_URL",
+    "kms_endpoint": "SEALBENCH_KMS_ENDPOINT",
+    "storage_endpoint": "SEALBENCH_STORAGE_ENDPOINT",
+}
+_OPTIONAL: Final = frozenset({"sts_url", "kms_endpoint", "storage_endpoint"})
+_TOP_LEVEL: Final = frozenset(RunSpec.model_fields) - {"dataset", "model"}
+
+#: Every environment variable the evaluation image lets the operator override (the value of the
+#: image label ``tee.launch_policy.allow_env_override``).
+ENV_OVERRIDE_NAMES: Final[tuple[str, ...]] = tuple(_ENV.values())
