@@ -1,3 +1,68 @@
 """The boundary to key management, object storage and identity federation: Google Cloud
 implementations (Cloud KMS, Cloud Storage, google-auth external_account credentials, policy
-writer) and local ones (a filesystem bucket)."""
+writer) and local ones (a filesystem bucket).
+
+This package module re-exports only the interfaces and the SDK-free pieces, so that importing it
+pulls in no cloud SDK. The Google Cloud adapters live in their modules:
+
+- :mod:`sealbench.cloud.gcs` — ``GcsBlobStore``, ``make_storage_client``
+- :mod:`sealbench.cloud.kms` — ``KmsKeyWrapper``, ``make_kms_client``
+- :mod:`sealbench.cloud.credentials` — ``workload_credentials``,
+  ``workload_credentials_from_attester``
+- :mod:`sealbench.cloud.policy` — the workload identity provider and IAM policy writer
+"""
+
+from sealbench.cloud.attester import Attester, LauncherAttester
+from sealbench.cloud.errors import (
+    AttesterError,
+    CloudError,
+    ConcurrentPolicyChange,
+    CredentialError,
+    InvalidObjectName,
+    InvalidStorageUri,
+    KeyAccessDenied,
+    KeyNotFound,
+    KmsError,
+    KmsIntegrityError,
+    ObjectNotFound,
+    ObjectTooLarge,
+    PolicyInputError,
+    PolicyWriteError,
+    StorageAccessDenied,
+    StorageError,
+)
+from sealbench.cloud.storage import (
+    BlobStore,
+    LocalBlobStore,
+    StorageLocation,
+    join_name,
+    parse_storage_uri,
+    validate_object_name,
+)
+
+__all__ = [
+    "Attester",
+    "AttesterError",
+    "BlobStore",
+    "CloudError",
+    "ConcurrentPolicyChange",
+    "CredentialError",
+    "InvalidObjectName",
+    "InvalidStorageUri",
+    "KeyAccessDenied",
+    "KeyNotFound",
+    "KmsError",
+    "KmsIntegrityError",
+    "LauncherAttester",
+    "LocalBlobStore",
+    "ObjectNotFound",
+    "ObjectTooLarge",
+    "PolicyInputError",
+    "PolicyWriteError",
+    "StorageAccessDenied",
+    "StorageError",
+    "StorageLocation",
+    "join_name",
+    "parse_storage_uri",
+    "validate_object_name",
+]
