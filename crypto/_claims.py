@@ -1,0 +1,105 @@
+"""The typed claim set of a Confidential Space attestation token (token-claims reference page,
+cross-checked with real tokens). Re-exported by :mod:`sealbench.crypto.attestation`.
+
+Unlike sealbench's own wire objects these models *ignore* unknown members instead of forbidding
+them: the issuer is Google, which adds claims over time (``eat_profile`` appeared in 2025,
+``attester_tcb`` with TDX, ``submods.nvidia_gpu`` with GPUs). Refusing them would turn every
+launcher update into an outage, and accepting them costs nothing because the policy only
+trusts the members modelled here. Scalars are strict (no ``"1"`` → ``1``, no ``0`` → ``False``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, field_validator
+
+__all__ = [
+    "AttestationClaims",
+    "ConfidentialSpaceSubmod",
+    "ContainerSubmod",
+    "GceSubmod",
+    "ImageSignature",
+    "NvidiaGpuSubmod",
+    "Submods",
+]
+
+
+class _Claims(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class ImageSignature(_Claims):
+    key_id: StrictStr
+    signature: StrictStr
+    signature_algorithm: StrictStr
+
+
+class ContainerSubmod(_Claims):
+    """``submods.container``: what the launcher ran."""
+
+    image_reference: StrictStr
+    image_digest: StrictStr
+    image_id: StrictStr | None = None
+    restart_policy: StrictStr | None = None
+    args: tuple[StrictStr, ...] = ()
+    env: Mapping[StrictStr, StrictStr] = {}
+    env_override: Mapping[StrictStr, StrictStr] | None = None
+    cmd_override: tuple[StrictStr, ...] | None = None
+    image_signatures: tuple[ImageSignature, ...] = ()
+
+
+class ConfidentialSpaceSubmod(_Claims):
+    """``submods.confidential_space``; ``support_attributes`` is absent on debug images."""
+
+    support_attributes: tuple[StrictStr, ...] | None = None
+    monitoring_enabled: Mapping[StrictStr, StrictBool] | None = None
+
+
+class GceSubmod(_Claims):
+    """``submods.gce``: the VM (numbers are strings in the token)."""
+
+    zone: StrictStr
+    project_id: StrictStr
+    project_number: StrictStr
+    instance_name: StrictStr
+    instance_id: StrictStr
+
+
+class NvidiaGpuSubmod(_Claims):
+    cc_mode: StrictStr
+
+
+class Submods(_Claims):
+    container: ContainerSubmod
+    confidential_space: ConfidentialSpaceSubmod | None = None
+    gce: GceSubmod | None = None
+    nvidia_gpu: NvidiaGpuSubmod | None = None
+
+
+class AttestationClaims(_Claims):
+    """The verified payload of an attestation token."""
+
+    iss: StrictStr
+    aud: StrictStr
+    sub: StrictStr
+    iat: StrictInt
+    nbf: StrictInt
+    exp: StrictInt
+    eat_nonce: tuple[StrictStr, ...] = ()
+    eat_profile: StrictStr | None = None
+    secboot: StrictBool
+    oemid: StrictInt | None = None
+    hwmodel: StrictStr
+    swname: StrictStr
+    swversion: tuple[StrictStr, ...]
+    dbgstat: StrictStr
+    attester_tcb: tuple[StrictStr, ...] | None = None
+    google_service_accounts: tuple[StrictStr, ...] = ()
+    submods: Submods
+
+    @field_validator("eat_nonce", mode="before")
+    @classmethod
+    def _one_nonce_is_a_string(cls, value: object) -> object:
+        # The launcher writes a single nonce as a string and several as an array.
+        return (value,) if isinstance(value, str) else value

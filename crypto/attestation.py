@@ -1,0 +1,388 @@
+"""Pure verification of Confidential Space attestation tokens and the sealbench policy on them.
+
+:func:`verify_token` takes the compact JWS, a :class:`Jwks` and ``now``; it fetches nothing.
+Order of checks: shape and size → header (``alg`` must be ``RS256``; ``none``, ``HS256`` and
+everything else is refused before any key is looked at; no ``crit``) → key by ``kid`` →
+RSASSA-PKCS1-v1_5/SHA-256 signature → ``iss`` → ``aud`` → ``exp``/``nbf``/``iat`` against the
+injected clock with leeway → typed :class:`AttestationClaims`. Only then does
+:meth:`AttestationPolicy.check` look at what the claims *say* (image, debug state, support
+attributes, command and environment overrides, nonce).
+
+Errors (see :mod:`sealbench.crypto.errors`) name the claim that failed, what was expected and
+what was received; they never contain the token or its signature.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Final
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import padding
+from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey, RSAPublicNumbers
+from pydantic import ValidationError
+
+from sealbench.crypto._claims import (
+    AttestationClaims,
+    ConfidentialSpaceSubmod,
+    ContainerSubmod,
+    GceSubmod,
+    ImageSignature,
+    NvidiaGpuSubmod,
+    Submods,
+)
+from sealbench.crypto.canonical import canonical_json
+from sealbench.crypto.digest import Sha256Digest, parse_digest
+from sealbench.crypto.errors import (
+    AudienceMismatchError,
+    IssuerMismatchError,
+    KeyFormatError,
+    PolicyViolationError,
+    TokenExpiredError,
+    TokenInvalidError,
+    TokenNotYetValidError,
+)
+
+__all__ = [
+    "CONFIDENTIAL_SPACE_ISSUER",
+    "RESULT_AUDIENCE",
+    "STS_AUDIENCE",
+    "AttestationClaims",
+    "AttestationPolicy",
+    "ConfidentialSpaceSubmod",
+    "ContainerSubmod",
+    "GceSubmod",
+    "ImageSignature",
+    "Jwks",
+    "NvidiaGpuSubmod",
+    "Submods",
+    "result_nonce",
+    "verify_token",
+]
+
+CONFIDENTIAL_SPACE_ISSUER: Final = "https://confidentialcomputing.googleapis.com"
+STS_AUDIENCE: Final = "https://sts.googleapis.com"
+RESULT_AUDIENCE: Final = "sealbench-result"
+
+#: Largest token accepted (real ones are 1-3 KiB); checked before anything is decoded.
+MAX_TOKEN_LENGTH: Final = 64 * 1024
+#: Largest JWKS document accepted.
+MAX_JWKS_LENGTH: Final = 256 * 1024
+MIN_RSA_BITS: Final = 2048
+
+REQUIRED_SWNAME: Final = "CONFIDENTIAL_SPACE"
+REQUIRED_DBGSTAT: Final = "disabled-since-boot"
+REQUIRED_SUPPORT_ATTRIBUTE: Final = "STABLE"
+
+_SHOWN: Final = 80
+
+
+def _show(value: object) -> str:
+    """A short, quoted rendering of a claim value for error messages (never the token)."""
+    text = repr(value)
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
+
+
+def _b64url_decode(part: str, what: str) -> bytes:
+    if not part or "=" in part:
+        raise TokenInvalidError(f"token {what} is not unpadded base64url")
+    try:
+        return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+    except (binascii.Error, ValueError):
+        raise TokenInvalidError(f"token {what} is not unpadded base64url") from None
+
+
+def _b64url_uint(value: object, what: str) -> int:
+    if not isinstance(value, str) or not value:
+        raise KeyFormatError(f"JWKS key member {what!r} must be a base64url string")
+    padded = value + "=" * (-len(value) % 4)
+    try:
+        raw = base64.urlsafe_b64decode(padded)
+    except (binascii.Error, ValueError):
+        raise KeyFormatError(f"JWKS key member {what!r} is not base64url") from None
+    return int.from_bytes(raw, "big")
+
+
+def _reject_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    result: dict[str, object] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"duplicate member {key!r}")
+        result[key] = value
+    return result
+
+
+def _json_object(raw: bytes, what: str) -> dict[str, object]:
+    try:
+        value = json.loads(raw.decode("utf-8"), object_pairs_hook=_reject_duplicates)
+    except (UnicodeDecodeError, ValueError):
+        raise TokenInvalidError(f"token {what} is not a JSON object") from None
+    if not isinstance(value, dict):
+        raise TokenInvalidError(f"token {what} is not a JSON object")
+    return value
+
+
+@dataclass(frozen=True)
+class Jwks:
+    """A JSON Web Key Set reduced to what RS256 verification needs: ``kid`` → RSA public key.
+
+    Only ``kty == "RSA"`` keys are kept (other key types cannot verify RS256 and are ignored);
+    a key that says ``use`` other than ``sig`` or ``alg`` other than ``RS256`` is dropped too.
+    Malformed RSA keys, keys under 2048 bits and duplicate ``kid`` values raise
+    :class:`KeyFormatError`.
+    """
+
+    keys: Mapping[str, RSAPublicKey]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "keys", MappingProxyType(dict(self.keys)))
+
+    @classmethod
+    def from_json(cls, data: bytes | str | Mapping[str, object]) -> Jwks:
+        if isinstance(data, bytes | str):
+            if len(data) > MAX_JWKS_LENGTH:
+                raise KeyFormatError(f"JWKS larger than {MAX_JWKS_LENGTH} bytes")
+            try:
+                parsed = json.loads(data, object_pairs_hook=_reject_duplicates)
+            except ValueError:
+                raise KeyFormatError("JWKS is not valid JSON") from None
+        else:
+            parsed = data
+        if not isinstance(parsed, Mapping) or not isinstance(parsed.get("keys"), list):
+            raise KeyFormatError("JWKS must be an object with a 'keys' array")
+        keys: dict[str, RSAPublicKey] = {}
+        for jwk in parsed["keys"]:
+            if not isinstance(jwk, Mapping):
+                raise KeyFormatError("JWKS 'keys' entries must be objects")
+            if jwk.get("kty") != "RSA":
+                continue
+            if jwk.get("use", "sig") != "sig" or jwk.get("alg", "RS256") != "RS256":
+                continue
+            kid = jwk.get("kid")
+            if not isinstance(kid, str) or not kid:
+                raise KeyFormatError("JWKS RSA key without a 'kid'")
+            if kid in keys:
+                raise KeyFormatError(f"JWKS has two keys with kid {kid!r}")
+            n = _b64url_uint(jwk.get("n"), "n")
+            e = _b64url_uint(jwk.get("e"), "e")
+            try:
+                key = RSAPublicNumbers(e, n).public_key()
+            except ValueError:
+                raise KeyFormatError(f"JWKS key {kid!r} is not a valid RSA public key") from None
+            keys[kid] = key
+        return cls.from_keys(keys)
+
+    @classmethod
+    def from_keys(cls, keys: Mapping[str, RSAPublicKey]) -> Jwks:
+        for kid, key in keys.items():
+            if key.key_size < MIN_RSA_BITS:
+                raise KeyFormatError(
+                    f"JWKS key {kid!r}: expected at least {MIN_RSA_BITS} bits, "
+                    f"received {key.key_size}"
+                )
+        return cls(keys=keys)
+
+    def to_json(self) -> bytes:
+        """The set as a JWKS document (``kty``, ``alg``, ``use``, ``kid``, ``n``, ``e``)."""
+
+        def b64(value: int) -> str:
+            raw = value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big")
+            return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+        entries = []
+        for kid, key in sorted(self.keys.items()):
+            numbers = key.public_numbers()
+            entries.append(
+                {
+                    "alg": "RS256",
+                    "e": b64(numbers.e),
+                    "kid": kid,
+                    "kty": "RSA",
+                    "n": b64(numbers.n),
+                    "use": "sig",
+                }
+            )
+        return canonical_json({"keys": entries})
+
+    def get(self, kid: str) -> RSAPublicKey:
+        try:
+            return self.keys[kid]
+        except KeyError:
+            raise TokenInvalidError(f"token key id {_show(kid)} is not in the JWKS") from None
+
+
+def _int_claim(payload: Mapping[str, object], name: str) -> int:
+    value = payload.get(name)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TokenInvalidError(f"claim {name!r}: expected an integer, received {_show(value)}")
+    return value
+
+
+def verify_token(
+    token: str,
+    jwks: Jwks,
+    *,
+    issuer: str,
+    audience: str,
+    now: float,
+    leeway: float = 30.0,
+) -> AttestationClaims:
+    """Verify a compact RS256 JWS and return its typed claims, or raise an
+    :class:`~sealbench.crypto.errors.AttestationError` subclass naming what failed."""
+    if not isinstance(token, str) or len(token) > MAX_TOKEN_LENGTH:
+        raise TokenInvalidError(f"token must be a string of at most {MAX_TOKEN_LENGTH} chars")
+    parts = token.split(".")
+    if len(parts) != 3:
+        raise TokenInvalidError(
+            f"token must be a compact JWS of 3 parts, received {len(parts)} parts"
+        )
+    header_b64, payload_b64, signature_b64 = parts
+    header = _json_object(_b64url_decode(header_b64, "header"), "header")
+    alg = header.get("alg")
+    if alg != "RS256":
+        raise TokenInvalidError(f"token header 'alg': expected 'RS256', received {_show(alg)}")
+    if "crit" in header:
+        raise TokenInvalidError("token header 'crit' names extensions this verifier lacks")
+    kid = header.get("kid")
+    if not isinstance(kid, str):
+        raise TokenInvalidError(f"token header 'kid': expected a string, received {_show(kid)}")
+    key = jwks.get(kid)
+    signature = _b64url_decode(signature_b64, "signature")
+    try:
+        key.verify(
+            signature,
+            f"{header_b64}.{payload_b64}".encode("ascii"),
+            padding.PKCS1v15(),
+            hashes.SHA256(),
+        )
+    except (InvalidSignature, UnicodeEncodeError):
+        raise TokenInvalidError("token signature does not verify") from None
+
+    payload = _json_object(_b64url_decode(payload_b64, "payload"), "payload")
+    if payload.get("iss") != issuer:
+        raise IssuerMismatchError(
+            f"claim 'iss': expected {issuer!r}, received {_show(payload.get('iss'))}"
+        )
+    if payload.get("aud") != audience:
+        raise AudienceMismatchError(
+            f"claim 'aud': expected {audience!r}, received {_show(payload.get('aud'))}"
+        )
+    exp = _int_claim(payload, "exp")
+    nbf = _int_claim(payload, "nbf")
+    iat = _int_claim(payload, "iat")
+    if now > exp + leeway:
+        raise TokenExpiredError(
+            f"claim 'exp': expected at least {now:.0f} (-{leeway:g}s), received {exp}"
+        )
+    if nbf > now + leeway:
+        raise TokenNotYetValidError(
+            f"claim 'nbf': expected at most {now:.0f} (+{leeway:g}s), received {nbf}"
+        )
+    if iat > now + leeway:
+        raise TokenNotYetValidError(
+            f"claim 'iat': expected at most {now:.0f} (+{leeway:g}s), received {iat}"
+        )
+    try:
+        return AttestationClaims.model_validate(payload)
+    except ValidationError as exc:
+        # Only the locations of the failures: pydantic's own text would echo claim values.
+        where = ", ".join(".".join(str(p) for p in err["loc"]) for err in exc.errors()[:5])
+        raise TokenInvalidError(f"token claims malformed at: {where}") from None
+
+
+@dataclass(frozen=True)
+class AttestationPolicy:
+    """What sealbench requires of verified claims before it trusts a workload.
+
+    - ``swname == "CONFIDENTIAL_SPACE"`` and ``dbgstat == "disabled-since-boot"`` (no debug
+      image: its operator has root in the VM);
+    - ``"STABLE"`` in ``submods.confidential_space.support_attributes`` (absent, as on debug
+      images, is a violation);
+    - ``submods.container.image_digest`` in ``allowed_image_digests``;
+    - no ``cmd_override`` (``null`` or empty);
+    - ``env_override`` holds every key of ``expected_env_overrides`` with exactly that value.
+      Any *other* override is a violation too unless its name is in
+      ``allowed_extra_env_overrides``: overrides change what the image does, and one the policy
+      author did not name is one nobody reviewed;
+    - ``expected_nonce`` (when set) is one of the token's ``eat_nonce`` values.
+
+    Checked in that order; the first failure raises :class:`PolicyViolationError`.
+    """
+
+    allowed_image_digests: frozenset[str]
+    expected_env_overrides: Mapping[str, str] = field(default_factory=dict)
+    expected_nonce: str | None = None
+    allowed_extra_env_overrides: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if not self.allowed_image_digests:
+            raise ValueError("an attestation policy must allow at least one image digest")
+        for digest in self.allowed_image_digests:
+            parse_digest(digest)
+        object.__setattr__(
+            self, "expected_env_overrides", MappingProxyType(dict(self.expected_env_overrides))
+        )
+
+    def check(self, claims: AttestationClaims) -> None:
+        if claims.swname != REQUIRED_SWNAME:
+            raise PolicyViolationError("swname", repr(REQUIRED_SWNAME), _show(claims.swname))
+        if claims.dbgstat != REQUIRED_DBGSTAT:
+            raise PolicyViolationError("dbgstat", repr(REQUIRED_DBGSTAT), _show(claims.dbgstat))
+        space = claims.submods.confidential_space
+        support = None if space is None else space.support_attributes
+        if support is None or REQUIRED_SUPPORT_ATTRIBUTE not in support:
+            raise PolicyViolationError(
+                "submods.confidential_space.support_attributes",
+                f"a list containing {REQUIRED_SUPPORT_ATTRIBUTE!r}",
+                "absent" if support is None else _show(list(support)),
+            )
+        container = claims.submods.container
+        if container.image_digest not in self.allowed_image_digests:
+            raise PolicyViolationError(
+                "submods.container.image_digest",
+                f"one of {len(self.allowed_image_digests)} allowed digests",
+                _show(container.image_digest),
+            )
+        if container.cmd_override:
+            raise PolicyViolationError(
+                "submods.container.cmd_override",
+                "no command override",
+                f"{len(container.cmd_override)} arguments",
+            )
+        self._check_env(container.env_override or {})
+        if self.expected_nonce is not None and self.expected_nonce not in claims.eat_nonce:
+            raise PolicyViolationError(
+                "eat_nonce", repr(self.expected_nonce), _show(list(claims.eat_nonce))
+            )
+
+    def _check_env(self, env: Mapping[str, str]) -> None:
+        for name, expected in sorted(self.expected_env_overrides.items()):
+            claim = f"submods.container.env_override.{name}"
+            if name not in env:
+                raise PolicyViolationError(claim, repr(expected), "absent")
+            if env[name] != expected:
+                raise PolicyViolationError(claim, repr(expected), _show(env[name]))
+        allowed = set(self.expected_env_overrides) | self.allowed_extra_env_overrides
+        extra = sorted(set(env) - allowed)
+        if extra:
+            raise PolicyViolationError(
+                "submods.container.env_override",
+                f"only the overrides {sorted(allowed)}",
+                f"also {_show(extra)}",
+            )
+
+
+def result_nonce(summary: Mapping[str, object], sealed_result_digest: Sha256Digest) -> str:
+    """The ``eat_nonce`` a result token must carry: hex SHA-256 over the canonical JSON
+    ``{"sealed_result_sha256": <digest>, "summary": <summary>}`` (64 characters, inside the
+    launcher's 10-74 byte nonce limit)."""
+    digest = parse_digest(sealed_result_digest)
+    document = canonical_json({"sealed_result_sha256": digest, "summary": dict(summary)})
+    return hashlib.sha256(document).hexdigest()
