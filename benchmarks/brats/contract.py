@@ -1,0 +1,164 @@
+"""The BraTS data contract: what a case is (modalities, grid, file names) and what its labels mean.
+
+A :class:`BratsContract` is a versioned wire object published with the benchmark definition. Its
+:class:`LabelMap` says which integer is which tissue and derives the evaluated regions
+(WT whole tumour, TC tumour core, ET enhancing tumour) from it, so the same code scores the
+BraTS 2023+ convention {1 NETC, 2 SNFH, 3 ET} and the BraTS 2017-2022 one {1 NCR, 2 ED, 4 ET}.
+
+Models always work in *class indices* 0..3 (background, non-enhancing core, surrounding FLAIR
+hyperintensity, enhancing tumour); :meth:`LabelMap.from_class_indices` turns them into the
+contract's label values.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = [
+    "BRATS2021_LABELS",
+    "BRATS2023_LABELS",
+    "BRATS_2023_GLI",
+    "REGIONS",
+    "BratsContract",
+    "LabelMap",
+    "Region",
+]
+
+Region = Literal["WT", "TC", "ET"]
+REGIONS: tuple[Region, ...] = ("WT", "TC", "ET")
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class LabelMap(BaseModel):
+    """Integer label of each tissue, in class-index order (background first).
+
+    ``tissues`` names the tissues of class indices 1..3; ``values`` gives their label values;
+    ``regions`` lists the label values that make up WT, TC and ET.
+    """
+
+    model_config = _FROZEN
+
+    name: Literal["brats2023", "brats2021"]
+    tissues: tuple[str, str, str]
+    values: tuple[int, int, int]
+    regions: dict[Region, tuple[int, ...]]
+
+    @model_validator(mode="after")
+    def _check(self) -> LabelMap:
+        if len(set(self.values)) != 3 or not all(0 < v < 256 for v in self.values):
+            raise ValueError(f"label values must be 3 distinct integers in 1..255: {self.values}")
+        if set(self.regions) != set(REGIONS):
+            raise ValueError(f"regions must be exactly {REGIONS}, received {tuple(self.regions)}")
+        for region, vals in self.regions.items():
+            if not vals or not set(vals) <= set(self.values):
+                raise ValueError(f"region {region} uses labels {vals} outside {self.values}")
+        return self
+
+    @property
+    def allowed_values(self) -> frozenset[int]:
+        """Every label value a segmentation may contain (background 0 included)."""
+        return frozenset((0, *self.values))
+
+    def region_mask(self, labels: npt.NDArray[np.integer], region: Region) -> npt.NDArray[np.bool_]:
+        """Binary mask of ``region`` in a label map."""
+        lut = np.zeros(256, dtype=bool)
+        lut[list(self.regions[region])] = True
+        return lut[np.asarray(labels).astype(np.uint8, copy=False)]
+
+    def from_class_indices(self, classes: npt.NDArray[np.integer]) -> npt.NDArray[np.uint8]:
+        """Map class indices 0..3 to this convention's label values (uint8)."""
+        lut = np.array((0, *self.values), dtype=np.uint8)
+        return lut[np.asarray(classes)]
+
+    def to_class_indices(self, labels: npt.NDArray[np.integer]) -> npt.NDArray[np.uint8]:
+        """Map label values to class indices 0..3; values outside the map raise ``ValueError``."""
+        arr = np.asarray(labels)
+        present = {int(v) for v in np.unique(arr)}
+        unknown = present - self.allowed_values
+        if unknown:
+            raise ValueError(
+                f"label values {sorted(unknown)} are not in the {self.name} map "
+                f"{sorted(self.allowed_values)}"
+            )
+        lut = np.zeros(256, dtype=np.uint8)
+        for index, value in enumerate(self.values, start=1):
+            lut[value] = index
+        return lut[arr.astype(np.uint8, copy=False)]
+
+
+BRATS2023_LABELS = LabelMap(
+    name="brats2023",
+    tissues=("NETC", "SNFH", "ET"),
+    values=(1, 2, 3),
+    regions={"WT": (1, 2, 3), "TC": (1, 3), "ET": (3,)},
+)
+BRATS2021_LABELS = LabelMap(
+    name="brats2021",
+    tissues=("NCR", "ED", "ET"),
+    values=(1, 2, 4),
+    regions={"WT": (1, 2, 4), "TC": (1, 4), "ET": (4,)},
+)
+
+
+class BratsContract(BaseModel):
+    """Versioned description of one case: four co-registered MRI modalities and a label map on a
+    fixed grid, stored as NIfTI with BraTS 2023 names
+    (``BraTS-GLI-XXXXX-YYY/BraTS-GLI-XXXXX-YYY-{t1n,t1c,t2w,t2f,seg}.nii.gz``)."""
+
+    model_config = _FROZEN
+
+    contract_id: Literal["sealbench/brats-contract"] = "sealbench/brats-contract"
+    version: Literal[1] = 1
+    modalities: tuple[str, ...] = ("t1n", "t1c", "t2w", "t2f")
+    shape: tuple[int, int, int] = (240, 240, 155)
+    spacing_mm: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    file_suffix: Literal[".nii.gz"] = ".nii.gz"
+    seg_name: str = "seg"
+    case_id_pattern: str = r"BraTS-GLI-\d{5}-\d{3}"
+    label_map: LabelMap = BRATS2023_LABELS
+    spacing_tolerance_mm: float = Field(default=1e-3, ge=0)
+    affine_tolerance: float = Field(default=1e-3, ge=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> BratsContract:
+        if len(set(self.modalities)) != len(self.modalities) or not self.modalities:
+            raise ValueError(f"modalities must be distinct and non-empty: {self.modalities}")
+        if self.seg_name in self.modalities:
+            raise ValueError("the segmentation name must differ from every modality")
+        if any(s <= 0 for s in self.shape) or any(s <= 0 for s in self.spacing_mm):
+            raise ValueError("shape and spacing must be positive")
+        re.compile(self.case_id_pattern)
+        return self
+
+    def is_case_id(self, name: str) -> bool:
+        """Whether ``name`` is a case id in this contract's naming."""
+        return re.fullmatch(self.case_id_pattern, name) is not None
+
+    def file_name(self, case_id: str, part: str) -> str:
+        """File name of one modality (or the segmentation) of a case."""
+        if part != self.seg_name and part not in self.modalities:
+            raise ValueError(f"unknown part {part!r}; expected one of {self.parts}")
+        return f"{case_id}-{part}{self.file_suffix}"
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        """Modalities then the segmentation: every file a labelled case has."""
+        return (*self.modalities, self.seg_name)
+
+    @property
+    def n_voxels(self) -> int:
+        """Voxels in one volume of this grid."""
+        return int(np.prod(self.shape))
+
+    def with_shape(self, shape: tuple[int, int, int]) -> BratsContract:
+        """The same contract on another grid (small grids make fast tests)."""
+        return BratsContract.model_validate({**self.model_dump(), "shape": shape})
+
+
+BRATS_2023_GLI = BratsContract()

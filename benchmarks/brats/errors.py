@@ -1,0 +1,61 @@
+"""Errors of the BraTS benchmark package.
+
+    BenchmarkError
+    ├── CaseError                 one case cannot be used (the message says why; no patient data)
+    │   ├── CaseFormatError       unreadable bytes: corrupt gzip, not NIfTI, over the size cap
+    │   └── CaseContractError     readable, but not what the contract says (names, shape, affine,
+    │                             non-finite values, unknown labels, missing modality)
+    ├── InvalidPredictionError    a prediction that cannot be scored (shape, labels, dtype)
+    ├── ModelContractError        an ONNX model does not fit the contract (``.differences``)
+    ├── InferenceError            ONNX Runtime failed on a case
+    └── PreparationError          a dataset preparation that cannot proceed or produced nothing
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BenchmarkError",
+    "CaseContractError",
+    "CaseError",
+    "CaseFormatError",
+    "InferenceError",
+    "InvalidPredictionError",
+    "ModelContractError",
+    "PreparationError",
+]
+
+
+class BenchmarkError(Exception):
+    """Base of every error raised by ``sealbench.benchmarks.brats``."""
+
+
+class CaseError(BenchmarkError):
+    """One case cannot be used."""
+
+
+class CaseFormatError(CaseError):
+    """A case file is not a readable, size-bounded gzip-compressed NIfTI-1 image."""
+
+
+class CaseContractError(CaseError):
+    """A case is readable but differs from the data contract."""
+
+
+class InvalidPredictionError(BenchmarkError):
+    """A prediction cannot be scored against its ground truth."""
+
+
+class ModelContractError(BenchmarkError):
+    """An ONNX model does not fit the data contract; ``differences`` names each mismatch."""
+
+    def __init__(self, differences: tuple[str, ...]) -> None:
+        self.differences = differences
+        super().__init__("model does not fit the contract: " + "; ".join(differences))
+
+
+class InferenceError(BenchmarkError):
+    """ONNX Runtime could not load the model or run a case."""
+
+
+class PreparationError(BenchmarkError):
+    """Dataset preparation cannot proceed (for example the output exists) or kept no case."""

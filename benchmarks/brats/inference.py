@@ -1,0 +1,159 @@
+"""Segmentation inference behind the :class:`Segmenter` interface, with ONNX Runtime.
+
+:class:`OnnxSegmenter` loads a model from bytes in memory (weights are never written to disk),
+checks it against the contract, z-scores the case's modalities inside the brain mask
+(idempotent, so prepared cases pass through unchanged), pads each axis to a multiple of
+``size_divisor`` and runs either one whole-volume pass (when the padded volume has at most
+``max_whole_voxels`` voxels) or a sliding window with Gaussian importance weighting
+(sigma = 0.125 x ROI, weights clipped at 1e-3, last window flush with the border, as MONAI and
+nnU-Net do). The arg-max class indices are mapped to the contract's label values; the caller
+writes the label map with the case's affine (:func:`.cases.encode_nifti`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+from typing import Literal, Protocol
+
+import numpy as np
+import numpy.typing as npt
+import onnxruntime as ort  # type: ignore[import-untyped]
+
+from .cases import Case
+from .contract import BratsContract
+from .errors import InferenceError
+from .model_contract import ModelContractReport, check_model_contract
+from .normalise import normalise_modalities
+
+__all__ = ["OnnxSegmenter", "Segmenter", "gaussian_importance", "sliding_windows"]
+
+logger = logging.getLogger(__name__)
+
+FloatArray = npt.NDArray[np.float32]
+Shape3 = tuple[int, int, int]
+
+
+class Segmenter(Protocol):
+    """Turns one case into a label map (uint8, the case's grid, the contract's labels)."""
+
+    def segment(self, case: Case) -> npt.NDArray[np.uint8]:
+        """Label map of ``case``."""
+        ...
+
+
+def gaussian_importance(roi: Shape3, sigma_scale: float = 0.125) -> FloatArray:
+    """Separable Gaussian window of shape ``roi`` (max 1, clipped at 1e-3)."""
+    axes = []
+    for n in roi:
+        centre = (n - 1) / 2.0
+        x = np.arange(n, dtype=np.float64)
+        axes.append(np.exp(-0.5 * ((x - centre) / (sigma_scale * n)) ** 2))
+    window = axes[0][:, None, None] * axes[1][None, :, None] * axes[2][None, None, :]
+    window /= window.max()
+    clipped: FloatArray = np.maximum(window, 1e-3).astype(np.float32)
+    return clipped
+
+
+def sliding_windows(shape: Shape3, roi: Shape3, overlap: float) -> list[tuple[slice, ...]]:
+    """Window slices covering ``shape`` with step ``roi*(1-overlap)``; the last window of each
+    axis is flush with the border."""
+    starts = []
+    for n, r in zip(shape, roi, strict=True):
+        if n <= r:
+            starts.append([0])
+            continue
+        step = max(1, int(r * (1.0 - overlap)))
+        axis = list(range(0, n - r, step))
+        axis.append(n - r)
+        starts.append(sorted(set(axis)))
+    return [tuple(slice(s, s + r) for s, r in zip(start, roi, strict=True))
+            for start in itertools.product(*starts)]
+
+
+def _softmax(logits: FloatArray) -> FloatArray:
+    shifted = logits - logits.max(axis=0, keepdims=True)
+    np.exp(shifted, out=shifted)
+    shifted /= shifted.sum(axis=0, keepdims=True)
+    out: FloatArray = shifted
+    return out
+
+
+class OnnxSegmenter:
+    """A :class:`Segmenter` running an ONNX model with ONNX Runtime (CUDA when available)."""
+
+    def __init__(self, model_bytes: bytes, contract: BratsContract, *,
+                 mode: Literal["auto", "whole", "sliding"] = "auto",
+                 roi: Shape3 = (128, 128, 128), overlap: float = 0.5, size_divisor: int = 16,
+                 max_whole_voxels: int = 240 * 240 * 160, threads: int | None = None,
+                 providers: list[str] | None = None) -> None:
+        self.report: ModelContractReport = check_model_contract(model_bytes, contract)
+        if not 0.0 <= overlap < 1.0:
+            raise ValueError(f"overlap must be in [0, 1), received {overlap}")
+        if any(r % size_divisor for r in roi):
+            raise ValueError(f"roi {roi} must be a multiple of size_divisor {size_divisor}")
+        self._contract = contract
+        self._mode = mode
+        self._roi = roi
+        self._overlap = overlap
+        self._divisor = size_divisor
+        self._max_whole = max_whole_voxels
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.intra_op_num_threads = threads or min(os.cpu_count() or 1, 16)
+        options.log_severity_level = 3
+        available = ort.get_available_providers()
+        chosen = providers or (["CUDAExecutionProvider", "CPUExecutionProvider"]
+                               if "CUDAExecutionProvider" in available
+                               else ["CPUExecutionProvider"])
+        try:
+            self._session = ort.InferenceSession(model_bytes, options, providers=chosen)
+        except Exception as exc:  # ORT raises its own untyped errors
+            raise InferenceError("ONNX Runtime could not create a session") from exc
+        logger.info("ONNX Runtime session on %s", self._session.get_providers()[0])
+
+    @property
+    def providers(self) -> list[str]:
+        """Execution providers in use, preferred first."""
+        return list(self._session.get_providers())
+
+    def _run(self, x: FloatArray) -> FloatArray:
+        try:
+            (logits,) = self._session.run([self.report.output_name],
+                                          {self.report.input_name: x[None]})
+        except Exception as exc:  # ORT raises its own untyped errors
+            raise InferenceError(f"inference failed on an input of shape {x.shape}") from exc
+        return np.asarray(logits[0], dtype=np.float32)
+
+    def _sliding(self, x: FloatArray) -> FloatArray:
+        shape: Shape3 = (x.shape[1], x.shape[2], x.shape[3])
+        roi: Shape3 = (min(self._roi[0], shape[0]), min(self._roi[1], shape[1]),
+                       min(self._roi[2], shape[2]))
+        importance = gaussian_importance(roi)
+        total = np.zeros((self.report.output_classes, *shape), dtype=np.float32)
+        weight = np.zeros(shape, dtype=np.float32)
+        for window in sliding_windows(shape, roi, self._overlap):
+            probs = _softmax(self._run(np.ascontiguousarray(x[(slice(None), *window)])))
+            total[(slice(None), *window)] += probs * importance
+            weight[window] += importance
+        total /= weight
+        return total
+
+    def segment(self, case: Case) -> npt.NDArray[np.uint8]:
+        """Label map of ``case`` in the contract's convention (uint8, the case's grid)."""
+        missing = [m for m in self._contract.modalities if m not in case.modalities]
+        if missing:
+            raise InferenceError(f"case lacks modalities {missing}")
+        image = normalise_modalities({m: case.modalities[m] for m in self._contract.modalities})
+        shape = image.shape[1:]
+        padded = [-(-n // self._divisor) * self._divisor for n in shape]
+        padded = [max(p, r) if self._mode == "sliding" else p
+                  for p, r in zip(padded, self._roi, strict=True)]
+        pad = [(0, 0)] + [(0, p - n) for p, n in zip(padded, shape, strict=True)]
+        x = np.pad(image, pad) if any(p for _, p in pad) else image
+        whole = self._mode == "whole" or (self._mode == "auto"
+                                          and int(np.prod(padded)) <= self._max_whole)
+        scores = self._run(x) if whole else self._sliding(x)
+        classes = np.argmax(scores[:, : shape[0], : shape[1], : shape[2]], axis=0)
+        return self._contract.label_map.from_class_indices(classes.astype(np.uint8))

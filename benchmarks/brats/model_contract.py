@@ -1,0 +1,147 @@
+"""Check a model owner's ONNX model against the data contract before anything runs.
+
+The model must load in ONNX Runtime and have one float input ``[N, C, D, H, W]`` with
+``C`` = the contract's modality count, one output ``[N, K, D, H, W]`` with ``K`` = 4 classes
+(background and the three tissues, in class-index order), dynamic spatial axes (so that whole
+volumes and any window fit), and a default-domain opset in :data:`SUPPORTED_OPSETS`. Every
+mismatch is collected and reported together in :class:`ModelContractError`.
+
+The opset is read from the ModelProto's ``opset_import`` field (number 8) with a minimal,
+bounded protobuf reader, so this check needs only ONNX Runtime, not the ``onnx`` package.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import onnxruntime as ort  # type: ignore[import-untyped]
+
+from .contract import BratsContract
+from .errors import ModelContractError
+
+__all__ = ["N_CLASSES", "SUPPORTED_OPSETS", "ModelContractReport", "check_model_contract",
+           "read_opsets"]
+
+N_CLASSES = 4
+SUPPORTED_OPSETS = range(17, 22)
+MAX_MODEL_BYTES = 512 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ModelContractReport:
+    """What the check found in a conforming model."""
+
+    input_name: str
+    output_name: str
+    input_channels: int
+    output_classes: int
+    opset: int
+    dynamic_spatial_axes: bool
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    value, shift = 0, 0
+    while True:
+        if pos >= len(data) or shift > 63:
+            raise ValueError("truncated varint")
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+
+
+def _fields(data: bytes) -> list[tuple[int, int, bytes | int]]:
+    """Top-level (field, wire type, value) of a protobuf message."""
+    out: list[tuple[int, int, bytes | int]] = []
+    pos = 0
+    while pos < len(data):
+        key, pos = _varint(data, pos)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _varint(data, pos)
+            out.append((field, wire, value))
+        elif wire == 2:
+            length, pos = _varint(data, pos)
+            if pos + length > len(data):
+                raise ValueError("truncated length-delimited field")
+            out.append((field, wire, data[pos:pos + length]))
+            pos += length
+        elif wire in (1, 5):
+            pos += 8 if wire == 1 else 4
+        else:
+            raise ValueError(f"unsupported wire type {wire}")
+    return out
+
+
+def read_opsets(model_bytes: bytes) -> dict[str, int]:
+    """``{domain: version}`` from a serialized ONNX ModelProto (``""`` is the default domain)."""
+    opsets: dict[str, int] = {}
+    for field, wire, value in _fields(model_bytes):
+        if field == 8 and wire == 2 and isinstance(value, bytes):
+            domain, version = "", 0
+            for sub_field, sub_wire, sub_value in _fields(value):
+                if sub_field == 1 and sub_wire == 2 and isinstance(sub_value, bytes):
+                    domain = sub_value.decode("utf-8", "replace")
+                elif sub_field == 2 and sub_wire == 0 and isinstance(sub_value, int):
+                    version = sub_value
+            opsets["" if domain == "ai.onnx" else domain] = version
+    return opsets
+
+
+def _dynamic(dim: object) -> bool:
+    return dim is None or isinstance(dim, str)
+
+
+def check_model_contract(model_bytes: bytes, contract: BratsContract) -> ModelContractReport:
+    """Return the model's :class:`ModelContractReport` or raise :class:`ModelContractError`
+    listing every difference from the contract."""
+    if len(model_bytes) > MAX_MODEL_BYTES:
+        raise ModelContractError((f"model is {len(model_bytes)} bytes, over the "
+                                  f"{MAX_MODEL_BYTES}-byte cap",))
+    try:
+        opsets = read_opsets(model_bytes)
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        session = ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # ORT and the protobuf reader fail with many exception types
+        raise ModelContractError(("not a loadable ONNX model",)) from exc
+    differences: list[str] = []
+    opset = opsets.get("", 0)
+    if opset not in SUPPORTED_OPSETS:
+        differences.append(f"opset {opset}, expected {SUPPORTED_OPSETS.start}.."
+                           f"{SUPPORTED_OPSETS.stop - 1}")
+    inputs, outputs = session.get_inputs(), session.get_outputs()
+    if len(inputs) != 1 or len(outputs) != 1:
+        differences.append(f"{len(inputs)} inputs and {len(outputs)} outputs, expected 1 and 1")
+        raise ModelContractError(tuple(differences))
+    inp, out = inputs[0], outputs[0]
+    channels = classes = -1
+    dynamic = True
+    for role, arg in (("input", inp), ("output", out)):
+        shape = list(arg.shape)
+        if arg.type != "tensor(float)":
+            differences.append(f"{role} type {arg.type}, expected tensor(float)")
+        if len(shape) != 5:
+            differences.append(f"{role} rank {len(shape)}, expected 5 [N, C, D, H, W]")
+            continue
+        if not all(_dynamic(d) for d in shape[2:]):
+            dynamic = False
+            differences.append(f"{role} spatial axes {shape[2:]} are fixed, expected dynamic")
+        size = shape[1] if isinstance(shape[1], int) else -1
+        if role == "input":
+            channels = size
+            if size != len(contract.modalities):
+                differences.append(f"input channels {shape[1]}, expected "
+                                   f"{len(contract.modalities)} ({', '.join(contract.modalities)})")
+        else:
+            classes = size
+            if size != N_CLASSES:
+                differences.append(f"output classes {shape[1]}, expected {N_CLASSES} "
+                                   f"(background, {', '.join(contract.label_map.tissues)})")
+    if differences:
+        raise ModelContractError(tuple(differences))
+    return ModelContractReport(input_name=inp.name, output_name=out.name,
+                               input_channels=channels, output_classes=classes, opset=opset,
+                               dynamic_spatial_axes=dynamic)

@@ -1,0 +1,258 @@
+"""Train the reference BraTS U-Net on synthetic cases and export it to ONNX (``sealbench[train]``).
+
+    python -m sealbench.benchmarks.brats.train --out benchmarks/brats/model/brats_unet.onnx
+
+Reproducible from ``--seed`` (torch on CPU, deterministic algorithms, fixed data seeds): training
+cases use generator seeds ``100000 + seed*1000 + i``; the held-out evaluation set uses seeds
+``900000..900019``, so the two never overlap. The network is a small 3D U-Net (levels of
+``--channels``, two 3x3x3 conv + ReLU each, max-pool down, transposed conv up, skip concat, 1x1x1
+head to 4 class logits). It is written functionally (plain tensors), and exported by building the
+ONNX graph directly with ``onnx.helper`` (opset 17, input ``input`` [N,4,D,H,W] with dynamic N and
+spatial axes, output ``logits`` [N,4,D,H,W]); spatial sizes must be multiples of
+``2**(levels-1)``. Only this module needs torch; inference needs ONNX Runtime only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .normalise import normalise_modalities
+from .synthetic import generate_case
+
+__all__ = ["TrainConfig", "export_onnx", "main", "train"]
+
+logger = logging.getLogger(__name__)
+
+N_CLASSES = 4
+OPSET = 17
+
+
+class TrainConfig:
+    """Hyper-parameters of one training run (all have documented defaults)."""
+
+    def __init__(self, *, seed: int = 0, channels: Sequence[int] = (8, 16, 32, 64),
+                 steps: int = 600, batch: int = 2, crop: int = 64, n_cases: int = 20,
+                 lr: float = 2e-3, threads: int = 2) -> None:
+        self.seed = seed
+        self.channels = tuple(channels)
+        self.steps = steps
+        self.batch = batch
+        self.crop = crop
+        self.n_cases = n_cases
+        self.lr = lr
+        self.threads = threads
+
+
+def _torch() -> Any:
+    return importlib.import_module("torch")
+
+
+def init_params(channels: Sequence[int], generator: Any) -> dict[str, Any]:
+    """Kaiming-initialised parameters, named as the ONNX initialisers will be."""
+    torch = _torch()
+    params: dict[str, Any] = {}
+
+    def conv(name: str, cin: int, cout: int, k: int) -> None:
+        fan_in = cin * k**3
+        w = torch.randn((cout, cin, k, k, k), generator=generator) * (2.0 / fan_in) ** 0.5
+        params[f"{name}.w"] = w.requires_grad_()
+        params[f"{name}.b"] = torch.zeros(cout).requires_grad_()
+
+    cin = 4
+    for i, c in enumerate(channels):
+        conv(f"enc{i}a", cin, c, 3)
+        conv(f"enc{i}b", c, c, 3)
+        cin = c
+    for i in range(len(channels) - 2, -1, -1):
+        c, cup = channels[i], channels[i + 1]
+        w = torch.randn((cup, c, 2, 2, 2), generator=generator) * (2.0 / (cup * 8)) ** 0.5
+        params[f"up{i}.w"] = w.requires_grad_()
+        params[f"up{i}.b"] = torch.zeros(c).requires_grad_()
+        conv(f"dec{i}a", 2 * c, c, 3)
+        conv(f"dec{i}b", c, c, 3)
+    conv("head", channels[0], N_CLASSES, 1)
+    return params
+
+
+def forward(params: dict[str, Any], x: Any, levels: int) -> Any:
+    """U-Net forward pass on plain tensors."""
+    functional = importlib.import_module("torch.nn.functional")
+    torch = _torch()
+
+    def conv(name: str, t: Any, pad: int = 1) -> Any:
+        return functional.relu(functional.conv3d(t, params[f"{name}.w"], params[f"{name}.b"],
+                                                 padding=pad))
+
+    skips = []
+    for i in range(levels):
+        x = conv(f"enc{i}b", conv(f"enc{i}a", x))
+        if i < levels - 1:
+            skips.append(x)
+            x = functional.max_pool3d(x, 2)
+    for i in range(levels - 2, -1, -1):
+        x = functional.conv_transpose3d(x, params[f"up{i}.w"], params[f"up{i}.b"], stride=2)
+        x = torch.cat([x, skips[i]], dim=1)
+        x = conv(f"dec{i}b", conv(f"dec{i}a", x))
+    return functional.conv3d(x, params["head.w"], params["head.b"])
+
+
+def export_onnx(params: dict[str, Any], levels: int) -> bytes:
+    """The ONNX model (opset 17, dynamic N and spatial axes) computing :func:`forward`."""
+    onnx = importlib.import_module("onnx")
+    helper, tp = onnx.helper, onnx.TensorProto
+    inits = [onnx.numpy_helper.from_array(v.detach().cpu().numpy().astype(np.float32), k)
+             for k, v in sorted(params.items())]
+    nodes: list[Any] = []
+
+    def conv(name: str, src: str, pad: int = 1, relu: bool = True) -> str:
+        k = 3 if pad else 1
+        out = f"{name}.conv"
+        nodes.append(helper.make_node("Conv", [src, f"{name}.w", f"{name}.b"], [out],
+                                      kernel_shape=[k] * 3, pads=[pad] * 6, name=name))
+        if not relu:
+            return out
+        nodes.append(helper.make_node("Relu", [out], [f"{name}.relu"]))
+        return f"{name}.relu"
+
+    x, skips = "input", []
+    for i in range(levels):
+        x = conv(f"enc{i}b", conv(f"enc{i}a", x))
+        if i < levels - 1:
+            skips.append(x)
+            nodes.append(helper.make_node("MaxPool", [x], [f"pool{i}"], kernel_shape=[2] * 3,
+                                          strides=[2] * 3))
+            x = f"pool{i}"
+    for i in range(levels - 2, -1, -1):
+        nodes.append(helper.make_node("ConvTranspose", [x, f"up{i}.w", f"up{i}.b"], [f"up{i}"],
+                                      kernel_shape=[2] * 3, strides=[2] * 3))
+        nodes.append(helper.make_node("Concat", [f"up{i}", skips[i]], [f"cat{i}"], axis=1))
+        x = conv(f"dec{i}b", conv(f"dec{i}a", f"cat{i}"))
+    head = conv("head", x, pad=0, relu=False)
+    nodes.append(helper.make_node("Identity", [head], ["logits"]))
+    dims = ["N", 4, "D", "H", "W"]
+    graph = helper.make_graph(
+        nodes, "brats_unet",
+        [helper.make_tensor_value_info("input", tp.FLOAT, dims)],
+        [helper.make_tensor_value_info("logits", tp.FLOAT, ["N", N_CLASSES, "D", "H", "W"])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="sealbench.benchmarks.brats.train")
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    data: bytes = model.SerializeToString()
+    return data
+
+
+def _load_cases(cfg: TrainConfig) -> list[tuple[npt.NDArray[np.float16], npt.NDArray[np.uint8]]]:
+    cases = []
+    for i in range(cfg.n_cases):
+        case = generate_case(100_000 + cfg.seed * 1000 + i)
+        image = normalise_modalities(case.modalities)
+        mask = image.any(axis=0)
+        idx = np.argwhere(mask)
+        lo, hi = idx.min(0), idx.max(0) + 1
+        sl = tuple(slice(int(a), int(b)) for a, b in zip(lo, hi, strict=True))
+        cases.append((image[(slice(None), *sl)].astype(np.float16), case.classes[sl].copy()))
+    return cases
+
+
+def _sample(cases: list[tuple[npt.NDArray[np.float16], npt.NDArray[np.uint8]]], crop: int,
+            rng: np.random.Generator) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+    image, classes = cases[int(rng.integers(len(cases)))]
+    shape = np.array(classes.shape)
+    padded = np.maximum(shape, crop)
+    if (padded > shape).any():
+        pad = [(0, int(p - s)) for p, s in zip(padded, shape, strict=True)]
+        image = np.pad(image, [(0, 0), *pad])
+        classes = np.pad(classes, pad)
+    tumour = np.argwhere(classes[::2, ::2, ::2] > 0) * 2
+    if tumour.size and rng.uniform() < 0.7:
+        centre = tumour[int(rng.integers(len(tumour)))] + rng.integers(-crop // 4, crop // 4, 3)
+    else:
+        centre = rng.integers(0, padded)
+    lo = np.clip(centre - crop // 2, 0, padded - crop)
+    sl = tuple(slice(int(a), int(a) + crop) for a in lo)
+    return image[(slice(None), *sl)].astype(np.float32), classes[sl].astype(np.int64)
+
+
+def train(cfg: TrainConfig) -> bytes:
+    """Train a U-Net per ``cfg`` and return its ONNX bytes."""
+    torch = _torch()
+    functional = importlib.import_module("torch.nn.functional")
+    torch.manual_seed(cfg.seed)
+    torch.set_num_threads(cfg.threads)
+    torch.use_deterministic_algorithms(True)
+    start = time.monotonic()
+    cases = _load_cases(cfg)
+    logger.info("generated %d training cases in %.0f s", len(cases), time.monotonic() - start)
+    levels = len(cfg.channels)
+    params = init_params(cfg.channels, torch.Generator().manual_seed(cfg.seed))
+    optimiser = torch.optim.Adam(list(params.values()), lr=cfg.lr)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimiser, max_lr=cfg.lr,
+                                                   total_steps=cfg.steps, pct_start=0.1)
+    rng = np.random.default_rng(cfg.seed)
+    for step in range(cfg.steps):
+        batch = [_sample(cases, cfg.crop, rng) for _ in range(cfg.batch)]
+        x = torch.from_numpy(np.stack([b[0] for b in batch]))
+        y = torch.from_numpy(np.stack([b[1] for b in batch]))
+        logits = forward(params, x, levels)
+        ce = functional.cross_entropy(logits, y)
+        prob = torch.softmax(logits, dim=1)[:, 1:]
+        onehot = functional.one_hot(y, N_CLASSES).permute(0, 4, 1, 2, 3)[:, 1:].float()
+        # Soft Dice on the three tumour regions (WT, TC, ET) as the metric scores them.
+        regions_p = torch.stack([prob.sum(1), prob[:, 0] + prob[:, 2], prob[:, 2]], 1)
+        regions_t = torch.stack([onehot.sum(1), onehot[:, 0] + onehot[:, 2], onehot[:, 2]], 1)
+        inter = (regions_p * regions_t).sum((0, 2, 3, 4))
+        denom = regions_p.sum((0, 2, 3, 4)) + regions_t.sum((0, 2, 3, 4))
+        dice = (2 * inter + 1.0) / (denom + 1.0)
+        loss = ce + (1 - dice).mean()
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+        schedule.step()
+        if step % 20 == 0 or step == cfg.steps - 1:
+            logger.info("step %d/%d loss %.4f ce %.4f dice %s (%.0f s)", step, cfg.steps,
+                        float(loss), float(ce), [round(float(d), 3) for d in dice],
+                        time.monotonic() - start)
+    return export_onnx(params, levels)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: train, export, print the SHA-256 of the ONNX file."""
+    parser = argparse.ArgumentParser(prog="python -m sealbench.benchmarks.brats.train",
+                                     description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--channels", type=int, nargs="+", default=[8, 16, 32, 64])
+    parser.add_argument("--steps", type=int, default=600)
+    parser.add_argument("--batch", type=int, default=2)
+    parser.add_argument("--crop", type=int, default=64)
+    parser.add_argument("--cases", type=int, default=20)
+    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    cfg = TrainConfig(seed=args.seed, channels=args.channels, steps=args.steps, batch=args.batch,
+                      crop=args.crop, n_cases=args.cases, lr=args.lr, threads=args.threads)
+    data = train(cfg)
+    tmp = args.out.with_name(args.out.name + ".partial")
+    tmp.write_bytes(data)
+    tmp.replace(args.out)
+    from sealbench.crypto.digest import sha256_digest
+
+    logger.info("wrote %s (%d bytes) %s", args.out, len(data), sha256_digest(data))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
