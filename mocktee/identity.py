@@ -1,0 +1,154 @@
+"""Who is calling the mock: opaque, expiring bearer tokens bound to a principal (and, for
+federated workloads, the principal sets their mapped attributes place them in), the project
+registry with its owners, and IAM-policy membership checks shared by the mock's KMS, IAM and
+storage services.
+
+Member strings follow Google Cloud IAM: ``user:EMAIL`` for owners; for a federated workload of
+pool ``P`` in project number ``N`` (base ``//iam.googleapis.com/projects/N/locations/global/
+workloadIdentityPools/P``): ``principal://…/subject/SUBJECT``, ``principalSet://…/*``,
+``principalSet://…/attribute.NAME/VALUE`` and ``principalSet://…/group/GROUP``.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sealbench.mocktee._http import Request, Response, bearer_token, google_error
+from sealbench.mocktee.state import MockState, token_hash
+
+__all__ = [
+    "ACCESS_TOKEN_LIFETIME_S",
+    "Caller",
+    "Identity",
+    "federated_members",
+    "has_role",
+    "pool_base",
+]
+
+#: Federated and owner access tokens of the mock live as long as Google's (one hour).
+ACCESS_TOKEN_LIFETIME_S = 3600
+_TOKEN_PREFIX = "mock-insecure."  # noqa: S105 - a prefix, not a secret
+
+
+def pool_base(project_number: str, pool_id: str) -> str:
+    return (
+        f"iam.googleapis.com/projects/{project_number}/locations/global/"
+        f"workloadIdentityPools/{pool_id}"
+    )
+
+
+def federated_members(
+    project_number: str,
+    pool_id: str,
+    subject: str,
+    attributes: Mapping[str, str],
+    groups: Iterable[str] = (),
+) -> tuple[str, tuple[str, ...]]:
+    """``(principal, principal_sets)`` of a workload federated through pool ``pool_id``."""
+    base = pool_base(project_number, pool_id)
+    principal = f"principal://{base}/subject/{subject}"
+    sets = [f"principalSet://{base}/*"]
+    sets += [f"principalSet://{base}/attribute.{k}/{v}" for k, v in sorted(attributes.items())]
+    sets += [f"principalSet://{base}/group/{g}" for g in groups]
+    return principal, tuple(sets)
+
+
+@dataclass(frozen=True)
+class Caller:
+    """An authenticated caller: its principal and every member string that matches it."""
+
+    principal: str
+    members: frozenset[str]
+
+    def describe(self) -> str:
+        return self.principal
+
+
+def has_role(policy: Mapping[str, Any] | None, caller: Caller, roles: Iterable[str]) -> bool:
+    """Whether ``policy`` binds one of ``roles`` to a member matching ``caller``."""
+    if not policy:
+        return False
+    wanted = set(roles)
+    for binding in policy.get("bindings", []):
+        if (
+            binding.get("role") in wanted
+            and "condition" not in binding
+            and caller.members & set(binding.get("members", []))
+        ):
+            return True
+    return False
+
+
+class Identity:
+    """Issues and checks the mock's access tokens; knows projects and their owners."""
+
+    def __init__(self, state: MockState, clock: Callable[[], float] = time.time) -> None:
+        self._state = state
+        self._clock = clock
+
+    def issue(
+        self,
+        principal: str,
+        principal_sets: Iterable[str] = (),
+        attributes: Mapping[str, str] | None = None,
+        lifetime: int = ACCESS_TOKEN_LIFETIME_S,
+    ) -> tuple[str, int]:
+        """A fresh opaque access token for ``principal``; only its SHA-256 is stored."""
+        token = _TOKEN_PREFIX + secrets.token_urlsafe(32)
+        now = self._clock()
+        with self._state.edit() as doc:
+            tokens = doc["access_tokens"]
+            for key in [k for k, v in tokens.items() if v["expires"] < now]:
+                del tokens[key]
+            tokens[token_hash(token)] = {
+                "principal": principal,
+                "principal_sets": sorted(principal_sets),
+                "attributes": dict(attributes or {}),
+                "expires": now + lifetime,
+            }
+        return token, lifetime
+
+    def authenticate(self, request: Request) -> Caller | Response:
+        """The caller behind the request's bearer token, or Google's 401 response."""
+        token = bearer_token(request)
+        record = None
+        if token is not None:
+            record = self._state.read()["access_tokens"].get(token_hash(token))
+        if record is None or record["expires"] < self._clock():
+            return google_error(
+                401,
+                "Request had invalid authentication credentials. Expected OAuth 2 access "
+                "token, login cookie or other valid authentication credential.",
+                "UNAUTHENTICATED",
+            )
+        members = {record["principal"], *record["principal_sets"], "allAuthenticatedUsers"}
+        return Caller(principal=record["principal"], members=frozenset(members))
+
+    def create_project(self, project_id: str, project_number: str, owner: str) -> None:
+        if not project_number.isdigit() or not project_id:
+            raise ValueError("project id must be non-empty and project number numeric")
+        with self._state.edit() as doc:
+            project = doc["projects"].setdefault(
+                project_id, {"number": project_number, "owners": []}
+            )
+            if project["number"] != project_number:
+                raise ValueError(f"project {project_id} already has another number")
+            if owner not in project["owners"]:
+                project["owners"].append(owner)
+
+    def resolve_project(self, project: str) -> tuple[str, str] | None:
+        """``(project_id, project_number)`` for a project given by id or number."""
+        for project_id, info in self._state.read()["projects"].items():
+            if project in (project_id, info["number"]):
+                return project_id, str(info["number"])
+        return None
+
+    def is_owner(self, caller: Caller, project: str) -> bool:
+        for project_id, info in self._state.read()["projects"].items():
+            if project in (project_id, info["number"]):
+                return caller.principal in info["owners"]
+        return False

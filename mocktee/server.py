@@ -1,0 +1,239 @@
+"""The whole mock confidential cloud in one object, :class:`MockCloud`: verifier, STS, IAM, KMS
+and storage (emulator + authorization proxy), each on its own loopback port, plus an INSECURE
+control endpoint for what the real cloud does out of band (creating a project with an owner,
+handing an owner an access token, signing a workload's attestation token for a launcher in
+another process).
+
+``endpoints.json`` in the state directory (version 1) tells launchers and tests where
+everything is, and lets a restart reuse the same ports, so the issuer URL recorded in providers
+stays valid::
+
+    {"version": 1, "insecure": true, "issuer": "http://127.0.0.1:P", "jwks_uri": …,
+     "sts_token_url": "http://127.0.0.1:P/v1/token", "iam": url, "kms": url, "storage": url,
+     "control": url, "ports": {"verifier": P, "sts": P, "iam": P, "kms": P, "storage": P,
+     "emulator": P, "control": P}}
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from sealbench.crypto.attestation import Jwks
+from sealbench.mocktee._http import HttpService, Request, Response, google_error, json_response
+from sealbench.mocktee.iam import MockIam
+from sealbench.mocktee.identity import Identity
+from sealbench.mocktee.kms import MockKms
+from sealbench.mocktee.launcher import MockLauncher
+from sealbench.mocktee.state import MockState, atomic_write
+from sealbench.mocktee.storage import EmulatorProcess, StorageProxy, free_port
+from sealbench.mocktee.sts import MockSts
+from sealbench.mocktee.verifier import MockVerifier, WorkloadLaunch
+
+__all__ = ["ENDPOINTS_FILE", "MockCloud", "MockEndpoints", "MockPorts"]
+
+_log = logging.getLogger("sealbench.mocktee")
+
+ENDPOINTS_FILE = "endpoints.json"
+_SERVICES = ("verifier", "sts", "iam", "kms", "storage", "emulator", "control")
+
+
+@dataclass(frozen=True)
+class MockPorts:
+    """Loopback ports of the mock's services; 0 picks a free port."""
+
+    verifier: int = 0
+    sts: int = 0
+    iam: int = 0
+    kms: int = 0
+    storage: int = 0
+    emulator: int = 0
+    control: int = 0
+
+    @classmethod
+    def parse(cls, spec: str) -> MockPorts:
+        """``"verifier=9100,sts=9101"`` (unnamed services pick free ports)."""
+        values: dict[str, int] = {}
+        for item in filter(None, (part.strip() for part in spec.split(","))):
+            name, _, port = item.partition("=")
+            if name not in _SERVICES or not port.isdigit():
+                raise ValueError(f"bad port spec {item!r}; services: {', '.join(_SERVICES)}")
+            values[name] = int(port)
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class MockEndpoints:
+    """Where the running mock's services are (see the module docstring for the JSON form)."""
+
+    issuer: str
+    jwks_uri: str
+    sts_token_url: str
+    iam: str
+    kms: str
+    storage: str
+    control: str
+    ports: MockPorts
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": 1, "insecure": True, **asdict(self)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> MockEndpoints:
+        if data.get("version") != 1:
+            raise ValueError("unsupported endpoints.json version")
+        fields = {k: v for k, v in data.items() if k not in ("version", "insecure", "ports")}
+        return cls(**fields, ports=MockPorts(**data["ports"]))
+
+    @classmethod
+    def load(cls, state_dir: Path) -> MockEndpoints:
+        return cls.from_json(json.loads((state_dir / ENDPOINTS_FILE).read_bytes()))
+
+
+class MockCloud:
+    """Starts and stops every mock service over one state directory."""
+
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        ports: MockPorts | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.state_dir = state_dir
+        self.state = MockState(state_dir)
+        if ports is None:
+            ports = self._previous_ports() or MockPorts()
+        chosen = {name: getattr(ports, name) or 0 for name in _SERVICES}
+        if not chosen["emulator"]:
+            chosen["emulator"] = free_port()
+        self.identity = Identity(self.state, clock)
+        verifier_service = HttpService("verifier", self._verifier_handle, port=chosen["verifier"])
+        self.verifier = MockVerifier(self.state, verifier_service.url, clock=clock)
+        self._jwks = Jwks.from_json(self.verifier.jwks())
+        self.sts = MockSts(self.state, self.identity, lambda: self._jwks, clock)
+        self.iam = MockIam(self.state, self.identity)
+        self.kms = MockKms(self.state, self.identity, clock)
+        self._services = [
+            verifier_service,
+            HttpService("sts", self.sts.handle, port=chosen["sts"]),
+            HttpService("iam", self.iam.handle, port=chosen["iam"]),
+            HttpService("kms", self.kms.handle, port=chosen["kms"]),
+            HttpService("control", self._control, port=chosen["control"]),
+        ]
+        self._emulator = EmulatorProcess(str(self.state.storage_dir), chosen["emulator"])
+        self._proxy = StorageProxy(
+            self.state, self.identity, ("127.0.0.1", chosen["emulator"]), port=chosen["storage"]
+        )
+        by_name = {s.name: s for s in self._services}
+        self.endpoints = MockEndpoints(
+            issuer=self.verifier.issuer,
+            jwks_uri=f"{self.verifier.issuer}/jwks",
+            sts_token_url=f"{by_name['sts'].url}/v1/token",
+            iam=by_name["iam"].url,
+            kms=by_name["kms"].url,
+            storage=self._proxy.url,
+            control=by_name["control"].url,
+            ports=MockPorts(
+                verifier=by_name["verifier"].port,
+                sts=by_name["sts"].port,
+                iam=by_name["iam"].port,
+                kms=by_name["kms"].port,
+                storage=self._proxy.port,
+                emulator=chosen["emulator"],
+                control=by_name["control"].port,
+            ),
+        )
+
+    def _previous_ports(self) -> MockPorts | None:
+        try:
+            return MockEndpoints.load(self.state_dir).ports
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _verifier_handle(self, request: Request) -> Response:
+        return self.verifier.handle(request)
+
+    def start(self) -> MockEndpoints:
+        self._emulator.start()
+        for service in self._services:
+            service.start()
+        self._proxy.start()
+        atomic_write(
+            self.state_dir / ENDPOINTS_FILE,
+            json.dumps(self.endpoints.to_json(), indent=2).encode(),
+        )
+        _log.warning(
+            "INSECURE mock confidential cloud running (state %s); it proves nothing about "
+            "hardware and must never hold real data",
+            self.state_dir,
+        )
+        return self.endpoints
+
+    def stop(self) -> None:
+        self._proxy.stop()
+        for service in reversed(self._services):
+            service.stop()
+        self._emulator.stop()
+
+    def __enter__(self) -> MockCloud:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- what the real cloud does out of band ----------------------------------------------
+
+    def create_project(self, project_id: str, project_number: str, owner: str) -> None:
+        """Register a project and its owner (``user:EMAIL``)."""
+        if not owner.startswith("user:"):
+            raise ValueError("owners are user:EMAIL members")
+        self.identity.create_project(project_id, project_number, owner)
+
+    def owner_token(self, principal: str) -> str:
+        """An access token for ``principal`` (``user:EMAIL``), like ``gcloud auth
+        print-access-token``. INSECURE: anyone who can reach the mock may ask for one."""
+        if not principal.startswith("user:"):
+            raise ValueError("owner tokens are for user:EMAIL principals")
+        token, _ = self.identity.issue(principal)
+        return token
+
+    def launcher(self) -> MockLauncher:
+        """A launcher whose tokens this process's verifier signs."""
+        return MockLauncher(self.verifier)
+
+    def _control(self, request: Request) -> Response:
+        if request.method == "GET" and request.path == "/mock/v1/endpoints":
+            return json_response(200, self.endpoints.to_json())
+        if request.method != "POST":
+            return google_error(404, f"{request.method} {request.path} not found")
+        try:
+            body = request.json()
+            if request.path == "/mock/v1/projects":
+                self.create_project(
+                    str(body["projectId"]), str(body["projectNumber"]), str(body["owner"])
+                )
+                return json_response(200, body)
+            if request.path == "/mock/v1/ownerTokens":
+                token = self.owner_token(str(body["principal"]))
+                return json_response(200, {"access_token": token, "token_type": "Bearer"})
+            if request.path == "/mock/v1/attestation:mint":
+                launch = WorkloadLaunch.from_json(body["launch"])
+                nonces = body.get("nonces") or []
+                token = self.verifier.mint(launch, str(body["audience"]), [str(n) for n in nonces])
+                return json_response(200, {"token": token})
+        except (KeyError, TypeError, ValueError) as exc:
+            return google_error(400, f"bad control request: {type(exc).__name__}: {exc}")
+        return google_error(404, f"{request.path} not found")

@@ -1,0 +1,113 @@
+"""The mock cloud's persistent state, kept in one directory so that a restart loses nothing.
+
+Layout of the state directory (each file written atomically: temp + fsync + rename)::
+
+    state.json              pools, providers, projects, key rings, keys (no key bytes), IAM
+                            policies, bucket owners, and access-token records keyed by the
+                            SHA-256 of the token (the tokens themselves are never stored)
+    endpoints.json          the running mock's endpoints (see :mod:`sealbench.mocktee.server`)
+    insecure-secrets/       mode 0700: the verifier's RSA signing key and the KMS key material.
+                            INSECURE BY DESIGN: a mock keeps its own keys on disk (mode 0600) so a
+                            restart can still decrypt what it wrapped; never put real data in it.
+    storage/                the storage emulator's data_dir
+
+``state.json`` format (version 1)::
+
+    {"version": 1, "projects": {id: {"number": str, "owners": [member]}},
+     "pools": {name: pool}, "providers": {name: provider}, "key_rings": {name: ring},
+     "crypto_keys": {name: key}, "iam": {resource: policy}, "buckets": {bucket: project_id},
+     "access_tokens": {sha256hex: {"principal", "principal_sets", "expires", "attributes"}}}
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import secrets
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = ["STATE_VERSION", "MockState", "atomic_write", "token_hash"]
+
+STATE_VERSION = 1
+
+
+def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Write ``data`` to ``path`` atomically: temp file in the same directory, fsync, rename."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _empty() -> dict[str, Any]:
+    return {
+        "version": STATE_VERSION,
+        "projects": {},
+        "pools": {},
+        "providers": {},
+        "key_rings": {},
+        "crypto_keys": {},
+        "iam": {},
+        "buckets": {},
+        "access_tokens": {},
+    }
+
+
+class MockState:
+    """Thread-safe access to ``state.json``: ``with state.edit() as doc:`` mutates and persists;
+    ``state.read()`` returns a deep copy. Secrets go to :attr:`secrets_dir`, never here."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        state_dir.mkdir(parents=True, exist_ok=True)
+        self.secrets_dir = state_dir / "insecure-secrets"
+        self.secrets_dir.mkdir(mode=0o700, exist_ok=True)
+        self.storage_dir = state_dir / "storage"
+        self.storage_dir.mkdir(exist_ok=True)
+        self._path = state_dir / "state.json"
+        self._lock = threading.RLock()
+        if self._path.exists():
+            doc = json.loads(self._path.read_bytes())
+            if doc.get("version") != STATE_VERSION:
+                raise ValueError(f"{self._path}: unsupported state version {doc.get('version')!r}")
+            self._doc: dict[str, Any] = {**_empty(), **doc}
+        else:
+            self._doc = _empty()
+            self._save()
+
+    def _save(self) -> None:
+        atomic_write(self._path, json.dumps(self._doc, indent=1, sort_keys=True).encode())
+
+    @contextlib.contextmanager
+    def edit(self) -> Iterator[dict[str, Any]]:
+        with self._lock:
+            snapshot = json.loads(json.dumps(self._doc))
+            try:
+                yield self._doc
+            except BaseException:
+                self._doc = snapshot
+                raise
+            self._save()
+
+    def read(self) -> dict[str, Any]:
+        with self._lock:
+            copy: dict[str, Any] = json.loads(json.dumps(self._doc))
+            return copy
+
+    def secret_path(self, name: str) -> Path:
+        return self.secrets_dir / name

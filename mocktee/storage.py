@@ -1,0 +1,310 @@
+"""Mock Cloud Storage: ``gcp-storage-emulator`` keeping its objects on disk in the state
+directory, behind a small authorization proxy. The emulator itself has no authentication at all
+(bearer tokens are ignored, its IAM endpoints are stubs), so the proxy checks every request's
+bearer token against bucket IAM policies that it keeps itself (``GET``/``PUT
+/storage/v1/b/{bucket}/iam``), then streams the request to the emulator and the answer back.
+
+Only the JSON-API routes that ``google-cloud-storage`` uses for buckets and objects are
+forwarded; anything else is refused. The emulator listens on an internal loopback port that is
+not advertised: a process on this machine that connects to it directly bypasses all checks
+(INSECURE BY DESIGN, like the rest of the mock).
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import logging
+import re
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from sealbench.mocktee._http import Request
+from sealbench.mocktee.identity import Caller, Identity, has_role
+from sealbench.mocktee.state import MockState
+
+__all__ = ["EmulatorProcess", "StorageProxy", "free_port"]
+
+_log = logging.getLogger("sealbench.mocktee")
+
+#: Seconds the proxy waits on the emulator for one request.
+EMULATOR_TIMEOUT_S = 120.0
+_COPY = 1 << 20
+_MAX_POLICY_BYTES = 256 * 1024
+_VIEW = (
+    "roles/storage.objectViewer",
+    "roles/storage.objectUser",
+    "roles/storage.objectAdmin",
+    "roles/storage.admin",
+    "roles/storage.legacyObjectReader",
+)
+_CREATE = (
+    "roles/storage.objectCreator",
+    "roles/storage.objectUser",
+    "roles/storage.objectAdmin",
+    "roles/storage.admin",
+)
+_DELETE = ("roles/storage.objectUser", "roles/storage.objectAdmin", "roles/storage.admin")
+_ADMIN = ("roles/storage.admin",)
+_B = r"(?P<bucket>[-.\w]+)"
+_ROUTES: tuple[tuple[str, re.Pattern[str], str, tuple[str, ...]], ...] = (
+    ("GET", re.compile(rf"^/storage/v1/b/{_B}$"), "storage.buckets.get", _VIEW),
+    ("GET", re.compile(rf"^/storage/v1/b/{_B}/o$"), "storage.objects.list", _VIEW),
+    ("GET", re.compile(rf"^/storage/v1/b/{_B}/o/.+$"), "storage.objects.get", _VIEW),
+    ("GET", re.compile(rf"^/download/storage/v1/b/{_B}/o/.+$"), "storage.objects.get", _VIEW),
+    ("POST", re.compile(rf"^/upload/storage/v1/b/{_B}/o$"), "storage.objects.create", _CREATE),
+    ("PUT", re.compile(rf"^/upload/storage/v1/b/{_B}/o$"), "storage.objects.create", _CREATE),
+    ("DELETE", re.compile(rf"^/storage/v1/b/{_B}/o/.+$"), "storage.objects.delete", _DELETE),
+    ("PATCH", re.compile(rf"^/storage/v1/b/{_B}/o/.+$"), "storage.objects.update", _DELETE),
+)
+_BUCKET_IAM = re.compile(rf"^/storage/v1/b/{_B}/iam$")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _gcs_error(code: int, message: str, reason: str) -> tuple[int, bytes]:
+    body = {
+        "error": {
+            "code": code,
+            "message": message,
+            "errors": [{"message": message, "domain": "global", "reason": reason}],
+        }
+    }
+    return code, json.dumps(body).encode()
+
+
+def _etag(serial: int) -> str:
+    return base64.b64encode(serial.to_bytes(8, "big")).decode()
+
+
+class StorageProxy:
+    """Authorizes and forwards Cloud Storage JSON-API requests to the emulator."""
+
+    def __init__(
+        self,
+        state: MockState,
+        identity: Identity,
+        emulator: tuple[str, int],
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self._state = state
+        self._identity = identity
+        self._emulator = emulator
+        proxy = self
+
+        class _Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _dispatch(self) -> None:
+                proxy._serve(self)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _dispatch  # noqa: N815
+
+            def log_message(self, format: str, *args: object) -> None:
+                _log.debug("mock storage: %s", format % args)
+
+        self._server = ThreadingHTTPServer((host, port), _Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="mocktee-storage", daemon=True
+        )
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    # -- authorization ---------------------------------------------------------------------
+
+    def _is_admin(self, caller: Caller, bucket: str) -> bool:
+        doc = self._state.read()
+        project = doc["buckets"].get(bucket)
+        if project is not None and self._identity.is_owner(caller, project):
+            return True
+        return has_role(doc["iam"].get(f"buckets/{bucket}"), caller, _ADMIN)
+
+    def _authorize(
+        self, method: str, path: str, query: dict[str, str], caller: Caller
+    ) -> str | None:
+        """None if allowed, else the reason for a 403."""
+        if path == "/storage/v1/b" and method == "POST":
+            project = query.get("project", "")
+            if self._identity.is_owner(caller, project):
+                return None
+            return (
+                f"{caller.describe()} does not have storage.buckets.create access to "
+                f"project {project}."
+            )
+        for route_method, pattern, permission, roles in _ROUTES:
+            match = pattern.match(path)
+            if match and route_method == method:
+                bucket = match.group("bucket")
+                if self._is_admin(caller, bucket) or has_role(
+                    self._state.read()["iam"].get(f"buckets/{bucket}"), caller, roles
+                ):
+                    return None
+                return (
+                    f"{caller.describe()} does not have {permission} access to the Google Cloud "
+                    f"Storage bucket {bucket}. Permission '{permission}' denied on resource "
+                    "(or it may not exist)."
+                )
+        return f"{method} {path} is not served by the sealbench mock storage proxy."
+
+    # -- serving ---------------------------------------------------------------------------
+
+    def _serve(self, handler: BaseHTTPRequestHandler) -> None:
+        parts = urlsplit(handler.path)
+        path = unquote(parts.path)
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        headers = {k.lower(): v for k, v in handler.headers.items()}
+        caller = self._identity.authenticate(
+            Request(handler.command, path, parts.path, query, headers, b"")
+        )
+        length = int(handler.headers.get("Content-Length") or 0)
+        if not isinstance(caller, Caller):
+            handler.rfile.read(length)
+            self._reply(
+                handler, *_gcs_error(401, "Anonymous caller does not have access.", "required")
+            )
+            return
+        if m := _BUCKET_IAM.match(path):
+            body = handler.rfile.read(min(length, _MAX_POLICY_BYTES))
+            self._reply(
+                handler, *self._bucket_iam(handler.command, m.group("bucket"), caller, body)
+            )
+            return
+        reason = self._authorize(handler.command, path, query, caller)
+        if reason is not None:
+            handler.rfile.read(length)
+            _log.info("mock storage: denied %s %s to %s", handler.command, path, caller.describe())
+            self._reply(handler, *_gcs_error(403, reason, "forbidden"))
+            return
+        if path == "/storage/v1/b" and handler.command == "POST":
+            body = handler.rfile.read(min(length, _MAX_POLICY_BYTES))
+            bucket = json.loads(body or b"{}").get("name", "")
+            with self._state.edit() as doc:
+                doc["buckets"].setdefault(bucket, query.get("project", ""))
+            self._forward(handler, length, body)
+            return
+        self._forward(handler, length, None)
+
+    def _bucket_iam(
+        self, method: str, bucket: str, caller: Caller, body: bytes
+    ) -> tuple[int, bytes]:
+        if not self._is_admin(caller, bucket):
+            return _gcs_error(
+                403,
+                f"{caller.describe()} does not have storage.buckets.getIamPolicy"
+                f" access to bucket {bucket}.",
+                "forbidden",
+            )
+        resource = f"buckets/{bucket}"
+        with self._state.edit() as doc:
+            if bucket not in doc["buckets"]:
+                return _gcs_error(404, "The specified bucket does not exist.", "notFound")
+            current = doc["iam"].get(resource) or {"bindings": [], "serial": 0, "etag": _etag(0)}
+            if method == "PUT":
+                policy: dict[str, Any] = json.loads(body or b"{}")
+                if policy.get("etag") and policy["etag"] != current["etag"]:
+                    return _gcs_error(412, "Precondition Failed", "conditionNotMet")
+                bindings = policy.get("bindings", [])
+                if any("condition" in b for b in bindings):
+                    return _gcs_error(400, "The mock does not support IAM conditions.", "invalid")
+                serial = int(current["serial"]) + 1
+                current = {"bindings": bindings, "serial": serial, "etag": _etag(serial)}
+                doc["iam"][resource] = current
+            elif method != "GET":
+                return _gcs_error(405, "method not allowed", "invalid")
+        public = {
+            "kind": "storage#policy",
+            "resourceId": f"projects/_/buckets/{bucket}",
+            "version": 1,
+            "etag": current["etag"],
+            "bindings": current["bindings"],
+        }
+        return 200, json.dumps(public).encode()
+
+    def _reply(self, handler: BaseHTTPRequestHandler, status: int, body: bytes) -> None:
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/json; charset=UTF-8")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    def _forward(self, handler: BaseHTTPRequestHandler, length: int, body: bytes | None) -> None:
+        conn = http.client.HTTPConnection(*self._emulator, timeout=EMULATOR_TIMEOUT_S)
+        try:
+            conn.putrequest(
+                handler.command, handler.path, skip_host=True, skip_accept_encoding=True
+            )
+            for key, value in handler.headers.items():
+                if key.lower() not in ("authorization", "connection", "transfer-encoding"):
+                    conn.putheader(key, value)
+            conn.putheader("Connection", "close")
+            conn.endheaders()
+            if body is not None:
+                conn.send(body)
+            else:
+                remaining = length
+                while remaining > 0:
+                    chunk = handler.rfile.read(min(_COPY, remaining))
+                    if not chunk:
+                        break
+                    conn.send(chunk)
+                    remaining -= len(chunk)
+            response = conn.getresponse()
+            handler.send_response(response.status)
+            payload_length = response.getheader("Content-Length")
+            for key, value in response.getheaders():
+                if key.lower() not in ("connection", "transfer-encoding", "server", "date"):
+                    handler.send_header(key, value)
+            data = b""
+            if payload_length is None:
+                data = response.read()
+                handler.send_header("Content-Length", str(len(data)))
+            handler.end_headers()
+            if payload_length is None:
+                handler.wfile.write(data)
+            else:
+                while chunk := response.read(_COPY):
+                    handler.wfile.write(chunk)
+        finally:
+            conn.close()
+
+
+class EmulatorProcess:
+    """``gcp-storage-emulator`` in this process, storing objects under ``data_dir`` on disk."""
+
+    def __init__(self, data_dir: str, port: int, project_number: str | None = None) -> None:
+        from gcp_storage_emulator.server import create_server  # type: ignore[import-untyped]
+
+        logging.getLogger("gcp_storage_emulator").setLevel(logging.WARNING)
+        self.port = port
+        self._server = create_server(
+            "127.0.0.1", port, in_memory=False, data_dir=data_dir, project_number=project_number
+        )
+
+    def start(self) -> None:
+        self._server.start()
+
+    def stop(self) -> None:
+        self._server.stop()
