@@ -1,0 +1,152 @@
+"""The application factory. :func:`create_app` takes settings (and, for tests, a clock and a
+JWKS fetcher) and returns a FastAPI app; the engine, caches and verifiers are created in its
+lifespan, never at import. Domain errors map to JSON ``{"code", "message"}`` here and only here.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from sealbench.server.auth import Authenticator
+from sealbench.server.db import open_database
+from sealbench.server.deps import Registry
+from sealbench.server.errors import RegistryError
+from sealbench.server.jwks import JwksCache, JwksFetcher, UrllibJwksFetcher
+from sealbench.server.limits import BodyLimitMiddleware
+from sealbench.server.routers import assets, associations, audit, benchmarks, meta, results, users
+from sealbench.server.schemas import ErrorBody, ErrorDetail
+from sealbench.server.settings import ServerSettings
+from sealbench.server.verification import ResultVerifier
+
+__all__ = ["API_PREFIX", "create_app"]
+
+API_PREFIX = "/api/v1"
+log = logging.getLogger("sealbench.server")
+
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthenticated",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+}
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _error(
+    status: int, code: str, message: str, details: tuple[ErrorDetail, ...] = ()
+) -> JSONResponse:
+    body = ErrorBody(code=code, message=message, details=details)
+    return JSONResponse(status_code=status, content=body.model_dump(mode="json"))
+
+
+async def _registry_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RegistryError)
+    if exc.status_code >= 500 and exc.status_code != 503:
+        log.error("internal registry error: %s", exc)
+    headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
+    response = _error(exc.status_code, exc.code, str(exc))
+    if headers:
+        response.headers.update(headers)
+    return response
+
+
+async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    # Locations and messages only: pydantic's "input" would echo tokens or payloads back.
+    details = tuple(
+        ErrorDetail(
+            loc=tuple(p if isinstance(p, int | str) else str(p) for p in err.get("loc", ())),
+            msg=str(err.get("msg", "")),
+            type=str(err.get("type", "")),
+        )
+        for err in exc.errors()[:20]
+    )
+    return _error(422, "invalid_request", "the request does not match the API schema", details)
+
+
+async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "http_error")
+    return _error(exc.status_code, code, str(exc.detail))
+
+
+def create_app(
+    settings: ServerSettings,
+    *,
+    clock: Callable[[], datetime] = _utcnow,
+    jwks_fetcher: JwksFetcher | None = None,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> FastAPI:
+    """Build the registry application for ``settings``."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        db = open_database(settings.effective_database_url, pool_size=settings.db_pool_size)
+        jwks = JwksCache(
+            jwks_fetcher or UrllibJwksFetcher(),
+            ttl=settings.jwks_cache_seconds,
+            clock=monotonic,
+        )
+        app.state.registry = Registry(
+            settings=settings,
+            db=db,
+            authenticator=Authenticator(
+                db,
+                oidc=settings.oidc,
+                jwks=jwks,
+                clock=clock,
+                cache_seconds=settings.token_cache_seconds,
+                monotonic=monotonic,
+            ),
+            verifier=ResultVerifier(
+                settings.trusted_issuers, jwks, clock=lambda: clock().timestamp()
+            ),
+            clock=clock,
+        )
+        try:
+            yield
+        finally:
+            db.dispose()
+
+    app = FastAPI(
+        title="sealbench registry",
+        version="1",
+        description="Benchmarks, datasets, models, approvals, verified results and audit log.",
+        lifespan=lifespan,
+    )
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=settings.max_body_bytes,
+        max_depth=settings.max_json_depth,
+    )
+    app.add_exception_handler(RegistryError, _registry_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.include_router(meta.router)
+    for router in (
+        users.router,
+        benchmarks.router,
+        associations.router,
+        results.leaderboard_router,
+        assets.datasets_router,
+        assets.models_router,
+        results.router,
+        audit.router,
+    ):
+        app.include_router(router, prefix=API_PREFIX)
+    return app

@@ -1,0 +1,205 @@
+"""Who is calling: API tokens issued by the server, or OIDC bearer JWTs from a configured issuer.
+
+API tokens are 256-bit random strings (``sbt_`` + base64url) printed once and stored only as
+their SHA-256. A fast unsalted hash is right here: the input has full entropy, so there is
+nothing to brute-force and no dictionary to precompute, and a per-request lookup must stay
+cheap. Resolved tokens are cached for ``token_cache_seconds`` (a revoked token stops working
+within that time). OIDC JWTs must be RS256, signed by a key of the issuer's JWKS, and carry the
+configured ``iss`` and ``aud``; the user is provisioned on first sight from ``sub`` and
+``email``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+import jwt
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from sealbench.server.audit import append_event
+from sealbench.server.db import Database
+from sealbench.server.errors import AuthenticationError
+from sealbench.server.jwks import JwksCache
+from sealbench.server.models import ApiToken, User
+from sealbench.server.settings import OidcSettings
+
+__all__ = [
+    "API_TOKEN_PREFIX",
+    "Authenticator",
+    "Principal",
+    "hash_api_token",
+    "new_api_token",
+]
+
+API_TOKEN_PREFIX = "sbt_"  # noqa: S105 - a public prefix, not a secret
+_MAX_CACHE = 50_000
+_JWT_LEEWAY_S = 30
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The authenticated caller."""
+
+    user_id: int
+    email: str
+    is_admin: bool
+
+
+def new_api_token() -> str:
+    """A fresh API token (shown to its user once, never stored)."""
+    return API_TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def hash_api_token(token: str) -> str:
+    """The stored form of an API token: hex SHA-256 of its UTF-8 bytes."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+class Authenticator:
+    """Resolves an ``Authorization`` header to a :class:`Principal` or raises
+    :class:`~sealbench.server.errors.AuthenticationError`."""
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        oidc: OidcSettings | None,
+        jwks: JwksCache,
+        clock: Callable[[], datetime],
+        cache_seconds: float,
+        monotonic: Callable[[], float],
+    ) -> None:
+        self._db = db
+        self._oidc = oidc
+        self._jwks = jwks
+        self._clock = clock
+        self._cache_seconds = cache_seconds
+        self._monotonic = monotonic
+        self._cache: dict[str, tuple[float, Principal]] = {}
+        self._lock = threading.Lock()
+
+    def authenticate(self, authorization: str | None) -> Principal:
+        if not authorization:
+            raise AuthenticationError("an 'Authorization: Bearer <token>' header is required")
+        scheme, _, credential = authorization.partition(" ")
+        credential = credential.strip()
+        if scheme.lower() != "bearer" or not credential:
+            raise AuthenticationError("the Authorization header must be 'Bearer <token>'")
+        if credential.startswith(API_TOKEN_PREFIX):
+            return self._api_token(credential)
+        if self._oidc is not None and credential.count(".") == 2:
+            return self._oidc_token(credential, self._oidc)
+        raise AuthenticationError("the bearer token is not a sealbench API token or trusted JWT")
+
+    def cached(self, authorization: str) -> Principal | None:
+        """The principal of a recently resolved API token, without touching the database."""
+        scheme, _, credential = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not credential.startswith(API_TOKEN_PREFIX):
+            return None
+        with self._lock:
+            hit = self._cache.get(hash_api_token(credential.strip()))
+        if hit is None or self._monotonic() - hit[0] >= self._cache_seconds:
+            return None
+        return hit[1]
+
+    def _api_token(self, token: str) -> Principal:
+        digest = hash_api_token(token)
+        now = self._monotonic()
+        with self._lock:
+            cached = self._cache.get(digest)
+        if cached is not None and now - cached[0] < self._cache_seconds:
+            return cached[1]
+        with self._db.reader() as session:
+            row = session.execute(
+                select(User.id, User.email, User.is_admin)
+                .join(ApiToken, ApiToken.user_id == User.id)
+                .where(ApiToken.token_sha256 == digest, ApiToken.revoked_at.is_(None))
+            ).first()
+        if row is None:
+            raise AuthenticationError("the API token is unknown or revoked")
+        principal = Principal(user_id=row.id, email=row.email, is_admin=row.is_admin)
+        with self._lock:
+            if len(self._cache) >= _MAX_CACHE:
+                self._cache.clear()
+            self._cache[digest] = (now, principal)
+        return principal
+
+    def _oidc_token(self, token: str, oidc: OidcSettings) -> Principal:
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError as exc:
+            raise AuthenticationError("the bearer JWT is malformed") from exc
+        kid = header.get("kid")
+        if header.get("alg") != "RS256" or not isinstance(kid, str):
+            raise AuthenticationError("the bearer JWT must be RS256 with a key id")
+        keys = self._jwks.get(oidc.jwks_url, kid)
+        key = keys.keys.get(kid)
+        if key is None:
+            raise AuthenticationError("the bearer JWT's key id is not in the issuer's JWKS")
+        try:
+            claims = jwt.decode(
+                token,
+                key,
+                algorithms=["RS256"],
+                audience=oidc.audience,
+                issuer=oidc.issuer,
+                leeway=_JWT_LEEWAY_S,
+                options={"require": ["exp", "iat", "iss", "aud", "sub"]},
+            )
+        except jwt.PyJWTError as exc:
+            raise AuthenticationError(f"the bearer JWT was refused: {exc}") from exc
+        subject = claims.get("sub")
+        email = claims.get("email")
+        if not isinstance(subject, str) or not isinstance(email, str) or "@" not in email:
+            raise AuthenticationError("the bearer JWT must carry string 'sub' and 'email' claims")
+        return self._provision(oidc, subject, email)
+
+    def _provision(self, oidc: OidcSettings, subject: str, email: str) -> Principal:
+        query = select(User).where(User.oidc_issuer == oidc.issuer, User.oidc_subject == subject)
+        with self._db.reader() as session:
+            user = session.scalars(query).first()
+        if user is None:
+            with self._db.writer() as session:
+                user = self._create_oidc_user(session, oidc, subject, email)
+        return Principal(user_id=user.id, email=user.email, is_admin=user.is_admin)
+
+    def _create_oidc_user(
+        self, session: Session, oidc: OidcSettings, subject: str, email: str
+    ) -> User:
+        existing = session.scalars(select(User).where(User.email == email)).first()
+        if existing is not None:
+            if existing.oidc_issuer == oidc.issuer and existing.oidc_subject == subject:
+                return existing
+            raise AuthenticationError(f"{email} is already registered to another identity")
+        now = self._clock()
+        user = User(
+            email=email,
+            is_admin=subject in oidc.admin_subjects,
+            oidc_issuer=oidc.issuer,
+            oidc_subject=subject,
+            created_at=now,
+        )
+        session.add(user)
+        try:
+            session.flush()
+            append_event(
+                session,
+                actor_id=user.id,
+                action="user.provision",
+                entity_type="user",
+                entity_id=user.id,
+                payload={"email": email, "issuer": oidc.issuer, "is_admin": user.is_admin},
+                now=now,
+            )
+            session.commit()
+        except IntegrityError as exc:
+            session.rollback()
+            raise AuthenticationError(f"{email} is already registered") from exc
+        return user

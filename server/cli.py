@@ -1,0 +1,158 @@
+"""``sealbench-server``: a thin shell over the library.
+
+::
+
+    sealbench-server init                         create the data directory, apply migrations
+    sealbench-server serve [--host H] [--port P]  run the API with uvicorn
+    sealbench-server user add --email E [--admin] create a user; print its API token once
+    sealbench-server audit verify                 recompute the audit hash chain
+
+Settings come from ``SEALBENCH_SERVER_*`` variables (docs/server.md). Exit codes: 0 success,
+1 a registry error (message on stderr), 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from pydantic import ValidationError
+
+from sealbench.server.audit import verify_stored_chain
+from sealbench.server.db import open_database
+from sealbench.server.errors import RegistryError
+from sealbench.server.migrate import current_revision, head_revision, upgrade_to_head
+from sealbench.server.services.users import create_user
+from sealbench.server.settings import ServerSettings
+
+__all__ = ["main"]
+
+log = logging.getLogger("sealbench.server")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sealbench-server", description=__doc__.split("\n")[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("init", help="create the data directory and apply migrations")
+    serve = sub.add_parser("serve", help="run the API server")
+    serve.add_argument("--host", default=None, help="bind address (default from settings)")
+    serve.add_argument("--port", type=int, default=None, help="port (default from settings)")
+    serve.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+    user = sub.add_parser("user", help="manage users").add_subparsers(dest="action", required=True)
+    add = user.add_parser("add", help="create a user and print its API token once")
+    add.add_argument("--email", required=True)
+    add.add_argument("--admin", action="store_true")
+    audit = sub.add_parser("audit", help="audit log").add_subparsers(dest="action", required=True)
+    audit.add_parser("verify", help="recompute the hash chain")
+    return parser
+
+
+def _init(settings: ServerSettings) -> None:
+    if settings.database_url is None:
+        settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    db = open_database(settings.effective_database_url)
+    try:
+        upgrade_to_head(db.engine)
+        print(f"database at revision {current_revision(db.engine)}")
+    finally:
+        db.dispose()
+
+
+def _require_current(settings: ServerSettings) -> None:
+    db = open_database(settings.effective_database_url)
+    try:
+        current = current_revision(db.engine)
+    finally:
+        db.dispose()
+    if current != head_revision():
+        raise RegistryError(
+            f"database is at revision {current}, expected {head_revision()}: "
+            "run 'sealbench-server init' first"
+        )
+
+
+def _serve(settings: ServerSettings, host: str | None, port: int | None, workers: int) -> None:
+    import uvicorn
+
+    _require_current(settings)
+    bind_host = host or settings.host
+    bind_port = port or settings.port
+    # Re-validate with the chosen address so non-local mode refuses wildcards here too.
+    checked = ServerSettings.model_validate(
+        {**settings.model_dump(), "host": bind_host, "port": bind_port}
+    )
+    if workers > 1:
+        # Each worker process builds its own app from the same environment.
+        uvicorn.run(
+            "sealbench.server.cli:app_from_environment",
+            factory=True,
+            host=checked.host,
+            port=checked.port,
+            workers=workers,
+            log_level="warning",
+        )
+        return
+    from sealbench.server.app import create_app
+
+    uvicorn.run(create_app(checked), host=checked.host, port=checked.port, log_level="warning")
+
+
+def app_from_environment() -> object:
+    """The app built from ``SEALBENCH_SERVER_*`` (used by multi-worker ``serve``)."""
+    from sealbench.server.app import create_app
+
+    return create_app(ServerSettings())
+
+
+def _user_add(settings: ServerSettings, email: str, admin: bool) -> None:
+    db = open_database(settings.effective_database_url)
+    try:
+        with db.writer() as session:
+            user, token = create_user(session, email=email, is_admin=admin, now=datetime.now(UTC))
+    finally:
+        db.dispose()
+    print(f"created user {user.id} <{user.email}>{' (admin)' if user.is_admin else ''}")
+    print("API token (shown once, store it now):", file=sys.stderr)
+    print(token)
+
+
+def _audit_verify(settings: ServerSettings) -> None:
+    db = open_database(settings.effective_database_url)
+    try:
+        with db.reader() as session:
+            count = verify_stored_chain(session)
+    finally:
+        db.dispose()
+    print(f"audit chain intact: {count} events")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO)
+    try:
+        settings = ServerSettings()
+        if args.command == "init":
+            _init(settings)
+        elif args.command == "serve":
+            _serve(settings, args.host, args.port, args.workers)
+        elif args.command == "user":
+            _user_add(settings, args.email, args.admin)
+        else:
+            _audit_verify(settings)
+    except ValidationError as exc:
+        print(f"sealbench-server: invalid settings: {exc}", file=sys.stderr)
+        return 1
+    except RegistryError as exc:
+        if args.verbose:
+            log.exception("registry error")
+        print(f"sealbench-server: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,82 @@
+"""Database engines and sessions. SQLite runs in WAL mode with a busy timeout, and write
+transactions start with ``BEGIN IMMEDIATE`` so that concurrent writers queue on the database lock
+instead of failing on a lock upgrade; PostgreSQL is reached through ``postgresql+psycopg://``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import Session, sessionmaker
+
+__all__ = ["SQLITE_BUSY_TIMEOUT_MS", "Database", "open_database"]
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+_IMMEDIATE = "sealbench_immediate"
+
+
+@dataclass(frozen=True)
+class Database:
+    """An engine and two session factories: ``reader`` for requests that only read, ``writer``
+    for requests that change something."""
+
+    engine: Engine
+    reader: sessionmaker[Session]
+    writer: sessionmaker[Session]
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.engine.dialect.name == "sqlite"
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def _sqlite_engine(url: str) -> Engine:
+    engine = create_engine(
+        url,
+        connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+        pool_size=20,
+        max_overflow=40,
+        pool_timeout=60,
+    )
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Let SQLAlchemy emit BEGIN itself (below) rather than the driver's implicit one.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        immediate = conn.get_execution_options().get(_IMMEDIATE, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine
+
+
+def open_database(url: str, *, pool_size: int = 10) -> Database:
+    """Create the engine for ``url`` (SQLite file or PostgreSQL) and its session factories."""
+    if url.startswith("sqlite"):
+        engine = _sqlite_engine(url)
+    else:
+        engine = create_engine(
+            url,
+            pool_size=pool_size,
+            max_overflow=2 * pool_size,
+            pool_timeout=60,
+            pool_pre_ping=True,
+        )
+    writer_bind = engine.execution_options(**{_IMMEDIATE: True})
+    return Database(
+        engine=engine,
+        reader=sessionmaker(bind=engine, expire_on_commit=False),
+        writer=sessionmaker(bind=writer_bind, expire_on_commit=False),
+    )

@@ -1,0 +1,101 @@
+"""The application's state and the ``Annotated`` dependencies routers use (``SessionDep``,
+``CurrentUser``, ``RegistryDep``, ``NowDep``, page parameters). Tests replace the registry's parts
+(clock, JWKS fetcher) when they build the app, not by patching."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import Depends, Query, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
+
+from sealbench.server.auth import Authenticator, Principal
+from sealbench.server.db import Database
+from sealbench.server.errors import AuthenticationError
+from sealbench.server.settings import ServerSettings
+from sealbench.server.verification import ResultVerifier
+
+__all__ = [
+    "CurrentUser",
+    "Limit",
+    "NowDep",
+    "Offset",
+    "Registry",
+    "RegistryDep",
+    "SessionDep",
+    "SettingsDep",
+]
+
+_READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+@dataclass(frozen=True)
+class Registry:
+    """Everything a request handler may need, built once in the app's lifespan."""
+
+    settings: ServerSettings
+    db: Database
+    authenticator: Authenticator
+    verifier: ResultVerifier
+    clock: Callable[[], datetime]
+
+
+async def get_registry(request: Request) -> Registry:
+    registry: Registry = request.app.state.registry
+    return registry
+
+
+RegistryDep = Annotated[Registry, Depends(get_registry)]
+
+
+async def get_settings(registry: RegistryDep) -> ServerSettings:
+    return registry.settings
+
+
+SettingsDep = Annotated[ServerSettings, Depends(get_settings)]
+
+
+async def get_session(request: Request, registry: RegistryDep) -> AsyncIterator[Session]:
+    """A session per request: plain transactions for reads, write transactions (SQLite
+    ``BEGIN IMMEDIATE``) for everything else. Services commit; closing rolls back the rest."""
+    factory = registry.db.reader if request.method in _READ_METHODS else registry.db.writer
+    session = factory()
+    try:
+        yield session
+    finally:
+        session.close()
+
+
+SessionDep = Annotated[Session, Depends(get_session)]
+
+_bearer = HTTPBearer(auto_error=False, description="an API token or a trusted OIDC JWT")
+
+
+async def current_user(
+    registry: RegistryDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    if credentials is None:
+        raise AuthenticationError("an 'Authorization: Bearer <token>' header is required")
+    header = f"{credentials.scheme} {credentials.credentials}"
+    cached = registry.authenticator.cached(header)
+    if cached is not None:
+        return cached
+    return await run_in_threadpool(registry.authenticator.authenticate, header)
+
+
+CurrentUser = Annotated[Principal, Depends(current_user)]
+
+
+async def get_now(registry: RegistryDep) -> datetime:
+    return registry.clock()
+
+
+NowDep = Annotated[datetime, Depends(get_now)]
+Limit = Annotated[int, Query(ge=1, le=200, description="page size")]
+Offset = Annotated[int, Query(ge=0, le=1_000_000_000, description="rows to skip")]

@@ -1,0 +1,265 @@
+"""The registry's tables as typed SQLAlchemy 2 ORM classes. Rows never leave the server: routers
+return the pydantic schemas of :mod:`sealbench.server.schemas` built from them.
+
+Associations keep their whole history: every request, approval or rejection appends a row with
+the next ``revision`` for its (benchmark, asset) pair, and the latest revision is the current
+state. The unique key on (benchmark, asset, revision) makes two concurrent decisions collide
+instead of both succeeding. The audit log is a hash chain whose head row is locked while an event
+is appended, so concurrent transactions cannot fork it.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+__all__ = [
+    "ApiToken",
+    "AuditEvent",
+    "AuditHead",
+    "Base",
+    "Benchmark",
+    "BenchmarkDataset",
+    "BenchmarkModel",
+    "Dataset",
+    "DatasetCoordinates",
+    "Model",
+    "ModelCoordinates",
+    "Result",
+    "User",
+    "UtcDateTime",
+]
+
+_NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+_DIGEST = String(71)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC timestamp on every backend (SQLite drops the offset on storage)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("timestamps must be timezone-aware")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+_TS = UtcDateTime()
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=_NAMING)
+    type_annotation_map = {dict[str, Any]: JSON}  # noqa: RUF012
+
+
+class User(Base):
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    email: Mapped[str] = mapped_column(String(320), unique=True)
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    oidc_issuer: Mapped[str | None] = mapped_column(String(512))
+    oidc_subject: Mapped[str | None] = mapped_column(String(512))
+    created_at: Mapped[datetime] = mapped_column(_TS)
+
+    __table_args__ = (UniqueConstraint("oidc_issuer", "oidc_subject", name="uq_users_oidc"),)
+
+
+class ApiToken(Base):
+    """An API token, stored only as the SHA-256 of the token string."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(_TS)
+    revoked_at: Mapped[datetime | None] = mapped_column(_TS)
+
+
+class Benchmark(Base):
+    __tablename__ = "benchmarks"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    version: Mapped[str] = mapped_column(String(64))
+    description: Mapped[str] = mapped_column(Text)
+    data_contract: Mapped[dict[str, Any]]
+    metrics_spec: Mapped[dict[str, Any]]
+    metrics_version: Mapped[str] = mapped_column(String(64))
+    image_reference: Mapped[str] = mapped_column(String(512))
+    image_digest: Mapped[str] = mapped_column(_DIGEST)
+    reference_model_id: Mapped[int | None] = mapped_column(ForeignKey("models.id"))
+    state: Mapped[str] = mapped_column(String(16))
+    approved_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    approved_at: Mapped[datetime | None] = mapped_column(_TS)
+    created_at: Mapped[datetime] = mapped_column(_TS)
+    updated_at: Mapped[datetime] = mapped_column(_TS)
+
+    __table_args__ = (UniqueConstraint("name", "version", name="uq_benchmarks_name_version"),)
+
+
+class Dataset(Base):
+    __tablename__ = "datasets"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    digest: Mapped[str] = mapped_column(_DIGEST)
+    case_count: Mapped[int] = mapped_column(Integer)
+    statistics: Mapped[dict[str, Any]]
+    prepared_for_id: Mapped[int | None] = mapped_column(ForeignKey("benchmarks.id"))
+    state: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(_TS)
+
+    __table_args__ = (UniqueConstraint("owner_id", "name", name="uq_datasets_owner_name"),)
+
+
+class Model(Base):
+    __tablename__ = "models"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    version: Mapped[str] = mapped_column(String(64))
+    digest: Mapped[str] = mapped_column(_DIGEST)
+    format: Mapped[str] = mapped_column(String(16))
+    io_contract: Mapped[dict[str, Any]]
+    state: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(_TS)
+
+    __table_args__ = (
+        UniqueConstraint("owner_id", "name", "version", name="uq_models_owner_name_version"),
+    )
+
+
+class _Coordinates:
+    """Where an asset's sealed copy and key live; readable only by its owner and by parties of
+    an approved association with it."""
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kms_key_name: Mapped[str] = mapped_column(String(512))
+    storage_uri: Mapped[str] = mapped_column(String(1024))
+    wip_provider: Mapped[str] = mapped_column(String(512))
+    updated_at: Mapped[datetime] = mapped_column(_TS)
+
+
+class DatasetCoordinates(_Coordinates, Base):
+    __tablename__ = "dataset_coordinates"
+    asset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id"), unique=True)
+
+
+class ModelCoordinates(_Coordinates, Base):
+    __tablename__ = "model_coordinates"
+    asset_id: Mapped[int] = mapped_column(ForeignKey("models.id"), unique=True)
+
+
+class _Association:
+    """One revision of a benchmark↔asset link. ``status`` is pending, approved or rejected;
+    ``initiated_by_id`` is whoever opened the request this revision belongs to, ``actor_id``
+    whoever wrote this revision."""
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    revision: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16))
+    initiator_role: Mapped[str] = mapped_column(String(24))
+    created_at: Mapped[datetime] = mapped_column(_TS)
+
+    benchmark_id: Mapped[int] = mapped_column(ForeignKey("benchmarks.id"), index=True)
+    initiated_by_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    actor_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+
+
+class BenchmarkDataset(_Association, Base):
+    __tablename__ = "benchmark_datasets"
+    asset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id"), index=True)
+    __table_args__ = (
+        UniqueConstraint("benchmark_id", "asset_id", "revision", name="uq_benchmark_datasets_rev"),
+    )
+
+
+class BenchmarkModel(_Association, Base):
+    __tablename__ = "benchmark_models"
+    asset_id: Mapped[int] = mapped_column(ForeignKey("models.id"), index=True)
+    __table_args__ = (
+        UniqueConstraint("benchmark_id", "asset_id", "revision", name="uq_benchmark_models_rev"),
+    )
+
+
+class Result(Base):
+    """A verified result: the public summary, the digest of the sealed per-case result and the
+    attestation token that binds both to the benchmark's image, dataset and model."""
+
+    __tablename__ = "results"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    benchmark_id: Mapped[int] = mapped_column(ForeignKey("benchmarks.id"), index=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id"), index=True)
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id"), index=True)
+    submitted_by_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    summary: Mapped[dict[str, Any]]
+    sealed_result_digest: Mapped[str] = mapped_column(_DIGEST, unique=True)
+    attestation_token: Mapped[str] = mapped_column(Text)
+    token_issuer: Mapped[str] = mapped_column(String(512))
+    image_digest: Mapped[str] = mapped_column(_DIGEST)
+    nonce: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(_TS)
+
+
+class AuditEvent(Base):
+    """One link of the audit hash chain. ``occurred_at`` and ``payload`` are stored as the exact
+    text that was hashed (ISO 8601 UTC; canonical JSON)."""
+
+    __tablename__ = "audit_events"
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    actor_id: Mapped[int | None] = mapped_column(Integer)
+    action: Mapped[str] = mapped_column(String(64))
+    entity_type: Mapped[str] = mapped_column(String(32))
+    entity_id: Mapped[str] = mapped_column(String(64))
+    payload: Mapped[str] = mapped_column(Text)
+    occurred_at: Mapped[str] = mapped_column(String(40))
+    prev_hash: Mapped[str] = mapped_column(_DIGEST)
+    hash: Mapped[str] = mapped_column(_DIGEST, unique=True)
+
+
+class AuditHead(Base):
+    """The single row (id 1) naming the chain's last event; locked while appending."""
+
+    __tablename__ = "audit_head"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    seq: Mapped[int] = mapped_column(Integer)
+    hash: Mapped[str] = mapped_column(_DIGEST)

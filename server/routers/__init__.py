@@ -1,0 +1,1 @@
+"""One FastAPI router per resource; handlers parse, call a service and return a schema."""

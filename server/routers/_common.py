@@ -1,0 +1,42 @@
+"""What every router shares: documented error responses, id path parameters, page building."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
+
+from fastapi import Path, Query
+from pydantic import BaseModel
+
+from sealbench.server.schemas import ErrorBody, Page
+from sealbench.server.services._common import PageOf
+
+__all__ = ["ERRORS", "IdPath", "OptionalId", "to_page"]
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": text}
+    for status, text in (
+        (401, "not authenticated"),
+        (403, "not allowed"),
+        (404, "not found"),
+        (409, "conflict or invalid state"),
+        (413, "body too large"),
+        (422, "invalid request or rejected result"),
+        (503, "a key set could not be fetched"),
+    )
+}
+
+IdPath = Annotated[int, Path(ge=1, le=2**31 - 1)]
+OptionalId = Annotated[int | None, Query(ge=1, le=2**31 - 1)]
+
+S = TypeVar("S", bound=BaseModel)
+R = TypeVar("R")
+
+
+def to_page(page: PageOf[R], convert: Callable[[R], S]) -> Page[S]:
+    return Page[S](
+        items=tuple(convert(item) for item in page.items),
+        limit=page.limit,
+        offset=page.offset,
+        next_offset=page.next_offset,
+    )

@@ -1,0 +1,116 @@
+"""``/api/v1/benchmarks/{id}/datasets`` and ``…/models``: request or invite, approve, reject,
+list the current links and one link's history."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+from fastapi import APIRouter, Query
+
+from sealbench.server.deps import CurrentUser, Limit, NowDep, Offset, SessionDep
+from sealbench.server.routers._common import ERRORS, IdPath, to_page
+from sealbench.server.schemas import (
+    AssociationCreate,
+    AssociationPublic,
+    AssociationStatus,
+    Page,
+)
+from sealbench.server.services import associations
+from sealbench.server.services.associations import Link
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/benchmarks", tags=["associations"], responses=ERRORS)
+
+
+def _public(kind: Literal["dataset", "model"]) -> Callable[[Link], AssociationPublic]:
+    def convert(row: Link) -> AssociationPublic:
+        return AssociationPublic(
+            id=row.id,
+            benchmark_id=row.benchmark_id,
+            asset_kind=kind,
+            asset_id=row.asset_id,
+            revision=row.revision,
+            status=row.status,  # type: ignore[arg-type]
+            initiator_role=row.initiator_role,  # type: ignore[arg-type]
+            initiated_by_id=row.initiated_by_id,
+            actor_id=row.actor_id,
+            created_at=row.created_at,
+        )
+
+    return convert
+
+
+def _routes(kind: Literal["dataset", "model"], plural: str) -> None:
+    convert = _public(kind)
+
+    @router.post(f"/{{benchmark_id}}/{plural}", status_code=201, name=f"request_{kind}")
+    def request(
+        benchmark_id: IdPath,
+        body: AssociationCreate,
+        session: SessionDep,
+        user: CurrentUser,
+        now: NowDep,
+    ) -> AssociationPublic:
+        row = associations.request(session, user, kind, benchmark_id, body.asset_id, now)
+        return convert(row)
+
+    @router.get(f"/{{benchmark_id}}/{plural}", name=f"list_{plural}")
+    def list_current(
+        benchmark_id: IdPath,
+        session: SessionDep,
+        _user: CurrentUser,
+        status: AssociationStatus | None = Query(default=None),  # noqa: B008
+        limit: Limit = 50,
+        offset: Offset = 0,
+    ) -> Page[AssociationPublic]:
+        page = associations.list_current(
+            session, kind, benchmark_id, status=status, limit=limit, offset=offset
+        )
+        return to_page(page, convert)
+
+    @router.get(f"/{{benchmark_id}}/{plural}/{{asset_id}}/history", name=f"{kind}_history")
+    def history(
+        benchmark_id: IdPath,
+        asset_id: IdPath,
+        session: SessionDep,
+        _user: CurrentUser,
+        limit: Limit = 50,
+        offset: Offset = 0,
+    ) -> Page[AssociationPublic]:
+        page = associations.history(
+            session, kind, benchmark_id, asset_id, limit=limit, offset=offset
+        )
+        return to_page(page, convert)
+
+    for verb, approve in (("approve", True), ("reject", False)):
+        router.add_api_route(
+            f"/{{benchmark_id}}/{plural}/{{asset_id}}/{verb}",
+            _decider(kind, approve, convert),
+            methods=["POST"],
+            name=f"{verb}_{kind}",
+            response_model=AssociationPublic,
+        )
+
+
+def _decider(
+    kind: Literal["dataset", "model"], approve: bool, convert: Callable[[Link], AssociationPublic]
+) -> Callable[..., AssociationPublic]:
+    def decide(
+        benchmark_id: IdPath,
+        asset_id: IdPath,
+        session: SessionDep,
+        user: CurrentUser,
+        now: NowDep,
+    ) -> AssociationPublic:
+        row = associations.decide(
+            session, user, kind, benchmark_id, asset_id, approve=approve, now=now
+        )
+        return convert(row)
+
+    return decide
+
+
+_routes("dataset", "datasets")
+_routes("model", "models")

@@ -1,0 +1,66 @@
+"""``/api/v1/benchmarks``: register, list, read, approve (admin), change state."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Query
+
+from sealbench.server.deps import CurrentUser, Limit, NowDep, Offset, SessionDep
+from sealbench.server.models import Benchmark
+from sealbench.server.routers._common import ERRORS, IdPath, to_page
+from sealbench.server.schemas import (
+    BenchmarkCreate,
+    BenchmarkPublic,
+    BenchmarkState,
+    BenchmarkStateUpdate,
+    Page,
+)
+from sealbench.server.services import benchmarks
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/benchmarks", tags=["benchmarks"], responses=ERRORS)
+
+
+def _public(row: Benchmark) -> BenchmarkPublic:
+    return BenchmarkPublic.model_validate(row, from_attributes=True)
+
+
+@router.post("", status_code=201)
+def create(
+    body: BenchmarkCreate, session: SessionDep, user: CurrentUser, now: NowDep
+) -> BenchmarkPublic:
+    return _public(benchmarks.create(session, user, body, now))
+
+
+@router.get("")
+def list_benchmarks(
+    session: SessionDep,
+    _user: CurrentUser,
+    state: BenchmarkState | None = Query(default=None),  # noqa: B008
+    limit: Limit = 50,
+    offset: Offset = 0,
+) -> Page[BenchmarkPublic]:
+    return to_page(benchmarks.list_page(session, state=state, limit=limit, offset=offset), _public)
+
+
+@router.get("/{benchmark_id}")
+def get(benchmark_id: IdPath, session: SessionDep, _user: CurrentUser) -> BenchmarkPublic:
+    return _public(benchmarks.get(session, benchmark_id))
+
+
+@router.post("/{benchmark_id}/approve")
+def approve(
+    benchmark_id: IdPath, session: SessionDep, user: CurrentUser, now: NowDep
+) -> BenchmarkPublic:
+    return _public(benchmarks.approve(session, user, benchmark_id, now))
+
+
+@router.post("/{benchmark_id}/state")
+def set_state(
+    benchmark_id: IdPath,
+    body: BenchmarkStateUpdate,
+    session: SessionDep,
+    user: CurrentUser,
+    now: NowDep,
+) -> BenchmarkPublic:
+    return _public(benchmarks.set_state(session, user, benchmark_id, body.state, now))

@@ -1,0 +1,19 @@
+"""``/api/v1/users``: who am I."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from sealbench.server.deps import CurrentUser, SessionDep
+from sealbench.server.routers._common import ERRORS
+from sealbench.server.schemas import UserPublic
+from sealbench.server.services import users
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/users", tags=["users"], responses=ERRORS)
+
+
+@router.get("/me")
+def me(session: SessionDep, user: CurrentUser) -> UserPublic:
+    return UserPublic.model_validate(users.get_user(session, user.user_id), from_attributes=True)

@@ -1,0 +1,64 @@
+"""The registry's wire schemas (pydantic v2, frozen, no unknown fields), split by direction:
+``*Create``/``*Update`` come in, ``*Public`` go out. They import only pydantic, so clients can
+use them without the server's dependencies."""
+
+from sealbench.server.schemas.assets import (
+    AssetKind,
+    CoordinatesPublic,
+    CoordinatesUpdate,
+    DatasetCreate,
+    DatasetPublic,
+    ModelCreate,
+    ModelPublic,
+)
+from sealbench.server.schemas.associations import (
+    AssociationCreate,
+    AssociationPublic,
+    AssociationStatus,
+    InitiatorRole,
+)
+from sealbench.server.schemas.audit import AuditEventPublic, AuditVerification
+from sealbench.server.schemas.benchmarks import (
+    BenchmarkCreate,
+    BenchmarkPublic,
+    BenchmarkState,
+    BenchmarkStateUpdate,
+)
+from sealbench.server.schemas.common import ErrorBody, ErrorDetail, Health, Page, VersionInfo
+from sealbench.server.schemas.results import (
+    Leaderboard,
+    LeaderboardEntry,
+    ResultCreate,
+    ResultPublic,
+)
+from sealbench.server.schemas.users import UserPublic
+
+__all__ = [
+    "AssetKind",
+    "AssociationCreate",
+    "AssociationPublic",
+    "AssociationStatus",
+    "AuditEventPublic",
+    "AuditVerification",
+    "BenchmarkCreate",
+    "BenchmarkPublic",
+    "BenchmarkState",
+    "BenchmarkStateUpdate",
+    "CoordinatesPublic",
+    "CoordinatesUpdate",
+    "DatasetCreate",
+    "DatasetPublic",
+    "ErrorBody",
+    "ErrorDetail",
+    "Health",
+    "InitiatorRole",
+    "Leaderboard",
+    "LeaderboardEntry",
+    "ModelCreate",
+    "ModelPublic",
+    "Page",
+    "ResultCreate",
+    "ResultPublic",
+    "UserPublic",
+    "VersionInfo",
+]

@@ -1,0 +1,35 @@
+"""Benchmark↔asset association wire types."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from sealbench.server.schemas.assets import AssetKind
+from sealbench.server.schemas.common import Id, WireModel
+
+__all__ = ["AssociationCreate", "AssociationPublic", "AssociationStatus", "InitiatorRole"]
+
+AssociationStatus = Literal["pending", "approved", "rejected"]
+InitiatorRole = Literal["asset_owner", "benchmark_owner"]
+
+
+class AssociationCreate(WireModel):
+    """A request (from the asset's owner) or an invitation (from the benchmark's owner)."""
+
+    asset_id: Id
+
+
+class AssociationPublic(WireModel):
+    """One revision of a link; the highest revision of a pair is its current state."""
+
+    id: int
+    benchmark_id: int
+    asset_kind: AssetKind
+    asset_id: int
+    revision: int
+    status: AssociationStatus
+    initiator_role: InitiatorRole
+    initiated_by_id: int
+    actor_id: int
+    created_at: datetime

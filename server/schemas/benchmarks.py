@@ -1,0 +1,51 @@
+"""Benchmark wire types, split by direction."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import Field
+
+from sealbench.server.schemas.common import Digest, Id, JsonObject, Name, Version, WireModel
+
+__all__ = ["BenchmarkCreate", "BenchmarkPublic", "BenchmarkState", "BenchmarkStateUpdate"]
+
+BenchmarkState = Literal["pending", "approved", "rejected", "retired"]
+
+
+class BenchmarkCreate(WireModel):
+    name: Name
+    version: Version
+    description: str = Field(default="", max_length=10_000)
+    data_contract: JsonObject
+    metrics_spec: JsonObject
+    metrics_version: Version
+    image_reference: str = Field(min_length=1, max_length=512)
+    image_digest: Digest
+    reference_model_id: Id | None = None
+
+
+class BenchmarkStateUpdate(WireModel):
+    """An admin rejects a pending benchmark; the owner or an admin retires one."""
+
+    state: Literal["rejected", "retired"]
+
+
+class BenchmarkPublic(WireModel):
+    id: int
+    owner_id: int
+    name: str
+    version: str
+    description: str
+    data_contract: JsonObject
+    metrics_spec: JsonObject
+    metrics_version: str
+    image_reference: str
+    image_digest: str
+    reference_model_id: int | None
+    state: BenchmarkState
+    approved_by_id: int | None
+    approved_at: datetime | None
+    created_at: datetime
+    updated_at: datetime

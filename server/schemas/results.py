@@ -1,0 +1,53 @@
+"""Result wire types: what a data owner submits, what readers get, the leaderboard."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import Field
+
+from sealbench.server.schemas.common import Digest, Id, JsonObject, WireModel
+
+__all__ = ["Leaderboard", "LeaderboardEntry", "ResultCreate", "ResultPublic"]
+
+
+class ResultCreate(WireModel):
+    benchmark_id: Id
+    dataset_id: Id
+    model_id: Id
+    summary: JsonObject = Field(description="public aggregate metrics, exactly as attested")
+    sealed_result_digest: Digest
+    attestation_token: str = Field(min_length=1, max_length=16_384)
+
+
+class ResultPublic(WireModel):
+    id: int
+    benchmark_id: int
+    dataset_id: int
+    model_id: int
+    submitted_by_id: int
+    summary: JsonObject
+    sealed_result_digest: str
+    attestation_token: str
+    token_issuer: str
+    image_digest: str
+    nonce: str
+    created_at: datetime
+
+
+class LeaderboardEntry(WireModel):
+    result_id: int
+    model_id: int
+    model_name: str
+    model_version: str
+    dataset_id: int
+    dataset_name: str
+    summary: JsonObject
+    created_at: datetime
+
+
+class Leaderboard(WireModel):
+    """The latest verified result per (model, dataset) that the caller may read."""
+
+    benchmark_id: int
+    entries: tuple[LeaderboardEntry, ...]

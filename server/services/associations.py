@@ -1,0 +1,221 @@
+"""Benchmark↔dataset and benchmark↔model associations, with their whole history.
+
+Rules: the benchmark must be approved; the asset's owner *requests*, the benchmark's owner
+*invites*; whoever initiated can never approve or reject, the other side does; when the asset's
+owner is also the benchmark's owner the link is approved at once; a rejected link can be
+requested again. Every change appends a revision (latest wins), so history is never lost.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal, cast
+
+from sqlalchemy import Select, Subquery, and_, func, select
+from sqlalchemy.orm import Session
+
+from sealbench.server.audit import append_event
+from sealbench.server.auth import Principal
+from sealbench.server.errors import (
+    ConflictError,
+    InvalidStateError,
+    NotFoundError,
+    PermissionDeniedError,
+)
+from sealbench.server.models import Benchmark, BenchmarkDataset, BenchmarkModel, Dataset, Model
+from sealbench.server.services._common import PageOf, commit, flush, get_or_404, paged
+
+__all__ = [
+    "approved_pairs_subquery",
+    "decide",
+    "history",
+    "is_approved",
+    "list_current",
+    "request",
+]
+
+Kind = Literal["dataset", "model"]
+Link = BenchmarkDataset | BenchmarkModel
+
+
+def _table(kind: Kind) -> type[BenchmarkDataset] | type[BenchmarkModel]:
+    return BenchmarkDataset if kind == "dataset" else BenchmarkModel
+
+
+def _asset(session: Session, kind: Kind, asset_id: int) -> Dataset | Model:
+    table: type[Dataset] | type[Model] = Dataset if kind == "dataset" else Model
+    return get_or_404(session, table, asset_id, kind)
+
+
+def _current_stmt(kind: Kind) -> Select[Link]:
+    t = _table(kind)
+    latest = (
+        select(t.benchmark_id, t.asset_id, func.max(t.revision).label("rev"))
+        .group_by(t.benchmark_id, t.asset_id)
+        .subquery()
+    )
+    stmt = select(t).join(
+        latest,
+        and_(
+            t.benchmark_id == latest.c.benchmark_id,
+            t.asset_id == latest.c.asset_id,
+            t.revision == latest.c.rev,
+        ),
+    )
+    return cast("Select[Link]", stmt)
+
+
+def approved_pairs_subquery(kind: Kind) -> Subquery:
+    """(benchmark_id, asset_id) of every link whose latest revision is approved."""
+    t = _table(kind)
+    return (
+        _current_stmt(kind)
+        .where(t.status == "approved")
+        .with_only_columns(t.benchmark_id, t.asset_id)
+        .subquery()
+    )
+
+
+def _latest(session: Session, kind: Kind, benchmark_id: int, asset_id: int) -> Link | None:
+    t = _table(kind)
+    row = session.scalars(
+        select(t)
+        .where(t.benchmark_id == benchmark_id, t.asset_id == asset_id)
+        .order_by(t.revision.desc())
+        .limit(1)
+    ).first()
+    return cast("Link | None", row)
+
+
+def is_approved(session: Session, kind: Kind, benchmark_id: int, asset_id: int) -> bool:
+    latest = _latest(session, kind, benchmark_id, asset_id)
+    return latest is not None and latest.status == "approved"
+
+
+def request(
+    session: Session,
+    actor: Principal,
+    kind: Kind,
+    benchmark_id: int,
+    asset_id: int,
+    now: datetime,
+) -> Link:
+    """Open a link (a request from the asset's owner, an invitation from the benchmark's)."""
+    benchmark = get_or_404(session, Benchmark, benchmark_id, "benchmark")
+    asset = _asset(session, kind, asset_id)
+    if actor.user_id == asset.owner_id:
+        role = "asset_owner"
+    elif actor.user_id == benchmark.owner_id:
+        role = "benchmark_owner"
+    else:
+        raise PermissionDeniedError(
+            f"only the {kind}'s owner or the benchmark's owner opens an association"
+        )
+    if benchmark.state != "approved":
+        raise InvalidStateError(
+            f"benchmark {benchmark.id} is {benchmark.state}; associations need an approved one"
+        )
+    latest = _latest(session, kind, benchmark_id, asset_id)
+    if latest is not None and latest.status in ("pending", "approved"):
+        raise ConflictError(f"{kind} {asset_id} is already {latest.status} in benchmark")
+    same_owner = asset.owner_id == benchmark.owner_id
+    row = _table(kind)(
+        benchmark_id=benchmark_id,
+        asset_id=asset_id,
+        revision=1 if latest is None else latest.revision + 1,
+        status="approved" if same_owner else "pending",
+        initiator_role=role,
+        initiated_by_id=actor.user_id,
+        actor_id=actor.user_id,
+        created_at=now,
+    )
+    session.add(row)
+    flush(session, f"association of {kind} {asset_id}")
+    _audit(session, actor, kind, row, "auto_approve" if same_owner else "request", now)
+    commit(session, f"association of {kind} {asset_id}")
+    return row
+
+
+def decide(
+    session: Session,
+    actor: Principal,
+    kind: Kind,
+    benchmark_id: int,
+    asset_id: int,
+    *,
+    approve: bool,
+    now: datetime,
+) -> Link:
+    """Approve or reject a pending link; only the side that did not initiate it may."""
+    benchmark = get_or_404(session, Benchmark, benchmark_id, "benchmark")
+    asset = _asset(session, kind, asset_id)
+    latest = _latest(session, kind, benchmark_id, asset_id)
+    if latest is None:
+        raise NotFoundError(f"association of {kind}", asset_id)
+    if actor.user_id == latest.initiated_by_id:
+        raise PermissionDeniedError("the initiator of an association can never decide on it")
+    deciding_owner = (
+        benchmark.owner_id if latest.initiator_role == "asset_owner" else asset.owner_id
+    )
+    if actor.user_id != deciding_owner:
+        other = "benchmark" if latest.initiator_role == "asset_owner" else kind
+        raise PermissionDeniedError(f"only the {other}'s owner decides on this association")
+    if latest.status != "pending":
+        raise InvalidStateError(f"association is {latest.status}, expected pending")
+    row = _table(kind)(
+        benchmark_id=benchmark_id,
+        asset_id=asset_id,
+        revision=latest.revision + 1,
+        status="approved" if approve else "rejected",
+        initiator_role=latest.initiator_role,
+        initiated_by_id=latest.initiated_by_id,
+        actor_id=actor.user_id,
+        created_at=now,
+    )
+    session.add(row)
+    flush(session, f"association of {kind} {asset_id}")
+    _audit(session, actor, kind, row, "approve" if approve else "reject", now)
+    commit(session, f"association of {kind} {asset_id}")
+    return row
+
+
+def list_current(
+    session: Session,
+    kind: Kind,
+    benchmark_id: int,
+    *,
+    status: str | None,
+    limit: int,
+    offset: int,
+) -> PageOf[Link]:
+    get_or_404(session, Benchmark, benchmark_id, "benchmark")
+    t = _table(kind)
+    stmt = _current_stmt(kind).where(t.benchmark_id == benchmark_id).order_by(t.asset_id)
+    if status is not None:
+        stmt = stmt.where(t.status == status)
+    return paged(session, stmt, limit=limit, offset=offset)
+
+
+def history(
+    session: Session, kind: Kind, benchmark_id: int, asset_id: int, *, limit: int, offset: int
+) -> PageOf[Link]:
+    get_or_404(session, Benchmark, benchmark_id, "benchmark")
+    t = _table(kind)
+    stmt = select(t).where(t.benchmark_id == benchmark_id, t.asset_id == asset_id)
+    return paged(
+        session, cast("Select[Link]", stmt.order_by(t.revision)), limit=limit, offset=offset
+    )
+
+
+def _audit(
+    session: Session, actor: Principal, kind: Kind, row: Link, verb: str, now: datetime
+) -> None:
+    append_event(
+        session,
+        actor_id=actor.user_id,
+        action=f"association.{verb}",
+        entity_type=f"benchmark_{kind}",
+        entity_id=f"{row.benchmark_id}:{row.asset_id}",
+        payload={"revision": row.revision, "status": row.status, "role": row.initiator_role},
+        now=now,
+    )

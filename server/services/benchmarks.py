@@ -1,0 +1,132 @@
+"""Benchmarks: anyone signed in registers one (pending); only an admin approves or rejects it;
+its owner or an admin retires it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from sealbench.server.audit import append_event
+from sealbench.server.auth import Principal
+from sealbench.server.errors import (
+    ConflictError,
+    InvalidRequestError,
+    InvalidStateError,
+    PermissionDeniedError,
+)
+from sealbench.server.models import Benchmark, Model
+from sealbench.server.schemas import BenchmarkCreate, BenchmarkState
+from sealbench.server.services._common import PageOf, commit, flush, get_or_404, paged
+
+__all__ = ["approve", "create", "get", "list_page", "set_state"]
+
+
+def create(session: Session, actor: Principal, body: BenchmarkCreate, now: datetime) -> Benchmark:
+    taken = select(Benchmark.id).where(
+        Benchmark.name == body.name, Benchmark.version == body.version
+    )
+    if session.scalars(taken).first() is not None:
+        raise ConflictError(f"benchmark {body.name} version {body.version} already exists")
+    if body.reference_model_id is not None and session.get(Model, body.reference_model_id) is None:
+        raise InvalidRequestError(f"reference model {body.reference_model_id} does not exist")
+    row = Benchmark(
+        owner_id=actor.user_id,
+        name=body.name,
+        version=body.version,
+        description=body.description,
+        data_contract=dict(body.data_contract),
+        metrics_spec=dict(body.metrics_spec),
+        metrics_version=body.metrics_version,
+        image_reference=body.image_reference,
+        image_digest=body.image_digest,
+        reference_model_id=body.reference_model_id,
+        state="pending",
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(row)
+    flush(session, f"benchmark {body.name} {body.version}")
+    append_event(
+        session,
+        actor_id=actor.user_id,
+        action="benchmark.create",
+        entity_type="benchmark",
+        entity_id=row.id,
+        payload={
+            "name": row.name,
+            "version": row.version,
+            "image_digest": row.image_digest,
+            "metrics_version": row.metrics_version,
+        },
+        now=now,
+    )
+    commit(session, f"benchmark {body.name} {body.version}")
+    return row
+
+
+def get(session: Session, benchmark_id: int, *, for_update: bool = False) -> Benchmark:
+    return get_or_404(session, Benchmark, benchmark_id, "benchmark", for_update=for_update)
+
+
+def list_page(
+    session: Session, *, state: BenchmarkState | None, limit: int, offset: int
+) -> PageOf[Benchmark]:
+    stmt = select(Benchmark).order_by(Benchmark.id)
+    if state is not None:
+        stmt = stmt.where(Benchmark.state == state)
+    return paged(session, stmt, limit=limit, offset=offset)
+
+
+def approve(session: Session, actor: Principal, benchmark_id: int, now: datetime) -> Benchmark:
+    """Only an admin approves, and only a pending benchmark."""
+    if not actor.is_admin:
+        raise PermissionDeniedError("only an admin approves a benchmark")
+    row = get(session, benchmark_id, for_update=True)
+    if row.state != "pending":
+        raise InvalidStateError(f"benchmark {row.id} is {row.state}, expected pending")
+    row.state = "approved"
+    row.approved_by_id = actor.user_id
+    row.approved_at = now
+    row.updated_at = now
+    _audit_state(session, actor, row, now)
+    commit(session, f"benchmark {row.id}")
+    return row
+
+
+def set_state(
+    session: Session, actor: Principal, benchmark_id: int, state: str, now: datetime
+) -> Benchmark:
+    """``rejected``: an admin, from pending. ``retired``: the owner or an admin, from any state
+    but retired."""
+    row = get(session, benchmark_id, for_update=True)
+    if state == "rejected":
+        if not actor.is_admin:
+            raise PermissionDeniedError("only an admin rejects a benchmark")
+        if row.state != "pending":
+            raise InvalidStateError(f"benchmark {row.id} is {row.state}, expected pending")
+    elif state == "retired":
+        if not (actor.is_admin or actor.user_id == row.owner_id):
+            raise PermissionDeniedError("only the benchmark's owner or an admin retires it")
+        if row.state == "retired":
+            raise InvalidStateError(f"benchmark {row.id} is already retired")
+    else:
+        raise InvalidRequestError(f"expected state 'rejected' or 'retired', received {state!r}")
+    row.state = state
+    row.updated_at = now
+    _audit_state(session, actor, row, now)
+    commit(session, f"benchmark {row.id}")
+    return row
+
+
+def _audit_state(session: Session, actor: Principal, row: Benchmark, now: datetime) -> None:
+    append_event(
+        session,
+        actor_id=actor.user_id,
+        action=f"benchmark.{row.state}",
+        entity_type="benchmark",
+        entity_id=row.id,
+        payload={"state": row.state},
+        now=now,
+    )

@@ -1,0 +1,137 @@
+"""Results: submitted only by the dataset's owner, for approved dataset and model associations,
+stored only after the attestation token verifies; readable by the dataset's owner and the
+benchmark's owner, nobody else."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import ColumnElement, Select, func, or_, select
+from sqlalchemy.orm import Session
+
+from sealbench.server.audit import append_event
+from sealbench.server.auth import Principal
+from sealbench.server.errors import (
+    ConflictError,
+    InvalidStateError,
+    PermissionDeniedError,
+)
+from sealbench.server.models import Benchmark, Dataset, Model, Result
+from sealbench.server.schemas import ResultCreate
+from sealbench.server.services._common import PageOf, commit, flush, get_or_404, paged
+from sealbench.server.services.associations import is_approved
+from sealbench.server.verification import ResultVerifier
+
+__all__ = ["get", "leaderboard", "list_page", "submit"]
+
+
+def submit(
+    session: Session,
+    actor: Principal,
+    body: ResultCreate,
+    verifier: ResultVerifier,
+    now: datetime,
+) -> Result:
+    benchmark = get_or_404(session, Benchmark, body.benchmark_id, "benchmark")
+    dataset = get_or_404(session, Dataset, body.dataset_id, "dataset")
+    model = get_or_404(session, Model, body.model_id, "model")
+    if dataset.owner_id != actor.user_id:
+        raise PermissionDeniedError("only the dataset's owner submits its results")
+    if not is_approved(session, "dataset", benchmark.id, dataset.id):
+        raise InvalidStateError(f"dataset {dataset.id} is not approved in benchmark {benchmark.id}")
+    if not is_approved(session, "model", benchmark.id, model.id):
+        raise InvalidStateError(f"model {model.id} is not approved in benchmark {benchmark.id}")
+    taken = select(Result.id).where(Result.sealed_result_digest == body.sealed_result_digest)
+    if session.scalars(taken).first() is not None:
+        raise ConflictError("a result with this sealed-result digest was already submitted")
+    verified = verifier.verify(
+        body.attestation_token,
+        image_digest=benchmark.image_digest,
+        dataset_digest=dataset.digest,
+        model_digest=model.digest,
+        summary=body.summary,
+        sealed_result_digest=body.sealed_result_digest,
+    )
+    row = Result(
+        benchmark_id=benchmark.id,
+        dataset_id=dataset.id,
+        model_id=model.id,
+        submitted_by_id=actor.user_id,
+        summary=dict(body.summary),
+        sealed_result_digest=body.sealed_result_digest,
+        attestation_token=body.attestation_token,
+        token_issuer=verified.issuer,
+        image_digest=verified.image_digest,
+        nonce=verified.nonce,
+        created_at=now,
+    )
+    session.add(row)
+    flush(session, "result")
+    append_event(
+        session,
+        actor_id=actor.user_id,
+        action="result.submit",
+        entity_type="result",
+        entity_id=row.id,
+        payload={
+            "benchmark_id": benchmark.id,
+            "dataset_id": dataset.id,
+            "model_id": model.id,
+            "sealed_result_digest": row.sealed_result_digest,
+            "nonce": row.nonce,
+            "issuer": row.token_issuer,
+        },
+        now=now,
+    )
+    commit(session, "result")
+    return row
+
+
+def _readable_by(user_id: int) -> ColumnElement[bool]:
+    return or_(
+        Result.dataset_id.in_(select(Dataset.id).where(Dataset.owner_id == user_id)),
+        Result.benchmark_id.in_(select(Benchmark.id).where(Benchmark.owner_id == user_id)),
+    )
+
+
+def get(session: Session, actor: Principal, result_id: int) -> Result:
+    row = get_or_404(session, Result, result_id, "result")
+    readable = session.scalar(
+        select(func.count()).where(Result.id == row.id, _readable_by(actor.user_id))
+    )
+    if not readable:
+        raise PermissionDeniedError(
+            "results are readable only by the dataset's owner and the benchmark's owner"
+        )
+    return row
+
+
+def list_page(
+    session: Session, actor: Principal, *, benchmark_id: int | None, limit: int, offset: int
+) -> PageOf[Result]:
+    stmt: Select[Result] = select(Result).where(_readable_by(actor.user_id)).order_by(Result.id)
+    if benchmark_id is not None:
+        stmt = stmt.where(Result.benchmark_id == benchmark_id)
+    return paged(session, stmt, limit=limit, offset=offset)
+
+
+def leaderboard(
+    session: Session, actor: Principal, benchmark_id: int
+) -> list[tuple[Result, Model, Dataset]]:
+    """The latest result per (model, dataset) in the benchmark that the caller may read."""
+    get_or_404(session, Benchmark, benchmark_id, "benchmark")
+    latest = (
+        select(func.max(Result.id).label("id"))
+        .where(Result.benchmark_id == benchmark_id, _readable_by(actor.user_id))
+        .group_by(Result.model_id, Result.dataset_id)
+        .subquery()
+    )
+    rows = session.execute(
+        select(Result, Model, Dataset)
+        .join(latest, latest.c.id == Result.id)
+        .join(Model, Model.id == Result.model_id)
+        .join(Dataset, Dataset.id == Result.dataset_id)
+        .order_by(Model.id, Dataset.id)
+        .limit(10_000)
+    ).tuples()
+    return list(rows)

@@ -1,0 +1,101 @@
+"""The registry server's settings, read once at the edge from ``SEALBENCH_SERVER_*`` variables.
+
+``local`` mode (the default) is for one machine: SQLite in the data directory, loopback binding,
+plain-HTTP JWKS URLs (a local mock issuer). Any other mode refuses those insecure values, so a
+deployment cannot start with them by accident. The settings object is built by the CLI (or a
+test) and handed to :func:`sealbench.server.app.create_app`; nothing reads the environment at
+import time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, Self
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = [
+    "CONFIDENTIAL_SPACE_ISSUER",
+    "CONFIDENTIAL_SPACE_JWKS_URL",
+    "OidcSettings",
+    "ServerSettings",
+    "TrustedIssuer",
+]
+
+CONFIDENTIAL_SPACE_ISSUER = "https://confidentialcomputing.googleapis.com"
+CONFIDENTIAL_SPACE_JWKS_URL = "https://www.googleapis.com/service_accounts/v1/metadata/jwk/signer@confidentialspace-sign.iam.gserviceaccount.com"
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+class TrustedIssuer(BaseModel):
+    """An attestation-token issuer whose result tokens the registry accepts."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    issuer: str = Field(min_length=1)
+    jwks_url: str = Field(min_length=1)
+
+
+class OidcSettings(BaseModel):
+    """An OpenID Connect issuer whose bearer JWTs identify users (``sub``, ``email``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    issuer: str = Field(min_length=1)
+    audience: str = Field(min_length=1)
+    jwks_url: str = Field(min_length=1)
+    admin_subjects: tuple[str, ...] = ()
+
+
+def _default_issuers() -> tuple[TrustedIssuer, ...]:
+    return (TrustedIssuer(issuer=CONFIDENTIAL_SPACE_ISSUER, jwks_url=CONFIDENTIAL_SPACE_JWKS_URL),)
+
+
+class ServerSettings(BaseSettings):
+    """Every knob of the registry server; see docs/server.md for the table."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="SEALBENCH_SERVER_", env_nested_delimiter="__", frozen=True, extra="forbid"
+    )
+
+    mode: Literal["local", "production"] = "local"
+    data_dir: Path = Path("sealbench-data")
+    database_url: str | None = None
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    max_body_bytes: int = Field(default=1 << 20, ge=1024, le=64 << 20)
+    max_json_depth: int = Field(default=32, ge=4, le=256)
+    trusted_issuers: tuple[TrustedIssuer, ...] = Field(default_factory=_default_issuers)
+    oidc: OidcSettings | None = None
+    token_cache_seconds: float = Field(default=30.0, ge=0.0, le=600.0)
+    jwks_cache_seconds: float = Field(default=300.0, ge=0.0, le=86400.0)
+    db_pool_size: int = Field(default=10, ge=1, le=200)
+
+    @property
+    def effective_database_url(self) -> str:
+        """The configured URL, or SQLite in the data directory (local mode only)."""
+        if self.database_url is not None:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'registry.sqlite3').resolve()}"
+
+    @model_validator(mode="after")
+    def _refuse_insecure_outside_local(self) -> Self:
+        if self.mode == "local":
+            return self
+        problems: list[str] = []
+        if self.database_url is None or self.database_url.startswith("sqlite"):
+            problems.append("database_url must name a PostgreSQL database (received SQLite)")
+        if self.host not in _LOOPBACK and self.host in {"0.0.0.0", "::"}:  # noqa: S104
+            problems.append("host must be a specific address behind a TLS proxy, not a wildcard")
+        urls = [("trusted issuer", t.jwks_url) for t in self.trusted_issuers]
+        urls += [("trusted issuer id", t.issuer) for t in self.trusted_issuers]
+        if self.oidc is not None:
+            urls += [("oidc jwks_url", self.oidc.jwks_url), ("oidc issuer", self.oidc.issuer)]
+        for what, url in urls:
+            if urlsplit(url).scheme != "https":
+                problems.append(f"{what} must use https (received {url!r})")
+        if problems:
+            raise ValueError(f"insecure settings outside local mode: {'; '.join(problems)}")
+        return self

@@ -1,0 +1,116 @@
+"""Verifying a submitted result's attestation token against the registry's own records.
+
+The token must come from a configured trusted issuer (Google's Confidential Space issuer by
+default; a local mock issuer only when the operator lists it), verify against that issuer's
+JWKS with audience ``sealbench-result``, and satisfy an
+:class:`~sealbench.crypto.attestation.AttestationPolicy` built from the registry: the benchmark's
+image digest, the dataset's and model's digests as attested env overrides
+(``SEALBENCH_DATA_DIGEST``, ``SEALBENCH_MODEL_DIGEST``), and ``eat_nonce`` equal to
+:func:`~sealbench.crypto.attestation.result_nonce` of the submitted summary and sealed-result
+digest. Any failure raises :class:`~sealbench.server.errors.ResultRejectedError` naming it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from sealbench.crypto.attestation import (
+    RESULT_AUDIENCE,
+    AttestationPolicy,
+    result_nonce,
+    verify_token,
+)
+from sealbench.crypto.digest import parse_digest
+from sealbench.crypto.errors import CryptoError
+from sealbench.crypto.workload import ENV_DATA_DIGEST, ENV_MODEL_DIGEST
+from sealbench.server.errors import ResultRejectedError
+from sealbench.server.jwks import JwksCache
+from sealbench.server.settings import TrustedIssuer
+
+__all__ = ["ResultVerifier", "VerifiedResult"]
+
+
+@dataclass(frozen=True)
+class VerifiedResult:
+    issuer: str
+    nonce: str
+    image_digest: str
+
+
+def _unverified_claims(token: str) -> tuple[str, str]:
+    """(issuer, kid) read before verification, only to pick the issuer's key set."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        raise ResultRejectedError("the attestation token is not a compact JWS")
+    try:
+        header = json.loads(base64.urlsafe_b64decode(parts[0] + "=" * (-len(parts[0]) % 4)))
+        payload = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except (binascii.Error, ValueError, UnicodeDecodeError) as exc:
+        raise ResultRejectedError("the attestation token is not a compact JWS") from exc
+    if not isinstance(header, dict) or not isinstance(payload, dict):
+        raise ResultRejectedError("the attestation token is not a compact JWS")
+    issuer, kid = payload.get("iss"), header.get("kid")
+    if not isinstance(issuer, str) or not isinstance(kid, str):
+        raise ResultRejectedError("the attestation token lacks an issuer or key id")
+    return issuer, kid
+
+
+class ResultVerifier:
+    """Verifies result tokens against the configured trusted issuers at ``clock()`` time."""
+
+    def __init__(
+        self,
+        trusted: tuple[TrustedIssuer, ...],
+        jwks: JwksCache,
+        clock: Callable[[], float],
+    ) -> None:
+        self._trusted = {t.issuer: t for t in trusted}
+        self._jwks = jwks
+        self._clock = clock
+
+    def verify(
+        self,
+        token: str,
+        *,
+        image_digest: str,
+        dataset_digest: str,
+        model_digest: str,
+        summary: Mapping[str, object],
+        sealed_result_digest: str,
+    ) -> VerifiedResult:
+        issuer, kid = _unverified_claims(token)
+        trusted = self._trusted.get(issuer)
+        if trusted is None:
+            raise ResultRejectedError(
+                f"the attestation token's issuer {issuer[:80]!r} is not trusted by this registry"
+            )
+        jwks = self._jwks.get(trusted.jwks_url, kid)
+        try:
+            nonce = result_nonce(summary, parse_digest(sealed_result_digest))
+            claims = verify_token(
+                token, jwks, issuer=trusted.issuer, audience=RESULT_AUDIENCE, now=self._clock()
+            )
+            env = claims.submods.container.env_override or {}
+            policy = AttestationPolicy(
+                allowed_image_digests=frozenset({image_digest}),
+                expected_env_overrides={
+                    ENV_DATA_DIGEST: dataset_digest,
+                    ENV_MODEL_DIGEST: model_digest,
+                },
+                expected_nonce=nonce,
+                # The run specification's other overrides (URIs, ids, the recipient digest)
+                # do not bear on which image, data and model produced the summary.
+                allowed_extra_env_overrides=frozenset(env),
+            )
+            policy.check(claims)
+        except (CryptoError, ValueError) as exc:
+            raise ResultRejectedError(f"the result attestation was refused: {exc}") from exc
+        return VerifiedResult(
+            issuer=trusted.issuer,
+            nonce=nonce,
+            image_digest=claims.submods.container.image_digest,
+        )
