@@ -18,14 +18,15 @@ workloadIdentityPools/P/attribute.workload_uid/<uid>`` (:func:`principal_set`). 
 evaluates the very same expression with cel-python, so this module is the one source of truth
 for the real cloud, the mock and the enclave.
 
-Why the concatenation is unambiguous: every field is either ``sha256:`` + 64 lowercase hex or
-``-``, and none contains ``::``, so the string splits back into exactly one tuple
-(:meth:`WorkloadIdentity.from_uid`). An operator who sets an override that is *not* a digest
-(e.g. one containing ``::`` to shift fields) could make the mapped string collide with an
-approved uid while the values differ; the attested enclave therefore refuses to run unless every
-override parses as a digest (:meth:`WorkloadIdentity.from_env_overrides`), and
-:func:`env_shape_condition` gives the same check as a CEL clause for the provider's attribute
-condition, so the cloud refuses such a token before any key is released.
+Why the concatenation is unambiguous: every field of a genuine uid is ``sha256:`` + 64 lowercase
+hex or ``-``, so a genuine uid contains ``::`` exactly three times and never ``:::``. If the
+mapping over arbitrary override strings ``a, b, c`` equals a genuine uid, the three separators
+the mapping inserts must be those three occurrences (the image digest is attested, so the prefix
+is fixed), hence ``a, b, c`` are exactly its fields: an operator cannot shift a ``::`` between
+overrides to reach an approved uid with different values. Defence in depth all the same: the
+attested enclave refuses to run unless every override parses as a digest
+(:meth:`WorkloadIdentity.from_env_overrides`), and :func:`env_shape_condition` is the same check
+as a CEL clause for the provider's attribute condition.
 
 Length limits (Google Cloud IAM ``WorkloadIdentityPoolProvider.attributeMapping`` reference):
 ``google.subject`` is capped at 127 bytes, a custom attribute *key* at 100 characters
