@@ -44,8 +44,8 @@ the stream form therefore may leave partial plaintext in ``dst`` on failure (the
 it), and the path form writes to a temporary file in the destination's directory, fsyncs it, and
 renames it into place only after the last segment authenticated, removing it on any failure.
 
-Memory is bounded whatever the size: two segment buffers on each side, reused for the whole
-stream; reads from the source are at most one segment long.
+Memory is bounded whatever the size: one input and one output segment buffer, reused for the
+whole stream; reads from the source are at most one segment (plus one lookahead byte) long.
 """
 
 from __future__ import annotations
@@ -189,24 +189,26 @@ class _Scheme:
     def encrypt_stream(self, key: bytes, src: BinaryIO, dst: BinaryIO, ad: bytes) -> int:
         header, aead, prefix = self._new_header(key, ad)
         fill = _reader(src)
-        # Two plaintext buffers: the next chunk is read before the current one is sealed, which
-        # is how we learn whether the current one is the last.
-        cur = memoryview(bytearray(self.plain))
-        nxt = memoryview(bytearray(self.plain))
+        # One byte of lookahead tells whether a full chunk is the last one; the byte is carried
+        # to the front of the buffer for the next chunk. The chunk is sealed right after it is
+        # read, while it is still in cache.
+        buf = memoryview(bytearray(self.plain + 1))
         out = memoryview(bytearray(self.segment_size))
         dst.write(header)
         written = HEADER_SIZE
-        n_cur = fill(cur[: self.first_plain])
-        full = self.first_plain
+        full, have = self.first_plain, 0
         for mid, last in self._nonces(prefix):
-            n_nxt = fill(nxt[: self.plain]) if n_cur == full else 0
-            end = n_cur + _TAG_SIZE
-            aead.encrypt_into(last if n_nxt == 0 else mid, cur[:n_cur], None, out[:end])
+            have += fill(buf[have : full + 1])
+            is_last = have <= full
+            n = have if is_last else full
+            end = n + _TAG_SIZE
+            aead.encrypt_into(last if is_last else mid, buf[:n], None, out[:end])
             dst.write(out[:end])
             written += end
-            if n_nxt == 0:
+            if is_last:
                 return written
-            cur, nxt, n_cur, full = nxt, cur, n_nxt, self.plain
+            buf[0] = buf[full]
+            full, have = self.plain, 1
         raise AssertionError("unreachable")  # pragma: no cover
 
     def decrypt_stream(self, key: bytes, src: BinaryIO, dst: BinaryIO, ad: bytes) -> int:
@@ -215,27 +217,29 @@ class _Scheme:
         if fill(header) != HEADER_SIZE:
             raise IntegrityError()
         aead, prefix = self._open_header(key, header, ad)
-        cur = memoryview(bytearray(self.segment_size))
-        nxt = memoryview(bytearray(self.segment_size))
+        # Same one-byte lookahead as encryption: a segment is last iff nothing follows it.
+        buf = memoryview(bytearray(self.segment_size + 1))
         out = memoryview(bytearray(self.plain))
         written = 0
-        full = self.segment_size - HEADER_SIZE
-        n_cur = fill(cur[:full])
+        full, have = self.segment_size - HEADER_SIZE, 0
         for mid, last in self._nonces(prefix):
-            if n_cur < _TAG_SIZE:
+            have += fill(buf[have : full + 1])
+            is_last = have <= full
+            n = have if is_last else full
+            if n < _TAG_SIZE:
                 raise IntegrityError()
-            n_nxt = fill(nxt[: self.segment_size]) if n_cur == full else 0
-            end = n_cur - _TAG_SIZE
+            end = n - _TAG_SIZE
             try:
-                aead.decrypt_into(last if n_nxt == 0 else mid, cur[:n_cur], None, out[:end])
+                aead.decrypt_into(last if is_last else mid, buf[:n], None, out[:end])
             except InvalidTag:
                 # Deliberately unchained and uniform: the caller learns only "not authentic".
                 raise IntegrityError() from None
             dst.write(out[:end])
             written += end
-            if n_nxt == 0:
+            if is_last:
                 return written
-            cur, nxt, n_cur, full = nxt, cur, n_nxt, self.segment_size
+            buf[0] = buf[full]
+            full, have = self.segment_size, 1
         raise AssertionError("unreachable")  # pragma: no cover
 
     # --- whole buffers (no lookahead needed: the length is known) --------------------------
