@@ -220,24 +220,28 @@ def _hash_file(path: Path, rel: str, progress: Callable[[int], None] | None) -> 
     return ManifestEntry(rel, size, Sha256Digest("sha256:" + h.hexdigest()))
 
 
-def _walk(root: Path, prefix: str) -> Iterator[tuple[Path, str]]:
-    with os.scandir(root) as it:
-        children = sorted(it, key=lambda e: e.name)
-    for child in children:
-        name = child.name
-        try:
-            name.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ManifestError(f"{_shown(prefix + name)}: file name is not UTF-8") from None
-        rel = check_relative_path(prefix + name)
-        if child.is_symlink():
-            raise ManifestError(f"{_shown(rel)} is a symbolic link; manifests refuse links")
-        if child.is_dir(follow_symlinks=False):
-            yield from _walk(Path(child.path), rel + "/")
-        elif child.is_file(follow_symlinks=False):
-            yield Path(child.path), rel
-        else:
-            raise ManifestError(f"{_shown(rel)} is not a regular file (fifo, socket or device)")
+def _walk(root: Path) -> Iterator[tuple[Path, str]]:
+    """Yield (path, relative path) of every regular file; iterative, so depth is unbounded."""
+    pending: list[tuple[Path, str]] = [(root, "")]
+    while pending:
+        directory, prefix = pending.pop()
+        with os.scandir(directory) as it:
+            children = list(it)
+        for child in children:
+            name = child.name
+            try:
+                name.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ManifestError(f"{_shown(prefix + name)}: file name is not UTF-8") from None
+            rel = check_relative_path(prefix + name)
+            if child.is_symlink():
+                raise ManifestError(f"{_shown(rel)} is a symbolic link; manifests refuse links")
+            if child.is_dir(follow_symlinks=False):
+                pending.append((Path(child.path), rel + "/"))
+            elif child.is_file(follow_symlinks=False):
+                yield Path(child.path), rel
+            else:
+                raise ManifestError(f"{_shown(rel)} is not a regular file (fifo, socket or device)")
 
 
 def build_manifest(root: Path, progress: Callable[[int], None] | None = None) -> Manifest:
@@ -248,4 +252,4 @@ def build_manifest(root: Path, progress: Callable[[int], None] | None = None) ->
         raise ManifestError(f"manifest root {_shown(str(root))} is a symbolic link")
     if not root.is_dir():
         raise ManifestError(f"manifest root {_shown(str(root))} is not a directory")
-    return Manifest.from_entries([_hash_file(path, rel, progress) for path, rel in _walk(root, "")])
+    return Manifest.from_entries([_hash_file(path, rel, progress) for path, rel in _walk(root)])
