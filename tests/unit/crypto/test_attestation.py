@@ -2,7 +2,7 @@
 
 Tokens are signed here with a test RSA key by PyJWT (an independent JWS implementation); forged
 ones are assembled by hand. The two real Confidential Space payloads in
-``shared/reference/example-tokens.json`` are re-signed with the test key.
+``tests/vectors/confidential_space_example_tokens.json`` are re-signed with the test key.
 """
 
 from __future__ import annotations
@@ -40,17 +40,10 @@ RECIPIENT = "sha256:" + "f" * 64
 NONCE = "a" * 64
 
 
-def _examples_path() -> Path:
-    for parent in Path(__file__).resolve().parents:
-        candidate = parent / "shared" / "reference" / "example-tokens.json"
-        if candidate.is_file():
-            return candidate
-    candidate = Path("/work/shared/reference/example-tokens.json")
-    assert candidate.is_file(), "example-tokens.json not found"
-    return candidate
+EXAMPLES_FILE = Path(__file__).parents[2] / "vectors" / "confidential_space_example_tokens.json"
 
 
-EXAMPLES: dict[str, Any] = json.loads(_examples_path().read_text())
+EXAMPLES: dict[str, Any] = json.loads(EXAMPLES_FILE.read_text())["tokens"]
 
 
 @pytest.fixture(scope="module")
