@@ -487,3 +487,18 @@ def test_result_nonce_binds_summary_and_sealed_result() -> None:
     assert at.result_nonce(summary, "sha256:" + "6" * 64) != nonce  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         at.result_nonce(summary, "5" * 64)  # type: ignore[arg-type]
+
+
+def test_non_canonical_base64_rejected(signing_key: Any, jwks: at.Jwks) -> None:
+    """Lenient base64 decoders skip foreign characters, so one signed token would have many
+    spellings; only the strict unpadded base64url form is accepted."""
+    header, payload, signature = sign(signing_key, production_payload()).split(".")
+    for token in (
+        f"{header}.{payload}.{signature}=",
+        f"{header}.{payload}.{signature[:10]}!{signature[10:]}",
+        f"{header}.{payload}.{signature[:10]}\n{signature[10:]}",
+        f"{header}=.{payload}.{signature}",
+    ):
+        with pytest.raises(TokenInvalidError, match="base64url"):
+            verify(token, jwks)
+    verify(f"{header}.{payload}.{signature}", jwks)
