@@ -13,6 +13,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,10 +49,13 @@ def _binary(name: str) -> str:
 
 @dataclass
 class ThrowawayPostgres:
-    """One local cluster under ``base_dir``; use as a context manager or call start/stop."""
+    """One local cluster under ``base_dir`` (default: a fresh directory in the system temp
+    directory, which the ``postgres`` user can reach, removed again on stop); use as a context
+    manager or call start/stop."""
 
-    base_dir: Path
+    base_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="sealbench-pg-")))
     port: int = field(default_factory=free_port)
+    remove_on_stop: bool = True
     _started: bool = False
 
     @property
@@ -119,11 +123,16 @@ class ThrowawayPostgres:
         return self
 
     def stop(self) -> None:
-        if self._started:
-            self._started = False
-            self._run(
-                [_binary("pg_ctl"), "-D", str(self.data_dir), "-m", "immediate", "stop"], "stop"
-            )
+        try:
+            if self._started:
+                self._started = False
+                self._run(
+                    [_binary("pg_ctl"), "-D", str(self.data_dir), "-m", "immediate", "stop"],
+                    "stop",
+                )
+        finally:
+            if self.remove_on_stop:
+                shutil.rmtree(self.base_dir, ignore_errors=True)
 
     def url(self, database: str = "postgres") -> str:
         """The SQLAlchemy URL of ``database`` in this cluster."""

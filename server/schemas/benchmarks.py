@@ -7,7 +7,15 @@ from typing import Literal
 
 from pydantic import Field
 
-from sealbench.server.schemas.common import Digest, Id, JsonObject, Name, Version, WireModel
+from sealbench.server.schemas.common import (
+    Digest,
+    Id,
+    JsonObject,
+    MetricsVersion,
+    Name,
+    Version,
+    WireModel,
+)
 
 __all__ = ["BenchmarkCreate", "BenchmarkPublic", "BenchmarkState", "BenchmarkStateUpdate"]
 
@@ -20,7 +28,7 @@ class BenchmarkCreate(WireModel):
     description: str = Field(default="", max_length=10_000)
     data_contract: JsonObject
     metrics_spec: JsonObject
-    metrics_version: Version
+    metrics_version: MetricsVersion
     image_reference: str = Field(min_length=1, max_length=512)
     image_digest: Digest
     reference_model_id: Id | None = None

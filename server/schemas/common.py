@@ -14,6 +14,7 @@ __all__ = [
     "Health",
     "Id",
     "JsonObject",
+    "MetricsVersion",
     "Name",
     "Page",
     "Version",
@@ -24,6 +25,7 @@ __all__ = [
 Digest = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")]
 Version = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")]
+MetricsVersion = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+/-]{0,63}$")]
 Id = Annotated[int, Field(ge=1, le=2**31 - 1)]
 
 _MAX_JSON_NODES = 10_000

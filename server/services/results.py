@@ -133,5 +133,5 @@ def leaderboard(
         .join(Dataset, Dataset.id == Result.dataset_id)
         .order_by(Model.id, Dataset.id)
         .limit(10_000)
-    ).tuples()
-    return list(rows)
+    ).all()
+    return [(row[0], row[1], row[2]) for row in rows]

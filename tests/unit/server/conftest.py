@@ -1,0 +1,363 @@
+"""Fixtures for the registry server tests.
+
+Every test that takes ``client`` (or ``database_url``) runs twice: on SQLite and on PostgreSQL.
+PostgreSQL is a throwaway cluster started once per session with the machine's ``initdb`` and
+``pg_ctl``; each test gets a fresh database copied from a migrated template, each SQLite test a
+copy of a migrated template file. If the cluster cannot start the tests fail, never skip.
+
+Fakes (not patches): :class:`FakeJwksFetcher` serves key sets from memory, :class:`FakeClock`
+is a settable clock, :class:`TokenFactory` signs attestation tokens with a test RSA key.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from fastapi.testclient import TestClient
+
+from sealbench.crypto.attestation import RESULT_AUDIENCE, Jwks, result_nonce
+from sealbench.crypto.digest import Sha256Digest, sha256_digest
+from sealbench.crypto.workload import ENV_DATA_DIGEST, ENV_MODEL_DIGEST, ENV_RECIPIENT_DIGEST
+from sealbench.server.app import create_app
+from sealbench.server.db import open_database
+from sealbench.server.errors import UpstreamUnavailableError
+from sealbench.server.migrate import upgrade_to_head
+from sealbench.server.pgcluster import ClusterError, ThrowawayPostgres
+from sealbench.server.services.users import create_user
+from sealbench.server.settings import ServerSettings, TrustedIssuer
+
+TEST_ISSUER = "https://attestation.test.invalid"
+TEST_JWKS_URL = "https://attestation.test.invalid/jwks"
+IMAGE_DIGEST = "sha256:" + "1" * 64
+START = datetime(2026, 6, 1, 12, 0, 0, tzinfo=UTC)
+_counter = itertools.count()
+
+
+# ---------------------------------------------------------------- databases
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[ThrowawayPostgres]:
+    cluster = ThrowawayPostgres()
+    try:
+        cluster.start()
+    except (ClusterError, OSError) as exc:
+        pytest.fail(f"the PostgreSQL test cluster could not start: {exc}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_template(pg_cluster: ThrowawayPostgres) -> str:
+    url = pg_cluster.create_database("sealbench_template")
+    db = open_database(url)
+    upgrade_to_head(db.engine)
+    db.dispose()
+    return "sealbench_template"
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("sqlite-template") / "registry.sqlite3"
+    db = open_database(f"sqlite:///{path}")
+    upgrade_to_head(db.engine)
+    with db.engine.connect() as conn:
+        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.dispose()
+    return path
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def database_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, migrated database on ``backend``."""
+    if backend == "sqlite":
+        template: Path = request.getfixturevalue("sqlite_template")
+        target = tmp_path / "registry.sqlite3"
+        shutil.copyfile(template, target)
+        return f"sqlite:///{target}"
+    cluster: ThrowawayPostgres = request.getfixturevalue("pg_cluster")
+    template_name: str = request.getfixturevalue("pg_template")
+    return cluster.create_database(f"t{next(_counter)}_{int(time.time())}", template=template_name)
+
+
+# ---------------------------------------------------------------- fakes
+
+
+@dataclass
+class FakeClock:
+    now: datetime = START
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+@dataclass
+class FakeJwksFetcher:
+    documents: dict[str, bytes] = field(default_factory=dict)
+    calls: list[str] = field(default_factory=list)
+
+    def fetch(self, url: str) -> bytes:
+        self.calls.append(url)
+        if url not in self.documents:
+            raise UpstreamUnavailableError(f"no JWKS at {url}")
+        return self.documents[url]
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+@dataclass
+class TokenFactory:
+    """Signs RS256 JWTs with its own key; ``jwks`` is the matching key set document."""
+
+    kid: str = "test-key-1"
+    key: rsa.RSAPrivateKey = field(
+        default_factory=lambda: rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    )
+
+    @property
+    def jwks(self) -> bytes:
+        return Jwks.from_keys({self.kid: self.key.public_key()}).to_json()
+
+    def sign(self, claims: dict[str, Any], *, kid: str | None = None) -> str:
+        header = {"alg": "RS256", "typ": "JWT", "kid": kid or self.kid}
+        signing_input = f"{_b64(json.dumps(header).encode())}.{_b64(json.dumps(claims).encode())}"
+        signature = self.key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
+        return f"{signing_input}.{_b64(signature)}"
+
+    def pem(self) -> bytes:
+        return self.key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+
+
+def result_claims(
+    *,
+    summary: dict[str, Any],
+    sealed_digest: str,
+    data_digest: str,
+    model_digest: str,
+    now: datetime = START,
+    image_digest: str = IMAGE_DIGEST,
+    issuer: str = TEST_ISSUER,
+    audience: str = RESULT_AUDIENCE,
+) -> dict[str, Any]:
+    """A full Confidential Space-style result token payload binding the given values."""
+    iat = int(now.timestamp())
+    return {
+        "iss": issuer,
+        "aud": audience,
+        "sub": "https://www.googleapis.com/compute/v1/projects/p/zones/z/instances/i",
+        "iat": iat,
+        "nbf": iat,
+        "exp": iat + 3600,
+        "eat_nonce": result_nonce(summary, Sha256Digest(sealed_digest)),
+        "secboot": True,
+        "hwmodel": "GCP_AMD_SEV",
+        "swname": "CONFIDENTIAL_SPACE",
+        "swversion": ["250301"],
+        "dbgstat": "disabled-since-boot",
+        "google_service_accounts": [],
+        "submods": {
+            "container": {
+                "image_reference": "registry.test/sealbench/eval@" + image_digest,
+                "image_digest": image_digest,
+                "restart_policy": "Never",
+                "args": [],
+                "env": {},
+                "env_override": {
+                    ENV_DATA_DIGEST: data_digest,
+                    ENV_MODEL_DIGEST: model_digest,
+                    ENV_RECIPIENT_DIGEST: "sha256:" + "9" * 64,
+                    "SEALBENCH_RUN_ID": "run-1",
+                },
+            },
+            "confidential_space": {"support_attributes": ["LATEST", "STABLE", "USABLE"]},
+        },
+    }
+
+
+# ---------------------------------------------------------------- app and users
+
+
+@pytest.fixture(scope="session")
+def tokens() -> TokenFactory:
+    return TokenFactory()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def jwks_fetcher(tokens: TokenFactory) -> FakeJwksFetcher:
+    return FakeJwksFetcher({TEST_JWKS_URL: tokens.jwks})
+
+
+@pytest.fixture
+def settings(database_url: str, tmp_path: Path) -> ServerSettings:
+    return ServerSettings(
+        data_dir=tmp_path,
+        database_url=database_url,
+        trusted_issuers=(TrustedIssuer(issuer=TEST_ISSUER, jwks_url=TEST_JWKS_URL),),
+    )
+
+
+@pytest.fixture
+def client(
+    settings: ServerSettings, clock: FakeClock, jwks_fetcher: FakeJwksFetcher
+) -> Iterator[TestClient]:
+    app = create_app(settings, clock=clock, jwks_fetcher=jwks_fetcher)
+    with TestClient(app) as test_client:
+        yield test_client
+
+
+@dataclass(frozen=True)
+class Actor:
+    user_id: int
+    email: str
+    token: str
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+
+@pytest.fixture
+def make_user(database_url: str, clock: FakeClock) -> Iterator[Any]:
+    db = open_database(database_url)
+
+    def make(email: str, *, admin: bool = False) -> Actor:
+        with db.writer() as session:
+            user, token = create_user(session, email=email, is_admin=admin, now=clock())
+            return Actor(user.id, user.email, token)
+
+    yield make
+    db.dispose()
+
+
+def digest_of(label: str) -> str:
+    return sha256_digest(label.encode())
+
+
+@dataclass(frozen=True)
+class World:
+    """An approved benchmark with an approved dataset and model, and every role."""
+
+    admin: Actor
+    bench_owner: Actor
+    data_owner: Actor
+    model_owner: Actor
+    other: Actor
+    benchmark_id: int
+    dataset_id: int
+    model_id: int
+    dataset_digest: str
+    model_digest: str
+
+
+def benchmark_body(name: str = "brats", version: str = "1") -> dict[str, Any]:
+    return {
+        "name": name,
+        "version": version,
+        "description": "glioma segmentation",
+        "data_contract": {"modalities": ["t1", "t2"], "shape": [128, 128, 128]},
+        "metrics_spec": {"dice": {"labels": [1, 2, 3]}},
+        "metrics_version": "brats-2023/1",
+        "image_reference": "registry.test/sealbench/eval",
+        "image_digest": IMAGE_DIGEST,
+    }
+
+
+def ok(response: Any, status: int = 200) -> Any:
+    assert response.status_code == status, response.text
+    return response.json()
+
+
+@pytest.fixture
+def world(client: TestClient, make_user: Any) -> World:
+    admin = make_user("admin@registry.test", admin=True)
+    bench_owner = make_user("authority@bench.test")
+    data_owner = make_user("hospital@data.test")
+    model_owner = make_user("vendor@model.test")
+    other = make_user("curious@other.test")
+    bid = ok(
+        client.post("/api/v1/benchmarks", json=benchmark_body(), headers=bench_owner.headers), 201
+    )["id"]
+    ok(client.post(f"/api/v1/benchmarks/{bid}/approve", headers=admin.headers))
+    dd, md = digest_of("dataset"), digest_of("model")
+    did = ok(
+        client.post(
+            "/api/v1/datasets",
+            json={"name": "hospital-a", "digest": dd, "case_count": 5},
+            headers=data_owner.headers,
+        ),
+        201,
+    )["id"]
+    mid = ok(
+        client.post(
+            "/api/v1/models",
+            json={"name": "unet", "version": "1.0", "digest": md},
+            headers=model_owner.headers,
+        ),
+        201,
+    )["id"]
+    ok(
+        client.post(
+            f"/api/v1/benchmarks/{bid}/datasets", json={"asset_id": did}, headers=data_owner.headers
+        ),
+        201,
+    )
+    ok(client.post(f"/api/v1/benchmarks/{bid}/datasets/{did}/approve", headers=bench_owner.headers))
+    ok(
+        client.post(
+            f"/api/v1/benchmarks/{bid}/models", json={"asset_id": mid}, headers=model_owner.headers
+        ),
+        201,
+    )
+    ok(client.post(f"/api/v1/benchmarks/{bid}/models/{mid}/approve", headers=bench_owner.headers))
+    return World(admin, bench_owner, data_owner, model_owner, other, bid, did, mid, dd, md)
+
+
+@pytest.fixture(scope="session")
+def h() -> SimpleNamespace:
+    """Helpers for test modules (conftest modules are not importable under importlib mode)."""
+    return SimpleNamespace(
+        ok=ok,
+        benchmark_body=benchmark_body,
+        result_claims=result_claims,
+        digest_of=digest_of,
+        IMAGE_DIGEST=IMAGE_DIGEST,
+        TEST_ISSUER=TEST_ISSUER,
+        TEST_JWKS_URL=TEST_JWKS_URL,
+        START=START,
+        TokenFactory=TokenFactory,
+        FakeJwksFetcher=FakeJwksFetcher,
+    )

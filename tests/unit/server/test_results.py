@@ -1,0 +1,303 @@
+"""Result submission: the attestation token must bind the benchmark's image, the dataset and
+model digests and the submitted summary + sealed-result digest; any alteration is refused with
+a 4xx and nothing is stored. Readers: the dataset's owner and the benchmark's owner only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from sealbench.server.app import create_app
+from sealbench.server.settings import ServerSettings, TrustedIssuer
+
+API = "/api/v1"
+SUMMARY = {"cases": 5, "dice": {"et": 0.81, "tc": 0.86, "wt": 0.9}, "hd95_mean": 4.25}
+SEALED = "sha256:" + "5" * 64
+
+
+def _submission(world: Any, token: str, **override: Any) -> dict[str, Any]:
+    body = {
+        "benchmark_id": world.benchmark_id,
+        "dataset_id": world.dataset_id,
+        "model_id": world.model_id,
+        "summary": SUMMARY,
+        "sealed_result_digest": SEALED,
+        "attestation_token": token,
+    }
+    body.update(override)
+    return body
+
+
+def _token(world: Any, tokens: Any, h: Any, **claims_override: Any) -> str:
+    claims = h.result_claims(
+        summary=SUMMARY,
+        sealed_digest=SEALED,
+        data_digest=world.dataset_digest,
+        model_digest=world.model_digest,
+    )
+    claims.update(claims_override)
+    return str(tokens.sign(claims))
+
+
+def _stored(client: TestClient, world: Any) -> list[Any]:
+    r = client.get(f"{API}/results", headers=world.bench_owner.headers)
+    return list(r.json()["items"])
+
+
+def _refused(client: TestClient, world: Any, body: dict[str, Any], *, needle: str) -> None:
+    r = client.post(f"{API}/results", json=body, headers=world.data_owner.headers)
+    assert r.status_code == 422, r.text
+    assert r.json()["code"] == "result_rejected"
+    assert needle in r.json()["message"]
+    assert body["attestation_token"] not in r.text
+    assert _stored(client, world) == []
+
+
+def test_verified_result_stored_and_on_leaderboard(
+    client: TestClient, world: Any, tokens: Any, h: Any
+) -> None:
+    token = _token(world, tokens, h)
+    row = h.ok(
+        client.post(
+            f"{API}/results", json=_submission(world, token), headers=world.data_owner.headers
+        ),
+        201,
+    )
+    assert row["summary"] == SUMMARY and row["token_issuer"] == h.TEST_ISSUER
+    assert row["image_digest"] == h.IMAGE_DIGEST and len(row["nonce"]) == 64
+    board = h.ok(
+        client.get(
+            f"{API}/benchmarks/{world.benchmark_id}/leaderboard", headers=world.bench_owner.headers
+        )
+    )
+    assert [(e["model_id"], e["dataset_id"], e["summary"]) for e in board["entries"]] == [
+        (world.model_id, world.dataset_id, SUMMARY)
+    ]
+
+
+def test_tampered_summary_rejected(client: TestClient, world: Any, tokens: Any, h: Any) -> None:
+    better = {**SUMMARY, "dice": {"et": 0.99, "tc": 0.99, "wt": 0.99}}
+    _refused(
+        client,
+        world,
+        _submission(world, _token(world, tokens, h), summary=better),
+        needle="eat_nonce",
+    )
+
+
+def test_swapped_sealed_result_rejected(
+    client: TestClient, world: Any, tokens: Any, h: Any
+) -> None:
+    body = _submission(world, _token(world, tokens, h), sealed_result_digest="sha256:" + "6" * 64)
+    _refused(client, world, body, needle="eat_nonce")
+
+
+def test_altered_token_signature_rejected(
+    client: TestClient, world: Any, tokens: Any, h: Any
+) -> None:
+    token = _token(world, tokens, h)
+    head, payload, sig = token.split(".")
+    forged = f"{head}.{payload}.{sig[:-6]}{'AAAAAA' if sig[-6:] != 'AAAAAA' else 'BBBBBB'}"
+    _refused(client, world, _submission(world, forged), needle="signature")
+
+
+def test_altered_token_claims_rejected(client: TestClient, world: Any, tokens: Any, h: Any) -> None:
+    honest = _token(world, tokens, h).split(".")
+    other = _token(world, tokens, h, dbgstat="enabled").split(".")
+    spliced = f"{honest[0]}.{other[1]}.{honest[2]}"
+    _refused(client, world, _submission(world, spliced), needle="signature")
+
+
+def test_token_from_other_image_rejected(
+    client: TestClient, world: Any, tokens: Any, h: Any
+) -> None:
+    claims = h.result_claims(
+        summary=SUMMARY,
+        sealed_digest=SEALED,
+        data_digest=world.dataset_digest,
+        model_digest=world.model_digest,
+        image_digest="sha256:" + "2" * 64,
+    )
+    _refused(client, world, _submission(world, tokens.sign(claims)), needle="image_digest")
+
+
+@pytest.mark.parametrize("which", ["data", "model"])
+def test_token_for_other_asset_digest_rejected(
+    client: TestClient, world: Any, tokens: Any, h: Any, which: str
+) -> None:
+    claims = h.result_claims(
+        summary=SUMMARY,
+        sealed_digest=SEALED,
+        data_digest=h.digest_of("other data") if which == "data" else world.dataset_digest,
+        model_digest=h.digest_of("other model") if which == "model" else world.model_digest,
+    )
+    name = "SEALBENCH_DATA_DIGEST" if which == "data" else "SEALBENCH_MODEL_DIGEST"
+    _refused(client, world, _submission(world, tokens.sign(claims)), needle=name)
+
+
+def test_debug_image_token_rejected(client: TestClient, world: Any, tokens: Any, h: Any) -> None:
+    token = _token(world, tokens, h, dbgstat="enabled")
+    _refused(client, world, _submission(world, token), needle="dbgstat")
+
+
+def test_expired_token_rejected(
+    client: TestClient, world: Any, tokens: Any, h: Any, clock: Any
+) -> None:
+    token = _token(world, tokens, h)
+    clock.advance(2 * 3600)
+    _refused(client, world, _submission(world, token), needle="exp")
+
+
+def test_wrong_audience_token_rejected(client: TestClient, world: Any, tokens: Any, h: Any) -> None:
+    token = _token(world, tokens, h, aud="https://sts.googleapis.com")
+    _refused(client, world, _submission(world, token), needle="aud")
+
+
+def test_untrusted_issuer_rejected(client: TestClient, world: Any, h: Any) -> None:
+    mock = h.TokenFactory(kid="mock-1")
+    claims = h.result_claims(
+        summary=SUMMARY,
+        sealed_digest=SEALED,
+        data_digest=world.dataset_digest,
+        model_digest=world.model_digest,
+        issuer="http://127.0.0.1:9999/mock-verifier",
+    )
+    _refused(client, world, _submission(world, mock.sign(claims)), needle="not trusted")
+
+
+def test_token_signed_by_unknown_key_rejected(client: TestClient, world: Any, h: Any) -> None:
+    impostor = h.TokenFactory()  # same kid, different key
+    claims = h.result_claims(
+        summary=SUMMARY,
+        sealed_digest=SEALED,
+        data_digest=world.dataset_digest,
+        model_digest=world.model_digest,
+    )
+    _refused(client, world, _submission(world, impostor.sign(claims)), needle="signature")
+
+
+def test_mock_issuer_trusted_only_when_configured(
+    settings: ServerSettings, clock: Any, world: Any, h: Any
+) -> None:
+    mock = h.TokenFactory(kid="mock-1")
+    mock_issuer, mock_jwks = "http://127.0.0.1:9999/mock-verifier", "http://127.0.0.1:9999/jwks"
+    trusting = settings.model_copy(
+        update={
+            "trusted_issuers": (
+                *settings.trusted_issuers,
+                TrustedIssuer(issuer=mock_issuer, jwks_url=mock_jwks),
+            )
+        }
+    )
+    fetcher = h.FakeJwksFetcher({mock_jwks: mock.jwks})
+    claims = h.result_claims(
+        summary=SUMMARY,
+        sealed_digest=SEALED,
+        data_digest=world.dataset_digest,
+        model_digest=world.model_digest,
+        issuer=mock_issuer,
+    )
+    with TestClient(create_app(trusting, clock=clock, jwks_fetcher=fetcher)) as client:
+        h.ok(
+            client.post(
+                f"{API}/results",
+                json=_submission(world, mock.sign(claims)),
+                headers=world.data_owner.headers,
+            ),
+            201,
+        )
+    assert (
+        ServerSettings().trusted_issuers[0].issuer == "https://confidentialcomputing.googleapis.com"
+    )
+    assert len(ServerSettings().trusted_issuers) == 1
+
+
+def test_replayed_result_refused(client: TestClient, world: Any, tokens: Any, h: Any) -> None:
+    body = _submission(world, _token(world, tokens, h))
+    h.ok(client.post(f"{API}/results", json=body, headers=world.data_owner.headers), 201)
+    r = client.post(f"{API}/results", json=body, headers=world.data_owner.headers)
+    assert r.status_code == 409
+    assert len(_stored(client, world)) == 1
+
+
+def test_only_dataset_owner_submits_result(
+    client: TestClient, world: Any, tokens: Any, h: Any
+) -> None:
+    body = _submission(world, _token(world, tokens, h))
+    for actor in (world.bench_owner, world.model_owner, world.other, world.admin):
+        r = client.post(f"{API}/results", json=body, headers=actor.headers)
+        assert r.status_code == 403, actor.email
+    assert _stored(client, world) == []
+
+
+def test_result_requires_approved_dataset_and_model_associations(
+    client: TestClient, world: Any, tokens: Any, h: Any
+) -> None:
+    did = h.ok(
+        client.post(
+            f"{API}/datasets",
+            json={"name": "pending-site", "digest": h.digest_of("p"), "case_count": 1},
+            headers=world.data_owner.headers,
+        ),
+        201,
+    )["id"]
+    h.ok(
+        client.post(
+            f"{API}/benchmarks/{world.benchmark_id}/datasets",
+            json={"asset_id": did},
+            headers=world.data_owner.headers,
+        ),
+        201,
+    )
+    claims = h.result_claims(
+        summary=SUMMARY,
+        sealed_digest=SEALED,
+        data_digest=h.digest_of("p"),
+        model_digest=world.model_digest,
+    )
+    r = client.post(
+        f"{API}/results",
+        json=_submission(world, tokens.sign(claims), dataset_id=did),
+        headers=world.data_owner.headers,
+    )
+    assert r.status_code == 409 and "not approved" in r.json()["message"]
+    mid = h.ok(
+        client.post(
+            f"{API}/models",
+            json={"name": "other", "version": "1", "digest": h.digest_of("o")},
+            headers=world.model_owner.headers,
+        ),
+        201,
+    )["id"]
+    r = client.post(
+        f"{API}/results",
+        json=_submission(world, _token(world, tokens, h), model_id=mid),
+        headers=world.data_owner.headers,
+    )
+    assert r.status_code == 409 and "model" in r.json()["message"]
+    assert _stored(client, world) == []
+
+
+def test_results_readable_by_dataset_owner_and_benchmark_owner_only(
+    client: TestClient, world: Any, tokens: Any, h: Any
+) -> None:
+    rid = h.ok(
+        client.post(
+            f"{API}/results",
+            json=_submission(world, _token(world, tokens, h)),
+            headers=world.data_owner.headers,
+        ),
+        201,
+    )["id"]
+    for actor in (world.data_owner, world.bench_owner):
+        assert h.ok(client.get(f"{API}/results/{rid}", headers=actor.headers))["id"] == rid
+        assert len(h.ok(client.get(f"{API}/results", headers=actor.headers))["items"]) == 1
+    for actor in (world.model_owner, world.other, world.admin):
+        assert client.get(f"{API}/results/{rid}", headers=actor.headers).status_code == 403
+        assert h.ok(client.get(f"{API}/results", headers=actor.headers))["items"] == []
+        board = h.ok(
+            client.get(f"{API}/benchmarks/{world.benchmark_id}/leaderboard", headers=actor.headers)
+        )
+        assert board["entries"] == []
