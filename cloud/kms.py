@@ -108,7 +108,7 @@ class KmsKeyWrapper:
             ) from exc
         if isinstance(exc, gexc.NotFound):
             raise KeyNotFound(key_name=self._key_name) from exc
-        if isinstance(exc, auth_exc.RefreshError):
+        if isinstance(exc, auth_exc.GoogleAuthError):
             raise CredentialError(
                 f"cannot obtain a credential to {operation} with {self._key_name}: "
                 f"{_safe_auth_reason(exc)}"
@@ -180,6 +180,7 @@ class KmsKeyWrapper:
 
 
 def _safe_auth_reason(exc: auth_exc.GoogleAuthError) -> str:
-    """The STS error code and description, without echoing any token."""
-    text = str(exc)
-    return text if len(text) <= 300 else text[:297] + "..."
+    """The STS error code and description (google-auth's first argument), never a token."""
+    first = exc.args[0] if exc.args else type(exc).__name__
+    text = first if isinstance(first, str) else type(exc).__name__
+    return text if len(text) <= 600 else text[:597] + "..."

@@ -16,7 +16,7 @@ from celpy.adapter import json_to_cel
 from celpy.celparser import CELParseError
 from celpy.evaluation import CELEvalError
 
-__all__ = ["CelError", "check_expression", "evaluate_bool", "evaluate_string"]
+__all__ = ["CelError", "check_expression", "evaluate_bool", "evaluate_string", "explain_false"]
 
 # celpy logs every evaluation step at DEBUG; keep it out of the mock's logs.
 logging.getLogger("celpy").setLevel(logging.WARNING)
@@ -75,3 +75,41 @@ def evaluate_bool(expression: str, activation: Mapping[str, object]) -> bool:
     if not isinstance(result, celtypes.BoolType | bool):
         raise CelError(f"evaluated to a {type(result).__name__}, not a boolean")
     return bool(result)
+
+
+def _top_level_conjuncts(expression: str) -> list[str]:
+    """Split ``a && b && c`` at top-level ``&&`` (outside parentheses, brackets and quotes)."""
+    parts: list[str] = []
+    depth, quote, start, i = 0, "", 0, 0
+    while i < len(expression):
+        char = expression[i]
+        if quote:
+            if char == "\\":
+                i += 1
+            elif char == quote:
+                quote = ""
+        elif char in "'\"":
+            quote = char
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif expression.startswith("&&", i) and depth == 0:
+            parts.append(expression[start:i].strip())
+            start = i + 2
+            i += 1
+        i += 1
+    parts.append(expression[start:].strip())
+    return parts
+
+
+def explain_false(expression: str, activation: Mapping[str, Any]) -> str:
+    """Which top-level clause of a false (or failing) condition is to blame — a diagnosis the
+    mock adds to Google's terse "rejected by the attribute condition"."""
+    for clause in _top_level_conjuncts(expression):
+        try:
+            if not evaluate_bool(clause, activation):
+                return f"clause is false: {clause}"
+        except CelError as exc:
+            return f"clause failed ({exc}): {clause}"
+    return "the condition as a whole is false"

@@ -21,7 +21,7 @@ from urllib.parse import parse_qs
 from sealbench.crypto.attestation import Jwks, verify_token
 from sealbench.crypto.errors import AttestationError, AudienceMismatchError
 from sealbench.mocktee._http import Request, Response, json_response
-from sealbench.mocktee.cel import CelError, evaluate_bool, evaluate_string
+from sealbench.mocktee.cel import CelError, evaluate_bool, evaluate_string, explain_false
 from sealbench.mocktee.identity import Identity, federated_members
 from sealbench.mocktee.state import MockState
 
@@ -167,25 +167,20 @@ class MockSts:
         }
         condition = provider.get("attributeCondition")
         if condition:
+            scope_vars = {
+                "assertion": claims,
+                "google": {"subject": subject},
+                "attribute": attributes,
+            }
             try:
-                allowed = evaluate_bool(
-                    condition,
-                    {
-                        "assertion": claims,
-                        "google": {"subject": subject},
-                        "attribute": attributes,
-                    },
-                )
-            except CelError as exc:
-                return _oauth_error(
-                    "unauthorized_client",
-                    "The given credential is rejected by the attribute condition. "
-                    f"(evaluation failed: {exc})",
-                )
+                allowed = evaluate_bool(condition, scope_vars)
+            except CelError:
+                allowed = False
             if not allowed:
                 return _oauth_error(
                     "unauthorized_client",
-                    "The given credential is rejected by the attribute condition.",
+                    "The given credential is rejected by the attribute condition. "
+                    f"[sealbench mock diagnosis: {explain_false(condition, scope_vars)}]",
                 )
         principal, sets = federated_members(number, pool_id, subject, attributes)
         token, lifetime = self._identity.issue(principal, sets, attributes)

@@ -1,0 +1,255 @@
+"""Which workloads may use an owner's asset, expressed as Google Cloud policy (pure logic).
+
+Given the allowed :class:`~sealbench.crypto.workload.WorkloadIdentity` values of one asset, this
+module computes (a) the workload identity pool provider: attribute mapping with
+``attribute.workload_uid`` (the CEL expression from :mod:`sealbench.crypto.workload`) and an
+attribute condition, and (b) the IAM members to bind on the asset's KMS key
+(``roles/cloudkms.cryptoKeyDecrypter``) and bucket (``roles/storage.objectViewer``). The REST
+calls that apply them live in :mod:`sealbench.cloud.policy_writer`.
+
+The condition is assembled from typed, validated values only — digests that parse as
+``sha256:<64 hex>`` and fixed clause texts — and every literal goes through
+:func:`cel_string`, which refuses anything outside ``[A-Za-z0-9:._-]``; no user string is ever
+pasted into CEL. It always requires::
+
+    assertion.swname == 'CONFIDENTIAL_SPACE'
+    && assertion.dbgstat == 'disabled-since-boot'
+    && 'STABLE' in assertion.submods.confidential_space.support_attributes
+    && (no cmd_override: absent, null or empty)
+    && assertion.submods.container.image_digest in [<allowed image digests>]
+    && <each env override the uid reads matches ^sha256:[0-9a-f]{64}$>
+
+The per-workload binding (image, data, model, recipient) is the IAM member
+``principalSet://…/attribute.workload_uid/<uid>``. Bindings are *incremental*: the writer owns
+exactly the members of its role under its pool's ``attribute.workload_uid/`` prefix; it adds and
+removes only those and keeps every other member and binding untouched.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sealbench.cloud.errors import PolicyInputError
+from sealbench.crypto.digest import parse_digest
+from sealbench.crypto.workload import (
+    WORKLOAD_UID_ATTRIBUTE,
+    WorkloadIdentity,
+    env_shape_condition,
+    principal_set,
+    uid_mapping_expression,
+)
+
+__all__ = [
+    "BUCKET_ROLE",
+    "CONFIDENTIAL_SPACE_ISSUER_URI",
+    "KEY_ROLE",
+    "MAX_CONDITION_CHARS",
+    "STS_AUDIENCE",
+    "AssetPolicy",
+    "BindingChange",
+    "PoolProvider",
+    "attribute_condition",
+    "attribute_mapping",
+    "cel_string",
+    "managed_prefix",
+    "merge_bindings",
+    "provider_body",
+]
+
+KEY_ROLE = "roles/cloudkms.cryptoKeyDecrypter"
+BUCKET_ROLE = "roles/storage.objectViewer"
+#: What Google's own Terraform sets as the provider issuer (tokens carry it without the slash).
+CONFIDENTIAL_SPACE_ISSUER_URI = "https://confidentialcomputing.googleapis.com/"
+STS_AUDIENCE = "https://sts.googleapis.com"
+#: Google's documented limit on an attribute condition.
+MAX_CONDITION_CHARS = 4096
+_DISPLAY_NAME = "sealbench workloads"
+_CEL_SAFE = re.compile(r"^[A-Za-z0-9:._-]{1,400}$")
+_ID = re.compile(r"^[a-z0-9-]{4,32}$")
+_KEY_NAME = re.compile(r"^projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+$")
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
+_URL = re.compile(r"^https?://[A-Za-z0-9.:-]+(/[A-Za-z0-9._~/-]*)?$")
+_SUBJECT_MAPPING = (
+    "'gcpcs::' + assertion.submods.container.image_digest + '::' + "
+    "assertion.submods.gce.project_number + '::' + assertion.submods.gce.instance_id"
+)
+
+
+def cel_string(value: str) -> str:
+    """A CEL string literal of ``value``, which must be a digest, uid or similar token made of
+    ``[A-Za-z0-9:._-]`` (anything else is refused, so no quoting games are possible)."""
+    if not _CEL_SAFE.match(value):
+        raise PolicyInputError(f"refusing to put {value[:80]!r} into a CEL expression")
+    return f"'{value}'"
+
+
+@dataclass(frozen=True)
+class PoolProvider:
+    """A workload identity pool provider, addressed by project *number*, pool and provider id."""
+
+    project_number: str
+    pool_id: str
+    provider_id: str
+
+    def __post_init__(self) -> None:
+        if not self.project_number.isdigit():
+            raise PolicyInputError(f"project number {self.project_number!r} is not numeric")
+        for what, value in (("pool id", self.pool_id), ("provider id", self.provider_id)):
+            if not _ID.match(value):
+                raise PolicyInputError(f"{what} {value!r} must match [a-z0-9-]{{4,32}}")
+
+    @property
+    def pool_name(self) -> str:
+        return (
+            f"projects/{self.project_number}/locations/global/workloadIdentityPools/{self.pool_id}"
+        )
+
+    @property
+    def name(self) -> str:
+        return f"{self.pool_name}/providers/{self.provider_id}"
+
+
+@dataclass(frozen=True)
+class AssetPolicy:
+    """The workloads allowed to use one owner's asset, and where that is enforced.
+
+    ``include_data`` is True for a data owner (each workload names the dataset) and False for a
+    model owner (the dataset field of the uid is ``-``; :meth:`WorkloadIdentity.without_data`).
+    """
+
+    provider: PoolProvider
+    key_name: str
+    bucket: str | None
+    workloads: frozenset[WorkloadIdentity]
+    include_data: bool
+    issuer_uri: str = CONFIDENTIAL_SPACE_ISSUER_URI
+    allowed_audiences: tuple[str, ...] = (STS_AUDIENCE,)
+
+    def __post_init__(self) -> None:
+        if not _KEY_NAME.match(self.key_name):
+            raise PolicyInputError(f"{self.key_name!r} is not a KMS crypto key name")
+        if self.bucket is not None and not _BUCKET.match(self.bucket):
+            raise PolicyInputError(f"{self.bucket!r} is not a bucket name")
+        if not _URL.match(self.issuer_uri):
+            raise PolicyInputError(f"{self.issuer_uri!r} is not an issuer URL")
+        for workload in self.workloads:
+            if not isinstance(workload, WorkloadIdentity):
+                raise PolicyInputError("workloads must be WorkloadIdentity values")
+            if self.include_data and workload.data_digest is None:
+                raise PolicyInputError(
+                    "a data owner's policy needs the dataset digest of every workload"
+                )
+
+    def uids(self) -> frozenset[str]:
+        """The ``attribute.workload_uid`` values to grant."""
+        if self.include_data:
+            return frozenset(w.uid() for w in self.workloads)
+        return frozenset(w.without_data().uid() for w in self.workloads)
+
+    def members(self) -> frozenset[str]:
+        p = self.provider
+        return frozenset(principal_set(p.project_number, p.pool_id, uid) for uid in self.uids())
+
+
+def attribute_mapping(include_data: bool) -> dict[str, str]:
+    return {
+        "google.subject": _SUBJECT_MAPPING,
+        f"attribute.{WORKLOAD_UID_ATTRIBUTE}": uid_mapping_expression(include_data=include_data),
+        "attribute.image_digest": "assertion.submods.container.image_digest",
+    }
+
+
+def attribute_condition(image_digests: Iterable[str], include_data: bool) -> str:
+    """The provider's attribute condition (see the module docstring)."""
+    images = sorted({parse_digest(d) for d in image_digests})
+    image_list = ", ".join(cel_string(d) for d in images)
+    clauses = [
+        "assertion.swname == 'CONFIDENTIAL_SPACE'",
+        "assertion.dbgstat == 'disabled-since-boot'",
+        "'STABLE' in assertion.submods.confidential_space.support_attributes",
+        "(!has(assertion.submods.container.cmd_override)"
+        " || assertion.submods.container.cmd_override == null"
+        " || size(assertion.submods.container.cmd_override) == 0)",
+        f"assertion.submods.container.image_digest in [{image_list}]",
+        env_shape_condition(include_data=include_data),
+    ]
+    condition = "\n&& ".join(clauses)
+    if len(condition) > MAX_CONDITION_CHARS:
+        raise PolicyInputError(
+            f"the attribute condition for {len(images)} images exceeds "
+            f"{MAX_CONDITION_CHARS} characters"
+        )
+    return condition
+
+
+def provider_body(policy: AssetPolicy) -> dict[str, Any]:
+    """The ``WorkloadIdentityPoolProvider`` REST body for ``policy``."""
+    return {
+        "displayName": _DISPLAY_NAME,
+        "disabled": False,
+        "attributeMapping": attribute_mapping(policy.include_data),
+        "attributeCondition": attribute_condition(
+            (w.image_digest for w in policy.workloads), policy.include_data
+        ),
+        "oidc": {
+            "issuerUri": policy.issuer_uri,
+            "allowedAudiences": list(policy.allowed_audiences),
+        },
+    }
+
+
+def managed_prefix(provider: PoolProvider) -> str:
+    """Members under this prefix belong to the policy writer; all others are left alone."""
+    return (
+        f"principalSet://iam.googleapis.com/{provider.pool_name}/"
+        f"attribute.{WORKLOAD_UID_ATTRIBUTE}/"
+    )
+
+
+@dataclass(frozen=True)
+class BindingChange:
+    """The members the writer added to and removed from one role of one resource."""
+
+    resource: str
+    role: str
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.removed)
+
+
+def merge_bindings(
+    policy: Mapping[str, Any], role: str, prefix: str, desired: frozenset[str]
+) -> tuple[dict[str, Any], tuple[str, ...], tuple[str, ...]]:
+    """Return ``(new_policy, added, removed)``: ``policy`` with exactly ``desired`` as the
+    members of ``role`` under ``prefix``, every other member and binding kept as they were."""
+    if any(not m.startswith(prefix) for m in desired):
+        raise PolicyInputError("a desired member lies outside the writer's managed prefix")
+    bindings = [dict(b) for b in policy.get("bindings", [])]
+    current: set[str] = set()
+    target = None
+    for binding in bindings:
+        if binding.get("role") == role and "condition" not in binding:
+            target = binding
+            current |= {m for m in binding.get("members", []) if m.startswith(prefix)}
+    added = tuple(sorted(desired - current))
+    removed = tuple(sorted(current - desired))
+    if not added and not removed:
+        return dict(policy), (), ()
+    for binding in bindings:
+        if binding.get("role") == role and "condition" not in binding:
+            binding["members"] = [m for m in binding.get("members", []) if m not in removed]
+    if added:
+        if target is None:
+            target = {"role": role, "members": []}
+            bindings.append(target)
+        target["members"] = sorted({*target.get("members", []), *added})
+    bindings = [b for b in bindings if b.get("members") or b.get("role") != role]
+    new_policy = {k: v for k, v in policy.items() if k != "bindings"}
+    new_policy["bindings"] = bindings
+    return new_policy, added, removed

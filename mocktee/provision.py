@@ -1,0 +1,105 @@
+"""Set up an asset owner in a running mock cloud the way an owner sets up Google Cloud by hand
+(``gcloud projects create``, ``gcloud kms keyrings/keys create``, ``gcloud storage buckets
+create``): a project with the owner, a KMS key ring and ``ENCRYPT_DECRYPT`` key, a bucket, and an
+owner access token. Everything goes through the mock's public REST endpoints (and its INSECURE
+control endpoint for the project and the token), so tests, ``sealbench demo`` and the CLI's
+``mock-tee up`` share one path. The workload identity pool, provider and IAM bindings are not
+made here: that is the policy writer's job (:mod:`sealbench.cloud.policy_writer`)."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+from sealbench.mocktee.server import MockEndpoints
+
+__all__ = ["PROVISION_TIMEOUT_S", "OwnerSetup", "ProvisionError", "provision_owner"]
+
+#: Seconds allowed for each provisioning request.
+PROVISION_TIMEOUT_S = 30.0
+
+
+class ProvisionError(Exception):
+    """A provisioning request to the mock failed."""
+
+
+@dataclass(frozen=True)
+class OwnerSetup:
+    """What an owner has in the mock after :func:`provision_owner`. ``access_token`` is an
+    owner credential: keep it out of logs."""
+
+    principal: str
+    project_id: str
+    project_number: str
+    key_name: str
+    bucket: str
+    access_token: str
+
+    def __repr__(self) -> str:
+        return f"OwnerSetup(principal={self.principal!r}, key_name={self.key_name!r})"
+
+
+def _call(method: str, url: str, body: dict[str, Any], token: str | None = None) -> dict[str, Any]:
+    if not url.startswith("http://127.0.0.1:"):
+        raise ProvisionError("the mock only listens on 127.0.0.1")
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(  # noqa: S310 - loopback http URL checked above
+        url, data=json.dumps(body).encode(), headers=headers, method=method
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=PROVISION_TIMEOUT_S) as response:  # noqa: S310
+            result: dict[str, Any] = json.loads(response.read(1 << 20) or b"{}")
+            return result
+    except urllib.error.HTTPError as exc:
+        detail = exc.read(4096).decode("utf-8", "replace")
+        raise ProvisionError(f"{method} {url.split('?')[0]}: HTTP {exc.code}: {detail}") from exc
+    except OSError as exc:
+        raise ProvisionError(f"{method} {url.split('?')[0]}: {exc}") from exc
+
+
+def provision_owner(
+    endpoints: MockEndpoints,
+    *,
+    email: str,
+    project_id: str,
+    project_number: str,
+    key_ring: str = "sealbench",
+    key: str = "assets",
+    bucket: str | None = None,
+) -> OwnerSetup:
+    """Create (or reuse) the owner's project, key ring, key and bucket; return an owner token."""
+    principal = f"user:{email}"
+    _call(
+        "POST",
+        f"{endpoints.control}/mock/v1/projects",
+        {"projectId": project_id, "projectNumber": project_number, "owner": principal},
+    )
+    token = str(
+        _call("POST", f"{endpoints.control}/mock/v1/ownerTokens", {"principal": principal})[
+            "access_token"
+        ]
+    )
+    parent = f"projects/{project_id}/locations/global"
+    ring_name = f"{parent}/keyRings/{key_ring}"
+    key_name = f"{ring_name}/cryptoKeys/{key}"
+    bucket = bucket or f"{project_id}-assets"
+    for method, url, body in (
+        ("POST", f"{endpoints.kms}/v1/{parent}/keyRings?keyRingId={key_ring}", {}),
+        (
+            "POST",
+            f"{endpoints.kms}/v1/{ring_name}/cryptoKeys?cryptoKeyId={key}",
+            {"purpose": "ENCRYPT_DECRYPT"},
+        ),
+        ("POST", f"{endpoints.storage}/storage/v1/b?project={project_id}", {"name": bucket}),
+    ):
+        try:
+            _call(method, url, body, token)
+        except ProvisionError as exc:
+            if "HTTP 409" not in str(exc):  # already exists: provisioning is idempotent
+                raise
+    return OwnerSetup(principal, project_id, project_number, key_name, bucket, token)
