@@ -7,7 +7,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 

@@ -1,0 +1,202 @@
+"""Dataset preparation, what a hospital runs before registering: validate, normalise, write.
+
+``raw_dir`` holds one folder per case in BraTS 2023 naming
+(``<id>/<id>-{t1n,t1c,t2w,t2f,seg}.nii.gz``). Every case is checked against the contract
+(:func:`.cases.load_case`: names, all parts present, readable bounded gzip/NIfTI, shape, spacing,
+identical affines, finite intensities, labels in the map); a case that fails is rejected with a
+reason and the others go on. Accepted cases are z-scored inside the brain mask and written in the
+prepared layout described in :mod:`.cases`, with ``dataset.json``, ``statistics.json`` (aggregates
+only) and the canonical manifest of ``data/`` (:func:`sealbench.crypto.manifest.build_manifest`).
+
+Everything is written into a hidden sibling ``.<out>.partial-<random>`` and renamed to ``out_dir``
+only when all of it succeeded, so a prepared dataset either appears whole or not at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from sealbench.crypto.canonical import canonical_json
+from sealbench.crypto.digest import Sha256Digest
+from sealbench.crypto.manifest import build_manifest
+
+from .cases import (
+    CASES_DIR,
+    DATASET_FILE,
+    INTENSITY_SLOPE,
+    PREPARED_FORMAT,
+    STATISTICS_FILE,
+    encode_nifti,
+    load_case,
+    max_volume_bytes,
+)
+from .contract import BratsContract
+from .errors import CaseContractError, CaseError, PreparationError
+from .normalise import brain_mask, normalise_modalities
+from .statistics import DatasetStatistics, StatisticsAccumulator
+
+__all__ = [
+    "DATA_DIR",
+    "MANIFEST_FILE",
+    "REPORT_FILE",
+    "CaseRejection",
+    "NoValidCasesError",
+    "PreparationReport",
+    "ProgressFn",
+    "prepare_dataset",
+]
+
+logger = logging.getLogger(__name__)
+
+DATA_DIR = "data"
+MANIFEST_FILE = "manifest.json"
+REPORT_FILE = "preparation_report.json"
+
+ProgressFn = Callable[[int, int], None]
+"""Called after each case with (cases done, cases in total)."""
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class CaseRejection(BaseModel):
+    """A raw case that was not prepared, and why."""
+
+    model_config = _FROZEN
+
+    case: str
+    reason: str
+
+
+class PreparationReport(BaseModel):
+    """Outcome of one preparation (version 1); written to ``preparation_report.json``."""
+
+    model_config = _FROZEN
+
+    format: Literal["sealbench/brats-preparation-report"] = "sealbench/brats-preparation-report"
+    version: Literal[1] = 1
+    contract_id: str
+    contract_version: int
+    accepted: tuple[str, ...]
+    rejected: tuple[CaseRejection, ...]
+    dataset_digest: Sha256Digest
+    statistics: DatasetStatistics
+
+
+class NoValidCasesError(PreparationError):
+    """No raw case passed the contract; ``rejected`` says why for each."""
+
+    def __init__(self, rejected: tuple[CaseRejection, ...]) -> None:
+        self.rejected = rejected
+        super().__init__(f"no case passed the contract ({len(rejected)} rejected)")
+
+
+def _read_parts(folder: Path, contract: BratsContract) -> dict[str, bytes]:
+    """Bytes of each part of a raw case folder, after checking every file's name and size."""
+    parts: dict[str, bytes] = {}
+    limit = max_volume_bytes(contract)
+    for path in sorted(folder.iterdir()):
+        if not path.is_file() or path.is_symlink():
+            raise CaseContractError(f"{path.name!r} is not a regular file")
+        expected = {contract.file_name(folder.name, part): part for part in contract.parts}
+        part = expected.get(path.name)
+        if part is None:
+            raise CaseContractError(f"file {path.name!r} is not named {folder.name}-<part>"
+                                    f"{contract.file_suffix} with part in {contract.parts}")
+        if path.stat().st_size > limit:
+            raise CaseContractError(f"{part}: file larger than {limit} bytes")
+        parts[part] = path.read_bytes()
+    return parts
+
+
+def _prepare_case(folder: Path, target: Path, contract: BratsContract,
+                  stats: StatisticsAccumulator) -> None:
+    if not contract.is_case_id(folder.name):
+        raise CaseContractError(f"folder name does not match the contract's naming "
+                                f"{contract.case_id_pattern!r}")
+    case = load_case(folder.name, _read_parts(folder, contract), contract, require_seg=True)
+    assert case.seg is not None  # require_seg=True guarantees it
+    brain = brain_mask(case.modalities)
+    if not brain.any():
+        raise CaseContractError("every modality is zero (no brain voxels)")
+    stats.add(case.modalities, brain, case.seg)
+    normalised = normalise_modalities(case.modalities)
+    out = target / case.case_id
+    out.mkdir(parents=True)
+    for index, name in enumerate(contract.modalities):
+        data = encode_nifti(normalised[index], case.affine, slope=INTENSITY_SLOPE)
+        (out / contract.file_name(case.case_id, name)).write_bytes(data)
+    seg = encode_nifti(case.seg.astype(np.uint8), case.affine)
+    (out / contract.file_name(case.case_id, contract.seg_name)).write_bytes(seg)
+
+
+def prepare_dataset(raw_dir: Path, out_dir: Path, contract: BratsContract,
+                    progress: ProgressFn | None = None) -> PreparationReport:
+    """Prepare every case folder under ``raw_dir`` into ``out_dir`` (which must not exist).
+
+    Returns the report; raises :class:`NoValidCasesError` when no case passes, and
+    :class:`PreparationError` when ``out_dir`` exists or ``raw_dir`` is not a directory. In
+    every failure nothing is left at ``out_dir`` or beside it."""
+    if not raw_dir.is_dir():
+        raise PreparationError(f"raw dataset {raw_dir} is not a directory")
+    if out_dir.exists() or out_dir.is_symlink():
+        raise PreparationError(f"output {out_dir} already exists; choose a new path")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir.parent / f".{out_dir.name}.partial-{secrets.token_hex(6)}"
+    tmp.mkdir()
+    try:
+        report = _prepare_into(raw_dir, tmp, contract, progress)
+        tmp.rename(out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    logger.info("prepared %d cases (%d rejected) into %s", len(report.accepted),
+                len(report.rejected), out_dir)
+    return report
+
+
+def _prepare_into(raw_dir: Path, tmp: Path, contract: BratsContract,
+                  progress: ProgressFn | None) -> PreparationReport:
+    entries = sorted(raw_dir.iterdir())
+    cases_dir = tmp / DATA_DIR / CASES_DIR
+    cases_dir.mkdir(parents=True)
+    stats = StatisticsAccumulator(contract)
+    accepted: list[str] = []
+    rejected: list[CaseRejection] = []
+    for done, entry in enumerate(entries, start=1):
+        if not entry.is_dir() or entry.is_symlink():
+            rejected.append(CaseRejection(case=entry.name, reason="not a case folder"))
+        else:
+            try:
+                _prepare_case(entry, cases_dir, contract, stats)
+                accepted.append(entry.name)
+            except CaseError as exc:
+                shutil.rmtree(cases_dir / entry.name, ignore_errors=True)
+                rejected.append(CaseRejection(case=entry.name, reason=str(exc)))
+                logger.warning("rejected case %s: %s", entry.name, exc)
+        if progress is not None:
+            progress(done, len(entries))
+    if not accepted:
+        raise NoValidCasesError(tuple(rejected))
+    statistics = stats.result()
+    data = tmp / DATA_DIR
+    (data / STATISTICS_FILE).write_bytes(statistics.to_canonical_json())
+    (data / DATASET_FILE).write_bytes(canonical_json({
+        "format": PREPARED_FORMAT, "version": 1, "n_cases": len(accepted),
+        "contract": contract.model_dump(mode="json"),
+    }))
+    manifest = build_manifest(data)
+    (tmp / MANIFEST_FILE).write_bytes(manifest.to_bytes())
+    report = PreparationReport(contract_id=contract.contract_id,
+                               contract_version=contract.version, accepted=tuple(accepted),
+                               rejected=tuple(rejected), dataset_digest=manifest.digest,
+                               statistics=statistics)
+    (tmp / REPORT_FILE).write_bytes(canonical_json(report.model_dump(mode="json")))
+    return report

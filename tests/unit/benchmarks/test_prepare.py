@@ -1,0 +1,192 @@
+"""Dataset preparation: each broken raw case is rejected with a reason, good cases survive, and
+nothing half-written is ever left behind."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import nibabel as nib
+import numpy as np
+import pytest
+
+from sealbench.benchmarks.brats import BratsContract, encode_nifti, load_case_from_bytes
+from sealbench.benchmarks.brats.cases import case_files_from_manifest_paths
+from sealbench.benchmarks.brats.errors import PreparationError
+from sealbench.benchmarks.brats.prepare import (
+    DATA_DIR,
+    MANIFEST_FILE,
+    NoValidCasesError,
+    prepare_dataset,
+)
+from sealbench.benchmarks.brats.synthetic import case_id_for
+from sealbench.crypto.manifest import Manifest, build_manifest
+
+GOOD = [1, 2, 4, 5, 6]
+
+
+def _path(raw: Path, seed: int, part: str) -> Path:
+    case_id = case_id_for(seed)
+    return raw / case_id / f"{case_id}-{part}.nii.gz"
+
+
+def _rewrite(path: Path, edit: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+             ) -> None:
+    image = nib.Nifti1Image.from_bytes(gzip.decompress(path.read_bytes()))
+    array, affine = edit(np.asarray(image.dataobj).copy(), image.affine.copy())
+    path.write_bytes(encode_nifti(array, affine))
+
+
+def _leftovers(parent: Path) -> list[str]:
+    return sorted(p.name for p in parent.iterdir() if p.name.startswith("."))
+
+
+@pytest.fixture
+def broken_raw(raw_dataset: Callable[[list[int]], Path]) -> Path:
+    raw = raw_dataset([*GOOD, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19])
+    _path(raw, 10, "t2f").unlink()
+    _rewrite(_path(raw, 11, "t1c"), lambda a, aff: (a[:, :, :-1], aff))
+    _rewrite(_path(raw, 12, "t2w"), lambda a, aff: (a, aff + _shift()))
+    _rewrite(_path(raw, 13, "t1n"), lambda a, aff: (_with_nan(a), aff))
+    _rewrite(_path(raw, 14, "seg"), lambda a, aff: (_with_label(a, 4), aff))
+    data = _path(raw, 15, "t1n").read_bytes()
+    _path(raw, 15, "t1n").write_bytes(data[: len(data) // 2])
+    corrupt = bytearray(_path(raw, 16, "t2f").read_bytes())
+    corrupt[len(corrupt) // 2:len(corrupt) // 2 + 64] = bytes(64)
+    _path(raw, 16, "t2f").write_bytes(bytes(corrupt))
+    _path(raw, 17, "t1c").rename(_path(raw, 17, "t1c").with_name(f"{case_id_for(17)}-t1ce.nii.gz"))
+    (raw / case_id_for(18)).rename(raw / "patient-18")
+    _path(raw, 19, "seg").write_bytes(gzip.compress(bytes(64 * 64 * 48 * 8 + (2 << 20))))
+    (raw / "notes.txt").write_text("not a case")
+    return raw
+
+
+def _shift() -> np.ndarray:
+    shift = np.zeros((4, 4))
+    shift[0, 3] = 2.0
+    return shift
+
+
+def _with_nan(array: np.ndarray) -> np.ndarray:
+    out = array.astype(np.float32)
+    out[32, 32, 24] = np.nan
+    return out
+
+
+def _with_label(array: np.ndarray, value: int) -> np.ndarray:
+    out = array.copy()
+    out[30:33, 30:33, 20:23] = value
+    return out
+
+
+def test_broken_cases_are_rejected_with_reasons_and_good_ones_survive(
+        broken_raw: Path, tmp_path: Path, small_contract: BratsContract) -> None:
+    out = tmp_path / "prepared"
+    calls: list[tuple[int, int]] = []
+    report = prepare_dataset(broken_raw, out, small_contract,
+                             progress=lambda done, total: calls.append((done, total)))
+    assert report.accepted == tuple(case_id_for(s) for s in GOOD)
+    reasons = {r.case: r.reason for r in report.rejected}
+    expected = {
+        case_id_for(10): "missing t2f",
+        case_id_for(11): "t1c: shape (64, 64, 47)",
+        case_id_for(12): "t2w: affine differs",
+        case_id_for(13): "t1n: contains NaN",
+        case_id_for(14): "seg: labels [4] are not in the brats2023 map",
+        case_id_for(15): "truncated gzip",
+        case_id_for(16): "corrupt gzip",
+        case_id_for(17): "t1ce.nii.gz' is not named",
+        "patient-18": "folder name does not match",
+        case_id_for(19): "inflates to more than",
+        "notes.txt": "not a case folder",
+    }
+    assert set(reasons) == set(expected)
+    for case, fragment in expected.items():
+        assert fragment in reasons[case], (case, reasons[case])
+    assert calls[-1] == (len(expected) + len(GOOD), len(expected) + len(GOOD))
+    # Only accepted cases were written, and the manifest covers exactly data/.
+    data = out / DATA_DIR
+    assert sorted(p.name for p in (data / "cases").iterdir()) == list(report.accepted)
+    manifest = Manifest.from_bytes((out / MANIFEST_FILE).read_bytes())
+    assert manifest.digest == report.dataset_digest == build_manifest(data).digest
+    assert _leftovers(tmp_path) == []
+
+
+def test_prepared_cases_load_from_memory_normalised(
+        raw_dataset: Callable[[list[int]], Path], tmp_path: Path,
+        small_contract: BratsContract) -> None:
+    raw = raw_dataset(GOOD)
+    out = tmp_path / "prepared"
+    prepare_dataset(raw, out, small_contract)
+    data = out / DATA_DIR
+    manifest = Manifest.from_bytes((out / MANIFEST_FILE).read_bytes())
+    grouped = case_files_from_manifest_paths([e.path for e in manifest.entries], small_contract)
+    assert list(grouped) == [case_id_for(s) for s in GOOD]
+    files = {path: (data / path).read_bytes() for path in grouped[case_id_for(1)].values()}
+    for path, blob in files.items():
+        manifest.verify(path, blob)
+    case = load_case_from_bytes(files, small_contract)
+    raw_seg = nib.load(_path(raw, 1, "seg")).get_fdata()
+    assert np.array_equal(case.seg, raw_seg)
+    for image in case.modalities.values():
+        inside = image[image != 0]
+        assert abs(float(inside.mean())) < 1e-2 and abs(float(inside.std()) - 1.0) < 1e-2
+    stats = json.loads((data / "statistics.json").read_bytes())
+    assert stats["n_cases"] == len(GOOD) and stats["region_volume_mm3"] is not None
+    assert case_id_for(1) not in json.dumps(stats)
+
+
+def test_preparation_is_deterministic(raw_dataset: Callable[[list[int]], Path], tmp_path: Path,
+                                      small_contract: BratsContract) -> None:
+    raw = raw_dataset(GOOD[:2])
+    first = prepare_dataset(raw, tmp_path / "a", small_contract)
+    second = prepare_dataset(raw, tmp_path / "b", small_contract)
+    assert first.dataset_digest == second.dataset_digest
+
+
+def test_statistics_of_too_few_cases_are_withheld(
+        raw_dataset: Callable[[list[int]], Path], tmp_path: Path,
+        small_contract: BratsContract) -> None:
+    report = prepare_dataset(raw_dataset(GOOD[:2]), tmp_path / "out", small_contract)
+    assert report.statistics.n_cases == 2
+    assert report.statistics.region_volume_mm3 is None
+    assert report.statistics.raw_intensity_mean is None
+
+
+def test_all_cases_rejected_leaves_nothing(raw_dataset: Callable[[list[int]], Path],
+                                           tmp_path: Path, small_contract: BratsContract) -> None:
+    raw = raw_dataset([1])
+    _path(raw, 1, "t1n").unlink()
+    out = tmp_path / "out"
+    with pytest.raises(NoValidCasesError) as info:
+        prepare_dataset(raw, out, small_contract)
+    assert info.value.rejected[0].reason == "missing t1n"
+    assert not out.exists() and _leftovers(tmp_path) == []
+
+
+def test_interrupted_preparation_leaves_nothing(raw_dataset: Callable[[list[int]], Path],
+                                                tmp_path: Path,
+                                                small_contract: BratsContract) -> None:
+    raw = raw_dataset(GOOD[:3])
+    out = tmp_path / "out"
+
+    def interrupt(done: int, total: int) -> None:
+        if done == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        prepare_dataset(raw, out, small_contract, progress=interrupt)
+    assert not out.exists() and _leftovers(tmp_path) == []
+
+
+def test_existing_output_is_never_overwritten(raw_dataset: Callable[[list[int]], Path],
+                                              tmp_path: Path,
+                                              small_contract: BratsContract) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("owner's file")
+    with pytest.raises(PreparationError, match="already exists"):
+        prepare_dataset(raw_dataset([1]), out, small_contract)
+    assert (out / "keep.txt").read_text() == "owner's file"
