@@ -1,0 +1,155 @@
+"""The policy writer against the mock's IAM, KMS and storage REST APIs: idempotent, incremental,
+and it never drops a binding it did not create."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+from google.oauth2.credentials import Credentials as OwnerCredentials
+
+from sealbench.cloud.policy import BUCKET_ROLE, KEY_ROLE, AssetPolicy, PoolProvider
+from sealbench.cloud.policy_writer import PolicyWriter
+from sealbench.crypto.digest import sha256_digest
+from sealbench.crypto.workload import WorkloadIdentity, principal_set
+from sealbench.mocktee.provision import OwnerSetup, provision_owner
+from sealbench.mocktee.server import MockCloud
+
+
+def _d(label: str) -> str:
+    return sha256_digest(label.encode())
+
+
+W1 = WorkloadIdentity(_d("img"), _d("data 1"), _d("model"), _d("recipient"))  # type: ignore[arg-type]
+W2 = WorkloadIdentity(_d("img"), _d("data 2"), _d("model"), _d("recipient"))  # type: ignore[arg-type]
+FOREIGN = "user:auditor@example.org"
+
+
+@pytest.fixture(scope="module")
+def mock(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[MockCloud, OwnerSetup]]:
+    with MockCloud(tmp_path_factory.mktemp("policy") / "state") as cloud:
+        owner = provision_owner(
+            cloud.endpoints,
+            email="hospital@example.org",
+            project_id="hospital",
+            project_number="500000000005",
+            bucket="hospital-policy-bucket",
+        )
+        yield cloud, owner
+
+
+def _writer(cloud: MockCloud, owner: OwnerSetup) -> PolicyWriter:
+    ep = cloud.endpoints
+    return PolicyWriter.from_credentials(
+        OwnerCredentials(owner.access_token),
+        iam_url=ep.iam,
+        kms_url=ep.kms,
+        storage_url=ep.storage,
+    )
+
+
+def _policy(cloud: MockCloud, owner: OwnerSetup, *workloads: WorkloadIdentity) -> AssetPolicy:
+    return AssetPolicy(
+        provider=PoolProvider(owner.project_number, "hospital-pool", "attestation"),
+        key_name=owner.key_name,
+        bucket=owner.bucket,
+        workloads=frozenset(workloads),
+        include_data=True,
+        issuer_uri=cloud.endpoints.issuer + "/",
+    )
+
+
+def _get(url: str, token: str) -> dict[str, Any]:
+    response = requests.get(url, headers={"Authorization": f"Bearer {token}"}, timeout=10)
+    response.raise_for_status()
+    result: dict[str, Any] = response.json()
+    return result
+
+
+def _key_policy(cloud: MockCloud, owner: OwnerSetup) -> dict[str, Any]:
+    return _get(f"{cloud.endpoints.kms}/v1/{owner.key_name}:getIamPolicy", owner.access_token)
+
+
+def _members(policy: dict[str, Any], role: str) -> set[str]:
+    return {m for b in policy["bindings"] if b["role"] == role for m in b["members"]}
+
+
+def test_policy_writer_run_twice_is_idempotent(mock: tuple[MockCloud, OwnerSetup]) -> None:
+    cloud, owner = mock
+    policy = _policy(cloud, owner, W1)
+    first = _writer(cloud, owner).sync(policy)
+    assert first.changed and first.key.added
+    before = _key_policy(cloud, owner)
+    second = _writer(cloud, owner).sync(policy)
+    assert not second.changed
+    assert second.provider == "unchanged" and not second.pool_created
+    # Nothing was written the second time: the etag did not move.
+    assert _key_policy(cloud, owner)["etag"] == before["etag"]
+
+
+def test_policy_writer_preserves_a_binding_someone_else_added(
+    mock: tuple[MockCloud, OwnerSetup],
+) -> None:
+    cloud, owner = mock
+    writer = _writer(cloud, owner)
+    writer.sync(_policy(cloud, owner, W1))
+    # Someone else grants the same role to an auditor, and another role on the bucket.
+    key_policy = _key_policy(cloud, owner)
+    key_policy["bindings"].append({"role": KEY_ROLE, "members": [FOREIGN]})
+    key_policy["bindings"].append({"role": "roles/cloudkms.viewer", "members": [FOREIGN]})
+    headers = {"Authorization": f"Bearer {owner.access_token}"}
+    url = f"{cloud.endpoints.kms}/v1/{owner.key_name}:setIamPolicy"
+    requests.post(url, json={"policy": key_policy}, headers=headers, timeout=10).raise_for_status()
+    bucket_url = f"{cloud.endpoints.storage}/storage/v1/b/{owner.bucket}/iam"
+    bucket_policy = _get(bucket_url, owner.access_token)
+    bucket_policy["bindings"].append({"role": BUCKET_ROLE, "members": [FOREIGN]})
+    requests.put(bucket_url, json=bucket_policy, headers=headers, timeout=10).raise_for_status()
+
+    # The approved workloads change: W1 is withdrawn, W2 approved.
+    report = writer.sync(_policy(cloud, owner, W2))
+    m1 = principal_set(owner.project_number, "hospital-pool", W1.uid())
+    m2 = principal_set(owner.project_number, "hospital-pool", W2.uid())
+    assert report.key.added == (m2,) and report.key.removed == (m1,)
+    after = _key_policy(cloud, owner)
+    assert _members(after, KEY_ROLE) == {FOREIGN, m2}
+    assert _members(after, "roles/cloudkms.viewer") == {FOREIGN}
+    assert _members(_get(bucket_url, owner.access_token), BUCKET_ROLE) == {FOREIGN, m2}
+
+    # Withdrawing every workload removes only the writer's members.
+    writer.sync(_policy(cloud, owner))
+    assert _members(_key_policy(cloud, owner), KEY_ROLE) == {FOREIGN}
+    assert _members(_get(bucket_url, owner.access_token), BUCKET_ROLE) == {FOREIGN}
+
+
+def test_provider_written_with_the_typed_condition(mock: tuple[MockCloud, OwnerSetup]) -> None:
+    cloud, owner = mock
+    policy = _policy(cloud, owner, W1)
+    _writer(cloud, owner).sync(policy)
+    provider = _get(f"{cloud.endpoints.iam}/v1/{policy.provider.name}", owner.access_token)
+    condition = provider["attributeCondition"]
+    for clause in (
+        "assertion.swname == 'CONFIDENTIAL_SPACE'",
+        "assertion.dbgstat == 'disabled-since-boot'",
+        "'STABLE' in assertion.submods.confidential_space.support_attributes",
+        "size(assertion.submods.container.cmd_override) == 0",
+        f"assertion.submods.container.image_digest in ['{W1.image_digest}']",
+    ):
+        assert clause in condition
+    assert "attribute.workload_uid" in provider["attributeMapping"]
+    assert provider["oidc"]["issuerUri"] == cloud.endpoints.issuer + "/"
+
+
+def test_policy_writer_refused_without_ownership(mock: tuple[MockCloud, OwnerSetup]) -> None:
+    from sealbench.cloud.errors import PolicyWriteError
+
+    cloud, owner = mock
+    stranger = cloud.owner_token("user:stranger@example.org")
+    ep = cloud.endpoints
+    writer = PolicyWriter.from_credentials(
+        OwnerCredentials(stranger), iam_url=ep.iam, kms_url=ep.kms, storage_url=ep.storage
+    )
+    with pytest.raises(PolicyWriteError) as info:
+        writer.sync(_policy(cloud, owner, W1))
+    assert "403" in str(info.value)
