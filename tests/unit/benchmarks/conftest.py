@@ -55,3 +55,9 @@ def conv_model(in_channels: int = 4, out_classes: int = 4, *, opset: int = 17,
     model.ir_version = 8
     data: bytes = model.SerializeToString()
     return data
+
+
+@pytest.fixture(scope="session")
+def make_model() -> Callable[..., bytes]:
+    """Factory of tiny ONNX models (:func:`conv_model`)."""
+    return conv_model

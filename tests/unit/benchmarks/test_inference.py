@@ -1,0 +1,68 @@
+"""ONNX Runtime inference: window tiling, Gaussian blending, whole-volume and sliding-window
+passes agreeing, and output in the contract's label convention."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from sealbench.benchmarks.brats import BRATS2021_LABELS, BratsContract, Case, OnnxSegmenter
+from sealbench.benchmarks.brats.inference import gaussian_importance, sliding_windows
+from sealbench.benchmarks.brats.synthetic import generate_case
+
+
+def _case(contract: BratsContract, seed: int = 1) -> Case:
+    synthetic = generate_case(seed, contract.shape, contract)
+    return Case(case_id="BraTS-GLI-00001-000", modalities=synthetic.modalities,
+                affine=synthetic.affine, seg=None)
+
+
+def test_windows_cover_the_volume_with_the_last_flush() -> None:
+    windows = sliding_windows((100, 64, 40), (32, 32, 32), 0.5)
+    covered = np.zeros((100, 64, 40), dtype=int)
+    for w in windows:
+        covered[w] += 1
+        assert all(s.stop - s.start == 32 for s in w)
+    assert covered.min() >= 1
+    assert {w[0].stop for w in windows} >= {100}
+    assert {w[2].start for w in windows} == {0, 8}
+
+
+def test_gaussian_importance_peaks_in_the_centre() -> None:
+    g = gaussian_importance((16, 16, 16))
+    assert g.max() == pytest.approx(1.0) and g.min() >= 1e-3
+    assert g[8, 8, 8] > g[4, 8, 8] > g[0, 0, 0] == pytest.approx(1e-3)
+
+
+def test_pointwise_model_gives_the_same_labels_whole_or_sliding(
+        make_model: Callable[..., bytes], small_contract: BratsContract) -> None:
+    # A 1x1x1 convolution has no spatial context, so both passes must agree exactly.
+    model = make_model()
+    case = _case(small_contract)
+    whole = OnnxSegmenter(model, small_contract, mode="whole", threads=1).segment(case)
+    sliding = OnnxSegmenter(model, small_contract, mode="sliding", roi=(32, 32, 32),
+                            threads=1).segment(case)
+    assert whole.shape == small_contract.shape and whole.dtype == np.uint8
+    assert np.array_equal(whole, sliding)
+
+
+def test_labels_follow_the_contract_convention(make_model: Callable[..., bytes],
+                                               small_contract: BratsContract) -> None:
+    contract21 = small_contract.model_copy(update={"label_map": BRATS2021_LABELS})
+    case = _case(small_contract)
+    labels23 = OnnxSegmenter(make_model(), small_contract, threads=1).segment(case)
+    labels21 = OnnxSegmenter(make_model(), contract21, threads=1).segment(case)
+    assert set(np.unique(labels21).tolist()) <= {0, 1, 2, 4}
+    assert np.array_equal(BRATS2021_LABELS.to_class_indices(labels21), labels23)
+
+
+def test_missing_modality_is_an_inference_error(make_model: Callable[..., bytes],
+                                                small_contract: BratsContract) -> None:
+    from sealbench.benchmarks.brats import InferenceError
+
+    case = _case(small_contract)
+    del case.modalities["t2f"]
+    with pytest.raises(InferenceError, match="t2f"):
+        OnnxSegmenter(make_model(), small_contract, threads=1).segment(case)
