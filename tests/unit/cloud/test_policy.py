@@ -1,0 +1,146 @@
+"""The policy model: typed CEL generation that cannot be injected, and incremental bindings."""
+
+from __future__ import annotations
+
+import pytest
+
+from sealbench.cloud.errors import PolicyInputError
+from sealbench.cloud.policy import (
+    KEY_ROLE,
+    AssetPolicy,
+    PoolProvider,
+    attribute_condition,
+    cel_string,
+    managed_prefix,
+    merge_bindings,
+    provider_body,
+)
+from sealbench.crypto.digest import Sha256Digest, sha256_digest
+from sealbench.crypto.workload import WorkloadIdentity, principal_set
+
+
+def _d(label: str) -> Sha256Digest:
+    return sha256_digest(label.encode())
+
+
+PROVIDER = PoolProvider("123456789", "hospital-pool", "attestation")
+KEY = "projects/hospital/locations/global/keyRings/r/cryptoKeys/k"
+W1 = WorkloadIdentity(_d("img"), _d("data"), _d("model"), _d("recipient"))
+W2 = WorkloadIdentity(_d("img2"), _d("data"), _d("model"), _d("recipient"))
+
+
+@pytest.mark.parametrize(
+    "payload",
+    ["x' || true || '", "sha256:abc') || (true", 'a"b', "a b", "", "a\\u0027"],
+)
+def test_cel_injection_through_a_literal_rejected(payload: str) -> None:
+    with pytest.raises(PolicyInputError):
+        cel_string(payload)
+
+
+def test_malformed_image_digest_rejected_before_use() -> None:
+    with pytest.raises(ValueError, match="sha256"):
+        attribute_condition(["sha256:' || true || '"], include_data=True)
+
+
+def test_condition_requires_production_image_and_lists_images() -> None:
+    condition = attribute_condition([W2.image_digest, W1.image_digest, W1.image_digest], True)
+    assert "assertion.swname == 'CONFIDENTIAL_SPACE'" in condition
+    assert "assertion.dbgstat == 'disabled-since-boot'" in condition
+    assert "'STABLE' in assertion.submods.confidential_space.support_attributes" in condition
+    assert "size(assertion.submods.container.cmd_override) == 0" in condition
+    images = sorted([W1.image_digest, W2.image_digest])
+    assert f"image_digest in ['{images[0]}', '{images[1]}']" in condition
+    assert "SEALBENCH_DATA_DIGEST.matches(" in condition
+
+
+def test_model_owner_condition_does_not_read_the_data_override() -> None:
+    assert "SEALBENCH_DATA_DIGEST" not in attribute_condition([W1.image_digest], False)
+
+
+def test_no_approved_workload_allows_no_image() -> None:
+    assert "image_digest in []" in attribute_condition([], True)
+
+
+def test_data_owner_policy_without_dataset_digest_rejected() -> None:
+    with pytest.raises(PolicyInputError, match="dataset digest"):
+        AssetPolicy(PROVIDER, KEY, None, frozenset({W1.without_data()}), include_data=True)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("key_name", "projects/p/keyRings/r"), ("bucket", "Bad Bucket"), ("issuer_uri", "ftp://x")],
+)
+def test_malformed_policy_coordinates_rejected(field: str, value: str) -> None:
+    fields: dict[str, object] = {
+        "key_name": KEY,
+        "bucket": "hospital-bucket",
+        "issuer_uri": "https://confidentialcomputing.googleapis.com/",
+    }
+    fields[field] = value
+    with pytest.raises(PolicyInputError):
+        AssetPolicy(PROVIDER, workloads=frozenset({W1}), include_data=True, **fields)  # type: ignore[arg-type]
+
+
+def test_malformed_pool_coordinates_rejected() -> None:
+    with pytest.raises(PolicyInputError):
+        PoolProvider("my-project", "pool-a", "prov-a")
+    with pytest.raises(PolicyInputError):
+        PoolProvider("1", "Pool_A", "prov-a")
+
+
+def test_model_owner_grants_the_dataless_uid() -> None:
+    policy = AssetPolicy(PROVIDER, KEY, None, frozenset({W1}), include_data=False)
+    assert policy.uids() == {W1.without_data().uid()}
+    body = provider_body(policy)
+    assert "'-'" in body["attributeMapping"]["attribute.workload_uid"]
+    assert body["oidc"]["issuerUri"] == "https://confidentialcomputing.googleapis.com/"
+
+
+def _policy(*bindings: dict[str, object]) -> dict[str, object]:
+    return {"version": 1, "etag": "e1", "bindings": list(bindings)}
+
+
+def test_merge_keeps_foreign_members_and_bindings() -> None:
+    mine = principal_set("123456789", "hospital-pool", W1.uid())
+    stale = principal_set("123456789", "hospital-pool", W2.uid())
+    other_pool = principal_set("123456789", "other-pool", W2.uid())
+    current = _policy(
+        {"role": KEY_ROLE, "members": ["user:auditor@example.org", stale, other_pool]},
+        {"role": "roles/cloudkms.viewer", "members": ["group:ops@example.org"]},
+        {"role": "roles/owner", "members": []},
+    )
+    updated, added, removed = merge_bindings(
+        current, KEY_ROLE, managed_prefix(PROVIDER), frozenset({mine})
+    )
+    assert added == (mine,) and removed == (stale,)
+    key_members = {m for b in updated["bindings"] if b["role"] == KEY_ROLE for m in b["members"]}
+    assert key_members == {"user:auditor@example.org", other_pool, mine}
+    assert {"role": "roles/cloudkms.viewer", "members": ["group:ops@example.org"]} in updated[
+        "bindings"
+    ]
+    assert {"role": "roles/owner", "members": []} in updated["bindings"]
+    assert updated["etag"] == "e1"
+    # Applying the result again changes nothing.
+    again, added2, removed2 = merge_bindings(
+        updated, KEY_ROLE, managed_prefix(PROVIDER), frozenset({mine})
+    )
+    assert (added2, removed2) == ((), ()) and again == updated
+
+
+def test_merge_refuses_to_manage_members_outside_its_prefix() -> None:
+    with pytest.raises(PolicyInputError):
+        merge_bindings(
+            _policy(), KEY_ROLE, managed_prefix(PROVIDER), frozenset({"user:attacker@example.org"})
+        )
+
+
+def test_merge_removes_its_binding_when_nothing_is_approved() -> None:
+    mine = principal_set("123456789", "hospital-pool", W1.uid())
+    updated, _, removed = merge_bindings(
+        _policy({"role": KEY_ROLE, "members": [mine]}),
+        KEY_ROLE,
+        managed_prefix(PROVIDER),
+        frozenset(),
+    )
+    assert removed == (mine,) and updated["bindings"] == []
