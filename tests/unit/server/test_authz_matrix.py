@@ -1,0 +1,302 @@
+"""The authorization matrix: every endpoint times {anonymous, other user, owner, benchmark owner,
+admin}, with the expected status for each, table-driven. Targets that a call consumes (a
+pending benchmark to approve, a pending association to decide) are made fresh for each role."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+API = "/api/v1"
+ROLES = ("anonymous", "other", "owner", "benchmark_owner", "admin")
+_n = itertools.count()
+SUMMARY = {"dice": 0.8}
+COORDS = {"kms_key_name": "k", "storage_uri": "gs://b/p", "wip_provider": "prov"}
+
+
+@dataclass
+class Ctx:
+    client: TestClient
+    world: Any
+    h: Any
+    tokens: Any
+    result_id: int
+
+    def actor(self, role: str, owner: str) -> Any:
+        w = self.world
+        return {
+            "other": w.other,
+            "owner": getattr(w, owner),
+            "benchmark_owner": w.bench_owner,
+            "admin": w.admin,
+        }.get(role)
+
+    def create(self, path: str, body: dict[str, Any], actor: Any) -> int:
+        return int(self.h.ok(self.client.post(path, json=body, headers=actor.headers), 201)["id"])
+
+    def pending_benchmark(self) -> int:
+        return self.create(
+            f"{API}/benchmarks", self.h.benchmark_body(f"p{next(_n)}"), self.world.bench_owner
+        )
+
+    def dataset(self) -> int:
+        name = f"d{next(_n)}"
+        return self.create(
+            f"{API}/datasets",
+            {"name": name, "digest": self.h.digest_of(name), "case_count": 1},
+            self.world.data_owner,
+        )
+
+    def model(self) -> int:
+        name = f"m{next(_n)}"
+        return self.create(
+            f"{API}/models",
+            {"name": name, "version": "1", "digest": self.h.digest_of(name)},
+            self.world.model_owner,
+        )
+
+    def pending(self, kind: str) -> int:
+        asset = self.dataset() if kind == "datasets" else self.model()
+        owner = self.world.data_owner if kind == "datasets" else self.world.model_owner
+        self.h.ok(
+            self.client.post(
+                f"{API}/benchmarks/{self.world.benchmark_id}/{kind}",
+                json={"asset_id": asset},
+                headers=owner.headers,
+            ),
+            201,
+        )
+        return asset
+
+    def result_body(self) -> dict[str, Any]:
+        sealed = "sha256:" + f"{next(_n):064x}"
+        claims = self.h.result_claims(
+            summary=SUMMARY,
+            sealed_digest=sealed,
+            data_digest=self.world.dataset_digest,
+            model_digest=self.world.model_digest,
+        )
+        return {
+            "benchmark_id": self.world.benchmark_id,
+            "dataset_id": self.world.dataset_id,
+            "model_id": self.world.model_id,
+            "summary": SUMMARY,
+            "sealed_result_digest": sealed,
+            "attestation_token": self.tokens.sign(claims),
+        }
+
+
+Path = Callable[[Ctx], str]
+Body = Callable[[Ctx], dict[str, Any]] | None
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    method: str
+    path: Path
+    expected: tuple[int, int, int, int, int]  # in ROLES order
+    body: Body = None
+    owner: str = "data_owner"
+
+
+def _all(ok: int) -> tuple[int, int, int, int, int]:
+    return (401, ok, ok, ok, ok)
+
+
+B = lambda c: f"{API}/benchmarks/{c.world.benchmark_id}"  # noqa: E731
+MATRIX = [
+    Row("me", "GET", lambda c: f"{API}/users/me", _all(200)),
+    Row(
+        "benchmark create",
+        "POST",
+        lambda c: f"{API}/benchmarks",
+        _all(201),
+        body=lambda c: c.h.benchmark_body(f"b{next(_n)}"),
+    ),
+    Row("benchmark list", "GET", lambda c: f"{API}/benchmarks", _all(200)),
+    Row("benchmark get", "GET", B, _all(200)),
+    Row(
+        "benchmark approve",
+        "POST",
+        lambda c: f"{API}/benchmarks/{c.pending_benchmark()}/approve",
+        (401, 403, 403, 403, 200),
+        owner="bench_owner",
+    ),
+    Row(
+        "benchmark retire",
+        "POST",
+        lambda c: f"{API}/benchmarks/{c.pending_benchmark()}/state",
+        (401, 403, 200, 200, 200),
+        body=lambda c: {"state": "retired"},
+        owner="bench_owner",
+    ),
+    Row(
+        "benchmark reject",
+        "POST",
+        lambda c: f"{API}/benchmarks/{c.pending_benchmark()}/state",
+        (401, 403, 403, 403, 200),
+        body=lambda c: {"state": "rejected"},
+        owner="bench_owner",
+    ),
+    Row(
+        "dataset register",
+        "POST",
+        lambda c: f"{API}/datasets",
+        _all(201),
+        body=lambda c: {"name": f"r{next(_n)}", "digest": c.h.digest_of("r"), "case_count": 3},
+    ),
+    Row("dataset list", "GET", lambda c: f"{API}/datasets", _all(200)),
+    Row("dataset get", "GET", lambda c: f"{API}/datasets/{c.world.dataset_id}", _all(200)),
+    Row(
+        "dataset coords put",
+        "PUT",
+        lambda c: f"{API}/datasets/{c.world.dataset_id}/coordinates",
+        (401, 403, 200, 403, 403),
+        body=lambda c: COORDS,
+    ),
+    Row(
+        "dataset coords get",
+        "GET",
+        lambda c: f"{API}/datasets/{c.world.dataset_id}/coordinates",
+        (401, 403, 200, 200, 403),
+    ),
+    Row(
+        "model register",
+        "POST",
+        lambda c: f"{API}/models",
+        _all(201),
+        body=lambda c: {"name": f"r{next(_n)}", "version": "1", "digest": c.h.digest_of("m")},
+    ),
+    Row("model list", "GET", lambda c: f"{API}/models", _all(200)),
+    Row("model get", "GET", lambda c: f"{API}/models/{c.world.model_id}", _all(200)),
+    Row(
+        "model coords put",
+        "PUT",
+        lambda c: f"{API}/models/{c.world.model_id}/coordinates",
+        (401, 403, 200, 403, 403),
+        body=lambda c: COORDS,
+        owner="model_owner",
+    ),
+    Row(
+        "model coords get",
+        "GET",
+        lambda c: f"{API}/models/{c.world.model_id}/coordinates",
+        (401, 403, 200, 200, 403),
+        owner="model_owner",
+    ),
+    Row(
+        "dataset association open",
+        "POST",
+        lambda c: f"{B(c)}/datasets",
+        (401, 403, 201, 201, 403),
+        body=lambda c: {"asset_id": c.dataset()},
+    ),
+    Row("dataset associations list", "GET", lambda c: f"{B(c)}/datasets", _all(200)),
+    Row(
+        "dataset association history",
+        "GET",
+        lambda c: f"{B(c)}/datasets/{c.world.dataset_id}/history",
+        _all(200),
+    ),
+    Row(
+        "dataset association approve",
+        "POST",
+        lambda c: f"{B(c)}/datasets/{c.pending('datasets')}/approve",
+        (401, 403, 403, 200, 403),
+    ),
+    Row(
+        "dataset association reject",
+        "POST",
+        lambda c: f"{B(c)}/datasets/{c.pending('datasets')}/reject",
+        (401, 403, 403, 200, 403),
+    ),
+    Row(
+        "model association open",
+        "POST",
+        lambda c: f"{B(c)}/models",
+        (401, 403, 201, 201, 403),
+        body=lambda c: {"asset_id": c.model()},
+        owner="model_owner",
+    ),
+    Row("model associations list", "GET", lambda c: f"{B(c)}/models", _all(200)),
+    Row(
+        "model association history",
+        "GET",
+        lambda c: f"{B(c)}/models/{c.world.model_id}/history",
+        _all(200),
+    ),
+    Row(
+        "model association approve",
+        "POST",
+        lambda c: f"{B(c)}/models/{c.pending('models')}/approve",
+        (401, 403, 403, 200, 403),
+        owner="model_owner",
+    ),
+    Row(
+        "model association reject",
+        "POST",
+        lambda c: f"{B(c)}/models/{c.pending('models')}/reject",
+        (401, 403, 403, 200, 403),
+        owner="model_owner",
+    ),
+    Row(
+        "result submit",
+        "POST",
+        lambda c: f"{API}/results",
+        (401, 403, 201, 403, 403),
+        body=lambda c: c.result_body(),
+    ),
+    Row("result list", "GET", lambda c: f"{API}/results", _all(200)),
+    Row("result get", "GET", lambda c: f"{API}/results/{c.result_id}", (401, 403, 200, 200, 403)),
+    Row("leaderboard", "GET", lambda c: f"{B(c)}/leaderboard", _all(200)),
+    Row("audit list", "GET", lambda c: f"{API}/audit", (401, 403, 403, 403, 200)),
+    Row("audit verify", "GET", lambda c: f"{API}/audit/verify", (401, 403, 403, 403, 200)),
+    Row("health", "GET", lambda c: "/health", (200, 200, 200, 200, 200)),
+    Row("version", "GET", lambda c: "/version", (200, 200, 200, 200, 200)),
+]
+
+
+def test_matrix_covers_every_route(client: TestClient, world: Any, tokens: Any, h: Any) -> None:
+    ctx = Ctx(client, world, h, tokens, 1)
+    covered = {(row.method.lower(), row.path(ctx)) for row in MATRIX}
+    for template, ops in client.get("/openapi.json").json()["paths"].items():
+        pattern = re.compile("^" + re.sub(r"\\{[a-z_]+\\}", "[0-9]+", re.escape(template)) + "$")
+        for method in ops:
+            assert any(m == method and pattern.match(p) for m, p in covered), (method, template)
+
+
+@pytest.mark.parametrize("row", MATRIX, ids=[r.name for r in MATRIX])
+def test_authorization_matrix(
+    client: TestClient, world: Any, tokens: Any, h: Any, row: Row
+) -> None:
+    ctx = Ctx(client, world, h, tokens, 0)
+    ctx.result_id = ctx.create(f"{API}/results", ctx.result_body(), world.data_owner)
+    ctx.h.ok(
+        client.put(
+            f"{API}/datasets/{world.dataset_id}/coordinates",
+            json=COORDS,
+            headers=world.data_owner.headers,
+        )
+    )
+    ctx.h.ok(
+        client.put(
+            f"{API}/models/{world.model_id}/coordinates",
+            json=COORDS,
+            headers=world.model_owner.headers,
+        )
+    )
+    got = {}
+    for role in ROLES:
+        actor = ctx.actor(role, row.owner)
+        headers = {} if actor is None else actor.headers
+        path = row.path(ctx)
+        body = None if row.body is None else row.body(ctx)
+        got[role] = client.request(row.method, path, json=body, headers=headers).status_code
+    assert got == dict(zip(ROLES, row.expected, strict=True))
