@@ -1,0 +1,138 @@
+"""The mock launcher's ``/v1/token`` behaviour and its token file, as the real teeserver."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+from sealbench.cloud.attester import LauncherAttester
+from sealbench.crypto.attestation import Jwks, verify_token
+from sealbench.mocktee._http import Request
+from sealbench.mocktee.launcher import MockLauncher, handle_token_request
+from sealbench.mocktee.verifier import MockVerifier, WorkloadLaunch
+
+IMAGE = "sha256:" + "a" * 64
+MakeRequest = Callable[..., Request]
+
+
+def _mint(audience: str, nonces: Sequence[str]) -> str:
+    payload = {"aud": audience, "eat_nonce": list(nonces)}
+    return "h." + base64.urlsafe_b64encode(json.dumps(payload).encode()).decode() + ".s"
+
+
+def _payload(token: str) -> dict[str, object]:
+    part = token.split(".")[1]
+    result: dict[str, object] = json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
+    return result
+
+
+def test_get_returns_the_default_token_as_raw_jwt(make_request: MakeRequest) -> None:
+    response = handle_token_request(make_request("GET", "/v1/token"), _mint)
+    assert response.status == 200 and response.content_type == "text/html"
+    assert _payload(response.body.decode())["aud"] == "https://sts.googleapis.com"
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (b"{not json", "failed to parse POST body as TokenOptions"),
+        ({"audience": "a", "token_type": "OIDC", "extra": 1}, 'json: unknown field "extra"'),
+        ({"token_type": "OIDC"}, "use GET request for the default identity token"),
+        ({"audience": "a"}, "token_type is a required parameter"),
+        ({"audience": "a", "token_type": "JWT"}, "unsupported token type"),
+        ({"audience": "a", "token_type": "PKI"}, "only issues OIDC tokens"),
+        ({"audience": "a" * 513, "token_type": "OIDC"}, "512 bytes"),
+        ({"audience": "a", "token_type": "OIDC", "nonces": ["n" * 10] * 7}, "only 6 are allowed"),
+        ({"audience": "a", "token_type": "OIDC", "nonces": ["n" * 7]}, "between 8 and 88"),
+        ({"audience": "a", "token_type": "OIDC", "nonces": ["n" * 89]}, "between 8 and 88"),
+    ],
+)
+def test_malformed_custom_token_request_refused_with_launcher_text(
+    make_request: MakeRequest, body: object, expected: str
+) -> None:
+    response = handle_token_request(make_request("POST", "/v1/token", body), _mint)
+    assert response.status == 400 and expected in response.body.decode()
+
+
+def test_custom_token_echoes_audience_and_nonces(make_request: MakeRequest) -> None:
+    body = {"audience": "sealbench-result", "token_type": "OIDC", "nonces": ["n" * 8, "m" * 88]}
+    response = handle_token_request(make_request("POST", "/v1/token", body), _mint)
+    assert response.status == 200
+    claims = _payload(response.body.decode())
+    assert claims == {"aud": "sealbench-result", "eat_nonce": ["n" * 8, "m" * 88]}
+
+
+def test_launched_workload_serves_verifiable_tokens(
+    verifier: MockVerifier, clock: Callable[[], float], tmp_path: Path
+) -> None:
+    env = {"SEALBENCH_MODEL_DIGEST": "sha256:" + "b" * 64}
+    with MockLauncher(verifier).start_workload(
+        IMAGE, f"repo/x@{IMAGE}", env, socket_dir=tmp_path / "run"
+    ) as run:
+        attester = LauncherAttester(run.socket_path, run.token_file)
+        jwks = Jwks.from_json(verifier.jwks())
+        default = verify_token(
+            attester.token(),
+            jwks,
+            issuer=verifier.issuer,
+            audience="https://sts.googleapis.com",
+            now=clock(),
+        )
+        assert default.submods.container.env_override == env
+        assert default.dbgstat == "disabled-since-boot"
+        one = verify_token(
+            attester.token("sealbench-result", ["x" * 64]),
+            jwks,
+            issuer=verifier.issuer,
+            audience="sealbench-result",
+            now=clock(),
+        )
+        assert one.eat_nonce == ("x" * 64,)
+        assert _payload(attester.token("aud-1", ["x" * 64]))["eat_nonce"] == "x" * 64
+        assert _payload(attester.token("aud-1", ["x" * 10, "y" * 10]))["eat_nonce"] == [
+            "x" * 10,
+            "y" * 10,
+        ]
+        file_claims = verify_token(
+            run.token_file.read_text(),
+            jwks,
+            issuer=verifier.issuer,
+            audience="https://sts.googleapis.com",
+            now=clock(),
+        )
+        assert file_claims.submods.container.image_digest == IMAGE
+        assert oct(run.socket_path.stat().st_mode & 0o777) == "0o777"
+    assert not run.socket_path.exists() and not run.token_file.exists()
+
+
+class _ShortLivedMinter:
+    def __init__(self) -> None:
+        self.minted = 0
+
+    def mint(self, launch: WorkloadLaunch, audience: str, nonces: Sequence[str]) -> str:
+        self.minted += 1
+        now = int(time.time())
+        payload = {"aud": audience, "iat": now, "exp": now + 1, "n": self.minted}
+        return "h." + base64.urlsafe_b64encode(json.dumps(payload).encode()).decode() + ".s"
+
+
+def test_token_file_refreshed_before_expiry(tmp_path: Path) -> None:
+    minter = _ShortLivedMinter()
+    with MockLauncher(minter, seed=1).start_workload(
+        IMAGE, "ref", {}, socket_dir=tmp_path / "run"
+    ) as run:
+        first = run.token_file.read_text()
+        deadline = time.monotonic() + 10
+        while run.token_file.read_text() == first and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert run.token_file.read_text() != first
+        # Atomic replacement: no temporary file is left beside the token.
+        assert sorted(p.name for p in run.token_file.parent.iterdir()) == [
+            "attestation_verifier_claims_token",
+            "teeserver.sock",
+        ]
