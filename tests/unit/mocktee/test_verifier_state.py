@@ -42,52 +42,52 @@ def test_production_and_debug_profiles_differ_as_real_tokens_do() -> None:
 REAL_TOKEN_PAYLOAD = json.loads(
     """
 {
-    "aud": "https://sts.googleapis.com",
-    "exp": 1716106629,
-    "iat": 1716103029,
-    "iss": "https://confidentialcomputing.googleapis.com",
-    "nbf": 1716103029,
-    "sub": "https://www.googleapis.com/compute/v1/projects/bionic-mercury-421809/zones/us-west1-b/instances/inference-demo",
-    "secboot": true,
-    "oemid": 11129,
-    "hwmodel": "GCP_AMD_SEV",
-    "swname": "CONFIDENTIAL_SPACE",
-    "swversion": [
-        "240402"
-    ],
-    "dbgstat": "enabled",
-    "submods": {
-        "confidential_space": {
-            "monitoring_enabled": {
-                "memory": false
-            }
-        },
-        "container": {
-            "image_reference": "asia-docker.pkg.dev/bionic-mercury-421809/aizel/aizel_inference:0.1.0",
-            "image_digest": "sha256:01070a858de7f4874b3bbf69c0ab42862342b39d5c1b48c7ef55fb84231f8d31",
-            "restart_policy": "Never",
-            "image_id": "sha256:10f9741b10d698d9edae6cc3fcf1ba5cc8f10ab44b33f392e68cb9038a9bdb97",
-            "env": {
-                "HOSTNAME": "inference-demo",
-                "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-            },
-            "args": [
-                "/bin/sh",
-                "-c",
-                "/bin/bash bootstrap.sh"
-            ]
-        },
-        "gce": {
-            "zone": "us-west1-b",
-            "project_id": "bionic-mercury-421809",
-            "project_number": "991449629434",
-            "instance_name": "inference-demo",
-            "instance_id": "2385621892399900072"
-        }
-    },
-    "google_service_accounts": [
-        "991449629434-compute@developer.gserviceaccount.com"
-    ]
+ "aud": "https://sts.googleapis.com",
+ "exp": 1716106629,
+ "iat": 1716103029,
+ "iss": "https://confidentialcomputing.googleapis.com",
+ "nbf": 1716103029,
+ "sub": "https://www.googleapis.com/compute/v1/projects/bionic-mercury-421809/zones/us-west1-b/instances/inference-demo",
+ "secboot": true,
+ "oemid": 11129,
+ "hwmodel": "GCP_AMD_SEV",
+ "swname": "CONFIDENTIAL_SPACE",
+ "swversion": [
+  "240402"
+ ],
+ "dbgstat": "enabled",
+ "submods": {
+  "confidential_space": {
+   "monitoring_enabled": {
+    "memory": false
+   }
+  },
+  "container": {
+   "image_reference": "asia-docker.pkg.dev/bionic-mercury-421809/aizel/aizel_inference:0.1.0",
+   "image_digest": "sha256:01070a858de7f4874b3bbf69c0ab42862342b39d5c1b48c7ef55fb84231f8d31",
+   "restart_policy": "Never",
+   "image_id": "sha256:10f9741b10d698d9edae6cc3fcf1ba5cc8f10ab44b33f392e68cb9038a9bdb97",
+   "env": {
+    "HOSTNAME": "inference-demo",
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+   },
+   "args": [
+    "/bin/sh",
+    "-c",
+    "/bin/bash bootstrap.sh"
+   ]
+  },
+  "gce": {
+   "zone": "us-west1-b",
+   "project_id": "bionic-mercury-421809",
+   "project_number": "991449629434",
+   "instance_name": "inference-demo",
+   "instance_id": "2385621892399900072"
+  }
+ },
+ "google_service_accounts": [
+  "991449629434-compute@developer.gserviceaccount.com"
+ ]
 }
 """
 )
