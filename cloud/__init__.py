@@ -36,6 +36,7 @@ from sealbench.cloud.storage import (
     LocalBlobStore,
     StorageLocation,
     join_name,
+    open_storage_uri,
     parse_storage_uri,
     validate_object_name,
 )
@@ -63,6 +64,7 @@ __all__ = [
     "StorageError",
     "StorageLocation",
     "join_name",
+    "open_storage_uri",
     "parse_storage_uri",
     "validate_object_name",
 ]

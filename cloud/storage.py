@@ -33,6 +33,7 @@ __all__ = [
     "LocalBlobStore",
     "StorageLocation",
     "join_name",
+    "open_storage_uri",
     "parse_storage_uri",
     "validate_object_name",
     "validate_prefix",
@@ -301,3 +302,10 @@ def _valid_bucket(bucket: str) -> bool:
         return False
     allowed = set("abcdefghijklmnopqrstuvwxyz0123456789-_.")
     return set(bucket) <= allowed and bucket[0].isalnum() and bucket[-1].isalnum()
+
+
+def open_storage_uri(
+    uri: str, gcs_store: Callable[[str], BlobStore] | None = None
+) -> tuple[BlobStore, str]:
+    """Parse ``uri`` and return ``(store, prefix)``; ``gs://`` needs ``gcs_store(bucket)``."""
+    return parse_storage_uri(uri).open(gcs_store)

@@ -19,6 +19,7 @@ from sealbench.cloud.storage import (
     BlobStore,
     LocalBlobStore,
     join_name,
+    open_storage_uri,
     parse_storage_uri,
     validate_object_name,
 )
@@ -129,9 +130,17 @@ def test_storage_uris_parsed() -> None:
     assert (local.scheme, local.path, local.prefix) == ("file", Path("/srv/sealbench/assets"), "")
 
 
-def test_local_location_opens_a_local_store(tmp_path: Path) -> None:
-    store, prefix = parse_storage_uri(tmp_path.as_uri()).open()
+def test_storage_uris_open_the_right_store(tmp_path: Path) -> None:
+    store, prefix = open_storage_uri(tmp_path.as_uri())
     assert isinstance(store, LocalBlobStore) and prefix == ""
+    opened: list[str] = []
+
+    def gcs(bucket: str) -> BlobStore:
+        opened.append(bucket)
+        return LocalBlobStore(tmp_path / bucket)
+
+    store, prefix = open_storage_uri("gs://hospital-data/assets/ds1", gcs)
+    assert opened == ["hospital-data"] and prefix == "assets/ds1/"
 
 
 @pytest.mark.parametrize(
