@@ -80,7 +80,7 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> Server:
-        log_path = Path(self.env["SEALBENCH_SERVER_DATA_DIR"]) / f"server-{self.port}.log"
+        log_path = Path(self.env["SEALBENCH_SERVER_DATA_DIR"]).parent / f"server-{self.port}.log"
         self.log = log_path.open("wb")  # closed in kill()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "sealbench.server.cli", "serve", "--port", str(self.port)],
