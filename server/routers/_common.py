@@ -16,6 +16,7 @@ __all__ = ["ERRORS", "IdPath", "OptionalId", "to_page"]
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": text}
     for status, text in (
+        (400, "malformed request body"),
         (401, "not authenticated"),
         (403, "not allowed"),
         (404, "not found"),
