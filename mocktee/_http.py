@@ -29,6 +29,8 @@ __all__ = [
 
 _log = logging.getLogger("sealbench.mocktee")
 
+#: How often a serving thread checks for shutdown (stops are quick; idle cost is negligible).
+POLL_INTERVAL_S = 0.05
 #: Largest request body any mock service accepts (uploads stream through the storage proxy).
 MAX_BODY_BYTES = 8 * 1024 * 1024
 
@@ -149,7 +151,10 @@ class HttpService:
         self._server = ThreadingHTTPServer((host, port), _make_handler_class(handle, name))
         self._server.daemon_threads = True
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name=f"mocktee-{name}", daemon=True
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": POLL_INTERVAL_S},
+            name=f"mocktee-{name}",
+            daemon=True,
         )
 
     @property
@@ -183,7 +188,10 @@ class UnixHttpService:
         self._server = _ThreadingUnixHTTPServer(str(socket_path), _make_handler_class(handle, name))
         socket_path.chmod(0o777)  # as the real launcher does: any container user may connect
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name=f"mocktee-{name}", daemon=True
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": POLL_INTERVAL_S},
+            name=f"mocktee-{name}",
+            daemon=True,
         )
 
     def start(self) -> None:

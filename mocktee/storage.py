@@ -23,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from sealbench.mocktee._http import Request
+from sealbench.mocktee._http import POLL_INTERVAL_S, Request
 from sealbench.mocktee.identity import Caller, Identity, has_role
 from sealbench.mocktee.state import MockState
 
@@ -115,7 +115,10 @@ class StorageProxy:
         self._server = ThreadingHTTPServer((host, port), _Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="mocktee-storage", daemon=True
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": POLL_INTERVAL_S},
+            name="mocktee-storage",
+            daemon=True,
         )
 
     @property

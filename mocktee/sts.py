@@ -110,7 +110,7 @@ class MockSts:
         claims = self._verify(subject_token, issuer, audiences)
         if isinstance(claims, Response):
             return claims
-        return self._map_and_issue(provider, claims, number, pool_id, form.get("scope", ""))
+        return self._map_and_issue(provider, claims, number, pool_id)
 
     def _verify(self, token: str, issuer: str, audiences: list[str]) -> dict[str, Any] | Response:
         last: AttestationError | None = None
@@ -141,7 +141,6 @@ class MockSts:
         claims: dict[str, Any],
         number: str,
         pool_id: str,
-        scope: str,
     ) -> Response:
         mapping: dict[str, str] = provider.get("attributeMapping") or {}
         activation = {"assertion": claims}
