@@ -67,10 +67,11 @@ class MockSts:
             return json_response(404, {"error": "not_found", "error_description": request.path})
         form = {k: v[-1] for k, v in parse_qs(request.body.decode("utf-8", "replace")).items()}
         response = self.exchange(form)
-        status = response.status
-        _log.info(
-            "mock STS: %s for %s", "issued" if status == 200 else "denied", form.get("audience")
-        )
+        if response.status == 200:
+            _log.info("mock STS: issued a token for %s", form.get("audience"))
+        else:
+            # The OAuth error names the failing claim or clause, never the token.
+            _log.info("mock STS: denied %s: %s", form.get("audience"), response.body.decode())
         return response
 
     def exchange(self, form: dict[str, str]) -> Response:

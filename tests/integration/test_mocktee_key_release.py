@@ -400,3 +400,16 @@ def test_production_policy_refuses_mock_tokens(world: World) -> None:
         assert "'iss'" in str(info.value) and "confidentialcomputing.googleapis.com" in str(
             info.value
         )
+
+
+def test_env_override_smuggling_a_separator_denied_key(world: World) -> None:
+    # Overrides that are not digests (here carrying '::' to shift the uid's fields) are refused
+    # by the condition before the mapped uid is trusted at all.
+    env = {
+        "SEALBENCH_DATA_DIGEST": f"{DATA}::{MODEL}",
+        "SEALBENCH_MODEL_DIGEST": RECIPIENT,
+        "SEALBENCH_RECIPIENT_DIGEST": "x",
+    }
+    for token_file in _launch(world, env=env):
+        why = _denied(world, world.hospital, token_file, CredentialError)
+        assert "rejected by the attribute condition" in why and ".matches(" in why
