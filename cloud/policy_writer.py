@@ -72,6 +72,21 @@ class SyncReport:
         )
 
 
+def _differs(field: str, current: dict[str, Any], desired: dict[str, Any]) -> bool:
+    """Compare one provider field as the API returns it (omitted booleans are false; the
+    ``oidc`` block may carry fields the writer does not manage)."""
+    if field == "disabled":
+        return bool(current.get("disabled", False)) != bool(desired["disabled"])
+    if field == "oidc":
+        have = current.get("oidc") or {}
+        want = desired["oidc"]
+        return bool(
+            have.get("issuerUri") != want["issuerUri"]
+            or list(have.get("allowedAudiences") or []) != want["allowedAudiences"]
+        )
+    return bool(current.get(field) != desired[field])
+
+
 class PolicyWriter:
     """Writes asset policies with an authorized ``requests`` session (the owner's identity)."""
 
@@ -181,7 +196,7 @@ class PolicyWriter:
             )
             self._wait(operation)
             return "created"
-        differing = [f for f in _PROVIDER_FIELDS if current.get(f) != desired[f]]
+        differing = [f for f in _PROVIDER_FIELDS if _differs(f, current, desired)]
         if not differing:
             return "unchanged"
         _, operation = self._call(

@@ -148,9 +148,9 @@ class LocalBlobStore:
     def _path(self, name: str) -> Path:
         validate_object_name(name)
         path = self._root.joinpath(*name.split("/"))
-        parent = path.parent
-        # Refuse to follow symlinks out of the store.
-        if parent.exists() and not parent.resolve().is_relative_to(self._root.resolve()):
+        # Refuse to follow symlinks out of the store (resolve() follows every existing link,
+        # including intermediate directories that do exist).
+        if not path.parent.resolve().is_relative_to(self._root.resolve()):
             raise InvalidObjectName(name, "resolves outside the store")
         if path.is_symlink():
             raise InvalidObjectName(name, "is a symbolic link")

@@ -117,8 +117,9 @@ def test_symlink_escape_from_store_rejected(tmp_path: Path) -> None:
     outside.mkdir()
     store = LocalBlobStore(tmp_path / "bucket")
     (tmp_path / "bucket" / "link").symlink_to(outside)
-    with pytest.raises(InvalidObjectName):
-        store.put_bytes("link/x", b"escape")
+    for name in ("link/x", "link/new-dir/x"):
+        with pytest.raises(InvalidObjectName):
+            store.put_bytes(name, b"escape")
     assert list(outside.iterdir()) == []
 
 
