@@ -115,6 +115,8 @@ class _ShortLivedMinter:
         self.minted = 0
 
     def mint(self, launch: WorkloadLaunch, audience: str, nonces: Sequence[str]) -> str:
+        if self.minted == 2:  # the initial token and one refresh, then the verifier fails
+            raise RuntimeError("verifier unavailable")
         self.minted += 1
         now = int(time.time())
         payload = {"aud": audience, "iat": now, "exp": now + 1, "n": self.minted}
@@ -131,6 +133,8 @@ def test_token_file_refreshed_before_expiry(tmp_path: Path) -> None:
         while run.token_file.read_text() == first and time.monotonic() < deadline:
             time.sleep(0.05)
         assert run.token_file.read_text() != first
+        time.sleep(1.0)  # a failing refresh keeps the last good token
+        assert minter.minted == 2 and run.token_file.read_text() != first
         # Atomic replacement: no temporary file is left beside the token.
         assert sorted(p.name for p in run.token_file.parent.iterdir()) == [
             "attestation_verifier_claims_token",
