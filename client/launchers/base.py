@@ -1,0 +1,115 @@
+"""The :class:`Launcher` interface, what a finished run reports, and the errors a failed run
+maps to (one per enclave exit code, see :mod:`sealbench.enclave.errors`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from sealbench.enclave.errors import (
+    AssetIntegrityError,
+    AssetRejected,
+    AttestationUnavailable,
+    DestinationError,
+    EnclaveError,
+    KeyReleaseDenied,
+    ResultUploadError,
+    SpecError,
+    StorageFailure,
+)
+from sealbench.enclave.spec import RunSpec
+
+__all__ = [
+    "EnclaveRunFailed",
+    "LaunchError",
+    "LaunchResult",
+    "Launcher",
+    "OutputFn",
+    "RunningWorkload",
+    "error_for_exit_code",
+]
+
+#: Called with each line of the workload's progress output (no trailing newline).
+OutputFn = Callable[[str], None]
+
+_BY_EXIT_CODE: dict[int, type[EnclaveError]] = {
+    cls.exit_code: cls
+    for cls in (
+        EnclaveError,
+        SpecError,
+        AttestationUnavailable,
+        DestinationError,
+        KeyReleaseDenied,
+        AssetIntegrityError,
+        AssetRejected,
+        StorageFailure,
+        ResultUploadError,
+    )
+}
+
+
+def error_for_exit_code(code: int) -> type[EnclaveError] | None:
+    """The enclave error class an exit code stands for (None for codes the enclave never uses,
+    such as a signal)."""
+    return _BY_EXIT_CODE.get(code)
+
+
+class LaunchError(Exception):
+    """The workload could not be started, or did not finish."""
+
+
+class EnclaveRunFailed(LaunchError):  # noqa: N818 - reads as the event it reports
+    """The workload ran and exited non-zero. ``error_class`` is the enclave error its exit code
+    stands for (None when it was killed); ``reason`` is its one-line stderr message."""
+
+    def __init__(self, exit_code: int, reason: str, peak_rss_bytes: int | None) -> None:
+        self.exit_code = exit_code
+        self.reason = reason
+        self.error_class = error_for_exit_code(exit_code)
+        self.peak_rss_bytes = peak_rss_bytes
+        kind = self.error_class.__name__ if self.error_class else "killed or crashed"
+        super().__init__(f"the enclave failed (exit {exit_code}, {kind}): {reason}")
+
+
+@dataclass(frozen=True)
+class LaunchResult:
+    """A workload that exited 0."""
+
+    image_digest: str
+    wall_seconds: float
+    peak_rss_bytes: int | None
+
+
+class RunningWorkload(Protocol):
+    """A started workload."""
+
+    @property
+    def pid(self) -> int | None: ...
+
+    def kill(self) -> None:
+        """Stop the workload at once (as a crash or a killed VM would)."""
+        ...
+
+    def wait(self, timeout: float | None = None) -> LaunchResult:
+        """Wait for the end; raise :class:`EnclaveRunFailed` unless it exited 0."""
+        ...
+
+
+class Launcher(Protocol):
+    """Starts the evaluation workload with ``spec`` as its attested environment."""
+
+    @property
+    def image_digest(self) -> str:
+        """The digest of the image this launcher runs (what key owners' policies name)."""
+        ...
+
+    def start(self, spec: RunSpec, *, on_output: OutputFn | None = None) -> RunningWorkload:
+        """Start the workload and return at once."""
+        ...
+
+    def launch(
+        self, spec: RunSpec, *, on_output: OutputFn | None = None, timeout: float | None = None
+    ) -> LaunchResult:
+        """Start the workload and wait for it."""
+        ...

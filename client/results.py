@@ -1,0 +1,162 @@
+"""Opening a run's result as its data owner (the library behind ``sealbench result open``).
+
+:func:`open_result` takes the three objects a run uploaded (``summary.json``, ``result.sealed``,
+``result.token``; names and formats in :mod:`sealbench.enclave.result`) and the owner's X25519
+private key, and checks, in order:
+
+1. the token's audience is ``sealbench-result`` and its ``eat_nonce`` is
+   ``result_nonce(summary, sha256(result.sealed))``: neither the summary nor the sealed result
+   was altered or swapped after the enclave attested them (with ``jwks`` and ``issuer`` given,
+   the token's signature and lifetime are verified too; the registry always does that);
+2. the sealed result opens with the private key under ``result_info(run_id, benchmark_id,
+   image_digest)``, the image digest taken from the token;
+3. the per-case results name the same run, benchmark and metrics version as the summary, and
+   re-aggregating them gives exactly the summary's aggregates.
+
+Any failure raises :class:`ResultVerificationError` naming the check.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+from sealbench.benchmarks.brats import aggregate
+from sealbench.cloud import BlobStore, CloudError, join_name
+from sealbench.crypto.attestation import (
+    RESULT_AUDIENCE,
+    AttestationClaims,
+    Jwks,
+    result_nonce,
+    verify_token,
+)
+from sealbench.crypto.digest import Sha256Digest, sha256_digest
+from sealbench.crypto.errors import CryptoError
+from sealbench.crypto.sealing import open_sealed, result_info
+from sealbench.enclave.errors import AttestationUnavailable, SpecError
+from sealbench.enclave.result import (
+    MAX_DOCUMENT_BYTES,
+    MAX_TOKEN_BYTES,
+    SEALED_OBJECT,
+    SUMMARY_OBJECT,
+    TOKEN_OBJECT,
+    PerCaseResults,
+    ResultFormatError,
+    ResultSummary,
+)
+from sealbench.enclave.rules import rules_for
+from sealbench.enclave.steps import claims_of
+
+__all__ = [
+    "OpenedResult",
+    "ResultObjects",
+    "ResultVerificationError",
+    "download_result",
+    "open_result",
+]
+
+
+class ResultVerificationError(Exception):
+    """A result does not verify or open; the message names the failed check."""
+
+
+@dataclass(frozen=True)
+class ResultObjects:
+    """The three uploaded objects of a successful run, as bytes."""
+
+    summary: bytes
+    sealed: bytes
+    token: str
+
+
+@dataclass(frozen=True)
+class OpenedResult:
+    """A verified, opened result: what the owner reviews and what it submits to the registry
+    (``summary_json``, ``sealed_result_sha256``, ``token``)."""
+
+    summary: ResultSummary
+    summary_json: dict[str, object]
+    per_case: PerCaseResults
+    sealed_result_sha256: Sha256Digest
+    token: str
+    claims: AttestationClaims
+
+
+def download_result(store: BlobStore, prefix: str) -> ResultObjects:
+    """Read ``summary.json``, ``result.sealed`` and ``result.token`` under ``prefix``."""
+    try:
+        summary = store.get_bytes(join_name(prefix, SUMMARY_OBJECT), MAX_DOCUMENT_BYTES)
+        sealed = store.get_bytes(join_name(prefix, SEALED_OBJECT), MAX_DOCUMENT_BYTES)
+        token = store.get_bytes(join_name(prefix, TOKEN_OBJECT), MAX_TOKEN_BYTES)
+    except CloudError as exc:
+        raise ResultVerificationError(f"the result is incomplete or unreadable: {exc}") from exc
+    try:
+        return ResultObjects(summary, sealed, token.decode("ascii").strip())
+    except UnicodeDecodeError as exc:
+        raise ResultVerificationError("the result token is not ASCII") from exc
+
+
+def _claims(
+    token: str, jwks: Jwks | None, issuer: str | None, now: float | None
+) -> AttestationClaims:
+    if jwks is None:
+        try:
+            return claims_of(token)
+        except AttestationUnavailable as exc:
+            raise ResultVerificationError(f"the result token cannot be read: {exc}") from exc
+    if issuer is None or now is None:
+        raise ValueError("verifying the token's signature needs issuer and now")
+    try:
+        return verify_token(token, jwks, issuer=issuer, audience=RESULT_AUDIENCE, now=now)
+    except CryptoError as exc:
+        raise ResultVerificationError(f"the result token does not verify: {exc}") from exc
+
+
+def open_result(
+    objects: ResultObjects,
+    private_key: X25519PrivateKey,
+    *,
+    jwks: Jwks | None = None,
+    issuer: str | None = None,
+    now: float | None = None,
+) -> OpenedResult:
+    """Verify and open a result (checks in the module docstring)."""
+    try:
+        summary = ResultSummary.from_bytes(objects.summary)
+        summary_json = json.loads(objects.summary)
+    except (ResultFormatError, ValueError) as exc:
+        raise ResultVerificationError(f"summary.json is not a result summary: {exc}") from exc
+    sealed_digest = sha256_digest(objects.sealed)
+    claims = _claims(objects.token, jwks, issuer, now)
+    if claims.aud != RESULT_AUDIENCE:
+        raise ResultVerificationError(
+            f"the token's audience is {claims.aud[:80]!r}, not {RESULT_AUDIENCE!r}"
+        )
+    nonce = result_nonce(summary_json, sealed_digest)
+    if nonce not in claims.eat_nonce:
+        raise ResultVerificationError(
+            "the token's nonce does not bind this summary and sealed result (altered or swapped)"
+        )
+    image_digest = claims.submods.container.image_digest
+    try:
+        info = result_info(summary.run_id, summary.benchmark_id, image_digest)
+        plaintext = open_sealed(objects.sealed, private_key, info)
+        per_case = PerCaseResults.from_bytes(plaintext)
+    except (CryptoError, ResultFormatError, ValueError) as exc:
+        raise ResultVerificationError(f"the sealed result does not open: {exc}") from exc
+    _check_consistent(summary, per_case)
+    return OpenedResult(summary, summary_json, per_case, sealed_digest, objects.token, claims)
+
+
+def _check_consistent(summary: ResultSummary, per_case: PerCaseResults) -> None:
+    for field in ("run_id", "benchmark_id", "metrics_version"):
+        if getattr(summary, field) != getattr(per_case, field):
+            raise ResultVerificationError(f"summary and sealed result differ in {field}")
+    try:
+        rules = rules_for(per_case.metrics_version)
+    except SpecError as exc:
+        raise ResultVerificationError(str(exc)) from exc
+    if not per_case.cases or aggregate(per_case.cases, rules.metrics) != summary.aggregates:
+        raise ResultVerificationError("the summary is not the aggregate of the sealed results")

@@ -1,0 +1,74 @@
+"""How the enclave reaches each owner's storage and key: the :class:`AssetAccess` interface and
+its production implementation :class:`CloudAccess`.
+
+:class:`CloudAccess` builds one workload credential per owner pool (google-auth identity-pool
+credentials that read the launcher's token file and exchange it at the run spec's STS URL), then
+a Cloud KMS :class:`~sealbench.cloud.kms.KmsKeyWrapper` for the owner's key and a
+:class:`~sealbench.cloud.gcs.GcsBlobStore` for ``gs://`` locations (or a
+:class:`~sealbench.cloud.LocalBlobStore` for ``file://``), all against the endpoints the run spec
+names. Credentials are lazy: the token exchange happens on the first storage or KMS call.
+
+The result destination is written with the **data owner's** pool credential: the data owner
+grants its workloads ``roles/storage.objectCreator`` on the result bucket.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from sealbench.cloud import BlobStore, parse_storage_uri
+from sealbench.cloud.attester import Attester
+from sealbench.crypto.envelope import KeyWrapper
+from sealbench.enclave.spec import AssetLocation, RunSpec
+
+__all__ = ["AssetAccess", "CloudAccess"]
+
+
+class AssetAccess(Protocol):
+    """Opens an owner's storage and key on behalf of the attested workload."""
+
+    def store(self, uri: str, owner: AssetLocation) -> tuple[BlobStore, str]:
+        """``(store, prefix)`` of ``uri``, acting as a workload federated through ``owner``'s
+        pool."""
+        ...
+
+    def key_wrapper(self, owner: AssetLocation) -> KeyWrapper:
+        """``owner``'s KMS key, acting as a workload federated through ``owner``'s pool."""
+        ...
+
+
+class CloudAccess:
+    """:class:`AssetAccess` over Google Cloud (or the mock, whose endpoints the spec names)."""
+
+    def __init__(self, spec: RunSpec, attester: Attester) -> None:
+        self._spec = spec
+        self._token_file = attester.token_file
+        self._credentials: dict[str, object] = {}
+
+    def _credential(self, owner: AssetLocation) -> object:
+        from sealbench.cloud.credentials import workload_credentials
+
+        provider = owner.pool_provider
+        if provider not in self._credentials:
+            self._credentials[provider] = workload_credentials(
+                provider, token_file=self._token_file, sts_url=self._spec.sts_url
+            )
+        return self._credentials[provider]
+
+    def store(self, uri: str, owner: AssetLocation) -> tuple[BlobStore, str]:
+        from sealbench.cloud.gcs import GcsBlobStore, make_storage_client
+
+        location = parse_storage_uri(uri)
+        endpoint = self._spec.storage_endpoint
+
+        def gcs(bucket: str) -> BlobStore:
+            client = make_storage_client(None, self._credential(owner), endpoint)  # type: ignore[arg-type]
+            return GcsBlobStore(client, bucket)
+
+        return location.open(gcs)
+
+    def key_wrapper(self, owner: AssetLocation) -> KeyWrapper:
+        from sealbench.cloud.kms import KmsKeyWrapper, make_kms_client
+
+        client = make_kms_client(self._credential(owner), self._spec.kms_endpoint)  # type: ignore[arg-type]
+        return KmsKeyWrapper(owner.kms_key, client)

@@ -1,0 +1,94 @@
+"""Errors raised by :mod:`sealbench.enclave`, each with the process exit code it maps to.
+
+Every failure of a run is an :class:`EnclaveError`. Its message is what reaches stderr and the
+failure record at the result destination, so it is built by the enclave from safe parts only: it
+may name a step, an environment variable, a key or pool resource name, an opaque object name or
+a count; it never holds key bytes, tokens, case identifiers, image intensities or per-case
+metrics. Foreign exceptions are translated once, where the step that called them catches them.
+
+::
+
+    EnclaveError                     exit 1   anything not listed below
+    ├── SpecError                    exit 10  the attested environment holds no valid run spec
+    ├── AttestationUnavailable       exit 11  the launcher returned no usable token
+    ├── DestinationError             exit 12  recipient key digest wrong, or the result
+    │                                         destination cannot be written
+    ├── KeyReleaseDenied             exit 13  a pool refused the token or KMS refused to unwrap
+    ├── AssetIntegrityError          exit 14  a digest or authentication check failed (tampering,
+    │                                         substitution, wrong dataset or model)
+    ├── AssetRejected                exit 15  the model or dataset is authentic but unusable
+    │                                         (contract mismatch, no cases)
+    ├── StorageFailure               exit 16  an asset could not be read from storage
+    └── ResultUploadError            exit 17  the result could not be attested or uploaded
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = [
+    "AssetIntegrityError",
+    "AssetRejected",
+    "AttestationUnavailable",
+    "DestinationError",
+    "EnclaveError",
+    "KeyReleaseDenied",
+    "ResultUploadError",
+    "SpecError",
+    "StorageFailure",
+]
+
+
+class EnclaveError(Exception):
+    """Base class of every error raised by :mod:`sealbench.enclave`."""
+
+    exit_code: ClassVar[int] = 1
+
+
+class SpecError(EnclaveError):
+    """The run specification is missing, malformed, names an unknown metrics version, or
+    differs from the attested environment overrides. Raised before any key is requested."""
+
+    exit_code = 10
+
+
+class AttestationUnavailable(EnclaveError):  # noqa: N818 - the agreed public name
+    """The launcher did not return a token, or its claims cannot be read."""
+
+    exit_code = 11
+
+
+class DestinationError(EnclaveError):
+    """The recipient key does not match its digest, or the destination refused the test write."""
+
+    exit_code = 12
+
+
+class KeyReleaseDenied(EnclaveError):  # noqa: N818 - the agreed public name
+    """An owner's workload identity pool or KMS key refused this workload."""
+
+    exit_code = 13
+
+
+class AssetIntegrityError(EnclaveError):
+    """A sealed object failed authentication or a digest check. The whole run aborts."""
+
+    exit_code = 14
+
+
+class AssetRejected(EnclaveError):  # noqa: N818 - the agreed public name
+    """The model or dataset authenticated but cannot be evaluated under the benchmark."""
+
+    exit_code = 15
+
+
+class StorageFailure(EnclaveError):  # noqa: N818 - the agreed public name
+    """An object of a sealed asset could not be read."""
+
+    exit_code = 16
+
+
+class ResultUploadError(EnclaveError):
+    """The result attestation could not be obtained or the result not uploaded."""
+
+    exit_code = 17

@@ -1,0 +1,225 @@
+"""Steps 4 and 5: stream the dataset and evaluate it, case by case.
+
+Step 4 (:func:`open_dataset`) decrypts ``manifest.sealed``, checks the manifest's digest against
+the expected data digest, reads ``dataset.json`` from the metadata object to fix the grid, and
+maps every case object to exactly one case. Step 5 (:func:`evaluate`) then walks the case
+objects in index order; a background thread downloads, decrypts, verifies and decodes case
+``i+1`` while case ``i`` is segmented and scored, so at most about two cases are in memory.
+
+Failure rules: a digest or authentication failure (tampered, swapped, substituted, truncated
+object) raises :class:`~sealbench.enclave.errors.AssetIntegrityError` and aborts the run; a case
+that authenticates but cannot be decoded, or whose inference fails, becomes a flagged
+:class:`~sealbench.benchmarks.brats.CaseFailure` with its reason and is penalised in the
+aggregates; nothing is skipped. Error messages name objects by position ("case object 3/20"),
+never by case id.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Final, TypeVar
+
+from sealbench.benchmarks.brats import (
+    BenchmarkError,
+    BratsContract,
+    Case,
+    CaseError,
+    CaseFailure,
+    CaseResult,
+    case_files_from_manifest_paths,
+    load_case_from_bytes,
+    score_or_fail,
+)
+from sealbench.cloud import CloudError
+from sealbench.crypto.digest import parse_digest
+from sealbench.crypto.errors import CryptoError, IntegrityError
+from sealbench.crypto.sealed_asset import (
+    MANIFEST_OBJECT,
+    AssetIndex,
+    IndexedObject,
+    open_bundle,
+    open_index,
+)
+from sealbench.enclave.errors import AssetIntegrityError, AssetRejected, StorageFailure
+from sealbench.enclave.steps import VerifiedModel
+
+__all__ = ["CaseSlot", "Evaluation", "VerifiedDataset", "evaluate", "open_dataset", "prefetched"]
+
+_log = logging.getLogger("sealbench.enclave")
+
+#: Largest ``manifest.sealed`` read.
+MAX_INDEX_CIPHERTEXT: Final = (64 << 20) + (1 << 20)
+#: Largest case object read (five full-grid float64 volumes would be ~360 MB; prepared cases
+#: are int16/uint8 gzip, far smaller).
+MAX_CASE_CIPHERTEXT: Final = 1 << 30
+_DATASET_FILE: Final = "dataset.json"
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class CaseSlot:
+    """One case object of the index and the case id its files name (kept private)."""
+
+    obj: IndexedObject
+    case_id: str
+
+
+@dataclass(frozen=True)
+class VerifiedDataset:
+    """The dataset's index, authenticated and matching the expected data digest."""
+
+    model: VerifiedModel
+    index: AssetIndex
+    contract: BratsContract
+    cases: tuple[CaseSlot, ...]
+
+
+def _read(model: VerifiedModel, name: str, cap: int, what: str) -> bytes:
+    asset = model.keys.dataset
+    timer = model.keys.destination.run.timer
+    with timer.measure("download"):
+        try:
+            return asset.store.get_bytes(asset.name(name), cap)
+        except CloudError as exc:
+            raise StorageFailure(f"{what} cannot be read: {type(exc).__name__}") from exc
+
+
+def _open(
+    model: VerifiedModel, index: AssetIndex, obj: IndexedObject, what: str
+) -> Mapping[str, bytes]:
+    ciphertext = _read(model, obj.name, MAX_CASE_CIPHERTEXT, what)
+    with model.keys.destination.run.timer.measure("decrypt"):
+        try:
+            return open_bundle(model.keys.dataset.dek, index, obj, ciphertext)
+        except IntegrityError as exc:
+            # The crypto message may name a file path, hence a case id: say only which object.
+            raise AssetIntegrityError(f"{what} failed verification ({type(exc).__name__})") from exc
+
+
+def open_dataset(model: VerifiedModel) -> VerifiedDataset:
+    """Step 4: authenticate the index, check the data digest, fix the contract's grid and map
+    each case object to one case."""
+    run = model.keys.destination.run
+    asset = model.keys.dataset
+    ciphertext = _read(model, MANIFEST_OBJECT, MAX_INDEX_CIPHERTEXT, "the dataset manifest")
+    with run.timer.measure("decrypt"):
+        try:
+            index = open_index(
+                asset.dek, asset.location.asset_id, ciphertext, parse_digest(run.spec.data_digest)
+            )
+        except CryptoError as exc:
+            raise AssetIntegrityError(f"the dataset manifest failed verification: {exc}") from exc
+    meta = [o for o in index.objects if not o.name.startswith("cases/")]
+    case_objects = [o for o in index.objects if o.name.startswith("cases/")]
+    dataset_json = None
+    for obj in meta:
+        files = _open(model, index, obj, "the dataset metadata object")
+        dataset_json = files.get(_DATASET_FILE, dataset_json)
+    if dataset_json is None:
+        raise AssetRejected("the dataset holds no dataset.json (is it a prepared dataset?)")
+    contract = run.rules.contract_for_dataset(dataset_json)
+    slots = []
+    for position, obj in enumerate(case_objects, start=1):
+        try:
+            grouped = case_files_from_manifest_paths(obj.files, contract)
+        except CaseError as exc:
+            raise AssetRejected(
+                f"case object {position}/{len(case_objects)} is not one prepared case"
+            ) from exc
+        if len(grouped) != 1:
+            raise AssetRejected(
+                f"case object {position}/{len(case_objects)} holds {len(grouped)} cases, not one"
+            )
+        slots.append(CaseSlot(obj, next(iter(grouped))))
+    if not slots:
+        raise AssetRejected("the dataset holds no cases")
+    _log.info("step 4/7: dataset manifest verified (%d cases)", len(slots))
+    return VerifiedDataset(model, index, contract, tuple(slots))
+
+
+def prefetched(items: Sequence[T], fetch: Callable[[T], object]) -> Iterator[object]:
+    """``fetch(item)`` for each item in order, fetching the next item on a background thread
+    while the caller works on the current one (never more than one fetch ahead)."""
+    if not items:
+        return
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sealbench-prefetch") as pool:
+        pending: Future[object] | None = pool.submit(fetch, items[0])
+        for position in range(len(items)):
+            assert pending is not None
+            try:
+                current = pending.result()
+            finally:
+                pending = None
+            if position + 1 < len(items):
+                pending = pool.submit(fetch, items[position + 1])
+            yield current
+            del current
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    slot: CaseSlot
+    case: Case
+
+
+def _fetch_case(dataset: VerifiedDataset) -> Callable[[tuple[int, CaseSlot]], object]:
+    total = len(dataset.cases)
+    timer = dataset.model.keys.destination.run.timer
+
+    def fetch(item: tuple[int, CaseSlot]) -> object:
+        position, slot = item
+        files = _open(dataset.model, dataset.index, slot.obj, f"case object {position}/{total}")
+        with timer.measure("load"):
+            try:
+                return _Loaded(
+                    slot, load_case_from_bytes(files, dataset.contract, require_seg=True)
+                )
+            except CaseError as exc:
+                return CaseFailure(case_id=slot.case_id, reason=f"case could not be loaded: {exc}")
+
+    return fetch
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Per-case results of every case of the dataset, sorted by case id."""
+
+    dataset: VerifiedDataset
+    results: tuple[CaseResult, ...]
+
+
+def _segment_and_score(dataset: VerifiedDataset, loaded: _Loaded) -> CaseResult:
+    run = dataset.model.keys.destination.run
+    case = loaded.case
+    with run.timer.measure("infer"):
+        try:
+            prediction = dataset.model.segmenter.segment(case)
+        except BenchmarkError as exc:
+            return CaseFailure(case_id=case.case_id, reason=f"inference failed: {exc}")
+    assert case.seg is not None  # loaded with require_seg=True
+    with run.timer.measure("score"):
+        return score_or_fail(
+            case.case_id, prediction, case.seg, run.rules.metrics, dataset.contract.spacing_mm
+        )
+
+
+def evaluate(dataset: VerifiedDataset) -> Evaluation:
+    """Step 5: segment and score every case (prefetching the next), recording failures."""
+    total = len(dataset.cases)
+    results: list[CaseResult] = []
+    stream = prefetched(list(enumerate(dataset.cases, start=1)), _fetch_case(dataset))
+    for position, item in enumerate(stream, start=1):
+        if isinstance(item, CaseFailure):
+            results.append(item)
+        else:
+            assert isinstance(item, _Loaded)
+            results.append(_segment_and_score(dataset, item))
+        del item
+        _log.info("step 5/7: case %d/%d done", position, total)
+    failed = sum(isinstance(r, CaseFailure) for r in results)
+    _log.info("step 5/7: %d cases evaluated, %d failed", total, failed)
+    return Evaluation(dataset, tuple(sorted(results, key=lambda r: r.case_id)))

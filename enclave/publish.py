@@ -1,0 +1,106 @@
+"""Steps 6 and 7: seal the per-case results to the data owner, build the public summary, attest
+both with a second token and upload them (formats in :mod:`sealbench.enclave.result`)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+
+from sealbench.benchmarks.brats import aggregate
+from sealbench.cloud import CloudError
+from sealbench.cloud.errors import AttesterError
+from sealbench.crypto.attestation import RESULT_AUDIENCE, result_nonce
+from sealbench.crypto.digest import Sha256Digest, sha256_digest
+from sealbench.crypto.sealing import result_info, seal
+from sealbench.enclave.errors import AttestationUnavailable, ResultUploadError
+from sealbench.enclave.evaluation import Evaluation
+from sealbench.enclave.result import (
+    SEALED_OBJECT,
+    SUMMARY_OBJECT,
+    TOKEN_OBJECT,
+    PerCaseResults,
+    ResultSummary,
+)
+from sealbench.enclave.steps import claims_of
+
+__all__ = ["PublishedResult", "SealedResult", "publish", "seal_results"]
+
+_log = logging.getLogger("sealbench.enclave")
+
+
+@dataclass(frozen=True)
+class SealedResult:
+    """The sealed per-case results and the public summary, not yet attested."""
+
+    evaluation: Evaluation
+    summary: ResultSummary
+    summary_bytes: bytes
+    sealed: bytes
+    sealed_digest: Sha256Digest
+
+
+def seal_results(evaluation: Evaluation) -> SealedResult:
+    """Step 6: per-case results (private) sealed with HPKE to the recipient, ``info`` binding
+    run id, benchmark id and the attested image digest; summary = aggregates only."""
+    dataset = evaluation.dataset
+    destination = dataset.model.keys.destination
+    run = destination.run
+    spec = run.spec
+    with run.timer.measure("seal"):
+        per_case = PerCaseResults(
+            run_id=spec.run_id,
+            benchmark_id=spec.benchmark_id,
+            dataset_id=spec.dataset.asset_id,
+            model_id=spec.model.asset_id,
+            metrics_version=spec.metrics_version,
+            image_digest=run.image_digest,
+            cases=evaluation.results,
+        )
+        info = result_info(spec.run_id, spec.benchmark_id, run.image_digest)
+        sealed = seal(per_case.to_bytes(), destination.recipient, info)
+        summary = ResultSummary(
+            run_id=spec.run_id,
+            benchmark_id=spec.benchmark_id,
+            metrics_version=spec.metrics_version,
+            aggregates=aggregate(evaluation.results, run.rules.metrics),
+        )
+    _log.info("step 6/7: results sealed to the recipient")
+    return SealedResult(evaluation, summary, summary.to_bytes(), sealed, sha256_digest(sealed))
+
+
+@dataclass(frozen=True)
+class PublishedResult:
+    """What was uploaded: the summary, the sealed result's digest and the result token."""
+
+    summary: ResultSummary
+    sealed_digest: Sha256Digest
+    token: str
+
+
+def publish(result: SealedResult) -> PublishedResult:
+    """Step 7: a second token (audience ``sealbench-result``, ``eat_nonce`` binding summary and
+    sealed-result digest), then upload sealed result, summary and token, in that order."""
+    destination = result.evaluation.dataset.model.keys.destination
+    run = destination.run
+    nonce = result_nonce(json.loads(result.summary_bytes), result.sealed_digest)
+    with run.timer.measure("attest"):
+        try:
+            token = run.attester.token(audience=RESULT_AUDIENCE, nonces=[nonce])
+        except AttesterError as exc:
+            raise ResultUploadError(f"no result attestation token: {exc}") from exc
+    try:
+        claims = claims_of(token)
+    except AttestationUnavailable as exc:
+        raise ResultUploadError(str(exc)) from exc
+    if nonce not in claims.eat_nonce or claims.aud != RESULT_AUDIENCE:
+        raise ResultUploadError("the result token does not carry the requested audience and nonce")
+    with run.timer.measure("upload"):
+        try:
+            destination.store.put_bytes(destination.name(SEALED_OBJECT), result.sealed)
+            destination.store.put_bytes(destination.name(SUMMARY_OBJECT), result.summary_bytes)
+            destination.store.put_bytes(destination.name(TOKEN_OBJECT), token.encode("ascii"))
+        except CloudError as exc:
+            raise ResultUploadError(f"the result could not be uploaded: {exc}") from exc
+    _log.info("step 7/7: result attested and uploaded")
+    return PublishedResult(result.summary, result.sealed_digest, token)

@@ -1,0 +1,134 @@
+"""One confidential evaluation from start to end: :func:`run_enclave` chains the steps and is the
+enclave's one error boundary. On failure it writes a :class:`~sealbench.enclave.result.
+FailureRecord` to the result destination (when one can be reached) and raises the
+:class:`~sealbench.enclave.errors.EnclaveError`, whose message is safe to print."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from sealbench.cloud import BlobStore, CloudError, join_name
+from sealbench.cloud.attester import Attester
+from sealbench.enclave.access import AssetAccess, CloudAccess
+from sealbench.enclave.errors import EnclaveError
+from sealbench.enclave.evaluation import evaluate, open_dataset
+from sealbench.enclave.publish import PublishedResult, publish, seal_results
+from sealbench.enclave.result import FAILURE_OBJECT, FailureRecord
+from sealbench.enclave.spec import RunSpec
+from sealbench.enclave.steps import (
+    SegmenterFactory,
+    attest,
+    load_model,
+    open_destination,
+    release_keys,
+    result_store,
+)
+from sealbench.enclave.timing import StepTimer
+
+__all__ = ["AccessFactory", "RunReport", "run_enclave"]
+
+_log = logging.getLogger("sealbench.enclave")
+
+AccessFactory = Callable[[RunSpec, Attester], AssetAccess]
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """A successful run: what was published and the seconds spent per step."""
+
+    published: PublishedResult
+    timings: dict[str, float]
+
+
+class _Progress:
+    """Which step a run is in, and what it has reached, for the failure record."""
+
+    def __init__(self) -> None:
+        self.step = "read the run specification"
+        self.run_id: str | None = None
+        self.destination: tuple[BlobStore, str] | None = None
+
+
+def _record_failure(progress: _Progress, error: EnclaveError) -> None:
+    if progress.destination is None:
+        return
+    store, prefix = progress.destination
+    record = FailureRecord(
+        run_id=progress.run_id,
+        step=progress.step,
+        error=type(error).__name__,
+        reason=str(error)[:2000],
+        exit_code=error.exit_code,
+    )
+    try:
+        store.put_bytes(join_name(prefix, FAILURE_OBJECT), record.to_bytes())
+    except CloudError as exc:
+        _log.warning("the failure record could not be written (%s)", type(exc).__name__)
+
+
+def run_enclave(
+    environ: Mapping[str, str],
+    attester: Attester,
+    *,
+    access: AccessFactory = CloudAccess,
+    make_segmenter: SegmenterFactory | None = None,
+    timer: StepTimer | None = None,
+) -> RunReport:
+    """Run every step; raise :class:`EnclaveError` (after recording it) on any failure."""
+    timer = timer or StepTimer()
+    progress = _Progress()
+    try:
+        return _run(environ, attester, access, make_segmenter, timer, progress)
+    except EnclaveError as exc:
+        _record_failure(progress, exc)
+        raise
+    except Exception as exc:  # the enclave's one error boundary
+        error = EnclaveError(
+            f"internal error ({type(exc).__name__}) while trying to {progress.step}"
+        )
+        _record_failure(progress, error)
+        raise error from exc
+
+
+def _run(
+    environ: Mapping[str, str],
+    attester: Attester,
+    access_factory: AccessFactory,
+    make_segmenter: SegmenterFactory | None,
+    timer: StepTimer,
+    progress: _Progress,
+) -> RunReport:
+    _log.info("step 0/7: reading the run specification and the first attestation token")
+    run = attest(environ, attester, timer)
+    progress.run_id = run.spec.run_id
+    access = access_factory(run.spec, attester)
+    progress.step = "check the recipient key and the result destination"
+    _log.info("step 1/7: %s", progress.step)
+    with contextlib.suppress(EnclaveError):
+        progress.destination = result_store(run, access)
+    destination = open_destination(run, access)
+    progress.step = "obtain credentials and unwrap the keys"
+    _log.info("step 2/7: %s", progress.step)
+    keys = release_keys(destination, access)
+    progress.step = "download, verify and load the model"
+    _log.info("step 3/7: %s", progress.step)
+    model = load_model(keys) if make_segmenter is None else load_model(keys, make_segmenter)
+    progress.step = "verify the dataset manifest"
+    _log.info("step 4/7: %s", progress.step)
+    dataset = open_dataset(model)
+    progress.step = "segment and score the cases"
+    _log.info("step 5/7: %s", progress.step)
+    evaluation = evaluate(dataset)
+    progress.step = "seal the per-case results"
+    _log.info("step 6/7: %s", progress.step)
+    sealed = seal_results(evaluation)
+    progress.step = "attest and upload the result"
+    _log.info("step 7/7: %s", progress.step)
+    published = publish(sealed)
+    timings = timer.totals()
+    _log.info("done: step timings in seconds %s", json.dumps(timings, sort_keys=True))
+    return RunReport(published, timings)

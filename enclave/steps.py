@@ -1,0 +1,290 @@
+"""The first steps of a run, each returning the typed value the next one needs, so they cannot
+run out of order: environment → :class:`AttestedRun` → :class:`ReadyDestination` (step 1) →
+:class:`UnwrappedKeys` (step 2) → :class:`VerifiedModel` (step 3). The dataset, evaluation and
+result steps continue in :mod:`sealbench.enclave.evaluation` and
+:mod:`sealbench.enclave.publish`.
+
+Nothing here writes plaintext anywhere: keys and weights stay in memory, ONNX Runtime loads the
+model from bytes.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Final, Literal, NoReturn
+
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
+from pydantic import ValidationError
+
+from sealbench.benchmarks.brats import BenchmarkError, BratsContract, OnnxSegmenter, Segmenter
+from sealbench.cloud import (
+    BlobStore,
+    CloudError,
+    CredentialError,
+    KeyAccessDenied,
+    KeyNotFound,
+    ObjectNotFound,
+    StorageAccessDenied,
+    StorageError,
+    join_name,
+)
+from sealbench.cloud.attester import Attester
+from sealbench.cloud.errors import AttesterError
+from sealbench.crypto.attestation import AttestationClaims
+from sealbench.crypto.digest import Sha256Digest, parse_digest
+from sealbench.crypto.envelope import DataKey, WrappedKey, asset_aad, unwrap_key
+from sealbench.crypto.errors import IntegrityError, KeyFormatError, KeyUnwrapError
+from sealbench.crypto.sealed_asset import DEK_OBJECT, WEIGHTS_OBJECT, open_weights
+from sealbench.crypto.sealing import public_key_from_raw
+from sealbench.enclave.access import AssetAccess
+from sealbench.enclave.errors import (
+    AssetIntegrityError,
+    AssetRejected,
+    AttestationUnavailable,
+    DestinationError,
+    KeyReleaseDenied,
+    SpecError,
+    StorageFailure,
+)
+from sealbench.enclave.result import WRITE_CHECK_OBJECT, WriteCheck
+from sealbench.enclave.rules import BenchmarkRules, rules_for
+from sealbench.enclave.spec import ENV_OVERRIDE_NAMES, AssetLocation, RunSpec, RunSpecError
+from sealbench.enclave.timing import StepTimer
+
+__all__ = [
+    "MAX_WEIGHTS_CIPHERTEXT",
+    "AttestedRun",
+    "ReadyDestination",
+    "SegmenterFactory",
+    "UnwrappedKeys",
+    "VerifiedModel",
+    "attest",
+    "claims_of",
+    "load_model",
+    "open_destination",
+    "release_keys",
+]
+
+_log = logging.getLogger("sealbench.enclave")
+
+#: Largest ``weights.sealed`` read (the benchmark caps models at 512 MiB; plus stream overhead).
+MAX_WEIGHTS_CIPHERTEXT: Final = (512 << 20) + (1 << 20)
+_MAX_WRAPPED_KEY: Final = 64 * 1024
+
+SegmenterFactory = Callable[[bytes, BratsContract], Segmenter]
+
+
+def _onnx_segmenter(weights: bytes, contract: BratsContract) -> Segmenter:
+    return OnnxSegmenter(weights, contract)
+
+
+# -- step 0: the attested run specification ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AttestedRun:
+    """A run spec read from the environment, equal to the attested env overrides, with the
+    rules of its metrics version and the image digest the launcher measured."""
+
+    spec: RunSpec
+    rules: BenchmarkRules
+    image_digest: Sha256Digest
+    attester: Attester
+    timer: StepTimer
+
+
+def read_spec(environ: Mapping[str, str]) -> tuple[RunSpec, BenchmarkRules]:
+    """Parse the run spec and resolve its metrics version; :class:`SpecError` naming the field."""
+    try:
+        spec = RunSpec.from_environ(environ)
+    except RunSpecError as exc:
+        raise SpecError(f"invalid run specification: {exc}") from exc
+    return spec, rules_for(spec.metrics_version)
+
+
+def claims_of(token: str) -> AttestationClaims:
+    """The claims of a token the launcher just gave us (read, not verified: the launcher socket
+    is the trusted channel inside the TEE; key owners and the registry verify the signature)."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        raise AttestationUnavailable("the launcher's token is not a compact JWS")
+    payload = parts[1]
+    try:
+        raw = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
+        return AttestationClaims.model_validate_json(raw)
+    except (binascii.Error, ValueError, ValidationError) as exc:
+        raise AttestationUnavailable("the launcher's token claims cannot be read") from exc
+
+
+def attest(environ: Mapping[str, str], attester: Attester, timer: StepTimer) -> AttestedRun:
+    """Read the spec, then the first token: its env overrides must be exactly the environment
+    the spec was read from, and its image digest is what the result will be bound to."""
+    spec, rules = read_spec(environ)
+    with timer.measure("attest"):
+        try:
+            token = attester.token()
+        except AttesterError as exc:
+            raise AttestationUnavailable(f"no attestation token: {exc}") from exc
+    claims = claims_of(token)
+    attested = claims.submods.container.env_override or {}
+    differing = sorted(n for n in ENV_OVERRIDE_NAMES if environ.get(n) != attested.get(n))
+    if differing:
+        raise SpecError(f"the environment differs from the attested env overrides in {differing}")
+    try:
+        image_digest = parse_digest(claims.submods.container.image_digest)
+    except ValueError as exc:
+        raise AttestationUnavailable("the token's image digest is not a sha256 digest") from exc
+    return AttestedRun(spec, rules, image_digest, attester, timer)
+
+
+# -- step 1: recipient key and result destination ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReadyDestination:
+    """The recipient key (digest checked) and a result destination that accepted a write."""
+
+    run: AttestedRun
+    recipient: X25519PublicKey
+    store: BlobStore
+    prefix: str
+
+    def name(self, obj: str) -> str:
+        return join_name(self.prefix, obj)
+
+
+def result_store(run: AttestedRun, access: AssetAccess) -> tuple[BlobStore, str]:
+    """The destination store, acting through the data owner's pool."""
+    try:
+        return access.store(run.spec.result_uri, run.spec.dataset)
+    except CloudError as exc:
+        raise DestinationError(f"the result destination cannot be opened: {exc}") from exc
+
+
+def open_destination(run: AttestedRun, access: AssetAccess) -> ReadyDestination:
+    """Step 1: check the recipient key's digest, then write ``write-check.json``."""
+    try:
+        run.spec.check_recipient()
+    except RunSpecError as exc:
+        raise DestinationError(str(exc)) from exc
+    recipient = public_key_from_raw(run.spec.recipient_key_bytes)
+    store, prefix = result_store(run, access)
+    destination = ReadyDestination(run, recipient, store, prefix)
+    try:
+        store.put_bytes(
+            destination.name(WRITE_CHECK_OBJECT), WriteCheck(run_id=run.spec.run_id).to_bytes()
+        )
+    except CloudError as exc:
+        raise DestinationError(f"the result destination refused the test write: {exc}") from exc
+    return destination
+
+
+# -- step 2: credentials and keys --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OpenedAsset:
+    """One owner's sealed asset: where it is and its unwrapped DEK (memory only)."""
+
+    location: AssetLocation
+    store: BlobStore
+    prefix: str
+    dek: DataKey
+
+    def name(self, obj: str) -> str:
+        return join_name(self.prefix, obj)
+
+
+@dataclass(frozen=True)
+class UnwrappedKeys:
+    """Both owners released their keys to this workload."""
+
+    destination: ReadyDestination
+    dataset: OpenedAsset
+    model: OpenedAsset
+
+
+def _refused(what: str, exc: Exception) -> NoReturn:
+    if isinstance(exc, KeyAccessDenied | KeyNotFound | CredentialError | StorageAccessDenied):
+        raise KeyReleaseDenied(f"the {what} owner refused this workload: {exc}") from exc
+    if isinstance(exc, ObjectNotFound):
+        raise StorageFailure(f"the sealed {what} is incomplete: {exc}") from exc
+    if isinstance(exc, StorageError):
+        raise StorageFailure(f"the sealed {what} cannot be read: {exc}") from exc
+    if isinstance(exc, KeyFormatError | KeyUnwrapError):
+        raise AssetIntegrityError(f"the {what} key could not be unwrapped: {exc}") from exc
+    raise KeyReleaseDenied(f"the {what} key was not released: {exc}") from exc
+
+
+def _unwrap(
+    kind: Literal["dataset", "model"],
+    location: AssetLocation,
+    digest: Sha256Digest,
+    access: AssetAccess,
+) -> OpenedAsset:
+    try:
+        store, prefix = access.store(location.uri, location)
+        record = store.get_bytes(join_name(prefix, DEK_OBJECT), _MAX_WRAPPED_KEY)
+        wrapped = WrappedKey.from_bytes(record)
+        dek = unwrap_key(
+            access.key_wrapper(location), wrapped, asset_aad(kind, location.asset_id, digest)
+        )
+    except (CloudError, KeyFormatError, KeyUnwrapError) as exc:
+        _refused(kind, exc)
+    return OpenedAsset(location, store, prefix, dek)
+
+
+def release_keys(destination: ReadyDestination, access: AssetAccess) -> UnwrappedKeys:
+    """Step 2: one credential per owner pool; unwrap each ``dek.wrapped`` through KMS with the
+    AAD that binds the asset id and its expected digest."""
+    run = destination.run
+    spec = run.spec
+    with run.timer.measure("unwrap"):
+        dataset = _unwrap("dataset", spec.dataset, parse_digest(spec.data_digest), access)
+        model = _unwrap("model", spec.model, parse_digest(spec.model_digest), access)
+    _log.info("step 2/7: both owners released their keys")
+    return UnwrappedKeys(destination, dataset, model)
+
+
+# -- step 3: the model -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VerifiedModel:
+    """The model, decrypted and digest-checked, loaded for inference."""
+
+    keys: UnwrappedKeys
+    segmenter: Segmenter
+
+
+def load_model(
+    keys: UnwrappedKeys, make_segmenter: SegmenterFactory = _onnx_segmenter
+) -> VerifiedModel:
+    """Step 3: download and decrypt ``weights.sealed``, check the weights' digest, then load
+    them (from bytes) into the benchmark's segmenter."""
+    run = keys.destination.run
+    asset = keys.model
+    with run.timer.measure("download"):
+        try:
+            ciphertext = asset.store.get_bytes(asset.name(WEIGHTS_OBJECT), MAX_WEIGHTS_CIPHERTEXT)
+        except CloudError as exc:
+            _refused("model", exc)
+    with run.timer.measure("decrypt"):
+        try:
+            weights = open_weights(
+                asset.dek, asset.location.asset_id, ciphertext, parse_digest(run.spec.model_digest)
+            )
+        except IntegrityError as exc:
+            raise AssetIntegrityError(f"the model weights failed verification: {exc}") from exc
+    del ciphertext
+    try:
+        segmenter = make_segmenter(weights, run.rules.contract)
+    except BenchmarkError as exc:
+        raise AssetRejected(f"the model does not meet the benchmark's contract: {exc}") from exc
+    del weights
+    _log.info("step 3/7: model verified and loaded")
+    return VerifiedModel(keys, segmenter)
