@@ -413,3 +413,23 @@ def test_env_override_smuggling_a_separator_denied_key(world: World) -> None:
     for token_file in _launch(world, env=env):
         why = _denied(world, world.hospital, token_file, CredentialError)
         assert "rejected by the attribute condition" in why and ".matches(" in why
+
+
+def test_issuer_discovery_serves_the_jwks_that_verifies_tokens(world: World) -> None:
+    import requests
+
+    from sealbench.crypto.attestation import Jwks, verify_token
+
+    issuer = world.cloud.endpoints.issuer
+    config = requests.get(f"{issuer}/.well-known/openid-configuration", timeout=10).json()
+    assert config["issuer"] == issuer
+    jwks = Jwks.from_json(requests.get(config["jwks_uri"], timeout=10).content)
+    for token_file in _launch(world):
+        claims = verify_token(
+            token_file.read_text(),
+            jwks,
+            issuer=issuer,
+            audience="https://sts.googleapis.com",
+            now=time.time(),
+        )
+        assert claims.submods.container.image_digest == IMAGE

@@ -372,3 +372,24 @@ def test_provider_with_invalid_cel_or_mapping_refused(
         )
     )
     assert patch.status == 403
+
+
+def test_condition_reading_a_missing_claim_denies(
+    state: MockState,
+    identity: Identity,
+    verifier: MockVerifier,
+    clock: Callable[[], float],
+    make_request: MakeRequest,
+) -> None:
+    sts = _sts(state, identity, verifier, clock)
+    with state.edit() as doc:
+        doc["providers"][PROVIDER]["attributeCondition"] = (
+            "'STABLE' in assertion.submods.confidential_space.support_attributes"
+        )
+    debug = verifier.mint(WorkloadLaunch("sha256:" + "a" * 64, "ref", debug=True))
+    response = sts.handle(make_request("POST", "/v1/token", form=_form(debug)))
+    body = _json(response)
+    assert response.status == 400 and body["error"] == "unauthorized_client"
+    assert "support_attributes" in body["error_description"]
+    production = verifier.mint(WorkloadLaunch("sha256:" + "a" * 64, "ref"))
+    assert sts.handle(make_request("POST", "/v1/token", form=_form(production))).status == 200
