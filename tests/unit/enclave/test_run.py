@@ -1,0 +1,180 @@
+"""The enclave's steps end to end in-process (local buckets, in-memory KMS stand-ins): the owner
+opens what the enclave sealed and finds exactly the plain evaluation; re-runs are bit-identical;
+failing cases are recorded, never skipped; logs reveal nothing about cases."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from sealbench.benchmarks.brats import (
+    BRATS_2023_GLI_METRICS,
+    CaseFailure,
+    CaseResult,
+    InferenceError,
+    OnnxSegmenter,
+    aggregate,
+    load_case_from_bytes,
+    score_or_fail,
+)
+from sealbench.client.results import download_result, open_result
+from sealbench.cloud import LocalBlobStore
+from sealbench.enclave.result import (
+    FAILURE_OBJECT,
+    SEALED_OBJECT,
+    SUMMARY_OBJECT,
+    TOKEN_OBJECT,
+    WRITE_CHECK_OBJECT,
+    FailureRecord,
+)
+
+
+def plain_results(prepared: Path, model: bytes, contract: Any) -> list[CaseResult]:
+    """The same evaluation with no encryption, no storage and no TEE."""
+    segmenter = OnnxSegmenter(model, contract)
+    results: list[CaseResult] = []
+    for folder in sorted((prepared / "data" / "cases").iterdir()):
+        files = {f"cases/{folder.name}/{p.name}": p.read_bytes() for p in folder.iterdir()}
+        case = load_case_from_bytes(files, contract)
+        assert case.seg is not None
+        prediction = segmenter.segment(case)
+        results.append(
+            score_or_fail(
+                case.case_id, prediction, case.seg, BRATS_2023_GLI_METRICS, contract.spacing_mm
+            )
+        )
+    return results
+
+
+def opened(world: Any, results_dir: Path | None = None) -> Any:
+    store = LocalBlobStore(results_dir or world.results())
+    return open_result(download_result(store, ""), world.recipient)
+
+
+def test_owner_opens_result_equal_to_plain_evaluation(world: Any, small_contract: Any) -> None:
+    report = world.run()
+    result = opened(world)
+    expected = plain_results(world.prepared, world.model_bytes, small_contract)
+    assert list(result.per_case.cases) == expected
+    assert result.summary.aggregates == aggregate(expected, BRATS_2023_GLI_METRICS)
+    assert result.summary.aggregates.n_cases == 3 and result.summary.aggregates.n_failed == 0
+    assert result.sealed_result_sha256 == report.published.sealed_digest
+    assert result.claims.aud == "sealbench-result"
+    names = set(LocalBlobStore(world.results()).list())
+    assert names == {WRITE_CHECK_OBJECT, SEALED_OBJECT, SUMMARY_OBJECT, TOKEN_OBJECT}
+
+
+def test_public_summary_holds_no_case_id_or_per_case_value(world: Any) -> None:
+    world.run()
+    summary = (world.results() / SUMMARY_OBJECT).read_text()
+    for folder in (world.prepared / "data" / "cases").iterdir():
+        assert folder.name not in summary
+    doc = json.loads(summary)
+    assert set(doc) == {
+        "aggregates",
+        "benchmark_id",
+        "format",
+        "metrics_version",
+        "run_id",
+        "version",
+    }
+    assert "cases" not in doc["aggregates"] and doc["aggregates"]["n_cases"] == 3
+
+
+def test_rerun_gives_bit_identical_metrics_and_summary(world: Any) -> None:
+    world.run()
+    first = opened(world)
+    second_spec = world.with_spec(result_uri=f"file://{world.results('results-2')}")
+    world.run(second_spec)
+    second = opened(world, world.results("results-2"))
+    assert first.per_case.to_bytes() == second.per_case.to_bytes()
+    assert (world.results() / SUMMARY_OBJECT).read_bytes() == (
+        world.results("results-2") / SUMMARY_OBJECT
+    ).read_bytes()
+
+
+class _FailOnSecondCase:
+    def __init__(self, model: bytes, contract: Any) -> None:
+        self._inner = OnnxSegmenter(model, contract)
+        self._calls = 0
+
+    def segment(self, case: Any) -> Any:
+        self._calls += 1
+        if self._calls == 2:
+            raise InferenceError("inference failed on an input of shape (4, 32, 32, 24)")
+        return self._inner.segment(case)
+
+
+def test_inference_failure_recorded_as_flagged_case_not_skipped(world: Any) -> None:
+    world.run(make_segmenter=_FailOnSecondCase)
+    result = opened(world)
+    failures = [c for c in result.per_case.cases if isinstance(c, CaseFailure)]
+    assert len(result.per_case.cases) == 3 and len(failures) == 1
+    assert failures[0].flagged and "inference failed" in failures[0].reason
+    assert result.summary.aggregates.n_failed == 1 and result.summary.aggregates.n_scored == 2
+
+
+def test_undecodable_case_recorded_as_failed_case(
+    tmp_path: Path, prepared_factory: Any, world_factory: Any
+) -> None:
+    prepared = prepared_factory(tmp_path / "p", (4, 5))
+    victim = sorted((prepared / "data" / "cases").iterdir())[0]
+    broken = next(victim.glob("*-t1c.nii.gz"))
+    broken.write_bytes(b"\x1f\x8b not really gzip")  # authentic (sealed as is) but unreadable
+    world = world_factory(tmp_path / "w", prepared=prepared)
+    world.run()
+    result = opened(world)
+    failures = [c for c in result.per_case.cases if isinstance(c, CaseFailure)]
+    assert [f.case_id for f in failures] == [victim.name]
+    assert "could not be loaded" in failures[0].reason
+    assert result.summary.aggregates.n_failed == 1
+
+
+def test_prediction_with_wrong_labels_is_flagged_failure(world: Any) -> None:
+    class BadLabels:
+        def __init__(self, model: bytes, contract: Any) -> None:
+            pass
+
+        def segment(self, case: Any) -> Any:
+            return np.full(case.shape, 7, dtype=np.uint8)
+
+    world.run(make_segmenter=BadLabels)
+    cases = opened(world).per_case.cases
+    assert all(isinstance(c, CaseFailure) for c in cases) and len(cases) == 3
+
+
+def test_logs_name_steps_and_counts_but_no_case_ids_metrics_or_secrets(
+    world: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.DEBUG):
+        report = world.run()
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "case 2/3" in text and "step 7/7" in text
+    for folder in (world.prepared / "data" / "cases").iterdir():
+        assert folder.name not in text
+    result = opened(world)
+    for case in result.per_case.cases:
+        assert not isinstance(case, CaseFailure)
+        for scores in case.regions.values():
+            for value in (scores.dice, scores.hd95, scores.lesion_dice):
+                if value not in (0.0, 1.0):
+                    assert repr(value) not in text and f"{value:.4f}" not in text
+    assert report.published.token not in text
+    assert report.published.token.split(".")[1] not in text
+
+
+def test_failure_record_written_and_no_result_uploaded(world: Any) -> None:
+    (world.model_bucket.root / "weights.sealed").write_bytes(b"not the sealed weights")
+    with pytest.raises(Exception) as info:
+        world.run()
+    assert type(info.value).__name__ == "AssetIntegrityError"
+    names = set(LocalBlobStore(world.results()).list())
+    assert names == {WRITE_CHECK_OBJECT, FAILURE_OBJECT}
+    record = FailureRecord.from_bytes((world.results() / FAILURE_OBJECT).read_bytes())
+    assert record.exit_code == 14 and record.run_id == "run-1"
+    assert record.step == "download, verify and load the model"

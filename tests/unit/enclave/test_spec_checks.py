@@ -1,0 +1,89 @@
+"""What stops a run before any key is requested: a missing or malformed run spec (the error
+names the variable), an unknown metrics version, an environment that differs from the attested
+overrides, a recipient key that does not match its digest, an unwritable destination."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sealbench.crypto.digest import sha256_digest
+from sealbench.enclave.errors import AssetRejected, DestinationError, SpecError
+from sealbench.enclave.rules import rules_for
+from sealbench.enclave.run import run_enclave
+
+
+def _no_keys(world: Any) -> None:
+    assert world.access.key_requests == []
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "problem"),
+    [
+        ("SEALBENCH_DATA_DIGEST", None, "missing"),
+        ("SEALBENCH_DATA_DIGEST", "sha256:xyz", "digest"),
+        ("SEALBENCH_MODEL_KMS_KEY", "projects/p", "pattern"),
+        ("SEALBENCH_RECIPIENT_PUBLIC_KEY", "AAAA", "32-byte"),
+        ("SEALBENCH_RUN_ID", "../../etc", "pattern"),
+    ],
+)
+def test_malformed_spec_stops_before_keys_naming_the_field(
+    world: Any, name: str, value: str | None, problem: str
+) -> None:
+    environ = world.spec.to_environ()
+    if value is None:
+        del environ[name]
+    else:
+        environ[name] = value
+    attester = world.attester()
+    with pytest.raises(SpecError) as info:
+        run_enclave(environ, attester, access=lambda *_: world.access)
+    assert name in str(info.value) and problem in str(info.value)
+    assert attester.tokens == []  # not even a token was asked for
+    _no_keys(world)
+
+
+def test_unknown_metrics_version_stops_before_keys(world: Any) -> None:
+    spec = world.with_spec(metrics_version="brats-2099/9")
+    with pytest.raises(SpecError, match="unknown metrics version"):
+        world.run(spec)
+    _no_keys(world)
+
+
+def test_environment_differing_from_attested_overrides_stops_before_keys(world: Any) -> None:
+    environ = world.spec.to_environ()
+    environ["SEALBENCH_RESULT_URI"] = f"file://{world.root / 'elsewhere'}"
+    attester = world.attester()  # attests the original spec
+    with pytest.raises(SpecError, match="SEALBENCH_RESULT_URI"):
+        run_enclave(environ, attester, access=lambda *_: world.access)
+    _no_keys(world)
+
+
+def test_recipient_key_not_matching_its_digest_stops_before_keys(world: Any) -> None:
+    spec = world.with_spec(recipient_digest=sha256_digest(b"another recipient"))
+    with pytest.raises(DestinationError, match="SEALBENCH_RECIPIENT_DIGEST"):
+        world.run(spec)
+    _no_keys(world)
+
+
+def test_unwritable_destination_fails_in_step_one_before_keys(world: Any) -> None:
+    world.access.refuse_results = True
+    with pytest.raises(DestinationError, match="refused the test write"):
+        world.run()
+    _no_keys(world)
+
+
+def test_dataset_prepared_under_another_label_map_rejected() -> None:
+    import json
+
+    from sealbench.benchmarks.brats import BRATS2021_LABELS, BRATS_2023_GLI
+
+    rules = rules_for("brats-2023-gli/1")
+    other = BRATS_2023_GLI.model_copy(update={"label_map": BRATS2021_LABELS})
+    doc = json.dumps({"contract": other.model_dump(mode="json")}).encode()
+    with pytest.raises(AssetRejected, match="label_map"):
+        rules.contract_for_dataset(doc)
+    small = BRATS_2023_GLI.with_shape((32, 32, 24))
+    ok = json.dumps({"contract": small.model_dump(mode="json")}).encode()
+    assert rules.contract_for_dataset(ok) == small
