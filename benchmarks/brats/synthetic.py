@@ -39,12 +39,14 @@ _WM, _GM, _CSF, _NETC, _SNFH, _ET = range(6)
 
 @dataclass(frozen=True)
 class SyntheticCase:
-    """One generated case: float32 modalities, class-index labels (uint8) and the affine."""
+    """One generated case: float32 modalities, class-index labels (uint8), the affine, and how
+    many tumours were placed (they may touch on small grids)."""
 
     seed: int
     modalities: dict[str, FloatArray]
     classes: npt.NDArray[np.uint8]
     affine: npt.NDArray[np.float64]
+    n_lesions: int
 
 
 def brats_affine(shape: tuple[int, int, int], spacing: tuple[float, float, float]) -> npt.NDArray[
@@ -107,7 +109,14 @@ def _tumour(
     shape = brain.shape
     radius = rng.uniform(15.0, 30.0) * scale
     inner = ndimage.distance_transform_edt(np.pad(brain, 1)[::4, ::4, ::4])[1:-1, 1:-1, 1:-1] * 4
-    candidates = np.argwhere(inner > radius * 1.3)
+    inside = inner > radius * 1.3
+    if classes.any():
+        # Keep further lesions apart from earlier ones, so that they are separate lesions.
+        free = np.pad(classes == 0, 1, constant_values=True)[::4, ::4, ::4][1:-1, 1:-1, 1:-1]
+        apart = ndimage.distance_transform_edt(free) * 4
+        inside_apart = inside & (apart > radius * 2.0 + 8)
+        inside = inside_apart if inside_apart.any() else inside
+    candidates = np.argwhere(inside)
     if candidates.size == 0:
         candidates = np.argwhere(inner > 0)
     centre = candidates[rng.integers(len(candidates))] * 4 + 2
@@ -171,7 +180,7 @@ def generate_case(seed: int, shape: tuple[int, int, int] = BRATS_2023_GLI.shape,
         image[~brain] = 0.0
         modalities[name] = image
     return SyntheticCase(seed=seed, modalities=modalities, classes=classes,
-                         affine=brats_affine(shape, contract.spacing_mm))
+                         affine=brats_affine(shape, contract.spacing_mm), n_lesions=n_lesions)
 
 
 def write_case(case: SyntheticCase, out_dir: Path, case_id: str,

@@ -28,7 +28,7 @@ import numpy.typing as npt
 from .normalise import normalise_modalities
 from .synthetic import generate_case
 
-__all__ = ["TrainConfig", "export_onnx", "main", "train"]
+__all__ = ["TrainConfig", "check_parity", "export_onnx", "main", "train"]
 
 logger = logging.getLogger(__name__)
 
@@ -153,6 +153,26 @@ def export_onnx(params: dict[str, Any], levels: int) -> bytes:
     return data
 
 
+def check_parity(model_bytes: bytes, channels: Sequence[int], atol: float = 1e-4) -> float:
+    """Largest |ONNX Runtime - torch| logit difference on a random 32^3 input, with the torch
+    network built from the ONNX file's own initialisers; raises ``AssertionError`` over ``atol``."""
+    torch = _torch()
+    onnx = importlib.import_module("onnx")
+    ort = importlib.import_module("onnxruntime")
+    model = onnx.load_from_string(model_bytes)
+    params = {t.name: torch.from_numpy(onnx.numpy_helper.to_array(t).copy())
+              for t in model.graph.initializer}
+    x = np.random.default_rng(0).standard_normal((1, 4, 32, 32, 32)).astype(np.float32)
+    with torch.no_grad():
+        expected = forward(params, torch.from_numpy(x), len(channels)).numpy()
+    session = ort.InferenceSession(model_bytes, providers=["CPUExecutionProvider"])
+    (actual,) = session.run(None, {"input": x})
+    diff = float(np.abs(np.asarray(actual) - expected).max())
+    if diff > atol:
+        raise AssertionError(f"ONNX Runtime and torch differ by {diff} > {atol}")
+    return diff
+
+
 def _load_cases(cfg: TrainConfig) -> list[tuple[npt.NDArray[np.float16], npt.NDArray[np.uint8]]]:
     cases = []
     for i in range(cfg.n_cases):
@@ -245,6 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cfg = TrainConfig(seed=args.seed, channels=args.channels, steps=args.steps, batch=args.batch,
                       crop=args.crop, n_cases=args.cases, lr=args.lr, threads=args.threads)
     data = train(cfg)
+    logger.info("ONNX Runtime vs torch max |diff| %.2e", check_parity(data, cfg.channels))
     tmp = args.out.with_name(args.out.name + ".partial")
     tmp.write_bytes(data)
     tmp.replace(args.out)
