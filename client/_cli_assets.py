@@ -1,0 +1,341 @@
+"""``sealbench dataset ...`` and ``sealbench model ...``: what data owners and model owners do
+with their assets (prepare, register, seal, associate, list, show)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from sealbench.client import assets, owner
+from sealbench.client._cli_common import (
+    JsonOpt,
+    ProfileOpt,
+    emit_json,
+    out,
+    progress_bar,
+    session,
+    table,
+)
+from sealbench.client.api import AssetKind, RegistryClient
+from sealbench.client.errors import NotAllowedError, NotFoundError
+from sealbench.client.keys import load_result_key
+from sealbench.server.schemas import (
+    AssociationPublic,
+    CoordinatesPublic,
+    DatasetPublic,
+    ModelPublic,
+)
+
+__all__ = ["dataset_app", "model_app"]
+
+dataset_app = typer.Typer(help="Datasets (hospitals): prepare, register, seal, associate, list.")
+model_app = typer.Typer(help="Models (model owners): register, seal, associate, list.")
+
+MockTeeOpt = Annotated[
+    Path | None,
+    typer.Option(help="state directory of the mock TEE (default: the profile's)"),
+]
+KmsOpt = Annotated[
+    str | None,
+    typer.Option(help="KMS key projects/P/locations/L/keyRings/R/cryptoKeys/K (default: yours)"),
+]
+StorageOpt = Annotated[
+    str | None, typer.Option(help="where to upload: gs://BUCKET/PREFIX (default: yours)")
+]
+PoolOpt = Annotated[
+    str | None,
+    typer.Option(help="workload identity pool provider that guards the key (default: yours)"),
+]
+BenchmarkOpt = Annotated[int, typer.Option(help="benchmark id")]
+SizeOpt = Annotated[str, typer.Option(help="grid: full (BraTS 240x240x155) or small (tests)")]
+
+
+# -- dataset -----------------------------------------------------------------------------------
+
+
+@dataset_app.command("synthesize")
+def dataset_synthesize(
+    out_dir: Annotated[Path, typer.Argument(help="new directory for the raw cases")],
+    cases: Annotated[int, typer.Option(help="number of cases")] = 3,
+    size: SizeOpt = "full",
+    first_seed: Annotated[int, typer.Option(help="seed of the first case")] = 1,
+) -> list[str]:
+    """Write synthetic BraTS-like raw cases (no patient data) to try the workflow."""
+    contract = assets.contract_for(None, size)
+    ids: list[str] = []
+    with progress_bar() as bar:
+        task = bar.add_task("generating cases", total=cases)
+        for case_id in assets.synthesize(out_dir, cases, contract, first_seed=first_seed):
+            ids.append(case_id)
+            bar.advance(task)
+    out().print(f"{len(ids)} synthetic cases in {out_dir}")
+    return ids
+
+
+@dataset_app.command("prepare")
+def dataset_prepare(
+    raw_dir: Annotated[Path, typer.Argument(help="raw cases, one folder per case (BraTS names)")],
+    out_dir: Annotated[Path, typer.Argument(help="new directory for the prepared dataset")],
+    benchmark: Annotated[
+        int | None, typer.Option(help="prepare for this benchmark's contract (default: BraTS)")
+    ] = None,
+    size: SizeOpt = "full",
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> object:
+    """Validate and normalise raw cases against the contract; reports every rejected case."""
+    bench = None
+    if benchmark is not None:
+        with session(profile) as s:
+            bench = s.client.get_benchmark(benchmark)
+    contract = assets.contract_for(bench, size)
+    with progress_bar() as bar:
+        task = bar.add_task("preparing cases", total=None)
+        report = assets.prepare(
+            raw_dir, out_dir, contract, lambda d, t: bar.update(task, completed=d, total=t)
+        )
+    if json_out:
+        emit_json(report)
+        return report
+    out().print(
+        f"prepared {len(report.accepted)} cases into {out_dir}; digest {report.dataset_digest}"
+    )
+    if report.rejected:
+        table("rejected cases", ("case", "reason"), ((r.case, r.reason) for r in report.rejected))
+    return report
+
+
+def _dataset_rows(rows: tuple[DatasetPublic, ...]) -> None:
+    table(
+        "datasets",
+        ("id", "name", "owner", "cases", "prepared for", "digest"),
+        ((d.id, d.name, d.owner_id, d.case_count, d.prepared_for_id, d.digest[:19] + "…")
+         for d in rows),
+    )
+
+
+@dataset_app.command("register")
+def dataset_register(
+    prepared: Annotated[Path, typer.Argument(help="directory written by 'dataset prepare'")],
+    name: Annotated[str, typer.Option(help="dataset name on the registry")],
+    benchmark: Annotated[int | None, typer.Option(help="benchmark it was prepared for")] = None,
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> DatasetPublic:
+    """Register a prepared dataset: its manifest digest, case count and aggregate statistics
+    (never data), and your result key's digest (run 'sealbench keys init' first)."""
+    with session(profile) as s:
+        recipient = load_result_key(s.profile.secrets_dir).digest
+        body = assets.dataset_registration(prepared, name, recipient, benchmark)
+        created = s.client.register_dataset(body)
+    if json_out:
+        emit_json(created)
+    else:
+        out().print(f"dataset {created.id} registered: {created.name}, {created.case_count} "
+                    f"cases, digest {created.digest}")
+    return created
+
+
+def _coords_line(kind: str, asset_id: int, c: CoordinatesPublic) -> str:
+    return (f"{kind} {asset_id} sealed to {c.storage_uri}\n  key {c.kms_key_name}\n"
+            f"  guarded by {c.wip_provider}")
+
+
+def _seal(
+    kind: AssetKind, asset_id: int, source: Path, profile: str | None, mock_tee: Path | None,
+    kms_key: str | None, storage: str | None, pool_provider: str | None, json_out: bool,
+) -> owner.SealOutcome:
+    with session(profile) as s:
+        cloud = owner.owner_cloud(s.profile, s.client, mock_tee)
+        where = owner.coordinates(
+            cloud, kind, asset_id, kms_key=kms_key, storage=storage, pool_provider=pool_provider
+        )
+        with progress_bar() as bar:
+            task = bar.add_task(f"sealing {kind} {asset_id}", total=None)
+            outcome = owner.seal_asset(
+                s.client, cloud, kind, asset_id, source, where,
+                lambda d, t: bar.update(task, completed=d, total=t),
+            )
+    r = outcome.report
+    if json_out:
+        emit_json({"coordinates": outcome.coordinates, "objects": r.objects,
+                   "uploaded": r.uploaded, "reused": r.reused, "resumed": r.resumed_key,
+                   "digest": r.digest})
+    else:
+        resumed = f", {r.reused} already there (resumed)" if r.reused else ""
+        out().print(f"{r.uploaded} objects uploaded{resumed}")
+        out().print(_coords_line(kind, asset_id, outcome.coordinates))
+    return outcome
+
+
+@dataset_app.command("seal")
+def dataset_seal(
+    prepared: Annotated[Path, typer.Argument(help="directory written by 'dataset prepare'")],
+    dataset: Annotated[int, typer.Option(help="registered dataset id")],
+    kms_key: KmsOpt = None,
+    storage: StorageOpt = None,
+    pool_provider: PoolOpt = None,
+    mock_tee: MockTeeOpt = None,
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> owner.SealOutcome:
+    """Encrypt every case with a fresh key, wrap the key with your KMS key, upload to your
+    bucket and record where on the registry. Resumes if interrupted."""
+    return _seal("dataset", dataset, prepared, profile, mock_tee, kms_key, storage,
+                 pool_provider, json_out)
+
+
+def _associate(
+    kind: AssetKind, asset_id: int, benchmark: int, profile: str | None
+) -> AssociationPublic:
+    with session(profile) as s:
+        row = s.client.request_association(kind, benchmark, asset_id)
+    tail = "" if row.status == "approved" else "; the benchmark's owner approves it"
+    out().print(f"{kind} {asset_id} → benchmark {benchmark}: {row.status}{tail}")
+    return row
+
+
+@dataset_app.command("associate")
+def dataset_associate(
+    dataset: Annotated[int, typer.Option(help="dataset id")],
+    benchmark: BenchmarkOpt,
+    profile: ProfileOpt = None,
+) -> AssociationPublic:
+    """Ask to join a benchmark with a dataset."""
+    return _associate("dataset", dataset, benchmark, profile)
+
+
+def _coordinates_if_visible(
+    client: RegistryClient, kind: AssetKind, asset_id: int
+) -> CoordinatesPublic | None:
+    try:
+        return client.get_coordinates(kind, asset_id)
+    except (NotAllowedError, NotFoundError):
+        return None
+
+
+@dataset_app.command("ls")
+def dataset_ls(
+    mine: Annotated[bool, typer.Option(help="only datasets you own")] = False,
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> tuple[DatasetPublic, ...]:
+    """List registered datasets."""
+    with session(profile) as s:
+        rows = s.client.list_datasets(s.client.me().id if mine else None)
+    emit_json(rows) if json_out else _dataset_rows(rows)
+    return rows
+
+
+@dataset_app.command("show")
+def dataset_show(
+    dataset: Annotated[int, typer.Argument(help="dataset id")],
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> DatasetPublic:
+    """One dataset, and where it is sealed if you may see that (owner or approved party)."""
+    with session(profile) as s:
+        row = s.client.get_dataset(dataset)
+        coords = _coordinates_if_visible(s.client, "dataset", dataset)
+    if json_out:
+        emit_json({"dataset": row, "coordinates": coords})
+        return row
+    out().print(f"dataset {row.id}: {row.name} (owner {row.owner_id}), {row.case_count} cases")
+    out().print(f"digest {row.digest}")
+    out().print(f"result recipient {row.statistics.get(assets.RECIPIENT_STATISTIC, '-')}")
+    if coords is not None:
+        out().print(_coords_line("dataset", row.id, coords))
+    return row
+
+
+# -- model -------------------------------------------------------------------------------------
+
+
+@model_app.command("register")
+def model_register(
+    onnx: Annotated[Path, typer.Argument(help="the ONNX model file")],
+    name: Annotated[str, typer.Option(help="model name")],
+    version: Annotated[str, typer.Option(help="model version")] = "1",
+    benchmark: Annotated[
+        int | None, typer.Option(help="check against this benchmark's contract (default BraTS)")
+    ] = None,
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> ModelPublic:
+    """Check the ONNX model against the benchmark's model contract, then register its digest."""
+    with session(profile) as s:
+        bench = s.client.get_benchmark(benchmark) if benchmark is not None else None
+        body = assets.model_registration(onnx, name, version, assets.contract_for(bench))
+        created = s.client.register_model(body)
+    if json_out:
+        emit_json(created)
+    else:
+        out().print(f"model {created.id} registered: {created.name} {created.version}, "
+                    f"digest {created.digest}")
+    return created
+
+
+@model_app.command("seal")
+def model_seal(
+    onnx: Annotated[Path, typer.Argument(help="the registered ONNX model file")],
+    model: Annotated[int, typer.Option(help="registered model id")],
+    kms_key: KmsOpt = None,
+    storage: StorageOpt = None,
+    pool_provider: PoolOpt = None,
+    mock_tee: MockTeeOpt = None,
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> owner.SealOutcome:
+    """Encrypt the weights with a fresh key wrapped by your KMS key, upload them to your bucket
+    and record where on the registry."""
+    return _seal("model", model, onnx, profile, mock_tee, kms_key, storage, pool_provider,
+                 json_out)
+
+
+@model_app.command("associate")
+def model_associate(
+    model: Annotated[int, typer.Option(help="model id")],
+    benchmark: BenchmarkOpt,
+    profile: ProfileOpt = None,
+) -> AssociationPublic:
+    """Ask to join a benchmark with a model."""
+    return _associate("model", model, benchmark, profile)
+
+
+@model_app.command("ls")
+def model_ls(
+    mine: Annotated[bool, typer.Option(help="only models you own")] = False,
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> tuple[ModelPublic, ...]:
+    """List registered models."""
+    with session(profile) as s:
+        rows = s.client.list_models(s.client.me().id if mine else None)
+    if json_out:
+        emit_json(rows)
+    else:
+        table("models", ("id", "name", "version", "owner", "digest"),
+              ((m.id, m.name, m.version, m.owner_id, m.digest[:19] + "…") for m in rows))
+    return rows
+
+
+@model_app.command("show")
+def model_show(
+    model: Annotated[int, typer.Argument(help="model id")],
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> ModelPublic:
+    """One model, and where it is sealed if you may see that (owner or approved party)."""
+    with session(profile) as s:
+        row = s.client.get_model(model)
+        coords = _coordinates_if_visible(s.client, "model", model)
+    if json_out:
+        emit_json({"model": row, "coordinates": coords})
+        return row
+    out().print(f"model {row.id}: {row.name} {row.version} (owner {row.owner_id})")
+    out().print(f"digest {row.digest}; io {row.io_contract}")
+    if coords is not None:
+        out().print(_coords_line("model", row.id, coords))
+    return row

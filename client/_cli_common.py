@@ -1,0 +1,196 @@
+"""What every ``sealbench`` command shares: the common options (``--profile``, ``--json``), the
+session (resolved profile and registry client), output helpers (tables, JSON, progress bars) and
+the one error boundary (:class:`BoundaryGroup`), which prints a client error's cause and hint and
+exits with its documented code; ``sealbench -v`` shows the traceback."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+import typer
+import typer.core
+from pydantic import BaseModel
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+from typer._click.core import Context as ClickContext  # typer vendors click
+
+from sealbench.client.api import RegistryClient
+from sealbench.client.config import ProfileStore, ResolvedProfile
+from sealbench.client.errors import EXIT_CODES, ClientError
+
+__all__ = [
+    "BoundaryGroup",
+    "JsonOpt",
+    "ProfileOpt",
+    "Session",
+    "emit_json",
+    "err_console",
+    "exit_codes_help",
+    "out",
+    "progress_bar",
+    "session",
+    "table",
+]
+
+log = logging.getLogger("sealbench.client")
+
+ProfileOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--profile",
+        "-p",
+        help="profile to act as (default: $SEALBENCH_PROFILE, else the current one)",
+        show_default=False,
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print machine-readable JSON")]
+
+
+def out() -> Console:
+    """The console for results (stdout). Created per call so test runners can swap streams."""
+    return Console(highlight=False, soft_wrap=True)
+
+
+def err_console() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def exit_codes_help() -> str:
+    rows = "\n".join(f"  {code}  {text}" for code, text in EXIT_CODES)
+    return f"\b\nExit codes:\n{rows}"
+
+
+@dataclass
+class Session:
+    """The resolved profile and a lazily connected registry client for one command."""
+
+    profile: ResolvedProfile
+    store: ProfileStore
+    _client: RegistryClient | None = field(default=None, repr=False)
+
+    @property
+    def client(self) -> RegistryClient:
+        if self._client is None:
+            self._client = RegistryClient.connect(self.profile.server, self.profile.token)
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+
+@contextmanager
+def session(profile: str | None) -> Iterator[Session]:
+    store = ProfileStore.from_environment(os.environ)
+    current = Session(store.resolve(profile), store)
+    try:
+        yield current
+    finally:
+        current.close()
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return value
+
+
+def emit_json(value: Any) -> None:
+    typer.echo(json.dumps(_jsonable(value), indent=2, sort_keys=True, default=str))
+
+
+def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
+    t = Table(title=title, title_justify="left", header_style="bold")
+    for column in columns:
+        t.add_column(column, overflow="fold")
+    for row in rows:
+        t.add_row(*("" if cell is None else str(cell) for cell in row))
+    out().print(t)
+
+
+def progress_bar(transient: bool = False) -> Progress:
+    """A rich progress bar for long work (sealing, preparation, runs)."""
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console(),
+        transient=transient,
+    )
+
+
+def setup_logging(verbose: bool) -> None:
+    logger = logging.getLogger("sealbench")
+    for handler in list(logger.handlers):
+        if getattr(handler, "_sealbench_cli", False):
+            logger.removeHandler(handler)
+    handler = RichHandler(console=err_console(), show_time=False, show_path=False)
+    handler._sealbench_cli = True  # type: ignore[attr-defined]
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG if verbose else logging.WARNING)
+    logger.propagate = False
+
+
+def report_error(exc: BaseException, verbose: bool) -> int:
+    """Print ``exc`` as the boundary does and return the exit code."""
+    console = err_console()
+    if isinstance(exc, ClientError):
+        if verbose:
+            log.error("traceback", exc_info=exc)
+        console.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+        console.print(f"[bold]what to do:[/] {exc.hint}", markup=True, highlight=False)
+        return exc.exit_code
+    log.error("unexpected %s", type(exc).__name__, exc_info=exc if verbose else None)
+    console.print(f"[bold red]error:[/] unexpected {type(exc).__name__}: {exc}", markup=True)
+    console.print(
+        "[bold]what to do:[/] run again as 'sealbench -v ...' and report the traceback",
+        markup=True,
+    )
+    return 1
+
+
+class BoundaryGroup(typer.core.TyperGroup):
+    """The CLI's one error boundary: every command runs inside :meth:`invoke`."""
+
+    def invoke(self, ctx: ClickContext) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, typer.TyperException):
+            raise
+        except Exception as exc:  # the CLI's one boundary; anything else is a bug to report
+            verbose = bool(ctx.obj and getattr(ctx.obj, "verbose", False))
+            raise typer.Exit(report_error(exc, verbose)) from exc
+
+
+def with_progress(
+    description: str, total: int | None
+) -> tuple[Progress, Callable[[int, int], None]]:
+    """A started progress bar and a ``(done, total)`` callback that advances it."""
+    bar = progress_bar()
+    task = bar.add_task(description, total=total)
+
+    def update(done: int, total_now: int) -> None:
+        bar.update(task, completed=done, total=total_now)
+
+    return bar, update

@@ -1,0 +1,350 @@
+"""``sealbench keys|policy|run|result|mock-tee``: the commands that touch keys, clouds and TEEs.
+Thin: options in, library calls (:mod:`sealbench.client.owner`, :mod:`sealbench.client.runs`),
+rendering out."""
+
+from __future__ import annotations
+
+import re
+import signal
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import Progress, TaskID
+
+from sealbench.client import owner, runs, workflows
+from sealbench.client._cli_common import (
+    JsonOpt,
+    ProfileOpt,
+    emit_json,
+    out,
+    progress_bar,
+    session,
+    table,
+)
+from sealbench.client.api import AssetKind
+from sealbench.client.config import ResolvedProfile
+from sealbench.client.errors import ClientError, ConfigError
+from sealbench.client.keys import init_result_key, load_result_key, load_result_private_key
+from sealbench.server.schemas import ResultPublic
+
+__all__ = [
+    "keys_app",
+    "mock_tee_app",
+    "policy_app",
+    "result_app",
+    "run",
+]
+
+keys_app = typer.Typer(help="Your result key pair (data owners): results are sealed to it.")
+policy_app = typer.Typer(help="Who may unwrap your key: sync it with the approved associations.")
+result_app = typer.Typer(help="Results of your runs: list, open locally, submit to the registry.")
+mock_tee_app = typer.Typer(help="The INSECURE local mock of the confidential cloud.")
+
+MockTeeOpt = Annotated[
+    Path | None,
+    typer.Option(help="state directory of the mock TEE (default: the profile's)"),
+]
+_STEP = re.compile(r"step (\d)/(\d):")
+_CASES = re.compile(r"\((\d+) cases\)")
+_CASE_DONE = re.compile(r"case (\d+)/(\d+) done")
+
+
+# -- keys --------------------------------------------------------------------------------------
+
+
+@keys_app.command("init")
+def keys_init(
+    force: Annotated[bool, typer.Option(help="replace an existing key (old results stay "
+                                             "sealed to the old one)")] = False,
+    profile: ProfileOpt = None,
+) -> str:
+    """Create your HPKE result key pair (private key mode 0600, never leaves this machine)."""
+    with session(profile) as s:
+        key = init_result_key(s.profile.secrets_dir, force=force)
+    out().print(f"result key created: {key.private_path} (0600)\nrecipient digest {key.digest}")
+    return key.digest
+
+
+@keys_app.command("show")
+def keys_show(profile: ProfileOpt = None, json_out: JsonOpt = False) -> str:
+    """Show your result public key's digest (what policies and runs bind)."""
+    with session(profile) as s:
+        key = load_result_key(s.profile.secrets_dir)
+    if json_out:
+        emit_json({"recipient_digest": key.digest, "public_key": key.public_b64,
+                   "private_key_path": str(key.private_path)})
+    else:
+        out().print(f"recipient digest {key.digest}\nprivate key {key.private_path}")
+    return key.digest
+
+
+# -- policy ------------------------------------------------------------------------------------
+
+
+@policy_app.command("sync")
+def policy_sync(
+    dataset: Annotated[int | None, typer.Option(help="your dataset id")] = None,
+    model: Annotated[int | None, typer.Option(help="your model id")] = None,
+    mock_tee: MockTeeOpt = None,
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> owner.PolicySync:
+    """Grant your key to exactly the workloads of approved (benchmark, dataset, model) triples,
+    and revoke the rest; bindings you made by hand are kept."""
+    if (dataset is None) == (model is None):
+        raise ConfigError("name exactly one of --dataset and --model")
+    kind: AssetKind = "dataset" if dataset is not None else "model"
+    asset_id = dataset if dataset is not None else model
+    assert asset_id is not None
+    with session(profile) as s:
+        recipient = (
+            load_result_key(s.profile.secrets_dir).digest if kind == "dataset" else None
+        )
+        cloud = owner.owner_cloud(s.profile, s.client, mock_tee)
+        synced = owner.sync_policy(s.client, cloud, kind, asset_id, local_recipient=recipient)
+    report = synced.report
+    if json_out:
+        emit_json({
+            "workloads": [{"benchmark": g.benchmark_id, "dataset": g.dataset_id,
+                           "model": g.model_id, "uid": g.identity.uid()} for g in synced.grants],
+            "provider": report.provider, "pool_created": report.pool_created,
+            "added": list(report.key.added), "removed": list(report.key.removed),
+        })
+        return synced
+    table(
+        f"workloads allowed to use {kind} {asset_id}'s key",
+        ("benchmark", "dataset", "model", "image"),
+        ((g.benchmark_id, g.dataset_id, g.model_id, g.identity.image_digest[:19] + "…")
+         for g in synced.grants),
+    )
+    out().print(f"policy synced: provider {report.provider}, key +{len(report.key.added)} "
+                f"-{len(report.key.removed)} workloads"
+                + ("" if report.changed else " (nothing to change)"))
+    return synced
+
+
+# -- run ---------------------------------------------------------------------------------------
+
+
+class _RunProgress:
+    """Turns the enclave's progress lines into a step bar and a case bar."""
+
+    def __init__(self, bar: Progress, label: str) -> None:
+        self._bar = bar
+        self._steps: TaskID = bar.add_task(f"{label}: steps", total=7)
+        self._cases: TaskID = bar.add_task(f"{label}: cases", total=None)
+        self._lock = threading.Lock()
+
+    def __call__(self, line: str) -> None:
+        with self._lock:
+            step = _STEP.search(line)
+            if step:
+                self._bar.update(self._steps, completed=int(step.group(1)) - 1)
+            cases = _CASES.search(line)
+            if cases:
+                self._bar.update(self._cases, total=int(cases.group(1)))
+            done = _CASE_DONE.search(line)
+            if done:
+                self._bar.update(self._cases, completed=int(done.group(1)),
+                                 total=int(done.group(2)))
+            if "step 7/7: result attested" in line:
+                self._bar.update(self._steps, completed=7)
+
+
+def _endpoints(profile: ResolvedProfile, mock_tee: Path | None) -> Any:
+    from sealbench.mocktee import MockEndpoints
+
+    state = mock_tee or profile.profile.mock_tee
+    if state is None:
+        raise ConfigError(
+            f"profile {profile.name} has no mock TEE configured",
+            hint="pass --mock-tee DIR (the state directory of 'sealbench mock-tee up')",
+        )
+    try:
+        return MockEndpoints.load(Path(state))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(
+            f"no running mock TEE found in {state}",
+            hint="start it with 'sealbench mock-tee up --state-dir DIR'",
+        ) from exc
+
+
+def mock_launcher(endpoints: Any, *, debug: bool = False) -> Any:
+    """The mock backend's launcher: the enclave as a child process, tokens signed by the
+    running mock verifier."""
+    from sealbench.client.launchers import MockProcessLauncher
+    from sealbench.mocktee import MockLauncher, RemoteTokenMinter
+
+    return MockProcessLauncher(MockLauncher(RemoteTokenMinter(endpoints.control)), debug=debug)
+
+
+def run(
+    benchmark: Annotated[int, typer.Option(help="benchmark id")],
+    dataset: Annotated[int, typer.Option(help="your dataset id")],
+    model: Annotated[int | None, typer.Option(help="model id to evaluate")] = None,
+    all_models: Annotated[bool, typer.Option(help="every model approved in the benchmark")] = False,
+    tee: Annotated[
+        str, typer.Option(help="TEE backend: mock (docker and confidential-space: not yet)")
+    ] = "mock",
+    force: Annotated[bool, typer.Option(help="run again even if a run already succeeded")] = False,
+    insecure_debug_image: Annotated[
+        bool,
+        typer.Option(help="launch as a debug image, to check that key owners refuse it"),
+    ] = False,
+    mock_tee: MockTeeOpt = None,
+    profile: ProfileOpt = None,
+) -> list[runs.RunRecord]:
+    """Evaluate your dataset with a model (or all approved models) inside a TEE. Each run is
+    recorded locally; a pair that already succeeded is skipped unless --force."""
+    backend = workflows.check_tee(tee)
+    if (model is None) == (not all_models):
+        raise ConfigError("name --model ID or --all-models (not both)")
+    done: list[runs.RunRecord] = []
+    with session(profile) as s:
+        models = runs.approved_models(s.client, benchmark, dataset, model)
+        recipient = load_result_key(s.profile.secrets_dir)
+        endpoints = _endpoints(s.profile, mock_tee)
+        launcher = mock_launcher(endpoints, debug=insecure_debug_image)
+        store = runs.RunStore(s.profile.data_dir / "runs")
+        failure: ClientError | None = None
+        for model_id in models:
+            previous = store.succeeded(benchmark, dataset, model_id)
+            if previous is not None and not force:
+                out().print(f"model {model_id}: already evaluated in {previous.run_id} "
+                            "(use --force to run again)")
+                done.append(previous)
+                continue
+            run_id = runs.new_run_id(datetime.now(UTC))
+            spec = runs.build_spec(
+                s.client, run_id=run_id, benchmark_id=benchmark, dataset_id=dataset,
+                model_id=model_id, recipient=recipient,
+                result_dir=s.profile.data_dir / "results" / run_id, endpoints=endpoints,
+            )
+            try:
+                with progress_bar() as bar:
+                    record = runs.execute(
+                        launcher, spec, store, ids=(benchmark, dataset, model_id), tee=backend,
+                        on_output=_RunProgress(bar, f"model {model_id}"),
+                    )
+            except ClientError as exc:
+                out().print(f"model {model_id}: run {run_id} failed: {exc}")
+                failure = failure or exc
+                continue
+            out().print(f"model {model_id}: run {run_id} succeeded in "
+                        f"{record.wall_seconds:.1f} s; open it with 'sealbench result open "
+                        f"{run_id}'")
+            done.append(record)
+    if failure is not None:
+        raise failure
+    return done
+
+
+# -- result ------------------------------------------------------------------------------------
+
+
+@result_app.command("ls")
+def result_ls(profile: ProfileOpt = None, json_out: JsonOpt = False) -> list[runs.RunRecord]:
+    """Runs launched from this machine with this profile, and whether they were submitted."""
+    with session(profile) as s:
+        records = runs.RunStore(s.profile.data_dir / "runs").all()
+    if json_out:
+        emit_json(records)
+        return records
+    table(
+        "runs",
+        ("run", "benchmark", "dataset", "model", "status", "seconds", "submitted as"),
+        ((r.run_id, r.benchmark_id, r.dataset_id, r.model_id, r.status,
+          "" if r.wall_seconds is None else f"{r.wall_seconds:.1f}",
+          "" if r.result_id is None else f"result {r.result_id}") for r in records),
+    )
+    return records
+
+
+def _open(profile: ResolvedProfile, run_id: str) -> tuple[runs.RunRecord, Any]:
+    record = runs.RunStore(profile.data_dir / "runs").get(run_id)
+    private_key = load_result_private_key(profile.secrets_dir)
+    return record, runs.open_run_result(record, private_key)
+
+
+@result_app.command("open")
+def result_open(
+    run_id: Annotated[str, typer.Argument(help="run id (see 'sealbench result ls')")],
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> Any:
+    """Verify and decrypt a run's result locally: per-case scores stay on this machine."""
+    with session(profile) as s:
+        record, opened = _open(s.profile, run_id)
+    if json_out:
+        emit_json({"summary": opened.summary_json, "per_case": opened.per_case})
+        return opened
+    agg = opened.summary.aggregates
+    out().print(f"run {run_id}: benchmark {record.benchmark_id}, dataset {record.dataset_id}, "
+                f"model {record.model_id}; {agg.n_cases} cases, {agg.n_failed} failed; "
+                "attestation binds this summary and sealed result")
+    table(
+        "per-case results (private to you)",
+        ("case", "Dice WT", "Dice TC", "Dice ET", "HD95 WT"),
+        (_case_row(case) for case in opened.per_case.cases),
+    )
+    return opened
+
+
+def _case_row(case: Any) -> tuple[str, ...]:
+    if case.kind == "failure":
+        return (case.case_id, "failed", case.reason, "", "")
+    regions = case.regions
+    return (case.case_id, *(f"{regions[r].dice:.4f}" for r in workflows.REGIONS),
+            f"{regions['WT'].hd95:.2f}")
+
+
+@result_app.command("submit")
+def result_submit(
+    run_id: Annotated[str, typer.Argument(help="run id (see 'sealbench result ls')")],
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> ResultPublic:
+    """Send the run's public summary, sealed-result digest and attestation token; the registry
+    verifies the attestation before accepting it."""
+    with session(profile) as s:
+        record, opened = _open(s.profile, run_id)
+        result = runs.submit_run_result(
+            s.client, record, opened, runs.RunStore(s.profile.data_dir / "runs")
+        )
+    if json_out:
+        emit_json(result)
+    else:
+        out().print(f"result {result.id} accepted: attestation verified (issuer "
+                    f"{result.token_issuer}, image {result.image_digest[:19]}…)")
+    return result
+
+
+# -- mock TEE ----------------------------------------------------------------------------------
+
+
+@mock_tee_app.command("up")
+def mock_tee_up(
+    state_dir: Annotated[Path, typer.Option(help="where the mock keeps its state")],
+) -> None:
+    """Run the INSECURE mock confidential cloud in the foreground until Ctrl-C; prints its
+    endpoints. Never put real data in it."""
+    from sealbench.mocktee import MockCloud
+
+    stop = threading.Event()
+    cloud = MockCloud(state_dir.resolve())
+    endpoints = cloud.start()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set())
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        emit_json(endpoints.to_json())
+        out().print(f"mock TEE up (state {state_dir.resolve()}); use it with "
+                    f"'sealbench profile add NAME --server URL --mock-tee {state_dir.resolve()}'."
+                    " Ctrl-C stops it.")
+        stop.wait()
+    finally:
+        cloud.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,190 @@
+"""The data owner's and model owner's local steps before anything is sealed: synthesise or
+prepare a dataset against a benchmark's contract, and turn a prepared dataset or an ONNX model
+into the registry's registration request (digests and aggregates only, never data).
+
+A dataset's registration carries the owner's *result recipient digest* (SHA-256 of the HPKE
+result public key) under ``statistics["result_recipient_digest"]``: the model owner needs it to
+grant its key to the workloads that seal results to this hospital (the workload uid binds the
+recipient), and the registry's dataset schema has no dedicated field for it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Final
+
+from sealbench.client.errors import ConfigError
+from sealbench.crypto.digest import Sha256Digest, parse_digest, sha256_file
+from sealbench.crypto.errors import CryptoError
+from sealbench.crypto.manifest import Manifest
+from sealbench.server.schemas import BenchmarkPublic, DatasetCreate, DatasetPublic, ModelCreate
+
+__all__ = [
+    "RECIPIENT_STATISTIC",
+    "SIZES",
+    "contract_for",
+    "dataset_registration",
+    "model_registration",
+    "prepare",
+    "recipient_of",
+    "synthesize",
+]
+
+#: Key of the recipient digest in a registered dataset's ``statistics``.
+RECIPIENT_STATISTIC: Final = "result_recipient_digest"
+#: Grids of synthetic cases: the full BraTS grid, or a small one for quick tries and tests.
+SIZES: Final[dict[str, tuple[int, int, int] | None]] = {"full": None, "small": (64, 64, 48)}
+_MAX_JSON: Final = 4 << 20
+
+
+def contract_for(benchmark: BenchmarkPublic | None, size: str = "full") -> Any:
+    """The benchmark's data contract (the shipped BraTS one when ``benchmark`` is None), on the
+    ``small`` grid when asked (the enclave accepts any grid under the same contract)."""
+    from pydantic import ValidationError
+
+    from sealbench.benchmarks.brats import BRATS_2023_GLI, BratsContract
+
+    if size not in SIZES:
+        raise ConfigError(f"--size must be one of {', '.join(SIZES)}, received {size!r}")
+    contract = BRATS_2023_GLI
+    if benchmark is not None:
+        try:
+            contract = BratsContract.model_validate(benchmark.data_contract)
+        except ValidationError as exc:
+            raise ConfigError(
+                f"benchmark {benchmark.id} has a data contract this client cannot read",
+                hint="upgrade sealbench to the version the benchmark authority uses",
+            ) from exc
+    shape = SIZES[size]
+    return contract if shape is None else contract.with_shape(shape)
+
+
+def synthesize(
+    out_dir: Path, cases: int, contract: Any, *, first_seed: int = 1
+) -> Iterator[str]:
+    """Write ``cases`` synthetic raw cases (no patient data) into ``out_dir``; yields ids."""
+    from sealbench.benchmarks.brats.synthetic import write_dataset
+
+    if cases < 1:
+        raise ConfigError("--cases must be at least 1")
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise ConfigError(f"{out_dir} is not empty", hint="choose a new directory")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    yield from write_dataset(out_dir, range(first_seed, first_seed + cases), contract=contract)
+
+
+def prepare(
+    raw_dir: Path, out_dir: Path, contract: Any, progress: Callable[[int, int], None] | None
+) -> Any:
+    """Validate and normalise ``raw_dir`` into ``out_dir``; the report lists rejected cases."""
+    from sealbench.benchmarks.brats import PreparationError
+    from sealbench.benchmarks.brats.prepare import NoValidCasesError, prepare_dataset
+
+    try:
+        return prepare_dataset(raw_dir, out_dir, contract, progress)
+    except NoValidCasesError as exc:
+        reasons = "; ".join(f"{r.case}: {r.reason}" for r in exc.rejected[:5])
+        raise ConfigError(
+            f"no case in {raw_dir} meets the benchmark's contract ({reasons})",
+            hint="fix the cases listed (names, shapes, spacing, labels) and prepare again",
+        ) from exc
+    except PreparationError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read {path}: {exc.strerror}",
+            hint="pass the directory written by 'sealbench dataset prepare'",
+        ) from exc
+    if len(raw) > _MAX_JSON:
+        raise ConfigError(f"{path} is larger than {_MAX_JSON} bytes")
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{path} is not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} does not hold a JSON object")
+    return data
+
+
+def prepared_digest(prepared: Path) -> Sha256Digest:
+    """The prepared dataset's identity: the digest of its canonical manifest."""
+    from sealbench.benchmarks.brats.prepare import MANIFEST_FILE
+
+    try:
+        return Manifest.from_bytes((prepared / MANIFEST_FILE).read_bytes()).digest
+    except OSError as exc:
+        raise ConfigError(
+            f"{prepared} has no readable {MANIFEST_FILE}",
+            hint="pass the directory written by 'sealbench dataset prepare'",
+        ) from exc
+    except CryptoError as exc:
+        raise ConfigError(f"{prepared / MANIFEST_FILE} is not a valid manifest: {exc}") from exc
+
+
+def dataset_registration(
+    prepared: Path, name: str, recipient_digest: Sha256Digest, prepared_for: int | None
+) -> DatasetCreate:
+    from sealbench.benchmarks.brats.cases import DATASET_FILE, STATISTICS_FILE
+    from sealbench.benchmarks.brats.prepare import DATA_DIR
+
+    info = _read_json(prepared / DATA_DIR / DATASET_FILE)
+    statistics = _read_json(prepared / DATA_DIR / STATISTICS_FILE)
+    return DatasetCreate(
+        name=name,
+        digest=prepared_digest(prepared),
+        case_count=int(info.get("n_cases", 0)),
+        statistics={"preparation": statistics, RECIPIENT_STATISTIC: recipient_digest},
+        prepared_for_id=prepared_for,
+    )
+
+
+def recipient_of(dataset: DatasetPublic) -> Sha256Digest:
+    """The result recipient digest a dataset's owner registered (see the module docstring)."""
+    value = dataset.statistics.get(RECIPIENT_STATISTIC)
+    try:
+        return parse_digest(str(value))
+    except (CryptoError, ValueError) as exc:
+        raise ConfigError(
+            f"dataset {dataset.id} was registered without a result recipient digest",
+            hint="its owner must run 'sealbench keys init' and register the dataset again",
+        ) from exc
+
+
+def model_registration(
+    onnx: Path, name: str, version: str, contract: Any
+) -> ModelCreate:
+    """Check ``onnx`` against ``contract`` (refusing a model that does not fit), then build the
+    registration with the file's SHA-256."""
+    from sealbench.benchmarks.brats import ModelContractError, check_model_contract
+
+    try:
+        data = onnx.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {onnx}: {exc.strerror}") from exc
+    try:
+        report = check_model_contract(data, contract)
+    except ModelContractError as exc:
+        raise ConfigError(
+            f"{onnx.name} does not meet the benchmark's model contract: {exc}",
+            hint="export the model with one [N,4,D,H,W] float input and one [N,4,D,H,W] "
+            "output with dynamic spatial axes (opset 17-21)",
+        ) from exc
+    return ModelCreate(
+        name=name,
+        version=version,
+        digest=sha256_file(onnx),
+        io_contract={
+            "input": report.input_name,
+            "output": report.output_name,
+            "input_channels": report.input_channels,
+            "output_classes": report.output_classes,
+            "opset": report.opset,
+        },
+    )

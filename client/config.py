@@ -1,0 +1,250 @@
+"""Profiles: which registry to talk to, as whom, and where this user's mock cloud lives.
+
+Stored in the user's config directory (``platformdirs`` XDG path, or ``$SEALBENCH_CONFIG_DIR``)
+as ``profiles.json`` (version 1), written atomically with mode 0600 because it holds API tokens;
+the directory is 0700. Per-profile secrets (the HPKE result key) live in
+``profiles/<name>/`` beside it; run records and sealing state in the data directory
+(``$SEALBENCH_DATA_DIR``, else ``<config dir>/data`` when the config dir is overridden, else the
+XDG data dir). ``$SEALBENCH_PROFILE`` picks a profile, and ``$SEALBENCH_SERVER`` /
+``$SEALBENCH_TOKEN`` override the chosen profile's server and token (for CI, where there may be
+no profile file at all).
+
+``profiles.json``::
+
+    {"version": 1, "current": "hospital-a",
+     "profiles": {"hospital-a": {"server": "http://127.0.0.1:8000", "token": "…",
+                                 "mock_tee": "/abs/state/dir" | null}}}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+import platformdirs
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sealbench.client.errors import ConfigError
+
+__all__ = [
+    "ENV_CONFIG_DIR",
+    "ENV_DATA_DIR",
+    "ENV_PROFILE",
+    "ENV_SERVER",
+    "ENV_TOKEN",
+    "PROFILES_FILE",
+    "Profile",
+    "ProfileStore",
+    "ResolvedProfile",
+    "config_dir",
+    "data_dir",
+]
+
+ENV_CONFIG_DIR: Final = "SEALBENCH_CONFIG_DIR"
+ENV_DATA_DIR: Final = "SEALBENCH_DATA_DIR"
+ENV_PROFILE: Final = "SEALBENCH_PROFILE"
+ENV_SERVER: Final = "SEALBENCH_SERVER"
+ENV_TOKEN: Final = "SEALBENCH_TOKEN"  # noqa: S105 - a variable name
+PROFILES_FILE: Final = "profiles.json"
+_ENV_PROFILE_NAME: Final = "env"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_URL = re.compile(r"^https?://[^\s/]+(/[^\s]*)?$")
+_MAX_FILE = 1 << 20
+
+
+def config_dir(environ: Mapping[str, str] = os.environ) -> Path:
+    override = environ.get(ENV_CONFIG_DIR)
+    return Path(override) if override else Path(platformdirs.user_config_dir("sealbench"))
+
+
+def data_dir(environ: Mapping[str, str] = os.environ) -> Path:
+    if environ.get(ENV_DATA_DIR):
+        return Path(environ[ENV_DATA_DIR])
+    if environ.get(ENV_CONFIG_DIR):
+        return Path(environ[ENV_CONFIG_DIR]) / "data"
+    return Path(platformdirs.user_data_dir("sealbench"))
+
+
+class Profile(BaseModel):
+    """One registry account. ``token`` is a secret: it is excluded from ``repr``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    server: str = Field(pattern=_URL.pattern, max_length=512)
+    token: str | None = Field(default=None, repr=False, max_length=8192)
+    mock_tee: Path | None = None
+
+
+class _File(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    version: int = 1
+    current: str | None = None
+    profiles: dict[str, Profile] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ResolvedProfile:
+    """The profile a command runs as, after environment overrides."""
+
+    name: str
+    profile: Profile
+    secrets_dir: Path = field(repr=False)
+    data_dir: Path = field(repr=False)
+
+    @property
+    def server(self) -> str:
+        return self.profile.server
+
+    @property
+    def token(self) -> str | None:
+        return self.profile.token
+
+
+def _check_name(name: str) -> str:
+    if not _NAME.match(name):
+        raise ConfigError(
+            f"profile name {name[:70]!r} is not allowed",
+            hint="use letters, digits, '.', '_' or '-' (at most 64 characters)",
+        )
+    return name
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` with mode 0600 through an exclusive temporary file."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+class ProfileStore:
+    """Reads and writes ``profiles.json`` in ``root``; ``environ`` supplies the overrides."""
+
+    def __init__(self, root: Path, data_root: Path, environ: Mapping[str, str]) -> None:
+        self.root = root
+        self.data_root = data_root
+        self._environ = environ
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] = os.environ) -> ProfileStore:
+        return cls(config_dir(environ), data_dir(environ), environ)
+
+    @property
+    def path(self) -> Path:
+        return self.root / PROFILES_FILE
+
+    def _load(self) -> _File:
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return _File()
+        except OSError as exc:
+            raise ConfigError(f"cannot read {self.path}: {exc.strerror}") from exc
+        if len(raw) > _MAX_FILE:
+            raise ConfigError(f"{self.path} is larger than {_MAX_FILE} bytes")
+        try:
+            return _File.model_validate_json(raw)
+        except ValidationError as exc:
+            raise ConfigError(
+                f"{self.path} is not a valid profiles file ({exc.error_count()} errors)",
+                hint=f"fix or remove {self.path} and add the profiles again",
+            ) from exc
+
+    def _save(self, content: _File) -> None:
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        data = json.dumps(content.model_dump(mode="json"), indent=2, sort_keys=True).encode()
+        _write_private(self.path, data + b"\n")
+
+    def names(self) -> tuple[tuple[str, Profile], ...]:
+        return tuple(sorted(self._load().profiles.items()))
+
+    def current(self) -> str | None:
+        return self._load().current
+
+    def add(self, name: str, profile: Profile, *, make_current: bool = True) -> None:
+        content = self._load()
+        profiles = {**content.profiles, _check_name(name): profile}
+        current = name if make_current or content.current is None else content.current
+        self._save(_File(current=current, profiles=profiles))
+
+    def update(self, name: str, **changes: object) -> Profile:
+        content = self._load()
+        if name not in content.profiles:
+            raise ConfigError(f"no profile named {name!r}")
+        updated = Profile.model_validate({**content.profiles[name].model_dump(), **changes})
+        self._save(_File(current=content.current, profiles={**content.profiles, name: updated}))
+        return updated
+
+    def use(self, name: str) -> None:
+        content = self._load()
+        if name not in content.profiles:
+            raise ConfigError(
+                f"no profile named {name!r}", hint="list them with 'sealbench profile ls'"
+            )
+        self._save(_File(current=name, profiles=content.profiles))
+
+    def remove(self, name: str) -> None:
+        content = self._load()
+        if name not in content.profiles:
+            raise ConfigError(f"no profile named {name!r}")
+        profiles = {k: v for k, v in content.profiles.items() if k != name}
+        current = content.current if content.current != name else None
+        self._save(_File(current=current, profiles=profiles))
+
+    def secrets_dir(self, name: str) -> Path:
+        return self.root / "profiles" / _check_name(name)
+
+    def resolve(self, name: str | None = None) -> ResolvedProfile:
+        """The profile to run as: ``name``, else ``$SEALBENCH_PROFILE``, else the current one,
+        with ``$SEALBENCH_SERVER`` and ``$SEALBENCH_TOKEN`` applied on top. With no profile
+        at all, the two variables alone make an ephemeral profile called ``env``."""
+        content = self._load()
+        chosen = name or self._environ.get(ENV_PROFILE) or content.current
+        server = self._environ.get(ENV_SERVER)
+        token = self._environ.get(ENV_TOKEN)
+        if chosen is not None and chosen in content.profiles:
+            base = content.profiles[chosen]
+        elif chosen is not None and chosen != _ENV_PROFILE_NAME:
+            raise ConfigError(
+                f"no profile named {chosen!r}",
+                hint="add it with 'sealbench profile add NAME --server URL --token TOKEN'",
+            )
+        elif server:
+            chosen = _ENV_PROFILE_NAME
+            base = Profile(server=server)
+        else:
+            raise ConfigError(
+                "no profile is configured",
+                hint="run 'sealbench profile add NAME --server URL --token TOKEN' "
+                f"(or set {ENV_SERVER} and {ENV_TOKEN})",
+            )
+        overrides: dict[str, object] = {}
+        if server:
+            overrides["server"] = server
+        if token:
+            overrides["token"] = token
+        try:
+            profile = Profile.model_validate({**base.model_dump(), **overrides})
+        except ValidationError as exc:
+            raise ConfigError(f"{ENV_SERVER} is not an http(s) URL") from exc
+        _check_name(chosen)
+        return ResolvedProfile(
+            name=chosen,
+            profile=profile,
+            secrets_dir=self.secrets_dir(chosen),
+            data_dir=self.data_root / "profiles" / chosen,
+        )

@@ -1,0 +1,422 @@
+"""``sealbench demo``: the whole confidential evaluation on one machine, offline, in minutes.
+
+It starts the INSECURE mock confidential cloud and a real registry server process (SQLite, free
+loopback ports, everything under one work directory it prints), creates an admin, a benchmark
+authority, two hospitals and two model owners (the shipped reference model and the
+deliberately weaker one), and then plays each role with the very command implementations a
+user runs (each step is printed as the ``sealbench`` command line it corresponds to):
+publish and approve the BraTS benchmark; synthesise, prepare, register, seal and associate each
+hospital's cases; register, seal and associate each model; approve; sync every owner's policy;
+evaluate every approved (dataset, model) pair on the mock TEE; open and submit each result (the
+registry verifies each result attestation); print the leaderboard; show that a debug image is
+refused its keys; and say where everything is and how to explore it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import Annotated, Any, Final, TypeVar
+
+import typer
+from rich.rule import Rule
+
+from sealbench.client._cli_common import out
+from sealbench.client.config import ENV_CONFIG_DIR, ENV_DATA_DIR, ENV_PROFILE, ENV_SERVER, ENV_TOKEN
+from sealbench.client.errors import ClientError, KeyReleaseDeniedError, ServerUnavailableError
+
+__all__ = ["DEMO_USERS", "DemoOutcome", "demo"]
+
+#: Profile name → registry email (and whether the account is a registry admin).
+DEMO_USERS: Final[dict[str, tuple[str, bool]]] = {
+    "admin": ("admin@registry.demo", True),
+    "authority": ("authority@brats.demo", False),
+    "hospital-a": ("it@hospital-a.demo", False),
+    "hospital-b": ("it@hospital-b.demo", False),
+    "model-ref": ("ml@reference-lab.demo", False),
+    "model-weak": ("ml@weaker-lab.demo", False),
+}
+_HOSPITALS: Final = ("hospital-a", "hospital-b")
+_SERVER_START_S: Final = 60.0
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class DemoOutcome:
+    workdir: Path
+    server: str
+    benchmark_id: int
+    leaderboard: Any  # sealbench.client.workflows.LeaderboardView
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def _scoped_environ(changes: dict[str, str | None]) -> Iterator[None]:
+    """Point every command at the demo's profiles for the demo's duration only."""
+    saved = {k: os.environ.get(k) for k in changes}
+    try:
+        for key, value in changes.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _users(data_dir: Path) -> dict[str, str]:
+    """Create the registry's database and the demo accounts; returns profile → API token
+    (what an operator does with 'sealbench-server init' and 'sealbench-server user add')."""
+    from sealbench.server.db import open_database
+    from sealbench.server.migrate import upgrade_to_head
+    from sealbench.server.services.users import create_user
+
+    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    db = open_database(f"sqlite:///{(data_dir / 'registry.sqlite3').resolve()}")
+    tokens: dict[str, str] = {}
+    try:
+        upgrade_to_head(db.engine)
+        for name, (email, admin) in DEMO_USERS.items():
+            with db.writer() as session:
+                _, tokens[name] = create_user(
+                    session, email=email, is_admin=admin, now=datetime.now(UTC)
+                )
+    finally:
+        db.dispose()
+    return tokens
+
+
+@contextmanager
+def _registry(data_dir: Path, endpoints: Any, log_path: Path) -> Iterator[str]:
+    """A real ``sealbench-server serve`` process trusting the mock's attestation issuer."""
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEALBENCH_SERVER_")}
+    env.update(
+        {
+            "SEALBENCH_SERVER_DATA_DIR": str(data_dir),
+            "SEALBENCH_SERVER_TRUSTED_ISSUERS": json.dumps(
+                [{"issuer": endpoints.issuer, "jwks_url": endpoints.jwks_uri}]
+            ),
+        }
+    )
+    url = f"http://127.0.0.1:{port}"
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
+            [sys.executable, "-m", "sealbench.server.cli", "serve", "--port", str(port)],
+            env=env,
+            stdout=log,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+        )
+    try:
+        _wait_healthy(url, process, log_path)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _wait_healthy(url: str, process: subprocess.Popen[bytes], log_path: Path) -> None:
+    import httpx
+
+    deadline = time.monotonic() + _SERVER_START_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise ServerUnavailableError(
+                f"the registry server exited with {process.returncode}",
+                hint=f"read {log_path}",
+            )
+        try:
+            if httpx.get(f"{url}/health", timeout=2.0).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise ServerUnavailableError(
+        f"the registry did not answer within {_SERVER_START_S:.0f} s", hint=f"read {log_path}"
+    )
+
+
+class _Narrator:
+    """Prints each step as the command line it stands for, then runs its implementation."""
+
+    def __init__(self) -> None:
+        self.console = out()
+
+    def section(self, title: str) -> None:
+        self.console.print(Rule(title, style="cyan"))
+
+    def step(self, argv: str, action: Callable[[], T]) -> T:
+        self.console.print(f"[bold green]$ sealbench {argv}[/]", markup=True, highlight=False)
+        return action()
+
+
+def _play(workdir: Path, cases: int, size: str, server: str, endpoints: Any) -> DemoOutcome:
+    from sealbench.benchmarks.brats.definition import (
+        REFERENCE_MODEL,
+        WEAK_MODEL,
+        load_definition,
+        load_model_bytes,
+    )
+    from sealbench.client import _cli_assets as a
+    from sealbench.client import _cli_registry as r
+    from sealbench.client import _cli_run as x
+    from sealbench.client import workflows
+
+    say = _Narrator()
+    say.section("1. the benchmark authority publishes BraTS; the registry admin approves it")
+    bench = say.step(
+        "--profile authority benchmark create --definition brats --tee mock",
+        lambda: r.benchmark_create(definition="brats", tee="mock", profile="authority"),
+    )
+    b = bench.id
+    say.step(
+        f"--profile admin benchmark approve {b}", lambda: r.benchmark_approve(b, profile="admin")
+    )
+
+    say.section("2. model owners check, register, seal and associate their models")
+    models: dict[str, int] = {}
+    definition = load_definition()
+    for profile, name in (("model-ref", REFERENCE_MODEL), ("model-weak", WEAK_MODEL)):
+        onnx = workdir / profile / f"{name}.onnx"
+        onnx.parent.mkdir(parents=True, exist_ok=True)
+        onnx.write_bytes(load_model_bytes(definition.model(name)))
+        m = say.step(
+            f"--profile {profile} model register {onnx} --name {name} --version 1.0 "
+            f"--benchmark {b}",
+            partial(a.model_register, onnx, name=name, version="1.0", benchmark=b, profile=profile),
+        ).id
+        models[profile] = m
+        say.step(
+            f"--profile {profile} model seal {onnx} --model {m}",
+            partial(a.model_seal, onnx, model=m, profile=profile),
+        )
+        say.step(
+            f"--profile {profile} model associate --model {m} --benchmark {b}",
+            partial(a.model_associate, model=m, benchmark=b, profile=profile),
+        )
+
+    say.section(
+        f"3. each hospital prepares {cases} synthetic case(s), registers, seals, associates"
+    )
+    datasets: dict[str, int] = {}
+    for index, profile in enumerate(_HOSPITALS):
+        base = workdir / profile
+        raw, prepared = base / "raw", base / "prepared"
+        say.step(f"--profile {profile} keys init", partial(x.keys_init, profile=profile))
+        seed = 1 + index * 1000
+        say.step(
+            f"dataset synthesize {raw} --cases {cases} --size {size} --first-seed {seed}",
+            partial(a.dataset_synthesize, raw, cases=cases, size=size, first_seed=seed),
+        )
+        say.step(
+            f"--profile {profile} dataset prepare {raw} {prepared} --benchmark {b} --size {size}",
+            partial(a.dataset_prepare, raw, prepared, benchmark=b, size=size, profile=profile),
+        )
+        name = f"{profile}-glioma"
+        d = say.step(
+            f"--profile {profile} dataset register {prepared} --name {name} --benchmark {b}",
+            partial(a.dataset_register, prepared, name=name, benchmark=b, profile=profile),
+        ).id
+        datasets[profile] = d
+        say.step(
+            f"--profile {profile} dataset seal {prepared} --dataset {d}",
+            partial(a.dataset_seal, prepared, dataset=d, profile=profile),
+        )
+        say.step(
+            f"--profile {profile} dataset associate --dataset {d} --benchmark {b}",
+            partial(a.dataset_associate, dataset=d, benchmark=b, profile=profile),
+        )
+
+    say.section("4. the authority approves every request; every owner syncs its key policy")
+    for d in datasets.values():
+        say.step(
+            f"--profile authority association approve --benchmark {b} --dataset {d}",
+            partial(r.association_approve, benchmark=b, dataset=d, profile="authority"),
+        )
+    for m in models.values():
+        say.step(
+            f"--profile authority association approve --benchmark {b} --model {m}",
+            partial(r.association_approve, benchmark=b, model=m, profile="authority"),
+        )
+    for profile, d in datasets.items():
+        say.step(
+            f"--profile {profile} policy sync --dataset {d}",
+            partial(x.policy_sync, dataset=d, profile=profile),
+        )
+    for profile, m in models.items():
+        say.step(
+            f"--profile {profile} policy sync --model {m}",
+            partial(x.policy_sync, model=m, profile=profile),
+        )
+
+    say.section("5. each hospital evaluates every approved model inside the (mock) TEE")
+    finished: dict[str, list[Any]] = {}
+    for profile, d in datasets.items():
+        finished[profile] = say.step(
+            f"--profile {profile} run --benchmark {b} --dataset {d} --all-models --tee mock",
+            partial(x.run, benchmark=b, dataset=d, all_models=True, profile=profile),
+        )
+
+    say.section("6. each hospital opens its results locally and submits the public summaries")
+    for profile, records in finished.items():
+        for record in records:
+            say.step(
+                f"--profile {profile} result open {record.run_id}",
+                partial(x.result_open, record.run_id, profile=profile),
+            )
+            say.step(
+                f"--profile {profile} result submit {record.run_id}",
+                partial(x.result_submit, record.run_id, profile=profile),
+            )
+
+    say.section("7. the authority reads the verified leaderboard")
+    board = say.step(f"--profile authority benchmark leaderboard {b}", lambda: _leaderboard(b))
+
+    say.section("8. an attack: the hospital launches a debug image to get at the model")
+    attacker, victim = _HOSPITALS[0], models["model-ref"]
+    try:
+        say.step(
+            f"--profile {attacker} run --benchmark {b} --dataset {datasets[attacker]} "
+            f"--model {victim} --insecure-debug-image --force",
+            lambda: x.run(
+                benchmark=b,
+                dataset=datasets[attacker],
+                model=victim,
+                force=True,
+                insecure_debug_image=True,
+                profile=attacker,
+            ),
+        )
+    except KeyReleaseDeniedError as exc:
+        say.console.print(f"[bold]refused, as it must be:[/] {exc}", markup=True)
+    else:
+        raise ClientError("the debug image was released the keys: the policies are broken")
+    say.step("--profile admin audit verify", lambda: r.audit_verify(profile="admin"))
+    workflows.check_tee("mock")
+    return DemoOutcome(workdir, server, b, board)
+
+
+def _leaderboard(benchmark_id: int) -> Any:
+    from sealbench.client import workflows
+    from sealbench.client._cli_common import session
+
+    with session("authority") as s:
+        board = workflows.leaderboard(s.client, benchmark_id, "dice")
+    workflows.print_leaderboard(out(), board)
+    return board
+
+
+def _epilogue(outcome: DemoOutcome, config: Path, mock_state: Path, server_data: Path) -> None:
+    console = out()
+    console.print(Rule("where everything is", style="cyan"))
+    w = outcome.workdir
+    console.print(f"work directory        {w}")
+    console.print(f"registry database     {server_data / 'registry.sqlite3'}")
+    console.print(f"registry log          {w / 'server.log'}")
+    console.print(f"mock TEE state        {mock_state}")
+    console.print(
+        f"profiles, keys, runs  {config}  (one profile per role: {', '.join(DEMO_USERS)})"
+    )
+    console.print(f"hospital files        {w / 'hospital-a'}, {w / 'hospital-b'}")
+    console.print("\nexplore it (the demo stopped its servers; start them again first):")
+    env = f"SEALBENCH_CONFIG_DIR={shlex.quote(str(config))}"
+    port = outcome.server.rsplit(":", 1)[1]
+    for line in (
+        f"sealbench mock-tee up --state-dir {shlex.quote(str(mock_state))} &",
+        f"SEALBENCH_SERVER_DATA_DIR={shlex.quote(str(server_data))} "
+        f"SEALBENCH_SERVER_TRUSTED_ISSUERS='{_issuers_json(mock_state)}' "
+        f"sealbench-server serve --port {port} &",
+        f"export {env}",
+        "sealbench --help; sealbench profile ls",
+        f"sealbench benchmark leaderboard {outcome.benchmark_id} --profile authority",
+        "sealbench result ls --profile hospital-a",
+        f"sealbench association ls --benchmark {outcome.benchmark_id} --profile authority",
+    ):
+        console.print(f"  {line}", highlight=False)
+
+
+def _issuers_json(mock_state: Path) -> str:
+    from sealbench.mocktee import MockEndpoints
+
+    ep = MockEndpoints.load(mock_state)
+    return json.dumps([{"issuer": ep.issuer, "jwks_url": ep.jwks_uri}])
+
+
+def demo(
+    cases: Annotated[int, typer.Option(help="synthetic cases per hospital")] = 2,
+    size: Annotated[
+        str, typer.Option(help="case grid: full (BraTS 240x240x155) or small (fast)")
+    ] = "full",
+    workdir: Annotated[
+        Path | None,
+        typer.Option(help="new or empty directory for everything (default: a fresh temporary one)"),
+    ] = None,
+) -> DemoOutcome:
+    """Run the whole confidential evaluation locally: registry, mock TEE, two hospitals, two
+    models, verified leaderboard, a refused attack. INSECURE mock: synthetic data only."""
+    from sealbench.client._cli_common import setup_logging
+    from sealbench.client.assets import SIZES
+    from sealbench.client.config import Profile, ProfileStore
+    from sealbench.client.errors import ConfigError
+    from sealbench.mocktee import MockCloud
+
+    if size not in SIZES:
+        raise ConfigError(f"--size must be one of {', '.join(SIZES)}")
+    if cases < 1:
+        raise ConfigError("--cases must be at least 1")
+    root = (workdir or Path(tempfile.mkdtemp(prefix="sealbench-demo-"))).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    if any(root.iterdir()):
+        raise ConfigError(f"{root} is not empty", hint="pass a new directory to --workdir")
+    started = time.monotonic()
+    out().print(f"sealbench demo: everything goes under {root}")
+    config, mock_state, server_data = root / "config", root / "mock-tee", root / "registry"
+    scope = {
+        ENV_CONFIG_DIR: str(config),
+        ENV_DATA_DIR: None,
+        ENV_PROFILE: None,
+        ENV_SERVER: None,
+        ENV_TOKEN: None,
+    }
+    with _scoped_environ(scope), MockCloud(mock_state) as cloud:
+        setup_logging(False)
+        tokens = _users(server_data)
+        with _registry(server_data, cloud.endpoints, root / "server.log") as server:
+            store = ProfileStore.from_environment(os.environ)
+            for name, token in tokens.items():
+                store.add(
+                    name,
+                    Profile(server=server, token=token, mock_tee=mock_state),
+                    make_current=name == "authority",
+                )
+            outcome = _play(root, cases, size, server, cloud.endpoints)
+    _epilogue(outcome, config, mock_state, server_data)
+    out().print(f"\ndemo finished in {time.monotonic() - started:.0f} s")
+    return outcome

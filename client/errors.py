@@ -1,0 +1,162 @@
+"""Errors raised by :mod:`sealbench.client`, each with the one-line ``hint`` the CLI prints under
+the cause (what the person at the keyboard can do about it) and the process exit code.
+
+Foreign exceptions (httpx, the cloud adapters, the enclave launcher, the file system) are
+translated once, where they happen, with ``raise ... from exc``; the CLI's error boundary
+(:func:`sealbench.client.cli.main`) prints ``cause`` and ``hint`` and exits with ``exit_code``.
+Messages never contain tokens, keys or patient data.
+
+::
+
+    ClientError                       exit 1   (base)
+    ├── ConfigError                   exit 3   no profile, bad profile, missing local file or key
+    │   └── NotAvailableError         exit 3   a backend or option that is not implemented yet
+    ├── RegistryError                 exit 4   the registry refused the request
+    │   ├── AuthenticationFailed      exit 6   401: the token is missing, wrong or revoked
+    │   ├── NotAllowedError           exit 4   403: signed in, but not permitted
+    │   ├── NotFoundError             exit 4   404
+    │   ├── ConflictError             exit 4   409: duplicate, or a transition the rules forbid
+    │   ├── InvalidRequestError       exit 4   422: the server could not use the input
+    │   └── ResultRejectedError       exit 4   422: the result's attestation did not verify
+    ├── ServerUnavailableError        exit 5   cannot reach the server, or it failed (5xx)
+    ├── CloudError                    exit 7   KMS, storage or policy writing failed
+    ├── RunFailedError                exit 7   the confidential run did not produce a result
+    │   └── KeyReleaseDeniedError     exit 7   the key owners' policies refused the workload
+    └── IntegrityError                exit 8   a sealed object or result failed to authenticate
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EXIT_CODES",
+    "AuthenticationFailed",
+    "ClientError",
+    "CloudError",
+    "ConfigError",
+    "ConflictError",
+    "IntegrityError",
+    "InvalidRequestError",
+    "KeyReleaseDeniedError",
+    "NotAllowedError",
+    "NotAvailableError",
+    "NotFoundError",
+    "RegistryError",
+    "ResultRejectedError",
+    "RunFailedError",
+    "ServerUnavailableError",
+]
+
+
+class ClientError(Exception):
+    """Base of every client error: ``str(exc)`` is the cause, ``hint`` what to do."""
+
+    exit_code = 1
+    default_hint = "run the command again with -v to see the details"
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint or self.default_hint
+
+
+class ConfigError(ClientError):
+    exit_code = 3
+    default_hint = "check 'sealbench profile ls' and the command's --help"
+
+
+class NotAvailableError(ConfigError):
+    default_hint = "use --tee mock for now"
+
+
+class RegistryError(ClientError):
+    """The registry answered with an error body ``{code, message}``."""
+
+    exit_code = 4
+    default_hint = "check the ids with the matching 'ls' command"
+
+    def __init__(
+        self, message: str, *, hint: str | None = None, status: int = 0, code: str = ""
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
+        self.code = code
+
+
+class AuthenticationFailed(RegistryError):  # noqa: N818 - reads as the event
+    exit_code = 6
+    default_hint = (
+        "the server did not accept your token: ask the registry operator for a new one and run "
+        "'sealbench login --token ...' (check which profile is active with 'sealbench whoami')"
+    )
+
+
+class NotAllowedError(RegistryError):
+    default_hint = (
+        "you are signed in but not permitted; check 'sealbench whoami' shows the account you "
+        "meant, or ask the owner of the benchmark or asset"
+    )
+
+
+class NotFoundError(RegistryError):
+    default_hint = "check the id with the matching 'ls' command, and that --profile is right"
+
+
+class ConflictError(RegistryError):
+    default_hint = "look at the current state with the matching 'show' or 'ls' command"
+
+
+class InvalidRequestError(RegistryError):
+    default_hint = "check the command's options against its --help"
+
+
+class ResultRejectedError(RegistryError):
+    default_hint = (
+        "the server refused the result's attestation: do not retry with the same files; rerun "
+        "the evaluation with 'sealbench run ... --force' and submit the new result"
+    )
+
+
+class ServerUnavailableError(ClientError):
+    exit_code = 5
+    default_hint = (
+        "check the server URL ('sealbench profile ls'), that the server is running, and your "
+        "network; then try again"
+    )
+
+
+class CloudError(ClientError):
+    exit_code = 7
+    default_hint = "check the KMS key, bucket and pool options and your cloud credentials"
+
+
+class RunFailedError(ClientError):
+    exit_code = 7
+    default_hint = "read the run's log shown above; 'sealbench run ... --force' retries it"
+
+
+class KeyReleaseDeniedError(RunFailedError):
+    default_hint = (
+        "the key owners' policies do not allow this workload: check that the dataset and model "
+        "associations are approved, then ask both owners to run 'sealbench policy sync'"
+    )
+
+
+class IntegrityError(ClientError):
+    exit_code = 8
+    default_hint = (
+        "the object was modified or belongs to another run or key; do not use it, and tell the "
+        "asset's owner (the storage may have been tampered with)"
+    )
+
+
+#: Documented in ``sealbench --help``.
+EXIT_CODES: tuple[tuple[int, str], ...] = (
+    (0, "success"),
+    (1, "unexpected error (run with -v and report it)"),
+    (2, "usage error (wrong options)"),
+    (3, "local configuration: no profile, missing key or file, backend not available"),
+    (4, "the registry refused the request (permissions, ids, approvals, state)"),
+    (5, "the registry cannot be reached or failed"),
+    (6, "the registry did not accept your token"),
+    (7, "cloud or confidential run failure (key release denied, enclave failed)"),
+    (8, "integrity failure: a sealed object or result did not authenticate"),
+)

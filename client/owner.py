@@ -1,0 +1,140 @@
+"""An asset owner's steps that touch its cloud: seal a dataset or model into its bucket and
+record the coordinates on the registry, and sync its key's policy with the registry's approved
+associations. Shared by ``sealbench dataset seal|model seal|policy sync`` and ``sealbench demo``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from sealbench.client.api import AssetKind, RegistryClient
+from sealbench.client.cloud import InsecureMockOwnerCloud
+from sealbench.client.config import ResolvedProfile
+from sealbench.client.errors import CloudError, ConfigError
+from sealbench.client.policy import AllowedWorkload, allowed_workloads
+from sealbench.server.schemas import CoordinatesPublic, CoordinatesUpdate
+
+__all__ = ["PolicySync", "SealOutcome", "owner_cloud", "seal_asset", "sync_policy"]
+
+log = logging.getLogger("sealbench.client")
+
+
+def owner_cloud(
+    profile: ResolvedProfile, client: RegistryClient, mock_tee: Path | None
+) -> InsecureMockOwnerCloud:
+    """The owner's cloud account for ``profile`` (today: its account in the mock cloud)."""
+    state = mock_tee or profile.profile.mock_tee
+    if state is None:
+        raise ConfigError(
+            f"profile {profile.name} has no cloud configured",
+            hint="pass --mock-tee DIR (the state directory of 'sealbench mock-tee up'), or "
+            "store it with 'sealbench profile add NAME --server URL --mock-tee DIR'",
+        )
+    return InsecureMockOwnerCloud.connect(Path(state), client.me().email)
+
+
+def coordinates(
+    cloud: InsecureMockOwnerCloud,
+    kind: AssetKind,
+    asset_id: int,
+    *,
+    kms_key: str | None,
+    storage: str | None,
+    pool_provider: str | None,
+) -> CoordinatesUpdate:
+    """The owner's defaults for the asset, with any option given replacing its field."""
+    default = cloud.default_coordinates(kind, asset_id)
+    return CoordinatesUpdate(
+        kms_key_name=kms_key or default.kms_key_name,
+        storage_uri=storage or default.storage_uri,
+        wip_provider=pool_provider or default.wip_provider,
+    )
+
+
+@dataclass(frozen=True)
+class SealOutcome:
+    report: Any  # sealbench.client.sealing.SealReport
+    coordinates: CoordinatesPublic
+
+
+def seal_asset(
+    client: RegistryClient,
+    cloud: InsecureMockOwnerCloud,
+    kind: Literal["dataset", "model"],
+    asset_id: int,
+    source: Path,
+    where: CoordinatesUpdate,
+    progress: Callable[[int, int], None] | None = None,
+) -> SealOutcome:
+    """Seal ``source`` (a prepared dataset directory or an ONNX file) as registry asset
+    ``asset_id`` to ``where``, after checking its digest is the registered one; then record
+    ``where`` as the asset's coordinates. Interrupted seals resume when run again."""
+    from sealbench.client import sealing
+    from sealbench.client.assets import prepared_digest
+    from sealbench.crypto.digest import sha256_file
+
+    if kind == "dataset":
+        registered = client.get_dataset(asset_id).digest
+    else:
+        registered = client.get_model(asset_id).digest
+    try:
+        local = prepared_digest(source) if kind == "dataset" else sha256_file(source)
+    except OSError as exc:
+        raise ConfigError(f"cannot read {source}: {exc.strerror}") from exc
+    if local != registered:
+        raise ConfigError(
+            f"{source} has digest {local}, but {kind} {asset_id} was registered as {registered}",
+            hint=f"seal exactly what you registered, or register this {kind} anew",
+        )
+    store, prefix = cloud.blob_store(where.storage_uri)
+    wrapper = cloud.key_wrapper(where.kms_key_name)
+    seal = sealing.seal_dataset if kind == "dataset" else sealing.seal_model
+    try:
+        report = seal(
+            source, asset_id=str(asset_id), key_wrapper=wrapper, store=store, prefix=prefix,
+            progress=progress,
+        )
+    except sealing.SealingError as exc:
+        raise CloudError(
+            f"sealing {kind} {asset_id} failed: {exc}",
+            hint="fix the cause and run the same command again: sealing resumes where it stopped",
+        ) from exc
+    stored = client.put_coordinates(kind, asset_id, where)
+    return SealOutcome(report, stored)
+
+
+@dataclass(frozen=True)
+class PolicySync:
+    grants: tuple[AllowedWorkload, ...]
+    report: Any  # sealbench.cloud.policy_writer.SyncReport
+
+
+def sync_policy(
+    client: RegistryClient,
+    cloud: InsecureMockOwnerCloud,
+    kind: AssetKind,
+    asset_id: int,
+    *,
+    local_recipient: str | None = None,
+) -> PolicySync:
+    """Grant the owner's key and bucket to exactly the workloads the registry's approved
+    associations allow (and revoke the ones no longer allowed); other bindings are kept."""
+    coords = client.get_coordinates(kind, asset_id)
+    grants = allowed_workloads(client, kind, asset_id)
+    if kind == "dataset" and local_recipient is not None:
+        foreign = {g.identity.recipient_digest for g in grants} - {local_recipient}
+        if foreign:
+            raise ConfigError(
+                f"dataset {asset_id} was registered with another result key than this "
+                "profile's",
+                hint="use the profile that registered the dataset, or register it again",
+            )
+    report = cloud.sync_policy(
+        coords, frozenset(g.identity for g in grants), include_data=kind == "dataset"
+    )
+    log.info("policy of %s %d: %d workloads", kind, asset_id, len(grants))
+    return PolicySync(grants, report)

@@ -1,0 +1,301 @@
+"""Confidential runs as the data owner operates them: build the run specification from the
+registry's records, launch it on a TEE backend, keep a local record of every run, and open and
+submit its result.
+
+Run records (``runs/<run id>.json`` in the profile's data directory, version 1) say which
+benchmark, dataset and model a run evaluated, where its result lies and how it ended; a pair
+with a succeeded run is not run again unless asked (``--force``). The record holds no secret
+and no per-case value.
+
+With the mock backend the result destination is a ``file://`` directory under the profile's
+data directory: the enclave runs on this machine, and a Cloud Storage destination would need an
+``objectCreator`` grant that the policy writer does not manage yet.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from sealbench.client.api import RegistryClient
+from sealbench.client.assets import recipient_of
+from sealbench.client.errors import (
+    ConfigError,
+    IntegrityError,
+    KeyReleaseDeniedError,
+    NotAllowedError,
+    RunFailedError,
+)
+from sealbench.client.keys import ResultKey
+from sealbench.server.schemas import ResultCreate, ResultPublic
+
+__all__ = [
+    "RunRecord",
+    "RunStore",
+    "approved_models",
+    "build_spec",
+    "execute",
+    "new_run_id",
+    "open_run_result",
+    "submit_run_result",
+]
+
+log = logging.getLogger("sealbench.client")
+
+_MAX_RECORD: Final = 1 << 20
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+class RunRecord(BaseModel):
+    """One run as this data owner launched it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    format: Literal["sealbench/run-record"] = "sealbench/run-record"
+    version: Literal[1] = 1
+    run_id: str
+    benchmark_id: int
+    dataset_id: int
+    model_id: int
+    tee: str
+    image_digest: str
+    result_uri: str
+    status: Literal["running", "succeeded", "failed"]
+    started_at: datetime
+    finished_at: datetime | None = None
+    wall_seconds: float | None = None
+    peak_rss_bytes: int | None = None
+    error: str | None = None
+    result_id: int | None = None
+
+
+class RunStore:
+    """The run records of one profile, one JSON file per run."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def path(self, run_id: str) -> Path:
+        if not _RUN_ID.match(run_id):
+            raise ConfigError(f"{run_id[:70]!r} is not a run id")
+        return self.root / f"{run_id}.json"
+
+    def save(self, record: RunRecord) -> None:
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        target = self.path(record.run_id)
+        tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+        tmp.write_text(record.model_dump_json(indent=2))
+        tmp.replace(target)
+
+    def get(self, run_id: str) -> RunRecord:
+        try:
+            raw = self.path(run_id).read_bytes()[:_MAX_RECORD]
+        except FileNotFoundError:
+            raise ConfigError(
+                f"no run {run_id!r} on this machine for this profile",
+                hint="list runs with 'sealbench result ls'",
+            ) from None
+        try:
+            return RunRecord.model_validate_json(raw)
+        except ValidationError as exc:
+            raise ConfigError(
+                f"run record {run_id} is damaged ({exc.error_count()} errors)"
+            ) from exc
+
+    def all(self) -> list[RunRecord]:
+        if not self.root.is_dir():
+            return []
+        records = [self.get(p.stem) for p in sorted(self.root.glob("*.json"))]
+        return sorted(records, key=lambda r: r.started_at)
+
+    def succeeded(self, benchmark_id: int, dataset_id: int, model_id: int) -> RunRecord | None:
+        """The latest succeeded run of this triple, if any."""
+        done = [
+            r for r in self.all()
+            if (r.benchmark_id, r.dataset_id, r.model_id) == (benchmark_id, dataset_id, model_id)
+            and r.status == "succeeded"
+        ]
+        return done[-1] if done else None
+
+
+def new_run_id(now: datetime, token: Callable[[int], str] = secrets.token_hex) -> str:
+    return f"run-{now.strftime('%Y%m%dT%H%M%S')}-{token(4)}"
+
+
+def approved_models(
+    client: RegistryClient, benchmark_id: int, dataset_id: int, model_id: int | None
+) -> tuple[int, ...]:
+    """The models to evaluate ``dataset_id`` with: ``model_id``, or every approved model; the
+    dataset and each model must be approved in the benchmark."""
+    datasets = {a.asset_id for a in client.list_associations("dataset", benchmark_id, "approved")}
+    if dataset_id not in datasets:
+        raise NotAllowedError(
+            f"dataset {dataset_id} is not approved in benchmark {benchmark_id}",
+            hint="check 'sealbench association ls --benchmark "
+            f"{benchmark_id}'; the benchmark's owner approves pending requests",
+        )
+    models = tuple(
+        sorted(a.asset_id for a in client.list_associations("model", benchmark_id, "approved"))
+    )
+    if model_id is None:
+        if not models:
+            raise NotAllowedError(f"no model is approved in benchmark {benchmark_id} yet")
+        return models
+    if model_id not in models:
+        raise NotAllowedError(
+            f"model {model_id} is not approved in benchmark {benchmark_id}",
+            hint=f"check 'sealbench association ls --benchmark {benchmark_id}'",
+        )
+    return (model_id,)
+
+
+def build_spec(
+    client: RegistryClient,
+    *,
+    run_id: str,
+    benchmark_id: int,
+    dataset_id: int,
+    model_id: int,
+    recipient: ResultKey,
+    result_dir: Path,
+    endpoints: Any,
+) -> Any:
+    """The :class:`~sealbench.enclave.spec.RunSpec` of one evaluation, from the registry's
+    records (digests, coordinates) and the owner's result key; ``endpoints`` are the mock
+    cloud's (STS, KMS, storage)."""
+    from sealbench.enclave.spec import AssetLocation, RunSpec
+
+    benchmark = client.get_benchmark(benchmark_id)
+    dataset = client.get_dataset(dataset_id)
+    model = client.get_model(model_id)
+    if recipient_of(dataset) != recipient.digest:
+        raise ConfigError(
+            f"dataset {dataset_id} was registered with another result key than this profile's",
+            hint="run with the profile that registered the dataset",
+        )
+    locations = {}
+    for kind, asset_id in (("dataset", dataset_id), ("model", model_id)):
+        coords = client.get_coordinates(kind, asset_id)  # type: ignore[arg-type]
+        locations[kind] = AssetLocation(
+            asset_id=str(asset_id),
+            uri=coords.storage_uri,
+            kms_key=coords.kms_key_name,
+            pool_provider=coords.wip_provider,
+        )
+    result_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return RunSpec(
+        run_id=run_id,
+        benchmark_id=str(benchmark_id),
+        metrics_version=benchmark.metrics_version,
+        dataset=locations["dataset"],
+        model=locations["model"],
+        result_uri=result_dir.resolve().as_uri(),
+        recipient_public_key=recipient.public_b64,
+        data_digest=dataset.digest,
+        model_digest=model.digest,
+        recipient_digest=recipient.digest,
+        sts_url=endpoints.sts_token_url,
+        kms_endpoint=endpoints.kms,
+        storage_endpoint=endpoints.storage,
+    )
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    record: RunRecord
+    failure: Exception | None
+
+
+def execute(
+    launcher: Any,
+    spec: Any,
+    store: RunStore,
+    *,
+    ids: tuple[int, int, int],
+    tee: str,
+    on_output: Callable[[str], None] | None = None,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> RunRecord:
+    """Launch ``spec``, recording the run before and after; raises the translated failure
+    after recording it."""
+    from sealbench.client.launchers import LaunchError
+
+    benchmark_id, dataset_id, model_id = ids
+    record = RunRecord(
+        run_id=spec.run_id, benchmark_id=benchmark_id, dataset_id=dataset_id, model_id=model_id,
+        tee=tee, image_digest=launcher.image_digest, result_uri=spec.result_uri,
+        status="running", started_at=now(),
+    )
+    store.save(record)
+    try:
+        result = launcher.launch(spec, on_output=on_output)
+    except LaunchError as exc:
+        failed = record.model_copy(
+            update={"status": "failed", "finished_at": now(), "error": str(exc)[:2000],
+                    "peak_rss_bytes": getattr(exc, "peak_rss_bytes", None)}
+        )
+        store.save(failed)
+        raise _translate(exc) from exc
+    done = record.model_copy(
+        update={"status": "succeeded", "finished_at": now(), "wall_seconds": result.wall_seconds,
+                "peak_rss_bytes": result.peak_rss_bytes}
+    )
+    store.save(done)
+    return done
+
+
+def _translate(exc: Exception) -> Exception:
+    from sealbench.client.launchers import EnclaveRunFailed
+    from sealbench.enclave.errors import AssetIntegrityError, KeyReleaseDenied
+
+    if isinstance(exc, EnclaveRunFailed):
+        if exc.error_class is not None and issubclass(exc.error_class, KeyReleaseDenied):
+            return KeyReleaseDeniedError(f"key release denied: {exc.reason}")
+        if exc.error_class is not None and issubclass(exc.error_class, AssetIntegrityError):
+            return IntegrityError(f"the enclave refused an asset: {exc.reason}")
+        return RunFailedError(str(exc))
+    return RunFailedError(f"the run could not be launched: {exc}")
+
+
+def open_run_result(record: RunRecord, private_key: Any, **verify: Any) -> Any:
+    """Download and open a succeeded run's result (:func:`sealbench.client.results.open_result`
+    checks: nonce binding, decryption, consistency)."""
+    from sealbench.client.results import ResultVerificationError, download_result, open_result
+    from sealbench.cloud.storage import open_storage_uri
+
+    if record.status != "succeeded":
+        raise ConfigError(
+            f"run {record.run_id} {record.status}; it has no result",
+            hint="run it again with 'sealbench run ... --force'",
+        )
+    store, prefix = open_storage_uri(record.result_uri)
+    try:
+        return open_result(download_result(store, prefix), private_key, **verify)
+    except ResultVerificationError as exc:
+        raise IntegrityError(f"the result of run {record.run_id} does not verify: {exc}") from exc
+
+
+def submit_run_result(
+    client: RegistryClient, record: RunRecord, opened: Any, store: RunStore
+) -> ResultPublic:
+    """Send the public summary, the sealed result's digest and the result attestation token;
+    the registry verifies the token before storing anything."""
+    body = ResultCreate(
+        benchmark_id=record.benchmark_id,
+        dataset_id=record.dataset_id,
+        model_id=record.model_id,
+        summary=opened.summary_json,
+        sealed_result_digest=opened.sealed_result_sha256,
+        attestation_token=opened.token,
+    )
+    result = client.submit_result(body)
+    store.save(record.model_copy(update={"result_id": result.id}))
+    return result
