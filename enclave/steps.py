@@ -178,9 +178,27 @@ def open_destination(run: AttestedRun, access: AssetAccess) -> ReadyDestination:
         store.put_bytes(
             destination.name(WRITE_CHECK_OBJECT), WriteCheck(run_id=run.spec.run_id).to_bytes()
         )
+    except CredentialError as exc:
+        # The write uses the data owner's pool credential: its refusal is a key-release denial.
+        raise KeyReleaseDenied(
+            f"the dataset owner's pool refused this workload: {exc}{_sts_reason(exc)}"
+        ) from exc
     except CloudError as exc:
         raise DestinationError(f"the result destination refused the test write: {exc}") from exc
     return destination
+
+
+def _sts_reason(exc: BaseException) -> str:
+    """The token exchange's own error text (google-auth's first argument: the STS error code and
+    description, never a token), when the storage adapter kept it only as the cause."""
+    cause = exc.__cause__
+    while cause is not None:
+        if type(cause).__module__.startswith("google.auth") and cause.args:
+            first = cause.args[0]
+            if isinstance(first, str):
+                return f" ({first[:600]})"
+        cause = cause.__cause__
+    return ""
 
 
 # -- step 2: credentials and keys --------------------------------------------------------------

@@ -185,6 +185,8 @@ class MockProcessLauncher:
 
     def start(self, spec: RunSpec, *, on_output: OutputFn | None = None) -> MockProcessWorkload:
         environ = spec.to_environ()
+        if self._workdir_root is not None:
+            self._workdir_root.mkdir(parents=True, exist_ok=True)
         socket_dir = Path(tempfile.mkdtemp(prefix="sbl-", dir="/tmp"))  # short: a Unix socket
         workdir = Path(tempfile.mkdtemp(prefix="sealbench-run-", dir=self._workdir_root))
         (workdir / "tmp").mkdir()
