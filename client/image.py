@@ -1,0 +1,348 @@
+"""Build the evaluation image (``docker/Dockerfile``) with no registry in reach, and report the
+digest that benchmarks, key owners' policies and the attestation claims name.
+
+Three steps, each usable on its own:
+
+1. :func:`ensure_local_base` — the base image. Offline it is made on this machine: Debian's
+   ``debootstrap --variant=minbase`` of bookworm with python3 (3.11) and its venv module, packed
+   with ``tar`` and imported as ``sealbench-base:bookworm``. It is made once and reused.
+2. :func:`prepare_build_context` — a build context of the Dockerfile and ``wheels/``: sealbench
+   built from a copy of the sources (nothing is written into the checkout) plus every wheel of
+   its ``enclave`` and ``gcp`` extras, from the local pip configuration.
+3. :func:`build_image` — ``docker build`` through the Docker SDK with the launch-policy label
+   computed from :data:`sealbench.enclave.spec.ENV_OVERRIDE_NAMES`.
+
+What "digest" means here: an image built locally has no registry manifest, so its digest is the
+engine's image ID, ``sha256:`` of the image configuration (which names every layer by the
+digest of its content). The Docker launcher attests exactly that value as
+``submods.container.image_digest``. A pushed image is named by its registry manifest digest
+instead; see ``docs/image.md``.
+
+Errors (all :class:`sealbench.client.errors.ClientError`, printed by the CLI with a hint)::
+
+    ImageBuildError                 exit 1  a step of the build failed
+    ├── EngineUnavailableError      exit 3  no Docker engine to talk to
+    ├── BaseImageError              exit 1  debootstrap, tar or the import failed
+    └── WheelhouseError             exit 1  pip could not build the wheelhouse
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Final
+
+import docker
+import docker.errors
+from docker import DockerClient
+
+from sealbench.client.errors import ClientError
+from sealbench.crypto.digest import Sha256Digest, parse_digest
+from sealbench.enclave.spec import ENV_OVERRIDE_NAMES
+
+__all__ = [
+    "BASE_TAG",
+    "DEBIAN_MIRROR",
+    "ENGINE_TIMEOUT_S",
+    "IMAGE_REPOSITORY",
+    "LABEL_ALLOW_ENV_OVERRIDE",
+    "LABEL_LOG_REDIRECT",
+    "SOURCE_DATE_EPOCH",
+    "BaseImageError",
+    "EngineUnavailableError",
+    "ImageBuildError",
+    "ImageBuildResult",
+    "ProgressFn",
+    "WheelhouseError",
+    "allow_env_override_value",
+    "build_image",
+    "connect_engine",
+    "ensure_local_base",
+    "find_source_root",
+    "prepare_build_context",
+]
+
+#: Called with each line of build output.
+ProgressFn = Callable[[str], None]
+
+BASE_TAG: Final = "sealbench-base:bookworm"
+IMAGE_REPOSITORY: Final = "sealbench-eval"
+DEBIAN_MIRROR: Final = "http://deb.debian.org/debian"
+#: 1980-01-01T00:00:00Z: every file the build writes gets this time (the earliest a zip holds).
+SOURCE_DATE_EPOCH: Final = 315532800
+LABEL_ALLOW_ENV_OVERRIDE: Final = "tee.launch_policy.allow_env_override"
+LABEL_LOG_REDIRECT: Final = "tee.launch_policy.log_redirect"
+#: Seconds allowed for one call to the Docker engine's API (a build streams within it).
+ENGINE_TIMEOUT_S: Final = 900
+DEBOOTSTRAP_TIMEOUT_S: Final = 1200
+WHEEL_TIMEOUT_S: Final = 900
+_BASE_PACKAGES: Final = ("python3", "python3-venv", "ca-certificates")
+_EXTRAS: Final = "enclave,gcp"
+
+
+class ImageBuildError(ClientError):
+    default_hint = "read the build output above; 'sealbench image build -v' shows the details"
+
+
+class EngineUnavailableError(ImageBuildError):
+    exit_code = 3
+    default_hint = (
+        "start a Docker engine (for example 'apt-get install docker.io' then 'dockerd &' as "
+        "root) or set DOCKER_HOST"
+    )
+
+
+class BaseImageError(ImageBuildError):
+    default_hint = (
+        "the offline base needs root, 'apt-get install debootstrap' and a reachable Debian "
+        "mirror; or pass a base image that is already present"
+    )
+
+
+class WheelhouseError(ImageBuildError):
+    default_hint = "check that 'pip wheel .[enclave,gcp]' works in the checkout (pip config, index)"
+
+
+@dataclass(frozen=True)
+class ImageBuildResult:
+    """A built evaluation image. ``digest`` is what a benchmark names and what the Docker
+    launcher attests: for a local build, the image ID (see the module docstring)."""
+
+    image_id: Sha256Digest
+    digest: Sha256Digest
+    reference: str
+    labels: Mapping[str, str]
+    base_image: str
+
+
+def allow_env_override_value() -> str:
+    """The value of the ``tee.launch_policy.allow_env_override`` label: the run-spec names."""
+    return ",".join(ENV_OVERRIDE_NAMES)
+
+
+def connect_engine(base_url: str | None = None, *, timeout: int = ENGINE_TIMEOUT_S) -> DockerClient:
+    """A client of the Docker engine at ``base_url`` (default: ``DOCKER_HOST`` or the local
+    socket), checked with a ping."""
+    try:
+        if base_url is None:
+            client = docker.from_env(timeout=timeout)
+        else:
+            client = DockerClient(base_url=base_url, timeout=timeout)
+        client.ping()
+    except docker.errors.DockerException as exc:
+        raise EngineUnavailableError(f"cannot reach a Docker engine: {exc}") from exc
+    return client
+
+
+def find_source_root(start: Path) -> Path:
+    """The sealbench checkout at or above ``start`` (it holds ``docker/Dockerfile`` and the
+    ``pyproject.toml`` of sealbench)."""
+    for folder in (start.resolve(), *start.resolve().parents):
+        pyproject = folder / "pyproject.toml"
+        if (folder / "docker" / "Dockerfile").is_file() and pyproject.is_file():
+            project = tomllib.loads(pyproject.read_text()).get("project", {})
+            if project.get("name") == "sealbench":
+                return folder
+    raise ImageBuildError(
+        f"no sealbench checkout (pyproject.toml + docker/Dockerfile) at or above {start}",
+        hint="run the command inside a sealbench checkout or pass --source",
+    )
+
+
+# -- the base --------------------------------------------------------------------------------
+
+
+def _image_id(client: DockerClient, reference: str) -> Sha256Digest | None:
+    try:
+        return Sha256Digest(str(client.images.get(reference).id))
+    except docker.errors.ImageNotFound:
+        return None
+
+
+def _run(argv: list[str], timeout: float, error: type[ImageBuildError], **kw: Any) -> None:
+    try:
+        subprocess.run(argv, check=True, timeout=timeout, capture_output=True, **kw)  # noqa: S603
+    except subprocess.CalledProcessError as exc:
+        tail = (exc.stderr or b"").decode("utf-8", "replace").strip().splitlines()[-5:]
+        raise error(f"{argv[0]} exited {exc.returncode}: {' | '.join(tail)}") from exc
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise error(f"{argv[0]} could not run: {exc}") from exc
+
+
+def ensure_local_base(
+    client: DockerClient,
+    *,
+    tag: str = BASE_TAG,
+    mirror: str = DEBIAN_MIRROR,
+    suite: str = "bookworm",
+    work_dir: Path | None = None,
+    on_progress: ProgressFn | None = None,
+) -> Sha256Digest:
+    """The image ID of ``tag``, making it first (debootstrap + ``docker import``) if absent."""
+    progress = on_progress or (lambda _line: None)
+    existing = _image_id(client, tag)
+    if existing is not None:
+        progress(f"base image {tag} present ({existing[:19]}…), reused")
+        return existing
+    debootstrap = shutil.which("debootstrap")
+    if debootstrap is None or shutil.which("tar") is None:
+        raise BaseImageError("debootstrap (and tar) are needed to make the offline base image")
+    with tempfile.TemporaryDirectory(prefix="sealbench-base-", dir=work_dir) as tmp:
+        rootfs, archive = Path(tmp) / "rootfs", Path(tmp) / "rootfs.tar"
+        progress(f"debootstrap {suite} (minbase + {', '.join(_BASE_PACKAGES)}) from {mirror}")
+        _run(
+            [debootstrap, "--variant=minbase", f"--include={','.join(_BASE_PACKAGES)}",
+             suite, str(rootfs), mirror],
+            DEBOOTSTRAP_TIMEOUT_S,
+            BaseImageError,
+        )
+        for leftover in ("var/cache/apt/archives", "var/lib/apt/lists"):
+            for path in (rootfs / leftover).glob("*"):
+                if path.is_file():
+                    path.unlink()
+        _run(
+            ["tar", "--numeric-owner", "--sort=name", "-C", str(rootfs), "-cf", str(archive), "."],
+            DEBOOTSTRAP_TIMEOUT_S,
+            BaseImageError,
+        )
+        repository, _, version = tag.partition(":")
+        progress(f"importing the base as {tag}")
+        try:
+            client.api.import_image_from_file(
+                str(archive), repository=repository, tag=version or "latest",
+                changes=["ENV LANG=C.UTF-8"],
+            )
+        except docker.errors.DockerException as exc:
+            raise BaseImageError(f"docker import of the base failed: {exc}") from exc
+    made = _image_id(client, tag)
+    if made is None:
+        raise BaseImageError(f"docker import reported success but {tag} is not present")
+    return made
+
+
+# -- the build context -----------------------------------------------------------------------
+
+
+def _copy_sources(source: Path, dst: Path) -> None:
+    pyproject = tomllib.loads((source / "pyproject.toml").read_text())
+    package_dirs: dict[str, str] = pyproject["tool"]["setuptools"]["package-dir"]
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(source / name, dst / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for folder in sorted(set(package_dirs.values())):
+        shutil.copytree(source / folder, dst / folder, ignore=ignore)
+
+
+def _clamp_mtimes(root: Path) -> None:
+    for dirpath, _dirnames, filenames in os.walk(root):
+        for name in filenames:
+            os.utime(Path(dirpath) / name, (SOURCE_DATE_EPOCH, SOURCE_DATE_EPOCH))
+        os.utime(dirpath, (SOURCE_DATE_EPOCH, SOURCE_DATE_EPOCH))
+
+
+def prepare_build_context(
+    source: Path, context: Path, *, python: str = sys.executable
+) -> Path:
+    """Write ``context/Dockerfile`` and ``context/wheels/`` (sealbench and every wheel of its
+    ``enclave`` and ``gcp`` extras, built with ``python -m pip wheel``) and return ``context``."""
+    wheels = context / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(source / "docker" / "Dockerfile", context / "Dockerfile")
+    with tempfile.TemporaryDirectory(prefix="sealbench-src-") as tmp:
+        src = Path(tmp)
+        _copy_sources(source, src)
+        env = {**os.environ, "SOURCE_DATE_EPOCH": str(SOURCE_DATE_EPOCH)}
+        _run(
+            [python, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check",
+             "--wheel-dir", str(wheels), f"{src}[{_EXTRAS}]"],
+            WHEEL_TIMEOUT_S,
+            WheelhouseError,
+            env=env,
+        )
+    if not list(wheels.glob("sealbench-*.whl")):
+        raise WheelhouseError("pip wheel finished without a sealbench wheel")
+    _clamp_mtimes(context)
+    return context
+
+
+# -- the build ---------------------------------------------------------------------------------
+
+
+def _stream(chunks: Iterator[dict[str, Any]], progress: ProgressFn) -> Sha256Digest | None:
+    built: Sha256Digest | None = None
+    for chunk in chunks:
+        if "error" in chunk:
+            detail = chunk.get("errorDetail", {}).get("message") or chunk["error"]
+            raise ImageBuildError(f"docker build failed: {str(detail).strip()}")
+        for line in str(chunk.get("stream", "")).splitlines():
+            if line.strip():
+                progress(line.rstrip())
+        aux = chunk.get("aux")
+        if isinstance(aux, dict) and isinstance(aux.get("ID"), str):
+            built = Sha256Digest(aux["ID"])
+    return built
+
+
+def build_image(
+    client: DockerClient,
+    source: Path,
+    *,
+    base_image: str | None = None,
+    repository: str = IMAGE_REPOSITORY,
+    no_cache: bool = False,
+    work_dir: Path | None = None,
+    on_progress: ProgressFn | None = None,
+) -> ImageBuildResult:
+    """Build ``source/docker/Dockerfile`` on ``base_image`` (default: the offline base, made by
+    :func:`ensure_local_base` when absent) and tag it ``repository:<first 12 hex of the ID>`` and
+    ``repository:latest``. Unchanged inputs give the same image ID (see ``docs/image.md``)."""
+    progress = on_progress or (lambda _line: None)
+    if base_image is None:
+        ensure_local_base(client, work_dir=work_dir, on_progress=progress)
+        base_image = BASE_TAG
+    elif _image_id(client, base_image) is None:
+        raise ImageBuildError(
+            f"base image {base_image} is not present and no registry is used",
+            hint=f"'docker pull {base_image}' where a registry is reachable, or omit the base",
+        )
+    with tempfile.TemporaryDirectory(prefix="sealbench-context-", dir=work_dir) as tmp:
+        progress("building the wheelhouse (sealbench[enclave,gcp])")
+        context = prepare_build_context(source, Path(tmp))
+        progress(f"docker build on {base_image}")
+        try:
+            chunks = client.api.build(
+                path=str(context),
+                dockerfile="Dockerfile",
+                tag=f"{repository}:latest",
+                buildargs={
+                    "BASE_IMAGE": base_image,
+                    "ALLOW_ENV_OVERRIDE": allow_env_override_value(),
+                    "SOURCE_DATE_EPOCH": str(SOURCE_DATE_EPOCH),
+                },
+                nocache=no_cache,
+                rm=True,
+                forcerm=True,
+                pull=False,
+                decode=True,
+            )
+            built = _stream(chunks, progress)
+            image = client.images.get(built or f"{repository}:latest")
+        except docker.errors.DockerException as exc:
+            raise ImageBuildError(f"docker build failed: {exc}") from exc
+    image_id = parse_digest(str(image.id))
+    reference = f"{repository}:{image_id.removeprefix('sha256:')[:12]}"
+    image.tag(repository, tag=reference.rpartition(":")[2])
+    labels = MappingProxyType(dict(image.labels or {}))
+    progress(f"built {reference} {image_id}")
+    return ImageBuildResult(
+        image_id=image_id, digest=image_id, reference=reference, labels=labels,
+        base_image=base_image,
+    )

@@ -1,0 +1,95 @@
+"""The evaluation image as Confidential Space sees it: its launch-policy labels let the operator
+set exactly the run-spec variables and nothing else, it runs the enclave as a non-root user with
+no bytecode to go stale, and rebuilding unchanged sources gives the same digest.
+
+Needs a Docker engine: see ``conftest.py`` (it installs and starts one as root on Debian, and
+fails loudly where it cannot)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from sealbench.client.image import (
+    BASE_TAG,
+    LABEL_ALLOW_ENV_OVERRIDE,
+    LABEL_LOG_REDIRECT,
+    build_image,
+)
+from sealbench.enclave.spec import ENV_OVERRIDE_NAMES
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+
+    from sealbench.client.image import ImageBuildResult
+
+pytestmark = pytest.mark.slow
+
+
+def test_allow_env_override_label_is_exactly_the_run_spec(
+    evaluation_image: ImageBuildResult,
+) -> None:
+    names = evaluation_image.labels[LABEL_ALLOW_ENV_OVERRIDE].split(",")
+    assert tuple(names) == ENV_OVERRIDE_NAMES
+
+
+def test_operator_cannot_override_the_command(evaluation_image: ImageBuildResult) -> None:
+    assert not any("allow_cmd_override" in label for label in evaluation_image.labels)
+    assert evaluation_image.labels[LABEL_LOG_REDIRECT] == "always"
+
+
+def test_image_runs_the_enclave_as_non_root_without_bytecode(
+    docker_engine: DockerClient, evaluation_image: ImageBuildResult
+) -> None:
+    config = docker_engine.images.get(evaluation_image.image_id).attrs["Config"]
+    assert config["Entrypoint"] == ["python", "-m", "sealbench.enclave"]
+    assert config["User"] == "10001:10001"
+    assert not config.get("Cmd")
+    probe = (
+        "import os, pathlib, sys, sealbench.enclave, onnxruntime, google.cloud.kms;"
+        "pyc = [p for p in pathlib.Path(sys.prefix).rglob('*.pyc')];"
+        "print(os.getuid(), sys.prefix, len(pyc), sys.version_info[:2])"
+    )
+    out = docker_engine.containers.run(
+        evaluation_image.image_id,
+        entrypoint=["python", "-c", probe],
+        read_only=True,
+        network_mode="none",
+        remove=True,
+    )
+    uid, prefix, pyc, version = out.decode().strip().split(" ", 3)
+    assert (uid, prefix, pyc, version) == ("10001", "/opt/sealbench", "0", "(3, 11)")
+
+
+def test_image_digest_is_the_engine_image_id(
+    docker_engine: DockerClient, evaluation_image: ImageBuildResult
+) -> None:
+    image = docker_engine.images.get(evaluation_image.reference)
+    assert evaluation_image.digest == evaluation_image.image_id == image.id
+    assert evaluation_image.base_image == BASE_TAG
+
+
+def test_rebuild_of_unchanged_sources_gives_the_same_digest(
+    docker_engine: DockerClient, evaluation_image: ImageBuildResult, source_snapshot: Path
+) -> None:
+    again = build_image(docker_engine, source_snapshot)
+    assert again.digest == evaluation_image.digest
+
+
+def test_no_cache_rebuild_reproduces_every_layer(
+    docker_engine: DockerClient, evaluation_image: ImageBuildResult, source_snapshot: Path
+) -> None:
+    """Without the build cache the classic builder stamps new creation times into the image
+    configuration, so the image ID differs (docs/image.md), but the content does not: every
+    layer is byte-identical."""
+    fresh = build_image(docker_engine, source_snapshot, no_cache=True)
+    layers = {
+        build.digest: docker_engine.images.get(build.image_id).attrs["RootFS"]["Layers"]
+        for build in (evaluation_image, fresh)
+    }
+    assert layers[fresh.digest] == layers[evaluation_image.digest]
+    assert len(layers[fresh.digest]) == 2  # the base and the one layer sealbench adds
+    # Restore the tag the rest of the session uses.
+    docker_engine.images.get(evaluation_image.image_id).tag("sealbench-eval", "latest")
