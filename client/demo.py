@@ -17,15 +17,10 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import socket
-import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Final, TypeVar
@@ -35,7 +30,8 @@ from rich.rule import Rule
 
 from sealbench.client._cli_common import out
 from sealbench.client.config import ENV_CONFIG_DIR, ENV_DATA_DIR, ENV_PROFILE, ENV_SERVER, ENV_TOKEN
-from sealbench.client.errors import ClientError, KeyReleaseDeniedError, ServerUnavailableError
+from sealbench.client.errors import ClientError, KeyReleaseDeniedError
+from sealbench.client.local import create_accounts, registry_process, scoped_environ
 
 __all__ = ["DEMO_USERS", "DemoOutcome", "demo"]
 
@@ -59,108 +55,6 @@ class DemoOutcome:
     server: str
     benchmark_id: int
     leaderboard: Any  # sealbench.client.workflows.LeaderboardView
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextmanager
-def _scoped_environ(changes: dict[str, str | None]) -> Iterator[None]:
-    """Point every command at the demo's profiles for the demo's duration only."""
-    saved = {k: os.environ.get(k) for k in changes}
-    try:
-        for key, value in changes.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
-def _users(data_dir: Path) -> dict[str, str]:
-    """Create the registry's database and the demo accounts; returns profile → API token
-    (what an operator does with 'sealbench-server init' and 'sealbench-server user add')."""
-    from sealbench.server.db import open_database
-    from sealbench.server.migrate import upgrade_to_head
-    from sealbench.server.services.users import create_user
-
-    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    db = open_database(f"sqlite:///{(data_dir / 'registry.sqlite3').resolve()}")
-    tokens: dict[str, str] = {}
-    try:
-        upgrade_to_head(db.engine)
-        for name, (email, admin) in DEMO_USERS.items():
-            with db.writer() as session:
-                _, tokens[name] = create_user(
-                    session, email=email, is_admin=admin, now=datetime.now(UTC)
-                )
-    finally:
-        db.dispose()
-    return tokens
-
-
-@contextmanager
-def _registry(data_dir: Path, endpoints: Any, log_path: Path) -> Iterator[str]:
-    """A real ``sealbench-server serve`` process trusting the mock's attestation issuer."""
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SEALBENCH_SERVER_")}
-    env.update(
-        {
-            "SEALBENCH_SERVER_DATA_DIR": str(data_dir),
-            "SEALBENCH_SERVER_TRUSTED_ISSUERS": json.dumps(
-                [{"issuer": endpoints.issuer, "jwks_url": endpoints.jwks_uri}]
-            ),
-        }
-    )
-    url = f"http://127.0.0.1:{port}"
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
-            [sys.executable, "-m", "sealbench.server.cli", "serve", "--port", str(port)],
-            env=env,
-            stdout=log,
-            stderr=log,
-            stdin=subprocess.DEVNULL,
-        )
-    try:
-        _wait_healthy(url, process, log_path)
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def _wait_healthy(url: str, process: subprocess.Popen[bytes], log_path: Path) -> None:
-    import httpx
-
-    deadline = time.monotonic() + _SERVER_START_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise ServerUnavailableError(
-                f"the registry server exited with {process.returncode}",
-                hint=f"read {log_path}",
-            )
-        try:
-            if httpx.get(f"{url}/health", timeout=2.0).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise ServerUnavailableError(
-        f"the registry did not answer within {_SERVER_START_S:.0f} s", hint=f"read {log_path}"
-    )
 
 
 class _Narrator:
@@ -405,10 +299,10 @@ def demo(
         ENV_SERVER: None,
         ENV_TOKEN: None,
     }
-    with _scoped_environ(scope), MockCloud(mock_state) as cloud:
+    with scoped_environ(scope), MockCloud(mock_state) as cloud:
         setup_logging(False)
-        tokens = _users(server_data)
-        with _registry(server_data, cloud.endpoints, root / "server.log") as server:
+        tokens = create_accounts(server_data, DEMO_USERS)
+        with registry_process(server_data, cloud.endpoints, root / "server.log") as server:
             store = ProfileStore.from_environment(os.environ)
             for name, token in tokens.items():
                 store.add(

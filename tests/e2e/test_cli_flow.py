@@ -1,0 +1,234 @@
+"""Every role's workflow through the ``sealbench`` CLI (typer's CliRunner) against a real registry
+server process and the mock TEE, on small synthetic cases and two tiny ONNX models: publish,
+approve, register, seal, associate, sync policies, run on the mock TEE, open, submit (verified
+by the registry), leaderboard; then the attacks a hospital IT person must get a clear answer
+to: a debug image is denied its keys, a tampered sealed case stops the run, an unapproved model
+is not run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from typer.testing import CliRunner, Result
+
+from sealbench.client.cli import app
+from sealbench.client.local import create_accounts, registry_process
+from sealbench.mocktee import MockCloud
+
+ACCOUNTS = {
+    "admin": ("admin@e2e.example", True),
+    "authority": ("authority@e2e.example", False),
+    "hospital": ("it@hospital.e2e.example", False),
+    "lab-a": ("ml@lab-a.e2e.example", False),
+    "lab-b": ("ml@lab-b.e2e.example", False),
+}
+Cli = Callable[..., Result]
+
+
+def tiny_onnx(path: Path, seed: int) -> Path:
+    rng = np.random.default_rng(seed)
+    weight = rng.standard_normal((4, 4, 1, 1, 1)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["input", "w"], ["logits"], kernel_shape=[1, 1, 1])],
+        "tiny",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 4, "D", "H", "W"])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 4, "D", "H", "W"])],
+        [numpy_helper.from_array(weight, "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+@dataclass
+class World:
+    cli: Cli
+    tmp: Path
+    mock_state: Path
+    ids: dict[str, int]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    tmp = tmp_path_factory.mktemp("flow")
+    mock_state, data = tmp / "mock", tmp / "registry"
+    patch = pytest.MonkeyPatch()
+    patch.setenv("SEALBENCH_CONFIG_DIR", str(tmp / "home"))
+    for name in ("SEALBENCH_DATA_DIR", "SEALBENCH_PROFILE", "SEALBENCH_SERVER",
+                 "SEALBENCH_TOKEN"):
+        patch.delenv(name, raising=False)
+    runner = CliRunner()
+
+    def cli(*args: str) -> Result:
+        return runner.invoke(app, list(args))
+
+    try:
+        with MockCloud(mock_state) as cloud:
+            tokens = create_accounts(data, ACCOUNTS)
+            with registry_process(data, cloud.endpoints, tmp / "server.log") as url:
+                for name, token in tokens.items():
+                    added = cli("profile", "add", name, "--server", url, "--token", token,
+                                "--mock-tee", str(mock_state))
+                    assert added.exit_code == 0, added.output
+                yield World(cli, tmp, mock_state, {})
+    finally:
+        patch.undo()
+
+
+def ok(result: Result) -> Result:
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def test_publish_register_seal_associate_approve_sync(world: World) -> None:
+    cli, tmp, ids = world.cli, world.tmp, world.ids
+    ids["b"] = json.loads(ok(cli("benchmark", "create", "--tee", "mock", "--json",
+                                 "--profile", "authority")).stdout)["id"]
+    b = str(ids["b"])
+    ok(cli("benchmark", "approve", b, "--profile", "admin"))
+    for lab, seed in (("lab-a", 0), ("lab-b", 1)):
+        onnx = tiny_onnx(tmp / f"{lab}.onnx", seed)
+        mid = json.loads(ok(cli("model", "register", str(onnx), "--name", lab, "--benchmark", b,
+                                "--json", "--profile", lab)).stdout)["id"]
+        ids[lab] = mid
+        sealed = ok(cli("model", "seal", str(onnx), "--model", str(mid), "--profile", lab))
+        assert "models/" in sealed.output
+        # sealing again resumes: nothing new is uploaded
+        again = ok(cli("model", "seal", str(onnx), "--model", str(mid), "--json",
+                       "--profile", lab))
+        assert json.loads(again.stdout)["uploaded"] == 0
+        ok(cli("model", "associate", "--model", str(mid), "--benchmark", b, "--profile", lab))
+    ok(cli("keys", "init", "--profile", "hospital"))
+    raw, prepared = tmp / "raw", tmp / "prepared"
+    ok(cli("dataset", "synthesize", str(raw), "--cases", "1", "--size", "small"))
+    ok(cli("dataset", "prepare", str(raw), str(prepared), "--benchmark", b, "--size", "small",
+           "--profile", "hospital"))
+    ids["d"] = json.loads(ok(cli("dataset", "register", str(prepared), "--name", "h-glioma",
+                                 "--benchmark", b, "--json", "--profile", "hospital"))
+                          .stdout)["id"]
+    d = str(ids["d"])
+    sealed = json.loads(ok(cli("dataset", "seal", str(prepared), "--dataset", d, "--json",
+                               "--profile", "hospital")).stdout)
+    assert sealed["coordinates"]["storage_uri"].endswith(f"datasets/{d}")
+    ok(cli("dataset", "associate", "--dataset", d, "--benchmark", b, "--profile", "hospital"))
+    ok(cli("association", "approve", "--benchmark", b, "--dataset", d, "--profile",
+           "authority"))
+    ok(cli("association", "approve", "--benchmark", b, "--model", str(ids["lab-a"]),
+           "--profile", "authority"))
+    ok(cli("association", "approve", "--benchmark", b, "--model", str(ids["lab-b"]),
+           "--profile", "authority"))
+    synced = json.loads(ok(cli("policy", "sync", "--dataset", d, "--json", "--profile",
+                               "hospital")).stdout)
+    assert len(synced["workloads"]) == 2 and len(synced["added"]) == 2
+    for lab in ("lab-a", "lab-b"):
+        text = ok(cli("policy", "sync", "--model", str(ids[lab]), "--profile", lab)).output
+        assert "+1" in text
+    # a second sync changes nothing (incremental, idempotent)
+    assert "nothing to change" in ok(cli("policy", "sync", "--dataset", d, "--profile",
+                                         "hospital")).output
+
+
+def test_run_open_submit_and_leaderboard(world: World) -> None:
+    cli, ids = world.cli, world.ids
+    b, d = str(ids["b"]), str(ids["d"])
+    ran = ok(cli("run", "--benchmark", b, "--dataset", d, "--all-models", "--tee", "mock",
+                 "--profile", "hospital"))
+    assert ran.output.count("succeeded") == 2
+    again = ok(cli("run", "--benchmark", b, "--dataset", d, "--all-models", "--profile",
+                   "hospital"))
+    assert again.output.count("already evaluated") == 2
+    runs = json.loads(ok(cli("result", "ls", "--json", "--profile", "hospital")).stdout)
+    assert [r["status"] for r in runs] == ["succeeded", "succeeded"]
+    for record in runs:
+        opened = ok(cli("result", "open", record["run_id"], "--profile", "hospital"))
+        assert "BraTS-GLI-" in opened.output  # per-case rows, private to the hospital
+        submitted = ok(cli("result", "submit", record["run_id"], "--profile", "hospital"))
+        assert "attestation verified" in submitted.output
+    verified = json.loads(ok(cli("benchmark", "results", b, "--json", "--profile",
+                                 "authority")).stdout)
+    assert {r["model_id"] for r in verified} == {ids["lab-a"], ids["lab-b"]}
+    board = json.loads(ok(cli("benchmark", "leaderboard", b, "--json", "--profile",
+                              "authority")).stdout)
+    assert {row["model_id"] for row in board["rows"]} == {ids["lab-a"], ids["lab-b"]}
+    assert all(row["datasets"][d] is not None for row in board["rows"])
+    # the same submission twice is refused by the registry
+    dup = cli("result", "submit", runs[0]["run_id"], "--profile", "hospital")
+    assert dup.exit_code == 4 and "already" in dup.output
+    # the model owner may not read results
+    assert ok(cli("benchmark", "results", b, "--json", "--profile", "lab-a")).output.strip() \
+        == "[]"
+
+
+def test_debug_image_denied_key(world: World) -> None:
+    cli, ids = world.cli, world.ids
+    result = cli("run", "--benchmark", str(ids["b"]), "--dataset", str(ids["d"]), "--model",
+                 str(ids["lab-a"]), "--insecure-debug-image", "--force", "--profile",
+                 "hospital")
+    assert result.exit_code == 7
+    assert "key release denied" in result.output
+    assert "policy sync" in result.output
+
+
+def test_tampered_sealed_case_stops_the_run(world: World) -> None:
+    from sealbench.client.cloud import InsecureMockOwnerCloud
+
+    cli, ids = world.cli, world.ids
+    cloud = InsecureMockOwnerCloud.connect(world.mock_state, ACCOUNTS["hospital"][0])
+    store, prefix = cloud.blob_store(f"gs://{cloud.setup.bucket}/datasets/{ids['d']}")
+    case = next(n for n in store.list(prefix) if "/cases/" in n)
+    original = store.get_bytes(case, 1 << 30)
+    flipped = bytearray(original)
+    flipped[len(flipped) // 2] ^= 0x01
+    store.put_bytes(case, bytes(flipped))
+    try:
+        result = cli("run", "--benchmark", str(ids["b"]), "--dataset", str(ids["d"]),
+                     "--model", str(ids["lab-a"]), "--force", "--profile", "hospital")
+    finally:
+        store.put_bytes(case, original)
+    assert result.exit_code == 8, result.output
+    assert "tampered" in result.output or "modified" in result.output
+
+
+def test_model_not_approved_is_not_run(world: World) -> None:
+    cli, ids = world.cli, world.ids
+    result = cli("run", "--benchmark", str(ids["b"]), "--dataset", str(ids["d"]), "--model",
+                 "999", "--profile", "hospital")
+    assert result.exit_code == 4
+    assert "not approved" in result.output
+
+
+def test_docker_backend_is_not_available_yet(world: World) -> None:
+    result = world.cli("run", "--benchmark", "1", "--dataset", "1", "--all-models", "--tee",
+                       "docker", "--profile", "hospital")
+    assert result.exit_code == 3
+    assert "not available" in result.output
+
+
+def test_mock_tee_up_prints_endpoints_and_stops_on_interrupt(tmp_path: Path) -> None:
+    state = tmp_path / "mock"
+
+    def interrupt_when_up() -> None:
+        deadline = time.monotonic() + 60
+        while not (state / "endpoints.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_when_up, daemon=True).start()
+    result = CliRunner().invoke(app, ["mock-tee", "up", "--state-dir", str(state)])
+    assert result.exit_code == 0, result.output
+    endpoints, _ = json.JSONDecoder().raw_decode(result.stdout)
+    assert endpoints["insecure"] is True
+    assert endpoints["issuer"].startswith("http://127.0.0.1:")
+    assert "--mock-tee" in result.output

@@ -1,0 +1,281 @@
+"""The registry-facing commands through typer's CliRunner, against a real registry served by
+uvicorn on a loopback port: profile, login, whoami, benchmark, dataset, model, association,
+keys, audit, and the error boundary (exit codes, hints, -v)."""
+
+from __future__ import annotations
+
+import json
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from typer.testing import CliRunner, Result
+
+from sealbench.benchmarks.brats.definition import load_definition
+from sealbench.client.cli import app
+from sealbench.crypto.digest import sha256_digest
+
+IMAGE = sha256_digest(b"cli evaluation image")
+_names = iter(range(10_000))
+Cli = Callable[..., Result]
+
+
+def tiny_onnx(path: Path, in_channels: int = 4) -> Path:
+    """A 1x1x1 convolution from the modalities to four classes, dynamic spatial axes."""
+    rng = np.random.default_rng(0)
+    weight = rng.standard_normal((4, in_channels, 1, 1, 1)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["input", "w"], ["logits"], kernel_shape=[1, 1, 1])],
+        "tiny",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT,
+                                       ["N", in_channels, "D", "H", "W"])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 4, "D", "H", "W"])],
+        [numpy_helper.from_array(weight, "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+def _invoke(runner: CliRunner, *args: str) -> Result:
+    return runner.invoke(app, list(args))
+
+
+@pytest.fixture
+def cli(runner: CliRunner, cli_home: Path, live_registry: Any) -> Cli:
+    """``sealbench ARGS`` with one profile per test account (the first added is current)."""
+    for name, token in live_registry.tokens.items():
+        result = _invoke(runner, "profile", "add", name, "--server", live_registry.url,
+                         "--token", token, "--no-use")
+        assert result.exit_code == 0, result.output
+
+    def run(*args: str) -> Result:
+        return _invoke(runner, *args)
+
+    return run
+
+
+def _approved_benchmark(cli: Cli, tmp_path: Path) -> int:
+    definition = load_definition().model_copy(update={"name": f"bench-{next(_names)}"})
+    path = tmp_path / "definition.json"
+    path.write_text(definition.model_dump_json())
+    created = cli("benchmark", "create", "--definition", str(path), "--image-reference",
+                  f"example/eval@{IMAGE}", "--image-digest", IMAGE, "--json",
+                  "--profile", "authority")
+    assert created.exit_code == 0, created.output
+    bid = int(json.loads(created.stdout)["id"])
+    approved = cli("benchmark", "approve", str(bid), "--profile", "admin")
+    assert approved.exit_code == 0, approved.output
+    assert f"benchmark {bid} is approved" in approved.output
+    return bid
+
+
+# -- profiles, login, whoami -----------------------------------------------------------------
+
+
+def test_profiles_are_private_and_tokens_never_printed(cli: Cli, cli_home: Path,
+                                                       live_registry: Any) -> None:
+    listing = cli("profile", "ls")
+    assert listing.exit_code == 0
+    assert "hospital" in listing.output and "set" in listing.output
+    for token in live_registry.tokens.values():
+        assert token not in listing.output
+    path = cli_home / "profiles.json"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(cli_home.stat().st_mode) == 0o700
+    assert cli("profile", "use", "hospital").exit_code == 0
+    rows = {r["name"]: r for r in json.loads(cli("profile", "ls", "--json").stdout)}
+    assert rows["hospital"]["current"] is True and rows["admin"]["current"] is False
+    assert cli("profile", "rm", "modelco").exit_code == 0
+    assert "modelco" not in cli("profile", "ls").output
+
+
+def test_whoami_shows_account_and_server(cli: Cli, live_registry: Any) -> None:
+    result = cli("whoami", "--profile", "hospital")
+    assert result.exit_code == 0, result.output
+    assert "hospital@test.example" in result.output
+    data = json.loads(cli("whoami", "--profile", "admin", "--json").stdout)
+    assert data["user"]["is_admin"] is True
+    assert data["server"] == live_registry.url
+
+
+def test_login_checks_the_token_before_saving(runner: CliRunner, cli_home: Path,
+                                              live_registry: Any) -> None:
+    bad = _invoke(runner, "login", "--server", live_registry.url, "--token", "sbt_wrong",
+                  "--profile", "lab")
+    assert bad.exit_code == 6
+    assert "sealbench login" in bad.output
+    assert not (cli_home / "profiles.json").exists()
+    good = _invoke(runner, "login", "--server", live_registry.url, "--token",
+                   live_registry.tokens["modelco"], "--profile", "lab")
+    assert good.exit_code == 0, good.output
+    assert "modelco@test.example" in good.output
+    assert "modelco@test.example" in _invoke(runner, "whoami").output
+
+
+def test_no_profile_exits_3_and_says_how_to_add_one(runner: CliRunner, cli_home: Path) -> None:
+    result = _invoke(runner, "benchmark", "ls")
+    assert result.exit_code == 3
+    assert "sealbench profile add" in result.output
+
+
+def test_environment_overrides_need_no_profile_file(runner: CliRunner, cli_home: Path,
+                                                    live_registry: Any,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SEALBENCH_SERVER", live_registry.url)
+    monkeypatch.setenv("SEALBENCH_TOKEN", live_registry.tokens["authority"])
+    result = _invoke(runner, "whoami")
+    assert result.exit_code == 0, result.output
+    assert "profile env: authority@test.example" in result.output
+
+
+def test_unreachable_server_exits_5(runner: CliRunner, cli_home: Path) -> None:
+    added = _invoke(runner, "profile", "add", "gone", "--server", "http://127.0.0.1:9",
+                    "--token", "x")
+    assert added.exit_code == 0
+    result = _invoke(runner, "benchmark", "ls")
+    assert result.exit_code == 5
+    assert "cannot reach the registry at http://127.0.0.1:9" in result.output
+
+
+def test_verbose_shows_the_traceback(runner: CliRunner, cli_home: Path) -> None:
+    _invoke(runner, "profile", "add", "gone", "--server", "http://127.0.0.1:9", "--token", "x")
+    quiet = _invoke(runner, "benchmark", "ls")
+    loud = _invoke(runner, "-v", "benchmark", "ls")
+    assert "Traceback" not in quiet.output
+    assert "Traceback" in loud.output
+    assert loud.exit_code == quiet.exit_code == 5
+
+
+# -- benchmark, association, audit ---------------------------------------------------------------
+
+
+def test_benchmark_create_approve_ls_show(cli: Cli, tmp_path: Path) -> None:
+    bid = _approved_benchmark(cli, tmp_path)
+    listing = cli("benchmark", "ls", "--state", "approved", "--profile", "hospital")
+    assert listing.exit_code == 0 and str(bid) in listing.output
+    shown = json.loads(cli("benchmark", "show", str(bid), "--json", "--profile", "hospital")
+                       .stdout)
+    assert shown["image_digest"] == IMAGE
+    assert shown["metrics_version"] == "brats-2023-gli/1"
+    assert shown["data_contract"]["shape"] == [240, 240, 155]
+    text = cli("benchmark", "show", str(bid), "--profile", "hospital").output
+    assert "t1n" in text
+
+
+def test_benchmark_on_unavailable_tee_says_not_yet(cli: Cli) -> None:
+    result = cli("benchmark", "create", "--tee", "docker", "--profile", "authority")
+    assert result.exit_code == 3
+    assert "not available" in result.output and "--tee mock" in result.output
+
+
+def test_benchmark_create_with_mock_tee_pins_the_enclave_code_digest(cli: Cli) -> None:
+    from sealbench.client.launchers import mock_image
+
+    result = cli("benchmark", "create", "--tee", "mock", "--json", "--profile", "authority")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["image_digest"] == mock_image().digest
+
+
+def test_non_admin_cannot_approve_a_benchmark(cli: Cli, tmp_path: Path) -> None:
+    definition = load_definition().model_copy(update={"name": f"bench-{next(_names)}"})
+    path = tmp_path / "d.json"
+    path.write_text(definition.model_dump_json())
+    created = cli("benchmark", "create", "--definition", str(path), "--image-reference",
+                  "x/y@" + IMAGE, "--image-digest", IMAGE, "--json", "--profile", "authority")
+    bid = json.loads(created.stdout)["id"]
+    result = cli("benchmark", "approve", str(bid), "--profile", "authority")
+    assert result.exit_code == 4
+    assert "admin" in result.output
+
+
+def test_dataset_and_model_lifecycle_with_associations(cli: Cli, tmp_path: Path) -> None:
+    bid = _approved_benchmark(cli, tmp_path)
+    raw, prepared = tmp_path / "raw", tmp_path / "prepared"
+    made = cli("dataset", "synthesize", str(raw), "--cases", "2", "--size", "small")
+    assert made.exit_code == 0, made.output
+    # one broken case is rejected with its reason, the others are prepared
+    broken = raw / "BraTS-GLI-09999-000"
+    broken.mkdir()
+    (broken / "BraTS-GLI-09999-000-t1n.nii.gz").write_bytes(b"not nifti")
+    prep = cli("dataset", "prepare", str(raw), str(prepared), "--benchmark", str(bid),
+               "--size", "small", "--profile", "hospital")
+    assert prep.exit_code == 0, prep.output
+    assert "prepared 2 cases" in prep.output and "BraTS-GLI-09999-000" in prep.output
+    no_key = cli("dataset", "register", str(prepared), "--name", "h-ds", "--profile",
+                 "hospital")
+    assert no_key.exit_code == 3 and "sealbench keys init" in no_key.output
+    assert cli("keys", "init", "--profile", "hospital").exit_code == 0
+    reg = cli("dataset", "register", str(prepared), "--name", "h-ds", "--benchmark", str(bid),
+              "--json", "--profile", "hospital")
+    assert reg.exit_code == 0, reg.output
+    did = json.loads(reg.stdout)["id"]
+    onnx = tiny_onnx(tmp_path / "m.onnx")
+    mreg = cli("model", "register", str(onnx), "--name", "tiny", "--version", "1",
+               "--benchmark", str(bid), "--json", "--profile", "modelco")
+    assert mreg.exit_code == 0, mreg.output
+    mid = json.loads(mreg.stdout)["id"]
+    assert json.loads(mreg.stdout)["digest"] == sha256_digest(onnx.read_bytes())
+    assert "pending" in cli("dataset", "associate", "--dataset", str(did), "--benchmark",
+                            str(bid), "--profile", "hospital").output
+    assert "pending" in cli("model", "associate", "--model", str(mid), "--benchmark", str(bid),
+                            "--profile", "modelco").output
+    own = cli("association", "approve", "--benchmark", str(bid), "--dataset", str(did),
+              "--profile", "hospital")
+    assert own.exit_code == 4 and "initiator" in own.output
+    assert "approved" in cli("association", "approve", "--benchmark", str(bid), "--dataset",
+                             str(did), "--profile", "authority").output
+    assert "rejected" in cli("association", "reject", "--benchmark", str(bid), "--model",
+                             str(mid), "--profile", "authority").output
+    links = json.loads(cli("association", "ls", "--benchmark", str(bid), "--json",
+                           "--profile", "modelco").stdout)
+    assert {(a["asset_kind"], a["status"]) for a in links} == {("dataset", "approved"),
+                                                              ("model", "rejected")}
+    assert "h-ds" in cli("dataset", "ls", "--mine", "--profile", "hospital").output
+    shown = cli("dataset", "show", str(did), "--profile", "modelco")
+    assert shown.exit_code == 0 and "result recipient sha256:" in shown.output
+    assert "tiny" in cli("model", "ls", "--profile", "hospital").output
+    assert json.loads(cli("model", "show", str(mid), "--json", "--profile", "hospital")
+                      .stdout)["coordinates"] is None
+
+
+def test_model_that_breaks_the_contract_is_refused_before_registering(cli: Cli,
+                                                                     tmp_path: Path) -> None:
+    onnx = tiny_onnx(tmp_path / "three.onnx", in_channels=3)
+    result = cli("model", "register", str(onnx), "--name", "bad", "--profile", "modelco")
+    assert result.exit_code == 3
+    assert "model contract" in result.output
+    assert "bad" not in cli("model", "ls", "--profile", "modelco").output
+
+
+def test_results_and_leaderboard_of_a_fresh_benchmark_are_empty(cli: Cli, tmp_path: Path) -> None:
+    bid = _approved_benchmark(cli, tmp_path)
+    results = cli("benchmark", "results", str(bid), "--json", "--profile", "authority")
+    assert results.exit_code == 0 and json.loads(results.stdout) == []
+    board = json.loads(cli("benchmark", "leaderboard", str(bid), "--json", "--profile",
+                           "authority").stdout)
+    assert board["rows"] == [] and board["metric"] == "dice"
+    assert "leaderboard" in cli("benchmark", "leaderboard", str(bid), "--profile",
+                                "authority").output
+
+
+def test_audit_verify_for_admins_only(cli: Cli) -> None:
+    ok = cli("audit", "verify", "--profile", "admin")
+    assert ok.exit_code == 0 and "audit chain intact" in ok.output
+    assert cli("audit", "verify", "--profile", "hospital").exit_code == 4
+
+
+def test_keys_init_refuses_to_replace_and_files_are_private(cli: Cli, cli_home: Path) -> None:
+    first = cli("keys", "init", "--profile", "hospital")
+    assert first.exit_code == 0, first.output
+    key = cli_home / "profiles" / "hospital" / "result-key.pem"
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    again = cli("keys", "init", "--profile", "hospital")
+    assert again.exit_code == 3 and "--force" in again.output
+    digest = json.loads(cli("keys", "show", "--json", "--profile", "hospital").stdout)
+    assert digest["recipient_digest"] in first.output
