@@ -37,8 +37,8 @@ pytest: link
 
 test: lint typecheck pytest
 
-demo:
-	@echo "make demo arrives with the CLI (issue 7); see README.md for what exists today." && exit 1
+demo: link
+	$(PY) -m sealbench.client.cli demo $(DEMO_ARGS)
 
 perf: link
 	$(PY) tests/perf/crypto_bench.py

@@ -18,7 +18,6 @@ import logging
 import re
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -46,6 +45,7 @@ __all__ = [
     "new_run_id",
     "open_run_result",
     "submit_run_result",
+    "translate_launch_error",
 ]
 
 log = logging.getLogger("sealbench.client")
@@ -208,12 +208,6 @@ def build_spec(
     )
 
 
-@dataclass(frozen=True)
-class RunOutcome:
-    record: RunRecord
-    failure: Exception | None
-
-
 def execute(
     launcher: Any,
     spec: Any,
@@ -243,7 +237,7 @@ def execute(
                     "peak_rss_bytes": getattr(exc, "peak_rss_bytes", None)}
         )
         store.save(failed)
-        raise _translate(exc) from exc
+        raise translate_launch_error(exc) from exc
     done = record.model_copy(
         update={"status": "succeeded", "finished_at": now(), "wall_seconds": result.wall_seconds,
                 "peak_rss_bytes": result.peak_rss_bytes}
@@ -252,7 +246,8 @@ def execute(
     return done
 
 
-def _translate(exc: Exception) -> Exception:
+def translate_launch_error(exc: Exception) -> Exception:
+    """The client error a failed launch stands for (by the enclave's exit code)."""
     from sealbench.client.launchers import EnclaveRunFailed
     from sealbench.enclave.errors import AssetIntegrityError, KeyReleaseDenied
 

@@ -1,0 +1,170 @@
+"""Profiles, result keys, run records and leaderboard arithmetic: the client's local state and
+pure logic, each test named after what must not happen."""
+
+from __future__ import annotations
+
+import stat
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from sealbench.client.config import Profile, ProfileStore
+from sealbench.client.errors import (
+    ConfigError,
+    IntegrityError,
+    KeyReleaseDeniedError,
+    NotAvailableError,
+    RunFailedError,
+)
+from sealbench.client.keys import init_result_key, load_result_key, load_result_private_key
+from sealbench.client.launchers import EnclaveRunFailed
+from sealbench.client.runs import RunRecord, RunStore, new_run_id, translate_launch_error
+from sealbench.client.workflows import LeaderboardView, check_tee, metric_value
+from sealbench.crypto.sealing import public_key_digest
+
+SERVER = "http://127.0.0.1:8000"
+
+
+def _store(tmp_path: Path, **environ: str) -> ProfileStore:
+    return ProfileStore(tmp_path / "config", tmp_path / "data", environ)
+
+
+def test_token_is_not_in_a_profile_repr(tmp_path: Path) -> None:
+    profile = Profile(server=SERVER, token="sbt_secret-value")
+    assert "secret-value" not in repr(profile)
+    store = _store(tmp_path)
+    store.add("a", profile)
+    assert "secret-value" not in repr(store.resolve("a"))
+
+
+def test_profiles_file_written_0600_in_a_0700_directory(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.add("a", Profile(server=SERVER, token="t"))
+    assert stat.S_IMODE(store.path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(store.root.stat().st_mode) == 0o700
+
+
+def test_environment_overrides_the_profile(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.add("a", Profile(server=SERVER, token="file-token"))
+    env_store = _store(tmp_path, SEALBENCH_SERVER="http://10.0.0.1:9000",
+                       SEALBENCH_TOKEN="env-token")
+    resolved = env_store.resolve()
+    assert (resolved.name, resolved.server, resolved.token) == (
+        "a", "http://10.0.0.1:9000", "env-token")
+    assert _store(tmp_path, SEALBENCH_PROFILE="a").resolve().token == "file-token"
+
+
+def test_unknown_profile_is_refused_with_a_hint(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        _store(tmp_path).resolve("nope")
+    assert "profile add" in info.value.hint
+
+
+def test_damaged_profiles_file_is_a_config_error(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.root.mkdir(parents=True)
+    store.path.write_text('{"version": 1, "profiles": {"a": {"server": "ftp://x"}}}')
+    with pytest.raises(ConfigError):
+        store.resolve("a")
+
+
+def test_profile_name_with_path_separator_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        _store(tmp_path).add("../evil", Profile(server=SERVER))
+
+
+def test_result_key_private_file_0600_and_never_replaced_silently(tmp_path: Path) -> None:
+    key = init_result_key(tmp_path / "keys")
+    assert stat.S_IMODE(key.private_path.stat().st_mode) == 0o600
+    with pytest.raises(ConfigError):
+        init_result_key(tmp_path / "keys")
+    loaded = load_result_key(tmp_path / "keys")
+    assert loaded.digest == key.digest
+    private = load_result_private_key(tmp_path / "keys")
+    assert public_key_digest(private.public_key()) == key.digest
+    replaced = init_result_key(tmp_path / "keys", force=True)
+    assert replaced.digest != key.digest
+
+
+def test_loose_private_key_permissions_refused(tmp_path: Path) -> None:
+    key = init_result_key(tmp_path / "keys")
+    key.private_path.chmod(0o644)
+    with pytest.raises(ConfigError) as info:
+        load_result_private_key(tmp_path / "keys")
+    assert "chmod 600" in info.value.hint
+
+
+def test_missing_result_key_says_keys_init(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_result_key(tmp_path)
+    assert "keys init" in info.value.hint
+
+
+def _record(run_id: str, status: str, model_id: int = 1) -> RunRecord:
+    return RunRecord.model_validate({
+        "run_id": run_id, "benchmark_id": 1, "dataset_id": 2, "model_id": model_id,
+        "tee": "mock", "image_digest": "sha256:" + "0" * 64, "result_uri": "file:///tmp/x",
+        "status": status, "started_at": datetime(2026, 1, 1, tzinfo=UTC),
+    })
+
+
+def test_run_store_finds_only_succeeded_runs_of_the_same_pair(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "runs")
+    store.save(_record("run-a", "failed"))
+    assert store.succeeded(1, 2, 1) is None
+    store.save(_record("run-b", "succeeded"))
+    store.save(_record("run-c", "succeeded", model_id=7))
+    found = store.succeeded(1, 2, 1)
+    assert found is not None and found.run_id == "run-b"
+    assert [r.run_id for r in store.all()] == ["run-a", "run-b", "run-c"]
+
+
+def test_run_id_with_path_traversal_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        RunStore(tmp_path).get("../../etc/passwd")
+
+
+def test_new_run_ids_are_valid_and_distinct() -> None:
+    now = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
+    first, second = new_run_id(now), new_run_id(now)
+    assert first != second and first.startswith("run-20261202T100000-")
+
+
+def test_enclave_exit_codes_become_actionable_errors() -> None:
+    denied = translate_launch_error(EnclaveRunFailed(13, "pool refused the token", None))
+    tampered = translate_launch_error(EnclaveRunFailed(14, "case failed authentication", None))
+    crashed = translate_launch_error(EnclaveRunFailed(-9, "killed by signal 9", None))
+    assert isinstance(denied, KeyReleaseDeniedError) and "policy sync" in denied.hint
+    assert isinstance(tampered, IntegrityError) and tampered.exit_code == 8
+    assert type(crashed) is RunFailedError
+
+
+def test_unavailable_tee_backends_are_named_not_implemented() -> None:
+    assert check_tee("mock") == "mock"
+    for backend in ("docker", "confidential-space"):
+        with pytest.raises(NotAvailableError):
+            check_tee(backend)
+    with pytest.raises(ConfigError):
+        check_tee("sgx")
+
+
+def _summary(dice: float) -> dict[str, object]:
+    region = {"dice": {"mean": dice}, "hd95": {"mean": 10.0 / dice}}
+    return {"aggregates": {"n_cases": 2, "regions": {r: region for r in ("WT", "TC", "ET")}}}
+
+
+def test_metric_value_reads_a_result_summary() -> None:
+    assert metric_value(_summary(0.5), "dice", "TC") == 0.5  # type: ignore[arg-type]
+    assert metric_value({"aggregates": {}}, "dice", "TC") is None
+
+
+def test_leaderboard_ranks_by_metric_direction() -> None:
+    board = LeaderboardView(1, "dice", ((1, "weak 1"), (2, "strong 1")), ((5, "h"),),
+                            {(1, 5): 0.4, (2, 5): 0.9})
+    assert [m for m, _ in board.ranked()] == [2, 1]
+    hd = LeaderboardView(1, "hd95", ((1, "weak 1"), (2, "strong 1")), ((5, "h"),),
+                         {(1, 5): 40.0, (2, 5): 9.0})
+    assert [m for m, _ in hd.ranked()] == [2, 1]
+    assert board.to_json()["rows"][0]["mean"] == 0.9
