@@ -5,6 +5,7 @@ lifespan, never at import. Domain errors map to JSON ``{"code", "message"}`` her
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -117,6 +118,7 @@ def create_app(
                 settings.trusted_issuers, jwks, clock=lambda: clock().timestamp()
             ),
             clock=clock,
+            write_gate=asyncio.Lock() if db.is_sqlite else None,
         )
         try:
             yield

@@ -1,6 +1,11 @@
 """Database engines and sessions. SQLite runs in WAL mode with a busy timeout, and write
 transactions start with ``BEGIN IMMEDIATE`` so that concurrent writers queue on the database lock
 instead of failing on a lock upgrade; PostgreSQL is reached through ``postgresql+psycopg://``.
+
+On SQLite, reader sessions run each statement in its own implicit transaction (no ``BEGIN`` /
+``ROLLBACK`` round trips): every read sees a committed snapshot, and a request that reads
+twice may see a commit in between, which no read path here depends on. Everything else
+(writers, migrations, the CLI) runs in explicit transactions.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ __all__ = ["SQLITE_BUSY_TIMEOUT_MS", "Database", "open_database"]
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 _IMMEDIATE = "sealbench_immediate"
+_AUTOCOMMIT_READS = "sealbench_autocommit_reads"
 
 
 @dataclass(frozen=True)
@@ -56,8 +62,11 @@ def _sqlite_engine(url: str) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        immediate = conn.get_execution_options().get(_IMMEDIATE, False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        options = conn.get_execution_options()
+        if options.get(_IMMEDIATE, False):
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        elif not options.get(_AUTOCOMMIT_READS, False):
+            conn.exec_driver_sql("BEGIN")
 
     return engine
 
@@ -75,8 +84,9 @@ def open_database(url: str, *, pool_size: int = 10) -> Database:
             pool_pre_ping=True,
         )
     writer_bind = engine.execution_options(**{_IMMEDIATE: True})
+    reader_bind = engine.execution_options(**{_AUTOCOMMIT_READS: True})
     return Database(
         engine=engine,
-        reader=sessionmaker(bind=engine, expire_on_commit=False),
+        reader=sessionmaker(bind=reader_bind, expire_on_commit=False),
         writer=sessionmaker(bind=writer_bind, expire_on_commit=False),
     )

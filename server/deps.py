@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -43,6 +45,7 @@ class Registry:
     authenticator: Authenticator
     verifier: ResultVerifier
     clock: Callable[[], datetime]
+    write_gate: asyncio.Lock | None = None
 
 
 async def get_registry(request: Request) -> Registry:
@@ -62,13 +65,26 @@ SettingsDep = Annotated[ServerSettings, Depends(get_settings)]
 
 async def get_session(request: Request, registry: RegistryDep) -> AsyncIterator[Session]:
     """A session per request: plain transactions for reads, write transactions (SQLite
-    ``BEGIN IMMEDIATE``) for everything else. Services commit; closing rolls back the rest."""
-    factory = registry.db.reader if request.method in _READ_METHODS else registry.db.writer
-    session = factory()
-    try:
-        yield session
-    finally:
-        session.close()
+    ``BEGIN IMMEDIATE``) for everything else. Services commit; closing rolls back the rest.
+
+    On SQLite, writers of this process also queue on ``write_gate`` (FIFO) so that they take
+    the database lock in turn instead of polling it with SQLite's busy handler, whose growing
+    sleeps give long tail latencies under concurrent writes."""
+    if request.method in _READ_METHODS:
+        session = registry.db.reader()
+        try:
+            yield session
+        finally:
+            session.close()
+        return
+    async with contextlib.AsyncExitStack() as stack:
+        if registry.write_gate is not None:
+            await stack.enter_async_context(registry.write_gate)
+        session = registry.db.writer()
+        try:
+            yield session
+        finally:
+            session.close()
 
 
 SessionDep = Annotated[Session, Depends(get_session)]

@@ -4,6 +4,7 @@ package (``sealbench/server/migrations``)."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from alembic import command
@@ -37,8 +38,10 @@ def upgrade_to_head(engine: Engine) -> None:
         command.upgrade(alembic_config(conn), "head")
 
 
+@functools.cache
 def head_revision() -> str | None:
-    """The newest revision the packaged scripts define."""
+    """The newest revision the packaged scripts define (read once: the scripts ship with the
+    package and do not change while it runs)."""
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 

@@ -7,11 +7,13 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import Path, Query
 from pydantic import BaseModel
+from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from sealbench.server.schemas import ErrorBody, Page
 from sealbench.server.services._common import PageOf
 
-__all__ = ["ERRORS", "IdPath", "OptionalId", "to_page"]
+__all__ = ["ERRORS", "IdPath", "OptionalId", "in_thread", "to_page"]
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": text}
@@ -41,3 +43,18 @@ def to_page(page: PageOf[R], convert: Callable[[R], S]) -> Page[S]:
         offset=page.offset,
         next_offset=page.next_offset,
     )
+
+
+async def in_thread(session: Session, work: Callable[[], R]) -> R:
+    """Run ``work`` (service call and conversion to a schema) in the thread pool and end the
+    session there too, so that no database I/O ever runs on the event loop and each request
+    costs one thread hop (handlers are ``async``; FastAPI then validates the returned schema
+    without a second hop)."""
+
+    def run() -> R:
+        try:
+            return work()
+        finally:
+            session.close()
+
+    return await run_in_threadpool(run)

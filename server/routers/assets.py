@@ -7,7 +7,7 @@ from fastapi import APIRouter
 
 from sealbench.server.deps import CurrentUser, Limit, NowDep, Offset, SessionDep
 from sealbench.server.models import Dataset, DatasetCoordinates, Model, ModelCoordinates
-from sealbench.server.routers._common import ERRORS, IdPath, OptionalId, to_page
+from sealbench.server.routers._common import ERRORS, IdPath, OptionalId, in_thread, to_page
 from sealbench.server.schemas import (
     CoordinatesPublic,
     CoordinatesUpdate,
@@ -45,87 +45,109 @@ def _coords(kind: str, row: DatasetCoordinates | ModelCoordinates) -> Coordinate
 
 
 @datasets_router.post("", status_code=201)
-def register_dataset(
+async def register_dataset(
     body: DatasetCreate, session: SessionDep, user: CurrentUser, now: NowDep
 ) -> DatasetPublic:
-    return _dataset(assets.create_dataset(session, user, body, now))
+    return await in_thread(
+        session, lambda: _dataset(assets.create_dataset(session, user, body, now))
+    )
 
 
 @datasets_router.get("")
-def list_datasets(
+async def list_datasets(
     session: SessionDep,
     _user: CurrentUser,
     owner_id: OptionalId = None,
     limit: Limit = 50,
     offset: Offset = 0,
 ) -> Page[DatasetPublic]:
-    page = assets.list_datasets(session, owner_id=owner_id, limit=limit, offset=offset)
-    return to_page(page, _dataset)
+    return await in_thread(
+        session,
+        lambda: to_page(
+            assets.list_datasets(session, owner_id=owner_id, limit=limit, offset=offset), _dataset
+        ),
+    )
 
 
 @datasets_router.get("/{dataset_id}")
-def get_dataset(dataset_id: IdPath, session: SessionDep, _user: CurrentUser) -> DatasetPublic:
-    return _dataset(assets.get_dataset(session, dataset_id))
+async def get_dataset(dataset_id: IdPath, session: SessionDep, _user: CurrentUser) -> DatasetPublic:
+    return await in_thread(session, lambda: _dataset(assets.get_dataset(session, dataset_id)))
 
 
 @datasets_router.put("/{dataset_id}/coordinates")
-def put_dataset_coordinates(
+async def put_dataset_coordinates(
     dataset_id: IdPath,
     body: CoordinatesUpdate,
     session: SessionDep,
     user: CurrentUser,
     now: NowDep,
 ) -> CoordinatesPublic:
-    return _coords(
-        "dataset", assets.put_coordinates(session, user, "dataset", dataset_id, body, now)
+    return await in_thread(
+        session,
+        lambda: _coords(
+            "dataset", assets.put_coordinates(session, user, "dataset", dataset_id, body, now)
+        ),
     )
 
 
 @datasets_router.get("/{dataset_id}/coordinates")
-def get_dataset_coordinates(
+async def get_dataset_coordinates(
     dataset_id: IdPath, session: SessionDep, user: CurrentUser
 ) -> CoordinatesPublic:
-    return _coords("dataset", assets.get_coordinates(session, user, "dataset", dataset_id))
+    return await in_thread(
+        session,
+        lambda: _coords("dataset", assets.get_coordinates(session, user, "dataset", dataset_id)),
+    )
 
 
 @models_router.post("", status_code=201)
-def register_model(
+async def register_model(
     body: ModelCreate, session: SessionDep, user: CurrentUser, now: NowDep
 ) -> ModelPublic:
-    return _model(assets.create_model(session, user, body, now))
+    return await in_thread(session, lambda: _model(assets.create_model(session, user, body, now)))
 
 
 @models_router.get("")
-def list_models(
+async def list_models(
     session: SessionDep,
     _user: CurrentUser,
     owner_id: OptionalId = None,
     limit: Limit = 50,
     offset: Offset = 0,
 ) -> Page[ModelPublic]:
-    return to_page(
-        assets.list_models(session, owner_id=owner_id, limit=limit, offset=offset), _model
+    return await in_thread(
+        session,
+        lambda: to_page(
+            assets.list_models(session, owner_id=owner_id, limit=limit, offset=offset), _model
+        ),
     )
 
 
 @models_router.get("/{model_id}")
-def get_model(model_id: IdPath, session: SessionDep, _user: CurrentUser) -> ModelPublic:
-    return _model(assets.get_model(session, model_id))
+async def get_model(model_id: IdPath, session: SessionDep, _user: CurrentUser) -> ModelPublic:
+    return await in_thread(session, lambda: _model(assets.get_model(session, model_id)))
 
 
 @models_router.put("/{model_id}/coordinates")
-def put_model_coordinates(
+async def put_model_coordinates(
     model_id: IdPath,
     body: CoordinatesUpdate,
     session: SessionDep,
     user: CurrentUser,
     now: NowDep,
 ) -> CoordinatesPublic:
-    return _coords("model", assets.put_coordinates(session, user, "model", model_id, body, now))
+    return await in_thread(
+        session,
+        lambda: _coords(
+            "model", assets.put_coordinates(session, user, "model", model_id, body, now)
+        ),
+    )
 
 
 @models_router.get("/{model_id}/coordinates")
-def get_model_coordinates(
+async def get_model_coordinates(
     model_id: IdPath, session: SessionDep, user: CurrentUser
 ) -> CoordinatesPublic:
-    return _coords("model", assets.get_coordinates(session, user, "model", model_id))
+    return await in_thread(
+        session, lambda: _coords("model", assets.get_coordinates(session, user, "model", model_id))
+    )

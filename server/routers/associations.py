@@ -3,13 +3,13 @@ list the current links and one link's history."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Literal
 
 from fastapi import APIRouter, Query
 
 from sealbench.server.deps import CurrentUser, Limit, NowDep, Offset, SessionDep
-from sealbench.server.routers._common import ERRORS, IdPath, to_page
+from sealbench.server.routers._common import ERRORS, IdPath, in_thread, to_page
 from sealbench.server.schemas import (
     AssociationCreate,
     AssociationPublic,
@@ -46,18 +46,22 @@ def _routes(kind: Literal["dataset", "model"], plural: str) -> None:
     convert = _public(kind)
 
     @router.post(f"/{{benchmark_id}}/{plural}", status_code=201, name=f"request_{kind}")
-    def request(
+    async def request(
         benchmark_id: IdPath,
         body: AssociationCreate,
         session: SessionDep,
         user: CurrentUser,
         now: NowDep,
     ) -> AssociationPublic:
-        row = associations.request(session, user, kind, benchmark_id, body.asset_id, now)
-        return convert(row)
+        return await in_thread(
+            session,
+            lambda: convert(
+                associations.request(session, user, kind, benchmark_id, body.asset_id, now)
+            ),
+        )
 
     @router.get(f"/{{benchmark_id}}/{plural}", name=f"list_{plural}")
-    def list_current(
+    async def list_current(
         benchmark_id: IdPath,
         session: SessionDep,
         _user: CurrentUser,
@@ -65,13 +69,18 @@ def _routes(kind: Literal["dataset", "model"], plural: str) -> None:
         limit: Limit = 50,
         offset: Offset = 0,
     ) -> Page[AssociationPublic]:
-        page = associations.list_current(
-            session, kind, benchmark_id, status=status, limit=limit, offset=offset
+        return await in_thread(
+            session,
+            lambda: to_page(
+                associations.list_current(
+                    session, kind, benchmark_id, status=status, limit=limit, offset=offset
+                ),
+                convert,
+            ),
         )
-        return to_page(page, convert)
 
     @router.get(f"/{{benchmark_id}}/{plural}/{{asset_id}}/history", name=f"{kind}_history")
-    def history(
+    async def history(
         benchmark_id: IdPath,
         asset_id: IdPath,
         session: SessionDep,
@@ -79,10 +88,15 @@ def _routes(kind: Literal["dataset", "model"], plural: str) -> None:
         limit: Limit = 50,
         offset: Offset = 0,
     ) -> Page[AssociationPublic]:
-        page = associations.history(
-            session, kind, benchmark_id, asset_id, limit=limit, offset=offset
+        return await in_thread(
+            session,
+            lambda: to_page(
+                associations.history(
+                    session, kind, benchmark_id, asset_id, limit=limit, offset=offset
+                ),
+                convert,
+            ),
         )
-        return to_page(page, convert)
 
     for verb, approve in (("approve", True), ("reject", False)):
         router.add_api_route(
@@ -96,18 +110,22 @@ def _routes(kind: Literal["dataset", "model"], plural: str) -> None:
 
 def _decider(
     kind: Literal["dataset", "model"], approve: bool, convert: Callable[[Link], AssociationPublic]
-) -> Callable[..., AssociationPublic]:
-    def decide(
+) -> Callable[..., Awaitable[AssociationPublic]]:
+    async def decide(
         benchmark_id: IdPath,
         asset_id: IdPath,
         session: SessionDep,
         user: CurrentUser,
         now: NowDep,
     ) -> AssociationPublic:
-        row = associations.decide(
-            session, user, kind, benchmark_id, asset_id, approve=approve, now=now
+        return await in_thread(
+            session,
+            lambda: convert(
+                associations.decide(
+                    session, user, kind, benchmark_id, asset_id, approve=approve, now=now
+                )
+            ),
         )
-        return convert(row)
 
     return decide
 

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Query
 
 from sealbench.server.deps import CurrentUser, Limit, NowDep, Offset, SessionDep
 from sealbench.server.models import Benchmark
-from sealbench.server.routers._common import ERRORS, IdPath, to_page
+from sealbench.server.routers._common import ERRORS, IdPath, in_thread, to_page
 from sealbench.server.schemas import (
     BenchmarkCreate,
     BenchmarkPublic,
@@ -26,41 +26,51 @@ def _public(row: Benchmark) -> BenchmarkPublic:
 
 
 @router.post("", status_code=201)
-def create(
+async def create(
     body: BenchmarkCreate, session: SessionDep, user: CurrentUser, now: NowDep
 ) -> BenchmarkPublic:
-    return _public(benchmarks.create(session, user, body, now))
+    return await in_thread(session, lambda: _public(benchmarks.create(session, user, body, now)))
 
 
 @router.get("")
-def list_benchmarks(
+async def list_benchmarks(
     session: SessionDep,
     _user: CurrentUser,
     state: BenchmarkState | None = Query(default=None),  # noqa: B008
     limit: Limit = 50,
     offset: Offset = 0,
 ) -> Page[BenchmarkPublic]:
-    return to_page(benchmarks.list_page(session, state=state, limit=limit, offset=offset), _public)
+    return await in_thread(
+        session,
+        lambda: to_page(
+            benchmarks.list_page(session, state=state, limit=limit, offset=offset), _public
+        ),
+    )
 
 
 @router.get("/{benchmark_id}")
-def get(benchmark_id: IdPath, session: SessionDep, _user: CurrentUser) -> BenchmarkPublic:
-    return _public(benchmarks.get(session, benchmark_id))
+async def get(benchmark_id: IdPath, session: SessionDep, _user: CurrentUser) -> BenchmarkPublic:
+    return await in_thread(session, lambda: _public(benchmarks.get(session, benchmark_id)))
 
 
 @router.post("/{benchmark_id}/approve")
-def approve(
+async def approve(
     benchmark_id: IdPath, session: SessionDep, user: CurrentUser, now: NowDep
 ) -> BenchmarkPublic:
-    return _public(benchmarks.approve(session, user, benchmark_id, now))
+    return await in_thread(
+        session, lambda: _public(benchmarks.approve(session, user, benchmark_id, now))
+    )
 
 
 @router.post("/{benchmark_id}/state")
-def set_state(
+async def set_state(
     benchmark_id: IdPath,
     body: BenchmarkStateUpdate,
     session: SessionDep,
     user: CurrentUser,
     now: NowDep,
 ) -> BenchmarkPublic:
-    return _public(benchmarks.set_state(session, user, benchmark_id, body.state, now))
+    return await in_thread(
+        session,
+        lambda: _public(benchmarks.set_state(session, user, benchmark_id, body.state, now)),
+    )

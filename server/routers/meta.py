@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from importlib.metadata import PackageNotFoundError, version
 
 from fastapi import APIRouter
@@ -9,6 +10,7 @@ from sqlalchemy import text
 
 from sealbench.server.deps import SessionDep
 from sealbench.server.migrate import head_revision
+from sealbench.server.routers._common import in_thread
 from sealbench.server.schemas import Health, VersionInfo
 
 __all__ = ["API_VERSION", "router"]
@@ -17,19 +19,24 @@ API_VERSION = "v1"
 router = APIRouter(tags=["meta"])
 
 
-def _package_version() -> str:
+@functools.cache
+def _version_info() -> VersionInfo:
     try:
-        return version("sealbench")
+        installed = version("sealbench")
     except PackageNotFoundError:
-        return "unknown"
+        installed = "unknown"
+    return VersionInfo(version=installed, api=API_VERSION, schema_revision=head_revision())
 
 
 @router.get("/health")
-def health(session: SessionDep) -> Health:
-    session.execute(text("SELECT 1"))
-    return Health(status="ok")
+async def health(session: SessionDep) -> Health:
+    def probe() -> Health:
+        session.execute(text("SELECT 1"))
+        return Health(status="ok")
+
+    return await in_thread(session, probe)
 
 
 @router.get("/version")
-def version_info() -> VersionInfo:
-    return VersionInfo(version=_package_version(), api=API_VERSION, schema_revision=head_revision())
+async def version_info() -> VersionInfo:
+    return _version_info()

@@ -7,7 +7,7 @@ from fastapi import APIRouter
 
 from sealbench.server.deps import CurrentUser, Limit, NowDep, Offset, RegistryDep, SessionDep
 from sealbench.server.models import Result
-from sealbench.server.routers._common import ERRORS, IdPath, OptionalId, to_page
+from sealbench.server.routers._common import ERRORS, IdPath, OptionalId, in_thread, to_page
 from sealbench.server.schemas import (
     Leaderboard,
     LeaderboardEntry,
@@ -28,46 +28,56 @@ def _public(row: Result) -> ResultPublic:
 
 
 @router.post("", status_code=201)
-def submit(
+async def submit(
     body: ResultCreate,
     session: SessionDep,
     user: CurrentUser,
     registry: RegistryDep,
     now: NowDep,
 ) -> ResultPublic:
-    return _public(results.submit(session, user, body, registry.verifier, now))
+    return await in_thread(
+        session, lambda: _public(results.submit(session, user, body, registry.verifier, now))
+    )
 
 
 @router.get("")
-def list_results(
+async def list_results(
     session: SessionDep,
     user: CurrentUser,
     benchmark_id: OptionalId = None,
     limit: Limit = 50,
     offset: Offset = 0,
 ) -> Page[ResultPublic]:
-    page = results.list_page(session, user, benchmark_id=benchmark_id, limit=limit, offset=offset)
-    return to_page(page, _public)
+    return await in_thread(
+        session,
+        lambda: to_page(
+            results.list_page(session, user, benchmark_id=benchmark_id, limit=limit, offset=offset),
+            _public,
+        ),
+    )
 
 
 @router.get("/{result_id}")
-def get(result_id: IdPath, session: SessionDep, user: CurrentUser) -> ResultPublic:
-    return _public(results.get(session, user, result_id))
+async def get(result_id: IdPath, session: SessionDep, user: CurrentUser) -> ResultPublic:
+    return await in_thread(session, lambda: _public(results.get(session, user, result_id)))
 
 
 @leaderboard_router.get("/{benchmark_id}/leaderboard")
-def leaderboard(benchmark_id: IdPath, session: SessionDep, user: CurrentUser) -> Leaderboard:
-    entries = tuple(
-        LeaderboardEntry(
-            result_id=result.id,
-            model_id=model.id,
-            model_name=model.name,
-            model_version=model.version,
-            dataset_id=dataset.id,
-            dataset_name=dataset.name,
-            summary=result.summary,
-            created_at=result.created_at,
+async def leaderboard(benchmark_id: IdPath, session: SessionDep, user: CurrentUser) -> Leaderboard:
+    def board() -> Leaderboard:
+        entries = tuple(
+            LeaderboardEntry(
+                result_id=result.id,
+                model_id=model.id,
+                model_name=model.name,
+                model_version=model.version,
+                dataset_id=dataset.id,
+                dataset_name=dataset.name,
+                summary=result.summary,
+                created_at=result.created_at,
+            )
+            for result, model, dataset in results.leaderboard(session, user, benchmark_id)
         )
-        for result, model, dataset in results.leaderboard(session, user, benchmark_id)
-    )
-    return Leaderboard(benchmark_id=benchmark_id, entries=entries)
+        return Leaderboard(benchmark_id=benchmark_id, entries=entries)
+
+    return await in_thread(session, board)
