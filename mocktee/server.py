@@ -10,8 +10,12 @@ stays valid::
 
     {"version": 1, "insecure": true, "issuer": "http://127.0.0.1:P", "jwks_uri": …,
      "sts_token_url": "http://127.0.0.1:P/v1/token", "iam": url, "kms": url, "storage": url,
-     "control": url, "ports": {"verifier": P, "sts": P, "iam": P, "kms": P, "storage": P,
-     "emulator": P, "control": P}}
+     "control": url, "compute": url, "ports": {"verifier": P, "sts": P, "iam": P, "kms": P,
+     "storage": P, "emulator": P, "control": P, "compute": P}}
+
+``compute`` is the Compute Engine stand-in (:mod:`sealbench.mocktee.compute`) that the
+Confidential Space launcher talks to; an ``endpoints.json`` written before it existed loads with
+``compute`` unset.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any
 
 from sealbench.crypto.attestation import Jwks
 from sealbench.mocktee._http import HttpService, Request, Response, google_error, json_response
+from sealbench.mocktee.compute import MockCompute
 from sealbench.mocktee.iam import MockIam
 from sealbench.mocktee.identity import Identity
 from sealbench.mocktee.kms import MockKms
@@ -41,7 +46,7 @@ __all__ = ["ENDPOINTS_FILE", "MockCloud", "MockEndpoints", "MockPorts"]
 _log = logging.getLogger("sealbench.mocktee")
 
 ENDPOINTS_FILE = "endpoints.json"
-_SERVICES = ("verifier", "sts", "iam", "kms", "storage", "emulator", "control")
+_SERVICES = ("verifier", "sts", "iam", "kms", "storage", "emulator", "control", "compute")
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,7 @@ class MockPorts:
     storage: int = 0
     emulator: int = 0
     control: int = 0
+    compute: int = 0
 
     @classmethod
     def parse(cls, spec: str) -> MockPorts:
@@ -80,6 +86,7 @@ class MockEndpoints:
     storage: str
     control: str
     ports: MockPorts
+    compute: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"version": 1, "insecure": True, **asdict(self)}
@@ -120,12 +127,14 @@ class MockCloud:
         self.sts = MockSts(self.state, self.identity, lambda: self._jwks, clock)
         self.iam = MockIam(self.state, self.identity)
         self.kms = MockKms(self.state, self.identity, clock)
+        self.compute = MockCompute(self.identity, self.verifier, work_root=state_dir)
         self._services = [
             verifier_service,
             HttpService("sts", self.sts.handle, port=chosen["sts"]),
             HttpService("iam", self.iam.handle, port=chosen["iam"]),
             HttpService("kms", self.kms.handle, port=chosen["kms"]),
             HttpService("control", self._control, port=chosen["control"]),
+            HttpService("compute", self.compute.handle, port=chosen["compute"]),
         ]
         self._emulator = EmulatorProcess(str(self.state.storage_dir), chosen["emulator"])
         self._proxy = StorageProxy(
@@ -140,6 +149,7 @@ class MockCloud:
             kms=by_name["kms"].url,
             storage=self._proxy.url,
             control=by_name["control"].url,
+            compute=by_name["compute"].url,
             ports=MockPorts(
                 verifier=by_name["verifier"].port,
                 sts=by_name["sts"].port,
@@ -148,6 +158,7 @@ class MockCloud:
                 storage=self._proxy.port,
                 emulator=chosen["emulator"],
                 control=by_name["control"].port,
+                compute=by_name["compute"].port,
             ),
         )
 
@@ -177,6 +188,7 @@ class MockCloud:
         return self.endpoints
 
     def stop(self) -> None:
+        self.compute.stop()
         self._proxy.stop()
         for service in reversed(self._services):
             service.stop()
