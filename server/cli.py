@@ -20,9 +20,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from pydantic import ValidationError
+from sqlalchemy.exc import SQLAlchemyError
 
 from sealbench.server.audit import verify_stored_chain
-from sealbench.server.db import open_database
+from sealbench.server.db import Database, open_database
 from sealbench.server.errors import RegistryError
 from sealbench.server.migrate import current_revision, head_revision, upgrade_to_head
 from sealbench.server.services.users import create_user
@@ -62,23 +63,31 @@ def _init(settings: ServerSettings) -> None:
         db.dispose()
 
 
-def _require_current(settings: ServerSettings) -> None:
+def _open_current(settings: ServerSettings) -> Database:
+    """The registry database, refusing one that ``init`` has not created or migrated."""
+    if settings.database_url is None:
+        path = settings.data_dir / "registry.sqlite3"
+        if not path.is_file():
+            raise RegistryError(f"no registry at {path}: run 'sealbench-server init' first")
     db = open_database(settings.effective_database_url)
     try:
         current = current_revision(db.engine)
-    finally:
+    except SQLAlchemyError as exc:
         db.dispose()
+        raise RegistryError(f"cannot read the registry database: {exc}") from exc
     if current != head_revision():
+        db.dispose()
         raise RegistryError(
             f"database is at revision {current}, expected {head_revision()}: "
             "run 'sealbench-server init' first"
         )
+    return db
 
 
 def _serve(settings: ServerSettings, host: str | None, port: int | None, workers: int) -> None:
     import uvicorn
 
-    _require_current(settings)
+    _open_current(settings).dispose()
     bind_host = host or settings.host
     bind_port = port or settings.port
     # Re-validate with the chosen address so non-local mode refuses wildcards here too.
@@ -109,7 +118,7 @@ def app_from_environment() -> object:
 
 
 def _user_add(settings: ServerSettings, email: str, admin: bool) -> None:
-    db = open_database(settings.effective_database_url)
+    db = _open_current(settings)
     try:
         with db.writer() as session:
             user, token = create_user(session, email=email, is_admin=admin, now=datetime.now(UTC))
@@ -121,7 +130,7 @@ def _user_add(settings: ServerSettings, email: str, admin: bool) -> None:
 
 
 def _audit_verify(settings: ServerSettings) -> None:
-    db = open_database(settings.effective_database_url)
+    db = _open_current(settings)
     try:
         with db.reader() as session:
             count = verify_stored_chain(session)
@@ -132,7 +141,7 @@ def _audit_verify(settings: ServerSettings) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING)
     try:
         settings = ServerSettings()
         if args.command == "init":
