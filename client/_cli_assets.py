@@ -218,7 +218,7 @@ def _coordinates_if_visible(
 
 @dataset_app.command("ls")
 def dataset_ls(
-    mine: Annotated[bool, typer.Option(help="only datasets you own")] = False,
+    mine: Annotated[bool, typer.Option("--mine", help="only datasets you own")] = False,
     profile: ProfileOpt = None,
     json_out: JsonOpt = False,
 ) -> tuple[DatasetPublic, ...]:
@@ -306,7 +306,7 @@ def model_associate(
 
 @model_app.command("ls")
 def model_ls(
-    mine: Annotated[bool, typer.Option(help="only models you own")] = False,
+    mine: Annotated[bool, typer.Option("--mine", help="only models you own")] = False,
     profile: ProfileOpt = None,
     json_out: JsonOpt = False,
 ) -> tuple[ModelPublic, ...]:

@@ -63,11 +63,11 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="print machine-readable JS
 
 def out() -> Console:
     """The console for results (stdout). Created per call so test runners can swap streams."""
-    return Console(highlight=False, soft_wrap=True)
+    return Console(highlight=False, soft_wrap=True, markup=False)
 
 
 def err_console() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 
 def exit_codes_help() -> str:

@@ -57,8 +57,10 @@ _CASE_DONE = re.compile(r"case (\d+)/(\d+) done")
 
 @keys_app.command("init")
 def keys_init(
-    force: Annotated[bool, typer.Option(help="replace an existing key (old results stay "
-                                             "sealed to the old one)")] = False,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="replace an existing key (old results stay sealed to it)"),
+    ] = False,
     profile: ProfileOpt = None,
 ) -> str:
     """Create your HPKE result key pair (private key mode 0600, never leaves this machine)."""
@@ -185,14 +187,21 @@ def run(
     benchmark: Annotated[int, typer.Option(help="benchmark id")],
     dataset: Annotated[int, typer.Option(help="your dataset id")],
     model: Annotated[int | None, typer.Option(help="model id to evaluate")] = None,
-    all_models: Annotated[bool, typer.Option(help="every model approved in the benchmark")] = False,
+    all_models: Annotated[
+        bool, typer.Option("--all-models", help="every model approved in the benchmark")
+    ] = False,
     tee: Annotated[
         str, typer.Option(help="TEE backend: mock (docker and confidential-space: not yet)")
     ] = "mock",
-    force: Annotated[bool, typer.Option(help="run again even if a run already succeeded")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="run again even if a run already succeeded")
+    ] = False,
     insecure_debug_image: Annotated[
         bool,
-        typer.Option(help="launch as a debug image, to check that key owners refuse it"),
+        typer.Option(
+            "--insecure-debug-image",
+            help="launch as a debug image, to check that the key owners refuse it",
+        ),
     ] = False,
     mock_tee: MockTeeOpt = None,
     profile: ProfileOpt = None,
@@ -230,7 +239,8 @@ def run(
                         on_output=_RunProgress(bar, f"model {model_id}"),
                     )
             except ClientError as exc:
-                out().print(f"model {model_id}: run {run_id} failed: {exc}")
+                out().print(f"model {model_id}: run {run_id} failed"
+                            + ("" if failure is None else f": {exc}"))
                 failure = failure or exc
                 continue
             out().print(f"model {model_id}: run {run_id} succeeded in "

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -67,7 +69,11 @@ class _Narrator:
         self.console.print(Rule(title, style="cyan"))
 
     def step(self, argv: str, action: Callable[[], T]) -> T:
-        self.console.print(f"[bold green]$ sealbench {argv}[/]", markup=True, highlight=False)
+        """Print ``argv`` (written profile first, for readability here) as the command line a
+        user types, with ``--profile`` after the subcommand where it belongs."""
+        match = re.match(r"--profile (\S+) (.*)$", argv, re.S)
+        line = f"{match.group(2)} --profile {match.group(1)}" if match else argv
+        self.console.print(f"[bold green]$ sealbench {line}[/]", markup=True, highlight=False)
         return action()
 
 
@@ -81,7 +87,6 @@ def _play(workdir: Path, cases: int, size: str, server: str, endpoints: Any) -> 
     from sealbench.client import _cli_assets as a
     from sealbench.client import _cli_registry as r
     from sealbench.client import _cli_run as x
-    from sealbench.client import workflows
 
     say = _Narrator()
     say.section("1. the benchmark authority publishes BraTS; the registry admin approves it")
@@ -213,7 +218,6 @@ def _play(workdir: Path, cases: int, size: str, server: str, endpoints: Any) -> 
     else:
         raise ClientError("the debug image was released the keys: the policies are broken")
     say.step("--profile admin audit verify", lambda: r.audit_verify(profile="admin"))
-    workflows.check_tee("mock")
     return DemoOutcome(workdir, server, b, board)
 
 
@@ -242,16 +246,20 @@ def _epilogue(outcome: DemoOutcome, config: Path, mock_state: Path, server_data:
     console.print("\nexplore it (the demo stopped its servers; start them again first):")
     env = f"SEALBENCH_CONFIG_DIR={shlex.quote(str(config))}"
     port = outcome.server.rsplit(":", 1)[1]
+    bin_dir = Path(sys.executable).parent
+    sb = shlex.quote(str(bin_dir / "sealbench"))
+    server = shlex.quote(str(bin_dir / "sealbench-server"))
+    b = outcome.benchmark_id
     for line in (
-        f"sealbench mock-tee up --state-dir {shlex.quote(str(mock_state))} &",
+        f"{sb} mock-tee up --state-dir {shlex.quote(str(mock_state))} &",
         f"SEALBENCH_SERVER_DATA_DIR={shlex.quote(str(server_data))} "
         f"SEALBENCH_SERVER_TRUSTED_ISSUERS='{_issuers_json(mock_state)}' "
-        f"sealbench-server serve --port {port} &",
+        f"{server} serve --port {port} &",
         f"export {env}",
-        "sealbench --help; sealbench profile ls",
-        f"sealbench benchmark leaderboard {outcome.benchmark_id} --profile authority",
-        "sealbench result ls --profile hospital-a",
-        f"sealbench association ls --benchmark {outcome.benchmark_id} --profile authority",
+        f"{sb} --help; {sb} profile ls",
+        f"{sb} benchmark leaderboard {b} --profile authority",
+        f"{sb} result ls --profile hospital-a",
+        f"{sb} association ls --benchmark {b} --profile authority",
     ):
         console.print(f"  {line}", highlight=False)
 
