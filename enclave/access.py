@@ -14,12 +14,15 @@ grants its workloads ``roles/storage.objectCreator`` on the result bucket.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from sealbench.cloud import BlobStore, parse_storage_uri
 from sealbench.cloud.attester import Attester
 from sealbench.crypto.envelope import KeyWrapper
 from sealbench.enclave.spec import AssetLocation, RunSpec
+
+if TYPE_CHECKING:
+    from google.auth.credentials import Credentials
 
 __all__ = ["AssetAccess", "CloudAccess"]
 
@@ -43,9 +46,9 @@ class CloudAccess:
     def __init__(self, spec: RunSpec, attester: Attester) -> None:
         self._spec = spec
         self._token_file = attester.token_file
-        self._credentials: dict[str, object] = {}
+        self._credentials: dict[str, Credentials] = {}
 
-    def _credential(self, owner: AssetLocation) -> object:
+    def _credential(self, owner: AssetLocation) -> Credentials:
         from sealbench.cloud.credentials import workload_credentials
 
         provider = owner.pool_provider
@@ -62,7 +65,7 @@ class CloudAccess:
         endpoint = self._spec.storage_endpoint
 
         def gcs(bucket: str) -> BlobStore:
-            client = make_storage_client(None, self._credential(owner), endpoint)  # type: ignore[arg-type]
+            client = make_storage_client(None, self._credential(owner), endpoint)
             return GcsBlobStore(client, bucket)
 
         return location.open(gcs)
@@ -70,5 +73,5 @@ class CloudAccess:
     def key_wrapper(self, owner: AssetLocation) -> KeyWrapper:
         from sealbench.cloud.kms import KmsKeyWrapper, make_kms_client
 
-        client = make_kms_client(self._credential(owner), self._spec.kms_endpoint)  # type: ignore[arg-type]
+        client = make_kms_client(self._credential(owner), self._spec.kms_endpoint)
         return KmsKeyWrapper(owner.kms_key, client)

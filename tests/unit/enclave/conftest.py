@@ -34,10 +34,12 @@ IMAGE = sha256_digest(b"unit-test evaluation image")
 DATA_KEY = "projects/hospital/locations/global/keyRings/r/cryptoKeys/data"
 MODEL_KEY = "projects/modelco/locations/global/keyRings/r/cryptoKeys/model"
 DATA_POOL = (
-    "projects/200000000002/locations/global/workloadIdentityPools/hospital-pool/providers/attestation"
+    "projects/200000000002/locations/global/workloadIdentityPools/"
+    "hospital-pool/providers/attestation"
 )
 MODEL_POOL = (
-    "projects/300000000003/locations/global/workloadIdentityPools/modelco-pool/providers/attestation"
+    "projects/300000000003/locations/global/workloadIdentityPools/"
+    "modelco-pool/providers/attestation"
 )
 
 

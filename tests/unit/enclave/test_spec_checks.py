@@ -87,3 +87,31 @@ def test_dataset_prepared_under_another_label_map_rejected() -> None:
     small = BRATS_2023_GLI.with_shape((32, 32, 24))
     ok = json.dumps({"contract": small.model_dump(mode="json")}).encode()
     assert rules.contract_for_dataset(ok) == small
+
+
+def _main(environ: dict[str, str], tmp_path: Any) -> Any:
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "sealbench.enclave", "--launcher-dir", str(tmp_path)],
+        env={"PATH": "/usr/bin:/bin", **environ},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_entry_point_without_spec_exits_10_with_one_line_naming_the_field(tmp_path: Any) -> None:
+    done = _main({}, tmp_path)
+    assert done.returncode == 10
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("sealbench-enclave: ")
+    assert "SEALBENCH_RUN_ID: missing" in done.stderr
+
+
+def test_entry_point_without_launcher_exits_11_before_keys(world: Any, tmp_path: Any) -> None:
+    done = _main(world.spec.to_environ(), tmp_path)  # no socket in tmp_path
+    assert done.returncode == 11 and "no attestation token" in done.stderr
+    assert done.stderr.count("\n") == 1
+    assert not world.results().exists()  # nothing was written anywhere
