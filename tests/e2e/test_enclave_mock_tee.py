@@ -129,3 +129,43 @@ def test_swapped_case_objects_in_the_bucket_fail_closed(enclave_world: Any) -> N
         store.get_bytes(f"results/{spec.run_id}/{FAILURE_OBJECT}", 1 << 20)
     )
     assert record.exit_code == 14 and "case object" in record.reason
+
+
+def test_registry_accepts_the_uploaded_result_and_refuses_an_altered_summary(
+    enclave_world: Any,
+) -> None:
+    from sealbench.server.errors import ResultRejectedError
+    from sealbench.server.jwks import JwksCache, UrllibJwksFetcher
+    from sealbench.server.schemas.results import ResultCreate
+    from sealbench.server.settings import TrustedIssuer
+    from sealbench.server.verification import ResultVerifier
+
+    world = enclave_world
+    spec = world.spec("small", "tiny")
+    world.launcher().launch(spec, timeout=600)
+    opened = world.open_result(spec)
+    body = ResultCreate(
+        benchmark_id=1,
+        dataset_id=1,
+        model_id=1,
+        summary=opened.summary_json,
+        sealed_result_digest=opened.sealed_result_sha256,
+        attestation_token=opened.token,
+    )
+    ep = world.cloud.endpoints
+    verifier = ResultVerifier(
+        (TrustedIssuer(issuer=ep.issuer, jwks_url=ep.jwks_uri),),
+        JwksCache(UrllibJwksFetcher(), ttl=60, clock=time.time),
+        time.time,
+    )
+    facts = {
+        "image_digest": world.image_digest,
+        "dataset_digest": spec.data_digest,
+        "model_digest": spec.model_digest,
+        "sealed_result_digest": body.sealed_result_digest,
+    }
+    verified = verifier.verify(body.attestation_token, summary=body.summary, **facts)
+    assert verified.image_digest == world.image_digest
+    altered = {**body.summary, "run_id": "another-run"}
+    with pytest.raises(ResultRejectedError, match="eat_nonce"):
+        verifier.verify(body.attestation_token, summary=altered, **facts)
