@@ -199,8 +199,14 @@ def ensure_local_base(
         rootfs, archive = Path(tmp) / "rootfs", Path(tmp) / "rootfs.tar"
         progress(f"debootstrap {suite} (minbase + {', '.join(_BASE_PACKAGES)}) from {mirror}")
         _run(
-            [debootstrap, "--variant=minbase", f"--include={','.join(_BASE_PACKAGES)}",
-             suite, str(rootfs), mirror],
+            [
+                debootstrap,
+                "--variant=minbase",
+                f"--include={','.join(_BASE_PACKAGES)}",
+                suite,
+                str(rootfs),
+                mirror,
+            ],
             DEBOOTSTRAP_TIMEOUT_S,
             BaseImageError,
         )
@@ -217,7 +223,9 @@ def ensure_local_base(
         progress(f"importing the base as {tag}")
         try:
             client.api.import_image_from_file(
-                str(archive), repository=repository, tag=version or "latest",
+                str(archive),
+                repository=repository,
+                tag=version or "latest",
                 changes=["ENV LANG=C.UTF-8"],
             )
         except docker.errors.DockerException as exc:
@@ -248,9 +256,7 @@ def _clamp_mtimes(root: Path) -> None:
         os.utime(dirpath, (SOURCE_DATE_EPOCH, SOURCE_DATE_EPOCH))
 
 
-def prepare_build_context(
-    source: Path, context: Path, *, python: str = sys.executable
-) -> Path:
+def prepare_build_context(source: Path, context: Path, *, python: str = sys.executable) -> Path:
     """Write ``context/Dockerfile`` and ``context/wheels/`` (sealbench and every wheel of its
     ``enclave`` and ``gcp`` extras, built with ``python -m pip wheel``) and return ``context``."""
     wheels = context / "wheels"
@@ -261,8 +267,17 @@ def prepare_build_context(
         _copy_sources(source, src)
         env = {**os.environ, "SOURCE_DATE_EPOCH": str(SOURCE_DATE_EPOCH)}
         _run(
-            [python, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check",
-             "--wheel-dir", str(wheels), f"{src}[{_EXTRAS}]"],
+            [
+                python,
+                "-m",
+                "pip",
+                "wheel",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--wheel-dir",
+                str(wheels),
+                f"{src}[{_EXTRAS}]",
+            ],
             WHEEL_TIMEOUT_S,
             WheelhouseError,
             env=env,
@@ -343,6 +358,9 @@ def build_image(
     labels = MappingProxyType(dict(image.labels or {}))
     progress(f"built {reference} {image_id}")
     return ImageBuildResult(
-        image_id=image_id, digest=image_id, reference=reference, labels=labels,
+        image_id=image_id,
+        digest=image_id,
+        reference=reference,
+        labels=labels,
         base_image=base_image,
     )

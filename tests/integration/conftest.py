@@ -12,20 +12,35 @@ the reason: it never skips and never passes without an engine.
 :func:`sealbench.client.image.build_image` from a snapshot of the checkout (so an edit made by
 someone while the tests run cannot change the digest between two builds), on the cached offline
 base (made by debootstrap the first time, about a minute).
+
+``docker_world`` (session): an in-process mock cloud with a hospital and a model owner, three
+tiny synthetic cases and a tiny ONNX model sealed into their buckets through the real Google
+clients, and both keys' policies (pool provider, KMS and bucket IAM) written by the policy
+writer for the workload of ``evaluation_image``'s digest only.
 """
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+from sealbench.benchmarks.brats import BRATS_2023_GLI, BratsContract
+from sealbench.crypto.digest import Sha256Digest
+from sealbench.crypto.sealing import public_key_digest, public_key_to_raw
+from sealbench.enclave.spec import AssetLocation, RunSpec
+from sealbench.mocktee.provision import OwnerSetup
+from sealbench.mocktee.server import MockCloud
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -159,3 +174,204 @@ def evaluation_image(docker_engine: DockerClient, source_snapshot: Path) -> Imag
     from sealbench.client.image import build_image
 
     return build_image(docker_engine, source_snapshot)
+
+
+# -- a sealed world on the mock TEE for the Docker launcher -----------------------------------
+
+DOCKER_HOSPITAL_POOL = (
+    "projects/200000000012/locations/global/workloadIdentityPools/hospital-pool"
+    "/providers/attestation"
+)
+DOCKER_MODELCO_POOL = (
+    "projects/300000000013/locations/global/workloadIdentityPools/modelco-pool"
+    "/providers/attestation"
+)
+
+
+def docker_tiny_model(seed: int = 0) -> bytes:
+    """A 1x1x1 convolution from 4 modalities to 4 classes (fast, deterministic)."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = np.random.default_rng(seed).standard_normal((4, 4, 1, 1, 1)).astype(np.float32)
+    spatial = ["D", "H", "W"]
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["input", "w"], ["logits"], kernel_shape=[1, 1, 1])],
+        "tiny",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 4, *spatial])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 4, *spatial])],
+        [numpy_helper.from_array(weight, "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return bytes(model.SerializeToString())
+
+
+@dataclass
+class DockerWorld:
+    """A mock cloud, a hospital and a model owner with sealed assets, and the keys' policies
+    written for the evaluation image's digest only."""
+
+    cloud: MockCloud
+    root: Path
+    hospital: OwnerSetup
+    modelco: OwnerSetup
+    recipient: X25519PrivateKey
+    prepared: Path
+    contract: BratsContract
+    weights: bytes
+    data_digest: Sha256Digest
+    model_digest: Sha256Digest
+    _runs: int = 0
+
+    def spec(self) -> RunSpec:
+        """A fresh run whose result goes to a ``file://`` folder, as ``sealbench run`` does."""
+        self._runs += 1
+        ep = self.cloud.endpoints
+        run_id = f"docker-run-{self._runs}"
+        result_dir = self.root / "results" / run_id
+        return RunSpec(
+            run_id=run_id,
+            benchmark_id="brats",
+            metrics_version="brats-2023-gli/1",
+            dataset=AssetLocation(
+                asset_id="ds-docker",
+                uri=f"gs://{self.hospital.bucket}/datasets/docker/",
+                kms_key=self.hospital.key_name,
+                pool_provider=DOCKER_HOSPITAL_POOL,
+            ),
+            model=AssetLocation(
+                asset_id="model-docker",
+                uri=f"gs://{self.modelco.bucket}/models/docker/",
+                kms_key=self.modelco.key_name,
+                pool_provider=DOCKER_MODELCO_POOL,
+            ),
+            result_uri=result_dir.as_uri(),
+            recipient_public_key=base64.b64encode(
+                public_key_to_raw(self.recipient.public_key())
+            ).decode(),
+            data_digest=self.data_digest,
+            model_digest=self.model_digest,
+            recipient_digest=public_key_digest(self.recipient.public_key()),
+            sts_url=ep.sts_token_url,
+            kms_endpoint=ep.kms,
+            storage_endpoint=ep.storage,
+        )
+
+    def result_dir(self, spec: RunSpec) -> Path:
+        return self.root / "results" / spec.run_id
+
+    def authorize(self, image_digest: Sha256Digest) -> None:
+        """Both owners allow exactly the workload of ``image_digest`` on these assets."""
+        from google.oauth2.credentials import Credentials
+
+        from sealbench.client.cloud import pool_provider_from_name
+        from sealbench.cloud.policy import AssetPolicy
+        from sealbench.cloud.policy_writer import PolicyWriter
+        from sealbench.crypto.workload import WorkloadIdentity
+
+        workload = WorkloadIdentity(
+            image_digest,
+            self.data_digest,
+            self.model_digest,
+            public_key_digest(self.recipient.public_key()),
+        )
+        ep = self.cloud.endpoints
+        for owner, pool, include_data in (
+            (self.hospital, DOCKER_HOSPITAL_POOL, True),
+            (self.modelco, DOCKER_MODELCO_POOL, False),
+        ):
+            writer = PolicyWriter.from_credentials(
+                Credentials(owner.access_token),  # type: ignore[no-untyped-call]
+                iam_url=ep.iam,
+                kms_url=ep.kms,
+                storage_url=ep.storage,
+            )
+            writer.sync(
+                AssetPolicy(
+                    provider=pool_provider_from_name(pool),
+                    key_name=owner.key_name,
+                    bucket=owner.bucket,
+                    workloads=frozenset({workload}),
+                    include_data=include_data,
+                    issuer_uri=ep.issuer + "/",
+                )
+            )
+
+
+def _owner_store_and_wrapper(cloud: MockCloud, owner: OwnerSetup) -> tuple[Any, Any]:
+    from google.oauth2.credentials import Credentials
+
+    from sealbench.cloud.gcs import GcsBlobStore, make_storage_client
+    from sealbench.cloud.kms import KmsKeyWrapper, make_kms_client
+
+    creds = Credentials(owner.access_token)  # type: ignore[no-untyped-call]
+    store = GcsBlobStore(
+        make_storage_client(owner.project_id, creds, cloud.endpoints.storage), owner.bucket
+    )
+    return store, KmsKeyWrapper(owner.key_name, make_kms_client(creds, cloud.endpoints.kms))
+
+
+@pytest.fixture(scope="session")
+def docker_world(
+    tmp_path_factory: pytest.TempPathFactory, evaluation_image: ImageBuildResult
+) -> Iterator[DockerWorld]:
+    """Three tiny synthetic cases and a tiny model, sealed into the mock cloud, with both keys'
+    policies naming ``evaluation_image``'s digest."""
+    from sealbench.benchmarks.brats.prepare import prepare_dataset
+    from sealbench.benchmarks.brats.synthetic import case_id_for, generate_case, write_case
+    from sealbench.client.sealing import seal_dataset, seal_model
+    from sealbench.crypto.sealing import generate_recipient_key
+    from sealbench.mocktee.provision import provision_owner
+
+    root = tmp_path_factory.mktemp("docker-world")
+    contract = BRATS_2023_GLI.with_shape((32, 32, 24))
+    with MockCloud(root / "state") as cloud:
+        hospital, modelco = (
+            provision_owner(
+                cloud.endpoints,
+                email=f"{name}@example.org",
+                project_id=f"{name}-docker",
+                project_number=pool.split("/")[1],
+                bucket=f"{name}-docker-bucket",
+            )
+            for name, pool in (("hospital", DOCKER_HOSPITAL_POOL), ("modelco", DOCKER_MODELCO_POOL))
+        )
+        raw, prepared = root / "raw", root / "prepared"
+        for seed in (1, 2, 3):
+            write_case(
+                generate_case(seed, contract.shape, contract), raw, case_id_for(seed), contract
+            )
+        prepare_dataset(raw, prepared, contract)
+        store, wrapper = _owner_store_and_wrapper(cloud, hospital)
+        data = seal_dataset(
+            prepared,
+            asset_id="ds-docker",
+            key_wrapper=wrapper,
+            store=store,
+            prefix="datasets/docker/",
+        )
+        weights = docker_tiny_model()
+        (root / "tiny.onnx").write_bytes(weights)
+        store, wrapper = _owner_store_and_wrapper(cloud, modelco)
+        model = seal_model(
+            root / "tiny.onnx",
+            asset_id="model-docker",
+            key_wrapper=wrapper,
+            store=store,
+            prefix="models/docker/",
+        )
+        world = DockerWorld(
+            cloud,
+            root,
+            hospital,
+            modelco,
+            generate_recipient_key(),
+            prepared,
+            contract,
+            weights,
+            data.digest,
+            model.digest,
+        )
+        world.authorize(evaluation_image.digest)
+        yield world

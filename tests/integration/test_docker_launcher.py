@@ -1,0 +1,125 @@
+"""The full confidential evaluation through the Docker launcher: the real evaluation image, run
+hardened by the local engine, attested by the mock TEE with the digest of the image actually
+run, gets its keys released by the production path (token file -> STS CEL condition -> KMS IAM)
+and writes a result the data owner opens and finds equal to the plain evaluation. An image
+whose digest is not the benchmark's, even with the very same content, is refused its keys."""
+
+from __future__ import annotations
+
+import io
+import time
+from typing import TYPE_CHECKING, Any
+
+import docker.errors
+import pytest
+
+from sealbench.benchmarks.brats import (
+    BRATS_2023_GLI_METRICS,
+    CaseResult,
+    OnnxSegmenter,
+    aggregate,
+    load_case_from_bytes,
+    score_or_fail,
+)
+from sealbench.client.launchers import EnclaveRunFailed
+from sealbench.client.launchers.docker import CONTAINER_LAUNCHER_DIR, DockerLauncher
+from sealbench.client.results import download_result, open_result
+from sealbench.cloud.storage import open_storage_uri
+from sealbench.crypto.attestation import Jwks
+from sealbench.enclave.errors import KeyReleaseDenied
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+
+    from sealbench.client.image import ImageBuildResult
+
+pytestmark = pytest.mark.slow
+
+RUN_TIMEOUT_S = 600
+
+
+def _plain_results(world: Any) -> list[CaseResult]:
+    """The same evaluation with no encryption, no storage and no TEE."""
+    contract = world.contract
+    segmenter = OnnxSegmenter(world.weights, contract)
+    results: list[CaseResult] = []
+    for folder in sorted((world.prepared / "data" / "cases").iterdir()):
+        files = {f"cases/{folder.name}/{p.name}": p.read_bytes() for p in folder.iterdir()}
+        case = load_case_from_bytes(files, contract)
+        assert case.seg is not None
+        prediction = segmenter.segment(case)
+        results.append(
+            score_or_fail(
+                case.case_id, prediction, case.seg, BRATS_2023_GLI_METRICS, contract.spacing_mm
+            )
+        )
+    return results
+
+
+def _container_gone(engine: DockerClient, container_id: str) -> bool:
+    try:
+        engine.containers.get(container_id)
+    except docker.errors.NotFound:
+        return True
+    return False
+
+
+def test_confidential_evaluation_in_the_image_matches_plain_evaluation(
+    docker_engine: DockerClient, evaluation_image: ImageBuildResult, docker_world: Any
+) -> None:
+    world = docker_world
+    launcher = DockerLauncher(docker_engine, world.cloud.launcher(), evaluation_image.reference)
+    assert launcher.image_digest == evaluation_image.digest
+    spec = world.spec()
+    lines: list[str] = []
+    with launcher.start(spec, on_output=lines.append) as workload:
+        host = docker_engine.containers.get(workload.container_id).attrs["HostConfig"]
+        result = workload.wait(RUN_TIMEOUT_S)
+    assert host["ReadonlyRootfs"] is True
+    assert host["CapDrop"] == ["ALL"]
+    assert host["SecurityOpt"] == ["no-new-privileges"]
+    assert host["NetworkMode"] == "host"
+    assert host["Memory"] > 0 and host["MemorySwap"] == host["Memory"]
+    assert set(host["Tmpfs"]) == {"/tmp"}
+    launcher_mount = next(m for m in host["Mounts"] if m["Target"] == CONTAINER_LAUNCHER_DIR)
+    assert launcher_mount["ReadOnly"] is True
+    assert _container_gone(docker_engine, workload.container_id)
+
+    assert result.image_digest == evaluation_image.digest
+    assert any("step 7/7" in line for line in lines), lines[-5:]
+    store, prefix = open_storage_uri(spec.result_uri)
+    opened = open_result(
+        download_result(store, prefix),
+        world.recipient,
+        jwks=Jwks.from_json(world.cloud.verifier.jwks()),
+        issuer=world.cloud.endpoints.issuer,
+        now=time.time(),
+    )
+    assert opened.claims.submods.container.image_digest == evaluation_image.digest
+    assert opened.claims.submods.container.image_reference == evaluation_image.reference
+    assert opened.per_case.image_digest == evaluation_image.digest
+    expected = _plain_results(world)
+    assert list(opened.per_case.cases) == expected
+    assert opened.summary.aggregates == aggregate(expected, BRATS_2023_GLI_METRICS)
+
+
+def test_image_with_another_digest_is_refused_its_keys(
+    docker_engine: DockerClient, evaluation_image: ImageBuildResult, docker_world: Any
+) -> None:
+    """Same files, one more label: a different image ID, which no policy names."""
+    dockerfile = f"FROM {evaluation_image.image_id}\nLABEL sealbench.test.rebadged=yes\n"
+    other, _ = docker_engine.images.build(
+        fileobj=io.BytesIO(dockerfile.encode()), tag="sealbench-eval:rebadged", rm=True
+    )
+    assert other.id != evaluation_image.digest
+    launcher = DockerLauncher(
+        docker_engine, docker_world.cloud.launcher(), "sealbench-eval:rebadged"
+    )
+    spec = docker_world.spec()
+    with pytest.raises(EnclaveRunFailed) as info, launcher.start(spec) as workload:
+        workload.wait(RUN_TIMEOUT_S)
+    assert info.value.exit_code == 13 and info.value.error_class is KeyReleaseDenied
+    assert "owner refused this workload" in info.value.reason, info.value.reason
+    assert _container_gone(docker_engine, workload.container_id)
+    results = docker_world.result_dir(spec)
+    assert not (results / "result.sealed").exists() and not (results / "result.token").exists()
