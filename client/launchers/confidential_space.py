@@ -1,0 +1,389 @@
+"""The production backend (``sealbench run --tee confidential-space``): the evaluation image in a
+Confidential Space VM, created with ``google-cloud-compute`` (REST transport; the endpoint and
+credentials are injectable, so the same code runs against the mock's Compute stand-in).
+
+For each run :class:`ConfidentialSpaceLauncher`:
+
+1. refuses an image named by tag (before any API call): the key owners' policies name a digest,
+   and a tag could move between approval and launch;
+2. inserts a Confidential VM — SEV: ``n2d-standard-2`` with live migration (``MIGRATE``); TDX:
+   ``c3-standard-4`` with ``TERMINATE`` — with Shielded VM Secure Boot, the boot image family
+   ``confidential-space`` (``confidential-space-debug`` only with ``debug=True``, which every
+   sealbench policy refuses: debug images are attested ``dbgstat=enabled``), the operator's
+   service account with the ``cloud-platform`` scope, and metadata ``tee-image-reference``
+   (``repo@sha256:…``), ``tee-env-<NAME>`` per run-spec variable, ``tee-restart-policy=Never``
+   and ``tee-container-log-redirect``; it waits for the insert operation through a
+   ``ZoneOperationsClient`` built with the same endpoint (``insert(...).result()`` would poll
+   through a client built without the injected ``client_options``, i.e. Google's endpoint);
+3. polls the instance's status and streams its serial port (``getSerialPortOutput`` from the
+   last ``next`` offset) to ``on_output`` until the launcher's last line ``TEE container launcher
+   exiting, exit code: N`` has appeared and the VM is ``TERMINATED`` (a debug VM stays
+   ``RUNNING``: the line alone ends the wait);
+4. deletes the VM unless ``keep_vm`` (also after a failure, timeout or :meth:`kill`).
+
+The result itself is read by the caller at the run spec's result URI. Confidential Space does
+not report the container's exit code, only the launcher's (0 success, 1 workload or launcher
+error, 4 debug hold), so a failed run raises :class:`EnclaveRunFailed` with exit code 1 and the
+enclave's own ``sealbench-enclave: <reason>`` line when the serial port shows it; the enclave's
+precise error is in the failure record at the result URI.
+
+Errors (Google API errors translated once, here, each with a ``hint`` saying what to do)::
+
+    LaunchError
+    ├── EnclaveRunFailed              the workload ran and failed
+    └── ConfidentialSpaceError        the VM could not be created, watched or deleted
+        ├── ImageReferenceError       the image is named by tag, not digest
+        ├── QuotaExceeded             CPU quota or API rate limit (403 QUOTA_EXCEEDED / 429)
+        ├── CapacityUnavailable       the zone has no capacity for the machine type
+        ├── ComputePermissionDenied   401/403, or no access to the service account
+        ├── ComputeNotFound           project, zone, network or image does not exist
+        ├── VmTimeout                 an API call, operation or the whole run took too long
+        └── VmStoppedUnexpectedly     TERMINATED without the launcher's exit line
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+import secrets
+import time
+from collections.abc import Callable
+from typing import Final, TypeVar
+
+from google.api_core import exceptions as gexc
+from google.auth.credentials import Credentials
+from google.cloud import compute_v1
+
+from sealbench.client.launchers._cs_resources import (
+    CLOUD_PLATFORM_SCOPE,
+    CS_DEBUG_IMAGE_FAMILY,
+    CS_IMAGE_FAMILY,
+    CapacityUnavailable,
+    ComputeNotFound,
+    ComputePermissionDenied,
+    ConfidentialSpaceError,
+    ImageReferenceError,
+    QuotaExceeded,
+    VmSettings,
+    VmStoppedUnexpectedly,
+    VmTimeout,
+    image_digest_of,
+    instance_resource,
+    make_compute_clients,
+    translate_api_error,
+)
+from sealbench.client.launchers.base import EnclaveRunFailed, LaunchError, LaunchResult, OutputFn
+from sealbench.enclave.spec import RunSpec
+
+__all__ = [
+    "API_TIMEOUT_S",
+    "CLOUD_PLATFORM_SCOPE",
+    "CS_DEBUG_IMAGE_FAMILY",
+    "CS_IMAGE_FAMILY",
+    "DEFAULT_TIMEOUT_S",
+    "OPERATION_TIMEOUT_S",
+    "POLL_INTERVAL_S",
+    "CapacityUnavailable",
+    "ComputeNotFound",
+    "ComputePermissionDenied",
+    "ConfidentialSpaceError",
+    "ConfidentialSpaceLauncher",
+    "ConfidentialSpaceVm",
+    "ImageReferenceError",
+    "QuotaExceeded",
+    "VmSettings",
+    "VmStoppedUnexpectedly",
+    "VmTimeout",
+    "image_digest_of",
+    "instance_resource",
+    "make_compute_clients",
+]
+
+_log = logging.getLogger("sealbench.client")
+
+#: Seconds allowed for each Compute API call.
+API_TIMEOUT_S: Final = 60.0
+#: Seconds to wait for an insert or delete operation.
+OPERATION_TIMEOUT_S: Final = 600.0
+#: Seconds between two polls of the VM's status and serial port.
+POLL_INTERVAL_S: Final = 10.0
+#: Seconds a whole run (boot, image pull, evaluation) may take before the VM is deleted.
+DEFAULT_TIMEOUT_S: Final = 6 * 3600.0
+_EXIT_LINE = re.compile(r"TEE container launcher exiting, exit code: (?P<code>\d+)")
+_REASON_PREFIX: Final = "sealbench-enclave: "
+_WORKLOAD_FAILED: Final = "workload finished with a non-zero return code"
+_DONE_STATES: Final = frozenset({"TERMINATED", "STOPPED", "SUSPENDED"})
+_MAX_REASON: Final = 2000
+_T = TypeVar("_T")
+
+
+class ConfidentialSpaceVm:
+    """One run's VM: watch it with :meth:`wait`, stop it with :meth:`kill`."""
+
+    def __init__(
+        self, launcher: ConfidentialSpaceLauncher, name: str, on_output: OutputFn | None
+    ) -> None:
+        self._launcher = launcher
+        self.instance_name = name
+        self._on_output = on_output
+        self._started = launcher.clock()
+        self._offset = 0
+        self._partial = ""
+        self._lines: list[str] = []
+        self._serial_ok = True
+        self._deleted = False
+        self._result: LaunchResult | LaunchError | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return None
+
+    def kill(self) -> None:
+        """Delete the VM now (whatever ``keep_vm`` says: a killed run leaves nothing behind)."""
+        self._delete(force=True)
+
+    def wait(self, timeout: float | None = DEFAULT_TIMEOUT_S) -> LaunchResult:
+        if self._result is None:
+            try:
+                self._result = self._watch(timeout)
+            except LaunchError as exc:
+                self._result = exc
+            finally:
+                self._delete(force=False)
+        if isinstance(self._result, LaunchError):
+            raise self._result
+        return self._result
+
+    def _watch(self, timeout: float | None) -> LaunchResult:
+        launcher, settings = self._launcher, self._launcher.settings
+        deadline = None if timeout is None else self._started + timeout
+        while True:
+            status = launcher.call("get the VM's status", self._get).status
+            self._read_serial()
+            exit_code = self._launcher_exit_code()
+            done = status in _DONE_STATES
+            if exit_code is not None and (done or settings.debug):
+                return self._outcome(exit_code)
+            if done and not self._serial_ok:
+                _log.warning("no serial output to judge the run by: check its result")
+                return LaunchResult(launcher.image_digest, launcher.clock() - self._started, None)
+            if done:
+                raise VmStoppedUnexpectedly(
+                    f"VM {self.instance_name} is {status} but its launcher never reported an exit",
+                    hint="the VM was stopped, preempted or crashed: read its serial output and "
+                    "Cloud Logging, then run again",
+                )
+            if deadline is not None and launcher.clock() > deadline:
+                raise VmTimeout(
+                    f"VM {self.instance_name} did not finish within {timeout:.0f} s",
+                    hint="raise the run timeout, or look for a stuck step in the serial output",
+                )
+            launcher.sleep(launcher.poll_interval)
+
+    def _get(self) -> compute_v1.Instance:
+        settings = self._launcher.settings
+        return self._launcher.instances.get(
+            project=settings.project,
+            zone=settings.zone,
+            instance=self.instance_name,
+            timeout=API_TIMEOUT_S,
+        )
+
+    def _read_serial(self) -> None:
+        settings = self._launcher.settings
+        request = compute_v1.GetSerialPortOutputInstanceRequest(
+            project=settings.project,
+            zone=settings.zone,
+            instance=self.instance_name,
+            port=1,
+            start=self._offset,
+        )
+        instances = self._launcher.instances
+        try:
+            reply = instances.get_serial_port_output(request=request, timeout=API_TIMEOUT_S)
+        except (gexc.BadRequest, gexc.FailedPrecondition) as exc:
+            if self._serial_ok:  # e.g. the organization disables serial port logging
+                _log.warning("serial port output unavailable (%s); watching the status only", exc)
+            self._serial_ok = False
+            return
+        except gexc.GoogleAPICallError as exc:
+            raise translate_api_error(exc, "read the serial port", settings) from exc
+        if reply.start > self._offset:
+            self._emit(f"[sealbench: {reply.start - self._offset} bytes of serial output lost]")
+        self._offset = int(reply.next_)
+        *complete, self._partial = (self._partial + reply.contents).split("\n")
+        for line in complete:
+            self._emit(line.rstrip("\r"))
+
+    def _emit(self, line: str) -> None:
+        self._lines.append(line)
+        if self._on_output is not None:
+            self._on_output(line)
+
+    def _launcher_exit_code(self) -> int | None:
+        codes = [m.group("code") for m in map(_EXIT_LINE.search, self._lines) if m]
+        return int(codes[-1]) if codes else None
+
+    def _outcome(self, launcher_code: int) -> LaunchResult:
+        reasons = [x.split(_REASON_PREFIX, 1)[1] for x in self._lines if _REASON_PREFIX in x]
+        failed = (
+            launcher_code not in (0, 4)
+            or any(_WORKLOAD_FAILED in x for x in self._lines)
+            or (launcher_code == 4 and bool(reasons))
+        )
+        if not failed:
+            elapsed = self._launcher.clock() - self._started
+            return LaunchResult(self._launcher.image_digest, elapsed, None)
+        if not reasons:  # the launcher refused: its reason precedes its exit line
+            exits = [i for i, x in enumerate(self._lines) if _EXIT_LINE.search(x)]
+            before = [
+                x for x in self._lines[: exits[-1]] if x.strip() and _WORKLOAD_FAILED not in x
+            ]
+            reasons = before[-1:] or ["the launcher exited with an error"]
+        raise EnclaveRunFailed(1, reasons[-1].strip()[:_MAX_REASON], None)
+
+    def _delete(self, *, force: bool) -> None:
+        settings = self._launcher.settings
+        command = (
+            f"gcloud compute instances delete {self.instance_name} "
+            f"--project={settings.project} --zone={settings.zone}"
+        )
+        if self._deleted:
+            return
+        if settings.keep_vm and not force:
+            _log.warning("keeping VM %s; delete it with: %s", self.instance_name, command)
+            return
+        try:
+            self._launcher.delete_instance(self.instance_name)
+        except ComputeNotFound:
+            pass
+        except ConfidentialSpaceError as exc:
+            _log.error(
+                "could not delete VM %s (%s; %s); it costs money until you run: %s",
+                self.instance_name,
+                exc,
+                exc.hint,
+                command,
+            )
+            return
+        self._deleted = True
+
+
+class ConfidentialSpaceLauncher:
+    """:class:`~sealbench.client.launchers.base.Launcher` for Confidential Space VMs. Pass
+    ``credentials`` (and ``api_endpoint`` for a stand-in), or ready ``clients``; ``sleep`` and
+    ``clock`` are injectable so that polling is tested without waiting."""
+
+    def __init__(
+        self,
+        settings: VmSettings,
+        *,
+        credentials: Credentials | None = None,
+        api_endpoint: str | None = None,
+        clients: tuple[compute_v1.InstancesClient, compute_v1.ZoneOperationsClient] | None = None,
+        poll_interval: float = POLL_INTERVAL_S,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self._credentials = credentials
+        self._api_endpoint = api_endpoint
+        self._clients = clients
+        self.poll_interval = poll_interval
+        self.sleep = sleep
+        self.clock = clock
+        if settings.debug:
+            _log.warning(
+                "DEBUG Confidential Space image: the operator can reach the VM, its tokens say "
+                "dbgstat=enabled, and no sealbench key owner releases keys to it"
+            )
+
+    @property
+    def image_digest(self) -> str:
+        return self.settings.image_digest
+
+    @property
+    def instances(self) -> compute_v1.InstancesClient:
+        return self._client_pair()[0]
+
+    def _client_pair(self) -> tuple[compute_v1.InstancesClient, compute_v1.ZoneOperationsClient]:
+        if self._clients is None:
+            self._clients = make_compute_clients(self._credentials, self._api_endpoint)
+        return self._clients
+
+    def call(self, action: str, fn: Callable[[], _T]) -> _T:
+        """Run one API call, translating Google errors (see the module docstring)."""
+        try:
+            return fn()
+        except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
+            raise translate_api_error(exc, action, self.settings) from exc
+
+    def _wait_operation(self, op: compute_v1.Operation, action: str) -> None:
+        operations = self._client_pair()[1]
+        deadline = self.clock() + OPERATION_TIMEOUT_S
+        while op.status != compute_v1.Operation.Status.DONE:
+            if self.clock() > deadline:
+                raise VmTimeout(
+                    f"{action}: operation {op.name} did not finish in {OPERATION_TIMEOUT_S:.0f} s",
+                    hint="look at the operation in the console (Compute Engine → Operations)",
+                )
+            op = self.call(action, functools.partial(self._poll_operation, operations, op.name))
+        errors = list(op.error.errors) if op.error else []
+        if errors or op.http_error_status_code:
+            failure = gexc.from_http_status(  # type: ignore[no-untyped-call]
+                op.http_error_status_code or 400,
+                "; ".join(e.message for e in errors) or op.http_error_message,
+                errors=[{"reason": e.code, "message": e.message} for e in errors],
+            )
+            raise translate_api_error(failure, action, self.settings)
+
+    def _poll_operation(
+        self, operations: compute_v1.ZoneOperationsClient, name: str
+    ) -> compute_v1.Operation:
+        return operations.wait(
+            project=self.settings.project,
+            zone=self.settings.zone,
+            operation=name,
+            timeout=API_TIMEOUT_S,
+        )
+
+    def delete_instance(self, name: str) -> None:
+        """Delete one VM and wait until it is gone."""
+        settings = self.settings
+        op = self.call(
+            "delete the VM",
+            lambda: self.instances.delete_unary(
+                project=settings.project, zone=settings.zone, instance=name, timeout=API_TIMEOUT_S
+            ),
+        )
+        self._wait_operation(op, "delete the VM")
+
+    def start(self, spec: RunSpec, *, on_output: OutputFn | None = None) -> ConfidentialSpaceVm:
+        settings = self.settings
+        run = re.sub(r"[^a-z0-9-]+", "-", spec.run_id.lower()).strip("-")[:16].strip("-")
+        name = f"{settings.instance_prefix}-{run or 'run'}-{secrets.token_hex(3)}"
+        resource = instance_resource(settings, name, spec.to_environ())
+        op = self.call(
+            "create the VM",
+            lambda: self.instances.insert_unary(
+                project=settings.project,
+                zone=settings.zone,
+                instance_resource=resource,
+                timeout=API_TIMEOUT_S,
+            ),
+        )
+        self._wait_operation(op, "create the VM")
+        _log.info(
+            "created Confidential Space VM %s in %s/%s", name, settings.project, settings.zone
+        )
+        return ConfidentialSpaceVm(self, name, on_output)
+
+    def launch(
+        self,
+        spec: RunSpec,
+        *,
+        on_output: OutputFn | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT_S,
+    ) -> LaunchResult:
+        return self.start(spec, on_output=on_output).wait(timeout)
