@@ -209,6 +209,7 @@ class ConfidentialSpaceVm:
             return
         except gexc.GoogleAPICallError as exc:
             raise translate_api_error(exc, "read the serial port", settings) from exc
+        self._serial_ok = True
         if reply.start > self._offset:
             self._emit(f"[sealbench: {reply.start - self._offset} bytes of serial output lost]")
         self._offset = int(reply.next_)

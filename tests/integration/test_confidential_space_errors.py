@@ -1,0 +1,269 @@
+"""What the Confidential Space launcher refuses and how it reports failures, against the mock's
+Compute stand-in: a tag reference is refused before any API call; quota, rate-limit, permission
+and not-found errors become sealbench errors whose hint says what to grant, request or change;
+a run that fails, times out or loses access still has its VM deleted. The ``Instance`` the
+launcher builds (machine type per TEE, image family, metadata) is checked field by field."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from google.api_core import exceptions as gexc
+from google.oauth2.credentials import Credentials as OwnerCredentials
+
+from sealbench.client.launchers import EnclaveRunFailed
+from sealbench.client.launchers.confidential_space import (
+    CLOUD_PLATFORM_SCOPE,
+    CS_DEBUG_IMAGE_FAMILY,
+    CS_IMAGE_FAMILY,
+    ComputeNotFound,
+    ComputePermissionDenied,
+    ConfidentialSpaceLauncher,
+    ImageReferenceError,
+    QuotaExceeded,
+    VmSettings,
+    VmTimeout,
+    image_digest_of,
+    instance_resource,
+    make_compute_clients,
+)
+from sealbench.enclave.spec import AssetLocation, RunSpec
+from sealbench.mocktee.compute import ComputeFault
+from sealbench.mocktee.provision import OwnerSetup, provision_owner
+from sealbench.mocktee.server import MockCloud
+
+DIGEST = "sha256:" + "5e" * 32
+REFERENCE = f"us-docker.pkg.dev/authority/sealbench/evaluation@{DIGEST}"
+ZONE = "us-central1-a"
+RUNNER = "sealbench-runner@hospital.iam.gserviceaccount.com"
+POOL = "projects/200000000002/locations/global/workloadIdentityPools/no-pool/providers/attestation"
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    cloud: MockCloud
+    hospital: OwnerSetup
+    intruder: OwnerSetup
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
+    with MockCloud(tmp_path_factory.mktemp("cs-errors") / "state") as cloud:
+        hospital, intruder = (
+            provision_owner(
+                cloud.endpoints, email=f"{name}@example.org", project_id=name, project_number=n
+            )
+            for name, n in (("hospital", "200000000002"), ("intruder", "900000000009"))
+        )
+        yield Setup(cloud, hospital, intruder)
+
+
+def spec(setup: Setup | None = None, run_id: str = "err-run") -> RunSpec:
+    """A well-formed spec whose pool does not exist (STS refuses it): the enclave fails soon."""
+    ep = setup.cloud.endpoints if setup else None
+    location = {
+        "uri": "gs://hospital-assets/x/",
+        "kms_key": "projects/h/locations/global/keyRings/r/cryptoKeys/k",
+        "pool_provider": POOL,
+    }
+    digest = "sha256:" + "11" * 32
+    return RunSpec(
+        run_id=run_id,
+        benchmark_id="brats",
+        metrics_version="brats-2023-gli/1",
+        dataset=AssetLocation(asset_id="ds", **location),
+        model=AssetLocation(asset_id="m", **location),
+        result_uri=f"gs://hospital-assets/results/{run_id}",
+        recipient_public_key=base64.b64encode(bytes(32)).decode(),
+        data_digest=digest,
+        model_digest=digest,
+        recipient_digest=digest,
+        sts_url=ep.sts_token_url if ep else "http://127.0.0.1:9/v1/token",
+        kms_endpoint=ep.kms if ep else "http://127.0.0.1:9",
+        storage_endpoint=ep.storage if ep else "http://127.0.0.1:9",
+    )
+
+
+def settings(**changes: Any) -> VmSettings:
+    base: dict[str, Any] = {
+        "project": "hospital",
+        "zone": ZONE,
+        "service_account": RUNNER,
+        "image_reference": REFERENCE,
+    }
+    return VmSettings(**{**base, **changes})
+
+
+def launcher(setup: Setup, owner: OwnerSetup | None = None, **options: Any) -> Any:
+    return ConfidentialSpaceLauncher(
+        settings(**options),
+        credentials=OwnerCredentials((owner or setup.hospital).access_token),
+        api_endpoint=setup.cloud.endpoints.compute,
+        poll_interval=0.05,
+    )
+
+
+def gone(setup: Setup, name: str) -> bool:
+    instances, _ = make_compute_clients(
+        OwnerCredentials(setup.hospital.access_token), setup.cloud.endpoints.compute
+    )
+    try:
+        instances.get(project="hospital", zone=ZONE, instance=name, timeout=30)
+    except gexc.NotFound:
+        return True
+    return False
+
+
+# -- refused before any API call ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "reference",
+    [
+        "us-docker.pkg.dev/authority/sealbench/evaluation:latest",
+        "us-docker.pkg.dev/authority/sealbench/evaluation",
+        f"us-docker.pkg.dev/authority/sealbench/evaluation:v1@{DIGEST}",
+        DIGEST,
+        f"us-docker.pkg.dev/authority/sealbench/evaluation@sha256:{'5E' * 32}",
+    ],
+)
+def test_image_by_tag_refused_before_any_api_call(reference: str) -> None:
+    with pytest.raises(ImageReferenceError) as info:
+        settings(image_reference=reference)
+    assert "@sha256:" in info.value.hint
+    with pytest.raises(ImageReferenceError):
+        dataclasses.replace(settings(), image_reference=reference)
+    assert image_digest_of(REFERENCE) == DIGEST
+
+
+# -- the Instance the launcher inserts ----------------------------------------------------------
+
+
+def test_sev_vm_is_n2d_with_live_migration_and_every_run_variable_as_tee_env() -> None:
+    environ = spec().to_environ()
+    instance = instance_resource(settings(), "vm-a", environ)
+    assert instance.machine_type == f"zones/{ZONE}/machineTypes/n2d-standard-2"
+    assert instance.confidential_instance_config.confidential_instance_type == "SEV"
+    assert instance.scheduling.on_host_maintenance == "MIGRATE"
+    assert instance.shielded_instance_config.enable_secure_boot
+    (disk,) = instance.disks
+    assert disk.boot and disk.auto_delete
+    assert disk.initialize_params.source_image == CS_IMAGE_FAMILY
+    assert [(a.email, list(a.scopes)) for a in instance.service_accounts] == [
+        (RUNNER, [CLOUD_PLATFORM_SCOPE])
+    ]
+    metadata = {item.key: item.value for item in instance.metadata.items}
+    assert metadata.pop("tee-image-reference") == REFERENCE
+    assert metadata.pop("tee-restart-policy") == "Never"
+    assert metadata.pop("tee-container-log-redirect") == "true"
+    assert metadata == {f"tee-env-{k}": v for k, v in environ.items()}
+
+
+def test_tdx_vm_is_c3_and_terminates_on_maintenance() -> None:
+    instance = instance_resource(settings(tee="TDX"), "vm-b", {})
+    assert instance.machine_type.endswith("/c3-standard-4")
+    assert instance.confidential_instance_config.confidential_instance_type == "TDX"
+    assert instance.scheduling.on_host_maintenance == "TERMINATE"
+
+
+def test_debug_family_only_when_asked_for() -> None:
+    assert (
+        instance_resource(settings(debug=True), "vm-c", {}).disks[0].initialize_params.source_image
+        == CS_DEBUG_IMAGE_FAMILY
+    )
+    assert CS_DEBUG_IMAGE_FAMILY.endswith("/family/confidential-space-debug")
+
+
+# -- API errors, mapped ---------------------------------------------------------------------------
+
+
+def test_cpu_quota_exceeded_names_the_quota_to_raise(setup: Setup) -> None:
+    setup.cloud.compute.cpu_quota = 1
+    try:
+        with pytest.raises(QuotaExceeded) as info:
+            launcher(setup).start(spec())
+    finally:
+        setup.cloud.compute.cpu_quota = 64
+    assert "N2D_CPUS" in info.value.hint and "us-central1" in info.value.hint
+
+
+def test_api_rate_limit_is_reported_as_quota_with_wait_hint(setup: Setup) -> None:
+    setup.cloud.compute.fail_next("insert", ComputeFault.rate_limited())
+    with pytest.raises(QuotaExceeded) as info:
+        launcher(setup).start(spec())
+    assert "rate limit" in info.value.hint
+
+
+def test_quota_error_answered_synchronously_is_mapped_too(setup: Setup) -> None:
+    fault = ComputeFault.quota_exceeded("C3_CPUS", 0, "europe-west4")
+    setup.cloud.compute.fail_next("insert", fault)
+    with pytest.raises(QuotaExceeded) as info:
+        launcher(setup, tee="TDX").start(spec())
+    assert "C3_CPUS" in info.value.hint
+
+
+def test_caller_who_is_not_the_operator_is_told_what_to_grant(setup: Setup) -> None:
+    with pytest.raises(ComputePermissionDenied) as info:
+        launcher(setup, owner=setup.intruder).start(spec())
+    assert "compute.instances.create" in str(info.value)
+    assert "roles/compute.instanceAdmin.v1" in info.value.hint
+
+
+def test_service_account_of_another_project_needs_service_account_user(setup: Setup) -> None:
+    foreign = "runner@intruder.iam.gserviceaccount.com"
+    with pytest.raises(ComputePermissionDenied) as info:
+        launcher(setup, service_account=foreign).start(spec())
+    assert "roles/iam.serviceAccountUser" in info.value.hint and foreign in info.value.hint
+
+
+def test_unknown_project_is_not_found_with_api_enable_hint(setup: Setup) -> None:
+    with pytest.raises(ComputeNotFound) as info:
+        launcher(setup, project="no-such-project").start(spec())
+    assert "gcloud services enable compute.googleapis.com" in info.value.hint
+
+
+# -- failures after the VM exists: it is always deleted --------------------------------------------
+
+
+def test_failed_workload_reports_the_enclave_reason_and_deletes_the_vm(setup: Setup) -> None:
+    lines: list[str] = []
+    vm = launcher(setup).start(spec(setup, "err-fail"), on_output=lines.append)
+    with pytest.raises(EnclaveRunFailed) as info:
+        vm.wait(timeout=120)
+    enclave_lines = [x for x in lines if x.startswith("sealbench-enclave: ")]
+    assert enclave_lines and info.value.reason == enclave_lines[-1].removeprefix(
+        "sealbench-enclave: "
+    )
+    assert any("workload finished with a non-zero return code" in x for x in lines)
+    assert gone(setup, vm.instance_name)
+
+
+def test_lost_permission_while_watching_still_deletes_the_vm(setup: Setup) -> None:
+    vm = launcher(setup).start(spec(setup, "err-perm"))
+    resource = f"projects/hospital/zones/{ZONE}/instances/{vm.instance_name}"
+    fault = ComputeFault.permission_denied("compute.instances.get", resource)
+    setup.cloud.compute.fail_next("get", fault)
+    with pytest.raises(ComputePermissionDenied):
+        vm.wait(timeout=120)
+    assert gone(setup, vm.instance_name)
+
+
+def test_run_past_its_timeout_is_stopped_and_its_vm_deleted(setup: Setup) -> None:
+    ticks = itertools.count(step=1000.0)
+    slow = ConfidentialSpaceLauncher(
+        settings(),
+        credentials=OwnerCredentials(setup.hospital.access_token),
+        api_endpoint=setup.cloud.endpoints.compute,
+        poll_interval=0.0,
+        clock=lambda: next(ticks),
+    )
+    vm = slow.start(spec(setup, "err-slow"))
+    with pytest.raises(VmTimeout) as info:
+        vm.wait(timeout=1500.0)
+    assert "raise the run timeout" in info.value.hint
+    assert gone(setup, vm.instance_name)
