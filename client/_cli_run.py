@@ -274,9 +274,12 @@ def result_ls(profile: ProfileOpt = None, json_out: JsonOpt = False) -> list[run
 
 
 def _open(profile: ResolvedProfile, run_id: str) -> tuple[runs.RunRecord, Any]:
+    """Open a run's result; the token's signature is checked against the mock issuer's keys
+    when this profile uses a mock TEE (the registry checks it again on submit)."""
     record = runs.RunStore(profile.data_dir / "runs").get(run_id)
     private_key = load_result_private_key(profile.secrets_dir)
-    return record, runs.open_run_result(record, private_key)
+    verify = runs.issuer_keys(_endpoints(profile, None)) if profile.profile.mock_tee else {}
+    return record, runs.open_run_result(record, private_key, **verify)
 
 
 @result_app.command("open")
@@ -293,14 +296,21 @@ def result_open(
         return opened
     agg = opened.summary.aggregates
     out().print(f"run {run_id}: benchmark {record.benchmark_id}, dataset {record.dataset_id}, "
-                f"model {record.model_id}; {agg.n_cases} cases, {agg.n_failed} failed; "
-                "attestation binds this summary and sealed result")
+                f"model {record.model_id}; {agg.n_cases} cases, {agg.n_failed} failed")
+    signed = f"signed by {opened.claims.iss}, " if profile_signed(s.profile) else ""
+    out().print(f"attestation: {signed}image {opened.claims.submods.container.image_digest[:19]}"
+                "…, binds this summary and sealed result")
     table(
         "per-case results (private to you)",
         ("case", "Dice WT", "Dice TC", "Dice ET", "HD95 WT"),
         (_case_row(case) for case in opened.per_case.cases),
     )
     return opened
+
+
+def profile_signed(profile: ResolvedProfile) -> bool:
+    """Whether results opened with ``profile`` have their token signature checked locally."""
+    return profile.profile.mock_tee is not None
 
 
 def _case_row(case: Any) -> tuple[str, ...]:

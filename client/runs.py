@@ -42,6 +42,7 @@ __all__ = [
     "approved_models",
     "build_spec",
     "execute",
+    "issuer_keys",
     "new_run_id",
     "open_run_result",
     "submit_run_result",
@@ -260,9 +261,36 @@ def translate_launch_error(exc: Exception) -> Exception:
     return RunFailedError(f"the run could not be launched: {exc}")
 
 
+#: Seconds allowed to fetch the attestation issuer's key set.
+JWKS_TIMEOUT_S: Final = 10.0
+
+
+def issuer_keys(endpoints: Any) -> dict[str, Any]:
+    """``jwks``, ``issuer`` and ``now`` for :func:`open_run_result` to verify the result
+    token's signature against the (mock) attestation issuer of ``endpoints``."""
+    import time
+
+    import httpx
+
+    from sealbench.crypto.attestation import Jwks
+    from sealbench.crypto.errors import CryptoError
+
+    try:
+        response = httpx.get(endpoints.jwks_uri, timeout=JWKS_TIMEOUT_S)
+        response.raise_for_status()
+        jwks = Jwks.from_json(response.content[: 1 << 20])
+    except (httpx.HTTPError, CryptoError, ValueError) as exc:
+        raise ConfigError(
+            f"cannot fetch the attestation issuer's keys from {endpoints.jwks_uri}: {exc}",
+            hint="check that 'sealbench mock-tee up' is running",
+        ) from exc
+    return {"jwks": jwks, "issuer": endpoints.issuer, "now": time.time()}
+
+
 def open_run_result(record: RunRecord, private_key: Any, **verify: Any) -> Any:
     """Download and open a succeeded run's result (:func:`sealbench.client.results.open_result`
-    checks: nonce binding, decryption, consistency)."""
+    checks: nonce binding, decryption, consistency; with ``verify`` from
+    :func:`issuer_keys`, the token's signature and lifetime too)."""
     from sealbench.client.results import ResultVerificationError, download_result, open_result
     from sealbench.cloud.storage import open_storage_uri
 
