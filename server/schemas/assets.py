@@ -7,7 +7,15 @@ from typing import Literal
 
 from pydantic import Field
 
-from sealbench.server.schemas.common import Digest, Id, JsonObject, Name, Version, WireModel
+from sealbench.server.schemas.common import (
+    Digest,
+    Id,
+    JsonObject,
+    JsonOut,
+    Name,
+    Version,
+    WireModel,
+)
 
 __all__ = [
     "AssetKind",
@@ -36,7 +44,7 @@ class DatasetPublic(WireModel):
     name: str
     digest: str
     case_count: int
-    statistics: JsonObject
+    statistics: JsonOut
     prepared_for_id: int | None
     state: Literal["registered"]
     created_at: datetime
@@ -57,7 +65,7 @@ class ModelPublic(WireModel):
     version: str
     digest: str
     format: Literal["onnx"]
-    io_contract: JsonObject
+    io_contract: JsonOut
     state: Literal["registered"]
     created_at: datetime
 

@@ -11,6 +11,7 @@ from sealbench.server.schemas.common import (
     Digest,
     Id,
     JsonObject,
+    JsonOut,
     MetricsVersion,
     Name,
     Version,
@@ -46,8 +47,8 @@ class BenchmarkPublic(WireModel):
     name: str
     version: str
     description: str
-    data_contract: JsonObject
-    metrics_spec: JsonObject
+    data_contract: JsonOut
+    metrics_spec: JsonOut
     metrics_version: str
     image_reference: str
     image_digest: str

@@ -14,6 +14,7 @@ __all__ = [
     "Health",
     "Id",
     "JsonObject",
+    "JsonOut",
     "MetricsVersion",
     "Name",
     "Page",
@@ -50,6 +51,8 @@ def _finite_json(value: dict[str, JsonValue]) -> dict[str, JsonValue]:
 
 
 JsonObject = Annotated[dict[str, JsonValue], AfterValidator(_finite_json)]
+#: A JSON object in a response: already checked when it came in, so not walked again.
+JsonOut = dict[str, JsonValue]
 
 
 class WireModel(BaseModel):

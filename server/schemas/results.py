@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import Field
 
-from sealbench.server.schemas.common import Digest, Id, JsonObject, WireModel
+from sealbench.server.schemas.common import Digest, Id, JsonObject, JsonOut, WireModel
 
 __all__ = ["Leaderboard", "LeaderboardEntry", "ResultCreate", "ResultPublic"]
 
@@ -26,7 +26,7 @@ class ResultPublic(WireModel):
     dataset_id: int
     model_id: int
     submitted_by_id: int
-    summary: JsonObject
+    summary: JsonOut
     sealed_result_digest: str
     attestation_token: str
     token_issuer: str
@@ -42,7 +42,7 @@ class LeaderboardEntry(WireModel):
     model_version: str
     dataset_id: int
     dataset_name: str
-    summary: JsonObject
+    summary: JsonOut
     created_at: datetime
 
 

@@ -164,6 +164,21 @@ def _run_load(
     )
 
 
+def _tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU of ``pid`` and its direct children (uvicorn workers), from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # after the command: state ppid ... utime(12th) stime(13th), 0-based 11 and 12
+        if int(stat.parent.name) == pid or int(fields[1]) == pid:
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
 def _seed(database_url: str, n: int) -> tuple[str, str]:
     from sealbench.server.auth import Principal
     from sealbench.server.db import open_database
@@ -270,12 +285,14 @@ def _bench_backend(
         for kind in args.cases.split(","):
             label = labels[kind]
             for conc in args.concurrency:
+                cpu0 = _tree_cpu_seconds(proc.pid)
                 r = _run_load(args, url, kind, token, conc, script)
+                r["cpu_ms"] = 1000 * (_tree_cpu_seconds(proc.pid) - cpu0) / max(1, r["requests"])
                 rows.append((label, conc, r))
                 print(
                     f"[{backend}] {label:13s} c={conc:<3d} {r['rps']:8.0f} req/s"
                     f"  p50 {r['p50_ms']:6.2f} ms  p99 {r['p99_ms']:6.2f} ms"
-                    f"  non-2xx {int(r['non2xx'])}",
+                    f"  non-2xx {int(r['non2xx'])}  server CPU {r['cpu_ms']:.2f} ms/req",
                     flush=True,
                 )
     finally:
@@ -308,20 +325,21 @@ def main() -> None:
         args.load = "wrk" if shutil.which("wrk") else "python"
     print(
         f"load generator: {args.load}; {args.duration}s per case; {os.cpu_count()} CPUs; "
-        f"{args.workers} server worker(s)",
+        f"{args.workers} server worker(s); load average {os.getloadavg()[0]:.1f}",
         flush=True,
     )
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "load.lua"
         script.write_text(WRK_LUA)
         results = {b: _bench_backend(args, b, script) for b in args.backends.split(",")}
-    print("\nbackend     case           conc   req/s   p50 ms   p99 ms  non-2xx")
+    print("\nbackend     case           conc   req/s   p50 ms   p99 ms  non-2xx  CPU ms/req")
     for backend, rows in results.items():
         for label, conc, r in rows:
             print(
                 f"{backend:11s} {label:13s} {conc:5d} {r['rps']:7.0f} {r['p50_ms']:8.2f}"
-                f" {r['p99_ms']:8.2f} {int(r['non2xx']):8d}"
+                f" {r['p99_ms']:8.2f} {int(r['non2xx']):8d} {r['cpu_ms']:11.2f}"
             )
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} (other work on the machine included)")
     sqlite_get32 = [
         r for label, c, r in results.get("sqlite", []) if c == 32 and label.startswith("GET")
     ]
