@@ -10,13 +10,16 @@ Three steps, each usable on its own:
    built from a copy of the sources (nothing is written into the checkout) plus every wheel of
    its ``enclave`` and ``gcp`` extras, from the local pip configuration.
 3. :func:`build_image` — ``docker build`` through the Docker SDK with the launch-policy label
-   computed from :data:`sealbench.enclave.spec.ENV_OVERRIDE_NAMES`.
+   computed from :data:`sealbench.enclave.spec.ENV_OVERRIDE_NAMES`, then
+   :func:`normalize_image`.
 
 What "digest" means here: an image built locally has no registry manifest, so its digest is the
-engine's image ID, ``sha256:`` of the image configuration (which names every layer by the
-digest of its content). The Docker launcher attests exactly that value as
-``submods.container.image_digest``. A pushed image is named by its registry manifest digest
-instead; see ``docs/image.md``.
+engine's image ID, ``sha256:`` of the image configuration. The classic builder writes the time
+of every step into that configuration, so :func:`normalize_image` re-registers the built layers
+under :func:`canonical_config` (layer content digests + runtime settings, times fixed at
+:data:`SOURCE_DATE_EPOCH`): unchanged sources give the same digest with or without the build
+cache. The Docker launcher attests exactly that value as ``submods.container.image_digest``. A
+pushed image is named by its registry manifest digest instead; see ``docs/image.md``.
 
 Errors (all :class:`sealbench.client.errors.ClientError`, printed by the CLI with a hint)::
 
@@ -28,10 +31,14 @@ Errors (all :class:`sealbench.client.errors.ClientError`, printed by the CLI wit
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import tomllib
 from collections.abc import Callable, Iterator, Mapping
@@ -64,9 +71,11 @@ __all__ = [
     "WheelhouseError",
     "allow_env_override_value",
     "build_image",
+    "canonical_config",
     "connect_engine",
     "ensure_local_base",
     "find_source_root",
+    "normalize_image",
     "prepare_build_context",
 ]
 
@@ -288,6 +297,80 @@ def prepare_build_context(source: Path, context: Path, *, python: str = sys.exec
     return context
 
 
+# -- the normalized configuration ------------------------------------------------------------
+
+_EPOCH_RFC3339: Final = "1980-01-01T00:00:00Z"
+_RUNTIME_FIELDS: Final = (
+    "User",
+    "ExposedPorts",
+    "Env",
+    "Entrypoint",
+    "Cmd",
+    "Volumes",
+    "WorkingDir",
+    "Labels",
+    "StopSignal",
+)
+
+
+def canonical_config(attrs: Mapping[str, Any], base_layers: int) -> bytes:
+    """The image configuration the digest is taken over: the layers (by content digest) and
+    the runtime settings of ``attrs`` (an engine's image inspection), with every creation time
+    set to :data:`SOURCE_DATE_EPOCH` and nothing else (no build container ids, no builder
+    history), as canonical JSON (sorted keys, no spaces)."""
+    layers = list(attrs["RootFS"]["Layers"])
+    runtime = {k: attrs["Config"][k] for k in _RUNTIME_FIELDS if attrs["Config"].get(k)}
+    history = [
+        {
+            "created": _EPOCH_RFC3339,
+            "created_by": "base image" if i < base_layers else "docker/Dockerfile",
+        }
+        for i in range(len(layers))
+    ]
+    config = {
+        "architecture": attrs["Architecture"],
+        "os": attrs["Os"],
+        "created": _EPOCH_RFC3339,
+        "config": runtime,
+        "rootfs": {"type": "layers", "diff_ids": layers},
+        "history": history,
+    }
+    return json.dumps(config, sort_keys=True, separators=(",", ":")).encode()
+
+
+def _tar_member(archive: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mtime, info.mode = len(data), SOURCE_DATE_EPOCH, 0o644
+    archive.addfile(info, io.BytesIO(data))
+
+
+def normalize_image(client: DockerClient, image: str, tag: str, base_layers: int) -> Sha256Digest:
+    """Load ``image``'s layers under :func:`canonical_config` as ``tag`` and return the new
+    image ID. The builder stamps the time of each step into the configuration, so two builds
+    of identical layers differ in ID; this one depends only on the layers and the runtime
+    settings. Nothing is copied: the archive holds the configuration and a manifest, and the
+    engine finds every layer already in its store."""
+    attrs = client.images.get(image).attrs
+    config = canonical_config(attrs, base_layers)
+    config_name = hashlib.sha256(config).hexdigest() + ".json"
+    manifest = [
+        {
+            "Config": config_name,
+            "RepoTags": [tag],
+            "Layers": [f"{d.removeprefix('sha256:')}/layer.tar" for d in attrs["RootFS"]["Layers"]],
+        }
+    ]
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        _tar_member(archive, config_name, config)
+        _tar_member(archive, "manifest.json", json.dumps(manifest).encode())
+    loaded = client.images.load(buffer.getvalue())
+    expected = "sha256:" + config_name.removesuffix(".json")
+    if [str(i.id) for i in loaded] != [expected]:
+        raise ImageBuildError(f"loading the normalized configuration gave {loaded}, not {expected}")
+    return parse_digest(expected)
+
+
 # -- the build ---------------------------------------------------------------------------------
 
 
@@ -349,10 +432,12 @@ def build_image(
                 decode=True,
             )
             built = _stream(chunks, progress)
-            image = client.images.get(built or f"{repository}:latest")
+            raw = client.images.get(built or f"{repository}:latest")
+            base_layers = len(client.images.get(base_image).attrs["RootFS"]["Layers"])
+            image_id = normalize_image(client, str(raw.id), f"{repository}:latest", base_layers)
+            image = client.images.get(image_id)
         except docker.errors.DockerException as exc:
             raise ImageBuildError(f"docker build failed: {exc}") from exc
-    image_id = parse_digest(str(image.id))
     reference = f"{repository}:{image_id.removeprefix('sha256:')[:12]}"
     image.tag(repository, tag=reference.rpartition(":")[2])
     labels = MappingProxyType(dict(image.labels or {}))

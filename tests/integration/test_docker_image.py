@@ -8,7 +8,7 @@ fails loudly where it cannot)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -17,6 +17,7 @@ from sealbench.client.image import (
     LABEL_ALLOW_ENV_OVERRIDE,
     LABEL_LOG_REDIRECT,
     build_image,
+    canonical_config,
 )
 from sealbench.enclave.spec import ENV_OVERRIDE_NAMES
 
@@ -78,18 +79,36 @@ def test_rebuild_of_unchanged_sources_gives_the_same_digest(
     assert again.digest == evaluation_image.digest
 
 
-def test_no_cache_rebuild_reproduces_every_layer(
+def test_no_cache_rebuild_gives_the_same_digest(
     docker_engine: DockerClient, evaluation_image: ImageBuildResult, source_snapshot: Path
 ) -> None:
-    """Without the build cache the classic builder stamps new creation times into the image
-    configuration, so the image ID differs (docs/image.md), but the content does not: every
-    layer is byte-identical."""
+    """Every step runs again (new build containers, new times); the layers come out
+    byte-identical and the normalized configuration, hence the digest, is the same."""
     fresh = build_image(docker_engine, source_snapshot, no_cache=True)
-    layers = {
-        build.digest: docker_engine.images.get(build.image_id).attrs["RootFS"]["Layers"]
-        for build in (evaluation_image, fresh)
+    assert fresh.digest == evaluation_image.digest
+    layers = docker_engine.images.get(fresh.image_id).attrs["RootFS"]["Layers"]
+    assert len(layers) == 2  # the base and the one layer sealbench adds
+
+
+def _inspection(**config: object) -> dict[str, Any]:
+    return {
+        "Architecture": "amd64",
+        "Os": "linux",
+        "Created": "2026-12-02T10:00:00.123Z",
+        "Container": "0123abcd",
+        "RootFS": {"Type": "layers", "Layers": ["sha256:" + "a" * 64, "sha256:" + "b" * 64]},
+        "Config": {"Hostname": "0123abcd", "User": "10001:10001", "Labels": {"k": "v"}, **config},
     }
-    assert layers[fresh.digest] == layers[evaluation_image.digest]
-    assert len(layers[fresh.digest]) == 2  # the base and the one layer sealbench adds
-    # Restore the tag the rest of the session uses.
-    docker_engine.images.get(evaluation_image.image_id).tag("sealbench-eval", "latest")
+
+
+def test_digest_ignores_build_times_and_containers_but_not_settings() -> None:
+    base = canonical_config(_inspection(), base_layers=1)
+    later = _inspection()
+    later.update(Created="2027-01-01T00:00:00Z", Container="ffff")
+    later["Config"]["Hostname"] = "ffff"
+    assert canonical_config(later, base_layers=1) == base
+    assert canonical_config(_inspection(User="0:0"), base_layers=1) != base
+    assert canonical_config(_inspection(Labels={"k": "w"}), base_layers=1) != base
+    swapped = _inspection()
+    swapped["RootFS"]["Layers"].reverse()
+    assert canonical_config(swapped, base_layers=1) != base
