@@ -200,6 +200,12 @@ class Authenticator:
             )
             session.commit()
         except IntegrityError as exc:
+            # A concurrent first request provisioned the same identity: use that row.
             session.rollback()
-            raise AuthenticationError(f"{email} is already registered") from exc
+            same = session.scalars(
+                select(User).where(User.oidc_issuer == oidc.issuer, User.oidc_subject == subject)
+            ).first()
+            if same is None:
+                raise AuthenticationError(f"{email} is already registered") from exc
+            return same
         return user

@@ -72,6 +72,18 @@ class ResultVerifier:
         self._jwks = jwks
         self._clock = clock
 
+    def prefetch_keys(self, token: str) -> None:
+        """Fetch (or find cached) the key set a token will need, before the caller opens a
+        write transaction, so that no database lock is held across a network fetch. Tokens
+        that are malformed or from untrusted issuers are left for :meth:`verify` to refuse."""
+        try:
+            issuer, kid = _unverified_claims(token)
+        except ResultRejectedError:
+            return
+        trusted = self._trusted.get(issuer)
+        if trusted is not None:
+            self._jwks.get(trusted.jwks_url, kid)
+
     def verify(
         self,
         token: str,

@@ -36,8 +36,10 @@ S = TypeVar("S", bound=BaseModel)
 R = TypeVar("R")
 
 
-def to_page(page: PageOf[R], convert: Callable[[R], S]) -> Page[S]:
-    return Page[S](
+def to_page(page: PageOf[R], convert: Callable[[R], S], page_type: type[Page[S]]) -> Page[S]:
+    """Convert a service page. ``page_type`` is the concrete ``Page[X]`` the route returns, so
+    that FastAPI accepts the instance as is instead of validating every item again."""
+    return page_type(
         items=tuple(convert(item) for item in page.items),
         limit=page.limit,
         offset=page.offset,

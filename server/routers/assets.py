@@ -64,7 +64,9 @@ async def list_datasets(
     return await in_thread(
         session,
         lambda: to_page(
-            assets.list_datasets(session, owner_id=owner_id, limit=limit, offset=offset), _dataset
+            assets.list_datasets(session, owner_id=owner_id, limit=limit, offset=offset),
+            _dataset,
+            Page[DatasetPublic],
         ),
     )
 
@@ -118,7 +120,9 @@ async def list_models(
     return await in_thread(
         session,
         lambda: to_page(
-            assets.list_models(session, owner_id=owner_id, limit=limit, offset=offset), _model
+            assets.list_models(session, owner_id=owner_id, limit=limit, offset=offset),
+            _model,
+            Page[ModelPublic],
         ),
     )
 

@@ -76,6 +76,7 @@ def _routes(kind: Literal["dataset", "model"], plural: str) -> None:
                     session, kind, benchmark_id, status=status, limit=limit, offset=offset
                 ),
                 convert,
+                Page[AssociationPublic],
             ),
         )
 
@@ -95,6 +96,7 @@ def _routes(kind: Literal["dataset", "model"], plural: str) -> None:
                     session, kind, benchmark_id, asset_id, limit=limit, offset=offset
                 ),
                 convert,
+                Page[AssociationPublic],
             ),
         )
 

@@ -27,7 +27,11 @@ async def list_events(
 ) -> Page[AuditEventPublic]:
     return await in_thread(
         session,
-        lambda: to_page(audit.list_page(session, user, limit=limit, offset=offset), _public),
+        lambda: to_page(
+            audit.list_page(session, user, limit=limit, offset=offset),
+            _public,
+            Page[AuditEventPublic],
+        ),
     )
 
 

@@ -43,7 +43,9 @@ async def list_benchmarks(
     return await in_thread(
         session,
         lambda: to_page(
-            benchmarks.list_page(session, state=state, limit=limit, offset=offset), _public
+            benchmarks.list_page(session, state=state, limit=limit, offset=offset),
+            _public,
+            Page[BenchmarkPublic],
         ),
     )
 

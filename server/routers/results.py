@@ -4,6 +4,7 @@ read, and the latest verified summary per model and dataset."""
 from __future__ import annotations
 
 from fastapi import APIRouter
+from starlette.concurrency import run_in_threadpool
 
 from sealbench.server.deps import CurrentUser, Limit, NowDep, Offset, RegistryDep, SessionDep
 from sealbench.server.models import Result
@@ -35,6 +36,7 @@ async def submit(
     registry: RegistryDep,
     now: NowDep,
 ) -> ResultPublic:
+    await run_in_threadpool(registry.verifier.prefetch_keys, body.attestation_token)
     return await in_thread(
         session, lambda: _public(results.submit(session, user, body, registry.verifier, now))
     )
@@ -53,6 +55,7 @@ async def list_results(
         lambda: to_page(
             results.list_page(session, user, benchmark_id=benchmark_id, limit=limit, offset=offset),
             _public,
+            Page[ResultPublic],
         ),
     )
 

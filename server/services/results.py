@@ -37,6 +37,8 @@ def submit(
     model = get_or_404(session, Model, body.model_id, "model")
     if dataset.owner_id != actor.user_id:
         raise PermissionDeniedError("only the dataset's owner submits its results")
+    if benchmark.state != "approved":
+        raise InvalidStateError(f"benchmark {benchmark.id} is {benchmark.state}, not approved")
     if not is_approved(session, "dataset", benchmark.id, dataset.id):
         raise InvalidStateError(f"dataset {dataset.id} is not approved in benchmark {benchmark.id}")
     if not is_approved(session, "model", benchmark.id, model.id):

@@ -301,3 +301,22 @@ def test_results_readable_by_dataset_owner_and_benchmark_owner_only(
             client.get(f"{API}/benchmarks/{world.benchmark_id}/leaderboard", headers=actor.headers)
         )
         assert board["entries"] == []
+
+
+def test_result_for_retired_benchmark_refused(
+    client: TestClient, world: Any, tokens: Any, h: Any
+) -> None:
+    h.ok(
+        client.post(
+            f"{API}/benchmarks/{world.benchmark_id}/state",
+            json={"state": "retired"},
+            headers=world.bench_owner.headers,
+        )
+    )
+    r = client.post(
+        f"{API}/results",
+        json=_submission(world, _token(world, tokens, h)),
+        headers=world.data_owner.headers,
+    )
+    assert r.status_code == 409 and r.json()["code"] == "invalid_state"
+    assert _stored(client, world) == []
