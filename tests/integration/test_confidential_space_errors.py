@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from google.api_core import exceptions as gexc
+from google.cloud import compute_v1
 from google.oauth2.credentials import Credentials as OwnerCredentials
 
 from sealbench.client.launchers import EnclaveRunFailed
@@ -21,12 +22,16 @@ from sealbench.client.launchers.confidential_space import (
     CLOUD_PLATFORM_SCOPE,
     CS_DEBUG_IMAGE_FAMILY,
     CS_IMAGE_FAMILY,
+    CapacityUnavailable,
     ComputeNotFound,
     ComputePermissionDenied,
+    ConfidentialSpaceError,
     ConfidentialSpaceLauncher,
+    ConfidentialSpaceVm,
     ImageReferenceError,
     QuotaExceeded,
     VmSettings,
+    VmStoppedUnexpectedly,
     VmTimeout,
     image_digest_of,
     instance_resource,
@@ -267,3 +272,97 @@ def test_run_past_its_timeout_is_stopped_and_its_vm_deleted(setup: Setup) -> Non
         vm.wait(timeout=1500.0)
     assert "raise the run timeout" in info.value.hint
     assert gone(setup, vm.instance_name)
+
+
+def test_exhausted_zone_suggests_another_zone(setup: Setup) -> None:
+    fault = ComputeFault(503, "The zone does not have enough resources", "resourcePoolExhausted")
+    setup.cloud.compute.fail_next("insert", dataclasses.replace(fault, error_info_reason=None))
+    with pytest.raises(ConfidentialSpaceError):
+        launcher(setup).start(spec())
+    exhausted = ComputeFault(
+        403,
+        "A n2d-standard-2 VM instance is currently unavailable",
+        "forbidden",
+        "ZONE_RESOURCE_POOL_EXHAUSTED",
+    )
+    setup.cloud.compute.fail_next("insert", exhausted)
+    with pytest.raises(CapacityUnavailable) as info:
+        launcher(setup).start(spec())
+    assert "another zone" in info.value.hint
+
+
+# -- watching a VM, with a scripted Compute API ------------------------------------------------
+
+
+class ScriptedInstances:
+    """Answers ``get`` and ``getSerialPortOutput`` from a script, and records deletes."""
+
+    def __init__(self, statuses: list[str], serial: list[tuple[int, str]]) -> None:
+        self.statuses = statuses
+        self.serial = serial
+        self.deleted: list[str] = []
+
+    def get(self, **request: Any) -> compute_v1.Instance:
+        status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
+        return compute_v1.Instance(name=request["instance"], status=status)
+
+    def get_serial_port_output(self, *, request: Any, timeout: float) -> Any:
+        start, text = self.serial.pop(0) if self.serial else (request.start, "")
+        start = max(start, request.start)
+        return compute_v1.SerialPortOutput(
+            contents=text, start=start, next_=start + len(text.encode())
+        )
+
+    def delete_unary(self, **request: Any) -> compute_v1.Operation:
+        self.deleted.append(request["instance"])
+        return compute_v1.Operation(name="op-delete", status=compute_v1.Operation.Status.DONE)
+
+
+def scripted(
+    instances: ScriptedInstances, on_output: Any = None, **options: Any
+) -> ConfidentialSpaceVm:
+    launcher = ConfidentialSpaceLauncher(
+        settings(**options),
+        clients=(instances, None),  # type: ignore[arg-type]
+        poll_interval=0.0,
+    )
+    return ConfidentialSpaceVm(launcher, "vm-scripted", on_output)
+
+
+def test_vm_that_stops_without_the_launcher_exit_line_is_reported(setup: Setup) -> None:
+    instances = ScriptedInstances(["RUNNING", "TERMINATED"], [(0, "booting\n")])
+    with pytest.raises(VmStoppedUnexpectedly):
+        scripted(instances).wait(timeout=60)
+    assert instances.deleted == ["vm-scripted"]
+
+
+def test_lost_serial_output_is_said_and_lines_split_across_reads_are_joined(setup: Setup) -> None:
+    lines: list[str] = []
+    exit_line = "TEE container launcher exiting, exit code: 0 (workload finished successfully)\n"
+    instances = ScriptedInstances(
+        ["RUNNING", "RUNNING", "TERMINATED"],
+        [(0, "step 1/7 half"), (500, "-line\n" + exit_line)],
+    )
+    scripted(instances, lines.append).wait(timeout=60)
+    assert lines[0] == "[sealbench: 487 bytes of serial output lost]"
+    assert lines[1] == "step 1/7 half-line"
+
+
+def test_debug_vm_that_held_after_a_failed_workload_is_a_failure(setup: Setup) -> None:
+    serial = (
+        "sealbench-enclave: the dataset owner's pool refused this workload: dbgstat\n"
+        "workload finished with a non-zero return code\n"
+        "TEE container launcher exiting, exit code: 4 (VM remains running)\n"
+    )
+    instances = ScriptedInstances(["RUNNING"], [(0, serial)])
+    with pytest.raises(EnclaveRunFailed) as info:
+        scripted(instances, debug=True).wait(timeout=60)
+    assert info.value.exit_code == 1 and "dbgstat" in info.value.reason
+    assert instances.deleted == ["vm-scripted"]  # the debug VM would run forever
+
+
+def test_keep_vm_keeps_the_vm_after_success(setup: Setup) -> None:
+    done = "TEE container launcher exiting, exit code: 0 (workload finished successfully)\n"
+    instances = ScriptedInstances(["TERMINATED"], [(0, done)])
+    result = scripted(instances, keep_vm=True).wait(timeout=60)
+    assert result.image_digest == DIGEST and instances.deleted == []
