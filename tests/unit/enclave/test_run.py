@@ -178,3 +178,26 @@ def test_failure_record_written_and_no_result_uploaded(world: Any) -> None:
     record = FailureRecord.from_bytes((world.results() / FAILURE_OBJECT).read_bytes())
     assert record.exit_code == 14 and record.run_id == "run-1"
     assert record.step == "download, verify and load the model"
+
+
+def test_model_outside_the_benchmark_contract_rejected_before_any_case(world: Any) -> None:
+    from sealbench.client.sealing import seal_model
+    from sealbench.enclave.errors import AssetRejected
+
+    bucket = LocalBlobStore(world.root / "other-model-bucket")
+    (world.root / "not-onnx.onnx").write_bytes(b"these bytes are not an ONNX model")
+    sealed = seal_model(
+        world.root / "not-onnx.onnx",
+        asset_id="model-1",
+        key_wrapper=world.access.wrappers[world.spec.model.kms_key],
+        store=bucket,
+        prefix="",
+    )
+    spec = world.with_spec(
+        model=world.spec.model.model_copy(update={"uri": f"file://{bucket.root}"}),
+        model_digest=sealed.digest,
+    )
+    with pytest.raises(AssetRejected, match="contract"):
+        world.run(spec)
+    record = FailureRecord.from_bytes((world.results() / FAILURE_OBJECT).read_bytes())
+    assert record.exit_code == 15
