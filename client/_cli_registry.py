@@ -200,7 +200,8 @@ def benchmark_show(
     console.print(f"benchmark {b.id}: {b.name} {b.version} [{b.state}]")
     console.print(b.description)
     console.print(f"evaluation image {b.image_reference}\n  digest {b.image_digest}")
-    console.print(f"metrics {b.metrics_version}; reference model {b.reference_model_id}")
+    reference = "-" if b.reference_model_id is None else b.reference_model_id
+    console.print(f"metrics {b.metrics_version}; reference model {reference}")
     shape = b.data_contract.get("shape")
     console.print(f"data contract: modalities {b.data_contract.get('modalities')}, grid {shape}")
 
@@ -272,7 +273,8 @@ def benchmark_results(
         f"verified results of benchmark {benchmark_id}",
         ("id", "dataset", "model", "cases", "Dice WT", "Dice TC", "Dice ET", "issuer", "at"),
         ((r.id, r.dataset_id, r.model_id, workflows.summary_cases(r.summary),
-          *workflows.dice_cells(r.summary), r.token_issuer, r.created_at.isoformat(" ", "seconds"))
+          *workflows.dice_cells(r.summary), r.token_issuer,
+          r.created_at.strftime("%Y-%m-%d %H:%M"))
          for r in rows),
     )
 

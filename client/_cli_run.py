@@ -216,7 +216,7 @@ def run(
         models = runs.approved_models(s.client, benchmark, dataset, model)
         recipient = load_result_key(s.profile.secrets_dir)
         endpoints = _endpoints(s.profile, mock_tee)
-        launcher = mock_launcher(endpoints, debug=insecure_debug_image)
+        launcher = None
         store = runs.RunStore(s.profile.data_dir / "runs")
         failure: ClientError | None = None
         for model_id in models:
@@ -226,6 +226,7 @@ def run(
                             "(use --force to run again)")
                 done.append(previous)
                 continue
+            launcher = launcher or mock_launcher(endpoints, debug=insecure_debug_image)
             run_id = runs.new_run_id(datetime.now(UTC))
             spec = runs.build_spec(
                 s.client, run_id=run_id, benchmark_id=benchmark, dataset_id=dataset,
