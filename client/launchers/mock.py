@@ -66,7 +66,7 @@ class MockProcessWorkload:
         self._image_digest = image_digest
         self._started = time.monotonic()
         self._stderr: list[str] = []
-        self._result: LaunchResult | EnclaveRunFailed | None = None
+        self._result: LaunchResult | LaunchError | None = None
         self._readers = [
             threading.Thread(target=self._pump, args=(process.stdout, on_output), daemon=True),
             threading.Thread(
@@ -99,12 +99,15 @@ class MockProcessWorkload:
 
     def wait(self, timeout: float | None = DEFAULT_TIMEOUT_S) -> LaunchResult:
         if self._result is None:
-            self._result = self._reap(timeout)
-        if isinstance(self._result, EnclaveRunFailed):
+            try:
+                self._result = self._reap(timeout)
+            except LaunchError as exc:
+                self._result = exc
+        if isinstance(self._result, LaunchError):
             raise self._result
         return self._result
 
-    def _reap(self, timeout: float | None) -> LaunchResult | EnclaveRunFailed:
+    def _reap(self, timeout: float | None) -> LaunchResult | LaunchError:
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
             while True:

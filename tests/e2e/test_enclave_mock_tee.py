@@ -169,3 +169,15 @@ def test_registry_accepts_the_uploaded_result_and_refuses_an_altered_summary(
     altered = {**body.summary, "run_id": "another-run"}
     with pytest.raises(ResultRejectedError, match="eat_nonce"):
         verifier.verify(body.attestation_token, summary=altered, **facts)
+
+
+def test_run_past_its_timeout_is_killed_and_reported(enclave_world: Any) -> None:
+    from sealbench.client.launchers import LaunchError
+
+    spec = enclave_world.spec("small", "tiny")
+    with enclave_world.launcher().start(spec) as workload:
+        with pytest.raises(LaunchError, match="did not finish"):
+            workload.wait(timeout=0.01)
+        with pytest.raises(LaunchError, match="did not finish"):  # reaped once, reported again
+            workload.wait()
+    assert "result.token" not in enclave_world.result_objects(spec)
