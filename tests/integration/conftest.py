@@ -3,15 +3,16 @@ integration tests never touch Docker.
 
 ``docker_engine`` (session): a Docker engine, always. It reuses a running one (``DOCKER_HOST``
 or the local socket). Otherwise, on a Debian machine where the tests run as root, it installs
-Debian's ``docker.io`` (and ``debootstrap``, which the offline base image needs) with apt-get if
-they are missing, starts ``dockerd`` in the background and waits for its socket; a daemon it
-started is stopped at the end of the session. When none of that is possible the tier FAILS with
-the reason: it never skips and never passes without an engine.
+Debian's ``docker.io`` with apt-get if it is missing, starts ``dockerd`` in the background and
+waits for its socket; a daemon it started is stopped at the end of the session. When none of
+that is possible the tier FAILS with the reason: it never skips and never passes without an
+engine.
 
 ``evaluation_image`` (session): the evaluation image, built once per session with
 :func:`sealbench.client.image.build_image` from a snapshot of the checkout (so an edit made by
 someone while the tests run cannot change the digest between two builds), on the cached offline
-base (made by debootstrap the first time, about a minute).
+base (made by debootstrap the first time, about a minute; Debian's ``debootstrap`` is installed
+the same way when missing).
 
 ``docker_world`` (session): an in-process mock cloud with a hospital and a model owner, three
 tiny synthetic cases and a tiny ONNX model sealed into their buckets through the real Google
@@ -86,19 +87,15 @@ def _apt_install(packages: list[str]) -> None:
             _tier_cannot_run(f"{' '.join(argv)} failed: {done.stderr.strip()[-800:]}")
 
 
-def _ensure_tools() -> None:
-    missing = [
-        package
-        for package, tool in (("docker.io", "dockerd"), ("debootstrap", "debootstrap"))
-        if shutil.which(tool) is None
-    ]
-    if not missing:
+def _ensure_tool(tool: str, package: str) -> None:
+    """Install Debian's ``package`` when ``tool`` is missing (root on Debian only)."""
+    if shutil.which(tool) is not None:
         return
     if os.geteuid() != 0 or not Path("/etc/debian_version").is_file():
-        _tier_cannot_run(
-            f"{', '.join(missing)} missing and this is not a Debian machine running as root"
-        )
-    _apt_install(missing)
+        _tier_cannot_run(f"{tool} is missing and this is not a Debian machine running as root")
+    _apt_install([package])
+    if shutil.which(tool) is None:
+        _tier_cannot_run(f"apt-get installed {package} but {tool} is still not on PATH")
 
 
 def _start_dockerd(log_path: Path) -> subprocess.Popen[bytes]:
@@ -135,10 +132,10 @@ def docker_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerCl
         import docker  # noqa: F401
     except ImportError:
         _tier_cannot_run("the Docker SDK is not installed: pip install 'sealbench[docker]'")
-    _ensure_tools()
     client = _try_connect()
     started: subprocess.Popen[bytes] | None = None
     if client is None:
+        _ensure_tool("dockerd", "docker.io")
         started = _start_dockerd(tmp_path_factory.mktemp("dockerd") / "dockerd.log")
         client = _try_connect()
         assert client is not None
@@ -171,8 +168,14 @@ def source_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def evaluation_image(docker_engine: DockerClient, source_snapshot: Path) -> ImageBuildResult:
     """The :class:`~sealbench.client.image.ImageBuildResult` of this session's build."""
-    from sealbench.client.image import build_image
+    import docker.errors
 
+    from sealbench.client.image import BASE_TAG, build_image
+
+    try:
+        docker_engine.images.get(BASE_TAG)
+    except docker.errors.ImageNotFound:
+        _ensure_tool("debootstrap", "debootstrap")  # the base is made once, then reused
     return build_image(docker_engine, source_snapshot)
 
 

@@ -21,7 +21,7 @@ from sealbench.benchmarks.brats import (
     load_case_from_bytes,
     score_or_fail,
 )
-from sealbench.client.launchers import EnclaveRunFailed
+from sealbench.client.launchers import EnclaveRunFailed, LaunchError
 from sealbench.client.launchers.docker import CONTAINER_LAUNCHER_DIR, DockerLauncher
 from sealbench.client.results import download_result, open_result
 from sealbench.cloud.storage import open_storage_uri
@@ -123,3 +123,18 @@ def test_image_with_another_digest_is_refused_its_keys(
     assert _container_gone(docker_engine, workload.container_id)
     results = docker_world.result_dir(spec)
     assert not (results / "result.sealed").exists() and not (results / "result.token").exists()
+
+
+def test_run_past_its_timeout_is_killed_and_removed(
+    docker_engine: DockerClient, evaluation_image: ImageBuildResult, docker_world: Any
+) -> None:
+    launcher = DockerLauncher(
+        docker_engine, docker_world.cloud.launcher(), evaluation_image.reference
+    )
+    spec = docker_world.spec()
+    with launcher.start(spec) as workload:
+        assert workload.pid is not None  # running, as the host sees it
+        with pytest.raises(LaunchError, match=r"did not finish within 0\.5 s"):
+            workload.wait(0.5)
+    assert _container_gone(docker_engine, workload.container_id)
+    assert not (docker_world.result_dir(spec) / "result.token").exists()
