@@ -14,7 +14,7 @@ from typing import Any, Literal
 from sealbench.client.api import AssetKind, RegistryClient
 from sealbench.client.cloud import InsecureMockOwnerCloud
 from sealbench.client.config import ResolvedProfile
-from sealbench.client.errors import CloudError, ConfigError
+from sealbench.client.errors import CloudError, ConfigError, NotFoundError
 from sealbench.client.policy import AllowedWorkload, allowed_workloads
 from sealbench.server.schemas import CoordinatesPublic, CoordinatesUpdate
 
@@ -123,7 +123,13 @@ def sync_policy(
 ) -> PolicySync:
     """Grant the owner's key and bucket to exactly the workloads the registry's approved
     associations allow (and revoke the ones no longer allowed); other bindings are kept."""
-    coords = client.get_coordinates(kind, asset_id)
+    try:
+        coords = client.get_coordinates(kind, asset_id)
+    except NotFoundError as exc:
+        raise ConfigError(
+            f"{kind} {asset_id} has not been sealed yet, so it has no key to guard",
+            hint=f"seal it first with 'sealbench {kind} seal ... --{kind} {asset_id}'",
+        ) from exc
     grants = allowed_workloads(client, kind, asset_id)
     if kind == "dataset" and local_recipient is not None:
         foreign = {g.identity.recipient_digest for g in grants} - {local_recipient}

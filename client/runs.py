@@ -31,6 +31,7 @@ from sealbench.client.errors import (
     IntegrityError,
     KeyReleaseDeniedError,
     NotAllowedError,
+    NotFoundError,
     RunFailedError,
 )
 from sealbench.client.keys import ResultKey
@@ -184,7 +185,15 @@ def build_spec(
         )
     locations = {}
     for kind, asset_id in (("dataset", dataset_id), ("model", model_id)):
-        coords = client.get_coordinates(kind, asset_id)  # type: ignore[arg-type]
+        try:
+            coords = client.get_coordinates(kind, asset_id)  # type: ignore[arg-type]
+        except NotFoundError as exc:
+            owner = "you have" if kind == "dataset" else "its owner has"
+            raise ConfigError(
+                f"{kind} {asset_id} has no sealed copy yet ({owner} not run "
+                f"'sealbench {kind} seal')",
+                hint="run it once the asset is sealed",
+            ) from exc
         locations[kind] = AssetLocation(
             asset_id=str(asset_id),
             uri=coords.storage_uri,

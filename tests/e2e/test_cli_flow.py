@@ -65,8 +65,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     mock_state, data = tmp / "mock", tmp / "registry"
     patch = pytest.MonkeyPatch()
     patch.setenv("SEALBENCH_CONFIG_DIR", str(tmp / "home"))
-    for name in ("SEALBENCH_DATA_DIR", "SEALBENCH_PROFILE", "SEALBENCH_SERVER",
-                 "SEALBENCH_TOKEN"):
+    for name in ("SEALBENCH_DATA_DIR", "SEALBENCH_PROFILE", "SEALBENCH_SERVER", "SEALBENCH_TOKEN"):
         patch.delenv(name, raising=False)
     runner = CliRunner()
 
@@ -78,8 +77,17 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             tokens = create_accounts(data, ACCOUNTS)
             with registry_process(data, cloud.endpoints, tmp / "server.log") as url:
                 for name, token in tokens.items():
-                    added = cli("profile", "add", name, "--server", url, "--token", token,
-                                "--mock-tee", str(mock_state))
+                    added = cli(
+                        "profile",
+                        "add",
+                        name,
+                        "--server",
+                        url,
+                        "--token",
+                        token,
+                        "--mock-tee",
+                        str(mock_state),
+                    )
                     assert added.exit_code == 0, added.output
                 yield World(cli, tmp, mock_state, {})
     finally:
@@ -93,60 +101,143 @@ def ok(result: Result) -> Result:
 
 def test_publish_register_seal_associate_approve_sync(world: World) -> None:
     cli, tmp, ids = world.cli, world.tmp, world.ids
-    ids["b"] = json.loads(ok(cli("benchmark", "create", "--tee", "mock", "--json",
-                                 "--profile", "authority")).stdout)["id"]
+    ids["b"] = json.loads(
+        ok(cli("benchmark", "create", "--tee", "mock", "--json", "--profile", "authority")).stdout
+    )["id"]
     b = str(ids["b"])
     ok(cli("benchmark", "approve", b, "--profile", "admin"))
     for lab, seed in (("lab-a", 0), ("lab-b", 1)):
         onnx = tiny_onnx(tmp / f"{lab}.onnx", seed)
-        mid = json.loads(ok(cli("model", "register", str(onnx), "--name", lab, "--benchmark", b,
-                                "--json", "--profile", lab)).stdout)["id"]
+        mid = json.loads(
+            ok(
+                cli(
+                    "model",
+                    "register",
+                    str(onnx),
+                    "--name",
+                    lab,
+                    "--benchmark",
+                    b,
+                    "--json",
+                    "--profile",
+                    lab,
+                )
+            ).stdout
+        )["id"]
         ids[lab] = mid
         sealed = ok(cli("model", "seal", str(onnx), "--model", str(mid), "--profile", lab))
         assert "models/" in sealed.output
         # sealing again resumes: nothing new is uploaded
-        again = ok(cli("model", "seal", str(onnx), "--model", str(mid), "--json",
-                       "--profile", lab))
+        again = ok(cli("model", "seal", str(onnx), "--model", str(mid), "--json", "--profile", lab))
         assert json.loads(again.stdout)["uploaded"] == 0
         ok(cli("model", "associate", "--model", str(mid), "--benchmark", b, "--profile", lab))
+    # weights other than the registered ones are refused before anything is uploaded
+    swapped = cli("model", "seal", str(tmp / "lab-a.onnx"), "--model", str(ids["lab-b"]),
+                  "--profile", "lab-b")
+    assert swapped.exit_code == 3 and "registered as" in swapped.output
     ok(cli("keys", "init", "--profile", "hospital"))
     raw, prepared = tmp / "raw", tmp / "prepared"
     ok(cli("dataset", "synthesize", str(raw), "--cases", "1", "--size", "small"))
-    ok(cli("dataset", "prepare", str(raw), str(prepared), "--benchmark", b, "--size", "small",
-           "--profile", "hospital"))
-    ids["d"] = json.loads(ok(cli("dataset", "register", str(prepared), "--name", "h-glioma",
-                                 "--benchmark", b, "--json", "--profile", "hospital"))
-                          .stdout)["id"]
+    ok(
+        cli(
+            "dataset",
+            "prepare",
+            str(raw),
+            str(prepared),
+            "--benchmark",
+            b,
+            "--size",
+            "small",
+            "--profile",
+            "hospital",
+        )
+    )
+    ids["d"] = json.loads(
+        ok(
+            cli(
+                "dataset",
+                "register",
+                str(prepared),
+                "--name",
+                "h-glioma",
+                "--benchmark",
+                b,
+                "--json",
+                "--profile",
+                "hospital",
+            )
+        ).stdout
+    )["id"]
     d = str(ids["d"])
-    sealed = json.loads(ok(cli("dataset", "seal", str(prepared), "--dataset", d, "--json",
-                               "--profile", "hospital")).stdout)
+    early = cli("policy", "sync", "--dataset", d, "--profile", "hospital")
+    assert early.exit_code == 3 and "dataset seal" in early.output
+    sealed = json.loads(
+        ok(
+            cli("dataset", "seal", str(prepared), "--dataset", d, "--json", "--profile", "hospital")
+        ).stdout
+    )
     assert sealed["coordinates"]["storage_uri"].endswith(f"datasets/{d}")
     ok(cli("dataset", "associate", "--dataset", d, "--benchmark", b, "--profile", "hospital"))
-    ok(cli("association", "approve", "--benchmark", b, "--dataset", d, "--profile",
-           "authority"))
-    ok(cli("association", "approve", "--benchmark", b, "--model", str(ids["lab-a"]),
-           "--profile", "authority"))
-    ok(cli("association", "approve", "--benchmark", b, "--model", str(ids["lab-b"]),
-           "--profile", "authority"))
-    synced = json.loads(ok(cli("policy", "sync", "--dataset", d, "--json", "--profile",
-                               "hospital")).stdout)
+    ok(cli("association", "approve", "--benchmark", b, "--dataset", d, "--profile", "authority"))
+    ok(
+        cli(
+            "association",
+            "approve",
+            "--benchmark",
+            b,
+            "--model",
+            str(ids["lab-a"]),
+            "--profile",
+            "authority",
+        )
+    )
+    ok(
+        cli(
+            "association",
+            "approve",
+            "--benchmark",
+            b,
+            "--model",
+            str(ids["lab-b"]),
+            "--profile",
+            "authority",
+        )
+    )
+    synced = json.loads(
+        ok(cli("policy", "sync", "--dataset", d, "--json", "--profile", "hospital")).stdout
+    )
     assert len(synced["workloads"]) == 2 and len(synced["added"]) == 2
     for lab in ("lab-a", "lab-b"):
         text = ok(cli("policy", "sync", "--model", str(ids[lab]), "--profile", lab)).output
         assert "+1" in text
     # a second sync changes nothing (incremental, idempotent)
-    assert "nothing to change" in ok(cli("policy", "sync", "--dataset", d, "--profile",
-                                         "hospital")).output
+    assert (
+        "nothing to change"
+        in ok(cli("policy", "sync", "--dataset", d, "--profile", "hospital")).output
+    )
 
 
 def test_run_open_submit_and_leaderboard(world: World) -> None:
     cli, ids = world.cli, world.ids
     b, d = str(ids["b"]), str(ids["d"])
-    ran = ok(cli("run", "--benchmark", b, "--dataset", d, "--all-models", "--tee", "mock",
-                 "--profile", "hospital"))
+    ran = ok(
+        cli(
+            "run",
+            "--benchmark",
+            b,
+            "--dataset",
+            d,
+            "--all-models",
+            "--tee",
+            "mock",
+            "--profile",
+            "hospital",
+        )
+    )
     assert ran.output.count("succeeded") == 2
-    again = ok(cli("run", "--benchmark", b, "--dataset", d, "--all-models", "--profile",
-                   "hospital"))
+    again = ok(
+        cli("run", "--benchmark", b, "--dataset", d, "--all-models", "--profile", "hospital")
+    )
     assert again.output.count("already evaluated") == 2
     runs = json.loads(ok(cli("result", "ls", "--json", "--profile", "hospital")).stdout)
     assert [r["status"] for r in runs] == ["succeeded", "succeeded"]
@@ -155,26 +246,37 @@ def test_run_open_submit_and_leaderboard(world: World) -> None:
         assert "BraTS-GLI-" in opened.output  # per-case rows, private to the hospital
         submitted = ok(cli("result", "submit", record["run_id"], "--profile", "hospital"))
         assert "attestation verified" in submitted.output
-    verified = json.loads(ok(cli("benchmark", "results", b, "--json", "--profile",
-                                 "authority")).stdout)
+    verified = json.loads(
+        ok(cli("benchmark", "results", b, "--json", "--profile", "authority")).stdout
+    )
     assert {r["model_id"] for r in verified} == {ids["lab-a"], ids["lab-b"]}
-    board = json.loads(ok(cli("benchmark", "leaderboard", b, "--json", "--profile",
-                              "authority")).stdout)
+    board = json.loads(
+        ok(cli("benchmark", "leaderboard", b, "--json", "--profile", "authority")).stdout
+    )
     assert {row["model_id"] for row in board["rows"]} == {ids["lab-a"], ids["lab-b"]}
     assert all(row["datasets"][d] is not None for row in board["rows"])
     # the same submission twice is refused by the registry
     dup = cli("result", "submit", runs[0]["run_id"], "--profile", "hospital")
     assert dup.exit_code == 4 and "already" in dup.output
     # the model owner may not read results
-    assert ok(cli("benchmark", "results", b, "--json", "--profile", "lab-a")).output.strip() \
-        == "[]"
+    assert ok(cli("benchmark", "results", b, "--json", "--profile", "lab-a")).output.strip() == "[]"
 
 
 def test_debug_image_denied_key(world: World) -> None:
     cli, ids = world.cli, world.ids
-    result = cli("run", "--benchmark", str(ids["b"]), "--dataset", str(ids["d"]), "--model",
-                 str(ids["lab-a"]), "--insecure-debug-image", "--force", "--profile",
-                 "hospital")
+    result = cli(
+        "run",
+        "--benchmark",
+        str(ids["b"]),
+        "--dataset",
+        str(ids["d"]),
+        "--model",
+        str(ids["lab-a"]),
+        "--insecure-debug-image",
+        "--force",
+        "--profile",
+        "hospital",
+    )
     assert result.exit_code == 7
     assert "key release denied" in result.output
     assert "policy sync" in result.output
@@ -192,8 +294,18 @@ def test_tampered_sealed_case_stops_the_run(world: World) -> None:
     flipped[len(flipped) // 2] ^= 0x01
     store.put_bytes(case, bytes(flipped))
     try:
-        result = cli("run", "--benchmark", str(ids["b"]), "--dataset", str(ids["d"]),
-                     "--model", str(ids["lab-a"]), "--force", "--profile", "hospital")
+        result = cli(
+            "run",
+            "--benchmark",
+            str(ids["b"]),
+            "--dataset",
+            str(ids["d"]),
+            "--model",
+            str(ids["lab-a"]),
+            "--force",
+            "--profile",
+            "hospital",
+        )
     finally:
         store.put_bytes(case, original)
     assert result.exit_code == 8, result.output
@@ -202,15 +314,34 @@ def test_tampered_sealed_case_stops_the_run(world: World) -> None:
 
 def test_model_not_approved_is_not_run(world: World) -> None:
     cli, ids = world.cli, world.ids
-    result = cli("run", "--benchmark", str(ids["b"]), "--dataset", str(ids["d"]), "--model",
-                 "999", "--profile", "hospital")
+    result = cli(
+        "run",
+        "--benchmark",
+        str(ids["b"]),
+        "--dataset",
+        str(ids["d"]),
+        "--model",
+        "999",
+        "--profile",
+        "hospital",
+    )
     assert result.exit_code == 4
     assert "not approved" in result.output
 
 
 def test_docker_backend_is_not_available_yet(world: World) -> None:
-    result = world.cli("run", "--benchmark", "1", "--dataset", "1", "--all-models", "--tee",
-                       "docker", "--profile", "hospital")
+    result = world.cli(
+        "run",
+        "--benchmark",
+        "1",
+        "--dataset",
+        "1",
+        "--all-models",
+        "--tee",
+        "docker",
+        "--profile",
+        "hospital",
+    )
     assert result.exit_code == 3
     assert "not available" in result.output
 
