@@ -23,34 +23,48 @@ from typing import Final
 from sealbench.crypto.digest import Sha256Digest
 from sealbench.crypto.manifest import Manifest, ManifestEntry
 
-__all__ = ["IMAGE_PACKAGES", "MockImage", "enclave_image_digest", "image_manifest", "mock_image"]
+__all__ = [
+    "IMAGE_PACKAGES",
+    "MockImage",
+    "enclave_image_digest",
+    "image_manifest",
+    "mock_image",
+    "package_entries",
+]
 
 IMAGE_PACKAGES: Final = ("enclave", "crypto", "cloud", "benchmarks")
+
+
+def package_entries(package: str, root: Path) -> list[ManifestEntry]:
+    """Manifest entries ``sealbench/<package>/<path>`` of every file under ``root`` (links
+    followed; ``__pycache__`` and ``*.pyc`` left out)."""
+    entries = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for filename in sorted(filenames):
+            if filename.endswith(".pyc"):
+                continue
+            path = Path(dirpath) / filename
+            content = path.read_bytes()
+            entries.append(
+                ManifestEntry(
+                    path=f"sealbench/{package}/{path.relative_to(root).as_posix()}",
+                    size=len(content),
+                    sha256=Sha256Digest("sha256:" + hashlib.sha256(content).hexdigest()),
+                )
+            )
+    return entries
 
 
 def _entries(package: str) -> list[ManifestEntry]:
     spec = importlib.util.find_spec(f"sealbench.{package}")
     if spec is None or not spec.submodule_search_locations:
         raise ModuleNotFoundError(f"sealbench.{package} is not installed")
-    entries = []
-    for location in spec.submodule_search_locations:
-        root = Path(location)
-        for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
-            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-            for filename in sorted(filenames):
-                if filename.endswith(".pyc"):
-                    continue
-                path = Path(dirpath) / filename
-                content = path.read_bytes()
-                relative = path.relative_to(root).as_posix()
-                entries.append(
-                    ManifestEntry(
-                        path=f"sealbench/{package}/{relative}",
-                        size=len(content),
-                        sha256=Sha256Digest("sha256:" + hashlib.sha256(content).hexdigest()),
-                    )
-                )
-    return entries
+    return [
+        entry
+        for location in spec.submodule_search_locations
+        for entry in package_entries(package, Path(location))
+    ]
 
 
 def image_manifest(packages: tuple[str, ...] = IMAGE_PACKAGES) -> Manifest:
