@@ -44,7 +44,9 @@ from sealbench.cloud.policy_writer import PolicyWriter
 from sealbench.crypto.attestation import Jwks
 from sealbench.crypto.digest import Sha256Digest
 from sealbench.crypto.sealing import generate_recipient_key, public_key_digest, public_key_to_raw
-from sealbench.crypto.workload import WorkloadIdentity, principal_set
+from sealbench.crypto.workload import WorkloadIdentity
+from sealbench.enclave.errors import KeyReleaseDenied
+from sealbench.enclave.result import FAILURE_OBJECT, FailureRecord
 from sealbench.enclave.spec import AssetLocation, RunSpec
 from sealbench.mocktee.provision import OwnerSetup, provision_owner
 from sealbench.mocktee.server import MockCloud
@@ -110,11 +112,13 @@ class World:
         assert self.cloud.endpoints.compute is not None
         return ConfidentialSpaceLauncher(
             VmSettings(
-                project=self.hospital.project_id,
-                zone=ZONE,
-                service_account=RUNNER,
-                image_reference=self.image_reference,
-                **settings,
+                **{
+                    "project": self.hospital.project_id,
+                    "zone": ZONE,
+                    "service_account": RUNNER,
+                    "image_reference": self.image_reference,
+                    **settings,
+                }
             ),
             credentials=OwnerCredentials(self.hospital.access_token),
             api_endpoint=self.cloud.endpoints.compute,
@@ -150,8 +154,10 @@ def _prepare(root: Path) -> Path:
 
 
 def _authorize(world: World, image_digest: str) -> None:
-    """Both owners approve exactly this workload; the hospital lets it write results (the
-    ``gcloud storage buckets add-iam-policy-binding … roles/storage.objectCreator`` step)."""
+    """Both owners approve exactly this workload; the hospital lets its pool's workloads write
+    results (the pool-wide ``gcloud storage buckets add-iam-policy-binding …/* --role=
+    roles/storage.objectCreator`` of docs/gcp-setup.md: only tokens that pass the provider's
+    condition are federated, and the key grant is what names the exact workload)."""
     recipient = public_key_digest(world.recipient.public_key())
     workload = WorkloadIdentity(image_digest, world.data_digest, world.model_digest, recipient)
     ep = world.cloud.endpoints
@@ -177,7 +183,7 @@ def _authorize(world: World, image_digest: str) -> None:
     session = AuthorizedSession(OwnerCredentials(world.hospital.access_token))  # type: ignore[no-untyped-call]
     url = f"{ep.storage}/storage/v1/b/{world.hospital.bucket}/iam"
     policy = session.get(url, timeout=30).json()
-    member = principal_set(HOSPITAL_POOL.project_number, HOSPITAL_POOL.pool_id, workload.uid())
+    member = f"principalSet://iam.googleapis.com/{HOSPITAL_POOL.pool_name}/*"
     bindings = [
         *policy.get("bindings", []),
         {"role": "roles/storage.objectCreator", "members": [member]},
@@ -299,3 +305,30 @@ def test_keep_vm_leaves_the_terminated_vm_for_inspection(world: World) -> None:
     assert kept.confidential_instance_config.confidential_instance_type == "SEV"
     vm.kill()
     assert _instance_gone(world, vm.instance_name)
+
+
+@pytest.mark.parametrize("attack", ["unapproved_image_digest", "swapped_model_digest_in_tee_env"])
+def test_vm_launched_with_other_attested_facts_is_denied_its_keys(
+    world: World, attack: str
+) -> None:
+    spec = world.spec()
+    options: dict[str, Any] = {}
+    if attack == "unapproved_image_digest":
+        options["image_reference"] = "us-docker.pkg.dev/authority/sealbench/evaluation@sha256:" + (
+            "7" * 64
+        )
+    else:
+        spec = spec.model_copy(update={"model_digest": "sha256:" + "8" * 64})
+    with pytest.raises(EnclaveRunFailed) as info:
+        world.launcher(**options).launch(spec, timeout=600)
+    assert "result.token" not in world.result_objects(spec)
+    if attack == "unapproved_image_digest":  # no federated token at all
+        assert "rejected by the attribute condition" in info.value.reason
+        assert world.result_objects(spec) == []
+    else:  # federated, may write its failure, but the KMS key is not granted to its uid
+        record = FailureRecord.from_bytes(
+            world.store(world.hospital).get_bytes(
+                f"results/{spec.run_id}/{FAILURE_OBJECT}", 1 << 20
+            )
+        )
+        assert record.exit_code == KeyReleaseDenied.exit_code
