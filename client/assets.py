@@ -13,13 +13,17 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from sealbench.client.errors import ConfigError
 from sealbench.crypto.digest import Sha256Digest, parse_digest, sha256_file
 from sealbench.crypto.errors import CryptoError
 from sealbench.crypto.manifest import Manifest
 from sealbench.server.schemas import BenchmarkPublic, DatasetCreate, DatasetPublic, ModelCreate
+
+if TYPE_CHECKING:  # numpy, nibabel and onnxruntime load only when a command needs them
+    from sealbench.benchmarks.brats import BratsContract
+    from sealbench.benchmarks.brats.prepare import PreparationReport
 
 __all__ = [
     "RECIPIENT_STATISTIC",
@@ -39,7 +43,7 @@ SIZES: Final[dict[str, tuple[int, int, int] | None]] = {"full": None, "small": (
 _MAX_JSON: Final = 4 << 20
 
 
-def contract_for(benchmark: BenchmarkPublic | None, size: str = "full") -> Any:
+def contract_for(benchmark: BenchmarkPublic | None, size: str = "full") -> BratsContract:
     """The benchmark's data contract (the shipped BraTS one when ``benchmark`` is None), on the
     ``small`` grid when asked (the enclave accepts any grid under the same contract)."""
     from pydantic import ValidationError
@@ -62,7 +66,7 @@ def contract_for(benchmark: BenchmarkPublic | None, size: str = "full") -> Any:
 
 
 def synthesize(
-    out_dir: Path, cases: int, contract: Any, *, first_seed: int = 1
+    out_dir: Path, cases: int, contract: BratsContract, *, first_seed: int = 1
 ) -> Iterator[str]:
     """Write ``cases`` synthetic raw cases (no patient data) into ``out_dir``; yields ids."""
     from sealbench.benchmarks.brats.synthetic import write_dataset
@@ -76,8 +80,11 @@ def synthesize(
 
 
 def prepare(
-    raw_dir: Path, out_dir: Path, contract: Any, progress: Callable[[int, int], None] | None
-) -> Any:
+    raw_dir: Path,
+    out_dir: Path,
+    contract: BratsContract,
+    progress: Callable[[int, int], None] | None,
+) -> PreparationReport:
     """Validate and normalise ``raw_dir`` into ``out_dir``; the report lists rejected cases."""
     from sealbench.benchmarks.brats import PreparationError
     from sealbench.benchmarks.brats.prepare import NoValidCasesError, prepare_dataset
@@ -158,7 +165,7 @@ def recipient_of(dataset: DatasetPublic) -> Sha256Digest:
 
 
 def model_registration(
-    onnx: Path, name: str, version: str, contract: Any
+    onnx: Path, name: str, version: str, contract: BratsContract
 ) -> ModelCreate:
     """Check ``onnx`` against ``contract`` (refusing a model that does not fit), then build the
     registration with the file's SHA-256."""

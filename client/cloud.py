@@ -24,10 +24,20 @@ import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 from sealbench.client.errors import CloudError, ConfigError
 from sealbench.server.schemas import CoordinatesPublic, CoordinatesUpdate
+
+if TYPE_CHECKING:  # the cloud SDKs load only when a command needs them
+    from google.oauth2.credentials import Credentials
+
+    from sealbench.cloud.kms import KmsKeyWrapper
+    from sealbench.cloud.policy import PoolProvider
+    from sealbench.cloud.policy_writer import SyncReport
+    from sealbench.cloud.storage import BlobStore
+    from sealbench.crypto.workload import WorkloadIdentity
+    from sealbench.mocktee import MockEndpoints, OwnerSetup
 
 __all__ = [
     "POOL_ID",
@@ -55,7 +65,7 @@ def mock_project_for(email: str) -> tuple[str, str]:
     return f"sb-{slug}-{digest[:6]}", str(number)
 
 
-def pool_provider_from_name(name: str) -> Any:
+def pool_provider_from_name(name: str) -> PoolProvider:
     """A :class:`~sealbench.cloud.policy.PoolProvider` from its full resource name."""
     from sealbench.cloud.policy import PoolProvider
 
@@ -73,8 +83,8 @@ def pool_provider_from_name(name: str) -> Any:
 class InsecureMockOwnerCloud:
     """One owner's account in the INSECURE local mock cloud (never for real data)."""
 
-    endpoints: Any  # sealbench.mocktee.MockEndpoints
-    setup: Any  # sealbench.mocktee.OwnerSetup (holds an owner access token: never log it)
+    endpoints: MockEndpoints
+    setup: OwnerSetup  # holds an owner access token: never log it
 
     @classmethod
     def connect(cls, state_dir: Path, email: str) -> InsecureMockOwnerCloud:
@@ -126,17 +136,17 @@ class InsecureMockOwnerCloud:
             wip_provider=self.pool_provider_name(),
         )
 
-    def credentials(self) -> Any:
+    def credentials(self) -> Credentials:
         from google.oauth2.credentials import Credentials
 
         return Credentials(self.setup.access_token)  # type: ignore[no-untyped-call]
 
-    def key_wrapper(self, key_name: str) -> Any:
+    def key_wrapper(self, key_name: str) -> KmsKeyWrapper:
         from sealbench.cloud.kms import KmsKeyWrapper, make_kms_client
 
         return KmsKeyWrapper(key_name, make_kms_client(self.credentials(), self.endpoints.kms))
 
-    def blob_store(self, uri: str) -> tuple[Any, str]:
+    def blob_store(self, uri: str) -> tuple[BlobStore, str]:
         """``(store, prefix)`` for ``gs://bucket/prefix`` as the owner."""
         from sealbench.cloud.errors import InvalidStorageUri
         from sealbench.cloud.gcs import GcsBlobStore, make_storage_client
@@ -151,9 +161,12 @@ class InsecureMockOwnerCloud:
             raise ConfigError(str(exc), hint="use --storage gs://BUCKET/PREFIX") from exc
 
     def sync_policy(
-        self, coordinates: CoordinatesPublic | CoordinatesUpdate, workloads: frozenset[Any],
-        *, include_data: bool,
-    ) -> Any:
+        self,
+        coordinates: CoordinatesPublic | CoordinatesUpdate,
+        workloads: frozenset[WorkloadIdentity],
+        *,
+        include_data: bool,
+    ) -> SyncReport:
         """Write the pool provider and the key's and bucket's IAM bindings for ``workloads``;
         returns the writer's :class:`~sealbench.cloud.policy_writer.SyncReport`."""
         from sealbench.cloud.errors import CloudError as AdapterError

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from sealbench.client.api import AssetKind, RegistryClient
 from sealbench.client.cloud import InsecureMockOwnerCloud
@@ -17,6 +17,10 @@ from sealbench.client.config import ResolvedProfile
 from sealbench.client.errors import CloudError, ConfigError, NotFoundError
 from sealbench.client.policy import AllowedWorkload, allowed_workloads
 from sealbench.server.schemas import CoordinatesPublic, CoordinatesUpdate
+
+if TYPE_CHECKING:
+    from sealbench.client.sealing import SealReport
+    from sealbench.cloud.policy_writer import SyncReport
 
 __all__ = ["PolicySync", "SealOutcome", "owner_cloud", "seal_asset", "sync_policy"]
 
@@ -57,7 +61,7 @@ def coordinates(
 
 @dataclass(frozen=True)
 class SealOutcome:
-    report: Any  # sealbench.client.sealing.SealReport
+    report: SealReport
     coordinates: CoordinatesPublic
 
 
@@ -110,7 +114,7 @@ def seal_asset(
 @dataclass(frozen=True)
 class PolicySync:
     grants: tuple[AllowedWorkload, ...]
-    report: Any  # sealbench.cloud.policy_writer.SyncReport
+    report: SyncReport
 
 
 def sync_policy(

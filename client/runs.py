@@ -20,9 +20,9 @@ import secrets
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
 from sealbench.client.api import RegistryClient
 from sealbench.client.assets import recipient_of
@@ -36,6 +36,14 @@ from sealbench.client.errors import (
 )
 from sealbench.client.keys import ResultKey
 from sealbench.server.schemas import ResultCreate, ResultPublic
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+    from sealbench.client.launchers import Launcher
+    from sealbench.client.results import OpenedResult
+    from sealbench.enclave.spec import RunSpec
+    from sealbench.mocktee import MockEndpoints
 
 __all__ = [
     "RunRecord",
@@ -168,8 +176,8 @@ def build_spec(
     model_id: int,
     recipient: ResultKey,
     result_dir: Path,
-    endpoints: Any,
-) -> Any:
+    endpoints: MockEndpoints,
+) -> RunSpec:
     """The :class:`~sealbench.enclave.spec.RunSpec` of one evaluation, from the registry's
     records (digests, coordinates) and the owner's result key; ``endpoints`` are the mock
     cloud's (STS, KMS, storage)."""
@@ -219,8 +227,8 @@ def build_spec(
 
 
 def execute(
-    launcher: Any,
-    spec: Any,
+    launcher: Launcher,
+    spec: RunSpec,
     store: RunStore,
     *,
     ids: tuple[int, int, int],
@@ -274,7 +282,7 @@ def translate_launch_error(exc: Exception) -> Exception:
 JWKS_TIMEOUT_S: Final = 10.0
 
 
-def issuer_keys(endpoints: Any) -> dict[str, Any]:
+def issuer_keys(endpoints: MockEndpoints) -> dict[str, Any]:
     """``jwks``, ``issuer`` and ``now`` for :func:`open_run_result` to verify the result
     token's signature against the (mock) attestation issuer of ``endpoints``."""
     import time
@@ -296,7 +304,9 @@ def issuer_keys(endpoints: Any) -> dict[str, Any]:
     return {"jwks": jwks, "issuer": endpoints.issuer, "now": time.time()}
 
 
-def open_run_result(record: RunRecord, private_key: Any, **verify: Any) -> Any:
+def open_run_result(
+    record: RunRecord, private_key: X25519PrivateKey, **verify: Any
+) -> OpenedResult:
     """Download and open a succeeded run's result (:func:`sealbench.client.results.open_result`
     checks: nonce binding, decryption, consistency; with ``verify`` from
     :func:`issuer_keys`, the token's signature and lifetime too)."""
@@ -316,7 +326,7 @@ def open_run_result(record: RunRecord, private_key: Any, **verify: Any) -> Any:
 
 
 def submit_run_result(
-    client: RegistryClient, record: RunRecord, opened: Any, store: RunStore
+    client: RegistryClient, record: RunRecord, opened: OpenedResult, store: RunStore
 ) -> ResultPublic:
     """Send the public summary, the sealed result's digest and the result attestation token;
     the registry verifies the token before storing anything."""
@@ -324,7 +334,8 @@ def submit_run_result(
         benchmark_id=record.benchmark_id,
         dataset_id=record.dataset_id,
         model_id=record.model_id,
-        summary=opened.summary_json,
+        # parsed from the summary's JSON bytes, so every value is a JSON value
+        summary=cast("dict[str, JsonValue]", opened.summary_json),
         sealed_result_digest=opened.sealed_result_sha256,
         attestation_token=opened.token,
     )

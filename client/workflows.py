@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 from pydantic import JsonValue, ValidationError
 from rich.console import Console
@@ -24,6 +24,9 @@ from sealbench.server.schemas import (
     BenchmarkCreate,
     BenchmarkState,
 )
+
+if TYPE_CHECKING:
+    from sealbench.benchmarks.brats.definition import BenchmarkDefinition
 
 __all__ = [
     "METRICS_VERSION",
@@ -112,7 +115,7 @@ def evaluation_image(
     return EvaluationImage(image.reference, image.digest)
 
 
-def load_benchmark_definition(name_or_path: str) -> Any:
+def load_benchmark_definition(name_or_path: str) -> BenchmarkDefinition:
     """The shipped BraTS definition (``brats``) or a definition JSON file."""
     from sealbench.benchmarks.brats.definition import BenchmarkDefinition, load_definition
 
@@ -134,7 +137,7 @@ def load_benchmark_definition(name_or_path: str) -> Any:
 
 
 def benchmark_body(
-    definition: Any, *, image: EvaluationImage, reference_model_id: int | None
+    definition: BenchmarkDefinition, *, image: EvaluationImage, reference_model_id: int | None
 ) -> BenchmarkCreate:
     """The registry request publishing ``definition`` with ``image``."""
     return BenchmarkCreate(
