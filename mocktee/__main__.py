@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         "--ports",
         default="",
         type=MockPorts.parse,
-        help="e.g. verifier=9100,sts=9101,iam=9102,kms=9103,storage=9104 "
+        help="e.g. verifier=9100,sts=9101,iam=9102,kms=9103,storage=9104,compute=9107 "
         "(default: the ports of the previous run, else free ones)",
     )
     parser.add_argument("-v", "--verbose", action="store_true")

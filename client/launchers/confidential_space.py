@@ -43,6 +43,7 @@ Errors (Google API errors translated once, here, each with a ``hint`` saying wha
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import re
@@ -374,7 +375,12 @@ class ConfidentialSpaceLauncher:
                 timeout=API_TIMEOUT_S,
             ),
         )
-        self._wait_operation(op, "create the VM")
+        try:
+            self._wait_operation(op, "create the VM")
+        except VmTimeout:
+            with contextlib.suppress(ConfidentialSpaceError):  # it may exist by now
+                self.delete_instance(name)
+            raise
         _log.info(
             "created Confidential Space VM %s in %s/%s", name, settings.project, settings.zone
         )

@@ -313,6 +313,9 @@ class ScriptedInstances:
             contents=text, start=start, next_=start + len(text.encode())
         )
 
+    def insert_unary(self, **request: Any) -> compute_v1.Operation:
+        return compute_v1.Operation(name="op-insert", status=compute_v1.Operation.Status.RUNNING)
+
     def delete_unary(self, **request: Any) -> compute_v1.Operation:
         self.deleted.append(request["instance"])
         return compute_v1.Operation(name="op-delete", status=compute_v1.Operation.Status.DONE)
@@ -366,3 +369,30 @@ def test_keep_vm_keeps_the_vm_after_success(setup: Setup) -> None:
     instances = ScriptedInstances(["TERMINATED"], [(0, done)])
     result = scripted(instances, keep_vm=True).wait(timeout=60)
     assert result.image_digest == DIGEST and instances.deleted == []
+
+
+class StuckOperations:
+    """A zone-operations client whose operations never finish."""
+
+    def __init__(self) -> None:
+        self.polls = 0
+
+    def wait(self, **request: Any) -> compute_v1.Operation:
+        self.polls += 1
+        return compute_v1.Operation(name=request["operation"], status="RUNNING")
+
+
+def test_insert_operation_that_never_finishes_times_out_and_cleans_up(setup: Setup) -> None:
+    instances, operations = ScriptedInstances(["RUNNING"], []), StuckOperations()
+    ticks = itertools.count(step=100.0)
+    launcher = ConfidentialSpaceLauncher(
+        settings(),
+        clients=(instances, operations),  # type: ignore[arg-type]
+        clock=lambda: next(ticks),
+    )
+    with pytest.raises(VmTimeout) as info:
+        launcher.start(spec())
+    assert "did not finish" in str(info.value) and operations.polls >= 1
+    assert len(instances.deleted) == 1 and instances.deleted[0].startswith(
+        "sealbench-eval-err-run-"
+    )
