@@ -16,8 +16,10 @@ from sealbench.client.image import (
     BASE_TAG,
     LABEL_ALLOW_ENV_OVERRIDE,
     LABEL_LOG_REDIRECT,
+    ImageBuildError,
     build_image,
     canonical_config,
+    find_source_root,
 )
 from sealbench.enclave.spec import ENV_OVERRIDE_NAMES
 
@@ -112,3 +114,9 @@ def test_digest_ignores_build_times_and_containers_but_not_settings() -> None:
     swapped = _inspection()
     swapped["RootFS"]["Layers"].reverse()
     assert canonical_config(swapped, base_layers=1) != base
+
+
+def test_source_root_is_found_from_inside_the_checkout(source_snapshot: Path) -> None:
+    assert find_source_root(source_snapshot / "client" / "launchers") == source_snapshot.resolve()
+    with pytest.raises(ImageBuildError, match="no sealbench checkout"):
+        find_source_root(source_snapshot.parent)
