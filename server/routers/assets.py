@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from sealbench.server.deps import CurrentUser, Limit, NowDep, Offset, SessionDep
-from sealbench.server.models import Dataset, DatasetCoordinates, Model, ModelCoordinates
+from sealbench.server.models import DatasetCoordinates, ModelCoordinates
 from sealbench.server.routers._common import ERRORS, IdPath, OptionalId, in_thread, to_page
 from sealbench.server.schemas import (
     CoordinatesPublic,
@@ -25,11 +25,11 @@ datasets_router = APIRouter(prefix="/datasets", tags=["datasets"], responses=ERR
 models_router = APIRouter(prefix="/models", tags=["models"], responses=ERRORS)
 
 
-def _dataset(row: Dataset) -> DatasetPublic:
+def _dataset(row: object) -> DatasetPublic:
     return DatasetPublic.model_validate(row, from_attributes=True)
 
 
-def _model(row: Model) -> ModelPublic:
+def _model(row: object) -> ModelPublic:
     return ModelPublic.model_validate(row, from_attributes=True)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from fastapi import APIRouter, Query
 
 from sealbench.server.deps import CurrentUser, Limit, NowDep, Offset, SessionDep
-from sealbench.server.models import Benchmark
 from sealbench.server.routers._common import ERRORS, IdPath, in_thread, to_page
 from sealbench.server.schemas import (
     BenchmarkCreate,
@@ -21,7 +20,8 @@ __all__ = ["router"]
 router = APIRouter(prefix="/benchmarks", tags=["benchmarks"], responses=ERRORS)
 
 
-def _public(row: Benchmark) -> BenchmarkPublic:
+def _public(row: object) -> BenchmarkPublic:
+    """From an ORM row or a plain row with the same columns."""
     return BenchmarkPublic.model_validate(row, from_attributes=True)
 
 

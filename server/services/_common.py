@@ -4,15 +4,15 @@ a uniqueness violation into a ConflictError."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from sqlalchemy import Select
+from sqlalchemy import Row, Select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from sealbench.server.errors import ConflictError, NotFoundError
 
-__all__ = ["PageOf", "commit", "flush", "get_or_404", "paged"]
+__all__ = ["PageOf", "commit", "flush", "get_or_404", "paged", "rows_page"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -29,6 +29,14 @@ class PageOf(Generic[T]):
 def paged(session: Session, stmt: Select[T], *, limit: int, offset: int) -> PageOf[T]:
     """Run ``stmt`` (already ordered) for one page; one extra row tells whether more follow."""
     rows = tuple(session.scalars(stmt.limit(limit + 1).offset(offset)).all())
+    more = len(rows) > limit
+    return PageOf(rows[:limit], limit, offset, offset + limit if more else None)
+
+
+def rows_page(session: Session, stmt: Select[Any], *, limit: int, offset: int) -> PageOf[Row[Any]]:
+    """Like :func:`paged` but returns plain rows (no ORM objects): for read-only listings,
+    where building and tracking ORM instances would cost more than the query."""
+    rows = tuple(session.execute(stmt.limit(limit + 1).offset(offset)).all())
     more = len(rows) > limit
     return PageOf(rows[:limit], limit, offset, offset + limit if more else None)
 

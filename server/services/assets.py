@@ -9,9 +9,9 @@ same benchmark (the data owner needs the model's coordinates to launch a run).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
-from sqlalchemy import exists, select
+from sqlalchemy import Row, exists, select
 from sqlalchemy.orm import Session
 
 from sealbench.server.audit import append_event
@@ -30,7 +30,7 @@ from sealbench.server.models import (
     ModelCoordinates,
 )
 from sealbench.server.schemas import CoordinatesUpdate, DatasetCreate, ModelCreate
-from sealbench.server.services._common import PageOf, commit, flush, get_or_404, paged
+from sealbench.server.services._common import PageOf, commit, flush, get_or_404, rows_page
 from sealbench.server.services.associations import approved_pairs_subquery
 
 __all__ = [
@@ -126,20 +126,22 @@ def get_model(session: Session, model_id: int) -> Model:
 
 def list_datasets(
     session: Session, *, owner_id: int | None, limit: int, offset: int
-) -> PageOf[Dataset]:
-    stmt = select(Dataset).order_by(Dataset.id)
+) -> PageOf[Row[Any]]:
+    """Datasets in id order, as plain rows with the table's columns."""
+    stmt = select(*Dataset.__table__.columns).order_by(Dataset.id)
     if owner_id is not None:
         stmt = stmt.where(Dataset.owner_id == owner_id)
-    return paged(session, stmt, limit=limit, offset=offset)
+    return rows_page(session, stmt, limit=limit, offset=offset)
 
 
 def list_models(
     session: Session, *, owner_id: int | None, limit: int, offset: int
-) -> PageOf[Model]:
-    stmt = select(Model).order_by(Model.id)
+) -> PageOf[Row[Any]]:
+    """Models in id order, as plain rows with the table's columns."""
+    stmt = select(*Model.__table__.columns).order_by(Model.id)
     if owner_id is not None:
         stmt = stmt.where(Model.owner_id == owner_id)
-    return paged(session, stmt, limit=limit, offset=offset)
+    return rows_page(session, stmt, limit=limit, offset=offset)
 
 
 def put_coordinates(

@@ -4,8 +4,9 @@ its owner or an admin retires it."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
 from sealbench.server.audit import append_event
@@ -18,7 +19,7 @@ from sealbench.server.errors import (
 )
 from sealbench.server.models import Benchmark, Model
 from sealbench.server.schemas import BenchmarkCreate, BenchmarkState
-from sealbench.server.services._common import PageOf, commit, flush, get_or_404, paged
+from sealbench.server.services._common import PageOf, commit, flush, get_or_404, rows_page
 
 __all__ = ["approve", "create", "get", "list_page", "set_state"]
 
@@ -72,11 +73,12 @@ def get(session: Session, benchmark_id: int, *, for_update: bool = False) -> Ben
 
 def list_page(
     session: Session, *, state: BenchmarkState | None, limit: int, offset: int
-) -> PageOf[Benchmark]:
-    stmt = select(Benchmark).order_by(Benchmark.id)
+) -> PageOf[Row[Any]]:
+    """Benchmarks in id order, as plain rows with the table's columns."""
+    stmt = select(*Benchmark.__table__.columns).order_by(Benchmark.id)
     if state is not None:
         stmt = stmt.where(Benchmark.state == state)
-    return paged(session, stmt, limit=limit, offset=offset)
+    return rows_page(session, stmt, limit=limit, offset=offset)
 
 
 def approve(session: Session, actor: Principal, benchmark_id: int, now: datetime) -> Benchmark:
