@@ -1,0 +1,50 @@
+"""The registry's read-only web dashboard, served by the registry itself under ``/ui``:
+benchmarks, leaderboards with server-rendered charts, attestation details, owners' assets and
+the audit trail. Server-rendered Jinja2 pages that work without JavaScript (there is none),
+a static stylesheet shipped in the package, a strict Content-Security-Policy, CSRF tokens on
+every form, and sign-in with the same credentials as the API.
+
+Every page calls the API's own service functions with the signed-in user as the principal, so
+the dashboard shows a user exactly what the API would answer to that user's token.
+
+Errors: the services' :class:`~sealbench.server.errors.RegistryError` tree, rendered as an HTML
+page with the status the API would answer (401 becomes a redirect to the sign-in page).
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from starlette.responses import RedirectResponse, Response
+from starlette.staticfiles import StaticFiles
+
+from sealbench.server.settings import ServerSettings
+from sealbench.server.web._owner_pages import owner_pages
+from sealbench.server.web._pages import benchmark_pages
+from sealbench.server.web._render import STATIC_DIR, Templates
+from sealbench.server.web._security import SecurityHeadersMiddleware
+from sealbench.server.web._sessions import SessionStore
+from sealbench.server.web._signin import signin_routes
+from sealbench.server.web._state import PREFIX, STATIC_PREFIX, DashboardState
+
+__all__ = ["DASHBOARD_PREFIX", "mount_dashboard"]
+
+DASHBOARD_PREFIX = PREFIX
+
+
+def mount_dashboard(
+    app: FastAPI, settings: ServerSettings, *, sessions: SessionStore | None = None
+) -> None:
+    """Add the dashboard's routes, static files and security headers to ``app`` (before it
+    starts). ``sessions`` defaults to a fresh in-memory store."""
+    state = DashboardState(
+        settings=settings, sessions=sessions or SessionStore(), templates=Templates()
+    )
+    for router in (signin_routes(state), benchmark_pages(state), owner_pages(state)):
+        app.include_router(router, prefix=PREFIX, include_in_schema=False)
+    app.mount(STATIC_PREFIX, StaticFiles(directory=STATIC_DIR), name="dashboard-static")
+
+    async def root() -> Response:
+        return RedirectResponse(PREFIX + "/", 307)
+
+    app.add_api_route("/", root, methods=["GET"], include_in_schema=False)
+    app.add_middleware(SecurityHeadersMiddleware, prefix=PREFIX, static_prefix=STATIC_PREFIX)

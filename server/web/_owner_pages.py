@@ -1,0 +1,194 @@
+"""Owner pages: the viewer's own datasets and models, one dataset or model (its associations in
+every benchmark, with their history, its coordinates when the viewer may read them, and the
+results the viewer may read), and the audit trail with the chain's verification status.
+
+As on the API: asset metadata is readable by anyone signed in; coordinates by the owner and
+approved parties only; results by the dataset's owner and the benchmark's owner only; the audit
+log by admins only. Each rule is the service's, called with the viewer as the principal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from fastapi import APIRouter, Query, Request
+from sqlalchemy.orm import Session
+from starlette.responses import Response
+
+from sealbench.server.auth import Principal
+from sealbench.server.errors import AuditChainBrokenError, NotFoundError, PermissionDeniedError
+from sealbench.server.models import Result
+from sealbench.server.routers._common import IdPath
+from sealbench.server.services import assets, associations, audit, benchmarks, results
+from sealbench.server.services._common import PageOf
+from sealbench.server.web._pages import all_pages, owner_label
+from sealbench.server.web._state import DashboardState, render_page
+from sealbench.server.web._views import mean_over_regions
+
+__all__ = ["AssetLink", "AuditStatus", "owner_pages"]
+
+AUDIT_PAGE = 50
+
+
+@dataclass(frozen=True)
+class AssetLink:
+    """The current state of the asset's link with one benchmark, and how it got there."""
+
+    benchmark_id: int
+    benchmark_label: str
+    status: str
+    history: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class AuditStatus:
+    ok: bool
+    verified: int
+    first_broken_seq: int | None
+    reason: str | None
+
+
+def _links(session: Session, kind: Literal["dataset", "model"], asset_id: int) -> list[AssetLink]:
+    def fetch(limit: int, offset: int) -> PageOf[Any]:
+        return benchmarks.list_page(session, state=None, limit=limit, offset=offset)
+
+    out: list[AssetLink] = []
+    for bench in all_pages(fetch)[0]:
+        revisions, _ = all_pages(
+            lambda limit, offset, b=bench.id: associations.history(
+                session, kind, b, asset_id, limit=limit, offset=offset
+            )
+        )
+        if revisions:
+            out.append(
+                AssetLink(
+                    benchmark_id=bench.id,
+                    benchmark_label=f"{bench.name} {bench.version}",
+                    status=revisions[-1].status,
+                    history=tuple(revisions),
+                )
+            )
+    return out
+
+
+def _visible_results(
+    session: Session, viewer: Principal, *, dataset_id: int | None, model_id: int | None
+) -> tuple[list[tuple[Result, float | None, float | None]], bool]:
+    rows, cut = all_pages(
+        lambda limit, offset: results.list_page(
+            session, viewer, benchmark_id=None, limit=limit, offset=offset
+        )
+    )
+    picked = [
+        r
+        for r in rows
+        if (dataset_id is None or r.dataset_id == dataset_id)
+        and (model_id is None or r.model_id == model_id)
+    ]
+    picked.sort(key=lambda r: r.id, reverse=True)
+    return [
+        (r, mean_over_regions(r.summary, "dice"), mean_over_regions(r.summary, "hd95"))
+        for r in picked
+    ], cut
+
+
+def _coordinates(
+    session: Session, viewer: Principal, kind: Literal["dataset", "model"], asset_id: int
+) -> tuple[Any, str | None]:
+    try:
+        return assets.get_coordinates(session, viewer, kind, asset_id), None
+    except PermissionDeniedError:
+        return None, "readable only by the owner and parties of an approved association"
+    except NotFoundError:
+        return None, "not set yet"
+
+
+def owner_pages(state: DashboardState) -> APIRouter:
+    router = APIRouter()
+
+    @router.get("/mine")
+    async def mine(request: Request) -> Response:
+        def build(session: Session, viewer: Principal) -> tuple[str, dict[str, Any]]:
+            datasets, cut_d = all_pages(
+                lambda limit, offset: assets.list_datasets(
+                    session, owner_id=viewer.user_id, limit=limit, offset=offset
+                )
+            )
+            models, cut_m = all_pages(
+                lambda limit, offset: assets.list_models(
+                    session, owner_id=viewer.user_id, limit=limit, offset=offset
+                )
+            )
+            return "mine.html", {
+                "datasets": datasets,
+                "models": models,
+                "truncated": cut_d or cut_m,
+                "nav": "mine",
+            }
+
+        return await render_page(state, request, build)
+
+    def asset_page(kind: Literal["dataset", "model"]) -> Any:
+        async def page(request: Request, asset_id: IdPath) -> Response:
+            def build(session: Session, viewer: Principal) -> tuple[str, dict[str, Any]]:
+                if kind == "dataset":
+                    asset: Any = assets.get_dataset(session, asset_id)
+                    label = asset.name
+                else:
+                    asset = assets.get_model(session, asset_id)
+                    label = f"{asset.name} {asset.version}"
+                coords, coords_note = _coordinates(session, viewer, kind, asset_id)
+                shown, cut = _visible_results(
+                    session,
+                    viewer,
+                    dataset_id=asset_id if kind == "dataset" else None,
+                    model_id=asset_id if kind == "model" else None,
+                )
+                return "asset.html", {
+                    "kind": kind,
+                    "a": asset,
+                    "label": label,
+                    "owner": owner_label(asset.owner_id, viewer),
+                    "is_owner": asset.owner_id == viewer.user_id,
+                    "links": _links(session, kind, asset_id),
+                    "coords": coords,
+                    "coords_note": coords_note,
+                    "results": shown,
+                    "truncated": cut,
+                    "nav": "mine",
+                }
+
+            return await render_page(state, request, build)
+
+        return page
+
+    router.add_api_route("/datasets/{asset_id}", asset_page("dataset"), methods=["GET"])
+    router.add_api_route("/models/{asset_id}", asset_page("model"), methods=["GET"])
+
+    @router.get("/audit")
+    async def audit_trail(
+        request: Request, offset: int = Query(0, ge=0, le=1_000_000_000)
+    ) -> Response:
+        def build(session: Session, viewer: Principal) -> tuple[str, dict[str, Any]]:
+            try:
+                status = AuditStatus(True, audit.verify(session, viewer), None, None)
+            except AuditChainBrokenError as exc:
+                status = AuditStatus(False, exc.seq - 1, exc.seq, exc.reason)
+            page = audit.list_page(session, viewer, limit=AUDIT_PAGE, offset=offset)
+            broken_offset = (
+                None
+                if status.first_broken_seq is None
+                else (status.first_broken_seq - 1) // AUDIT_PAGE * AUDIT_PAGE
+            )
+            return "audit.html", {
+                "status": status,
+                "page": page,
+                "broken_offset": broken_offset,
+                "audit_page": AUDIT_PAGE,
+                "nav": "audit",
+            }
+
+        return await render_page(state, request, build)
+
+    return router

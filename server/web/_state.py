@@ -1,0 +1,140 @@
+"""What every dashboard route shares: the session store, the templates, who is looking, and
+:func:`render_page`, which runs a page's service calls in the thread pool inside one read
+transaction and turns the services' domain errors into an HTML error page with the same status
+the API would answer."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from sealbench.server.auth import Principal
+from sealbench.server.deps import Registry
+from sealbench.server.errors import AuthenticationError, RegistryError
+from sealbench.server.settings import ServerSettings
+from sealbench.server.web._render import Templates
+from sealbench.server.web._security import cookie_name, is_secure
+from sealbench.server.web._sessions import SessionStore, WebSession
+
+__all__ = [
+    "PREFIX",
+    "SESSION_COOKIE",
+    "STATIC_PREFIX",
+    "DashboardState",
+    "PageBuilder",
+    "Viewer",
+    "render_page",
+    "resolve_viewer",
+    "safe_next",
+]
+
+PREFIX = "/ui"
+STATIC_PREFIX = PREFIX + "/static"
+SESSION_COOKIE = "sealbench_session"
+log = logging.getLogger("sealbench.server.web")
+
+#: A page: given the read session and the viewer, the template name and its context.
+PageBuilder = Callable[[Session, Principal], tuple[str, dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class DashboardState:
+    settings: ServerSettings
+    sessions: SessionStore
+    templates: Templates
+
+
+@dataclass(frozen=True)
+class Viewer:
+    principal: Principal
+    session_id: str
+    session: WebSession
+
+
+def registry_of(request: Request) -> Registry:
+    registry: Registry = request.app.state.registry
+    return registry
+
+
+def safe_next(target: str | None) -> str:
+    """Only a path inside the dashboard (no scheme, no host, no ``//``) may be a redirect."""
+    if (
+        target
+        and target.startswith(PREFIX + "/")
+        and "//" not in target
+        and "\\" not in target
+        and all(31 < ord(c) < 127 for c in target)
+    ):
+        return target
+    return PREFIX + "/"
+
+
+async def resolve_viewer(state: DashboardState, request: Request) -> Viewer | None:
+    """The signed-in viewer, authenticated again through the API's authenticator (so revoked
+    tokens and expired JWTs stop working here too); None when not signed in."""
+    session_id = request.cookies.get(
+        cookie_name(SESSION_COOKIE, is_secure(request, state.settings))
+    )
+    session = state.sessions.get(session_id)
+    if session is None or session_id is None:
+        return None
+    authenticator = registry_of(request).authenticator
+    header = f"Bearer {session.credential}"
+    principal = authenticator.cached(header)
+    if principal is None:
+        try:
+            principal = await run_in_threadpool(authenticator.authenticate, header)
+        except AuthenticationError:
+            state.sessions.drop(session_id)
+            return None
+    return Viewer(principal, session_id, session)
+
+
+def base_context(state: DashboardState, viewer: Viewer | None, request: Request) -> dict[str, Any]:
+    return {
+        "prefix": PREFIX,
+        "static": STATIC_PREFIX,
+        "viewer": None if viewer is None else viewer.principal,
+        "csrf": None if viewer is None else viewer.session.csrf,
+        "path": request.url.path,
+        "oidc": state.settings.oidc is not None,
+        "nav": "",
+    }
+
+
+def sign_in_redirect(request: Request) -> Response:
+    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return RedirectResponse(f"{PREFIX}/sign-in?next={quote(safe_next(target), safe='/')}", 303)
+
+
+async def render_page(state: DashboardState, request: Request, build: PageBuilder) -> Response:
+    """Sign-in redirect, or the page built from service calls, or the error they raised."""
+    viewer = await resolve_viewer(state, request)
+    if viewer is None:
+        return sign_in_redirect(request)
+    registry = registry_of(request)
+    context = base_context(state, viewer, request)
+
+    def work() -> tuple[int, str]:
+        with registry.db.reader() as session:
+            try:
+                template, values = build(session, viewer.principal)
+            except RegistryError as exc:
+                if exc.status_code >= 500 and exc.status_code != 503:
+                    log.error("dashboard page failed: %s", exc)
+                status = exc.status_code if exc.status_code >= 400 else 500
+                return status, state.templates.render(
+                    "error.html", {**context, "status": status, "message": str(exc)}
+                )
+            return 200, state.templates.render(template, {**context, **values})
+
+    status, html = await run_in_threadpool(work)
+    return HTMLResponse(html, status_code=status)
