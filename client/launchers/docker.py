@@ -17,7 +17,9 @@ For each run :class:`DockerLauncher`:
 3. starts the container, streams its stdout lines to ``on_output`` and keeps stderr's last line
    as the failure reason, waits, maps the exit code to :class:`EnclaveRunFailed` (the enclave's
    exit codes, or 137 with ``OOMKilled`` for the memory limit), and always removes the
-   container and the socket.
+   container and the socket. The memory figure it reports (``peak_rss_bytes``) is the
+   container's cgroup peak: resident memory plus page cache and the ``/tmp`` tmpfs, which is
+   what the memory limit counts.
 
 ``file://`` locations in the spec (local buckets, the result folder) are bind-mounted at the
 same path, read-only except the result folder. While one is present the container runs as the
@@ -68,7 +70,7 @@ DEFAULT_TMPFS_SIZE: Final = "1g"
 _PIDS_LIMIT: Final = 256
 _REMOVE_TIMEOUT_S: Final = 30
 _MAX_REASON: Final = 2000
-_OOM_EXIT: Final = 137
+_SIGKILL_EXIT: Final = 128 + 9
 #: Scratch inside the container (a tmpfs: nothing reaches a disk).
 _SCRATCH: Final = "/tmp"  # noqa: S108 - a path inside the container, not on this machine
 
@@ -132,8 +134,10 @@ class DockerWorkload:
         socket_dir: Path,
         image_digest: str,
         on_output: OutputFn | None,
+        memory_limit: str,
     ) -> None:
         self._client = client
+        self._memory_limit = memory_limit
         self._container = container
         self._launched = launched
         self._socket_dir = socket_dir
@@ -142,6 +146,7 @@ class DockerWorkload:
         self._stderr: list[str] = []
         self._result: LaunchResult | EnclaveRunFailed | None = None
         self._closed = False
+        self._peak_memory: int | None = None
         stream = client.api.attach(
             str(container.id), stdout=True, stderr=True, stream=True, logs=True, demux=True
         )
@@ -150,6 +155,21 @@ class DockerWorkload:
             target=self._pump, args=(stream, on_output), name="sealbench-docker-logs", daemon=True
         )
         self._reader.start()
+        self._sampler = threading.Thread(
+            target=self._sample_memory, name="sealbench-docker-stats", daemon=True
+        )
+        self._sampler.start()
+
+    def _sample_memory(self) -> None:
+        """Track the container's memory peak from the engine's stats stream (about one sample a
+        second until the container stops): cgroup v1 reports its own ``max_usage``, cgroup v2
+        only the current ``usage``, so there it is the largest sample."""
+        with contextlib.suppress(docker.errors.DockerException, OSError, ValueError):
+            for sample in self._client.api.stats(str(self._container.id), decode=True):
+                memory = sample.get("memory_stats") or {}
+                value = max(int(memory.get("max_usage") or 0), int(memory.get("usage") or 0))
+                if value:
+                    self._peak_memory = max(self._peak_memory or 0, value)
 
     def _pump(
         self, stream: Iterator[tuple[bytes | None, bytes | None]], sink: OutputFn | None
@@ -201,18 +221,19 @@ class DockerWorkload:
             raise LaunchError(f"the enclave did not finish within {timeout} s; killed") from exc
         code = int(status.get("StatusCode", -1))
         self._reader.join(timeout=10)
+        self._sampler.join(timeout=5)
         wall = time.monotonic() - self._started
         if code == 0:
-            return LaunchResult(self._image_digest, wall, None)
+            return LaunchResult(self._image_digest, wall, self._peak_memory)
         lines = [line.strip() for line in self._stderr if line.strip()]
         reason = lines[-1] if lines else f"exited {code} without a reason"
+        if code == _SIGKILL_EXIT and not lines:
+            reason = "killed (SIGKILL)"
         with contextlib.suppress(docker.errors.DockerException):
             self._container.reload()
             if self._container.attrs.get("State", {}).get("OOMKilled"):
-                reason = "killed: the container reached its memory limit"
-        if code == _OOM_EXIT and not lines:
-            reason = "killed (SIGKILL)"
-        return EnclaveRunFailed(code, reason[:_MAX_REASON], None)
+                reason = f"killed: the container reached its memory limit ({self._memory_limit})"
+        return EnclaveRunFailed(code, reason[:_MAX_REASON], self._peak_memory)
 
     def close(self) -> None:
         """Remove the container and stop the launcher socket (idempotent)."""
@@ -324,7 +345,9 @@ class DockerLauncher:
             launched = self._launcher.start_workload(
                 digest, self._image, spec.to_environ(), self._debug, socket_dir=socket_dir
             )
-            return DockerWorkload(self._client, container, launched, socket_dir, digest, on_output)
+            return DockerWorkload(
+                self._client, container, launched, socket_dir, digest, on_output, self._memory
+            )
         except Exception as exc:  # the engine's and the mock's failures, whatever they are
             if launched is not None:
                 launched.stop()

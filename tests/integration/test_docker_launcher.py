@@ -86,6 +86,8 @@ def test_confidential_evaluation_in_the_image_matches_plain_evaluation(
     assert _container_gone(docker_engine, workload.container_id)
 
     assert result.image_digest == evaluation_image.digest
+    assert result.peak_rss_bytes is not None
+    assert 0 < result.peak_rss_bytes <= host["Memory"]
     assert any("step 7/7" in line for line in lines), lines[-5:]
     store, prefix = open_storage_uri(spec.result_uri)
     opened = open_result(
@@ -138,3 +140,15 @@ def test_run_past_its_timeout_is_killed_and_removed(
             workload.wait(0.5)
     assert _container_gone(docker_engine, workload.container_id)
     assert not (docker_world.result_dir(spec) / "result.token").exists()
+
+
+def test_run_over_its_memory_limit_is_reported_as_such(
+    docker_engine: DockerClient, evaluation_image: ImageBuildResult, docker_world: Any
+) -> None:
+    launcher = DockerLauncher(
+        docker_engine, docker_world.cloud.launcher(), evaluation_image.reference, memory_limit="24m"
+    )
+    with pytest.raises(EnclaveRunFailed) as info:
+        launcher.launch(docker_world.spec(), timeout=RUN_TIMEOUT_S)
+    assert info.value.exit_code == 137 and info.value.error_class is None
+    assert "memory limit (24m)" in info.value.reason
