@@ -37,6 +37,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
@@ -68,7 +69,9 @@ DEFAULT_TIMEOUT_S: Final = 3600.0
 DEFAULT_MEMORY_LIMIT: Final = "4g"
 DEFAULT_TMPFS_SIZE: Final = "1g"
 _PIDS_LIMIT: Final = 256
-_REMOVE_TIMEOUT_S: Final = 30
+#: Output kept in memory: the last stderr lines (for the failure reason), and one line's length.
+_STDERR_LINES: Final = 100
+_MAX_LINE: Final = 16 * 1024
 _MAX_REASON: Final = 2000
 _SIGKILL_EXIT: Final = 128 + 9
 #: Scratch inside the container (a tmpfs: nothing reaches a disk).
@@ -111,7 +114,10 @@ class _Lines:
         self._pending += data
         *lines, self._pending = self._pending.split(b"\n")
         for line in lines:
-            self._emit(line)
+            self._emit(line[:_MAX_LINE])
+        if len(self._pending) > _MAX_LINE:  # a very long line goes out in pieces
+            self._emit(self._pending[:_MAX_LINE])
+            self._pending = b""
 
     def close(self) -> None:
         if self._pending:
@@ -143,13 +149,11 @@ class DockerWorkload:
         self._socket_dir = socket_dir
         self._image_digest = image_digest
         self._started = time.monotonic()
-        self._stderr: list[str] = []
+        self._stderr: deque[str] = deque(maxlen=_STDERR_LINES)
         self._result: LaunchResult | EnclaveRunFailed | None = None
         self._closed = False
         self._peak_memory: int | None = None
-        stream = client.api.attach(
-            str(container.id), stdout=True, stderr=True, stream=True, logs=True, demux=True
-        )
+        stream = self._attach(logs=True)
         container.start()
         self._reader = threading.Thread(
             target=self._pump, args=(stream, on_output), name="sealbench-docker-logs", daemon=True
@@ -171,9 +175,17 @@ class DockerWorkload:
                 if value:
                     self._peak_memory = max(self._peak_memory or 0, value)
 
+    def _attach(self, *, logs: bool) -> Iterator[tuple[bytes | None, bytes | None]]:
+        return self._client.api.attach(
+            str(self._container.id), stdout=True, stderr=True, stream=True, logs=logs, demux=True
+        )
+
     def _pump(
         self, stream: Iterator[tuple[bytes | None, bytes | None]], sink: OutputFn | None
     ) -> None:
+        """Forward output until the container ends. A long silence does not end the stream:
+        the SDK waits for each frame with ``poll`` and no timeout (checked with a client
+        timeout of 1 s and an enclave silent for 1.4 s at start)."""
         out, err = _Lines(sink), _Lines(self._stderr.append)
         with contextlib.suppress(docker.errors.DockerException, OSError, ValueError):
             for stdout, stderr in stream:
