@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
+import anyio.to_thread
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -97,6 +98,8 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Handlers run their database work in this pool (one hop per request).
+        anyio.to_thread.current_default_thread_limiter().total_tokens = settings.worker_threads
         db = open_database(settings.effective_database_url, pool_size=settings.db_pool_size)
         jwks = JwksCache(
             jwks_fetcher or UrllibJwksFetcher(),
