@@ -118,8 +118,11 @@ def test_image_with_another_digest_is_refused_its_keys(
         docker_engine, docker_world.cloud.launcher(), "sealbench-eval:rebadged"
     )
     spec = docker_world.spec()
-    with pytest.raises(EnclaveRunFailed) as info, launcher.start(spec) as workload:
-        workload.wait(RUN_TIMEOUT_S)
+    try:
+        with pytest.raises(EnclaveRunFailed) as info, launcher.start(spec) as workload:
+            workload.wait(RUN_TIMEOUT_S)
+    finally:
+        docker_engine.images.remove("sealbench-eval:rebadged")
     assert info.value.exit_code == 13 and info.value.error_class is KeyReleaseDenied
     assert "owner refused this workload" in info.value.reason, info.value.reason
     assert _container_gone(docker_engine, workload.container_id)
