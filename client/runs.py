@@ -14,6 +14,7 @@ data directory: the enclave runs on this machine, and a Cloud Storage destinatio
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import secrets
@@ -85,6 +86,7 @@ class RunRecord(BaseModel):
     peak_rss_bytes: int | None = None
     error: str | None = None
     result_id: int | None = None
+    step_seconds: dict[str, float] | None = None
 
 
 class RunStore:
@@ -241,6 +243,15 @@ def execute(
     from sealbench.client.launchers import LaunchError
 
     benchmark_id, dataset_id, model_id = ids
+    timings: dict[str, float] = {}
+
+    def watch(line: str) -> None:
+        found = _TIMINGS.search(line)
+        if found:
+            timings.update(_parse_timings(found.group(1)))
+        if on_output is not None:
+            on_output(line)
+
     record = RunRecord(
         run_id=spec.run_id, benchmark_id=benchmark_id, dataset_id=dataset_id, model_id=model_id,
         tee=tee, image_digest=launcher.image_digest, result_uri=spec.result_uri,
@@ -248,7 +259,7 @@ def execute(
     )
     store.save(record)
     try:
-        result = launcher.launch(spec, on_output=on_output)
+        result = launcher.launch(spec, on_output=watch)
     except LaunchError as exc:
         failed = record.model_copy(
             update={"status": "failed", "finished_at": now(), "error": str(exc)[:2000],
@@ -258,10 +269,26 @@ def execute(
         raise translate_launch_error(exc) from exc
     done = record.model_copy(
         update={"status": "succeeded", "finished_at": now(), "wall_seconds": result.wall_seconds,
-                "peak_rss_bytes": result.peak_rss_bytes}
+                "peak_rss_bytes": result.peak_rss_bytes, "step_seconds": timings or None}
     )
     store.save(done)
     return done
+
+
+_TIMINGS = re.compile(r"step timings in seconds (\{.*\})")
+
+
+def _parse_timings(text: str) -> dict[str, float]:
+    """The enclave's per-step totals (``{"infer": 12.3, ...}``); anything else is ignored."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {
+        str(k): round(float(v), 2) for k, v in data.items() if isinstance(v, int | float)
+    }
 
 
 def translate_launch_error(exc: Exception) -> Exception:

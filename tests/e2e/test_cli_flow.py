@@ -241,6 +241,7 @@ def test_run_open_submit_and_leaderboard(world: World) -> None:
     assert again.output.count("already evaluated") == 2
     runs = json.loads(ok(cli("result", "ls", "--json", "--profile", "hospital")).stdout)
     assert [r["status"] for r in runs] == ["succeeded", "succeeded"]
+    assert all("infer" in r["step_seconds"] for r in runs)  # the enclave's step timings
     for record in runs:
         opened = ok(cli("result", "open", record["run_id"], "--profile", "hospital"))
         assert "BraTS-GLI-" in opened.output  # per-case rows, private to the hospital
