@@ -35,7 +35,9 @@ def mount_dashboard(
     app: FastAPI, settings: ServerSettings, *, sessions: SessionStore | None = None
 ) -> None:
     """Add the dashboard's routes, static files and security headers to ``app`` (before it
-    starts). ``sessions`` defaults to a fresh in-memory store."""
+    starts). ``sessions`` defaults to a fresh in-memory store. Mounting twice is a no-op."""
+    if getattr(app.state, "dashboard", None) is not None:
+        return
     state = DashboardState(
         settings=settings, sessions=sessions or SessionStore(), templates=Templates()
     )
@@ -48,3 +50,4 @@ def mount_dashboard(
 
     app.add_api_route("/", root, methods=["GET"], include_in_schema=False)
     app.add_middleware(SecurityHeadersMiddleware, prefix=PREFIX, static_prefix=STATIC_PREFIX)
+    app.state.dashboard = state

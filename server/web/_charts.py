@@ -13,12 +13,12 @@ from sealbench.server.web._views import REGIONS, Board, region_stat
 
 __all__ = ["Chart", "Dot", "Panel", "RowLabel", "Tick", "build_charts", "nice_ticks"]
 
-WIDTH = 720
-LABEL_W = 180
-PANEL_W = 240
-GAP = 40
+WIDTH = 1040
+LABEL_W = 190
+PANEL_W = 380
+GAP = 56
 TOP = 40
-ROW_H = 32
+ROW_H = 40
 BOTTOM = 34
 PALETTE = 6
 _PANELS = (
@@ -68,19 +68,24 @@ class Chart:
     height: int
     plot_top: float
     plot_bottom: float
+    row_height: float
     rows: tuple[RowLabel, ...]
     panels: tuple[Panel, ...]
 
 
-def nice_ticks(upper: float, *, target: int = 5) -> tuple[float, ...]:
-    """Ticks from 0 to at least ``upper`` with a step of 1, 2 or 5 times a power of ten."""
-    if upper <= 0 or not math.isfinite(upper):
+def nice_ticks(lower: float, upper: float, *, target: int = 6) -> tuple[float, ...]:
+    """Evenly spaced ticks covering ``[lower, upper]``, with a step of 1, 2 or 5 times a power
+    of ten (a dot plot needs no zero: the axis is zoomed on the values)."""
+    if not (math.isfinite(lower) and math.isfinite(upper)):
         return (0.0, 1.0)
-    raw = upper / (target - 1)
+    if upper - lower < 1e-9:
+        lower, upper = lower - 0.5, upper + 0.5
+    raw = (upper - lower) / (target - 1)
     magnitude = 10 ** math.floor(math.log10(raw))
     step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
-    count = math.ceil(upper / step - 1e-9)
-    return tuple(round(i * step, 10) for i in range(count + 1))
+    start = math.floor(lower / step + 1e-9)
+    end = math.ceil(upper / step - 1e-9)
+    return tuple(round(i * step, 10) for i in range(start, end + 1))
 
 
 def _fmt_tick(value: float) -> str:
@@ -102,7 +107,7 @@ def _chart(board: Board, region: str) -> Chart | None:
     index = {dataset_id: j for j, (dataset_id, _) in enumerate(board.datasets)}
     names = dict(board.datasets)
     n = max(len(board.datasets), 1)
-    spread = min(8.0, 18.0 / n)
+    spread = min(10.0, 26.0 / n)
     plot_top = float(TOP)
     rows = tuple(
         RowLabel(
@@ -126,16 +131,17 @@ def _chart(board: Board, region: str) -> Chart | None:
                 if stat is not None:
                     points.append((i, dataset_id, stat))
         found = found or bool(points)
-        ticks: tuple[float, ...]
+        lows = [s.q25 if s.q25 is not None else s.mean for _, _, s in points]
+        highs = [s.q75 if s.q75 is not None else s.mean for _, _, s in points]
+        lower = max(min(lows, default=0.0), 0.0)
+        upper = max(highs, default=1.0)
         if metric == "dice":
-            ticks = (0.0, 0.25, 0.5, 0.75, 1.0)
-        else:
-            upper = max((max(s.mean, s.q75 or 0.0) for _, _, s in points), default=1.0)
-            ticks = nice_ticks(upper)
-        top = ticks[-1]
+            upper = min(upper, 1.0)
+        ticks = nice_ticks(lower, upper)
+        bottom, top = ticks[0], ticks[-1]
 
-        def x(value: float, x0: float = x0, top: float = top) -> float:
-            return round(x0 + PANEL_W * min(max(value / top, 0.0), 1.0), 2)
+        def x(value: float, x0: float = x0, bottom: float = bottom, top: float = top) -> float:
+            return round(x0 + PANEL_W * min(max((value - bottom) / (top - bottom), 0.0), 1.0), 2)
 
         dots = []
         for i, dataset_id, stat in points:
@@ -173,6 +179,7 @@ def _chart(board: Board, region: str) -> Chart | None:
         height=int(plot_bottom + BOTTOM),
         plot_top=plot_top,
         plot_bottom=plot_bottom,
+        row_height=ROW_H,
         rows=rows,
         panels=tuple(panels),
     )

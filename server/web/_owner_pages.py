@@ -176,15 +176,18 @@ def owner_pages(state: DashboardState) -> APIRouter:
             except AuditChainBrokenError as exc:
                 status = AuditStatus(False, exc.seq - 1, exc.seq, exc.reason)
             page = audit.list_page(session, viewer, limit=AUDIT_PAGE, offset=offset)
-            broken_offset = (
-                None
-                if status.first_broken_seq is None
-                else (status.first_broken_seq - 1) // AUDIT_PAGE * AUDIT_PAGE
-            )
+            broken_offset, broken_event = None, None
+            if status.first_broken_seq is not None:
+                broken_offset = (status.first_broken_seq - 1) // AUDIT_PAGE * AUDIT_PAGE
+                at = audit.list_page(
+                    session, viewer, limit=1, offset=status.first_broken_seq - 1
+                ).items
+                broken_event = at[0] if at and at[0].seq == status.first_broken_seq else None
             return "audit.html", {
                 "status": status,
                 "page": page,
                 "broken_offset": broken_offset,
+                "broken_event": broken_event,
                 "audit_page": AUDIT_PAGE,
                 "nav": "audit",
             }

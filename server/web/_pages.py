@@ -9,6 +9,7 @@ refuses is absent from the leaderboard and answers 403 here too.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 import jwt
@@ -39,6 +40,7 @@ PAGE = 50
 ROW_CAP = 2000
 #: Claims of a result's attestation token shown on its page (the registry verified the token's
 #: signature and these claims when the result was submitted).
+_COUNT_LABELS = {"n_cases": "Cases", "n_scored": "Scored", "n_failed": "Failed"}
 _CLAIMS = ("iss", "aud", "hwmodel", "swname", "swversion", "dbgstat", "secboot", "iat", "exp")
 
 
@@ -115,11 +117,25 @@ def _token_claims(token: str) -> dict[str, Any]:
         claims = jwt.decode(token, options={"verify_signature": False})
     except jwt.PyJWTError:
         return {}
-    shown = {k: claims[k] for k in _CLAIMS if k in claims}
-    container = claims.get("submods", {}).get("container", {}) if isinstance(claims, dict) else {}
+    shown = {k: _claim_text(k, claims[k]) for k in _CLAIMS if k in claims}
+    submods = claims.get("submods")
+    container = submods.get("container") if isinstance(submods, dict) else None
     if isinstance(container, dict) and "image_reference" in container:
-        shown["image_reference"] = container["image_reference"]
+        shown["image_reference"] = _claim_text("image_reference", container["image_reference"])
     return shown
+
+
+def _claim_text(name: str, value: Any) -> str:
+    if name in ("iat", "exp", "nbf") and isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        except (OverflowError, OSError, ValueError):
+            return str(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ", ".join(str(item) for item in value)
+    return str(value)
 
 
 def benchmark_pages(state: DashboardState) -> APIRouter:
@@ -202,7 +218,7 @@ def benchmark_pages(state: DashboardState) -> APIRouter:
                 "dataset": dataset,
                 "table": table,
                 "metrics": METRICS,
-                "counts": summary_counts(row.summary),
+                "counts": [(_COUNT_LABELS[k], v) for k, v in summary_counts(row.summary).items()],
                 "claims": _token_claims(row.attestation_token),
                 "image_matches": row.image_digest == bench.image_digest,
                 "submitter": owner_label(row.submitted_by_id, viewer),

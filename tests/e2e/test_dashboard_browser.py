@@ -1,0 +1,575 @@
+"""The dashboard in a real headless Chromium (Debian's ``chromium``, driven by Playwright over
+CDP; Playwright's own browser download is never used) against a real registry process on a
+free loopback port.
+
+The registry is filled the way a demo-sized evaluation fills it, through its public API: an
+authority publishes BraTS (the shipped data contract and metrics spec), an admin approves it,
+three hospitals and three model owners register, associate and are approved, and the hospitals
+submit eight results whose attestation tokens are signed by a test issuer that the registry is
+configured to trust (its JWKS served on loopback). The registry verifies every token, exactly
+as for the mock TEE's tokens.
+
+Screenshots go to the test's output directory; with ``SEALBENCH_UPDATE_SCREENSHOTS=1`` they are
+also copied to ``docs/img/dashboard-*.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from playwright.sync_api import Browser, Page, sync_playwright
+
+from sealbench.benchmarks.brats import BRATS_2023_GLI
+from sealbench.benchmarks.brats.metrics import MetricsSpec
+from sealbench.benchmarks.brats.summary import MetricStats, PublicSummary
+from sealbench.client.local import free_port
+from sealbench.crypto.attestation import RESULT_AUDIENCE, Jwks, result_nonce
+from sealbench.crypto.digest import Sha256Digest, sha256_digest
+from sealbench.crypto.workload import ENV_DATA_DIGEST, ENV_MODEL_DIGEST, ENV_RECIPIENT_DIGEST
+from sealbench.server.db import open_database
+from sealbench.server.migrate import upgrade_to_head
+from sealbench.server.services.users import create_user
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
+IMAGE_DIGEST = sha256_digest(b"sealbench evaluation image (test)")
+KID = "dashboard-test-1"
+_TIMEOUT_S = 10.0
+_SERVE = """
+import sys, uvicorn
+from sealbench.server.app import create_app
+from sealbench.server.settings import ServerSettings
+from sealbench.server.web import mount_dashboard
+settings = ServerSettings()
+app = create_app(settings)
+mount_dashboard(app, settings)
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
+"""
+USERS = {
+    "admin": ("admin@registry.demo", True),
+    "authority": ("authority@brats.demo", False),
+    "hospital-a": ("it@hospital-a.demo", False),
+    "hospital-b": ("it@hospital-b.demo", False),
+    "hospital-c": ("it@hospital-c.demo", False),
+    "model-ref": ("ml@reference-lab.demo", False),
+    "model-small": ("ml@small-lab.demo", False),
+    "model-weak": ("ml@weaker-lab.demo", False),
+    "outsider": ("curious@elsewhere.demo", False),
+}
+# (hospital, cases), (model owner, model name, skill); hospital-c has not run the weak model.
+HOSPITALS = (("hospital-a", 24), ("hospital-b", 31), ("hospital-c", 17))
+MODELS = (
+    ("model-ref", "unet3d-reference", 0.0),
+    ("model-small", "unet3d-small", 0.045),
+    ("model-weak", "unet3d-weak", 0.16),
+)
+
+
+# ---------------------------------------------------------------- browser
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Path:
+    """Debian's Chromium, installed as CI would if it is missing; fails loudly if it cannot."""
+    if not CHROMIUM.exists():
+        if os.geteuid() != 0 or shutil.which("apt-get") is None:
+            pytest.fail(f"{CHROMIUM} is missing: run 'apt-get install -y chromium' as root")
+        for argv in (["apt-get", "update"], ["apt-get", "install", "-y", "chromium"]):
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
+            if proc.returncode != 0:
+                pytest.fail(f"{' '.join(argv)} failed: {proc.stderr[-2000:]}")
+    if not CHROMIUM.exists():
+        pytest.fail(f"apt-get installed chromium but {CHROMIUM} does not exist")
+    return CHROMIUM
+
+
+@pytest.fixture(scope="module")
+def browser(chromium: Path) -> Iterator[Browser]:
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+# ---------------------------------------------------------------- registry
+
+
+class _JwksHandler(BaseHTTPRequestHandler):
+    body = b""
+
+    def do_GET(self) -> None:
+        self.send_response(200 if self.path == "/jwks" else 404)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        if self.path == "/jwks":
+            self.wfile.write(self.body)
+
+    def log_message(self, *args: Any) -> None:
+        return
+
+
+def _b64(data: bytes) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _sign(key: rsa.RSAPrivateKey, claims: dict[str, Any]) -> str:
+    header = {"alg": "RS256", "typ": "JWT", "kid": KID}
+    signing_input = f"{_b64(json.dumps(header).encode())}.{_b64(json.dumps(claims).encode())}"
+    signature = key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
+    return f"{signing_input}.{_b64(signature)}"
+
+
+def _stats(mean: float, spread: float, *, upper: float | None = 1.0) -> MetricStats:
+    q25, q75 = mean - spread, mean + spread
+    if upper is not None:
+        q75 = min(q75, upper)
+    return MetricStats(
+        mean=mean, std=spread * 1.4, median=min(mean + spread / 5, upper or math.inf),
+        q25=max(q25, 0.0), q75=q75,
+        nonfinite_replaced=0,
+    )  # fmt: skip
+
+
+def _summary(run: str, cases: int, skill: float, site: float) -> dict[str, Any]:
+    """A plausible BraTS result summary (the enclave's ``sealbench/result-summary``)."""
+    base = {"WT": 0.91, "TC": 0.85, "ET": 0.79}
+    hd = {"WT": 4.6, "TC": 6.1, "ET": 7.9}
+    regions = {
+        region: {
+            metric: _stats(value, 0.02 + 0.01 * k, upper=None if metric.endswith("hd95") else 1.0)
+            for metric, value in (
+                ("dice", round(base[region] - skill - site * (k + 1), 4)),
+                ("hd95", round(hd[region] * (1 + 4 * skill) + 3 * site * (k + 1), 3)),
+                ("sensitivity", round(base[region] + 0.02 - skill, 4)),
+                ("specificity", 0.9991),
+                ("lesion_dice", round(base[region] - 0.04 - skill * 1.2, 4)),
+                ("lesion_hd95", round(hd[region] * 2.2 * (1 + 4 * skill), 3)),
+                ("num_tp", 1.0),
+                ("num_fp", round(skill * 5, 2)),
+                ("num_fn", round(skill * 3, 2)),
+            )
+        }
+        for k, region in enumerate(("WT", "TC", "ET"))
+    }
+    spec = MetricsSpec()
+    aggregates = PublicSummary(
+        metrics_id=spec.metrics_id, metrics_version=spec.version, n_cases=cases,
+        n_scored=cases, n_failed=0, n_nonfinite_cases=0, regions=regions,  # type: ignore[arg-type]
+    )  # fmt: skip
+    return {
+        "format": "sealbench/result-summary",
+        "version": 1,
+        "run_id": run,
+        "benchmark_id": "1",
+        "metrics_version": f"{spec.metrics_id}/{spec.version}",
+        "aggregates": aggregates.model_dump(mode="json"),
+    }
+
+
+@dataclass(frozen=True)
+class Registry:
+    url: str
+    tokens: dict[str, str]
+    benchmark_id: int
+    result_ids: tuple[int, ...]
+    database: Path
+
+    def headers(self, who: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.tokens[who]}"}
+
+    def api(self, who: str, path: str) -> Any:
+        r = httpx.get(f"{self.url}/api/v1{path}", headers=self.headers(who), timeout=_TIMEOUT_S)
+        assert r.status_code == 200, r.text
+        return r.json()
+
+
+def _post(url: str, path: str, token: str, body: dict[str, Any] | None = None) -> Any:
+    r = httpx.post(
+        f"{url}/api/v1{path}",
+        json=body,
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=_TIMEOUT_S,
+    )
+    assert r.status_code in (200, 201), f"{path}: {r.status_code} {r.text}"
+    return r.json()
+
+
+def _populate(
+    url: str, tokens: dict[str, str], issuer: str, key: rsa.RSAPrivateKey, database: Path
+) -> Registry:
+    spec = MetricsSpec()
+    bench = _post(
+        url,
+        "/benchmarks",
+        tokens["authority"],
+        {
+            "name": "brats-gli",
+            "version": "2023.1",
+            "description": "Adult glioma segmentation (BraTS 2023 GLI): whole tumour, tumour "
+            "core and enhancing tumour, lesion-wise metrics.",
+            "data_contract": BRATS_2023_GLI.model_dump(mode="json"),
+            "metrics_spec": spec.model_dump(mode="json"),
+            "metrics_version": f"{spec.metrics_id}/{spec.version}",
+            "image_reference": "europe-docker.pkg.dev/brats-authority/eval/sealbench-eval",
+            "image_digest": IMAGE_DIGEST,
+        },
+    )
+    b = bench["id"]
+    _post(url, f"/benchmarks/{b}/approve", tokens["admin"])
+    models: dict[str, tuple[int, str, float]] = {}
+    for owner, name, skill in MODELS:
+        digest = sha256_digest(name.encode())
+        body = {"name": name, "version": "1.0", "digest": digest}
+        m = _post(url, "/models", tokens[owner], body)["id"]
+        _post(url, f"/benchmarks/{b}/models", tokens[owner], {"asset_id": m})
+        _post(url, f"/benchmarks/{b}/models/{m}/approve", tokens["authority"])
+        models[owner] = (m, digest, skill)
+    results: list[int] = []
+    for index, (hospital, cases) in enumerate(HOSPITALS):
+        digest = sha256_digest(hospital.encode())
+        body = {"name": f"{hospital}-glioma", "digest": digest, "case_count": cases}
+        d = _post(url, "/datasets", tokens[hospital], {**body, "prepared_for_id": b})["id"]
+        _post(url, f"/benchmarks/{b}/datasets", tokens[hospital], {"asset_id": d})
+        _post(url, f"/benchmarks/{b}/datasets/{d}/approve", tokens["authority"])
+        for owner, (m, model_digest, skill) in models.items():
+            if hospital == "hospital-c" and owner == "model-weak":
+                continue
+            run = f"run-{d}-{m}"
+            summary = _summary(run, cases, skill, site=0.012 * index)
+            sealed = sha256_digest(f"sealed {run}".encode())
+            now = int(datetime.now(UTC).timestamp())
+            claims = {
+                "iss": issuer,
+                "aud": RESULT_AUDIENCE,
+                "sub": "https://www.googleapis.com/compute/v1/projects/h/zones/z/instances/i",
+                "iat": now,
+                "nbf": now,
+                "exp": now + 3600,
+                "eat_nonce": result_nonce(summary, Sha256Digest(sealed)),
+                "secboot": True,
+                "hwmodel": "GCP_AMD_SEV",
+                "swname": "CONFIDENTIAL_SPACE",
+                "swversion": ["250301"],
+                "dbgstat": "disabled-since-boot",
+                "submods": {
+                    "container": {
+                        "image_reference": f"europe-docker.pkg.dev/x/eval@{IMAGE_DIGEST}",
+                        "image_digest": IMAGE_DIGEST,
+                        "env_override": {
+                            ENV_DATA_DIGEST: digest,
+                            ENV_MODEL_DIGEST: model_digest,
+                            ENV_RECIPIENT_DIGEST: sha256_digest(f"{hospital} key".encode()),
+                        },
+                    },
+                    "confidential_space": {"support_attributes": ["LATEST", "STABLE"]},
+                },
+            }
+            body = {
+                "benchmark_id": b,
+                "dataset_id": d,
+                "model_id": m,
+                "summary": summary,
+                "sealed_result_digest": sealed,
+                "attestation_token": _sign(key, claims),
+            }
+            results.append(_post(url, "/results", tokens[hospital], body)["id"])
+    return Registry(url, tokens, b, tuple(results), database)
+
+
+def _wait_healthy(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"the registry exited with {process.returncode}: {log.read_text()[-3000:]}")
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"the registry did not start: {log.read_text()[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    root = tmp_path_factory.mktemp("dashboard-registry")
+    db = open_database(f"sqlite:///{root / 'registry.sqlite3'}")
+    tokens: dict[str, str] = {}
+    try:
+        upgrade_to_head(db.engine)
+        for name, (email, admin) in USERS.items():
+            with db.writer() as session:
+                _, tokens[name] = create_user(
+                    session, email=email, is_admin=admin, now=datetime.now(UTC)
+                )
+    finally:
+        db.dispose()
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwks = Jwks.from_keys({KID: key.public_key()}).to_json()
+    handler = type("Handler", (_JwksHandler,), {"body": jwks})
+    jwks_server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=jwks_server.serve_forever, daemon=True).start()
+    issuer = f"http://127.0.0.1:{jwks_server.server_address[1]}"
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEALBENCH_SERVER_")}
+    env["SEALBENCH_SERVER_DATA_DIR"] = str(root)
+    env["SEALBENCH_SERVER_TRUSTED_ISSUERS"] = json.dumps(
+        [{"issuer": issuer, "jwks_url": f"{issuer}/jwks"}]
+    )
+    log_path = root / "server.log"
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-c", _SERVE, str(port)],
+            env=env,
+            stdout=log,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(url, process, log_path)
+        yield _populate(url, tokens, issuer, key, root / "registry.sqlite3")
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        jwks_server.shutdown()
+        jwks_server.server_close()
+
+
+# ---------------------------------------------------------------- helpers
+
+
+class Shots:
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.update = os.environ.get("SEALBENCH_UPDATE_SCREENSHOTS") == "1"
+
+    def take(self, page: Page, name: str, *, full_page: bool = True) -> Path:
+        path = self.out / f"dashboard-{name}.png"
+        page.screenshot(path=str(path), full_page=full_page)
+        assert path.stat().st_size > 10_000, f"{name}: the screenshot is (nearly) empty"
+        if self.update:
+            DOCS_IMG.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, DOCS_IMG / path.name)
+        return path
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Shots:
+    return Shots(tmp_path)
+
+
+@dataclass
+class Watched:
+    page: Page
+    problems: list[str]
+
+
+@pytest.fixture
+def page(browser: Browser, registry: Registry) -> Iterator[Watched]:
+    """A fresh browser context (no cookies) that records any request leaving the registry and
+    any console error (a Content-Security-Policy violation would show there)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 860}, locale="en-GB")
+    p = context.new_page()
+    problems: list[str] = []
+    p.on(
+        "request",
+        lambda r: (
+            None
+            if r.url.startswith(registry.url) or r.url.startswith("data:")
+            else problems.append(f"request to {r.url}")
+        ),
+    )
+    p.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    p.set_default_timeout(_TIMEOUT_S * 1000)
+    try:
+        yield Watched(p, problems)
+    finally:
+        context.close()
+
+
+def sign_in(page: Page, registry: Registry, who: str, target: str = "/ui/") -> None:
+    page.goto(f"{registry.url}{target}")
+    assert "/ui/sign-in" in page.url
+    page.fill("#token", registry.tokens[who])
+    with page.expect_navigation():
+        page.click("button[type=submit]")
+    assert page.url == f"{registry.url}{target}", page.locator("main").inner_text()
+
+
+def api_cells(registry: Registry, who: str) -> dict[str, str]:
+    board = registry.api(who, f"/benchmarks/{registry.benchmark_id}/leaderboard")
+    cells = {}
+    for e in board["entries"]:
+        regions = e["summary"]["aggregates"]["regions"]
+        dice = sum(regions[r]["dice"]["mean"] for r in ("WT", "TC", "ET")) / 3
+        cells[str(e["result_id"])] = f"{dice:.4f}"
+    return cells
+
+
+def shown_cells(page: Page) -> dict[str, str]:
+    cells = page.locator("td.cell[data-result-id]")
+    return {
+        str(cells.nth(i).get_attribute("data-result-id")): cells.nth(i)
+        .locator(".dice")
+        .inner_text()
+        .strip()
+        for i in range(cells.count())
+    }
+
+
+# ---------------------------------------------------------------- tests
+
+
+def test_authority_leaderboard_equals_the_api(
+    page: Watched, registry: Registry, shots: Shots
+) -> None:
+    p = page.page
+    sign_in(p, registry, "authority", f"/ui/benchmarks/{registry.benchmark_id}/leaderboard")
+    shown = shown_cells(p)
+    expected = api_cells(registry, "authority")
+    assert len(expected) == 8 and shown == expected
+    assert p.locator("table#leaderboard tbody tr").count() == 3
+    ranks = p.locator("table#leaderboard tbody th[scope=row] a").all_inner_texts()
+    assert ranks == ["unet3d-reference 1.0", "unet3d-small 1.0", "unet3d-weak 1.0"]
+    assert p.locator("td.cell.missing").count() == 1  # hospital-c has not run the weak model
+    assert p.locator("figure.chart svg").count() == 3
+    assert p.locator("figure.chart circle").count() == 3 * 2 * 8
+    shots.take(p, "leaderboard")
+    with p.expect_navigation():
+        p.locator(f"td.cell[data-result-id='{registry.result_ids[0]}'] a").click()
+    attestation = p.locator("#attestation").inner_text()
+    result = registry.api("authority", f"/results/{registry.result_ids[0]}")
+    assert result["token_issuer"] in attestation and result["image_digest"] in attestation
+    assert "matches the benchmark" in attestation
+    shots.take(p, "result")
+    assert page.problems == []
+
+
+def test_hospital_sees_only_its_own_results(page: Watched, registry: Registry) -> None:
+    p = page.page
+    sign_in(p, registry, "hospital-b", f"/ui/benchmarks/{registry.benchmark_id}/leaderboard")
+    shown = shown_cells(p)
+    assert len(shown) == 3 and shown == api_cells(registry, "hospital-b")
+    assert page.problems == []
+
+
+def test_user_without_access_sees_no_result(
+    page: Watched, registry: Registry, shots: Shots
+) -> None:
+    p = page.page
+    sign_in(p, registry, "outsider", f"/ui/benchmarks/{registry.benchmark_id}/leaderboard")
+    assert api_cells(registry, "outsider") == {}
+    assert shown_cells(p) == {}
+    assert p.locator("figure.chart").count() == 0
+    assert "No verified result that you may read" in p.content()
+    shots.take(p, "no-access")
+    assert page.problems == []
+    response = p.goto(f"{registry.url}/ui/results/{registry.result_ids[0]}")
+    assert response is not None and response.status == 403
+    secret = api_cells(registry, "authority")[str(registry.result_ids[0])]
+    assert secret not in p.content() and "unet3d" not in p.content()
+    assert [m for m in page.problems if "403" not in m] == []
+
+
+def test_pages_for_authority_owner_and_admin(
+    page: Watched, registry: Registry, shots: Shots
+) -> None:
+    p = page.page
+    p.goto(f"{registry.url}/ui/")
+    shots.take(p, "sign-in")
+    sign_in(p, registry, "admin", "/ui/")
+    assert "brats-gli" in p.locator("table.data").inner_text()
+    shots.take(p, "benchmarks")
+    with p.expect_navigation():
+        p.click(f"a[href='/ui/benchmarks/{registry.benchmark_id}']")
+    text = p.locator("main").inner_text()
+    assert IMAGE_DIGEST in text and "unet3d-small" in text and "hospital-c-glioma" in text
+    shots.take(p, "benchmark")
+    p.goto(f"{registry.url}/ui/audit")
+    assert "Chain intact" in p.locator("#chain-status").inner_text()
+    shots.take(p, "audit")
+    with p.expect_navigation():
+        p.click("button:has-text('Sign out')")
+    assert "/ui/sign-in" in p.url
+    sign_in(p, registry, "hospital-a", "/ui/mine")
+    with p.expect_navigation():
+        p.click("a:has-text('hospital-a-glioma')")
+    assert p.locator("#results tbody tr").count() == 3
+    shots.take(p, "dataset")
+    assert page.problems == []
+
+
+def test_tables_work_without_javascript(browser: Browser, registry: Registry) -> None:
+    context = browser.new_context(java_script_enabled=False)
+    try:
+        p = context.new_page()
+        sign_in(p, registry, "authority", f"/ui/benchmarks/{registry.benchmark_id}/leaderboard")
+        assert shown_cells(p) == api_cells(registry, "authority")
+    finally:
+        context.close()
+
+
+def test_audit_trail_names_the_first_broken_link_after_tampering(
+    page: Watched, registry: Registry, shots: Shots
+) -> None:
+    """Runs last: it breaks the module's registry on purpose (a result's audit record is
+    edited in the database, as an insider with database access would)."""
+    with sqlite3.connect(registry.database) as db:
+        (seq,) = db.execute(
+            "SELECT seq FROM audit_events WHERE action = 'result.submit' ORDER BY seq LIMIT 1"
+        ).fetchone()
+        db.execute(
+            "UPDATE audit_events SET payload = replace(payload, '\"model_id\":1', "
+            "'\"model_id\":2') WHERE seq = ?",
+            (seq,),
+        )
+    assert registry.api("admin", "/audit/verify")["first_broken_seq"] == seq
+    p = page.page
+    sign_in(p, registry, "admin", "/ui/audit")
+    status = p.locator("#chain-status").inner_text()
+    assert f"Chain broken at event {seq}" in status and "does not match its hash" in status
+    assert "result.submit" in status and '"model_id":2' in status  # the edited record
+    with p.expect_navigation():
+        p.click(f"a:has-text('Show event {seq}')")
+    assert p.locator(f"tr#event-{seq}.broken").count() == 1
+    p.set_viewport_size({"width": 1280, "height": 900})
+    p.goto(f"{registry.url}/ui/audit")
+    shots.take(p, "audit-broken", full_page=False)
+    assert page.problems == []

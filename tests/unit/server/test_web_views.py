@@ -1,0 +1,179 @@
+"""The dashboard's pure parts: sessions expire and cannot be guessed from the store, CSRF
+tokens compare safely, redirects stay inside the dashboard, summaries never read a missing
+value as zero, the leaderboard ranks by mean Dice, chart axes cover every value."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime
+
+import pytest
+
+from sealbench.server.web._charts import build_charts, nice_ticks
+from sealbench.server.web._sessions import SessionStore, tokens_match
+from sealbench.server.web._state import safe_next
+from sealbench.server.web._views import BoardEntry, build_board, mean_over_regions, region_stat
+
+WHEN = datetime(2026, 6, 1, tzinfo=UTC)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_idle_session_expires() -> None:
+    clock = Clock()
+    store = SessionStore(clock=clock, idle_s=60, max_s=3600)
+    sid, _ = store.create("sbt_secret")
+    clock.now += 59
+    assert store.get(sid) is not None  # use restarts the idle timer
+    clock.now += 59
+    assert store.get(sid) is not None
+    clock.now += 60
+    assert store.get(sid) is None and len(store) == 0
+
+
+def test_session_cannot_outlive_its_maximum_age_even_when_used() -> None:
+    clock = Clock()
+    store = SessionStore(clock=clock, idle_s=60, max_s=100)
+    sid, _ = store.create("sbt_secret")
+    for _ in range(3):
+        clock.now += 40
+        store.get(sid)
+    assert store.get(sid) is None
+
+
+def test_store_holds_no_session_id_and_never_shows_the_credential() -> None:
+    store = SessionStore()
+    sid, session = store.create("sbt_do-not-print-me")
+    assert sid not in repr(store._sessions)  # keyed by the id's SHA-256
+    assert "do-not-print-me" not in repr(session)
+    assert store.get("guessed-" + sid) is None and store.get(None) is None
+
+
+def test_oldest_sessions_dropped_when_full() -> None:
+    store = SessionStore(max_sessions=2)
+    first, _ = store.create("a")
+    store.create("b")
+    store.create("c")
+    assert len(store) == 2 and store.get(first) is None
+
+
+def test_sign_out_drops_the_session() -> None:
+    store = SessionStore()
+    sid, _ = store.create("a")
+    store.drop(sid)
+    assert store.get(sid) is None
+
+
+@pytest.mark.parametrize(
+    ("expected", "received"), [("abc", "abd"), ("abc", ""), ("", ""), (None, "x"), ("abc", None)]
+)
+def test_forged_or_missing_csrf_token_does_not_match(
+    expected: str | None, received: str | None
+) -> None:
+    assert not tokens_match(expected, received)
+
+
+def test_matching_csrf_token_matches() -> None:
+    assert tokens_match("same-token", "same-token")
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        None,
+        "",
+        "https://evil.example/",
+        "//evil.example",
+        "/ui//evil.example",
+        "/api/v1/audit",
+        "/ui\\\\evil",
+        "/ui/\r\nSet-Cookie:x",
+        "ui/",
+    ],
+)
+def test_redirect_outside_the_dashboard_refused(target: str | None) -> None:
+    assert safe_next(target) == "/ui/"
+
+
+def test_redirect_inside_the_dashboard_kept() -> None:
+    assert safe_next("/ui/benchmarks/3/leaderboard?x=1") == "/ui/benchmarks/3/leaderboard?x=1"
+
+
+def _summary(dice: dict[str, float], hd95: dict[str, float] | None = None) -> dict[str, object]:
+    regions: dict[str, object] = {
+        r: {"dice": {"mean": v, "q25": v - 0.05, "q75": v + 0.02}} for r, v in dice.items()
+    }
+    for r, v in (hd95 or {}).items():
+        regions.setdefault(r, {})
+        regions[r]["hd95"] = {"mean": v}  # type: ignore[index]
+    return {"aggregates": {"n_cases": 3, "regions": regions}}
+
+
+def test_missing_metric_reads_as_none_not_zero() -> None:
+    summary = _summary({"WT": 0.9})
+    assert region_stat(summary, "TC", "dice") is None
+    assert region_stat(summary, "WT", "hd95") is None
+    assert mean_over_regions(summary, "dice") == pytest.approx(0.9)
+    assert mean_over_regions({"regions": "garbage"}, "dice") is None
+    assert region_stat({"regions": {"WT": {"dice": {"mean": True}}}}, "WT", "dice") is None
+
+
+def test_bare_public_summary_is_read_too() -> None:
+    bare = {"regions": {"WT": {"dice": {"mean": 0.5}}}}
+    assert mean_over_regions(bare, "dice") == 0.5
+
+
+def _entry(rid: int, model: int, dataset: int, dice: float | None) -> BoardEntry:
+    summary = {} if dice is None else _summary({"WT": dice, "TC": dice, "ET": dice}, {"WT": 5.0})
+    return BoardEntry(rid, model, f"m{model}", dataset, f"d{dataset}", summary, WHEN)
+
+
+def test_board_ranks_by_mean_dice_and_leaves_gaps_empty() -> None:
+    board = build_board(
+        [
+            _entry(1, 1, 10, 0.70),
+            _entry(2, 2, 10, 0.80),
+            _entry(3, 2, 11, 0.62),
+            _entry(4, 3, 11, None),
+        ]
+    )
+    assert [r.model_id for r in board.rows] == [2, 1, 3]
+    assert board.rows[0].score == pytest.approx(0.71)  # mean over its two datasets
+    assert board.rows[1].score == pytest.approx(0.70)
+    assert board.rows[0].cells[0] is not None and board.rows[0].cells[1] is not None
+    assert board.rows[1].cells[1] is None  # model 1 has no result on dataset 11
+    assert board.rows[2].score is None and board.rows[2].rank == 3
+
+
+def test_better_model_ranks_first() -> None:
+    board = build_board([_entry(1, 1, 10, 0.5), _entry(2, 2, 10, 0.9)])
+    assert [r.model_id for r in board.rows] == [2, 1]
+
+
+@pytest.mark.parametrize(("lower", "upper"), [(0.62, 0.93), (0.0, 1.0), (3.1, 17.4), (5.0, 5.0)])
+def test_ticks_cover_the_values(lower: float, upper: float) -> None:
+    ticks = nice_ticks(lower, upper)
+    assert ticks[0] <= lower and ticks[-1] >= upper and len(ticks) >= 2
+    steps = {round(b - a, 9) for a, b in itertools.pairwise(ticks)}
+    assert len(steps) == 1
+
+
+def test_chart_dots_stay_inside_their_panel() -> None:
+    board = build_board([_entry(1, 1, 10, 0.7), _entry(2, 2, 10, 0.95), _entry(3, 2, 11, 0.2)])
+    charts = build_charts(board)
+    assert [c.region for c in charts] == ["WT", "TC", "ET"]
+    for chart in charts:
+        for panel in chart.panels:
+            for dot in panel.dots:
+                assert panel.x0 <= dot.lo <= dot.cx <= dot.hi <= panel.x1
+    assert len(charts[0].panels[0].dots) == 3 and len(charts[1].panels[1].dots) == 0
+
+
+def test_no_chart_without_values() -> None:
+    assert build_charts(build_board([_entry(1, 1, 10, None)])) == ()
