@@ -4,9 +4,9 @@
 PYTHON   ?= python3
 VENV     ?= .venv
 PY       := $(VENV)/bin/python
-EXTRAS   ?= server,enclave,gcp,mock,client,dev
-STAMP    := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
+EXTRAS   ?= server,enclave,gcp,mock,client,docker,dev
 comma    := ,
+STAMP    := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 PACKAGES := crypto cloud mocktee server enclave benchmarks client
 PYTEST_ARGS ?=
 
