@@ -26,7 +26,7 @@ from sealbench.server.web._pages import all_pages, owner_label
 from sealbench.server.web._state import DashboardState, render_page
 from sealbench.server.web._views import mean_over_regions
 
-__all__ = ["AssetLink", "AuditStatus", "owner_pages"]
+__all__ = ["AssetLink", "AuditStatus", "ResultRow", "owner_pages"]
 
 AUDIT_PAGE = 50
 
@@ -72,9 +72,18 @@ def _links(session: Session, kind: Literal["dataset", "model"], asset_id: int) -
     return out
 
 
+@dataclass(frozen=True)
+class ResultRow:
+    result: Result
+    benchmark_label: str
+    counterpart_label: str
+    dice: float | None
+    hd95: float | None
+
+
 def _visible_results(
     session: Session, viewer: Principal, *, dataset_id: int | None, model_id: int | None
-) -> tuple[list[tuple[Result, float | None, float | None]], bool]:
+) -> tuple[list[ResultRow], bool]:
     rows, cut = all_pages(
         lambda limit, offset: results.list_page(
             session, viewer, benchmark_id=None, limit=limit, offset=offset
@@ -87,8 +96,30 @@ def _visible_results(
         and (model_id is None or r.model_id == model_id)
     ]
     picked.sort(key=lambda r: r.id, reverse=True)
+    labels: dict[tuple[str, int], str] = {}
+
+    def label(kind: str, ident: int) -> str:
+        if (kind, ident) not in labels:
+            if kind == "benchmark":
+                b = benchmarks.get(session, ident)
+                labels[kind, ident] = f"{b.name} {b.version}"
+            elif kind == "model":
+                m = assets.get_model(session, ident)
+                labels[kind, ident] = f"{m.name} {m.version}"
+            else:
+                labels[kind, ident] = assets.get_dataset(session, ident).name
+        return labels[kind, ident]
+
     return [
-        (r, mean_over_regions(r.summary, "dice"), mean_over_regions(r.summary, "hd95"))
+        ResultRow(
+            result=r,
+            benchmark_label=label("benchmark", r.benchmark_id),
+            counterpart_label=label("model", r.model_id)
+            if dataset_id is not None
+            else label("dataset", r.dataset_id),
+            dice=mean_over_regions(r.summary, "dice"),
+            hd95=mean_over_regions(r.summary, "hd95"),
+        )
         for r in picked
     ], cut
 

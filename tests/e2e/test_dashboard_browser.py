@@ -248,6 +248,21 @@ def _populate(
     )
     b = bench["id"]
     _post(url, f"/benchmarks/{b}/approve", tokens["admin"])
+    _post(  # a second benchmark, still awaiting the admin's approval
+        url,
+        "/benchmarks",
+        tokens["authority"],
+        {
+            "name": "brats-men",
+            "version": "2024.0",
+            "description": "Meningioma segmentation (BraTS 2024 MEN), same regions and metrics.",
+            "data_contract": BRATS_2023_GLI.model_dump(mode="json"),
+            "metrics_spec": spec.model_dump(mode="json"),
+            "metrics_version": f"{spec.metrics_id}/{spec.version}",
+            "image_reference": "europe-docker.pkg.dev/brats-authority/eval/sealbench-eval",
+            "image_digest": IMAGE_DIGEST,
+        },
+    )
     models: dict[str, tuple[int, str, float]] = {}
     for owner, name, skill in MODELS:
         digest = sha256_digest(name.encode())
@@ -263,6 +278,20 @@ def _populate(
         d = _post(url, "/datasets", tokens[hospital], {**body, "prepared_for_id": b})["id"]
         _post(url, f"/benchmarks/{b}/datasets", tokens[hospital], {"asset_id": d})
         _post(url, f"/benchmarks/{b}/datasets/{d}/approve", tokens["authority"])
+        coordinates = {
+            "kms_key_name": f"projects/{hospital}-tre/locations/europe-west4/keyRings/"
+            "sealbench/cryptoKeys/dataset",
+            "storage_uri": f"gs://{hospital}-sealed/brats-gli",
+            "wip_provider": f"projects/200000000{index}/locations/global/"
+            f"workloadIdentityPools/{hospital}-pool/providers/attestation",
+        }
+        r = httpx.put(
+            f"{url}/api/v1/datasets/{d}/coordinates",
+            json=coordinates,
+            headers={"Authorization": f"Bearer {tokens[hospital]}"},
+            timeout=_TIMEOUT_S,
+        )
+        assert r.status_code == 200, r.text
         for owner, (m, model_digest, skill) in models.items():
             if hospital == "hospital-c" and owner == "model-weak":
                 continue
@@ -498,7 +527,7 @@ def test_user_without_access_sees_no_result(
     assert api_cells(registry, "outsider") == {}
     assert shown_cells(p) == {}
     assert p.locator("figure.chart").count() == 0
-    assert "No verified result that you may read" in p.content()
+    assert "No verified result of this benchmark is visible to you" in p.content()
     shots.take(p, "no-access")
     assert page.problems == []
     response = p.goto(f"{registry.url}/ui/results/{registry.result_ids[0]}")
@@ -524,7 +553,7 @@ def test_pages_for_authority_owner_and_admin(
     shots.take(p, "benchmark")
     p.goto(f"{registry.url}/ui/audit")
     assert "Chain intact" in p.locator("#chain-status").inner_text()
-    shots.take(p, "audit")
+    shots.take(p, "audit", full_page=False)
     with p.expect_navigation():
         p.click("button:has-text('Sign out')")
     assert "/ui/sign-in" in p.url
