@@ -6,6 +6,7 @@ the audit page names the first broken link after a row is edited in the database
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from html import unescape
 from typing import Any
@@ -16,7 +17,7 @@ from sqlalchemy import text
 
 from sealbench.server.app import create_app
 from sealbench.server.db import open_database
-from sealbench.server.settings import ServerSettings
+from sealbench.server.settings import OidcSettings, ServerSettings
 from sealbench.server.web import mount_dashboard
 
 API = "/api/v1"
@@ -358,3 +359,54 @@ def test_audit_page_names_first_broken_link_after_row_edit(
     assert "Chain broken at event" in page and '<span id="first-broken">7</span>' in page
     assert "does not match its hash" in page
     assert '<tr id="event-7" class="broken">' in page
+
+
+@pytest.fixture
+def oidc_web(
+    settings: ServerSettings, clock: Any, jwks_fetcher: Any, h: Any
+) -> Iterator[TestClient]:
+    """The dashboard of a registry that also accepts JWTs from an OIDC issuer (whose key set
+    the fake fetcher serves at the test JWKS URL)."""
+    s = settings.model_copy(
+        update={
+            "oidc": OidcSettings(
+                issuer="https://idp.test.invalid", audience="sealbench", jwks_url=h.TEST_JWKS_URL
+            )
+        }
+    )
+    app = create_app(s, clock=clock, jwks_fetcher=jwks_fetcher)
+    mount_dashboard(app, s)
+    with TestClient(app) as test_client:
+        yield test_client
+
+
+def _oidc_jwt(signer: Any, **override: Any) -> str:
+    now = int(time.time())
+    claims = {
+        "iss": "https://idp.test.invalid",
+        "aud": "sealbench",
+        "sub": "subject-42",
+        "email": "reviewer@authority.test",
+        "iat": now,
+        "exp": now + 600,
+    }
+    claims.update(override)
+    return str(signer.sign(claims))
+
+
+def test_oidc_jwt_signs_in_when_an_issuer_is_configured(oidc_web: TestClient, tokens: Any) -> None:
+    form = oidc_web.get("/ui/sign-in")
+    assert "identity-provider JWT" in form.text
+    sign_in(oidc_web, _oidc_jwt(tokens))
+    assert "reviewer@authority.test" in oidc_web.get("/ui/").text
+
+
+def test_oidc_jwt_from_another_audience_refused(oidc_web: TestClient, tokens: Any) -> None:
+    form = oidc_web.get("/ui/sign-in")
+    r = oidc_web.post(
+        "/ui/sign-in",
+        data={"csrf": csrf_of(form.text), "token": _oidc_jwt(tokens, aud="another-app")},
+        follow_redirects=False,
+    )
+    assert r.status_code == 401
+    assert oidc_web.get("/ui/", follow_redirects=False).status_code == 303
