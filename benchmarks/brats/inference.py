@@ -6,7 +6,8 @@ checks it against the contract, z-scores the case's modalities inside the brain 
 ``size_divisor`` and runs either one whole-volume pass (when the padded volume has at most
 ``max_whole_voxels`` voxels) or a sliding window with Gaussian importance weighting
 (sigma = 0.125 x ROI, weights clipped at 1e-3, last window flush with the border, as MONAI and
-nnU-Net do). The arg-max class indices are mapped to the contract's label values; the caller
+nnU-Net do). Optionally, tumour components smaller than ``min_component_voxels`` are removed
+(off by default). The arg-max class indices are mapped to the contract's label values; the caller
 writes the label map with the case's affine (:func:`.cases.encode_nifti`).
 """
 
@@ -20,6 +21,7 @@ from typing import Literal, Protocol
 import numpy as np
 import numpy.typing as npt
 import onnxruntime as ort  # type: ignore[import-untyped]
+from scipy import ndimage  # type: ignore[import-untyped]
 
 from .cases import Case
 from .contract import BratsContract
@@ -27,7 +29,8 @@ from .errors import InferenceError
 from .model_contract import ModelContractReport, check_model_contract
 from .normalise import normalise_modalities
 
-__all__ = ["OnnxSegmenter", "Segmenter", "gaussian_importance", "sliding_windows"]
+__all__ = ["OnnxSegmenter", "Segmenter", "gaussian_importance", "remove_small_components",
+           "sliding_windows"]
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +75,21 @@ def sliding_windows(shape: Shape3, roi: Shape3, overlap: float) -> list[tuple[sl
             for start in itertools.product(*starts)]
 
 
+def remove_small_components(classes: npt.NDArray[np.uint8],
+                            min_voxels: int) -> npt.NDArray[np.uint8]:
+    """Set tumour components (26-connectivity) of fewer than ``min_voxels`` voxels to
+    background (in place; returns ``classes``)."""
+    if min_voxels <= 1:
+        return classes
+    components, n = ndimage.label(classes > 0, structure=np.ones((3, 3, 3), dtype=bool))
+    if n == 0:
+        return classes
+    small = np.bincount(components.ravel(), minlength=n + 1) < min_voxels
+    small[0] = False
+    classes[small[components]] = 0
+    return classes
+
+
 def _softmax(logits: FloatArray) -> FloatArray:
     shifted = logits - logits.max(axis=0, keepdims=True)
     np.exp(shifted, out=shifted)
@@ -86,8 +104,8 @@ class OnnxSegmenter:
     def __init__(self, model_bytes: bytes, contract: BratsContract, *,
                  mode: Literal["auto", "whole", "sliding"] = "auto",
                  roi: Shape3 = (128, 128, 128), overlap: float = 0.5, size_divisor: int = 16,
-                 max_whole_voxels: int = 240 * 240 * 160, threads: int | None = None,
-                 providers: list[str] | None = None) -> None:
+                 max_whole_voxels: int = 240 * 240 * 160, min_component_voxels: int = 0,
+                 threads: int | None = None, providers: list[str] | None = None) -> None:
         self.report: ModelContractReport = check_model_contract(model_bytes, contract)
         if not 0.0 <= overlap < 1.0:
             raise ValueError(f"overlap must be in [0, 1), received {overlap}")
@@ -99,6 +117,7 @@ class OnnxSegmenter:
         self._overlap = overlap
         self._divisor = size_divisor
         self._max_whole = max_whole_voxels
+        self._min_component = min_component_voxels
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = threads or min(os.cpu_count() or 1, 16)
@@ -156,4 +175,5 @@ class OnnxSegmenter:
                                           and int(np.prod(padded)) <= self._max_whole)
         scores = self._run(x) if whole else self._sliding(x)
         classes = np.argmax(scores[:, : shape[0], : shape[1], : shape[2]], axis=0)
-        return self._contract.label_map.from_class_indices(classes.astype(np.uint8))
+        classes = remove_small_components(classes.astype(np.uint8), self._min_component)
+        return self._contract.label_map.from_class_indices(classes)

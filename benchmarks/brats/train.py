@@ -34,14 +34,15 @@ logger = logging.getLogger(__name__)
 
 N_CLASSES = 4
 OPSET = 17
+WARMUP_STEPS = 20
 
 
 class TrainConfig:
     """Hyper-parameters of one training run (all have documented defaults)."""
 
     def __init__(self, *, seed: int = 0, channels: Sequence[int] = (8, 16, 32, 64),
-                 steps: int = 600, batch: int = 2, crop: int = 64, n_cases: int = 20,
-                 lr: float = 2e-3, threads: int = 2) -> None:
+                 steps: int = 300, batch: int = 2, crop: int = 64, n_cases: int = 8,
+                 lr: float = 1e-3, threads: int = 2) -> None:
         self.seed = seed
         self.channels = tuple(channels)
         self.steps = steps
@@ -205,8 +206,15 @@ def _sample(cases: list[tuple[npt.NDArray[np.float16], npt.NDArray[np.uint8]]], 
     return image[(slice(None), *sl)].astype(np.float32), classes[sl].astype(np.int64)
 
 
-def train(cfg: TrainConfig) -> bytes:
-    """Train a U-Net per ``cfg`` and return its ONNX bytes."""
+def _write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".partial")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+def train(cfg: TrainConfig, snapshot_dir: Path | None = None, snapshot_every: int = 0) -> bytes:
+    """Train a U-Net per ``cfg`` and return its ONNX bytes; optionally also write the ONNX
+    after every ``snapshot_every`` steps to ``snapshot_dir/step-<n>.onnx``."""
     torch = _torch()
     functional = importlib.import_module("torch.nn.functional")
     torch.manual_seed(cfg.seed)
@@ -218,8 +226,10 @@ def train(cfg: TrainConfig) -> bytes:
     levels = len(cfg.channels)
     params = init_params(cfg.channels, torch.Generator().manual_seed(cfg.seed))
     optimiser = torch.optim.Adam(list(params.values()), lr=cfg.lr)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(optimiser, max_lr=cfg.lr,
-                                                   total_steps=cfg.steps, pct_start=0.1)
+    # Linear warm-up, then constant: the schedule does not depend on cfg.steps, so the snapshot
+    # after step n of a long run equals the result of a run with --steps n.
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimiser, lambda step: min(1.0, (step + 1) / WARMUP_STEPS))
     rng = np.random.default_rng(cfg.seed)
     for step in range(cfg.steps):
         batch = [_sample(cases, cfg.crop, rng) for _ in range(cfg.batch)]
@@ -240,6 +250,8 @@ def train(cfg: TrainConfig) -> bytes:
         loss.backward()
         optimiser.step()
         schedule.step()
+        if snapshot_dir is not None and snapshot_every and (step + 1) % snapshot_every == 0:
+            _write(snapshot_dir / f"step-{step + 1}.onnx", export_onnx(params, levels))
         if step % 20 == 0 or step == cfg.steps - 1:
             logger.info("step %d/%d loss %.4f ce %.4f dice %s (%.0f s)", step, cfg.steps,
                         float(loss), float(ce), [round(float(d), 3) for d in dice],
@@ -254,21 +266,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--channels", type=int, nargs="+", default=[8, 16, 32, 64])
-    parser.add_argument("--steps", type=int, default=600)
+    parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--crop", type=int, default=64)
-    parser.add_argument("--cases", type=int, default=20)
-    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--cases", type=int, default=8)
+    parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--snapshot-dir", type=Path, default=None)
+    parser.add_argument("--snapshot-every", type=int, default=0)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     cfg = TrainConfig(seed=args.seed, channels=args.channels, steps=args.steps, batch=args.batch,
                       crop=args.crop, n_cases=args.cases, lr=args.lr, threads=args.threads)
-    data = train(cfg)
+    if args.snapshot_dir is not None:
+        args.snapshot_dir.mkdir(parents=True, exist_ok=True)
+    data = train(cfg, args.snapshot_dir, args.snapshot_every)
     logger.info("ONNX Runtime vs torch max |diff| %.2e", check_parity(data, cfg.channels))
-    tmp = args.out.with_name(args.out.name + ".partial")
-    tmp.write_bytes(data)
-    tmp.replace(args.out)
+    _write(args.out, data)
     from sealbench.crypto.digest import sha256_digest
 
     logger.info("wrote %s (%d bytes) %s", args.out, len(data), sha256_digest(data))

@@ -66,3 +66,16 @@ def test_missing_modality_is_an_inference_error(make_model: Callable[..., bytes]
     del case.modalities["t2f"]
     with pytest.raises(InferenceError, match="t2f"):
         OnnxSegmenter(make_model(), small_contract, threads=1).segment(case)
+
+
+def test_small_components_are_removed_and_large_kept() -> None:
+    from sealbench.benchmarks.brats.inference import remove_small_components
+
+    classes = np.zeros((20, 20, 20), dtype=np.uint8)
+    classes[2:8, 2:8, 2:8] = 2  # 216 voxels
+    classes[4:6, 4:6, 4:6] = 3
+    classes[15:17, 15:17, 15:17] = 1  # 8 voxels
+    out = remove_small_components(classes.copy(), min_voxels=10)
+    assert not out[15:17, 15:17, 15:17].any()
+    assert np.array_equal(out[:10, :10, :10], classes[:10, :10, :10])
+    assert np.array_equal(remove_small_components(classes.copy(), 0), classes)
