@@ -410,3 +410,13 @@ def test_oidc_jwt_from_another_audience_refused(oidc_web: TestClient, tokens: An
     )
     assert r.status_code == 401
     assert oidc_web.get("/ui/", follow_redirects=False).status_code == 303
+
+
+def test_mounting_twice_adds_nothing(settings: ServerSettings) -> None:
+    """``create_app`` may mount the dashboard itself; a second mount must not double routes
+    or stack a second header middleware."""
+    app = create_app(settings)
+    mount_dashboard(app, settings)
+    routes, middleware = len(app.routes), len(app.user_middleware)
+    mount_dashboard(app, settings)
+    assert (len(app.routes), len(app.user_middleware)) == (routes, middleware)
