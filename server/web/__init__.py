@@ -14,7 +14,8 @@ page with the status the API would answer (401 becomes a redirect to the sign-in
 from __future__ import annotations
 
 from fastapi import FastAPI
-from starlette.responses import RedirectResponse, Response
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.staticfiles import StaticFiles
 
 from sealbench.server.settings import ServerSettings
@@ -24,7 +25,7 @@ from sealbench.server.web._render import STATIC_DIR, Templates
 from sealbench.server.web._security import SecurityHeadersMiddleware
 from sealbench.server.web._sessions import SessionStore
 from sealbench.server.web._signin import signin_routes
-from sealbench.server.web._state import PREFIX, STATIC_PREFIX, DashboardState
+from sealbench.server.web._state import PREFIX, STATIC_PREFIX, DashboardState, base_context
 
 __all__ = ["DASHBOARD_PREFIX", "mount_dashboard"]
 
@@ -44,6 +45,13 @@ def mount_dashboard(
     for router in (signin_routes(state), benchmark_pages(state), owner_pages(state)):
         app.include_router(router, prefix=PREFIX, include_in_schema=False)
     app.mount(STATIC_PREFIX, StaticFiles(directory=STATIC_DIR), name="dashboard-static")
+
+    async def not_found(request: Request) -> Response:
+        context = {**base_context(state, None, request), "status": 404}
+        context["message"] = "There is no dashboard page at this address."
+        return HTMLResponse(state.templates.render("error.html", context), 404)
+
+    app.add_api_route(PREFIX + "/{rest:path}", not_found, methods=["GET"], include_in_schema=False)
 
     async def root() -> Response:
         return RedirectResponse(PREFIX + "/", 307)

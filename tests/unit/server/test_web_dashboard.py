@@ -225,6 +225,7 @@ def test_csp_and_frame_headers_on_every_dashboard_response(
         "/ui/static/dashboard.css",
         "/ui/audit",  # 403 for this user: error pages carry the headers too
         "/ui/results/999999",
+        "/ui/no/such/page",
     ]
     for path in paths:
         r = web.get(path)
@@ -420,3 +421,9 @@ def test_mounting_twice_adds_nothing(settings: ServerSettings) -> None:
     routes, middleware = len(app.routes), len(app.user_middleware)
     mount_dashboard(app, settings)
     assert (len(app.routes), len(app.user_middleware)) == (routes, middleware)
+
+
+def test_unknown_dashboard_path_is_an_html_404(web: TestClient) -> None:
+    r = web.get("/ui/no/such/page")
+    assert r.status_code == 404 and r.headers["content-type"].startswith("text/html")
+    assert web.get("/api/v1/no/such/thing").headers["content-type"] == "application/json"
