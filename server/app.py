@@ -28,6 +28,7 @@ from sealbench.server.routers import assets, associations, audit, benchmarks, me
 from sealbench.server.schemas import ErrorBody, ErrorDetail
 from sealbench.server.settings import ServerSettings
 from sealbench.server.verification import ResultVerifier
+from sealbench.server.web import mount_dashboard
 
 __all__ = ["API_PREFIX", "create_app"]
 
@@ -154,4 +155,5 @@ def create_app(
         audit.router,
     ):
         app.include_router(router, prefix=API_PREFIX)
+    mount_dashboard(app, settings)
     return app
