@@ -4,8 +4,10 @@ The token must come from a configured trusted issuer (Google's Confidential Spac
 default; a local mock issuer only when the operator lists it), verify against that issuer's
 JWKS with audience ``sealbench-result``, and satisfy an
 :class:`~sealbench.crypto.attestation.AttestationPolicy` built from the registry: the benchmark's
-image digest, the dataset's and model's digests as attested env overrides
-(``SEALBENCH_DATA_DIGEST``, ``SEALBENCH_MODEL_DIGEST``), and ``eat_nonce`` equal to
+image digest; the benchmark's id and metrics version and the dataset's and model's digests as
+attested env overrides (``SEALBENCH_BENCHMARK_ID``, ``SEALBENCH_METRICS_VERSION``,
+``SEALBENCH_DATA_DIGEST``, ``SEALBENCH_MODEL_DIGEST``) — so a result computed for one benchmark
+or metrics version cannot be filed under another that shares the image — and ``eat_nonce`` equal to
 :func:`~sealbench.crypto.attestation.result_nonce` of the submitted summary and sealed-result
 digest. Any failure raises :class:`~sealbench.server.errors.ResultRejectedError` naming it.
 """
@@ -31,7 +33,13 @@ from sealbench.server.errors import ResultRejectedError
 from sealbench.server.jwks import JwksCache
 from sealbench.server.settings import TrustedIssuer
 
-__all__ = ["ResultVerifier", "VerifiedResult"]
+__all__ = ["ENV_BENCHMARK_ID", "ENV_METRICS_VERSION", "ResultVerifier", "VerifiedResult"]
+
+#: Run-specification variables (``sealbench.enclave.spec``) that bind a result to the benchmark
+#: and metrics version it was computed for. Named here because the server depends only on
+#: ``sealbench.crypto``; a test checks they equal the enclave's names.
+ENV_BENCHMARK_ID = "SEALBENCH_BENCHMARK_ID"
+ENV_METRICS_VERSION = "SEALBENCH_METRICS_VERSION"
 
 
 @dataclass(frozen=True)
@@ -89,6 +97,8 @@ class ResultVerifier:
         token: str,
         *,
         image_digest: str,
+        benchmark_id: str,
+        metrics_version: str,
         dataset_digest: str,
         model_digest: str,
         summary: Mapping[str, object],
@@ -110,12 +120,14 @@ class ResultVerifier:
             policy = AttestationPolicy(
                 allowed_image_digests=frozenset({image_digest}),
                 expected_env_overrides={
+                    ENV_BENCHMARK_ID: benchmark_id,
+                    ENV_METRICS_VERSION: metrics_version,
                     ENV_DATA_DIGEST: dataset_digest,
                     ENV_MODEL_DIGEST: model_digest,
                 },
                 expected_nonce=nonce,
-                # The run specification's other overrides (URIs, ids, the recipient digest)
-                # do not bear on which image, data and model produced the summary.
+                # The run specification's other overrides (URIs, run id, the recipient digest)
+                # do not bear on which benchmark, image, data and model produced the summary.
                 allowed_extra_env_overrides=frozenset(env),
             )
             policy.check(claims)

@@ -49,6 +49,8 @@ def submit(
     verified = verifier.verify(
         body.attestation_token,
         image_digest=benchmark.image_digest,
+        benchmark_id=str(benchmark.id),
+        metrics_version=benchmark.metrics_version,
         dataset_digest=dataset.digest,
         model_digest=model.digest,
         summary=body.summary,

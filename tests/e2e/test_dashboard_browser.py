@@ -317,6 +317,8 @@ def _populate(
                         "image_reference": f"europe-docker.pkg.dev/x/eval@{IMAGE_DIGEST}",
                         "image_digest": IMAGE_DIGEST,
                         "env_override": {
+                            "SEALBENCH_BENCHMARK_ID": str(b),
+                            "SEALBENCH_METRICS_VERSION": f"{spec.metrics_id}/{spec.version}",
                             ENV_DATA_DIGEST: digest,
                             ENV_MODEL_DIGEST: model_digest,
                             ENV_RECIPIENT_DIGEST: sha256_digest(f"{hospital} key".encode()),

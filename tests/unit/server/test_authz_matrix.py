@@ -78,6 +78,7 @@ class Ctx:
         sealed = "sha256:" + f"{next(_n):064x}"
         claims = self.h.result_claims(
             summary=SUMMARY,
+            benchmark_id=self.world.benchmark_id,
             sealed_digest=sealed,
             data_digest=self.world.dataset_digest,
             model_digest=self.world.model_digest,

@@ -33,6 +33,7 @@ def _submission(world: Any, token: str, **override: Any) -> dict[str, Any]:
 def _token(world: Any, tokens: Any, h: Any, **claims_override: Any) -> str:
     claims = h.result_claims(
         summary=SUMMARY,
+        benchmark_id=world.benchmark_id,
         sealed_digest=SEALED,
         data_digest=world.dataset_digest,
         model_digest=world.model_digest,
@@ -115,6 +116,7 @@ def test_token_from_other_image_rejected(
 ) -> None:
     claims = h.result_claims(
         summary=SUMMARY,
+        benchmark_id=world.benchmark_id,
         sealed_digest=SEALED,
         data_digest=world.dataset_digest,
         model_digest=world.model_digest,
@@ -129,12 +131,44 @@ def test_token_for_other_asset_digest_rejected(
 ) -> None:
     claims = h.result_claims(
         summary=SUMMARY,
+        benchmark_id=world.benchmark_id,
         sealed_digest=SEALED,
         data_digest=h.digest_of("other data") if which == "data" else world.dataset_digest,
         model_digest=h.digest_of("other model") if which == "model" else world.model_digest,
     )
     name = "SEALBENCH_DATA_DIGEST" if which == "data" else "SEALBENCH_MODEL_DIGEST"
     _refused(client, world, _submission(world, tokens.sign(claims)), needle=name)
+
+
+def test_result_computed_for_another_benchmark_rejected(
+    client: TestClient, world: Any, tokens: Any, h: Any
+) -> None:
+    # Same image, data and model, but the enclave was told it was scoring another benchmark.
+    claims = h.result_claims(
+        summary=SUMMARY,
+        benchmark_id=world.benchmark_id + 1000,
+        sealed_digest=SEALED,
+        data_digest=world.dataset_digest,
+        model_digest=world.model_digest,
+    )
+    token = tokens.sign(claims)
+    _refused(client, world, _submission(world, token), needle="SEALBENCH_BENCHMARK_ID")
+
+
+def test_result_computed_with_other_metrics_version_rejected(
+    client: TestClient, world: Any, tokens: Any, h: Any
+) -> None:
+    claims = h.result_claims(
+        summary=SUMMARY,
+        benchmark_id=world.benchmark_id,
+        sealed_digest=SEALED,
+        data_digest=world.dataset_digest,
+        model_digest=world.model_digest,
+        metrics_version="brats-2021/1",
+    )
+    _refused(
+        client, world, _submission(world, tokens.sign(claims)), needle="SEALBENCH_METRICS_VERSION"
+    )
 
 
 def test_debug_image_token_rejected(client: TestClient, world: Any, tokens: Any, h: Any) -> None:
@@ -159,6 +193,7 @@ def test_untrusted_issuer_rejected(client: TestClient, world: Any, h: Any) -> No
     mock = h.TokenFactory(kid="mock-1")
     claims = h.result_claims(
         summary=SUMMARY,
+        benchmark_id=world.benchmark_id,
         sealed_digest=SEALED,
         data_digest=world.dataset_digest,
         model_digest=world.model_digest,
@@ -171,6 +206,7 @@ def test_token_signed_by_unknown_key_rejected(client: TestClient, world: Any, h:
     impostor = h.TokenFactory()  # same kid, different key
     claims = h.result_claims(
         summary=SUMMARY,
+        benchmark_id=world.benchmark_id,
         sealed_digest=SEALED,
         data_digest=world.dataset_digest,
         model_digest=world.model_digest,
@@ -194,6 +230,7 @@ def test_mock_issuer_trusted_only_when_configured(
     fetcher = h.FakeJwksFetcher({mock_jwks: mock.jwks})
     claims = h.result_claims(
         summary=SUMMARY,
+        benchmark_id=world.benchmark_id,
         sealed_digest=SEALED,
         data_digest=world.dataset_digest,
         model_digest=world.model_digest,
@@ -253,6 +290,7 @@ def test_result_requires_approved_dataset_and_model_associations(
     )
     claims = h.result_claims(
         summary=SUMMARY,
+        benchmark_id=world.benchmark_id,
         sealed_digest=SEALED,
         data_digest=h.digest_of("p"),
         model_digest=world.model_digest,

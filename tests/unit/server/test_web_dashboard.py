@@ -71,6 +71,7 @@ def result_id(client: TestClient, world: Any, tokens: Any, h: Any) -> int:
     sealed = "sha256:" + "5" * 64
     claims = h.result_claims(
         summary=body,
+        benchmark_id=world.benchmark_id,
         sealed_digest=sealed,
         data_digest=world.dataset_digest,
         model_digest=world.model_digest,
