@@ -7,6 +7,7 @@
     │                             non-finite values, unknown labels, missing modality)
     ├── InvalidPredictionError    a prediction that cannot be scored (shape, labels, dtype)
     ├── ModelContractError        an ONNX model does not fit the contract (``.differences``)
+    ├── ModelDigestMismatchError  a shipped model's bytes differ from the recorded SHA-256
     ├── InferenceError            ONNX Runtime failed on a case
     └── PreparationError          a dataset preparation that cannot proceed or produced nothing
 """
@@ -21,6 +22,7 @@ __all__ = [
     "InferenceError",
     "InvalidPredictionError",
     "ModelContractError",
+    "ModelDigestMismatchError",
     "PreparationError",
 ]
 
@@ -59,3 +61,7 @@ class InferenceError(BenchmarkError):
 
 class PreparationError(BenchmarkError):
     """Dataset preparation cannot proceed (for example the output exists) or kept no case."""
+
+
+class ModelDigestMismatchError(BenchmarkError):
+    """A shipped model file's SHA-256 differs from the one the benchmark definition records."""

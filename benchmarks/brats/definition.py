@@ -1,0 +1,137 @@
+"""The shipped BraTS benchmark definition: what an authority publishes to the registry.
+
+A :class:`BenchmarkDefinition` (wire format ``sealbench/benchmark-definition`` version 1,
+canonical JSON) names the benchmark and binds its data contract, its metrics spec (with id and
+version) and its reference models by SHA-256. The evaluation image fields stay empty until the
+image build fills them (:meth:`BenchmarkDefinition.with_image`). The ONNX files ship inside this
+package (``model/*.onnx``); :func:`load_model_bytes` returns a model's bytes only after checking
+them against the recorded digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from importlib import resources
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from sealbench.crypto.canonical import canonical_json
+from sealbench.crypto.digest import Sha256Digest, parse_digest, sha256_digest
+
+from .contract import BRATS_2023_GLI, BratsContract
+from .errors import ModelDigestMismatchError
+from .metrics import BRATS_2023_GLI_METRICS, MetricsSpec
+
+__all__ = [
+    "REFERENCE_MODEL",
+    "WEAK_MODEL",
+    "BenchmarkDefinition",
+    "ModelReference",
+    "load_definition",
+    "load_model_bytes",
+]
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+REFERENCE_MODEL = "brats_unet"
+WEAK_MODEL = "brats_unet_weak"
+
+# SHA-256 of the shipped ONNX files, recorded when they were trained (docs/benchmarks.md).
+_DIGESTS = {
+    REFERENCE_MODEL: "sha256:b9b7303b8c91182e37cc91741289080527a2c7c725228478ec3473c82a08002c",
+    WEAK_MODEL: "sha256:18bc56267d59fb3f191b244aee02d33a48caa60c965222804a5604f027823a2c",
+}
+
+
+class ModelReference(BaseModel):
+    """A model bound to the benchmark by name and SHA-256."""
+
+    model_config = _FROZEN
+
+    name: str
+    file: str
+    sha256: str
+    description: str
+
+    @field_validator("sha256")
+    @classmethod
+    def _digest(cls, value: str) -> str:
+        return parse_digest(value)
+
+
+class BenchmarkDefinition(BaseModel):
+    """Everything a registry needs to publish the benchmark (version 1)."""
+
+    model_config = _FROZEN
+
+    format: Literal["sealbench/benchmark-definition"] = "sealbench/benchmark-definition"
+    format_version: Literal[1] = 1
+    name: str
+    version: str
+    description: str
+    contract: BratsContract
+    metrics: MetricsSpec
+    reference_model: ModelReference
+    baseline_models: tuple[ModelReference, ...] = ()
+    evaluation_image_reference: str | None = None
+    evaluation_image_digest: str | None = None
+
+    @field_validator("evaluation_image_digest")
+    @classmethod
+    def _image_digest(cls, value: str | None) -> str | None:
+        return None if value is None else parse_digest(value)
+
+    def with_image(self, reference: str, digest: str) -> BenchmarkDefinition:
+        """The same definition bound to a built evaluation image."""
+        return BenchmarkDefinition.model_validate({
+            **self.model_dump(), "evaluation_image_reference": reference,
+            "evaluation_image_digest": digest})
+
+    def to_canonical_json(self) -> bytes:
+        """Canonical JSON bytes (what the registry stores and hashes)."""
+        return canonical_json(self.model_dump(mode="json"))
+
+    @property
+    def digest(self) -> Sha256Digest:
+        """SHA-256 of the canonical JSON."""
+        return sha256_digest(self.to_canonical_json())
+
+    def model(self, name: str) -> ModelReference:
+        """The reference or baseline model called ``name`` (``KeyError`` if none)."""
+        for ref in (self.reference_model, *self.baseline_models):
+            if ref.name == name:
+                return ref
+        raise KeyError(name)
+
+
+def load_definition(contract: BratsContract = BRATS_2023_GLI,
+                    metrics: MetricsSpec = BRATS_2023_GLI_METRICS) -> BenchmarkDefinition:
+    """The shipped BraTS 2023 GLI-style benchmark on synthetic data."""
+    return BenchmarkDefinition(
+        name="brats-gli-synthetic",
+        version="1.0.0",
+        description=(
+            "Brain-tumour (glioma) segmentation in the BraTS 2023 GLI format: four MRI "
+            "modalities (t1n, t1c, t2w, t2f) at 1 mm on 240x240x155; labels NETC=1, SNFH=2, "
+            "ET=3; scored per case on WT, TC and ET with Dice, HD95 (DeepMind robust Hausdorff), "
+            "sensitivity, specificity and BraTS 2023 lesion-wise Dice/HD95."),
+        contract=contract,
+        metrics=metrics,
+        reference_model=ModelReference(
+            name=REFERENCE_MODEL, file=f"{REFERENCE_MODEL}.onnx", sha256=_DIGESTS[REFERENCE_MODEL],
+            description="3D U-Net (8,16,32,64), 600 steps on 8 synthetic cases, seed 0"),
+        baseline_models=(ModelReference(
+            name=WEAK_MODEL, file=f"{WEAK_MODEL}.onnx", sha256=_DIGESTS[WEAK_MODEL],
+            description="the same run stopped after 120 steps (deliberately weaker)"),),
+    )
+
+
+def load_model_bytes(ref: ModelReference) -> bytes:
+    """Bytes of a shipped model, checked against ``ref.sha256``."""
+    data = (resources.files("sealbench.benchmarks.brats") / "model" / ref.file).read_bytes()
+    actual = "sha256:" + hashlib.sha256(data).hexdigest()
+    if actual != ref.sha256:
+        raise ModelDigestMismatchError(f"shipped model {ref.file} has {actual}, the definition "
+                                       f"records {ref.sha256}")
+    return data
