@@ -4,8 +4,8 @@ metrics (legacy and lesion-wise, BraTS 2023 rules), reference ONNX model and inf
 What the enclave needs::
 
     from sealbench.benchmarks.brats import (
-        BRATS_2023_GLI, BRATS_2023_GLI_METRICS, load_case_from_bytes,
-        case_files_from_manifest_paths, OnnxSegmenter, score_or_fail, aggregate)
+        load_definition, load_model_bytes, case_files_from_manifest_paths,
+        load_case_from_bytes, OnnxSegmenter, score_or_fail, aggregate)
 """
 
 from .cases import (
@@ -26,6 +26,7 @@ from .contract import (
     LabelMap,
     Region,
 )
+from .definition import BenchmarkDefinition, ModelReference, load_definition, load_model_bytes
 from .errors import (
     BenchmarkError,
     CaseContractError,
@@ -34,6 +35,7 @@ from .errors import (
     InferenceError,
     InvalidPredictionError,
     ModelContractError,
+    ModelDigestMismatchError,
     PreparationError,
 )
 from .inference import OnnxSegmenter, Segmenter
@@ -48,6 +50,7 @@ from .metrics import (
     score_or_fail,
 )
 from .model_contract import ModelContractReport, check_model_contract
+from .prepare import CaseRejection, NoValidCasesError, PreparationReport, prepare_dataset
 from .summary import MetricStats, PublicSummary, aggregate
 
 __all__ = [
@@ -56,6 +59,7 @@ __all__ = [
     "BRATS_2023_GLI",
     "BRATS_2023_GLI_METRICS",
     "REGIONS",
+    "BenchmarkDefinition",
     "BenchmarkError",
     "BratsContract",
     "Case",
@@ -63,6 +67,7 @@ __all__ = [
     "CaseError",
     "CaseFailure",
     "CaseFormatError",
+    "CaseRejection",
     "CaseResult",
     "CaseScores",
     "InferenceError",
@@ -72,8 +77,12 @@ __all__ = [
     "MetricsSpec",
     "ModelContractError",
     "ModelContractReport",
+    "ModelDigestMismatchError",
+    "ModelReference",
+    "NoValidCasesError",
     "OnnxSegmenter",
     "PreparationError",
+    "PreparationReport",
     "PublicSummary",
     "Region",
     "RegionScores",
@@ -85,6 +94,9 @@ __all__ = [
     "encode_nifti",
     "load_case",
     "load_case_from_bytes",
+    "load_definition",
+    "load_model_bytes",
+    "prepare_dataset",
     "prepared_case_path",
     "score_case",
     "score_or_fail",
