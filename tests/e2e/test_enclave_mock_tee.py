@@ -160,6 +160,8 @@ def test_registry_accepts_the_uploaded_result_and_refuses_an_altered_summary(
     )
     facts = {
         "image_digest": world.image_digest,
+        "benchmark_id": spec.benchmark_id,
+        "metrics_version": spec.metrics_version,
         "dataset_digest": spec.data_digest,
         "model_digest": spec.model_digest,
         "sealed_result_digest": body.sealed_result_digest,
