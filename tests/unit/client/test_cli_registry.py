@@ -279,3 +279,28 @@ def test_keys_init_refuses_to_replace_and_files_are_private(cli: Cli, cli_home: 
     assert again.exit_code == 3 and "--force" in again.output
     digest = json.loads(cli("keys", "show", "--json", "--profile", "hospital").stdout)
     assert digest["recipient_digest"] in first.output
+
+
+def test_wrong_server_says_it_is_not_a_sealbench_registry(runner: CliRunner,
+                                                          cli_home: Path) -> None:
+    import http.server
+    import threading
+
+    class Website(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # some other web server: HTML, no JSON error body
+            self.send_response(404)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(b"<html>not here</html>")
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Website)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        _invoke(runner, "profile", "add", "web", "--server", url, "--token", "x")
+        result = _invoke(runner, "dataset", "ls")
+    finally:
+        server.shutdown()
+    assert result.exit_code == 4
+    assert "without a sealbench error body" in result.output
+    assert "points at a sealbench registry" in result.output
