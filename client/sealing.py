@@ -14,10 +14,9 @@ a state the enclave would accept half-done:
    against the manifest, and kept only if it holds exactly the right content.
 3. ``manifest.sealed`` last (datasets), so its presence marks a complete upload.
 
-Grouping: one object per **case folder** (the parent folder of each file: ``cases/<id>`` in the
-prepared layout ``data/cases/<id>/<id>-<part>.nii.gz``), files at the root of ``data/``
-(``dataset.json``, ``statistics.json``) in one metadata object. (``sealed_asset.build_index``
-groups by top-level folder, which would put every prepared case into one ``cases`` object.)
+Grouping (``sealed_asset.build_index``): one object per **case folder** (the parent folder of
+each file: ``cases/<id>`` in the prepared layout ``data/cases/<id>/<id>-<part>.nii.gz``), files
+at the root of ``data/`` (``dataset.json``, ``statistics.json``) in one metadata object.
 The dataset's identity is the manifest digest of ``prepared_dir/data``, as the preparation
 report states it.
 """
@@ -27,7 +26,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Final, Literal
 
 from sealbench.cloud import BlobStore, CloudError, ObjectNotFound, join_name
@@ -48,7 +47,7 @@ from sealbench.crypto.sealed_asset import (
     WEIGHTS_OBJECT,
     AssetIndex,
     IndexedObject,
-    object_name,
+    build_index,
     open_bundle,
     open_index,
     open_weights,
@@ -95,23 +94,10 @@ class SealReport:
     resumed_key: bool
 
 
-def _group(path: str) -> str:
-    parent = PurePosixPath(path).parent.as_posix()
-    return "" if parent == "." else parent
-
-
 def case_index(dek: DataKey, asset_id: str, manifest: Manifest) -> AssetIndex:
     """The asset index with one object per case folder (see the module docstring)."""
-    groups: dict[str, list[str]] = {}
-    for entry in manifest.entries:
-        groups.setdefault(_group(entry.path), []).append(entry.path)
-    objects = tuple(
-        IndexedObject(name=object_name(dek, group), files=tuple(files))
-        for group, files in sorted(groups.items())
-    )
-    index = AssetIndex(asset_id=asset_id, manifest=manifest, objects=objects)
     try:  # the reader's own checks: every file in exactly one object, names unique
-        return AssetIndex.from_bytes(index.to_bytes())
+        return AssetIndex.from_bytes(build_index(dek, asset_id, manifest).to_bytes())
     except CryptoError as exc:
         raise SealingError(f"cannot index the dataset: {exc}") from exc
 

@@ -7,7 +7,8 @@ Objects of a sealed **dataset** (all under the asset's prefix)::
     dek.wrapped          WrappedKey record (sealbench.crypto.envelope), AAD =
                          asset_aad("dataset", asset_id, manifest_digest)
     manifest.sealed      streaming-AEAD ciphertext of the asset index (below)
-    cases/<opaque>.sealed  one object per case folder: streaming-AEAD ciphertext of a bundle
+    cases/<opaque>.sealed  one object per folder of files (a case): streaming-AEAD ciphertext of
+                         a bundle of the files directly in that folder
     meta/<opaque>.sealed   files at the root of the tree (if any), bundled the same way
 
 Objects of a sealed **model**::
@@ -21,7 +22,7 @@ to another name or copied from another asset fails authentication.
 
 Object names reveal nothing: ``<opaque>`` is the first 32 hex digits of
 HMAC-SHA256(K, group), where K = HKDF-SHA256(DEK, info="sealbench object names v1") and group is
-the case folder name. Names are therefore stable for a given DEK (so an interrupted upload can
+the folder's relative path. Names are therefore stable for a given DEK (so an interrupted upload can
 resume) and unlinkable to case identifiers without the key.
 
 The **asset index** (plaintext of ``manifest.sealed``) is canonical JSON::
@@ -153,9 +154,9 @@ class AssetIndex:
 
 
 def group_of(path: str) -> str:
-    """The group (object) a manifest path belongs to: its top-level folder, or "" for files at
-    the root of the tree."""
-    head, sep, _ = path.partition("/")
+    """The group (object) a manifest path belongs to: the folder that holds it (a case folder
+    such as ``cases/BraTS-GLI-00001-000``), or "" for files at the root of the tree."""
+    head, sep, _ = path.rpartition("/")
     return head if sep else ""
 
 

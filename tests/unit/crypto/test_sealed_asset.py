@@ -65,6 +65,7 @@ def test_object_names_reveal_no_case_id(sealed: Sealed) -> None:
     assert object_name(dek, "case-a") == object_name(dek, "case-a")
     assert object_name(dek, "case-a") != object_name(DataKey.generate(), "case-a")
     assert group_of("case-a/t1n.nii.gz") == "case-a" and group_of("statistics.json") == ""
+    assert group_of("cases/BraTS-GLI-00001-000/t1n.nii.gz") == "cases/BraTS-GLI-00001-000"
 
 
 def test_manifest_of_another_dataset_rejected(sealed: Sealed) -> None:
