@@ -149,7 +149,6 @@ def setup_logging(verbose: bool) -> None:
     handler._sealbench_cli = True  # type: ignore[attr-defined]
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG if verbose else logging.WARNING)
-    logger.propagate = False
 
 
 def report_error(exc: BaseException, verbose: bool) -> int:

@@ -151,7 +151,8 @@ def test_prediction_with_wrong_labels_is_flagged_failure(world: Any) -> None:
 def test_logs_name_steps_and_counts_but_no_case_ids_metrics_or_secrets(
     world: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.DEBUG):
+    # Scope the level to our logger: a CLI run earlier in the same process may have set it.
+    with caplog.at_level(logging.DEBUG, logger="sealbench"):
         report = world.run()
     text = "\n".join(r.getMessage() for r in caplog.records)
     assert "case 2/3" in text and "step 7/7" in text
