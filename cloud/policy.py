@@ -47,6 +47,7 @@ __all__ = [
     "CONFIDENTIAL_SPACE_ISSUER_URI",
     "KEY_ROLE",
     "MAX_CONDITION_CHARS",
+    "RESULT_BUCKET_ROLE",
     "STS_AUDIENCE",
     "AssetPolicy",
     "BindingChange",
@@ -61,6 +62,9 @@ __all__ = [
 
 KEY_ROLE = "roles/cloudkms.cryptoKeyDecrypter"
 BUCKET_ROLE = "roles/storage.objectViewer"
+#: What an approved workload may do in the data owner's result bucket: create objects (the
+#: sealed result, summary, token, write check, failure record), never read or delete them.
+RESULT_BUCKET_ROLE = "roles/storage.objectCreator"
 #: What Google's own Terraform sets as the provider issuer (tokens carry it without the slash).
 CONFIDENTIAL_SPACE_ISSUER_URI = "https://confidentialcomputing.googleapis.com/"
 STS_AUDIENCE = "https://sts.googleapis.com"
@@ -127,12 +131,15 @@ class AssetPolicy:
     include_data: bool
     issuer_uri: str = CONFIDENTIAL_SPACE_ISSUER_URI
     allowed_audiences: tuple[str, ...] = (STS_AUDIENCE,)
+    #: The data owner's result bucket, where the same workloads get ``RESULT_BUCKET_ROLE``.
+    result_bucket: str | None = None
 
     def __post_init__(self) -> None:
         if not _KEY_NAME.match(self.key_name):
             raise PolicyInputError(f"{self.key_name!r} is not a KMS crypto key name")
-        if self.bucket is not None and not _BUCKET.match(self.bucket):
-            raise PolicyInputError(f"{self.bucket!r} is not a bucket name")
+        for bucket in (self.bucket, self.result_bucket):
+            if bucket is not None and not _BUCKET.match(bucket):
+                raise PolicyInputError(f"{bucket!r} is not a bucket name")
         if not _URL.match(self.issuer_uri):
             raise PolicyInputError(f"{self.issuer_uri!r} is not an issuer URL")
         for workload in self.workloads:

@@ -23,6 +23,7 @@ from sealbench.cloud.errors import ConcurrentPolicyChange, PolicyWriteError
 from sealbench.cloud.policy import (
     BUCKET_ROLE,
     KEY_ROLE,
+    RESULT_BUCKET_ROLE,
     AssetPolicy,
     BindingChange,
     managed_prefix,
@@ -61,6 +62,7 @@ class SyncReport:
     provider: Literal["created", "updated", "unchanged"]
     key: BindingChange
     bucket: BindingChange | None
+    result_bucket: BindingChange | None = None
 
     @property
     def changed(self) -> bool:
@@ -69,6 +71,7 @@ class SyncReport:
             or self.provider != "unchanged"
             or self.key.changed
             or (self.bucket is not None and self.bucket.changed)
+            or (self.result_bucket is not None and self.result_bucket.changed)
         )
 
 
@@ -247,7 +250,7 @@ class PolicyWriter:
 
         return self._sync_bindings(policy.key_name, KEY_ROLE, policy, read, write)
 
-    def _sync_bucket(self, policy: AssetPolicy, bucket: str) -> BindingChange:
+    def _sync_bucket(self, policy: AssetPolicy, bucket: str, role: str) -> BindingChange:
         url = f"{self._storage}/storage/v1/b/{bucket}/iam"
 
         def read() -> dict[str, Any]:
@@ -256,12 +259,17 @@ class PolicyWriter:
         def write(updated: dict[str, Any]) -> int:
             return self._call("PUT", url, json=updated, allow=(409, 412))[0]
 
-        return self._sync_bindings(f"gs://{bucket}", BUCKET_ROLE, policy, read, write)
+        return self._sync_bindings(f"gs://{bucket}", role, policy, read, write)
 
     def sync(self, policy: AssetPolicy) -> SyncReport:
         """Make the pool, provider and bindings match ``policy``; idempotent."""
         pool_created = self._ensure_pool(policy)
         provider = self._ensure_provider(policy)
         key = self._sync_key(policy)
-        bucket = self._sync_bucket(policy, policy.bucket) if policy.bucket else None
-        return SyncReport(pool_created, provider, key, bucket)
+        bucket = self._sync_bucket(policy, policy.bucket, BUCKET_ROLE) if policy.bucket else None
+        results = (
+            self._sync_bucket(policy, policy.result_bucket, RESULT_BUCKET_ROLE)
+            if policy.result_bucket
+            else None
+        )
+        return SyncReport(pool_created, provider, key, bucket, results)

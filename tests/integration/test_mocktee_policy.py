@@ -3,6 +3,7 @@ and it never drops a binding it did not create."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,7 +11,13 @@ import pytest
 import requests
 from google.oauth2.credentials import Credentials as OwnerCredentials
 
-from sealbench.cloud.policy import BUCKET_ROLE, KEY_ROLE, AssetPolicy, PoolProvider
+from sealbench.cloud.policy import (
+    BUCKET_ROLE,
+    KEY_ROLE,
+    RESULT_BUCKET_ROLE,
+    AssetPolicy,
+    PoolProvider,
+)
 from sealbench.cloud.policy_writer import PolicyWriter
 from sealbench.crypto.digest import sha256_digest
 from sealbench.crypto.workload import WorkloadIdentity, principal_set
@@ -153,3 +160,20 @@ def test_policy_writer_refused_without_ownership(mock: tuple[MockCloud, OwnerSet
     with pytest.raises(PolicyWriteError) as info:
         writer.sync(_policy(cloud, owner, W1))
     assert "403" in str(info.value)
+
+
+def test_policy_writer_lets_approved_workloads_create_results_only(
+    mock: tuple[MockCloud, OwnerSetup],
+) -> None:
+    cloud, owner = mock
+    writer = _writer(cloud, owner)
+    bucket_url = f"{cloud.endpoints.storage}/storage/v1/b/{owner.bucket}/iam"
+    policy = dataclasses.replace(_policy(cloud, owner, W1), result_bucket=owner.bucket)
+    report = writer.sync(policy)
+    m1 = principal_set(owner.project_number, "hospital-pool", W1.uid())
+    assert report.result_bucket is not None and report.result_bucket.added == (m1,)
+    assert _members(_get(bucket_url, owner.access_token), RESULT_BUCKET_ROLE) == {m1}
+    assert not writer.sync(policy).changed
+
+    writer.sync(dataclasses.replace(policy, workloads=frozenset()))
+    assert _members(_get(bucket_url, owner.access_token), RESULT_BUCKET_ROLE) == set()
