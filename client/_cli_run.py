@@ -191,7 +191,7 @@ def run(
         bool, typer.Option("--all-models", help="every model approved in the benchmark")
     ] = False,
     tee: Annotated[
-        str, typer.Option(help="TEE backend: mock (docker and confidential-space: not yet)")
+        str, typer.Option(help="TEE backend: mock, docker or confidential-space")
     ] = "mock",
     force: Annotated[
         bool, typer.Option("--force", help="run again even if a run already succeeded")
@@ -203,19 +203,58 @@ def run(
             help="launch as a debug image, to check that the key owners refuse it",
         ),
     ] = False,
+    image: Annotated[
+        str | None,
+        typer.Option(help="docker: image to run (default: the benchmark's image digest)"),
+    ] = None,
+    project: Annotated[str | None, typer.Option(help="confidential-space: GCP project")] = None,
+    zone: Annotated[str | None, typer.Option(help="confidential-space: zone")] = None,
+    service_account: Annotated[
+        str | None, typer.Option(help="confidential-space: the VM's service account")
+    ] = None,
+    image_reference: Annotated[
+        str | None,
+        typer.Option(help="confidential-space: REPO@sha256:… (default: the benchmark's)"),
+    ] = None,
+    tdx: Annotated[
+        bool, typer.Option("--tdx", help="confidential-space: Intel TDX (default AMD SEV)")
+    ] = False,
+    keep_vm: Annotated[
+        bool, typer.Option("--keep-vm", help="confidential-space: keep the VM after the run")
+    ] = False,
+    debug: Annotated[
+        bool,
+        typer.Option("--debug", help="confidential-space: debug image family (keys refused)"),
+    ] = False,
+    compute_endpoint: Annotated[
+        str | None, typer.Option(help="confidential-space: Compute API endpoint")
+    ] = None,
+    result_uri: Annotated[
+        str | None,
+        typer.Option(help="confidential-space: gs://bucket/prefix for results (no mock TEE)"),
+    ] = None,
     mock_tee: MockTeeOpt = None,
     profile: ProfileOpt = None,
 ) -> list[runs.RunRecord]:
     """Evaluate your dataset with a model (or all approved models) inside a TEE. Each run is
     recorded locally; a pair that already succeeded is skipped unless --force."""
+    from sealbench.client._cli_tee import CsOptions, make_launcher
+
     backend = workflows.check_tee(tee)
     if (model is None) == (not all_models):
         raise ConfigError("name --model ID or --all-models (not both)")
+    cs = CsOptions(project, zone, service_account, image_reference, tdx, keep_vm, debug,
+                   compute_endpoint)
     done: list[runs.RunRecord] = []
     with session(profile) as s:
         models = runs.approved_models(s.client, benchmark, dataset, model)
         recipient = load_result_key(s.profile.secrets_dir)
-        endpoints = _endpoints(s.profile, mock_tee)
+        mock_profile = bool(mock_tee or s.profile.profile.mock_tee)
+        production = backend == "confidential-space" and not mock_profile
+        if production and not result_uri:
+            raise ConfigError("a Confidential Space VM writes its result to Cloud Storage",
+                              hint="pass --result-uri gs://BUCKET/PREFIX")
+        endpoints = None if production else _endpoints(s.profile, mock_tee)
         launcher = None
         store = runs.RunStore(s.profile.data_dir / "runs")
         failure: ClientError | None = None
@@ -226,12 +265,17 @@ def run(
                             "(use --force to run again)")
                 done.append(previous)
                 continue
-            launcher = launcher or mock_launcher(endpoints, debug=insecure_debug_image)
+            launcher = launcher or make_launcher(
+                backend, profile=s.profile, client=s.client, benchmark_id=benchmark,
+                endpoints=endpoints, mock_tee=mock_tee, debug=insecure_debug_image,
+                image=image, cs=cs,
+            )
             run_id = runs.new_run_id(datetime.now(UTC))
             spec = runs.build_spec(
                 s.client, run_id=run_id, benchmark_id=benchmark, dataset_id=dataset,
                 model_id=model_id, recipient=recipient,
                 result_dir=s.profile.data_dir / "results" / run_id, endpoints=endpoints,
+                result_uri=f"{result_uri.rstrip('/')}/{run_id}" if result_uri else None,
             )
             try:
                 with progress_bar() as bar:

@@ -25,6 +25,7 @@ from sealbench.client._cli_registry import (
     whoami,
 )
 from sealbench.client._cli_run import keys_app, mock_tee_app, policy_app, result_app, run
+from sealbench.client._cli_tee import image_app
 from sealbench.client.demo import demo
 
 __all__ = ["app", "main"]
@@ -88,6 +89,7 @@ app.add_typer(model_app, name="model")
 app.add_typer(association_app, name="association")
 app.add_typer(keys_app, name="keys")
 app.add_typer(policy_app, name="policy")
+app.add_typer(image_app, name="image")
 app.command("run")(run)
 app.add_typer(result_app, name="result")
 app.add_typer(mock_tee_app, name="mock-tee")

@@ -75,6 +75,7 @@ __all__ = [
     "connect_engine",
     "ensure_local_base",
     "find_source_root",
+    "local_image",
     "normalize_image",
     "prepare_build_context",
 ]
@@ -163,6 +164,30 @@ def find_source_root(start: Path) -> Path:
     raise ImageBuildError(
         f"no sealbench checkout (pyproject.toml + docker/Dockerfile) at or above {start}",
         hint="run the command inside a sealbench checkout or pass --source",
+    )
+
+
+def local_image(client: DockerClient, reference: str | None = None) -> ImageBuildResult:
+    """The evaluation image ``reference`` (default ``sealbench-eval:latest``) present on the
+    engine, named as :func:`build_image` names it: ``sealbench-eval:<first 12 hex of the ID>``
+    and its image ID as digest (``base_image`` is empty: the image does not record it)."""
+    wanted = reference or f"{IMAGE_REPOSITORY}:latest"
+    try:
+        image = client.images.get(wanted)
+    except docker.errors.ImageNotFound as exc:
+        raise ImageBuildError(
+            f"the evaluation image {wanted} is not present on the Docker engine",
+            hint="build it with 'sealbench image build'",
+        ) from exc
+    except docker.errors.DockerException as exc:
+        raise EngineUnavailableError(f"cannot inspect image {wanted}: {exc}") from exc
+    digest = parse_digest(str(image.id))
+    return ImageBuildResult(
+        image_id=digest,
+        digest=digest,
+        reference=f"{IMAGE_REPOSITORY}:{digest.removeprefix('sha256:')[:12]}",
+        labels=MappingProxyType(dict(image.labels or {})),
+        base_image="",  # not recorded in the image; only a build knows it
     )
 
 

@@ -178,11 +178,13 @@ def build_spec(
     model_id: int,
     recipient: ResultKey,
     result_dir: Path,
-    endpoints: MockEndpoints,
+    endpoints: MockEndpoints | None,
+    result_uri: str | None = None,
 ) -> RunSpec:
     """The :class:`~sealbench.enclave.spec.RunSpec` of one evaluation, from the registry's
     records (digests, coordinates) and the owner's result key; ``endpoints`` are the mock
-    cloud's (STS, KMS, storage)."""
+    cloud's (STS, KMS, storage), None for Google's. The result goes to ``result_uri`` when
+    given (a VM in the cloud cannot write this machine's folders), else to ``result_dir``."""
     from sealbench.enclave.spec import AssetLocation, RunSpec
 
     benchmark = client.get_benchmark(benchmark_id)
@@ -210,21 +212,25 @@ def build_spec(
             kms_key=coords.kms_key_name,
             pool_provider=coords.wip_provider,
         )
-    result_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if result_uri is None:
+        result_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    cloud = {} if endpoints is None else {
+        "sts_url": endpoints.sts_token_url,
+        "kms_endpoint": endpoints.kms,
+        "storage_endpoint": endpoints.storage,
+    }
     return RunSpec(
         run_id=run_id,
         benchmark_id=str(benchmark_id),
         metrics_version=benchmark.metrics_version,
         dataset=locations["dataset"],
         model=locations["model"],
-        result_uri=result_dir.resolve().as_uri(),
+        result_uri=result_uri or result_dir.resolve().as_uri(),
         recipient_public_key=recipient.public_b64,
         data_digest=dataset.digest,
         model_digest=model.digest,
         recipient_digest=recipient.digest,
-        sts_url=endpoints.sts_token_url,
-        kms_endpoint=endpoints.kms,
-        storage_endpoint=endpoints.storage,
+        **cloud,
     )
 
 
@@ -260,7 +266,8 @@ def execute(
     store.save(record)
     try:
         result = launcher.launch(spec, on_output=watch)
-    except LaunchError as exc:
+    except LaunchError as launch_error:
+        exc = _recorded_failure(launch_error, spec.result_uri)
         failed = record.model_copy(
             update={"status": "failed", "finished_at": now(), "error": str(exc)[:2000],
                     "peak_rss_bytes": getattr(exc, "peak_rss_bytes", None)}
@@ -273,6 +280,27 @@ def execute(
     )
     store.save(done)
     return done
+
+
+def _recorded_failure(exc: Exception, result_uri: str) -> Exception:
+    """``exc``, made precise by the enclave's failure record when the launcher only knows that
+    the workload failed (Confidential Space reports exit code 1 for any failure) and the
+    record lies in a local result folder."""
+    from sealbench.client.launchers import EnclaveRunFailed
+    from sealbench.cloud.storage import join_name, open_storage_uri
+    from sealbench.enclave.result import FAILURE_OBJECT, FailureRecord
+
+    if not (isinstance(exc, EnclaveRunFailed) and exc.exit_code == 1):
+        return exc
+    if not result_uri.startswith("file://"):
+        return exc
+    try:
+        store, prefix = open_storage_uri(result_uri)
+        raw = store.get_bytes(join_name(prefix, FAILURE_OBJECT), 1 << 20)
+        failure = FailureRecord.from_bytes(raw)
+    except Exception:  # noqa: BLE001 - no readable record: the launcher's account stands
+        return exc
+    return EnclaveRunFailed(failure.exit_code, failure.reason, exc.peak_rss_bytes)
 
 
 _TIMINGS = re.compile(r"step timings in seconds (\{.*\})")
@@ -302,7 +330,9 @@ def translate_launch_error(exc: Exception) -> Exception:
         if exc.error_class is not None and issubclass(exc.error_class, AssetIntegrityError):
             return IntegrityError(f"the enclave refused an asset: {exc.reason}")
         return RunFailedError(str(exc))
-    return RunFailedError(f"the run could not be launched: {exc}")
+    return RunFailedError(
+        f"the run could not be launched: {exc}", hint=getattr(exc, "hint", None)
+    )
 
 
 #: Seconds allowed to fetch the attestation issuer's key set.

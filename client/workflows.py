@@ -10,6 +10,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 from pydantic import JsonValue, ValidationError
@@ -32,6 +33,7 @@ __all__ = [
     "METRICS_VERSION",
     "REGIONS",
     "TEE_BACKENDS",
+    "Backend",
     "EvaluationImage",
     "LeaderboardView",
     "asset_kinds",
@@ -40,6 +42,7 @@ __all__ = [
     "benchmark_body",
     "benchmark_state",
     "dice_cells",
+    "docker_image_module",
     "evaluation_image",
     "leaderboard",
     "load_benchmark_definition",
@@ -52,7 +55,8 @@ __all__ = [
 METRICS_VERSION: Final = "brats-2023-gli/1"
 REGIONS: Final = ("WT", "TC", "ET")
 #: Every ``--tee`` backend and whether this version implements it.
-TEE_BACKENDS: Final[dict[str, bool]] = {"mock": True, "docker": False, "confidential-space": False}
+TEE_BACKENDS: Final[dict[str, bool]] = {"mock": True, "docker": True, "confidential-space": True}
+Backend = Literal["mock", "docker", "confidential-space"]
 _LOWER_IS_BETTER: Final = frozenset({"hd95", "lesion_hd95", "num_fp", "num_fn"})
 _STATES: Final = ("pending", "approved", "rejected", "retired")
 _STATUSES: Final = ("pending", "approved", "rejected")
@@ -78,8 +82,8 @@ def asset_kinds(value: str | None) -> tuple[AssetKind, ...]:
     return (cast("AssetKind", value),)
 
 
-def check_tee(tee: str) -> Literal["mock"]:
-    """The backend name, or an error that says which exist and which are not available yet."""
+def check_tee(tee: str) -> Backend:
+    """The backend name, or an error that says which exist and which are not available."""
     if tee not in TEE_BACKENDS:
         raise ConfigError(
             f"unknown TEE backend {tee!r}", hint=f"use one of {', '.join(TEE_BACKENDS)}"
@@ -87,10 +91,10 @@ def check_tee(tee: str) -> Literal["mock"]:
     if not TEE_BACKENDS[tee]:
         raise NotAvailableError(
             f"the {tee} backend is not available in this version of sealbench",
-            hint="use --tee mock (the local mock TEE) until the Docker and Confidential Space "
-            "launchers ship",
+            hint="use one of "
+            + ", ".join(name for name, available in TEE_BACKENDS.items() if available),
         )
-    return "mock"
+    return cast("Backend", tee)
 
 
 @dataclass(frozen=True)
@@ -103,16 +107,40 @@ def evaluation_image(
     tee: str, reference: str | None = None, digest: str | None = None
 ) -> EvaluationImage:
     """The evaluation image a benchmark pins: explicit ``reference``/``digest``, else the image
-    of the ``tee`` backend (for ``mock``, the digest derived from the enclave code it runs)."""
+    of the ``tee`` backend: for ``mock``, the digest derived from the enclave code it runs; for
+    ``docker``, the local image ``sealbench-eval:latest`` (its image ID, which the Docker
+    launcher attests); ``confidential-space`` needs the pushed image named explicitly."""
     if reference and digest:
         return EvaluationImage(reference, digest)
     if reference or digest:
         raise ConfigError("pass both --image-reference and --image-digest, or neither")
-    check_tee(tee)
+    backend = check_tee(tee)
+    if backend == "docker":
+        image_module = docker_image_module()
+        found = image_module.local_image(image_module.connect_engine())
+        return EvaluationImage(found.reference, found.digest)
+    if backend == "confidential-space":
+        raise ConfigError(
+            "a Confidential Space benchmark names its pushed image explicitly",
+            hint="pass --image-reference REPO@sha256:… and --image-digest sha256:… "
+            "(see docs/image.md)",
+        )
     from sealbench.client.launchers import mock_image
 
     image = mock_image()
     return EvaluationImage(image.reference, image.digest)
+
+
+def docker_image_module() -> ModuleType:
+    """:mod:`sealbench.client.image` (it needs the Docker SDK of the ``docker`` extra)."""
+    try:
+        import sealbench.client.image as image_module
+    except ImportError as exc:
+        raise NotAvailableError(
+            f"the Docker backend needs the Docker SDK ({exc.name} is not installed)",
+            hint="pip install 'sealbench[docker]'",
+        ) from exc
+    return image_module
 
 
 def load_benchmark_definition(name_or_path: str) -> BenchmarkDefinition:

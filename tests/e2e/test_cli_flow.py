@@ -263,6 +263,78 @@ def test_run_open_submit_and_leaderboard(world: World) -> None:
     assert ok(cli("benchmark", "results", b, "--json", "--profile", "lab-a")).output.strip() == "[]"
 
 
+def test_confidential_space_run_on_the_mock_compute_opens_verified(world: World) -> None:
+    """The production launcher (google-cloud-compute over REST) creates a confidential VM on the
+    mock's Compute stand-in; the VM's claims come from its metadata, so the benchmark's image
+    digest in ``tee-image-reference`` is what the key owners' policies release keys to."""
+    cli, ids = world.cli, world.ids
+    ran = ok(
+        cli(
+            "run",
+            "--benchmark",
+            str(ids["b"]),
+            "--dataset",
+            str(ids["d"]),
+            "--model",
+            str(ids["lab-a"]),
+            "--tee",
+            "confidential-space",
+            "--force",
+            "--profile",
+            "hospital",
+        )
+    )
+    assert "succeeded" in ran.output
+    records = json.loads(ok(cli("result", "ls", "--json", "--profile", "hospital")).stdout)
+    latest = records[-1]
+    assert latest["tee"] == "confidential-space" and latest["status"] == "succeeded"
+    opened = ok(cli("result", "open", latest["run_id"], "--profile", "hospital"))
+    assert "BraTS-GLI-" in opened.output and "signed by http://127.0.0.1:" in opened.output
+
+
+def test_confidential_space_debug_vm_is_denied_its_keys(world: World) -> None:
+    cli, ids = world.cli, world.ids
+    result = cli(
+        "run",
+        "--benchmark",
+        str(ids["b"]),
+        "--dataset",
+        str(ids["d"]),
+        "--model",
+        str(ids["lab-a"]),
+        "--tee",
+        "confidential-space",
+        "--debug",
+        "--force",
+        "--profile",
+        "hospital",
+    )
+    assert result.exit_code == 7, result.output
+    assert "key release denied" in result.output and "dbgstat" in result.output
+
+
+def test_confidential_space_image_named_by_tag_is_refused_with_a_hint(world: World) -> None:
+    cli, ids = world.cli, world.ids
+    result = cli(
+        "run",
+        "--benchmark",
+        str(ids["b"]),
+        "--dataset",
+        str(ids["d"]),
+        "--model",
+        str(ids["lab-a"]),
+        "--tee",
+        "confidential-space",
+        "--image-reference",
+        "us-docker.pkg.dev/authority/sealbench/evaluation:latest",
+        "--force",
+        "--profile",
+        "hospital",
+    )
+    assert result.exit_code == 3, result.output
+    assert "what to do:" in result.output and "sha256" in result.output
+
+
 def test_debug_image_denied_key(world: World) -> None:
     cli, ids = world.cli, world.ids
     result = cli(
@@ -330,21 +402,25 @@ def test_model_not_approved_is_not_run(world: World) -> None:
     assert "not approved" in result.output
 
 
-def test_docker_backend_is_not_available_yet(world: World) -> None:
+def test_docker_backend_without_an_engine_says_how_to_start_one(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{world.tmp}/no-such-docker.sock")
     result = world.cli(
         "run",
         "--benchmark",
-        "1",
+        str(world.ids["b"]),
         "--dataset",
-        "1",
+        str(world.ids["d"]),
         "--all-models",
         "--tee",
         "docker",
+        "--force",
         "--profile",
         "hospital",
     )
-    assert result.exit_code == 3
-    assert "not available" in result.output
+    assert result.exit_code == 3, result.output
+    assert "cannot reach a Docker engine" in result.output and "dockerd" in result.output
 
 
 def test_mock_tee_up_prints_endpoints_and_stops_on_interrupt(tmp_path: Path) -> None:

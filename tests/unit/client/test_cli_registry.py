@@ -168,10 +168,19 @@ def test_benchmark_create_approve_ls_show(cli: Cli, tmp_path: Path) -> None:
     assert "t1n" in text
 
 
-def test_benchmark_on_unavailable_tee_says_not_yet(cli: Cli) -> None:
+def test_docker_benchmark_without_an_engine_says_how_to_start_one(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-such-docker.sock")
     result = cli("benchmark", "create", "--tee", "docker", "--profile", "authority")
+    assert result.exit_code == 3, result.output
+    assert "cannot reach a Docker engine" in result.output and "dockerd" in result.output
+
+
+def test_confidential_space_benchmark_must_name_its_pushed_image(cli: Cli) -> None:
+    result = cli("benchmark", "create", "--tee", "confidential-space", "--profile", "authority")
     assert result.exit_code == 3
-    assert "not available" in result.output and "--tee mock" in result.output
+    assert "--image-reference" in result.output and "--image-digest" in result.output
 
 
 def test_benchmark_create_with_mock_tee_pins_the_enclave_code_digest(cli: Cli) -> None:

@@ -1,0 +1,184 @@
+"""``sealbench image build`` and the launchers behind ``sealbench run --tee``: the mock process,
+the local evaluation image on Docker (attested by the mock TEE), and a Confidential Space VM
+(on the mock's Compute stand-in for a mock profile, on Google Compute otherwise).
+
+Docker-dependent modules are imported only when a Docker command runs: without the ``docker``
+extra the other commands work, and these say to install ``sealbench[docker]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Final
+
+import typer
+
+from sealbench.client import owner, workflows
+from sealbench.client._cli_common import JsonOpt, emit_json, out, progress_bar
+from sealbench.client.api import RegistryClient
+from sealbench.client.config import ResolvedProfile
+from sealbench.client.errors import ConfigError
+
+__all__ = ["MOCK_ZONE", "CsOptions", "image_app", "image_build", "make_launcher"]
+
+image_app = typer.Typer(help="The evaluation image (docker/Dockerfile): build it locally.")
+
+#: The zone a mock profile's confidential VMs run in unless ``--zone`` says otherwise.
+MOCK_ZONE: Final = "us-central1-a"
+
+
+def _default_source() -> Path:
+    image_module = workflows.docker_image_module()
+    try:
+        return Path(image_module.find_source_root(Path.cwd()))
+    except image_module.ImageBuildError:
+        return Path(image_module.find_source_root(Path(__file__)))
+
+
+@image_app.command("build")
+def image_build(
+    base_image: Annotated[
+        str | None,
+        typer.Option(help="base image already on the engine (default: the offline Debian base)"),
+    ] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="rebuild every step")] = False,
+    source: Annotated[
+        Path | None, typer.Option(help="sealbench checkout to build from (default: found)")
+    ] = None,
+    json_out: JsonOpt = False,
+) -> Any:
+    """Build the evaluation image with the local Docker engine and print its reference and
+    digest (the image ID: what a Docker-backed benchmark pins and the launcher attests)."""
+    image_module = workflows.docker_image_module()
+    root = image_module.find_source_root(source) if source else _default_source()
+    engine = image_module.connect_engine()
+    with progress_bar(transient=True) as bar:
+        task = bar.add_task("building the evaluation image", total=None)
+
+        def show(line: str) -> None:
+            bar.console.print(line, markup=False, highlight=False)
+            bar.update(task, description=line[:60])
+
+        built = image_module.build_image(
+            engine, root, base_image=base_image, no_cache=no_cache, on_progress=show
+        )
+    if json_out:
+        emit_json({"reference": built.reference, "digest": built.digest,
+                   "labels": dict(built.labels), "base_image": built.base_image})
+    else:
+        out().print(f"image {built.reference}\ndigest {built.digest}")
+    return built
+
+
+@dataclass(frozen=True)
+class CsOptions:
+    """``sealbench run --tee confidential-space`` options (None: the profile's default)."""
+
+    project: str | None = None
+    zone: str | None = None
+    service_account: str | None = None
+    image_reference: str | None = None
+    tdx: bool = False
+    keep_vm: bool = False
+    debug: bool = False
+    compute_endpoint: str | None = None
+
+
+def make_launcher(
+    backend: workflows.Backend,
+    *,
+    profile: ResolvedProfile,
+    client: RegistryClient,
+    benchmark_id: int,
+    endpoints: Any,
+    mock_tee: Path | None,
+    debug: bool,
+    image: str | None,
+    cs: CsOptions,
+) -> Any:
+    """The :class:`~sealbench.client.launchers.Launcher` of ``backend`` for this profile."""
+    if backend == "mock":
+        from sealbench.client._cli_run import mock_launcher
+
+        return mock_launcher(endpoints, debug=debug)
+    if backend == "docker":
+        return _docker_launcher(client, benchmark_id, endpoints, debug, image)
+    return _cs_launcher(profile, client, benchmark_id, endpoints, mock_tee, debug, cs)
+
+
+def _docker_launcher(
+    client: RegistryClient, benchmark_id: int, endpoints: Any, debug: bool, image: str | None
+) -> Any:
+    image_module = workflows.docker_image_module()
+    from sealbench.client.launchers import LaunchError
+    from sealbench.client.launchers.docker import DockerLauncher
+    from sealbench.mocktee import MockLauncher, RemoteTokenMinter
+
+    # By default the very image the benchmark pins (a local build's digest is its image ID).
+    wanted = image or client.get_benchmark(benchmark_id).image_digest
+    try:
+        return DockerLauncher(
+            image_module.connect_engine(),
+            MockLauncher(RemoteTokenMinter(endpoints.control)),
+            wanted,
+            debug=debug,
+        )
+    except LaunchError as exc:
+        raise ConfigError(
+            str(exc),
+            hint="build it with 'sealbench image build' (a benchmark created with --tee docker "
+            "pins the image then present), or pass --image REF",
+        ) from exc
+
+
+def _cs_launcher(
+    profile: ResolvedProfile,
+    client: RegistryClient,
+    benchmark_id: int,
+    endpoints: Any,
+    mock_tee: Path | None,
+    debug: bool,
+    cs: CsOptions,
+) -> Any:
+    from sealbench.client.launchers.confidential_space import (
+        ConfidentialSpaceError,
+        ConfidentialSpaceLauncher,
+        VmSettings,
+    )
+
+    credentials: Any = None
+    project, zone, account = cs.project, cs.zone, cs.service_account
+    api_endpoint = cs.compute_endpoint
+    if endpoints is not None:  # a mock profile: the mock's Compute stand-in, its owner account
+        cloud = owner.owner_cloud(profile, client, mock_tee)
+        credentials = cloud.credentials()
+        project = project or cloud.setup.project_id
+        zone = zone or MOCK_ZONE
+        account = account or f"sealbench-runner@{project}.iam.gserviceaccount.com"
+        api_endpoint = api_endpoint or endpoints.compute
+    reference = cs.image_reference or client.get_benchmark(benchmark_id).image_reference
+    missing = [name for name, value in (("--project", project), ("--zone", zone),
+                                        ("--service-account", account)) if not value]
+    if missing:
+        raise ConfigError(
+            f"--tee confidential-space needs {', '.join(missing)}",
+            hint="name your Google Cloud project, zone and the VM's service account "
+            "(docs/gcp-setup.md)",
+        )
+    assert project and zone and account
+    try:
+        settings = VmSettings(
+            project=project,
+            zone=zone,
+            service_account=account,
+            image_reference=reference,
+            tee="TDX" if cs.tdx else "SEV",
+            debug=debug or cs.debug,
+            keep_vm=cs.keep_vm,
+        )
+    except ConfidentialSpaceError as exc:
+        raise ConfigError(str(exc), hint=exc.hint) from exc
+    return ConfidentialSpaceLauncher(
+        settings, credentials=credentials, api_endpoint=api_endpoint
+    )
