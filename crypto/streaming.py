@@ -56,7 +56,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO, Final
+from typing import BinaryIO, Final, TypeAlias
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
@@ -72,11 +72,16 @@ __all__ = [
     "ciphertext_size",
     "decrypt_bytes",
     "decrypt_file",
+    "decrypt_into",
     "decrypt_stream",
     "encrypt_bytes",
     "encrypt_file",
+    "encrypt_into",
     "encrypt_stream",
 ]
+
+ReadableBuffer: TypeAlias = bytes | bytearray | memoryview
+WritableBuffer: TypeAlias = bytearray | memoryview
 
 KEY_SIZE: Final = 32
 SEGMENT_SIZE: Final = 1_048_576
@@ -244,30 +249,35 @@ class _Scheme:
 
     # --- whole buffers (no lookahead needed: the length is known) --------------------------
 
-    def encrypt_bytes(self, key: bytes, plaintext: bytes, ad: bytes) -> bytes:
+    def encrypt_into(
+        self, key: bytes, plaintext: ReadableBuffer, out: WritableBuffer, ad: bytes
+    ) -> int:
         header, aead, prefix = self._new_header(key, ad)
-        size = len(plaintext)
+        src = memoryview(plaintext).cast("B")
+        size = len(src)
         count = self.segment_count(size)
-        buf = _sized_buffer(self.ciphertext_size(size))
-        with buf.getbuffer() as dst:
+        total = self.ciphertext_size(size)
+        with memoryview(out).cast("B") as dst:
+            _check_room(dst, total)
             dst[:HEADER_SIZE] = header
-            src = memoryview(plaintext)
             p, c, full = 0, HEADER_SIZE, self.first_plain
             for i, (mid, last) in zip(range(count), self._nonces(prefix), strict=False):
                 n = min(full, size - p)
                 end = c + n + _TAG_SIZE
                 aead.encrypt_into(last if i == count - 1 else mid, src[p : p + n], None, dst[c:end])
                 p, c, full = p + n, end, self.plain
-        return buf.getvalue()
+        return total
 
-    def decrypt_bytes(self, key: bytes, ciphertext: bytes, ad: bytes) -> bytes:
-        src = memoryview(ciphertext)
+    def decrypt_into(
+        self, key: bytes, ciphertext: ReadableBuffer, out: WritableBuffer, ad: bytes
+    ) -> int:
+        src = memoryview(ciphertext).cast("B")
         aead, prefix = self._open_header(key, src[:HEADER_SIZE], ad)
-        bounds = self._segment_bounds(len(ciphertext))
-        size = len(ciphertext) - HEADER_SIZE - _TAG_SIZE * len(bounds)
-        buf = _sized_buffer(size)
-        with buf.getbuffer() as dst:
-            p = 0
+        bounds = self._segment_bounds(len(src))
+        size = len(src) - HEADER_SIZE - _TAG_SIZE * len(bounds)
+        with memoryview(out).cast("B") as dst:
+            _check_room(dst, size)
+            p = n = 0
             try:
                 for i, ((start, end), (mid, last)) in enumerate(
                     zip(bounds, self._nonces(prefix), strict=False)
@@ -277,7 +287,24 @@ class _Scheme:
                     aead.decrypt_into(nonce, src[start:end], None, dst[p : p + n])
                     p += n
             except InvalidTag:
+                # Fail closed: the caller's buffer keeps no plaintext of a damaged stream, neither
+                # the segments that did authenticate nor the failing one (decrypt_into has
+                # already written its unauthenticated plaintext when it checks the tag).
+                dst[: p + n] = bytes(p + n)
                 raise IntegrityError() from None
+        return size
+
+    def encrypt_bytes(self, key: bytes, plaintext: bytes, ad: bytes) -> bytes:
+        buf = _sized_buffer(self.ciphertext_size(len(plaintext)))
+        with buf.getbuffer() as dst:
+            self.encrypt_into(key, plaintext, dst, ad)
+        return buf.getvalue()
+
+    def decrypt_bytes(self, key: bytes, ciphertext: bytes, ad: bytes) -> bytes:
+        bounds = self._segment_bounds(len(ciphertext))
+        buf = _sized_buffer(len(ciphertext) - HEADER_SIZE - _TAG_SIZE * len(bounds))
+        with buf.getbuffer() as dst:
+            self.decrypt_into(key, ciphertext, dst, ad)
         return buf.getvalue()
 
     def _segment_bounds(self, total: int) -> list[tuple[int, int]]:
@@ -293,6 +320,13 @@ class _Scheme:
             if end == total:
                 return bounds
             start, full = end, self.segment_size
+
+
+def _check_room(out: memoryview, needed: int) -> None:
+    if out.readonly:
+        raise ValueError("the output buffer is read-only")
+    if len(out) < needed:
+        raise ValueError(f"the output buffer holds {len(out)} bytes; {needed} are needed")
 
 
 def _sized_buffer(size: int) -> io.BytesIO:
@@ -326,6 +360,24 @@ def decrypt_stream(key: bytes, src: BinaryIO, dst: BinaryIO, associated_data: by
     the caller must discard (use :func:`decrypt_file` to have that done for you).
     """
     return _TINK_1MB.decrypt_stream(key, src, dst, associated_data)
+
+
+def encrypt_into(
+    key: bytes, plaintext: ReadableBuffer, out: WritableBuffer, associated_data: bytes = b""
+) -> int:
+    """Encrypt ``plaintext`` into the caller's writable buffer ``out`` (at least
+    :func:`ciphertext_size` bytes) without allocating; return the ciphertext size. For callers
+    that reuse one buffer across many objects."""
+    return _TINK_1MB.encrypt_into(key, plaintext, out, associated_data)
+
+
+def decrypt_into(
+    key: bytes, ciphertext: ReadableBuffer, out: WritableBuffer, associated_data: bytes = b""
+) -> int:
+    """Decrypt ``ciphertext`` into the caller's writable buffer ``out`` without allocating;
+    return the plaintext size. Raises :class:`IntegrityError` for any damage, after zeroing
+    whatever plaintext it had written into ``out``."""
+    return _TINK_1MB.decrypt_into(key, ciphertext, out, associated_data)
 
 
 def encrypt_bytes(key: bytes, plaintext: bytes, associated_data: bytes = b"") -> bytes:
