@@ -7,7 +7,7 @@ inference seconds per case and the inference process's peak RSS (a fresh child p
 loads the shipped reference model and runs the cases); metric seconds per case for sealbench's
 HD95 vs DeepMind ``surface-distance`` vs ``medpy`` on identical inputs (and whether the HD95
 values are identical); and all metrics of one case (every region, legacy and lesion-wise).
-Record results in docs/perf-benchmarks.md.
+Record results in docs/performance.md.
 """
 
 from __future__ import annotations
