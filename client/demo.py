@@ -10,6 +10,10 @@ hospital's cases; register, seal and associate each model; approve; sync every o
 evaluate every approved (dataset, model) pair on the mock TEE; open and submit each result (the
 registry verifies each result attestation); print the leaderboard; show that a debug image is
 refused its keys; and say where everything is and how to explore it.
+
+``--tee docker`` runs every evaluation in the real evaluation image on the local Docker engine
+(built first when ``sealbench-eval:latest`` is absent; the benchmark pins that image's digest).
+``--serve`` keeps the registry, its dashboard (``/ui/``) and the mock TEE up until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ import json
 import os
 import re
 import shlex
+import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,6 +54,7 @@ DEMO_USERS: Final[dict[str, tuple[str, bool]]] = {
 }
 _HOSPITALS: Final = ("hospital-a", "hospital-b")
 _SERVER_START_S: Final = 60.0
+_DEMO_TEES: Final = ("mock", "docker")
 T = TypeVar("T")
 
 
@@ -77,7 +84,9 @@ class _Narrator:
         return action()
 
 
-def _play(workdir: Path, cases: int, size: str, server: str, endpoints: Any) -> DemoOutcome:
+def _play(
+    workdir: Path, cases: int, size: str, server: str, endpoints: Any, tee: str = "mock"
+) -> DemoOutcome:
     from sealbench.benchmarks.brats.definition import (
         REFERENCE_MODEL,
         WEAK_MODEL,
@@ -91,8 +100,8 @@ def _play(workdir: Path, cases: int, size: str, server: str, endpoints: Any) -> 
     say = _Narrator()
     say.section("1. the benchmark authority publishes BraTS; the registry admin approves it")
     bench = say.step(
-        "--profile authority benchmark create --definition brats --tee mock",
-        lambda: r.benchmark_create(definition="brats", tee="mock", profile="authority"),
+        f"--profile authority benchmark create --definition brats --tee {tee}",
+        lambda: r.benchmark_create(definition="brats", tee=tee, profile="authority"),
     )
     b = bench.id
     say.step(
@@ -175,12 +184,12 @@ def _play(workdir: Path, cases: int, size: str, server: str, endpoints: Any) -> 
             partial(x.policy_sync, model=m, profile=profile),
         )
 
-    say.section("5. each hospital evaluates every approved model inside the (mock) TEE")
+    say.section(f"5. each hospital evaluates every approved model inside the ({tee}) TEE")
     finished: dict[str, list[Any]] = {}
     for profile, d in datasets.items():
         finished[profile] = say.step(
-            f"--profile {profile} run --benchmark {b} --dataset {d} --all-models --tee mock",
-            partial(x.run, benchmark=b, dataset=d, all_models=True, profile=profile),
+            f"--profile {profile} run --benchmark {b} --dataset {d} --all-models --tee {tee}",
+            partial(x.run, benchmark=b, dataset=d, all_models=True, tee=tee, profile=profile),
         )
 
     say.section("6. each hospital opens its results locally and submits the public summaries")
@@ -203,11 +212,12 @@ def _play(workdir: Path, cases: int, size: str, server: str, endpoints: Any) -> 
     try:
         say.step(
             f"--profile {attacker} run --benchmark {b} --dataset {datasets[attacker]} "
-            f"--model {victim} --insecure-debug-image --force",
+            f"--model {victim} --tee {tee} --insecure-debug-image --force",
             lambda: x.run(
                 benchmark=b,
                 dataset=datasets[attacker],
                 model=victim,
+                tee=tee,
                 force=True,
                 insecure_debug_image=True,
                 profile=attacker,
@@ -219,6 +229,44 @@ def _play(workdir: Path, cases: int, size: str, server: str, endpoints: Any) -> 
         raise ClientError("the debug image was released the keys: the policies are broken")
     say.step("--profile admin audit verify", lambda: r.audit_verify(profile="admin"))
     return DemoOutcome(workdir, server, b, board)
+
+
+def _ensure_image(say: _Narrator) -> None:
+    """Build the evaluation image unless ``sealbench-eval:latest`` is already present (then the
+    benchmark pins that image's digest; 'sealbench image build' refreshes it)."""
+    from sealbench.client import workflows
+    from sealbench.client._cli_tee import image_build
+
+    image_module = workflows.docker_image_module()
+    say.section("0. the benchmark authority builds the evaluation image (Docker backend)")
+    try:
+        found = image_module.local_image(image_module.connect_engine())
+    except image_module.EngineUnavailableError:
+        raise
+    except image_module.ImageBuildError:
+        say.step("image build", image_build)
+    else:
+        say.console.print(f"evaluation image {found.reference} present ({found.digest}), "
+                          "reused; 'sealbench image build' rebuilds it")
+
+
+def _serve(server: str, profiles: Path) -> None:
+    """Say where the dashboard is and how to sign in, then wait for Ctrl-C (or SIGTERM)."""
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set())
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        console = out()
+        console.print(Rule("serving", style="cyan"))
+        console.print(f"dashboard             {server}/ui/")
+        console.print(f"sign-in tokens        in {profiles} (one profile per role; sign in "
+                      "with its token)")
+        console.print("serving the registry and the mock TEE until Ctrl-C")
+        sys.stdout.flush()
+        stop.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _leaderboard(benchmark_id: int) -> Any:
@@ -280,6 +328,16 @@ def demo(
         Path | None,
         typer.Option(help="new or empty directory for everything (default: a fresh temporary one)"),
     ] = None,
+    tee: Annotated[
+        str,
+        typer.Option(help="mock (a local process) or docker (the evaluation image, built if "
+                     "absent, run by the local Docker engine)"),
+    ] = "mock",
+    serve: Annotated[
+        bool,
+        typer.Option("--serve", help="afterwards keep the registry, its dashboard and the mock "
+                     "TEE running until Ctrl-C"),
+    ] = False,
 ) -> DemoOutcome:
     """Run the whole confidential evaluation locally: registry, mock TEE, two hospitals, two
     models, verified leaderboard, a refused attack. INSECURE mock: synthetic data only."""
@@ -293,6 +351,9 @@ def demo(
         raise ConfigError(f"--size must be one of {', '.join(SIZES)}")
     if cases < 1:
         raise ConfigError("--cases must be at least 1")
+    if tee not in _DEMO_TEES:
+        raise ConfigError(f"--tee must be one of {', '.join(_DEMO_TEES)} for the demo",
+                          hint="a Confidential Space run needs your Google Cloud project")
     root = (workdir or Path(tempfile.mkdtemp(prefix="sealbench-demo-"))).resolve()
     root.mkdir(parents=True, exist_ok=True)
     if any(root.iterdir()):
@@ -318,7 +379,11 @@ def demo(
                     Profile(server=server, token=token, mock_tee=mock_state),
                     make_current=name == "authority",
                 )
-            outcome = _play(root, cases, size, server, cloud.endpoints)
+            if tee == "docker":
+                _ensure_image(_Narrator())
+            outcome = _play(root, cases, size, server, cloud.endpoints, tee)
+            if serve:
+                _serve(server, store.path)
     _epilogue(outcome, config, mock_state, server_data)
     out().print(f"\ndemo finished in {time.monotonic() - started:.0f} s")
     return outcome

@@ -7,11 +7,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 _ROW = re.compile(r"^\W*(\d+)\W+(\S+) (\S+) \(#(\d+)\)\W+([0-9.]+)\W+([0-9.]+)\W+([0-9.]+)\W*$")
@@ -75,3 +78,55 @@ def test_demo_leaderboard_matches_the_registry(tmp_path: Path) -> None:
         assert printed[key] == pytest.approx(value, abs=5e-5)
     # the weaker model ranks below the reference model on both hospitals
     assert "rank" in board
+
+
+@pytest.mark.slow
+def test_demo_serve_keeps_the_dashboard_up_until_interrupted(tmp_path: Path) -> None:
+    """``--serve``: after the demo the dashboard answers, the sign-in tokens are pointed to
+    (never printed), and Ctrl-C ends it cleanly."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "COLUMNS": "220",
+        "TERM": "dumb",
+    }
+    script = Path(sys.executable).parent / "sealbench"
+    workdir = tmp_path / "demo"
+    argv = [str(script), "demo", "--cases", "1", "--size", "small", "--workdir", str(workdir),
+            "--serve"]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    lines: list[str] = []
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 900
+        url = None
+        while url is None and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            found = re.match(r"^dashboard\s+(http://127\.0\.0\.1:\d+/ui/)\s*$", line)
+            url = found.group(1) if found else None
+        assert url is not None, "".join(lines)[-4000:]
+        tokens_line = proc.stdout.readline()
+        lines.append(tokens_line)
+        assert str(workdir / "config") in tokens_line
+        page = httpx.get(url, timeout=30, follow_redirects=True)  # to the sign-in page
+        assert page.status_code == 200 and page.url.path.startswith("/ui/")
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, rest[-4000:]
+    output = "".join(lines) + rest
+    profiles = json.loads((workdir / "config" / "profiles.json").read_text())
+    tokens = [p["token"] for p in profiles["profiles"].values()]
+    assert tokens and not any(token in output for token in tokens)
+    with pytest.raises(httpx.TransportError):  # the registry stopped with the demo
+        httpx.get(url, timeout=5)

@@ -1,0 +1,185 @@
+"""The Docker backend through the ``sealbench`` CLI (typer's CliRunner), on this session's one
+evaluation image: ``image build`` of unchanged sources reports that very image; a benchmark
+created with ``--tee docker`` pins its digest; ``run --tee docker`` evaluates in it and the
+registry verifies the result's attestation of that digest; the same run launched as a debug
+image is refused its keys; and ``demo --tee docker`` plays every role through Docker."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from typer.testing import CliRunner, Result
+
+from sealbench.client.cli import app
+from sealbench.client.local import create_accounts, registry_process
+from sealbench.mocktee import MockCloud
+
+if TYPE_CHECKING:
+    from sealbench.client.image import ImageBuildResult
+
+pytestmark = pytest.mark.slow
+
+ACCOUNTS = {
+    "admin": ("admin@docker-cli.example", True),
+    "authority": ("authority@docker-cli.example", False),
+    "hospital": ("it@hospital.docker-cli.example", False),
+    "lab": ("ml@lab.docker-cli.example", False),
+}
+Cli = Callable[..., Result]
+
+
+def ok(result: Result) -> Result:
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def _tiny_onnx(path: Path) -> Path:
+    weight = np.random.default_rng(0).standard_normal((4, 4, 1, 1, 1)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["input", "w"], ["logits"], kernel_shape=[1, 1, 1])],
+        "tiny",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 4, "D", "H", "W"])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 4, "D", "H", "W"])],
+        [numpy_helper.from_array(weight, "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+@dataclass
+class CliWorld:
+    cli: Cli
+    benchmark: int
+    dataset: int
+    model: int
+
+
+def _cli() -> Cli:
+    runner = CliRunner()
+
+    def cli(*args: str) -> Result:
+        return runner.invoke(app, list(args))
+
+    return cli
+
+
+@pytest.fixture(scope="module")
+def cli_world(
+    tmp_path_factory: pytest.TempPathFactory, evaluation_image: ImageBuildResult
+) -> Iterator[CliWorld]:
+    """A registry and a mock TEE with one hospital and one model owner, everything approved and
+    both policies synced for a benchmark created with ``--tee docker``."""
+    tmp = tmp_path_factory.mktemp("docker-cli")
+    patch = pytest.MonkeyPatch()
+    patch.setenv("SEALBENCH_CONFIG_DIR", str(tmp / "home"))
+    for name in ("SEALBENCH_DATA_DIR", "SEALBENCH_PROFILE", "SEALBENCH_SERVER", "SEALBENCH_TOKEN"):
+        patch.delenv(name, raising=False)
+    cli = _cli()
+    try:
+        with MockCloud(tmp / "mock") as cloud:
+            tokens = create_accounts(tmp / "registry", ACCOUNTS)
+            with registry_process(tmp / "registry", cloud.endpoints, tmp / "server.log") as url:
+                for name, token in tokens.items():
+                    ok(cli("profile", "add", name, "--server", url, "--token", token,
+                           "--mock-tee", str(tmp / "mock")))
+                created = json.loads(ok(cli("benchmark", "create", "--tee", "docker", "--json",
+                                            "--profile", "authority")).stdout)
+                assert created["image_digest"] == evaluation_image.digest
+                b = str(created["id"])
+                ok(cli("benchmark", "approve", b, "--profile", "admin"))
+                onnx = _tiny_onnx(tmp / "tiny.onnx")
+                m = str(json.loads(ok(cli("model", "register", str(onnx), "--name", "tiny",
+                                          "--benchmark", b, "--json", "--profile", "lab")
+                                      ).stdout)["id"])
+                ok(cli("model", "seal", str(onnx), "--model", m, "--profile", "lab"))
+                ok(cli("model", "associate", "--model", m, "--benchmark", b, "--profile", "lab"))
+                ok(cli("keys", "init", "--profile", "hospital"))
+                raw, prepared = tmp / "raw", tmp / "prepared"
+                ok(cli("dataset", "synthesize", str(raw), "--cases", "1", "--size", "small"))
+                ok(cli("dataset", "prepare", str(raw), str(prepared), "--benchmark", b,
+                       "--size", "small", "--profile", "hospital"))
+                d = str(json.loads(ok(cli("dataset", "register", str(prepared), "--name", "h",
+                                          "--benchmark", b, "--json", "--profile", "hospital")
+                                      ).stdout)["id"])
+                ok(cli("dataset", "seal", str(prepared), "--dataset", d, "--profile", "hospital"))
+                ok(cli("dataset", "associate", "--dataset", d, "--benchmark", b,
+                       "--profile", "hospital"))
+                for kind, asset in (("--dataset", d), ("--model", m)):
+                    ok(cli("association", "approve", "--benchmark", b, kind, asset,
+                           "--profile", "authority"))
+                ok(cli("policy", "sync", "--dataset", d, "--profile", "hospital"))
+                ok(cli("policy", "sync", "--model", m, "--profile", "lab"))
+                yield CliWorld(cli, int(b), int(d), int(m))
+    finally:
+        patch.undo()
+
+
+def test_image_build_of_unchanged_sources_reports_the_session_image(
+    source_snapshot: Path, evaluation_image: ImageBuildResult
+) -> None:
+    """Rebuilt from the build cache: the same digest, printed with the reference."""
+    built = CliRunner().invoke(app, ["image", "build", "--source", str(source_snapshot)])
+    assert built.exit_code == 0, built.output
+    assert f"digest {evaluation_image.digest}" in built.stdout
+    assert f"image {evaluation_image.reference}" in built.stdout
+
+
+def test_run_on_docker_yields_a_result_the_registry_verifies_for_the_image(
+    cli_world: CliWorld, evaluation_image: ImageBuildResult
+) -> None:
+    cli, w = cli_world.cli, cli_world
+    ran = ok(cli("run", "--benchmark", str(w.benchmark), "--dataset", str(w.dataset),
+                 "--model", str(w.model), "--tee", "docker", "--profile", "hospital"))
+    assert "succeeded" in ran.output
+    record = json.loads(ok(cli("result", "ls", "--json", "--profile", "hospital")).stdout)[-1]
+    assert record["tee"] == "docker" and record["image_digest"] == evaluation_image.digest
+    submitted = json.loads(ok(cli("result", "submit", record["run_id"], "--json",
+                                  "--profile", "hospital")).stdout)
+    assert submitted["image_digest"] == evaluation_image.digest  # verified by the registry
+
+
+def test_docker_run_as_a_debug_image_is_denied_its_keys(cli_world: CliWorld) -> None:
+    cli, w = cli_world.cli, cli_world
+    result = cli("run", "--benchmark", str(w.benchmark), "--dataset", str(w.dataset),
+                 "--model", str(w.model), "--tee", "docker", "--insecure-debug-image", "--force",
+                 "--profile", "hospital")
+    assert result.exit_code == 7, result.output
+    assert "key release denied" in result.output
+
+
+def test_docker_run_of_an_absent_image_says_how_to_build_it(cli_world: CliWorld) -> None:
+    cli, w = cli_world.cli, cli_world
+    result = cli("run", "--benchmark", str(w.benchmark), "--dataset", str(w.dataset),
+                 "--model", str(w.model), "--tee", "docker", "--image",
+                 "sealbench-eval:no-such-tag", "--force", "--profile", "hospital")
+    assert result.exit_code == 3, result.output
+    assert "not present" in result.output and "sealbench image build" in result.output
+
+
+def test_demo_on_docker_pins_and_runs_the_session_image(
+    tmp_path: Path, evaluation_image: ImageBuildResult, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "220")
+    workdir = tmp_path / "demo"
+    result = CliRunner().invoke(app, ["demo", "--tee", "docker", "--cases", "1", "--size",
+                                      "small", "--workdir", str(workdir)])
+    assert result.exit_code == 0, result.output[-4000:]
+    assert f"({evaluation_image.digest}), reused" in result.stdout
+    assert "refused, as it must be" in result.stdout and "key release denied" in result.stdout
+    with sqlite3.connect(workdir / "registry" / "registry.sqlite3") as db:
+        (digest,) = db.execute("SELECT image_digest FROM benchmarks").fetchone()
+        pinned = db.execute("SELECT DISTINCT image_digest FROM results").fetchall()
+    assert digest == evaluation_image.digest
+    assert pinned == [(evaluation_image.digest,)]  # four verified results, all from the image
+    runs = [json.loads(p.read_bytes()) for p in workdir.glob("config/**/runs/*.json")]
+    assert runs and all(r["tee"] == "docker" for r in runs)
