@@ -18,6 +18,7 @@ import typer.core
 from pydantic import BaseModel
 from rich.console import Console
 from rich.logging import RichHandler
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -157,11 +158,13 @@ def report_error(exc: BaseException, verbose: bool) -> int:
     if isinstance(exc, ClientError):
         if verbose:
             log.error("traceback", exc_info=exc)
-        console.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
-        console.print(f"[bold]what to do:[/] {exc.hint}", markup=True, highlight=False)
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True, highlight=False)
+        console.print(f"[bold]what to do:[/] {escape(exc.hint)}", markup=True, highlight=False)
         return exc.exit_code
     log.error("unexpected %s", type(exc).__name__, exc_info=exc if verbose else None)
-    console.print(f"[bold red]error:[/] unexpected {type(exc).__name__}: {exc}", markup=True)
+    console.print(
+        f"[bold red]error:[/] unexpected {type(exc).__name__}: {escape(str(exc))}", markup=True
+    )
     console.print(
         "[bold]what to do:[/] run again as 'sealbench -v ...' and report the traceback",
         markup=True,
