@@ -174,15 +174,6 @@ def _endpoints(profile: ResolvedProfile, mock_tee: Path | None) -> Any:
         ) from exc
 
 
-def mock_launcher(endpoints: Any, *, debug: bool = False) -> Any:
-    """The mock backend's launcher: the enclave as a child process, tokens signed by the
-    running mock verifier."""
-    from sealbench.client.launchers import MockProcessLauncher
-    from sealbench.mocktee import MockLauncher, RemoteTokenMinter
-
-    return MockProcessLauncher(MockLauncher(RemoteTokenMinter(endpoints.control)), debug=debug)
-
-
 def run(
     benchmark: Annotated[int, typer.Option(help="benchmark id")],
     dataset: Annotated[int, typer.Option(help="your dataset id")],

@@ -20,7 +20,14 @@ from sealbench.client.api import RegistryClient
 from sealbench.client.config import ResolvedProfile
 from sealbench.client.errors import ConfigError
 
-__all__ = ["MOCK_ZONE", "CsOptions", "image_app", "image_build", "make_launcher"]
+__all__ = [
+    "MOCK_ZONE",
+    "CsOptions",
+    "image_app",
+    "image_build",
+    "make_launcher",
+    "mock_launcher",
+]
 
 image_app = typer.Typer(help="The evaluation image (docker/Dockerfile): build it locally.")
 
@@ -85,6 +92,15 @@ class CsOptions:
     compute_endpoint: str | None = None
 
 
+def mock_launcher(endpoints: Any, *, debug: bool = False) -> Any:
+    """The mock backend's launcher: the enclave as a child process, tokens signed by the
+    running mock verifier."""
+    from sealbench.client.launchers import MockProcessLauncher
+    from sealbench.mocktee import MockLauncher, RemoteTokenMinter
+
+    return MockProcessLauncher(MockLauncher(RemoteTokenMinter(endpoints.control)), debug=debug)
+
+
 def make_launcher(
     backend: workflows.Backend,
     *,
@@ -99,8 +115,6 @@ def make_launcher(
 ) -> Any:
     """The :class:`~sealbench.client.launchers.Launcher` of ``backend`` for this profile."""
     if backend == "mock":
-        from sealbench.client._cli_run import mock_launcher
-
         return mock_launcher(endpoints, debug=debug)
     if backend == "docker":
         return _docker_launcher(client, benchmark_id, endpoints, debug, image)
