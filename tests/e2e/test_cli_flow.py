@@ -60,7 +60,7 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+def bare_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     tmp = tmp_path_factory.mktemp("flow")
     mock_state, data = tmp / "mock", tmp / "registry"
     patch = pytest.MonkeyPatch()
@@ -99,7 +99,26 @@ def ok(result: Result) -> Result:
     return result
 
 
+@pytest.fixture(scope="module")
+def world(bare_world: World) -> World:
+    """Every role's setup done through the CLI, once per module, so each test below can run on
+    its own (``-k``) instead of relying on an earlier test's side effects."""
+    publish_register_seal_associate_approve_sync(bare_world)
+    return bare_world
+
+
 def test_publish_register_seal_associate_approve_sync(world: World) -> None:
+    # The flow itself asserts each step (see the fixture); here, that it left what it promised.
+    assert {"b", "d", "lab-a", "lab-b"} <= set(world.ids)
+    shown = json.loads(
+        ok(world.cli("dataset", "show", str(world.ids["d"]), "--json", "--profile", "hospital"))
+        .stdout
+    )
+    assert shown["dataset"]["id"] == world.ids["d"]
+    assert shown["coordinates"]["storage_uri"].startswith("gs://")
+
+
+def publish_register_seal_associate_approve_sync(world: World) -> None:
     cli, tmp, ids = world.cli, world.tmp, world.ids
     ids["b"] = json.loads(
         ok(cli("benchmark", "create", "--tee", "mock", "--json", "--profile", "authority")).stdout
