@@ -99,6 +99,24 @@ def ok(result: Result) -> Result:
     return result
 
 
+def run_as_hospital(world: World, *options: str, model: str = "lab-a") -> Result:
+    """``sealbench run`` of the world's benchmark and dataset with ``model`` (a name in
+    ``world.ids`` or a literal id), as the hospital, with ``options`` added."""
+    ids = world.ids
+    return world.cli(
+        "run",
+        "--benchmark",
+        str(ids["b"]),
+        "--dataset",
+        str(ids["d"]),
+        "--model",
+        str(ids.get(model, model)),
+        *options,
+        "--profile",
+        "hospital",
+    )
+
+
 @pytest.fixture(scope="module")
 def world(bare_world: World) -> World:
     """Every role's setup done through the CLI, once per module, so each test below can run on
@@ -286,23 +304,8 @@ def test_confidential_space_run_on_the_mock_compute_opens_verified(world: World)
     """The production launcher (google-cloud-compute over REST) creates a confidential VM on the
     mock's Compute stand-in; the VM's claims come from its metadata, so the benchmark's image
     digest in ``tee-image-reference`` is what the key owners' policies release keys to."""
-    cli, ids = world.cli, world.ids
-    ran = ok(
-        cli(
-            "run",
-            "--benchmark",
-            str(ids["b"]),
-            "--dataset",
-            str(ids["d"]),
-            "--model",
-            str(ids["lab-a"]),
-            "--tee",
-            "confidential-space",
-            "--force",
-            "--profile",
-            "hospital",
-        )
-    )
+    cli = world.cli
+    ran = ok(run_as_hospital(world, "--tee", "confidential-space", "--force"))
     assert "succeeded" in ran.output
     records = json.loads(ok(cli("result", "ls", "--json", "--profile", "hospital")).stdout)
     latest = records[-1]
@@ -312,63 +315,22 @@ def test_confidential_space_run_on_the_mock_compute_opens_verified(world: World)
 
 
 def test_confidential_space_debug_vm_is_denied_its_keys(world: World) -> None:
-    cli, ids = world.cli, world.ids
-    result = cli(
-        "run",
-        "--benchmark",
-        str(ids["b"]),
-        "--dataset",
-        str(ids["d"]),
-        "--model",
-        str(ids["lab-a"]),
-        "--tee",
-        "confidential-space",
-        "--debug",
-        "--force",
-        "--profile",
-        "hospital",
-    )
+    result = run_as_hospital(world, "--tee", "confidential-space", "--debug", "--force")
     assert result.exit_code == 7, result.output
     assert "key release denied" in result.output and "dbgstat" in result.output
 
 
 def test_confidential_space_image_named_by_tag_is_refused_with_a_hint(world: World) -> None:
-    cli, ids = world.cli, world.ids
-    result = cli(
-        "run",
-        "--benchmark",
-        str(ids["b"]),
-        "--dataset",
-        str(ids["d"]),
-        "--model",
-        str(ids["lab-a"]),
-        "--tee",
-        "confidential-space",
-        "--image-reference",
-        "us-docker.pkg.dev/authority/sealbench/evaluation:latest",
-        "--force",
-        "--profile",
-        "hospital",
+    tag = "us-docker.pkg.dev/authority/sealbench/evaluation:latest"
+    result = run_as_hospital(
+        world, "--tee", "confidential-space", "--image-reference", tag, "--force"
     )
     assert result.exit_code == 3, result.output
     assert "what to do:" in result.output and "sha256" in result.output
 
 
 def test_debug_image_denied_key(world: World) -> None:
-    cli, ids = world.cli, world.ids
-    result = cli(
-        "run",
-        "--benchmark",
-        str(ids["b"]),
-        "--dataset",
-        str(ids["d"]),
-        "--model",
-        str(ids["lab-a"]),
-        "--insecure-debug-image",
-        "--force",
-        "--profile",
-        "hospital",
-    )
+    result = run_as_hospital(world, "--insecure-debug-image", "--force")
     assert result.exit_code == 7
     assert "key release denied" in result.output
     assert "policy sync" in result.output
@@ -377,7 +339,7 @@ def test_debug_image_denied_key(world: World) -> None:
 def test_tampered_sealed_case_stops_the_run(world: World) -> None:
     from sealbench.client.cloud import InsecureMockOwnerCloud
 
-    cli, ids = world.cli, world.ids
+    ids = world.ids
     cloud = InsecureMockOwnerCloud.connect(world.mock_state, ACCOUNTS["hospital"][0])
     store, prefix = cloud.blob_store(f"gs://{cloud.setup.bucket}/datasets/{ids['d']}")
     case = next(n for n in store.list(prefix) if "/cases/" in n)
@@ -386,18 +348,7 @@ def test_tampered_sealed_case_stops_the_run(world: World) -> None:
     flipped[len(flipped) // 2] ^= 0x01
     store.put_bytes(case, bytes(flipped))
     try:
-        result = cli(
-            "run",
-            "--benchmark",
-            str(ids["b"]),
-            "--dataset",
-            str(ids["d"]),
-            "--model",
-            str(ids["lab-a"]),
-            "--force",
-            "--profile",
-            "hospital",
-        )
+        result = run_as_hospital(world, "--force")
     finally:
         store.put_bytes(case, original)
     assert result.exit_code == 8, result.output
@@ -405,18 +356,7 @@ def test_tampered_sealed_case_stops_the_run(world: World) -> None:
 
 
 def test_model_not_approved_is_not_run(world: World) -> None:
-    cli, ids = world.cli, world.ids
-    result = cli(
-        "run",
-        "--benchmark",
-        str(ids["b"]),
-        "--dataset",
-        str(ids["d"]),
-        "--model",
-        "999",
-        "--profile",
-        "hospital",
-    )
+    result = run_as_hospital(world, model="999")
     assert result.exit_code == 4
     assert "not approved" in result.output
 
