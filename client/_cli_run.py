@@ -90,6 +90,13 @@ def keys_show(profile: ProfileOpt = None, json_out: JsonOpt = False) -> str:
 def policy_sync(
     dataset: Annotated[int | None, typer.Option(help="your dataset id")] = None,
     model: Annotated[int | None, typer.Option(help="your model id")] = None,
+    result_bucket: Annotated[
+        str | None,
+        typer.Option(
+            help="with --dataset: your result bucket; the same workloads may create objects in "
+            "it (needed for results written to gs://, e.g. from Confidential Space)"
+        ),
+    ] = None,
     mock_tee: MockTeeOpt = None,
     profile: ProfileOpt = None,
     json_out: JsonOpt = False,
@@ -98,6 +105,8 @@ def policy_sync(
     and revoke the rest; bindings you made by hand are kept."""
     if (dataset is None) == (model is None):
         raise ConfigError("name exactly one of --dataset and --model")
+    if result_bucket is not None and dataset is None:
+        raise ConfigError("--result-bucket goes with --dataset: results belong to the data owner")
     kind: AssetKind = "dataset" if dataset is not None else "model"
     asset_id = dataset if dataset is not None else model
     assert asset_id is not None
@@ -106,7 +115,9 @@ def policy_sync(
             load_result_key(s.profile.secrets_dir).digest if kind == "dataset" else None
         )
         cloud = owner.owner_cloud(s.profile, s.client, mock_tee)
-        synced = owner.sync_policy(s.client, cloud, kind, asset_id, local_recipient=recipient)
+        synced = owner.sync_policy(
+            s.client, cloud, kind, asset_id, local_recipient=recipient, result_bucket=result_bucket
+        )
     report = synced.report
     if json_out:
         emit_json({
@@ -114,6 +125,10 @@ def policy_sync(
                            "model": g.model_id, "uid": g.identity.uid()} for g in synced.grants],
             "provider": report.provider, "pool_created": report.pool_created,
             "added": list(report.key.added), "removed": list(report.key.removed),
+            "result_bucket": None if report.result_bucket is None else {
+                "added": list(report.result_bucket.added),
+                "removed": list(report.result_bucket.removed),
+            },
         })
         return synced
     table(

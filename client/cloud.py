@@ -166,23 +166,29 @@ class InsecureMockOwnerCloud:
         workloads: frozenset[WorkloadIdentity],
         *,
         include_data: bool,
+        result_bucket: str | None = None,
     ) -> SyncReport:
-        """Write the pool provider and the key's and bucket's IAM bindings for ``workloads``;
-        returns the writer's :class:`~sealbench.cloud.policy_writer.SyncReport`."""
+        """Write the pool provider and the key's and bucket's (and ``result_bucket``'s) IAM
+        bindings for ``workloads``; returns the writer's
+        :class:`~sealbench.cloud.policy_writer.SyncReport`."""
         from sealbench.cloud.errors import CloudError as AdapterError
         from sealbench.cloud.policy import AssetPolicy
         from sealbench.cloud.policy_writer import PolicyWriter
         from sealbench.cloud.storage import parse_storage_uri
 
         location = parse_storage_uri(coordinates.storage_uri)
-        policy = AssetPolicy(
-            provider=pool_provider_from_name(coordinates.wip_provider),
-            key_name=coordinates.kms_key_name,
-            bucket=location.bucket,
-            workloads=workloads,
-            include_data=include_data,
-            issuer_uri=self.issuer_uri,
-        )
+        try:
+            policy = AssetPolicy(
+                provider=pool_provider_from_name(coordinates.wip_provider),
+                key_name=coordinates.kms_key_name,
+                bucket=location.bucket,
+                workloads=workloads,
+                include_data=include_data,
+                issuer_uri=self.issuer_uri,
+                result_bucket=result_bucket,
+            )
+        except AdapterError as exc:
+            raise ConfigError(str(exc), hint="check the bucket and key names") from exc
         writer = PolicyWriter.from_credentials(
             self.credentials(),
             iam_url=self.endpoints.iam,

@@ -124,9 +124,11 @@ def sync_policy(
     asset_id: int,
     *,
     local_recipient: str | None = None,
+    result_bucket: str | None = None,
 ) -> PolicySync:
-    """Grant the owner's key and bucket to exactly the workloads the registry's approved
-    associations allow (and revoke the ones no longer allowed); other bindings are kept."""
+    """Grant the owner's key and bucket (and, for a dataset, object creation in
+    ``result_bucket``) to exactly the workloads the registry's approved associations allow
+    (and revoke the ones no longer allowed); other bindings are kept."""
     try:
         coords = client.get_coordinates(kind, asset_id)
     except NotFoundError as exc:
@@ -144,7 +146,10 @@ def sync_policy(
                 hint="use the profile that registered the dataset, or register it again",
             )
     report = cloud.sync_policy(
-        coords, frozenset(g.identity for g in grants), include_data=kind == "dataset"
+        coords,
+        frozenset(g.identity for g in grants),
+        include_data=kind == "dataset",
+        result_bucket=result_bucket,
     )
     log.info("policy of %s %d: %d workloads", kind, asset_id, len(grants))
     return PolicySync(grants, report)

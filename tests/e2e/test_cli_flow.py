@@ -355,6 +355,30 @@ def test_tampered_sealed_case_stops_the_run(world: World) -> None:
     assert "tampered" in result.output or "modified" in result.output
 
 
+def test_policy_sync_lets_the_approved_workloads_write_results_to_a_bucket(world: World) -> None:
+    from sealbench.client.cloud import InsecureMockOwnerCloud
+
+    cli, d = world.cli, str(world.ids["d"])
+    bucket = InsecureMockOwnerCloud.connect(world.mock_state, ACCOUNTS["hospital"][0]).setup.bucket
+    synced = json.loads(
+        ok(
+            cli("policy", "sync", "--dataset", d, "--result-bucket", bucket, "--json",
+                "--profile", "hospital")
+        ).stdout
+    )
+    assert len(synced["result_bucket"]["added"]) == len(synced["workloads"]) == 2
+    again = json.loads(
+        ok(
+            cli("policy", "sync", "--dataset", d, "--result-bucket", bucket, "--json",
+                "--profile", "hospital")
+        ).stdout
+    )
+    assert again["result_bucket"] == {"added": [], "removed": []}
+    refused = cli("policy", "sync", "--model", str(world.ids["lab-a"]), "--result-bucket", bucket,
+                  "--profile", "lab-a")
+    assert refused.exit_code != 0 and "--result-bucket goes with --dataset" in refused.output
+
+
 def test_model_not_approved_is_not_run(world: World) -> None:
     result = run_as_hospital(world, model="999")
     assert result.exit_code == 4
