@@ -47,6 +47,9 @@ from sealbench.crypto.digest import Sha256Digest, parse_digest, sha256_digest
 
 __all__ = [
     "ENV_OVERRIDE_NAMES",
+    "KMS_KEY_PATTERN",
+    "POOL_PROVIDER_PATTERN",
+    "STORAGE_URI_PATTERN",
     "AssetLocation",
     "RunSpec",
     "RunSpecError",
@@ -59,12 +62,25 @@ GOOGLE_KMS_ENDPOINT: Final = "https://cloudkms.googleapis.com"
 GOOGLE_STORAGE_ENDPOINT: Final = "https://storage.googleapis.com"
 
 _ID_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
-_URI_RE = r"^(gs://[a-z0-9][a-z0-9._-]{1,220}(/[A-Za-z0-9._/-]*)?|file:///[^\x00-\x1f]+)$"
-_KMS_KEY_RE = r"^projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+$"
-_PROVIDER_RE = (
-    r"^projects/[0-9]+/locations/global/workloadIdentityPools/[a-z0-9-]{4,32}"
+#: A sealed asset's or result's location: ``gs://bucket[/prefix]`` or ``file:///abs/path`` (no
+#: control characters). The registry validates stored coordinates with the same patterns.
+STORAGE_URI_PATTERN: Final = (
+    r"^(gs://[a-z0-9][a-z0-9._-]{1,220}(/[A-Za-z0-9._/-]*)?|file:///[^\x00-\x1f\x7f]+)$"
+)
+#: A Cloud KMS crypto key resource name (project ids, also domain-scoped ``example.com:p``;
+#: key ring and key ids as Cloud KMS allows them: ``[A-Za-z0-9_-]``).
+KMS_KEY_PATTERN: Final = (
+    r"^projects/[a-z0-9][a-z0-9.:-]{0,62}/locations/[a-z0-9-]{1,63}"
+    r"/keyRings/[A-Za-z0-9_-]{1,63}/cryptoKeys/[A-Za-z0-9_-]{1,63}$"
+)
+#: A workload identity pool provider resource name (project by number, as STS requires).
+POOL_PROVIDER_PATTERN: Final = (
+    r"^projects/[0-9]{1,20}/locations/global/workloadIdentityPools/[a-z0-9-]{4,32}"
     r"/providers/[a-z0-9-]{4,32}$"
 )
+_URI_RE = STORAGE_URI_PATTERN
+_KMS_KEY_RE = KMS_KEY_PATTERN
+_PROVIDER_RE = POOL_PROVIDER_PATTERN
 _ENDPOINT_RE = r"^https?://[A-Za-z0-9.\-\[\]:]+(:[0-9]{1,5})?(/[A-Za-z0-9._/-]*)?$"
 
 
