@@ -167,8 +167,10 @@ class InsecureMockOwnerCloud:
         *,
         include_data: bool,
         result_bucket: str | None = None,
+        metrics_versions: frozenset[str] = frozenset(),
     ) -> SyncReport:
-        """Write the pool provider and the key's and bucket's (and ``result_bucket``'s) IAM
+        """Write the pool provider (its condition pins ``metrics_versions`` and the mock's own
+        endpoints) and the key's and bucket's (and ``result_bucket``'s) IAM
         bindings for ``workloads``; returns the writer's
         :class:`~sealbench.cloud.policy_writer.SyncReport`."""
         from sealbench.cloud.errors import CloudError as AdapterError
@@ -186,6 +188,8 @@ class InsecureMockOwnerCloud:
                 include_data=include_data,
                 issuer_uri=self.issuer_uri,
                 result_bucket=result_bucket,
+                metrics_versions=metrics_versions,
+                endpoints=self.endpoints.service_endpoints(),
             )
         except AdapterError as exc:
             raise ConfigError(str(exc), hint="check the bucket and key names") from exc

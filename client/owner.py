@@ -150,6 +150,7 @@ def sync_policy(
         frozenset(g.identity for g in grants),
         include_data=kind == "dataset",
         result_bucket=result_bucket,
+        metrics_versions=frozenset(g.metrics_version for g in grants),
     )
     log.info("policy of %s %d: %d workloads", kind, asset_id, len(grants))
     return PolicySync(grants, report)

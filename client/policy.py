@@ -35,6 +35,8 @@ class AllowedWorkload:
     dataset_id: int
     model_id: int
     identity: WorkloadIdentity
+    #: The benchmark's metrics version, which the key-release condition pins.
+    metrics_version: str
 
 
 def _approved_ids(
@@ -77,5 +79,9 @@ def allowed_workloads(
                 model_digest=parse_digest(model(model_id)),
                 recipient_digest=parse_digest(recipient),
             )
-            grants.append(AllowedWorkload(benchmark.id, dataset_id, model_id, identity))
+            grants.append(
+                AllowedWorkload(
+                    benchmark.id, dataset_id, model_id, identity, benchmark.metrics_version
+                )
+            )
     return tuple(grants)

@@ -19,6 +19,7 @@ import logging
 import re
 import secrets
 from collections.abc import Callable
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, cast
@@ -214,11 +215,7 @@ def build_spec(
         )
     if result_uri is None:
         result_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    cloud = {} if endpoints is None else {
-        "sts_url": endpoints.sts_token_url,
-        "kms_endpoint": endpoints.kms,
-        "storage_endpoint": endpoints.storage,
-    }
+    cloud = {} if endpoints is None else asdict(endpoints.service_endpoints())
     return RunSpec(
         run_id=run_id,
         benchmark_id=str(benchmark_id),

@@ -7,17 +7,15 @@ attribute condition, and (b) the IAM members to bind on the asset's KMS key
 (``roles/cloudkms.cryptoKeyDecrypter``) and bucket (``roles/storage.objectViewer``). The REST
 calls that apply them live in :mod:`sealbench.cloud.policy_writer`.
 
-The condition is assembled from typed, validated values only — digests that parse as
-``sha256:<64 hex>`` and fixed clause texts — and every literal goes through
-:func:`cel_string`, which refuses anything outside ``[A-Za-z0-9:._-]``; no user string is ever
-pasted into CEL. It always requires::
-
-    assertion.swname == 'CONFIDENTIAL_SPACE'
-    && assertion.dbgstat == 'disabled-since-boot'
-    && 'STABLE' in assertion.submods.confidential_space.support_attributes
-    && (no cmd_override: absent, null or empty)
-    && assertion.submods.container.image_digest in [<allowed image digests>]
-    && <each env override the uid reads matches ^sha256:[0-9a-f]{64}$>
+The condition is rendered from the table of operator-controlled inputs
+(:mod:`sealbench.enclave.inputs`): one clause per bound or pinned input, from typed, validated
+values only, every literal refused unless it is made of ``[A-Za-z0-9:._/~-]``; no user string is
+ever pasted into CEL. It always requires the production Confidential Space image (``swname``,
+``dbgstat``, ``STABLE``), confidential hardware (``hwmodel``) with secure boot, no command
+override, no env override outside the run spec's, an approved image and metrics version, the
+uid's overrides shaped as digests, and the three endpoint overrides *absent* (Google's issuer) or
+equal to the mock's exact URLs (the mock's issuer), so a token from a redirected run federates
+to nothing wherever it is replayed.
 
 The per-workload binding (image, data, model, recipient) is the IAM member
 ``principalSet://…/attribute.workload_uid/<uid>``. Bindings are *incremental*: the writer owns
@@ -28,19 +26,19 @@ removes only those and keeps every other member and binding untouched.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from sealbench.cloud.errors import PolicyInputError
-from sealbench.crypto.digest import parse_digest
 from sealbench.crypto.workload import (
     WORKLOAD_UID_ATTRIBUTE,
     WorkloadIdentity,
-    env_shape_condition,
     principal_set,
     uid_mapping_expression,
 )
+from sealbench.enclave.inputs import ConditionContext, ConditionInputError, render_condition
+from sealbench.enclave.spec import ServiceEndpoints
 
 __all__ = [
     "BUCKET_ROLE",
@@ -55,6 +53,7 @@ __all__ = [
     "attribute_condition",
     "attribute_mapping",
     "cel_string",
+    "condition_context",
     "managed_prefix",
     "merge_bindings",
     "provider_body",
@@ -133,6 +132,11 @@ class AssetPolicy:
     allowed_audiences: tuple[str, ...] = (STS_AUDIENCE,)
     #: The data owner's result bucket, where the same workloads get ``RESULT_BUCKET_ROLE``.
     result_bucket: str | None = None
+    #: The metrics versions of the benchmarks the workloads run (pinned by the condition).
+    metrics_versions: frozenset[str] = frozenset()
+    #: The token destinations the condition pins: None for Google's (the endpoint overrides
+    #: must be absent), the mock cloud's exact URLs for the mock's issuer.
+    endpoints: ServiceEndpoints | None = None
 
     def __post_init__(self) -> None:
         if not _KEY_NAME.match(self.key_name):
@@ -140,8 +144,21 @@ class AssetPolicy:
         for bucket in (self.bucket, self.result_bucket):
             if bucket is not None and not _BUCKET.match(bucket):
                 raise PolicyInputError(f"{bucket!r} is not a bucket name")
-        if not _URL.match(self.issuer_uri):
+        if not _URL.fullmatch(self.issuer_uri):
             raise PolicyInputError(f"{self.issuer_uri!r} is not an issuer URL")
+        google = self.issuer_uri.rstrip("/") == CONFIDENTIAL_SPACE_ISSUER_URI.rstrip("/")
+        if google and self.endpoints is not None:
+            raise PolicyInputError(
+                "a Confidential Space provider pins Google's endpoints (overrides absent); "
+                "it takes no endpoints"
+            )
+        if not google and self.endpoints is None:
+            raise PolicyInputError(
+                f"the issuer {self.issuer_uri!r} is not Google's: name the endpoints its "
+                "workloads may send tokens to"
+            )
+        if self.workloads and not self.metrics_versions:
+            raise PolicyInputError("name the metrics versions of the approved benchmarks")
         for workload in self.workloads:
             if not isinstance(workload, WorkloadIdentity):
                 raise PolicyInputError("workloads must be WorkloadIdentity values")
@@ -169,27 +186,28 @@ def attribute_mapping(include_data: bool) -> dict[str, str]:
     }
 
 
-def attribute_condition(image_digests: Iterable[str], include_data: bool) -> str:
-    """The provider's attribute condition (see the module docstring)."""
-    images = sorted({parse_digest(d) for d in image_digests})
-    image_list = ", ".join(cel_string(d) for d in images)
-    clauses = [
-        "assertion.swname == 'CONFIDENTIAL_SPACE'",
-        "assertion.dbgstat == 'disabled-since-boot'",
-        "'STABLE' in assertion.submods.confidential_space.support_attributes",
-        "(!has(assertion.submods.container.cmd_override)"
-        " || assertion.submods.container.cmd_override == null"
-        " || size(assertion.submods.container.cmd_override) == 0)",
-        f"assertion.submods.container.image_digest in [{image_list}]",
-        env_shape_condition(include_data=include_data),
-    ]
-    condition = "\n&& ".join(clauses)
+def attribute_condition(context: ConditionContext) -> str:
+    """The provider's attribute condition (see the module docstring), within Google's limit."""
+    try:
+        condition = render_condition(context)
+    except (ConditionInputError, ValueError) as exc:
+        raise PolicyInputError(str(exc)) from exc
     if len(condition) > MAX_CONDITION_CHARS:
         raise PolicyInputError(
-            f"the attribute condition for {len(images)} images exceeds "
+            f"the attribute condition for {len(context.image_digests)} images exceeds "
             f"{MAX_CONDITION_CHARS} characters"
         )
     return condition
+
+
+def condition_context(policy: AssetPolicy) -> ConditionContext:
+    """What ``policy``'s condition is rendered for."""
+    return ConditionContext(
+        image_digests=frozenset(w.image_digest for w in policy.workloads),
+        metrics_versions=policy.metrics_versions,
+        include_data=policy.include_data,
+        endpoints=policy.endpoints,
+    )
 
 
 def provider_body(policy: AssetPolicy) -> dict[str, Any]:
@@ -198,9 +216,7 @@ def provider_body(policy: AssetPolicy) -> dict[str, Any]:
         "displayName": _DISPLAY_NAME,
         "disabled": False,
         "attributeMapping": attribute_mapping(policy.include_data),
-        "attributeCondition": attribute_condition(
-            (w.image_digest for w in policy.workloads), policy.include_data
-        ),
+        "attributeCondition": attribute_condition(condition_context(policy)),
         "oidc": {
             "issuerUri": policy.issuer_uri,
             "allowedAudiences": list(policy.allowed_audiences),

@@ -52,6 +52,7 @@ from sealbench.crypto.errors import (
 )
 
 __all__ = [
+    "CONFIDENTIAL_HWMODELS",
     "CONFIDENTIAL_SPACE_ISSUER",
     "RESULT_AUDIENCE",
     "STS_AUDIENCE",
@@ -81,6 +82,10 @@ MIN_RSA_BITS: Final = 2048
 REQUIRED_SWNAME: Final = "CONFIDENTIAL_SPACE"
 REQUIRED_DBGSTAT: Final = "disabled-since-boot"
 REQUIRED_SUPPORT_ATTRIBUTE: Final = "STABLE"
+#: ``hwmodel`` values of confidential hardware that Confidential Space runs on (AMD SEV and
+#: SEV-SNP, Intel TDX). ``GCP_SHIELDED_VM`` (no memory encryption) and anything unknown are
+#: refused; ``GCP_AMD_SEV_ES`` is left out because Confidential Space does not offer it.
+CONFIDENTIAL_HWMODELS: Final = frozenset({"GCP_AMD_SEV", "GCP_AMD_SEV_SNP", "GCP_INTEL_TDX"})
 
 _SHOWN: Final = 80
 _B64URL_RE: Final = re.compile(r"[A-Za-z0-9_-]+")
@@ -304,6 +309,8 @@ class AttestationPolicy:
 
     - ``swname == "CONFIDENTIAL_SPACE"`` and ``dbgstat == "disabled-since-boot"`` (no debug
       image: its operator has root in the VM);
+    - ``hwmodel`` in :data:`CONFIDENTIAL_HWMODELS` (memory encrypted by the CPU, not a shielded
+      VM whose host can read it) and ``secboot`` true (the measured boot chain was verified);
     - ``"STABLE"`` in ``submods.confidential_space.support_attributes`` (absent, as on debug
       images, is a violation);
     - ``submods.container.image_digest`` in ``allowed_image_digests``;
@@ -336,6 +343,12 @@ class AttestationPolicy:
             raise PolicyViolationError("swname", repr(REQUIRED_SWNAME), _show(claims.swname))
         if claims.dbgstat != REQUIRED_DBGSTAT:
             raise PolicyViolationError("dbgstat", repr(REQUIRED_DBGSTAT), _show(claims.dbgstat))
+        if claims.hwmodel not in CONFIDENTIAL_HWMODELS:
+            raise PolicyViolationError(
+                "hwmodel", f"one of {sorted(CONFIDENTIAL_HWMODELS)}", _show(claims.hwmodel)
+            )
+        if claims.secboot is not True:
+            raise PolicyViolationError("secboot", "true", _show(claims.secboot))
         space = claims.submods.confidential_space
         support = None if space is None else space.support_attributes
         if support is None or REQUIRED_SUPPORT_ATTRIBUTE not in support:

@@ -6,7 +6,9 @@ credentials that read the launcher's token file and exchange it at the run spec'
 a Cloud KMS :class:`~sealbench.cloud.kms.KmsKeyWrapper` for the owner's key and a
 :class:`~sealbench.cloud.gcs.GcsBlobStore` for ``gs://`` locations (or a
 :class:`~sealbench.cloud.LocalBlobStore` for ``file://``), all against the endpoints the run spec
-names. Credentials are lazy: the token exchange happens on the first storage or KMS call.
+names (checked first against the platform that attested the run:
+:func:`sealbench.enclave.steps.attest`). Credentials are lazy: the token exchange happens on the
+first storage or KMS call.
 
 The result destination is written with the **data owner's** pool credential: the data owner
 grants its workloads ``roles/storage.objectCreator`` on the result bucket.
@@ -54,7 +56,7 @@ class CloudAccess:
         provider = owner.pool_provider
         if provider not in self._credentials:
             self._credentials[provider] = workload_credentials(
-                provider, token_file=self._token_file, sts_url=self._spec.sts_url
+                provider, token_file=self._token_file, sts_url=self._spec.endpoints.sts_url
             )
         return self._credentials[provider]
 
@@ -62,7 +64,7 @@ class CloudAccess:
         from sealbench.cloud.gcs import GcsBlobStore, make_storage_client
 
         location = parse_storage_uri(uri)
-        endpoint = self._spec.storage_endpoint
+        endpoint = self._spec.endpoints.storage_endpoint
 
         def gcs(bucket: str) -> BlobStore:
             client = make_storage_client(None, self._credential(owner), endpoint)
@@ -73,5 +75,5 @@ class CloudAccess:
     def key_wrapper(self, owner: AssetLocation) -> KeyWrapper:
         from sealbench.cloud.kms import KmsKeyWrapper, make_kms_client
 
-        client = make_kms_client(self._credential(owner), self._spec.kms_endpoint)
+        client = make_kms_client(self._credential(owner), self._spec.endpoints.kms_endpoint)
         return KmsKeyWrapper(owner.kms_key, client)

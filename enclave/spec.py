@@ -24,13 +24,16 @@ Variables (all required unless a default is given)::
     SEALBENCH_DATA_DIGEST            expected manifest digest of the dataset (sha256:…)
     SEALBENCH_MODEL_DIGEST           expected digest of the ONNX weights (sha256:…)
     SEALBENCH_RECIPIENT_DIGEST       expected digest of the recipient public key (sha256:…)
-    SEALBENCH_STS_URL                token exchange URL       (default Google's STS)
-    SEALBENCH_KMS_ENDPOINT           Cloud KMS API endpoint   (default Google's)
-    SEALBENCH_STORAGE_ENDPOINT       Cloud Storage endpoint   (default Google's)
+    SEALBENCH_STS_URL                token exchange URL       (absent: Google's STS)
+    SEALBENCH_KMS_ENDPOINT           Cloud KMS API endpoint   (absent: Google's)
+    SEALBENCH_STORAGE_ENDPOINT       Cloud Storage endpoint   (absent: Google's)
 
-The three endpoint variables exist so the very same image runs against the local mock cloud. A
-production key owner's policy can pin them (their values are attested) and the registry server
-reports them with every result.
+The three endpoint variables exist only so the very same image runs against the local mock
+cloud: they are where the workload sends its attestation token and its access tokens, so they are
+*pinned* (:mod:`sealbench.enclave.inputs`): a production key-release condition requires them
+absent, the mock's requires its own exact URLs, and the enclave refuses to send a token to an
+endpoint that does not belong to the platform that attested it. An endpoint is ``https://`` on
+any host, or ``http://`` on the loopback interface only; userinfo, query and fragment are refused.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import base64
 import binascii
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Annotated, Final, NewType
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
@@ -46,13 +50,18 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from sealbench.crypto.digest import Sha256Digest, parse_digest, sha256_digest
 
 __all__ = [
+    "ENDPOINT_ENV_NAMES",
+    "ENDPOINT_FIELDS",
+    "ENDPOINT_PATTERN",
     "ENV_OVERRIDE_NAMES",
+    "GOOGLE_ENDPOINTS",
     "KMS_KEY_PATTERN",
     "POOL_PROVIDER_PATTERN",
     "STORAGE_URI_PATTERN",
     "AssetLocation",
     "RunSpec",
     "RunSpecError",
+    "ServiceEndpoints",
 ]
 
 RunId = NewType("RunId", str)
@@ -81,7 +90,36 @@ POOL_PROVIDER_PATTERN: Final = (
 _URI_RE = STORAGE_URI_PATTERN
 _KMS_KEY_RE = KMS_KEY_PATTERN
 _PROVIDER_RE = POOL_PROVIDER_PATTERN
-_ENDPOINT_RE = r"^https?://[A-Za-z0-9.\-\[\]:]+(:[0-9]{1,5})?(/[A-Za-z0-9._/-]*)?$"
+#: ``https://host[:port][/path]``, or ``http://`` on loopback only (the mock cloud); no userinfo,
+#: query or fragment. The key-release condition pins the exact value on top of this.
+ENDPOINT_PATTERN: Final = (
+    r"^(https://[A-Za-z0-9][A-Za-z0-9.-]{0,252}"
+    r"|http://(127\.0\.0\.1|localhost|\[::1\]))(:[0-9]{1,5})?(/[A-Za-z0-9._~/-]*)?$"
+)
+_ENDPOINT_RE = ENDPOINT_PATTERN
+
+
+@dataclass(frozen=True)
+class ServiceEndpoints:
+    """The three services a workload sends tokens to: STS (its attestation token), KMS and
+    storage (the federated access tokens)."""
+
+    sts_url: str
+    kms_endpoint: str
+    storage_endpoint: str
+
+    def __post_init__(self) -> None:
+        for field in ENDPOINT_FIELDS:
+            if not re.fullmatch(ENDPOINT_PATTERN, getattr(self, field)):
+                raise ValueError(f"{field}: not an https (or loopback http) URL without userinfo")
+
+    def env_names(self) -> dict[str, str]:
+        """``{env override name: value}`` for the three endpoints."""
+        return {_ENV[field]: getattr(self, field) for field in ENDPOINT_FIELDS}
+
+
+#: The run-spec fields that name a token destination.
+ENDPOINT_FIELDS: Final = ("sts_url", "kms_endpoint", "storage_endpoint")
 
 
 class RunSpecError(ValueError):
@@ -142,9 +180,19 @@ class RunSpec(BaseModel):
     data_digest: Digest
     model_digest: Digest
     recipient_digest: Digest
-    sts_url: str = Field(default=GOOGLE_STS_URL, pattern=_ENDPOINT_RE)
-    kms_endpoint: str = Field(default=GOOGLE_KMS_ENDPOINT, pattern=_ENDPOINT_RE)
-    storage_endpoint: str = Field(default=GOOGLE_STORAGE_ENDPOINT, pattern=_ENDPOINT_RE)
+    #: Endpoint overrides; None (the variable absent) means Google's, as in production.
+    sts_url: str | None = Field(default=None, pattern=_ENDPOINT_RE)
+    kms_endpoint: str | None = Field(default=None, pattern=_ENDPOINT_RE)
+    storage_endpoint: str | None = Field(default=None, pattern=_ENDPOINT_RE)
+
+    @property
+    def endpoints(self) -> ServiceEndpoints:
+        """Where this run's tokens go: each override, or Google's endpoint where it is absent."""
+        return ServiceEndpoints(
+            sts_url=self.sts_url or GOOGLE_ENDPOINTS.sts_url,
+            kms_endpoint=self.kms_endpoint or GOOGLE_ENDPOINTS.kms_endpoint,
+            storage_endpoint=self.storage_endpoint or GOOGLE_ENDPOINTS.storage_endpoint,
+        )
 
     @property
     def recipient_key_bytes(self) -> bytes:
@@ -198,10 +246,11 @@ class RunSpec(BaseModel):
             _ENV["data_digest"]: self.data_digest,
             _ENV["model_digest"]: self.model_digest,
             _ENV["recipient_digest"]: self.recipient_digest,
-            _ENV["sts_url"]: self.sts_url,
-            _ENV["kms_endpoint"]: self.kms_endpoint,
-            _ENV["storage_endpoint"]: self.storage_endpoint,
         }
+        for field in ENDPOINT_FIELDS:
+            value = getattr(self, field)
+            if value is not None:
+                out[_ENV[field]] = value
         for asset_name, asset in (("dataset", self.dataset), ("model", self.model)):
             out[_ENV[f"{asset_name}_id"]] = asset.asset_id
             out[_ENV[f"{asset_name}_uri"]] = asset.uri
@@ -236,9 +285,15 @@ _ENV: Final[dict[str, str]] = {
     "kms_endpoint": "SEALBENCH_KMS_ENDPOINT",
     "storage_endpoint": "SEALBENCH_STORAGE_ENDPOINT",
 }
-_OPTIONAL: Final = frozenset({"sts_url", "kms_endpoint", "storage_endpoint"})
+_OPTIONAL: Final = frozenset(ENDPOINT_FIELDS)
 _TOP_LEVEL: Final = frozenset(RunSpec.model_fields) - {"dataset", "model"}
 
 #: Every environment variable the evaluation image lets the operator override (the value of the
 #: image label ``tee.launch_policy.allow_env_override``).
 ENV_OVERRIDE_NAMES: Final[tuple[str, ...]] = tuple(_ENV.values())
+#: The env override names of the three token destinations.
+ENDPOINT_ENV_NAMES: Final[tuple[str, ...]] = tuple(_ENV[f] for f in ENDPOINT_FIELDS)
+#: Google's own endpoints: what a production workload uses (its endpoint overrides absent).
+GOOGLE_ENDPOINTS: Final = ServiceEndpoints(
+    GOOGLE_STS_URL, GOOGLE_KMS_ENDPOINT, GOOGLE_STORAGE_ENDPOINT
+)

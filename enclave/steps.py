@@ -50,6 +50,8 @@ from sealbench.enclave.errors import (
     SpecError,
     StorageFailure,
 )
+from sealbench.enclave.inputs import TokenDestinationError, check_token_destinations
+from sealbench.enclave.platforms import PlatformResolver, resolve_platform
 from sealbench.enclave.result import WRITE_CHECK_OBJECT, WriteCheck
 from sealbench.enclave.rules import BenchmarkRules, rules_for
 from sealbench.enclave.spec import ENV_OVERRIDE_NAMES, AssetLocation, RunSpec, RunSpecError
@@ -120,9 +122,16 @@ def claims_of(token: str) -> AttestationClaims:
         raise AttestationUnavailable("the launcher's token claims cannot be read") from exc
 
 
-def attest(environ: Mapping[str, str], attester: Attester, timer: StepTimer) -> AttestedRun:
+def attest(
+    environ: Mapping[str, str],
+    attester: Attester,
+    timer: StepTimer,
+    resolve: PlatformResolver = resolve_platform,
+) -> AttestedRun:
     """Read the spec, then the first token: its env overrides must be exactly the environment
-    the spec was read from, and its image digest is what the result will be bound to."""
+    the spec was read from, its endpoint overrides must belong to the platform that issued it
+    (``resolve``; no token has left the TEE yet), and its image digest is what the result will
+    be bound to."""
     spec, rules = read_spec(environ)
     with timer.measure("attest"):
         try:
@@ -134,6 +143,10 @@ def attest(environ: Mapping[str, str], attester: Attester, timer: StepTimer) -> 
     differing = sorted(n for n in ENV_OVERRIDE_NAMES if environ.get(n) != attested.get(n))
     if differing:
         raise SpecError(f"the environment differs from the attested env overrides in {differing}")
+    try:
+        check_token_destinations(attested, resolve(claims.iss))
+    except TokenDestinationError as exc:
+        raise SpecError(f"refusing to send any token: {exc}") from exc
     try:
         image_digest = parse_digest(claims.submods.container.image_digest)
     except ValueError as exc:

@@ -17,6 +17,7 @@ from sealbench.cloud.policy import (
 )
 from sealbench.crypto.digest import Sha256Digest, sha256_digest
 from sealbench.crypto.workload import WorkloadIdentity, principal_set
+from sealbench.enclave.inputs import ConditionContext
 
 
 def _d(label: str) -> Sha256Digest:
@@ -27,6 +28,11 @@ PROVIDER = PoolProvider("123456789", "hospital-pool", "attestation")
 KEY = "projects/hospital/locations/global/keyRings/r/cryptoKeys/k"
 W1 = WorkloadIdentity(_d("img"), _d("data"), _d("model"), _d("recipient"))
 W2 = WorkloadIdentity(_d("img2"), _d("data"), _d("model"), _d("recipient"))
+METRICS = frozenset({"brats-2023-gli/1"})
+
+
+def _condition(images: list[str], include_data: bool) -> str:
+    return attribute_condition(ConditionContext(frozenset(images), METRICS, include_data))
 
 
 @pytest.mark.parametrize(
@@ -39,12 +45,12 @@ def test_cel_injection_through_a_literal_rejected(payload: str) -> None:
 
 
 def test_malformed_image_digest_rejected_before_use() -> None:
-    with pytest.raises(ValueError, match="sha256"):
-        attribute_condition(["sha256:' || true || '"], include_data=True)
+    with pytest.raises(PolicyInputError, match="sha256"):
+        _condition(["sha256:' || true || '"], include_data=True)
 
 
 def test_condition_requires_production_image_and_lists_images() -> None:
-    condition = attribute_condition([W2.image_digest, W1.image_digest, W1.image_digest], True)
+    condition = _condition([W2.image_digest, W1.image_digest, W1.image_digest], True)
     assert "assertion.swname == 'CONFIDENTIAL_SPACE'" in condition
     assert "assertion.dbgstat == 'disabled-since-boot'" in condition
     assert "'STABLE' in assertion.submods.confidential_space.support_attributes" in condition
@@ -52,19 +58,32 @@ def test_condition_requires_production_image_and_lists_images() -> None:
     images = sorted([W1.image_digest, W2.image_digest])
     assert f"image_digest in ['{images[0]}', '{images[1]}']" in condition
     assert "SEALBENCH_DATA_DIGEST.matches(" in condition
+    assert "assertion.hwmodel in ['GCP_AMD_SEV', 'GCP_AMD_SEV_SNP', 'GCP_INTEL_TDX']" in condition
+    assert "assertion.secboot == true" in condition
+    assert "!has(assertion.submods.container.env_override.SEALBENCH_STS_URL)" in condition
+    assert "SEALBENCH_METRICS_VERSION in ['brats-2023-gli/1']" in condition
 
 
 def test_model_owner_condition_does_not_read_the_data_override() -> None:
-    assert "SEALBENCH_DATA_DIGEST" not in attribute_condition([W1.image_digest], False)
+    condition = _condition([W1.image_digest], False)
+    assert "SEALBENCH_DATA_DIGEST.matches" not in condition
+    assert "SEALBENCH_DATA_DIGEST" in condition  # only as an allowed override name
 
 
 def test_no_approved_workload_allows_no_image() -> None:
-    assert "image_digest in []" in attribute_condition([], True)
+    assert "image_digest in []" in _condition([], True)
 
 
 def test_data_owner_policy_without_dataset_digest_rejected() -> None:
     with pytest.raises(PolicyInputError, match="dataset digest"):
-        AssetPolicy(PROVIDER, KEY, None, frozenset({W1.without_data()}), include_data=True)
+        AssetPolicy(
+            PROVIDER,
+            KEY,
+            None,
+            frozenset({W1.without_data()}),
+            include_data=True,
+            metrics_versions=METRICS,
+        )
 
 
 @pytest.mark.parametrize(
@@ -79,7 +98,13 @@ def test_malformed_policy_coordinates_rejected(field: str, value: str) -> None:
     }
     fields[field] = value
     with pytest.raises(PolicyInputError):
-        AssetPolicy(PROVIDER, workloads=frozenset({W1}), include_data=True, **fields)  # type: ignore[arg-type]
+        AssetPolicy(
+            PROVIDER,
+            workloads=frozenset({W1}),
+            include_data=True,
+            metrics_versions=METRICS,
+            **fields,  # type: ignore[arg-type]
+        )
 
 
 def test_malformed_pool_coordinates_rejected() -> None:
@@ -90,11 +115,35 @@ def test_malformed_pool_coordinates_rejected() -> None:
 
 
 def test_model_owner_grants_the_dataless_uid() -> None:
-    policy = AssetPolicy(PROVIDER, KEY, None, frozenset({W1}), include_data=False)
+    policy = AssetPolicy(
+        PROVIDER, KEY, None, frozenset({W1}), include_data=False, metrics_versions=METRICS
+    )
     assert policy.uids() == {W1.without_data().uid()}
     body = provider_body(policy)
     assert "'-'" in body["attributeMapping"]["attribute.workload_uid"]
     assert body["oidc"]["issuerUri"] == "https://confidentialcomputing.googleapis.com/"
+
+
+def test_google_provider_takes_no_endpoints_and_a_mock_provider_needs_them() -> None:
+    from sealbench.enclave.spec import ServiceEndpoints
+
+    mock = ServiceEndpoints("http://127.0.0.1:1/v1/token", "http://127.0.0.1:2", "http://127.0.0.1:3")
+    with pytest.raises(PolicyInputError, match="takes no endpoints"):
+        AssetPolicy(
+            PROVIDER, KEY, None, frozenset({W1}), True, metrics_versions=METRICS, endpoints=mock
+        )
+    with pytest.raises(PolicyInputError, match="not Google's"):
+        AssetPolicy(
+            PROVIDER,
+            KEY,
+            None,
+            frozenset({W1}),
+            True,
+            issuer_uri="http://127.0.0.1:4/",
+            metrics_versions=METRICS,
+        )
+    with pytest.raises(PolicyInputError, match="metrics versions"):
+        AssetPolicy(PROVIDER, KEY, None, frozenset({W1}), True)
 
 
 def _policy(*bindings: dict[str, object]) -> dict[str, object]:

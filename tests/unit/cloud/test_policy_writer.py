@@ -30,6 +30,7 @@ POLICY = AssetPolicy(
         }
     ),
     include_data=True,
+    metrics_versions=frozenset({"brats-2023-gli/1"}),
 )
 
 

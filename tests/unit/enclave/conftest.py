@@ -21,6 +21,7 @@ from sealbench.benchmarks.brats.prepare import prepare_dataset
 from sealbench.benchmarks.brats.synthetic import case_id_for, generate_case, write_case
 from sealbench.client.sealing import seal_dataset, seal_model
 from sealbench.cloud import BlobStore, LocalBlobStore, parse_storage_uri
+from sealbench.crypto.attestation import CONFIDENTIAL_SPACE_ISSUER
 from sealbench.crypto.digest import sha256_digest
 from sealbench.crypto.envelope import InsecureInMemoryKeyWrapper, KeyWrapper
 from sealbench.crypto.sealing import generate_recipient_key, public_key_digest, public_key_to_raw
@@ -83,7 +84,9 @@ class FakeAttester:
     def token(self, audience: str | None = None, nonces: Sequence[str] = ()) -> str:
         claims = build_claims(
             self.launch,
-            issuer="https://unit-test.invalid",
+            # Google's issuer (unsigned: the enclave reads its own tokens, it does not verify
+            # them), so the run's token destinations are Google's: no endpoint overrides.
+            issuer=CONFIDENTIAL_SPACE_ISSUER,
             audience=audience or "https://sts.googleapis.com",
             nonces=tuple(nonces),
             now=int(time.time()),

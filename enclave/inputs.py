@@ -1,0 +1,313 @@
+"""Every input the operator controls at launch, its class, and the key-release condition rendered
+from that one table.
+
+The operator (the hospital that launches a run) chooses the run spec's env overrides
+(``tee-env-*``), the command, mounts and the rest of the VM's metadata, and the VM itself
+(confidential instance type, secure boot, the Confidential Space image). Each input is exactly
+one of:
+
+``bound``   part of the workload identity the owners grant (the workload uid
+            ``image::data::model::recipient`` of :mod:`sealbench.crypto.workload`): a run with
+            another value maps to a uid nobody granted.
+``pinned``  the key-release condition requires an exact value or absence (endpoints, the
+            command, the hardware, the image family), so a token from a run with another value
+            federates to nothing, wherever it is replayed.
+``inert``   cannot change where data, keys or tokens go, or what is computed; each entry says why.
+
+:data:`OPERATOR_INPUTS` is the table; :func:`render_condition` turns it into the CEL attribute
+condition of an owner's workload identity pool provider (evaluated by Google's STS and, with
+cel-python, by the mock's); :func:`check_token_destinations` is the enclave's own defence in
+depth: it refuses to send a token to an endpoint of another platform than the one that attested
+it. A name in :data:`~sealbench.enclave.spec.ENV_OVERRIDE_NAMES` without an entry here makes
+:func:`render_condition` raise, and a test renders the condition and evaluates it against a token
+with each input tampered.
+
+This module imports only the standard library, pydantic (through the run spec) and
+:mod:`sealbench.crypto`: the policy writer (``sealbench.cloud``), the registry and the mock use it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final, assert_never
+
+from sealbench.crypto.attestation import (
+    CONFIDENTIAL_HWMODELS,
+    REQUIRED_DBGSTAT,
+    REQUIRED_SUPPORT_ATTRIBUTE,
+    REQUIRED_SWNAME,
+)
+from sealbench.crypto.digest import parse_digest
+from sealbench.crypto.workload import ENV_DATA_DIGEST, env_shape_condition
+from sealbench.enclave.spec import (
+    ENDPOINT_ENV_NAMES,
+    ENV_OVERRIDE_NAMES,
+    ServiceEndpoints,
+)
+
+__all__ = [
+    "ENV_INPUTS",
+    "MOCK_ENDPOINTS_MEMBER",
+    "OPERATOR_INPUTS",
+    "ConditionContext",
+    "ConditionInputError",
+    "InputClass",
+    "OperatorInput",
+    "Rule",
+    "TokenDestinationError",
+    "check_token_destinations",
+    "render_condition",
+]
+
+_ENV: Final = "assertion.submods.container.env_override"
+#: The member of the INSECURE mock verifier's discovery document that names the mock cloud's
+#: token destinations (``sts_url``, ``kms_endpoint``, ``storage_endpoint``).
+MOCK_ENDPOINTS_MEMBER: Final = "sealbench_insecure_mock_endpoints"
+_METRICS_VERSION: Final = "SEALBENCH_METRICS_VERSION"
+_LITERAL: Final = re.compile(r"[A-Za-z0-9:._/~-]{1,400}")
+
+
+class InputClass(StrEnum):
+    BOUND = "bound"
+    PINNED = "pinned"
+    INERT = "inert"
+
+
+class Rule(StrEnum):
+    """How the key-release condition enforces a bound or pinned input (inert inputs have none)."""
+
+    #: a workload-uid field: must be a sha256 digest (no ``::`` smuggling), mapped into the uid
+    UID_DIGEST = "uid-digest"
+    #: bound through another input: the enclave refuses a value that does not hash to it
+    BOUND_BY_DIGEST = "bound-by-digest"
+    #: the image digest is one of the approved benchmarks' images (and the uid's first field)
+    IMAGE = "image"
+    #: absent in production (Google's HTTPS endpoint); the mock's exact URL on the mock
+    ENDPOINT = "endpoint"
+    #: one of the approved benchmarks' metrics versions
+    METRICS_VERSION = "metrics-version"
+    #: no ``tee-cmd``: ``cmd_override`` absent, null or empty
+    NO_COMMAND = "no-command"
+    #: no env override outside :data:`~sealbench.enclave.spec.ENV_OVERRIDE_NAMES`
+    KNOWN_OVERRIDES_ONLY = "known-overrides-only"
+    #: ``hwmodel`` is confidential hardware
+    HARDWARE = "hardware"
+    #: ``secboot`` is true
+    SECURE_BOOT = "secure-boot"
+    #: the production Confidential Space image: ``swname``, ``dbgstat``, ``STABLE``
+    PRODUCTION_IMAGE = "production-image"
+
+
+@dataclass(frozen=True)
+class OperatorInput:
+    """One input the operator sets at launch. ``name`` is the env override name or the launch
+    setting (``tee-cmd``, a VM property); ``claim`` is where the attestation token shows it
+    (None when it does not appear there); ``enforced`` says where its class is enforced."""
+
+    name: str
+    is_env: bool
+    klass: InputClass
+    rule: Rule | None
+    claim: str | None
+    enforced: str
+    why: str
+
+    def __post_init__(self) -> None:
+        if (self.klass is InputClass.INERT) != (self.rule is None):
+            raise ValueError(f"{self.name}: inert inputs have no rule, the others one")
+
+
+def _env(name: str, klass: InputClass, rule: Rule | None, enforced: str, why: str) -> OperatorInput:
+    return OperatorInput(name, True, klass, rule, f"{_ENV[11:]}.{name}", enforced, why)
+
+
+_B, _P, _I = InputClass.BOUND, InputClass.PINNED, InputClass.INERT
+_COND = "key-release condition"
+_LABEL = "names the asset; used as associated data when the DEK is unwrapped, so a wrong value "
+_LABEL += "fails the unwrap"
+_WHERE = "where the sealed bytes are read; every byte is checked against the bound digests"
+_WHERE += " and the access token goes only to the pinned storage endpoint"
+
+#: Every operator-controlled input. Order: env overrides as the run spec lists them, then the
+#: launch settings and the machine.
+OPERATOR_INPUTS: Final[tuple[OperatorInput, ...]] = (
+    _env("SEALBENCH_RUN_ID", _I, None, "-", "a label of the operator's own bookkeeping; it names "
+         "the result objects and is bound into the HPKE info, nothing else"),
+    _env("SEALBENCH_BENCHMARK_ID", _I, None, "registry result policy", "names the benchmark the "
+         "result is for; the registry refuses a result whose attested id is not the benchmark it "
+         "is filed under (the scoring rules come from the pinned metrics version)"),
+    _env(_METRICS_VERSION, _P, Rule.METRICS_VERSION, f"{_COND}; registry result policy",
+         "selects the scoring rules among those built into the image"),
+    _env("SEALBENCH_DATASET_ID", _I, None, "enclave (unwrap AAD)", _LABEL),
+    _env("SEALBENCH_DATASET_URI", _I, None, "enclave (digest checks)", _WHERE),
+    _env("SEALBENCH_DATASET_KMS_KEY", _I, None, "enclave (digest checks)", "which key unwraps "
+         "the DEK; the call goes only to the pinned KMS endpoint and a DEK from any other key "
+         "cannot decrypt bytes that match the bound digests"),
+    _env("SEALBENCH_DATASET_POOL_PROVIDER", _I, None, _COND, "which pool the token is exchanged "
+         "at; every pool's own condition decides what the token may do"),
+    _env("SEALBENCH_MODEL_ID", _I, None, "enclave (unwrap AAD)", _LABEL),
+    _env("SEALBENCH_MODEL_URI", _I, None, "enclave (digest checks)", _WHERE),
+    _env("SEALBENCH_MODEL_KMS_KEY", _I, None, "enclave (digest checks)", "as the dataset's key"),
+    _env("SEALBENCH_MODEL_POOL_PROVIDER", _I, None, _COND, "as the dataset's pool provider"),
+    _env("SEALBENCH_RESULT_URI", _I, None, "enclave (sealing)", "receives only the result sealed "
+         "to the bound recipient, the public summary and the result token (audience "
+         "sealbench-result, which no pool accepts)"),
+    _env("SEALBENCH_RECIPIENT_PUBLIC_KEY", _B, Rule.BOUND_BY_DIGEST, "enclave (step 1)",
+         "the enclave refuses a key that does not hash to SEALBENCH_RECIPIENT_DIGEST"),
+    _env(ENV_DATA_DIGEST, _B, Rule.UID_DIGEST, f"{_COND} (uid); enclave; registry",
+         "the dataset the key is released for"),
+    _env("SEALBENCH_MODEL_DIGEST", _B, Rule.UID_DIGEST, f"{_COND} (uid); enclave; registry",
+         "the model the key is released for"),
+    _env("SEALBENCH_RECIPIENT_DIGEST", _B, Rule.UID_DIGEST, f"{_COND} (uid); enclave",
+         "who can open the per-case results"),
+    *(
+        _env(name, _P, Rule.ENDPOINT, f"{_COND}; enclave; registry result policy",
+             "where the workload sends its attestation token or its access tokens")
+        for name in ENDPOINT_ENV_NAMES
+    ),
+    OperatorInput("tee-env-* (any other name)", True, _P, Rule.KNOWN_OVERRIDES_ONLY,
+                  "submods.container.env_override", f"launch policy; {_COND}; registry",
+                  "an override nobody reviewed (LD_PRELOAD, PYTHONPATH) changes what runs"),
+    OperatorInput("tee-image-reference", False, _B, Rule.IMAGE, "submods.container.image_digest",
+                  f"{_COND} (uid); registry", "the code that runs"),
+    OperatorInput("tee-cmd", False, _P, Rule.NO_COMMAND, "submods.container.cmd_override",
+                  f"launch policy; {_COND}; registry", "another command runs other code"),
+    OperatorInput("confidentialInstanceType", False, _P, Rule.HARDWARE, "hwmodel",
+                  f"{_COND}; registry", "without memory encryption the host reads the VM"),
+    OperatorInput("shieldedInstanceConfig.enableSecureBoot", False, _P, Rule.SECURE_BOOT,
+                  "secboot", f"{_COND}; registry", "an unverified boot chain proves nothing"),
+    OperatorInput("sourceImage (Confidential Space image family)", False, _P,
+                  Rule.PRODUCTION_IMAGE, "swname, dbgstat, submods.confidential_space",
+                  f"{_COND}; registry", "the debug image gives the operator a shell in the VM"),
+    OperatorInput("tee-restart-policy", False, _I, None, "submods.container.restart_policy", "-",
+                  "a restart runs the same bound workload again from its start"),
+    OperatorInput("tee-container-log-redirect", False, _I, None, None, "tests (log contents)",
+                  "the enclave logs steps and counts only, never ids, metrics, keys or tokens"),
+    OperatorInput("tee-mount", False, _I, None, None, "launch policy",
+                  "the image allows no mount (no allow_mount_destinations label) and the enclave "
+                  "reads no mounted path"),
+    OperatorInput("tee-monitoring-memory-enable", False, _I, None,
+                  "submods.confidential_space.monitoring_enabled", "-",
+                  "reports memory usage figures only"),
+    OperatorInput("serviceAccounts / tee-impersonate-service-accounts", False, _I, None,
+                  "google_service_accounts", "-", "the enclave never uses the VM's credentials: "
+                  "it reaches assets only through the owners' pools"),
+)
+
+#: The env-override entries by name.
+ENV_INPUTS: Final[Mapping[str, OperatorInput]] = {
+    i.name: i for i in OPERATOR_INPUTS if i.is_env and i.name in ENV_OVERRIDE_NAMES
+}
+
+
+class ConditionInputError(ValueError):
+    """A value that cannot go into a condition, or an override without a class."""
+
+
+@dataclass(frozen=True)
+class ConditionContext:
+    """What one owner's condition is rendered for. ``endpoints`` None means Google's platform
+    (the endpoint overrides must be absent); otherwise the mock's exact URLs are required."""
+
+    image_digests: frozenset[str]
+    metrics_versions: frozenset[str]
+    include_data: bool
+    endpoints: ServiceEndpoints | None = None
+
+
+def _literal(value: str) -> str:
+    if not _LITERAL.fullmatch(value):
+        raise ConditionInputError(f"refusing to put {value[:80]!r} into a CEL expression")
+    return f"'{value}'"
+
+
+def _list(values: Iterable[str]) -> str:
+    return "[" + ", ".join(_literal(v) for v in sorted(values)) + "]"
+
+
+def _clause(entry: OperatorInput, ctx: ConditionContext) -> str | None:
+    rule = entry.rule
+    if rule is None or rule is Rule.BOUND_BY_DIGEST:
+        return None
+    if rule is Rule.UID_DIGEST:
+        return None  # rendered once for all uid fields below (env_shape_condition)
+    if rule is Rule.IMAGE:
+        images = _list(map(parse_digest, ctx.image_digests))
+        return f"assertion.submods.container.image_digest in {images}"
+    if rule is Rule.ENDPOINT:
+        if ctx.endpoints is None:
+            return f"!has({_ENV}.{entry.name})"
+        return f"{_ENV}.{entry.name} == {_literal(ctx.endpoints.env_names()[entry.name])}"
+    if rule is Rule.METRICS_VERSION:
+        return f"{_ENV}.{entry.name} in {_list(ctx.metrics_versions)}"
+    if rule is Rule.NO_COMMAND:
+        return (
+            "(!has(assertion.submods.container.cmd_override)"
+            " || assertion.submods.container.cmd_override == null"
+            " || size(assertion.submods.container.cmd_override) == 0)"
+        )
+    if rule is Rule.KNOWN_OVERRIDES_ONLY:
+        return f"{_ENV}.all(k, k in {_list(ENV_OVERRIDE_NAMES)})"
+    if rule is Rule.HARDWARE:
+        return f"assertion.hwmodel in {_list(CONFIDENTIAL_HWMODELS)}"
+    if rule is Rule.SECURE_BOOT:
+        return "assertion.secboot == true"
+    if rule is Rule.PRODUCTION_IMAGE:
+        return (
+            f"assertion.swname == {_literal(REQUIRED_SWNAME)}"
+            f" && assertion.dbgstat == {_literal(REQUIRED_DBGSTAT)}"
+            f" && {_literal(REQUIRED_SUPPORT_ATTRIBUTE)}"
+            " in assertion.submods.confidential_space.support_attributes"
+        )
+    assert_never(rule)
+
+
+def render_condition(ctx: ConditionContext) -> str:
+    """The attribute condition: one clause per bound or pinned input of :data:`OPERATOR_INPUTS`
+    (machine and image first, then the launch settings and overrides), joined with ``&&``.
+    Raises :class:`ConditionInputError` if an env override the run spec defines has no entry."""
+    missing = sorted(set(ENV_OVERRIDE_NAMES) - set(ENV_INPUTS))
+    if missing:
+        raise ConditionInputError(f"env overrides without a class: {missing}")
+    order = sorted(OPERATOR_INPUTS, key=lambda i: i.is_env)  # stable: machine first
+    clauses = [c for c in (_clause(entry, ctx) for entry in order) if c is not None]
+    clauses.append(env_shape_condition(include_data=ctx.include_data))
+    return "\n&& ".join(clauses)
+
+
+class TokenDestinationError(ValueError):
+    """An endpoint override that would send a token outside the attesting platform; ``name``
+    is the override."""
+
+    def __init__(self, name: str, problem: str) -> None:
+        self.name = name
+        super().__init__(f"{name}: {problem}")
+
+
+def check_token_destinations(
+    overrides: Mapping[str, str], platform: ServiceEndpoints | None
+) -> None:
+    """Raise :class:`TokenDestinationError` naming the first endpoint override that does not
+    belong to the platform that attested the run. ``platform`` None is Google's: no endpoint
+    override at all (Google's HTTPS endpoints are the defaults); otherwise each override must
+    be present and equal the platform's URL."""
+    for name in ENDPOINT_ENV_NAMES:
+        value = overrides.get(name)
+        if platform is None:
+            if value is not None:
+                raise TokenDestinationError(
+                    name,
+                    "set on a run attested by Google's verifier, whose tokens go only to "
+                    "Google's HTTPS endpoints (remove the override)",
+                )
+            continue
+        expected = platform.env_names()[name]
+        if value != expected:
+            raise TokenDestinationError(
+                name,
+                f"does not name the attesting platform's endpoint {expected!r}; refusing to send "
+                "it a token",
+            )
