@@ -316,7 +316,7 @@ def _issuers_json(mock_state: Path) -> str:
     from sealbench.mocktee import MockEndpoints
 
     ep = MockEndpoints.load(mock_state)
-    return json.dumps([{"issuer": ep.issuer, "jwks_url": ep.jwks_uri}])
+    return json.dumps([ep.trusted_issuer()])
 
 
 def demo(

@@ -82,9 +82,7 @@ def registry_process(data_dir: Path, endpoints: Any, log_path: Path) -> Iterator
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SEALBENCH_SERVER_")}
     env["SEALBENCH_SERVER_DATA_DIR"] = str(data_dir)
-    env["SEALBENCH_SERVER_TRUSTED_ISSUERS"] = json.dumps(
-        [{"issuer": endpoints.issuer, "jwks_url": endpoints.jwks_uri}]
-    )
+    env["SEALBENCH_SERVER_TRUSTED_ISSUERS"] = json.dumps([endpoints.trusted_issuer()])
     url = f"http://127.0.0.1:{port}"
     with log_path.open("ab") as log:
         process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell

@@ -29,10 +29,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any
 
-from sealbench.enclave.spec import ENV_OVERRIDE_NAMES
-from sealbench.mocktee.launcher import LaunchedWorkload
+from sealbench.mocktee.launcher import ImagePolicy, LaunchedWorkload, private_launcher_dir
 from sealbench.mocktee.verifier import TokenMinter, WorkloadLaunch
 
 __all__ = [
@@ -57,18 +56,6 @@ _EXIT_MESSAGES = {
 DIGEST_REFERENCE = re.compile(r"^[^@\s]+@(?P<digest>sha256:[0-9a-f]{64})$")
 _HWMODEL = {"SEV": "GCP_AMD_SEV", "TDX": "GCP_INTEL_TDX"}
 _REDIRECTS = ("true", "serial", "cloud_logging", "false")
-
-
-@dataclass(frozen=True)
-class ImagePolicy:
-    """The image's launch-policy labels (``tee.launch_policy.*``) as the mock applies them. The
-    default is the sealbench evaluation image's: ``allow_env_override`` =
-    :data:`sealbench.enclave.spec.ENV_OVERRIDE_NAMES` (what ``docker/Dockerfile`` writes), no
-    command override, ``log_redirect=always``."""
-
-    allow_env_override: frozenset[str] = frozenset(ENV_OVERRIDE_NAMES)
-    allow_cmd_override: bool = False
-    log_redirect: Literal["always", "debugonly", "never"] = "always"
 
 
 class SerialPort:
@@ -148,9 +135,6 @@ def launch_from_metadata(vm: MockVm, policy: ImagePolicy) -> tuple[WorkloadLaunc
     if digest is None:
         raise ValueError("tee-image-reference must name the image by digest in the mock")
     env = {k.removeprefix("tee-env-"): v for k, v in metadata.items() if k.startswith("tee-env-")}
-    for name in sorted(env):
-        if name not in policy.allow_env_override:
-            raise ValueError(f"env var {name} is not allowed to be overridden on this image")
     cmd: tuple[str, ...] | None = None
     if "tee-cmd" in metadata:
         try:
@@ -159,9 +143,8 @@ def launch_from_metadata(vm: MockVm, policy: ImagePolicy) -> tuple[WorkloadLaunc
             raise ValueError(f"tee-cmd is not JSON: {exc}") from exc
         if not isinstance(parsed, list) or not all(isinstance(a, str) for a in parsed):
             raise ValueError("tee-cmd must be a JSON array of strings")
-        if parsed and not policy.allow_cmd_override:
-            raise ValueError("CMD is not allowed to be overridden on this image")
         cmd = tuple(parsed)
+    policy.check(env, cmd)  # LaunchPolicyViolation is a ValueError: the launcher's refusal
     if metadata.get("tee-restart-policy", "Never") != "Never":
         raise ValueError("the sealbench mock runs only tee-restart-policy=Never")
     redirect = metadata.get("tee-container-log-redirect", "false").lower()
@@ -220,7 +203,7 @@ def _run_workload(
     python: str,
     work_root: Path | None,
 ) -> int:
-    socket_dir = Path(tempfile.mkdtemp(prefix="sbvm-", dir="/tmp"))  # short: a Unix socket
+    socket_dir = private_launcher_dir()
     workdir = Path(tempfile.mkdtemp(prefix="sealbench-vm-", dir=work_root))
     (workdir / "tmp").mkdir()
     launched = LaunchedWorkload(launch, minter, socket_dir, seed=None).start()

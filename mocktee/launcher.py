@@ -4,35 +4,55 @@ default token file (``attestation_verifier_claims_token``) written atomically an
 0.7-0.9 of the remaining lifetime, as ``google/go-tpm-tools`` ``launcher/teeserver`` does.
 
 Whoever launches the workload supplies the image digest, reference and env overrides (the
-facts a real launcher measures); the verifier signs them. INSECURE BY DESIGN: nothing here is
-measured by hardware.
+facts a real launcher measures); the verifier signs them. As the real launcher does, the image's
+launch policy (:class:`ImagePolicy`, the ``tee.launch_policy.*`` labels) is enforced first: an
+env override the image does not allow, or a command override, is refused before any token
+exists. INSECURE BY DESIGN: nothing here is measured by hardware.
+
+Nothing left behind is a credential: each workload gets a private folder (0700, see
+:func:`private_launcher_dir`) holding its socket and its token file (both 0600), owned by the
+workload's user, removed when the workload stops. The folder records its owner process (pid and
+start time); a later launch removes the folders of owners that died without cleaning up (a
+SIGKILLed ``sealbench run``).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
+import os
 import random
+import secrets
+import shutil
+import stat
+import tempfile
 import threading
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from sealbench.enclave.spec import ENV_OVERRIDE_NAMES
 from sealbench.mocktee._http import Request, Response, UnixHttpService
-from sealbench.mocktee.state import atomic_write
 from sealbench.mocktee.verifier import DEFAULT_AUDIENCE, TokenMinter, WorkloadLaunch
 
 __all__ = [
     "CONTROL_TIMEOUT_S",
+    "LAUNCHER_ROOT",
     "SOCKET_NAME",
     "TOKEN_FILE_NAME",
+    "ImagePolicy",
+    "LaunchPolicyViolation",
     "LaunchedWorkload",
     "MockLauncher",
     "RemoteTokenMinter",
     "handle_token_request",
+    "private_launcher_dir",
+    "sweep_stale_launcher_dirs",
 ]
 
 _log = logging.getLogger("sealbench.mocktee")
@@ -47,6 +67,90 @@ _AUDIENCE_MAX = 512
 _TOKEN_TYPES = {"OIDC", "PKI", "AWS_PRINCIPALTAGS", "LIMITED_AWS"}
 _TOKEN_OPTION_FIELDS = {"audience", "nonces", "token_type", "aws_principal_tag_options"}
 _SUN_PATH_MAX = 107
+#: Where workload folders are made: short (a socket path is at most 107 bytes), per user.
+LAUNCHER_ROOT = Path(tempfile.gettempdir()) / f"sealbench-launcher-{os.getuid()}"
+_OWNER_FILE = "owner"
+
+
+class LaunchPolicyViolation(ValueError):  # noqa: N818 - reads as the launcher's refusal
+    """The launch asks for something the image's launch policy does not allow."""
+
+
+@dataclass(frozen=True)
+class ImagePolicy:
+    """The image's launch-policy labels (``tee.launch_policy.*``) as the mock applies them. The
+    default is the sealbench evaluation image's: ``allow_env_override`` =
+    :data:`sealbench.enclave.spec.ENV_OVERRIDE_NAMES` (what ``docker/Dockerfile`` writes), no
+    command override, ``log_redirect=always``."""
+
+    allow_env_override: frozenset[str] = frozenset(ENV_OVERRIDE_NAMES)
+    allow_cmd_override: bool = False
+    log_redirect: str = "always"
+
+    @classmethod
+    def from_labels(cls, labels: Mapping[str, str]) -> ImagePolicy:
+        """The policy an image's labels state (absent labels allow nothing)."""
+        names = labels.get("tee.launch_policy.allow_env_override", "")
+        return cls(
+            allow_env_override=frozenset(n.strip() for n in names.split(",") if n.strip()),
+            allow_cmd_override=labels.get("tee.launch_policy.allow_cmd_override") == "true",
+            log_redirect=labels.get("tee.launch_policy.log_redirect", "never"),
+        )
+
+    def check(self, env_overrides: Mapping[str, str], cmd_override: Sequence[str] | None) -> None:
+        """Raise :class:`LaunchPolicyViolation` with the launcher's reason, as Confidential
+        Space refuses such a launch spec."""
+        for name in sorted(env_overrides):
+            if name not in self.allow_env_override:
+                raise LaunchPolicyViolation(
+                    f"env var {name} is not allowed to be overridden on this image"
+                )
+        if cmd_override and not self.allow_cmd_override:
+            raise LaunchPolicyViolation("CMD is not allowed to be overridden on this image")
+
+
+def _start_time(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (field 22 of /proc/PID/stat), None if it is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return raw.rsplit(")", 1)[-1].split()[19]
+
+
+def sweep_stale_launcher_dirs(root: Path = LAUNCHER_ROOT) -> list[Path]:
+    """Remove the workload folders under ``root`` whose owner process is gone (or was
+    replaced by another with its pid); returns what was removed."""
+    removed: list[Path] = []
+    if not root.is_dir():
+        return removed
+    for child in root.iterdir():
+        try:
+            pid_text, _, started = (child / _OWNER_FILE).read_text().partition(" ")
+            alive = _start_time(int(pid_text)) == started.strip()
+        except (OSError, ValueError):
+            alive = False  # no owner record: a folder cut short while being made
+        if not alive:
+            shutil.rmtree(child, ignore_errors=True)
+            removed.append(child)
+    if removed:
+        _log.warning("mock launcher: removed %d stale workload folders", len(removed))
+    return removed
+
+
+def private_launcher_dir(root: Path = LAUNCHER_ROOT) -> Path:
+    """A new private (0700) folder for one workload's socket and token file under ``root``
+    (0700, ours: a folder someone else made there is refused), after removing stale ones."""
+    root.mkdir(mode=0o700, exist_ok=True)
+    info = root.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise PermissionError(f"{root} must be a folder of uid {os.getuid()} with mode 0700")
+    sweep_stale_launcher_dirs(root)
+    pid = os.getpid()
+    folder = root / f"{pid}-{secrets.token_hex(4)}"
+    folder.mkdir(mode=0o700)
+    (folder / _OWNER_FILE).write_text(f"{pid} {_start_time(pid)}")
+    return folder
 
 
 def _text(status: int, message: str) -> Response:
@@ -118,11 +222,23 @@ class LaunchedWorkload:
     """One running mock workload environment: its launcher socket and its token file."""
 
     def __init__(
-        self, launch: WorkloadLaunch, minter: TokenMinter, socket_dir: Path, *, seed: int | None
+        self,
+        launch: WorkloadLaunch,
+        minter: TokenMinter,
+        socket_dir: Path,
+        *,
+        seed: int | None,
+        owner: int | None = None,
     ) -> None:
+        """``socket_dir`` must be a private folder (:func:`private_launcher_dir`); ``owner`` is
+        the uid of the workload's user when it is not ours (a container's), who then gets the
+        folder, socket and token file, still 0700/0600."""
         self.launch = launch
         self._minter = minter
-        socket_dir.mkdir(parents=True, exist_ok=True)
+        self._owner = owner
+        socket_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        socket_dir.chmod(0o700)
+        self.socket_dir = socket_dir
         self.socket_path = socket_dir / SOCKET_NAME
         self.token_file = socket_dir / TOKEN_FILE_NAME
         if len(str(self.socket_path).encode()) > _SUN_PATH_MAX:
@@ -132,6 +248,9 @@ class LaunchedWorkload:
         self._service = UnixHttpService(
             "launcher", lambda r: handle_token_request(r, self._mint), self.socket_path
         )
+        self.socket_path.chmod(0o600)
+        self._give(socket_dir)
+        self._give(self.socket_path)
         lifetime = self._refresh_token_file()
         self._refresher = threading.Thread(
             target=self._refresh_loop, args=(lifetime,), name="mocktee-token-refresh", daemon=True
@@ -140,9 +259,21 @@ class LaunchedWorkload:
     def _mint(self, audience: str, nonces: Sequence[str]) -> str:
         return self._minter.mint(self.launch, audience, nonces)
 
+    def _give(self, path: Path) -> None:
+        if self._owner is not None:
+            os.chown(path, self._owner, -1)
+
     def _refresh_token_file(self) -> float:
         token = self._mint(DEFAULT_AUDIENCE, ())
-        atomic_write(self.token_file, token.encode(), mode=0o644)
+        tmp = self.token_file.with_name(f".{TOKEN_FILE_NAME}.{secrets.token_hex(6)}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(token.encode())
+            self._give(tmp)
+            tmp.replace(self.token_file)  # atomic, 0600 and owned as it should be throughout
+        finally:
+            tmp.unlink(missing_ok=True)
         return _token_lifetime(token)
 
     def _refresh_loop(self, lifetime: float) -> None:
@@ -162,9 +293,12 @@ class LaunchedWorkload:
         return self
 
     def stop(self) -> None:
+        """Stop serving and remove the socket, the token file and the workload's folder."""
         self._stop.set()
         self._service.stop()
         self.token_file.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            shutil.rmtree(self.socket_dir)
 
     def __enter__(self) -> LaunchedWorkload:
         return self
@@ -181,9 +315,12 @@ class LaunchedWorkload:
 class MockLauncher:
     """Starts mock workload environments whose tokens ``minter`` signs."""
 
-    def __init__(self, minter: TokenMinter, *, seed: int | None = None) -> None:
+    def __init__(
+        self, minter: TokenMinter, *, seed: int | None = None, policy: ImagePolicy | None = None
+    ) -> None:
         self._minter = minter
         self._seed = seed
+        self._policy = policy or ImagePolicy()
 
     def start_workload(
         self,
@@ -194,15 +331,25 @@ class MockLauncher:
         *,
         socket_dir: Path,
         cmd_override: Sequence[str] | None = None,
+        policy: ImagePolicy | None = None,
+        owner: int | None = None,
+        hwmodel: str = "GCP_AMD_SEV",
+        secboot: bool = True,
     ) -> LaunchedWorkload:
         """Create ``socket_dir/teeserver.sock`` and ``socket_dir/attestation_verifier_claims_token``
-        for one workload and keep the token file fresh until :meth:`LaunchedWorkload.stop`."""
+        for one workload and keep the token file fresh until :meth:`LaunchedWorkload.stop`.
+        ``policy`` (default: this launcher's) is the image's launch policy; a launch it does not
+        allow raises :class:`LaunchPolicyViolation` and creates nothing. ``hwmodel`` and
+        ``secboot`` are the machine the mock pretends to be (tests of the policies' refusals)."""
+        (policy or self._policy).check(env_overrides, cmd_override)
         launch = WorkloadLaunch(
             image_digest=image_digest,
             image_reference=image_reference,
             env_overrides=dict(env_overrides),
             debug=debug,
             cmd_override=tuple(cmd_override) if cmd_override is not None else None,
+            hwmodel=hwmodel,
+            secboot=secboot,
         )
         _log.warning(
             "INSECURE mock launcher: workload %s (%s image) at %s",
@@ -210,7 +357,9 @@ class MockLauncher:
             "debug" if debug else "production",
             socket_dir,
         )
-        return LaunchedWorkload(launch, self._minter, socket_dir, seed=self._seed).start()
+        return LaunchedWorkload(
+            launch, self._minter, socket_dir, seed=self._seed, owner=owner
+        ).start()
 
 
 class RemoteTokenMinter:

@@ -30,6 +30,7 @@ from types import TracebackType
 from typing import Any
 
 from sealbench.crypto.attestation import Jwks
+from sealbench.enclave.spec import ServiceEndpoints
 from sealbench.mocktee._http import HttpService, Request, Response, google_error, json_response
 from sealbench.mocktee.compute import MockCompute
 from sealbench.mocktee.iam import MockIam
@@ -90,6 +91,20 @@ class MockEndpoints:
 
     def to_json(self) -> dict[str, Any]:
         return {"version": 1, "insecure": True, **asdict(self)}
+
+    def service_endpoints(self) -> ServiceEndpoints:
+        """The mock's STS, KMS and storage URLs: what a mock run's spec names and what the
+        mock's key-release conditions pin (:mod:`sealbench.enclave.inputs`)."""
+        return ServiceEndpoints(self.sts_token_url, self.kms, self.storage)
+
+    def trusted_issuer(self) -> dict[str, Any]:
+        """This mock as an entry of the registry's ``SEALBENCH_SERVER_TRUSTED_ISSUERS``: its
+        issuer, JWKS and the endpoints its genuine runs name."""
+        return {
+            "issuer": self.issuer,
+            "jwks_url": self.jwks_uri,
+            "endpoints": asdict(self.service_endpoints()),
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> MockEndpoints:
@@ -161,6 +176,12 @@ class MockCloud:
                 compute=by_name["compute"].port,
             ),
         )
+
+        self.verifier.service_endpoints = {
+            "sts_url": self.endpoints.sts_token_url,
+            "kms_endpoint": self.endpoints.kms,
+            "storage_endpoint": self.endpoints.storage,
+        }
 
     def _previous_ports(self) -> MockPorts | None:
         try:

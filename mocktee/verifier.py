@@ -23,11 +23,13 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from sealbench.enclave.inputs import MOCK_ENDPOINTS_MEMBER
 from sealbench.mocktee._http import Request, Response, google_error, json_response
 from sealbench.mocktee.state import MockState, atomic_write
 
 __all__ = [
     "DEFAULT_AUDIENCE",
+    "MOCK_ENDPOINTS_MEMBER",
     "TOKEN_LIFETIME_S",
     "MockVerifier",
     "TokenMinter",
@@ -38,6 +40,7 @@ __all__ = [
 _log = logging.getLogger("sealbench.mocktee")
 
 DEFAULT_AUDIENCE = "https://sts.googleapis.com"
+
 #: Real Confidential Space tokens live one hour.
 TOKEN_LIFETIME_S = 3600
 _KEY_FILE = "verifier-signing-key.pem"
@@ -67,6 +70,7 @@ class WorkloadLaunch:
     )
     restart_policy: str = "Never"
     hwmodel: str = "GCP_AMD_SEV"
+    secboot: bool = True
     swversion: str = "251001"
     project_id: str = "mock-operator-project"
     project_number: str = "100000000001"
@@ -82,11 +86,21 @@ class WorkloadLaunch:
             "env_overrides": dict(self.env_overrides),
             "debug": self.debug,
             "cmd_override": list(self.cmd_override) if self.cmd_override is not None else None,
+            "hwmodel": self.hwmodel,
+            "secboot": self.secboot,
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> WorkloadLaunch:
-        allowed = {"image_digest", "image_reference", "env_overrides", "debug", "cmd_override"}
+        allowed = {
+            "image_digest",
+            "image_reference",
+            "env_overrides",
+            "debug",
+            "cmd_override",
+            "hwmodel",
+            "secboot",
+        }
         unknown = set(data) - allowed
         if unknown:
             raise ValueError(f"unknown launch fields: {sorted(unknown)}")
@@ -102,6 +116,8 @@ class WorkloadLaunch:
             env_overrides=dict(env),
             debug=bool(data.get("debug", False)),
             cmd_override=tuple(str(c) for c in cmd) if cmd is not None else None,
+            hwmodel=str(data.get("hwmodel", "GCP_AMD_SEV")),
+            secboot=data.get("secboot", True) is True,
         )
 
 
@@ -142,7 +158,7 @@ def build_claims(
             f"{launch.zone}/instances/{launch.instance_name}"
         ),
         "eat_profile": _EAT_PROFILE,
-        "secboot": True,
+        "secboot": launch.secboot,
         "oemid": 11129,
         "hwmodel": launch.hwmodel,
         "swname": "CONFIDENTIAL_SPACE",
@@ -185,6 +201,9 @@ class MockVerifier:
     ) -> None:
         self.issuer = issuer.rstrip("/")
         self._clock = clock
+        #: The mock cloud's token destinations, published in discovery (see
+        #: :meth:`openid_configuration`); set by :class:`~sealbench.mocktee.server.MockCloud`.
+        self.service_endpoints: dict[str, str] | None = None
         path = state.secret_path(_KEY_FILE)
         if path.exists():
             loaded = serialization.load_pem_private_key(path.read_bytes(), password=None)
@@ -226,7 +245,14 @@ class MockVerifier:
         }
 
     def openid_configuration(self) -> dict[str, Any]:
-        return {
+        """The discovery document. Beyond the real verifier's members it carries
+        ``sealbench_insecure_mock_endpoints`` (``sts_url``, ``kms_endpoint``,
+        ``storage_endpoint``): the only endpoints a workload this issuer attests may send tokens
+        to, which the enclave checks before sending any (Google's are fixed and known)."""
+        extra: dict[str, Any] = {}
+        if self.service_endpoints is not None:
+            extra[MOCK_ENDPOINTS_MEMBER] = dict(self.service_endpoints)
+        return extra | {
             "issuer": self.issuer,
             "jwks_uri": f"{self.issuer}/jwks",
             "response_types_supported": ["id_token"],

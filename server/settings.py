@@ -16,9 +16,12 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from sealbench.enclave.spec import ENDPOINT_PATTERN, ServiceEndpoints
+
 __all__ = [
     "CONFIDENTIAL_SPACE_ISSUER",
     "CONFIDENTIAL_SPACE_JWKS_URL",
+    "IssuerEndpoints",
     "OidcSettings",
     "ServerSettings",
     "TrustedIssuer",
@@ -29,13 +32,32 @@ CONFIDENTIAL_SPACE_JWKS_URL = "https://www.googleapis.com/service_accounts/v1/me
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
+class IssuerEndpoints(BaseModel):
+    """The token destinations of a platform that is not Google's (the mock cloud's STS, KMS and
+    storage URLs): a result from that issuer must have been produced by a run that named
+    exactly these."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    sts_url: str = Field(pattern=ENDPOINT_PATTERN)
+    kms_endpoint: str = Field(pattern=ENDPOINT_PATTERN)
+    storage_endpoint: str = Field(pattern=ENDPOINT_PATTERN)
+
+    def env_overrides(self) -> dict[str, str]:
+        """The run-spec overrides a genuine run on this platform carries."""
+        return ServiceEndpoints(self.sts_url, self.kms_endpoint, self.storage_endpoint).env_names()
+
+
 class TrustedIssuer(BaseModel):
-    """An attestation-token issuer whose result tokens the registry accepts."""
+    """An attestation-token issuer whose result tokens the registry accepts. ``endpoints`` is
+    None for Google's verifier (a result's run must carry no endpoint override) and the mock
+    cloud's URLs for the mock's issuer."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     issuer: str = Field(min_length=1)
     jwks_url: str = Field(min_length=1)
+    endpoints: IssuerEndpoints | None = None
 
 
 class OidcSettings(BaseModel):

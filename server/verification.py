@@ -9,7 +9,11 @@ attested env overrides (``SEALBENCH_BENCHMARK_ID``, ``SEALBENCH_METRICS_VERSION`
 ``SEALBENCH_DATA_DIGEST``, ``SEALBENCH_MODEL_DIGEST``) — so a result computed for one benchmark
 or metrics version cannot be filed under another that shares the image — and ``eat_nonce`` equal to
 :func:`~sealbench.crypto.attestation.result_nonce` of the submitted summary and sealed-result
-digest. Any failure raises :class:`~sealbench.server.errors.ResultRejectedError` naming it.
+digest; confidential hardware with secure boot (``hwmodel``, ``secboot``); no env override outside
+the evaluation image's allow-list (the run spec's names, :mod:`sealbench.enclave.spec`, the wire
+contract the server may import); and the endpoint overrides absent for Google's issuer or equal
+to the configured mock's. Any failure raises :class:`~sealbench.server.errors.ResultRejectedError`
+naming it.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from sealbench.crypto.attestation import (
 from sealbench.crypto.digest import parse_digest
 from sealbench.crypto.errors import CryptoError
 from sealbench.crypto.workload import ENV_DATA_DIGEST, ENV_MODEL_DIGEST
+from sealbench.enclave.spec import ENDPOINT_ENV_NAMES, ENV_OVERRIDE_NAMES
 from sealbench.server.errors import ResultRejectedError
 from sealbench.server.jwks import JwksCache
 from sealbench.server.settings import TrustedIssuer
@@ -40,6 +45,9 @@ __all__ = ["ENV_BENCHMARK_ID", "ENV_METRICS_VERSION", "ResultVerifier", "Verifie
 #: ``sealbench.crypto``; a test checks they equal the enclave's names.
 ENV_BENCHMARK_ID = "SEALBENCH_BENCHMARK_ID"
 ENV_METRICS_VERSION = "SEALBENCH_METRICS_VERSION"
+#: Run-spec overrides a result token may carry with any value: the image's allow-list less the
+#: endpoints, which are pinned per issuer (:class:`~sealbench.server.settings.TrustedIssuer`).
+_OTHER_RUN_SPEC_NAMES = frozenset(ENV_OVERRIDE_NAMES) - set(ENDPOINT_ENV_NAMES)
 
 
 @dataclass(frozen=True)
@@ -116,7 +124,7 @@ class ResultVerifier:
             claims = verify_token(
                 token, jwks, issuer=trusted.issuer, audience=RESULT_AUDIENCE, now=self._clock()
             )
-            env = claims.submods.container.env_override or {}
+            endpoints = {} if trusted.endpoints is None else trusted.endpoints.env_overrides()
             policy = AttestationPolicy(
                 allowed_image_digests=frozenset({image_digest}),
                 expected_env_overrides={
@@ -124,11 +132,14 @@ class ResultVerifier:
                     ENV_METRICS_VERSION: metrics_version,
                     ENV_DATA_DIGEST: dataset_digest,
                     ENV_MODEL_DIGEST: model_digest,
+                    # Google's issuer: no endpoint override at all; the mock's: its own URLs.
+                    **endpoints,
                 },
                 expected_nonce=nonce,
-                # The run specification's other overrides (URIs, run id, the recipient digest)
-                # do not bear on which benchmark, image, data and model produced the summary.
-                allowed_extra_env_overrides=frozenset(env),
+                # The run specification's other overrides (URIs, run id, the recipient) do not
+                # bear on which benchmark, image, data and model produced the summary; any name
+                # outside the image's allow-list (the run spec's names) is refused.
+                allowed_extra_env_overrides=_OTHER_RUN_SPEC_NAMES,
             )
             policy.check(claims)
         except (CryptoError, ValueError) as exc:

@@ -33,7 +33,6 @@ import contextlib
 import logging
 import os
 import shutil
-import tempfile
 import threading
 import time
 import urllib.parse
@@ -50,7 +49,12 @@ from docker.types import Mount
 
 from sealbench.client.launchers.base import EnclaveRunFailed, LaunchError, LaunchResult, OutputFn
 from sealbench.enclave.spec import RunSpec
-from sealbench.mocktee.launcher import LaunchedWorkload, MockLauncher
+from sealbench.mocktee.launcher import (
+    ImagePolicy,
+    LaunchedWorkload,
+    MockLauncher,
+    private_launcher_dir,
+)
 
 __all__ = [
     "CONTAINER_LAUNCHER_DIR",
@@ -88,6 +92,12 @@ def _file_paths(spec: RunSpec) -> tuple[list[Path], Path | None]:
 
     inputs = [p for p in (path_of(spec.dataset.uri), path_of(spec.model.uri)) if p is not None]
     return inputs, path_of(spec.result_uri)
+
+
+def _container_uid(container: Container) -> int | None:
+    """The numeric uid the container runs as (``Config.User``), None for root or a name."""
+    user = str(container.attrs.get("Config", {}).get("User") or "").split(":")[0]
+    return int(user) if user.isdigit() and user != str(os.getuid()) else None
 
 
 def _mounts(socket_dir: Path, spec: RunSpec) -> tuple[list[Mount], bool]:
@@ -347,15 +357,23 @@ class DockerLauncher:
         )
 
     def start(self, spec: RunSpec, *, on_output: OutputFn | None = None) -> DockerWorkload:
-        socket_dir = Path(tempfile.mkdtemp(prefix="sbd-", dir="/tmp"))  # short: a Unix socket
-        socket_dir.chmod(0o755)  # the container's user must reach the socket inside
+        socket_dir = private_launcher_dir()  # 0700; stale ones of dead runs are removed
         container: Container | None = None
         launched: LaunchedWorkload | None = None
         try:
             container = self._create(spec, socket_dir)
             digest = str(container.attrs["Image"])  # the image this container runs
+            # As Confidential Space does: the image's own launch policy decides which
+            # overrides the operator may pass; the socket folder belongs to the container's user.
+            labels = self._client.images.get(digest).labels or {}
             launched = self._launcher.start_workload(
-                digest, self._image, spec.to_environ(), self._debug, socket_dir=socket_dir
+                digest,
+                self._image,
+                spec.to_environ(),
+                self._debug,
+                socket_dir=socket_dir,
+                policy=ImagePolicy.from_labels(labels),
+                owner=_container_uid(container),
             )
             return DockerWorkload(
                 self._client, container, launched, socket_dir, digest, on_output, self._memory

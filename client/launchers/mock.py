@@ -34,7 +34,7 @@ from typing import IO
 from sealbench.client.launchers.base import EnclaveRunFailed, LaunchError, LaunchResult, OutputFn
 from sealbench.client.launchers.image import enclave_image_digest
 from sealbench.enclave.spec import RunSpec
-from sealbench.mocktee.launcher import LaunchedWorkload, MockLauncher
+from sealbench.mocktee.launcher import LaunchedWorkload, MockLauncher, private_launcher_dir
 
 __all__ = ["DEFAULT_TIMEOUT_S", "MockProcessLauncher", "MockProcessWorkload"]
 
@@ -190,7 +190,7 @@ class MockProcessLauncher:
         environ = spec.to_environ()
         if self._workdir_root is not None:
             self._workdir_root.mkdir(parents=True, exist_ok=True)
-        socket_dir = Path(tempfile.mkdtemp(prefix="sbl-", dir="/tmp"))  # short: a Unix socket
+        socket_dir = private_launcher_dir()  # 0700; stale ones of dead runs are removed
         workdir = Path(tempfile.mkdtemp(prefix="sealbench-run-", dir=self._workdir_root))
         (workdir / "tmp").mkdir()
         try:

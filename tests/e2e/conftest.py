@@ -219,6 +219,8 @@ def _authorize(world: EnclaveWorld, pairs: list[tuple[str, str]]) -> None:
                 workloads=workloads,
                 include_data=include_data,
                 issuer_uri=ep.issuer + "/",
+                metrics_versions=frozenset({"brats-2023-gli/1"}),
+                endpoints=ep.service_endpoints(),
             )
         )
     _grant_result_writes(world, workloads)

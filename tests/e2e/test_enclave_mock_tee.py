@@ -154,7 +154,7 @@ def test_registry_accepts_the_uploaded_result_and_refuses_an_altered_summary(
     )
     ep = world.cloud.endpoints
     verifier = ResultVerifier(
-        (TrustedIssuer(issuer=ep.issuer, jwks_url=ep.jwks_uri),),
+        (TrustedIssuer.model_validate(ep.trusted_issuer()),),
         JwksCache(UrllibJwksFetcher(), ttl=60, clock=time.time),
         time.time,
     )

@@ -298,6 +298,8 @@ class DockerWorld:
                     workloads=frozenset({workload}),
                     include_data=include_data,
                     issuer_uri=ep.issuer + "/",
+                    metrics_versions=frozenset({"brats-2023-gli/1"}),
+                    endpoints=ep.service_endpoints(),
                 )
             )
 

@@ -178,6 +178,8 @@ def _authorize(world: World, image_digest: str) -> None:
                 workloads=frozenset({workload}),
                 include_data=include_data,
                 issuer_uri=ep.issuer + "/",
+                metrics_versions=frozenset({"brats-2023-gli/1"}),
+                endpoints=ep.service_endpoints(),
             )
         )
     session = AuthorizedSession(OwnerCredentials(world.hospital.access_token))  # type: ignore[no-untyped-call]

@@ -30,6 +30,7 @@ from sealbench.crypto.digest import Sha256Digest, sha256_digest
 from sealbench.crypto.envelope import DataKey, WrappedKey, asset_aad, unwrap_key, wrap_key
 from sealbench.crypto.streaming import decrypt_bytes, encrypt_bytes
 from sealbench.crypto.workload import WorkloadIdentity
+from sealbench.mocktee.launcher import ImagePolicy
 from sealbench.mocktee.provision import OwnerSetup, provision_owner
 from sealbench.mocktee.server import MockCloud
 from sealbench.mocktee.verifier import WorkloadLaunch, build_claims
@@ -89,6 +90,8 @@ def _owner(
         workloads=workloads,
         include_data=include_data,
         issuer_uri=ep.issuer + "/",
+        metrics_versions=frozenset({"brats-2023-gli/1"}),
+        endpoints=ep.service_endpoints(),
     )
     PolicyWriter.from_credentials(
         creds, iam_url=ep.iam, kms_url=ep.kms, storage_url=ep.storage
@@ -119,6 +122,17 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
 
 _counter = iter(range(10_000))
+METRICS = "brats-2023-gli/1"
+
+
+def _env(world: World, workload: WorkloadIdentity = APPROVED) -> dict[str, str]:
+    """The overrides a genuine run of ``workload`` on this mock carries: its digests, the
+    pinned metrics version and the mock's own endpoints."""
+    return {
+        **workload.env_overrides(),
+        "SEALBENCH_METRICS_VERSION": METRICS,
+        **world.cloud.endpoints.service_endpoints().env_names(),
+    }
 
 
 def _release(world: World, owner: Owner, token_file: Path) -> DataKey:
@@ -138,15 +152,21 @@ def _launch(
     env: Mapping[str, str] | None = None,
     debug: bool = False,
     cmd_override: Sequence[str] | None = None,
+    policy: ImagePolicy | None = None,
+    hwmodel: str = "GCP_AMD_SEV",
+    secboot: bool = True,
 ) -> Iterator[Path]:
     socket_dir = world.tmp / f"run{next(_counter)}"
     with world.cloud.launcher().start_workload(
         image or workload.image_digest,
         IMAGE_REF,
-        workload.env_overrides() if env is None else env,
+        _env(world, workload) if env is None else env,
         debug,
         socket_dir=socket_dir,
         cmd_override=cmd_override,
+        policy=policy,
+        hwmodel=hwmodel,
+        secboot=secboot,
     ) as run:
         yield run.token_file
 
@@ -200,7 +220,7 @@ def test_approved_workload_gets_both_keys_and_reads_the_data(world: World) -> No
 def test_credentials_from_the_launcher_socket_release_the_key(world: World) -> None:
     socket_dir = world.tmp / f"run{next(_counter)}"
     with world.cloud.launcher().start_workload(
-        IMAGE, IMAGE_REF, APPROVED.env_overrides(), socket_dir=socket_dir
+        IMAGE, IMAGE_REF, _env(world), socket_dir=socket_dir
     ) as run:
         attester = LauncherAttester(run.socket_path, run.token_file)
         creds = workload_credentials_from_attester(
@@ -266,7 +286,9 @@ def test_recipient_digest_differs_from_bound_workload_denied_key(world: World) -
 
 
 def test_cmd_override_denied_key(world: World) -> None:
-    for token_file in _launch(world, cmd_override=["/bin/sh", "-c", "cat /keys"]):
+    # An image whose launch policy allowed a command override: the condition still refuses.
+    permissive = ImagePolicy(allow_cmd_override=True)
+    for token_file in _launch(world, cmd_override=["/bin/sh", "-c", "cat /keys"], policy=permissive):
         for owner in (world.hospital, world.model_owner):
             why = _denied(world, owner, token_file, CredentialError)
             assert "rejected by the attribute condition" in why and "cmd_override" in why
@@ -383,6 +405,7 @@ def test_production_policy_refuses_mock_tokens(world: World) -> None:
         bucket=None,
         workloads=frozenset({APPROVED}),
         include_data=True,
+        metrics_versions=frozenset({"brats-2023-gli/1"}),
     )
     PolicyWriter.from_credentials(
         OwnerCredentials(hospital.setup.access_token),
@@ -406,6 +429,7 @@ def test_env_override_smuggling_a_separator_denied_key(world: World) -> None:
     # Overrides that are not digests (here carrying '::' to shift the uid's fields) are refused
     # by the condition before the mapped uid is trusted at all.
     env = {
+        **_env(world),
         "SEALBENCH_DATA_DIGEST": f"{DATA}::{MODEL}",
         "SEALBENCH_MODEL_DIGEST": RECIPIENT,
         "SEALBENCH_RECIPIENT_DIGEST": "x",

@@ -65,6 +65,8 @@ def _policy(cloud: MockCloud, owner: OwnerSetup, *workloads: WorkloadIdentity) -
         workloads=frozenset(workloads),
         include_data=True,
         issuer_uri=cloud.endpoints.issuer + "/",
+        metrics_versions=frozenset({"brats-2023-gli/1"}),
+        endpoints=cloud.endpoints.service_endpoints(),
     )
 
 

@@ -56,7 +56,14 @@ def _mock_process(state_dir: Path) -> Iterator[MockEndpoints]:
 def _release(ep: MockEndpoints, key_name: str, wrapped: WrappedKey, socket_dir: Path) -> DataKey:
     launcher = MockLauncher(RemoteTokenMinter(ep.control))
     with launcher.start_workload(
-        IMAGE, f"repo/eval@{IMAGE}", WORKLOAD.env_overrides(), socket_dir=socket_dir
+        IMAGE,
+        f"repo/eval@{IMAGE}",
+        {
+            **WORKLOAD.env_overrides(),
+            "SEALBENCH_METRICS_VERSION": "brats-2023-gli/1",
+            **ep.service_endpoints().env_names(),
+        },
+        socket_dir=socket_dir,
     ) as run:
         creds = workload_credentials(
             "projects/600000000006/locations/global/workloadIdentityPools/restart-pool/"
@@ -89,6 +96,8 @@ def test_mock_state_survives_a_restart(tmp_path: Path) -> None:
                 workloads=frozenset({WORKLOAD}),
                 include_data=True,
                 issuer_uri=ep.issuer + "/",
+                metrics_versions=frozenset({"brats-2023-gli/1"}),
+                endpoints=ep.service_endpoints(),
             )
         )
         wrapped = wrap_key(KmsKeyWrapper(owner.key_name, make_kms_client(creds, ep.kms)), dek, AAD)

@@ -178,6 +178,8 @@ def main() -> int:
                     workloads=frozenset({workload}),
                     include_data=include,
                     issuer_uri=ep.issuer + "/",
+                    metrics_versions=frozenset({"brats-2023-gli/1"}),
+                    endpoints=ep.service_endpoints(),
                 )
             )
         from google.auth.transport.requests import AuthorizedSession

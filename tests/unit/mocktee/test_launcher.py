@@ -106,8 +106,12 @@ def test_launched_workload_serves_verifiable_tokens(
             now=clock(),
         )
         assert file_claims.submods.container.image_digest == IMAGE
-        assert oct(run.socket_path.stat().st_mode & 0o777) == "0o777"
+        # Nothing left behind is readable by anyone but the workload's user.
+        assert oct(run.socket_path.stat().st_mode & 0o777) == "0o600"
+        assert oct(run.token_file.stat().st_mode & 0o777) == "0o600"
+        assert oct(run.socket_dir.stat().st_mode & 0o777) == "0o700"
     assert not run.socket_path.exists() and not run.token_file.exists()
+    assert not run.socket_dir.exists()
 
 
 class _ShortLivedMinter:
