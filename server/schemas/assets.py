@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from sealbench.enclave.spec import KMS_KEY_PATTERN, POOL_PROVIDER_PATTERN, STORAGE_URI_PATTERN
 from sealbench.server.schemas.common import (
     Digest,
     Id,
@@ -71,11 +72,17 @@ class ModelPublic(WireModel):
 
 
 class CoordinatesUpdate(WireModel):
-    """Where the sealed asset and its key live (never the key itself)."""
+    """Where the sealed asset and its key live (never the key itself).
 
-    kms_key_name: str = Field(min_length=1, max_length=512)
-    storage_uri: str = Field(min_length=1, max_length=1024)
-    wip_provider: str = Field(min_length=1, max_length=512)
+    Each field is checked with the pattern the enclave's run spec applies to the same value
+    (:mod:`sealbench.enclave.spec`, the run-spec wire contract), so the registry stores only
+    coordinates that a run could be launched with: a Cloud KMS crypto key name, a ``gs://`` (or
+    ``file:///``) location without control characters, and a workload identity pool provider
+    named by project number."""
+
+    kms_key_name: str = Field(min_length=1, max_length=512, pattern=KMS_KEY_PATTERN)
+    storage_uri: str = Field(min_length=1, max_length=1024, pattern=STORAGE_URI_PATTERN)
+    wip_provider: str = Field(min_length=1, max_length=512, pattern=POOL_PROVIDER_PATTERN)
 
 
 class CoordinatesPublic(WireModel):

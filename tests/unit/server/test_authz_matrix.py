@@ -17,7 +17,11 @@ API = "/api/v1"
 ROLES = ("anonymous", "other", "owner", "benchmark_owner", "admin")
 _n = itertools.count()
 SUMMARY = {"dice": 0.8}
-COORDS = {"kms_key_name": "k", "storage_uri": "gs://b/p", "wip_provider": "prov"}
+COORDS = {
+    "kms_key_name": "projects/hospital/locations/global/keyRings/ring/cryptoKeys/key",
+    "storage_uri": "gs://hospital-bucket/prefix",
+    "wip_provider": "projects/123/locations/global/workloadIdentityPools/pool/providers/prov",
+}
 
 
 @dataclass

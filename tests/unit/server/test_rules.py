@@ -169,7 +169,7 @@ def test_rejected_association_can_be_rerequested_and_history_kept(
 COORDS = {
     "kms_key_name": "projects/p/locations/l/keyRings/r/cryptoKeys/k",
     "storage_uri": "gs://bucket/prefix",
-    "wip_provider": "projects/1/locations/global/workloadIdentityPools/p/providers/v",
+    "wip_provider": "projects/1/locations/global/workloadIdentityPools/pool/providers/prov",
 }
 
 

@@ -326,7 +326,12 @@ def test_chart_has_one_dot_per_result_region_and_metric(
 def test_coordinates_hidden_from_non_parties(
     web: TestClient, client: TestClient, world: Any
 ) -> None:
-    coords = {"kms_key_name": "projects/p/keys/k", "storage_uri": "gs://b", "wip_provider": "w"}
+    key = "projects/p/locations/global/keyRings/r/cryptoKeys/k"
+    coords = {
+        "kms_key_name": key,
+        "storage_uri": "gs://bucket",
+        "wip_provider": "projects/1/locations/global/workloadIdentityPools/pool/providers/prov",
+    }
     r = client.put(
         f"{API}/datasets/{world.dataset_id}/coordinates",
         json=coords,
@@ -334,9 +339,9 @@ def test_coordinates_hidden_from_non_parties(
     )
     assert r.status_code == 200
     sign_in(web, world.other.token)
-    assert "projects/p/keys/k" not in web.get(f"/ui/datasets/{world.dataset_id}").text
+    assert key not in web.get(f"/ui/datasets/{world.dataset_id}").text
     sign_in(web, world.model_owner.token)  # an approved party in the same benchmark
-    assert "projects/p/keys/k" in web.get(f"/ui/datasets/{world.dataset_id}").text
+    assert key in web.get(f"/ui/datasets/{world.dataset_id}").text
 
 
 def test_audit_page_admin_only(web: TestClient, world: Any) -> None:
