@@ -13,6 +13,7 @@ released by the production path: token file → STS (CEL condition) → KMS IAM.
 from __future__ import annotations
 
 import base64
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,7 @@ from sealbench.cloud.kms import KmsKeyWrapper, make_kms_client
 from sealbench.cloud.policy import AssetPolicy, PoolProvider
 from sealbench.cloud.policy_writer import PolicyWriter
 from sealbench.crypto.digest import Sha256Digest
+from sealbench.crypto.envelope import WrappedKey, asset_aad, unwrap_key
 from sealbench.crypto.sealing import generate_recipient_key, public_key_digest, public_key_to_raw
 from sealbench.crypto.workload import WorkloadIdentity, principal_set
 from sealbench.enclave.spec import AssetLocation, RunSpec
@@ -175,6 +177,53 @@ class EnclaveWorld:
     def open_result(self, spec: RunSpec) -> OpenedResult:
         objects = download_result(self.owner_store(self.hospital), f"results/{spec.run_id}/")
         return open_result(objects, self.recipient)
+
+    def dataset_dek(self, dataset: str) -> bytes:
+        """The dataset's DEK, unwrapped as its owner (known plaintext to search for)."""
+        ds = self.datasets[dataset]
+        store = self.owner_store(self.hospital)
+        wrapped = WrappedKey.from_bytes(store.get_bytes(ds.prefix + "dek.wrapped", 1 << 16))
+        aad = asset_aad("dataset", ds.asset_id, ds.digest)
+        return unwrap_key(self.owner_wrapper(self.hospital), wrapped, aad).secret_bytes()
+
+    def plaintext_needles(self, dataset: str, model: str) -> dict[str, bytes]:
+        """Known plaintext: every case file and metadata file, the weights, the dataset key."""
+        needles: dict[str, bytes] = {}
+        data = self.datasets[dataset].prepared / "data"
+        for path in sorted(data.rglob("*")):
+            if path.is_file():
+                for i, window in enumerate(_windows(path.read_bytes())):
+                    needles[f"{path.name}[{i}]"] = window
+        weights = self.models[model].weights
+        for i, window in enumerate(_windows(weights[len(weights) // 2 :])):
+            needles[f"weights[{i}]"] = window
+        needles["dataset DEK"] = self.dataset_dek(dataset)
+        return needles
+
+    @staticmethod
+    def scan(roots: list[Path], needles: dict[str, bytes]) -> list[str]:
+        """``what in path`` for every needle found in a file under ``roots``."""
+        found = []
+        for root in roots:
+            for dirpath, _, filenames in os.walk(root):
+                for filename in filenames:
+                    path = Path(dirpath) / filename
+                    if path.is_symlink() or not path.is_file():
+                        continue
+                    content = path.read_bytes()
+                    found += [f"{what} in {path}" for what, n in needles.items() if n in content]
+        return found
+
+
+_WINDOW = 48
+
+
+def _windows(data: bytes, count: int = 4) -> list[bytes]:
+    """A few ``_WINDOW``-byte slices spread over ``data`` (known plaintext to search for)."""
+    if len(data) <= _WINDOW:
+        return [data]
+    step = (len(data) - _WINDOW) // count
+    return [data[i * step + 7 : i * step + 7 + _WINDOW] for i in range(count)]
 
 
 def _grant_result_writes(world: EnclaveWorld, workloads: frozenset[WorkloadIdentity]) -> None:

@@ -5,67 +5,14 @@ bit-identical re-runs."""
 
 from __future__ import annotations
 
-import os
 import threading
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sealbench.benchmarks.brats import CaseFailure
 from sealbench.client.launchers import EnclaveRunFailed
-from sealbench.crypto.envelope import WrappedKey, asset_aad, unwrap_key
 from sealbench.crypto.sealing import private_key_to_pem
-
-_WINDOW = 48
-
-
-def _windows(data: bytes, count: int = 4) -> list[bytes]:
-    """A few ``_WINDOW``-byte slices spread over ``data`` (known plaintext to search for)."""
-    if len(data) <= _WINDOW:
-        return [data]
-    step = (len(data) - _WINDOW) // count
-    return [data[i * step + 7 : i * step + 7 + _WINDOW] for i in range(count)]
-
-
-def _dek(world: Any, dataset: str) -> bytes:
-    ds = world.datasets[dataset]
-    store = world.owner_store(world.hospital)
-    wrapped = WrappedKey.from_bytes(store.get_bytes(ds.prefix + "dek.wrapped", 1 << 16))
-    aad = asset_aad("dataset", ds.asset_id, ds.digest)
-    return unwrap_key(world.owner_wrapper(world.hospital), wrapped, aad).secret_bytes()
-
-
-def _needles(world: Any, dataset: str, model: str) -> dict[str, bytes]:
-    """Known plaintext: every case file and metadata file, the weights, the dataset key."""
-    needles: dict[str, bytes] = {}
-    data = world.datasets[dataset].prepared / "data"
-    for path in sorted(data.rglob("*")):
-        if path.is_file():
-            for i, window in enumerate(_windows(path.read_bytes())):
-                needles[f"{path.name}[{i}]"] = window
-    weights = world.models[model].weights
-    for i, window in enumerate(_windows(weights[len(weights) // 2 :])):
-        needles[f"weights[{i}]"] = window
-    needles["dataset DEK"] = _dek(world, dataset)
-    return needles
-
-
-def _scan(roots: list[Path], needles: dict[str, bytes]) -> list[str]:
-    found = []
-    for root in roots:
-        for dirpath, _, filenames in os.walk(root):
-            for filename in filenames:
-                path = Path(dirpath) / filename
-                if path.is_symlink() or not path.is_file():
-                    continue
-                content = path.read_bytes()
-                found += [f"{what} in {path}" for what, n in needles.items() if n in content]
-    return found
-
-
-def _storage_dir(world: Any) -> Path:
-    return world.cloud.state.storage_dir  # type: ignore[no-any-return]
 
 
 def test_no_plaintext_left_after_successful_run(enclave_world: Any) -> None:
@@ -73,11 +20,13 @@ def test_no_plaintext_left_after_successful_run(enclave_world: Any) -> None:
     workload = enclave_world.launcher().start(spec)
     workload.wait(timeout=600)
     assert workload.workdir.is_dir() and (workload.workdir / "tmp").is_dir()
-    needles = _needles(enclave_world, "few", "tiny")
+    needles = enclave_world.plaintext_needles("few", "tiny")
     files = {k: v for k, v in needles.items() if k != "dataset DEK" and not k.startswith("weights")}
-    assert len(_scan([enclave_world.datasets["few"].prepared], files)) >= len(files)  # not vacuous
+    prepared = enclave_world.datasets["few"].prepared
+    assert len(enclave_world.scan([prepared], files)) >= len(files)  # not vacuous
     # The working directory and TMPDIR of the enclave, and every bucket of the mock cloud.
-    assert _scan([workload.workdir, _storage_dir(enclave_world)], needles) == []
+    storage = enclave_world.cloud.state.storage_dir
+    assert enclave_world.scan([workload.workdir, storage], needles) == []
 
 
 def test_no_plaintext_left_after_run_killed_midway(enclave_world: Any) -> None:
@@ -95,8 +44,9 @@ def test_no_plaintext_left_after_run_killed_midway(enclave_world: Any) -> None:
         workload.wait(timeout=60)
     assert info.value.exit_code == -9 and info.value.error_class is None
     assert "result.token" not in enclave_world.result_objects(spec)
-    needles = _needles(enclave_world, "many", "tiny")
-    assert _scan([workload.workdir, _storage_dir(enclave_world)], needles) == []
+    needles = enclave_world.plaintext_needles("many", "tiny")
+    storage = enclave_world.cloud.state.storage_dir
+    assert enclave_world.scan([workload.workdir, storage], needles) == []
 
 
 def test_peak_memory_does_not_grow_with_case_count(enclave_world: Any) -> None:
@@ -127,7 +77,7 @@ def test_logs_reveal_no_case_ids_metrics_keys_or_tokens(enclave_world: Any) -> N
                     assert repr(value) not in text and f"{value:.6f}" not in text
     assert "eyJ" not in text  # no JWT (header or payload) of any kind
     assert opened.token not in text
-    dek = _dek(enclave_world, "small")
+    dek = enclave_world.dataset_dek("small")
     assert dek.hex() not in text and dek.hex() not in text.lower()
     pem = private_key_to_pem(enclave_world.recipient).decode()
     assert pem.splitlines()[1] not in text

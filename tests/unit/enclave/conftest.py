@@ -76,6 +76,9 @@ class FakeAttester:
         self.launch = launch
         self._token_file = token_file
         self.tokens: list[str] = []
+        # Google's issuer (unsigned: the enclave reads its own tokens, it does not verify
+        # them), so the run's token destinations are Google's: no endpoint overrides.
+        self.issuer = CONFIDENTIAL_SPACE_ISSUER
 
     @property
     def token_file(self) -> Path:
@@ -84,9 +87,7 @@ class FakeAttester:
     def token(self, audience: str | None = None, nonces: Sequence[str] = ()) -> str:
         claims = build_claims(
             self.launch,
-            # Google's issuer (unsigned: the enclave reads its own tokens, it does not verify
-            # them), so the run's token destinations are Google's: no endpoint overrides.
-            issuer=CONFIDENTIAL_SPACE_ISSUER,
+            issuer=self.issuer,
             audience=audience or "https://sts.googleapis.com",
             nonces=tuple(nonces),
             now=int(time.time()),

@@ -115,3 +115,65 @@ def test_entry_point_without_launcher_exits_11_before_keys(world: Any, tmp_path:
     assert done.returncode == 11 and "no attestation token" in done.stderr
     assert done.stderr.count("\n") == 1
     assert not world.results().exists()  # nothing was written anywhere
+
+
+# -- token destinations: the enclave sends no token outside the attesting platform -------------
+
+
+@pytest.mark.parametrize(
+    ("field", "name"),
+    [
+        ("sts_url", "SEALBENCH_STS_URL"),
+        ("kms_endpoint", "SEALBENCH_KMS_ENDPOINT"),
+        ("storage_endpoint", "SEALBENCH_STORAGE_ENDPOINT"),
+    ],
+)
+def test_endpoint_override_on_google_attested_run_stops_before_any_token_leaves(
+    world: Any, field: str, name: str
+) -> None:
+    spec = world.with_spec(**{field: "https://capture.attacker.example/v1/token"})
+    with pytest.raises(SpecError) as info:
+        world.run(spec)
+    assert name in str(info.value) and "refusing to send any token" in str(info.value)
+    _no_keys(world)
+    assert not world.results().exists()
+
+
+def _attest_with(world: Any, spec: Any, issuer: str, resolve: Any) -> Any:
+    from sealbench.enclave.steps import attest
+    from sealbench.enclave.timing import StepTimer
+
+    attester = world.attester(spec)
+    attester.issuer = issuer
+    return attest(spec.to_environ(), attester, StepTimer(), resolve)
+
+
+def test_mock_attested_run_must_name_the_mocks_own_endpoints(world: Any) -> None:
+    from sealbench.enclave.spec import ServiceEndpoints
+
+    mock = ServiceEndpoints(
+        "http://127.0.0.1:7001/v1/token", "http://127.0.0.1:7002", "http://127.0.0.1:7003"
+    )
+    issuers: list[str] = []
+
+    def resolve(issuer: str) -> ServiceEndpoints:
+        issuers.append(issuer)
+        return mock
+
+    genuine = world.with_spec(
+        sts_url=mock.sts_url, kms_endpoint=mock.kms_endpoint, storage_endpoint=mock.storage_endpoint
+    )
+    run = _attest_with(world, genuine, "http://127.0.0.1:7000", resolve)
+    assert run.spec == genuine and issuers == ["http://127.0.0.1:7000"]
+    hijacked = genuine.model_copy(update={"kms_endpoint": "http://127.0.0.1:6666"})
+    with pytest.raises(SpecError, match="SEALBENCH_KMS_ENDPOINT"):
+        _attest_with(world, hijacked, "http://127.0.0.1:7000", resolve)
+
+
+def test_token_of_an_unknown_platform_is_sent_nowhere(world: Any) -> None:
+    from sealbench.enclave.errors import AttestationUnavailable
+    from sealbench.enclave.platforms import resolve_platform
+
+    with pytest.raises(AttestationUnavailable, match="no platform"):
+        _attest_with(world, world.spec, "https://verifier.attacker.example", resolve_platform)
+    _no_keys(world)

@@ -358,3 +358,99 @@ def test_result_for_retired_benchmark_refused(
     )
     assert r.status_code == 409 and r.json()["code"] == "invalid_state"
     assert _stored(client, world) == []
+
+
+# -- tokens of runs whose operator-controlled inputs were tampered (nothing is stored) ----------
+
+
+def _with_env(world: Any, h: Any, **extra: str) -> dict[str, Any]:
+    claims = h.result_claims(
+        summary=SUMMARY,
+        benchmark_id=world.benchmark_id,
+        sealed_digest=SEALED,
+        data_digest=world.dataset_digest,
+        model_digest=world.model_digest,
+    )
+    claims["submods"]["container"]["env_override"].update(extra)
+    return claims
+
+
+@pytest.mark.parametrize(
+    "name", ["SEALBENCH_STS_URL", "SEALBENCH_KMS_ENDPOINT", "SEALBENCH_STORAGE_ENDPOINT"]
+)
+def test_result_of_run_with_redirected_endpoint_rejected(
+    client: TestClient, world: Any, tokens: Any, h: Any, name: str
+) -> None:
+    # The test issuer stands for Google's: a genuine run carries no endpoint override at all.
+    claims = _with_env(world, h, **{name: "https://attacker.example/v1/token"})
+    _refused(client, world, _submission(world, tokens.sign(claims)), needle=name)
+
+
+def test_result_of_run_with_override_outside_allow_list_rejected(
+    client: TestClient, world: Any, tokens: Any, h: Any
+) -> None:
+    claims = _with_env(world, h, LD_PRELOAD="/tmp/steal.so")
+    _refused(client, world, _submission(world, tokens.sign(claims)), needle="LD_PRELOAD")
+
+
+def test_result_of_run_with_command_override_rejected(
+    client: TestClient, world: Any, tokens: Any, h: Any
+) -> None:
+    claims = _with_env(world, h)
+    claims["submods"]["container"]["cmd_override"] = ["/bin/sh", "-c", "env"]
+    _refused(client, world, _submission(world, tokens.sign(claims)), needle="cmd_override")
+
+
+@pytest.mark.parametrize("hwmodel", ["GCP_SHIELDED_VM", "GCP_AMD_SEV_ES", "GCP_NEW_THING"])
+def test_result_from_non_confidential_hardware_rejected(
+    client: TestClient, world: Any, tokens: Any, h: Any, hwmodel: str
+) -> None:
+    token = _token(world, tokens, h, hwmodel=hwmodel)
+    _refused(client, world, _submission(world, token), needle="hwmodel")
+
+
+def test_result_without_secure_boot_rejected(
+    client: TestClient, world: Any, tokens: Any, h: Any
+) -> None:
+    token = _token(world, tokens, h, secboot=False)
+    _refused(client, world, _submission(world, token), needle="secboot")
+
+
+def _mock_issuer_app(settings: ServerSettings, h: Any) -> tuple[ServerSettings, Any, str]:
+    mock = h.TokenFactory(kid="mock-2")
+    issuer, jwks = "http://127.0.0.1:9998", "http://127.0.0.1:9998/jwks"
+    entry = TrustedIssuer.model_validate(
+        {"issuer": issuer, "jwks_url": jwks, "endpoints": dict(MOCK_ENDPOINTS)}
+    )
+    trusting = settings.model_copy(update={"trusted_issuers": (entry,)})
+    return trusting, (mock, h.FakeJwksFetcher({jwks: mock.jwks})), issuer
+
+
+MOCK_ENDPOINTS = {
+    "sts_url": "http://127.0.0.1:9001/v1/token",
+    "kms_endpoint": "http://127.0.0.1:9002",
+    "storage_endpoint": "http://127.0.0.1:9003",
+}
+_MOCK_ENV = {
+    "SEALBENCH_STS_URL": MOCK_ENDPOINTS["sts_url"],
+    "SEALBENCH_KMS_ENDPOINT": MOCK_ENDPOINTS["kms_endpoint"],
+    "SEALBENCH_STORAGE_ENDPOINT": MOCK_ENDPOINTS["storage_endpoint"],
+}
+
+
+@pytest.mark.parametrize("tampered", [None, *sorted(_MOCK_ENV)])
+def test_mock_issuer_result_must_name_the_mocks_own_endpoints(
+    settings: ServerSettings, clock: Any, world: Any, h: Any, tampered: str | None
+) -> None:
+    trusting, (mock, fetcher), issuer = _mock_issuer_app(settings, h)
+    env = dict(_MOCK_ENV)
+    if tampered is not None:
+        env[tampered] = "http://127.0.0.1:6666/capture"
+    claims = _with_env(world, h, **env)
+    claims["iss"] = issuer
+    body = _submission(world, mock.sign(claims))
+    with TestClient(create_app(trusting, clock=clock, jwks_fetcher=fetcher)) as client:
+        if tampered is None:
+            h.ok(client.post(f"{API}/results", json=body, headers=world.data_owner.headers), 201)
+        else:
+            _refused(client, world, body, needle=tampered)
