@@ -18,6 +18,7 @@ against the ``KeyWrapper`` protocol catches them without knowing which wrapper i
     ├── StorageError                    object storage refused or failed a request
     │   ├── InvalidObjectName           an object name is unsafe or malformed
     │   ├── InvalidStorageUri           a storage URI is not gs://bucket/prefix or file:///path
+    │   ├── ObjectCorrupted             an object's bytes do not match the store's checksum
     │   ├── ObjectNotFound              no object of that name
     │   ├── ObjectTooLarge              an object exceeds the caller's size bound
     │   └── StorageAccessDenied         the identity may not read or write the object
@@ -43,6 +44,7 @@ __all__ = [
     "KeyNotFound",
     "KmsError",
     "KmsIntegrityError",
+    "ObjectCorrupted",
     "ObjectNotFound",
     "ObjectTooLarge",
     "PolicyInputError",
@@ -103,6 +105,20 @@ class InvalidObjectName(StorageError):  # noqa: N818 - the agreed public name
 
 class InvalidStorageUri(StorageError):  # noqa: N818 - the agreed public name
     """A storage URI is neither ``gs://bucket[/prefix]`` nor ``file:///absolute/path``."""
+
+
+class ObjectCorrupted(StorageError):  # noqa: N818 - the agreed public name
+    """The bytes of object ``name`` did not match the checksum the store keeps for it: they were
+    altered at rest or in transit. ``action`` is the transfer that found it (``read``,
+    ``upload``). The message names the object, never its contents."""
+
+    def __init__(self, name: str, where: str, action: str) -> None:
+        self.name = name
+        self.action = action
+        super().__init__(
+            f"object {name} in {where} failed its integrity check on {action}: "
+            "its bytes do not match the store's checksum"
+        )
 
 
 class ObjectNotFound(StorageError):  # noqa: N818 - the agreed public name

@@ -1,7 +1,13 @@
 """The :class:`~sealbench.cloud.storage.BlobStore` over Google Cloud Storage
 (``google-cloud-storage``): streaming downloads, resumable chunked uploads for large objects,
 endpoint and credentials injected, every call bounded by a named timeout. Used unchanged against
-the mock's storage emulator (only ``api_endpoint`` differs)."""
+the mock's storage emulator (only ``api_endpoint`` differs).
+
+Whole-object transfers are checked with CRC32C: a download whose bytes do not match the checksum
+the store keeps (an object altered at rest or in transit) raises
+:class:`~sealbench.cloud.errors.ObjectCorrupted` naming the object, as does an upload that the
+store received altered. Ranged reads (:meth:`GcsBlobStore.open_read`) carry no whole-object
+checksum; their callers authenticate what they read."""
 
 from __future__ import annotations
 
@@ -14,9 +20,11 @@ from typing import TYPE_CHECKING, BinaryIO, NoReturn, cast
 from google.api_core import exceptions as gexc
 from google.auth import exceptions as auth_exc
 from google.cloud import storage  # type: ignore[attr-defined]
+from google.cloud.storage.exceptions import DataCorruption  # type: ignore[import-untyped]
 
 from sealbench.cloud.errors import (
     CredentialError,
+    ObjectCorrupted,
     ObjectNotFound,
     ObjectTooLarge,
     StorageAccessDenied,
@@ -72,6 +80,8 @@ class GcsBlobStore:
         return self._bucket.blob(validate_object_name(name))
 
     def _translate(self, exc: Exception, name: str, action: str) -> NoReturn:
+        if isinstance(exc, DataCorruption):
+            raise ObjectCorrupted(name, self._where, action) from exc
         if isinstance(exc, gexc.NotFound):
             raise ObjectNotFound(name, self._where) from exc
         if isinstance(exc, gexc.Forbidden | gexc.Unauthorized):
@@ -88,7 +98,13 @@ class GcsBlobStore:
             blob.chunk_size = UPLOAD_CHUNK_SIZE
         try:
             blob.upload_from_file(src, size=size, timeout=GCS_TIMEOUT_S, checksum="crc32c")
-        except (gexc.GoogleAPIError, auth_exc.GoogleAuthError, OSError, ValueError) as exc:
+        except (
+            gexc.GoogleAPIError,
+            auth_exc.GoogleAuthError,
+            DataCorruption,
+            OSError,
+            ValueError,
+        ) as exc:
             self._translate(exc, name, "upload")
 
     def put_bytes(self, name: str, data: bytes) -> None:
@@ -110,7 +126,7 @@ class GcsBlobStore:
         try:
             with reader:
                 yield cast(BinaryIO, reader)
-        except (gexc.GoogleAPIError, auth_exc.GoogleAuthError) as exc:
+        except (gexc.GoogleAPIError, auth_exc.GoogleAuthError, DataCorruption) as exc:
             self._translate(exc, name, "read")
 
     def open_read(self, name: str) -> AbstractContextManager[BinaryIO]:
@@ -125,7 +141,7 @@ class GcsBlobStore:
             data: bytes = blob.download_as_bytes(
                 if_generation_match=blob.generation, timeout=GCS_TIMEOUT_S, checksum="crc32c"
             )
-        except (gexc.GoogleAPIError, auth_exc.GoogleAuthError, OSError) as exc:
+        except (gexc.GoogleAPIError, auth_exc.GoogleAuthError, DataCorruption, OSError) as exc:
             self._translate(exc, name, "read")
         if len(data) > max_size:
             raise ObjectTooLarge(name, max_size)

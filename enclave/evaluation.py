@@ -33,7 +33,7 @@ from sealbench.benchmarks.brats import (
     load_case_from_bytes,
     score_or_fail,
 )
-from sealbench.cloud import CloudError
+from sealbench.cloud import CloudError, ObjectCorrupted
 from sealbench.crypto.digest import parse_digest
 from sealbench.crypto.errors import CryptoError, IntegrityError
 from sealbench.crypto.sealed_asset import (
@@ -84,6 +84,10 @@ def _read(model: VerifiedModel, name: str, cap: int, what: str) -> bytes:
     with timer.measure("download"):
         try:
             return asset.store.get_bytes(asset.name(name), cap)
+        except ObjectCorrupted as exc:
+            # Object names are opaque (HMACs, never case ids), so the name may be shown.
+            detail = f"object {exc.name} does not match the store's checksum"
+            raise AssetIntegrityError(f"{what} failed verification: {detail}") from exc
         except CloudError as exc:
             raise StorageFailure(f"{what} cannot be read: {type(exc).__name__}") from exc
 

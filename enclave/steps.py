@@ -27,6 +27,7 @@ from sealbench.cloud import (
     CredentialError,
     KeyAccessDenied,
     KeyNotFound,
+    ObjectCorrupted,
     ObjectNotFound,
     StorageAccessDenied,
     StorageError,
@@ -244,6 +245,9 @@ def _refused(what: str, exc: Exception) -> NoReturn:
         raise KeyReleaseDenied(f"the {what} owner refused this workload: {exc}") from exc
     if isinstance(exc, ObjectNotFound):
         raise StorageFailure(f"the sealed {what} is incomplete: {exc}") from exc
+    if isinstance(exc, ObjectCorrupted):
+        # Altered at rest or in transit: tampering until shown otherwise, like a failed tag.
+        raise AssetIntegrityError(f"the sealed {what} failed verification: {exc}") from exc
     if isinstance(exc, StorageError):
         raise StorageFailure(f"the sealed {what} cannot be read: {exc}") from exc
     if isinstance(exc, KeyFormatError | KeyUnwrapError):
