@@ -121,7 +121,8 @@ class OperatorInput:
 
 
 def _env(name: str, klass: InputClass, rule: Rule | None, enforced: str, why: str) -> OperatorInput:
-    return OperatorInput(name, True, klass, rule, f"{_ENV[11:]}.{name}", enforced, why)
+    claim = f"{_ENV.removeprefix('assertion.')}.{name}"
+    return OperatorInput(name, True, klass, rule, claim, enforced, why)
 
 
 _B, _P, _I = InputClass.BOUND, InputClass.PINNED, InputClass.INERT

@@ -11,9 +11,9 @@ exists. INSECURE BY DESIGN: nothing here is measured by hardware.
 
 Nothing left behind is a credential: each workload gets a private folder (0700, see
 :func:`private_launcher_dir`) holding its socket and its token file (both 0600), owned by the
-workload's user, removed when the workload stops. The folder records its owner process (pid and
-start time); a later launch removes the folders of owners that died without cleaning up (a
-SIGKILLed ``sealbench run``).
+workload's user, removed when the workload stops. The folder's name records its owner process
+(pid and start time); a later launch removes the folders of owners that died without cleaning
+up (a SIGKILLed ``sealbench run``).
 """
 
 from __future__ import annotations
@@ -69,7 +69,6 @@ _TOKEN_OPTION_FIELDS = {"audience", "nonces", "token_type", "aws_principal_tag_o
 _SUN_PATH_MAX = 107
 #: Where workload folders are made: short (a socket path is at most 107 bytes), per user.
 LAUNCHER_ROOT = Path(tempfile.gettempdir()) / f"sealbench-launcher-{os.getuid()}"
-_OWNER_FILE = "owner"
 
 
 class LaunchPolicyViolation(ValueError):  # noqa: N818 - reads as the launcher's refusal
@@ -118,6 +117,13 @@ def _start_time(pid: int) -> str | None:
     return raw.rsplit(")", 1)[-1].split()[19]
 
 
+def _owner_alive(folder: Path) -> bool:
+    """Whether the process named in ``folder``'s name (``PID-STARTTIME-RANDOM``) still runs."""
+    pid, _, rest = folder.name.partition("-")
+    started = rest.partition("-")[0]
+    return pid.isdigit() and _start_time(int(pid)) == started
+
+
 def sweep_stale_launcher_dirs(root: Path = LAUNCHER_ROOT) -> list[Path]:
     """Remove the workload folders under ``root`` whose owner process is gone (or was
     replaced by another with its pid); returns what was removed."""
@@ -125,12 +131,7 @@ def sweep_stale_launcher_dirs(root: Path = LAUNCHER_ROOT) -> list[Path]:
     if not root.is_dir():
         return removed
     for child in root.iterdir():
-        try:
-            pid_text, _, started = (child / _OWNER_FILE).read_text().partition(" ")
-            alive = _start_time(int(pid_text)) == started.strip()
-        except (OSError, ValueError):
-            alive = False  # no owner record: a folder cut short while being made
-        if not alive:
+        if not _owner_alive(child):
             shutil.rmtree(child, ignore_errors=True)
             removed.append(child)
     if removed:
@@ -140,16 +141,17 @@ def sweep_stale_launcher_dirs(root: Path = LAUNCHER_ROOT) -> list[Path]:
 
 def private_launcher_dir(root: Path = LAUNCHER_ROOT) -> Path:
     """A new private (0700) folder for one workload's socket and token file under ``root``
-    (0700, ours: a folder someone else made there is refused), after removing stale ones."""
+    (0700, ours: a folder someone else made there is refused), after removing stale ones. The
+    folder's name records its owner (pid and start time), so it exists complete from the
+    moment it exists: a concurrent sweep never takes it for a dead run's."""
     root.mkdir(mode=0o700, exist_ok=True)
     info = root.lstat()
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
         raise PermissionError(f"{root} must be a folder of uid {os.getuid()} with mode 0700")
     sweep_stale_launcher_dirs(root)
     pid = os.getpid()
-    folder = root / f"{pid}-{secrets.token_hex(4)}"
+    folder = root / f"{pid}-{_start_time(pid)}-{secrets.token_hex(4)}"
     folder.mkdir(mode=0o700)
-    (folder / _OWNER_FILE).write_text(f"{pid} {_start_time(pid)}")
     return folder
 
 

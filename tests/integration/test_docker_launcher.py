@@ -155,3 +155,71 @@ def test_run_over_its_memory_limit_is_reported_as_such(
         launcher.launch(docker_world.spec(), timeout=RUN_TIMEOUT_S)
     assert info.value.exit_code == 137 and info.value.error_class is None
     assert "memory limit (24m)" in info.value.reason
+
+
+# -- the operator's attacks, in the real image -------------------------------------------------
+
+
+@pytest.mark.parametrize("field", ["sts_url", "kms_endpoint", "storage_endpoint"])
+def test_token_capture_through_endpoint_override_in_the_image_releases_nothing(
+    docker_engine: DockerClient,
+    evaluation_image: ImageBuildResult,
+    docker_world: Any,
+    token_trap: Any,
+    field: str,
+) -> None:
+    from google.auth.exceptions import RefreshError
+    from google.auth.transport.requests import Request
+
+    from sealbench.cloud.credentials import workload_credentials
+    from sealbench.enclave.errors import SpecError
+
+    name = {
+        "sts_url": "SEALBENCH_STS_URL",
+        "kms_endpoint": "SEALBENCH_KMS_ENDPOINT",
+        "storage_endpoint": "SEALBENCH_STORAGE_ENDPOINT",
+    }[field]
+    cloud = docker_world.cloud
+    launcher = DockerLauncher(docker_engine, cloud.launcher(), evaluation_image.reference)
+    hijacked = docker_world.spec().model_copy(update={field: f"{token_trap.url}/v1/token"})
+    with pytest.raises(EnclaveRunFailed) as info, launcher.start(hijacked) as workload:
+        workload.wait(RUN_TIMEOUT_S)
+    assert info.value.error_class is SpecError and name in info.value.reason
+    assert token_trap.requests == []
+    assert _container_gone(docker_engine, workload.container_id)
+    assert not (docker_world.result_dir(hijacked) / "result.sealed").exists()
+    # The genuine token of that very launch, replayed at the genuine STS: no access token for
+    # either owner's pool.
+    with cloud.launcher().start_workload(
+        evaluation_image.digest,
+        evaluation_image.reference,
+        hijacked.to_environ(),
+        socket_dir=docker_world.root / f"replay-{field}",
+    ) as run:
+        for location in (hijacked.dataset, hijacked.model):
+            creds = workload_credentials(
+                location.pool_provider,
+                token_file=run.token_file,
+                sts_url=cloud.endpoints.sts_token_url,
+            )
+            with pytest.raises(RefreshError) as refused:
+                creds.refresh(Request())  # type: ignore[no-untyped-call]
+            assert "rejected by the attribute condition" in str(refused.value)
+            assert name in str(refused.value)
+    assert docker_world.weights not in token_trap.captured()
+
+
+def test_launch_policy_is_read_from_the_image_labels(
+    docker_engine: DockerClient, evaluation_image: ImageBuildResult
+) -> None:
+    from sealbench.enclave.spec import ENV_OVERRIDE_NAMES
+    from sealbench.mocktee.launcher import ImagePolicy, LaunchPolicyViolation
+
+    labels = docker_engine.images.get(evaluation_image.digest).labels
+    policy = ImagePolicy.from_labels(labels)
+    assert policy.allow_env_override == frozenset(ENV_OVERRIDE_NAMES)
+    assert not policy.allow_cmd_override
+    with pytest.raises(LaunchPolicyViolation, match="LD_PRELOAD"):
+        policy.check({"LD_PRELOAD": "/tmp/steal.so"}, None)
+    with pytest.raises(LaunchPolicyViolation, match="CMD"):
+        policy.check({}, ["/bin/sh"])

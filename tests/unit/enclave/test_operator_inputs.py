@@ -315,3 +315,11 @@ def test_production_spec_carries_no_endpoint_override() -> None:
     environ = _spec(None).to_environ()
     assert not set(ENDPOINT_ENV_NAMES) & set(environ)
     assert RunSpec.from_environ(environ).endpoints.sts_url == "https://sts.googleapis.com/v1/token"
+
+
+def test_the_docs_table_lists_every_input() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[3] / "docs" / "enclave.md").read_text()
+    for entry in OPERATOR_INPUTS:
+        assert f"`{entry.name}`" in doc or f"`tee-env-{entry.name}`" in doc, entry.name

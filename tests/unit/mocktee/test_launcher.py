@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -144,3 +145,32 @@ def test_token_file_refreshed_before_expiry(tmp_path: Path) -> None:
             "attestation_verifier_claims_token",
             "teeserver.sock",
         ]
+
+
+def test_sweep_removes_only_the_folders_of_dead_owners(tmp_path: Path) -> None:
+    from sealbench.mocktee.launcher import private_launcher_dir, sweep_stale_launcher_dirs
+
+    root = tmp_path / "launchers"
+    mine = private_launcher_dir(root)
+    dead = root / "999999999-12345-deadbeef"  # no such process
+    reused = root / f"{os.getpid()}-1-0badf00d"  # our pid, another start time: pid reuse
+    unnamed = root / "junk"
+    for folder in (dead, reused, unnamed):
+        folder.mkdir()
+        (folder / "attestation_verifier_claims_token").write_text("a token")
+    assert sorted(sweep_stale_launcher_dirs(root)) == sorted([dead, reused, unnamed])
+    assert sorted(root.iterdir()) == [mine]
+    assert oct(mine.stat().st_mode & 0o777) == "0o700"
+    # A sweep at any moment (another run starting) never takes a live run's folder.
+    second = private_launcher_dir(root)
+    assert sorted(root.iterdir()) == sorted([mine, second])
+
+
+def test_launcher_root_made_by_someone_else_is_refused(tmp_path: Path) -> None:
+    from sealbench.mocktee.launcher import private_launcher_dir
+
+    root = tmp_path / "launchers"
+    root.mkdir(mode=0o777)
+    root.chmod(0o777)  # as a folder planted by another user would be open to them
+    with pytest.raises(PermissionError, match="0700"):
+        private_launcher_dir(root)
