@@ -244,6 +244,43 @@ def test_debug_image_denied_key(world: World) -> None:
             assert "rejected by the attribute condition" in why and "dbgstat" in why
 
 
+def test_shielded_vm_without_memory_encryption_denied_key(world: World) -> None:
+    for token_file in _launch(world, hwmodel="GCP_SHIELDED_VM"):
+        for owner in (world.hospital, world.model_owner):
+            why = _denied(world, owner, token_file, CredentialError)
+            assert "rejected by the attribute condition" in why and "hwmodel" in why
+
+
+def test_secure_boot_off_denied_key(world: World) -> None:
+    for token_file in _launch(world, secboot=False):
+        for owner in (world.hospital, world.model_owner):
+            why = _denied(world, owner, token_file, CredentialError)
+            assert "rejected by the attribute condition" in why and "secboot" in why
+
+
+@pytest.mark.parametrize(
+    "name", ["SEALBENCH_STS_URL", "SEALBENCH_KMS_ENDPOINT", "SEALBENCH_STORAGE_ENDPOINT"]
+)
+def test_token_of_run_with_redirected_endpoint_denied_key(world: World, name: str) -> None:
+    env = {**_env(world), name: "http://127.0.0.1:9/capture"}
+    for token_file in _launch(world, env=env):
+        for owner in (world.hospital, world.model_owner):
+            why = _denied(world, owner, token_file, CredentialError)
+            assert "rejected by the attribute condition" in why and name in why
+
+
+def test_override_outside_allow_list_denied_key(world: World) -> None:
+    # An image whose launch policy let LD_PRELOAD through: the condition still refuses.
+    from sealbench.enclave.spec import ENV_OVERRIDE_NAMES
+
+    permissive = ImagePolicy(allow_env_override=frozenset({*ENV_OVERRIDE_NAMES, "LD_PRELOAD"}))
+    env = {**_env(world), "LD_PRELOAD": "/tmp/steal.so"}
+    for token_file in _launch(world, env=env, policy=permissive):
+        for owner in (world.hospital, world.model_owner):
+            why = _denied(world, owner, token_file, CredentialError)
+            assert "rejected by the attribute condition" in why and "all(k" in why
+
+
 def test_image_digest_not_in_policy_denied_key(world: World) -> None:
     for token_file in _launch(world, image=_d("patched evaluation image")):
         for owner in (world.hospital, world.model_owner):

@@ -187,6 +187,27 @@ def test_debug_image_rejected(signing_key: Any, jwks: at.Jwks) -> None:
         POLICY.check(claims)
 
 
+@pytest.mark.parametrize("hwmodel", ["GCP_SHIELDED_VM", "GCP_AMD_SEV_ES", "INTEL_TDX", ""])
+def test_token_from_non_confidential_hardware_rejected(
+    signing_key: Any, jwks: at.Jwks, hwmodel: str
+) -> None:
+    claims = verify(sign(signing_key, production_payload(hwmodel=hwmodel)), jwks)
+    with pytest.raises(PolicyViolationError, match="hwmodel") as info:
+        POLICY.check(claims)
+    assert info.value.claim == "hwmodel"
+
+
+@pytest.mark.parametrize("hwmodel", sorted(at.CONFIDENTIAL_HWMODELS))
+def test_confidential_hardware_accepted(signing_key: Any, jwks: at.Jwks, hwmodel: str) -> None:
+    POLICY.check(verify(sign(signing_key, production_payload(hwmodel=hwmodel)), jwks))
+
+
+def test_token_without_secure_boot_rejected(signing_key: Any, jwks: at.Jwks) -> None:
+    claims = verify(sign(signing_key, production_payload(secboot=False)), jwks)
+    with pytest.raises(PolicyViolationError, match="secboot"):
+        POLICY.check(claims)
+
+
 def test_forged_signature_rejected(jwks: at.Jwks) -> None:
     attacker = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     with pytest.raises(TokenInvalidError, match="signature"):
