@@ -9,20 +9,32 @@ comma    := ,
 STAMP    := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 PACKAGES := crypto cloud mocktee server enclave benchmarks client
 PYTEST_ARGS ?=
+# setuptools' build-backend notices (editable install, data folders) are not ours to act on.
+PIP      := PYTHONWARNINGS=ignore $(PY) -m pip
+# Every file of the packages: the strict editable install links each one, so a new or removed
+# file needs a fresh link, an edited one does not.
+MODULES  := $(shell find $(PACKAGES) -type f -not -path '*/__pycache__/*' | sort)
 
-.PHONY: test demo install lint typecheck pytest perf clean link
+.PHONY: test demo install lint typecheck pytest perf clean link FORCE
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
+	$(PIP) install --quiet --upgrade pip setuptools wheel
 
 $(STAMP): pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]" --config-settings editable_mode=strict
+	$(PIP) install --quiet -e ".[$(EXTRAS)]" --config-settings editable_mode=strict
 	touch $@
 
-# The strict editable install links every module into build/; new modules need a fresh link.
-link: $(STAMP)
-	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e . --config-settings editable_mode=strict
+# The list of package files, rewritten only when it changes (so its date says when it did).
+$(VENV)/.modules: FORCE | $(VENV)/bin/python
+	@echo "$(MODULES)" | cmp -s - $@ || echo "$(MODULES)" > $@
+
+# The strict editable install links every file into build/; relink only when the list changed.
+$(VENV)/.linked: $(STAMP) $(VENV)/.modules
+	$(PIP) install --quiet --no-deps --no-build-isolation -e . --config-settings editable_mode=strict
+	touch $@
+
+link: $(VENV)/.linked
 
 install: link
 
