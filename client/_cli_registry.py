@@ -15,13 +15,14 @@ from sealbench.client._cli_common import (
     JsonOpt,
     ProfileOpt,
     emit_json,
+    log,
     out,
     session,
     table,
 )
 from sealbench.client.api import AssetKind, RegistryClient
-from sealbench.client.config import Profile, ProfileStore
-from sealbench.client.errors import ConfigError
+from sealbench.client.config import Profile, ProfileStore, registry_url
+from sealbench.client.errors import AuthenticationFailed, ClientError, ConfigError
 from sealbench.server.schemas import AssociationPublic, BenchmarkPublic
 
 __all__ = [
@@ -62,16 +63,44 @@ def profile_add(
     ] = None,
     use: Annotated[bool, typer.Option("--use/--no-use", help="make it the current profile")] = True,
 ) -> None:
-    """Add (or replace) a profile; it becomes the current one unless --no-use."""
+    """Add (or replace) a profile; it becomes the current one unless --no-use. The registry is
+    asked whether it accepts the token; a refusal is a warning (the profile is saved)."""
+    url = _server_option(server)
     if token is None:
         token = typer.prompt("API token", hide_input=True)
     profile = Profile(
-        server=server.rstrip("/"),
+        server=url,
         token=token or None,
         mock_tee=mock_tee.resolve() if mock_tee else None,
     )
     _store().add(name, profile, make_current=use)
-    out().print(f"profile {name} saved ({server}){' and in use' if use else ''}")
+    out().print(f"profile {name} saved ({url}){' and in use' if use else ''}")
+    if token:
+        _warn_unless_accepted(url, token)
+
+
+def _server_option(server: str) -> str:
+    try:
+        return registry_url(server)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="'--server'") from None
+
+
+def _warn_unless_accepted(url: str, token: str) -> None:
+    """Ask the registry who the token is; say so when it is refused or unreachable."""
+    try:
+        with RegistryClient.connect(url, token) as client:
+            me = client.me()
+    except AuthenticationFailed:
+        log.warning(
+            "the registry at %s did not accept this token; fix it with 'sealbench login "
+            "--token ...'",
+            url,
+        )
+    except ClientError as exc:
+        log.warning("could not check the token with the registry at %s: %s", url, exc)
+    else:
+        out().print(f"the registry accepts it: signed in as {me.email} (user {me.id})")
 
 
 @profile_app.command("use")
@@ -130,7 +159,7 @@ def login(
     store = _store()
     name = profile or store.current() or "default"
     known = dict(store.names())
-    url = (server or (known[name].server if name in known else "")).rstrip("/")
+    url = _server_option(server) if server else (known[name].server if name in known else "")
     if not url:
         raise ConfigError(
             f"profile {name!r} does not exist yet", hint="pass --server URL to create it"

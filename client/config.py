@@ -44,6 +44,7 @@ __all__ = [
     "ResolvedProfile",
     "config_dir",
     "data_dir",
+    "registry_url",
 ]
 
 ENV_CONFIG_DIR: Final = "SEALBENCH_CONFIG_DIR"
@@ -56,6 +57,24 @@ _ENV_PROFILE_NAME: Final = "env"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _URL = re.compile(r"^https?://[^\s/]+(/[^\s]*)?$")
 _MAX_FILE = 1 << 20
+
+
+def registry_url(text: str) -> str:
+    """The registry root URL ``text`` names (trailing slash dropped); ``ValueError`` saying what
+    is wrong: no ``http://``/``https://`` scheme, spaces, or an API path instead of the root."""
+    url = text.strip().rstrip("/")
+    if not re.match(r"^https?://", url):
+        raise ValueError(
+            f"{text[:80]!r} needs http:// or https:// in front (e.g. https://{text[:40]})"
+        )
+    if not _URL.match(url):
+        raise ValueError(f"{text[:80]!r} is not a URL")
+    if re.search(r"/api(/v[0-9]+)?(/.*)?$", url):
+        root = re.sub(r"/api(/v[0-9]+)?(/.*)?$", "", url)
+        raise ValueError(
+            f"{text[:80]!r} does not look like a registry root (it names the API); use {root}"
+        )
+    return url
 
 
 def config_dir(environ: Mapping[str, str] = os.environ) -> Path:

@@ -118,6 +118,42 @@ def test_login_checks_the_token_before_saving(runner: CliRunner, cli_home: Path,
     assert "modelco@test.example" in _invoke(runner, "whoami").output
 
 
+@pytest.mark.parametrize(
+    ("server", "says"),
+    [
+        ("127.0.0.1:50057", "needs http:// or https://"),
+        ("registry.example.org", "needs http:// or https://"),
+        ("http://127.0.0.1:50057/api/v1", "does not look like a registry root"),
+        ("https://registry.example.org/api/v1/", "use https://registry.example.org"),
+        ("https://registry example.org", "is not a URL"),
+    ],
+)
+def test_profile_add_with_a_bad_server_url_is_a_usage_error(
+    runner: CliRunner, cli_home: Path, server: str, says: str
+) -> None:
+    result = _invoke(runner, "profile", "add", "lab", "--server", server, "--token", "sbt_x")
+    assert result.exit_code == 2, result.output
+    assert says in " ".join(result.output.split())
+    assert "traceback" not in result.output.lower()
+    assert not (cli_home / "profiles.json").exists()
+
+
+def test_profile_add_warns_when_the_registry_refuses_the_token(
+    runner: CliRunner, cli_home: Path, live_registry: Any
+) -> None:
+    bad = _invoke(runner, "profile", "add", "lab", "--server", live_registry.url + "/",
+                  "--token", "sbt_wrong")
+    assert bad.exit_code == 0, bad.output
+    assert "did not accept this token" in bad.output and "sealbench login" in bad.output
+    saved = json.loads((cli_home / "profiles.json").read_text())["profiles"]["lab"]
+    assert saved["server"] == live_registry.url
+    good = _invoke(runner, "profile", "add", "lab", "--server", live_registry.url,
+                   "--token", live_registry.tokens["modelco"])
+    assert good.exit_code == 0, good.output
+    assert "signed in as modelco@test.example" in good.output
+    assert "did not accept" not in good.output
+
+
 def test_no_profile_exits_3_and_says_how_to_add_one(runner: CliRunner, cli_home: Path) -> None:
     result = _invoke(runner, "benchmark", "ls")
     assert result.exit_code == 3
