@@ -159,7 +159,8 @@ def report_error(exc: BaseException, verbose: bool) -> int:
         if verbose:
             log.error("traceback", exc_info=exc)
         console.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True, highlight=False)
-        console.print(f"[bold]what to do:[/] {escape(exc.hint)}", markup=True, highlight=False)
+        if exc.hint:
+            console.print(f"[bold]what to do:[/] {escape(exc.hint)}", markup=True, highlight=False)
         return exc.exit_code
     log.error("unexpected %s", type(exc).__name__, exc_info=exc if verbose else None)
     console.print(

@@ -203,7 +203,9 @@ class ProfileStore:
     def update(self, name: str, **changes: object) -> Profile:
         content = self._load()
         if name not in content.profiles:
-            raise ConfigError(f"no profile named {name!r}")
+            raise ConfigError(
+                f"no profile named {name!r}", hint="'sealbench profile ls' lists the profiles"
+            )
         updated = Profile.model_validate({**content.profiles[name].model_dump(), **changes})
         self._save(_File(current=content.current, profiles={**content.profiles, name: updated}))
         return updated
@@ -219,7 +221,9 @@ class ProfileStore:
     def remove(self, name: str) -> None:
         content = self._load()
         if name not in content.profiles:
-            raise ConfigError(f"no profile named {name!r}")
+            raise ConfigError(
+                f"no profile named {name!r}", hint="'sealbench profile ls' lists the profiles"
+            )
         profiles = {k: v for k, v in content.profiles.items() if k != name}
         current = content.current if content.current != name else None
         self._save(_File(current=current, profiles=profiles))

@@ -51,7 +51,8 @@ class ClientError(Exception):
     """Base of every client error: ``str(exc)`` is the cause, ``hint`` what to do."""
 
     exit_code = 1
-    default_hint = "run the command again with -v to see the details"
+    #: What to do when the raiser gives no hint of its own; None prints none.
+    default_hint: str | None = "run the command again with -v to see the details"
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)
@@ -59,8 +60,11 @@ class ClientError(Exception):
 
 
 class ConfigError(ClientError):
+    """Bad input or local state (a file, an option, a profile). No generic hint: a raiser
+    whose message does not already say what to do gives its own."""
+
     exit_code = 3
-    default_hint = "check 'sealbench profile ls' and the command's --help"
+    default_hint: str | None = None
 
 
 class NotAvailableError(ConfigError):

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from pydantic import ValidationError
+
 from sealbench.client.api import AssetKind, RegistryClient
 from sealbench.client.cloud import InsecureMockOwnerCloud
 from sealbench.client.config import ResolvedProfile
@@ -52,11 +54,21 @@ def coordinates(
 ) -> CoordinatesUpdate:
     """The owner's defaults for the asset, with any option given replacing its field."""
     default = cloud.default_coordinates(kind, asset_id)
-    return CoordinatesUpdate(
-        kms_key_name=kms_key or default.kms_key_name,
-        storage_uri=storage or default.storage_uri,
-        wip_provider=pool_provider or default.wip_provider,
-    )
+    try:
+        return CoordinatesUpdate(
+            kms_key_name=kms_key or default.kms_key_name,
+            storage_uri=storage or default.storage_uri,
+            wip_provider=pool_provider or default.wip_provider,
+        )
+    except ValidationError as exc:
+        option = {"kms_key_name": "--kms-key", "storage_uri": "--storage"}
+        field = str(exc.errors()[0]["loc"][0])
+        raise ConfigError(
+            f"{option.get(field, '--pool-provider')} is not valid: {exc.errors()[0]['msg']}",
+            hint="a key is projects/P/locations/L/keyRings/R/cryptoKeys/K, storage is "
+            "gs://BUCKET/PREFIX, a pool provider is projects/NUMBER/locations/global/"
+            "workloadIdentityPools/POOL/providers/PROVIDER",
+        ) from None
 
 
 @dataclass(frozen=True)

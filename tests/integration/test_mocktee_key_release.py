@@ -325,7 +325,8 @@ def test_recipient_digest_differs_from_bound_workload_denied_key(world: World) -
 def test_cmd_override_denied_key(world: World) -> None:
     # An image whose launch policy allowed a command override: the condition still refuses.
     permissive = ImagePolicy(allow_cmd_override=True)
-    for token_file in _launch(world, cmd_override=["/bin/sh", "-c", "cat /keys"], policy=permissive):
+    command = ["/bin/sh", "-c", "cat /keys"]
+    for token_file in _launch(world, cmd_override=command, policy=permissive):
         for owner in (world.hospital, world.model_owner):
             why = _denied(world, owner, token_file, CredentialError)
             assert "rejected by the attribute condition" in why and "cmd_override" in why

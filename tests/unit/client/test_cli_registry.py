@@ -154,6 +154,13 @@ def test_profile_add_warns_when_the_registry_refuses_the_token(
     assert "did not accept" not in good.output
 
 
+def test_input_error_gets_its_own_hint_or_none(cli: Cli) -> None:
+    result = cli("benchmark", "ls", "--state", "bogus", "--profile", "authority")
+    assert result.exit_code == 3, result.output
+    assert "--state must be one of" in result.output
+    assert "profile ls" not in result.output  # the profile is fine: no generic profile advice
+
+
 def test_no_profile_exits_3_and_says_how_to_add_one(runner: CliRunner, cli_home: Path) -> None:
     result = _invoke(runner, "benchmark", "ls")
     assert result.exit_code == 3
