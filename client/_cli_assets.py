@@ -14,6 +14,7 @@ from sealbench.client._cli_common import (
     ProfileOpt,
     emit_json,
     out,
+    plural,
     progress_bar,
     session,
     table,
@@ -70,7 +71,7 @@ def dataset_synthesize(
         for case_id in assets.synthesize(out_dir, cases, contract, first_seed=first_seed):
             ids.append(case_id)
             bar.advance(task)
-    out().print(f"{len(ids)} synthetic cases in {out_dir}")
+    out().print(f"{plural(len(ids), 'synthetic case')} in {out_dir}")
     return ids
 
 
@@ -82,10 +83,14 @@ def dataset_prepare(
         int | None, typer.Option(help="prepare for this benchmark's contract (default: BraTS)")
     ] = None,
     size: SizeOpt = "full",
+    strict: Annotated[
+        bool, typer.Option(help="write nothing and exit 3 if any case fails the contract")
+    ] = False,
     profile: ProfileOpt = None,
     json_out: JsonOpt = False,
 ) -> object:
-    """Validate and normalise raw cases against the contract; reports every rejected case."""
+    """Validate and normalise raw cases against the contract; reports every rejected case
+    (kept out of the prepared dataset; with --strict, any rejection fails the command)."""
     bench = None
     if benchmark is not None:
         with session(profile) as s:
@@ -94,13 +99,19 @@ def dataset_prepare(
     with progress_bar() as bar:
         task = bar.add_task("preparing cases", total=None)
         report = assets.prepare(
-            raw_dir, out_dir, contract, lambda d, t: bar.update(task, completed=d, total=t)
+            raw_dir,
+            out_dir,
+            contract,
+            lambda d, t: bar.update(task, completed=d, total=t),
+            strict=strict,
         )
     if json_out:
         emit_json(report)
         return report
+    rejected = f", {plural(len(report.rejected), 'case')} rejected" if report.rejected else ""
     out().print(
-        f"prepared {len(report.accepted)} cases into {out_dir}; digest {report.dataset_digest}"
+        f"prepared {plural(len(report.accepted), 'case')}{rejected} into {out_dir}; "
+        f"digest {report.dataset_digest}"
     )
     if report.rejected:
         table("rejected cases", ("case", "reason"), ((r.case, r.reason) for r in report.rejected))
@@ -133,8 +144,8 @@ def dataset_register(
     if json_out:
         emit_json(created)
     else:
-        out().print(f"dataset {created.id} registered: {created.name}, {created.case_count} "
-                    f"cases, digest {created.digest}")
+        out().print(f"dataset {created.id} registered: {created.name}, "
+                    f"{plural(created.case_count, 'case')}, digest {created.digest}")
     return created
 
 
@@ -165,7 +176,7 @@ def _seal(
                    "digest": r.digest})
     else:
         resumed = f", {r.reused} already there (resumed)" if r.reused else ""
-        out().print(f"{r.uploaded} objects uploaded{resumed}")
+        out().print(f"{plural(r.uploaded, 'object')} uploaded{resumed}")
         out().print(_coords_line(kind, asset_id, outcome.coordinates))
     return outcome
 
@@ -242,7 +253,9 @@ def dataset_show(
     if json_out:
         emit_json({"dataset": row, "coordinates": coords})
         return row
-    out().print(f"dataset {row.id}: {row.name} (owner {row.owner_id}), {row.case_count} cases")
+    out().print(
+        f"dataset {row.id}: {row.name} (owner {row.owner_id}), {plural(row.case_count, 'case')}"
+    )
     out().print(f"digest {row.digest}")
     out().print(f"result recipient {row.statistics.get(assets.RECIPIENT_STATISTIC, '-')}")
     if coords is not None:

@@ -152,6 +152,11 @@ def setup_logging(verbose: bool) -> None:
     logger.setLevel(logging.DEBUG if verbose else logging.WARNING)
 
 
+def plural(count: int, noun: str) -> str:
+    """``1 case``, ``2 cases`` (English nouns that take an s)."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def report_error(exc: BaseException, verbose: bool) -> int:
     """Print ``exc`` as the boundary does and return the exit code."""
     console = err_console()

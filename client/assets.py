@@ -79,24 +79,44 @@ def synthesize(
     yield from write_dataset(out_dir, range(first_seed, first_seed + cases), contract=contract)
 
 
+class RejectedCasesError(ConfigError):
+    """Raw cases failed the contract and nothing was written (all of them, or any with
+    ``--strict``); ``rejected`` lists each case with its reason."""
+
+    def __init__(self, message: str, rejected: tuple[Any, ...], *, strict: bool) -> None:
+        reasons = "; ".join(f"{r.case}: {r.reason}" for r in rejected[:5])
+        more = f" (and {len(rejected) - 5} more)" if len(rejected) > 5 else ""
+        super().__init__(
+            f"{message}; nothing was written: {reasons}{more}",
+            hint="fix the cases listed (names, shapes, spacing, labels) and prepare again"
+            + ("" if not strict else ", or leave out --strict to prepare the others"),
+        )
+        self.rejected = rejected
+
+
 def prepare(
     raw_dir: Path,
     out_dir: Path,
     contract: BratsContract,
     progress: Callable[[int, int], None] | None,
+    *,
+    strict: bool = False,
 ) -> PreparationReport:
     """Validate and normalise ``raw_dir`` into ``out_dir``; the report lists rejected cases."""
     from sealbench.benchmarks.brats import PreparationError
-    from sealbench.benchmarks.brats.prepare import NoValidCasesError, prepare_dataset
+    from sealbench.benchmarks.brats.prepare import (
+        CasesRejectedError,
+        NoValidCasesError,
+        prepare_dataset,
+    )
 
     try:
-        return prepare_dataset(raw_dir, out_dir, contract, progress)
-    except NoValidCasesError as exc:
-        reasons = "; ".join(f"{r.case}: {r.reason}" for r in exc.rejected[:5])
-        raise ConfigError(
-            f"no case in {raw_dir} meets the benchmark's contract ({reasons})",
-            hint="fix the cases listed (names, shapes, spacing, labels) and prepare again",
-        ) from exc
+        return prepare_dataset(raw_dir, out_dir, contract, progress, strict=strict)
+    except (NoValidCasesError, CasesRejectedError) as exc:
+        rejected = RejectedCasesError(str(exc), exc.rejected, strict=isinstance(
+            exc, CasesRejectedError
+        ))
+        raise rejected from exc
     except PreparationError as exc:
         raise ConfigError(str(exc)) from exc
 

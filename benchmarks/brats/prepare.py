@@ -14,6 +14,8 @@ only when all of it succeeded, so a prepared dataset either appears whole or not
 
 from __future__ import annotations
 
+import gzip
+import io
 import logging
 import secrets
 import shutil
@@ -21,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
+import nibabel
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
@@ -48,6 +51,7 @@ __all__ = [
     "MANIFEST_FILE",
     "REPORT_FILE",
     "CaseRejection",
+    "CasesRejectedError",
     "NoValidCasesError",
     "PreparationReport",
     "ProgressFn",
@@ -90,6 +94,20 @@ class PreparationReport(BaseModel):
     statistics: DatasetStatistics
 
 
+_NIFTI1_HEADER = 348
+
+
+class CasesRejectedError(PreparationError):
+    """Some raw cases failed the contract and the caller asked for all or nothing (``strict``);
+    ``rejected`` says why for each."""
+
+    def __init__(self, rejected: tuple[CaseRejection, ...], accepted: int) -> None:
+        self.rejected = rejected
+        super().__init__(
+            f"{len(rejected)} of {len(rejected) + accepted} raw cases failed the contract"
+        )
+
+
 class NoValidCasesError(PreparationError):
     """No raw case passed the contract; ``rejected`` says why for each."""
 
@@ -111,9 +129,22 @@ def _read_parts(folder: Path, contract: BratsContract) -> dict[str, bytes]:
             raise CaseContractError(f"file {path.name!r} is not named {folder.name}-<part>"
                                     f"{contract.file_suffix} with part in {contract.parts}")
         if path.stat().st_size > limit:
-            raise CaseContractError(f"{part}: file larger than {limit} bytes")
+            raise CaseContractError(f"{part}: {_too_large(path, contract)}")
         parts[part] = path.read_bytes()
     return parts
+
+
+def _too_large(path: Path, contract: BratsContract) -> str:
+    """Why a file is over the grid's size: the grid its header states, when it can be read."""
+    expected = "x".join(map(str, contract.shape))
+    try:
+        with gzip.open(path) as handle:
+            raw = io.BytesIO(handle.read(_NIFTI1_HEADER))
+            header = nibabel.Nifti1Header.from_fileobj(raw)  # type: ignore[no-untyped-call]
+        found = "x".join(str(int(n)) for n in header.get_data_shape())
+    except (OSError, EOFError, ValueError, nibabel.filebasedimages.ImageFileError):
+        return f"file larger than a {expected} volume can be ({path.stat().st_size} bytes)"
+    return f"grid {found}, but the contract expects {expected}"
 
 
 def _prepare_case(folder: Path, target: Path, contract: BratsContract,
@@ -138,14 +169,23 @@ def _prepare_case(folder: Path, target: Path, contract: BratsContract,
 
 
 def prepare_dataset(raw_dir: Path, out_dir: Path, contract: BratsContract,
-                    progress: ProgressFn | None = None) -> PreparationReport:
+                    progress: ProgressFn | None = None, *,
+                    strict: bool = False) -> PreparationReport:
     """Prepare every case folder under ``raw_dir`` into ``out_dir`` (which must not exist).
 
-    Returns the report; raises :class:`NoValidCasesError` when no case passes, and
-    :class:`PreparationError` when ``out_dir`` exists or ``raw_dir`` is not a directory. In
-    every failure nothing is left at ``out_dir`` or beside it."""
+    Returns the report; raises :class:`NoValidCasesError` when no case passes,
+    :class:`CasesRejectedError` when ``strict`` and any case fails, and
+    :class:`PreparationError` when ``out_dir`` exists, ``raw_dir`` is not a directory or holds
+    no case folder. In every failure nothing is left at ``out_dir`` or beside it."""
     if not raw_dir.is_dir():
         raise PreparationError(f"raw dataset {raw_dir} is not a directory")
+    if not any(entry.is_dir() for entry in raw_dir.iterdir()):
+        example = contract.case_id_pattern.replace(r"\d{5}", "00001").replace(r"\d{3}", "000")
+        raise PreparationError(
+            f"no case folders in {raw_dir}: expected one folder per case named like {example} "
+            f"(pattern {contract.case_id_pattern}) holding "
+            f"{', '.join(contract.file_name(example, p) for p in contract.parts)}"
+        )
     if out_dir.exists() or out_dir.is_symlink():
         raise PreparationError(f"output {out_dir} already exists; choose a new path")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -153,6 +193,8 @@ def prepare_dataset(raw_dir: Path, out_dir: Path, contract: BratsContract,
     tmp.mkdir()
     try:
         report = _prepare_into(raw_dir, tmp, contract, progress)
+        if strict and report.rejected:
+            raise CasesRejectedError(report.rejected, len(report.accepted))
         tmp.rename(out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

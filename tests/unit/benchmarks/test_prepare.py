@@ -190,3 +190,49 @@ def test_existing_output_is_never_overwritten(raw_dataset: Callable[[list[int]],
     with pytest.raises(PreparationError, match="already exists"):
         prepare_dataset(raw_dataset([1]), out, small_contract)
     assert (out / "keep.txt").read_text() == "owner's file"
+
+
+def test_empty_raw_folder_says_what_case_folders_look_like(
+    tmp_path: Path, small_contract: BratsContract
+) -> None:
+    raw = tmp_path / "empty"
+    raw.mkdir()
+    (raw / "README.txt").write_text("not a case")
+    with pytest.raises(PreparationError) as info:
+        prepare_dataset(raw, tmp_path / "out", small_contract)
+    message = str(info.value)
+    assert "no case folders" in message
+    assert "BraTS-GLI-00001-000" in message and "BraTS-GLI-00001-000-t1n.nii.gz" in message
+    assert not (tmp_path / "out").exists() and _leftovers(tmp_path) == []
+
+
+def test_case_on_a_larger_grid_reports_found_and_expected_shape(
+    raw_dataset: Callable[[list[int]], Path], tmp_path: Path, small_contract: BratsContract
+) -> None:
+    raw = raw_dataset([1, 2])
+    big = small_contract.with_shape(tuple(2 * n for n in small_contract.shape))
+    path = _path(raw, 2, "t2w")
+    rng = np.random.default_rng(0)
+    noise = rng.standard_normal(big.shape).astype(np.float64)  # incompressible: over the limit
+    path.write_bytes(encode_nifti(noise, np.eye(4)))
+    report = prepare_dataset(raw, tmp_path / "out", small_contract)
+    reason = {r.case: r.reason for r in report.rejected}[case_id_for(2)]
+    expected = "x".join(map(str, small_contract.shape))
+    found = "x".join(map(str, big.shape))
+    assert reason == f"t2w: grid {found}, but the contract expects {expected}"
+
+
+def test_strict_preparation_writes_nothing_when_any_case_fails(
+    raw_dataset: Callable[[list[int]], Path], tmp_path: Path, small_contract: BratsContract
+) -> None:
+    from sealbench.benchmarks.brats.prepare import CasesRejectedError
+
+    raw = raw_dataset([1, 2])
+    _path(raw, 2, "t1n").unlink()
+    out = tmp_path / "out"
+    with pytest.raises(CasesRejectedError) as info:
+        prepare_dataset(raw, out, small_contract, strict=True)
+    assert "1 of 2 raw cases failed" in str(info.value)
+    assert [r.reason for r in info.value.rejected] == ["missing t1n"]
+    assert not out.exists() and _leftovers(tmp_path) == []
+    assert prepare_dataset(raw, out, small_contract).accepted == (case_id_for(1),)

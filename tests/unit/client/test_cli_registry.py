@@ -255,10 +255,16 @@ def test_dataset_and_model_lifecycle_with_associations(cli: Cli, tmp_path: Path)
     broken = raw / "BraTS-GLI-09999-000"
     broken.mkdir()
     (broken / "BraTS-GLI-09999-000-t1n.nii.gz").write_bytes(b"not nifti")
+    strict = cli("dataset", "prepare", str(raw), str(prepared), "--benchmark", str(bid),
+                 "--size", "small", "--strict", "--profile", "hospital")
+    assert strict.exit_code == 3, strict.output
+    assert "1 of 3 raw cases failed" in strict.output and "BraTS-GLI-09999-000" in strict.output
+    assert not prepared.exists()
     prep = cli("dataset", "prepare", str(raw), str(prepared), "--benchmark", str(bid),
                "--size", "small", "--profile", "hospital")
     assert prep.exit_code == 0, prep.output
-    assert "prepared 2 cases" in prep.output and "BraTS-GLI-09999-000" in prep.output
+    assert "prepared 2 cases, 1 case rejected" in prep.output
+    assert "BraTS-GLI-09999-000" in prep.output
     no_key = cli("dataset", "register", str(prepared), "--name", "h-ds", "--profile",
                  "hospital")
     assert no_key.exit_code == 3 and "sealbench keys init" in no_key.output
