@@ -11,6 +11,8 @@ recipient), and the registry's dataset schema has no dedicated field for it.
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -68,15 +70,24 @@ def contract_for(benchmark: BenchmarkPublic | None, size: str = "full") -> Brats
 def synthesize(
     out_dir: Path, cases: int, contract: BratsContract, *, first_seed: int = 1
 ) -> Iterator[str]:
-    """Write ``cases`` synthetic raw cases (no patient data) into ``out_dir``; yields ids."""
+    """Write ``cases`` synthetic raw cases (no patient data) into ``out_dir``; yields ids.
+    The cases are written into a temporary folder beside ``out_dir``, renamed into place only
+    when all are done, so an interrupted run leaves nothing that a re-run would refuse."""
     from sealbench.benchmarks.brats.synthetic import write_dataset
 
     if cases < 1:
         raise ConfigError("--cases must be at least 1")
     if out_dir.exists() and any(out_dir.iterdir()):
         raise ConfigError(f"{out_dir} is not empty", hint="choose a new directory")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    yield from write_dataset(out_dir, range(first_seed, first_seed + cases), contract=contract)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
+    try:
+        yield from write_dataset(tmp, range(first_seed, first_seed + cases), contract=contract)
+        if out_dir.exists():
+            out_dir.rmdir()  # empty, checked above
+        tmp.rename(out_dir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 class RejectedCasesError(ConfigError):
