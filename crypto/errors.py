@@ -14,13 +14,20 @@ ciphertext was damaged (no oracle).
     │   └── InsecureKeyFileError  a private-key file is readable by group or others
     ├── KeyUnwrapError            a key wrapper refused or failed to unwrap a DEK
     ├── ManifestError             a tree cannot be described by a canonical manifest
-    └── AttestationError          an attestation token is not acceptable
-        ├── TokenInvalidError     malformed, bad signature, unknown key id, wrong algorithm
-        ├── TokenExpiredError     ``exp`` is in the past (beyond leeway)
-        ├── TokenNotYetValidError ``nbf``/``iat`` is in the future (beyond leeway)
-        ├── IssuerMismatchError   ``iss`` is not the trusted issuer
-        ├── AudienceMismatchError ``aud`` is not the expected audience
-        └── PolicyViolationError  a claim violates the sealbench attestation policy
+    ├── AttestationError          an attestation token is not acceptable
+    │   ├── TokenInvalidError     malformed, bad signature, unknown key id, wrong algorithm
+    │   ├── TokenExpiredError     ``exp`` is in the past (beyond leeway)
+    │   ├── TokenNotYetValidError ``nbf``/``iat`` is in the future (beyond leeway)
+    │   ├── IssuerMismatchError   ``iss`` is not the trusted issuer
+    │   ├── AudienceMismatchError ``aud`` is not the expected audience
+    │   └── PolicyViolationError  a claim violates the sealbench attestation policy
+    └── LogError                  a transparency-log proof, checkpoint or signed note is refused
+        ├── TreeError             a tree size, leaf range or hash length is impossible
+        ├── InclusionProofError   a leaf is not proven to be in the tree
+        ├── ConsistencyProofError a tree is not proven to extend an earlier one
+        ├── NoteFormatError       a signed note, checkpoint or key string is malformed
+        ├── UnknownKeyError       no signature by a trusted key
+        └── NoteSignatureError    a trusted key's signature does not verify
 """
 
 from __future__ import annotations
@@ -28,18 +35,25 @@ from __future__ import annotations
 __all__ = [
     "AttestationError",
     "AudienceMismatchError",
+    "ConsistencyProofError",
     "CryptoError",
     "DigestMismatchError",
+    "InclusionProofError",
     "InsecureKeyFileError",
     "IntegrityError",
     "IssuerMismatchError",
     "KeyFormatError",
     "KeyUnwrapError",
+    "LogError",
     "ManifestError",
+    "NoteFormatError",
+    "NoteSignatureError",
     "PolicyViolationError",
     "TokenExpiredError",
     "TokenInvalidError",
     "TokenNotYetValidError",
+    "TreeError",
+    "UnknownKeyError",
 ]
 
 
@@ -116,3 +130,32 @@ class PolicyViolationError(AttestationError):
         self.expected = expected
         self.received = received
         super().__init__(f"claim {claim!r}: expected {expected}, received {received}")
+
+
+class LogError(CryptoError):
+    """A transparency-log proof, checkpoint or signed note is not acceptable."""
+
+
+class TreeError(LogError):
+    """A tree size, leaf range or hash length that no valid tree or proof can have."""
+
+
+class InclusionProofError(LogError):
+    """An inclusion proof does not lead from the leaf to the tree's root."""
+
+
+class ConsistencyProofError(LogError):
+    """A consistency proof does not show that the later tree extends the earlier one (the log
+    was rewritten, truncated or forked)."""
+
+
+class NoteFormatError(LogError):
+    """A signed note, checkpoint, cosignature or key string is malformed."""
+
+
+class UnknownKeyError(LogError):
+    """A signed note carries no signature by any trusted key."""
+
+
+class NoteSignatureError(LogError):
+    """A signature by a trusted key does not verify over the note."""
