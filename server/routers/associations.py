@@ -1,5 +1,5 @@
 """``/api/v1/benchmarks/{id}/datasets`` and ``…/models``: request or invite, approve, reject,
-list the current links and one link's history."""
+withdraw (the asset's owner), list the current links and one link's history."""
 
 from __future__ import annotations
 
@@ -107,6 +107,23 @@ def _routes(kind: Literal["dataset", "model"], plural: str) -> None:
             methods=["POST"],
             name=f"{verb}_{kind}",
             response_model=AssociationPublic,
+        )
+
+    @router.post(f"/{{benchmark_id}}/{plural}/{{asset_id}}/withdraw", name=f"withdraw_{kind}")
+    async def withdraw(
+        benchmark_id: IdPath,
+        asset_id: IdPath,
+        session: SessionDep,
+        user: CurrentUser,
+        now: NowDep,
+    ) -> AssociationPublic:
+        """The asset's owner takes a pending or approved link back: no new run or result on
+        it, key grants drop out at the next policy sync, verified results stay (marked)."""
+        return await in_thread(
+            session,
+            lambda: convert(
+                associations.withdraw(session, user, kind, benchmark_id, asset_id, now)
+            ),
         )
 
 

@@ -3,13 +3,17 @@ read, and the latest verified summary per model and dataset."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from fastapi import APIRouter
+from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from sealbench.server.deps import CurrentUser, Limit, NowDep, Offset, RegistryDep, SessionDep
 from sealbench.server.models import Result
 from sealbench.server.routers._common import ERRORS, IdPath, OptionalId, in_thread, to_page
 from sealbench.server.schemas import (
+    AssetKind,
     Leaderboard,
     LeaderboardEntry,
     Page,
@@ -24,8 +28,16 @@ router = APIRouter(prefix="/results", tags=["results"], responses=ERRORS)
 leaderboard_router = APIRouter(prefix="/benchmarks", tags=["results"], responses=ERRORS)
 
 
-def _public(row: Result) -> ResultPublic:
-    return ResultPublic.model_validate(row, from_attributes=True)
+def _public(row: Result, withdrawn: dict[int, tuple[AssetKind, ...]]) -> ResultPublic:
+    public = ResultPublic.model_validate(row, from_attributes=True)
+    sides = withdrawn.get(row.id, ())
+    return public.model_copy(update={"withdrawn": sides}) if sides else public
+
+
+def _publics(session: Session, rows: Sequence[Result]) -> list[ResultPublic]:
+    """The rows as schemas, each marked with the sides withdrawn since it was verified."""
+    withdrawn = results.withdrawn_sides(session, rows)
+    return [_public(row, withdrawn) for row in rows]
 
 
 @router.post("", status_code=201)
@@ -37,8 +49,9 @@ async def submit(
     now: NowDep,
 ) -> ResultPublic:
     await run_in_threadpool(registry.verifier.prefetch_keys, body.attestation_token)
+    # a result is accepted only for approved pairs, so a new one is never marked withdrawn
     return await in_thread(
-        session, lambda: _public(results.submit(session, user, body, registry.verifier, now))
+        session, lambda: _public(results.submit(session, user, body, registry.verifier, now), {})
     )
 
 
@@ -50,24 +63,28 @@ async def list_results(
     limit: Limit = 50,
     offset: Offset = 0,
 ) -> Page[ResultPublic]:
-    return await in_thread(
-        session,
-        lambda: to_page(
-            results.list_page(session, user, benchmark_id=benchmark_id, limit=limit, offset=offset),
-            _public,
-            Page[ResultPublic],
-        ),
-    )
+    def page() -> Page[ResultPublic]:
+        rows = results.list_page(
+            session, user, benchmark_id=benchmark_id, limit=limit, offset=offset
+        )
+        withdrawn = results.withdrawn_sides(session, rows.items)
+        return to_page(rows, lambda row: _public(row, withdrawn), Page[ResultPublic])
+
+    return await in_thread(session, page)
 
 
 @router.get("/{result_id}")
 async def get(result_id: IdPath, session: SessionDep, user: CurrentUser) -> ResultPublic:
-    return await in_thread(session, lambda: _public(results.get(session, user, result_id)))
+    return await in_thread(
+        session, lambda: _publics(session, [results.get(session, user, result_id)])[0]
+    )
 
 
 @leaderboard_router.get("/{benchmark_id}/leaderboard")
 async def leaderboard(benchmark_id: IdPath, session: SessionDep, user: CurrentUser) -> Leaderboard:
     def board() -> Leaderboard:
+        rows = results.leaderboard(session, user, benchmark_id)
+        withdrawn = results.withdrawn_sides(session, (result for result, _, _ in rows))
         entries = tuple(
             LeaderboardEntry(
                 result_id=result.id,
@@ -78,8 +95,9 @@ async def leaderboard(benchmark_id: IdPath, session: SessionDep, user: CurrentUs
                 dataset_name=dataset.name,
                 summary=result.summary,
                 created_at=result.created_at,
+                withdrawn=withdrawn.get(result.id, ()),
             )
-            for result, model, dataset in results.leaderboard(session, user, benchmark_id)
+            for result, model, dataset in rows
         )
         return Leaderboard(benchmark_id=benchmark_id, entries=entries)
 

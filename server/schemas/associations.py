@@ -10,7 +10,9 @@ from sealbench.server.schemas.common import Id, WireModel
 
 __all__ = ["AssociationCreate", "AssociationPublic", "AssociationStatus", "InitiatorRole"]
 
-AssociationStatus = Literal["pending", "approved", "rejected"]
+#: ``withdrawn``: the asset's owner took a pending or approved link back (future runs are refused,
+#: key grants drop out at the next ``policy sync``, results already verified stay, marked).
+AssociationStatus = Literal["pending", "approved", "rejected", "withdrawn"]
 InitiatorRole = Literal["asset_owner", "benchmark_owner"]
 
 

@@ -6,6 +6,7 @@ from datetime import datetime
 
 from pydantic import Field
 
+from sealbench.server.schemas.assets import AssetKind
 from sealbench.server.schemas.common import Digest, Id, JsonObject, JsonOut, WireModel
 
 __all__ = ["Leaderboard", "LeaderboardEntry", "ResultCreate", "ResultPublic"]
@@ -33,6 +34,11 @@ class ResultPublic(WireModel):
     image_digest: str
     nonce: str
     created_at: datetime
+    withdrawn: tuple[AssetKind, ...] = Field(
+        default=(),
+        description="the sides (dataset, model) whose association with the benchmark was "
+        "withdrawn after this result was verified; the result stays, marked",
+    )
 
 
 class LeaderboardEntry(WireModel):
@@ -44,6 +50,9 @@ class LeaderboardEntry(WireModel):
     dataset_name: str
     summary: JsonOut
     created_at: datetime
+    withdrawn: tuple[AssetKind, ...] = Field(
+        default=(), description="as in ResultPublic: sides withdrawn since the result"
+    )
 
 
 class Leaderboard(WireModel):

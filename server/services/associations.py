@@ -3,15 +3,20 @@
 Rules: the benchmark must be approved; the asset's owner *requests*, the benchmark's owner
 *invites*; whoever initiated can never approve or reject, the other side does; when the asset's
 owner is also the benchmark's owner the link is approved at once; a rejected link can be
-requested again. Every change appends a revision (latest wins), so history is never lost.
+requested again. The asset's owner may *withdraw* a pending or approved link at any time:
+nothing new runs on it (runs and result submissions need an approved link, key grants follow
+the approved links), results already verified stay and are marked, and it can be requested
+again like a rejected one. Every change appends a revision (latest wins), so history is never
+lost.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Literal, cast
 
-from sqlalchemy import Select, Subquery, and_, func, select
+from sqlalchemy import Select, Subquery, and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from sealbench.server.audit import append_event
@@ -27,11 +32,15 @@ from sealbench.server.services._common import PageOf, commit, flush, get_or_404,
 
 __all__ = [
     "approved_pairs_subquery",
+    "current_status",
     "decide",
     "history",
     "is_approved",
     "list_current",
+    "pending_links",
     "request",
+    "withdraw",
+    "withdrawn_pairs",
 ]
 
 Kind = Literal["dataset", "model"]
@@ -90,6 +99,29 @@ def _latest(session: Session, kind: Kind, benchmark_id: int, asset_id: int) -> L
 def is_approved(session: Session, kind: Kind, benchmark_id: int, asset_id: int) -> bool:
     latest = _latest(session, kind, benchmark_id, asset_id)
     return latest is not None and latest.status == "approved"
+
+
+def current_status(session: Session, kind: Kind, benchmark_id: int, asset_id: int) -> str | None:
+    """The pair's current status, or None when it was never linked."""
+    latest = _latest(session, kind, benchmark_id, asset_id)
+    return None if latest is None else latest.status
+
+
+def withdrawn_pairs(
+    session: Session, kind: Kind, benchmark_ids: Iterable[int]
+) -> frozenset[tuple[int, int]]:
+    """(benchmark_id, asset_id) of the links of ``benchmark_ids`` whose current revision is
+    withdrawn (the results of those pairs are shown marked)."""
+    wanted = sorted(set(benchmark_ids))
+    if not wanted:
+        return frozenset()
+    t = _table(kind)
+    stmt = (
+        _current_stmt(kind)
+        .where(t.status == "withdrawn", t.benchmark_id.in_(wanted))
+        .with_only_columns(t.benchmark_id, t.asset_id)
+    )
+    return frozenset((int(b), int(a)) for b, a in session.execute(stmt).all())
 
 
 def request(
@@ -179,6 +211,78 @@ def decide(
     return row
 
 
+def withdraw(
+    session: Session,
+    actor: Principal,
+    kind: Kind,
+    benchmark_id: int,
+    asset_id: int,
+    now: datetime,
+) -> Link:
+    """The asset's owner takes a pending or approved link back (see the module docstring)."""
+    get_or_404(session, Benchmark, benchmark_id, "benchmark")
+    asset = _asset(session, kind, asset_id)
+    if actor.user_id != asset.owner_id:
+        raise PermissionDeniedError(f"only the {kind}'s owner withdraws its association")
+    latest = _latest(session, kind, benchmark_id, asset_id)
+    if latest is None:
+        raise NotFoundError(f"association of {kind}", asset_id)
+    if latest.status not in ("pending", "approved"):
+        raise InvalidStateError(
+            f"association is {latest.status}; only a pending or approved one can be withdrawn"
+        )
+    row = _table(kind)(
+        benchmark_id=benchmark_id,
+        asset_id=asset_id,
+        revision=latest.revision + 1,
+        status="withdrawn",
+        initiator_role=latest.initiator_role,
+        initiated_by_id=latest.initiated_by_id,
+        actor_id=actor.user_id,
+        created_at=now,
+    )
+    session.add(row)
+    flush(session, f"association of {kind} {asset_id}")
+    _audit(session, actor, kind, row, "withdraw", now, previous=latest.status)
+    commit(session, f"association of {kind} {asset_id}")
+    return row
+
+
+def pending_links(
+    session: Session,
+    kind: Kind,
+    user_id: int,
+    *,
+    side: Literal["decider", "initiator"],
+    limit: int,
+) -> list[tuple[Link, Benchmark, Dataset | Model]]:
+    """Pending links whose decision waits for ``user_id`` (``decider``: the side that did not
+    initiate, as :func:`decide` rules) or that ``user_id`` opened (``initiator``), oldest first,
+    with their benchmark and asset; at most ``limit`` rows."""
+    t = _table(kind)
+    asset: type[Dataset] | type[Model] = Dataset if kind == "dataset" else Model
+    stmt = (
+        _current_stmt(kind)
+        .join(Benchmark, Benchmark.id == t.benchmark_id)
+        .join(asset, asset.id == t.asset_id)
+        .where(t.status == "pending")
+        .add_columns(Benchmark, asset)
+        .order_by(t.created_at, t.id)
+        .limit(limit)
+    )
+    if side == "initiator":
+        stmt = stmt.where(t.initiated_by_id == user_id)
+    else:
+        stmt = stmt.where(
+            t.initiated_by_id != user_id,
+            or_(
+                and_(t.initiator_role == "asset_owner", Benchmark.owner_id == user_id),
+                and_(t.initiator_role == "benchmark_owner", asset.owner_id == user_id),
+            ),
+        )
+    return [(row[0], row[1], row[2]) for row in session.execute(stmt).all()]
+
+
 def list_current(
     session: Session,
     kind: Kind,
@@ -208,14 +312,28 @@ def history(
 
 
 def _audit(
-    session: Session, actor: Principal, kind: Kind, row: Link, verb: str, now: datetime
+    session: Session,
+    actor: Principal,
+    kind: Kind,
+    row: Link,
+    verb: str,
+    now: datetime,
+    *,
+    previous: str | None = None,
 ) -> None:
+    payload: dict[str, object] = {
+        "revision": row.revision,
+        "status": row.status,
+        "role": row.initiator_role,
+    }
+    if previous is not None:
+        payload["previous"] = previous
     append_event(
         session,
         actor_id=actor.user_id,
         action=f"association.{verb}",
         entity_type=f"benchmark_{kind}",
         entity_id=f"{row.benchmark_id}:{row.asset_id}",
-        payload={"revision": row.revision, "status": row.status, "role": row.initiator_role},
+        payload=payload,
         now=now,
     )

@@ -1,9 +1,11 @@
 """Results: submitted only by the dataset's owner, for approved dataset and model associations,
 stored only after the attestation token verifies; readable by the dataset's owner and the
-benchmark's owner, nobody else."""
+benchmark's owner, nobody else. A result stays when its dataset's or model's association is
+withdrawn later; :func:`withdrawn_sides` says which side withdrew, so readers can mark it."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 
 from sqlalchemy import ColumnElement, Select, func, or_, select
@@ -17,12 +19,12 @@ from sealbench.server.errors import (
     PermissionDeniedError,
 )
 from sealbench.server.models import Benchmark, Dataset, Model, Result
-from sealbench.server.schemas import ResultCreate
+from sealbench.server.schemas import AssetKind, ResultCreate
 from sealbench.server.services._common import PageOf, commit, flush, get_or_404, paged
-from sealbench.server.services.associations import is_approved
+from sealbench.server.services.associations import is_approved, withdrawn_pairs
 from sealbench.server.verification import ResultVerifier
 
-__all__ = ["get", "leaderboard", "list_page", "submit"]
+__all__ = ["get", "leaderboard", "list_page", "submit", "withdrawn_sides"]
 
 
 def submit(
@@ -139,3 +141,24 @@ def leaderboard(
         .limit(10_000)
     ).all()
     return [(row[0], row[1], row[2]) for row in rows]
+
+
+def withdrawn_sides(
+    session: Session, rows: Iterable[Result]
+) -> dict[int, tuple[AssetKind, ...]]:
+    """For each result id: the sides (``dataset``, ``model``) whose association with the
+    result's benchmark is currently withdrawn; results of intact pairs are absent."""
+    rows = list(rows)
+    benchmarks = {r.benchmark_id for r in rows}
+    datasets = withdrawn_pairs(session, "dataset", benchmarks)
+    models = withdrawn_pairs(session, "model", benchmarks)
+    marked: dict[int, tuple[AssetKind, ...]] = {}
+    for r in rows:
+        sides: list[AssetKind] = []
+        if (r.benchmark_id, r.dataset_id) in datasets:
+            sides.append("dataset")
+        if (r.benchmark_id, r.model_id) in models:
+            sides.append("model")
+        if sides:
+            marked[r.id] = tuple(sides)
+    return marked

@@ -223,6 +223,12 @@ MATRIX = [
         (401, 403, 403, 200, 403),
     ),
     Row(
+        "dataset association withdraw",
+        "POST",
+        lambda c: f"{B(c)}/datasets/{c.pending('datasets')}/withdraw",
+        (401, 403, 200, 403, 403),
+    ),
+    Row(
         "model association open",
         "POST",
         lambda c: f"{B(c)}/models",
@@ -249,6 +255,13 @@ MATRIX = [
         "POST",
         lambda c: f"{B(c)}/models/{c.pending('models')}/reject",
         (401, 403, 403, 200, 403),
+        owner="model_owner",
+    ),
+    Row(
+        "model association withdraw",
+        "POST",
+        lambda c: f"{B(c)}/models/{c.pending('models')}/withdraw",
+        (401, 403, 200, 403, 403),
         owner="model_owner",
     ),
     Row(
