@@ -24,7 +24,16 @@ from sealbench.server.deps import Registry
 from sealbench.server.errors import RegistryError
 from sealbench.server.jwks import JwksCache, JwksFetcher, UrllibJwksFetcher
 from sealbench.server.limits import BodyLimitMiddleware
-from sealbench.server.routers import assets, associations, audit, benchmarks, meta, results, users
+from sealbench.server.routers import (
+    assets,
+    associations,
+    audit,
+    benchmarks,
+    inbox,
+    meta,
+    results,
+    users,
+)
 from sealbench.server.schemas import ErrorBody, ErrorDetail
 from sealbench.server.settings import ServerSettings
 from sealbench.server.verification import ResultVerifier
@@ -153,6 +162,7 @@ def create_app(
         assets.models_router,
         results.router,
         audit.router,
+        inbox.router,
     ):
         app.include_router(router, prefix=API_PREFIX)
     mount_dashboard(app, settings)

@@ -25,6 +25,7 @@ from sealbench.server.schemas.benchmarks import (
     BenchmarkStateUpdate,
 )
 from sealbench.server.schemas.common import ErrorBody, ErrorDetail, Health, Page, VersionInfo
+from sealbench.server.schemas.inbox import Inbox, InboxEvaluation, InboxLink
 from sealbench.server.schemas.results import (
     Leaderboard,
     LeaderboardEntry,
@@ -51,6 +52,9 @@ __all__ = [
     "ErrorBody",
     "ErrorDetail",
     "Health",
+    "Inbox",
+    "InboxEvaluation",
+    "InboxLink",
     "InitiatorRole",
     "Leaderboard",
     "LeaderboardEntry",

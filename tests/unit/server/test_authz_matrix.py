@@ -276,6 +276,7 @@ MATRIX = [
     Row("leaderboard", "GET", lambda c: f"{B(c)}/leaderboard", _all(200)),
     Row("audit list", "GET", lambda c: f"{API}/audit", (401, 403, 403, 403, 200)),
     Row("audit verify", "GET", lambda c: f"{API}/audit/verify", (401, 403, 403, 403, 200)),
+    Row("inbox", "GET", lambda c: f"{API}/inbox", _all(200)),
     Row("health", "GET", lambda c: "/health", (200, 200, 200, 200, 200)),
     Row("version", "GET", lambda c: "/version", (200, 200, 200, 200, 200)),
 ]

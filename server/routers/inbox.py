@@ -1,0 +1,80 @@
+"""``/api/v1/inbox``: what waits for the caller, as far as the registry knows."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from sealbench.server.deps import CurrentUser, SessionDep
+from sealbench.server.routers._common import ERRORS, in_thread
+from sealbench.server.schemas import (
+    AssociationPublic,
+    BenchmarkPublic,
+    Inbox,
+    InboxEvaluation,
+    InboxLink,
+)
+from sealbench.server.services import inbox as inbox_service
+from sealbench.server.services.inbox import InboxData, PendingLink
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/inbox", tags=["inbox"], responses=ERRORS)
+
+
+def _link(item: PendingLink) -> InboxLink:
+    row, benchmark, asset = item.link, item.benchmark, item.asset
+    return InboxLink(
+        association=AssociationPublic(
+            id=row.id,
+            benchmark_id=row.benchmark_id,
+            asset_kind=item.kind,
+            asset_id=row.asset_id,
+            revision=row.revision,
+            status=row.status,  # type: ignore[arg-type]
+            initiator_role=row.initiator_role,  # type: ignore[arg-type]
+            initiated_by_id=row.initiated_by_id,
+            actor_id=row.actor_id,
+            created_at=row.created_at,
+        ),
+        benchmark_name=benchmark.name,
+        benchmark_version=benchmark.version,
+        asset_name=asset.name,
+        asset_version=getattr(asset, "version", None),
+        asset_owner_id=asset.owner_id,
+        benchmark_owner_id=benchmark.owner_id,
+    )
+
+
+def to_schema(data: InboxData) -> Inbox:
+    return Inbox(
+        to_decide=tuple(_link(p) for p in data.to_decide),
+        awaiting_others=tuple(_link(p) for p in data.awaiting_others),
+        benchmarks_to_approve=tuple(
+            BenchmarkPublic.model_validate(b, from_attributes=True)
+            for b in data.benchmarks_to_approve
+        ),
+        evaluations=tuple(
+            InboxEvaluation(
+                benchmark_id=e.benchmark.id,
+                benchmark_name=e.benchmark.name,
+                benchmark_version=e.benchmark.version,
+                dataset_id=e.dataset.id,
+                dataset_name=e.dataset.name,
+                model_id=e.model.id,
+                model_name=e.model.name,
+                model_version=e.model.version,
+                result_id=e.result_id,
+            )
+            for e in data.evaluations
+        ),
+        limit=data.limit,
+        truncated=data.truncated,
+    )
+
+
+@router.get("")
+async def get_inbox(session: SessionDep, user: CurrentUser) -> Inbox:
+    """Associations waiting for your decision, your requests waiting for the other side,
+    benchmarks to approve (admins), and the approved evaluations of your datasets with their
+    latest verified result (None: not evaluated yet)."""
+    return await in_thread(session, lambda: to_schema(inbox_service.inbox(session, user)))
