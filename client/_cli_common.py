@@ -142,6 +142,9 @@ def progress_bar(transient: bool = False) -> Progress:
 
 
 def setup_logging(verbose: bool) -> None:
+    from sealbench.mocktee.state import warn_insecure_once
+
+    warn_insecure_once.cache_clear()  # each INSECURE notice once per command
     logger = logging.getLogger("sealbench")
     for handler in list(logger.handlers):
         if getattr(handler, "_sealbench_cli", False):

@@ -109,7 +109,10 @@ class InsecureMockOwnerCloud:
                 f"the mock cloud refused to set up {email}: {exc}",
                 hint="check that 'sealbench mock-tee up' is still running",
             ) from exc
-        log.warning("using the INSECURE mock cloud in %s for %s", state_dir, email)
+        from sealbench.mocktee.state import warn_insecure_once
+
+        warn_insecure_once("sealbench.client", "INSECURE mock cloud: never for real data")
+        log.info("using the mock cloud in %s for %s", state_dir, email)
         return cls(endpoints, setup)
 
     @property

@@ -38,6 +38,7 @@ from typing import Any
 
 from sealbench.enclave.spec import ENV_OVERRIDE_NAMES
 from sealbench.mocktee._http import Request, Response, UnixHttpService
+from sealbench.mocktee.state import warn_insecure_once
 from sealbench.mocktee.verifier import DEFAULT_AUDIENCE, TokenMinter, WorkloadLaunch
 
 __all__ = [
@@ -353,8 +354,9 @@ class MockLauncher:
             hwmodel=hwmodel,
             secboot=secboot,
         )
-        _log.warning(
-            "INSECURE mock launcher: workload %s (%s image) at %s",
+        warn_insecure_once("sealbench.mocktee", "INSECURE mock launcher: its tokens prove nothing")
+        _log.info(
+            "mock launcher: workload %s (%s image) at %s",
             image_digest,
             "debug" if debug else "production",
             socket_dir,

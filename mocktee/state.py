@@ -22,8 +22,10 @@ Layout of the state directory (each file written atomically: temp + fsync + rena
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
+import logging
 import os
 import secrets
 import threading
@@ -31,9 +33,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["STATE_VERSION", "MockState", "atomic_write", "token_hash"]
+__all__ = ["STATE_VERSION", "MockState", "atomic_write", "token_hash", "warn_insecure_once"]
 
 STATE_VERSION = 1
+
+
+@functools.cache
+def warn_insecure_once(logger_name: str, message: str) -> None:
+    """Log ``message`` as a warning the first time this process asks for it (each INSECURE
+    notice once per command, not before every run)."""
+    logging.getLogger(logger_name).warning(message)
 
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:

@@ -35,6 +35,7 @@ from sealbench.client.launchers.base import EnclaveRunFailed, LaunchError, Launc
 from sealbench.client.launchers.image import enclave_image_digest
 from sealbench.enclave.spec import RunSpec
 from sealbench.mocktee.launcher import LaunchedWorkload, MockLauncher, private_launcher_dir
+from sealbench.mocktee.state import warn_insecure_once
 
 __all__ = ["DEFAULT_TIMEOUT_S", "MockProcessLauncher", "MockProcessWorkload"]
 
@@ -174,9 +175,7 @@ class MockProcessLauncher:
         self._workdir_root = workdir_root
         self._keep = keep_workdir
         self._debug = debug
-        _log.warning(
-            "INSECURE mock TEE: the enclave runs as a local process; nothing protects its data"
-        )
+        warn_insecure_once("sealbench.client", "INSECURE mock TEE: nothing protects the enclave")
 
     @property
     def image_digest(self) -> str:

@@ -272,6 +272,10 @@ def test_run_open_submit_and_leaderboard(world: World) -> None:
         )
     )
     assert ran.output.count("succeeded") == 2
+    # Each INSECURE notice once per command, on one line, not before every run.
+    for notice in ("INSECURE mock TEE: nothing protects the enclave",
+                   "INSECURE mock launcher: its tokens prove nothing"):
+        assert ran.output.count(notice) == 1, ran.output
     again = ok(
         cli("run", "--benchmark", b, "--dataset", d, "--all-models", "--profile", "hospital")
     )
