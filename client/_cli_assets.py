@@ -20,7 +20,7 @@ from sealbench.client._cli_common import (
     table,
 )
 from sealbench.client.api import AssetKind, RegistryClient
-from sealbench.client.errors import NotAllowedError, NotFoundError
+from sealbench.client.errors import ConflictError, NotAllowedError, NotFoundError
 from sealbench.client.keys import load_result_key
 from sealbench.server.schemas import (
     AssociationPublic,
@@ -202,7 +202,22 @@ def _associate(
     kind: AssetKind, asset_id: int, benchmark: int, profile: str | None
 ) -> AssociationPublic:
     with session(profile) as s:
-        row = s.client.request_association(kind, benchmark, asset_id)
+        try:
+            row = s.client.request_association(kind, benchmark, asset_id)
+        except ConflictError:
+            # Asking again for a link that is pending or approved changes nothing: say so.
+            current = next(
+                (a for a in s.client.list_associations(kind, benchmark)
+                 if a.asset_id == asset_id and a.status in ("pending", "approved")),
+                None,
+            )
+            if current is None:
+                raise
+            out().print(
+                f"{kind} {asset_id} is already {current.status} in benchmark {benchmark}; "
+                "nothing changed"
+            )
+            return current
     tail = "" if row.status == "approved" else "; the benchmark's owner approves it"
     out().print(f"{kind} {asset_id} → benchmark {benchmark}: {row.status}{tail}")
     return row

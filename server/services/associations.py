@@ -149,7 +149,9 @@ def request(
         )
     latest = _latest(session, kind, benchmark_id, asset_id)
     if latest is not None and latest.status in ("pending", "approved"):
-        raise ConflictError(f"{kind} {asset_id} is already {latest.status} in benchmark")
+        raise ConflictError(
+            f"{kind} {asset_id} is already {latest.status} in benchmark {benchmark_id}"
+        )
     same_owner = asset.owner_id == benchmark.owner_id
     row = _table(kind)(
         benchmark_id=benchmark_id,

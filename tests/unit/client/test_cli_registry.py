@@ -288,6 +288,10 @@ def test_dataset_and_model_lifecycle_with_associations(cli: Cli, tmp_path: Path)
     assert own.exit_code == 4 and "initiator" in own.output
     assert "approved" in cli("association", "approve", "--benchmark", str(bid), "--dataset",
                              str(did), "--profile", "authority").output
+    again = cli("dataset", "associate", "--dataset", str(did), "--benchmark", str(bid),
+                "--profile", "hospital")
+    assert again.exit_code == 0, again.output
+    assert f"already approved in benchmark {bid}; nothing changed" in again.output
     assert "rejected" in cli("association", "reject", "--benchmark", str(bid), "--model",
                              str(mid), "--profile", "authority").output
     links = json.loads(cli("association", "ls", "--benchmark", str(bid), "--json",
