@@ -316,6 +316,30 @@ def _parse_timings(text: str) -> dict[str, float]:
     }
 
 
+#: The likely cause of a key-release refusal, by the clause its reason names (the mock's STS
+#: names the failing clause; Google's does not, and then the generic advice stands).
+_REFUSAL_CAUSES: Final = (
+    (("dbgstat", "support_attributes"), "a debug image is refused by design (its operator has "
+     "a shell in the VM): run the production image, without --insecure-debug-image or --debug"),
+    (("hwmodel", "secboot"), "the machine is not confidential hardware with secure boot: use an "
+     "AMD SEV / SEV-SNP or Intel TDX confidential VM (Confidential Space sets secure boot)"),
+    (("SEALBENCH_STS_URL", "SEALBENCH_KMS_ENDPOINT", "SEALBENCH_STORAGE_ENDPOINT"),
+     "the run names token endpoints the key owners did not pin: run it with the platform's own "
+     "endpoints (a production run sets none)"),
+    (("cmd_override",), "a command override is refused by design: launch the image as it is"),
+    (("image_digest in",), "the key owners have not approved this image: check that the run uses "
+     "the benchmark's image digest, then ask both owners to run 'sealbench policy sync'"),
+)
+
+
+def _refusal_hint(reason: str) -> str | None:
+    """Advice for the cause ``reason`` names; None leaves the generic hint."""
+    for clues, advice in _REFUSAL_CAUSES:
+        if any(clue in reason for clue in clues):
+            return advice
+    return None
+
+
 def translate_launch_error(exc: Exception) -> Exception:
     """The client error a failed launch stands for (by the enclave's exit code)."""
     from sealbench.client.launchers import EnclaveRunFailed
@@ -323,7 +347,9 @@ def translate_launch_error(exc: Exception) -> Exception:
 
     if isinstance(exc, EnclaveRunFailed):
         if exc.error_class is not None and issubclass(exc.error_class, KeyReleaseDenied):
-            return KeyReleaseDeniedError(f"key release denied: {exc.reason}")
+            return KeyReleaseDeniedError(
+                f"key release denied: {exc.reason}", hint=_refusal_hint(exc.reason)
+            )
         if exc.error_class is not None and issubclass(exc.error_class, AssetIntegrityError):
             return IntegrityError(f"the enclave refused an asset: {exc.reason}")
         return RunFailedError(str(exc))

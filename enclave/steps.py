@@ -242,7 +242,9 @@ class UnwrappedKeys:
 
 def _refused(what: str, exc: Exception) -> NoReturn:
     if isinstance(exc, KeyAccessDenied | KeyNotFound | CredentialError | StorageAccessDenied):
-        raise KeyReleaseDenied(f"the {what} owner refused this workload: {exc}") from exc
+        raise KeyReleaseDenied(
+            f"the {what} owner refused this workload: {exc}{_sts_reason(exc)}"
+        ) from exc
     if isinstance(exc, ObjectNotFound):
         raise StorageFailure(f"the sealed {what} is incomplete: {exc}") from exc
     if isinstance(exc, ObjectCorrupted):

@@ -337,7 +337,9 @@ def test_debug_image_denied_key(world: World) -> None:
     result = run_as_hospital(world, "--insecure-debug-image", "--force")
     assert result.exit_code == 7
     assert "key release denied" in result.output
-    assert "policy sync" in result.output
+    # The advice names the cause: refused by design, not a policy to sync.
+    assert "debug image is refused by design" in result.output
+    assert "policy sync" not in result.output
 
 
 def test_tampered_sealed_case_stops_the_run(world: World) -> None:
