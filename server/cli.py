@@ -2,10 +2,13 @@
 
 ::
 
-    sealbench-server init                         create the data directory, apply migrations
+    sealbench-server init                         create the data directory, apply migrations,
+                                                  generate the transparency log's signing key
     sealbench-server serve [--host H] [--port P]  run the API with uvicorn
     sealbench-server user add --email E [--admin] create a user; print its API token once
-    sealbench-server audit verify                 recompute the audit hash chain
+    sealbench-server audit verify                 recompute the audit chain and log tree
+    sealbench-server key show                     print the log's origin and public keys
+    sealbench-server key rotate                   replace the log's signing key
 
 Settings come from ``SEALBENCH_SERVER_*`` variables (docs/server.md). Exit codes: 0 success,
 1 a registry error (message on stderr), 2 usage error.
@@ -22,10 +25,13 @@ from datetime import UTC, datetime
 from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
-from sealbench.server.audit import verify_stored_chain
+from sealbench.crypto.note import VerifierKey
+from sealbench.server.audit import verify_stored_log
 from sealbench.server.db import Database, open_database
-from sealbench.server.errors import RegistryError
+from sealbench.server.errors import AuditChainBrokenError, RegistryError
+from sealbench.server.logkeys import ensure_log_key, publish_key, rotate_log_key
 from sealbench.server.migrate import current_revision, head_revision, upgrade_to_head
+from sealbench.server.services.audit import published_keys, record_check
 from sealbench.server.services.users import create_user
 from sealbench.server.settings import ServerSettings
 
@@ -44,11 +50,32 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=None, help="port (default from settings)")
     serve.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
     user = sub.add_parser("user", help="manage users").add_subparsers(dest="action", required=True)
-    add = user.add_parser("add", help="create a user and print its API token once")
-    add.add_argument("--email", required=True)
-    add.add_argument("--admin", action="store_true")
+    add = user.add_parser(
+        "add",
+        help="create a user and print its API token once",
+        description="Create a registry account and print its API token once (only its SHA-256 "
+        "is stored: copy it now). Hand the token to the person, who stores it with "
+        "'sealbench profile add NAME --server URL --token TOKEN'.",
+    )
+    add.add_argument(
+        "--email",
+        required=True,
+        help="the account's email: its identity on the registry, shown to other parties as "
+        "the owner of what it registers",
+    )
+    add.add_argument(
+        "--admin",
+        action="store_true",
+        help="make the account a registry admin (approves benchmarks, reads the audit log); "
+        "default: an ordinary account (authority, hospital or model owner)",
+    )
     audit = sub.add_parser("audit", help="audit log").add_subparsers(dest="action", required=True)
-    audit.add_parser("verify", help="recompute the hash chain")
+    audit.add_parser("verify", help="recompute the hash chain and the transparency log's tree")
+    key = sub.add_parser("key", help="the transparency log's signing key").add_subparsers(
+        dest="action", required=True
+    )
+    key.add_parser("show", help="print the log's origin and its public (verifier) keys")
+    key.add_parser("rotate", help="replace the signing key; the old public key stays published")
     return parser
 
 
@@ -59,6 +86,10 @@ def _init(settings: ServerSettings) -> None:
     try:
         upgrade_to_head(db.engine)
         print(f"database at revision {current_revision(db.engine)}")
+        key = ensure_log_key(settings, create=True)
+        with db.writer() as session:
+            publish_key(session, key, datetime.now(UTC))
+        print(f"transparency log {key.name}, public key {key.verifier().to_string()}")
     finally:
         db.dispose()
 
@@ -88,6 +119,7 @@ def _serve(settings: ServerSettings, host: str | None, port: int | None, workers
     import uvicorn
 
     _open_current(settings).dispose()
+    ensure_log_key(settings, create=settings.mode == "local")  # a clear error before uvicorn
     bind_host = host or settings.host
     bind_port = port or settings.port
     # Re-validate with the chosen address so non-local mode refuses wildcards here too.
@@ -133,10 +165,43 @@ def _audit_verify(settings: ServerSettings) -> None:
     db = _open_current(settings)
     try:
         with db.reader() as session:
-            count = verify_stored_chain(session)
+            try:
+                count, error = verify_stored_log(session), None
+            except AuditChainBrokenError as exc:
+                count, error = exc.seq - 1, exc
+        with db.writer() as session:
+            record_check(session, actor_id=None, size=count, error=error, now=datetime.now(UTC))
     finally:
         db.dispose()
+    if error is not None:
+        raise error
     print(f"audit chain intact: {count} events")
+
+
+def _key_show(settings: ServerSettings) -> None:
+    db = _open_current(settings)
+    try:
+        with db.reader() as session:
+            keys = published_keys(session)
+    finally:
+        db.dispose()
+    if not keys:
+        raise RegistryError("no log key is published yet: run 'sealbench-server init' first")
+    print(f"transparency log {VerifierKey.from_string(keys[0].verifier).name}")
+    for row in keys:
+        state = "current" if row.retired_at is None else f"retired {row.retired_at:%Y-%m-%d}"
+        print(f"{row.verifier}  ({state})")
+
+
+def _key_rotate(settings: ServerSettings) -> None:
+    db = _open_current(settings)
+    try:
+        old, new = rotate_log_key(settings, db, datetime.now(UTC))
+    finally:
+        db.dispose()
+    print(f"log key rotated: {old.label} retired, {new.label} signs from now on")
+    print(f"new public key {new.to_string()}")
+    print("restart every server process so that it loads the new key", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -150,6 +215,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             _serve(settings, args.host, args.port, args.workers)
         elif args.command == "user":
             _user_add(settings, args.email, args.admin)
+        elif args.command == "key":
+            _key_show(settings) if args.action == "show" else _key_rotate(settings)
         else:
             _audit_verify(settings)
     except ValidationError as exc:
