@@ -18,6 +18,7 @@ from sealbench.client._cli_common import (
     progress_bar,
     session,
     table,
+    user_label,
 )
 from sealbench.client.api import AssetKind, RegistryClient
 from sealbench.client.errors import ConflictError, NotAllowedError, NotFoundError
@@ -118,12 +119,12 @@ def dataset_prepare(
     return report
 
 
-def _dataset_rows(rows: tuple[DatasetPublic, ...]) -> None:
+def _dataset_rows(rows: tuple[DatasetPublic, ...], me: int) -> None:
     table(
         "datasets",
         ("id", "name", "owner", "cases", "prepared for", "digest"),
-        ((d.id, d.name, d.owner_id, d.case_count, d.prepared_for_id, d.digest[:19] + "…")
-         for d in rows),
+        ((d.id, d.name, user_label(d.owner_id, me), d.case_count, d.prepared_for_id,
+          d.digest[:19] + "…") for d in rows),
     )
 
 
@@ -250,8 +251,9 @@ def dataset_ls(
 ) -> tuple[DatasetPublic, ...]:
     """List registered datasets."""
     with session(profile) as s:
-        rows = s.client.list_datasets(s.client.me().id if mine else None)
-    emit_json(rows) if json_out else _dataset_rows(rows)
+        me = s.client.me().id
+        rows = s.client.list_datasets(me if mine else None)
+    emit_json(rows) if json_out else _dataset_rows(rows, me)
     return rows
 
 
@@ -340,12 +342,14 @@ def model_ls(
 ) -> tuple[ModelPublic, ...]:
     """List registered models."""
     with session(profile) as s:
-        rows = s.client.list_models(s.client.me().id if mine else None)
+        me = s.client.me().id
+        rows = s.client.list_models(me if mine else None)
     if json_out:
         emit_json(rows)
     else:
         table("models", ("id", "name", "version", "owner", "digest"),
-              ((m.id, m.name, m.version, m.owner_id, m.digest[:19] + "…") for m in rows))
+              ((m.id, m.name, m.version, user_label(m.owner_id, me), m.digest[:19] + "…")
+               for m in rows))
     return rows
 
 

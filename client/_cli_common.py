@@ -119,13 +119,33 @@ def emit_json(value: Any) -> None:
     typer.echo(json.dumps(_jsonable(value), indent=2, sort_keys=True, default=str))
 
 
+#: Columns whose values are looked up or copied (ids, run ids, digests): they never wrap, so at
+#: 80 columns (CI logs, pipes) the other columns fold instead.
+_WHOLE_COLUMNS = frozenset({
+    "id", "run", "run id", "digest", "image digest", "benchmark", "dataset", "model", "asset",
+    "owner", "initiated by", "last actor", "prepared for",
+})
+
+
 def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
+    cells = [["" if cell is None else str(cell) for cell in row] for row in rows]
     t = Table(title=title, title_justify="left", header_style="bold")
-    for column in columns:
-        t.add_column(column, overflow="fold")
-    for row in rows:
-        t.add_row(*("" if cell is None else str(cell) for cell in row))
+    for index, column in enumerate(columns):
+        if column in _WHOLE_COLUMNS:
+            widest = max((len(row[index]) for row in cells), default=0)
+            t.add_column(column, no_wrap=True, min_width=max(widest, len(column)))
+        else:
+            t.add_column(column, overflow="fold")
+    for row in cells:
+        t.add_row(*row)
     out().print(t)
+
+
+def user_label(user_id: int | None, me: int | None) -> str:
+    """A user id as tables show it: ``3 (you)`` when it is the caller's."""
+    if user_id is None:
+        return "-"
+    return f"{user_id} (you)" if user_id == me else str(user_id)
 
 
 def progress_bar(transient: bool = False) -> Progress:
