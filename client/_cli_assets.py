@@ -13,6 +13,7 @@ from sealbench.client._cli_common import (
     JsonOpt,
     ProfileOpt,
     emit_json,
+    log,
     out,
     plural,
     progress_bar,
@@ -141,6 +142,9 @@ def dataset_register(
     with session(profile) as s:
         recipient = load_result_key(s.profile.secrets_dir).digest
         body = assets.dataset_registration(prepared, name, recipient, benchmark)
+        twin = assets.already_registered(s.client.list_datasets(), body.digest, s.client.me().id)
+        if twin:
+            log.warning(twin)
         created = s.client.register_dataset(body)
     if json_out:
         emit_json(created)
@@ -298,6 +302,9 @@ def model_register(
     with session(profile) as s:
         bench = s.client.get_benchmark(benchmark) if benchmark is not None else None
         body = assets.model_registration(onnx, name, version, assets.contract_for(bench))
+        twin = assets.already_registered(s.client.list_models(), body.digest, s.client.me().id)
+        if twin:
+            log.warning(twin)
         created = s.client.register_model(body)
     if json_out:
         emit_json(created)

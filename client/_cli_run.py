@@ -390,14 +390,26 @@ def result_submit(
     verifies the attestation before accepting it."""
     with session(profile) as s:
         record, opened = _open(s.profile, run_id)
+        earlier = [
+            r for r in s.client.list_results(record.benchmark_id)
+            if (r.dataset_id, r.model_id) == (record.dataset_id, record.model_id)
+        ]
         result = runs.submit_run_result(
             s.client, record, opened, runs.RunStore(s.profile.data_dir / "runs")
         )
     if json_out:
         emit_json(result)
-    else:
-        out().print(f"result {result.id} accepted: attestation verified (issuer "
-                    f"{result.token_issuer}, image {result.image_digest[:19]}…)")
+        return result
+    out().print(f"result {result.id} accepted: attestation verified (issuer "
+                f"{result.token_issuer}, image {result.image_digest[:19]}…)")
+    if earlier:
+        latest = max(earlier, key=lambda r: r.id)
+        same = "same image" if latest.image_digest == result.image_digest else "another image"
+        out().print(
+            f"it supersedes result {latest.id} of {latest.created_at:%Y-%m-%d %H:%M} UTC "
+            f"({same}) for dataset {record.dataset_id} and model {record.model_id} on the "
+            "leaderboard"
+        )
     return result
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -21,7 +21,13 @@ from sealbench.client.errors import ConfigError
 from sealbench.crypto.digest import Sha256Digest, parse_digest, sha256_file
 from sealbench.crypto.errors import CryptoError
 from sealbench.crypto.manifest import Manifest
-from sealbench.server.schemas import BenchmarkPublic, DatasetCreate, DatasetPublic, ModelCreate
+from sealbench.server.schemas import (
+    BenchmarkPublic,
+    DatasetCreate,
+    DatasetPublic,
+    ModelCreate,
+    ModelPublic,
+)
 
 if TYPE_CHECKING:  # numpy, nibabel and onnxruntime load only when a command needs them
     from sealbench.benchmarks.brats import BratsContract
@@ -88,6 +94,21 @@ def synthesize(
         tmp.rename(out_dir)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def already_registered(
+    rows: Iterable[DatasetPublic | ModelPublic], digest: str, me: int
+) -> str | None:
+    """A warning naming every registered asset among ``rows`` with ``digest`` (the same bytes
+    registered again, by the caller or by anyone), or None."""
+    same = [r for r in rows if r.digest == digest]
+    if not same:
+        return None
+    named = ", ".join(
+        f"{r.id} '{r.name}' ({'yours' if r.owner_id == me else f'user {r.owner_id}'})"
+        for r in same
+    )
+    return f"the same digest is already registered as {named}; registering it again"
 
 
 class RejectedCasesError(ConfigError):

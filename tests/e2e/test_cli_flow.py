@@ -316,6 +316,9 @@ def test_confidential_space_run_on_the_mock_compute_opens_verified(world: World)
     assert latest["tee"] == "confidential-space" and latest["status"] == "succeeded"
     opened = ok(cli("result", "open", latest["run_id"], "--profile", "hospital"))
     assert "BraTS-GLI-" in opened.output and "signed by http://127.0.0.1:" in opened.output
+    # A second verified result for the same dataset and model says what it supersedes.
+    submitted = ok(cli("result", "submit", latest["run_id"], "--profile", "hospital"))
+    assert "it supersedes result" in submitted.output and "(same image)" in submitted.output
 
 
 def test_confidential_space_debug_vm_is_denied_its_keys(world: World) -> None:
@@ -388,7 +391,7 @@ def test_policy_sync_lets_the_approved_workloads_write_results_to_a_bucket(world
 def test_model_not_approved_is_not_run(world: World) -> None:
     result = run_as_hospital(world, model="999")
     assert result.exit_code == 4
-    assert "not approved" in result.output
+    assert "model 999 is not associated with benchmark" in result.output
 
 
 def test_docker_backend_without_an_engine_says_how_to_start_one(

@@ -24,9 +24,9 @@ _names = iter(range(10_000))
 Cli = Callable[..., Result]
 
 
-def tiny_onnx(path: Path, in_channels: int = 4) -> Path:
+def tiny_onnx(path: Path, in_channels: int = 4, seed: int = 0) -> Path:
     """A 1x1x1 convolution from the modalities to four classes, dynamic spatial axes."""
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     weight = rng.standard_normal((4, in_channels, 1, 1, 1)).astype(np.float32)
     graph = helper.make_graph(
         [helper.make_node("Conv", ["input", "w"], ["logits"], kernel_shape=[1, 1, 1])],
@@ -152,6 +152,46 @@ def test_profile_add_warns_when_the_registry_refuses_the_token(
     assert good.exit_code == 0, good.output
     assert "signed in as modelco@test.example" in good.output
     assert "did not accept" not in good.output
+
+
+def test_listing_at_80_columns_keeps_ids_and_digests_whole_and_marks_the_caller(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    definition = load_definition().model_copy(
+        update={"name": "a-benchmark-with-a-rather-long-name-" + str(next(_names))}
+    )
+    path = tmp_path / "definition.json"
+    path.write_text(definition.model_dump_json())
+    created = cli("benchmark", "create", "--definition", str(path), "--image-reference",
+                  f"example/eval@{IMAGE}", "--image-digest", IMAGE, "--json",
+                  "--profile", "authority")
+    assert created.exit_code == 0, created.output
+    me = json.loads(cli("whoami", "--json", "--profile", "authority").stdout)["user"]["id"]
+    monkeypatch.setenv("COLUMNS", "80")
+    listing = cli("benchmark", "ls", "--profile", "authority")
+    assert listing.exit_code == 0, listing.output
+    lines = listing.output.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert any(IMAGE[:19] + "…" in line for line in lines)  # the digest on one line
+    assert any(f"{me} (you)" in line for line in lines)
+    other = cli("benchmark", "ls", "--profile", "hospital")
+    assert "(you)" not in other.output
+
+
+def test_registering_the_same_digest_again_warns_and_names_it(cli: Cli, tmp_path: Path) -> None:
+    onnx = tiny_onnx(tmp_path / "m.onnx", seed=1234)  # bytes no other test registers
+    first = cli("model", "register", str(onnx), "--name", "original", "--json",
+                "--profile", "modelco")
+    assert first.exit_code == 0, first.output
+    assert "already registered" not in first.output
+    mid = json.loads(first.stdout)["id"]
+    owner = json.loads(first.stdout)["owner_id"]
+    mine = cli("model", "register", str(onnx), "--name", "again", "--profile", "modelco")
+    assert mine.exit_code == 0, mine.output
+    assert f"already registered as {mid} 'original' (yours)" in " ".join(mine.output.split())
+    theirs = cli("model", "register", str(onnx), "--name", "copy", "--profile", "hospital")
+    assert theirs.exit_code == 0, theirs.output
+    assert f"{mid} 'original' (user {owner})" in " ".join(theirs.output.split())
 
 
 def test_input_error_gets_its_own_hint_or_none(cli: Cli) -> None:
