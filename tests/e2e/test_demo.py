@@ -80,6 +80,64 @@ def test_demo_leaderboard_matches_the_registry(tmp_path: Path) -> None:
     assert "rank" in board
 
 
+#: Guide commands that only read: run against the demo's registry, they must exit as the guide
+#: shows (0, or the exit code its output names).
+_READS = {
+    ("profile", "ls"), ("whoami",), ("benchmark", "ls"), ("benchmark", "show"),
+    ("benchmark", "results"), ("benchmark", "leaderboard"), ("association", "ls"),
+    ("dataset", "show"), ("model", "show"), ("keys", "show"), ("result", "ls"),
+    ("audit", "verify"),
+}
+#: Guide commands the demo cannot play: they need another machine, a prompt or an engine.
+_ELSEWHERE = {
+    ("mock-tee", "up"): "runs in the foreground until Ctrl-C (the demo starts its own)",
+    ("profile", "add"): "names a placeholder registry and token",
+    ("login",): "prompts for a token",
+}
+
+
+def _path(argv: tuple[str, ...]) -> tuple[str, ...]:
+    return argv[:1] if argv[:1] in {("whoami",), ("login",), ("run",)} else argv[:2]
+
+
+def _run_the_guides_against(script: Path, env: dict[str, str], config: Path, demo: str) -> None:
+    """Every command the role guides show: the reads run against the serving demo and exit as
+    the guide says; every other command is one the demo itself just ran (same command path),
+    except the few that need another machine (``_ELSEWHERE``)."""
+    from sealbench.client._cli_doc import guide_commands
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    commands = [c for g in sorted(docs.glob("guide-*.md")) for c in guide_commands(g)]
+    played: set[tuple[str, ...]] = set()
+    for line in demo.splitlines():
+        if line.startswith("$ sealbench "):
+            words = line.split()[2:]
+            if words[:1] == ["--profile"]:
+                words = words[2:]
+            played.add(_path(tuple(words)))
+    ran = 0
+    for command in commands:
+        path = _path(command.argv)
+        if path in _ELSEWHERE:
+            continue
+        if path not in _READS:
+            assert path in played, f"{command.guide}: the demo never runs {' '.join(path)}"
+            continue
+        done = subprocess.run(
+            [str(script), *command.argv],
+            env={**env, "SEALBENCH_CONFIG_DIR": str(config)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == command.exit_code, (
+            command.guide, command.argv, done.stdout[-2000:], done.stderr[-2000:]
+        )
+        ran += 1
+    assert ran >= 15
+
+
 @pytest.mark.slow
 def test_demo_serve_keeps_the_dashboard_up_until_interrupted(tmp_path: Path) -> None:
     """``--serve``: after the demo the dashboard answers, the sign-in tokens are pointed to
@@ -117,6 +175,7 @@ def test_demo_serve_keeps_the_dashboard_up_until_interrupted(tmp_path: Path) -> 
         assert str(workdir / "config") in tokens_line
         page = httpx.get(url, timeout=30, follow_redirects=True)  # to the sign-in page
         assert page.status_code == 200 and page.url.path.startswith("/ui/")
+        _run_the_guides_against(script, env, workdir / "config", "".join(lines))
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=120)
     finally:
