@@ -2,7 +2,7 @@
 (b) by the enclave on the mock TEE, measured in one run on one machine. A script, not a test::
 
     .venv/bin/python tests/perf/enclave_bench.py [--cases 3] [--model reference|tiny|FILE]
-                                                  [--shape 240,240,155]
+                                                  [--shape 240,240,155] [--keep]
 
 (a) plain: a child process reads the prepared case files from disk, decodes, segments with
     ``OnnxSegmenter`` and scores each case in turn (no crypto, no storage, no prefetch).
@@ -17,6 +17,10 @@ times and their ratio (target <= 1.05), the enclave's own per-step seconds (atte
 download, decrypt, load, infer, score, seal, upload; download and decrypt of case i+1 overlap
 the inference of case i on the prefetch thread, so steps can sum to more than the wall time),
 and both peaks. Setup (generation, preparation, sealing, policies) is not timed.
+
+Everything goes into one temporary folder (raw and prepared cases, sealed copies, the mock's
+storage: 137 MiB for 2 full-size cases), removed at the end whether the run succeeds or not;
+``--keep`` keeps it and prints where it is, to look into a run.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import argparse
 import base64
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -86,8 +91,21 @@ def main() -> int:
     parser.add_argument("--cases", type=int, default=3)
     parser.add_argument("--model", default="reference")
     parser.add_argument("--shape", default="240,240,155")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the temporary folder (for debugging)"
+    )
     args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="enclave-bench-"))
+    try:
+        return _bench(args, root)
+    finally:
+        if args.keep:
+            print(f"kept {root} (--keep); remove it with: rm -rf {root}", flush=True)
+        else:
+            shutil.rmtree(root, ignore_errors=True)
 
+
+def _bench(args: argparse.Namespace, root: Path) -> int:
     from google.oauth2.credentials import Credentials as OwnerCredentials
 
     from sealbench.benchmarks.brats import BRATS_2023_GLI
@@ -111,7 +129,6 @@ def main() -> int:
 
     shape = tuple(int(x) for x in args.shape.split(","))
     contract = BRATS_2023_GLI.with_shape(shape)  # type: ignore[arg-type]
-    root = Path(tempfile.mkdtemp(prefix="enclave-bench-"))
     print(f"setup in {root}: {args.cases} cases of {shape}, model {args.model}", flush=True)
     list(write_dataset(root / "raw", range(500, 500 + args.cases), shape, contract))  # type: ignore[arg-type]
     prepared = root / "prepared"
