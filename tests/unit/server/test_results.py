@@ -30,8 +30,8 @@ def _submission(world: Any, token: str, **override: Any) -> dict[str, Any]:
     return body
 
 
-def _token(world: Any, tokens: Any, h: Any, **claims_override: Any) -> str:
-    claims = h.result_claims(
+def _claims(world: Any, h: Any, **claims_override: Any) -> dict[str, Any]:
+    claims: dict[str, Any] = h.result_claims(
         summary=SUMMARY,
         benchmark_id=world.benchmark_id,
         sealed_digest=SEALED,
@@ -39,7 +39,11 @@ def _token(world: Any, tokens: Any, h: Any, **claims_override: Any) -> str:
         model_digest=world.model_digest,
     )
     claims.update(claims_override)
-    return str(tokens.sign(claims))
+    return claims
+
+
+def _token(world: Any, tokens: Any, h: Any, **claims_override: Any) -> str:
+    return str(tokens.sign(_claims(world, h, **claims_override)))
 
 
 def _stored(client: TestClient, world: Any) -> list[Any]:
@@ -364,13 +368,7 @@ def test_result_for_retired_benchmark_refused(
 
 
 def _with_env(world: Any, h: Any, **extra: str) -> dict[str, Any]:
-    claims = h.result_claims(
-        summary=SUMMARY,
-        benchmark_id=world.benchmark_id,
-        sealed_digest=SEALED,
-        data_digest=world.dataset_digest,
-        model_digest=world.model_digest,
-    )
+    claims = _claims(world, h)
     claims["submods"]["container"]["env_override"].update(extra)
     return claims
 
