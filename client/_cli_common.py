@@ -33,6 +33,7 @@ from typer._click.core import Context as ClickContext  # typer vendors click
 from sealbench.client.api import RegistryClient
 from sealbench.client.config import ProfileStore, ResolvedProfile
 from sealbench.client.errors import EXIT_CODES, ClientError
+from sealbench.client.extras import missing_extra
 
 __all__ = [
     "BoundaryGroup",
@@ -211,7 +212,8 @@ class BoundaryGroup(typer.core.TyperGroup):
             raise
         except Exception as exc:  # the CLI's one boundary; anything else is a bug to report
             verbose = bool(ctx.obj and getattr(ctx.obj, "verbose", False))
-            raise typer.Exit(report_error(exc, verbose)) from exc
+            shown: BaseException = missing_extra(exc) or exc  # a package of an absent extra
+            raise typer.Exit(report_error(shown, verbose)) from exc
 
 
 def with_progress(
