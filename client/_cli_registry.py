@@ -37,7 +37,7 @@ __all__ = [
 profile_app = typer.Typer(help="Registry accounts on this machine (stored with mode 0600).")
 benchmark_app = typer.Typer(help="Benchmarks: publish, approve, read results and leaderboards.")
 association_app = typer.Typer(
-    help="Links between a benchmark and datasets/models: list, approve, reject."
+    help="Links between a benchmark and datasets/models: list, approve, reject, withdraw."
 )
 audit_app = typer.Typer(help="The registry's tamper-evident audit log (admins).")
 
@@ -300,10 +300,11 @@ def benchmark_results(
         return
     table(
         f"verified results of benchmark {benchmark_id}",
-        ("id", "dataset", "model", "cases", "Dice WT", "Dice TC", "Dice ET", "issuer", "at"),
+        ("id", "dataset", "model", "cases", "Dice WT", "Dice TC", "Dice ET", "issuer", "at",
+         "withdrawn"),
         ((r.id, r.dataset_id, r.model_id, workflows.summary_cases(r.summary),
           *workflows.dice_cells(r.summary), r.token_issuer,
-          r.created_at.strftime("%Y-%m-%d %H:%M"))
+          r.created_at.strftime("%Y-%m-%d %H:%M"), ", ".join(r.withdrawn) or "-")
          for r in rows),
     )
 
@@ -346,7 +347,9 @@ def _target(dataset: int | None, model: int | None) -> tuple[AssetKind, int]:
 def association_ls(
     benchmark: Annotated[int, typer.Option(help="benchmark id")],
     kind: Annotated[str | None, typer.Option(help="dataset or model (default both)")] = None,
-    status: Annotated[str | None, typer.Option(help="pending, approved or rejected")] = None,
+    status: Annotated[
+        str | None, typer.Option(help="pending, approved, rejected or withdrawn")
+    ] = None,
     profile: ProfileOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -389,6 +392,23 @@ def association_reject(
 ) -> None:
     """Reject a pending link (only the side that did not initiate it may)."""
     _decide(False, benchmark, dataset, model, profile)
+
+
+@association_app.command("withdraw")
+def association_withdraw(
+    benchmark: Annotated[int, typer.Option(help="benchmark id")],
+    dataset: Annotated[int | None, typer.Option(help="your dataset id")] = None,
+    model: Annotated[int | None, typer.Option(help="your model id")] = None,
+    profile: ProfileOpt = None,
+) -> AssociationPublic:
+    """Withdraw your dataset or model from a benchmark (a pending or approved link): no new run
+    uses it, your next 'policy sync' revokes the key grants, verified results stay (marked)."""
+    kind, asset = _target(dataset, model)
+    with session(profile) as s:
+        row = s.client.withdraw_association(kind, benchmark, asset)
+    out().print(f"{kind} {asset} withdrawn from benchmark {benchmark}; run 'sealbench policy sync "
+                f"--{kind} {asset}' to revoke the key grants it had")
+    return row
 
 
 # -- audit -------------------------------------------------------------------------------------

@@ -361,6 +361,14 @@ class RegistryClient:
             f"{API_PREFIX}/benchmarks/{benchmark_id}/{_plural(kind)}/{asset_id}/{verb}",
         )
 
+    def withdraw_association(
+        self, kind: AssetKind, benchmark_id: int, asset_id: int
+    ) -> AssociationPublic:
+        return self._post(
+            AssociationPublic,
+            f"{API_PREFIX}/benchmarks/{benchmark_id}/{_plural(kind)}/{asset_id}/withdraw",
+        )
+
     # -- results ------------------------------------------------------------------------------
 
     def submit_result(self, body: ResultCreate) -> ResultPublic:

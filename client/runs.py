@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
-from sealbench.client.api import RegistryClient
+from sealbench.client.api import AssetKind, RegistryClient
 from sealbench.client.assets import recipient_of
 from sealbench.client.errors import (
     ConfigError,
@@ -55,6 +55,7 @@ __all__ = [
     "execute",
     "issuer_keys",
     "new_run_id",
+    "not_approved",
     "open_run_result",
     "submit_run_result",
     "translate_launch_error",
@@ -150,11 +151,7 @@ def approved_models(
     dataset and each model must be approved in the benchmark."""
     datasets = {a.asset_id for a in client.list_associations("dataset", benchmark_id, "approved")}
     if dataset_id not in datasets:
-        raise NotAllowedError(
-            f"dataset {dataset_id} is not approved in benchmark {benchmark_id}",
-            hint="check 'sealbench association ls --benchmark "
-            f"{benchmark_id}'; the benchmark's owner approves pending requests",
-        )
+        raise not_approved(client, "dataset", benchmark_id, dataset_id)
     models = tuple(
         sorted(a.asset_id for a in client.list_associations("model", benchmark_id, "approved"))
     )
@@ -163,11 +160,40 @@ def approved_models(
             raise NotAllowedError(f"no model is approved in benchmark {benchmark_id} yet")
         return models
     if model_id not in models:
-        raise NotAllowedError(
-            f"model {model_id} is not approved in benchmark {benchmark_id}",
-            hint=f"check 'sealbench association ls --benchmark {benchmark_id}'",
-        )
+        raise not_approved(client, "model", benchmark_id, model_id)
     return (model_id,)
+
+
+def not_approved(
+    client: RegistryClient, kind: AssetKind, benchmark_id: int, asset_id: int
+) -> NotAllowedError:
+    """Why ``kind`` ``asset_id`` may not run in the benchmark, from its link's current state
+    (never linked, pending, rejected or withdrawn), and what can be done about it."""
+    current = {a.asset_id: a for a in client.list_associations(kind, benchmark_id)}
+    link = current.get(asset_id)
+    listing = f"'sealbench association ls --benchmark {benchmark_id}'"
+    if link is None:
+        return NotAllowedError(
+            f"{kind} {asset_id} is not associated with benchmark {benchmark_id}",
+            hint=f"its owner asks to join with 'sealbench {kind} associate --{kind} {asset_id} "
+            f"--benchmark {benchmark_id}'",
+        )
+    if link.status == "withdrawn":
+        return NotAllowedError(
+            f"{kind} {asset_id} was withdrawn from benchmark {benchmark_id} by its owner "
+            f"(user {link.actor_id}, {link.created_at:%Y-%m-%d}); no new run is allowed on it",
+            hint="results verified before the withdrawal stay, marked; its owner can ask to "
+            f"join again with 'sealbench {kind} associate'",
+        )
+    if link.status == "pending":
+        return NotAllowedError(
+            f"{kind} {asset_id} is still pending in benchmark {benchmark_id}",
+            hint=f"the other side approves it (see {listing}, or 'sealbench inbox' as them)",
+        )
+    return NotAllowedError(
+        f"{kind} {asset_id} is {link.status} in benchmark {benchmark_id}",
+        hint=f"check {listing}; its owner can ask to join again",
+    )
 
 
 def build_spec(

@@ -59,7 +59,7 @@ TEE_BACKENDS: Final[dict[str, bool]] = {"mock": True, "docker": True, "confident
 Backend = Literal["mock", "docker", "confidential-space"]
 _LOWER_IS_BETTER: Final = frozenset({"hd95", "lesion_hd95", "num_fp", "num_fn"})
 _STATES: Final = ("pending", "approved", "rejected", "retired")
-_STATUSES: Final = ("pending", "approved", "rejected")
+_STATUSES: Final = ("pending", "approved", "rejected", "withdrawn")
 
 
 def benchmark_state(value: str | None) -> BenchmarkState | None:
@@ -226,6 +226,8 @@ class LeaderboardView:
     models: tuple[tuple[int, str], ...]
     datasets: tuple[tuple[int, str], ...]
     cells: Mapping[tuple[int, int], float]
+    #: (model, dataset) cells whose dataset or model was withdrawn after the result.
+    withdrawn: frozenset[tuple[int, int]] = frozenset()
 
     def model_score(self, model_id: int) -> float | None:
         values = [v for (m, _), v in self.cells.items() if m == model_id]
@@ -260,6 +262,9 @@ class LeaderboardView:
                 for model_id, label in self.ranked()
             ],
             "datasets": {str(i): label for i, label in self.datasets},
+            "withdrawn": [
+                {"model_id": m, "dataset_id": d} for m, d in sorted(self.withdrawn)
+            ],
         }
 
 
@@ -272,7 +277,10 @@ def leaderboard(client: RegistryClient, benchmark_id: int, metric: str) -> Leade
     models: dict[int, str] = {}
     datasets: dict[int, str] = {}
     cells: dict[tuple[int, int], float] = {}
+    withdrawn: set[tuple[int, int]] = set()
     for entry in board.entries:
+        if entry.withdrawn:
+            withdrawn.add((entry.model_id, entry.dataset_id))
         models[entry.model_id] = f"{entry.model_name} {entry.model_version}"
         datasets[entry.dataset_id] = entry.dataset_name
         values = [metric_value(entry.summary, metric, region) for region in REGIONS]
@@ -281,7 +289,7 @@ def leaderboard(client: RegistryClient, benchmark_id: int, metric: str) -> Leade
             cells[(entry.model_id, entry.dataset_id)] = sum(present) / len(present)
     return LeaderboardView(
         benchmark_id, metric, tuple(sorted(models.items())), tuple(sorted(datasets.items())),
-        cells,
+        cells, frozenset(withdrawn),
     )
 
 
@@ -298,15 +306,21 @@ def print_leaderboard(console: Console, board: LeaderboardView) -> None:
         t.add_column(f"{label} (#{dataset_id})", justify="right")
     t.add_column("mean", justify="right")
     for rank, (model_id, label) in enumerate(board.ranked(), start=1):
-        cells = [board.cells.get((model_id, d)) for d, _ in board.datasets]
+        cells = [
+            (board.cells.get((model_id, d)), (model_id, d) in board.withdrawn)
+            for d, _ in board.datasets
+        ]
         score = board.model_score(model_id)
         t.add_row(
             str(rank),
             f"{label} (#{model_id})",
-            *("-" if c is None else f"{c:.4f}" for c in cells),
+            *("-" if c is None else f"{c:.4f}{' †' if gone else ''}" for c, gone in cells),
             "-" if score is None else f"{score:.4f}",
         )
     console.print(t)
+    if board.withdrawn:
+        console.print("† its dataset or model was withdrawn from the benchmark after this "
+                      "result was verified")
 
 
 def audit_broken(result: AuditVerification) -> IntegrityError:

@@ -18,6 +18,10 @@ the same way when missing).
 tiny synthetic cases and a tiny ONNX model sealed into their buckets through the real Google
 clients, and both keys' policies (pool provider, KMS and bucket IAM) written by the policy
 writer for the workload of ``evaluation_image``'s digest only.
+
+``sealbench_wheel`` (session): the sealbench wheel, built once per session from
+``source_snapshot`` without touching the checkout (``test_wheel_install.py`` and
+``test_role_extras.py`` install it into fresh virtual environments).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -163,6 +168,21 @@ def source_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for folder in sorted({*package_dirs.values(), "docker"}):
         shutil.copytree(REPO / folder, dst / folder, ignore=ignore)
     return dst
+
+
+@pytest.fixture(scope="session")
+def sealbench_wheel(tmp_path_factory: pytest.TempPathFactory, source_snapshot: Path) -> Path:
+    """The wheel of ``source_snapshot`` (``pip wheel --no-deps``; the build writes nothing into
+    the checkout)."""
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+         "--wheel-dir", str(out), str(source_snapshot)],
+        check=True,
+        timeout=300,
+    )
+    [built] = out.glob("sealbench-*.whl")
+    return built
 
 
 @pytest.fixture(scope="session")

@@ -8,9 +8,7 @@ Needs the package index (or pip's cache) for the core dependencies of the fresh 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import sys
 import tomllib
 import venv
 import zipfile
@@ -37,29 +35,11 @@ print(json.dumps({"file": streaming.__file__, "ok": out.getvalue() == plaintext,
 """
 
 
-def _copy_sources(dst: Path) -> None:
-    """Copy what the build needs (metadata and the mapped package folders), so the build writes
-    nothing into the checkout."""
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(REPO / name, dst / name)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for folder in PACKAGE_DIRS.values():
-        shutil.copytree(REPO / folder, dst / folder, ignore=ignore)
-
-
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    src = tmp_path_factory.mktemp("src")
-    out = tmp_path_factory.mktemp("dist")
-    _copy_sources(src)
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-         "--wheel-dir", str(out), str(src)],
-        check=True,
-        timeout=300,
-    )
-    [built] = out.glob("sealbench-*.whl")
-    return built
+def wheel(sealbench_wheel: Path) -> Path:
+    """The session's wheel (``tests/integration/conftest.py``), built from a copy of the
+    sources."""
+    return sealbench_wheel
 
 
 def test_wheel_ships_every_subpackage_with_py_typed(wheel: Path) -> None:
