@@ -24,6 +24,7 @@ from sealbench.server.deps import Registry
 from sealbench.server.errors import RegistryError
 from sealbench.server.jwks import JwksCache, JwksFetcher, UrllibJwksFetcher
 from sealbench.server.limits import BodyLimitMiddleware
+from sealbench.server.logkeys import ensure_log_key, publish_key
 from sealbench.server.routers import (
     assets,
     associations,
@@ -116,6 +117,11 @@ def create_app(
             ttl=settings.jwks_cache_seconds,
             clock=monotonic,
         )
+        # The transparency log's key: created here only in local mode (tests, demos); a
+        # deployment runs 'sealbench-server init' first.
+        log_signer = ensure_log_key(settings, create=settings.mode == "local")
+        with db.writer() as session:
+            publish_key(session, log_signer, clock())
         app.state.registry = Registry(
             settings=settings,
             db=db,
@@ -130,6 +136,7 @@ def create_app(
             verifier=ResultVerifier(
                 settings.trusted_issuers, jwks, clock=lambda: clock().timestamp()
             ),
+            log_signer=log_signer,
             clock=clock,
             write_gate=asyncio.Lock() if db.is_sqlite else None,
         )

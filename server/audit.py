@@ -1,44 +1,55 @@
-"""The audit log: a hash chain appended in the same transaction as every mutation.
+"""The audit log, appended in the same transaction as every mutation: a hash chain (a local
+integrity check) and, over the same events, the leaves of the transparency log's Merkle tree
+(what clients verify; byte formats in :mod:`sealbench.server.audit_format`).
 
-Event ``n`` (version 1) hashes, as ``"sha256:" + hex``, the canonical JSON of::
+The single ``audit_head`` row names the last event, the tree's root and its right edge (a
+:class:`~sealbench.crypto.tlog.CompactRange`); appending locks it (``SELECT … FOR UPDATE`` on
+PostgreSQL; SQLite write transactions already hold the database lock), so concurrent
+transactions queue and neither the chain nor the tree forks, loses or duplicates a leaf. Each
+append writes the event, its leaf and every complete subtree it closes (``O(log n)`` rows, one
+on average besides the leaf) and updates the head.
 
-    {"v": 1, "seq": n, "actor_id": int|null, "action": str, "entity_type": str,
-     "entity_id": str, "payload": <the stored canonical-JSON text>, "occurred_at": <ISO 8601 UTC>,
-     "prev_hash": <hash of event n-1, or GENESIS_HASH for n = 1>}
-
-The single ``audit_head`` row names the last event; appending locks it (``SELECT … FOR UPDATE``
-on PostgreSQL; SQLite write transactions already hold the database lock), so concurrent
-transactions queue and the chain never forks. :func:`verify_chain` recomputes every link and
-raises :class:`~sealbench.server.errors.AuditChainBrokenError` naming the first broken one.
+:func:`verify_stored_log` recomputes every link, every leaf and every stored subtree and the
+head, and raises :class:`~sealbench.server.errors.AuditChainBrokenError` naming the first
+broken event. It catches an edited or deleted row; it cannot catch an operator who rewrites
+history consistently, which is what clients holding an earlier signed checkpoint catch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
-from sqlalchemy import select
+from sqlalchemy import insert, select, tuple_
 from sqlalchemy.orm import Session
 
 from sealbench.crypto.canonical import canonical_json
-from sealbench.crypto.digest import sha256_digest
+from sealbench.crypto.tlog import CompactRange
+from sealbench.server.audit_format import (
+    AUDIT_FORMAT_VERSION,
+    GENESIS_HASH,
+    event_hash,
+    event_leaf_hash,
+)
 from sealbench.server.errors import AuditChainBrokenError
-from sealbench.server.models import AuditEvent, AuditHead
+from sealbench.server.models import AuditEvent, AuditHead, AuditNode
 
 __all__ = [
     "AUDIT_FORMAT_VERSION",
     "GENESIS_HASH",
     "ChainLink",
+    "NewEvent",
     "append_event",
+    "append_events",
     "event_hash",
     "iter_events",
     "verify_chain",
     "verify_stored_chain",
+    "verify_stored_log",
 ]
 
-AUDIT_FORMAT_VERSION = 1
-GENESIS_HASH = "sha256:" + "0" * 64
 _BATCH = 500
 
 
@@ -65,33 +76,62 @@ class ChainLink(Protocol):
     def hash(self) -> str: ...
 
 
-def event_hash(
-    *,
-    seq: int,
-    actor_id: int | None,
-    action: str,
-    entity_type: str,
-    entity_id: str,
-    payload: str,
-    occurred_at: str,
-    prev_hash: str,
-) -> str:
-    """The hash of one event, as described in the module docstring."""
-    return sha256_digest(
-        canonical_json(
-            {
-                "v": AUDIT_FORMAT_VERSION,
-                "seq": seq,
-                "actor_id": actor_id,
-                "action": action,
-                "entity_type": entity_type,
-                "entity_id": entity_id,
-                "payload": payload,
-                "occurred_at": occurred_at,
-                "prev_hash": prev_hash,
-            }
+@dataclass(frozen=True)
+class NewEvent:
+    """An event to append (the log assigns its sequence number and hashes)."""
+
+    actor_id: int | None
+    action: str
+    entity_type: str
+    entity_id: object
+    payload: Mapping[str, object]
+    now: datetime
+
+
+def append_events(session: Session, events: Sequence[NewEvent]) -> list[AuditEvent]:
+    """Append ``events`` in order inside ``session``'s transaction (not committed here): the
+    chain links, the tree's leaves and completed subtrees, and the new head."""
+    head = session.execute(
+        select(AuditHead).where(AuditHead.id == 1).with_for_update()
+    ).scalar_one()
+    edge = CompactRange.from_bytes(head.seq, head.tree_edge)
+    seq, prev = head.seq, head.hash
+    rows: list[AuditEvent] = []
+    nodes: list[dict[str, Any]] = []
+    for new in events:
+        seq += 1
+        text = canonical_json(dict(new.payload)).decode("utf-8")
+        occurred_at = new.now.astimezone(UTC).isoformat(timespec="microseconds")
+        event = AuditEvent(
+            seq=seq,
+            actor_id=new.actor_id,
+            action=new.action,
+            entity_type=new.entity_type,
+            entity_id=str(new.entity_id),
+            payload=text,
+            occurred_at=occurred_at,
+            prev_hash=prev,
         )
-    )
+        event.hash = event_hash(
+            seq=seq,
+            actor_id=event.actor_id,
+            action=event.action,
+            entity_type=event.entity_type,
+            entity_id=event.entity_id,
+            payload=text,
+            occurred_at=occurred_at,
+            prev_hash=prev,
+        )
+        for (level, idx), value in edge.append(event_leaf_hash(event)):
+            nodes.append({"level": level, "idx": idx, "hash": value})
+        rows.append(event)
+        prev = event.hash
+    session.add_all(rows)
+    if nodes:
+        session.execute(insert(AuditNode), nodes)
+    head.seq, head.hash = seq, prev
+    head.tree_root, head.tree_edge = edge.root(), edge.to_bytes()
+    return rows
 
 
 def append_event(
@@ -104,38 +144,29 @@ def append_event(
     payload: Mapping[str, object],
     now: datetime,
 ) -> AuditEvent:
-    """Append one event to the chain inside ``session``'s transaction (not committed here)."""
-    head = session.execute(
-        select(AuditHead).where(AuditHead.id == 1).with_for_update()
-    ).scalar_one()
-    seq = head.seq + 1
-    text = canonical_json(dict(payload)).decode("utf-8")
-    occurred_at = now.astimezone(UTC).isoformat(timespec="microseconds")
-    digest = event_hash(
-        seq=seq,
-        actor_id=actor_id,
-        action=action,
-        entity_type=entity_type,
-        entity_id=str(entity_id),
-        payload=text,
-        occurred_at=occurred_at,
-        prev_hash=head.hash,
+    """Append one event inside ``session``'s transaction (not committed here)."""
+    return append_events(
+        session, [NewEvent(actor_id, action, entity_type, entity_id, payload, now)]
+    )[0]
+
+
+def _check_link(link: ChainLink, prev_seq: int, prev_hash: str) -> None:
+    if link.seq != prev_seq + 1:
+        raise AuditChainBrokenError(prev_seq + 1, f"event missing (next stored is {link.seq})")
+    if link.prev_hash != prev_hash:
+        raise AuditChainBrokenError(link.seq, "prev_hash does not match the previous event")
+    recomputed = event_hash(
+        seq=link.seq,
+        actor_id=link.actor_id,
+        action=link.action,
+        entity_type=link.entity_type,
+        entity_id=link.entity_id,
+        payload=link.payload,
+        occurred_at=link.occurred_at,
+        prev_hash=link.prev_hash,
     )
-    event = AuditEvent(
-        seq=seq,
-        actor_id=actor_id,
-        action=action,
-        entity_type=entity_type,
-        entity_id=str(entity_id),
-        payload=text,
-        occurred_at=occurred_at,
-        prev_hash=head.hash,
-        hash=digest,
-    )
-    session.add(event)
-    head.seq = seq
-    head.hash = digest
-    return event
+    if recomputed != link.hash:
+        raise AuditChainBrokenError(link.seq, "content does not match its hash")
 
 
 def verify_chain(links: Iterable[ChainLink], *, head: tuple[int, str] | None = None) -> int:
@@ -144,42 +175,92 @@ def verify_chain(links: Iterable[ChainLink], *, head: tuple[int, str] | None = N
     given, must name the last link, so that dropping events from the end is detected too."""
     prev_seq, prev_hash = 0, GENESIS_HASH
     for link in links:
-        if link.seq != prev_seq + 1:
-            raise AuditChainBrokenError(prev_seq + 1, f"event missing (next stored is {link.seq})")
-        if link.prev_hash != prev_hash:
-            raise AuditChainBrokenError(link.seq, "prev_hash does not match the previous event")
-        recomputed = event_hash(
-            seq=link.seq,
-            actor_id=link.actor_id,
-            action=link.action,
-            entity_type=link.entity_type,
-            entity_id=link.entity_id,
-            payload=link.payload,
-            occurred_at=link.occurred_at,
-            prev_hash=link.prev_hash,
-        )
-        if recomputed != link.hash:
-            raise AuditChainBrokenError(link.seq, "content does not match its hash")
+        _check_link(link, prev_seq, prev_hash)
         prev_seq, prev_hash = link.seq, link.hash
     if head is not None and head != (prev_seq, prev_hash):
         raise AuditChainBrokenError(prev_seq + 1, f"head names event {head[0]}, chain ends earlier")
     return prev_seq
 
 
-def iter_events(session: Session) -> Iterator[AuditEvent]:
+def iter_events(session: Session, *, batch: int = _BATCH) -> Iterator[AuditEvent]:
     """Every stored event in chain order, read in bounded batches."""
     after = 0
     while True:
-        batch = session.scalars(
-            select(AuditEvent).where(AuditEvent.seq > after).order_by(AuditEvent.seq).limit(_BATCH)
+        rows = session.scalars(
+            select(AuditEvent).where(AuditEvent.seq > after).order_by(AuditEvent.seq).limit(batch)
         ).all()
-        if not batch:
+        if not rows:
             return
-        yield from batch
-        after = batch[-1].seq
+        yield from rows
+        after = rows[-1].seq
 
 
-def verify_stored_chain(session: Session) -> int:
-    """Verify the whole stored chain against its head row."""
+def _event_batches(session: Session) -> Iterator[Sequence[Any]]:
+    columns = [
+        AuditEvent.seq, AuditEvent.actor_id, AuditEvent.action, AuditEvent.entity_type,
+        AuditEvent.entity_id, AuditEvent.payload, AuditEvent.occurred_at, AuditEvent.prev_hash,
+        AuditEvent.hash,
+    ]
+    after = 0
+    while True:
+        rows = session.execute(
+            select(*columns).where(AuditEvent.seq > after).order_by(AuditEvent.seq).limit(_BATCH)
+        ).all()
+        if not rows:
+            return
+        yield rows
+        after = rows[-1].seq
+
+
+def _stored_nodes(
+    session: Session, keys: Sequence[tuple[int, int]]
+) -> dict[tuple[int, int], bytes]:
+    if not keys:
+        return {}
+    rows = session.execute(
+        select(AuditNode.level, AuditNode.idx, AuditNode.hash).where(
+            tuple_(AuditNode.level, AuditNode.idx).in_(keys)
+        )
+    ).all()
+    return {(r.level, r.idx): bytes(r.hash) for r in rows}
+
+
+def verify_stored_log(session: Session) -> int:
+    """Verify the stored chain, every leaf, every stored subtree and the head; return the
+    number of events."""
     head = session.execute(select(AuditHead).where(AuditHead.id == 1)).scalar_one()
-    return verify_chain(iter_events(session), head=(head.seq, head.hash))
+    edge = CompactRange()
+    prev_seq, prev_hash = 0, GENESIS_HASH
+    for rows in _event_batches(session):
+        first = rows[0].seq
+        leaves = _stored_nodes(session, [(0, first - 1 + i) for i in range(len(rows))])
+        completed: list[tuple[tuple[int, int], bytes, int]] = []
+        for row in rows:
+            _check_link(row, prev_seq, prev_hash)
+            leaf = event_leaf_hash(row)
+            stored = leaves.get((0, row.seq - 1))
+            if stored is None:
+                raise AuditChainBrokenError(row.seq, "its leaf is missing from the log's tree")
+            if stored != leaf:
+                raise AuditChainBrokenError(row.seq, "content does not match its leaf hash")
+            completed.extend((key, value, row.seq) for key, value in edge.append(leaf)[1:])
+            prev_seq, prev_hash = row.seq, row.hash
+        stored_nodes = _stored_nodes(session, [key for key, _, _ in completed])
+        for key, value, seq in completed:
+            if stored_nodes.get(key) != value:
+                raise AuditChainBrokenError(
+                    seq, f"the log's tree node {key} does not match the events below it"
+                )
+    if (head.seq, head.hash) != (prev_seq, prev_hash):
+        raise AuditChainBrokenError(
+            prev_seq + 1, f"head names event {head.seq}, chain ends earlier"
+        )
+    if bytes(head.tree_root) != edge.root() or bytes(head.tree_edge) != edge.to_bytes():
+        raise AuditChainBrokenError(
+            prev_seq, "the tree head's root does not match the events (the head was altered)"
+        )
+    return prev_seq
+
+
+#: The name callers used before the transparency log: it now verifies the tree too.
+verify_stored_chain = verify_stored_log

@@ -16,6 +16,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from sealbench.crypto.note import SignerKey
 from sealbench.server.auth import Authenticator, Principal
 from sealbench.server.db import Database
 from sealbench.server.errors import AuthenticationError
@@ -44,6 +45,7 @@ class Registry:
     db: Database
     authenticator: Authenticator
     verifier: ResultVerifier
+    log_signer: SignerKey
     clock: Callable[[], datetime]
     write_gate: asyncio.Lock | None = None
 

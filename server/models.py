@@ -5,7 +5,9 @@ Associations keep their whole history: every request, approval or rejection appe
 the next ``revision`` for its (benchmark, asset) pair, and the latest revision is the current
 state. The unique key on (benchmark, asset, revision) makes two concurrent decisions collide
 instead of both succeeding. The audit log is a hash chain whose head row is locked while an event
-is appended, so concurrent transactions cannot fork it.
+is appended, so concurrent transactions cannot fork it; each event is also a leaf of the
+transparency log's Merkle tree, whose complete subtrees (``audit_nodes``) and right edge (on the
+head row) are written in the same transaction.
 """
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     DateTime,
     ForeignKey,
+    Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -30,14 +35,18 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = [
     "ApiToken",
+    "AuditCheck",
+    "AuditCosignature",
     "AuditEvent",
     "AuditHead",
+    "AuditNode",
     "Base",
     "Benchmark",
     "BenchmarkDataset",
     "BenchmarkModel",
     "Dataset",
     "DatasetCoordinates",
+    "LogKey",
     "Model",
     "ModelCoordinates",
     "Result",
@@ -254,12 +263,81 @@ class AuditEvent(Base):
     prev_hash: Mapped[str] = mapped_column(_DIGEST)
     hash: Mapped[str] = mapped_column(_DIGEST, unique=True)
 
+    __table_args__ = (Index("ix_audit_events_entity", "entity_type", "entity_id"),)
+
 
 class AuditHead(Base):
-    """The single row (id 1) naming the chain's last event; locked while appending."""
+    """The single row (id 1) naming the chain's last event and the transparency log's tree
+    head: ``tree_root`` over the first ``seq`` events, and ``tree_edge``, the hashes of the
+    complete subtrees on the tree's right edge (:class:`sealbench.crypto.tlog.CompactRange`).
+    Locked while appending."""
 
     __tablename__ = "audit_head"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     seq: Mapped[int] = mapped_column(Integer)
     hash: Mapped[str] = mapped_column(_DIGEST)
+    tree_root: Mapped[bytes] = mapped_column(LargeBinary)
+    tree_edge: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class AuditNode(Base):
+    """The hash of a complete subtree of the transparency log: the ``2**level`` leaves from
+    ``idx * 2**level``; level 0 holds the leaf hash of event ``idx + 1``. Written once, when the
+    subtree completes; every proof reads ``O(log n)`` of them."""
+
+    __tablename__ = "audit_nodes"
+
+    level: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    idx: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    hash: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class LogKey(Base):
+    """A public key that signs (or signed) the log's checkpoints, as a C2SP verifier key. The
+    current one has no ``retired_at``; a rotated-in key carries the ``endorsement`` its
+    predecessor signed. Old keys stay so old checkpoints and receipts still verify."""
+
+    __tablename__ = "log_keys"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    verifier: Mapped[str] = mapped_column(String(400), unique=True)
+    created_at: Mapped[datetime] = mapped_column(_TS)
+    retired_at: Mapped[datetime | None] = mapped_column(_TS)
+    endorsement: Mapped[str | None] = mapped_column(Text)
+
+
+class AuditCosignature(Base):
+    """A witness's ``cosignature/v1`` over the checkpoint of ``tree_size`` leaves (root
+    ``root``), verified before it was stored."""
+
+    __tablename__ = "audit_cosignatures"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    witness: Mapped[str] = mapped_column(String(400))
+    tree_size: Mapped[int] = mapped_column(BigInteger)
+    root: Mapped[bytes] = mapped_column(LargeBinary)
+    timestamp: Mapped[int] = mapped_column(BigInteger)
+    signature: Mapped[str] = mapped_column(Text)
+    submitted_by_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    received_at: Mapped[datetime] = mapped_column(_TS)
+
+    __table_args__ = (
+        UniqueConstraint("witness", "tree_size", name="uq_audit_cosignatures_witness_size"),
+    )
+
+
+class AuditCheck(Base):
+    """The outcome of one full recomputation of the log on the server (``sealbench-server
+    audit verify`` or ``GET /audit/verify``); the dashboard shows the latest instead of
+    recomputing per view."""
+
+    __tablename__ = "audit_checks"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    checked_at: Mapped[datetime] = mapped_column(_TS)
+    actor_id: Mapped[int | None] = mapped_column(Integer)
+    tree_size: Mapped[int] = mapped_column(Integer)
+    ok: Mapped[bool] = mapped_column(Boolean)
+    first_broken_seq: Mapped[int | None] = mapped_column(Integer)
+    reason: Mapped[str | None] = mapped_column(String(500))

@@ -95,6 +95,13 @@ class ServerSettings(BaseSettings):
     jwks_cache_seconds: float = Field(default=300.0, ge=0.0, le=86400.0)
     db_pool_size: int = Field(default=10, ge=1, le=200)
     worker_threads: int = Field(default=8, ge=1, le=400)
+    log_origin: str | None = Field(default=None, pattern=r"^[^\s+]{1,200}$")
+    log_key_file: Path | None = None
+
+    @property
+    def effective_log_key_file(self) -> Path:
+        """Where the transparency log's signing key lives (0600)."""
+        return self.log_key_file or self.data_dir / "log-signer.key"
 
     @property
     def effective_database_url(self) -> str:

@@ -12,6 +12,7 @@ from sqlalchemy import ColumnElement, Select, func, or_, select
 from sqlalchemy.orm import Session
 
 from sealbench.server.audit import append_event
+from sealbench.server.audit_format import result_digests
 from sealbench.server.auth import Principal
 from sealbench.server.errors import (
     ConflictError,
@@ -86,6 +87,8 @@ def submit(
             "sealed_result_digest": row.sealed_result_digest,
             "nonce": row.nonce,
             "issuer": row.token_issuer,
+            # so that whoever holds the result can check that exactly it was logged
+            **result_digests(body.summary, body.attestation_token),
         },
         now=now,
     )

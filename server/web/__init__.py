@@ -19,6 +19,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.staticfiles import StaticFiles
 
 from sealbench.server.settings import ServerSettings
+from sealbench.server.web._audit_page import audit_page
 from sealbench.server.web._owner_pages import owner_pages
 from sealbench.server.web._pages import benchmark_pages
 from sealbench.server.web._render import STATIC_DIR, Templates
@@ -42,7 +43,9 @@ def mount_dashboard(
     state = DashboardState(
         settings=settings, sessions=sessions or SessionStore(), templates=Templates()
     )
-    for router in (signin_routes(state), benchmark_pages(state), owner_pages(state)):
+    for router in (
+        signin_routes(state), benchmark_pages(state), owner_pages(state), audit_page(state)
+    ):
         app.include_router(router, prefix=PREFIX, include_in_schema=False)
     app.mount(STATIC_PREFIX, StaticFiles(directory=STATIC_DIR), name="dashboard-static")
 

@@ -1,10 +1,10 @@
-"""Owner pages: the viewer's own datasets and models, one dataset or model (its associations in
-every benchmark, with their history, its coordinates when the viewer may read them, and the
-results the viewer may read), and the audit trail with the chain's verification status.
+"""Owner pages: the viewer's own datasets and models, and one dataset or model (its associations
+in every benchmark, with their history, its coordinates when the viewer may read them, and the
+results the viewer may read). The audit trail is :mod:`sealbench.server.web._audit_page`.
 
 As on the API: asset metadata is readable by anyone signed in; coordinates by the owner and
-approved parties only; results by the dataset's owner and the benchmark's owner only; the audit
-log by admins only. Each rule is the service's, called with the viewer as the principal.
+approved parties only; results by the dataset's owner and the benchmark's owner only. Each rule
+is the service's, called with the viewer as the principal.
 """
 
 from __future__ import annotations
@@ -12,23 +12,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Request
 from sqlalchemy.orm import Session
 from starlette.responses import Response
 
 from sealbench.server.auth import Principal
-from sealbench.server.errors import AuditChainBrokenError, NotFoundError, PermissionDeniedError
+from sealbench.server.errors import NotFoundError, PermissionDeniedError
 from sealbench.server.models import Result
 from sealbench.server.routers._common import IdPath
-from sealbench.server.services import assets, associations, audit, benchmarks, results
+from sealbench.server.services import assets, associations, benchmarks, results
 from sealbench.server.services._common import PageOf
 from sealbench.server.web._pages import all_pages, owner_label
 from sealbench.server.web._state import DashboardState, render_page
 from sealbench.server.web._views import mean_over_regions
 
-__all__ = ["AssetLink", "AuditStatus", "ResultRow", "owner_pages"]
-
-AUDIT_PAGE = 50
+__all__ = ["AssetLink", "ResultRow", "owner_pages"]
 
 
 @dataclass(frozen=True)
@@ -39,14 +37,6 @@ class AssetLink:
     benchmark_label: str
     status: str
     history: tuple[Any, ...]
-
-
-@dataclass(frozen=True)
-class AuditStatus:
-    ok: bool
-    verified: int
-    first_broken_seq: int | None
-    reason: str | None
 
 
 def _links(session: Session, kind: Literal["dataset", "model"], asset_id: int) -> list[AssetLink]:
@@ -196,33 +186,5 @@ def owner_pages(state: DashboardState) -> APIRouter:
 
     router.add_api_route("/datasets/{asset_id}", asset_page("dataset"), methods=["GET"])
     router.add_api_route("/models/{asset_id}", asset_page("model"), methods=["GET"])
-
-    @router.get("/audit")
-    async def audit_trail(
-        request: Request, offset: int = Query(0, ge=0, le=1_000_000_000)
-    ) -> Response:
-        def build(session: Session, viewer: Principal) -> tuple[str, dict[str, Any]]:
-            try:
-                status = AuditStatus(True, audit.verify(session, viewer), None, None)
-            except AuditChainBrokenError as exc:
-                status = AuditStatus(False, exc.seq - 1, exc.seq, exc.reason)
-            page = audit.list_page(session, viewer, limit=AUDIT_PAGE, offset=offset)
-            broken_offset, broken_event = None, None
-            if status.first_broken_seq is not None:
-                broken_offset = (status.first_broken_seq - 1) // AUDIT_PAGE * AUDIT_PAGE
-                at = audit.list_page(
-                    session, viewer, limit=1, offset=status.first_broken_seq - 1
-                ).items
-                broken_event = at[0] if at and at[0].seq == status.first_broken_seq else None
-            return "audit.html", {
-                "status": status,
-                "page": page,
-                "broken_offset": broken_offset,
-                "broken_event": broken_event,
-                "audit_page": AUDIT_PAGE,
-                "nav": "audit",
-            }
-
-        return await render_page(state, request, build)
 
     return router

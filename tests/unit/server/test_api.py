@@ -10,6 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from sealbench.server.limits import json_depth_exceeds
+from sealbench.server.migrate import head_revision
 
 API = "/api/v1"
 
@@ -138,7 +139,7 @@ def test_pagination_walks_every_row_once(client: TestClient, pair: Any, h: Any) 
 def test_health_version_and_openapi(client: TestClient) -> None:
     assert client.get("/health").json() == {"status": "ok"}
     version = client.get("/version").json()
-    assert version["api"] == "v1" and version["schema_revision"] == "0001"
+    assert version["api"] == "v1" and version["schema_revision"] == head_revision()
     schema = client.get("/openapi.json").json()
     assert "/api/v1/benchmarks/{benchmark_id}/leaderboard" in schema["paths"]
     assert "BenchmarkCreate" in schema["components"]["schemas"]

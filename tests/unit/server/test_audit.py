@@ -1,5 +1,6 @@
-"""The audit hash chain: every mutation appends a link in the same transaction; verification
-names the first broken link when a row is edited, deleted or re-hashed in the database."""
+"""The audit hash chain: every mutation appends a link (and a leaf of the transparency log) in
+the same transaction; verification names the first broken link when a row is edited, deleted
+or re-hashed in the database."""
 
 from __future__ import annotations
 
@@ -72,9 +73,11 @@ def test_edited_audit_row_detected(client: TestClient, world: Any, database_url:
     assert "hash" in verdict["reason"]
 
 
-def test_rehashed_audit_row_detected_at_next_link(
+def test_rehashed_audit_row_detected_at_its_leaf(
     client: TestClient, world: Any, database_url: str
 ) -> None:
+    """An edit with its chain hash recomputed is caught at the edited event itself: its leaf in
+    the transparency log's tree no longer matches (the chain alone caught it one link later)."""
     db = open_database(database_url)
     with db.engine.begin() as conn:
         row = conn.execute(text("SELECT * FROM audit_events WHERE seq = 4")).mappings().one()
@@ -94,7 +97,7 @@ def test_rehashed_audit_row_detected_at_next_link(
         )
     db.dispose()
     verdict = client.get(f"{API}/audit/verify", headers=world.admin.headers).json()
-    assert verdict["first_broken_seq"] == 5 and "prev_hash" in verdict["reason"]
+    assert verdict["first_broken_seq"] == 4 and "leaf hash" in verdict["reason"]
 
 
 def test_deleted_tail_audit_row_detected(client: TestClient, world: Any, database_url: str) -> None:

@@ -1,13 +1,35 @@
-"""Alembic migrations produce exactly the ORM's schema, on both backends."""
+"""Alembic migrations produce exactly the ORM's schema, on both backends; 0002 makes the audit
+events written before it the transparency log's first leaves, and downgrades cleanly."""
 
 from __future__ import annotations
 
+import itertools
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from sqlalchemy import inspect, text
 
+from sealbench.crypto import tlog
+from sealbench.server.audit import append_event, verify_stored_log
+from sealbench.server.audit_format import GENESIS_HASH, event_hash, event_leaf_hash
 from sealbench.server.db import open_database
-from sealbench.server.migrate import current_revision, head_revision, upgrade_to_head
+from sealbench.server.logtree import StoredTree, TreeHead
+from sealbench.server.migrate import (
+    alembic_config,
+    current_revision,
+    head_revision,
+    upgrade_to_head,
+)
 from sealbench.server.models import Base
+from sealbench.server.pgcluster import ThrowawayPostgres
+
+_names = itertools.count()
 
 
 def test_migrations_match_orm_metadata(database_url: str) -> None:
@@ -27,5 +49,75 @@ def test_upgrade_is_idempotent(database_url: str) -> None:
         upgrade_to_head(db.engine)
         with db.engine.connect() as conn:
             assert conn.exec_driver_sql("SELECT seq FROM audit_head").scalar_one() == 0
+    finally:
+        db.dispose()
+
+
+@pytest.fixture
+def at_0001(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A database migrated only to revision 0001 (before the transparency log)."""
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path / 'old.sqlite3'}"
+    else:
+        cluster: ThrowawayPostgres = request.getfixturevalue("pg_cluster")
+        url = cluster.create_database(f"old_{next(_names)}_{int(time.time())}")
+    db = open_database(url)
+    try:
+        with db.engine.begin() as conn:
+            command.upgrade(alembic_config(conn), "0001")
+    finally:
+        db.dispose()
+    return url
+
+
+def test_existing_audit_events_become_the_first_leaves(at_0001: str) -> None:
+    """0002 turns the chain written before it into the log's first leaves, in order, and the
+    log carries on from there."""
+    db = open_database(at_0001)
+    events, prev = [], GENESIS_HASH
+    for seq in range(1, 38):
+        row = {"seq": seq, "actor_id": seq % 3 or None, "action": "x.y", "entity_type": "thing",
+               "entity_id": str(seq), "payload": f'{{"n":{seq},"é":"ü"}}',
+               "occurred_at": f"2026-01-01T00:00:{seq:02d}.000000+00:00"}
+        row["prev_hash"] = prev
+        row["hash"] = prev = event_hash(**row)
+        events.append(row)
+    try:
+        with db.engine.begin() as conn:
+            conn.execute(text(
+                "INSERT INTO audit_events (seq, actor_id, action, entity_type, entity_id, "
+                "payload, occurred_at, prev_hash, hash) VALUES (:seq, :actor_id, :action, "
+                ":entity_type, :entity_id, :payload, :occurred_at, :prev_hash, :hash)"), events)
+            conn.execute(text("UPDATE audit_head SET seq = 37, hash = :h"), {"h": prev})
+        upgrade_to_head(db.engine)
+        leaves = [event_leaf_hash(SimpleNamespace(**e)) for e in events]
+        with db.reader() as session:
+            assert verify_stored_log(session) == 37
+            tree = StoredTree(session)
+            assert tree.head() == TreeHead(37, tlog.root_from_leaf_hashes(leaves))
+            tlog.verify_inclusion(leaves[20], 20, 37, tree.inclusion(20, 37), tree.head().root)
+        with db.writer() as session:
+            append_event(session, actor_id=None, action="after.migration", entity_type="thing",
+                         entity_id="38", payload={}, now=datetime.now(UTC))
+            session.commit()
+        with db.reader() as session:
+            tree = StoredTree(session)
+            tlog.verify_consistency(37, 38, tlog.root_from_leaf_hashes(leaves), tree.head().root,
+                                    tree.consistency(37, 38))
+            assert verify_stored_log(session) == 38
+    finally:
+        db.dispose()
+
+
+def test_downgrade_to_0001_and_back(at_0001: str) -> None:
+    db = open_database(at_0001)
+    try:
+        upgrade_to_head(db.engine)
+        with db.engine.begin() as conn:
+            command.downgrade(alembic_config(conn), "0001")
+        with db.engine.connect() as conn:
+            assert "audit_nodes" not in inspect(conn).get_table_names()
+        upgrade_to_head(db.engine)
+        assert current_revision(db.engine) == head_revision()
     finally:
         db.dispose()
