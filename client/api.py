@@ -47,6 +47,7 @@ from sealbench.server.schemas import (
     DatasetPublic,
     ErrorBody,
     Health,
+    Inbox,
     Leaderboard,
     ModelCreate,
     ModelPublic,
@@ -383,6 +384,11 @@ class RegistryClient:
 
     def leaderboard(self, benchmark_id: int) -> Leaderboard:
         return self._get(Leaderboard, f"{API_PREFIX}/benchmarks/{benchmark_id}/leaderboard")
+
+    # -- inbox --------------------------------------------------------------------------------
+
+    def inbox(self) -> Inbox:
+        return self._get(Inbox, f"{API_PREFIX}/inbox")
 
     # -- audit --------------------------------------------------------------------------------
 

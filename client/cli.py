@@ -26,6 +26,7 @@ from sealbench.client._cli_registry import (
 )
 from sealbench.client._cli_run import keys_app, mock_tee_app, policy_app, result_app, run
 from sealbench.client._cli_tee import image_app
+from sealbench.client._cli_work import inbox, test
 from sealbench.client.demo import demo
 
 __all__ = ["app", "main"]
@@ -83,6 +84,8 @@ def root(
 app.add_typer(profile_app, name="profile")
 app.command("login")(login)
 app.command("whoami")(whoami)
+app.command("inbox")(inbox)
+app.command("test")(test)
 app.add_typer(benchmark_app, name="benchmark")
 app.add_typer(dataset_app, name="dataset")
 app.add_typer(model_app, name="model")

@@ -22,7 +22,8 @@ Messages never contain tokens, keys or patient data.
     ├── CloudError                    exit 7   KMS, storage or policy writing failed
     ├── RunFailedError                exit 7   the confidential run did not produce a result
     │   └── KeyReleaseDeniedError     exit 7   the key owners' policies refused the workload
-    └── IntegrityError                exit 8   a sealed object or result failed to authenticate
+    ├── IntegrityError                exit 8   a sealed object or result failed to authenticate
+    └── CompatibilityError            exit 9   'sealbench test': a compatibility check failed
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ __all__ = [
     "AuthenticationFailed",
     "ClientError",
     "CloudError",
+    "CompatibilityError",
     "ConfigError",
     "ConflictError",
     "IntegrityError",
@@ -152,6 +154,16 @@ class IntegrityError(ClientError):
     )
 
 
+class CompatibilityError(ClientError):
+    """A model or dataset did not pass the benchmark's compatibility test."""
+
+    exit_code = 9
+    default_hint = (
+        "fix what the failing checks' details say (model export, dataset preparation), then "
+        "run 'sealbench test' again; nothing was uploaded"
+    )
+
+
 #: Documented in ``sealbench --help``.
 EXIT_CODES: tuple[tuple[int, str], ...] = (
     (0, "success"),
@@ -163,4 +175,5 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (6, "the registry did not accept your token"),
     (7, "cloud or confidential run failure (key release denied, enclave failed)"),
     (8, "integrity failure: a sealed object or result did not authenticate"),
+    (9, "a compatibility check failed ('sealbench test')"),
 )

@@ -1,0 +1,125 @@
+"""What waits for the caller (``sealbench inbox``): the registry's inbox (decisions, pending
+requests, benchmarks to approve, approved evaluations with their latest verified result)
+merged with what only this machine knows, its run records: an approved evaluation with no
+verified result is *to run*, or *to open and submit* when a run of it succeeded here, or
+*running* while a run is recorded as started. :func:`merge` is pure; each item carries the
+command that acts on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sealbench.client.runs import RunRecord
+from sealbench.server.schemas import Inbox, InboxEvaluation, InboxLink
+
+__all__ = ["Action", "InboxItem", "InboxView", "merge"]
+
+Action = Literal["decide", "approve benchmark", "run", "submit", "running", "waiting"]
+#: The order items are listed in: what only the caller can do first, waiting last.
+_ORDER: dict[Action, int] = {
+    "decide": 0, "approve benchmark": 1, "submit": 2, "run": 3, "running": 4, "waiting": 5,
+}
+
+
+@dataclass(frozen=True)
+class InboxItem:
+    action: Action
+    what: str
+    command: str | None
+
+
+@dataclass(frozen=True)
+class InboxView:
+    items: tuple[InboxItem, ...]
+    #: Approved evaluations of the caller's datasets that have a verified result.
+    evaluated: int
+    truncated: bool
+
+    @property
+    def to_do(self) -> tuple[InboxItem, ...]:
+        """Everything but what waits for someone else."""
+        return tuple(i for i in self.items if i.action != "waiting")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "items": [
+                {"action": i.action, "what": i.what, "command": i.command} for i in self.items
+            ],
+            "evaluated": self.evaluated,
+            "truncated": self.truncated,
+        }
+
+
+def _asset(link: InboxLink) -> str:
+    a = link.association
+    version = "" if link.asset_version is None else f" {link.asset_version}"
+    return f"{a.asset_kind} {link.asset_name}{version} (#{a.asset_id})"
+
+
+def _benchmark(link: InboxLink) -> str:
+    return (f"benchmark {link.benchmark_name} {link.benchmark_version} "
+            f"(#{link.association.benchmark_id})")
+
+
+def _decision(link: InboxLink) -> InboxItem:
+    a = link.association
+    if a.initiator_role == "asset_owner":
+        what = f"{_asset(link)} of user {link.asset_owner_id} asks to join {_benchmark(link)}"
+    else:
+        what = f"{_benchmark(link)} invites your {_asset(link)}"
+    target = f"--benchmark {a.benchmark_id} --{a.asset_kind} {a.asset_id}"
+    return InboxItem("decide", what, f"sealbench association approve {target}  (or reject)")
+
+
+def _waiting(link: InboxLink) -> InboxItem:
+    if link.association.initiator_role == "asset_owner":
+        who = f"the benchmark's owner (user {link.benchmark_owner_id})"
+        what = f"your request: {_asset(link)} to join {_benchmark(link)}"
+    else:
+        who = f"the {link.association.asset_kind}'s owner (user {link.asset_owner_id})"
+        what = f"your invitation of {_asset(link)} to {_benchmark(link)}"
+    return InboxItem("waiting", f"{what}; waits for {who}", None)
+
+
+def _evaluation(e: InboxEvaluation, records: list[RunRecord]) -> InboxItem:
+    what = (f"dataset {e.dataset_name} (#{e.dataset_id}) x model {e.model_name} "
+            f"{e.model_version} (#{e.model_id}) in benchmark {e.benchmark_name} "
+            f"{e.benchmark_version} (#{e.benchmark_id})")
+    run = (f"sealbench run --benchmark {e.benchmark_id} --dataset {e.dataset_id} "
+           f"--model {e.model_id}")
+    mine = [r for r in records if (r.benchmark_id, r.dataset_id, r.model_id)
+            == (e.benchmark_id, e.dataset_id, e.model_id)]
+    unsent = [r for r in mine if r.status == "succeeded" and r.result_id is None]
+    if unsent:
+        latest = unsent[-1]
+        return InboxItem("submit", f"{what}: run {latest.run_id} succeeded, result not submitted",
+                         f"sealbench result open {latest.run_id} && "
+                         f"sealbench result submit {latest.run_id}")
+    if mine and mine[-1].status == "running":
+        return InboxItem("running", f"{what}: run {mine[-1].run_id} started "
+                         f"{mine[-1].started_at:%Y-%m-%d %H:%M} UTC and has not finished",
+                         f"{run} --force  (if that run died)")
+    if mine and mine[-1].status == "failed":
+        return InboxItem("run", f"{what}: the last run ({mine[-1].run_id}) failed", run)
+    return InboxItem("run", f"{what}: not evaluated yet", run)
+
+
+def merge(inbox: Inbox, records: Iterable[RunRecord]) -> InboxView:
+    """The registry's ``inbox`` and this profile's run ``records`` as one to-do list (see the
+    module docstring); evaluations with a verified result are counted, not listed."""
+    ordered = sorted(records, key=lambda r: r.started_at)
+    items = [_decision(link) for link in inbox.to_decide]
+    items += [
+        InboxItem("approve benchmark",
+                  f"benchmark {b.name} {b.version} (#{b.id}) by user {b.owner_id} is pending",
+                  f"sealbench benchmark approve {b.id}")
+        for b in inbox.benchmarks_to_approve
+    ]
+    pending = [e for e in inbox.evaluations if e.result_id is None]
+    items += [_evaluation(e, ordered) for e in pending]
+    items += [_waiting(link) for link in inbox.awaiting_others]
+    items.sort(key=lambda i: _ORDER[i.action])
+    return InboxView(tuple(items), len(inbox.evaluations) - len(pending), inbox.truncated)
