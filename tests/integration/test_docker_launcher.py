@@ -168,7 +168,7 @@ def test_token_capture_through_endpoint_override_in_the_image_releases_nothing(
     token_trap: Any,
     field: str,
 ) -> None:
-    from google.auth.exceptions import RefreshError
+    from google.auth.exceptions import GoogleAuthError
     from google.auth.transport.requests import Request
 
     from sealbench.cloud.credentials import workload_credentials
@@ -202,7 +202,7 @@ def test_token_capture_through_endpoint_override_in_the_image_releases_nothing(
                 token_file=run.token_file,
                 sts_url=cloud.endpoints.sts_token_url,
             )
-            with pytest.raises(RefreshError) as refused:
+            with pytest.raises(GoogleAuthError) as refused:
                 creds.refresh(Request())  # type: ignore[no-untyped-call]
             assert "rejected by the attribute condition" in str(refused.value)
             assert name in str(refused.value)
