@@ -1,8 +1,10 @@
-"""The registry's read-only web dashboard, served by the registry itself under ``/ui``:
-benchmarks, leaderboards with server-rendered charts, attestation details, owners' assets and
-the audit trail. Server-rendered Jinja2 pages that work without JavaScript (there is none),
-a static stylesheet shipped in the package, a strict Content-Security-Policy, CSRF tokens on
-every form, and sign-in with the same credentials as the API.
+"""The registry's web dashboard, served by the registry itself under ``/ui``: benchmarks,
+leaderboards with server-rendered charts, attestation details, owners' assets, the audit trail
+and the viewer's inbox, where a pending association can be approved or rejected (the one thing
+the dashboard changes; see :mod:`sealbench.server.web._actions`). Server-rendered Jinja2
+pages that work without JavaScript (there is none), a static stylesheet shipped in the package,
+a strict Content-Security-Policy, CSRF tokens on every form, and sign-in with the same
+credentials as the API.
 
 Every page calls the API's own service functions with the signed-in user as the principal, so
 the dashboard shows a user exactly what the API would answer to that user's token.
@@ -19,6 +21,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.staticfiles import StaticFiles
 
 from sealbench.server.settings import ServerSettings
+from sealbench.server.web._actions import action_routes
 from sealbench.server.web._audit_page import audit_page
 from sealbench.server.web._owner_pages import owner_pages
 from sealbench.server.web._pages import benchmark_pages
@@ -44,7 +47,11 @@ def mount_dashboard(
         settings=settings, sessions=sessions or SessionStore(), templates=Templates()
     )
     for router in (
-        signin_routes(state), benchmark_pages(state), owner_pages(state), audit_page(state)
+        signin_routes(state),
+        benchmark_pages(state),
+        owner_pages(state),
+        audit_page(state),
+        action_routes(state),
     ):
         app.include_router(router, prefix=PREFIX, include_in_schema=False)
     app.mount(STATIC_PREFIX, StaticFiles(directory=STATIC_DIR), name="dashboard-static")

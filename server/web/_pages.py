@@ -71,11 +71,14 @@ class Participant:
     revision: int
     initiator_role: str
     since: Any
+    #: The viewer decides on this pending link (the dashboard shows approve / reject).
+    viewer_decides: bool = False
 
 
 def _participants(
-    session: Session, viewer: Principal, benchmark_id: int
+    session: Session, viewer: Principal, benchmark: Benchmark
 ) -> tuple[list[Participant], bool]:
+    benchmark_id = benchmark.id
     out: list[Participant] = []
     truncated = False
     for kind in ("dataset", "model"):
@@ -105,6 +108,10 @@ def _participants(
                     revision=link.revision,
                     initiator_role=link.initiator_role.replace("_", " "),
                     since=link.created_at,
+                    viewer_decides=link.status == "pending"
+                    and link.initiated_by_id != viewer.user_id
+                    and viewer.user_id
+                    == (benchmark.owner_id if link.initiator_role == "asset_owner" else owner_id),
                 )
             )
     return out, truncated
@@ -156,7 +163,7 @@ def benchmark_pages(state: DashboardState) -> APIRouter:
     async def benchmark_detail(request: Request, benchmark_id: IdPath) -> Response:
         def build(session: Session, viewer: Principal) -> tuple[str, dict[str, Any]]:
             bench = benchmarks.get(session, benchmark_id)
-            participants, truncated = _participants(session, viewer, benchmark_id)
+            participants, truncated = _participants(session, viewer, bench)
             reference = (
                 None
                 if bench.reference_model_id is None
@@ -177,6 +184,8 @@ def benchmark_pages(state: DashboardState) -> APIRouter:
     async def leaderboard(request: Request, benchmark_id: IdPath) -> Response:
         def build(session: Session, viewer: Principal) -> tuple[str, dict[str, Any]]:
             bench = benchmarks.get(session, benchmark_id)
+            rows = results.leaderboard(session, viewer, benchmark_id)
+            withdrawn = results.withdrawn_sides(session, (result for result, _, _ in rows))
             entries = [
                 BoardEntry(
                     result_id=result.id,
@@ -186,8 +195,9 @@ def benchmark_pages(state: DashboardState) -> APIRouter:
                     dataset_label=dataset.name,
                     summary=result.summary,
                     created_at=result.created_at,
+                    withdrawn=withdrawn.get(result.id, ()),
                 )
-                for result, model, dataset in results.leaderboard(session, viewer, benchmark_id)
+                for result, model, dataset in rows
             ]
             board = build_board(entries)
             return "leaderboard.html", {
@@ -221,6 +231,7 @@ def benchmark_pages(state: DashboardState) -> APIRouter:
                 "counts": [(_COUNT_LABELS[k], v) for k, v in summary_counts(row.summary).items()],
                 "claims": _token_claims(row.attestation_token),
                 "image_matches": row.image_digest == bench.image_digest,
+                "withdrawn": results.withdrawn_sides(session, [row]).get(row.id, ()),
                 "submitter": owner_label(row.submitted_by_id, viewer),
                 "nav": "benchmarks",
             }

@@ -117,6 +117,8 @@ class BoardEntry:
     dataset_label: str
     summary: Mapping[str, Any]
     created_at: datetime
+    #: Sides (``dataset``, ``model``) whose association was withdrawn after the result.
+    withdrawn: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,7 @@ class Cell:
     dice: float | None
     hd95: float | None
     verified_at: datetime
+    withdrawn: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -167,6 +170,7 @@ def build_board(entries: Sequence[BoardEntry]) -> Board:
                     mean_over_regions(entry.summary, "dice"),
                     mean_over_regions(entry.summary, "hd95"),
                     entry.created_at,
+                    entry.withdrawn,
                 )
             )
         dice = [c.dice for c in cells if c is not None and c.dice is not None]

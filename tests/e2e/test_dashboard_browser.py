@@ -577,6 +577,53 @@ def test_tables_work_without_javascript(browser: Browser, registry: Registry) ->
         context.close()
 
 
+def _request_to_join(registry: Registry, owner: str, name: str) -> int:
+    """A new model of ``owner`` that asks to join the benchmark (pending: the authority
+    decides)."""
+    token = registry.tokens[owner]
+    body = {"name": name, "version": "2.0", "digest": sha256_digest(name.encode())}
+    model = int(_post(registry.url, "/models", token, body)["id"])
+    _post(registry.url, f"/benchmarks/{registry.benchmark_id}/models", token, {"asset_id": model})
+    return model
+
+
+def _model_status(registry: Registry, model: int) -> str:
+    rows = registry.api("outsider", f"/benchmarks/{registry.benchmark_id}/models?limit=200")
+    return str(next(r["status"] for r in rows["items"] if r["asset_id"] == model))
+
+
+def test_authority_approves_a_pending_association_in_the_dashboard(
+    page: Watched, registry: Registry, shots: Shots
+) -> None:
+    """The one write the dashboard offers: signed in as the deciding party, approve from the
+    inbox; the API then shows the link approved. A forged POST (same browser, same session
+    cookie, no CSRF token) is refused and changes nothing."""
+    approved = _request_to_join(registry, "model-small", "unet3d-candidate")
+    untouched = _request_to_join(registry, "model-weak", "unet3d-other")
+    p = page.page
+    sign_in(p, registry, "authority", "/ui/inbox")
+    row = p.locator(f"#to-decide tr[data-kind='model'][data-asset-id='{approved}']")
+    assert "unet3d-candidate 2.0" in row.inner_text()
+    shots.take(p, "inbox")
+    with p.expect_navigation():
+        row.locator("button:has-text('Approve')").click()
+    assert p.url == f"{registry.url}/ui/inbox"
+    assert p.locator(f"#to-decide tr[data-asset-id='{approved}']").count() == 0
+    assert _model_status(registry, approved) == "approved"
+    events = registry.api("admin", "/audit?limit=200")["items"]
+    decided = [e for e in events if e["action"] == "association.approve"
+               and e["entity_id"] == f"{registry.benchmark_id}:{approved}"]
+    assert len(decided) == 1
+    forged = p.request.post(
+        f"{registry.url}/ui/benchmarks/{registry.benchmark_id}/models/{untouched}/approve",
+        form={"next": "/ui/inbox"},
+        max_redirects=0,
+    )
+    assert forged.status == 403 and "not sent by this site" in forged.text()
+    assert _model_status(registry, untouched) == "pending"
+    assert page.problems == []
+
+
 def test_audit_trail_names_the_first_broken_link_after_tampering(
     page: Watched, registry: Registry, shots: Shots
 ) -> None:
