@@ -62,6 +62,7 @@ __all__ = [
     "RunSpec",
     "RunSpecError",
     "ServiceEndpoints",
+    "StorageUri",
 ]
 
 RunId = NewType("RunId", str)
@@ -87,7 +88,6 @@ POOL_PROVIDER_PATTERN: Final = (
     r"^projects/[0-9]{1,20}/locations/global/workloadIdentityPools/[a-z0-9-]{4,32}"
     r"/providers/[a-z0-9-]{4,32}$"
 )
-_URI_RE = STORAGE_URI_PATTERN
 _KMS_KEY_RE = KMS_KEY_PATTERN
 _PROVIDER_RE = POOL_PROVIDER_PATTERN
 #: ``https://host[:port][/path]``, or ``http://`` on loopback only (the mock cloud); no userinfo,
@@ -131,6 +131,23 @@ class RunSpecError(ValueError):
         super().__init__(f"{field}: {problem}")
 
 
+def _storage_uri(value: str) -> str:
+    """Beyond the pattern, what the enclave's storage layer will accept when it opens the
+    location (no ``.``/``..``/empty segment, a valid bucket name, no reserved prefix)."""
+    from sealbench.cloud.errors import InvalidStorageUri
+    from sealbench.cloud.storage import parse_storage_uri
+
+    try:
+        parse_storage_uri(value)
+    except InvalidStorageUri as exc:
+        raise ValueError(str(exc).split(": ", 1)[-1]) from None
+    return value
+
+
+#: A storage location as the enclave will open it (the registry validates coordinates with it).
+StorageUri = Annotated[str, Field(pattern=STORAGE_URI_PATTERN), AfterValidator(_storage_uri)]
+
+
 def _digest(value: str) -> Sha256Digest:
     return parse_digest(value)
 
@@ -154,7 +171,7 @@ class AssetLocation(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     asset_id: str = Field(pattern=_ID_RE)
-    uri: str = Field(pattern=_URI_RE)
+    uri: StorageUri
     kms_key: str = Field(pattern=_KMS_KEY_RE)
     pool_provider: str = Field(pattern=_PROVIDER_RE)
 
@@ -175,7 +192,7 @@ class RunSpec(BaseModel):
     metrics_version: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,63}$")
     dataset: AssetLocation
     model: AssetLocation
-    result_uri: str = Field(pattern=_URI_RE)
+    result_uri: StorageUri
     recipient_public_key: Annotated[str, AfterValidator(_recipient_key)]
     data_digest: Digest
     model_digest: Digest

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from sealbench.enclave.spec import KMS_KEY_PATTERN, POOL_PROVIDER_PATTERN, STORAGE_URI_PATTERN
+from sealbench.enclave.spec import KMS_KEY_PATTERN, POOL_PROVIDER_PATTERN, StorageUri
 from sealbench.server.schemas.common import (
     Digest,
     Id,
@@ -81,7 +81,7 @@ class CoordinatesUpdate(WireModel):
     named by project number."""
 
     kms_key_name: str = Field(min_length=1, max_length=512, pattern=KMS_KEY_PATTERN)
-    storage_uri: str = Field(min_length=1, max_length=1024, pattern=STORAGE_URI_PATTERN)
+    storage_uri: StorageUri = Field(min_length=1, max_length=1024)
     wip_provider: str = Field(min_length=1, max_length=512, pattern=POOL_PROVIDER_PATTERN)
 
 

@@ -173,3 +173,21 @@ def test_overlong_coordinates_refused(
     assert ["body", field] in [d["loc"] for d in r.json()["details"]]
     read = client.get(_url(world, "dataset"), headers=owner.headers)
     assert read.json()[field] == VALID[field]
+
+
+@pytest.mark.parametrize(
+    "uri",
+    ["gs://bucket-a/../other", "gs://bucket-a/./x", "gs://ab/x", "gs://bucket-a/a//b"],
+)
+def test_storage_uri_the_enclave_would_refuse_is_refused(uri: str) -> None:
+    """The registry applies the enclave's own storage-URI rules, not only the pattern."""
+    from pydantic import ValidationError
+
+    from sealbench.server.schemas import CoordinatesUpdate
+
+    with pytest.raises(ValidationError, match="storage_uri"):
+        CoordinatesUpdate(
+            kms_key_name="projects/p/locations/global/keyRings/r/cryptoKeys/k",
+            storage_uri=uri,
+            wip_provider="projects/1/locations/global/workloadIdentityPools/pool/providers/prov",
+        )
