@@ -6,8 +6,9 @@ credentials that read the launcher's token file and exchange it at the run spec'
 a Cloud KMS :class:`~sealbench.cloud.kms.KmsKeyWrapper` for the owner's key and a
 :class:`~sealbench.cloud.gcs.GcsBlobStore` for ``gs://`` locations (or a
 :class:`~sealbench.cloud.LocalBlobStore` for ``file://``), all against the endpoints the run spec
-names (checked first against the platform that attested the run:
-:func:`sealbench.enclave.steps.attest`). Credentials are lazy: the token exchange happens on the
+names, as :func:`sealbench.enclave.steps.attest` checked them against the platform that attested
+the run (it takes the :class:`~sealbench.enclave.steps.AttestedRun`, so no unchecked spec can
+reach it). Credentials are lazy: the token exchange happens on the
 first storage or KMS call.
 
 The result destination is written with the **data owner's** pool credential: the data owner
@@ -19,12 +20,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 from sealbench.cloud import BlobStore, parse_storage_uri
-from sealbench.cloud.attester import Attester
 from sealbench.crypto.envelope import KeyWrapper
-from sealbench.enclave.spec import AssetLocation, RunSpec
+from sealbench.enclave.spec import AssetLocation
 
 if TYPE_CHECKING:
     from google.auth.credentials import Credentials
+
+    from sealbench.enclave.steps import AttestedRun
 
 __all__ = ["AssetAccess", "CloudAccess"]
 
@@ -45,9 +47,9 @@ class AssetAccess(Protocol):
 class CloudAccess:
     """:class:`AssetAccess` over Google Cloud (or the mock, whose endpoints the spec names)."""
 
-    def __init__(self, spec: RunSpec, attester: Attester) -> None:
-        self._spec = spec
-        self._token_file = attester.token_file
+    def __init__(self, run: AttestedRun) -> None:
+        self._destinations = run.destinations  # checked against the attesting platform
+        self._token_file = run.attester.token_file
         self._credentials: dict[str, Credentials] = {}
 
     def _credential(self, owner: AssetLocation) -> Credentials:
@@ -56,7 +58,7 @@ class CloudAccess:
         provider = owner.pool_provider
         if provider not in self._credentials:
             self._credentials[provider] = workload_credentials(
-                provider, token_file=self._token_file, sts_url=self._spec.endpoints.sts_url
+                provider, token_file=self._token_file, sts_url=self._destinations.sts_url
             )
         return self._credentials[provider]
 
@@ -64,7 +66,7 @@ class CloudAccess:
         from sealbench.cloud.gcs import GcsBlobStore, make_storage_client
 
         location = parse_storage_uri(uri)
-        endpoint = self._spec.endpoints.storage_endpoint
+        endpoint = self._destinations.storage_endpoint
 
         def gcs(bucket: str) -> BlobStore:
             client = make_storage_client(None, self._credential(owner), endpoint)
@@ -75,5 +77,5 @@ class CloudAccess:
     def key_wrapper(self, owner: AssetLocation) -> KeyWrapper:
         from sealbench.cloud.kms import KmsKeyWrapper, make_kms_client
 
-        client = make_kms_client(self._credential(owner), self._spec.endpoints.kms_endpoint)
+        client = make_kms_client(self._credential(owner), self._destinations.kms_endpoint)
         return KmsKeyWrapper(owner.kms_key, client)

@@ -18,8 +18,8 @@ from sealbench.enclave.errors import EnclaveError
 from sealbench.enclave.evaluation import evaluate, open_dataset
 from sealbench.enclave.publish import PublishedResult, publish, seal_results
 from sealbench.enclave.result import FAILURE_OBJECT, FailureRecord
-from sealbench.enclave.spec import RunSpec
 from sealbench.enclave.steps import (
+    AttestedRun,
     SegmenterFactory,
     attest,
     load_model,
@@ -33,7 +33,8 @@ __all__ = ["AccessFactory", "RunReport", "run_enclave"]
 
 _log = logging.getLogger("sealbench.enclave")
 
-AccessFactory = Callable[[RunSpec, Attester], AssetAccess]
+#: Builds the asset access of an attested run (whose token destinations were checked).
+AccessFactory = Callable[[AttestedRun], AssetAccess]
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ def _run(
     _log.info("step 0/7: reading the run specification and the first attestation token")
     run = attest(environ, attester, timer)
     progress.run_id = run.spec.run_id
-    access = access_factory(run.spec, attester)
+    access = access_factory(run)
     progress.step = "check the recipient key and the result destination"
     _log.info("step 1/7: %s", progress.step)
     with contextlib.suppress(EnclaveError):

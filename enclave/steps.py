@@ -55,7 +55,14 @@ from sealbench.enclave.inputs import TokenDestinationError, check_token_destinat
 from sealbench.enclave.platforms import PlatformResolver, resolve_platform
 from sealbench.enclave.result import WRITE_CHECK_OBJECT, WriteCheck
 from sealbench.enclave.rules import BenchmarkRules, rules_for
-from sealbench.enclave.spec import ENV_OVERRIDE_NAMES, AssetLocation, RunSpec, RunSpecError
+from sealbench.enclave.spec import (
+    ENV_OVERRIDE_NAMES,
+    GOOGLE_ENDPOINTS,
+    AssetLocation,
+    RunSpec,
+    RunSpecError,
+    ServiceEndpoints,
+)
 from sealbench.enclave.timing import StepTimer
 
 __all__ = [
@@ -98,6 +105,9 @@ class AttestedRun:
     image_digest: Sha256Digest
     attester: Attester
     timer: StepTimer
+    #: Where this run's tokens may go: the attesting platform's endpoints, checked against the
+    #: spec's overrides (the only endpoints :class:`~sealbench.enclave.access.CloudAccess` uses).
+    destinations: ServiceEndpoints = GOOGLE_ENDPOINTS
 
 
 def read_spec(environ: Mapping[str, str]) -> tuple[RunSpec, BenchmarkRules]:
@@ -144,15 +154,16 @@ def attest(
     differing = sorted(n for n in ENV_OVERRIDE_NAMES if environ.get(n) != attested.get(n))
     if differing:
         raise SpecError(f"the environment differs from the attested env overrides in {differing}")
+    platform = resolve(claims.iss)
     try:
-        check_token_destinations(attested, resolve(claims.iss))
+        check_token_destinations(attested, platform)
     except TokenDestinationError as exc:
         raise SpecError(f"refusing to send any token: {exc}") from exc
     try:
         image_digest = parse_digest(claims.submods.container.image_digest)
     except ValueError as exc:
         raise AttestationUnavailable("the token's image digest is not a sha256 digest") from exc
-    return AttestedRun(spec, rules, image_digest, attester, timer)
+    return AttestedRun(spec, rules, image_digest, attester, timer, platform or GOOGLE_ENDPOINTS)
 
 
 # -- step 1: recipient key and result destination ----------------------------------------------

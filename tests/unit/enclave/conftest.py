@@ -172,7 +172,7 @@ class World:
         return run_enclave(
             environ if environ is not None else spec.to_environ(),
             self.attester(spec),
-            access=lambda _spec, _attester: self.access,
+            access=lambda _run: self.access,
             make_segmenter=make_segmenter,  # type: ignore[arg-type]
         )
 

@@ -106,7 +106,7 @@ def _run(world: Any, emulator: Emulator, spec: Any) -> RunReport:
     return run_enclave(
         spec.to_environ(),
         world.attester(spec),
-        access=lambda _spec, _attester: GcsAccess(emulator, world.access),
+        access=lambda _run: GcsAccess(emulator, world.access),
     )
 
 
