@@ -35,7 +35,9 @@ __all__ = [
 ]
 
 profile_app = typer.Typer(help="Registry accounts on this machine (stored with mode 0600).")
-benchmark_app = typer.Typer(help="Benchmarks: publish, approve, read results and leaderboards.")
+benchmark_app = typer.Typer(
+    help="Benchmarks: publish, approve, close, read results and leaderboards."
+)
 association_app = typer.Typer(
     help="Links between a benchmark and datasets/models: list, approve, reject, withdraw."
 )
@@ -194,8 +196,8 @@ def _benchmark_rows(rows: tuple[BenchmarkPublic, ...]) -> None:
     table(
         "benchmarks",
         ("id", "name", "version", "state", "owner", "metrics", "image digest"),
-        ((b.id, b.name, b.version, b.state, b.owner_id, b.metrics_version,
-          b.image_digest[:19] + "…") for b in rows),
+        ((b.id, b.name, b.version, b.state + ("" if b.closed_at is None else ", closed"),
+          b.owner_id, b.metrics_version, b.image_digest[:19] + "…") for b in rows),
     )
 
 
@@ -231,6 +233,9 @@ def benchmark_show(
     console.print(f"evaluation image {b.image_reference}\n  digest {b.image_digest}")
     reference = "-" if b.reference_model_id is None else b.reference_model_id
     console.print(f"metrics {b.metrics_version}; reference model {reference}")
+    if b.closed_at is not None:
+        console.print(f"closed to new associations since {b.closed_at:%Y-%m-%d %H:%M} UTC "
+                      f"(by user {b.closed_by_id})")
     shape = b.data_contract.get("shape")
     console.print(f"data contract: modalities {b.data_contract.get('modalities')}, grid {shape}")
 
@@ -283,6 +288,20 @@ def benchmark_approve(
     with session(profile) as s:
         b = s.client.approve_benchmark(benchmark_id)
     out().print(f"benchmark {b.id} is {b.state}")
+    return b
+
+
+@benchmark_app.command("close")
+def benchmark_close(
+    benchmark_id: Annotated[int, typer.Argument(help="benchmark id")],
+    profile: ProfileOpt = None,
+) -> BenchmarkPublic:
+    """Close an approved benchmark to new associations (its owner or an admin): no request,
+    invitation or approval gets in any more; approved datasets and models keep running."""
+    with session(profile) as s:
+        b = s.client.close_benchmark(benchmark_id)
+    out().print(f"benchmark {b.id} is closed to new associations; its "
+                "approved datasets and models keep running and submitting results")
     return b
 
 

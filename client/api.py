@@ -285,6 +285,9 @@ class RegistryClient:
     def approve_benchmark(self, benchmark_id: int) -> BenchmarkPublic:
         return self._post(BenchmarkPublic, f"{API_PREFIX}/benchmarks/{benchmark_id}/approve")
 
+    def close_benchmark(self, benchmark_id: int) -> BenchmarkPublic:
+        return self._post(BenchmarkPublic, f"{API_PREFIX}/benchmarks/{benchmark_id}/close")
+
     def set_benchmark_state(
         self, benchmark_id: int, state: Literal["rejected", "retired"]
     ) -> BenchmarkPublic:

@@ -136,6 +136,10 @@ class Benchmark(Base):
     approved_at: Mapped[datetime | None] = mapped_column(_TS)
     created_at: Mapped[datetime] = mapped_column(_TS)
     updated_at: Mapped[datetime] = mapped_column(_TS)
+    #: Set when the authority closed the benchmark to new associations (the state stays
+    #: ``approved``: existing links keep running and submitting).
+    closed_at: Mapped[datetime | None] = mapped_column(_TS)
+    closed_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
 
     __table_args__ = (UniqueConstraint("name", "version", name="uq_benchmarks_name_version"),)
 

@@ -1,4 +1,5 @@
-"""``/api/v1/benchmarks``: register, list, read, approve (admin), change state."""
+"""``/api/v1/benchmarks``: register, list, read, approve (admin), change state, close to new
+associations."""
 
 from __future__ import annotations
 
@@ -75,4 +76,15 @@ async def set_state(
     return await in_thread(
         session,
         lambda: _public(benchmarks.set_state(session, user, benchmark_id, body.state, now)),
+    )
+
+
+@router.post("/{benchmark_id}/close")
+async def close(
+    benchmark_id: IdPath, session: SessionDep, user: CurrentUser, now: NowDep
+) -> BenchmarkPublic:
+    """The owner (or an admin) closes an approved benchmark to new associations; approved
+    links keep running and submitting results."""
+    return await in_thread(
+        session, lambda: _public(benchmarks.close(session, user, benchmark_id, now))
     )

@@ -58,3 +58,9 @@ class BenchmarkPublic(WireModel):
     approved_at: datetime | None
     created_at: datetime
     updated_at: datetime
+    closed_at: datetime | None = Field(
+        default=None,
+        description="when the authority closed the benchmark to new associations (None: open); "
+        "its existing links keep running",
+    )
+    closed_by_id: int | None = None

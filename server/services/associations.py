@@ -3,11 +3,12 @@
 Rules: the benchmark must be approved; the asset's owner *requests*, the benchmark's owner
 *invites*; whoever initiated can never approve or reject, the other side does; when the asset's
 owner is also the benchmark's owner the link is approved at once; a rejected link can be
-requested again. The asset's owner may *withdraw* a pending or approved link at any time:
-nothing new runs on it (runs and result submissions need an approved link, key grants follow
-the approved links), results already verified stay and are marked, and it can be requested
-again like a rejected one. Every change appends a revision (latest wins), so history is never
-lost.
+requested again. Once the benchmark's authority *closes* it, no link is requested, invited or
+approved any more (pending ones can still be rejected or withdrawn). The asset's owner may
+*withdraw* a pending or approved link at any time: nothing new runs on it (runs and result
+submissions need an approved link, key grants follow the approved links), results already
+verified stay and are marked, and it can be requested again like a rejected one. Every change
+appends a revision (latest wins), so history is never lost.
 """
 
 from __future__ import annotations
@@ -124,6 +125,15 @@ def withdrawn_pairs(
     return frozenset((int(b), int(a)) for b, a in session.execute(stmt).all())
 
 
+def _refuse_if_closed(benchmark: Benchmark) -> None:
+    """A closed benchmark takes no new participant: no request, invitation or approval."""
+    if benchmark.closed_at is not None:
+        raise InvalidStateError(
+            f"benchmark {benchmark.id} was closed to new associations on "
+            f"{benchmark.closed_at:%Y-%m-%d}"
+        )
+
+
 def request(
     session: Session,
     actor: Principal,
@@ -147,6 +157,7 @@ def request(
         raise InvalidStateError(
             f"benchmark {benchmark.id} is {benchmark.state}; associations need an approved one"
         )
+    _refuse_if_closed(benchmark)
     latest = _latest(session, kind, benchmark_id, asset_id)
     if latest is not None and latest.status in ("pending", "approved"):
         raise ConflictError(
@@ -196,6 +207,8 @@ def decide(
         raise PermissionDeniedError(f"only the {other}'s owner decides on this association")
     if latest.status != "pending":
         raise InvalidStateError(f"association is {latest.status}, expected pending")
+    if approve:
+        _refuse_if_closed(benchmark)
     row = _table(kind)(
         benchmark_id=benchmark_id,
         asset_id=asset_id,

@@ -1,5 +1,6 @@
 """Benchmarks: anyone signed in registers one (pending); only an admin approves or rejects it;
-its owner or an admin retires it."""
+its owner or an admin retires it, or closes an approved one to new associations (its state
+stays approved and its existing links keep running)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from sealbench.server.models import Benchmark, Model
 from sealbench.server.schemas import BenchmarkCreate, BenchmarkState
 from sealbench.server.services._common import PageOf, commit, flush, get_or_404, rows_page
 
-__all__ = ["approve", "create", "get", "list_page", "set_state"]
+__all__ = ["approve", "close", "create", "get", "list_page", "set_state"]
 
 
 def create(session: Session, actor: Principal, body: BenchmarkCreate, now: datetime) -> Benchmark:
@@ -118,6 +119,37 @@ def set_state(
     row.state = state
     row.updated_at = now
     _audit_state(session, actor, row, now)
+    commit(session, f"benchmark {row.id}")
+    return row
+
+
+def close(session: Session, actor: Principal, benchmark_id: int, now: datetime) -> Benchmark:
+    """The owner or an admin closes an approved benchmark to new associations: requests,
+    invitations and approvals are refused from now on; approved links keep running, submitting
+    results and receiving key grants."""
+    row = get(session, benchmark_id, for_update=True)
+    if not (actor.is_admin or actor.user_id == row.owner_id):
+        raise PermissionDeniedError("only the benchmark's owner or an admin closes it")
+    if row.state != "approved":
+        raise InvalidStateError(
+            f"benchmark {row.id} is {row.state}; only an approved benchmark takes associations"
+        )
+    if row.closed_at is not None:
+        raise InvalidStateError(
+            f"benchmark {row.id} is already closed (since {row.closed_at:%Y-%m-%d %H:%M} UTC)"
+        )
+    row.closed_at = now
+    row.closed_by_id = actor.user_id
+    row.updated_at = now
+    append_event(
+        session,
+        actor_id=actor.user_id,
+        action="benchmark.close",
+        entity_type="benchmark",
+        entity_id=row.id,
+        payload={"state": row.state, "closed": True},
+        now=now,
+    )
     commit(session, f"benchmark {row.id}")
     return row
 

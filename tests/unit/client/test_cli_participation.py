@@ -1,6 +1,6 @@
 """A participant's commands through typer's CliRunner against a real registry on a loopback
-port: 'sealbench test' (compatibility, plain mode), 'sealbench inbox', and 'association
-withdraw'."""
+port: 'sealbench test' (compatibility, plain mode), 'sealbench inbox', 'association withdraw'
+and 'benchmark close'."""
 
 from __future__ import annotations
 
@@ -265,3 +265,16 @@ def test_withdraw_then_run_is_refused_and_results_show_the_mark(
     rows = _json(cli("association", "ls", "--benchmark", str(bid), "--status", "withdrawn",
                      "--json", "--profile", "hospital"))
     assert [(r["asset_id"], r["status"]) for r in rows] == [(model, "withdrawn")]
+
+
+def test_closed_benchmark_refuses_a_new_dataset(cli: Cli, tmp_path: Path) -> None:
+    bid = _benchmark(cli, tmp_path)
+    assert cli("benchmark", "close", str(bid), "--profile", "hospital").exit_code == 4
+    closed = cli("benchmark", "close", str(bid), "--profile", "authority")
+    assert closed.exit_code == 0, closed.output
+    assert "closed to new associations" in cli("benchmark", "show", str(bid),
+                                               "--profile", "hospital").output
+    dataset = _dataset(cli, tmp_path, bid)
+    refused = cli("dataset", "associate", "--dataset", str(dataset), "--benchmark", str(bid),
+                  "--profile", "hospital")
+    assert refused.exit_code == 4 and "closed to new associations" in refused.output

@@ -49,6 +49,13 @@ class Ctx:
             f"{API}/benchmarks", self.h.benchmark_body(f"p{next(_n)}"), self.world.bench_owner
         )
 
+    def approved_benchmark(self) -> int:
+        bid = self.pending_benchmark()
+        self.h.ok(
+            self.client.post(f"{API}/benchmarks/{bid}/approve", headers=self.world.admin.headers)
+        )
+        return bid
+
     def dataset(self) -> int:
         name = f"d{next(_n)}"
         return self.create(
@@ -171,6 +178,13 @@ MATRIX = [
         lambda c: f"{API}/benchmarks/{c.pending_benchmark()}/state",
         (401, 403, 403, 403, 200),
         body=lambda c: {"state": "rejected"},
+        owner="bench_owner",
+    ),
+    Row(
+        "benchmark close",
+        "POST",
+        lambda c: f"{API}/benchmarks/{c.approved_benchmark()}/close",
+        (401, 403, 200, 200, 200),
         owner="bench_owner",
     ),
     Row(

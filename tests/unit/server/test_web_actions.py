@@ -1,7 +1,7 @@
 """The dashboard's inbox and its one write, approving or rejecting a pending association, on
 SQLite and PostgreSQL: it needs the session's CSRF token and this origin, it is the API's own
 decision (same permissions, same state rules, same audit event with the viewer as actor), and
-the pages mark withdrawn results."""
+the pages mark withdrawn results and closed benchmarks."""
 
 from __future__ import annotations
 
@@ -145,7 +145,7 @@ def test_next_outside_the_dashboard_is_not_followed(
     assert r.status_code == 303 and r.headers["location"] == "/ui/"
 
 
-def test_withdrawn_result_is_marked_on_the_leaderboard_and_its_page(
+def test_withdrawn_result_and_closed_benchmark_are_marked(
     web: TestClient, client: TestClient, world: Any, tokens: Any, h: Any
 ) -> None:
     sealed = "sha256:" + "6" * 64
@@ -158,9 +158,13 @@ def test_withdrawn_result_is_marked_on_the_leaderboard_and_its_page(
         "attestation_token": tokens.sign(claims)}, headers=world.data_owner.headers), 201)
     h.ok(client.post(f"{API}/benchmarks/{world.benchmark_id}/models/{world.model_id}/withdraw",
                      headers=world.model_owner.headers))
+    h.ok(client.post(f"{API}/benchmarks/{world.benchmark_id}/close",
+                     headers=world.bench_owner.headers))
     _sign_in(web, world.bench_owner.token)
     board = web.get(f"/ui/benchmarks/{world.benchmark_id}/leaderboard").text
     assert 'cell withdrawn"' in board and "model withdrawn since" in board
     detail = web.get(f"/ui/results/{result['id']}").text
     assert 'id="withdrawn"' in detail and "The model was withdrawn" in detail
-    assert "badge-withdrawn" in web.get(f"/ui/benchmarks/{world.benchmark_id}").text
+    bench = web.get(f"/ui/benchmarks/{world.benchmark_id}").text
+    assert "badge-closed" in bench and "closed since" in bench
+    assert "badge-withdrawn" in bench
