@@ -86,18 +86,25 @@ _READS = {
     ("profile", "ls"), ("whoami",), ("benchmark", "ls"), ("benchmark", "show"),
     ("benchmark", "results"), ("benchmark", "leaderboard"), ("association", "ls"),
     ("dataset", "show"), ("model", "show"), ("keys", "show"), ("result", "ls"),
-    ("audit", "verify"),
+    ("audit", "verify"), ("inbox",),
 }
 #: Guide commands the demo cannot play: they need another machine, a prompt or an engine.
 _ELSEWHERE = {
     ("mock-tee", "up"): "runs in the foreground until Ctrl-C (the demo starts its own)",
     ("profile", "add"): "names a placeholder registry and token",
     ("login",): "prompts for a token",
+    ("test",): "reads the participant's own ONNX file or prepared folder (tested in "
+    "tests/unit/client/test_cli_participation.py)",
+    ("association", "withdraw"): "would take a demo participant out of the benchmark (tested in "
+    "tests/unit/client/test_cli_participation.py)",
+    ("benchmark", "close"): "would close the demo's benchmark (tested in "
+    "tests/unit/client/test_cli_participation.py)",
 }
 
 
 def _path(argv: tuple[str, ...]) -> tuple[str, ...]:
-    return argv[:1] if argv[:1] in {("whoami",), ("login",), ("run",)} else argv[:2]
+    single = {("whoami",), ("login",), ("run",), ("inbox",), ("test",)}
+    return argv[:1] if argv[:1] in single else argv[:2]
 
 
 def _run_the_guides_against(script: Path, env: dict[str, str], config: Path, demo: str) -> None:
