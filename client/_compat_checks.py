@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from sealbench.crypto.errors import CryptoError
-from sealbench.crypto.manifest import Manifest
+from sealbench.crypto.manifest import MAX_MANIFEST_BYTES, Manifest
 from sealbench.server.schemas import BenchmarkPublic
 
 if TYPE_CHECKING:  # numpy, nibabel and onnxruntime load only when a test runs
@@ -171,7 +171,8 @@ def _read_prepared(prepared: Path, rules: BenchmarkRules) -> tuple[Check, _Data 
         return data
 
     try:
-        manifest = Manifest.from_bytes((prepared / MANIFEST_FILE).read_bytes())
+        with (prepared / MANIFEST_FILE).open("rb") as handle:
+            manifest = Manifest.from_bytes(handle.read(MAX_MANIFEST_BYTES + 1))
         contract = rules.contract_for_dataset(read(DATASET_FILE, manifest)[:_MAX_DATASET_JSON])
         grouped = case_files_from_manifest_paths((e.path for e in manifest.entries), contract)
     except OSError as exc:
