@@ -15,6 +15,7 @@ import typer
 from rich.progress import Progress, TaskID
 
 from sealbench.client import owner, runs, workflows
+from sealbench.client._cli_audit import keep_receipt
 from sealbench.client._cli_common import (
     JsonOpt,
     ProfileOpt,
@@ -387,7 +388,8 @@ def result_submit(
     json_out: JsonOpt = False,
 ) -> ResultPublic:
     """Send the run's public summary, sealed-result digest and attestation token; the registry
-    verifies the attestation before accepting it."""
+    verifies the attestation before accepting it. Its receipt (the proof that the registry
+    logged exactly this result) is then checked and kept ('sealbench audit prove ID')."""
     with session(profile) as s:
         record, opened = _open(s.profile, run_id)
         earlier = [
@@ -399,6 +401,7 @@ def result_submit(
         )
     if json_out:
         emit_json(result)
+        _receipt(profile, result, opened, quiet=True)
         return result
     out().print(f"result {result.id} accepted: attestation verified (issuer "
                 f"{result.token_issuer}, image {result.image_digest[:19]}…)")
@@ -410,7 +413,18 @@ def result_submit(
             f"({same}) for dataset {record.dataset_id} and model {record.model_id} on the "
             "leaderboard"
         )
+    _receipt(profile, result, opened, quiet=False)
     return result
+
+
+def _receipt(profile: str | None, result: ResultPublic, opened: Any, *, quiet: bool) -> None:
+    """Fetch, check and keep the receipt of an accepted result."""
+    with session(profile) as s:
+        receipt, path = keep_receipt(s, result.id, opened)
+    if not quiet:
+        out().print(f"receipt kept in {path}: event {receipt.event.seq} of the registry's log, "
+                    f"proven in its checkpoint of {receipt.tree_size} events "
+                    f"('sealbench audit prove {result.id}' shows it)")
 
 
 # -- mock TEE ----------------------------------------------------------------------------------

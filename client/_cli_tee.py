@@ -167,7 +167,7 @@ def _cs_launcher(
     if endpoints is not None:  # a mock profile: the mock's Compute stand-in, its owner account
         cloud = owner.owner_cloud(profile, client, mock_tee)
         credentials = cloud.credentials()
-        project = project or cloud.setup.project_id
+        project = project or cloud.project_id
         zone = zone or MOCK_ZONE
         account = account or f"sealbench-runner@{project}.iam.gserviceaccount.com"
         api_endpoint = api_endpoint or endpoints.compute

@@ -22,27 +22,36 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Final, Literal, Protocol
 
 from sealbench.client.errors import CloudError, ConfigError
 from sealbench.server.schemas import CoordinatesPublic, CoordinatesUpdate
 
 if TYPE_CHECKING:  # the cloud SDKs load only when a command needs them
-    from google.oauth2.credentials import Credentials
+    from google.auth.credentials import Credentials
 
     from sealbench.cloud.kms import KmsKeyWrapper
     from sealbench.cloud.policy import PoolProvider
     from sealbench.cloud.policy_writer import SyncReport
     from sealbench.cloud.storage import BlobStore
     from sealbench.crypto.workload import WorkloadIdentity
+    from sealbench.enclave.spec import ServiceEndpoints
     from sealbench.mocktee import MockEndpoints, OwnerSetup
 
 __all__ = [
     "POOL_ID",
     "PROVIDER_ID",
+    "GcpOwnerCloud",
+    "GoogleApis",
     "InsecureMockOwnerCloud",
+    "OwnerCloud",
+    "PlatformPolicy",
+    "confidential_space_platform",
+    "gcp_credentials",
+    "insecure_mock_platform",
+    "mock_apis",
     "mock_project_for",
     "pool_provider_from_name",
 ]
@@ -80,8 +89,261 @@ def pool_provider_from_name(name: str) -> PoolProvider:
 
 
 @dataclass(frozen=True)
+class PlatformPolicy:
+    """What an owner's key-release policy pins for the TEE platform its workloads run on: the
+    attestation issuer its pool trusts and the token destinations runs may name (None:
+    Google's own, so the endpoint overrides must be absent)."""
+
+    name: str
+    issuer_uri: str
+    endpoints: ServiceEndpoints | None
+
+
+def confidential_space_platform() -> PlatformPolicy:
+    """Google Cloud Confidential Space: Google's verifier, Google's endpoints."""
+    from sealbench.cloud.policy import CONFIDENTIAL_SPACE_ISSUER_URI
+
+    return PlatformPolicy("confidential-space", CONFIDENTIAL_SPACE_ISSUER_URI, None)
+
+
+@dataclass(frozen=True)
+class GoogleApis:
+    """The API endpoints an owner's clients call: Google's, or (tests, the mock) others, the
+    only difference the clients see."""
+
+    kms: str = "https://cloudkms.googleapis.com"
+    storage: str = "https://storage.googleapis.com"
+    iam: str = "https://iam.googleapis.com"
+
+
+class OwnerCloud(Protocol):
+    """What an asset owner does in its own cloud: its key and bucket, sealing into them, the
+    coordinates it records on the registry, and the key-release policy it syncs."""
+
+    @property
+    def project_id(self) -> str: ...
+
+    @property
+    def key_name(self) -> str: ...
+
+    def credentials(self) -> Credentials:
+        """The owner's own credentials (also what launches its Confidential Space VMs)."""
+        ...
+
+    def default_coordinates(
+        self, kind: Literal["dataset", "model"], asset_id: int
+    ) -> CoordinatesUpdate: ...
+
+    def key_wrapper(self, key_name: str) -> KmsKeyWrapper: ...
+
+    def blob_store(self, uri: str) -> tuple[BlobStore, str]: ...
+
+    def sync_policy(
+        self,
+        coordinates: CoordinatesPublic | CoordinatesUpdate,
+        workloads: frozenset[WorkloadIdentity],
+        *,
+        include_data: bool,
+        result_bucket: str | None = None,
+        metrics_versions: frozenset[str] = frozenset(),
+    ) -> SyncReport: ...
+
+
+@dataclass(frozen=True)
+class GcpOwnerCloud:
+    """An owner's Google Cloud project: a KMS key ring and key, a bucket and a workload identity
+    pool, reached with the owner's own credentials (Application Default Credentials, or a
+    service account they impersonate; never a key file written by sealbench) through
+    google-cloud-kms, google-cloud-storage and the IAM REST API.
+
+    Default names, derived from the project and overridable per command::
+
+        KMS key  projects/<project>/locations/<location>/keyRings/<key_ring>/cryptoKeys/<key>
+        bucket   <bucket>            (assets under datasets/<id>/, models/<id>/)
+        pool     projects/<number>/locations/global/workloadIdentityPools/<pool>
+                 /providers/<provider>
+    """
+
+    project_id: str
+    project_number: str
+    owner_credentials: Credentials = field(repr=False)
+    platform: PlatformPolicy
+    location: str = "global"
+    key_ring: str = "sealbench"
+    key: str = "assets"
+    bucket: str = ""
+    pool_id: str = POOL_ID
+    provider_id: str = PROVIDER_ID
+    apis: GoogleApis = field(default_factory=GoogleApis)
+
+    def __post_init__(self) -> None:
+        if not self.project_number.isdigit():
+            raise ConfigError(
+                f"project number {self.project_number!r} is not a number",
+                hint="'gcloud projects describe PROJECT --format=value(projectNumber)' prints it",
+            )
+        if not self.bucket:
+            object.__setattr__(self, "bucket", f"{self.project_id}-sealbench")
+
+    @property
+    def issuer_uri(self) -> str:
+        return self.platform.issuer_uri
+
+    def credentials(self) -> Credentials:
+        return self.owner_credentials
+
+    @property
+    def key_name(self) -> str:
+        return (
+            f"projects/{self.project_id}/locations/{self.location}/keyRings/{self.key_ring}"
+            f"/cryptoKeys/{self.key}"
+        )
+
+    def pool_provider_name(self) -> str:
+        return (
+            f"projects/{self.project_number}/locations/global/workloadIdentityPools/"
+            f"{self.pool_id}/providers/{self.provider_id}"
+        )
+
+    def default_coordinates(
+        self, kind: Literal["dataset", "model"], asset_id: int
+    ) -> CoordinatesUpdate:
+        return CoordinatesUpdate(
+            kms_key_name=self.key_name,
+            storage_uri=f"gs://{self.bucket}/{kind}s/{asset_id}",
+            wip_provider=self.pool_provider_name(),
+        )
+
+    def ensure_key_and_bucket(self) -> None:
+        """Create the key ring, the ``ENCRYPT_DECRYPT`` key and the bucket when missing (what
+        an owner otherwise does by hand with gcloud); existing ones are used as they are."""
+        from google.api_core import exceptions as gexc
+
+        from sealbench.cloud.gcs import make_storage_client
+        from sealbench.cloud.kms import make_kms_client
+
+        kms_client = make_kms_client(self.owner_credentials, self.apis.kms)
+        parent = f"projects/{self.project_id}/locations/{self.location}"
+        ring = f"{parent}/keyRings/{self.key_ring}"
+        steps = (
+            (f"key ring {ring}", lambda: kms_client.create_key_ring(
+                request={"parent": parent, "key_ring_id": self.key_ring, "key_ring": {}})),
+            (f"key {self.key_name}", lambda: kms_client.create_crypto_key(
+                request={"parent": ring, "crypto_key_id": self.key,
+                         "crypto_key": {"purpose": "ENCRYPT_DECRYPT"}})),
+            (f"bucket gs://{self.bucket}", lambda: make_storage_client(
+                self.project_id, self.owner_credentials, self.apis.storage
+            ).create_bucket(self.bucket)),
+        )
+        for what, create in steps:
+            try:
+                create()
+                log.info("created %s", what)
+            except gexc.Conflict:
+                continue  # already there: use it
+            except gexc.GoogleAPICallError as exc:
+                raise CloudError(
+                    f"cannot create {what}: {exc.message}",
+                    hint="check that the KMS and Storage APIs are enabled and that you may "
+                    "create keys and buckets in the project (roles/cloudkms.admin, "
+                    "roles/storage.admin)",
+                ) from exc
+
+    def key_wrapper(self, key_name: str) -> KmsKeyWrapper:
+        from sealbench.cloud.kms import KmsKeyWrapper, make_kms_client
+
+        return KmsKeyWrapper(key_name, make_kms_client(self.owner_credentials, self.apis.kms))
+
+    def blob_store(self, uri: str) -> tuple[BlobStore, str]:
+        """``(store, prefix)`` for ``gs://bucket/prefix`` as the owner."""
+        from sealbench.cloud.errors import InvalidStorageUri
+        from sealbench.cloud.gcs import GcsBlobStore, make_storage_client
+        from sealbench.cloud.storage import open_storage_uri
+
+        client = make_storage_client(self.project_id, self.owner_credentials, self.apis.storage)
+        try:
+            return open_storage_uri(uri, lambda bucket: GcsBlobStore(client, bucket))
+        except InvalidStorageUri as exc:
+            raise ConfigError(str(exc), hint="use --storage gs://BUCKET/PREFIX") from exc
+
+    def sync_policy(
+        self,
+        coordinates: CoordinatesPublic | CoordinatesUpdate,
+        workloads: frozenset[WorkloadIdentity],
+        *,
+        include_data: bool,
+        result_bucket: str | None = None,
+        metrics_versions: frozenset[str] = frozenset(),
+    ) -> SyncReport:
+        """Write the pool provider (its condition pins ``metrics_versions`` and the platform's
+        issuer and endpoints) and the key's and bucket's (and ``result_bucket``'s) IAM bindings
+        for ``workloads``; returns the writer's
+        :class:`~sealbench.cloud.policy_writer.SyncReport`."""
+        from sealbench.cloud.errors import CloudError as AdapterError
+        from sealbench.cloud.policy import AssetPolicy
+        from sealbench.cloud.policy_writer import PolicyWriter
+        from sealbench.cloud.storage import parse_storage_uri
+
+        location = parse_storage_uri(coordinates.storage_uri)
+        try:
+            policy = AssetPolicy(
+                provider=pool_provider_from_name(coordinates.wip_provider),
+                key_name=coordinates.kms_key_name,
+                bucket=location.bucket,
+                workloads=workloads,
+                include_data=include_data,
+                issuer_uri=self.platform.issuer_uri,
+                result_bucket=result_bucket,
+                metrics_versions=metrics_versions,
+                endpoints=self.platform.endpoints,
+            )
+        except AdapterError as exc:
+            raise ConfigError(str(exc), hint="check the bucket and key names") from exc
+        writer = PolicyWriter.from_credentials(
+            self.owner_credentials,
+            iam_url=self.apis.iam,
+            kms_url=self.apis.kms,
+            storage_url=self.apis.storage,
+        )
+        try:
+            return writer.sync(policy)
+        except AdapterError as exc:
+            raise CloudError(f"writing the policy failed: {exc}") from exc
+
+
+def gcp_credentials(impersonate_service_account: str | None = None) -> Credentials:
+    """The owner's Application Default Credentials (``gcloud auth application-default login``,
+    or the VM's), optionally impersonating ``impersonate_service_account``."""
+    import google.auth
+    from google.auth import exceptions as auth_exc
+    from google.auth import impersonated_credentials
+
+    scopes = ["https://www.googleapis.com/auth/cloud-platform"]
+    try:
+        credentials, _ = google.auth.default(scopes=scopes)
+    except auth_exc.DefaultCredentialsError as exc:
+        raise CloudError(
+            "no Google Cloud credentials found",
+            hint="run 'gcloud auth application-default login' (or run on a VM with a service "
+            "account)",
+        ) from exc
+    if impersonate_service_account:
+        target: Credentials = impersonated_credentials.Credentials(  # type: ignore[no-untyped-call]
+            source_credentials=credentials,
+            target_principal=impersonate_service_account,
+            target_scopes=scopes,
+        )
+        return target
+    result: Credentials = credentials
+    return result
+
+
+@dataclass(frozen=True)
 class InsecureMockOwnerCloud:
-    """One owner's account in the INSECURE local mock cloud (never for real data)."""
+    """One owner's account in the INSECURE local mock cloud (never for real data): the mock
+    provisions the owner's project, key and bucket and hands it an owner token; everything else
+    is :class:`GcpOwnerCloud`, the production code, with the mock's endpoints, that token and
+    the mock's platform (its own issuer, its exact endpoints pinned)."""
 
     endpoints: MockEndpoints
     setup: OwnerSetup  # holds an owner access token: never log it
@@ -116,52 +378,50 @@ class InsecureMockOwnerCloud:
         return cls(endpoints, setup)
 
     @property
+    def gcp(self) -> GcpOwnerCloud:
+        """The production implementation, pointed at the mock."""
+        return GcpOwnerCloud(
+            project_id=self.setup.project_id,
+            project_number=self.setup.project_number,
+            owner_credentials=self.credentials(),
+            platform=insecure_mock_platform(self.endpoints),
+            key_ring=self.setup.key_name.split("/keyRings/")[1].split("/")[0],
+            key=self.setup.key_name.rsplit("/", 1)[1],
+            bucket=self.setup.bucket,
+            apis=mock_apis(self.endpoints),
+        )
+
+    @property
     def issuer_uri(self) -> str:
         """The attestation issuer the owner's pool trusts (the mock verifier, never Google)."""
-        return f"{self.endpoints.issuer}/"
+        return self.gcp.issuer_uri
+
+    @property
+    def project_id(self) -> str:
+        return str(self.setup.project_id)
 
     @property
     def key_name(self) -> str:
         return str(self.setup.key_name)
 
     def pool_provider_name(self) -> str:
-        return (
-            f"projects/{self.setup.project_number}/locations/global/workloadIdentityPools/"
-            f"{POOL_ID}/providers/{PROVIDER_ID}"
-        )
+        return self.gcp.pool_provider_name()
 
     def default_coordinates(
         self, kind: Literal["dataset", "model"], asset_id: int
     ) -> CoordinatesUpdate:
-        return CoordinatesUpdate(
-            kms_key_name=self.key_name,
-            storage_uri=f"gs://{self.setup.bucket}/{kind}s/{asset_id}",
-            wip_provider=self.pool_provider_name(),
-        )
+        return self.gcp.default_coordinates(kind, asset_id)
 
     def credentials(self) -> Credentials:
-        from google.oauth2.credentials import Credentials
+        from google.oauth2.credentials import Credentials as OwnerToken
 
-        return Credentials(self.setup.access_token)  # type: ignore[no-untyped-call]
+        return OwnerToken(self.setup.access_token)  # type: ignore[no-untyped-call]
 
     def key_wrapper(self, key_name: str) -> KmsKeyWrapper:
-        from sealbench.cloud.kms import KmsKeyWrapper, make_kms_client
-
-        return KmsKeyWrapper(key_name, make_kms_client(self.credentials(), self.endpoints.kms))
+        return self.gcp.key_wrapper(key_name)
 
     def blob_store(self, uri: str) -> tuple[BlobStore, str]:
-        """``(store, prefix)`` for ``gs://bucket/prefix`` as the owner."""
-        from sealbench.cloud.errors import InvalidStorageUri
-        from sealbench.cloud.gcs import GcsBlobStore, make_storage_client
-        from sealbench.cloud.storage import open_storage_uri
-
-        client = make_storage_client(
-            self.setup.project_id, self.credentials(), self.endpoints.storage
-        )
-        try:
-            return open_storage_uri(uri, lambda bucket: GcsBlobStore(client, bucket))
-        except InvalidStorageUri as exc:
-            raise ConfigError(str(exc), hint="use --storage gs://BUCKET/PREFIX") from exc
+        return self.gcp.blob_store(uri)
 
     def sync_policy(
         self,
@@ -172,37 +432,20 @@ class InsecureMockOwnerCloud:
         result_bucket: str | None = None,
         metrics_versions: frozenset[str] = frozenset(),
     ) -> SyncReport:
-        """Write the pool provider (its condition pins ``metrics_versions`` and the mock's own
-        endpoints) and the key's and bucket's (and ``result_bucket``'s) IAM
-        bindings for ``workloads``; returns the writer's
-        :class:`~sealbench.cloud.policy_writer.SyncReport`."""
-        from sealbench.cloud.errors import CloudError as AdapterError
-        from sealbench.cloud.policy import AssetPolicy
-        from sealbench.cloud.policy_writer import PolicyWriter
-        from sealbench.cloud.storage import parse_storage_uri
-
-        location = parse_storage_uri(coordinates.storage_uri)
-        try:
-            policy = AssetPolicy(
-                provider=pool_provider_from_name(coordinates.wip_provider),
-                key_name=coordinates.kms_key_name,
-                bucket=location.bucket,
-                workloads=workloads,
-                include_data=include_data,
-                issuer_uri=self.issuer_uri,
-                result_bucket=result_bucket,
-                metrics_versions=metrics_versions,
-                endpoints=self.endpoints.service_endpoints(),
-            )
-        except AdapterError as exc:
-            raise ConfigError(str(exc), hint="check the bucket and key names") from exc
-        writer = PolicyWriter.from_credentials(
-            self.credentials(),
-            iam_url=self.endpoints.iam,
-            kms_url=self.endpoints.kms,
-            storage_url=self.endpoints.storage,
+        return self.gcp.sync_policy(
+            coordinates,
+            workloads,
+            include_data=include_data,
+            result_bucket=result_bucket,
+            metrics_versions=metrics_versions,
         )
-        try:
-            return writer.sync(policy)
-        except AdapterError as exc:
-            raise CloudError(f"writing the policy failed: {exc}") from exc
+
+
+def insecure_mock_platform(endpoints: MockEndpoints) -> PlatformPolicy:
+    """The INSECURE mock: its own verifier as the issuer, its exact endpoints pinned."""
+    return PlatformPolicy("insecure-mock", f"{endpoints.issuer}/", endpoints.service_endpoints())
+
+
+def mock_apis(endpoints: MockEndpoints) -> GoogleApis:
+    """The mock's Google-compatible KMS, Storage and IAM endpoints."""
+    return GoogleApis(kms=endpoints.kms, storage=endpoints.storage, iam=endpoints.iam)

@@ -13,7 +13,14 @@ no profile file at all).
 
     {"version": 1, "current": "hospital-a",
      "profiles": {"hospital-a": {"server": "http://127.0.0.1:8000", "token": "…",
-                                 "mock_tee": "/abs/state/dir" | null}}}
+                                 "mock_tee": "/abs/state/dir" | null,
+                                 "log_key": "<origin>+<key id>+<key>" | null,
+                                 "witnesses": ["<name>+<key id>+<key>", ...]}}}
+
+``log_key`` is the registry's transparency-log key, pinned when the profile is added (C2SP
+verifier key); ``witnesses`` are the cosigners whose cosignature each checkpoint must carry.
+The last checkpoint this profile verified lives in ``profiles/<name>/log/``
+(:mod:`sealbench.client.transparency`).
 """
 
 from __future__ import annotations
@@ -98,6 +105,8 @@ class Profile(BaseModel):
     server: str = Field(pattern=_URL.pattern, max_length=512)
     token: str | None = Field(default=None, repr=False, max_length=8192)
     mock_tee: Path | None = None
+    log_key: str | None = Field(default=None, max_length=400)
+    witnesses: tuple[str, ...] = Field(default=(), max_length=32)
 
 
 class _File(BaseModel):

@@ -23,7 +23,11 @@ Messages never contain tokens, keys or patient data.
     ├── RunFailedError                exit 7   the confidential run did not produce a result
     │   └── KeyReleaseDeniedError     exit 7   the key owners' policies refused the workload
     ├── IntegrityError                exit 8   a sealed object or result failed to authenticate
-    └── CompatibilityError            exit 9   'sealbench test': a compatibility check failed
+    ├── CompatibilityError            exit 9   'sealbench test': a compatibility check failed
+    └── TransparencyLogError          exit 10  the registry's audit log failed a check
+        ├── LogSignatureError         exit 10  a checkpoint not signed by the pinned log key
+        ├── LogInconsistentError      exit 10  the log was rewritten, truncated or forked
+        └── LogProofError             exit 10  an inclusion proof or receipt does not verify
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ __all__ = [
     "IntegrityError",
     "InvalidRequestError",
     "KeyReleaseDeniedError",
+    "LogInconsistentError",
+    "LogProofError",
+    "LogSignatureError",
     "NotAllowedError",
     "NotAvailableError",
     "NotFoundError",
@@ -46,6 +53,7 @@ __all__ = [
     "ResultRejectedError",
     "RunFailedError",
     "ServerUnavailableError",
+    "TransparencyLogError",
 ]
 
 
@@ -164,6 +172,43 @@ class CompatibilityError(ClientError):
     )
 
 
+class TransparencyLogError(ClientError):
+    """The registry's transparency log failed a check: what the registry shows now does not
+    agree with what this profile verified before (or with what a witness or another client saw).
+    The checkpoints involved are kept as evidence in ``evidence``."""
+
+    exit_code = 10
+    default_hint = (
+        "stop relying on this registry's records and tell its operator and the benchmark "
+        "authority; keep the evidence files named above"
+    )
+
+    def __init__(self, message: str, *, hint: str | None = None, evidence: str | None = None,
+                 first_divergent_size: int | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.evidence = evidence
+        self.first_divergent_size = first_divergent_size
+
+
+class LogSignatureError(TransparencyLogError):
+    default_hint = (
+        "the checkpoint is not signed by the registry key this profile pinned (nor by a key it "
+        "endorsed): if the operator really replaced the key, compare the new one with them out "
+        "of band and pin it with 'sealbench profile add NAME --server URL --log-key KEY'"
+    )
+
+
+class LogInconsistentError(TransparencyLogError):
+    pass
+
+
+class LogProofError(TransparencyLogError):
+    default_hint = (
+        "the registry could not prove that this entry is in its log: do not rely on it, and "
+        "keep the receipt and evidence files"
+    )
+
+
 #: Documented in ``sealbench --help``.
 EXIT_CODES: tuple[tuple[int, str], ...] = (
     (0, "success"),
@@ -176,4 +221,5 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (7, "cloud or confidential run failure (key release denied, enclave failed)"),
     (8, "integrity failure: a sealed object or result did not authenticate"),
     (9, "a compatibility check failed ('sealbench test')"),
+    (10, "the registry's transparency log failed a check: rewritten, forked, or unproven"),
 )

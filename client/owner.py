@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import ValidationError
 
 from sealbench.client.api import AssetKind, RegistryClient
-from sealbench.client.cloud import InsecureMockOwnerCloud
+from sealbench.client.cloud import InsecureMockOwnerCloud, OwnerCloud
 from sealbench.client.config import ResolvedProfile
 from sealbench.client.errors import CloudError, ConfigError, NotFoundError
 from sealbench.client.policy import AllowedWorkload, allowed_workloads
@@ -31,7 +31,7 @@ log = logging.getLogger("sealbench.client")
 
 def owner_cloud(
     profile: ResolvedProfile, client: RegistryClient, mock_tee: Path | None
-) -> InsecureMockOwnerCloud:
+) -> OwnerCloud:
     """The owner's cloud account for ``profile`` (today: its account in the mock cloud)."""
     state = mock_tee or profile.profile.mock_tee
     if state is None:
@@ -44,7 +44,7 @@ def owner_cloud(
 
 
 def coordinates(
-    cloud: InsecureMockOwnerCloud,
+    cloud: OwnerCloud,
     kind: AssetKind,
     asset_id: int,
     *,
@@ -79,7 +79,7 @@ class SealOutcome:
 
 def seal_asset(
     client: RegistryClient,
-    cloud: InsecureMockOwnerCloud,
+    cloud: OwnerCloud,
     kind: Literal["dataset", "model"],
     asset_id: int,
     source: Path,
@@ -131,7 +131,7 @@ class PolicySync:
 
 def sync_policy(
     client: RegistryClient,
-    cloud: InsecureMockOwnerCloud,
+    cloud: OwnerCloud,
     kind: AssetKind,
     asset_id: int,
     *,

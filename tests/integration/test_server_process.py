@@ -1,7 +1,7 @@
 """The registry as an operator runs it: ``sealbench-server init`` / ``serve`` in a real uvicorn
 process, on SQLite and on PostgreSQL (a throwaway cluster this module starts). 50 concurrent
-writers lose or duplicate nothing and see no 500; a killed and restarted server still has
-everything it committed."""
+writers lose or duplicate nothing (rows, audit events, transparency-log leaves) and see no 500;
+a killed and restarted server still has everything it committed."""
 
 from __future__ import annotations
 
@@ -21,9 +21,13 @@ import httpx
 import pytest
 from sqlalchemy import text
 
+from sealbench.crypto import tlog
+from sealbench.crypto.note import VerifierKey, open_checkpoint
 from sealbench.server.audit import verify_stored_chain
+from sealbench.server.audit_format import event_leaf_hash
 from sealbench.server.db import open_database
 from sealbench.server.pgcluster import ClusterError, ThrowawayPostgres, free_port
+from sealbench.server.schemas.audit import AuditEventPublic
 from sealbench.server.services.users import create_user
 
 API = "/api/v1"
@@ -187,6 +191,18 @@ def test_concurrent_writers_lose_and_duplicate_nothing(server: Server, env: dict
     assert len(links) == WRITERS == len(set(links))
     # users (7 + 7 tokens), benchmark create + approve, and two events per writer
     assert events == 2 * 7 + 2 + 2 * WRITERS
+    # the transparency log: one leaf per event, none lost or duplicated, under a signed
+    # checkpoint whose root a client recomputes from the events it is served
+    with httpx.Client(base_url=server.url, timeout=60) as c:
+        body = c.get(f"{API}/audit/checkpoint", headers=_auth(admin)).json()
+        served = c.get(f"{API}/audit/events?start=0&end={events}", headers=_auth(admin)).json()
+    keys = [VerifierKey.from_string(k["verifier"]) for k in body["keys"]]
+    checkpoint = open_checkpoint(body["checkpoint"].encode(), keys).checkpoint
+    seqs = [e["seq"] for e in served["items"]]
+    assert checkpoint.size == events and seqs == list(range(1, events + 1))
+    leaves = [event_leaf_hash(AuditEventPublic.model_validate(e)) for e in served["items"]]
+    assert len(set(leaves)) == events
+    assert tlog.root_from_leaf_hashes(leaves) == checkpoint.root_hash
 
 
 def test_killed_server_restarts_with_everything_committed(

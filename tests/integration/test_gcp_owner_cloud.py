@@ -1,0 +1,134 @@
+"""The Google Cloud owner implementation (:class:`GcpOwnerCloud`) against the mock's
+Google-compatible endpoints: the same google-cloud-kms, google-cloud-storage and IAM REST code
+as production, with only the endpoints, the credentials (an owner token) and the platform (the
+mock's issuer and pinned endpoints) injected. No ``InsecureMock*`` owner class is constructed on
+this path: the owner creates its key ring, key and bucket itself, seals, and syncs its policy,
+and an approved workload then gets the key released through the production path."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from google.oauth2.credentials import Credentials
+
+from sealbench.client import cloud as cloud_module
+from sealbench.client.cloud import GcpOwnerCloud, insecure_mock_platform, mock_apis
+from sealbench.client.sealing import seal_model
+from sealbench.cloud.credentials import workload_credentials
+from sealbench.cloud.errors import CredentialError
+from sealbench.cloud.kms import KmsKeyWrapper, make_kms_client
+from sealbench.crypto.digest import sha256_digest
+from sealbench.crypto.envelope import WrappedKey, asset_aad, unwrap_key
+from sealbench.crypto.workload import WorkloadIdentity
+from sealbench.mocktee.server import MockCloud
+
+PROJECT, NUMBER = "owner-gcp", "500000000005"
+IMAGE = sha256_digest(b"evaluation image")
+RECIPIENT = sha256_digest(b"hospital result key")
+METRICS = "brats-2023-gli/1"
+
+
+def _control(url: str, body: dict[str, str]) -> dict[str, str]:
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        answer: dict[str, str] = json.loads(response.read())
+        return answer
+
+
+@pytest.fixture(scope="module")
+def mock(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MockCloud]:
+    with MockCloud(tmp_path_factory.mktemp("gcp-owner") / "state") as cloud:
+        yield cloud
+
+
+@pytest.fixture
+def owner(mock: MockCloud, monkeypatch: pytest.MonkeyPatch) -> GcpOwnerCloud:
+    """An owner with only a project and its own credentials, as on Google Cloud."""
+
+    def forbidden(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the GCP path constructed an InsecureMock owner cloud")
+
+    monkeypatch.setattr(cloud_module.InsecureMockOwnerCloud, "__init__", forbidden)
+    ep = mock.endpoints
+    principal = "user:owner@gcp.example"
+    _control(f"{ep.control}/mock/v1/projects",
+             {"projectId": PROJECT, "projectNumber": NUMBER, "owner": principal})
+    token = _control(f"{ep.control}/mock/v1/ownerTokens", {"principal": principal})
+    return GcpOwnerCloud(
+        project_id=PROJECT,
+        project_number=NUMBER,
+        owner_credentials=Credentials(token["access_token"]),  # type: ignore[no-untyped-call]
+        platform=insecure_mock_platform(ep),
+        apis=mock_apis(ep),
+    )
+
+
+def test_owner_creates_key_and_bucket_seals_syncs_and_the_approved_workload_gets_the_key(
+    mock: MockCloud, owner: GcpOwnerCloud, tmp_path: Path
+) -> None:
+    owner.ensure_key_and_bucket()
+    owner.ensure_key_and_bucket()  # existing ones are used as they are
+    coordinates = owner.default_coordinates("model", 7)
+    assert coordinates.kms_key_name == (
+        f"projects/{PROJECT}/locations/global/keyRings/sealbench/cryptoKeys/assets"
+    )
+    assert coordinates.storage_uri == f"gs://{PROJECT}-sealbench/models/7"
+    weights = tmp_path / "model.onnx"
+    weights.write_bytes(b"weights of a model, not a real ONNX file" * 100)
+    store, prefix = owner.blob_store(coordinates.storage_uri)
+    sealed = seal_model(
+        weights,
+        asset_id="7",
+        key_wrapper=owner.key_wrapper(coordinates.kms_key_name),
+        store=store,
+        prefix=prefix,
+    )
+    workload = WorkloadIdentity(IMAGE, None, sealed.digest, RECIPIENT)
+    report = owner.sync_policy(
+        coordinates,
+        frozenset({workload}),
+        include_data=False,
+        metrics_versions=frozenset({METRICS}),
+    )
+    assert report.pool_created and report.key.added
+    wrapped = WrappedKey.from_bytes(store.get_bytes(prefix + "dek.wrapped", 1 << 16))
+    aad = asset_aad("model", "7", sealed.digest)
+    ep = mock.endpoints
+    env = {
+        **workload.env_overrides(),
+        "SEALBENCH_DATA_DIGEST": sha256_digest(b"any dataset"),
+        "SEALBENCH_METRICS_VERSION": METRICS,
+        **ep.service_endpoints().env_names(),
+    }
+    with mock.launcher().start_workload(
+        IMAGE, f"repo/eval@{IMAGE}", env, socket_dir=tmp_path / "run"
+    ) as run:
+        creds = workload_credentials(
+            coordinates.wip_provider, token_file=run.token_file, sts_url=ep.sts_token_url
+        )
+        wrapper = KmsKeyWrapper(coordinates.kms_key_name, make_kms_client(creds, ep.kms))
+        assert len(unwrap_key(wrapper, wrapped, aad).secret_bytes()) == 32
+    # A workload the owner did not approve (another image) is refused by the same policy.
+    with mock.launcher().start_workload(
+        sha256_digest(b"another image"), "repo/other", env, socket_dir=tmp_path / "other"
+    ) as run:
+        creds = workload_credentials(
+            coordinates.wip_provider, token_file=run.token_file, sts_url=ep.sts_token_url
+        )
+        wrapper = KmsKeyWrapper(coordinates.kms_key_name, make_kms_client(creds, ep.kms))
+        with pytest.raises(CredentialError, match="attribute condition"):
+            unwrap_key(wrapper, wrapped, aad)
+
+
+def test_a_production_owner_pins_googles_issuer_and_no_endpoints() -> None:
+    from sealbench.client.cloud import confidential_space_platform
+
+    platform = confidential_space_platform()
+    assert platform.issuer_uri == "https://confidentialcomputing.googleapis.com/"
+    assert platform.endpoints is None
