@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from sealbench.client import workflows
+from sealbench.client._cli_audit import audit_app, audit_verify, parse_key, pin_profile_log
 from sealbench.client._cli_common import (
     JsonOpt,
     ProfileOpt,
@@ -22,12 +23,18 @@ from sealbench.client._cli_common import (
 )
 from sealbench.client.api import AssetKind, RegistryClient
 from sealbench.client.config import Profile, ProfileStore, registry_url
-from sealbench.client.errors import AuthenticationFailed, ClientError, ConfigError
+from sealbench.client.errors import (
+    AuthenticationFailed,
+    ClientError,
+    ConfigError,
+    TransparencyLogError,
+)
 from sealbench.server.schemas import AssociationPublic, BenchmarkPublic
 
 __all__ = [
     "association_app",
     "audit_app",
+    "audit_verify",
     "benchmark_app",
     "login",
     "profile_app",
@@ -41,7 +48,6 @@ benchmark_app = typer.Typer(
 association_app = typer.Typer(
     help="Links between a benchmark and datasets/models: list, approve, reject, withdraw."
 )
-audit_app = typer.Typer(help="The registry's tamper-evident audit log (admins).")
 
 
 def _store() -> ProfileStore:
@@ -64,21 +70,56 @@ def profile_add(
         typer.Option(help="state directory of a running 'sealbench mock-tee up'"),
     ] = None,
     use: Annotated[bool, typer.Option("--use/--no-use", help="make it the current profile")] = True,
+    log_key: Annotated[
+        str | None,
+        typer.Option(metavar="KEY",
+                     help="the registry's transparency-log key, as 'sealbench-server key show' "
+                     "prints it (default: the key the registry publishes now, pinned)"),
+    ] = None,
+    witness: Annotated[
+        list[str] | None,
+        typer.Option(metavar="KEY",
+                     help="a witness key ('sealbench audit witness' prints it) that must have "
+                     "cosigned the log you are shown; repeat for several"),
+    ] = None,
 ) -> None:
     """Add (or replace) a profile; it becomes the current one unless --no-use. The registry is
-    asked whether it accepts the token; a refusal is a warning (the profile is saved)."""
+    asked whether it accepts the token (a refusal is a warning: the profile is saved) and its
+    log key is pinned: every checkpoint you are shown later must be signed by it."""
     url = _server_option(server)
     if token is None:
         token = typer.prompt("API token", hide_input=True)
+    store = _store()
+    before = dict(store.names()).get(name)
     profile = Profile(
         server=url,
         token=token or None,
         mock_tee=mock_tee.resolve() if mock_tee else None,
+        log_key=parse_key(log_key, "--log-key").to_string() if log_key else None,
+        witnesses=tuple(parse_key(w, "--witness").to_string() for w in witness or ()),
     )
-    _store().add(name, profile, make_current=use)
+    store.add(name, profile, make_current=use)
     out().print(f"profile {name} saved ({url}){' and in use' if use else ''}")
     if token:
         _warn_unless_accepted(url, token)
+        _pin_log_key(store, name, replaced=before is not None and (
+            before.server, before.log_key) != (profile.server, profile.log_key))
+
+
+def _pin_log_key(store: ProfileStore, name: str, *, replaced: bool) -> None:
+    try:
+        pinned = pin_profile_log(store, name, replaced=replaced)
+    except AuthenticationFailed:
+        return  # already warned about the token
+    except ClientError as exc:
+        if isinstance(exc, TransparencyLogError):  # the log itself failed: never a warning
+            raise
+        log.warning("could not pin the registry's log key (%s); it is pinned on first use",
+                    exc)
+        return
+    if pinned is not None:
+        out().print(f"pinned the registry's transparency-log key {pinned.label} (compare it "
+                    "with 'sealbench-server key show' on the registry)")
 
 
 def _server_option(server: str) -> str:
@@ -171,7 +212,11 @@ def login(
     with RegistryClient.connect(url, token) as client:
         me = client.me()
     mock = known[name].mock_tee if name in known else None
-    store.add(name, Profile(server=url, token=token, mock_tee=mock), make_current=True)
+    same = name in known and known[name].server == url  # keep the log key pinned for it
+    store.add(name, Profile(server=url, token=token, mock_tee=mock,
+                            log_key=known[name].log_key if same else None,
+                            witnesses=known[name].witnesses if same else ()),
+              make_current=True)
     out().print(f"signed in to {url} as {me.email} (user {me.id}); profile {name} saved")
 
 
@@ -428,20 +473,4 @@ def association_withdraw(
     out().print(f"{kind} {asset} withdrawn from benchmark {benchmark}; run 'sealbench policy sync "
                 f"--{kind} {asset}' to revoke the key grants it had")
     return row
-
-
-# -- audit -------------------------------------------------------------------------------------
-
-
-@audit_app.command("verify")
-def audit_verify(profile: ProfileOpt = None, json_out: JsonOpt = False) -> None:
-    """Recompute the registry's audit hash chain (admins only); exit 8 if it is broken."""
-    with session(profile) as s:
-        result = s.client.audit_verify()
-    if json_out:
-        emit_json(result)
-    elif result.ok:
-        out().print(f"audit chain intact: {result.events_verified} events")
-    if not result.ok:
-        raise workflows.audit_broken(result)
 

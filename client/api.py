@@ -57,6 +57,14 @@ from sealbench.server.schemas import (
     UserPublic,
     VersionInfo,
 )
+from sealbench.server.schemas.audit import (
+    AuditEventRange,
+    CheckpointPublic,
+    ConsistencyProofPublic,
+    CosignatureCreate,
+    CosignaturePublic,
+    InclusionProofPublic,
+)
 
 __all__ = [
     "API_PREFIX",
@@ -400,3 +408,30 @@ class RegistryClient:
 
     def audit_verify(self) -> AuditVerification:
         return self._get(AuditVerification, f"{API_PREFIX}/audit/verify")
+
+    # -- transparency log ---------------------------------------------------------------------
+
+    def audit_checkpoint(self) -> CheckpointPublic:
+        return self._get(CheckpointPublic, f"{API_PREFIX}/audit/checkpoint")
+
+    def audit_consistency(self, first: int, second: int) -> ConsistencyProofPublic:
+        return self._get(
+            ConsistencyProofPublic,
+            f"{API_PREFIX}/audit/consistency",
+            {"first": first, "second": second},
+        )
+
+    def audit_inclusion(self, seq: int, tree_size: int | None = None) -> InclusionProofPublic:
+        params = {"seq": seq} if tree_size is None else {"seq": seq, "tree_size": tree_size}
+        return self._get(InclusionProofPublic, f"{API_PREFIX}/audit/inclusion", params)
+
+    def audit_receipt(self, result_id: int) -> InclusionProofPublic:
+        return self._get(InclusionProofPublic, f"{API_PREFIX}/audit/receipts/{result_id}")
+
+    def audit_event_range(self, start: int, end: int) -> AuditEventRange:
+        return self._get(
+            AuditEventRange, f"{API_PREFIX}/audit/events", {"start": start, "end": end}
+        )
+
+    def audit_cosign(self, body: CosignatureCreate) -> CosignaturePublic:
+        return self._post(CosignaturePublic, f"{API_PREFIX}/audit/cosignatures", body)
