@@ -232,22 +232,33 @@ def _play(
 
 
 def _ensure_image(say: _Narrator) -> None:
-    """Build the evaluation image unless ``sealbench-eval:latest`` is already present (then the
-    benchmark pins that image's digest; 'sealbench image build' refreshes it)."""
+    """Build the evaluation image unless ``sealbench-eval:latest`` is present and was built
+    from this checkout (its source-digest label, see :mod:`sealbench.client.image_source`):
+    the benchmark then pins that image's digest. A stale image is rebuilt."""
     from sealbench.client import workflows
     from sealbench.client._cli_tee import image_build
+    from sealbench.client.image_source import StaleImageError
 
     image_module = workflows.docker_image_module()
     say.section("0. the benchmark authority builds the evaluation image (Docker backend)")
+    engine = image_module.connect_engine()
+    source = image_module.checkout_source()
     try:
-        found = image_module.local_image(image_module.connect_engine())
+        if source is None:  # installed without a checkout: nothing to build or compare with
+            found = image_module.local_image(engine)
+        else:
+            found = image_module.fresh_local_image(engine, source)
     except image_module.EngineUnavailableError:
         raise
+    except StaleImageError as exc:
+        say.console.print(f"{exc}: rebuilding it")
+        say.step("image build", image_build)
     except image_module.ImageBuildError:
         say.step("image build", image_build)
     else:
+        why = "built from this checkout" if source else "no checkout to compare it with"
         say.console.print(f"evaluation image {found.reference} present ({found.digest}), "
-                          "reused; 'sealbench image build' rebuilds it")
+                          f"reused: {why}")
 
 
 def _serve(server: str, profiles: Path) -> None:

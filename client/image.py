@@ -10,8 +10,9 @@ Three steps, each usable on its own:
    built from a copy of the sources (nothing is written into the checkout) plus every wheel of
    its ``enclave`` and ``gcp`` extras, from the local pip configuration.
 3. :func:`build_image` — ``docker build`` through the Docker SDK with the launch-policy label
-   computed from :data:`sealbench.enclave.spec.ENV_OVERRIDE_NAMES`, then
-   :func:`normalize_image`.
+   computed from :data:`sealbench.enclave.spec.ENV_OVERRIDE_NAMES` and the label
+   :data:`~sealbench.client.image_source.LABEL_SOURCE_DIGEST` naming the checkout's source
+   manifest (:mod:`sealbench.client.image_source`), then :func:`normalize_image`.
 
 What "digest" means here: an image built locally has no registry manifest, so its digest is the
 engine's image ID, ``sha256:`` of the image configuration. The classic builder writes the time
@@ -52,6 +53,12 @@ import docker.errors
 from docker import DockerClient
 
 from sealbench.client.errors import ClientError
+from sealbench.client.image_source import (
+    LABEL_SOURCE_DIGEST,
+    check_built_from,
+    source_digest,
+    source_files,
+)
 from sealbench.crypto.digest import Sha256Digest, parse_digest
 from sealbench.enclave.spec import ENV_OVERRIDE_NAMES
 
@@ -62,6 +69,7 @@ __all__ = [
     "IMAGE_REPOSITORY",
     "LABEL_ALLOW_ENV_OVERRIDE",
     "LABEL_LOG_REDIRECT",
+    "LABEL_SOURCE_DIGEST",
     "SOURCE_DATE_EPOCH",
     "BaseImageError",
     "EngineUnavailableError",
@@ -72,9 +80,11 @@ __all__ = [
     "allow_env_override_value",
     "build_image",
     "canonical_config",
+    "checkout_source",
     "connect_engine",
     "ensure_local_base",
     "find_source_root",
+    "fresh_local_image",
     "local_image",
     "normalize_image",
     "prepare_build_context",
@@ -165,6 +175,27 @@ def find_source_root(start: Path) -> Path:
         f"no sealbench checkout (pyproject.toml + docker/Dockerfile) at or above {start}",
         hint="run the command inside a sealbench checkout or pass --source",
     )
+
+
+def checkout_source() -> Path | None:
+    """The checkout an image would be built from, as ``sealbench image build`` finds it: at or
+    above the working directory, else at or above this module (an editable install). None when
+    sealbench is installed without a checkout."""
+    for start in (Path.cwd(), Path(__file__)):
+        try:
+            return find_source_root(start)
+        except ImageBuildError:
+            continue
+    return None
+
+
+def fresh_local_image(client: DockerClient, source: Path) -> ImageBuildResult:
+    """:func:`local_image` ``sealbench-eval:latest``, or
+    :class:`~sealbench.client.image_source.StaleImageError` unless it was built from the
+    checkout ``source`` (its label records the digest of ``source``'s source manifest)."""
+    found = local_image(client)
+    check_built_from(f"{IMAGE_REPOSITORY}:latest", found.labels, source_digest(source))
+    return found
 
 
 def local_image(client: DockerClient, reference: str | None = None) -> ImageBuildResult:
@@ -274,13 +305,11 @@ def ensure_local_base(
 
 
 def _copy_sources(source: Path, dst: Path) -> None:
-    pyproject = tomllib.loads((source / "pyproject.toml").read_text())
-    package_dirs: dict[str, str] = pyproject["tool"]["setuptools"]["package-dir"]
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(source / name, dst / name)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for folder in sorted(set(package_dirs.values())):
-        shutil.copytree(source / folder, dst / folder, ignore=ignore)
+    """Copy exactly the files the source manifest covers (the image label names it)."""
+    for rel, path in source_files(source):
+        target = dst / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
 
 
 def _clamp_mtimes(root: Path) -> None:
@@ -426,8 +455,11 @@ def build_image(
 ) -> ImageBuildResult:
     """Build ``source/docker/Dockerfile`` on ``base_image`` (default: the offline base, made by
     :func:`ensure_local_base` when absent) and tag it ``repository:<first 12 hex of the ID>`` and
-    ``repository:latest``. Unchanged inputs give the same image ID (see ``docs/image.md``)."""
+    ``repository:latest``. Unchanged inputs give the same image ID (see ``docs/image.md``).
+    The image's label :data:`LABEL_SOURCE_DIGEST` records the digest of ``source``'s source
+    manifest, so that a later command can tell whether the image was built from a checkout."""
     progress = on_progress or (lambda _line: None)
+    sources = source_digest(source)
     if base_image is None:
         ensure_local_base(client, work_dir=work_dir, on_progress=progress)
         base_image = BASE_TAG
@@ -450,6 +482,7 @@ def build_image(
                     "ALLOW_ENV_OVERRIDE": allow_env_override_value(),
                     "SOURCE_DATE_EPOCH": str(SOURCE_DATE_EPOCH),
                 },
+                labels={LABEL_SOURCE_DIGEST: sources},
                 nocache=no_cache,
                 rm=True,
                 forcerm=True,

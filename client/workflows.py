@@ -109,7 +109,9 @@ def evaluation_image(
     """The evaluation image a benchmark pins: explicit ``reference``/``digest``, else the image
     of the ``tee`` backend: for ``mock``, the digest derived from the enclave code it runs; for
     ``docker``, the local image ``sealbench-eval:latest`` (its image ID, which the Docker
-    launcher attests); ``confidential-space`` needs the pushed image named explicitly."""
+    launcher attests), refused as stale unless it was built from the checkout found around the
+    working directory or the installed code (not checked without a checkout);
+    ``confidential-space`` needs the pushed image named explicitly."""
     if reference and digest:
         return EvaluationImage(reference, digest)
     if reference or digest:
@@ -117,7 +119,13 @@ def evaluation_image(
     backend = check_tee(tee)
     if backend == "docker":
         image_module = docker_image_module()
-        found = image_module.local_image(image_module.connect_engine())
+        engine = image_module.connect_engine()
+        source = image_module.checkout_source()
+        found = (
+            image_module.local_image(engine)
+            if source is None
+            else image_module.fresh_local_image(engine, source)
+        )
         return EvaluationImage(found.reference, found.digest)
     if backend == "confidential-space":
         raise ConfigError(

@@ -7,6 +7,7 @@ image is refused its keys; and ``demo --tee docker`` plays every role through Do
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -75,12 +76,17 @@ def _cli() -> Cli:
 
 @pytest.fixture(scope="module")
 def cli_world(
-    tmp_path_factory: pytest.TempPathFactory, evaluation_image: ImageBuildResult
+    tmp_path_factory: pytest.TempPathFactory,
+    evaluation_image: ImageBuildResult,
+    source_snapshot: Path,
 ) -> Iterator[CliWorld]:
     """A registry and a mock TEE with one hospital and one model owner, everything approved and
-    both policies synced for a benchmark created with ``--tee docker``."""
+    both policies synced for a benchmark created with ``--tee docker``. The commands run in the
+    snapshot the session image was built from (the checkout they compare the image with), so an
+    edit of the checkout meanwhile does not make the image stale."""
     tmp = tmp_path_factory.mktemp("docker-cli")
     patch = pytest.MonkeyPatch()
+    patch.chdir(source_snapshot)
     patch.setenv("SEALBENCH_CONFIG_DIR", str(tmp / "home"))
     for name in ("SEALBENCH_DATA_DIR", "SEALBENCH_PROFILE", "SEALBENCH_SERVER", "SEALBENCH_TOKEN"):
         patch.delenv(name, raising=False)
@@ -166,15 +172,35 @@ def test_docker_run_of_an_absent_image_says_how_to_build_it(cli_world: CliWorld)
     assert "not present" in result.output and "sealbench image build" in result.output
 
 
+def test_benchmark_refuses_an_image_built_from_other_sources(
+    cli_world: CliWorld, source_snapshot: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run from a checkout edited after the session image was built: ``benchmark create --tee
+    docker`` says the image is stale and how to rebuild it, instead of pinning it."""
+    edited = tmp_path / "checkout"
+    shutil.copytree(source_snapshot, edited)
+    with (edited / "enclave" / "run.py").open("a") as handle:
+        handle.write("\n# edited after the image was built\n")
+    monkeypatch.chdir(edited)
+    result = cli_world.cli("benchmark", "create", "--tee", "docker", "--profile", "authority")
+    assert result.exit_code == 3, result.output
+    assert "was built from other sources" in result.output
+    assert "sealbench image build" in result.output
+
+
 def test_demo_on_docker_pins_and_runs_the_session_image(
-    tmp_path: Path, evaluation_image: ImageBuildResult, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    evaluation_image: ImageBuildResult,
+    source_snapshot: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("COLUMNS", "220")
+    monkeypatch.chdir(source_snapshot)  # the checkout the session image was built from
     workdir = tmp_path / "demo"
     result = CliRunner().invoke(app, ["demo", "--tee", "docker", "--cases", "1", "--size",
                                       "small", "--workdir", str(workdir)])
     assert result.exit_code == 0, result.output[-4000:]
-    assert f"({evaluation_image.digest}), reused" in result.stdout
+    assert f"({evaluation_image.digest}), reused: built from this checkout" in result.stdout
     assert "refused, as it must be" in result.stdout and "key release denied" in result.stdout
     with sqlite3.connect(workdir / "registry" / "registry.sqlite3") as db:
         (digest,) = db.execute("SELECT image_digest FROM benchmarks").fetchone()

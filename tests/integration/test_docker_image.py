@@ -1,6 +1,7 @@
 """The evaluation image as Confidential Space sees it: its launch-policy labels let the operator
 set exactly the run-spec variables and nothing else, it runs the enclave as a non-root user with
-no bytecode to go stale, and rebuilding unchanged sources gives the same digest.
+no bytecode to go stale, it records the source manifest of the checkout it was built from, and
+rebuilding unchanged sources gives the same digest.
 
 Needs a Docker engine: see ``conftest.py`` (it installs and starts one as root on Debian, and
 fails loudly where it cannot)."""
@@ -16,11 +17,14 @@ from sealbench.client.image import (
     BASE_TAG,
     LABEL_ALLOW_ENV_OVERRIDE,
     LABEL_LOG_REDIRECT,
+    LABEL_SOURCE_DIGEST,
     ImageBuildError,
     build_image,
     canonical_config,
     find_source_root,
+    fresh_local_image,
 )
+from sealbench.client.image_source import source_digest
 from sealbench.enclave.spec import ENV_OVERRIDE_NAMES
 
 if TYPE_CHECKING:
@@ -36,6 +40,13 @@ def test_allow_env_override_label_is_exactly_the_run_spec(
 ) -> None:
     names = evaluation_image.labels[LABEL_ALLOW_ENV_OVERRIDE].split(",")
     assert tuple(names) == ENV_OVERRIDE_NAMES
+
+
+def test_image_records_the_source_manifest_of_its_checkout(
+    docker_engine: DockerClient, evaluation_image: ImageBuildResult, source_snapshot: Path
+) -> None:
+    assert evaluation_image.labels[LABEL_SOURCE_DIGEST] == source_digest(source_snapshot)
+    assert fresh_local_image(docker_engine, source_snapshot).digest == evaluation_image.digest
 
 
 def test_operator_cannot_override_the_command(evaluation_image: ImageBuildResult) -> None:
