@@ -19,7 +19,9 @@ For each run :class:`DockerLauncher`:
    exit codes, or 137 with ``OOMKilled`` for the memory limit), and always removes the
    container and the socket. The memory figure it reports (``peak_rss_bytes``) is the
    container's cgroup peak: resident memory plus page cache and the ``/tmp`` tmpfs, which is
-   what the memory limit counts.
+   what the memory limit counts. The wall time it reports (``wall_seconds``) runs from the
+   creation of the container to its exit: container creation and start-up are part of what a
+   run costs, as the interpreter's start is part of a mock run's.
 
 ``file://`` locations in the spec (local buckets, the result folder) are bind-mounted at the
 same path, read-only except the result folder. While one is present the container runs as the
@@ -37,7 +39,7 @@ import threading
 import time
 import urllib.parse
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Final
@@ -151,6 +153,9 @@ class DockerWorkload:
         image_digest: str,
         on_output: OutputFn | None,
         memory_limit: str,
+        *,
+        started: float,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._client = client
         self._memory_limit = memory_limit
@@ -158,7 +163,8 @@ class DockerWorkload:
         self._launched = launched
         self._socket_dir = socket_dir
         self._image_digest = image_digest
-        self._started = time.monotonic()
+        self._started = started  # before the container was created
+        self._clock = clock
         self._stderr: deque[str] = deque(maxlen=_STDERR_LINES)
         self._result: LaunchResult | EnclaveRunFailed | None = None
         self._closed = False
@@ -244,7 +250,7 @@ class DockerWorkload:
         code = int(status.get("StatusCode", -1))
         self._reader.join(timeout=10)
         self._sampler.join(timeout=5)
-        wall = time.monotonic() - self._started
+        wall = self._clock() - self._started
         if code == 0:
             return LaunchResult(self._image_digest, wall, self._peak_memory)
         lines = [line.strip() for line in self._stderr if line.strip()]
@@ -288,7 +294,8 @@ class DockerWorkload:
 class DockerLauncher:
     """INSECURE :class:`~sealbench.client.launchers.base.Launcher` running the evaluation
     image ``image`` (a tag or an image ID) on the Docker engine ``client``, attested by the
-    mock launcher ``launcher`` with the digest of the image actually run."""
+    mock launcher ``launcher`` with the digest of the image actually run. ``clock`` times each
+    run from the creation of its container."""
 
     def __init__(
         self,
@@ -299,8 +306,10 @@ class DockerLauncher:
         memory_limit: str = DEFAULT_MEMORY_LIMIT,
         tmpfs_size: str = DEFAULT_TMPFS_SIZE,
         debug: bool = False,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._client = client
+        self._clock = clock
         self._launcher = launcher
         self._image = image
         self._memory = memory_limit
@@ -357,6 +366,7 @@ class DockerLauncher:
         )
 
     def start(self, spec: RunSpec, *, on_output: OutputFn | None = None) -> DockerWorkload:
+        started = self._clock()
         socket_dir = private_launcher_dir()  # 0700; stale ones of dead runs are removed
         container: Container | None = None
         launched: LaunchedWorkload | None = None
@@ -376,7 +386,15 @@ class DockerLauncher:
                 owner=_container_uid(container),
             )
             return DockerWorkload(
-                self._client, container, launched, socket_dir, digest, on_output, self._memory
+                self._client,
+                container,
+                launched,
+                socket_dir,
+                digest,
+                on_output,
+                self._memory,
+                started=started,
+                clock=self._clock,
             )
         except Exception as exc:  # the engine's and the mock's failures, whatever they are
             if launched is not None:
