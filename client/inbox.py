@@ -3,7 +3,7 @@ requests, benchmarks to approve, approved evaluations with their latest verified
 merged with what only this machine knows, its run records: an approved evaluation with no
 verified result is *to run*, or *to open and submit* when a run of it succeeded here, or
 *running* while a run is recorded as started. :func:`merge` is pure; each item carries the
-command that acts on it.
+command that acts on it (runnable as it is; for a decision, the approval).
 """
 
 from __future__ import annotations
@@ -71,7 +71,8 @@ def _decision(link: InboxLink) -> InboxItem:
     else:
         what = f"{_benchmark(link)} invites your {_asset(link)}"
     target = f"--benchmark {a.benchmark_id} --{a.asset_kind} {a.asset_id}"
-    return InboxItem("decide", what, f"sealbench association approve {target}  (or reject)")
+    return InboxItem("decide", f"{what}: approve or reject",
+                     f"sealbench association approve {target}")
 
 
 def _waiting(link: InboxLink) -> InboxItem:
@@ -100,8 +101,9 @@ def _evaluation(e: InboxEvaluation, records: list[RunRecord]) -> InboxItem:
                          f"sealbench result submit {latest.run_id}")
     if mine and mine[-1].status == "running":
         return InboxItem("running", f"{what}: run {mine[-1].run_id} started "
-                         f"{mine[-1].started_at:%Y-%m-%d %H:%M} UTC and has not finished",
-                         f"{run} --force  (if that run died)")
+                         f"{mine[-1].started_at:%Y-%m-%d %H:%M} UTC and has not finished "
+                         "(if it died, run it again with --force)",
+                         f"{run} --force")
     if mine and mine[-1].status == "failed":
         return InboxItem("run", f"{what}: the last run ({mine[-1].run_id}) failed", run)
     return InboxItem("run", f"{what}: not evaluated yet", run)
