@@ -381,6 +381,26 @@ def _case_row(case: Any) -> tuple[str, ...]:
             f"{regions['WT'].hd95:.2f}")
 
 
+@result_app.command("fetch")
+def result_fetch(
+    run_id: Annotated[str, typer.Argument(help="run id (see 'sealbench result ls')")],
+    mock_tee: MockTeeOpt = None,
+    profile: ProfileOpt = None,
+) -> runs.RunRecord:
+    """Copy a run's result from its Cloud Storage destination (where a Confidential Space VM
+    writes it) to this machine, with your own cloud credentials; then 'result open' it."""
+    with session(profile) as s:
+        store = runs.RunStore(s.profile.data_dir / "runs")
+        record = store.get(run_id)
+        cloud = owner.owner_cloud(s.profile, s.client, mock_tee)
+        fetched = runs.fetch_run_result(
+            record, cloud.blob_store, s.profile.data_dir / "results", store
+        )
+    where = fetched.result_uri.removeprefix("file://")
+    out().print(f"run {run_id}: result in {where}; open it with 'sealbench result open {run_id}'")
+    return fetched
+
+
 @result_app.command("submit")
 def result_submit(
     run_id: Annotated[str, typer.Argument(help="run id (see 'sealbench result ls')")],

@@ -18,6 +18,8 @@ import json
 import logging
 import re
 import secrets
+import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -29,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 from sealbench.client.api import AssetKind, RegistryClient
 from sealbench.client.assets import recipient_of
 from sealbench.client.errors import (
+    CloudError,
     ConfigError,
     IntegrityError,
     KeyReleaseDeniedError,
@@ -44,6 +47,7 @@ if TYPE_CHECKING:
 
     from sealbench.client.launchers import Launcher
     from sealbench.client.results import OpenedResult
+    from sealbench.cloud.storage import BlobStore
     from sealbench.enclave.spec import RunSpec
     from sealbench.mocktee import MockEndpoints
 
@@ -53,6 +57,7 @@ __all__ = [
     "approved_models",
     "build_spec",
     "execute",
+    "fetch_run_result",
     "issuer_keys",
     "new_run_id",
     "not_approved",
@@ -429,6 +434,54 @@ def open_run_result(
         return open_result(download_result(store, prefix), private_key, **verify)
     except ResultVerificationError as exc:
         raise IntegrityError(f"the result of run {record.run_id} does not verify: {exc}") from exc
+
+
+def fetch_run_result(
+    record: RunRecord,
+    open_store: Callable[[str], tuple[BlobStore, str]],
+    results_dir: Path,
+    store: RunStore,
+) -> RunRecord:
+    """Copy a succeeded run's result objects from its Cloud Storage destination (a
+    Confidential Space VM cannot write this machine's folders) into ``results_dir/RUN_ID``,
+    through ``open_store`` (the owner's own cloud), and record the local copy; the copy is
+    written to a temporary folder and renamed only when complete. ``result open`` and
+    ``result submit`` then work on it."""
+    from sealbench.client.results import ResultVerificationError, download_result
+    from sealbench.enclave.result import SEALED_OBJECT, SUMMARY_OBJECT, TOKEN_OBJECT
+
+    if record.status != "succeeded":
+        raise ConfigError(
+            f"run {record.run_id} {record.status}; it has no result to fetch",
+            hint="run it again with 'sealbench run ... --force'",
+        )
+    if record.result_uri.startswith("file://"):
+        return record  # already on this machine
+    remote, prefix = open_store(record.result_uri)
+    try:
+        objects = download_result(remote, prefix)
+    except ResultVerificationError as exc:
+        raise CloudError(f"cannot fetch the result of run {record.run_id}: {exc}") from exc
+    target = results_dir / record.run_id
+    if target.exists():
+        raise ConfigError(
+            f"{target} exists; it holds an earlier copy", hint=f"remove {target} and fetch again"
+        )
+    results_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{record.run_id}.partial-", dir=results_dir))
+    try:
+        for name, data in (
+            (SUMMARY_OBJECT, objects.summary),
+            (SEALED_OBJECT, objects.sealed),
+            (TOKEN_OBJECT, objects.token.encode()),
+        ):
+            (tmp / name).write_bytes(data)
+        tmp.rename(target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    fetched = record.model_copy(update={"result_uri": target.resolve().as_uri()})
+    store.save(fetched)
+    return fetched
 
 
 def submit_run_result(

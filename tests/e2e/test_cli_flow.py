@@ -316,9 +316,17 @@ def test_confidential_space_run_on_the_mock_compute_opens_verified(world: World)
     assert latest["tee"] == "confidential-space" and latest["status"] == "succeeded"
     opened = ok(cli("result", "open", latest["run_id"], "--profile", "hospital"))
     assert "BraTS-GLI-" in opened.output and "signed by http://127.0.0.1:" in opened.output
-    # A second verified result for the same dataset and model says what it supersedes.
+    # A result for a dataset and model that already have one says which it supersedes.
+    b = str(world.ids["b"])
+    earlier = [
+        r for r in json.loads(ok(cli("benchmark", "results", b, "--json",
+                                     "--profile", "authority")).stdout)
+        if (r["dataset_id"], r["model_id"]) == (latest["dataset_id"], latest["model_id"])
+    ]
     submitted = ok(cli("result", "submit", latest["run_id"], "--profile", "hospital"))
-    assert "it supersedes result" in submitted.output and "(same image)" in submitted.output
+    assert ("it supersedes result" in submitted.output) == bool(earlier), submitted.output
+    if earlier:
+        assert f"supersedes result {max(r['id'] for r in earlier)} " in submitted.output
 
 
 def test_confidential_space_debug_vm_is_denied_its_keys(world: World) -> None:
@@ -386,6 +394,30 @@ def test_policy_sync_lets_the_approved_workloads_write_results_to_a_bucket(world
     refused = cli("policy", "sync", "--model", str(world.ids["lab-a"]), "--result-bucket", bucket,
                   "--profile", "lab-a")
     assert refused.exit_code != 0 and "--result-bucket goes with --dataset" in refused.output
+
+
+def test_confidential_space_result_in_a_bucket_is_fetched_opened_and_submitted(
+    world: World,
+) -> None:
+    """The VM writes its result to the hospital's result bucket (granted by policy sync);
+    'result fetch' copies it here with the hospital's own cloud credentials."""
+    from sealbench.client.cloud import InsecureMockOwnerCloud
+
+    cli, d = world.cli, str(world.ids["d"])
+    bucket = InsecureMockOwnerCloud.connect(world.mock_state, ACCOUNTS["hospital"][0]).setup.bucket
+    ok(cli("policy", "sync", "--dataset", d, "--result-bucket", bucket, "--profile", "hospital"))
+    ok(run_as_hospital(world, "--tee", "confidential-space", "--force",
+                       "--result-uri", f"gs://{bucket}/results"))
+    latest = json.loads(ok(cli("result", "ls", "--json", "--profile", "hospital")).stdout)[-1]
+    assert latest["result_uri"].startswith(f"gs://{bucket}/results/")
+    fetched = ok(cli("result", "fetch", latest["run_id"], "--profile", "hospital"))
+    assert "result in" in fetched.output
+    local = json.loads(ok(cli("result", "ls", "--json", "--profile", "hospital")).stdout)[-1]
+    assert local["run_id"] == latest["run_id"] and local["result_uri"].startswith("file://")
+    opened = ok(cli("result", "open", latest["run_id"], "--profile", "hospital"))
+    assert "BraTS-GLI-" in opened.output
+    submitted = ok(cli("result", "submit", latest["run_id"], "--profile", "hospital"))
+    assert "attestation verified" in submitted.output
 
 
 def test_model_not_approved_is_not_run(world: World) -> None:
