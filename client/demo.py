@@ -352,6 +352,10 @@ def demo(
 ) -> DemoOutcome:
     """Run the whole confidential evaluation locally: registry, mock TEE, two hospitals, two
     models, verified leaderboard, a refused attack. INSECURE mock: synthetic data only."""
+    from sealbench.client.extras import require_extras
+
+    require_extras(("server", "enclave", "gcp", "mock", *(("docker",) if tee == "docker" else ())),
+                   "the demo")
     from sealbench.client._cli_common import setup_logging
     from sealbench.client.assets import SIZES
     from sealbench.client.config import Profile, ProfileStore

@@ -11,13 +11,20 @@ and the CLI's error boundary turns the missing import into :class:`MissingExtraE
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import importlib.util
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Final
 
 from sealbench.client.errors import ClientError, NotAvailableError
 
-__all__ = ["EXTRA_OF_MODULE", "MissingExtraError", "install_hint", "missing_extra"]
+__all__ = [
+    "EXTRA_OF_MODULE",
+    "MissingExtraError",
+    "install_hint",
+    "missing_extra",
+    "require_extras",
+]
 
 #: Top-level import name of each optional dependency -> the extra of ``pyproject.toml`` that
 #: installs it (a test checks this table against the installed distributions' metadata).
@@ -56,12 +63,25 @@ EXTRA_OF_MODULE: Final[Mapping[str, str]] = MappingProxyType(
 )
 
 
+#: Packages whose presence shows an extra is installed (what :func:`require_extras` looks for).
+_PROBES: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
+    {
+        "server": ("fastapi", "sqlalchemy", "alembic", "uvicorn"),
+        "enclave": ("onnxruntime", "nibabel", "numpy", "scipy"),
+        "gcp": ("google.auth", "google.cloud.kms", "google.cloud.storage", "requests"),
+        "mock": ("celpy", "gcp_storage_emulator"),
+        "docker": ("docker",),
+    }
+)
+
+
 class MissingExtraError(NotAvailableError):
     """The command needs a package of an extra that is not installed (exit 3)."""
 
-    def __init__(self, module: str, extra: str) -> None:
+    def __init__(self, module: str, extra: str, *, message: str | None = None) -> None:
         super().__init__(
-            f"this command needs the Python package {module!r} of the sealbench extra "
+            message
+            or f"this command needs the Python package {module!r} of the sealbench extra "
             f"{extra!r}, which is not installed",
             hint=install_hint(extra),
         )
@@ -72,6 +92,32 @@ class MissingExtraError(NotAvailableError):
 def install_hint(extra: str) -> str:
     """``pip install 'sealbench[EXTRA]'`` (adds the extra to the installed sealbench)."""
     return f"pip install 'sealbench[{extra}]'"
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:  # a parent package is missing
+        return False
+
+
+def require_extras(extras: Iterable[str], what: str) -> None:
+    """Raise :class:`MissingExtraError` naming every extra of ``extras`` that lacks a package
+    (found without importing it), so ``what`` (e.g. ``the demo``) fails before doing anything
+    rather than at its first import of each."""
+    missing: dict[str, list[str]] = {}
+    for extra in extras:
+        absent = [module for module in _PROBES[extra] if not _installed(module)]
+        if absent:
+            missing[extra] = absent
+    if missing:
+        names = ",".join(missing)
+        modules = ", ".join(m for absent in missing.values() for m in absent)
+        raise MissingExtraError(
+            modules,
+            names,
+            message=f"{what} needs the sealbench extras {names} (not installed: {modules})",
+        )
 
 
 def missing_extra(exc: BaseException) -> MissingExtraError | None:

@@ -5,7 +5,8 @@ it, so none of this passes by accident:
 - ``sealbench[server]``: ``sealbench-server`` creates a registry, an account, and serves it;
 - ``sealbench[client]``: every ``sealbench ... --help``, and the registry commands against that
   server (profile, whoami, benchmark ls, keys, result ls); a command that needs another extra
-  exits 3 naming it (``pip install 'sealbench[enclave]'``, ``[mock]``, ``[docker]``);
+  exits 3 naming it (``pip install 'sealbench[enclave]'``, ``[mock]``, ``[docker]``; the demo
+  names all four it needs);
 - ``sealbench[enclave,gcp]`` (what the evaluation image installs): ``python -m sealbench.enclave``
   starts and refuses a missing run specification with its documented exit code;
 - ``sealbench[mock]``: ``python -m sealbench.mocktee`` serves the mock cloud until SIGTERM.
@@ -219,7 +220,8 @@ def test_client_extra_runs_every_help_and_the_registry_commands(
 ) -> None:
     python = role_pythons["client"]
     sealbench = str(python.parent / "sealbench")
-    env = _env(tmp_path / "home", SEALBENCH_CONFIG_DIR=str(tmp_path / "config"))
+    env = _env(tmp_path / "home", SEALBENCH_CONFIG_DIR=str(tmp_path / "config"),
+               SEALBENCH_DEMO_DIR=str(tmp_path / "demos"))
     report = json.loads(_ok([str(python), "-I", "-c", EVERY_HELP], env, tmp_path))
     assert report["count"] > 40 and report["failed"] == {}
     _ok([sealbench, "profile", "add", "hospital", "--server", served_registry.url,
@@ -235,13 +237,15 @@ def test_client_extra_runs_every_help_and_the_registry_commands(
         (["benchmark", "create", "--definition", "brats"], "enclave"),
         (["mock-tee", "up", "--state-dir", "mock"], "mock"),
         (["image", "build"], "docker"),
+        (["demo", "--cases", "1", "--size", "small"], "server,enclave,gcp,mock"),
     ):
         proc = _run([sealbench, *argv], env, tmp_path)
         output = proc.stdout + proc.stderr
         assert proc.returncode == 3, (argv, output)
         assert f"pip install 'sealbench[{extra}]'" in output, (argv, output)
         assert "Traceback" not in output and "unexpected" not in output, (argv, output)
-    assert not (tmp_path / "raw").exists() and not (tmp_path / "mock").exists()
+    for made in ("raw", "mock", "demos"):  # refused before doing anything
+        assert not (tmp_path / made).exists(), made
 
 
 def test_enclave_extra_runs_the_entry_point_of_the_image(

@@ -16,7 +16,13 @@ from pathlib import Path
 import pytest
 
 from sealbench.client.errors import ConfigError
-from sealbench.client.extras import EXTRA_OF_MODULE, MissingExtraError, missing_extra
+from sealbench.client.extras import (
+    _PROBES,
+    EXTRA_OF_MODULE,
+    MissingExtraError,
+    missing_extra,
+    require_extras,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 EXTRAS: dict[str, list[str]] = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
@@ -62,6 +68,27 @@ def test_every_package_of_the_role_extras_is_in_the_table() -> None:
             assert module in EXTRA_OF_MODULE, f"{module} of the {extra} extra is not mapped"
             mapped = {_name(r) for r in EXTRAS[EXTRA_OF_MODULE[module]]}
             assert _distributions(module) & mapped, module
+
+
+def test_probes_of_each_extra_are_its_packages() -> None:
+    for extra, modules in _PROBES.items():
+        assert modules, extra
+        for module in modules:
+            assert EXTRA_OF_MODULE[module.partition(".")[0]] == extra, module
+
+
+def test_require_extras_passes_when_installed_and_names_every_missing_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    require_extras(("server", "enclave", "gcp", "mock", "docker"), "the demo")  # dev: all there
+    monkeypatch.setitem(sys.modules, "celpy", None)  # find_spec -> ValueError/None: absent
+    monkeypatch.setitem(sys.modules, "numpy", None)
+    with pytest.raises(MissingExtraError) as caught:
+        require_extras(("server", "enclave", "gcp", "mock"), "the demo")
+    assert str(caught.value) == (
+        "the demo needs the sealbench extras enclave,mock (not installed: numpy, celpy)"
+    )
+    assert caught.value.hint == "pip install 'sealbench[enclave,mock]'"
 
 
 def test_missing_package_of_an_extra_becomes_an_install_hint() -> None:
