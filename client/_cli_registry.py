@@ -20,6 +20,7 @@ from sealbench.client._cli_common import (
     out,
     session,
     table,
+    user_label,
 )
 from sealbench.client.api import AssetKind, RegistryClient
 from sealbench.client.config import Profile, ProfileStore, registry_url
@@ -237,12 +238,13 @@ def whoami(profile: ProfileOpt = None, json_out: JsonOpt = False) -> None:
 # -- benchmark ---------------------------------------------------------------------------------
 
 
-def _benchmark_rows(rows: tuple[BenchmarkPublic, ...]) -> None:
+def _benchmark_rows(rows: tuple[BenchmarkPublic, ...], me: int) -> None:
     table(
         "benchmarks",
         ("id", "name", "version", "state", "owner", "metrics", "image digest"),
         ((b.id, b.name, b.version, b.state + ("" if b.closed_at is None else ", closed"),
-          b.owner_id, b.metrics_version, b.image_digest[:19] + "…") for b in rows),
+          user_label(b.owner_id, me), b.metrics_version, b.image_digest[:19] + "…")
+         for b in rows),
     )
 
 
@@ -257,7 +259,8 @@ def benchmark_ls(
     """List benchmarks."""
     with session(profile) as s:
         rows = s.client.list_benchmarks(workflows.benchmark_state(state))
-    emit_json(rows) if json_out else _benchmark_rows(rows)
+        me = s.client.me().id
+    emit_json(rows) if json_out else _benchmark_rows(rows, me)
 
 
 @benchmark_app.command("show")
@@ -304,12 +307,20 @@ def benchmark_create(
     reference_model: Annotated[
         int | None, typer.Option(help="registry id of the reference model")
     ] = None,
+    name: Annotated[
+        str | None, typer.Option(help="publish under this name (a variant of the definition)")
+    ] = None,
+    version: Annotated[
+        str | None, typer.Option(help="publish as this version (a variant of the definition)")
+    ] = None,
     profile: ProfileOpt = None,
     json_out: JsonOpt = False,
 ) -> BenchmarkPublic:
-    """Publish a benchmark (an admin must approve it before anyone can join)."""
+    """Publish a benchmark (an admin must approve it before anyone can join). A variant needs no
+    Python: 'sealbench benchmark definition export brats > my.json', edit it, then
+    'benchmark create --definition my.json', or rename the shipped one with --name/--version."""
     body = workflows.benchmark_body(
-        workflows.load_benchmark_definition(definition),
+        workflows.load_benchmark_definition(definition, name=name, version=version),
         image=workflows.evaluation_image(tee, image_reference, image_digest),
         reference_model_id=reference_model,
     )
@@ -322,6 +333,22 @@ def benchmark_create(
                 f"[{created.state}]; an admin approves it with "
                 f"'sealbench benchmark approve {created.id}'")
     return created
+
+
+definition_app = typer.Typer(help="Benchmark definitions: export one to start a variant.")
+benchmark_app.add_typer(definition_app, name="definition")
+
+
+@definition_app.command("export")
+def definition_export(
+    definition: Annotated[
+        str, typer.Argument(help="'brats' (the shipped definition) or a definition JSON file")
+    ] = "brats",
+) -> None:
+    """Print a benchmark definition as JSON (redirect it to a file, edit it, and publish it
+    with 'sealbench benchmark create --definition FILE')."""
+    loaded = workflows.load_benchmark_definition(definition)
+    typer.echo(loaded.model_dump_json(indent=2))
 
 
 @benchmark_app.command("approve")

@@ -151,15 +151,21 @@ def docker_image_module() -> ModuleType:
     return image_module
 
 
-def load_benchmark_definition(name_or_path: str) -> BenchmarkDefinition:
-    """The shipped BraTS definition (``brats``) or a definition JSON file."""
+def load_benchmark_definition(
+    name_or_path: str, *, name: str | None = None, version: str | None = None
+) -> BenchmarkDefinition:
+    """The shipped BraTS definition (``brats``) or a definition JSON file, published under
+    ``name`` and ``version`` when they are given (a variant)."""
     from sealbench.benchmarks.brats.definition import BenchmarkDefinition, load_definition
 
+    renamed = {k: v for k, v in (("name", name), ("version", version)) if v is not None}
     if name_or_path == "brats":
-        return load_definition()
+        loaded = load_definition()
+        return BenchmarkDefinition.model_validate({**loaded.model_dump(), **renamed})
     path = Path(name_or_path)
     try:
-        return BenchmarkDefinition.model_validate_json(path.read_bytes())
+        loaded = BenchmarkDefinition.model_validate_json(path.read_bytes())
+        return BenchmarkDefinition.model_validate({**loaded.model_dump(), **renamed})
     except OSError as exc:
         raise ConfigError(
             f"cannot read benchmark definition {path}: {exc.strerror}",

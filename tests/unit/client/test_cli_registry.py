@@ -60,15 +60,20 @@ def cli(runner: CliRunner, cli_home: Path, live_registry: Any) -> Cli:
     return run
 
 
-def _approved_benchmark(cli: Cli, tmp_path: Path) -> int:
-    definition = load_definition().model_copy(update={"name": f"bench-{next(_names)}"})
+def _created_benchmark(cli: Cli, tmp_path: Path, name: str = "bench") -> int:
+    """A pending benchmark of the authority, from the shipped definition under a new name."""
+    definition = load_definition().model_copy(update={"name": f"{name}-{next(_names)}"})
     path = tmp_path / "definition.json"
     path.write_text(definition.model_dump_json())
     created = cli("benchmark", "create", "--definition", str(path), "--image-reference",
                   f"example/eval@{IMAGE}", "--image-digest", IMAGE, "--json",
                   "--profile", "authority")
     assert created.exit_code == 0, created.output
-    bid = int(json.loads(created.stdout)["id"])
+    return int(json.loads(created.stdout)["id"])
+
+
+def _approved_benchmark(cli: Cli, tmp_path: Path) -> int:
+    bid = _created_benchmark(cli, tmp_path)
     approved = cli("benchmark", "approve", str(bid), "--profile", "admin")
     assert approved.exit_code == 0, approved.output
     assert f"benchmark {bid} is approved" in approved.output
@@ -157,15 +162,7 @@ def test_profile_add_warns_when_the_registry_refuses_the_token(
 def test_listing_at_80_columns_keeps_ids_and_digests_whole_and_marks_the_caller(
     cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    definition = load_definition().model_copy(
-        update={"name": "a-benchmark-with-a-rather-long-name-" + str(next(_names))}
-    )
-    path = tmp_path / "definition.json"
-    path.write_text(definition.model_dump_json())
-    created = cli("benchmark", "create", "--definition", str(path), "--image-reference",
-                  f"example/eval@{IMAGE}", "--image-digest", IMAGE, "--json",
-                  "--profile", "authority")
-    assert created.exit_code == 0, created.output
+    _created_benchmark(cli, tmp_path, name="a-benchmark-with-a-rather-long-name")
     me = json.loads(cli("whoami", "--json", "--profile", "authority").stdout)["user"]["id"]
     monkeypatch.setenv("COLUMNS", "80")
     listing = cli("benchmark", "ls", "--profile", "authority")
@@ -192,6 +189,29 @@ def test_registering_the_same_digest_again_warns_and_names_it(cli: Cli, tmp_path
     theirs = cli("model", "register", str(onnx), "--name", "copy", "--profile", "hospital")
     assert theirs.exit_code == 0, theirs.output
     assert f"{mid} 'original' (user {owner})" in " ".join(theirs.output.split())
+
+
+def test_authority_publishes_a_variant_without_python(cli: Cli, tmp_path: Path) -> None:
+    exported = cli("benchmark", "definition", "export", "brats")
+    assert exported.exit_code == 0, exported.output
+    assert json.loads(exported.stdout) == load_definition().model_dump(mode="json")
+    variant = json.loads(exported.stdout)
+    variant["description"] = "BraTS with a site-specific note"
+    path = tmp_path / "variant.json"
+    path.write_text(json.dumps(variant))
+    n = next(_names)
+    created = cli("benchmark", "create", "--definition", str(path), "--name", f"brats-site-{n}",
+                  "--version", "2.0.0", "--image-reference", f"example/eval@{IMAGE}",
+                  "--image-digest", IMAGE, "--json", "--profile", "authority")
+    assert created.exit_code == 0, created.output
+    row = json.loads(created.stdout)
+    assert (row["name"], row["version"]) == (f"brats-site-{n}", "2.0.0")
+    assert row["description"] == "BraTS with a site-specific note"
+    renamed = cli("benchmark", "create", "--definition", "brats", "--name", f"brats-copy-{n}",
+                  "--image-reference", f"example/eval@{IMAGE}", "--image-digest", IMAGE,
+                  "--json", "--profile", "authority")
+    assert renamed.exit_code == 0, renamed.output
+    assert json.loads(renamed.stdout)["version"] == load_definition().version
 
 
 def test_input_error_gets_its_own_hint_or_none(cli: Cli) -> None:
