@@ -14,6 +14,11 @@ refused its keys; and say where everything is and how to explore it.
 ``--tee docker`` runs every evaluation in the real evaluation image on the local Docker engine
 (built first when ``sealbench-eval:latest`` is absent; the benchmark pins that image's digest).
 ``--serve`` keeps the registry, its dashboard (``/ui/``) and the mock TEE up until Ctrl-C.
+
+Each run's work folder is new, under the demo folder of :mod:`sealbench.client.demo_workdirs`
+(``$SEALBENCH_DEMO_DIR``, else ``demo/`` in the user's cache directory) unless ``--workdir``
+names one; it is kept (to explore, or to inspect a failure), and the demo ends by printing the
+commands that remove it. ``--clean`` removes every demo folder there and nothing else.
 """
 
 from __future__ import annotations
@@ -24,11 +29,11 @@ import re
 import shlex
 import signal
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Final, TypeVar
@@ -36,7 +41,8 @@ from typing import Annotated, Any, Final, TypeVar
 import typer
 from rich.rule import Rule
 
-from sealbench.client._cli_common import out
+from sealbench.client import demo_workdirs
+from sealbench.client._cli_common import err_console, out
 from sealbench.client.config import ENV_CONFIG_DIR, ENV_DATA_DIR, ENV_PROFILE, ENV_SERVER, ENV_TOKEN
 from sealbench.client.errors import ClientError, KeyReleaseDeniedError
 from sealbench.client.local import create_accounts, registry_process, scoped_environ
@@ -290,6 +296,50 @@ def _leaderboard(benchmark_id: int) -> Any:
     return board
 
 
+def _sealbench_command() -> str:
+    """This installation's ``sealbench`` script, quoted for a shell."""
+    return shlex.quote(str(Path(sys.executable).parent / "sealbench"))
+
+
+def removal_lines(workdir: Path, environ: Mapping[str, str] = os.environ) -> tuple[str, ...]:
+    """The commands that remove ``workdir`` (and, when it is under the demo folder, every demo
+    folder), to print where the demo ends or fails."""
+    lines = [f"rm -rf {shlex.quote(str(workdir))}"]
+    root = demo_workdirs.demo_root(environ)
+    if demo_workdirs.is_cleanable(workdir, root):
+        override = environ.get(demo_workdirs.ENV_DEMO_DIR)
+        env = f"{demo_workdirs.ENV_DEMO_DIR}={shlex.quote(override)} " if override else ""
+        lines.append(f"{env}{_sealbench_command()} demo --clean  # every demo folder in {root}")
+    return tuple(lines)
+
+
+def _print_removal(console: Any, workdir: Path, headline: str) -> None:
+    size = demo_workdirs.human_size(demo_workdirs.disk_usage(workdir))
+    console.print(f"{headline} ({size}); to remove it:", highlight=False)
+    for line in removal_lines(workdir):
+        console.print(f"  {line}", highlight=False)
+
+
+def _clean() -> demo_workdirs.CleanReport:
+    """``sealbench demo --clean``: remove the demo folders and say what that freed."""
+    report = demo_workdirs.clean(demo_workdirs.demo_root())
+    console = out()
+    for removed in report.removed:
+        console.print(f"removed {removed.path} ({demo_workdirs.human_size(removed.size_bytes)})")
+    for path in report.in_use:
+        console.print(f"left {path}: a running demo uses it")
+    if report.other:
+        entries = "entry" if len(report.other) == 1 else "entries"
+        console.print(f"left {len(report.other)} other {entries} of {report.root} untouched")
+    count = len(report.removed)
+    noun = "folder" if count == 1 else "folders"
+    console.print(
+        f"freed {demo_workdirs.human_size(report.freed_bytes)} ({count} demo {noun} removed "
+        f"from {report.root})"
+    )
+    return report
+
+
 def _epilogue(outcome: DemoOutcome, config: Path, mock_state: Path, server_data: Path) -> None:
     console = out()
     console.print(Rule("where everything is", style="cyan"))
@@ -321,6 +371,8 @@ def _epilogue(outcome: DemoOutcome, config: Path, mock_state: Path, server_data:
         f"{sb} association ls --benchmark {b} --profile authority",
     ):
         console.print(f"  {line}", highlight=False)
+    console.print("")
+    _print_removal(console, w, "this demo's files stay in its work directory")
 
 
 def _issuers_json(mock_state: Path) -> str:
@@ -337,7 +389,9 @@ def demo(
     ] = "full",
     workdir: Annotated[
         Path | None,
-        typer.Option(help="new or empty directory for everything (default: a fresh temporary one)"),
+        typer.Option(help="new or empty directory for everything (default: a new folder in the "
+                     "demo folder: $SEALBENCH_DEMO_DIR, else sealbench/demo in the user's cache "
+                     "directory)"),
     ] = None,
     tee: Annotated[
         str,
@@ -349,19 +403,24 @@ def demo(
         typer.Option("--serve", help="afterwards keep the registry, its dashboard and the mock "
                      "TEE running until Ctrl-C"),
     ] = False,
-) -> DemoOutcome:
+    clean: Annotated[
+        bool,
+        typer.Option("--clean", help="remove every work folder of earlier demos from the demo "
+                     "folder (not --workdir ones, not a running demo's), say how much that "
+                     "freed, and exit"),
+    ] = False,
+) -> DemoOutcome | demo_workdirs.CleanReport:
     """Run the whole confidential evaluation locally: registry, mock TEE, two hospitals, two
     models, verified leaderboard, a refused attack. INSECURE mock: synthetic data only."""
+    from sealbench.client.assets import SIZES
+    from sealbench.client.errors import ConfigError
     from sealbench.client.extras import require_extras
 
-    require_extras(("server", "enclave", "gcp", "mock", *(("docker",) if tee == "docker" else ())),
-                   "the demo")
-    from sealbench.client._cli_common import setup_logging
-    from sealbench.client.assets import SIZES
-    from sealbench.client.config import Profile, ProfileStore
-    from sealbench.client.errors import ConfigError
-    from sealbench.mocktee import MockCloud
-
+    if clean:
+        if workdir is not None or serve:
+            raise typer.BadParameter("--clean removes earlier demos; it runs none",
+                                     param_hint="'--workdir' / '--serve'")
+        return _clean()
     if size not in SIZES:
         raise ConfigError(f"--size must be one of {', '.join(SIZES)}")
     if cases < 1:
@@ -369,12 +428,33 @@ def demo(
     if tee not in _DEMO_TEES:
         raise ConfigError(f"--tee must be one of {', '.join(_DEMO_TEES)} for the demo",
                           hint="a Confidential Space run needs your Google Cloud project")
-    root = (workdir or Path(tempfile.mkdtemp(prefix="sealbench-demo-"))).resolve()
-    root.mkdir(parents=True, exist_ok=True)
-    if any(root.iterdir()):
-        raise ConfigError(f"{root} is not empty", hint="pass a new directory to --workdir")
+    require_extras(("server", "enclave", "gcp", "mock", *(("docker",) if tee == "docker" else ())),
+                   "the demo")
+    if workdir is None:
+        root = demo_workdirs.new_workdir(demo_workdirs.demo_root(), datetime.now()).resolve()
+    else:
+        root = workdir.resolve()
+        root.mkdir(parents=True, exist_ok=True)
+        if any(root.iterdir()):
+            raise ConfigError(f"{root} is not empty", hint="pass a new directory to --workdir")
     started = time.monotonic()
     out().print(f"sealbench demo: everything goes under {root}")
+    with demo_workdirs.claim(root):
+        try:
+            outcome = _run(root, cases, size, tee, serve)
+        except BaseException:
+            _print_removal(err_console(), root, "the demo's files stay for inspection")
+            raise
+    out().print(f"\ndemo finished in {time.monotonic() - started:.0f} s")
+    return outcome
+
+
+def _run(root: Path, cases: int, size: str, tee: str, serve: bool) -> DemoOutcome:
+    """The demo in the claimed work folder ``root``."""
+    from sealbench.client._cli_common import setup_logging
+    from sealbench.client.config import Profile, ProfileStore
+    from sealbench.mocktee import MockCloud
+
     config, mock_state, server_data = root / "config", root / "mock-tee", root / "registry"
     scope = {
         ENV_CONFIG_DIR: str(config),
@@ -400,5 +480,4 @@ def demo(
             if serve:
                 _serve(server, store.path)
     _epilogue(outcome, config, mock_state, server_data)
-    out().print(f"\ndemo finished in {time.monotonic() - started:.0f} s")
     return outcome

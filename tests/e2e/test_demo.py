@@ -1,6 +1,8 @@
 """``sealbench demo --cases 1 --size small`` in a fresh environment (empty HOME, no sealbench
 variables): it must finish, refuse the debug-image attack, and print a leaderboard whose every
-cell equals what the registry stored (read back from the registry's database after the demo)."""
+cell equals what the registry stored (read back from the registry's database after the demo).
+Its work folder is a new one in the demo folder of that HOME's cache, the demo ends naming the
+commands that remove it, and ``sealbench demo --clean`` does."""
 
 from __future__ import annotations
 
@@ -48,9 +50,8 @@ def test_demo_leaderboard_matches_the_registry(tmp_path: Path) -> None:
         "TERM": "dumb",
     }
     script = Path(sys.executable).parent / "sealbench"
-    workdir = tmp_path / "demo"
     proc = subprocess.run(
-        [str(script), "demo", "--cases", "1", "--size", "small", "--workdir", str(workdir)],
+        [str(script), "demo", "--cases", "1", "--size", "small"],
         env=env,
         capture_output=True,
         text=True,
@@ -59,6 +60,10 @@ def test_demo_leaderboard_matches_the_registry(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     out = proc.stdout
+    found = re.search(r"everything goes under (\S+)", out)
+    assert found is not None, out[:2000]
+    workdir = Path(found.group(1))
+    assert workdir.parent == home / ".cache" / "sealbench" / "demo"  # the XDG cache of HOME
     assert "refused, as it must be" in out and "key release denied" in out
     assert "audit chain intact" in out
     board = out[out.index("leaderboard of benchmark") : out.index("8. an attack")]
@@ -78,6 +83,17 @@ def test_demo_leaderboard_matches_the_registry(tmp_path: Path) -> None:
         assert printed[key] == pytest.approx(value, abs=5e-5)
     # the weaker model ranks below the reference model on both hospitals
     assert "rank" in board
+    # the end says how to remove the work folder, and that command does
+    ending = out[out.index("where everything is") :]
+    assert f"rm -rf {workdir}" in ending
+    assert f"{script} demo --clean" in ending
+    cleaned = subprocess.run(
+        [str(script), "demo", "--clean"], env=env, capture_output=True, text=True, timeout=120,
+        check=False,
+    )
+    assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
+    assert f"removed {workdir} (" in cleaned.stdout and "freed " in cleaned.stdout
+    assert not workdir.exists() and workdir.parent.is_dir()
 
 
 #: Guide commands that only read: run against the demo's registry, they must exit as the guide
