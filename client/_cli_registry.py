@@ -1,34 +1,29 @@
-"""``sealbench profile|login|whoami|benchmark|association|audit``: the commands that only talk to
-the registry. Each parses options, calls :mod:`sealbench.client.api` or
-:mod:`sealbench.client.workflows`, and renders."""
+"""``sealbench benchmark|association|audit``: the commands that only talk to the registry
+(profiles, login and whoami are in :mod:`sealbench.client._cli_profile`). Each parses options,
+calls :mod:`sealbench.client.api` or :mod:`sealbench.client.workflows`, and renders."""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from sealbench.client import workflows
-from sealbench.client._cli_audit import audit_app, audit_verify, parse_key, pin_profile_log
+from sealbench.client._cli_audit import audit_app, audit_verify
 from sealbench.client._cli_common import (
     JsonOpt,
     ProfileOpt,
     emit_json,
-    log,
     out,
     session,
     table,
     user_label,
 )
-from sealbench.client.api import AssetKind, RegistryClient
-from sealbench.client.config import Profile, ProfileStore, registry_url
+from sealbench.client.api import AssetKind
+from sealbench.client.config import ProfileStore
 from sealbench.client.errors import (
-    AuthenticationFailed,
-    ClientError,
     ConfigError,
-    TransparencyLogError,
 )
 from sealbench.server.schemas import AssociationPublic, BenchmarkPublic
 
@@ -37,12 +32,8 @@ __all__ = [
     "audit_app",
     "audit_verify",
     "benchmark_app",
-    "login",
-    "profile_app",
-    "whoami",
 ]
 
-profile_app = typer.Typer(help="Registry accounts on this machine (stored with mode 0600).")
 benchmark_app = typer.Typer(
     help="Benchmarks: publish, approve, close, read results and leaderboards."
 )
@@ -53,186 +44,6 @@ association_app = typer.Typer(
 
 def _store() -> ProfileStore:
     return ProfileStore.from_environment(os.environ)
-
-
-# -- profile -----------------------------------------------------------------------------------
-
-
-@profile_app.command("add")
-def profile_add(
-    name: Annotated[str, typer.Argument(help="a name for this account, e.g. hospital-a")],
-    server: Annotated[str, typer.Option(help="registry URL, e.g. https://registry.example.org")],
-    token: Annotated[
-        str | None,
-        typer.Option(help="API token from the registry operator (prompted when omitted)"),
-    ] = None,
-    mock_tee: Annotated[
-        Path | None,
-        typer.Option(help="state directory of a running 'sealbench mock-tee up'"),
-    ] = None,
-    use: Annotated[bool, typer.Option("--use/--no-use", help="make it the current profile")] = True,
-    log_key: Annotated[
-        str | None,
-        typer.Option(metavar="KEY",
-                     help="the registry's transparency-log key, as 'sealbench-server key show' "
-                     "prints it (default: the key the registry publishes now, pinned)"),
-    ] = None,
-    witness: Annotated[
-        list[str] | None,
-        typer.Option(metavar="KEY",
-                     help="a witness key ('sealbench audit witness' prints it) that must have "
-                     "cosigned the log you are shown; repeat for several"),
-    ] = None,
-) -> None:
-    """Add (or replace) a profile; it becomes the current one unless --no-use. The registry is
-    asked whether it accepts the token (a refusal is a warning: the profile is saved) and its
-    log key is pinned: every checkpoint you are shown later must be signed by it."""
-    url = _server_option(server)
-    if token is None:
-        token = typer.prompt("API token", hide_input=True)
-    store = _store()
-    before = dict(store.names()).get(name)
-    profile = Profile(
-        server=url,
-        token=token or None,
-        mock_tee=mock_tee.resolve() if mock_tee else None,
-        log_key=parse_key(log_key, "--log-key").to_string() if log_key else None,
-        witnesses=tuple(parse_key(w, "--witness").to_string() for w in witness or ()),
-    )
-    store.add(name, profile, make_current=use)
-    out().print(f"profile {name} saved ({url}){' and in use' if use else ''}")
-    if token:
-        _warn_unless_accepted(url, token)
-        _pin_log_key(store, name, replaced=before is not None and (
-            before.server, before.log_key) != (profile.server, profile.log_key))
-
-
-def _pin_log_key(store: ProfileStore, name: str, *, replaced: bool) -> None:
-    try:
-        pinned = pin_profile_log(store, name, replaced=replaced)
-    except AuthenticationFailed:
-        return  # already warned about the token
-    except ClientError as exc:
-        if isinstance(exc, TransparencyLogError):  # the log itself failed: never a warning
-            raise
-        log.warning("could not pin the registry's log key (%s); it is pinned on first use",
-                    exc)
-        return
-    if pinned is not None:
-        out().print(f"pinned the registry's transparency-log key {pinned.label} (compare it "
-                    "with 'sealbench-server key show' on the registry)")
-
-
-def _server_option(server: str) -> str:
-    try:
-        return registry_url(server)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="'--server'") from None
-
-
-def _warn_unless_accepted(url: str, token: str) -> None:
-    """Ask the registry who the token is; say so when it is refused or unreachable."""
-    try:
-        with RegistryClient.connect(url, token) as client:
-            me = client.me()
-    except AuthenticationFailed:
-        log.warning(
-            "the registry at %s did not accept this token; fix it with 'sealbench login "
-            "--token ...'",
-            url,
-        )
-    except ClientError as exc:
-        log.warning("could not check the token with the registry at %s: %s", url, exc)
-    else:
-        out().print(f"the registry accepts it: signed in as {me.email} (user {me.id})")
-
-
-@profile_app.command("use")
-def profile_use(name: Annotated[str, typer.Argument(help="profile name")]) -> None:
-    """Make NAME the current profile."""
-    _store().use(name)
-    out().print(f"now using profile {name}")
-
-
-@profile_app.command("ls")
-def profile_ls(json_out: JsonOpt = False) -> None:
-    """List profiles (tokens are never shown)."""
-    store = _store()
-    current = store.current()
-    rows = [
-        {
-            "name": name,
-            "current": name == current,
-            "server": p.server,
-            "token": "set" if p.token else "missing",
-            "mock_tee": str(p.mock_tee) if p.mock_tee else None,
-        }
-        for name, p in store.names()
-    ]
-    if json_out:
-        emit_json(rows)
-        return
-    table(
-        f"profiles in {store.path}",
-        ("", "name", "server", "token", "mock TEE"),
-        (("*" if r["current"] else "", r["name"], r["server"], r["token"], r["mock_tee"])
-         for r in rows),
-    )
-
-
-@profile_app.command("rm")
-def profile_rm(name: Annotated[str, typer.Argument(help="profile name")]) -> None:
-    """Remove a profile (its keys and run records stay on disk)."""
-    _store().remove(name)
-    out().print(f"profile {name} removed")
-
-
-# -- login / whoami ----------------------------------------------------------------------------
-
-
-def login(
-    token: Annotated[
-        str | None, typer.Option(help="API token (prompted when omitted)", show_default=False)
-    ] = None,
-    server: Annotated[
-        str | None, typer.Option(help="registry URL (needed when the profile is new)")
-    ] = None,
-    profile: ProfileOpt = None,
-) -> None:
-    """Store a token in a profile, after checking the registry accepts it."""
-    store = _store()
-    name = profile or store.current() or "default"
-    known = dict(store.names())
-    url = _server_option(server) if server else (known[name].server if name in known else "")
-    if not url:
-        raise ConfigError(
-            f"profile {name!r} does not exist yet", hint="pass --server URL to create it"
-        )
-    if token is None:
-        token = typer.prompt("API token", hide_input=True)
-    with RegistryClient.connect(url, token) as client:
-        me = client.me()
-    mock = known[name].mock_tee if name in known else None
-    same = name in known and known[name].server == url  # keep the log key pinned for it
-    store.add(name, Profile(server=url, token=token, mock_tee=mock,
-                            log_key=known[name].log_key if same else None,
-                            witnesses=known[name].witnesses if same else ()),
-              make_current=True)
-    out().print(f"signed in to {url} as {me.email} (user {me.id}); profile {name} saved")
-
-
-def whoami(profile: ProfileOpt = None, json_out: JsonOpt = False) -> None:
-    """Show the active profile, the registry and the account it signs in as."""
-    with session(profile) as s:
-        me = s.client.me()
-        version = s.client.version()
-    if json_out:
-        emit_json({"profile": s.profile.name, "server": s.profile.server, "user": me,
-                   "server_version": version})
-        return
-    admin = " (admin)" if me.is_admin else ""
-    out().print(f"profile {s.profile.name}: {me.email}{admin}, user {me.id}")
-    out().print(f"registry {s.profile.server} (sealbench {version.version}, API {version.api})")
 
 
 # -- benchmark ---------------------------------------------------------------------------------

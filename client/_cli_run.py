@@ -258,6 +258,9 @@ def run(
         recipient = load_result_key(s.profile.secrets_dir)
         mock_profile = bool(mock_tee or s.profile.profile.mock_tee)
         production = backend == "confidential-space" and not mock_profile
+        gcp = s.profile.profile.gcp
+        if production and not result_uri and gcp is not None:
+            result_uri = f"gs://{owner.gcp_owner_cloud(gcp).bucket}/results"
         if production and not result_uri:
             raise ConfigError("a Confidential Space VM writes its result to Cloud Storage",
                               hint="pass --result-uri gs://BUCKET/PREFIX")

@@ -171,6 +171,12 @@ def _cs_launcher(
         zone = zone or MOCK_ZONE
         account = account or f"sealbench-runner@{project}.iam.gserviceaccount.com"
         api_endpoint = api_endpoint or endpoints.compute
+    elif profile.profile.gcp is not None:  # the profile's project, as the owner it acts as
+        gcp = profile.profile.gcp
+        credentials = owner.gcp_owner_cloud(gcp).credentials()
+        project = project or gcp.project
+        zone = zone or gcp.zone
+        account = account or gcp.service_account
     reference = cs.image_reference or client.get_benchmark(benchmark_id).image_reference
     missing = [name for name, value in (("--project", project), ("--zone", zone),
                                         ("--service-account", account)) if not value]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal, Protocol
@@ -166,7 +167,8 @@ class GcpOwnerCloud:
 
     project_id: str
     project_number: str
-    owner_credentials: Credentials = field(repr=False)
+    #: The owner's credentials, resolved on first use (names need none).
+    credentials_source: Callable[[], Credentials] = field(repr=False)
     platform: PlatformPolicy
     location: str = "global"
     key_ring: str = "sealbench"
@@ -190,7 +192,7 @@ class GcpOwnerCloud:
         return self.platform.issuer_uri
 
     def credentials(self) -> Credentials:
-        return self.owner_credentials
+        return self.credentials_source()
 
     @property
     def key_name(self) -> str:
@@ -222,7 +224,7 @@ class GcpOwnerCloud:
         from sealbench.cloud.gcs import make_storage_client
         from sealbench.cloud.kms import make_kms_client
 
-        kms_client = make_kms_client(self.owner_credentials, self.apis.kms)
+        kms_client = make_kms_client(self.credentials(), self.apis.kms)
         parent = f"projects/{self.project_id}/locations/{self.location}"
         ring = f"{parent}/keyRings/{self.key_ring}"
         steps = (
@@ -232,7 +234,7 @@ class GcpOwnerCloud:
                 request={"parent": ring, "crypto_key_id": self.key,
                          "crypto_key": {"purpose": "ENCRYPT_DECRYPT"}})),
             (f"bucket gs://{self.bucket}", lambda: make_storage_client(
-                self.project_id, self.owner_credentials, self.apis.storage
+                self.project_id, self.credentials(), self.apis.storage
             ).create_bucket(self.bucket)),
         )
         for what, create in steps:
@@ -252,7 +254,7 @@ class GcpOwnerCloud:
     def key_wrapper(self, key_name: str) -> KmsKeyWrapper:
         from sealbench.cloud.kms import KmsKeyWrapper, make_kms_client
 
-        return KmsKeyWrapper(key_name, make_kms_client(self.owner_credentials, self.apis.kms))
+        return KmsKeyWrapper(key_name, make_kms_client(self.credentials(), self.apis.kms))
 
     def blob_store(self, uri: str) -> tuple[BlobStore, str]:
         """``(store, prefix)`` for ``gs://bucket/prefix`` as the owner."""
@@ -260,7 +262,7 @@ class GcpOwnerCloud:
         from sealbench.cloud.gcs import GcsBlobStore, make_storage_client
         from sealbench.cloud.storage import open_storage_uri
 
-        client = make_storage_client(self.project_id, self.owner_credentials, self.apis.storage)
+        client = make_storage_client(self.project_id, self.credentials(), self.apis.storage)
         try:
             return open_storage_uri(uri, lambda bucket: GcsBlobStore(client, bucket))
         except InvalidStorageUri as exc:
@@ -300,7 +302,7 @@ class GcpOwnerCloud:
         except AdapterError as exc:
             raise ConfigError(str(exc), hint="check the bucket and key names") from exc
         writer = PolicyWriter.from_credentials(
-            self.owner_credentials,
+            self.credentials(),
             iam_url=self.apis.iam,
             kms_url=self.apis.kms,
             storage_url=self.apis.storage,
@@ -383,7 +385,7 @@ class InsecureMockOwnerCloud:
         return GcpOwnerCloud(
             project_id=self.setup.project_id,
             project_number=self.setup.project_number,
-            owner_credentials=self.credentials(),
+            credentials_source=self.credentials,
             platform=insecure_mock_platform(self.endpoints),
             key_ring=self.setup.key_name.split("/keyRings/")[1].split("/")[0],
             key=self.setup.key_name.rsplit("/", 1)[1],

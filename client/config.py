@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Final
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from sealbench.client.errors import ConfigError
 
@@ -46,6 +46,7 @@ __all__ = [
     "ENV_SERVER",
     "ENV_TOKEN",
     "PROFILES_FILE",
+    "GcpSettings",
     "Profile",
     "ProfileStore",
     "ResolvedProfile",
@@ -97,16 +98,49 @@ def data_dir(environ: Mapping[str, str] = os.environ) -> Path:
     return Path(platformdirs.user_data_dir("sealbench"))
 
 
+class GcpSettings(BaseModel):
+    """An owner's Google Cloud project as a profile names it: what ``seal``, ``policy sync``,
+    ``run --tee confidential-space`` and ``result fetch`` touch (each overridable per command).
+    Credentials are never stored: Application Default Credentials, optionally impersonating
+    ``impersonate_service_account``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    project: str = Field(pattern=r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+    project_number: str = Field(pattern=r"^[0-9]{1,20}$")
+    location: str = Field(default="global", pattern=r"^[a-z0-9-]{1,63}$")
+    key_ring: str = Field(default="sealbench", pattern=r"^[A-Za-z0-9_-]{1,63}$")
+    key: str = Field(default="assets", pattern=r"^[A-Za-z0-9_-]{1,63}$")
+    bucket: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
+    pool: str = Field(default="sealbench", pattern=r"^[a-z0-9-]{4,32}$")
+    provider: str = Field(default="attestation", pattern=r"^[a-z0-9-]{4,32}$")
+    impersonate_service_account: str | None = Field(
+        default=None, pattern=r"^[a-z0-9-]+@[a-z0-9-]+\.iam\.gserviceaccount\.com$"
+    )
+    zone: str | None = Field(default=None, pattern=r"^[a-z]+-[a-z]+[0-9]-[a-z]$")
+    service_account: str | None = Field(
+        default=None, pattern=r"^[a-z0-9-]+@[a-z0-9.-]+\.gserviceaccount\.com$"
+    )
+
+
 class Profile(BaseModel):
-    """One registry account. ``token`` is a secret: it is excluded from ``repr``."""
+    """One registry account. ``token`` is a secret: it is excluded from ``repr``. Its cloud is
+    the INSECURE mock (``mock_tee``, a state directory) or Google Cloud (``gcp``), not both."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     server: str = Field(pattern=_URL.pattern, max_length=512)
     token: str | None = Field(default=None, repr=False, max_length=8192)
     mock_tee: Path | None = None
+    gcp: GcpSettings | None = None
     log_key: str | None = Field(default=None, max_length=400)
     witnesses: tuple[str, ...] = Field(default=(), max_length=32)
+
+    @model_validator(mode="after")
+    def _one_cloud(self) -> Profile:
+        if self.mock_tee is not None and self.gcp is not None:
+            raise ValueError("a profile uses the mock TEE or Google Cloud, not both")
+        return self
 
 
 class _File(BaseModel):

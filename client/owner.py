@@ -5,6 +5,7 @@ associations. Shared by ``sealbench dataset seal|model seal|policy sync`` and ``
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,8 +15,14 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import ValidationError
 
 from sealbench.client.api import AssetKind, RegistryClient
-from sealbench.client.cloud import InsecureMockOwnerCloud, OwnerCloud
-from sealbench.client.config import ResolvedProfile
+from sealbench.client.cloud import (
+    GcpOwnerCloud,
+    InsecureMockOwnerCloud,
+    OwnerCloud,
+    confidential_space_platform,
+    gcp_credentials,
+)
+from sealbench.client.config import GcpSettings, ResolvedProfile
 from sealbench.client.errors import CloudError, ConfigError, NotFoundError
 from sealbench.client.policy import AllowedWorkload, allowed_workloads
 from sealbench.server.schemas import CoordinatesPublic, CoordinatesUpdate
@@ -24,7 +31,14 @@ if TYPE_CHECKING:
     from sealbench.client.sealing import SealReport
     from sealbench.cloud.policy_writer import SyncReport
 
-__all__ = ["PolicySync", "SealOutcome", "owner_cloud", "seal_asset", "sync_policy"]
+__all__ = [
+    "PolicySync",
+    "SealOutcome",
+    "gcp_owner_cloud",
+    "owner_cloud",
+    "seal_asset",
+    "sync_policy",
+]
 
 log = logging.getLogger("sealbench.client")
 
@@ -32,15 +46,50 @@ log = logging.getLogger("sealbench.client")
 def owner_cloud(
     profile: ResolvedProfile, client: RegistryClient, mock_tee: Path | None
 ) -> OwnerCloud:
-    """The owner's cloud account for ``profile`` (today: its account in the mock cloud)."""
+    """The owner's cloud for ``profile``: its Google Cloud project (``gcp``, production:
+    Confidential Space, Google's endpoints, the owner's Application Default Credentials), or
+    its account in the INSECURE mock cloud (``--mock-tee`` or the profile's ``mock_tee``)."""
     state = mock_tee or profile.profile.mock_tee
-    if state is None:
-        raise ConfigError(
-            f"profile {profile.name} has no cloud configured",
-            hint="pass --mock-tee DIR (the state directory of 'sealbench mock-tee up'), or "
-            "store it with 'sealbench profile add NAME --server URL --mock-tee DIR'",
-        )
-    return InsecureMockOwnerCloud.connect(Path(state), client.me().email)
+    if state is not None:
+        return InsecureMockOwnerCloud.connect(Path(state), client.me().email)
+    if profile.profile.gcp is not None:
+        return gcp_owner_cloud(profile.profile.gcp)
+    raise ConfigError(
+        f"profile {profile.name} has no cloud configured",
+        hint="add one with 'sealbench profile add NAME --server URL --cloud gcp --project P "
+        "--project-number N' (Google Cloud), or '--mock-tee DIR' (the state directory of "
+        "'sealbench mock-tee up')",
+    )
+
+
+def gcp_owner_cloud(settings: GcpSettings) -> GcpOwnerCloud:
+    """The production owner cloud a profile's ``gcp`` settings name; the owner's Application
+    Default Credentials are looked up when a call first needs them."""
+    return GcpOwnerCloud(
+        project_id=settings.project,
+        project_number=settings.project_number,
+        credentials_source=functools.cache(
+            functools.partial(gcp_credentials, settings.impersonate_service_account)
+        ),
+        platform=confidential_space_platform(),
+        location=settings.location,
+        key_ring=settings.key_ring,
+        key=settings.key,
+        bucket=settings.bucket or "",
+        pool_id=settings.pool,
+        provider_id=settings.provider,
+    )
+
+
+def gcp_owner_cloud_names(settings: GcpSettings) -> dict[str, str]:
+    """The key, bucket and pool provider a profile's ``gcp`` settings name (no credentials
+    needed: what ``profile show`` prints)."""
+    cloud = gcp_owner_cloud(settings)
+    return {
+        "KMS key": cloud.key_name,
+        "bucket": f"gs://{cloud.bucket}",
+        "pool provider": cloud.pool_provider_name(),
+    }
 
 
 def coordinates(

@@ -63,7 +63,7 @@ def owner(mock: MockCloud, monkeypatch: pytest.MonkeyPatch) -> GcpOwnerCloud:
     return GcpOwnerCloud(
         project_id=PROJECT,
         project_number=NUMBER,
-        owner_credentials=Credentials(token["access_token"]),  # type: ignore[no-untyped-call]
+        credentials_source=lambda: Credentials(token["access_token"]),  # type: ignore[no-untyped-call]
         platform=insecure_mock_platform(ep),
         apis=mock_apis(ep),
     )

@@ -1,0 +1,93 @@
+"""A profile that names a Google Cloud project: what 'profile add --cloud gcp' stores, what
+'profile show' says it will touch, the usage errors for a half-given cloud, and that the
+commands' owner cloud is then the production one (Confidential Space's issuer, Google's
+endpoints, the owner's Application Default Credentials, looked up only when a call needs them)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from sealbench.client.cli import app
+from sealbench.client.cloud import GcpOwnerCloud
+from sealbench.client.config import ProfileStore, ResolvedProfile
+from sealbench.client.owner import owner_cloud
+
+GCP = ["--cloud", "gcp", "--project", "hospital-a-prod", "--project-number", "123456789012",
+       "--bucket", "hospital-a-sealed", "--zone", "europe-west4-a",
+       "--service-account", "runner@hospital-a-prod.iam.gserviceaccount.com"]
+
+
+def _add(runner: CliRunner, *options: str) -> object:
+    return runner.invoke(app, ["profile", "add", "hospital", "--server",
+                               "http://127.0.0.1:9", "--token", "", *options])
+
+
+def test_gcp_profile_is_stored_and_shows_what_it_touches(
+    runner: CliRunner, cli_home: Path
+) -> None:
+    added = _add(runner, *GCP)
+    assert added.exit_code == 0, added.output  # type: ignore[attr-defined]
+    saved = json.loads((cli_home / "profiles.json").read_text())["profiles"]["hospital"]
+    assert saved["gcp"]["project"] == "hospital-a-prod" and saved["mock_tee"] is None
+    shown = runner.invoke(app, ["profile", "show", "hospital", "--json"])
+    assert shown.exit_code == 0, shown.output
+    rows = json.loads(shown.stdout)
+    assert rows["KMS key"] == (
+        "projects/hospital-a-prod/locations/global/keyRings/sealbench/cryptoKeys/assets"
+    )
+    assert rows["bucket"] == "gs://hospital-a-sealed"
+    assert rows["pool provider"] == (
+        "projects/123456789012/locations/global/workloadIdentityPools/sealbench/providers/"
+        "attestation"
+    )
+    assert rows["attestation issuer"] == "https://confidentialcomputing.googleapis.com/"
+    assert rows["credentials"] == "Application Default Credentials"
+    assert rows["VM zone"] == "europe-west4-a"
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        (["--cloud", "gcp", "--project", "hospital-a-prod"], "--project-number"),
+        (["--cloud", "gcp", "--project", "Bad_Project", "--project-number", "1"], "--project"),
+        (["--cloud", "aws"], "expected gcp or mock"),
+        (["--project", "hospital-a-prod", "--project-number", "1", "--mock-tee", "/tmp/x"],
+         "not --mock-tee"),
+    ],
+)
+def test_a_half_given_cloud_is_a_usage_error(
+    runner: CliRunner, cli_home: Path, options: list[str], says: str
+) -> None:
+    result = _add(runner, *options)
+    assert result.exit_code == 2, result.output  # type: ignore[attr-defined]
+    assert says in " ".join(result.output.split())  # type: ignore[attr-defined]
+    assert not (cli_home / "profiles.json").exists()
+
+
+def test_a_gcp_profile_gives_the_production_owner_cloud(
+    runner: CliRunner, cli_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _add(runner, *GCP, "--impersonate-service-account",
+                "sealer@hospital-a-prod.iam.gserviceaccount.com").exit_code == 0  # type: ignore[attr-defined]
+    store = ProfileStore.from_environment()
+    profile = dict(store.names())["hospital"]
+    asked: list[str | None] = []
+
+    def adc(impersonate: str | None = None) -> object:
+        asked.append(impersonate)
+        return object()
+
+    monkeypatch.setattr("sealbench.client.owner.gcp_credentials", adc)
+    cloud = owner_cloud(
+        ResolvedProfile("hospital", profile, cli_home / "s", cli_home / "d"), None, None  # type: ignore[arg-type]
+    )
+    assert isinstance(cloud, GcpOwnerCloud)
+    assert cloud.platform.endpoints is None and "googleapis.com" in cloud.apis.kms
+    assert asked == []  # nothing looked up until a call needs credentials
+    cloud.credentials()
+    cloud.credentials()
+    assert asked == ["sealer@hospital-a-prod.iam.gserviceaccount.com"]  # once, impersonating
