@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Annotated, Any, Final, TypeVar
 
 import typer
+from rich.console import Console
 from rich.rule import Rule
 
 from sealbench.client import demo_workdirs
@@ -104,10 +105,26 @@ def _play(
     from sealbench.client import _cli_run as x
 
     say = _Narrator()
-    say.section("1. the benchmark authority publishes BraTS; the registry admin approves it")
+    definition = load_definition()
+    onnx_of = {}
+    for profile, name in (("model-ref", REFERENCE_MODEL), ("model-weak", WEAK_MODEL)):
+        onnx = workdir / profile / f"{name}.onnx"
+        onnx.parent.mkdir(parents=True, exist_ok=True)
+        onnx.write_bytes(load_model_bytes(definition.model(name)))
+        onnx_of[profile] = (onnx, name)
+    say.section("1. the reference lab registers the reference model; the authority publishes "
+                "BraTS naming it; the registry admin approves it")
+    ref_onnx, ref_name = onnx_of["model-ref"]
+    reference = say.step(
+        f"--profile model-ref model register {ref_onnx} --name {ref_name} --version 1.0",
+        partial(a.model_register, ref_onnx, name=ref_name, version="1.0", profile="model-ref"),
+    ).id
     bench = say.step(
-        f"--profile authority benchmark create --definition brats --tee {tee}",
-        lambda: r.benchmark_create(definition="brats", tee=tee, profile="authority"),
+        f"--profile authority benchmark create --definition brats --tee {tee} "
+        f"--reference-model {reference}",
+        lambda: r.benchmark_create(
+            definition="brats", tee=tee, reference_model=reference, profile="authority"
+        ),
     )
     b = bench.id
     say.step(
@@ -115,18 +132,16 @@ def _play(
     )
 
     say.section("2. model owners check, register, seal and associate their models")
-    models: dict[str, int] = {}
-    definition = load_definition()
-    for profile, name in (("model-ref", REFERENCE_MODEL), ("model-weak", WEAK_MODEL)):
-        onnx = workdir / profile / f"{name}.onnx"
-        onnx.parent.mkdir(parents=True, exist_ok=True)
-        onnx.write_bytes(load_model_bytes(definition.model(name)))
-        m = say.step(
-            f"--profile {profile} model register {onnx} --name {name} --version 1.0 "
-            f"--benchmark {b}",
-            partial(a.model_register, onnx, name=name, version="1.0", benchmark=b, profile=profile),
-        ).id
-        models[profile] = m
+    models: dict[str, int] = {"model-ref": reference}
+    for profile, (onnx, name) in onnx_of.items():
+        if profile not in models:
+            models[profile] = say.step(
+                f"--profile {profile} model register {onnx} --name {name} --version 1.0 "
+                f"--benchmark {b}",
+                partial(a.model_register, onnx, name=name, version="1.0", benchmark=b,
+                        profile=profile),
+            ).id
+        m = models[profile]
         say.step(
             f"--profile {profile} model seal {onnx} --model {m}",
             partial(a.model_seal, onnx, model=m, profile=profile),
@@ -313,7 +328,7 @@ def removal_lines(workdir: Path, environ: Mapping[str, str] = os.environ) -> tup
     return tuple(lines)
 
 
-def _print_removal(console: Any, workdir: Path, headline: str) -> None:
+def _print_removal(console: Console, workdir: Path, headline: str) -> None:
     size = demo_workdirs.human_size(demo_workdirs.disk_usage(workdir))
     console.print(f"{headline} ({size}); to remove it:", highlight=False)
     for line in removal_lines(workdir):

@@ -76,6 +76,9 @@ def test_demo_leaderboard_matches_the_registry(tmp_path: Path) -> None:
             values = [float(match.group(i)) for i in (5, 6)]
             for dataset_id, value in zip(datasets_header, values, strict=True):
                 printed[(model_id, dataset_id)] = value
+    with sqlite3.connect(workdir / "registry" / "registry.sqlite3") as db:
+        (reference,) = db.execute("SELECT reference_model_id FROM benchmarks").fetchone()
+    assert reference is not None  # the benchmark names its (shipped) reference model
     stored = _stored_cells(workdir / "registry" / "registry.sqlite3")
     assert len(stored) == 4  # two hospitals x two models, all verified
     assert printed.keys() == stored.keys()
