@@ -130,11 +130,14 @@ def _try_lock(marker: Path) -> int | None:
 
 
 def clean(root: Path) -> CleanReport:
-    """Remove every demo folder directly under ``root`` that no running demo holds."""
+    """Remove every demo folder directly under ``root`` that no running demo holds. (``root``
+    itself may be reached through a symbolic link, e.g. a cache directory moved to another
+    disk; its entries may not.)"""
     removed: list[Removed] = []
     in_use: list[Path] = []
     other: list[Path] = []
-    entries = sorted(root.iterdir()) if root.is_dir() and not root.is_symlink() else []
+    root = root.resolve()
+    entries = sorted(root.iterdir()) if root.is_dir() else []
     for entry in entries:
         if not _is_demo_folder(entry):
             other.append(entry)

@@ -106,6 +106,17 @@ def test_clean_leaves_a_running_demos_folder(tmp_path: Path) -> None:
     assert [r.path for r in clean(root).removed] == [running]  # once it has ended
 
 
+def test_clean_through_a_linked_root(tmp_path: Path) -> None:
+    """A cache directory moved elsewhere and linked back is still cleaned."""
+    real = tmp_path / "disk" / "demos"
+    demo = _finished_demo(real)
+    (tmp_path / "cache").symlink_to(tmp_path / "disk", target_is_directory=True)
+    linked = {"SEALBENCH_DEMO_DIR": str(tmp_path / "cache" / "demos")}
+    assert " demo --clean " in removal_lines(demo, linked)[-1]
+    report = clean(tmp_path / "cache" / "demos")
+    assert [r.path for r in report.removed] == [demo] and not demo.exists()
+
+
 def test_clean_of_a_missing_root_removes_nothing(tmp_path: Path) -> None:
     report = clean(tmp_path / "never-made")
     assert report.removed == () and report.freed_bytes == 0
