@@ -94,7 +94,12 @@ def guide_commands(path: Path) -> list[GuideCommand]:
             index += 1
         shown = "\n".join(output)
         code = re.search(r"\(exit code (\d+)\)", shown)
-        argv = tuple(shlex.split(text, comments=True))[1:]
+        words = shlex.split(text, comments=True)
+        for cut, word in enumerate(words):  # a shell redirection or pipe ends the command
+            if word in (">", ">>", "|", "<"):
+                words = words[:cut]
+                break
+        argv = tuple(words)[1:]
         commands.append(GuideCommand(path.name, argv, int(code.group(1)) if code else 0, shown))
     return commands
 

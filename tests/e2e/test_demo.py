@@ -105,6 +105,7 @@ _READS = {
     ("profile", "ls"), ("whoami",), ("benchmark", "ls"), ("benchmark", "show"),
     ("benchmark", "results"), ("benchmark", "leaderboard"), ("association", "ls"),
     ("dataset", "show"), ("model", "show"), ("keys", "show"), ("result", "ls"),
+    ("benchmark", "definition"),
     ("audit", "verify"), ("inbox",),
 }
 #: Guide commands the demo cannot play: they need another machine, a prompt or an engine.
