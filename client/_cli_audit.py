@@ -35,7 +35,7 @@ from sealbench.client.receipts import (
     load_receipt,
     prove_receipt,
 )
-from sealbench.client.transparency import LogMonitor
+from sealbench.client.transparency import DEFAULT_PACE, LogMonitor
 from sealbench.client.witness import Witness, witness_key, witness_state
 from sealbench.crypto.errors import CryptoError
 from sealbench.crypto.note import VerifierKey
@@ -117,7 +117,15 @@ def pin_profile_log(store: ProfileStore, name: str, *, replaced: bool) -> Verifi
 
 
 @audit_app.command("verify")
-def audit_verify(profile: ProfileOpt = None, json_out: JsonOpt = False) -> None:
+def audit_verify(
+    pace: Annotated[
+        float,
+        typer.Option(min=0, help="seconds to wait per second the registry spends serving a "
+                     "page of events (1: at most half its time; 0: as fast as it can)"),
+    ] = DEFAULT_PACE,
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
     """Check the whole log on this machine: the latest checkpoint is signed by the pinned key
     and extends the last one you verified; then every event (admins only) matches its chain
     link, its leaf and that checkpoint. Exit 10 names the first event that breaks."""
@@ -125,7 +133,7 @@ def audit_verify(profile: ProfileOpt = None, json_out: JsonOpt = False) -> None:
         monitor = monitor_for(s)
         bar, update = with_progress("verifying the audit log", None)
         with bar:
-            report = monitor.verify_log(update)
+            report = monitor.verify_log(update, pace=pace)
     cp = report.checkpoint
     signer = monitor.pinned.label if monitor.pinned else "?"
     if json_out:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -58,10 +59,19 @@ from sealbench.server.schemas.audit import (
     LogKeyPublic,
 )
 
-__all__ = ["LogMonitor", "LogReport", "b64decode_hash", "endorsed_keys", "open_signed"]
+__all__ = [
+    "DEFAULT_PACE",
+    "LogMonitor",
+    "LogReport",
+    "b64decode_hash",
+    "endorsed_keys",
+    "open_signed",
+]
 
 log = logging.getLogger("sealbench.client")
 _EMPTY_NOTE: Final = b""
+#: Seconds a full check waits per second the registry spent serving it a page of events.
+DEFAULT_PACE: Final = 1.0
 
 
 def b64decode_hash(text: str, what: str) -> bytes:
@@ -372,10 +382,18 @@ class LogMonitor:
 
     # -- the whole log -------------------------------------------------------------------------
 
-    def verify_log(self, progress: Callable[[int, int], None] | None = None) -> LogReport:
+    def verify_log(
+        self,
+        progress: Callable[[int, int], None] | None = None,
+        *,
+        pace: float = DEFAULT_PACE,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> LogReport:
         """Fetch every event (admins), recompute the chain, every leaf and the root, and check
         them against the latest checkpoint (verified and consistent with the one held) and the
-        leaves kept from the last full check; keep the leaves for the next one."""
+        leaves kept from the last full check; keep the leaves for the next one. After each page
+        it waits ``pace`` times as long as the registry took to serve it, so that a full check
+        takes at most ``1 / (1 + pace)`` of the registry's time and others' requests go on."""
         previous = self._state.held()
         latest = self.refresh().checkpoint
         kept = self._state.leaves()
@@ -384,7 +402,10 @@ class LogMonitor:
         prev_hash = GENESIS_HASH
         for start in range(0, latest.size, MAX_EVENT_RANGE):
             end = min(start + MAX_EVENT_RANGE, latest.size)
+            asked = time.perf_counter()
             page = self._client.audit_event_range(start, end)
+            if pace > 0:
+                sleep(pace * (time.perf_counter() - asked))
             if [e.seq for e in page.items] != list(range(start + 1, end + 1)):
                 raise LogInconsistentError(
                     f"the registry served events {page.items[0].seq if page.items else '-'}… "

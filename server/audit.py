@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from sqlalchemy import insert, select, tuple_
+from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from sealbench.crypto.canonical import canonical_json
@@ -34,6 +34,7 @@ from sealbench.server.audit_format import (
     event_leaf_hash,
 )
 from sealbench.server.errors import AuditChainBrokenError
+from sealbench.server.logtree import nodes_named
 from sealbench.server.models import AuditEvent, AuditHead, AuditNode
 
 __all__ = [
@@ -218,9 +219,7 @@ def _stored_nodes(
     if not keys:
         return {}
     rows = session.execute(
-        select(AuditNode.level, AuditNode.idx, AuditNode.hash).where(
-            tuple_(AuditNode.level, AuditNode.idx).in_(keys)
-        )
+        select(AuditNode.level, AuditNode.idx, AuditNode.hash).where(nodes_named(keys))
     ).all()
     return {(r.level, r.idx): bytes(r.hash) for r in rows}
 

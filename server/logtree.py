@@ -4,10 +4,11 @@ had. Read-only; appending lives in :mod:`sealbench.server.audit`."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import select, tuple_
+from sqlalchemy import ColumnElement, and_, or_, select
 from sqlalchemy.orm import Session
 
 from sealbench.crypto import tlog
@@ -15,7 +16,19 @@ from sealbench.crypto.errors import TreeError
 from sealbench.server.errors import InvalidRequestError
 from sealbench.server.models import AuditHead, AuditNode
 
-__all__ = ["StoredTree", "TreeHead"]
+__all__ = ["StoredTree", "TreeHead", "nodes_named"]
+
+
+def nodes_named(keys: Sequence[tuple[int, int]]) -> ColumnElement[bool]:
+    """``audit_nodes`` rows with these ``(level, idx)`` keys, as one index search per level
+    (a row-value ``IN`` would make SQLite scan the whole table)."""
+    by_level: dict[int, list[int]] = defaultdict(list)
+    for level, idx in keys:
+        by_level[level].append(idx)
+    return or_(*(
+        and_(AuditNode.level == level, AuditNode.idx.in_(sorted(idxs)))
+        for level, idxs in sorted(by_level.items())
+    ))
 
 
 @dataclass(frozen=True)
@@ -31,10 +44,10 @@ class StoredTree(tlog.SubtreeReader):
         self._session = session
 
     def subtree_hashes(self, keys: Sequence[tuple[int, int]]) -> list[bytes]:
+        if not keys:
+            return []
         rows = self._session.execute(
-            select(AuditNode.level, AuditNode.idx, AuditNode.hash).where(
-                tuple_(AuditNode.level, AuditNode.idx).in_(list(keys))
-            )
+            select(AuditNode.level, AuditNode.idx, AuditNode.hash).where(nodes_named(keys))
         ).all()
         found = {(r.level, r.idx): bytes(r.hash) for r in rows}
         missing = [key for key in keys if key not in found]

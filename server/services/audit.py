@@ -39,7 +39,7 @@ from sealbench.server.errors import (
 from sealbench.server.logtree import StoredTree
 from sealbench.server.models import AuditCheck, AuditCosignature, AuditEvent, LogKey
 from sealbench.server.services import results
-from sealbench.server.services._common import PageOf, commit, paged
+from sealbench.server.services._common import PageOf, commit
 
 __all__ = [
     "CLOCK_SKEW_S",
@@ -70,8 +70,16 @@ def _require_admin(actor: Principal) -> None:
 
 
 def list_page(session: Session, actor: Principal, *, limit: int, offset: int) -> PageOf[AuditEvent]:
+    """Events ``offset + 1`` … ``offset + limit``. Sequence numbers run 1, 2, 3, … so the page
+    is found through the primary key (``seq > offset``) instead of counting ``offset`` rows:
+    any page of the log costs the same."""
     _require_admin(actor)
-    return paged(session, select(AuditEvent).order_by(AuditEvent.seq), limit=limit, offset=offset)
+    rows = tuple(session.scalars(
+        select(AuditEvent).where(AuditEvent.seq > offset).order_by(AuditEvent.seq)
+        .limit(limit + 1)
+    ).all())
+    more = len(rows) > limit
+    return PageOf(rows[:limit], limit, offset, offset + limit if more else None)
 
 
 def verify(session: Session, actor: Principal) -> int:
@@ -206,18 +214,26 @@ def receipt(
                      proven.checkpoint, result_id)
 
 
+_EVENT_COLUMNS = (
+    AuditEvent.seq, AuditEvent.actor_id, AuditEvent.action, AuditEvent.entity_type,
+    AuditEvent.entity_id, AuditEvent.payload, AuditEvent.occurred_at, AuditEvent.prev_hash,
+    AuditEvent.hash,
+)
+
+
 def event_range(
     session: Session, actor: Principal, start: int, end: int
-) -> tuple[int, list[AuditEvent]]:
-    """The tree size and the events that are leaves ``[start, end)`` (admins only)."""
+) -> tuple[int, list[dict[str, object]]]:
+    """The tree size and the events that are leaves ``[start, end)`` (admins only), as plain
+    column mappings: a whole-log download is read without building ORM objects."""
     _require_admin(actor)
     size = StoredTree(session).head().size
-    rows = session.scalars(
-        select(AuditEvent)
+    rows = session.execute(
+        select(*_EVENT_COLUMNS)
         .where(AuditEvent.seq > start, AuditEvent.seq <= min(end, size))
         .order_by(AuditEvent.seq)
     ).all()
-    return size, list(rows)
+    return size, [dict(row._mapping) for row in rows]
 
 
 def add_cosignature(
