@@ -341,19 +341,22 @@ def gcp_credentials(impersonate_service_account: str | None = None) -> Credentia
 
 
 @dataclass(frozen=True)
-class InsecureMockOwnerCloud:
+class InsecureMockOwnerCloud(GcpOwnerCloud):
     """One owner's account in the INSECURE local mock cloud (never for real data): the mock
     provisions the owner's project, key and bucket and hands it an owner token; everything else
     is :class:`GcpOwnerCloud`, the production code, with the mock's endpoints, that token and
     the mock's platform (its own issuer, its exact endpoints pinned)."""
 
-    endpoints: MockEndpoints
-    setup: OwnerSetup  # holds an owner access token: never log it
+    endpoints: MockEndpoints = field(kw_only=True)
+    setup: OwnerSetup = field(kw_only=True, repr=False)  # holds an owner token: never log it
 
     @classmethod
     def connect(cls, state_dir: Path, email: str) -> InsecureMockOwnerCloud:
         """Read the running mock's endpoints from ``state_dir`` and provision the owner."""
+        from google.oauth2.credentials import Credentials as OwnerToken
+
         from sealbench.mocktee import MockEndpoints, ProvisionError, provision_owner
+        from sealbench.mocktee.state import warn_insecure_once
 
         try:
             endpoints = MockEndpoints.load(state_dir)
@@ -373,73 +376,20 @@ class InsecureMockOwnerCloud:
                 f"the mock cloud refused to set up {email}: {exc}",
                 hint="check that 'sealbench mock-tee up' is still running",
             ) from exc
-        from sealbench.mocktee.state import warn_insecure_once
-
         warn_insecure_once("sealbench.client", "INSECURE mock cloud: never for real data")
         log.info("using the mock cloud in %s for %s", state_dir, email)
-        return cls(endpoints, setup)
-
-    @property
-    def gcp(self) -> GcpOwnerCloud:
-        """The production implementation, pointed at the mock."""
-        return GcpOwnerCloud(
-            project_id=self.setup.project_id,
-            project_number=self.setup.project_number,
-            credentials_source=self.credentials,
-            platform=insecure_mock_platform(self.endpoints),
-            key_ring=self.setup.key_name.split("/keyRings/")[1].split("/")[0],
-            key=self.setup.key_name.rsplit("/", 1)[1],
-            bucket=self.setup.bucket,
-            apis=mock_apis(self.endpoints),
-        )
-
-    @property
-    def issuer_uri(self) -> str:
-        """The attestation issuer the owner's pool trusts (the mock verifier, never Google)."""
-        return self.gcp.issuer_uri
-
-    @property
-    def project_id(self) -> str:
-        return str(self.setup.project_id)
-
-    @property
-    def key_name(self) -> str:
-        return str(self.setup.key_name)
-
-    def pool_provider_name(self) -> str:
-        return self.gcp.pool_provider_name()
-
-    def default_coordinates(
-        self, kind: Literal["dataset", "model"], asset_id: int
-    ) -> CoordinatesUpdate:
-        return self.gcp.default_coordinates(kind, asset_id)
-
-    def credentials(self) -> Credentials:
-        from google.oauth2.credentials import Credentials as OwnerToken
-
-        return OwnerToken(self.setup.access_token)  # type: ignore[no-untyped-call]
-
-    def key_wrapper(self, key_name: str) -> KmsKeyWrapper:
-        return self.gcp.key_wrapper(key_name)
-
-    def blob_store(self, uri: str) -> tuple[BlobStore, str]:
-        return self.gcp.blob_store(uri)
-
-    def sync_policy(
-        self,
-        coordinates: CoordinatesPublic | CoordinatesUpdate,
-        workloads: frozenset[WorkloadIdentity],
-        *,
-        include_data: bool,
-        result_bucket: str | None = None,
-        metrics_versions: frozenset[str] = frozenset(),
-    ) -> SyncReport:
-        return self.gcp.sync_policy(
-            coordinates,
-            workloads,
-            include_data=include_data,
-            result_bucket=result_bucket,
-            metrics_versions=metrics_versions,
+        token = OwnerToken(setup.access_token)  # type: ignore[no-untyped-call]
+        return cls(
+            project_id=setup.project_id,
+            project_number=setup.project_number,
+            credentials_source=lambda: token,
+            platform=insecure_mock_platform(endpoints),
+            key_ring=setup.key_name.split("/keyRings/")[1].split("/")[0],
+            key=setup.key_name.rsplit("/", 1)[1],
+            bucket=setup.bucket,
+            apis=mock_apis(endpoints),
+            endpoints=endpoints,
+            setup=setup,
         )
 
 
