@@ -292,6 +292,11 @@ def test_run_open_submit_and_leaderboard(world: World) -> None:
         ok(cli("benchmark", "results", b, "--json", "--profile", "authority")).stdout
     )
     assert {r["model_id"] for r in verified} == {ids["lab-a"], ids["lab-b"]}
+    # each submission left the hospital a receipt: its result's event, proven in the log
+    for result in verified:
+        proven = ok(cli("audit", "prove", str(result["id"]), "--profile", "hospital"))
+        assert f"result {result['id']} was logged" in proven.output
+        assert "digests are those of the result you submitted" in proven.output
     board = json.loads(
         ok(cli("benchmark", "leaderboard", b, "--json", "--profile", "authority")).stdout
     )
