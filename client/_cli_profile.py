@@ -23,6 +23,7 @@ from sealbench.client._cli_common import (
     table,
 )
 from sealbench.client.api import RegistryClient
+from sealbench.client.cloud import GcpOwnerCloud
 from sealbench.client.config import GcpSettings, Profile, ProfileStore, registry_url
 from sealbench.client.errors import (
     AuthenticationFailed,
@@ -31,7 +32,7 @@ from sealbench.client.errors import (
     TransparencyLogError,
 )
 
-__all__ = ["login", "profile_app", "whoami"]
+__all__ = ["doctor", "login", "profile_app", "whoami"]
 
 profile_app = typer.Typer(help="Registry accounts on this machine (stored with mode 0600).")
 
@@ -331,3 +332,39 @@ def whoami(profile: ProfileOpt = None, json_out: JsonOpt = False) -> None:
     out().print(f"registry {s.profile.server} (sealbench {version.version}, API {version.api})")
 
 
+def doctor(
+    benchmark: Annotated[
+        int | None, typer.Option(help="also check this benchmark's image is named by digest")
+    ] = None,
+    mock_tee: Annotated[
+        Path | None, typer.Option(help="state directory of the mock TEE (default: the profile's)")
+    ] = None,
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Check, read-only, what your runs need in your cloud (credentials, KMS key, bucket, pool
+    provider, the benchmark's image) and print the command that fixes each failure. Exit 0 only
+    when every check passes."""
+    from sealbench.client import owner
+    from sealbench.client.doctor import check_owner_cloud
+
+    with session(profile) as s:
+        cloud = owner.owner_cloud(s.profile, s.client, mock_tee)
+        bench = s.client.get_benchmark(benchmark) if benchmark is not None else None
+        assert isinstance(cloud, GcpOwnerCloud)  # the mock's account is one too
+        checks = check_owner_cloud(cloud, bench)
+    failed = [c for c in checks if not c.ok]
+    if json_out:
+        emit_json([{"check": c.name, "ok": c.ok, "detail": c.detail, "fix": c.fix}
+                   for c in checks])
+    else:
+        table(f"doctor: profile {s.profile.name}", ("check", "", "found"),
+              ((c.name, "ok" if c.ok else "FAIL", c.detail) for c in checks))
+        for c in failed:
+            out().print(f"fix {c.name}: {c.fix}")
+    if failed:
+        raise typer.Exit(code=DOCTOR_EXIT)
+
+
+#: ``sealbench doctor``'s exit code when a check fails (a cloud problem, as exit 7 is).
+DOCTOR_EXIT = 7

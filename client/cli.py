@@ -16,7 +16,7 @@ import typer
 
 from sealbench.client._cli_assets import dataset_app, model_app
 from sealbench.client._cli_common import BoundaryGroup, exit_codes_help, out, setup_logging
-from sealbench.client._cli_profile import login, profile_app, whoami
+from sealbench.client._cli_profile import doctor, login, profile_app, whoami
 from sealbench.client._cli_registry import association_app, audit_app, benchmark_app
 from sealbench.client._cli_run import keys_app, mock_tee_app, policy_app, result_app, run
 from sealbench.client._cli_tee import image_app
@@ -78,6 +78,7 @@ def root(
 app.add_typer(profile_app, name="profile")
 app.command("login")(login)
 app.command("whoami")(whoami)
+app.command("doctor")(doctor)
 app.command("inbox")(inbox)
 app.command("test")(test)
 app.add_typer(benchmark_app, name="benchmark")

@@ -62,6 +62,11 @@ _ROUTES: tuple[tuple[str, re.Pattern[str], str, tuple[str, ...]], ...] = (
     ("PATCH", re.compile(rf"^/storage/v1/b/{_B}/o/.+$"), "storage.objects.update", _DELETE),
 )
 _BUCKET_IAM = re.compile(rf"^/storage/v1/b/{_B}/iam$")
+_TEST_PERMISSIONS = re.compile(rf"^/storage/v1/b/{_B}/iam/testPermissions$")
+#: The roles that grant each permission ``testPermissions`` answers for.
+_PERMISSION_ROLES: dict[str, tuple[str, ...]] = {
+    permission: roles for _, _, permission, roles in _ROUTES
+}
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -189,6 +194,11 @@ class StorageProxy:
                 handler, *_gcs_error(401, "Anonymous caller does not have access.", "required")
             )
             return
+        if m := _TEST_PERMISSIONS.match(path):
+            handler.rfile.read(length)
+            asked = parse_qs(parts.query).get("permissions", [])
+            self._reply(handler, *self._test_permissions(m.group("bucket"), caller, asked))
+            return
         if m := _BUCKET_IAM.match(path):
             body = handler.rfile.read(min(length, _MAX_POLICY_BYTES))
             self._reply(
@@ -209,6 +219,25 @@ class StorageProxy:
             self._forward(handler, length, body)
             return
         self._forward(handler, length, None)
+
+    def _test_permissions(
+        self, bucket: str, caller: Caller, asked: list[str]
+    ) -> tuple[int, bytes]:
+        """``GET b/{bucket}/iam/testPermissions``: the subset of ``asked`` the caller holds (as
+        Cloud Storage answers it; unknown permissions are simply not held)."""
+        doc = self._state.read()
+        if bucket not in doc["buckets"]:
+            return _gcs_error(404, "The specified bucket does not exist.", "notFound")
+        admin = self._is_admin(caller, bucket)
+        policy = doc["iam"].get(f"buckets/{bucket}")
+        held = [
+            p for p in asked
+            if p in _PERMISSION_ROLES and (admin or has_role(policy, caller, _PERMISSION_ROLES[p]))
+        ]
+        answer: dict[str, Any] = {"kind": "storage#testIamPermissionsResponse"}
+        if held:
+            answer["permissions"] = held
+        return 200, json.dumps(answer).encode()
 
     def _bucket_iam(
         self, method: str, bucket: str, caller: Caller, body: bytes

@@ -425,6 +425,15 @@ def test_confidential_space_result_in_a_bucket_is_fetched_opened_and_submitted(
     assert "attestation verified" in submitted.output
 
 
+def test_doctor_passes_for_an_owner_whose_cloud_is_ready(world: World) -> None:
+    checked = json.loads(ok(world.cli("doctor", "--benchmark", str(world.ids["b"]), "--json",
+                                      "--profile", "hospital")).stdout)
+    assert {c["check"] for c in checked} == {
+        "credentials", "KMS key", "bucket", "pool provider", "image reference"
+    }
+    assert all(c["ok"] for c in checked), checked
+
+
 def test_model_not_approved_is_not_run(world: World) -> None:
     result = run_as_hospital(world, model="999")
     assert result.exit_code == 4

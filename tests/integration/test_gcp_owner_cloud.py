@@ -47,26 +47,33 @@ def mock(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MockCloud]:
         yield cloud
 
 
-@pytest.fixture
-def owner(mock: MockCloud, monkeypatch: pytest.MonkeyPatch) -> GcpOwnerCloud:
+def _new_owner(mock: MockCloud, project: str, number: str) -> GcpOwnerCloud:
     """An owner with only a project and its own credentials, as on Google Cloud."""
-
-    def forbidden(*args: object, **kwargs: object) -> None:
-        raise AssertionError("the GCP path constructed an InsecureMock owner cloud")
-
-    monkeypatch.setattr(cloud_module.InsecureMockOwnerCloud, "__init__", forbidden)
     ep = mock.endpoints
-    principal = "user:owner@gcp.example"
+    principal = f"user:owner@{project}.example"
     _control(f"{ep.control}/mock/v1/projects",
-             {"projectId": PROJECT, "projectNumber": NUMBER, "owner": principal})
+             {"projectId": project, "projectNumber": number, "owner": principal})
     token = _control(f"{ep.control}/mock/v1/ownerTokens", {"principal": principal})
     return GcpOwnerCloud(
-        project_id=PROJECT,
-        project_number=NUMBER,
+        project_id=project,
+        project_number=number,
         credentials_source=lambda: Credentials(token["access_token"]),  # type: ignore[no-untyped-call]
         platform=insecure_mock_platform(ep),
         apis=mock_apis(ep),
     )
+
+
+@pytest.fixture
+def no_mock_owner_class(monkeypatch: pytest.MonkeyPatch) -> None:
+    def forbidden(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the GCP path constructed an InsecureMock owner cloud")
+
+    monkeypatch.setattr(cloud_module.InsecureMockOwnerCloud, "__init__", forbidden)
+
+
+@pytest.fixture
+def owner(mock: MockCloud, no_mock_owner_class: None) -> GcpOwnerCloud:
+    return _new_owner(mock, PROJECT, NUMBER)
 
 
 def test_owner_creates_key_and_bucket_seals_syncs_and_the_approved_workload_gets_the_key(
@@ -132,3 +139,42 @@ def test_a_production_owner_pins_googles_issuer_and_no_endpoints() -> None:
     platform = confidential_space_platform()
     assert platform.issuer_uri == "https://confidentialcomputing.googleapis.com/"
     assert platform.endpoints is None
+
+
+def _by_name(checks: list[object]) -> dict[str, object]:
+    return {c.name: c for c in checks}  # type: ignore[attr-defined]
+
+
+def test_doctor_names_each_missing_piece_and_its_fix_then_passes(
+    mock: MockCloud, no_mock_owner_class: None
+) -> None:
+    from sealbench.client.doctor import check_owner_cloud
+
+    owner = _new_owner(mock, "doctor-gcp", "700000000007")
+
+    fresh = _by_name(check_owner_cloud(owner))
+    assert fresh["credentials"].ok  # type: ignore[attr-defined]
+    for name, fix in (("KMS key", "gcloud kms keys create"),
+                      ("bucket", "gcloud storage buckets create"),
+                      ("pool provider", "sealbench policy sync")):
+        check = fresh[name]
+        assert not check.ok and fix in (check.fix or ""), check  # type: ignore[attr-defined]
+    owner.ensure_key_and_bucket()
+    coordinates = owner.default_coordinates("model", 8)
+    workload = WorkloadIdentity(IMAGE, None, sha256_digest(b"m"), RECIPIENT)
+    owner.sync_policy(coordinates, frozenset({workload}), include_data=False,
+                      metrics_versions=frozenset({METRICS}))
+    ready = check_owner_cloud(owner)
+    assert all(c.ok for c in ready), ready
+    # Someone else's credentials: the key is there, but not theirs to use.
+    other = _new_owner(mock, "stranger-gcp", "600000000006")
+    stranger = GcpOwnerCloud(
+        project_id=owner.project_id,
+        project_number=owner.project_number,
+        credentials_source=other.credentials,
+        platform=owner.platform,
+        apis=owner.apis,
+    )
+    refused = _by_name(check_owner_cloud(stranger))
+    assert not refused["KMS key"].ok  # type: ignore[attr-defined]
+    assert "permission denied" in refused["KMS key"].detail.lower()  # type: ignore[attr-defined]
