@@ -158,7 +158,7 @@ def test_cosignature_format_and_verification() -> None:
     sig = note.cosign(cp, witness, 1679315147)
     raw = base64.b64decode(sig.line().split(" ")[2])
     assert len(raw) == 4 + 8 + 64 and raw[4:12] == (1679315147).to_bytes(8, "big")
-    assert base64.b64decode(witness.verifier().to_string().split("+")[2])[0] == 0x04
+    assert base64.b64decode(witness.verifier().to_string().split("+", 2)[2])[0] == 0x04
     assert note.verify_cosignature(cp, sig, witness.verifier()) == 1679315147
     # the signed message is "cosignature/v1\ntime T\n" + the checkpoint text
     message = f"cosignature/v1\ntime 1679315147\n{cp.to_text()}".encode()
