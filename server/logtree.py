@@ -72,8 +72,8 @@ class StoredTree(tlog.SubtreeReader):
         self._within(size, head, "tree size")
         return head.root if size == head.size else tlog.tree_root(size, self)
 
-    def inclusion(self, index: int, size: int) -> tuple[bytes, ...]:
-        self._within(size, self.head(), "tree size")
+    def inclusion(self, index: int, size: int, head: TreeHead | None = None) -> tuple[bytes, ...]:
+        self._within(size, head or self.head(), "tree size")
         if not 0 <= index < size:
             raise InvalidRequestError(f"leaf {index} is not in the tree of size {size}")
         return tlog.inclusion_proof(index, size, self)

@@ -36,7 +36,7 @@ from sealbench.server.errors import (
     NotFoundError,
     PermissionDeniedError,
 )
-from sealbench.server.logtree import StoredTree
+from sealbench.server.logtree import StoredTree, TreeHead
 from sealbench.server.models import AuditCheck, AuditCosignature, AuditEvent, LogKey
 from sealbench.server.services import results
 from sealbench.server.services._common import PageOf, commit
@@ -119,8 +119,10 @@ class SignedHead:
     note: bytes
 
 
-def _sign(tree: StoredTree, signer: SignerKey, size: int | None = None) -> SignedHead:
-    head = tree.head()
+def _sign(
+    tree: StoredTree, signer: SignerKey, size: int | None = None, head: TreeHead | None = None
+) -> SignedHead:
+    head = head or tree.head()
     size = head.size if size is None else size
     cp = Checkpoint(signer.name, size, tree.root_at(size, head))
     return SignedHead(cp, sign_checkpoint(cp, signer))
@@ -175,9 +177,10 @@ def _prove(
     session: Session, signer: SignerKey, event: AuditEvent, tree_size: int | None
 ) -> Inclusion:
     tree = StoredTree(session)
-    signed = _sign(tree, signer, tree_size)
+    head = tree.head()
+    signed = _sign(tree, signer, tree_size, head)
     size = signed.checkpoint.size
-    proof = tree.inclusion(event.seq - 1, size)
+    proof = tree.inclusion(event.seq - 1, size, head)
     return Inclusion(event, event.seq - 1, size, proof, signed.note)
 
 
