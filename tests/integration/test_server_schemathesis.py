@@ -8,6 +8,7 @@ under a minute on two cores.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -42,19 +43,23 @@ CHECKS = [
 ]
 
 
-# The app exists at import so that schemathesis can read its OpenAPI document; nothing is
-# opened until the fixture below creates the database and runs the app's lifespan.
+# The app exists at import so that schemathesis can read its OpenAPI document. Reading it runs
+# the app's lifespan, which publishes the transparency log's key into the database, so the
+# database is migrated first; the folder goes when the process ends.
 DATA_DIR = Path(tempfile.gettempdir()) / f"sealbench-fuzz-{os.getpid()}"
+DATA_DIR.mkdir(mode=0o700)
+atexit.register(shutil.rmtree, DATA_DIR, True)
+_DB = open_database(ServerSettings(data_dir=DATA_DIR).effective_database_url)
+upgrade_to_head(_DB.engine)
+_DB.dispose()
 APP = create_app(ServerSettings(data_dir=DATA_DIR))
 schema = schemathesis.openapi.from_asgi("/openapi.json", APP)
 
 
 @pytest.fixture(scope="module")
 def auth_headers() -> Iterator[dict[str, str]]:
-    DATA_DIR.mkdir(mode=0o700)
     try:
         db = open_database(ServerSettings(data_dir=DATA_DIR).effective_database_url)
-        upgrade_to_head(db.engine)
         with db.writer() as session:
             _user, token = create_user(
                 session, email="fuzz@x.test", is_admin=True, now=datetime.now(UTC)
