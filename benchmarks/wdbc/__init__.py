@@ -1,0 +1,1 @@
+"""The WDBC diagnostic classification benchmark."""

@@ -1,0 +1,318 @@
+"""Dataset-level metrics of a binary diagnostic classifier (numpy and scipy only).
+
+Every function takes the whole dataset's labels (1 = malignant, the positive class) and scores
+(the model's probability of malignancy) and returns one value for the dataset; none of them
+looks at a case alone. What is computed:
+
+- **AUROC** as the Mann-Whitney statistic with mid-ranks (ties count one half), and its 95%
+  confidence interval by **DeLong's method** (DeLong, DeLong and Clarke-Pearson 1988, with the
+  mid-rank algorithm of Sun and Xu 2014): variance ``S10/m + S01/n`` of the structural
+  components, interval ``AUC ± 1.96·SE`` clipped to [0, 1], as pROC's ``ci.auc(method =
+  "delong")`` reports it. Undefined (``None``) when a class is absent; the interval needs two
+  cases of each class. At AUC 1 (or 0) the variance is 0 and the interval is a point, as in
+  DeLong's method itself.
+- **Sensitivity and specificity at the benchmark's fixed threshold** (a case is called
+  malignant when its score is ``>= threshold``), with Wilson score 95% intervals, and the
+  confusion counts.
+- **Brier score**: mean of ``(score - label)²``.
+- **Calibration**: a reliability table on a fixed grid of equal-width bins over [0, 1] (cases,
+  mean score and observed malignant fraction per bin), the expected calibration error
+  ``ECE = Σ n_b/N · |observed_b - mean score_b|``, and logistic recalibration: the slope ``b``
+  of ``logit P(y) = a + b·logit(score)`` and the calibration-in-the-large intercept (``a`` with
+  ``b`` fixed at 1), both by Newton's method on the log-likelihood; ``None`` when a class is
+  absent or the fit does not converge (separable data).
+- **Pooling statistics** (for comparing and pooling sites without any per-case value): per
+  class, case counts and score sums on the same grid, the confusion counts and the sum of
+  squared errors. From them a registry recomputes pooled sensitivity, specificity, Brier score,
+  the reliability table and ECE exactly, and the AUROC up to ties within a bin.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+from scipy.stats import rankdata  # type: ignore[import-untyped]
+
+__all__ = [
+    "CALIBRATION_BINS",
+    "HISTOGRAM_BINS",
+    "Auroc",
+    "Calibration",
+    "CalibrationBin",
+    "Confusion",
+    "PoolingStatistics",
+    "Proportion",
+    "auroc",
+    "brier_score",
+    "calibration",
+    "check_inputs",
+    "confusion",
+    "pooling_statistics",
+    "wilson_interval",
+]
+
+FloatArray = npt.NDArray[np.float64]
+
+#: z for a two-sided 95% interval.
+Z95: Final = 1.959963984540054
+#: Bins of the reliability table (equal width over [0, 1]).
+CALIBRATION_BINS: Final = 10
+#: Bins of the per-class score histograms kept for pooling (equal width over [0, 1]); a
+#: multiple of :data:`CALIBRATION_BINS`, so the pooled reliability table is exact.
+HISTOGRAM_BINS: Final = 20
+#: Scores are clipped to [EPS, 1 - EPS] before a logit.
+_EPS: Final = 1e-6
+_NEWTON_STEPS: Final = 100
+_NEWTON_TOL: Final = 1e-10
+#: A fitted slope beyond this means the labels are (nearly) separable by the score: no finite
+#: maximum-likelihood estimate, reported as None.
+_MAX_SLOPE: Final = 50.0
+
+
+def check_inputs(labels: npt.ArrayLike, scores: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
+    """``labels`` and ``scores`` as float arrays, or ``ValueError``: equal non-zero lengths,
+    labels 0 or 1, scores finite and in [0, 1]."""
+    y = np.asarray(labels, dtype=np.float64).reshape(-1)
+    p = np.asarray(scores, dtype=np.float64).reshape(-1)
+    if y.shape != p.shape:
+        raise ValueError(f"{y.size} labels but {p.size} scores")
+    if y.size == 0:
+        raise ValueError("no cases")
+    if not np.all((y == 0) | (y == 1)):
+        raise ValueError("labels must be 0 (benign) or 1 (malignant)")
+    if not np.all(np.isfinite(p)) or np.any(p < 0) or np.any(p > 1):
+        raise ValueError("scores must be finite probabilities in [0, 1]")
+    return y, p
+
+
+@dataclass(frozen=True)
+class Auroc:
+    """AUROC with its DeLong 95% interval (``None`` where undefined)."""
+
+    value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    std_error: float | None
+
+
+def auroc(labels: npt.ArrayLike, scores: npt.ArrayLike) -> Auroc:
+    """AUROC (mid-rank Mann-Whitney) and its DeLong 95% interval."""
+    y, p = check_inputs(labels, scores)
+    positives, negatives = p[y == 1], p[y == 0]
+    m, n = positives.size, negatives.size
+    if m == 0 or n == 0:
+        return Auroc(None, None, None, None)
+    ranks_pos = rankdata(positives)
+    ranks_neg = rankdata(negatives)
+    ranks_all = rankdata(np.concatenate([positives, negatives]))
+    # V10[i]: fraction of negatives a positive outranks (ties one half); V01[j] likewise.
+    v10 = (ranks_all[:m] - ranks_pos) / n
+    v01 = 1.0 - (ranks_all[m:] - ranks_neg) / m
+    value = float(v10.mean())
+    if m < 2 or n < 2:
+        return Auroc(value, None, None, None)
+    variance = float(np.var(v10, ddof=1)) / m + float(np.var(v01, ddof=1)) / n
+    se = math.sqrt(max(variance, 0.0))
+    return Auroc(value, max(0.0, value - Z95 * se), min(1.0, value + Z95 * se), se)
+
+
+@dataclass(frozen=True)
+class Proportion:
+    """A proportion ``successes / trials`` and its Wilson 95% interval (``None`` at 0 trials)."""
+
+    value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    successes: int
+    trials: int
+
+
+def wilson_interval(successes: int, trials: int) -> Proportion:
+    """Wilson score 95% interval of ``successes / trials``."""
+    if not 0 <= successes <= trials:
+        raise ValueError(f"{successes} successes out of {trials} trials")
+    if trials == 0:
+        return Proportion(None, None, None, 0, 0)
+    phat = successes / trials
+    z2 = Z95 * Z95
+    centre = (phat + z2 / (2 * trials)) / (1 + z2 / trials)
+    half = Z95 * math.sqrt(phat * (1 - phat) / trials + z2 / (4 * trials * trials)) / (
+        1 + z2 / trials
+    )
+    return Proportion(phat, max(0.0, centre - half), min(1.0, centre + half), successes, trials)
+
+
+@dataclass(frozen=True)
+class Confusion:
+    """Confusion counts at a threshold (a score ``>= threshold`` is called malignant)."""
+
+    threshold: float
+    tp: int
+    fp: int
+    tn: int
+    fn: int
+
+    @property
+    def sensitivity(self) -> Proportion:
+        return wilson_interval(self.tp, self.tp + self.fn)
+
+    @property
+    def specificity(self) -> Proportion:
+        return wilson_interval(self.tn, self.tn + self.fp)
+
+
+def confusion(labels: npt.ArrayLike, scores: npt.ArrayLike, threshold: float) -> Confusion:
+    """Confusion counts at ``threshold``."""
+    if not 0.0 <= threshold <= 1.0:
+        raise ValueError(f"threshold {threshold} is not in [0, 1]")
+    y, p = check_inputs(labels, scores)
+    called = p >= threshold
+    positive = y == 1
+    return Confusion(
+        threshold=threshold,
+        tp=int(np.sum(called & positive)),
+        fp=int(np.sum(called & ~positive)),
+        tn=int(np.sum(~called & ~positive)),
+        fn=int(np.sum(~called & positive)),
+    )
+
+
+def brier_score(labels: npt.ArrayLike, scores: npt.ArrayLike) -> float:
+    """Mean squared difference between score and label."""
+    y, p = check_inputs(labels, scores)
+    return float(np.mean((p - y) ** 2))
+
+
+@dataclass(frozen=True)
+class CalibrationBin:
+    """One bin ``[low, high)`` of the reliability table (the last bin includes 1)."""
+
+    low: float
+    high: float
+    n: int
+    mean_score: float | None
+    observed: float | None
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Reliability table, expected calibration error and logistic recalibration."""
+
+    bins: tuple[CalibrationBin, ...]
+    ece: float
+    slope: float | None
+    intercept: float | None
+
+
+def _bin_index(p: FloatArray, bins: int) -> npt.NDArray[np.intp]:
+    return np.minimum((p * bins).astype(np.intp), bins - 1)
+
+
+def _logit(p: FloatArray) -> FloatArray:
+    q = np.clip(p, _EPS, 1 - _EPS)
+    return np.asarray(np.log(q / (1 - q)), dtype=np.float64)
+
+
+def _fit_logistic(y: FloatArray, x: FloatArray, *, fix_slope: bool) -> tuple[float, float] | None:
+    """Maximum-likelihood ``(a, b)`` of ``P(y=1) = sigmoid(a + b·x)`` (``b`` = 1 if fixed), or
+    None when Newton's method does not converge to a finite slope."""
+    a, b = 0.0, 1.0
+    for _ in range(_NEWTON_STEPS):
+        eta = np.clip(a + b * x, -700, 700)
+        mu = 1.0 / (1.0 + np.exp(-eta))
+        w = mu * (1 - mu)
+        r = y - mu
+        if fix_slope:
+            hess = float(w.sum())
+            if hess <= 0:
+                return None
+            step_a, step_b = float(r.sum()) / hess, 0.0
+        else:
+            grad = np.array([r.sum(), (r * x).sum()])
+            hess_m = np.array([[w.sum(), (w * x).sum()], [(w * x).sum(), (w * x * x).sum()]])
+            if abs(float(np.linalg.det(hess_m))) < 1e-300:
+                return None
+            step_a, step_b = (float(v) for v in np.linalg.solve(hess_m, grad))
+        a, b = a + step_a, b + step_b
+        if not (math.isfinite(a) and math.isfinite(b)) or abs(b) > _MAX_SLOPE:
+            return None
+        if abs(step_a) < _NEWTON_TOL and abs(step_b) < _NEWTON_TOL:
+            return a, b
+    return None
+
+
+def calibration(
+    labels: npt.ArrayLike, scores: npt.ArrayLike, bins: int = CALIBRATION_BINS
+) -> Calibration:
+    """Reliability table over ``bins`` equal-width bins, ECE, calibration slope and intercept."""
+    if bins < 1:
+        raise ValueError("at least one bin")
+    y, p = check_inputs(labels, scores)
+    index = _bin_index(p, bins)
+    table = []
+    ece = 0.0
+    for k in range(bins):
+        members = index == k
+        n = int(members.sum())
+        low, high = k / bins, (k + 1) / bins
+        if n == 0:
+            table.append(CalibrationBin(low, high, 0, None, None))
+            continue
+        mean_score, observed = float(p[members].mean()), float(y[members].mean())
+        ece += n / y.size * abs(observed - mean_score)
+        table.append(CalibrationBin(low, high, n, mean_score, observed))
+    slope = intercept = None
+    if 0 < y.sum() < y.size:
+        x = _logit(p)
+        joint = _fit_logistic(y, x, fix_slope=False)
+        large = _fit_logistic(y, x, fix_slope=True)
+        slope = None if joint is None else joint[1]
+        intercept = None if large is None else large[0]
+    return Calibration(tuple(table), ece, slope, intercept)
+
+
+@dataclass(frozen=True)
+class PoolingStatistics:
+    """Sufficient statistics of one dataset for pooling with others (no per-case value).
+
+    ``positives[k]`` / ``negatives[k]``: malignant / benign cases whose score falls in bin
+    ``k`` of :data:`HISTOGRAM_BINS` equal-width bins; ``positive_score_sums[k]`` /
+    ``negative_score_sums[k]``: the sums of those scores; ``squared_error_sum``: Σ(score -
+    label)²."""
+
+    bins: int
+    positives: tuple[int, ...]
+    negatives: tuple[int, ...]
+    positive_score_sums: tuple[float, ...]
+    negative_score_sums: tuple[float, ...]
+    confusion: Confusion
+    squared_error_sum: float
+
+
+def pooling_statistics(
+    labels: npt.ArrayLike, scores: npt.ArrayLike, threshold: float, bins: int = HISTOGRAM_BINS
+) -> PoolingStatistics:
+    """The statistics a registry needs to pool this dataset with others."""
+    y, p = check_inputs(labels, scores)
+    index = _bin_index(p, bins)
+    pos = y == 1
+
+    def counts(mask: npt.NDArray[np.bool_]) -> tuple[int, ...]:
+        return tuple(int(c) for c in np.bincount(index[mask], minlength=bins))
+
+    def sums(mask: npt.NDArray[np.bool_]) -> tuple[float, ...]:
+        return tuple(float(s) for s in np.bincount(index[mask], weights=p[mask], minlength=bins))
+
+    return PoolingStatistics(
+        bins=bins,
+        positives=counts(pos),
+        negatives=counts(~pos),
+        positive_score_sums=sums(pos),
+        negative_score_sums=sums(~pos),
+        confusion=confusion(y, p, threshold),
+        squared_error_sum=float(np.sum((p - y) ** 2)),
+    )
