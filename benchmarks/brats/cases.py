@@ -31,8 +31,9 @@ import nibabel as nib
 import numpy as np
 import numpy.typing as npt
 
-from .contract import BratsContract
+from .contract import BratsContract, LabelMap
 from .errors import CaseContractError, CaseFormatError
+from .orientation import to_ras
 
 __all__ = [
     "CASES_DIR",
@@ -44,6 +45,7 @@ __all__ = [
     "decode_nifti",
     "encode_nifti",
     "load_case_from_bytes",
+    "load_raw_case",
     "prepared_case_path",
 ]
 
@@ -141,23 +143,44 @@ def _image_array(part: str, image: nib.Nifti1Image) -> FloatArray:
     return array
 
 
-def _labels(part: str, image: nib.Nifti1Image, contract: BratsContract) -> npt.NDArray[np.uint8]:
+def _labels(part: str, image: nib.Nifti1Image, contract: BratsContract,
+            source: LabelMap | None = None) -> npt.NDArray[np.uint8]:
+    """The label map of ``image`` in the contract's convention; ``source`` is the convention it
+    is written in, when that is another (a BraTS 2021 file under a 2023 contract)."""
     array = _image_array(part, image)
     if not np.array_equal(array, np.rint(array)):
         raise CaseContractError(f"{part}: labels are not integers")
+    written = source or contract.label_map
     present = {int(v) for v in np.unique(array)}
-    unknown = present - contract.label_map.allowed_values
+    unknown = present - written.allowed_values
     if unknown:
         raise CaseContractError(
-            f"{part}: labels {sorted(unknown)} are not in the {contract.label_map.name} map "
-            f"{sorted(contract.label_map.allowed_values)}")
-    return array.astype(np.uint8)
+            f"{part}: labels {sorted(unknown)} are not in the {written.name} map "
+            f"{sorted(written.allowed_values)}")
+    labels = array.astype(np.uint8)
+    if written != contract.label_map:
+        labels = contract.label_map.from_class_indices(written.to_class_indices(labels))
+    return labels
 
 
 def load_case(case_id: str, parts: Mapping[str, bytes], contract: BratsContract, *,
               require_seg: bool = True) -> Case:
     """Decode and check one case given the bytes of each part (keys: modality names and the
     segmentation name). Raises :class:`CaseError` subclasses naming the offending part."""
+    return _load(case_id, parts, contract, require_seg=require_seg, raw=None)
+
+
+def load_raw_case(case_id: str, parts: Mapping[str, bytes], contract: BratsContract, *,
+                  labels: LabelMap) -> Case:
+    """Decode a raw labelled case for preparation: as :func:`load_case`, after turning every
+    volume to RAS+ (:func:`.orientation.to_ras`: lossless for axis-aligned volumes, an oblique
+    one is rejected) and reading the segmentation in the ``labels`` convention (converted into
+    the contract's)."""
+    return _load(case_id, parts, contract, require_seg=True, raw=labels)
+
+
+def _load(case_id: str, parts: Mapping[str, bytes], contract: BratsContract, *,
+          require_seg: bool, raw: LabelMap | None) -> Case:
     if not contract.is_case_id(case_id):
         raise CaseContractError(f"case id {case_id!r} does not match the contract's naming "
                                 f"{contract.case_id_pattern!r}")
@@ -169,6 +192,8 @@ def load_case(case_id: str, parts: Mapping[str, bytes], contract: BratsContract,
     if unexpected:
         raise CaseContractError(f"unexpected parts {unexpected}")
     images = {part: decode_nifti(parts[part], contract) for part in contract.parts if part in parts}
+    if raw is not None:
+        images = {part: to_ras(part, image) for part, image in images.items()}
     reference = contract.modalities[0]
     affine = np.asarray(images[reference].affine, dtype=np.float64)
     for part, image in images.items():
@@ -176,7 +201,7 @@ def load_case(case_id: str, parts: Mapping[str, bytes], contract: BratsContract,
         if not np.allclose(image.affine, affine, atol=contract.affine_tolerance):
             raise CaseContractError(f"{part}: affine differs from {reference}'s")
     modalities = {m: _image_array(m, images[m]) for m in contract.modalities}
-    seg = _labels(contract.seg_name, images[contract.seg_name], contract) if (
+    seg = _labels(contract.seg_name, images[contract.seg_name], contract, raw) if (
         contract.seg_name in images) else None
     return Case(case_id=case_id, modalities=modalities, affine=affine, seg=seg)
 

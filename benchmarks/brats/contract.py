@@ -23,6 +23,7 @@ __all__ = [
     "BRATS2021_LABELS",
     "BRATS2023_LABELS",
     "BRATS_2023_GLI",
+    "BRATS_2023_GLI_SMALL",
     "REGIONS",
     "BratsContract",
     "LabelMap",
@@ -157,8 +158,24 @@ class BratsContract(BaseModel):
         return int(np.prod(self.shape))
 
     def with_shape(self, shape: tuple[int, int, int]) -> BratsContract:
-        """The same contract on another grid (small grids make fast tests)."""
+        """The same contract on another grid (a new contract: data prepared on one grid is
+        refused by a benchmark whose contract names the other)."""
         return BratsContract.model_validate({**self.model_dump(), "shape": shape})
 
+    @property
+    def grid(self) -> dict[str, list[float] | list[int]]:
+        """The grid a dataset prepared under this contract states when it is registered:
+        ``{"shape": [X, Y, Z], "spacing_mm": [x, y, z]}`` (the keys of the contract itself)."""
+        return {"shape": list(self.shape), "spacing_mm": list(self.spacing_mm)}
 
+    def grid_text(self) -> str:
+        """``240x240x155 at 1.0x1.0x1.0 mm``: the grid in messages."""
+        return (f"{'x'.join(map(str, self.shape))} at "
+                f"{'x'.join(f'{s:g}' for s in self.spacing_mm)} mm")
+
+
+#: The BraTS 2023 GLI contract on its real grid, 240x240x155 at 1 mm (SRI24 space).
 BRATS_2023_GLI = BratsContract()
+#: The same tissues, modalities and labels on a 64x64x48 grid: the contract of the small demo
+#: benchmark (``brats-gli-synthetic-small``), never mixed with the real grid's benchmark.
+BRATS_2023_GLI_SMALL = BratsContract(shape=(64, 64, 48))

@@ -11,6 +11,7 @@ them against the recorded digest.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from importlib import resources
 from typing import Literal
 
@@ -19,23 +20,31 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from sealbench.crypto.canonical import canonical_json
 from sealbench.crypto.digest import Sha256Digest, parse_digest, sha256_digest
 
-from .contract import BRATS_2023_GLI, BratsContract
+from .contract import BRATS_2023_GLI, BRATS_2023_GLI_SMALL, BratsContract
 from .errors import ModelDigestMismatchError
 from .metrics import BRATS_2023_GLI_METRICS, MetricsSpec
 
 __all__ = [
     "REFERENCE_MODEL",
+    "SHIPPED_DEFINITIONS",
+    "SMALL_REFERENCE_MODEL",
+    "SMALL_WEAK_MODEL",
     "WEAK_MODEL",
     "BenchmarkDefinition",
     "ModelReference",
     "load_definition",
     "load_model_bytes",
+    "load_small_definition",
+    "shipped_definition",
 ]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 REFERENCE_MODEL = "brats_unet"
 WEAK_MODEL = "brats_unet_weak"
+#: The small benchmark's models: registered, associated and ranked under their own names.
+SMALL_REFERENCE_MODEL = "brats_small_unet"
+SMALL_WEAK_MODEL = "brats_small_unet_weak"
 
 # SHA-256 of the shipped ONNX files, recorded when they were trained (docs/benchmarks.md).
 _DIGESTS = {
@@ -125,6 +134,49 @@ def load_definition(contract: BratsContract = BRATS_2023_GLI,
             name=WEAK_MODEL, file=f"{WEAK_MODEL}.onnx", sha256=_DIGESTS[WEAK_MODEL],
             description="the same run stopped after 120 steps (deliberately weaker)"),),
     )
+
+
+def load_small_definition() -> BenchmarkDefinition:
+    """The small demo benchmark: the BraTS 2023 GLI contract on a 64x64x48 grid
+    (:data:`~.contract.BRATS_2023_GLI_SMALL`), with its own models and leaderboard.
+
+    Its models are the shipped networks under their own names. They are fully convolutional
+    (dynamic spatial axes, multiples of 8) and were trained on 64-voxel crops of full-size
+    cases, so they run on this grid, where a brain is about a quarter of its real size: a demo
+    of the workflow, not a measure of segmentation quality, and never ranked beside the
+    full-size benchmark."""
+    full = load_definition(BRATS_2023_GLI_SMALL)
+    return BenchmarkDefinition(
+        name="brats-gli-synthetic-small",
+        version="1.0.0",
+        description=(
+            "Small demo benchmark: the BraTS 2023 GLI contract (t1n, t1c, t2w, t2f; NETC=1, "
+            "SNFH=2, ET=3; WT/TC/ET metrics as brats-gli-synthetic) on a 64x64x48 grid at "
+            "1 mm, for quick tries of the workflow. Cases on any other grid are refused; its "
+            "results are never mixed with brats-gli-synthetic's."),
+        contract=full.contract,
+        metrics=full.metrics,
+        reference_model=full.reference_model.model_copy(update={
+            "name": SMALL_REFERENCE_MODEL,
+            "description": "brats_unet's weights (fully convolutional, trained on 64^3 crops "
+                           "of 240x240x155 cases) run on the 64x64x48 grid"}),
+        baseline_models=tuple(ref.model_copy(update={
+            "name": SMALL_WEAK_MODEL,
+            "description": "brats_unet_weak's weights (120 steps) on the 64x64x48 grid"})
+            for ref in full.baseline_models),
+    )
+
+
+#: Definitions shipped with sealbench, by the name ``benchmark create --definition`` takes.
+SHIPPED_DEFINITIONS: dict[str, Callable[[], BenchmarkDefinition]] = {
+    "brats": load_definition,
+    "brats-small": load_small_definition,
+}
+
+
+def shipped_definition(name: str) -> BenchmarkDefinition:
+    """The shipped definition called ``name`` (``KeyError`` if none)."""
+    return SHIPPED_DEFINITIONS[name]()
 
 
 def load_model_bytes(ref: ModelReference) -> bytes:

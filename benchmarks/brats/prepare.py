@@ -1,12 +1,17 @@
 """Dataset preparation, what a hospital runs before registering: validate, normalise, write.
 
-``raw_dir`` holds one folder per case in BraTS 2023 naming
-(``<id>/<id>-{t1n,t1c,t2w,t2f,seg}.nii.gz``). Every case is checked against the contract
-(:func:`.cases.load_case`: names, all parts present, readable bounded gzip/NIfTI, shape, spacing,
-identical affines, finite intensities, labels in the map); a case that fails is rejected with a
-reason and the others go on. Accepted cases are z-scored inside the brain mask and written in the
-prepared layout described in :mod:`.cases`, with ``dataset.json``, ``statistics.json`` (aggregates
-only) and the canonical manifest of ``data/`` (:func:`sealbench.crypto.manifest.build_manifest`).
+``raw_dir`` holds one folder per case, all in one release's layout (:mod:`.layouts`): BraTS 2023
+(``<id>/<id>-{t1n,t1c,t2w,t2f,seg}.nii.gz``) or BraTS 2021
+(``BraTS2021_XXXXX/BraTS2021_XXXXX_{t1,t1ce,t2,flair,seg}.nii.gz``, renamed and relabelled into
+the contract's convention); a folder mixing both is refused whole. Every case is checked against
+the contract (:func:`.cases.load_raw_case`: names, all parts present, readable bounded
+gzip/NIfTI, orientation made RAS+ losslessly or an oblique case rejected, then the contract's
+grid (shape and spacing), identical affines, finite intensities, labels in the map); a case that
+fails is rejected with a reason and the others go on. A case on another grid than the
+contract's is rejected, never resampled: a benchmark's data is on its grid. Accepted cases are
+z-scored inside the brain mask and written in the prepared layout described in :mod:`.cases`,
+with ``dataset.json``, ``statistics.json`` (aggregates only) and the canonical manifest of
+``data/`` (:func:`sealbench.crypto.manifest.build_manifest`).
 
 Everything is written into a hidden sibling ``.<out>.partial-<random>`` and renamed to ``out_dir``
 only when all of it succeeded, so a prepared dataset either appears whole or not at all.
@@ -38,11 +43,12 @@ from .cases import (
     PREPARED_FORMAT,
     STATISTICS_FILE,
     encode_nifti,
-    load_case,
+    load_raw_case,
     max_volume_bytes,
 )
 from .contract import BratsContract
 from .errors import CaseContractError, CaseError, PreparationError
+from .layouts import RawLayout, folder_layout
 from .normalise import brain_mask, normalise_modalities
 from .statistics import DatasetStatistics, StatisticsAccumulator
 
@@ -88,6 +94,10 @@ class PreparationReport(BaseModel):
     version: Literal[1] = 1
     contract_id: str
     contract_version: int
+    #: The raw layout read (``brats2023`` or ``brats2021``, :mod:`.layouts`).
+    layout: str = "brats2023"
+    #: Prepared case ids (a BraTS 2021 folder ``BraTS2021_00000`` becomes
+    #: ``BraTS-GLI-00000-000``); ``rejected`` names raw folders.
     accepted: tuple[str, ...]
     rejected: tuple[CaseRejection, ...]
     dataset_digest: Sha256Digest
@@ -116,18 +126,22 @@ class NoValidCasesError(PreparationError):
         super().__init__(f"no case passed the contract ({len(rejected)} rejected)")
 
 
-def _read_parts(folder: Path, contract: BratsContract) -> dict[str, bytes]:
-    """Bytes of each part of a raw case folder, after checking every file's name and size."""
+def _read_parts(folder: Path, layout: RawLayout, contract: BratsContract) -> dict[str, bytes]:
+    """Bytes of each part of a raw case folder (keyed by the contract's part names), after
+    checking every file's name (in ``layout``) and size."""
     parts: dict[str, bytes] = {}
     limit = max_volume_bytes(contract)
     for path in sorted(folder.iterdir()):
         if not path.is_file() or path.is_symlink():
             raise CaseContractError(f"{path.name!r} is not a regular file")
-        expected = {contract.file_name(folder.name, part): part for part in contract.parts}
-        part = expected.get(path.name)
+        part = layout.file_part(folder.name, path.name, contract.file_suffix)
         if part is None:
-            raise CaseContractError(f"file {path.name!r} is not named {folder.name}-<part>"
-                                    f"{contract.file_suffix} with part in {contract.parts}")
+            raise CaseContractError(
+                f"file {path.name!r} is not named {folder.name}{layout.separator}<part>"
+                f"{contract.file_suffix} with part in {tuple(layout.parts)} ({layout.title} "
+                "layout)")
+        if part in parts:
+            raise CaseContractError(f"{part}: more than one file")
         if path.stat().st_size > limit:
             raise CaseContractError(f"{part}: {_too_large(path, contract)}")
         parts[part] = path.read_bytes()
@@ -147,13 +161,18 @@ def _too_large(path: Path, contract: BratsContract) -> str:
     return f"grid {found}, but the contract expects {expected}"
 
 
-def _prepare_case(folder: Path, target: Path, contract: BratsContract,
-                  stats: StatisticsAccumulator) -> None:
-    if not contract.is_case_id(folder.name):
-        raise CaseContractError(f"folder name does not match the contract's naming "
-                                f"{contract.case_id_pattern!r}")
-    case = load_case(folder.name, _read_parts(folder, contract), contract, require_seg=True)
-    assert case.seg is not None  # require_seg=True guarantees it
+def _prepare_case(folder: Path, target: Path, contract: BratsContract, layout: RawLayout,
+                  stats: StatisticsAccumulator) -> str:
+    """Prepare one raw case folder into ``target``; returns the prepared case id."""
+    if not layout.matches(folder.name):
+        raise CaseContractError(
+            f"folder name does not match the {layout.title} naming {layout.folder_pattern!r}")
+    case_id = layout.case_id(folder.name)
+    if (target / case_id).exists():
+        raise CaseContractError(f"a case {case_id} was already prepared from another folder")
+    case = load_raw_case(case_id, _read_parts(folder, layout, contract), contract,
+                         labels=layout.labels)
+    assert case.seg is not None  # load_raw_case requires the segmentation
     brain = brain_mask(case.modalities)
     if not brain.any():
         raise CaseContractError("every modality is zero (no brain voxels)")
@@ -166,6 +185,7 @@ def _prepare_case(folder: Path, target: Path, contract: BratsContract,
         (out / contract.file_name(case.case_id, name)).write_bytes(data)
     seg = encode_nifti(case.seg.astype(np.uint8), case.affine)
     (out / contract.file_name(case.case_id, contract.seg_name)).write_bytes(seg)
+    return case.case_id
 
 
 def prepare_dataset(raw_dir: Path, out_dir: Path, contract: BratsContract,
@@ -184,7 +204,9 @@ def prepare_dataset(raw_dir: Path, out_dir: Path, contract: BratsContract,
         raise PreparationError(
             f"no case folders in {raw_dir}: expected one folder per case named like {example} "
             f"(pattern {contract.case_id_pattern}) holding "
-            f"{', '.join(contract.file_name(example, p) for p in contract.parts)}"
+            f"{', '.join(contract.file_name(example, p) for p in contract.parts)}, or "
+            f"BraTS 2021 folders BraTS2021_00001 holding BraTS2021_00001_"
+            "{flair,t1,t1ce,t2,seg}.nii.gz"
         )
     if out_dir.exists() or out_dir.is_symlink():
         raise PreparationError(f"output {out_dir} already exists; choose a new path")
@@ -207,6 +229,7 @@ def prepare_dataset(raw_dir: Path, out_dir: Path, contract: BratsContract,
 def _prepare_into(raw_dir: Path, tmp: Path, contract: BratsContract,
                   progress: ProgressFn | None) -> PreparationReport:
     entries = sorted(raw_dir.iterdir())
+    layout = folder_layout([e for e in entries if e.is_dir() and not e.is_symlink()], contract)
     cases_dir = tmp / DATA_DIR / CASES_DIR
     cases_dir.mkdir(parents=True)
     stats = StatisticsAccumulator(contract)
@@ -217,10 +240,10 @@ def _prepare_into(raw_dir: Path, tmp: Path, contract: BratsContract,
             rejected.append(CaseRejection(case=entry.name, reason="not a case folder"))
         else:
             try:
-                _prepare_case(entry, cases_dir, contract, stats)
-                accepted.append(entry.name)
+                accepted.append(_prepare_case(entry, cases_dir, contract, layout, stats))
             except CaseError as exc:
-                shutil.rmtree(cases_dir / entry.name, ignore_errors=True)
+                if layout.matches(entry.name) and layout.case_id(entry.name) not in accepted:
+                    shutil.rmtree(cases_dir / layout.case_id(entry.name), ignore_errors=True)
                 rejected.append(CaseRejection(case=entry.name, reason=str(exc)))
                 logger.warning("rejected case %s: %s", entry.name, exc)
         if progress is not None:
@@ -236,7 +259,7 @@ def _prepare_into(raw_dir: Path, tmp: Path, contract: BratsContract,
     }))
     manifest = build_manifest(data)
     (tmp / MANIFEST_FILE).write_bytes(manifest.to_bytes())
-    report = PreparationReport(contract_id=contract.contract_id,
+    report = PreparationReport(contract_id=contract.contract_id, layout=layout.name,
                                contract_version=contract.version, accepted=tuple(accepted),
                                rejected=tuple(rejected), dataset_digest=manifest.digest,
                                statistics=statistics)

@@ -128,8 +128,13 @@ def test_prepared_cases_load_from_memory_normalised(
     for path, blob in files.items():
         manifest.verify(path, blob)
     case = load_case_from_bytes(files, small_contract)
-    raw_seg = nib.load(_path(raw, 1, "seg")).get_fdata()
-    assert np.array_equal(case.seg, raw_seg)
+    # The synthetic raw files are LPS, as BraTS's are; prepared cases are the same voxels in
+    # RAS+ (x and y flipped, the affine following), not resampled.
+    raw_image = nib.load(_path(raw, 1, "seg"))
+    assert nib.aff2axcodes(raw_image.affine) == ("L", "P", "S")
+    assert nib.aff2axcodes(case.affine) == ("R", "A", "S")
+    assert np.array_equal(case.seg, raw_image.get_fdata()[::-1, ::-1, :])
+    assert np.allclose(case.affine, nib.as_closest_canonical(raw_image).affine)
     for image in case.modalities.values():
         inside = image[image != 0]
         assert abs(float(inside.mean())) < 1e-2 and abs(float(inside.std()) - 1.0) < 1e-2
