@@ -1,0 +1,532 @@
+"""The benchmark seam: what a benchmark plug-in provides, and the typed values it hands the cores.
+
+A plug-in is the task (data contract and preparation, case grouping, model contract and inference
+runner, per-case scoring, aggregation into the public summary, the summary's schema and
+presentation, a demo-data generator). It is found by name through the entry-point group
+``sealbench.benchmarks`` (:mod:`sealbench.benchmarks.registry`) and pinned by name and version
+(:class:`PluginRef`, written ``<name>/<version>``, the string the run spec carries as
+``SEALBENCH_METRICS_VERSION``). The enclave, the registry, the CLI and the dashboard speak only
+this module's types; none imports a plug-in by name.
+
+How a run uses a plug-in (the enclave's steps 3 to 6)::
+
+    runner  = benchmark.load_model(weights)            # ModelContractError: refused
+    layout  = benchmark.open_dataset(dataset_json)     # CaseError: the dataset is refused
+    ids     = layout.group(paths_of_one_object)        # {case_id: files}
+    case    = layout.load(files)                       # CaseError: a flagged failure
+    pred    = runner.predict(case)                     # InferenceError: a flagged failure
+    result  = benchmark.score(case, pred)              # never raises: failures are results
+    summary = benchmark.summarise(results)             # public: aggregates only
+    doc     = summary.to_json()                        # validated again by parse_summary
+
+Metrics may be **dataset-level** (:attr:`MetricSpec.dataset_level`: AUROC, sensitivity at a
+threshold, calibration), computed from all cases at once in :meth:`Benchmark.summarise`; per-case
+results then carry what the summary needs (a label and a score) and stay sealed to the data owner.
+
+Pooling across sites (issue 15) has its place here: a summary may carry the plug-in's
+**sufficient statistics** (counts, sums, sums of squares, fixed-bin histograms, confusion counts)
+and :meth:`Benchmark.pool` turns the summaries of several sites into :class:`PooledFigures`; a
+plug-in that cannot pool raises :class:`PoolingNotSupportedError`.
+:attr:`Benchmark.small_cell_minimum` is the fewest cases a published summary may describe.
+
+Errors every plug-in raises (its own subclasses are fine)::
+
+    BenchmarkError
+    ├── CaseError              one case (or the dataset's layout) does not meet the data contract
+    ├── InvalidPredictionError a prediction that cannot be scored
+    ├── ModelContractError     a model does not meet the model contract (``.differences``)
+    ├── InferenceError         the runner failed on a case
+    ├── PreparationError       a raw dataset cannot be prepared (``.rejected`` when cases failed)
+    ├── SummaryError           a summary document does not validate against the schema
+    ├── PoolingNotSupportedError the plug-in cannot pool summaries (yet)
+    └── PluginNotFoundError    no installed plug-in of that name and version (registry)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Final, Protocol, Self
+
+__all__ = [
+    "Benchmark",
+    "BenchmarkError",
+    "CaseError",
+    "CaseRejection",
+    "CaseResult",
+    "DatasetLayout",
+    "Direction",
+    "Figure",
+    "Group",
+    "InferenceError",
+    "InvalidPredictionError",
+    "JsonObject",
+    "LoadedCase",
+    "MetricRef",
+    "MetricSpec",
+    "ModelContract",
+    "ModelContractError",
+    "ModelReport",
+    "PluginNotFoundError",
+    "PluginRef",
+    "PooledFigures",
+    "PoolingNotSupportedError",
+    "PreparationError",
+    "Prepared",
+    "PreparedLayout",
+    "Presentation",
+    "ProgressFn",
+    "PublicSummary",
+    "Runner",
+    "ShippedModel",
+    "SummaryError",
+    "TensorSpec",
+]
+
+#: A JSON object as Python decodes it (``json.loads``) and pydantic dumps it (``mode="json"``).
+JsonObject = dict[str, Any]
+#: Called after each case with (cases done, cases in total).
+ProgressFn = Callable[[int, int], None]
+
+_NAME: Final = re.compile(r"^[a-z0-9][a-z0-9._-]{0,47}$")
+_VERSION: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,15}$")
+_KEY: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,47}$")
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+
+class BenchmarkError(Exception):
+    """Base of every error a benchmark plug-in raises through this interface."""
+
+
+class CaseError(BenchmarkError):
+    """One case, or the dataset's layout, does not meet the data contract. Messages name no
+    patient data (the enclave shows them to the operator)."""
+
+
+class InvalidPredictionError(BenchmarkError):
+    """A prediction cannot be scored against its ground truth."""
+
+
+class ModelContractError(BenchmarkError):
+    """A model does not meet the benchmark's model contract; ``differences`` names each
+    mismatch."""
+
+    def __init__(self, differences: tuple[str, ...]) -> None:
+        self.differences = differences
+        super().__init__("model does not fit the contract: " + "; ".join(differences))
+
+
+class InferenceError(BenchmarkError):
+    """The runner could not load the model or run a case."""
+
+
+class PreparationError(BenchmarkError):
+    """A raw dataset cannot be prepared; nothing was written. ``rejected`` lists the cases that
+    failed the contract when that is the reason (empty otherwise)."""
+
+    rejected: tuple[CaseRejection, ...] = ()
+
+
+class SummaryError(BenchmarkError):
+    """A summary document does not validate against the plug-in's schema."""
+
+
+class PoolingNotSupportedError(BenchmarkError):
+    """The plug-in's summaries carry no sufficient statistics to pool sites from."""
+
+
+class PluginNotFoundError(BenchmarkError):
+    """No installed benchmark plug-in has the requested name (or that version)."""
+
+
+# -- identity ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, order=True)
+class PluginRef:
+    """A plug-in pinned by name and version, written ``<name>/<version>`` (``brats-2023-gli/1``):
+    the string a registry benchmark stores and a run spec carries."""
+
+    name: str
+    version: str
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise ValueError(f"invalid benchmark plug-in name {self.name!r} (expected "
+                             "lower-case letters, digits, '.', '_', '-'; at most 48)")
+        if not _VERSION.match(self.version):
+            raise ValueError(f"invalid benchmark plug-in version {self.version!r}")
+
+    @classmethod
+    def parse(cls, text: str) -> Self:
+        """``<name>/<version>`` or ``ValueError`` saying what was expected."""
+        name, sep, version = text.partition("/")
+        if not sep:
+            raise ValueError(f"benchmark plug-in {text!r}: expected <name>/<version>")
+        return cls(name, version)
+
+    def __str__(self) -> str:
+        return f"{self.name}/{self.version}"
+
+
+# -- presentation: the summary's schema as people read it ------------------------------------
+
+
+class Direction(StrEnum):
+    """Which way a metric is better."""
+
+    HIGHER = "higher"
+    LOWER = "lower"
+    #: A count or a descriptive figure: not ranked.
+    NEUTRAL = "neutral"
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One metric of the summary. ``dataset_level`` metrics are computed from all cases at once
+    (AUROC, calibration), never a mean of per-case values; the others are aggregated per case
+    (mean and spread)."""
+
+    key: str
+    label: str
+    unit: str
+    direction: Direction
+    dataset_level: bool
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not _KEY.match(self.key):
+            raise ValueError(f"invalid metric key {self.key!r}")
+
+
+@dataclass(frozen=True)
+class Group:
+    """A group the summary reports metrics for: a region (``WT``), a class (``malignant``)."""
+
+    key: str
+    label: str
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not _KEY.match(self.key):
+            raise ValueError(f"invalid group key {self.key!r}")
+
+
+@dataclass(frozen=True)
+class MetricRef:
+    """A metric, in a group when the summary has groups (``group`` None otherwise)."""
+
+    metric: str
+    group: str | None = None
+
+    def __str__(self) -> str:
+        return self.metric if self.group is None else f"{self.metric} {self.group}"
+
+
+@dataclass(frozen=True)
+class Presentation:
+    """How the summary is shown: its metrics and groups, the headline metric the leaderboard
+    ranks by, and the columns a compact listing (CLI table, dashboard) shows, in order."""
+
+    metrics: tuple[MetricSpec, ...]
+    groups: tuple[Group, ...]
+    headline: MetricRef
+    columns: tuple[MetricRef, ...]
+
+    def __post_init__(self) -> None:
+        keys = [m.key for m in self.metrics]
+        groups = [g.key for g in self.groups]
+        if not keys or len(set(keys)) != len(keys) or len(set(groups)) != len(groups):
+            raise ValueError("a presentation needs distinct metric keys (at least one) and "
+                             "distinct group keys")
+        for ref in (self.headline, *self.columns):
+            self.metric(ref.metric)
+            if ref.group is not None and ref.group not in groups:
+                raise ValueError(f"unknown group {ref.group!r} (groups: {groups})")
+        if self.metric(self.headline.metric).direction is Direction.NEUTRAL:
+            raise ValueError("the headline metric must have a direction")
+
+    def metric(self, key: str) -> MetricSpec:
+        """The metric called ``key`` or ``ValueError``."""
+        for spec in self.metrics:
+            if spec.key == key:
+                return spec
+        raise ValueError(f"unknown metric {key!r} (metrics: {[m.key for m in self.metrics]})")
+
+    def label(self, ref: MetricRef) -> str:
+        """``Dice WT``, ``AUROC``: the column title of ``ref``."""
+        spec = self.metric(ref.metric)
+        if ref.group is None:
+            return spec.label
+        return f"{spec.label} {next(g.label for g in self.groups if g.key == ref.group)}"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One shown value of a summary: ``value`` (a mean for per-case metrics, the dataset's
+    value for dataset-level ones), with its 95% interval or spread where the plug-in has one.
+    ``value`` is None where the metric is undefined on this data (a class absent)."""
+
+    ref: MetricRef
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+    spread: float | None = None
+
+
+@dataclass(frozen=True)
+class PooledFigures:
+    """What pooling several sites' summaries gives (issue 15): case-weighted pooled figures
+    with their intervals, the number of sites and cases pooled."""
+
+    figures: tuple[Figure, ...]
+    n_sites: int
+    n_cases: int
+
+
+# -- hand-offs ---------------------------------------------------------------------------------
+
+
+class PublicSummary(Protocol):
+    """A run's public summary: aggregates over cases only, never a per-case value. Its JSON
+    (:meth:`to_json`) is what the registry stores and :meth:`Benchmark.parse_summary` reads."""
+
+    @property
+    def n_cases(self) -> int: ...
+
+    @property
+    def n_failed(self) -> int: ...
+
+    def to_json(self) -> JsonObject:
+        """The summary as a JSON object (every float finite)."""
+        ...
+
+
+class CaseResult(Protocol):
+    """The private result of one case (sealed to the data owner): its scores, or a flagged
+    failure with its reason, which the summary counts and penalises, never drops."""
+
+    @property
+    def case_id(self) -> str: ...
+
+    @property
+    def failed(self) -> bool: ...
+
+    def to_json(self) -> JsonObject: ...
+
+
+class LoadedCase(Protocol):
+    """A decoded, contract-checked case with its ground truth, ready for the runner."""
+
+    @property
+    def case_id(self) -> str: ...
+
+
+class Runner(Protocol):
+    """A model loaded (from bytes, in memory) for inference."""
+
+    def predict(self, case: Any) -> Any:
+        """The model's prediction for a case the plug-in loaded; :class:`InferenceError`."""
+        ...
+
+
+class DatasetLayout(Protocol):
+    """How a prepared dataset's files group into cases and load, under the contract its
+    ``dataset.json`` states (checked by :meth:`Benchmark.open_dataset`)."""
+
+    def group(self, paths: Iterable[str]) -> Mapping[str, tuple[str, ...]]:
+        """Case id → its file paths (relative to the prepared data folder); :class:`CaseError`
+        for a path that belongs to no case."""
+        ...
+
+    def load(self, files: Mapping[str, bytes]) -> Any:
+        """One case (a :class:`LoadedCase`) from its files' bytes; :class:`CaseError`."""
+        ...
+
+
+@dataclass(frozen=True)
+class CaseRejection:
+    """A raw case that was not prepared, and why (no patient data in ``reason``)."""
+
+    case: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class PreparedLayout:
+    """Where a prepared dataset keeps what the cores read: ``data_dir`` is what gets sealed
+    (``dataset_file`` in it states the contract), ``manifest_file`` (beside it) the canonical
+    manifest whose digest is the dataset's identity, ``statistics_file`` (in ``data_dir``)
+    aggregates safe to publish."""
+
+    data_dir: str = "data"
+    manifest_file: str = "manifest.json"
+    dataset_file: str = "dataset.json"
+    statistics_file: str = "statistics.json"
+    cases_dir: str = "cases"
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """The outcome of a preparation: accepted case ids, rejections with reasons, the dataset's
+    digest and its public statistics."""
+
+    accepted: tuple[str, ...]
+    rejected: tuple[CaseRejection, ...]
+    dataset_digest: str
+    statistics: JsonObject = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One ONNX input or output: name (``None``: any), element type, shape (an int is fixed,
+    a string names a dynamic axis, ``None`` is any)."""
+
+    name: str | None
+    dtype: str
+    shape: tuple[int | str | None, ...]
+
+
+@dataclass(frozen=True)
+class ModelContract:
+    """The ONNX models a benchmark accepts (checked before registration)."""
+
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    opsets: tuple[int, int]
+    max_bytes: int
+    description: str
+
+    def hint(self) -> str:
+        """One line telling a model owner what to export."""
+        return self.description
+
+
+@dataclass(frozen=True)
+class ModelReport:
+    """What the check found in a conforming model (registered as the model's I/O contract)."""
+
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    opset: int
+    details: JsonObject = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ShippedModel:
+    """A model the plug-in ships (its reference model, baselines), bound by SHA-256."""
+
+    name: str
+    sha256: str
+    description: str
+
+
+# -- the plug-in -------------------------------------------------------------------------------
+
+
+class Benchmark(Protocol):
+    """A benchmark plug-in. Everything a core needs from a task goes through these members."""
+
+    @property
+    def ref(self) -> PluginRef:
+        """Name and version, the pin in registry and run spec."""
+        ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def presentation(self) -> Presentation: ...
+
+    @property
+    def model_contract(self) -> ModelContract: ...
+
+    @property
+    def layout(self) -> PreparedLayout: ...
+
+    @property
+    def small_cell_minimum(self) -> int:
+        """The fewest cases a published summary may describe (issue 15 enforces it)."""
+        ...
+
+    # data contract
+    def data_contract(self) -> JsonObject:
+        """The data contract as published in the benchmark definition."""
+        ...
+
+    def metrics_spec(self) -> JsonObject:
+        """The metric parameters as published in the benchmark definition."""
+        ...
+
+    def prepare(self, raw_dir: Path, out_dir: Path, *, progress: ProgressFn | None = None,
+                strict: bool = False) -> Prepared:
+        """Validate and prepare ``raw_dir`` into ``out_dir`` (which must not exist): written
+        whole or not at all. :class:`PreparationError` (with ``rejected`` when no case passed, or
+        when ``strict`` and one failed)."""
+        ...
+
+    def open_dataset(self, dataset_json: bytes) -> DatasetLayout:
+        """The layout of a prepared dataset whose ``dataset.json`` is ``dataset_json``;
+        :class:`CaseError` when it was prepared under another contract."""
+        ...
+
+    # model contract
+    def check_model(self, model_bytes: bytes) -> ModelReport:
+        """Check an ONNX model against :attr:`model_contract`; :class:`ModelContractError`."""
+        ...
+
+    def load_model(self, model_bytes: bytes) -> Runner:
+        """The inference runner; :class:`ModelContractError` or :class:`InferenceError`."""
+        ...
+
+    # scoring and summary
+    def score(self, case: Any, prediction: Any) -> CaseResult:
+        """Score one case; never raises (an unscorable prediction is a flagged failure)."""
+        ...
+
+    def failure(self, case_id: str, reason: str) -> CaseResult:
+        """The flagged failure of a case that could not be loaded or predicted."""
+        ...
+
+    def summarise(self, results: Sequence[CaseResult]) -> PublicSummary:
+        """Aggregate every case's result (failures penalised and counted) into the public
+        summary; ``ValueError`` for no results."""
+        ...
+
+    def parse_summary(self, doc: Mapping[str, Any]) -> PublicSummary:
+        """A summary JSON object validated against the schema; :class:`SummaryError`."""
+        ...
+
+    def parse_case_result(self, doc: Mapping[str, Any]) -> CaseResult:
+        """A per-case result JSON object; :class:`SummaryError` when it does not validate."""
+        ...
+
+    def figures(self, summary: PublicSummary) -> tuple[Figure, ...]:
+        """The values of :attr:`presentation`'s metrics in ``summary``."""
+        ...
+
+    def pool(self, summaries: Sequence[PublicSummary]) -> PooledFigures:
+        """Pool several sites' summaries from their sufficient statistics (issue 15);
+        :class:`PoolingNotSupportedError` until the plug-in defines them."""
+        ...
+
+    # shipped models
+    @property
+    def shipped_models(self) -> tuple[ShippedModel, ...]:
+        """The reference model first, then any baselines the plug-in ships."""
+        ...
+
+    def model_bytes(self, name: str) -> bytes:
+        """A shipped model's ONNX bytes, checked against its digest (``KeyError`` if none)."""
+        ...
+
+    # demo data
+    def write_demo_dataset(self, out_dir: Path, n_cases: int, *, seed: int = 0) -> tuple[str, ...]:
+        """Write ``n_cases`` synthetic raw cases into ``out_dir`` (for tests, the demo and the
+        compatibility check); returns their case ids."""
+        ...

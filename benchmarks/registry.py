@@ -1,0 +1,136 @@
+"""Find installed benchmark plug-ins by name and version, through the entry-point group
+``sealbench.benchmarks`` (as keyring finds its backends): each distribution declares its
+plug-ins in its metadata, ``<name> = "<module>:<object>"``, and the cores ask here instead of
+importing one by name.
+
+    [project.entry-points."sealbench.benchmarks"]
+    brats-2023-gli = "sealbench.benchmarks.brats.plugin:PLUGIN"
+
+The entry point's name is the plug-in's name; the object it loads is a
+:class:`~sealbench.benchmarks.interface.Benchmark` (or a zero-argument callable returning one)
+whose :attr:`~sealbench.benchmarks.interface.Benchmark.ref` must carry that name. Only the
+entry points' names are read until a plug-in is asked for; a plug-in that fails to load is
+reported by name, with the error, and does not hide the others.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from importlib.metadata import EntryPoint, entry_points
+from typing import Final
+
+from .interface import Benchmark, BenchmarkError, PluginNotFoundError, PluginRef
+
+__all__ = ["ENTRY_POINT_GROUP", "PluginLoadError", "PluginRegistry", "available", "load"]
+
+ENTRY_POINT_GROUP: Final = "sealbench.benchmarks"
+
+_log = logging.getLogger("sealbench.benchmarks")
+
+
+class PluginLoadError(BenchmarkError):
+    """An installed plug-in's entry point could not be imported or is not a benchmark."""
+
+
+def _is_benchmark(obj: object) -> bool:
+    return all(hasattr(obj, attr) for attr in (
+        "ref", "presentation", "summarise", "parse_summary", "score", "open_dataset",
+        "load_model", "check_model"))
+
+
+class PluginRegistry:
+    """The plug-ins of a set of entry points (by default the installed ones). Loaded plug-ins
+    are kept, so each is imported once."""
+
+    def __init__(self, points: Iterable[EntryPoint] | None = None) -> None:
+        found = entry_points(group=ENTRY_POINT_GROUP) if points is None else points
+        self._points: dict[str, EntryPoint] = {}
+        for point in found:
+            # Two distributions declaring one name would make the choice arbitrary: refuse it
+            # when that name is asked for, rather than picking one silently.
+            if point.name in self._points and self._points[point.name].value != point.value:
+                self._points[point.name] = EntryPoint(point.name, "", ENTRY_POINT_GROUP)
+            else:
+                self._points[point.name] = point
+        self._loaded: dict[str, Benchmark] = {}
+
+    def names(self) -> tuple[str, ...]:
+        """Names of the installed plug-ins, sorted."""
+        return tuple(sorted(self._points))
+
+    def get(self, name: str) -> Benchmark:
+        """The plug-in called ``name``: :class:`PluginNotFoundError` naming the installed ones, or
+        :class:`PluginLoadError`."""
+        if name in self._loaded:
+            return self._loaded[name]
+        point = self._points.get(name)
+        if point is None:
+            installed = ", ".join(self.names()) or "none"
+            raise PluginNotFoundError(
+                f"no benchmark plug-in named {name!r} is installed (installed: {installed})")
+        if not point.value:
+            raise PluginLoadError(f"benchmark plug-in {name!r} is declared by two distributions")
+        try:
+            obj: object = point.load()
+            if isinstance(obj, type) or (callable(obj) and not _is_benchmark(obj)):
+                factory: Callable[[], object] = obj
+                obj = factory()
+        except Exception as exc:  # a plug-in's import error, reported by name
+            raise PluginLoadError(
+                f"benchmark plug-in {name!r} ({point.value}) failed to load: "
+                f"{type(exc).__name__}: {exc}") from exc
+        if not _is_benchmark(obj):
+            raise PluginLoadError(
+                f"benchmark plug-in {name!r} ({point.value}) is not a Benchmark")
+        plugin: Benchmark = obj  # type: ignore[assignment]
+        if plugin.ref.name != name:
+            raise PluginLoadError(
+                f"entry point {name!r} loads a plug-in that calls itself {plugin.ref.name!r}")
+        self._loaded[name] = plugin
+        return plugin
+
+    def load(self, ref: PluginRef | str) -> Benchmark:
+        """The plug-in pinned by ``ref`` (``<name>/<version>``): :class:`PluginNotFoundError` when
+        none of that name is installed or the installed one has another version."""
+        if isinstance(ref, str):
+            try:
+                ref = PluginRef.parse(ref)
+            except ValueError as exc:
+                raise PluginNotFoundError(str(exc)) from None
+        plugin = self.get(ref.name)
+        if plugin.ref.version != ref.version:
+            raise PluginNotFoundError(
+                f"benchmark plug-in {ref.name!r} is installed at version "
+                f"{plugin.ref.version!r}, not {ref.version!r} (pinned {ref})")
+        return plugin
+
+    def available(self) -> tuple[PluginRef, ...]:
+        """The refs of every installed plug-in that loads (one that fails is logged)."""
+        refs = []
+        for name in self.names():
+            try:
+                refs.append(self.get(name).ref)
+            except BenchmarkError as exc:
+                _log.warning("%s", exc)
+        return tuple(refs)
+
+
+_default: PluginRegistry | None = None
+
+
+def _registry() -> PluginRegistry:
+    global _default  # a cache of the installed entry points, safe to lose
+    if _default is None:
+        _default = PluginRegistry()
+    return _default
+
+
+def load(ref: PluginRef | str) -> Benchmark:
+    """The installed plug-in pinned by ``ref`` (see :meth:`PluginRegistry.load`)."""
+    return _registry().load(ref)
+
+
+def available() -> tuple[PluginRef, ...]:
+    """The refs of the installed plug-ins."""
+    return _registry().available()
