@@ -63,29 +63,45 @@ class ConfidentialSpaceError(LaunchError):
 class ImageReferenceError(ConfidentialSpaceError):
     """The image is named by tag (or not at all), not by ``@sha256:`` digest."""
 
+    failure_class = "image_reference"
+
 
 class QuotaExceeded(ConfidentialSpaceError):  # noqa: N818 - reads as the event it reports
     """A CPU (or other resource) quota or an API rate limit was hit."""
+
+    failure_class = "quota"
+    retryable = True
 
 
 class CapacityUnavailable(ConfidentialSpaceError):  # noqa: N818
     """The zone has no capacity for the machine type right now."""
 
+    failure_class = "capacity"
+    retryable = True
+
 
 class ComputePermissionDenied(ConfidentialSpaceError):  # noqa: N818
     """The caller may not create or watch VMs, or may not use the service account."""
+
+    failure_class = "permission"
 
 
 class ComputeNotFound(ConfidentialSpaceError):  # noqa: N818
     """The project, zone, network, image or instance does not exist (or the API is off)."""
 
+    failure_class = "not_found"
+
 
 class VmTimeout(ConfidentialSpaceError):  # noqa: N818
     """An API call, an operation or the whole run took longer than allowed."""
 
+    failure_class = "timeout"
+
 
 class VmStoppedUnexpectedly(ConfidentialSpaceError):  # noqa: N818
     """The VM stopped without the Confidential Space launcher reporting an exit."""
+
+    failure_class = "vm_stopped"
 
 
 def image_digest_of(reference: str) -> str:

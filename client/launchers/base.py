@@ -1,11 +1,22 @@
 """The :class:`Launcher` interface, what a finished run reports, and the errors a failed run
-maps to (one per enclave exit code, see :mod:`sealbench.enclave.errors`)."""
+maps to (one per enclave exit code, see :mod:`sealbench.enclave.errors`).
+
+Every :class:`LaunchError` names its ``failure_class`` (what the registry's run status reports,
+:data:`sealbench.server.schemas.runs.FailureClass`) and whether a new launch may succeed
+(``retryable``: a quota or capacity refusal, a transient API error; never a workload that ran
+and failed, so never an attestation or integrity failure)::
+
+    LaunchError                 launch      (not retryable unless a subclass says so)
+    ├── EnclaveRunFailed        by exit code: key_release_denied, integrity, ... or killed
+    ├── LaunchTimeoutError           timeout     a stage took longer than allowed
+    └── TransientLaunchError    launch      retryable: the backend may accept a new try
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import ClassVar, Final, Protocol
 
 from sealbench.enclave.errors import (
     AssetIntegrityError,
@@ -24,9 +35,11 @@ __all__ = [
     "EnclaveRunFailed",
     "LaunchError",
     "LaunchResult",
+    "LaunchTimeoutError",
     "Launcher",
     "OutputFn",
     "RunningWorkload",
+    "TransientLaunchError",
     "error_for_exit_code",
 ]
 
@@ -58,6 +71,37 @@ def error_for_exit_code(code: int) -> type[EnclaveError] | None:
 class LaunchError(Exception):
     """The workload could not be started, or did not finish."""
 
+    #: What failed, as the registry's run status names it.
+    failure_class: ClassVar[str] = "launch"
+    #: Whether launching again may succeed (the runner retries these, with backoff).
+    retryable: ClassVar[bool] = False
+
+
+class LaunchTimeoutError(LaunchError):
+    """A stage of the run (start, or the workload itself) took longer than allowed."""
+
+    failure_class = "timeout"
+
+
+class TransientLaunchError(LaunchError):
+    """The backend refused or failed to start the workload for a reason that may pass."""
+
+    retryable = True
+
+
+#: The registry's failure class of each enclave error (by exit code).
+_ENCLAVE_FAILURE: Final = {
+    EnclaveError: "enclave",
+    SpecError: "spec",
+    AttestationUnavailable: "attestation_unavailable",
+    DestinationError: "destination",
+    KeyReleaseDenied: "key_release_denied",
+    AssetIntegrityError: "integrity",
+    AssetRejected: "asset_rejected",
+    StorageFailure: "storage",
+    ResultUploadError: "result_upload",
+}
+
 
 class EnclaveRunFailed(LaunchError):  # noqa: N818 - reads as the event it reports
     """The workload ran and exited non-zero. ``error_class`` is the enclave error its exit code
@@ -68,6 +112,9 @@ class EnclaveRunFailed(LaunchError):  # noqa: N818 - reads as the event it repor
         self.reason = reason
         self.error_class = error_for_exit_code(exit_code)
         self.peak_rss_bytes = peak_rss_bytes
+        self.failure_class = (  # type: ignore[misc]  # per instance: by exit code
+            "killed" if self.error_class is None else _ENCLAVE_FAILURE[self.error_class]
+        )
         kind = self.error_class.__name__ if self.error_class else "killed or crashed"
         super().__init__(f"the enclave failed (exit {exit_code}, {kind}): {reason}")
 

@@ -31,7 +31,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from sealbench.client.launchers.base import EnclaveRunFailed, LaunchError, LaunchResult, OutputFn
+from sealbench.client.launchers.base import (
+    EnclaveRunFailed,
+    LaunchError,
+    LaunchResult,
+    LaunchTimeoutError,
+    OutputFn,
+)
 from sealbench.client.launchers.image import enclave_image_digest
 from sealbench.enclave.spec import RunSpec
 from sealbench.mocktee.launcher import LaunchedWorkload, MockLauncher, private_launcher_dir
@@ -119,7 +125,9 @@ class MockProcessWorkload:
                     self.kill()
                     pid, status, usage = os.wait4(self._process.pid, 0)
                     self._process.returncode = os.waitstatus_to_exitcode(status)
-                    raise LaunchError(f"the enclave did not finish within {timeout} s; killed")
+                    raise LaunchTimeoutError(
+                        f"the enclave did not finish within {timeout} s; killed"
+                    )
                 time.sleep(0.05)
             code = os.waitstatus_to_exitcode(status)
             self._process.returncode = code
