@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError, model_validator
 
 from sealbench.enclave.spec import KMS_KEY_PATTERN, POOL_PROVIDER_PATTERN, StorageUri
 from sealbench.server.schemas.common import (
@@ -19,10 +19,12 @@ from sealbench.server.schemas.common import (
 )
 
 __all__ = [
+    "GRID_STATISTIC",
     "AssetKind",
     "CoordinatesPublic",
     "CoordinatesUpdate",
     "DatasetCreate",
+    "DatasetGrid",
     "DatasetPublic",
     "ModelCreate",
     "ModelPublic",
@@ -31,12 +33,55 @@ __all__ = [
 AssetKind = Literal["dataset", "model"]
 
 
+#: Key of a dataset's grid in its registration's ``statistics``.
+GRID_STATISTIC = "grid"
+
+
+class DatasetGrid(WireModel):
+    """The voxel grid a dataset's cases are on, as a benchmark's data contract states one
+    (``shape`` and ``spacing_mm``, the contract's own keys): what the registry compares when a
+    dataset is registered for, or associated with, a benchmark whose contract fixes a grid."""
+
+    shape: tuple[int, ...] = Field(min_length=1, max_length=4)
+    spacing_mm: tuple[float, ...] | None = Field(default=None, min_length=1, max_length=4)
+
+    @model_validator(mode="after")
+    def _positive(self) -> DatasetGrid:
+        if any(not 0 < n <= 1_000_000 for n in self.shape):
+            raise ValueError(f"grid shape must be positive voxel counts, received {self.shape}")
+        spacing = self.spacing_mm or ()
+        if any(not 0 < s < 1e6 for s in spacing) or len(spacing) not in (0, len(self.shape)):
+            raise ValueError(f"grid spacing must be {len(self.shape)} positive millimetres, "
+                             f"received {self.spacing_mm}")
+        return self
+
+    def text(self) -> str:
+        """``240x240x155 at 1x1x1 mm`` for messages."""
+        spacing = "" if self.spacing_mm is None else (
+            " at " + "x".join(f"{s:g}" for s in self.spacing_mm) + " mm")
+        return "x".join(map(str, self.shape)) + spacing
+
+
 class DatasetCreate(WireModel):
     name: Name
     digest: Digest = Field(description="digest of the prepared dataset's canonical manifest")
     case_count: int = Field(ge=0, le=10_000_000)
-    statistics: JsonObject = Field(default_factory=dict)
+    statistics: JsonObject = Field(
+        default_factory=dict,
+        description="aggregates only; 'grid' ({'shape': [...], 'spacing_mm': [...]}) is the "
+        "grid of its cases, required when registering for a benchmark whose contract fixes one",
+    )
     prepared_for_id: Id | None = None
+
+    @model_validator(mode="after")
+    def _grid(self) -> DatasetCreate:
+        if GRID_STATISTIC in self.statistics:
+            try:
+                DatasetGrid.model_validate(self.statistics[GRID_STATISTIC])
+            except ValidationError as exc:
+                reason = exc.errors()[0]["msg"]
+                raise ValueError(f"statistics.grid is not a grid: {reason}") from None
+        return self
 
 
 class DatasetPublic(WireModel):

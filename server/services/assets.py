@@ -32,6 +32,7 @@ from sealbench.server.models import (
 from sealbench.server.schemas import CoordinatesUpdate, DatasetCreate, ModelCreate
 from sealbench.server.services._common import PageOf, commit, flush, get_or_404, rows_page
 from sealbench.server.services.associations import approved_pairs_subquery
+from sealbench.server.services.dataset_grid import check_dataset_grid
 
 __all__ = [
     "create_dataset",
@@ -58,8 +59,11 @@ def create_dataset(
     taken = select(Dataset.id).where(Dataset.owner_id == actor.user_id, Dataset.name == body.name)
     if session.scalars(taken).first() is not None:
         raise ConflictError(f"you already have a dataset named {body.name}")
-    if body.prepared_for_id is not None and session.get(Benchmark, body.prepared_for_id) is None:
-        raise InvalidRequestError(f"benchmark {body.prepared_for_id} does not exist")
+    if body.prepared_for_id is not None:
+        benchmark = session.get(Benchmark, body.prepared_for_id)
+        if benchmark is None:
+            raise InvalidRequestError(f"benchmark {body.prepared_for_id} does not exist")
+        check_dataset_grid(benchmark, body.statistics, required=True)
     row = Dataset(
         owner_id=actor.user_id,
         name=body.name,

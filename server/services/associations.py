@@ -30,6 +30,7 @@ from sealbench.server.errors import (
 )
 from sealbench.server.models import Benchmark, BenchmarkDataset, BenchmarkModel, Dataset, Model
 from sealbench.server.services._common import PageOf, commit, flush, get_or_404, paged
+from sealbench.server.services.dataset_grid import check_dataset_grid
 
 __all__ = [
     "approved_pairs_subquery",
@@ -158,6 +159,8 @@ def request(
             f"benchmark {benchmark.id} is {benchmark.state}; associations need an approved one"
         )
     _refuse_if_closed(benchmark)
+    if isinstance(asset, Dataset):  # a dataset on another grid never joins the leaderboard
+        check_dataset_grid(benchmark, asset.statistics, required=False)
     latest = _latest(session, kind, benchmark_id, asset_id)
     if latest is not None and latest.status in ("pending", "approved"):
         raise ConflictError(
