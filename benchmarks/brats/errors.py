@@ -10,9 +10,14 @@
     ├── ModelDigestMismatchError  a shipped model's bytes differ from the recorded SHA-256
     ├── InferenceError            ONNX Runtime failed on a case
     └── PreparationError          a dataset preparation that cannot proceed or produced nothing
+
+Each is also the matching error of :mod:`sealbench.benchmarks.interface` (``CaseError`` is an
+``interface.CaseError``, ...), so the cores catch them without naming this package.
 """
 
 from __future__ import annotations
+
+from sealbench.benchmarks import interface
 
 __all__ = [
     "BenchmarkError",
@@ -27,11 +32,11 @@ __all__ = [
 ]
 
 
-class BenchmarkError(Exception):
+class BenchmarkError(interface.BenchmarkError):
     """Base of every error raised by ``sealbench.benchmarks.brats``."""
 
 
-class CaseError(BenchmarkError):
+class CaseError(BenchmarkError, interface.CaseError):
     """One case cannot be used."""
 
 
@@ -43,19 +48,15 @@ class CaseContractError(CaseError):
     """A case is readable but differs from the data contract."""
 
 
-class InvalidPredictionError(BenchmarkError):
+class InvalidPredictionError(BenchmarkError, interface.InvalidPredictionError):
     """A prediction cannot be scored against its ground truth."""
 
 
-class ModelContractError(BenchmarkError):
+class ModelContractError(BenchmarkError, interface.ModelContractError):
     """An ONNX model does not fit the data contract; ``differences`` names each mismatch."""
 
-    def __init__(self, differences: tuple[str, ...]) -> None:
-        self.differences = differences
-        super().__init__("model does not fit the contract: " + "; ".join(differences))
 
-
-class InferenceError(BenchmarkError):
+class InferenceError(BenchmarkError, interface.InferenceError):
     """ONNX Runtime could not load the model or run a case."""
 
 

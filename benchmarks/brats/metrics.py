@@ -97,6 +97,15 @@ class CaseScores(BaseModel):
     case_id: str
     regions: dict[Region, RegionScores]
 
+    @property
+    def failed(self) -> bool:
+        """False: the case was scored."""
+        return False
+
+    def to_json(self) -> dict[str, object]:
+        """The result as a JSON object (the per-case wire format)."""
+        return self.model_dump(mode="json")
+
 
 class CaseFailure(BaseModel):
     """A case whose prediction was missing, unreadable or invalid: flagged and penalised."""
@@ -107,6 +116,15 @@ class CaseFailure(BaseModel):
     case_id: str
     reason: str
     flagged: Literal[True] = True
+
+    @property
+    def failed(self) -> bool:
+        """True: the case is flagged and penalised."""
+        return True
+
+    def to_json(self) -> dict[str, object]:
+        """The failure as a JSON object (the per-case wire format)."""
+        return self.model_dump(mode="json")
 
     def penalised(self, spec: MetricsSpec) -> dict[Region, RegionScores]:
         """The scores this failure counts as in aggregates (the Synapse scorers' penalty)."""

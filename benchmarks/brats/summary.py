@@ -60,6 +60,10 @@ class PublicSummary(BaseModel):
     n_nonfinite_cases: int
     regions: dict[Region, dict[MetricName, MetricStats]]
 
+    def to_json(self) -> dict[str, object]:
+        """The summary as a JSON object (every float finite)."""
+        return self.model_dump(mode="json")
+
     def to_canonical_json(self) -> bytes:
         """Canonical JSON bytes (what attestation nonces and audit hashes cover)."""
         return canonical_json(self.model_dump(mode="json"))

@@ -1,0 +1,288 @@
+"""BraTS as a :class:`~sealbench.benchmarks.interface.Benchmark` plug-in: ``brats-2023-gli/1``.
+
+The plug-in wires this package's contract, preparation, case layout, model contract, ONNX
+segmenter, lesion-wise metrics and summary to the interface, unchanged: what it computes is what
+:func:`.metrics.score_case` and :func:`.summary.aggregate` compute. It is declared in the
+entry-point group ``sealbench.benchmarks`` as ``brats-2023-gli`` (``pyproject.toml``).
+
+A prepared dataset may be on any grid (its ``dataset.json``, covered by the manifest digest the
+key owners approved, states the contract it was prepared under), but must equal the benchmark's
+contract in every other field: what is measured (modalities, label map, spacing, naming) is the
+benchmark's.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Final
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import Field, TypeAdapter, ValidationError
+
+from sealbench.benchmarks import interface as api
+
+from .cases import (
+    CASES_DIR,
+    DATASET_FILE,
+    STATISTICS_FILE,
+    Case,
+    case_files_from_manifest_paths,
+    load_case_from_bytes,
+)
+from .contract import BRATS_2023_GLI, REGIONS, BratsContract
+from .definition import load_definition, load_model_bytes
+from .errors import CaseContractError, InvalidPredictionError, PreparationError
+from .inference import OnnxSegmenter
+from .metrics import (
+    BRATS_2023_GLI_METRICS,
+    CaseFailure,
+    CaseResult,
+    CaseScores,
+    MetricsSpec,
+    score_or_fail,
+)
+from .model_contract import MAX_MODEL_BYTES, N_CLASSES, SUPPORTED_OPSETS, check_model_contract
+from .prepare import DATA_DIR, MANIFEST_FILE, prepare_dataset
+from .summary import METRIC_NAMES, PublicSummary, aggregate
+from .synthetic import write_dataset
+
+__all__ = ["PLUGIN", "PLUGIN_REF", "BratsBenchmark"]
+
+PLUGIN_REF: Final = api.PluginRef("brats-2023-gli", "1")
+_MAX_DATASET_JSON: Final = 1 << 20
+#: Cases a published summary must describe at least (issue 15 enforces it).
+SMALL_CELL_MINIMUM: Final = 5
+
+_H = api.Direction.HIGHER
+_L = api.Direction.LOWER
+_N = api.Direction.NEUTRAL
+_METRICS: Final = (
+    api.MetricSpec("dice", "Dice", "", _H, False, "voxel overlap over the whole region"),
+    api.MetricSpec("hd95", "HD95", "mm", _L, False, "95th-percentile Hausdorff distance"),
+    api.MetricSpec("sensitivity", "Sensitivity", "", _H, False, "voxel true-positive rate"),
+    api.MetricSpec("specificity", "Specificity", "", _H, False, "voxel true-negative rate"),
+    api.MetricSpec("lesion_dice", "Lesion Dice", "", _H, False, "BraTS 2023 lesion-wise Dice"),
+    api.MetricSpec("lesion_hd95", "Lesion HD95", "mm", _L, False,
+                   "BraTS 2023 lesion-wise HD95"),
+    api.MetricSpec("num_tp", "Lesions found", "lesions", _N, False, "matched lesions"),
+    api.MetricSpec("num_fp", "False lesions", "lesions", _N, False, "unmatched predictions"),
+    api.MetricSpec("num_fn", "Missed lesions", "lesions", _N, False, "unmatched lesions"),
+)
+_GROUPS: Final = (
+    api.Group("WT", "WT", "whole tumour (NETC + SNFH + ET)"),
+    api.Group("TC", "TC", "tumour core (NETC + ET)"),
+    api.Group("ET", "ET", "enhancing tumour"),
+)
+#: The leaderboard ranks by Dice averaged over the regions (the metric's figure without a group).
+PRESENTATION: Final = api.Presentation(
+    metrics=_METRICS,
+    groups=_GROUPS,
+    headline=api.MetricRef("dice"),
+    columns=tuple(api.MetricRef("dice", g.key) for g in _GROUPS),
+)
+_CASE_RESULT: Final[TypeAdapter[CaseResult]] = TypeAdapter(
+    Annotated[CaseScores | CaseFailure, Field(discriminator="kind")])
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """A prepared dataset's layout under the contract its ``dataset.json`` states."""
+
+    contract: BratsContract
+
+    def group(self, paths: Iterable[str]) -> Mapping[str, tuple[str, ...]]:
+        grouped = case_files_from_manifest_paths(paths, self.contract)
+        return {case_id: tuple(parts.values()) for case_id, parts in grouped.items()}
+
+    def load(self, files: Mapping[str, bytes]) -> Case:
+        return load_case_from_bytes(files, self.contract, require_seg=True)
+
+
+@dataclass(frozen=True)
+class _Runner:
+    segmenter: OnnxSegmenter
+
+    def predict(self, case: Case) -> npt.NDArray[np.uint8]:
+        return self.segmenter.segment(case)
+
+
+def _tensor(name: str | None, channels: int) -> api.TensorSpec:
+    return api.TensorSpec(name, "float32", ("N", channels, "D", "H", "W"))
+
+
+class BratsBenchmark:
+    """The BraTS 2023 GLI benchmark (contract, lesion-wise metrics) behind the interface."""
+
+    def __init__(self, contract: BratsContract = BRATS_2023_GLI,
+                 metrics: MetricsSpec = BRATS_2023_GLI_METRICS) -> None:
+        self.contract = contract
+        self.metrics = metrics
+        self.ref = PLUGIN_REF
+        self.description = load_definition(contract, metrics).description
+        self.presentation = PRESENTATION
+        self.small_cell_minimum = SMALL_CELL_MINIMUM
+        self.layout = api.PreparedLayout(
+            data_dir=DATA_DIR, manifest_file=MANIFEST_FILE, dataset_file=DATASET_FILE,
+            statistics_file=STATISTICS_FILE, cases_dir=CASES_DIR)
+        self.model_contract = api.ModelContract(
+            inputs=(_tensor(None, len(contract.modalities)),),
+            outputs=(_tensor(None, N_CLASSES),),
+            opsets=(SUPPORTED_OPSETS.start, SUPPORTED_OPSETS.stop - 1),
+            max_bytes=MAX_MODEL_BYTES,
+            description=(
+                f"one float input [N,{len(contract.modalities)},D,H,W] "
+                f"({', '.join(contract.modalities)}) and one float output [N,{N_CLASSES},D,H,W] "
+                f"(background, {', '.join(contract.label_map.tissues)}) with dynamic spatial "
+                f"axes, opset {SUPPORTED_OPSETS.start}-{SUPPORTED_OPSETS.stop - 1}"),
+        )
+        definition = load_definition(contract, metrics)
+        self._models = (definition.reference_model, *definition.baseline_models)
+        self.shipped_models = tuple(api.ShippedModel(m.name, m.sha256, m.description)
+                                    for m in self._models)
+
+    # -- data contract -------------------------------------------------------------------------
+
+    def data_contract(self) -> api.JsonObject:
+        return self.contract.model_dump(mode="json")
+
+    def metrics_spec(self) -> api.JsonObject:
+        return self.metrics.model_dump(mode="json")
+
+    def prepare(self, raw_dir: Path, out_dir: Path, *, progress: api.ProgressFn | None = None,
+                strict: bool = False) -> api.Prepared:
+        try:
+            report = prepare_dataset(raw_dir, out_dir, self.contract, progress, strict=strict)
+        except PreparationError as exc:
+            error = api.PreparationError(str(exc))
+            error.rejected = tuple(api.CaseRejection(r.case, r.reason)
+                                   for r in getattr(exc, "rejected", ()))
+            raise error from exc
+        return api.Prepared(
+            accepted=report.accepted,
+            rejected=tuple(api.CaseRejection(r.case, r.reason) for r in report.rejected),
+            dataset_digest=report.dataset_digest,
+            statistics=report.statistics.model_dump(mode="json"))
+
+    def contract_for_dataset(self, dataset_json: bytes) -> BratsContract:
+        """The benchmark's contract on the grid the dataset states; :class:`CaseContractError`
+        naming the fields that differ otherwise."""
+        if len(dataset_json) > _MAX_DATASET_JSON:
+            raise CaseContractError("dataset.json is larger than 1 MiB")
+        try:
+            doc = json.loads(dataset_json)
+            stated = BratsContract.model_validate(doc["contract"])
+        except (ValueError, KeyError, TypeError, ValidationError) as exc:
+            raise CaseContractError("dataset.json does not state a valid data contract") from exc
+        ours = self.contract.with_shape(stated.shape)
+        if stated != ours:
+            differing = sorted(name for name in BratsContract.model_fields
+                               if getattr(stated, name) != getattr(ours, name))
+            raise CaseContractError(
+                f"the dataset was prepared under another contract (differs in {differing})")
+        return ours
+
+    def open_dataset(self, dataset_json: bytes) -> _Layout:
+        return _Layout(self.contract_for_dataset(dataset_json))
+
+    # -- model contract ------------------------------------------------------------------------
+
+    def check_model(self, model_bytes: bytes) -> api.ModelReport:
+        report = check_model_contract(model_bytes, self.contract)
+        return api.ModelReport(
+            inputs=(_tensor(report.input_name, report.input_channels),),
+            outputs=(_tensor(report.output_name, report.output_classes),),
+            opset=report.opset,
+            details={"input": report.input_name, "output": report.output_name,
+                     "input_channels": report.input_channels,
+                     "output_classes": report.output_classes, "opset": report.opset})
+
+    def load_model(self, model_bytes: bytes) -> _Runner:
+        return _Runner(OnnxSegmenter(model_bytes, self.contract))
+
+    # -- scoring and summary -------------------------------------------------------------------
+
+    def score(self, case: Case, prediction: Any) -> CaseResult:
+        if case.seg is None:
+            return CaseFailure(case_id=case.case_id, reason="the case has no ground truth")
+        if not isinstance(prediction, np.ndarray):
+            return CaseFailure(case_id=case.case_id,
+                               reason=str(InvalidPredictionError("prediction is not an array")))
+        return score_or_fail(case.case_id, prediction, case.seg, self.metrics,
+                             self.contract.spacing_mm)
+
+    def failure(self, case_id: str, reason: str) -> CaseFailure:
+        return CaseFailure(case_id=case_id, reason=reason)
+
+    def summarise(self, results: Sequence[api.CaseResult]) -> PublicSummary:
+        ours = [r for r in results if isinstance(r, CaseScores | CaseFailure)]
+        if len(ours) != len(results):
+            raise TypeError("results of another benchmark cannot be summarised here")
+        return aggregate(ours, self.metrics)
+
+    def parse_summary(self, doc: Mapping[str, Any]) -> PublicSummary:
+        try:
+            summary = PublicSummary.model_validate(doc)
+        except ValidationError as exc:
+            raise api.SummaryError(
+                f"not a {PLUGIN_REF} summary ({exc.error_count()} errors)") from exc
+        if (summary.metrics_id, summary.metrics_version) != (self.metrics.metrics_id,
+                                                             self.metrics.version):
+            raise api.SummaryError(
+                f"summary of metrics {summary.metrics_id}/{summary.metrics_version}, expected "
+                f"{self.metrics.metrics_id}/{self.metrics.version}")
+        if set(summary.regions) != set(self.metrics.regions) or any(
+                set(stats) != set(METRIC_NAMES) for stats in summary.regions.values()):
+            raise api.SummaryError(f"the summary must hold every metric of regions {REGIONS}")
+        if summary.n_cases < 1 or summary.n_scored + summary.n_failed != summary.n_cases or min(
+                summary.n_scored, summary.n_failed, summary.n_nonfinite_cases) < 0:
+            raise api.SummaryError("the summary's case counts are inconsistent")
+        for stats in summary.regions.values():
+            for s in stats.values():
+                if not all(math.isfinite(v) for v in (s.mean, s.std, s.median, s.q25, s.q75)):
+                    raise api.SummaryError("the summary holds a non-finite value")
+        return summary
+
+    def parse_case_result(self, doc: Mapping[str, Any]) -> CaseResult:
+        try:
+            return _CASE_RESULT.validate_python(doc)
+        except ValidationError as exc:
+            raise api.SummaryError(
+                f"not a {PLUGIN_REF} case result ({exc.error_count()} errors)") from exc
+
+    def figures(self, summary: api.PublicSummary) -> tuple[api.Figure, ...]:
+        if not isinstance(summary, PublicSummary):
+            raise TypeError("a summary of another benchmark")
+        out: list[api.Figure] = []
+        for metric in METRIC_NAMES:
+            means = []
+            for region, stats in summary.regions.items():
+                s = stats[metric]
+                means.append(s.mean)
+                out.append(api.Figure(api.MetricRef(metric, region), s.mean, s.q25, s.q75,
+                                      s.std))
+            out.append(api.Figure(api.MetricRef(metric), sum(means) / len(means)))
+        return tuple(out)
+
+    def pool(self, summaries: Sequence[api.PublicSummary]) -> api.PooledFigures:
+        raise api.PoolingNotSupportedError(
+            f"{PLUGIN_REF} summaries carry no sufficient statistics yet (issue 15)")
+
+    # -- shipped models and demo data ----------------------------------------------------------
+
+    def model_bytes(self, name: str) -> bytes:
+        for ref in self._models:
+            if ref.name == name:
+                return load_model_bytes(ref)
+        raise KeyError(name)
+
+    def write_demo_dataset(self, out_dir: Path, n_cases: int, *, seed: int = 0) -> tuple[str, ...]:
+        return tuple(write_dataset(out_dir, range(seed, seed + n_cases), contract=self.contract))
+
+
+#: The entry point's object (``brats-2023-gli``).
+PLUGIN: Final[api.Benchmark] = BratsBenchmark()
