@@ -39,11 +39,13 @@ __all__ = [
     "SPLIT_SEED",
     "TRAINING_FRACTION",
     "RawFormatError",
+    "RowRejection",
     "Site",
     "WdbcCase",
     "WdbcSplits",
     "format_raw_csv",
     "load_wdbc",
+    "parse_raw_csv",
     "read_raw_csv",
     "split_cases",
     "write_raw_csv",
@@ -88,9 +90,21 @@ class WdbcCase:
             raise RawFormatError(f"features must be finite numbers in [0, {_MAX_FEATURE:g}]")
 
 
-def read_raw_csv(data: bytes) -> tuple[WdbcCase, ...]:
-    """Parse a raw CSV (the whole file's bytes), or raise :class:`RawFormatError` naming the
-    line. Case ids must be unique."""
+@dataclass(frozen=True)
+class RowRejection:
+    """A row of the raw CSV that is not a valid case: its case id (or ``line N`` when the id
+    itself is unusable) and why (never a feature value)."""
+
+    case: str
+    reason: str
+
+
+def parse_raw_csv(data: bytes) -> tuple[tuple[WdbcCase, ...], tuple[RowRejection, ...]]:
+    """Parse a raw CSV (the whole file's bytes) into its valid cases and its rejected rows.
+
+    The file as a whole must be bounded UTF-8 CSV with the documented header, or
+    :class:`RawFormatError`; a row that fails (columns, diagnosis, a feature, a repeated id) is
+    rejected with its reason and the other rows go on."""
     if len(data) > MAX_RAW_BYTES:
         raise RawFormatError(f"the file has {len(data)} bytes, more than {MAX_RAW_BYTES}")
     try:
@@ -98,6 +112,9 @@ def read_raw_csv(data: bytes) -> tuple[WdbcCase, ...]:
     except UnicodeDecodeError as exc:
         raise RawFormatError("the file is not UTF-8 text") from exc
     rows = csv.reader(io.StringIO(text, newline=""), strict=True)
+    cases: list[WdbcCase] = []
+    rejected: list[RowRejection] = []
+    seen: set[str] = set()
     try:
         header = next(rows, None)
         if header is None or tuple(h.strip() for h in header) != _HEADER:
@@ -105,34 +122,47 @@ def read_raw_csv(data: bytes) -> tuple[WdbcCase, ...]:
                 "line 1 must be the header 'case_id,diagnosis,' followed by the 30 feature "
                 f"names in order ({', '.join(FEATURES[:2])}, ..., {FEATURES[-1]})"
             )
-        cases: list[WdbcCase] = []
-        seen: set[str] = set()
         for row in rows:
-            line = rows.line_num
             if not row or all(not cell.strip() for cell in row):
                 continue
-            if len(row) != len(_HEADER):
-                raise RawFormatError(f"line {line}: {len(row)} columns, expected {len(_HEADER)}")
-            case_id, diagnosis = row[0].strip(), row[1].strip()
-            if diagnosis not in _DIAGNOSES:
-                raise RawFormatError(f"line {line}: diagnosis must be M or B")
+            line = rows.line_num
+            case_id = row[0].strip()
+            who = case_id if CASE_ID_PATTERN.fullmatch(case_id) else f"line {line}"
             try:
-                features = tuple(float(cell) for cell in row[2:])
-            except ValueError as exc:
-                raise RawFormatError(f"line {line}: a feature is not a number") from exc
-            try:
-                case = WdbcCase(case_id, features, bool(_DIAGNOSES[diagnosis]))
+                cases.append(_parse_row(row, seen))
             except RawFormatError as exc:
-                raise RawFormatError(f"line {line}: {exc}") from exc
-            if case_id in seen:
-                raise RawFormatError(f"line {line}: case id repeated")
-            seen.add(case_id)
-            cases.append(case)
+                rejected.append(RowRejection(who, f"line {line}: {exc}"))
     except csv.Error as exc:
         raise RawFormatError(f"line {rows.line_num}: not valid CSV ({exc})") from exc
+    return tuple(cases), tuple(rejected)
+
+
+def _parse_row(row: list[str], seen: set[str]) -> WdbcCase:
+    if len(row) != len(_HEADER):
+        raise RawFormatError(f"{len(row)} columns, expected {len(_HEADER)}")
+    case_id, diagnosis = row[0].strip(), row[1].strip()
+    if diagnosis not in _DIAGNOSES:
+        raise RawFormatError("diagnosis must be M or B")
+    try:
+        features = tuple(float(cell) for cell in row[2:])
+    except ValueError as exc:
+        raise RawFormatError("a feature is not a number") from exc
+    case = WdbcCase(case_id, features, bool(_DIAGNOSES[diagnosis]))
+    if case_id in seen:
+        raise RawFormatError("case id repeated")
+    seen.add(case_id)
+    return case
+
+
+def read_raw_csv(data: bytes) -> tuple[WdbcCase, ...]:
+    """Parse a raw CSV strictly: every row must be a valid case (:class:`RawFormatError` naming
+    the first bad line), and there must be at least one."""
+    cases, rejected = parse_raw_csv(data)
+    if rejected:
+        raise RawFormatError(rejected[0].reason)
     if not cases:
         raise RawFormatError("the file holds no cases")
-    return tuple(cases)
+    return cases
 
 
 def format_raw_csv(cases: Sequence[WdbcCase]) -> bytes:

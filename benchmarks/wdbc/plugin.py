@@ -1,0 +1,214 @@
+"""WDBC as a :class:`~sealbench.benchmarks.interface.Benchmark` plug-in: ``wdbc/1``.
+
+Breast-cancer diagnosis from fine-needle aspirate features (:mod:`.data`): each case is one row
+of 30 features and a benign/malignant label, a model returns P(malignant), and the summary is
+dataset-level (:mod:`.summary`): AUROC with a DeLong 95% interval, sensitivity and specificity at
+the fixed threshold 0.5, Brier score, calibration, and the statistics to pool sites. Declared in
+the entry-point group ``sealbench.benchmarks`` as ``wdbc`` (``pyproject.toml``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+
+from sealbench.benchmarks import interface as api
+
+from . import summary as s
+from .data import SITES, WdbcCase, load_wdbc, split_cases, write_raw_csv
+from .metrics import CALIBRATION_BINS, HISTOGRAM_BINS
+from .model import MODEL_CONTRACT, OnnxClassifier, Prediction, check_model
+from .prepared import CONTRACT, LAYOUT, RAW_FILE, WdbcLayout, open_dataset, prepare
+
+__all__ = ["PLUGIN", "PLUGIN_REF", "SHIPPED_MODELS", "WdbcBenchmark"]
+
+PLUGIN_REF: Final = api.PluginRef("wdbc", "1")
+#: Cases a published summary must describe at least (issue 15 enforces it).
+SMALL_CELL_MINIMUM: Final = 10
+
+#: The shipped models (``model/<name>.onnx``), reference first, bound by the SHA-256 recorded
+#: when :mod:`.train` made them.
+SHIPPED_MODELS: Final = (
+    api.ShippedModel(
+        "wdbc_logreg",
+        "sha256:cf5188f86bdc264c2fea40938cea56b69754d213c2cb21b23f384de39a6d43f3",
+        "standardised logistic regression (C=1) on the 171-case training split"),
+    api.ShippedModel(
+        "wdbc_mlp",
+        "sha256:8af031192f20cb5640309a89d652b7dd0c7824479ca201f7ac21221a834c533e",
+        "standardised MLP (16 hidden units, seed 0) on the same split: overconfident"),
+)
+
+_H, _L, _N = api.Direction.HIGHER, api.Direction.LOWER, api.Direction.NEUTRAL
+PRESENTATION: Final = api.Presentation(
+    metrics=(
+        api.MetricSpec("auroc", "AUROC", "", _H, True,
+                       "area under the ROC curve, DeLong 95% interval"),
+        api.MetricSpec("sensitivity", "Sensitivity", "", _H, True,
+                       f"malignant cases called malignant at P >= {s.THRESHOLD} (Wilson 95%)"),
+        api.MetricSpec("specificity", "Specificity", "", _H, True,
+                       f"benign cases called benign at P < {s.THRESHOLD} (Wilson 95%)"),
+        api.MetricSpec("brier", "Brier", "", _L, True, "mean squared error of P(malignant)"),
+        api.MetricSpec("ece", "ECE", "", _L, True,
+                       f"expected calibration error over {CALIBRATION_BINS} equal bins"),
+        api.MetricSpec("calibration_slope", "Cal. slope", "", _N, True,
+                       "logistic recalibration slope (1 is ideal)"),
+        api.MetricSpec("n_cases", "Cases", "cases", _N, True, "cases evaluated"),
+    ),
+    groups=(),
+    headline=api.MetricRef("auroc"),
+    columns=(api.MetricRef("auroc"), api.MetricRef("sensitivity"),
+             api.MetricRef("specificity"), api.MetricRef("brier"), api.MetricRef("ece")),
+)
+
+
+class _Runner:
+    def __init__(self, model_bytes: bytes) -> None:
+        self._model = OnnxClassifier(model_bytes)
+
+    def predict(self, case: WdbcCase) -> Prediction:
+        return self._model.predict(case)
+
+
+class WdbcBenchmark:
+    """The WDBC diagnostic classification benchmark behind the interface."""
+
+    def __init__(self) -> None:
+        self.ref = PLUGIN_REF
+        self.description = (
+            "Breast-cancer diagnosis on the Wisconsin Diagnostic Breast Cancer data (real "
+            "cases: 30 features of a digitised fine-needle aspirate, benign or malignant); "
+            "models output P(malignant); scored on the whole dataset: AUROC (DeLong 95% CI), "
+            f"sensitivity and specificity at P >= {s.THRESHOLD}, Brier score, calibration "
+            "(reliability table, ECE, slope, intercept).")
+        self.presentation = PRESENTATION
+        self.model_contract = MODEL_CONTRACT
+        self.layout = LAYOUT
+        self.small_cell_minimum = SMALL_CELL_MINIMUM
+        self.shipped_models = SHIPPED_MODELS
+
+    # -- data contract -------------------------------------------------------------------------
+
+    def data_contract(self) -> api.JsonObject:
+        return CONTRACT.model_dump(mode="json")
+
+    def metrics_spec(self) -> api.JsonObject:
+        return {"summary": s.SUMMARY_ID, "version": 1, "threshold": s.THRESHOLD,
+                "positive_class": "malignant", "auroc_interval": "delong",
+                "proportion_interval": "wilson", "calibration_bins": CALIBRATION_BINS,
+                "histogram_bins": HISTOGRAM_BINS,
+                "failed_case_score": "the worst: 0 if malignant, 1 if benign"}
+
+    def prepare(self, raw_dir: Path, out_dir: Path, *, progress: api.ProgressFn | None = None,
+                strict: bool = False) -> api.Prepared:
+        return prepare(raw_dir, out_dir, progress=progress, strict=strict)
+
+    def open_dataset(self, dataset_json: bytes) -> WdbcLayout:
+        return open_dataset(dataset_json)
+
+    # -- model contract ------------------------------------------------------------------------
+
+    def check_model(self, model_bytes: bytes) -> api.ModelReport:
+        return check_model(model_bytes)
+
+    def load_model(self, model_bytes: bytes) -> _Runner:
+        return _Runner(model_bytes)
+
+    # -- scoring and summary -------------------------------------------------------------------
+
+    def score(self, case: WdbcCase, prediction: Any) -> s.WdbcCaseResult:
+        if not isinstance(prediction, Prediction):
+            return s.WdbcCaseResult(case_id=case.case_id, malignant=case.malignant, score=None,
+                                    reason="the prediction is not a probability")
+        if prediction.score is None:
+            return s.WdbcCaseResult(case_id=case.case_id, malignant=case.malignant, score=None,
+                                    reason=prediction.reason or "no probability")
+        score = float(prediction.score)
+        if not (np.isfinite(score) and 0.0 <= score <= 1.0):
+            return s.WdbcCaseResult(case_id=case.case_id, malignant=case.malignant, score=None,
+                                    reason="the prediction is not a probability")
+        return s.WdbcCaseResult(case_id=case.case_id, malignant=case.malignant, score=score)
+
+    def failure(self, case_id: str, reason: str) -> s.WdbcCaseResult:
+        return s.WdbcCaseResult(case_id=case_id, malignant=None, score=None, reason=reason)
+
+    def summarise(self, results: Sequence[api.CaseResult]) -> s.WdbcSummary:
+        if not all(isinstance(r, s.WdbcCaseResult) for r in results):
+            raise TypeError("results of another benchmark cannot be summarised here")
+        return s.summarise(results, str(self.ref))
+
+    def parse_summary(self, doc: Mapping[str, Any]) -> s.WdbcSummary:
+        summary = s.parse_summary(doc)
+        if summary.plugin != str(self.ref):
+            raise api.SummaryError(f"summary of {summary.plugin}, expected {self.ref}")
+        if summary.n_scored + summary.n_failed != summary.n_cases or summary.n_cases < 1:
+            raise api.SummaryError("the summary's case counts are inconsistent")
+        return summary
+
+    def parse_case_result(self, doc: Mapping[str, Any]) -> s.WdbcCaseResult:
+        return s.parse_case_result(doc)
+
+    def figures(self, summary: api.PublicSummary) -> tuple[api.Figure, ...]:
+        if not isinstance(summary, s.WdbcSummary):
+            raise TypeError("a summary of another benchmark")
+        return s.figures(summary)
+
+    def pool(self, summaries: Sequence[api.PublicSummary]) -> api.PooledFigures:
+        ours = [x for x in summaries if isinstance(x, s.WdbcSummary)]
+        if len(ours) != len(summaries):
+            raise TypeError("summaries of another benchmark")
+        return s.pool(ours)
+
+    # -- shipped models and demo data ----------------------------------------------------------
+
+    def model_bytes(self, name: str) -> bytes:
+        for shipped in self.shipped_models:
+            if shipped.name == name:
+                data = (resources.files("sealbench.benchmarks.wdbc") / "model"
+                        / f"{name}.onnx").read_bytes()
+                actual = "sha256:" + hashlib.sha256(data).hexdigest()
+                if actual != shipped.sha256:
+                    raise api.ModelContractError(
+                        (f"shipped model {name} has {actual}, the plug-in records "
+                         f"{shipped.sha256}",))
+                return data
+        raise KeyError(name)
+
+    def write_demo_dataset(self, out_dir: Path, n_cases: int, *, seed: int = 0) -> tuple[str, ...]:
+        """Write ``out_dir/cases.csv`` with ``n_cases`` real WDBC cases (``sealbench[datasets]``).
+
+        Seeds 0, 1, 2 are the demo sites (referral, screening, general: disjoint, with different
+        case mixes; the first ``n_cases`` of the site in a seeded, class-stratified order);
+        other seeds draw from all 569 cases. ``ValueError`` when fewer cases are available."""
+        cases = _demo_cases(seed)
+        if not 1 <= n_cases <= len(cases):
+            raise ValueError(f"demo seed {seed} has {len(cases)} cases; asked for {n_cases}")
+        order = np.random.default_rng(seed).permutation(len(cases))
+        # Interleave the classes (each case ranked within its class) so that any prefix keeps
+        # the site's case mix.
+        ranks: dict[str, float] = {}
+        for label in (True, False):
+            members = [cases[i] for i in order if cases[i].malignant is label]
+            for k, case in enumerate(members):
+                ranks[case.case_id] = (k + 0.5) / len(members)
+        chosen = sorted(cases, key=lambda c: (ranks[c.case_id], c.malignant))[:n_cases]
+        chosen.sort(key=lambda c: c.case_id)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        write_raw_csv(out_dir / RAW_FILE, chosen)
+        return tuple(c.case_id for c in chosen)
+
+
+def _demo_cases(seed: int) -> tuple[WdbcCase, ...]:
+    every = load_wdbc()
+    if 0 <= seed < len(SITES):
+        return split_cases(every).sites[SITES[seed].name]
+    return every
+
+
+#: The entry point's object (``wdbc``).
+PLUGIN: Final[api.Benchmark] = WdbcBenchmark()

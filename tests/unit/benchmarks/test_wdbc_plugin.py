@@ -1,0 +1,237 @@
+"""The WDBC plug-in through the interface, as the enclave and the registry use it: found by
+name, preparation (whole or nothing, rows rejected with reasons, reproducible digest), the
+layout the enclave reads (tampered or foreign files refused), the model contract, scoring with
+failures penalised, the public summary (dataset-level, no case id, round trip) and pooling."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+from sklearn.metrics import roc_auc_score
+
+from sealbench.benchmarks import interface as api
+from sealbench.benchmarks.registry import PluginRegistry
+from sealbench.benchmarks.wdbc.data import FEATURES, format_raw_csv, load_wdbc, split_cases
+from sealbench.benchmarks.wdbc.model import Prediction
+from sealbench.benchmarks.wdbc.plugin import WdbcBenchmark
+from sealbench.benchmarks.wdbc.summary import WdbcCaseResult, WdbcSummary
+from sealbench.crypto.manifest import build_manifest
+
+
+@pytest.fixture(scope="module")
+def plugin() -> api.Benchmark:
+    found = PluginRegistry().get("wdbc")
+    assert isinstance(found, WdbcBenchmark) and str(found.ref) == "wdbc/1"
+    return found
+
+
+def _raw(tmp_path: Path, text: bytes, name: str = "raw") -> Path:
+    raw = tmp_path / name
+    raw.mkdir()
+    (raw / "cases.csv").write_bytes(text)
+    return raw
+
+
+def _evaluate(plugin: api.Benchmark, prepared: Path, model: bytes) -> list[api.CaseResult]:
+    """What the enclave does with the files of a prepared dataset, case by case."""
+    data = prepared / plugin.layout.data_dir
+    layout = plugin.open_dataset((data / plugin.layout.dataset_file).read_bytes())
+    runner = plugin.load_model(model)
+    manifest = build_manifest(data)
+    paths = [e.path for e in manifest.entries if e.path.startswith("cases/")]
+    results = []
+    for case_id, files in sorted(layout.group(paths).items()):
+        case = layout.load({p: (data / p).read_bytes() for p in files})
+        assert case.case_id == case_id
+        results.append(plugin.score(case, runner.predict(case)))
+    return results
+
+
+def test_prepared_dataset_is_reproducible_and_holds_counts_only(
+    plugin: api.Benchmark, tmp_path: Path
+) -> None:
+    site = split_cases(load_wdbc()).sites["referral"]
+    raw = _raw(tmp_path, format_raw_csv(site))
+    first = plugin.prepare(raw, tmp_path / "a")
+    second = plugin.prepare(raw, tmp_path / "b")
+    assert first.dataset_digest == second.dataset_digest
+    assert first.dataset_digest == build_manifest(tmp_path / "a" / "data").digest
+    assert len(first.accepted) == 100 and not first.rejected
+    assert first.statistics["n_malignant"] == 60 and first.statistics["n_benign"] == 40
+    stats = (tmp_path / "a" / "data" / "statistics.json").read_text()
+    assert not re.search(r"wdbc-\d{4}", stats)  # no case id in what is published
+
+
+def test_invalid_rows_are_rejected_with_reasons_and_strict_writes_nothing(
+    plugin: api.Benchmark, tmp_path: Path
+) -> None:
+    cases = load_wdbc()[:5]
+    text = format_raw_csv(cases).decode().splitlines()
+    text[2] = text[2].replace(",M,", ",X,").replace(",B,", ",X,")
+    text.append("wdbc-9999,M," + ",".join(["nan"] * len(FEATURES)))
+    raw = _raw(tmp_path, "\n".join(text).encode())
+    with pytest.raises(api.PreparationError) as strict:
+        plugin.prepare(raw, tmp_path / "strict", strict=True)
+    assert {r.case for r in strict.value.rejected} == {cases[1].case_id, "wdbc-9999"}
+    assert not list(tmp_path.glob("*strict*"))  # nothing written, not even a partial folder
+    prepared = plugin.prepare(raw, tmp_path / "lenient")
+    assert len(prepared.accepted) == 4
+    reasons = {r.case: r.reason for r in prepared.rejected}
+    assert "diagnosis must be M or B" in reasons[cases[1].case_id]
+    assert "finite" in reasons["wdbc-9999"]
+
+
+def test_a_raw_folder_without_the_csv_is_refused_with_the_format(
+    plugin: api.Benchmark, tmp_path: Path
+) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(
+        api.PreparationError, match=r"no cases.csv .* case_id,diagnosis,radius_mean"
+    ):
+        plugin.prepare(tmp_path / "empty", tmp_path / "out")
+
+
+@pytest.fixture(scope="module")
+def prepared_site(plugin: api.Benchmark, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("site")
+    plugin.write_demo_dataset(root / "raw", 120, seed=1)
+    plugin.prepare(root / "raw", root / "prepared")
+    return root / "prepared"
+
+
+def test_layout_refuses_foreign_and_tampered_files(
+    plugin: api.Benchmark, prepared_site: Path
+) -> None:
+    data = prepared_site / "data"
+    layout = plugin.open_dataset((data / "dataset.json").read_bytes())
+    with pytest.raises(api.CaseError):
+        layout.group(["cases/../../etc/case.json"])
+    with pytest.raises(api.CaseError):
+        layout.group(["cases/a/other.json"])
+    [path] = [p.relative_to(data).as_posix() for p in sorted(data.glob("cases/*/case.json"))][:1]
+    good = (data / path).read_bytes()
+    other_id = path.replace(path.split("/")[1], "wdbc-0000")
+    with pytest.raises(api.CaseError, match="id differs"):
+        layout.load({other_id: good})
+    with pytest.raises(api.CaseError, match="not a valid prepared WDBC case"):
+        layout.load({path: good.replace(b'"malignant":', b'"malignant":"x","m":')})
+    with pytest.raises(api.CaseError, match="more than"):
+        layout.load({path: b" " * 20_000})
+    doc = json.loads((data / "dataset.json").read_bytes())
+    doc["contract"]["features"] = doc["contract"]["features"][::-1]
+    with pytest.raises(api.CaseError, match="another WDBC contract"):
+        plugin.open_dataset(json.dumps(doc).encode())
+
+
+def test_shipped_models_meet_the_contract(plugin: api.Benchmark) -> None:
+    for shipped in plugin.shipped_models:
+        report = plugin.check_model(plugin.model_bytes(shipped.name))
+        assert report.outputs[0].name == "probabilities"
+    with pytest.raises(KeyError):
+        plugin.model_bytes("nope")
+
+
+def _identity_model(width: int, out_name: str = "probabilities") -> bytes:
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], [out_name])], "wrong",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", width])],
+        [helper.make_tensor_value_info(out_name, TensorProto.FLOAT, ["N", width])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return bytes(model.SerializeToString())
+
+
+def test_a_model_outside_the_contract_is_refused_with_every_difference(
+    plugin: api.Benchmark,
+) -> None:
+    with pytest.raises(api.ModelContractError) as error:
+        plugin.check_model(_identity_model(12))
+    assert any("input shape" in d for d in error.value.differences)
+    assert any("output shape" in d for d in error.value.differences)
+    with pytest.raises(api.ModelContractError, match="no output named 'probabilities'"):
+        plugin.check_model(_identity_model(30, "scores"))
+    with pytest.raises(api.ModelContractError, match="not a loadable ONNX model"):
+        plugin.check_model(b"not onnx")
+
+
+def test_summary_matches_a_direct_computation_and_names_no_case(
+    plugin: api.Benchmark, prepared_site: Path
+) -> None:
+    results = _evaluate(plugin, prepared_site, plugin.model_bytes("wdbc_logreg"))
+    summary = plugin.summarise(results)
+    assert isinstance(summary, WdbcSummary)
+    y = [r.malignant for r in results if isinstance(r, WdbcCaseResult)]
+    p = [r.score for r in results if isinstance(r, WdbcCaseResult)]
+    assert summary.auroc.value == pytest.approx(roc_auc_score(y, p))
+    assert (summary.n_cases, summary.n_malignant, summary.n_failed) == (120, 18, 0)
+    assert summary.auroc.ci_low is not None and summary.auroc.ci_low < summary.auroc.value
+    document = summary.to_json()
+    assert not re.search(r"wdbc-\d{4}", json.dumps(document))
+    assert plugin.parse_summary(json.loads(json.dumps(document))) == summary
+    figures = {f.ref.metric: f for f in plugin.figures(summary)}
+    assert figures["auroc"].value == summary.auroc.value
+    assert figures["sensitivity"].low == summary.sensitivity.ci_low
+
+
+def test_failed_cases_are_penalised_not_dropped(plugin: api.Benchmark) -> None:
+    case = load_wdbc()[0]  # malignant
+    benign = next(c for c in load_wdbc() if not c.malignant)
+    good = [plugin.score(c, Prediction(1.0 if c.malignant else 0.0)) for c in (case, benign)]
+    broken = plugin.score(case, Prediction(None, "output is not finite"))
+    assert broken.failed and "not finite" in (broken.to_json()["reason"] or "")
+    summary = plugin.summarise([*good, broken])
+    assert isinstance(summary, WdbcSummary)
+    assert (summary.n_cases, summary.n_failed, summary.n_scored) == (3, 1, 2)
+    assert summary.sensitivity.value == pytest.approx(0.5)  # the failure counts as missed
+    assert summary.brier == pytest.approx(1 / 3)
+    unloaded = plugin.failure("wdbc-0002", "case could not be loaded")
+    with_unlabelled = plugin.summarise([*good, unloaded])
+    assert isinstance(with_unlabelled, WdbcSummary)
+    assert (with_unlabelled.n_failed, with_unlabelled.n_unlabelled) == (1, 1)
+
+
+def test_a_forged_summary_is_refused(plugin: api.Benchmark, prepared_site: Path) -> None:
+    results = _evaluate(plugin, prepared_site, plugin.model_bytes("wdbc_mlp"))
+    document = plugin.summarise(results).to_json()
+    for forged in ({**document, "plugin": "wdbc/2"}, {**document, "n_failed": 5},
+                   {**document, "extra": 1}, {**document, "brier": "low"}):
+        with pytest.raises(api.SummaryError):
+            plugin.parse_summary(forged)
+
+
+def test_pooled_sites_equal_the_union_where_exact(plugin: api.Benchmark, tmp_path: Path) -> None:
+    model = plugin.model_bytes("wdbc_mlp")
+    summaries, everything = [], []
+    for seed in range(3):
+        plugin.write_demo_dataset(tmp_path / f"raw{seed}", 40 + 10 * seed, seed=seed)
+        plugin.prepare(tmp_path / f"raw{seed}", tmp_path / f"site{seed}")
+        results = _evaluate(plugin, tmp_path / f"site{seed}", model)
+        everything += results
+        summaries.append(plugin.summarise(results))
+    pooled = {f.ref.metric: f for f in plugin.pool(summaries).figures}
+    union = plugin.summarise(everything)
+    assert isinstance(union, WdbcSummary)
+    assert pooled["sensitivity"].value == union.sensitivity.value
+    assert pooled["specificity"].value == union.specificity.value
+    assert pooled["brier"].value == pytest.approx(union.brier)
+    assert union.calibration is not None
+    assert pooled["ece"].value == pytest.approx(union.calibration.ece)
+    assert pooled["auroc"].value == pytest.approx(union.auroc.value, abs=0.01)  # ties in bins
+    assert pooled["n_cases"].value == 150
+
+
+def test_demo_sites_keep_their_case_mix_in_any_prefix(plugin: api.Benchmark,
+                                                      tmp_path: Path) -> None:
+    ids = plugin.write_demo_dataset(tmp_path / "a", 20, seed=0)
+    assert len(ids) == 20
+    text = (tmp_path / "a" / "cases.csv").read_text()
+    assert text.count(",M,") == 12  # the referral site is 60% malignant
+    with pytest.raises(ValueError, match="has 100 cases"):
+        plugin.write_demo_dataset(tmp_path / "b", 101, seed=0)
+    assert len(plugin.write_demo_dataset(tmp_path / "c", 569, seed=7)) == 569
+    np.testing.assert_equal(plugin.write_demo_dataset(tmp_path / "d", 20, seed=0), ids)
