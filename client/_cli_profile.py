@@ -95,6 +95,17 @@ def profile_add(
     service_account: Annotated[
         str | None, typer.Option(help="gcp: the service account your VMs run as")
     ] = None,
+    machine_type: Annotated[
+        str | None, typer.Option(help="gcp: the VMs' machine type (doctor checks its quota)")
+    ] = None,
+    api_endpoint: Annotated[
+        list[str] | None,
+        typer.Option(metavar="NAME=URL",
+                     help="gcp: use URL instead of Google's endpoint for API NAME (kms, "
+                     "storage, iam, sts, compute, serviceusage, cloudresourcemanager, "
+                     "attestation); repeat for several. For private endpoints or a test "
+                     "stand-in: key-release policies then pin them (docs/gcp-setup.md)"),
+    ] = None,
 ) -> None:
     """Add (or replace) a profile; it becomes the current one unless --no-use. The registry is
     asked whether it accepts the token (a refusal is a warning: the profile is saved) and its
@@ -104,7 +115,8 @@ def profile_add(
         cloud, mock_tee, project=project, project_number=project_number, location=location,
         key_ring=key_ring, key=key, bucket=bucket, pool=pool,
         impersonate_service_account=impersonate_service_account, zone=zone,
-        service_account=service_account,
+        service_account=service_account, machine_type=machine_type,
+        api_endpoints=_endpoint_overrides(api_endpoint or []),
     )
     if token is None:
         token = typer.prompt("API token", hide_input=True)
@@ -142,8 +154,23 @@ def _pin_log_key(store: ProfileStore, name: str, *, replaced: bool) -> None:
                     "with 'sealbench-server key show' on the registry)")
 
 
+def _endpoint_overrides(given: list[str]) -> dict[str, str] | None:
+    """``--api-endpoint NAME=URL`` options as ``{NAME: URL}`` (None when none are given)."""
+    overrides: dict[str, str] = {}
+    for item in given:
+        name, sep, url = item.partition("=")
+        if not sep or not name or not url:
+            raise typer.BadParameter(f"{item[:80]!r} is not NAME=URL",
+                                     param_hint="'--api-endpoint'")
+        if name in overrides:
+            raise typer.BadParameter(f"{name} is given twice", param_hint="'--api-endpoint'")
+        overrides[name] = url
+    return overrides or None
+
+
 def _gcp_settings(
-    cloud: str | None, mock_tee: Path | None, *, project: str | None, **options: str | None
+    cloud: str | None, mock_tee: Path | None, *, project: str | None,
+    **options: str | dict[str, str] | None,
 ) -> GcpSettings | None:
     """The profile's Google Cloud settings from ``--cloud gcp`` and its options (None for the
     mock); a usage error names what is missing or malformed."""
@@ -168,7 +195,10 @@ def _gcp_settings(
         )
     except ValidationError as exc:
         err = exc.errors()[0]
-        option = "--" + str(err["loc"][0]).replace("_", "-")
+        option = "--" + str(err["loc"][0]).replace("_", "-").removesuffix("s")
+        if option == "--api-endpoint":
+            raise typer.BadParameter(err["msg"].removeprefix("Value error, "),
+                                     param_hint=option) from None
         raise typer.BadParameter(f"not a valid value ({err['msg']})", param_hint=option) from None
 
 
@@ -265,13 +295,18 @@ def profile_touches(profile: Profile) -> dict[str, str]:
 
         rows["cloud"] = f"Google Cloud project {profile.gcp.project} ({profile.gcp.project_number})"
         rows.update(gcp_owner_cloud_names(profile.gcp))
-        rows["attestation issuer"] = confidential_space_platform().issuer_uri
+        rows["attestation issuer"] = confidential_space_platform(
+            profile.gcp.api_endpoints
+        ).issuer_uri
         rows["credentials"] = (
             f"ADC impersonating {profile.gcp.impersonate_service_account}"
             if profile.gcp.impersonate_service_account else "Application Default Credentials"
         )
         rows["VM zone"] = profile.gcp.zone or "(pass --zone)"
         rows["VM service account"] = profile.gcp.service_account or "(pass --service-account)"
+        rows["VM machine type"] = profile.gcp.machine_type
+        for api, url in sorted(profile.gcp.api_endpoints.items()):
+            rows[f"{api} endpoint"] = url
     else:
         rows["cloud"] = "none (add --cloud gcp ... or --mock-tee DIR)"
     return rows
@@ -342,17 +377,27 @@ def doctor(
     profile: ProfileOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Check, read-only, what your runs need in your cloud (credentials, KMS key, bucket, pool
-    provider, the benchmark's image) and print the command that fixes each failure. Exit 0 only
-    when every check passes."""
+    """Check, read-only, what your runs need in your cloud (credentials, APIs enabled, KMS key,
+    bucket, pool provider, the VMs' service account and its roles, CPU quota for their machine
+    type, the benchmark's image) and print the gcloud command that fixes each failure. Exit 0
+    only when every check passes."""
     from sealbench.client import owner
-    from sealbench.client.doctor import check_owner_cloud
+    from sealbench.client.doctor import RunnerSettings, check_owner_cloud
 
     with session(profile) as s:
         cloud = owner.owner_cloud(s.profile, s.client, mock_tee)
         bench = s.client.get_benchmark(benchmark) if benchmark is not None else None
         assert isinstance(cloud, GcpOwnerCloud)  # the mock's account is one too
-        checks = check_owner_cloud(cloud, bench)
+        gcp = s.profile.profile.gcp
+        if gcp is not None and not (mock_tee or s.profile.profile.mock_tee):
+            runner = RunnerSettings(gcp.zone, gcp.service_account, gcp.machine_type)
+        else:  # the mock's defaults, as 'run --tee confidential-space' uses them
+            from sealbench.client._cli_tee import MOCK_ZONE
+
+            runner = RunnerSettings(
+                MOCK_ZONE, f"sealbench-runner@{cloud.project_id}.iam.gserviceaccount.com"
+            )
+        checks = check_owner_cloud(cloud, bench, runner)
     failed = [c for c in checks if not c.ok]
     if json_out:
         emit_json([{"check": c.name, "ok": c.ok, "detail": c.detail, "fix": c.fix}

@@ -22,8 +22,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal, Protocol
 
@@ -100,11 +100,26 @@ class PlatformPolicy:
     endpoints: ServiceEndpoints | None
 
 
-def confidential_space_platform() -> PlatformPolicy:
-    """Google Cloud Confidential Space: Google's verifier, Google's endpoints."""
+def confidential_space_platform(overrides: Mapping[str, str] | None = None) -> PlatformPolicy:
+    """Google Cloud Confidential Space: Google's verifier, Google's endpoints; or, with a
+    profile's endpoint ``overrides`` (``attestation``, ``sts``, ``kms``, ``storage``), the
+    issuer and token destinations they name, pinned exactly."""
+    from sealbench.cloud.credentials import DEFAULT_STS_URL
     from sealbench.cloud.policy import CONFIDENTIAL_SPACE_ISSUER_URI
+    from sealbench.enclave.spec import ServiceEndpoints
 
-    return PlatformPolicy("confidential-space", CONFIDENTIAL_SPACE_ISSUER_URI, None)
+    given = dict(overrides or {})
+    issuer = given.get("attestation", CONFIDENTIAL_SPACE_ISSUER_URI)
+    if not issuer.endswith("/"):
+        issuer += "/"
+    endpoints = None
+    if given.keys() & {"sts", "kms", "storage"}:
+        endpoints = ServiceEndpoints(
+            given.get("sts", DEFAULT_STS_URL),
+            given.get("kms", GoogleApis.kms),
+            given.get("storage", GoogleApis.storage),
+        )
+    return PlatformPolicy("confidential-space", issuer, endpoints)
 
 
 @dataclass(frozen=True)
@@ -115,6 +130,17 @@ class GoogleApis:
     kms: str = "https://cloudkms.googleapis.com"
     storage: str = "https://storage.googleapis.com"
     iam: str = "https://iam.googleapis.com"
+    compute: str = "https://compute.googleapis.com"
+    serviceusage: str = "https://serviceusage.googleapis.com"
+    cloudresourcemanager: str = "https://cloudresourcemanager.googleapis.com"
+
+    @classmethod
+    def with_overrides(cls, overrides: Mapping[str, str]) -> GoogleApis:
+        """Google's endpoints, with those ``overrides`` names replaced (other names, such as
+        ``sts`` and ``attestation``, are the platform's: see
+        :func:`confidential_space_platform`)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v.rstrip("/") for k, v in overrides.items() if k in names})
 
 
 class OwnerCloud(Protocol):
@@ -399,5 +425,11 @@ def insecure_mock_platform(endpoints: MockEndpoints) -> PlatformPolicy:
 
 
 def mock_apis(endpoints: MockEndpoints) -> GoogleApis:
-    """The mock's Google-compatible KMS, Storage and IAM endpoints."""
-    return GoogleApis(kms=endpoints.kms, storage=endpoints.storage, iam=endpoints.iam)
+    """The mock's Google-compatible KMS, Storage, IAM, Compute, Service Usage and Resource
+    Manager endpoints."""
+    apis = endpoints.apis or GoogleApis.serviceusage
+    return GoogleApis(
+        kms=endpoints.kms, storage=endpoints.storage, iam=endpoints.iam,
+        compute=endpoints.compute or GoogleApis.compute, serviceusage=apis,
+        cloudresourcemanager=endpoints.apis or GoogleApis.cloudresourcemanager,
+    )

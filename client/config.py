@@ -35,11 +35,19 @@ from pathlib import Path
 from typing import Final
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from sealbench.client.errors import ConfigError
 
 __all__ = [
+    "API_ENDPOINT_NAMES",
     "ENV_CONFIG_DIR",
     "ENV_DATA_DIR",
     "ENV_PROFILE",
@@ -65,6 +73,14 @@ _ENV_PROFILE_NAME: Final = "env"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _URL = re.compile(r"^https?://[^\s/]+(/[^\s]*)?$")
 _MAX_FILE = 1 << 20
+#: The Google APIs whose endpoint a profile may override (``--api-endpoint NAME=URL``).
+API_ENDPOINT_NAMES: Final = (
+    "kms", "storage", "iam", "sts", "compute", "serviceusage", "cloudresourcemanager",
+    "attestation",
+)
+_ENDPOINT = re.compile(
+    r"^(https://[A-Za-z0-9.-]+(:[0-9]{1,5})?|http://127\.0\.0\.1:[0-9]{1,5})(/[^\s@?#]*)?$"
+)
 
 
 def registry_url(text: str) -> str:
@@ -121,6 +137,27 @@ class GcpSettings(BaseModel):
     service_account: str | None = Field(
         default=None, pattern=r"^[a-z0-9-]+@[a-z0-9.-]+\.gserviceaccount\.com$"
     )
+    #: Endpoint overrides, ``{API name: URL}`` (:data:`API_ENDPOINT_NAMES`): private or
+    #: regional endpoints, or a test stand-in. Overriding ``sts``, ``kms`` or ``storage`` makes
+    #: the key-release policy pin them; ``attestation`` replaces Google's attestation verifier
+    #: as the issuer the pool trusts.
+    api_endpoints: dict[str, str] = Field(default_factory=dict, max_length=16)
+    #: The machine type doctor checks the CPU quota for (what ``run`` starts by default).
+    machine_type: str = Field(default="n2d-standard-2", pattern=r"^[a-z0-9]+-[a-z]+-[0-9]+$")
+
+    @field_validator("api_endpoints")
+    @classmethod
+    def _known_endpoints(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, url in value.items():
+            if name not in API_ENDPOINT_NAMES:
+                raise ValueError(
+                    f"unknown API {name[:40]!r}; known: {', '.join(API_ENDPOINT_NAMES)}"
+                )
+            if not _ENDPOINT.match(url):
+                raise ValueError(
+                    f"{name}: {url[:80]!r} is not an https URL (or http on 127.0.0.1)"
+                )
+        return value
 
 
 class Profile(BaseModel):

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from sealbench.client.api import AssetKind, RegistryClient
 from sealbench.client.cloud import (
     GcpOwnerCloud,
+    GoogleApis,
     InsecureMockOwnerCloud,
     OwnerCloud,
     confidential_space_platform,
@@ -30,12 +31,15 @@ from sealbench.server.schemas import CoordinatesPublic, CoordinatesUpdate
 if TYPE_CHECKING:
     from sealbench.client.sealing import SealReport
     from sealbench.cloud.policy_writer import SyncReport
+    from sealbench.enclave.spec import ServiceEndpoints
 
 __all__ = [
     "PolicySync",
+    "RunEndpoints",
     "SealOutcome",
     "gcp_owner_cloud",
     "owner_cloud",
+    "run_endpoints",
     "seal_asset",
     "sync_policy",
 ]
@@ -64,21 +68,45 @@ def owner_cloud(
 
 def gcp_owner_cloud(settings: GcpSettings) -> GcpOwnerCloud:
     """The production owner cloud a profile's ``gcp`` settings name; the owner's Application
-    Default Credentials are looked up when a call first needs them."""
+    Default Credentials are looked up when a call first needs them. Endpoint overrides
+    (``api_endpoints``) replace Google's endpoints and, for ``attestation``, ``sts``, ``kms``
+    and ``storage``, what the key-release policy pins."""
+    if "attestation" in settings.api_endpoints:
+        log.warning("this profile trusts attestation tokens from %s instead of Google's "
+                    "Confidential Space verifier", settings.api_endpoints["attestation"])
     return GcpOwnerCloud(
         project_id=settings.project,
         project_number=settings.project_number,
         credentials_source=functools.cache(
             functools.partial(gcp_credentials, settings.impersonate_service_account)
         ),
-        platform=confidential_space_platform(),
         location=settings.location,
         key_ring=settings.key_ring,
         key=settings.key,
         bucket=settings.bucket or "",
         pool_id=settings.pool,
         provider_id=settings.provider,
+        apis=GoogleApis.with_overrides(settings.api_endpoints),
+        platform=confidential_space_platform(settings.api_endpoints),
     )
+
+
+@dataclass(frozen=True)
+class RunEndpoints:
+    """The token destinations a profile's runs name in their run spec (what
+    :func:`sealbench.client.runs.build_spec` reads)."""
+
+    endpoints: ServiceEndpoints
+
+    def service_endpoints(self) -> ServiceEndpoints:
+        return self.endpoints
+
+
+def run_endpoints(settings: GcpSettings) -> RunEndpoints | None:
+    """What runs of a Google Cloud profile name as token destinations: None (Google's own)
+    unless the profile overrides them, and then exactly what its policies pin."""
+    pinned = confidential_space_platform(settings.api_endpoints).endpoints
+    return None if pinned is None else RunEndpoints(pinned)
 
 
 def gcp_owner_cloud_names(settings: GcpSettings) -> dict[str, str]:

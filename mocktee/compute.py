@@ -12,6 +12,7 @@ Routes (``/compute/v1/projects/{project}/zones/{zone}/…``, bearer token of a p
                                           ``start``, ``next`` out; the last 1 MiB is kept
     DELETE instances/{name}               kills the workload if it still runs → Operation
     GET    operations/{op}, POST operations/{op}/wait
+    GET    /compute/v1/projects/{project}/regions/{region}   regions.get, with the CPU quotas
 
 Insert validates what the API validates: the name; machine type vs. confidential instance type
 (SEV: N2D/C2D/C3D; TDX: C3; anything but SEV on N2D needs ``onHostMaintenance: TERMINATE``);
@@ -68,6 +69,10 @@ _ROUTE = re.compile(
     r"^/compute/v1/projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/"
     r"(?P<kind>instances|operations)(?:/(?P<name>[^/]+)(?P<sub>/serialPort|/wait)?)?$"
 )
+_REGION_ROUTE = re.compile(
+    r"^/compute/v1/projects/(?P<project>[^/]+)/regions/(?P<region>[a-z0-9-]+)$"
+)
+_QUOTA_METRICS = ("N2D_CPUS", "C2D_CPUS", "C3D_CPUS", "C3_CPUS")
 _API = "https://www.googleapis.com/compute/v1"
 Method = Literal["insert", "get", "serialPort", "delete", "operations"]
 _VERBS = {"insert": "create", "serialPort": "getSerialPortOutput"}
@@ -208,6 +213,7 @@ class MockCompute:
         self._vms: dict[tuple[str, str, str], MockVm] = {}
         self._operations: dict[tuple[str, str, str], dict[str, Any]] = {}
         self._faults: dict[str, list[ComputeFault]] = {}
+        self._quota_overrides: dict[tuple[str, str], int] = {}
         self._threads: list[threading.Thread] = []
 
     def fail_next(self, method: Method, fault: ComputeFault) -> None:
@@ -232,17 +238,59 @@ class MockCompute:
         for thread in threads:
             thread.join(timeout=30)
 
+    def set_quota(self, project_id: str, metric: str, limit: int) -> None:
+        """Set ``project_id``'s limit of quota ``metric`` (e.g. ``N2D_CPUS``) in every region
+        (what a quota decrease, or an unmet increase request, leaves)."""
+        with self._lock:
+            self._quota_overrides[(project_id, metric)] = limit
+
+    def _limit(self, project_id: str, metric: str) -> int:
+        return self._quota_overrides.get((project_id, metric), self.cpu_quota)
+
+    def _usage(self, project_id: str, metric: str) -> int:
+        return sum(  # stopped (TERMINATED) instances hold no CPU quota
+            v.cpus
+            for v in self._vms.values()
+            if (v.project_id, v.quota_metric) == (project_id, metric) and v.status != "TERMINATED"
+        )
+
+    def _region(self, project_id: str, region: str) -> Response:
+        """``regions.get``: the region with its CPU quotas per confidential machine family."""
+        with self._lock:
+            quotas = [
+                {"metric": metric, "limit": float(self._limit(project_id, metric)),
+                 "usage": float(self._usage(project_id, metric))}
+                for metric in _QUOTA_METRICS
+            ]
+        return json_response(200, {
+            "kind": "compute#region", "name": region, "status": "UP", "quotas": quotas,
+            "selfLink": f"{_API}/projects/{project_id}/regions/{region}",
+        })
+
     def handle(self, request: Request) -> Response:
         match = _ROUTE.match(request.path)
-        if match is None:
+        region = _REGION_ROUTE.match(request.path)
+        if match is None and region is None:
             return _error(404, f"{request.method} {request.path} not found", "notFound")
         caller = self._identity.authenticate(request)
         if isinstance(caller, Response):
             return caller
-        project, zone, kind, name, sub = match.group("project", "zone", "kind", "name", "sub")
+        project = (match or region).group("project")  # type: ignore[union-attr]
         resolved = self._identity.resolve_project(project)
         if resolved is None:
             return _error(404, f"The resource 'projects/{project}' was not found", "notFound")
+        off = self._identity.service_disabled(project, "compute.googleapis.com")
+        if off is not None:
+            return off
+        if region is not None:
+            if request.method != "GET":
+                return _error(404, f"{request.method} {request.path} not found", "notFound")
+            if not self._identity.is_owner(caller, resolved[0]):
+                resource = f"projects/{resolved[0]}/regions/{region.group('region')}"
+                return ComputeFault.permission_denied("compute.regions.get", resource).response()
+            return self._region(resolved[0], region.group("region"))
+        assert match is not None
+        zone, kind, name, sub = match.group("zone", "kind", "name", "sub")
         project_id, project_number = resolved
         method: Method = (
             "operations"
@@ -366,15 +414,9 @@ class MockCompute:
             if key in self._vms:
                 resource = f"projects/{project_id}/zones/{zone}/instances/{key[2]}"
                 return _error(409, f"The resource '{resource}' already exists", "alreadyExists")
-            vms = self._vms.values()
-            used = sum(  # stopped (TERMINATED) instances hold no CPU quota
-                v.cpus
-                for v in vms
-                if (v.project_id, v.quota_metric) == (project_id, metric)
-                and v.status != "TERMINATED"
-            )
-            if used + cpus > self.cpu_quota:
-                fault = ComputeFault.quota_exceeded(metric, self.cpu_quota, zone.rsplit("-", 1)[0])
+            used, limit = self._usage(project_id, metric), self._limit(project_id, metric)
+            if used + cpus > limit:
+                fault = ComputeFault.quota_exceeded(metric, limit, zone.rsplit("-", 1)[0])
                 error = {
                     "httpErrorStatusCode": 403,
                     "httpErrorMessage": "FORBIDDEN",

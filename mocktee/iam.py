@@ -12,6 +12,7 @@ import secrets
 from typing import Any
 
 from sealbench.mocktee._http import Request, Response, google_error, json_response
+from sealbench.mocktee.apis import MockServiceAccounts
 from sealbench.mocktee.cel import CelError, check_expression
 from sealbench.mocktee.identity import Caller, Identity
 from sealbench.mocktee.state import MockState
@@ -92,6 +93,7 @@ class MockIam:
     def __init__(self, state: MockState, identity: Identity) -> None:
         self._state = state
         self._identity = identity
+        self.accounts = MockServiceAccounts(state, identity)
 
     def _owner(self, request: Request, project: str) -> tuple[Caller, str] | Response:
         caller = self._identity.authenticate(request)
@@ -108,6 +110,12 @@ class MockIam:
 
     def handle(self, request: Request) -> Response:
         path, method = request.path, request.method
+        project = re.match(r"^/v1/projects/([^/]+)/", path)
+        if project and (off := self._identity.service_disabled(
+                project.group(1), "iam.googleapis.com")):
+            return off
+        if MockServiceAccounts.matches(path):
+            return self.accounts.handle(request)
         if m := _OPERATION.match(path):
             return json_response(200, {"name": m.group(1), "done": True})
         for pattern, handler in (

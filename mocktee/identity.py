@@ -17,11 +17,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sealbench.mocktee._http import Request, Response, bearer_token, google_error
+from sealbench.mocktee._http import Request, Response, bearer_token, google_error, json_response
 from sealbench.mocktee.state import MockState, token_hash
 
 __all__ = [
     "ACCESS_TOKEN_LIFETIME_S",
+    "SERVICE_TITLES",
     "Caller",
     "Identity",
     "federated_members",
@@ -32,6 +33,19 @@ __all__ = [
 #: Federated and owner access tokens of the mock live as long as Google's (one hour).
 ACCESS_TOKEN_LIFETIME_S = 3600
 _TOKEN_PREFIX = "mock-insecure."  # noqa: S105 - a prefix, not a secret
+
+#: The APIs the mock serves (all enabled in a new project, unlike Google Cloud, where an owner
+#: enables them; ``services/NAME:disable`` turns one off) and their titles in Google's errors.
+SERVICE_TITLES: dict[str, str] = {
+    "cloudkms.googleapis.com": "Cloud Key Management Service (KMS) API",
+    "storage.googleapis.com": "Cloud Storage API",
+    "iam.googleapis.com": "Identity and Access Management (IAM) API",
+    "sts.googleapis.com": "Security Token Service API",
+    "compute.googleapis.com": "Compute Engine API",
+    "confidentialcomputing.googleapis.com": "Confidential Computing API",
+    "cloudresourcemanager.googleapis.com": "Cloud Resource Manager API",
+    "serviceusage.googleapis.com": "Service Usage API",
+}
 
 
 def pool_base(project_number: str, pool_id: str) -> str:
@@ -146,6 +160,33 @@ class Identity:
             if project in (project_id, info["number"]):
                 return project_id, str(info["number"])
         return None
+
+    def service_disabled(self, project: str, service: str) -> Response | None:
+        """Google's ``403 SERVICE_DISABLED`` answer when ``service`` is disabled in
+        ``project`` (id or number), else None."""
+        resolved = self.resolve_project(project)
+        if resolved is None:
+            return None
+        project_id, number = resolved
+        if service not in self._state.read()["disabled_services"].get(project_id, []):
+            return None
+        title = SERVICE_TITLES.get(service, service)
+        message = (
+            f"{title} has not been used in project {number} before or it is disabled. Enable "
+            f"it by visiting https://console.developers.google.com/apis/api/{service}/overview"
+            f"?project={number} then retry."
+        )
+        return json_response(403, {"error": {
+            "code": 403, "message": message, "status": "PERMISSION_DENIED",
+            "errors": [{"message": message, "domain": "usageLimits",
+                        "reason": "accessNotConfigured"}],
+            "details": [{
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                "reason": "SERVICE_DISABLED",
+                "domain": "googleapis.com",
+                "metadata": {"service": service, "consumer": f"projects/{number}"},
+            }],
+        }})
 
     def is_owner(self, caller: Caller, project: str) -> bool:
         for project_id, info in self._state.read()["projects"].items():

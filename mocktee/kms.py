@@ -51,6 +51,7 @@ _RING_PATH = r"projects/([^/]+)/locations/([^/]+)/keyRings"
 _RINGS = re.compile(rf"^/v1/{_RING_PATH}$")
 _RING = re.compile(rf"^/v1/({_RING_PATH}/[^/:]+)$")
 _KEYS = re.compile(rf"^/v1/({_RING_PATH}/[^/]+)/cryptoKeys$")
+_PROJECT = re.compile(r"^/v1/projects/([^/]+)/")
 _KEY = re.compile(rf"^/v1/({_RING_PATH}/[^/]+/cryptoKeys/[^/:]+)(?::(\w+))?$")
 _ID = re.compile(r"^[a-zA-Z0-9_-]{1,63}$")
 
@@ -110,6 +111,10 @@ class MockKms:
         caller = self._identity.authenticate(request)
         if isinstance(caller, Response):
             return caller
+        project = _PROJECT.match(request.path)
+        if project and (off := self._identity.service_disabled(
+                project.group(1), "cloudkms.googleapis.com")):
+            return off
         try:
             return self._route(request, caller)
         except _BadRequestError as exc:
@@ -161,6 +166,13 @@ class MockKms:
             return self._denied(permission, name)
         if key is None:
             return google_error(404, f"CryptoKey {name} not found.")
+        state = key["primary"].get("state", "ENABLED")
+        if state != "ENABLED":  # destroyed (or disabled) by its owner: nothing is sealed or opened
+            return google_error(
+                400,
+                f"{key['primary']['name']} is not enabled, current state is: {state}.",
+                "FAILED_PRECONDITION",
+            )
         result: dict[str, Any] = key
         return result
 
@@ -231,6 +243,18 @@ class MockKms:
             doc["crypto_keys"][name] = key
         _log.warning("INSECURE mock KMS: created %s (key material kept in the state dir)", name)
         return json_response(200, key)
+
+    def destroy_primary(self, name: str) -> None:
+        """Mark the primary version of key ``name`` DESTROYED and drop its material, as
+        ``gcloud kms keys versions destroy`` does once the schedule has run (fault injection)."""
+        with self._state.edit() as doc:
+            key = doc["crypto_keys"].get(name)
+            if key is None:
+                raise ValueError(f"no key {name}")
+            key["primary"]["state"] = "DESTROYED"
+            with self._lock:
+                self._material.pop(key["primary"]["name"], None)
+                atomic_write(self._secrets_path, json.dumps(self._material).encode(), mode=0o600)
 
     # -- cryptography ----------------------------------------------------------------------
 

@@ -3,8 +3,10 @@
 create``): a project with the owner, a KMS key ring and ``ENCRYPT_DECRYPT`` key, a bucket, and an
 owner access token. Everything goes through the mock's public REST endpoints (and its INSECURE
 control endpoint for the project and the token), so tests, ``sealbench demo`` and the CLI's
-``mock-tee up`` share one path. The workload identity pool, provider and IAM bindings are not
-made here: that is the policy writer's job (:mod:`sealbench.cloud.policy_writer`)."""
+``mock-tee up`` share one path; with it comes the service account the owner's VMs run as
+(``sealbench-runner@PROJECT``) and its project roles. The workload identity pool, provider and
+IAM bindings are not made here: that is the policy writer's job
+(:mod:`sealbench.cloud.policy_writer`)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,19 @@ from typing import Any
 
 from sealbench.mocktee.server import MockEndpoints
 
-__all__ = ["PROVISION_TIMEOUT_S", "OwnerSetup", "ProvisionError", "provision_owner"]
+__all__ = [
+    "PROVISION_TIMEOUT_S",
+    "RUNNER_ACCOUNT_ID",
+    "RUNNER_ROLES",
+    "OwnerSetup",
+    "ProvisionError",
+    "provision_owner",
+]
+
+#: The account id of the service account an owner's Confidential Space VMs run as.
+RUNNER_ACCOUNT_ID = "sealbench-runner"
+#: The project roles that account needs (the same list ``sealbench doctor`` checks).
+RUNNER_ROLES = ("roles/confidentialcomputing.workloadUser", "roles/logging.logWriter")
 
 #: Seconds allowed for each provisioning request.
 PROVISION_TIMEOUT_S = 30.0
@@ -102,4 +116,27 @@ def provision_owner(
         except ProvisionError as exc:
             if "HTTP 409" not in str(exc):  # already exists: provisioning is idempotent
                 raise
+    if endpoints.apis is not None:
+        _runner_account(endpoints, project_id, token)
     return OwnerSetup(principal, project_id, project_number, key_name, bucket, token)
+
+
+def _runner_account(endpoints: MockEndpoints, project_id: str, token: str) -> None:
+    """The service account the owner's Confidential Space VMs run as, with the project roles a
+    run needs (``gcloud iam service-accounts create`` + ``gcloud projects
+    add-iam-policy-binding``)."""
+    try:
+        _call("POST", f"{endpoints.iam}/v1/projects/{project_id}/serviceAccounts",
+              {"accountId": RUNNER_ACCOUNT_ID}, token)
+    except ProvisionError as exc:
+        if "HTTP 409" not in str(exc):
+            raise
+    member = f"serviceAccount:{RUNNER_ACCOUNT_ID}@{project_id}.iam.gserviceaccount.com"
+    policy = _call("POST", f"{endpoints.apis}/v1/projects/{project_id}:getIamPolicy", {}, token)
+    bindings = [b for b in policy.get("bindings", []) if b.get("role") != "roles/owner"]
+    held = {b["role"] for b in bindings if member in b.get("members", [])}
+    if held >= set(RUNNER_ROLES):
+        return
+    bindings += [{"role": role, "members": [member]} for role in RUNNER_ROLES if role not in held]
+    _call("POST", f"{endpoints.apis}/v1/projects/{project_id}:setIamPolicy",
+          {"policy": {"bindings": bindings, "etag": policy.get("etag")}}, token)

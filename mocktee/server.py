@@ -10,12 +10,17 @@ stays valid::
 
     {"version": 1, "insecure": true, "issuer": "http://127.0.0.1:P", "jwks_uri": …,
      "sts_token_url": "http://127.0.0.1:P/v1/token", "iam": url, "kms": url, "storage": url,
-     "control": url, "compute": url, "ports": {"verifier": P, "sts": P, "iam": P, "kms": P,
-     "storage": P, "emulator": P, "control": P, "compute": P}}
+     "control": url, "compute": url, "apis": url, "ports": {"verifier": P, "sts": P, "iam": P,
+     "kms": P, "storage": P, "emulator": P, "control": P, "compute": P, "apis": P}}
 
 ``compute`` is the Compute Engine stand-in (:mod:`sealbench.mocktee.compute`) that the
-Confidential Space launcher talks to; an ``endpoints.json`` written before it existed loads with
-``compute`` unset.
+Confidential Space launcher talks to; ``apis`` serves Service Usage, project IAM policies and the
+OAuth 2.0 token endpoint (:mod:`sealbench.mocktee.apis`). An ``endpoints.json`` written before
+either existed loads with it unset.
+
+The control endpoint also injects the failures a real project produces, for tests only
+(``POST /mock/v1/faults``, :meth:`MockCloud.inject`), and hands out refresh tokens for
+``authorized_user`` Application Default Credentials (``POST /mock/v1/refreshTokens``).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from typing import Any
 from sealbench.crypto.attestation import Jwks
 from sealbench.enclave.spec import ServiceEndpoints
 from sealbench.mocktee._http import HttpService, Request, Response, google_error, json_response
+from sealbench.mocktee.apis import MockProjectApis
 from sealbench.mocktee.compute import MockCompute
 from sealbench.mocktee.iam import MockIam
 from sealbench.mocktee.identity import Identity
@@ -42,12 +48,16 @@ from sealbench.mocktee.storage import EmulatorProcess, StorageProxy, free_port
 from sealbench.mocktee.sts import MockSts
 from sealbench.mocktee.verifier import MockVerifier, WorkloadLaunch
 
-__all__ = ["ENDPOINTS_FILE", "MockCloud", "MockEndpoints", "MockPorts"]
+__all__ = ["ENDPOINTS_FILE", "FAULTS", "MockCloud", "MockEndpoints", "MockPorts"]
 
 _log = logging.getLogger("sealbench.mocktee")
 
 ENDPOINTS_FILE = "endpoints.json"
-_SERVICES = ("verifier", "sts", "iam", "kms", "storage", "emulator", "control", "compute")
+_SERVICES = (
+    "verifier", "sts", "iam", "kms", "storage", "emulator", "control", "compute", "apis"
+)
+#: What the control endpoint's ``POST /mock/v1/faults`` can break (see :meth:`MockCloud.inject`).
+FAULTS = ("permission-denied", "api-disabled", "key-destroyed", "bucket-missing", "quota-exceeded")
 
 
 @dataclass(frozen=True)
@@ -62,6 +72,7 @@ class MockPorts:
     emulator: int = 0
     control: int = 0
     compute: int = 0
+    apis: int = 0
 
     @classmethod
     def parse(cls, spec: str) -> MockPorts:
@@ -88,6 +99,7 @@ class MockEndpoints:
     control: str
     ports: MockPorts
     compute: str | None = None
+    apis: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"version": 1, "insecure": True, **asdict(self)}
@@ -143,6 +155,7 @@ class MockCloud:
         self.iam = MockIam(self.state, self.identity)
         self.kms = MockKms(self.state, self.identity, clock)
         self.compute = MockCompute(self.identity, self.verifier, work_root=state_dir)
+        self.apis = MockProjectApis(self.state, self.identity)
         self._services = [
             verifier_service,
             HttpService("sts", self.sts.handle, port=chosen["sts"]),
@@ -150,6 +163,7 @@ class MockCloud:
             HttpService("kms", self.kms.handle, port=chosen["kms"]),
             HttpService("control", self._control, port=chosen["control"]),
             HttpService("compute", self.compute.handle, port=chosen["compute"]),
+            HttpService("apis", self.apis.handle, port=chosen["apis"]),
         ]
         self._emulator = EmulatorProcess(str(self.state.storage_dir), chosen["emulator"])
         self._proxy = StorageProxy(
@@ -165,6 +179,7 @@ class MockCloud:
             storage=self._proxy.url,
             control=by_name["control"].url,
             compute=by_name["compute"].url,
+            apis=by_name["apis"].url,
             ports=MockPorts(
                 verifier=by_name["verifier"].port,
                 sts=by_name["sts"].port,
@@ -174,6 +189,7 @@ class MockCloud:
                 emulator=chosen["emulator"],
                 control=by_name["control"].port,
                 compute=by_name["compute"].port,
+                apis=by_name["apis"].port,
             ),
         )
 
@@ -243,6 +259,41 @@ class MockCloud:
         token, _ = self.identity.issue(principal)
         return token
 
+    def inject(self, fault: Mapping[str, Any]) -> None:
+        """Break something the way a real project breaks (test-only, INSECURE control)::
+
+            {"fault": "permission-denied", "project": P, "principal": "user:EMAIL"}
+                the principal is no longer an owner of P: every call it makes there is refused
+            {"fault": "api-disabled", "project": P, "service": "cloudkms.googleapis.com"}
+                the API is disabled in P (403 SERVICE_DISABLED, as 'gcloud services disable')
+            {"fault": "key-destroyed", "key": "projects/…/cryptoKeys/K"}
+                the key's primary version is DESTROYED (its material gone)
+            {"fault": "bucket-missing", "bucket": B}
+                the bucket no longer exists (404)
+            {"fault": "quota-exceeded", "project": P, "metric": "N2D_CPUS", "limit": 0}
+                P's CPU quota of that family is ``limit`` in every region
+        """
+        kind = fault.get("fault")
+        if kind == "permission-denied":
+            project, principal = str(fault["project"]), str(fault["principal"])
+            with self.state.edit() as doc:
+                owners = doc["projects"][project]["owners"]
+                doc["projects"][project]["owners"] = [o for o in owners if o != principal]
+        elif kind == "api-disabled":
+            self.apis.set_service(str(fault["project"]), str(fault["service"]), enabled=False)
+        elif kind == "key-destroyed":
+            self.kms.destroy_primary(str(fault["key"]))
+        elif kind == "bucket-missing":
+            with self.state.edit() as doc:
+                if doc["buckets"].pop(str(fault["bucket"]), None) is None:
+                    raise ValueError(f"no bucket {fault['bucket']}")
+        elif kind == "quota-exceeded":
+            self.compute.set_quota(
+                str(fault["project"]), str(fault["metric"]), int(fault["limit"])
+            )
+        else:
+            raise ValueError(f"unknown fault {kind!r}; known: {', '.join(FAULTS)}")
+
     def launcher(self) -> MockLauncher:
         """A launcher whose tokens this process's verifier signs."""
         return MockLauncher(self.verifier)
@@ -258,6 +309,12 @@ class MockCloud:
                 self.create_project(
                     str(body["projectId"]), str(body["projectNumber"]), str(body["owner"])
                 )
+                return json_response(200, body)
+            if request.path == "/mock/v1/refreshTokens":
+                refresh = self.apis.issue_refresh_token(str(body["principal"]))
+                return json_response(200, {"refresh_token": refresh})
+            if request.path == "/mock/v1/faults":
+                self.inject(body)
                 return json_response(200, body)
             if request.path == "/mock/v1/ownerTokens":
                 token = self.owner_token(str(body["principal"]))

@@ -16,7 +16,12 @@ Layout of the state directory (each file written atomically: temp + fsync + rena
     {"version": 1, "projects": {id: {"number": str, "owners": [member]}},
      "pools": {name: pool}, "providers": {name: provider}, "key_rings": {name: ring},
      "crypto_keys": {name: key}, "iam": {resource: policy}, "buckets": {bucket: project_id},
-     "access_tokens": {sha256hex: {"principal", "principal_sets", "expires", "attributes"}}}
+     "access_tokens": {sha256hex: {"principal", "principal_sets", "expires", "attributes"}},
+     "disabled_services": {project_id: [service name]},
+     "service_accounts": {email: account}, "project_iam": {project_id: policy},
+     "refresh_tokens": {sha256hex: principal}}
+
+A state written before the last four sections existed loads with them empty.
 """
 
 from __future__ import annotations
@@ -74,6 +79,10 @@ def _empty() -> dict[str, Any]:
         "iam": {},
         "buckets": {},
         "access_tokens": {},
+        "disabled_services": {},
+        "service_accounts": {},
+        "project_iam": {},
+        "refresh_tokens": {},
     }
 
 

@@ -61,6 +61,7 @@ _ROUTES: tuple[tuple[str, re.Pattern[str], str, tuple[str, ...]], ...] = (
     ("DELETE", re.compile(rf"^/storage/v1/b/{_B}/o/.+$"), "storage.objects.delete", _DELETE),
     ("PATCH", re.compile(rf"^/storage/v1/b/{_B}/o/.+$"), "storage.objects.update", _DELETE),
 )
+_BUCKET_PATH = re.compile(rf"^/(?:upload/|download/)?storage/v1/b/{_B}(?:/.*)?$")
 _BUCKET_IAM = re.compile(rf"^/storage/v1/b/{_B}/iam$")
 _TEST_PERMISSIONS = re.compile(rf"^/storage/v1/b/{_B}/iam/testPermissions$")
 #: The roles that grant each permission ``testPermissions`` answers for.
@@ -194,6 +195,11 @@ class StorageProxy:
                 handler, *_gcs_error(401, "Anonymous caller does not have access.", "required")
             )
             return
+        refusal = self._bucket_refusal(handler.command, path, query)
+        if refusal is not None:
+            handler.rfile.read(length)
+            self._reply(handler, *refusal)
+            return
         if m := _TEST_PERMISSIONS.match(path):
             handler.rfile.read(length)
             asked = parse_qs(parts.query).get("permissions", [])
@@ -219,6 +225,23 @@ class StorageProxy:
             self._forward(handler, length, body)
             return
         self._forward(handler, length, None)
+
+    def _bucket_refusal(
+        self, method: str, path: str, query: dict[str, str]
+    ) -> tuple[int, bytes] | None:
+        """Cloud Storage's answer before any permission check: the API is disabled in the
+        bucket's project (403 ``SERVICE_DISABLED``), or the bucket does not exist (404)."""
+        doc = self._state.read()
+        if path == "/storage/v1/b" and method == "POST":
+            project = query.get("project", "")
+        elif m := _BUCKET_PATH.match(path):
+            project = doc["buckets"].get(m.group("bucket"))
+            if project is None:
+                return _gcs_error(404, "The specified bucket does not exist.", "notFound")
+        else:
+            return None
+        off = self._identity.service_disabled(project, "storage.googleapis.com")
+        return None if off is None else (off.status, off.body)
 
     def _test_permissions(
         self, bucket: str, caller: Caller, asked: list[str]
