@@ -132,6 +132,7 @@ def create_app(
                 clock=clock,
                 cache_seconds=settings.token_cache_seconds,
                 monotonic=monotonic,
+                revocation_check_seconds=settings.revocation_check_seconds,
             ),
             verifier=ResultVerifier(
                 settings.trusted_issuers, jwks, clock=lambda: clock().timestamp()

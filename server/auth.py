@@ -3,10 +3,17 @@
 API tokens are 256-bit random strings (``sbt_`` + base64url) printed once and stored only as
 their SHA-256. A fast unsalted hash is right here: the input has full entropy, so there is
 nothing to brute-force and no dictionary to precompute, and a per-request lookup must stay
-cheap. Resolved tokens are cached for ``token_cache_seconds`` (a revoked token stops working
-within that time). OIDC JWTs must be RS256, signed by a key of the issuer's JWKS, and carry the
-configured ``iss`` and ``aud``; the user is provisioned on first sight from ``sub`` and
-``email``.
+cheap. OIDC JWTs must be RS256, signed by a key of the issuer's JWKS, and carry the configured
+``iss`` and ``aud``; the user is provisioned on first sight from ``sub`` and ``email``. A
+disabled user (``users.disabled_at``) is refused either way.
+
+The token cache, and how fast a revocation reaches every process: a resolved API token is kept
+in this process's memory for at most ``cache_seconds``. Every revocation and every disabling
+adds one to the database's ``auth_generation`` row in its own transaction; each process reads
+that row (one primary-key read) at most once per ``revocation_check_seconds`` and empties its
+cache when the value moved. So a revoked token or a disabled user stops working on every process
+at most ``revocation_check_seconds`` (default 1 s) after the revocation committed, plus the
+duration of a request already past authentication; the cache itself is safe to lose.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 import jwt
 from sqlalchemy import select
@@ -27,12 +34,13 @@ from sealbench.server.audit import append_event
 from sealbench.server.db import Database
 from sealbench.server.errors import AuthenticationError
 from sealbench.server.jwks import JwksCache
-from sealbench.server.models import ApiToken, User
+from sealbench.server.models import ApiToken, AuthGeneration, User
 from sealbench.server.settings import OidcSettings
 
 __all__ = [
     "API_TOKEN_PREFIX",
     "Authenticator",
+    "Identity",
     "Principal",
     "hash_api_token",
     "new_api_token",
@@ -50,6 +58,16 @@ class Principal:
     user_id: int
     email: str
     is_admin: bool
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A verified credential: who it is, which API token it was (None for a JWT) and, for a
+    JWT, when it expires (a dashboard session signed in with it ends then)."""
+
+    principal: Principal
+    token_id: int | None
+    expires_at: datetime | None
 
 
 def new_api_token() -> str:
@@ -75,17 +93,27 @@ class Authenticator:
         clock: Callable[[], datetime],
         cache_seconds: float,
         monotonic: Callable[[], float],
+        revocation_check_seconds: float = 1.0,
     ) -> None:
         self._db = db
         self._oidc = oidc
         self._jwks = jwks
         self._clock = clock
         self._cache_seconds = cache_seconds
+        self._check_seconds = revocation_check_seconds
         self._monotonic = monotonic
-        self._cache: dict[str, tuple[float, Principal]] = {}
+        self._cache: dict[str, tuple[float, Identity]] = {}
         self._lock = threading.Lock()
+        self._generation: int | None = None
+        self._checked_at = float("-inf")
 
     def authenticate(self, authorization: str | None) -> Principal:
+        """The caller named by ``authorization`` (may read the database: call it from a
+        worker thread)."""
+        return self.identify(authorization).principal
+
+    def identify(self, authorization: str | None) -> Identity:
+        """Like :meth:`authenticate`, with the token id and the credential's expiry."""
         if not authorization:
             raise AuthenticationError("an 'Authorization: Bearer <token>' header is required")
         scheme, _, credential = authorization.partition(" ")
@@ -105,12 +133,29 @@ class Authenticator:
             return None
         with self._lock:
             hit = self._cache.get(hash_api_token(credential.strip()))
-        if hit is None or self._monotonic() - hit[0] >= self._cache_seconds:
+        now = self._monotonic()
+        if hit is None or now - hit[0] >= self._cache_seconds:
             return None
-        return hit[1]
+        if now - self._checked_at >= self._check_seconds:
+            return None  # the revocation generation is due: authenticate() reads it
+        return hit[1].principal
 
-    def _api_token(self, token: str) -> Principal:
+    def check_revocations(self) -> None:
+        """Read the revocation generation if it is due, emptying the cache when it moved."""
+        now = self._monotonic()
+        if now - self._checked_at < self._check_seconds:
+            return
+        with self._db.reader() as session:
+            value = session.scalar(select(AuthGeneration.value).where(AuthGeneration.id == 1))
+        with self._lock:
+            if value != self._generation:
+                self._cache.clear()
+                self._generation = value
+            self._checked_at = max(self._checked_at, now)
+
+    def _api_token(self, token: str) -> Identity:
         digest = hash_api_token(token)
+        self.check_revocations()
         now = self._monotonic()
         with self._lock:
             cached = self._cache.get(digest)
@@ -118,20 +163,25 @@ class Authenticator:
             return cached[1]
         with self._db.reader() as session:
             row = session.execute(
-                select(User.id, User.email, User.is_admin)
+                select(User.id, User.email, User.is_admin, ApiToken.id.label("token_id"))
                 .join(ApiToken, ApiToken.user_id == User.id)
-                .where(ApiToken.token_sha256 == digest, ApiToken.revoked_at.is_(None))
+                .where(
+                    ApiToken.token_sha256 == digest,
+                    ApiToken.revoked_at.is_(None),
+                    User.disabled_at.is_(None),
+                )
             ).first()
         if row is None:
             raise AuthenticationError("the API token is unknown or revoked")
         principal = Principal(user_id=row.id, email=row.email, is_admin=row.is_admin)
+        identity = Identity(principal, token_id=row.token_id, expires_at=None)
         with self._lock:
             if len(self._cache) >= _MAX_CACHE:
                 self._cache.clear()
-            self._cache[digest] = (now, principal)
-        return principal
+            self._cache[digest] = (now, identity)
+        return identity
 
-    def _oidc_token(self, token: str, oidc: OidcSettings) -> Principal:
+    def _oidc_token(self, token: str, oidc: OidcSettings) -> Identity:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError as exc:
@@ -159,7 +209,8 @@ class Authenticator:
         email = claims.get("email")
         if not isinstance(subject, str) or not isinstance(email, str) or "@" not in email:
             raise AuthenticationError("the bearer JWT must carry string 'sub' and 'email' claims")
-        return self._provision(oidc, subject, email)
+        expires_at = datetime.fromtimestamp(int(claims["exp"]), UTC)
+        return Identity(self._provision(oidc, subject, email), None, expires_at)
 
     def _provision(self, oidc: OidcSettings, subject: str, email: str) -> Principal:
         query = select(User).where(User.oidc_issuer == oidc.issuer, User.oidc_subject == subject)
@@ -168,6 +219,8 @@ class Authenticator:
         if user is None:
             with self._db.writer() as session:
                 user = self._create_oidc_user(session, oidc, subject, email)
+        if user.disabled_at is not None:
+            raise AuthenticationError(f"the account {user.email} is disabled")
         return Principal(user_id=user.id, email=user.email, is_admin=user.is_admin)
 
     def _create_oidc_user(

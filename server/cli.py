@@ -4,8 +4,14 @@
 
     sealbench-server init                         create the data directory, apply migrations,
                                                   generate the transparency log's signing key
+    sealbench-server migrate                      apply pending migrations only (once per
+                                                  deployment, before the replicas start)
     sealbench-server serve [--host H] [--port P]  run the API with uvicorn
     sealbench-server user add --email E [--admin] create a user; print its API token once
+    sealbench-server user list                    every account, its state and live tokens
+    sealbench-server user disable --email E       disable an account (tokens, JWTs, sessions)
+    sealbench-server token list [--email E]       API tokens by id (never the tokens)
+    sealbench-server token revoke --id N          revoke one API token
     sealbench-server audit verify                 recompute the audit chain and log tree
     sealbench-server key show                     print the log's origin and public keys
     sealbench-server key rotate                   replace the log's signing key
@@ -31,6 +37,12 @@ from sealbench.server.db import Database, open_database
 from sealbench.server.errors import AuditChainBrokenError, RegistryError
 from sealbench.server.logkeys import ensure_log_key, publish_key, rotate_log_key
 from sealbench.server.migrate import current_revision, head_revision, upgrade_to_head
+from sealbench.server.services.accounts import (
+    disable_user,
+    list_tokens,
+    list_users,
+    revoke_token,
+)
 from sealbench.server.services.audit import published_keys, record_check
 from sealbench.server.services.users import create_user
 from sealbench.server.settings import ServerSettings
@@ -45,6 +57,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("init", help="create the data directory and apply migrations")
+    sub.add_parser(
+        "migrate",
+        help="apply pending migrations and nothing else",
+        description="Bring the database to the schema this version needs. Run it once per "
+        "deployment (a release job) before the replicas start; 'serve' never migrates and "
+        "refuses a database that is behind. Concurrent runs wait for each other (an advisory "
+        "lock on PostgreSQL, the write lock on SQLite) and apply each migration once.",
+    )
     serve = sub.add_parser("serve", help="run the API server")
     serve.add_argument("--host", default=None, help="bind address (default from settings)")
     serve.add_argument("--port", type=int, default=None, help="port (default from settings)")
@@ -69,6 +89,27 @@ def _parser() -> argparse.ArgumentParser:
         help="make the account a registry admin (approves benchmarks, reads the audit log); "
         "default: an ordinary account (authority, hospital or model owner)",
     )
+    user.add_parser("list", help="list every account: id, email, admin, state, live tokens")
+    disable = user.add_parser(
+        "disable",
+        help="disable an account",
+        description="Disable an account: its API tokens and OIDC JWTs are refused on every "
+        "server process within the revocation check interval, and its dashboard sessions end "
+        "at once. Its assets, results and audit history stay. Audited as 'user.disable'.",
+    )
+    disable.add_argument("--email", required=True, help="the account to disable")
+    token = sub.add_parser("token", help="API tokens").add_subparsers(dest="action", required=True)
+    tlist = token.add_parser("list", help="list API tokens by id (the tokens are never stored)")
+    tlist.add_argument("--email", default=None, help="only this account's tokens")
+    revoke = token.add_parser(
+        "revoke",
+        help="revoke one API token",
+        description="Revoke an API token by the id 'token list' shows: it is refused on every "
+        "server process within the revocation check interval (SEALBENCH_SERVER_"
+        "REVOCATION_CHECK_SECONDS, default 1 s), and dashboard sessions signed in with it end "
+        "at once. Audited as 'token.revoke'.",
+    )
+    revoke.add_argument("--id", type=int, required=True, dest="token_id", help="the token's id")
     audit = sub.add_parser("audit", help="audit log").add_subparsers(dest="action", required=True)
     audit.add_parser("verify", help="recompute the hash chain and the transparency log's tree")
     key = sub.add_parser("key", help="the transparency log's signing key").add_subparsers(
@@ -94,6 +135,24 @@ def _init(settings: ServerSettings) -> None:
         db.dispose()
 
 
+def _migrate(settings: ServerSettings) -> None:
+    if settings.database_url is None:
+        settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    db = open_database(settings.effective_database_url)
+    try:
+        before = current_revision(db.engine)
+        upgrade_to_head(db.engine)
+        after = current_revision(db.engine)
+    except SQLAlchemyError as exc:
+        raise RegistryError(f"cannot migrate the registry database: {exc}") from exc
+    finally:
+        db.dispose()
+    if before == after:
+        print(f"database already at revision {after}")
+    else:
+        print(f"database migrated from revision {before} to {after}")
+
+
 def _open_current(settings: ServerSettings) -> Database:
     """The registry database, refusing one that ``init`` has not created or migrated."""
     if settings.database_url is None:
@@ -110,7 +169,7 @@ def _open_current(settings: ServerSettings) -> Database:
         db.dispose()
         raise RegistryError(
             f"database is at revision {current}, expected {head_revision()}: "
-            "run 'sealbench-server init' first"
+            "run 'sealbench-server migrate' (or 'init') first"
         )
     return db
 
@@ -159,6 +218,59 @@ def _user_add(settings: ServerSettings, email: str, admin: bool) -> None:
     print(f"created user {user.id} <{user.email}>{' (admin)' if user.is_admin else ''}")
     print("API token (shown once, store it now):", file=sys.stderr)
     print(token)
+
+
+def _when(value: datetime | None) -> str:
+    return "-" if value is None else f"{value:%Y-%m-%d %H:%M:%S}Z"
+
+
+def _user_list(settings: ServerSettings) -> None:
+    db = _open_current(settings)
+    try:
+        with db.reader() as session:
+            users = list_users(session)
+    finally:
+        db.dispose()
+    print(f"{'id':>6}  {'email':<40} {'admin':<5} {'state':<30} {'tokens':>6}")
+    for u in users:
+        state = "active" if u.disabled_at is None else f"disabled {_when(u.disabled_at)}"
+        admin = "yes" if u.is_admin else "no"
+        print(f"{u.id:>6}  {u.email:<40} {admin:<5} {state:<30} {u.active_tokens:>6}")
+
+
+def _user_disable(settings: ServerSettings, email: str) -> None:
+    db = _open_current(settings)
+    try:
+        with db.writer() as session:
+            user = disable_user(session, email=email, now=datetime.now(UTC))
+    finally:
+        db.dispose()
+    print(f"disabled user {user.id} <{user.email}>; {user.active_tokens} token(s) now refused")
+
+
+def _token_list(settings: ServerSettings, email: str | None) -> None:
+    db = _open_current(settings)
+    try:
+        with db.reader() as session:
+            tokens = list_tokens(session, email=email)
+    finally:
+        db.dispose()
+    print(f"{'id':>6}  {'user':>6}  {'email':<40} {'created':<21} revoked")
+    for t in tokens:
+        print(
+            f"{t.id:>6}  {t.user_id:>6}  {t.email:<40} {_when(t.created_at):<21} "
+            f"{_when(t.revoked_at)}"
+        )
+
+
+def _token_revoke(settings: ServerSettings, token_id: int) -> None:
+    db = _open_current(settings)
+    try:
+        with db.writer() as session:
+            token = revoke_token(session, token_id=token_id, now=datetime.now(UTC))
+    finally:
+        db.dispose()
+    print(f"revoked API token {token.id} of user {token.user_id} <{token.email}>")
 
 
 def _audit_verify(settings: ServerSettings) -> None:
@@ -211,10 +323,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = ServerSettings()
         if args.command == "init":
             _init(settings)
+        elif args.command == "migrate":
+            _migrate(settings)
         elif args.command == "serve":
             _serve(settings, args.host, args.port, args.workers)
-        elif args.command == "user":
+        elif args.command == "user" and args.action == "add":
             _user_add(settings, args.email, args.admin)
+        elif args.command == "user" and args.action == "list":
+            _user_list(settings)
+        elif args.command == "user":
+            _user_disable(settings, args.email)
+        elif args.command == "token" and args.action == "list":
+            _token_list(settings, args.email)
+        elif args.command == "token":
+            _token_revoke(settings, args.token_id)
         elif args.command == "key":
             _key_show(settings) if args.action == "show" else _key_rotate(settings)
         else:

@@ -40,6 +40,7 @@ __all__ = [
     "AuditEvent",
     "AuditHead",
     "AuditNode",
+    "AuthGeneration",
     "Base",
     "Benchmark",
     "BenchmarkDataset",
@@ -52,6 +53,7 @@ __all__ = [
     "Result",
     "User",
     "UtcDateTime",
+    "WebSession",
 ]
 
 _NAMING = {
@@ -101,6 +103,9 @@ class User(Base):
     oidc_issuer: Mapped[str | None] = mapped_column(String(512))
     oidc_subject: Mapped[str | None] = mapped_column(String(512))
     created_at: Mapped[datetime] = mapped_column(_TS)
+    #: Set by ``sealbench-server user disable``: the account's tokens, JWTs and dashboard
+    #: sessions stop working (NULL: active).
+    disabled_at: Mapped[datetime | None] = mapped_column(_TS)
 
     __table_args__ = (UniqueConstraint("oidc_issuer", "oidc_subject", name="uq_users_oidc"),)
 
@@ -115,6 +120,34 @@ class ApiToken(Base):
     token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(_TS)
     revoked_at: Mapped[datetime | None] = mapped_column(_TS)
+
+
+class AuthGeneration(Base):
+    """One row (``id`` 1) whose ``value`` grows by one in the transaction of every token
+    revocation and user disabling: each server process polls it (one primary-key read a second
+    at most) and drops its token cache when it changed, so a revocation reaches every process
+    within that bound."""
+
+    __tablename__ = "auth_generation"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    value: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class WebSession(Base):
+    """A signed-in dashboard browser, shared by every server process. Keyed by the SHA-256 of
+    the random session id (the raw id lives only in the browser's cookie); it names the user
+    and, for an API-token sign-in, the token, so that revoking the token or disabling the user
+    ends the session at once. The credential itself is never stored."""
+
+    __tablename__ = "web_sessions"
+
+    id_sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    token_id: Mapped[int | None] = mapped_column(ForeignKey("api_tokens.id"), index=True)
+    created_at: Mapped[datetime] = mapped_column(_TS)
+    last_seen_at: Mapped[datetime] = mapped_column(_TS)
+    expires_at: Mapped[datetime] = mapped_column(_TS, index=True)
 
 
 class Benchmark(Base):

@@ -92,6 +92,7 @@ class ServerSettings(BaseSettings):
     trusted_issuers: tuple[TrustedIssuer, ...] = Field(default_factory=_default_issuers)
     oidc: OidcSettings | None = None
     token_cache_seconds: float = Field(default=30.0, ge=0.0, le=600.0)
+    revocation_check_seconds: float = Field(default=1.0, ge=0.0, le=60.0)
     jwks_cache_seconds: float = Field(default=300.0, ge=0.0, le=86400.0)
     db_pool_size: int = Field(default=10, ge=1, le=200)
     worker_threads: int = Field(default=8, ge=1, le=400)

@@ -40,7 +40,8 @@ def mount_dashboard(
     app: FastAPI, settings: ServerSettings, *, sessions: SessionStore | None = None
 ) -> None:
     """Add the dashboard's routes, static files and security headers to ``app`` (before it
-    starts). ``sessions`` defaults to a fresh in-memory store. Mounting twice is a no-op."""
+    starts). ``sessions`` defaults to the database-backed store with the standard lifetimes.
+    Mounting twice is a no-op."""
     if getattr(app.state, "dashboard", None) is not None:
         return
     state = DashboardState(

@@ -1,57 +1,74 @@
-"""Dashboard sign-in sessions, held in the server's memory, and CSRF tokens.
+"""Dashboard sign-in sessions, kept in the registry's database so that every server process (and
+every replica on one PostgreSQL) knows them, and the CSRF tokens bound to them.
 
 Why a server-side session and not the token in a cookie: the browser only ever holds a random
 256-bit session id (HTTP-only, ``SameSite=Strict``, ``Secure`` on HTTPS, ``__Host-`` prefixed
-there). The API token (or OIDC JWT) the user pasted stays in this process's memory, so a stolen
-cookie cannot be replayed against the API (which only takes ``Authorization: Bearer``), nothing
-long-lived lands in the browser's cookie jar, sign-out really ends the session, and a restart
-ends them all. Each request re-authenticates the stored credential through the API's own
-:class:`~sealbench.server.auth.Authenticator`, so a revoked token or an expired JWT stops
-working here exactly as it does on the API. Sessions live ``SESSION_IDLE_S`` without use and
-``SESSION_MAX_S`` at most. The store is keyed by the SHA-256 of the id; credentials are never
-logged and never written anywhere.
+there), so a stolen cookie cannot be replayed against the API (which only takes
+``Authorization: Bearer``), nothing long-lived lands in the browser's cookie jar, and sign-out
+really ends the session.
 
-Limitation: sessions are per process. With ``sealbench-server serve --workers N`` (N > 1) a
-browser may reach a worker that does not know its session and is asked to sign in again.
+What the database holds (``web_sessions``): the SHA-256 of the session id (never the id, so a
+copy of the database opens no session), the user, the API token the user signed in with (NULL
+for an OIDC JWT), and the creation, last-use and expiry times. The credential itself is never
+stored. Each lookup joins the user and the token, so revoking that token or disabling the user
+ends the session on every process at once. A JWT session ends when the JWT expires.
 
-CSRF: every form carries a token compared in constant time with one the server holds: the
-session's own token once signed in, and before that (sign-in) a double-submit token whose
-cookie is HTTP-only and ``SameSite=Strict``.
+Lifetimes: a session ends after ``idle_s`` without use and ``max_s`` after sign-in at most. The
+last-use time is written at most once per ``touch_s`` (a read per page, a write per minute), so
+the idle timeout is exact to within ``touch_s``. Signing in deletes expired sessions and keeps
+at most ``max_per_user`` sessions per user (the oldest go first).
+
+CSRF: a signed-in form carries HMAC-SHA256(session id, ``"sealbench/csrf/v1"``), compared in
+constant time: derived from the secret only the browser and the request hold, so nothing more is
+stored. Before sign-in a double-submit token whose cookie is HTTP-only and ``SameSite=Strict``.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import secrets
-import threading
-import time
-from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlalchemy import delete, func, select, update
+
+from sealbench.server.auth import Identity, Principal
+from sealbench.server.db import Database
+from sealbench.server.models import ApiToken, User
+from sealbench.server.models import WebSession as SessionRow
 
 __all__ = [
+    "MAX_SESSIONS_PER_USER",
     "SESSION_IDLE_S",
     "SESSION_MAX_S",
+    "SESSION_TOUCH_S",
     "SessionStore",
     "WebSession",
+    "csrf_for",
     "new_csrf_token",
+    "session_key",
     "tokens_match",
 ]
 
 SESSION_IDLE_S = 3600.0
 SESSION_MAX_S = 8 * 3600.0
-MAX_SESSIONS = 10_000
+SESSION_TOUCH_S = 60.0
+MAX_SESSIONS_PER_USER = 50
+_CSRF_LABEL = b"sealbench/csrf/v1"
 
 
 @dataclass(frozen=True)
 class WebSession:
-    """A signed-in browser. ``credential`` is the bearer credential (never shown, never logged)."""
+    """A signed-in browser: who it is and the CSRF token its forms must carry."""
 
-    credential: str = field(repr=False)
+    principal: Principal
     csrf: str = field(repr=False)
-    created: float
-    last_seen: float
+    token_id: int | None
+    created: datetime
+    last_seen: datetime
+    expires: datetime
 
 
 def new_csrf_token() -> str:
@@ -65,61 +82,120 @@ def tokens_match(expected: str | None, received: str | None) -> bool:
     return hmac.compare_digest(expected.encode("utf-8"), received.encode("utf-8"))
 
 
-def _key(session_id: str) -> str:
+def session_key(session_id: str) -> str:
+    """The stored form of a session id: hex SHA-256 of its UTF-8 bytes."""
     return hashlib.sha256(session_id.encode("utf-8")).hexdigest()
 
 
+def csrf_for(session_id: str) -> str:
+    """The CSRF token of the session ``session_id``."""
+    mac = hmac.new(session_id.encode("utf-8"), _CSRF_LABEL, hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(mac).rstrip(b"=").decode("ascii")
+
+
+@dataclass(frozen=True)
 class SessionStore:
-    """Sessions in memory, bounded (the oldest are dropped first), thread-safe."""
+    """Sessions in the ``web_sessions`` table. Every method does blocking database work: call
+    it from a worker thread. ``now`` is the registry's (wall) clock, shared by all processes."""
 
-    def __init__(
-        self,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        idle_s: float = SESSION_IDLE_S,
-        max_s: float = SESSION_MAX_S,
-        max_sessions: int = MAX_SESSIONS,
-    ) -> None:
-        self._clock = clock
-        self._idle_s = idle_s
-        self._max_s = max_s
-        self._max_sessions = max_sessions
-        self._sessions: OrderedDict[str, WebSession] = OrderedDict()
-        self._lock = threading.Lock()
+    idle_s: float = SESSION_IDLE_S
+    max_s: float = SESSION_MAX_S
+    touch_s: float = SESSION_TOUCH_S
+    max_per_user: int = MAX_SESSIONS_PER_USER
 
-    def create(self, credential: str) -> tuple[str, WebSession]:
-        """A new session for ``credential``; returns its id (for the cookie) and the session."""
+    def create(self, db: Database, identity: Identity, now: datetime) -> tuple[str, WebSession]:
+        """A new session for a verified ``identity``; returns its id (for the cookie only)."""
         session_id = secrets.token_urlsafe(32)
-        now = self._clock()
-        session = WebSession(credential, new_csrf_token(), now, now)
-        with self._lock:
-            while len(self._sessions) >= self._max_sessions:
-                self._sessions.popitem(last=False)
-            self._sessions[_key(session_id)] = session
-        return session_id, session
+        expires = now + timedelta(seconds=self.max_s)
+        if identity.expires_at is not None:
+            expires = min(expires, identity.expires_at)
+        user_id = identity.principal.user_id
+        with db.writer() as session:
+            session.execute(
+                delete(SessionRow).where(
+                    (SessionRow.expires_at <= now)
+                    | (SessionRow.last_seen_at <= now - timedelta(seconds=self.idle_s))
+                )
+            )
+            count = session.scalar(
+                select(func.count()).select_from(SessionRow).where(SessionRow.user_id == user_id)
+            )
+            excess = (count or 0) - self.max_per_user + 1
+            if excess > 0:
+                oldest = (
+                    select(SessionRow.id_sha256)
+                    .where(SessionRow.user_id == user_id)
+                    .order_by(SessionRow.created_at, SessionRow.id_sha256)
+                    .limit(excess)
+                )
+                doomed = list(session.scalars(oldest))
+                session.execute(delete(SessionRow).where(SessionRow.id_sha256.in_(doomed)))
+            session.add(
+                SessionRow(
+                    id_sha256=session_key(session_id),
+                    user_id=user_id,
+                    token_id=identity.token_id,
+                    created_at=now,
+                    last_seen_at=now,
+                    expires_at=expires,
+                )
+            )
+            session.commit()
+        web = WebSession(
+            identity.principal, csrf_for(session_id), identity.token_id, now, now, expires
+        )
+        return session_id, web
 
-    def get(self, session_id: str | None) -> WebSession | None:
-        """The live session named by ``session_id`` (its idle timer restarts), else None."""
-        if not session_id:
+    def get(self, db: Database, session_id: str | None, now: datetime) -> WebSession | None:
+        """The live session named by ``session_id``, else None. A session that expired, whose
+        token was revoked or whose user was disabled is deleted on the way."""
+        if not session_id or len(session_id) > 256:
             return None
-        key = _key(session_id)
-        now = self._clock()
-        with self._lock:
-            session = self._sessions.get(key)
-            if session is None:
-                return None
-            if now - session.last_seen >= self._idle_s or now - session.created >= self._max_s:
-                del self._sessions[key]
-                return None
-            session = replace(session, last_seen=now)
-            self._sessions[key] = session
-            return session
+        key = session_key(session_id)
+        query = (
+            select(SessionRow, User, ApiToken.revoked_at)
+            .join(User, User.id == SessionRow.user_id)
+            .outerjoin(ApiToken, ApiToken.id == SessionRow.token_id)
+            .where(SessionRow.id_sha256 == key)
+        )
+        with db.reader() as session:
+            found = session.execute(query).first()
+        if found is None:
+            return None
+        row, user, revoked_at = found
+        dead = (
+            now >= row.expires_at
+            or (now - row.last_seen_at).total_seconds() >= self.idle_s
+            or user.disabled_at is not None
+            or (row.token_id is not None and revoked_at is not None)
+        )
+        if dead:
+            self._delete(db, key)
+            return None
+        last_seen = row.last_seen_at
+        if (now - last_seen).total_seconds() >= self.touch_s:
+            with db.writer() as session:
+                session.execute(
+                    update(SessionRow).where(SessionRow.id_sha256 == key).values(last_seen_at=now)
+                )
+                session.commit()
+            last_seen = now
+        principal = Principal(user_id=user.id, email=user.email, is_admin=user.is_admin)
+        return WebSession(
+            principal, csrf_for(session_id), row.token_id, row.created_at, last_seen, row.expires_at
+        )
 
-    def drop(self, session_id: str | None) -> None:
-        if session_id:
-            with self._lock:
-                self._sessions.pop(_key(session_id), None)
+    def drop(self, db: Database, session_id: str | None) -> None:
+        """End the session (sign-out, or a new sign-in from the same browser)."""
+        if session_id and len(session_id) <= 256:
+            self._delete(db, session_key(session_id))
 
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._sessions)
+    def count(self, db: Database) -> int:
+        with db.reader() as session:
+            return session.scalar(select(func.count()).select_from(SessionRow)) or 0
+
+    @staticmethod
+    def _delete(db: Database, key: str) -> None:
+        with db.writer() as session:
+            session.execute(delete(SessionRow).where(SessionRow.id_sha256 == key))
+            session.commit()

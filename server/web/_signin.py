@@ -1,7 +1,8 @@
 """Sign-in with the API token (or a trusted OIDC JWT) and sign-out, both POST forms with a CSRF
-token. The credential is checked by the API's own authenticator, then held only in the server's
-session store (see :mod:`sealbench.server.web._sessions` for why); the browser gets a random
-session id. A new sign-in replaces any previous session of that browser (no fixation)."""
+token. The credential is checked by the API's own authenticator; the session table then records
+who signed in and with which token, never the credential (see
+:mod:`sealbench.server.web._sessions`); the browser gets a random session id. A new sign-in
+replaces any previous session of that browser (no fixation)."""
 
 from __future__ import annotations
 
@@ -99,18 +100,22 @@ def signin_routes(state: DashboardState) -> APIRouter:
                 status=400,
                 error="Paste an API token (sbt_…) or a JWT from the configured identity provider.",
             )
+        registry = registry_of(request)
         try:
-            principal = await run_in_threadpool(
-                registry_of(request).authenticator.authenticate, f"Bearer {credential}"
+            identity = await run_in_threadpool(
+                registry.authenticator.identify, f"Bearer {credential}"
             )
         except (AuthenticationError, UpstreamUnavailableError) as exc:
             status = 503 if isinstance(exc, UpstreamUnavailableError) else 401
             return form_page(
                 request, csrf=new_csrf_token(), next_path=next_path, status=status, error=str(exc)
             )
-        state.sessions.drop(request.cookies.get(cookie_name(SESSION_COOKIE, secure)))
-        session_id, _ = state.sessions.create(credential)
-        log.info("dashboard sign-in by user %d", principal.user_id)
+        previous = request.cookies.get(cookie_name(SESSION_COOKIE, secure))
+        await run_in_threadpool(state.sessions.drop, registry.db, previous)
+        session_id, _ = await run_in_threadpool(
+            state.sessions.create, registry.db, identity, registry.clock()
+        )
+        log.info("dashboard sign-in by user %d", identity.principal.user_id)
         response = RedirectResponse(next_path, 303)
         set_cookie(response, request, state.settings, SESSION_COOKIE, session_id)
         clear_cookie(response, request, state.settings, SIGNIN_CSRF_COOKIE)
@@ -124,7 +129,7 @@ def signin_routes(state: DashboardState) -> APIRouter:
             return RedirectResponse(f"{PREFIX}/sign-in", 303)
         if not _same_origin(request) or not tokens_match(viewer.session.csrf, _field(form, "csrf")):
             return refused(request, "This form was not sent by this site. Reload the page.")
-        state.sessions.drop(viewer.session_id)
+        await run_in_threadpool(state.sessions.drop, registry_of(request).db, viewer.session_id)
         response = RedirectResponse(f"{PREFIX}/sign-in", 303)
         clear_cookie(response, request, state.settings, SESSION_COOKIE)
         return response

@@ -1,7 +1,7 @@
-"""What every dashboard route shares: the session store, the templates, who is looking, and
-:func:`render_page`, which runs a page's service calls in the thread pool inside one read
-transaction and turns the services' domain errors into an HTML error page with the same status
-the API would answer."""
+"""What every dashboard route shares: the session store (in the database), the templates, who
+is looking, and :func:`render_page`, which runs a page's service calls in the thread pool inside
+one read transaction and turns the services' domain errors into an HTML error page with the same
+status the API would answer."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from sealbench.server.auth import Principal
 from sealbench.server.deps import Registry
-from sealbench.server.errors import AuthenticationError, RegistryError
+from sealbench.server.errors import RegistryError
 from sealbench.server.settings import ServerSettings
 from sealbench.server.web._render import Templates
 from sealbench.server.web._security import cookie_name, is_secure
@@ -78,24 +78,18 @@ def safe_next(target: str | None) -> str:
 
 
 async def resolve_viewer(state: DashboardState, request: Request) -> Viewer | None:
-    """The signed-in viewer, authenticated again through the API's authenticator (so revoked
-    tokens and expired JWTs stop working here too); None when not signed in."""
+    """The signed-in viewer, read from the shared session table (which also refuses a revoked
+    token or a disabled user); None when not signed in."""
     session_id = request.cookies.get(
         cookie_name(SESSION_COOKIE, is_secure(request, state.settings))
     )
-    session = state.sessions.get(session_id)
-    if session is None or session_id is None:
+    if not session_id:
         return None
-    authenticator = registry_of(request).authenticator
-    header = f"Bearer {session.credential}"
-    principal = authenticator.cached(header)
-    if principal is None:
-        try:
-            principal = await run_in_threadpool(authenticator.authenticate, header)
-        except AuthenticationError:
-            state.sessions.drop(session_id)
-            return None
-    return Viewer(principal, session_id, session)
+    registry = registry_of(request)
+    session = await run_in_threadpool(state.sessions.get, registry.db, session_id, registry.clock())
+    if session is None:
+        return None
+    return Viewer(session.principal, session_id, session)
 
 
 def base_context(state: DashboardState, viewer: Viewer | None, request: Request) -> dict[str, Any]:

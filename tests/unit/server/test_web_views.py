@@ -1,6 +1,6 @@
-"""The dashboard's pure parts: sessions expire and cannot be guessed from the store, CSRF
-tokens compare safely, redirects stay inside the dashboard, summaries never read a missing
-value as zero, the leaderboard ranks by mean Dice, chart axes cover every value."""
+"""The dashboard's pure parts (sessions: test_web_sessions.py): CSRF tokens compare safely,
+redirects stay inside the dashboard, summaries never read a missing value as zero, the
+leaderboard ranks by mean Dice, chart axes cover every value."""
 
 from __future__ import annotations
 
@@ -10,64 +10,11 @@ from datetime import UTC, datetime
 import pytest
 
 from sealbench.server.web._charts import build_charts, nice_ticks
-from sealbench.server.web._sessions import SessionStore, tokens_match
+from sealbench.server.web._sessions import tokens_match
 from sealbench.server.web._state import safe_next
 from sealbench.server.web._views import BoardEntry, build_board, mean_over_regions, region_stat
 
 WHEN = datetime(2026, 6, 1, tzinfo=UTC)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def test_idle_session_expires() -> None:
-    clock = Clock()
-    store = SessionStore(clock=clock, idle_s=60, max_s=3600)
-    sid, _ = store.create("sbt_secret")
-    clock.now += 59
-    assert store.get(sid) is not None  # use restarts the idle timer
-    clock.now += 59
-    assert store.get(sid) is not None
-    clock.now += 60
-    assert store.get(sid) is None and len(store) == 0
-
-
-def test_session_cannot_outlive_its_maximum_age_even_when_used() -> None:
-    clock = Clock()
-    store = SessionStore(clock=clock, idle_s=60, max_s=100)
-    sid, _ = store.create("sbt_secret")
-    for _ in range(3):
-        clock.now += 40
-        store.get(sid)
-    assert store.get(sid) is None
-
-
-def test_store_holds_no_session_id_and_never_shows_the_credential() -> None:
-    store = SessionStore()
-    sid, session = store.create("sbt_do-not-print-me")
-    assert sid not in repr(store._sessions)  # keyed by the id's SHA-256
-    assert "do-not-print-me" not in repr(session)
-    assert store.get("guessed-" + sid) is None and store.get(None) is None
-
-
-def test_oldest_sessions_dropped_when_full() -> None:
-    store = SessionStore(max_sessions=2)
-    first, _ = store.create("a")
-    store.create("b")
-    store.create("c")
-    assert len(store) == 2 and store.get(first) is None
-
-
-def test_sign_out_drops_the_session() -> None:
-    store = SessionStore()
-    sid, _ = store.create("a")
-    store.drop(sid)
-    assert store.get(sid) is None
 
 
 @pytest.mark.parametrize(
