@@ -52,7 +52,17 @@ PoolOpt = Annotated[
     typer.Option(help="workload identity pool provider that guards the key (default: yours)"),
 ]
 BenchmarkOpt = Annotated[int, typer.Option(help="benchmark id")]
-SizeOpt = Annotated[str, typer.Option(help="grid: full (BraTS 240x240x155) or small (tests)")]
+SizeOpt = Annotated[
+    str,
+    typer.Option(help="grid: full (BraTS 240x240x155, benchmark 'brats') or small (64x64x48, "
+                 "benchmark 'brats-small', for quick tries)"),
+]
+PrepareSizeOpt = Annotated[
+    str | None,
+    typer.Option(help="without --benchmark: the shipped contract to prepare for, full (BraTS "
+                 "240x240x155) or small (brats-small, 64x64x48); with it, the benchmark's grid "
+                 "decides and a --size naming another grid is refused"),
+]
 
 
 # -- dataset -----------------------------------------------------------------------------------
@@ -84,7 +94,7 @@ def dataset_prepare(
     benchmark: Annotated[
         int | None, typer.Option(help="prepare for this benchmark's contract (default: BraTS)")
     ] = None,
-    size: SizeOpt = "full",
+    size: PrepareSizeOpt = None,
     strict: Annotated[
         bool, typer.Option(help="write nothing and exit 3 if any case fails the contract")
     ] = False,
@@ -92,7 +102,11 @@ def dataset_prepare(
     json_out: JsonOpt = False,
 ) -> object:
     """Validate and normalise raw cases against the contract; reports every rejected case
-    (kept out of the prepared dataset; with --strict, any rejection fails the command)."""
+    (kept out of the prepared dataset; with --strict, any rejection fails the command).
+
+    Raw folders in the BraTS 2023 or the BraTS 2021 layout (one release per folder) are read;
+    every prepared case is RAS+ and on the contract's grid: a case on another grid, or an
+    oblique one, is rejected with its reason, never resampled."""
     bench = None
     if benchmark is not None:
         with session(profile) as s:
@@ -137,11 +151,13 @@ def dataset_register(
     profile: ProfileOpt = None,
     json_out: JsonOpt = False,
 ) -> DatasetPublic:
-    """Register a prepared dataset: its manifest digest, case count and aggregate statistics
-    (never data), and your result key's digest (run 'sealbench keys init' first)."""
+    """Register a prepared dataset: its manifest digest, case count, grid and aggregate
+    statistics (never data), and your result key's digest (run 'sealbench keys init' first).
+    With --benchmark, a dataset prepared under another contract (another grid) is refused."""
     with session(profile) as s:
         recipient = load_result_key(s.profile.secrets_dir).digest
-        body = assets.dataset_registration(prepared, name, recipient, benchmark)
+        bench = None if benchmark is None else s.client.get_benchmark(benchmark)
+        body = assets.dataset_registration(prepared, name, recipient, bench)
         twin = assets.already_registered(s.client.list_datasets(), body.digest, s.client.me().id)
         if twin:
             log.warning(twin)

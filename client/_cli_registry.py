@@ -103,7 +103,8 @@ def benchmark_show(
 def benchmark_create(
     definition: Annotated[
         str,
-        typer.Option(help="'brats' for the shipped BraTS benchmark, or a definition JSON file"),
+        typer.Option(help="'brats' for the shipped BraTS benchmark (240x240x155), 'brats-small' "
+                     "for its small demo benchmark (64x64x48), or a definition JSON file"),
     ] = "brats",
     tee: Annotated[
         str,
@@ -153,7 +154,8 @@ benchmark_app.add_typer(definition_app, name="definition")
 @definition_app.command("export")
 def definition_export(
     definition: Annotated[
-        str, typer.Argument(help="'brats' (the shipped definition) or a definition JSON file")
+        str, typer.Argument(help="'brats' or 'brats-small' (shipped definitions) or a definition "
+                            "JSON file")
     ] = "brats",
 ) -> None:
     """Print a benchmark definition as JSON (redirect it to a file, edit it, and publish it

@@ -34,43 +34,65 @@ if TYPE_CHECKING:  # numpy, nibabel and onnxruntime load only when a command nee
     from sealbench.benchmarks.brats.prepare import PreparationReport
 
 __all__ = [
+    "GRID_STATISTIC",
     "RECIPIENT_STATISTIC",
     "SIZES",
+    "SIZE_DEFINITIONS",
+    "check_prepared_for",
     "contract_for",
     "dataset_registration",
     "model_registration",
     "prepare",
+    "prepared_contract",
     "recipient_of",
     "synthesize",
 ]
 
 #: Key of the recipient digest in a registered dataset's ``statistics``.
 RECIPIENT_STATISTIC: Final = "result_recipient_digest"
+#: Key of the dataset's grid (``{"shape": [...], "spacing_mm": [...]}``) in its ``statistics``.
+GRID_STATISTIC: Final = "grid"
 #: Grids of synthetic cases: the full BraTS grid, or a small one for quick tries and tests.
 SIZES: Final[dict[str, tuple[int, int, int] | None]] = {"full": None, "small": (64, 64, 48)}
+#: The shipped definition whose contract each size is (``benchmark create --definition``).
+SIZE_DEFINITIONS: Final[dict[str, str]] = {"full": "brats", "small": "brats-small"}
 _MAX_JSON: Final = 4 << 20
 
 
-def contract_for(benchmark: BenchmarkPublic | None, size: str = "full") -> BratsContract:
-    """The benchmark's data contract (the shipped BraTS one when ``benchmark`` is None), on the
-    ``small`` grid when asked (the enclave accepts any grid under the same contract)."""
+def contract_for(benchmark: BenchmarkPublic | None, size: str | None = None) -> BratsContract:
+    """The data contract to prepare (or synthesise) for.
+
+    With a ``benchmark``: its registered contract, grid included; a ``size`` that names another
+    grid is refused (data on another grid belongs to another benchmark: ``small`` cases to one
+    published from ``brats-small``). Without one: the contract of the shipped definition of
+    ``size`` (``full``: brats, 240x240x155; ``small``: brats-small, 64x64x48)."""
     from pydantic import ValidationError
 
-    from sealbench.benchmarks.brats import BRATS_2023_GLI, BratsContract
+    from sealbench.benchmarks.brats import BratsContract
+    from sealbench.benchmarks.brats.definition import shipped_definition
 
-    if size not in SIZES:
+    if size is not None and size not in SIZES:
         raise ConfigError(f"--size must be one of {', '.join(SIZES)}, received {size!r}")
-    contract = BRATS_2023_GLI
-    if benchmark is not None:
-        try:
-            contract = BratsContract.model_validate(benchmark.data_contract)
-        except ValidationError as exc:
-            raise ConfigError(
-                f"benchmark {benchmark.id} has a data contract this client cannot read",
-                hint="upgrade sealbench to the version the benchmark authority uses",
-            ) from exc
-    shape = SIZES[size]
-    return contract if shape is None else contract.with_shape(shape)
+    sized = shipped_definition(SIZE_DEFINITIONS[size or "full"]).contract
+    if benchmark is None:
+        return sized
+    try:
+        contract = BratsContract.model_validate(benchmark.data_contract)
+    except ValidationError as exc:
+        raise ConfigError(
+            f"benchmark {benchmark.id} has a data contract this client cannot read",
+            hint="upgrade sealbench to the version the benchmark authority uses",
+        ) from exc
+    if size is not None and (sized.shape, sized.spacing_mm) != (
+        contract.shape, contract.spacing_mm
+    ):
+        raise ConfigError(
+            f"--size {size} is the grid {sized.grid_text()}, but benchmark {benchmark.id} "
+            f"({benchmark.name}) takes cases on {contract.grid_text()} only",
+            hint=f"leave out --size to prepare for the benchmark's grid, or prepare "
+            f"{size} cases for a benchmark published from '--definition {SIZE_DEFINITIONS[size]}'",
+        )
+    return contract
 
 
 def synthesize(
@@ -187,20 +209,68 @@ def prepared_digest(prepared: Path) -> Sha256Digest:
         raise ConfigError(f"{prepared / MANIFEST_FILE} is not a valid manifest: {exc}") from exc
 
 
+def prepared_contract(prepared: Path) -> BratsContract:
+    """The contract a prepared dataset states it was prepared under (its ``dataset.json``,
+    covered by the manifest digest)."""
+    from pydantic import ValidationError
+
+    from sealbench.benchmarks.brats import BratsContract
+    from sealbench.benchmarks.brats.cases import DATASET_FILE
+    from sealbench.benchmarks.brats.prepare import DATA_DIR
+
+    info = _read_json(prepared / DATA_DIR / DATASET_FILE)
+    try:
+        return BratsContract.model_validate(info.get("contract"))
+    except ValidationError as exc:
+        raise ConfigError(
+            f"{prepared / DATA_DIR / DATASET_FILE} does not state a data contract this client "
+            "reads", hint="prepare the dataset again with this version of sealbench") from exc
+
+
+def check_prepared_for(stated: BratsContract, benchmark: BenchmarkPublic) -> None:
+    """Refuse (:class:`ConfigError`) a dataset prepared under another contract than the
+    benchmark's: another grid first (the common case: small demo cases for a full-size
+    benchmark), then any other field."""
+    registered = contract_for(benchmark)
+    if (stated.shape, stated.spacing_mm) != (registered.shape, registered.spacing_mm):
+        raise ConfigError(
+            f"the dataset's cases are on the grid {stated.grid_text()}, but benchmark "
+            f"{benchmark.id} ({benchmark.name}) takes cases on {registered.grid_text()} only",
+            hint=f"prepare cases on {registered.grid_text()} for it ('dataset prepare "
+            f"--benchmark {benchmark.id}'), or register this dataset for a benchmark of its grid",
+        )
+    if stated != registered:
+        differing = sorted(name for name in type(stated).model_fields
+                           if getattr(stated, name) != getattr(registered, name))
+        raise ConfigError(
+            f"the dataset was prepared under another data contract than benchmark "
+            f"{benchmark.id}'s (differs in {', '.join(differing)})",
+            hint=f"prepare it again with 'dataset prepare --benchmark {benchmark.id}'",
+        )
+
+
 def dataset_registration(
-    prepared: Path, name: str, recipient_digest: Sha256Digest, prepared_for: int | None
+    prepared: Path, name: str, recipient_digest: Sha256Digest,
+    prepared_for: BenchmarkPublic | None,
 ) -> DatasetCreate:
+    """The registration of a prepared dataset: its manifest digest, case count, aggregate
+    statistics and grid (``statistics["grid"]``, which the registry compares with the
+    benchmark's contract), refused here first when ``prepared_for``'s contract differs."""
     from sealbench.benchmarks.brats.cases import DATASET_FILE, STATISTICS_FILE
     from sealbench.benchmarks.brats.prepare import DATA_DIR
 
     info = _read_json(prepared / DATA_DIR / DATASET_FILE)
     statistics = _read_json(prepared / DATA_DIR / STATISTICS_FILE)
+    stated = prepared_contract(prepared)
+    if prepared_for is not None:
+        check_prepared_for(stated, prepared_for)
     return DatasetCreate(
         name=name,
         digest=prepared_digest(prepared),
         case_count=int(info.get("n_cases", 0)),
-        statistics={"preparation": statistics, RECIPIENT_STATISTIC: recipient_digest},
-        prepared_for_id=prepared_for,
+        statistics={"preparation": statistics, GRID_STATISTIC: stated.grid,
+                    RECIPIENT_STATISTIC: recipient_digest},
+        prepared_for_id=None if prepared_for is None else prepared_for.id,
     )
 
 

@@ -94,20 +94,20 @@ class _Narrator:
 def _play(
     workdir: Path, cases: int, size: str, server: str, endpoints: Any, tee: str = "mock"
 ) -> DemoOutcome:
-    from sealbench.benchmarks.brats.definition import (
-        REFERENCE_MODEL,
-        WEAK_MODEL,
-        load_definition,
-        load_model_bytes,
-    )
+    from sealbench.benchmarks.brats.definition import load_model_bytes, shipped_definition
     from sealbench.client import _cli_assets as a
     from sealbench.client import _cli_registry as r
     from sealbench.client import _cli_run as x
+    from sealbench.client.assets import SIZE_DEFINITIONS
 
     say = _Narrator()
-    definition = load_definition()
+    # Each grid has its own benchmark (contract, models, leaderboard): small cases are published
+    # under brats-small, never registered in the full-size BraTS benchmark.
+    shipped = SIZE_DEFINITIONS[size]
+    definition = shipped_definition(shipped)
+    weak = definition.baseline_models[0].name
     onnx_of = {}
-    for profile, name in (("model-ref", REFERENCE_MODEL), ("model-weak", WEAK_MODEL)):
+    for profile, name in (("model-ref", definition.reference_model.name), ("model-weak", weak)):
         onnx = workdir / profile / f"{name}.onnx"
         onnx.parent.mkdir(parents=True, exist_ok=True)
         onnx.write_bytes(load_model_bytes(definition.model(name)))
@@ -120,10 +120,10 @@ def _play(
         partial(a.model_register, ref_onnx, name=ref_name, version="1.0", profile="model-ref"),
     ).id
     bench = say.step(
-        f"--profile authority benchmark create --definition brats --tee {tee} "
+        f"--profile authority benchmark create --definition {shipped} --tee {tee} "
         f"--reference-model {reference}",
         lambda: r.benchmark_create(
-            definition="brats", tee=tee, reference_model=reference, profile="authority"
+            definition=shipped, tee=tee, reference_model=reference, profile="authority"
         ),
     )
     b = bench.id
@@ -165,8 +165,8 @@ def _play(
             partial(a.dataset_synthesize, raw, cases=cases, size=size, first_seed=seed),
         )
         say.step(
-            f"--profile {profile} dataset prepare {raw} {prepared} --benchmark {b} --size {size}",
-            partial(a.dataset_prepare, raw, prepared, benchmark=b, size=size, profile=profile),
+            f"--profile {profile} dataset prepare {raw} {prepared} --benchmark {b}",
+            partial(a.dataset_prepare, raw, prepared, benchmark=b, profile=profile),
         )
         name = f"{profile}-glioma"
         d = say.step(
@@ -400,7 +400,8 @@ def _issuers_json(mock_state: Path) -> str:
 def demo(
     cases: Annotated[int, typer.Option(help="synthetic cases per hospital")] = 2,
     size: Annotated[
-        str, typer.Option(help="case grid: full (BraTS 240x240x155) or small (fast)")
+        str, typer.Option(help="case grid and benchmark: full (BraTS 240x240x155, 'brats') or "
+                          "small (64x64x48, its own benchmark 'brats-small'; fast)")
     ] = "full",
     workdir: Annotated[
         Path | None,

@@ -154,13 +154,14 @@ def docker_image_module() -> ModuleType:
 def load_benchmark_definition(
     name_or_path: str, *, name: str | None = None, version: str | None = None
 ) -> BenchmarkDefinition:
-    """The shipped BraTS definition (``brats``) or a definition JSON file, published under
-    ``name`` and ``version`` when they are given (a variant)."""
-    from sealbench.benchmarks.brats.definition import BenchmarkDefinition, load_definition
+    """A shipped definition (``brats``; ``brats-small``, its 64x64x48 demo benchmark) or a
+    definition JSON file, published under ``name`` and ``version`` when they are given (a
+    variant)."""
+    from sealbench.benchmarks.brats.definition import SHIPPED_DEFINITIONS, BenchmarkDefinition
 
     renamed = {k: v for k, v in (("name", name), ("version", version)) if v is not None}
-    if name_or_path == "brats":
-        loaded = load_definition()
+    if name_or_path in SHIPPED_DEFINITIONS:
+        loaded = SHIPPED_DEFINITIONS[name_or_path]()
         return BenchmarkDefinition.model_validate({**loaded.model_dump(), **renamed})
     path = Path(name_or_path)
     try:
@@ -169,7 +170,7 @@ def load_benchmark_definition(
     except OSError as exc:
         raise ConfigError(
             f"cannot read benchmark definition {path}: {exc.strerror}",
-            hint="pass --definition brats or the path of a definition JSON file",
+            hint="pass --definition brats (or brats-small) or the path of a definition JSON file",
         ) from exc
     except ValidationError as exc:
         raise ConfigError(

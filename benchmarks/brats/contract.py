@@ -13,7 +13,7 @@ contract's label values.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -163,7 +163,7 @@ class BratsContract(BaseModel):
         return BratsContract.model_validate({**self.model_dump(), "shape": shape})
 
     @property
-    def grid(self) -> dict[str, list[float] | list[int]]:
+    def grid(self) -> dict[str, Any]:
         """The grid a dataset prepared under this contract states when it is registered:
         ``{"shape": [X, Y, Z], "spacing_mm": [x, y, z]}`` (the keys of the contract itself)."""
         return {"shape": list(self.shape), "spacing_mm": list(self.spacing_mm)}

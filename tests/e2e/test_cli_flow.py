@@ -139,7 +139,8 @@ def test_publish_register_seal_associate_approve_sync(world: World) -> None:
 def publish_register_seal_associate_approve_sync(world: World) -> None:
     cli, tmp, ids = world.cli, world.tmp, world.ids
     ids["b"] = json.loads(
-        ok(cli("benchmark", "create", "--tee", "mock", "--json", "--profile", "authority")).stdout
+        ok(cli("benchmark", "create", "--tee", "mock", "--definition", "brats-small", "--json",
+               "--profile", "authority")).stdout
     )["id"]
     b = str(ids["b"])
     ok(cli("benchmark", "approve", b, "--profile", "admin"))

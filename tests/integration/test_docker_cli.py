@@ -98,7 +98,8 @@ def cli_world(
                 for name, token in tokens.items():
                     ok(cli("profile", "add", name, "--server", url, "--token", token,
                            "--mock-tee", str(tmp / "mock")))
-                created = json.loads(ok(cli("benchmark", "create", "--tee", "docker", "--json",
+                created = json.loads(ok(cli("benchmark", "create", "--tee", "docker",
+                                            "--definition", "brats-small", "--json",
                                             "--profile", "authority")).stdout)
                 assert created["image_digest"] == evaluation_image.digest
                 b = str(created["id"])

@@ -15,7 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner, Result
 
-from sealbench.benchmarks.brats.definition import load_definition
+from sealbench.benchmarks.brats.definition import load_definition, shipped_definition
 from sealbench.client.cli import app
 from sealbench.crypto.digest import sha256_digest
 
@@ -60,9 +60,11 @@ def cli(runner: CliRunner, cli_home: Path, live_registry: Any) -> Cli:
     return run
 
 
-def _created_benchmark(cli: Cli, tmp_path: Path, name: str = "bench") -> int:
-    """A pending benchmark of the authority, from the shipped definition under a new name."""
-    definition = load_definition().model_copy(update={"name": f"{name}-{next(_names)}"})
+def _created_benchmark(cli: Cli, tmp_path: Path, name: str = "bench",
+                       shipped: str = "brats") -> int:
+    """A pending benchmark of the authority, from a shipped definition under a new name."""
+    definition = shipped_definition(shipped).model_copy(
+        update={"name": f"{name}-{next(_names)}"})
     path = tmp_path / "definition.json"
     path.write_text(definition.model_dump_json())
     created = cli("benchmark", "create", "--definition", str(path), "--image-reference",
@@ -72,8 +74,8 @@ def _created_benchmark(cli: Cli, tmp_path: Path, name: str = "bench") -> int:
     return int(json.loads(created.stdout)["id"])
 
 
-def _approved_benchmark(cli: Cli, tmp_path: Path) -> int:
-    bid = _created_benchmark(cli, tmp_path)
+def _approved_benchmark(cli: Cli, tmp_path: Path, shipped: str = "brats") -> int:
+    bid = _created_benchmark(cli, tmp_path, shipped=shipped)
     approved = cli("benchmark", "approve", str(bid), "--profile", "admin")
     assert approved.exit_code == 0, approved.output
     assert f"benchmark {bid} is approved" in approved.output
@@ -306,8 +308,35 @@ def test_non_admin_cannot_approve_a_benchmark(cli: Cli, tmp_path: Path) -> None:
     assert "admin" in result.output
 
 
+def test_small_cases_are_refused_by_a_full_size_benchmark(cli: Cli, tmp_path: Path) -> None:
+    """The grid contract on the client: 64x64x48 cases are neither prepared for nor registered
+    in a 240x240x155 benchmark (they belong to a brats-small one)."""
+    full = _approved_benchmark(cli, tmp_path)
+    raw, prepared = tmp_path / "raw", tmp_path / "prepared"
+    assert cli("dataset", "synthesize", str(raw), "--cases", "1", "--size", "small").exit_code == 0
+    sized = cli("dataset", "prepare", str(raw), str(prepared), "--benchmark", str(full),
+                "--size", "small", "--profile", "hospital")
+    assert sized.exit_code == 3, sized.output
+    assert "64x64x48" in sized.output and "240x240x155" in sized.output
+    assert "brats-small" in sized.output and not prepared.exists()
+    # for the full benchmark's contract, every small case is rejected for its grid
+    for_full = cli("dataset", "prepare", str(raw), str(prepared), "--benchmark", str(full),
+                   "--profile", "hospital")
+    assert for_full.exit_code == 3, for_full.output
+    assert "differs from the contract's" in for_full.output and not prepared.exists()
+    # prepared for the small contract, it cannot be registered for the full benchmark
+    assert cli("dataset", "prepare", str(raw), str(prepared), "--size", "small",
+               "--profile", "hospital").exit_code == 0
+    assert cli("keys", "init", "--profile", "hospital").exit_code == 0
+    reg = cli("dataset", "register", str(prepared), "--name", "small-in-full", "--benchmark",
+              str(full), "--profile", "hospital")
+    assert reg.exit_code == 3, reg.output
+    assert "64x64x48" in reg.output and "240x240x155" in reg.output
+    assert "small-in-full" not in cli("dataset", "ls", "--profile", "hospital").output
+
+
 def test_dataset_and_model_lifecycle_with_associations(cli: Cli, tmp_path: Path) -> None:
-    bid = _approved_benchmark(cli, tmp_path)
+    bid = _approved_benchmark(cli, tmp_path, shipped="brats-small")
     raw, prepared = tmp_path / "raw", tmp_path / "prepared"
     made = cli("dataset", "synthesize", str(raw), "--cases", "2", "--size", "small")
     assert made.exit_code == 0, made.output
@@ -316,12 +345,12 @@ def test_dataset_and_model_lifecycle_with_associations(cli: Cli, tmp_path: Path)
     broken.mkdir()
     (broken / "BraTS-GLI-09999-000-t1n.nii.gz").write_bytes(b"not nifti")
     strict = cli("dataset", "prepare", str(raw), str(prepared), "--benchmark", str(bid),
-                 "--size", "small", "--strict", "--profile", "hospital")
+                 "--strict", "--profile", "hospital")
     assert strict.exit_code == 3, strict.output
     assert "1 of 3 raw cases failed" in strict.output and "BraTS-GLI-09999-000" in strict.output
     assert not prepared.exists()
     prep = cli("dataset", "prepare", str(raw), str(prepared), "--benchmark", str(bid),
-               "--size", "small", "--profile", "hospital")
+               "--size", "small", "--profile", "hospital")  # agrees with brats-small's grid
     assert prep.exit_code == 0, prep.output
     assert "prepared 2 cases, 1 case rejected" in prep.output
     assert "BraTS-GLI-09999-000" in prep.output
