@@ -177,6 +177,7 @@ def _cs_launcher(
         project = project or gcp.project
         zone = zone or gcp.zone
         account = account or gcp.service_account
+        api_endpoint = api_endpoint or gcp.api_endpoints.get("compute")
     reference = cs.image_reference or client.get_benchmark(benchmark_id).image_reference
     missing = [name for name, value in (("--project", project), ("--zone", zone),
                                         ("--service-account", account)) if not value]
