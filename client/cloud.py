@@ -49,6 +49,8 @@ __all__ = [
     "InsecureMockOwnerCloud",
     "OwnerCloud",
     "PlatformPolicy",
+    "api_disabled",
+    "cloud_failure",
     "confidential_space_platform",
     "gcp_credentials",
     "insecure_mock_platform",
@@ -161,6 +163,10 @@ class OwnerCloud(Protocol):
         self, kind: Literal["dataset", "model"], asset_id: int
     ) -> CoordinatesUpdate: ...
 
+    def ensure_key_and_bucket(self, *, key: bool = True, bucket: bool = True) -> list[str]:
+        """Locate the owner's own key and bucket, creating what is missing."""
+        ...
+
     def key_wrapper(self, key_name: str) -> KmsKeyWrapper: ...
 
     def blob_store(self, uri: str) -> tuple[BlobStore, str]: ...
@@ -242,9 +248,10 @@ class GcpOwnerCloud:
             wip_provider=self.pool_provider_name(),
         )
 
-    def ensure_key_and_bucket(self) -> None:
-        """Create the key ring, the ``ENCRYPT_DECRYPT`` key and the bucket when missing (what
-        an owner otherwise does by hand with gcloud); existing ones are used as they are."""
+    def ensure_key_and_bucket(self, *, key: bool = True, bucket: bool = True) -> list[str]:
+        """Locate the key ring, the ``ENCRYPT_DECRYPT`` key (``key``) and the bucket
+        (``bucket``), creating what is missing (what an owner otherwise does by hand with
+        gcloud); existing ones are used as they are. Returns what was created."""
         from google.api_core import exceptions as gexc
 
         from sealbench.cloud.gcs import make_storage_client
@@ -253,29 +260,37 @@ class GcpOwnerCloud:
         kms_client = make_kms_client(self.credentials(), self.apis.kms)
         parent = f"projects/{self.project_id}/locations/{self.location}"
         ring = f"{parent}/keyRings/{self.key_ring}"
-        steps = (
-            (f"key ring {ring}", lambda: kms_client.create_key_ring(
-                request={"parent": parent, "key_ring_id": self.key_ring, "key_ring": {}})),
-            (f"key {self.key_name}", lambda: kms_client.create_crypto_key(
-                request={"parent": ring, "crypto_key_id": self.key,
-                         "crypto_key": {"purpose": "ENCRYPT_DECRYPT"}})),
-            (f"bucket gs://{self.bucket}", lambda: make_storage_client(
-                self.project_id, self.credentials(), self.apis.storage
-            ).create_bucket(self.bucket)),
-        )
-        for what, create in steps:
+        storage = make_storage_client(self.project_id, self.credentials(), self.apis.storage)
+        steps: list[tuple[str, Callable[[], object], Callable[[], object]]] = [
+            (f"key ring {ring}", lambda: kms_client.get_key_ring(request={"name": ring}),
+             lambda: kms_client.create_key_ring(
+                 request={"parent": parent, "key_ring_id": self.key_ring, "key_ring": {}})),
+            (f"key {self.key_name}",
+             lambda: kms_client.get_crypto_key(request={"name": self.key_name}),
+             lambda: kms_client.create_crypto_key(
+                 request={"parent": ring, "crypto_key_id": self.key,
+                          "crypto_key": {"purpose": "ENCRYPT_DECRYPT"}})),
+        ] if key else []
+        if bucket:
+            steps.append((f"bucket gs://{self.bucket}",
+                          lambda: storage.get_bucket(self.bucket),
+                          lambda: storage.create_bucket(self.bucket)))
+        created = []
+        for what, locate, create in steps:
             try:
-                create()
-                log.info("created %s", what)
+                try:
+                    locate()
+                    continue
+                except gexc.NotFound:
+                    create()
+                    log.info("created %s", what)
+                    created.append(what)
             except gexc.Conflict:
-                continue  # already there: use it
+                continue  # created meanwhile: use it
             except gexc.GoogleAPICallError as exc:
-                raise CloudError(
-                    f"cannot create {what}: {exc.message}",
-                    hint="check that the KMS and Storage APIs are enabled and that you may "
-                    "create keys and buckets in the project (roles/cloudkms.admin, "
-                    "roles/storage.admin)",
-                ) from exc
+                raise cloud_failure(exc, f"locating or creating {what}", project=self.project_id,
+                                    bucket=self.bucket) from exc
+        return created
 
     def key_wrapper(self, key_name: str) -> KmsKeyWrapper:
         from sealbench.cloud.kms import KmsKeyWrapper, make_kms_client
@@ -336,7 +351,97 @@ class GcpOwnerCloud:
         try:
             return writer.sync(policy)
         except AdapterError as exc:
-            raise CloudError(f"writing the policy failed: {exc}") from exc
+            raise cloud_failure(exc, "writing the key-release policy", project=self.project_id,
+                                bucket=location.bucket) from exc
+
+
+def api_disabled(exc: BaseException) -> str | None:
+    """The API that Google's ``SERVICE_DISABLED`` error ``exc`` (or one of its causes) names."""
+    for seen in _causes(exc):
+        reason = getattr(seen, "reason", None)
+        message = str(getattr(seen, "message", "") or seen)
+        if reason == "SERVICE_DISABLED" or "it is disabled. Enable it by visiting" in message:
+            metadata = getattr(seen, "metadata", None) or {}
+            named = re.search(r"/apis/api/([a-z0-9.-]+)/", message)
+            return str(metadata.get("service") or (named.group(1) if named else "an API"))
+    return None
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and len(chain) < 16:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    return chain
+
+
+_BUCKET_GONE = ("The specified bucket does not exist", "bucket does not exist")
+_KEY_STATE = re.compile(r"current state is: (DESTROYED|DESTROY_SCHEDULED|DISABLED)")
+
+
+def cloud_failure(
+    exc: BaseException, doing: str, *, project: str, bucket: str | None = None
+) -> CloudError:
+    """The one-line :class:`CloudError` for a failure in the owner's project while ``doing``:
+    what failed, naming the resource, and as its hint the ``gcloud`` command that fixes it
+    (a disabled API, a refused key or bucket, a missing or destroyed key, a missing bucket);
+    other failures keep their own message and a generic hint."""
+    from sealbench.cloud.errors import KeyAccessDenied, KeyNotFound, KmsError, StorageAccessDenied
+
+    def text(e: BaseException) -> str:
+        return str(getattr(e, "message", "") or e)
+
+    service = api_disabled(exc)
+    if service is not None:
+        return CloudError(
+            f"{doing} failed: the {service} API is disabled in project {project}",
+            hint=f"gcloud services enable {service} --project {project}",
+        )
+    for e in _causes(exc):
+        if isinstance(e, KeyAccessDenied):
+            return CloudError(
+                f"{doing} failed: {e}",
+                hint=f"a project owner grants you the key: gcloud kms keys add-iam-policy-binding "
+                f"{e.key_name} --member=user:YOUR_EMAIL "
+                "--role=roles/cloudkms.cryptoKeyEncrypterDecrypter",
+            )
+        if isinstance(e, KmsError) and (state := _KEY_STATE.search(text(e))):
+            return CloudError(
+                f"{doing} failed: the primary version of key {e.key_name} is {state.group(1)}; "
+                "what was sealed with it cannot be opened",
+                hint=f"gcloud kms keys versions create --key {e.key_name} --primary, then seal "
+                "your assets again (and re-run 'sealbench policy sync')",
+            )
+        if isinstance(e, KeyNotFound):
+            return CloudError(
+                f"{doing} failed: {e}",
+                hint=f"gcloud kms keys create {e.key_name} --purpose encryption (its key ring "
+                "first: gcloud kms keyrings create)",
+            )
+        if bucket and any(marker in text(e) for marker in _BUCKET_GONE):
+            return CloudError(
+                f"{doing} failed: bucket gs://{bucket} does not exist",
+                hint=f"gcloud storage buckets create gs://{bucket} --project {project}",
+            )
+        if isinstance(e, StorageAccessDenied) or (
+            bucket and "does not have storage." in text(e)
+        ):
+            return CloudError(
+                f"{doing} failed: permission denied on bucket gs://{bucket or '?'}",
+                hint=f"a project owner grants you the bucket: gcloud storage buckets "
+                f"add-iam-policy-binding gs://{bucket or 'BUCKET'} --member=user:YOUR_EMAIL "
+                "--role=roles/storage.objectAdmin",
+            )
+        if "Permission '" in text(e) and "denied on resource" in text(e):
+            return CloudError(
+                f"{doing} failed: permission denied in project {project}",
+                hint=f"a project owner grants you the role the message names: gcloud projects "
+                f"add-iam-policy-binding {project} --member=user:YOUR_EMAIL --role=ROLE "
+                f"({text(e)[:200]})",
+            )
+    return CloudError(f"{doing} failed: {str(exc)[:500]}",
+                      hint="'sealbench doctor' checks your cloud and names the fix")
 
 
 def gcp_credentials(impersonate_service_account: str | None = None) -> Credentials:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from sealbench.client.cloud import GcpOwnerCloud
+from sealbench.client.cloud import GcpOwnerCloud, api_disabled
 from sealbench.client.errors import ClientError
 
 if TYPE_CHECKING:
@@ -30,7 +30,6 @@ __all__ = [
     "RUNNER_ROLES",
     "Check",
     "RunnerSettings",
-    "api_disabled",
     "check_owner_cloud",
     "enable_command",
 ]
@@ -82,22 +81,6 @@ class RunnerSettings:
 
 def enable_command(service: str, project: str) -> str:
     return f"gcloud services enable {service} --project {project}"
-
-
-def api_disabled(exc: BaseException) -> str | None:
-    """The API named by Google's ``SERVICE_DISABLED`` error ``exc`` (or one of its causes)."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        reason = getattr(seen, "reason", None)
-        message = str(getattr(seen, "message", "") or seen)
-        if reason == "SERVICE_DISABLED" or "it is disabled. Enable it by visiting" in message:
-            metadata = getattr(seen, "metadata", None) or {}
-            found = metadata.get("service") or re.search(r"/apis/api/([a-z0-9.-]+)/", message)
-            if isinstance(found, re.Match):
-                return found.group(1)
-            return str(found) if found else "an API"
-        seen = seen.__cause__ or seen.__context__
-    return None
 
 
 def _run(name: str, probe: Callable[[], str], fix: str, project: str) -> Check:

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
@@ -24,7 +24,7 @@ from sealbench.client.cloud import (
     gcp_credentials,
 )
 from sealbench.client.config import GcpSettings, ResolvedProfile
-from sealbench.client.errors import CloudError, ConfigError, NotFoundError
+from sealbench.client.errors import ConfigError, NotFoundError
 from sealbench.client.policy import AllowedWorkload, allowed_workloads
 from sealbench.server.schemas import CoordinatesPublic, CoordinatesUpdate
 
@@ -41,6 +41,7 @@ __all__ = [
     "owner_cloud",
     "run_endpoints",
     "seal_asset",
+    "spec_endpoints",
     "sync_policy",
 ]
 
@@ -100,6 +101,14 @@ class RunEndpoints:
 
     def service_endpoints(self) -> ServiceEndpoints:
         return self.endpoints
+
+
+def spec_endpoints(profile: ResolvedProfile) -> Any:
+    """:func:`run_endpoints` of a Google Cloud profile (None for any other). Typed ``Any`` as
+    the mock's endpoints are where ``sealbench run`` passes both to
+    :func:`~sealbench.client.runs.build_spec`, which reads only ``service_endpoints()``."""
+    gcp = profile.profile.gcp
+    return None if gcp is None or profile.profile.mock_tee else run_endpoints(gcp)
 
 
 def run_endpoints(settings: GcpSettings) -> RunEndpoints | None:
@@ -183,6 +192,12 @@ def seal_asset(
             f"{source} has digest {local}, but {kind} {asset_id} was registered as {registered}",
             hint=f"seal exactly what you registered, or register this {kind} anew",
         )
+    from sealbench.client.cloud import cloud_failure
+    from sealbench.cloud.storage import parse_storage_uri
+
+    bucket = parse_storage_uri(where.storage_uri).bucket
+    own_bucket = bucket == cloud.default_coordinates(kind, asset_id).storage_uri[5:].split("/")[0]
+    cloud.ensure_key_and_bucket(key=where.kms_key_name == cloud.key_name, bucket=own_bucket)
     store, prefix = cloud.blob_store(where.storage_uri)
     wrapper = cloud.key_wrapper(where.kms_key_name)
     seal = sealing.seal_dataset if kind == "dataset" else sealing.seal_model
@@ -192,10 +207,12 @@ def seal_asset(
             progress=progress,
         )
     except sealing.SealingError as exc:
-        raise CloudError(
-            f"sealing {kind} {asset_id} failed: {exc}",
-            hint="fix the cause and run the same command again: sealing resumes where it stopped",
-        ) from exc
+        failure = cloud_failure(exc, f"sealing {kind} {asset_id}", project=cloud.project_id,
+                                bucket=bucket)
+        if failure.hint and failure.hint.startswith("'sealbench doctor'"):
+            failure.hint = ("fix the cause and run the same command again: sealing resumes "
+                            "where it stopped")
+        raise failure from exc
     stored = client.put_coordinates(kind, asset_id, where)
     return SealOutcome(report, stored)
 
