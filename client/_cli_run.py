@@ -284,7 +284,8 @@ def run(
             spec = runs.build_spec(
                 s.client, run_id=run_id, benchmark_id=benchmark, dataset_id=dataset,
                 model_id=model_id, recipient=recipient,
-                result_dir=s.profile.data_dir / "results" / run_id, endpoints=endpoints,
+                result_dir=s.profile.data_dir / "results" / run_id,
+                endpoints=endpoints or owner.spec_endpoints(s.profile),
                 result_uri=f"{result_uri.rstrip('/')}/{run_id}" if result_uri else None,
             )
             try:
