@@ -36,13 +36,14 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
 import tomllib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -69,6 +70,7 @@ __all__ = [
     "IMAGE_REPOSITORY",
     "LABEL_ALLOW_ENV_OVERRIDE",
     "LABEL_LOG_REDIRECT",
+    "LABEL_PLUGINS",
     "LABEL_SOURCE_DIGEST",
     "SOURCE_DATE_EPOCH",
     "BaseImageError",
@@ -87,6 +89,7 @@ __all__ = [
     "fresh_local_image",
     "local_image",
     "normalize_image",
+    "plugin_wheels",
     "prepare_build_context",
 ]
 
@@ -106,6 +109,10 @@ DEBOOTSTRAP_TIMEOUT_S: Final = 1200
 WHEEL_TIMEOUT_S: Final = 900
 _BASE_PACKAGES: Final = ("python3", "python3-venv", "ca-certificates")
 _EXTRAS: Final = "enclave,gcp"
+#: The image's label listing the benchmark plug-ins installed beside sealbench.
+LABEL_PLUGINS: Final = "org.sealbench.plugins"
+#: ``<distribution>-<version>-<python>-<abi>-<platform>.whl`` (PEP 427 names, normalised).
+_WHEEL_NAME: Final = re.compile(r"^([A-Za-z0-9_.]+)-([A-Za-z0-9_.!+]+)-[^/]+\.whl$")
 
 
 class ImageBuildError(ClientError):
@@ -319,9 +326,54 @@ def _clamp_mtimes(root: Path) -> None:
         os.utime(dirpath, (SOURCE_DATE_EPOCH, SOURCE_DATE_EPOCH))
 
 
-def prepare_build_context(source: Path, context: Path, *, python: str = sys.executable) -> Path:
+def plugin_wheels(
+    plugins: Sequence[Path], wheels: Path, *, python: str = sys.executable
+) -> tuple[str, ...]:
+    """Put a wheel of each benchmark plug-in into ``wheels`` and return their requirements
+    (``name==version``). A plug-in is a ``.whl`` file (copied) or a source folder with a
+    ``pyproject.toml`` (a copy of it is built with ``pip wheel --no-deps``, so nothing is
+    written into it). A plug-in's own dependencies must be sealbench's ``enclave``/``gcp``
+    packages or be given as wheels here too: the image installs with no index."""
+    requirements = []
+    for plugin in plugins:
+        if plugin.is_file() and plugin.suffix == ".whl":
+            built = [wheels / plugin.name]
+            shutil.copy2(plugin, built[0])
+        elif (plugin / "pyproject.toml").is_file():
+            with tempfile.TemporaryDirectory(prefix="sealbench-plugin-") as tmp:
+                src = Path(tmp) / "src"
+                shutil.copytree(plugin, src, ignore=shutil.ignore_patterns(
+                    "build", "dist", "*.egg-info", "__pycache__", ".*"))
+                out = Path(tmp) / "out"
+                _run([python, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check",
+                      "--no-deps", "--wheel-dir", str(out), str(src)], WHEEL_TIMEOUT_S,
+                     WheelhouseError,
+                     env={**os.environ, "SOURCE_DATE_EPOCH": str(SOURCE_DATE_EPOCH)})
+                built = []
+                for wheel in sorted(out.glob("*.whl")):
+                    shutil.copy2(wheel, wheels / wheel.name)
+                    built.append(wheels / wheel.name)
+        else:
+            raise WheelhouseError(f"benchmark plug-in {plugin} is neither a .whl file nor a "
+                                  "folder with a pyproject.toml")
+        if len(built) != 1 or not (match := _WHEEL_NAME.match(built[0].name)):
+            raise WheelhouseError(f"benchmark plug-in {plugin} gave no single wheel "
+                                  f"({[w.name for w in built]})")
+        requirements.append(f"{match.group(1)}=={match.group(2)}")
+    return tuple(requirements)
+
+
+def prepare_build_context(
+    source: Path,
+    context: Path,
+    *,
+    python: str = sys.executable,
+    plugins: Sequence[Path] = (),
+) -> Path:
     """Write ``context/Dockerfile`` and ``context/wheels/`` (sealbench and every wheel of its
-    ``enclave`` and ``gcp`` extras, built with ``python -m pip wheel``) and return ``context``."""
+    ``enclave`` and ``gcp`` extras, built with ``python -m pip wheel``, and a wheel of each
+    benchmark plug-in, :func:`plugin_wheels`; their requirements in ``context/plugins.txt``)
+    and return ``context``."""
     wheels = context / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
     shutil.copy2(source / "docker" / "Dockerfile", context / "Dockerfile")
@@ -347,6 +399,8 @@ def prepare_build_context(source: Path, context: Path, *, python: str = sys.exec
         )
     if not list(wheels.glob("sealbench-*.whl")):
         raise WheelhouseError("pip wheel finished without a sealbench wheel")
+    requirements = plugin_wheels(plugins, wheels, python=python)
+    (context / "plugins.txt").write_text("".join(f"{r}\n" for r in requirements))
     _clamp_mtimes(context)
     return context
 
@@ -452,12 +506,15 @@ def build_image(
     no_cache: bool = False,
     work_dir: Path | None = None,
     on_progress: ProgressFn | None = None,
+    plugins: Sequence[Path] = (),
 ) -> ImageBuildResult:
     """Build ``source/docker/Dockerfile`` on ``base_image`` (default: the offline base, made by
     :func:`ensure_local_base` when absent) and tag it ``repository:<first 12 hex of the ID>`` and
     ``repository:latest``. Unchanged inputs give the same image ID (see ``docs/image.md``).
     The image's label :data:`LABEL_SOURCE_DIGEST` records the digest of ``source``'s source
-    manifest, so that a later command can tell whether the image was built from a checkout."""
+    manifest, so that a later command can tell whether the image was built from a checkout.
+    ``plugins`` (wheels or source folders of third-party benchmark plug-ins) are installed
+    beside sealbench, so the image digest covers them; label :data:`LABEL_PLUGINS` lists them."""
     progress = on_progress or (lambda _line: None)
     sources = source_digest(source)
     if base_image is None:
@@ -470,7 +527,11 @@ def build_image(
         )
     with tempfile.TemporaryDirectory(prefix="sealbench-context-", dir=work_dir) as tmp:
         progress("building the wheelhouse (sealbench[enclave,gcp])")
-        context = prepare_build_context(source, Path(tmp))
+        context = prepare_build_context(source, Path(tmp), plugins=plugins)
+        installed = (context / "plugins.txt").read_text().split()
+        build_labels: dict[str, str] = {LABEL_SOURCE_DIGEST: sources}
+        if installed:
+            build_labels[LABEL_PLUGINS] = " ".join(installed)
         progress(f"docker build on {base_image}")
         try:
             chunks = client.api.build(
@@ -482,7 +543,7 @@ def build_image(
                     "ALLOW_ENV_OVERRIDE": allow_env_override_value(),
                     "SOURCE_DATE_EPOCH": str(SOURCE_DATE_EPOCH),
                 },
-                labels={LABEL_SOURCE_DIGEST: sources},
+                labels=build_labels,
                 nocache=no_cache,
                 rm=True,
                 forcerm=True,

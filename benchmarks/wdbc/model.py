@@ -9,9 +9,9 @@ A model takes the raw features and returns class probabilities:
 - a default-domain opset in :data:`OPSETS`, at most :data:`MAX_MODEL_BYTES`.
 
 The runner loads the model from bytes in memory and predicts one case at a time. A case whose
-output is not a finite probability pair is not an error of the run: :meth:`OnnxClassifier.predict`
-returns a :class:`Prediction` without a score and the reason, which scoring turns into a
-penalised failure (the case's label is known there).
+inference fails or whose output is not a finite probability pair is not an error of the run:
+:meth:`OnnxClassifier.predict` returns a :class:`Prediction` without a score and the reason,
+which scoring turns into a penalised failure (the case's label is known there).
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import numpy as np
 import onnxruntime as ort  # type: ignore[import-untyped]
 
 from sealbench.benchmarks.interface import (
-    InferenceError,
     ModelContract,
     ModelContractError,
     ModelReport,
@@ -142,13 +141,15 @@ class OnnxClassifier:
         self._input = self.report.inputs[0].name
 
     def predict(self, case: WdbcCase) -> Prediction:
-        """P(malignant) of ``case``; a malformed output is a :class:`Prediction` without score.
-        :class:`InferenceError` when ONNX Runtime itself fails."""
+        """P(malignant) of ``case``. Never raises: an ONNX Runtime failure or a malformed output
+        is a :class:`Prediction` without score, so that scoring penalises the case with its
+        label (an :class:`~sealbench.benchmarks.interface.InferenceError` would reach
+        ``failure()``, which has no label to penalise with)."""
         row = np.asarray([case.features], dtype=np.float32)
         try:
             [out] = self._session.run([OUTPUT_NAME], {self._input: row})
-        except Exception as exc:  # ORT raises its own exception types
-            raise InferenceError(f"ONNX Runtime failed: {type(exc).__name__}") from exc
+        except Exception as exc:  # noqa: BLE001 - ORT's own types; the reason says which
+            return Prediction(None, f"ONNX Runtime failed: {type(exc).__name__}")
         probs = np.asarray(out)
         if probs.shape != (1, 2):
             return Prediction(None, f"output shape {list(probs.shape)}, expected [1, 2]")
