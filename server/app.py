@@ -33,6 +33,7 @@ from sealbench.server.routers import (
     inbox,
     meta,
     results,
+    runs,
     users,
 )
 from sealbench.server.schemas import ErrorBody, ErrorDetail
@@ -171,6 +172,8 @@ def create_app(
         results.router,
         audit.router,
         inbox.router,
+        runs.router,
+        runs.progress_router,
     ):
         app.include_router(router, prefix=API_PREFIX)
     mount_dashboard(app, settings)

@@ -51,6 +51,7 @@ __all__ = [
     "Model",
     "ModelCoordinates",
     "Result",
+    "Run",
     "User",
     "UtcDateTime",
     "WebSession",
@@ -378,3 +379,34 @@ class AuditCheck(Base):
     ok: Mapped[bool] = mapped_column(Boolean)
     first_broken_seq: Mapped[int | None] = mapped_column(Integer)
     reason: Mapped[str | None] = mapped_column(String(500))
+
+
+class Run(Base):
+    """A confidential run as its data owner's client reported it (``/runs``): the latest
+    state, its failure class or interrupt reason, per-step timings, the image digest and, once
+    submitted, the result it produced. ``seq`` is the highest report number received (later
+    reports with a lower one are ignored). Never a case id, metric, key or token."""
+
+    __tablename__ = "runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_key: Mapped[str] = mapped_column(String(64))
+    reporter_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    benchmark_id: Mapped[int] = mapped_column(ForeignKey("benchmarks.id"))
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id"), index=True)
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id"), index=True)
+    state: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str | None] = mapped_column(String(32))
+    image_digest: Mapped[str] = mapped_column(_DIGEST)
+    tee: Mapped[str] = mapped_column(String(32))
+    attempts: Mapped[int] = mapped_column(Integer)
+    step_seconds: Mapped[dict[str, Any]]
+    result_id: Mapped[int | None] = mapped_column(ForeignKey("results.id"), unique=True)
+    seq: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(_TS)
+    updated_at: Mapped[datetime] = mapped_column(_TS)
+
+    __table_args__ = (
+        UniqueConstraint("reporter_id", "run_key", name="uq_runs_reporter_key"),
+        Index("ix_runs_benchmark_pair", "benchmark_id", "model_id", "dataset_id"),
+    )

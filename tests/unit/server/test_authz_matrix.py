@@ -108,6 +108,17 @@ class Ctx:
             "signature": cosign(cp, witness, 1).line().rstrip("\n"),
         }
 
+    def run_report(self) -> dict[str, Any]:
+        return {
+            "benchmark_id": self.world.benchmark_id,
+            "dataset_id": self.world.dataset_id,
+            "model_id": self.world.model_id,
+            "state": "running",
+            "seq": 1,
+            "image_digest": self.h.IMAGE_DIGEST,
+            "tee": "mock",
+        }
+
     def result_body(self) -> dict[str, Any]:
         sealed = "sha256:" + f"{next(_n):064x}"
         claims = self.h.result_claims(
@@ -337,6 +348,15 @@ MATRIX = [
         _all(201),
         body=lambda c: c.cosignature(),
     ),
+    Row(
+        "run report",
+        "PUT",
+        lambda c: f"{API}/runs/{next(_n) + 1000}",
+        (401, 403, 200, 403, 403),
+        body=lambda c: c.run_report(),
+    ),
+    Row("run list", "GET", lambda c: f"{API}/runs", _all(200)),
+    Row("benchmark progress", "GET", lambda c: f"{B(c)}/progress", (401, 403, 200, 200, 403)),
     Row("inbox", "GET", lambda c: f"{API}/inbox", _all(200)),
     Row("health", "GET", lambda c: "/health", (200, 200, 200, 200, 200)),
     Row("version", "GET", lambda c: "/version", (200, 200, 200, 200, 200)),

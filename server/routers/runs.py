@@ -1,0 +1,79 @@
+"""``/api/v1/runs`` and ``/api/v1/benchmarks/{id}/progress``: a data owner's client reports the
+state of each confidential run; the benchmark's owner, the data owners and the model owners read
+the runs (and the progress matrix) that concern them."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query
+
+from sealbench.server.deps import CurrentUser, Limit, NowDep, Offset, SessionDep
+from sealbench.server.models import Run
+from sealbench.server.routers._common import ERRORS, IdPath, OptionalId, in_thread, to_page
+from sealbench.server.schemas import Page
+from sealbench.server.schemas.runs import BenchmarkProgress, RunPublic, RunReport, RunState
+from sealbench.server.services import runs
+
+__all__ = ["progress_router", "router"]
+
+router = APIRouter(prefix="/runs", tags=["runs"], responses=ERRORS)
+progress_router = APIRouter(prefix="/benchmarks", tags=["runs"], responses=ERRORS)
+
+RunKeyPath = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
+
+
+def _public(row: Run) -> RunPublic:
+    return RunPublic(
+        id=row.id,
+        run_id=row.run_key,
+        reporter_id=row.reporter_id,
+        benchmark_id=row.benchmark_id,
+        dataset_id=row.dataset_id,
+        model_id=row.model_id,
+        state=row.state,  # type: ignore[arg-type]  # written only from RunState
+        reason=row.reason,
+        image_digest=row.image_digest,
+        tee=row.tee,
+        attempts=row.attempts,
+        step_seconds=dict(row.step_seconds),
+        result_id=row.result_id,
+        seq=row.seq,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+@router.put("/{run_id}")
+async def report(
+    run_id: RunKeyPath, body: RunReport, session: SessionDep, user: CurrentUser, now: NowDep
+) -> RunPublic:
+    """Create or advance one of your runs (idempotent: a report whose ``seq`` is not higher
+    than the stored one changes nothing)."""
+    return await in_thread(session, lambda: _public(runs.report(session, user, run_id, body, now)))
+
+
+@router.get("")
+async def list_runs(
+    session: SessionDep,
+    user: CurrentUser,
+    benchmark_id: OptionalId = None,
+    state: Annotated[RunState | None, Query()] = None,
+    limit: Limit = 50,
+    offset: Offset = 0,
+) -> Page[RunPublic]:
+    def page() -> Page[RunPublic]:
+        rows = runs.list_page(
+            session, user, benchmark_id=benchmark_id, state=state, limit=limit, offset=offset
+        )
+        return to_page(rows, _public, Page[RunPublic])
+
+    return await in_thread(session, page)
+
+
+@progress_router.get("/{benchmark_id}/progress")
+async def progress(
+    benchmark_id: IdPath, session: SessionDep, user: CurrentUser
+) -> BenchmarkProgress:
+    """Per approved (model, dataset): pending, planned, running, failed, interrupted or done."""
+    return await in_thread(session, lambda: runs.progress(session, user, benchmark_id))

@@ -1,0 +1,152 @@
+"""Run status wire types: what a data owner's client reports about each confidential run, what
+readers get back, and the benchmark's progress matrix.
+
+A report carries the run's state, a typed failure class or interrupt reason, per-step timings
+and the image digest, never free text: no case id, metric, key or token can ride along. The
+client numbers its reports per run (``seq``); the registry keeps the highest, so reports that
+arrive late or twice change nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import Field, StringConstraints, model_validator
+
+from sealbench.server.schemas.common import Digest, Id, WireModel
+
+__all__ = [
+    "FAILURE_CLASSES",
+    "INTERRUPT_REASONS",
+    "TERMINAL_STATES",
+    "BenchmarkProgress",
+    "FailureClass",
+    "InterruptReason",
+    "ProgressCell",
+    "ProgressStatus",
+    "RunKey",
+    "RunPublic",
+    "RunReason",
+    "RunReport",
+    "RunState",
+]
+
+RunState = Literal["planned", "launching", "running", "succeeded", "failed", "interrupted"]
+TERMINAL_STATES: frozenset[str] = frozenset({"succeeded", "failed", "interrupted"})
+
+#: Why a run failed, by what failed: the enclave's exit codes, then the launcher's own failures.
+FailureClass = Literal[
+    "key_release_denied",
+    "attestation_unavailable",
+    "integrity",
+    "asset_rejected",
+    "spec",
+    "destination",
+    "storage",
+    "result_upload",
+    "enclave",
+    "killed",
+    "timeout",
+    "quota",
+    "capacity",
+    "permission",
+    "not_found",
+    "image_reference",
+    "vm_stopped",
+    "launch",
+]
+#: Why a run was interrupted: the operator stopped it (Ctrl-C, SIGTERM), or the process that
+#: owned it died and a later one found its record.
+InterruptReason = Literal["stopped", "owner_died"]
+RunReason = FailureClass | InterruptReason
+FAILURE_CLASSES: frozenset[str] = frozenset(FailureClass.__args__)  # type: ignore[attr-defined]
+INTERRUPT_REASONS: frozenset[str] = frozenset(InterruptReason.__args__)  # type: ignore[attr-defined]
+
+#: A client's run id (``run-20261203T070000-1a2b3c4d``), unique per reporting user.
+RunKey = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
+StepName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
+Seconds = Annotated[float, Field(ge=0, le=10_000_000)]
+_MAX_STEPS = 32
+
+
+class RunReport(WireModel):
+    """The whole current state of one run (``PUT /runs/{run_id}``); ``seq`` grows with every
+    report of the run. ``reason`` is a :data:`FailureClass` when failed, an
+    :data:`InterruptReason` when interrupted, absent otherwise; ``result_id`` links the
+    submitted result of a succeeded run."""
+
+    benchmark_id: Id
+    dataset_id: Id
+    model_id: Id
+    state: RunState
+    seq: int = Field(ge=0, le=2**31 - 1)
+    reason: RunReason | None = None
+    image_digest: Digest
+    tee: Literal["mock", "docker", "confidential-space", "fake"]
+    attempts: int = Field(default=0, ge=0, le=100)
+    step_seconds: dict[StepName, Seconds] = Field(default_factory=dict)
+    result_id: Id | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RunReport:
+        if len(self.step_seconds) > _MAX_STEPS:
+            raise ValueError(
+                f"at most {_MAX_STEPS} step timings, received {len(self.step_seconds)}"
+            )
+        if self.state == "failed" and self.reason not in FAILURE_CLASSES:
+            raise ValueError(f"a failed run names its failure class, received {self.reason!r}")
+        if self.state == "interrupted" and self.reason not in INTERRUPT_REASONS:
+            raise ValueError(f"an interrupted run names why, received {self.reason!r}")
+        if self.state not in ("failed", "interrupted") and self.reason is not None:
+            raise ValueError(f"a {self.state} run has no reason, received {self.reason!r}")
+        if self.result_id is not None and self.state != "succeeded":
+            raise ValueError("only a succeeded run links a result")
+        return self
+
+
+class RunPublic(WireModel):
+    id: int
+    run_id: str
+    reporter_id: int
+    benchmark_id: int
+    dataset_id: int
+    model_id: int
+    state: RunState
+    reason: str | None
+    image_digest: str
+    tee: str
+    attempts: int
+    step_seconds: dict[str, float]
+    result_id: int | None
+    seq: int
+    created_at: datetime
+    updated_at: datetime
+
+
+ProgressStatus = Literal["pending", "planned", "running", "failed", "interrupted", "done"]
+
+
+class ProgressCell(WireModel):
+    """One approved (model, dataset) pair: its latest run for the benchmark's current image
+    (none: ``pending``), or ``done`` when a verified result of that image exists."""
+
+    model_id: int
+    model_name: str
+    dataset_id: int
+    dataset_name: str
+    status: ProgressStatus
+    run_id: str | None = None
+    reason: str | None = None
+    result_id: int | None = None
+    updated_at: datetime | None = None
+
+
+class BenchmarkProgress(WireModel):
+    """``GET /benchmarks/{id}/progress``: the cells the caller may see (the authority all of
+    them, a data owner its datasets' cells, a model owner its models' cells)."""
+
+    benchmark_id: int
+    image_digest: str
+    cells: tuple[ProgressCell, ...]
+    counts: dict[str, int]

@@ -1,0 +1,231 @@
+"""Run status on the registry (``/runs``, ``/benchmarks/{id}/progress``): who sees which runs,
+how a run's state may move, that reports carry no free text, that late or repeated reports
+change nothing, that concurrent reports lose nothing, and that each change is audited."""
+
+from __future__ import annotations
+
+import random
+import threading
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+API = "/api/v1"
+SUMMARY = {"dice": 0.8}
+STATES = ("planned", "launching", "running", "succeeded")
+
+
+def _report(world: Any, h: Any, state: str, seq: int, **extra: Any) -> dict[str, Any]:
+    body = {
+        "benchmark_id": world.benchmark_id,
+        "dataset_id": world.dataset_id,
+        "model_id": world.model_id,
+        "state": state,
+        "seq": seq,
+        "image_digest": h.IMAGE_DIGEST,
+        "tee": "mock",
+    }
+    body.update(extra)
+    return body
+
+
+def _put(client: TestClient, actor: Any, run_id: str, body: dict[str, Any]) -> Any:
+    return client.put(f"{API}/runs/{run_id}", json=body, headers=actor.headers)
+
+
+def _runs(client: TestClient, actor: Any) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    offset: int | None = 0
+    while offset is not None:
+        page = client.get(f"{API}/runs?limit=200&offset={offset}", headers=actor.headers).json()
+        items.extend(page["items"])
+        offset = page["next_offset"]
+    return items
+
+
+def _run_events(client: TestClient, admin: Any) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    offset: int | None = 0
+    while offset is not None:
+        page = client.get(f"{API}/audit?limit=200&offset={offset}", headers=admin.headers).json()
+        events.extend(e for e in page["items"] if e["entity_type"] == "run")
+        offset = page["next_offset"]
+    return events
+
+
+def _submit_result(client: TestClient, world: Any, tokens: Any, h: Any) -> int:
+    sealed = "sha256:" + "7" * 64
+    claims = h.result_claims(
+        summary=SUMMARY, benchmark_id=world.benchmark_id, sealed_digest=sealed,
+        data_digest=world.dataset_digest, model_digest=world.model_digest,
+    )
+    body = {
+        "benchmark_id": world.benchmark_id, "dataset_id": world.dataset_id,
+        "model_id": world.model_id, "summary": SUMMARY, "sealed_result_digest": sealed,
+        "attestation_token": tokens.sign(claims),
+    }
+    return int(h.ok(client.post(f"{API}/results", json=body, headers=world.data_owner.headers),
+                    201)["id"])
+
+
+def test_run_visible_to_authority_hospital_and_model_owner_only(
+    client: TestClient, world: Any, h: Any
+) -> None:
+    h.ok(_put(client, world.data_owner, "run-a", _report(world, h, "running", 1)))
+    for reader in (world.bench_owner, world.data_owner, world.model_owner):
+        assert [r["run_id"] for r in _runs(client, reader)] == ["run-a"]
+        cells = h.ok(client.get(f"{API}/benchmarks/{world.benchmark_id}/progress",
+                                headers=reader.headers))["cells"]
+        assert [(c["model_id"], c["dataset_id"], c["status"]) for c in cells] == [
+            (world.model_id, world.dataset_id, "running")
+        ]
+    for outsider in (world.other, world.admin):
+        assert _runs(client, outsider) == []
+        refused = client.get(f"{API}/benchmarks/{world.benchmark_id}/progress",
+                             headers=outsider.headers)
+        assert refused.status_code == 403
+
+
+def test_model_owner_sees_only_its_models_rows(
+    client: TestClient, world: Any, h: Any, make_user: Any
+) -> None:
+    rival = make_user("rival@model.test")
+    mid = h.ok(client.post(f"{API}/models", json={"name": "rival", "version": "1",
+                                                  "digest": h.digest_of("rival")},
+                           headers=rival.headers), 201)["id"]
+    b = world.benchmark_id
+    h.ok(client.post(f"{API}/benchmarks/{b}/models", json={"asset_id": mid},
+                     headers=rival.headers), 201)
+    h.ok(client.post(f"{API}/benchmarks/{b}/models/{mid}/approve",
+                     headers=world.bench_owner.headers))
+    h.ok(_put(client, world.data_owner, "run-mine", _report(world, h, "running", 1)))
+    h.ok(_put(client, world.data_owner, "run-rival", _report(world, h, "failed", 1,
+                                                            model_id=mid, reason="quota")))
+    assert [r["run_id"] for r in _runs(client, rival)] == ["run-rival"]
+    assert [r["run_id"] for r in _runs(client, world.model_owner)] == ["run-mine"]
+    board = h.ok(client.get(f"{API}/benchmarks/{b}/progress", headers=rival.headers))
+    assert [(c["model_id"], c["status"], c["reason"]) for c in board["cells"]] == [
+        (mid, "failed", "quota")
+    ]
+    everything = h.ok(client.get(f"{API}/benchmarks/{b}/progress",
+                                 headers=world.bench_owner.headers))
+    assert everything["counts"] == {"running": 1, "failed": 1}
+
+
+def test_only_the_datasets_owner_reports_its_runs(client: TestClient, world: Any, h: Any) -> None:
+    for intruder in (world.model_owner, world.bench_owner, world.other):
+        refused = _put(client, intruder, "run-x", _report(world, h, "running", 1))
+        assert refused.status_code == 403, refused.text
+    assert _runs(client, world.bench_owner) == []
+
+
+def test_run_of_unapproved_model_refused(client: TestClient, world: Any, h: Any) -> None:
+    mid = h.ok(client.post(f"{API}/models", json={"name": "unlinked", "version": "1",
+                                                  "digest": h.digest_of("unlinked")},
+                           headers=world.model_owner.headers), 201)["id"]
+    refused = _put(client, world.data_owner, "run-u", _report(world, h, "planned", 1,
+                                                               model_id=mid))
+    assert refused.status_code == 409 and "not approved" in refused.json()["message"]
+
+
+def test_free_text_in_a_report_refused(client: TestClient, world: Any, h: Any) -> None:
+    """A report is typed through and through: no error text (which could name a case), no
+    metric, no token; a failure is a class from a closed list."""
+    for extra in (
+        {"error": "case BraTS-GLI-00001 failed"},
+        {"summary": SUMMARY},
+        {"state": "failed", "reason": "case BraTS-GLI-00001 unreadable"},
+        {"step_seconds": {"BraTS-GLI-00001": 1.0}},
+        {"state": "failed"},  # a failure without its class
+        {"state": "running", "reason": "quota"},
+    ):
+        body = {**_report(world, h, "running", 1), **extra}
+        refused = _put(client, world.data_owner, "run-t", body)
+        assert refused.status_code == 422, (extra, refused.text)
+    assert _runs(client, world.data_owner) == []
+
+
+def test_state_moves_forward_and_a_terminal_state_is_final(
+    client: TestClient, world: Any, h: Any
+) -> None:
+    owner = world.data_owner
+    h.ok(_put(client, owner, "run-f", _report(world, h, "running", 1)))
+    back = _put(client, owner, "run-f", _report(world, h, "planned", 2))
+    assert back.status_code == 409
+    h.ok(_put(client, owner, "run-f", _report(world, h, "interrupted", 3, reason="stopped")))
+    revived = _put(client, owner, "run-f", _report(world, h, "succeeded", 4))
+    assert revived.status_code == 409 and "interrupted" in revived.json()["message"]
+    moved = _put(client, owner, "run-f", _report(world, h, "interrupted", 5, reason="stopped",
+                                                 model_id=world.model_id + 100))
+    assert moved.status_code == 409
+    assert [r["state"] for r in _runs(client, owner)] == ["interrupted"]
+
+
+def test_late_or_repeated_report_changes_nothing(client: TestClient, world: Any, h: Any) -> None:
+    owner = world.data_owner
+    h.ok(_put(client, owner, "run-l", _report(world, h, "succeeded", 5,
+                                              step_seconds={"infer": 3.5})))
+    late = h.ok(_put(client, owner, "run-l", _report(world, h, "running", 3)))
+    assert late["state"] == "succeeded" and late["seq"] == 5
+    again = h.ok(_put(client, owner, "run-l", _report(world, h, "succeeded", 5,
+                                                      step_seconds={"infer": 3.5})))
+    assert again == late
+    assert [e["action"] for e in _run_events(client, world.admin)] == ["run.succeeded"]
+
+
+def test_submitted_result_links_to_its_run_and_the_pair_is_done(
+    client: TestClient, world: Any, h: Any, tokens: Any
+) -> None:
+    owner = world.data_owner
+    for seq, state in enumerate(STATES, start=1):
+        h.ok(_put(client, owner, "run-r", _report(world, h, state, seq)))
+    result_id = _submit_result(client, world, tokens, h)
+    linked = h.ok(_put(client, owner, "run-r", _report(world, h, "succeeded", 5,
+                                                       result_id=result_id)))
+    assert linked["result_id"] == result_id
+    cell = h.ok(client.get(f"{API}/benchmarks/{world.benchmark_id}/progress",
+                           headers=world.bench_owner.headers))["cells"][0]
+    assert (cell["status"], cell["result_id"], cell["run_id"]) == ("done", result_id, "run-r")
+    # another run may not claim the same result, nor this one another's
+    h.ok(_put(client, owner, "run-s", _report(world, h, "succeeded", 1)))
+    stolen = _put(client, owner, "run-s", _report(world, h, "succeeded", 2, result_id=result_id))
+    assert stolen.status_code == 409
+    actions = [(e["action"], e["payload"]) for e in _run_events(client, world.admin)]
+    assert [a for a, _ in actions] == [
+        "run.planned", "run.launching", "run.running", "run.succeeded", "run.result",
+        "run.succeeded",
+    ]
+    assert f'"result_id":{result_id}' in actions[4][1]
+
+
+def test_concurrent_run_reports_lose_nothing(client: TestClient, world: Any, h: Any) -> None:
+    """Eight reporters each drive five runs through every state at once, in shuffled order of
+    runs: every run ends succeeded, with one audit event per state change."""
+    owner = world.data_owner
+    errors: list[str] = []
+
+    def reporter(worker: int) -> None:
+        rng = random.Random(worker)
+        steps = [(f"run-{worker}-{i}", seq, state)
+                 for i in range(5) for seq, state in enumerate(STATES, start=1)]
+        # keep each run's own order, interleave the runs
+        pending = {key: [s for s in steps if s[0] == key] for key in {s[0] for s in steps}}
+        while pending:
+            key = rng.choice(sorted(pending))
+            run_id, seq, state = pending[key].pop(0)
+            if not pending[key]:
+                del pending[key]
+            r = _put(client, owner, run_id, _report(world, h, state, seq))
+            if r.status_code != 200:
+                errors.append(f"{run_id} {state}: {r.status_code} {r.text}")
+
+    threads = [threading.Thread(target=reporter, args=(w,)) for w in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    runs = _runs(client, world.bench_owner)
+    assert len(runs) == 40 and {r["state"] for r in runs} == {"succeeded"}
+    assert len(_run_events(client, world.admin)) == 40 * len(STATES)
+    assert h.ok(client.get(f"{API}/audit/verify", headers=world.admin.headers))["ok"] is True
