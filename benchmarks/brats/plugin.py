@@ -26,6 +26,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from sealbench.benchmarks import interface as api
 
+from . import pooling
 from .cases import (
     CASES_DIR,
     DATASET_FILE,
@@ -269,8 +270,10 @@ class BratsBenchmark:
         return tuple(out)
 
     def pool(self, summaries: Sequence[api.PublicSummary]) -> api.PooledFigures:
-        raise api.PoolingNotSupportedError(
-            f"{PLUGIN_REF} summaries carry no sufficient statistics yet (issue 15)")
+        ours = [x for x in summaries if isinstance(x, PublicSummary)]
+        if len(ours) != len(summaries):
+            raise TypeError("summaries of another benchmark")
+        return pooling.pool(ours, self.metrics)
 
     # -- shipped models and demo data ----------------------------------------------------------
 

@@ -121,8 +121,9 @@ def test_figures_headline_is_the_mean_over_regions(plugin: BratsBenchmark) -> No
     assert figures[api.MetricRef("dice")].value == 0.0
     assert figures[api.MetricRef("hd95", "TC")].value == plugin.metrics.hd95_penalty_mm
     assert plugin.presentation.label(api.MetricRef("dice", "WT")) == "Dice WT"
-    with pytest.raises(api.PoolingNotSupportedError):
-        plugin.pool([summary])
+    pooled = plugin.pool([summary])  # one site pools to itself (issue 15: brats.pooling)
+    assert (pooled.n_sites, pooled.n_cases) == (1, summary.n_cases)
+    assert {f.ref: f.value for f in pooled.figures}[api.MetricRef("dice")] == 0.0
 
 
 def test_shipped_model_checked_against_the_model_contract() -> None:
