@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Final, Protocol, Self
+from typing import Any, Final, Protocol, Self, runtime_checkable
 
 __all__ = [
     "Benchmark",
@@ -57,7 +57,9 @@ __all__ = [
     "CaseError",
     "CaseRejection",
     "CaseResult",
+    "ContractVariants",
     "DatasetLayout",
+    "DemoVariant",
     "Direction",
     "Figure",
     "Group",
@@ -84,6 +86,7 @@ __all__ = [
     "ShippedModel",
     "SummaryError",
     "TensorSpec",
+    "bind_data_contract",
 ]
 
 #: A JSON object as Python decodes it (``json.loads``) and pydantic dumps it (``mode="json"``).
@@ -530,3 +533,44 @@ class Benchmark(Protocol):
         """Write ``n_cases`` synthetic raw cases into ``out_dir`` (for tests, the demo and the
         compatibility check); returns their case ids."""
         ...
+
+
+# -- variants of a data contract (optional) ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DemoVariant:
+    """A variant of the benchmark for quick demo data (BraTS: a small grid): its plug-in bound
+    to the variant's contract, and how many times more one case costs under the registered
+    contract (to estimate the real time per case)."""
+
+    name: str
+    benchmark: Benchmark
+    cost_scale: float
+
+
+@runtime_checkable
+class ContractVariants(Protocol):
+    """Implemented by a plug-in whose registered benchmarks may publish variants of its data
+    contract (BraTS: the same tissues and labels on another grid). A plug-in without variants
+    accepts only its own :meth:`Benchmark.data_contract`."""
+
+    def with_data_contract(self, doc: Mapping[str, Any]) -> Benchmark:
+        """The plug-in bound to a registered benchmark's data contract; :class:`CaseError`
+        when the document is not a variant this plug-in scores."""
+        ...
+
+    def demo_variants(self) -> tuple[DemoVariant, ...]:
+        """Variants demo data may be generated under (the first is the smallest)."""
+        ...
+
+
+def bind_data_contract(benchmark: Benchmark, doc: Mapping[str, Any]) -> Benchmark:
+    """``benchmark`` as a registered benchmark with data contract ``doc`` uses it;
+    :class:`CaseError` when the plug-in does not accept that contract."""
+    if isinstance(benchmark, ContractVariants):
+        return benchmark.with_data_contract(doc)
+    if dict(doc) != benchmark.data_contract():
+        raise CaseError(f"the data contract is not the one benchmark plug-in {benchmark.ref} "
+                        "enforces")
+    return benchmark

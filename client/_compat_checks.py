@@ -16,25 +16,31 @@ from sealbench.crypto.manifest import MAX_MANIFEST_BYTES, Manifest
 from sealbench.server.schemas import BenchmarkPublic
 
 if TYPE_CHECKING:  # numpy, nibabel and onnxruntime load only when a test runs
-    from sealbench.benchmarks.brats import BratsContract, Case, CaseResult, PublicSummary
-    from sealbench.enclave.rules import BenchmarkRules
+    from sealbench.benchmarks.interface import (
+        Benchmark,
+        CaseResult,
+        DatasetLayout,
+        PublicSummary,
+        Runner,
+    )
 
 __all__ = [
     "DEFAULT_MAX_SECONDS_PER_CASE",
     "Check",
     "CompatReport",
     "ModelUnderTest",
-    "SegmenterFactory",
+    "RunnerFactory",
+    "plugin_of",
     "run_checks",
 ]
 
-#: Seconds one case may take (inference and scoring) at the benchmark's full grid.
+#: Seconds one case may take (inference and scoring) under the benchmark's registered contract.
 DEFAULT_MAX_SECONDS_PER_CASE: Final = 120.0
 _MAX_DATASET_JSON: Final = 1 << 20
 
 Status = Literal["pass", "fail", "skip"]
-SegmenterFactory = Callable[[bytes, "BratsContract"], Any]
-"""Builds the segmenter of a model (default: :class:`OnnxSegmenter`, as the enclave does)."""
+RunnerFactory = Callable[["Benchmark", bytes], "Runner"]
+"""Builds the runner of a model (default: the plug-in's ``load_model``, as the enclave does)."""
 
 
 @dataclass(frozen=True)
@@ -80,46 +86,56 @@ class CompatReport:
             "checks": [
                 {"name": c.name, "status": c.status, "detail": c.detail} for c in self.checks
             ],
-            "summary": None if self.summary is None else self.summary.model_dump(mode="json"),
+            "summary": None if self.summary is None else self.summary.to_json(),
         }
 
 
 # -- the checks -------------------------------------------------------------------------------
 
 
-def _benchmark_check(benchmark: BenchmarkPublic) -> tuple[Check, BenchmarkRules | None]:
-    from pydantic import ValidationError
-
-    from sealbench.benchmarks.brats import BratsContract, MetricsSpec
+def plugin_of(benchmark: BenchmarkPublic) -> Benchmark | None:
+    """The installed plug-in ``benchmark`` pins, bound to its registered data contract (None
+    when it is not installed or refuses the contract)."""
+    from sealbench.benchmarks.interface import BenchmarkError, bind_data_contract
     from sealbench.enclave.errors import SpecError
-    from sealbench.enclave.rules import METRICS_VERSIONS, rules_for
+    from sealbench.enclave.rules import benchmark_for
 
     try:
-        rules = rules_for(benchmark.metrics_version)
-    except SpecError:
+        return bind_data_contract(benchmark_for(benchmark.metrics_version),
+                                  benchmark.data_contract)
+    except (SpecError, BenchmarkError):
+        return None
+
+
+def _benchmark_check(benchmark: BenchmarkPublic) -> tuple[Check, Benchmark | None]:
+    from sealbench.benchmarks.interface import BenchmarkError, bind_data_contract
+    from sealbench.benchmarks.registry import available
+    from sealbench.enclave.errors import SpecError
+    from sealbench.enclave.rules import benchmark_for
+
+    try:
+        plugin = benchmark_for(benchmark.metrics_version)
+    except SpecError as exc:
+        installed = ", ".join(map(str, available())) or "none"
         return Check("benchmark", "fail",
-                     f"metrics version {benchmark.metrics_version!r} is not one this sealbench "
-                     f"scores ({', '.join(sorted(METRICS_VERSIONS))}); upgrade sealbench"), None
+                     f"{exc}; installed here: {installed}; upgrade sealbench or install the "
+                     "benchmark's plug-in"), None
     differs: list[str] = []
     try:
-        registered = BratsContract.model_validate(benchmark.data_contract)
-        if registered.with_shape(rules.contract.shape) != rules.contract:
-            differs.append("data contract")
-    except ValidationError:
-        differs.append("data contract (unreadable)")
-    try:
-        if MetricsSpec.model_validate(benchmark.metrics_spec) != rules.metrics:
-            differs.append("metrics spec")
-    except ValidationError:
-        differs.append("metrics spec (unreadable)")
+        bound = bind_data_contract(plugin, benchmark.data_contract)
+    except BenchmarkError as exc:
+        differs.append(f"data contract ({exc})")
+        bound = plugin
+    if dict(benchmark.metrics_spec) != bound.metrics_spec():
+        differs.append("metrics spec")
     if differs:
         return Check("benchmark", "fail",
-                     f"the registered {' and '.join(differs)} differ from what metrics version "
-                     f"{rules.metrics_version} enforces; the enclave scores by the metrics "
-                     "version, so tell the benchmark's authority"), rules
+                     f"the registered {' and '.join(differs)} differ from what plug-in "
+                     f"{plugin.ref} enforces; the enclave scores by the plug-in, so tell the "
+                     "benchmark's authority"), bound
     return Check("benchmark", "pass",
-                 f"metrics version {rules.metrics_version}: the registered contract and metrics "
-                 "are the ones the enclave enforces"), rules
+                 f"plug-in {plugin.ref}: the registered contract and metrics are the ones the "
+                 "enclave enforces"), bound
 
 
 def _digest_check(model: ModelUnderTest) -> Check | None:
@@ -134,63 +150,68 @@ def _digest_check(model: ModelUnderTest) -> Check | None:
                  f"equals registry model {model.registry_id} ({actual[:19]}…)")
 
 
-def _model_check(model: ModelUnderTest, contract: BratsContract) -> Check:
-    from sealbench.benchmarks.brats import ModelContractError, check_model_contract
+def _shape(dims: tuple[int | str | None, ...]) -> str:
+    return "[" + ",".join("?" if d is None else str(d) for d in dims) + "]"
+
+
+def _model_check(model: ModelUnderTest, benchmark: Benchmark) -> Check:
+    from sealbench.benchmarks.interface import ModelContractError
 
     try:
-        report = check_model_contract(model.data, contract)
+        report = benchmark.check_model(model.data)
     except ModelContractError as exc:
         return Check("model contract", "fail", str(exc))
-    return Check("model contract", "pass",
-                 f"opset {report.opset}; input {report.input_name!r} [N,{report.input_channels},"
-                 f"D,H,W] -> output {report.output_name!r} [N,{report.output_classes},D,H,W]; "
-                 "dynamic spatial axes")
+    io = "; ".join(
+        f"{role} {t.name!r} {_shape(t.shape)}"
+        for role, tensors in (("input", report.inputs), ("output", report.outputs))
+        for t in tensors)
+    return Check("model contract", "pass", f"opset {report.opset}; {io}")
 
 
 @dataclass(frozen=True)
 class _Data:
-    contract: BratsContract
-    cases: tuple[Case, ...]
+    layout: DatasetLayout
+    cases: tuple[Any, ...]
     digest: str
 
 
-def _read_prepared(prepared: Path, rules: BenchmarkRules) -> tuple[Check, _Data | None]:
+def _read_prepared(prepared: Path, benchmark: Benchmark) -> tuple[Check, _Data | None]:
     """Verify the prepared folder against its manifest, check ``dataset.json`` as the enclave
     does, and load every case (labels required)."""
-    from sealbench.benchmarks.brats import CaseError, case_files_from_manifest_paths
-    from sealbench.benchmarks.brats import load_case_from_bytes as load
-    from sealbench.benchmarks.brats.cases import DATASET_FILE
-    from sealbench.benchmarks.brats.prepare import DATA_DIR, MANIFEST_FILE
-    from sealbench.enclave.errors import AssetRejected
+    from sealbench.benchmarks.interface import BenchmarkError, CaseError
+
+    where = benchmark.layout
 
     def read(rel: str, manifest: Manifest) -> bytes:
         entry = manifest.entry(rel)
-        with (prepared / DATA_DIR / rel).open("rb") as handle:
+        with (prepared / where.data_dir / rel).open("rb") as handle:
             data = handle.read(entry.size + 1)
         manifest.verify(rel, data)
         return data
 
     try:
-        with (prepared / MANIFEST_FILE).open("rb") as handle:
+        with (prepared / where.manifest_file).open("rb") as handle:
             manifest = Manifest.from_bytes(handle.read(MAX_MANIFEST_BYTES + 1))
-        contract = rules.contract_for_dataset(read(DATASET_FILE, manifest)[:_MAX_DATASET_JSON])
-        grouped = case_files_from_manifest_paths((e.path for e in manifest.entries), contract)
+        dataset_json = read(where.dataset_file, manifest)
+        if len(dataset_json) > _MAX_DATASET_JSON:
+            raise CaseError(f"{where.dataset_file} is larger than 1 MiB")
+        layout = benchmark.open_dataset(dataset_json)
+        grouped = layout.group(e.path for e in manifest.entries)
     except OSError as exc:
         return Check("data contract", "fail",
                      f"{prepared} is not a prepared dataset ({exc.strerror}: {exc.filename}); "
                      "prepare it with 'sealbench dataset prepare'"), None
-    except (CryptoError, AssetRejected, CaseError) as exc:
+    except (CryptoError, BenchmarkError) as exc:
         return Check("data contract", "fail", str(exc)), None
-    cases: list[Case] = []
+    cases: list[Any] = []
     problems: list[str] = []
-    for case_id, parts in grouped.items():
+    for case_id, paths in grouped.items():
         try:
-            files = {path: read(path, manifest) for path in parts.values()}
-            cases.append(load(files, contract, require_seg=True))
+            files = {path: read(path, manifest) for path in paths}
+            cases.append(layout.load(files))
         except (OSError, CryptoError, CaseError) as exc:
             problems.append(f"{case_id}: {exc}")
-    data = _Data(contract, tuple(cases), manifest.digest)
-    grid = "x".join(map(str, contract.shape))
+    data = _Data(layout, tuple(cases), manifest.digest)
     if not grouped:
         return Check("data contract", "fail", "the dataset holds no cases"), None
     if problems:
@@ -198,26 +219,32 @@ def _read_prepared(prepared: Path, rules: BenchmarkRules) -> tuple[Check, _Data 
                      f"{len(problems)} of {len(grouped)} cases do not load: "
                      + "; ".join(problems[:3])), data if cases else None
     return Check("data contract", "pass",
-                 f"{len(cases)} cases on {grid}, labels included; manifest {data.digest[:19]}… "
+                 f"{len(cases)} cases, labels included; manifest {data.digest[:19]}… "
                  "verified"), data
 
 
-def _seconds_check(seconds: list[float], tested: BratsContract, full: BratsContract,
-                   limit: float) -> Check:
+def _seconds_check(seconds: list[float], cost_scale: float, limit: float) -> Check:
     mean = sum(seconds) / len(seconds)
-    grid = "x".join(map(str, tested.shape))
-    scale = full.n_voxels / tested.n_voxels
-    estimate = mean * max(scale, 1.0)
-    at_full = "" if scale <= 1.0 else (
-        f" (about {estimate:.1f} s at the benchmark's {'x'.join(map(str, full.shape))} grid, "
-        "scaled by voxel count)")
-    text = f"{mean:.2f} s per case on {grid}{at_full}; limit {limit:g} s"
+    estimate = mean * max(cost_scale, 1.0)
+    at_full = "" if cost_scale <= 1.0 else (
+        f" (about {estimate:.1f} s under the benchmark's registered contract, "
+        f"scaled by {cost_scale:.0f}x)")
+    text = f"{mean:.2f} s per case{at_full}; limit {limit:g} s"
     return Check("time per case", "pass" if estimate <= limit else "fail", text)
 
 
-def _means(summary: PublicSummary) -> str:
-    dice = ", ".join(f"{r} {stats['dice'].mean:.3f}" for r, stats in summary.regions.items())
-    return f"mean Dice {dice} over {summary.n_cases} cases"
+def _headline(benchmark: Benchmark, summary: PublicSummary) -> str:
+    shown = benchmark.presentation
+    figures = {f.ref: f.value for f in benchmark.figures(summary)}
+    cells = ", ".join(
+        f"{shown.label(ref)} {'-' if figures.get(ref) is None else f'{figures[ref]:.3f}'}"
+        for ref in shown.columns or (shown.headline,))
+    return f"{cells} over {summary.n_cases} cases"
+
+
+def _reason(result: CaseResult) -> str:
+    reason = result.to_json().get("reason")
+    return reason if isinstance(reason, str) else "failed"
 
 
 def run_checks(
@@ -227,20 +254,16 @@ def run_checks(
     *,
     data_label: str,
     max_seconds_per_case: float = DEFAULT_MAX_SECONDS_PER_CASE,
-    segmenter_factory: SegmenterFactory | None = None,
+    cost_scale: float = 1.0,
+    runner_factory: RunnerFactory | None = None,
     clock: Callable[[], float] = time.perf_counter,
     progress: Callable[[int, int], None] | None = None,
 ) -> CompatReport:
-    """Every check of ``model`` on the prepared dataset ``prepared`` under ``benchmark``'s rules
-    (see the module docstring). Raises nothing for a failing model or dataset: failures are
-    checks."""
-    from sealbench.benchmarks.brats import (
-        BenchmarkError,
-        CaseFailure,
-        OnnxSegmenter,
-        aggregate,
-        score_or_fail,
-    )
+    """Every check of ``model`` on the prepared dataset ``prepared`` under ``benchmark``'s
+    plug-in (see the module docstring). ``cost_scale``: how many times more a case costs under
+    the registered contract than under the one the data was prepared for (demo variants).
+    Raises nothing for a failing model or dataset: failures are checks."""
+    from sealbench.benchmarks.interface import BenchmarkError
 
     def report(*checks: Check | None, summary: PublicSummary | None = None) -> CompatReport:
         return CompatReport(benchmark.id, model.label, data_label,
@@ -249,19 +272,18 @@ def run_checks(
     def skipped(*names: str) -> tuple[Check, ...]:
         return tuple(Check(n, "skip", "not run: an earlier check failed") for n in names)
 
-    bench, rules = _benchmark_check(benchmark)
+    bench, plugin = _benchmark_check(benchmark)
     digest = _digest_check(model)
-    if rules is None:
+    if plugin is None:
         return report(bench, digest, *skipped("model contract", "data contract", "inference",
                                               "metrics", "time per case"))
-    model_check = _model_check(model, rules.contract)
-    data_check, data = _read_prepared(prepared, rules)
+    model_check = _model_check(model, plugin)
+    data_check, data = _read_prepared(prepared, plugin)
     if model_check.status == "fail" or data is None:
         return report(bench, digest, model_check, data_check,
                       *skipped("inference", "metrics", "time per case"))
-    factory = segmenter_factory or OnnxSegmenter
     try:
-        segmenter = factory(model.data, data.contract)
+        runner = (runner_factory or _load)(plugin, model.data)
     except BenchmarkError as exc:
         return report(bench, digest, model_check, data_check,
                       Check("inference", "fail", f"the model does not load for inference: {exc}"),
@@ -270,16 +292,14 @@ def run_checks(
     inference_failures: list[str] = []
     seconds: list[float] = []
     for done, case in enumerate(data.cases, start=1):
-        assert case.seg is not None  # loaded with require_seg=True
         start = clock()
         try:
-            prediction = segmenter.segment(case)
+            prediction = runner.predict(case)
         except BenchmarkError as exc:
             inference_failures.append(f"{case.case_id}: {exc}")
-            results.append(CaseFailure(case_id=case.case_id, reason=f"inference failed: {exc}"))
+            results.append(plugin.failure(case.case_id, f"inference failed: {exc}"))
         else:
-            results.append(score_or_fail(case.case_id, prediction, case.seg, rules.metrics,
-                                         data.contract.spacing_mm))
+            results.append(plugin.score(case, prediction))
         seconds.append(clock() - start)
         if progress is not None:
             progress(done, len(data.cases))
@@ -288,12 +308,12 @@ def run_checks(
         Check("inference", "fail", f"{len(inference_failures)} of {n} cases failed: "
               + "; ".join(inference_failures[:3]))
         if inference_failures
-        else Check("inference", "pass", f"{n} of {n} cases segmented")
+        else Check("inference", "pass", f"{n} of {n} cases predicted")
     )
-    summary = aggregate(results, rules.metrics)
+    summary = plugin.summarise(results)
     scoring_failures = [
-        f"{r.case_id}: {r.reason}" for r in results
-        if isinstance(r, CaseFailure) and not r.reason.startswith("inference failed")
+        f"{r.case_id}: {_reason(r)}" for r in results
+        if r.failed and not _reason(r).startswith("inference failed")
     ]
     if scoring_failures:
         metrics = Check("metrics", "fail", f"{len(scoring_failures)} of {n} predictions could "
@@ -301,11 +321,16 @@ def run_checks(
     elif inference_failures:
         metrics = Check("metrics", "fail",
                         f"{summary.n_failed} of {n} cases entered the summary as failures; "
-                        f"{_means(summary)}")
+                        f"{_headline(plugin, summary)}")
     else:
-        smaller = data.contract.n_voxels < rules.contract.n_voxels
-        note = "; a smaller grid than the benchmark's: not a quality figure" if smaller else ""
-        metrics = Check("metrics", "pass", f"{_means(summary)} (the enclave's scoring{note})")
-    timing = _seconds_check(seconds, data.contract, rules.contract, max_seconds_per_case)
+        note = ("; a smaller variant than the benchmark's: not a quality figure"
+                if cost_scale > 1.0 else "")
+        metrics = Check("metrics", "pass",
+                        f"{_headline(plugin, summary)} (the enclave's scoring{note})")
+    timing = _seconds_check(seconds, cost_scale, max_seconds_per_case)
     return report(bench, digest, model_check, data_check, inference, metrics, timing,
                   summary=summary)
+
+
+def _load(benchmark: Benchmark, weights: bytes) -> Runner:
+    return benchmark.load_model(weights)

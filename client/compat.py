@@ -3,11 +3,12 @@ a model owner runs its model on the benchmark's demo data, a hospital runs the b
 reference model on its own prepared data, both on this machine in plain mode: no TEE, no key,
 nothing uploaded (the registry is only read, for the benchmark and the model's digest).
 
-The scoring is the enclave's own: the contract and metrics come from the same table of metrics
-versions the enclave resolves (:func:`sealbench.enclave.rules.rules_for`), a prepared dataset's
-``dataset.json`` passes the same check, and each case goes through the same steps and failure
-rules as step 5 of a run (load, segment with :class:`~sealbench.benchmarks.brats.OnnxSegmenter`,
-:func:`~sealbench.benchmarks.brats.score_or_fail`, :func:`~sealbench.benchmarks.brats.aggregate`).
+The scoring is the enclave's own: the benchmark plug-in the benchmark pins
+(``metrics_version``, resolved as the enclave resolves it:
+:func:`sealbench.enclave.rules.benchmark_for`), bound to the benchmark's registered data
+contract; a prepared dataset's ``dataset.json`` passes the same check, and each case goes through
+the same steps and failure rules as step 5 of a run (the plug-in's layout, runner, ``score``,
+``failure`` and ``summarise``).
 
 :func:`run_checks` returns a :class:`CompatReport`: one :class:`Check` per step, in order
 (``benchmark``, ``model digest`` when a registry id is known, ``model contract``,
@@ -27,7 +28,8 @@ from sealbench.client._compat_checks import (
     Check,
     CompatReport,
     ModelUnderTest,
-    SegmenterFactory,
+    RunnerFactory,
+    plugin_of,
     run_checks,
 )
 from sealbench.client.api import RegistryClient
@@ -35,7 +37,7 @@ from sealbench.client.errors import ConfigError
 from sealbench.server.schemas import BenchmarkPublic
 
 if TYPE_CHECKING:
-    from sealbench.benchmarks.brats import BratsContract
+    from sealbench.benchmarks.interface import Benchmark, DemoVariant
 
 __all__ = [
     "DEFAULT_MAX_SECONDS_PER_CASE",
@@ -43,9 +45,9 @@ __all__ = [
     "Check",
     "CompatReport",
     "ModelUnderTest",
-    "SegmenterFactory",
+    "RunnerFactory",
     "check_compatibility",
-    "demo_contract",
+    "demo_variant",
     "model_under_test",
     "run_checks",
     "write_demo_dataset",
@@ -59,26 +61,27 @@ DEMO_SEED: Final = 900_000
 
 
 def _shipped(digest: str) -> tuple[str, bytes] | None:
-    """The name and bytes of the model shipped with sealbench whose SHA-256 is ``digest``."""
-    from sealbench.benchmarks.brats.definition import load_definition, load_model_bytes
+    """The name and bytes of the model shipped with an installed benchmark plug-in whose
+    SHA-256 is ``digest``."""
+    from sealbench.benchmarks.registry import PluginRegistry
 
-    definition = load_definition()
-    for ref in (definition.reference_model, *definition.baseline_models):
-        if ref.sha256 == digest:
-            return ref.name, load_model_bytes(ref)
+    registry = PluginRegistry()
+    for ref in registry.available():
+        plugin = registry.get(ref.name)
+        for shipped in plugin.shipped_models:
+            if shipped.sha256 == digest:
+                return shipped.name, plugin.model_bytes(shipped.name)
     return None
 
 
-def _read_model(path: Path) -> bytes:
-    from sealbench.benchmarks.brats.model_contract import MAX_MODEL_BYTES
-
+def _read_model(path: Path, max_bytes: int) -> bytes:
     try:
         with path.open("rb") as handle:
-            data = handle.read(MAX_MODEL_BYTES + 1)
+            data = handle.read(max_bytes + 1)
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
-    if len(data) > MAX_MODEL_BYTES:
-        raise ConfigError(f"{path} is larger than the {MAX_MODEL_BYTES}-byte model cap")
+    if len(data) > max_bytes:
+        raise ConfigError(f"{path} is larger than the {max_bytes}-byte model cap")
     return data
 
 
@@ -101,11 +104,13 @@ def model_under_test(
     client: RegistryClient, benchmark: BenchmarkPublic, model: str | None, model_id: int | None
 ) -> ModelUnderTest:
     """``model``: an ONNX file (compared with registry model ``model_id`` when given) or a
-    registry model id; None: the benchmark's reference model (the shipped BraTS reference when
-    the benchmark names none)."""
+    registry model id; None: the benchmark's reference model (the plug-in's shipped reference
+    when the benchmark names none)."""
+    plugin = plugin_of(benchmark)
     if model is not None and Path(model).is_file():
         registered = None if model_id is None else client.get_model(model_id).digest
-        return ModelUnderTest(model, _read_model(Path(model)), model_id, registered)
+        cap = 1 << 30 if plugin is None else plugin.model_contract.max_bytes
+        return ModelUnderTest(model, _read_model(Path(model), cap), model_id, registered)
     if model is not None and not model.isdigit():
         raise ConfigError(f"--model {model!r} is neither a file nor a registry model id")
     if model is not None and model_id is not None:
@@ -118,29 +123,31 @@ def model_under_test(
         found = _registered(client, benchmark.reference_model_id)
         return ModelUnderTest(f"reference model {found.label}", found.data, found.registry_id,
                               found.registered_digest)
-    from sealbench.benchmarks.brats.definition import load_definition, load_model_bytes
+    if plugin is None or not plugin.shipped_models:
+        raise ConfigError(
+            f"benchmark {benchmark.id} names no reference model and its plug-in "
+            f"{benchmark.metrics_version!r} ships none here", hint="pass --model FILE")
+    ref = plugin.shipped_models[0]
+    return ModelUnderTest(f"the shipped reference {ref.name} of {plugin.ref} (benchmark "
+                          f"{benchmark.id} names no reference model)", plugin.model_bytes(ref.name))
 
-    ref = load_definition().reference_model
-    return ModelUnderTest(f"the shipped BraTS reference {ref.name} (benchmark {benchmark.id} "
-                          "names no reference model)", load_model_bytes(ref))
 
+def demo_variant(benchmark: BenchmarkPublic, size: str) -> DemoVariant:
+    """The variant demo data is generated under: the benchmark's plug-in on its registered data
+    contract (``full``), or the plug-in's smallest demo variant (``small``, where it has one)."""
+    from sealbench.benchmarks.interface import ContractVariants, DemoVariant
 
-def demo_contract(benchmark: BenchmarkPublic, size: str) -> BratsContract:
-    """The contract demo data is generated under: the one the benchmark's metrics version
-    enforces (its registered one when this sealbench does not know the version), on the
-    ``small`` or ``full`` grid."""
-    from sealbench.client.assets import SIZES, contract_for
-    from sealbench.enclave.errors import SpecError
-    from sealbench.enclave.rules import rules_for
-
-    try:
-        contract = rules_for(benchmark.metrics_version).contract
-    except SpecError:
-        return contract_for(benchmark, size)
-    if size not in SIZES:
-        raise ConfigError(f"--size must be one of {', '.join(SIZES)}, received {size!r}")
-    shape = SIZES[size]
-    return contract if shape is None else contract.with_shape(shape)
+    if size not in ("small", "full"):
+        raise ConfigError(f"--size must be small or full, received {size!r}")
+    plugin = plugin_of(benchmark)
+    if plugin is None:
+        raise ConfigError(
+            f"benchmark {benchmark.id} pins benchmark plug-in {benchmark.metrics_version!r}, "
+            "which is not installed here or refuses its registered data contract",
+            hint="upgrade sealbench (or install the plug-in) to the version the authority uses")
+    if size == "small" and isinstance(plugin, ContractVariants):
+        return plugin.demo_variants()[0]
+    return DemoVariant("full", plugin, 1.0)
 
 
 def check_compatibility(
@@ -160,41 +167,43 @@ def check_compatibility(
     written under ``workdir``) and :func:`run_checks` it. Only reads the registry."""
     benchmark = client.get_benchmark(benchmark_id)
     tested = model_under_test(client, benchmark, model, model_id)
+    cost_scale = 1.0
     if dataset is None:
-        contract = demo_contract(benchmark, size)
+        variant = demo_variant(benchmark, size)
+        cost_scale = variant.cost_scale
         prepared = write_demo_dataset(
-            workdir, contract, cases,
+            workdir, variant.benchmark, cases,
             None if progress is None else lambda d, t: progress("preparing demo cases", d, t))
-        label = (f"{cases} demo case{'s' if cases != 1 else ''} (synthetic, "
-                 f"{'x'.join(map(str, contract.shape))})")
+        label = f"{cases} demo case{'s' if cases != 1 else ''} (synthetic, {variant.name})"
     else:
         prepared, label = dataset, str(dataset)
     return run_checks(
         benchmark, tested, prepared, data_label=label, max_seconds_per_case=max_seconds_per_case,
+        cost_scale=cost_scale,
         progress=None if progress is None else lambda d, t: progress("evaluating cases", d, t),
     )
 
 
 def write_demo_dataset(
     out_dir: Path,
-    contract: BratsContract,
+    benchmark: Benchmark,
     cases: int,
     progress: Callable[[int, int], None] | None = None,
 ) -> Path:
-    """Generate ``cases`` synthetic cases (seeds from :data:`DEMO_SEED`) on ``contract``'s grid
-    and prepare them into ``out_dir/prepared``, exactly as a hospital prepares its data."""
-    from sealbench.benchmarks.brats.prepare import prepare_dataset
-    from sealbench.benchmarks.brats.synthetic import case_id_for, generate_case, write_case
+    """Generate ``cases`` synthetic cases (seeds from :data:`DEMO_SEED`) with ``benchmark``'s
+    demo generator and prepare them into ``out_dir/prepared``, exactly as a hospital prepares
+    its data."""
+    from sealbench.benchmarks.interface import PreparationError
 
     if cases < 1:
         raise ConfigError("--cases must be at least 1")
     raw = out_dir / "raw"
-    for i in range(cases):
-        seed = DEMO_SEED + i
-        write_case(generate_case(seed, contract.shape, contract), raw,
-                   case_id_for(seed % 100_000), contract)
+    benchmark.write_demo_dataset(raw, cases, seed=DEMO_SEED)
     prepared = out_dir / "prepared"
-    prepare_dataset(raw, prepared, contract, progress)
+    try:
+        benchmark.prepare(raw, prepared, progress=progress)
+    except PreparationError as exc:
+        raise ConfigError(f"the demo cases could not be prepared: {exc}") from exc
     return prepared
 
 

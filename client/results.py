@@ -10,8 +10,9 @@ private key, and checks, in order:
    the token's signature and lifetime are verified too; the registry always does that);
 2. the sealed result opens with the private key under ``result_info(run_id, benchmark_id,
    image_digest)``, the image digest taken from the token;
-3. the per-case results name the same run, benchmark and metrics version as the summary, and
-   re-aggregating them gives exactly the summary's aggregates.
+3. the per-case results name the same run, benchmark and benchmark plug-in
+   (``metrics_version``) as the summary, both validate against that plug-in, and re-aggregating
+   the per-case results with it gives exactly the summary's aggregates.
 
 Any failure raises :class:`ResultVerificationError` naming the check.
 """
@@ -23,7 +24,8 @@ from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from sealbench.benchmarks.brats import aggregate
+from sealbench.benchmarks.interface import Benchmark, BenchmarkError, CaseResult, PublicSummary
+from sealbench.benchmarks.registry import load as load_benchmark
 from sealbench.cloud import BlobStore, CloudError, join_name
 from sealbench.crypto.attestation import (
     RESULT_AUDIENCE,
@@ -35,7 +37,7 @@ from sealbench.crypto.attestation import (
 from sealbench.crypto.digest import Sha256Digest, sha256_digest
 from sealbench.crypto.errors import CryptoError
 from sealbench.crypto.sealing import open_sealed, result_info
-from sealbench.enclave.errors import AttestationUnavailable, SpecError
+from sealbench.enclave.errors import AttestationUnavailable
 from sealbench.enclave.result import (
     MAX_DOCUMENT_BYTES,
     MAX_TOKEN_BYTES,
@@ -46,7 +48,6 @@ from sealbench.enclave.result import (
     ResultFormatError,
     ResultSummary,
 )
-from sealbench.enclave.rules import rules_for
 from sealbench.enclave.steps import claims_of
 
 __all__ = [
@@ -82,6 +83,10 @@ class OpenedResult:
     sealed_result_sha256: Sha256Digest
     token: str
     claims: AttestationClaims
+    #: The plug-in the run pinned, and the summary and per-case results it validated.
+    benchmark: Benchmark
+    aggregates: PublicSummary
+    cases: tuple[CaseResult, ...]
 
 
 def download_result(store: BlobStore, prefix: str) -> ResultObjects:
@@ -146,17 +151,23 @@ def open_result(
         per_case = PerCaseResults.from_bytes(plaintext)
     except (CryptoError, ResultFormatError, ValueError) as exc:
         raise ResultVerificationError(f"the sealed result does not open: {exc}") from exc
-    _check_consistent(summary, per_case)
-    return OpenedResult(summary, summary_json, per_case, sealed_digest, objects.token, claims)
+    benchmark, aggregates, cases = _check_consistent(summary, per_case)
+    return OpenedResult(summary, summary_json, per_case, sealed_digest, objects.token, claims,
+                        benchmark, aggregates, cases)
 
 
-def _check_consistent(summary: ResultSummary, per_case: PerCaseResults) -> None:
+def _check_consistent(
+    summary: ResultSummary, per_case: PerCaseResults
+) -> tuple[Benchmark, PublicSummary, tuple[CaseResult, ...]]:
     for field in ("run_id", "benchmark_id", "metrics_version"):
         if getattr(summary, field) != getattr(per_case, field):
             raise ResultVerificationError(f"summary and sealed result differ in {field}")
     try:
-        rules = rules_for(per_case.metrics_version)
-    except SpecError as exc:
+        benchmark = load_benchmark(per_case.metrics_version)
+        aggregates = summary.summary(benchmark)
+        cases = per_case.results(benchmark)
+    except (BenchmarkError, ResultFormatError) as exc:
         raise ResultVerificationError(str(exc)) from exc
-    if not per_case.cases or aggregate(per_case.cases, rules.metrics) != summary.aggregates:
+    if not cases or benchmark.summarise(cases).to_json() != aggregates.to_json():
         raise ResultVerificationError("the summary is not the aggregate of the sealed results")
+    return benchmark, aggregates, cases

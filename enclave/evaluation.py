@@ -9,8 +9,10 @@ objects in index order; a background thread downloads, decrypts, verifies and de
 Failure rules: a digest or authentication failure (tampered, swapped, substituted, truncated
 object) raises :class:`~sealbench.enclave.errors.AssetIntegrityError` and aborts the run; a case
 that authenticates but cannot be decoded, or whose inference fails, becomes a flagged
-:class:`~sealbench.benchmarks.brats.CaseFailure` with its reason and is penalised in the
-aggregates; nothing is skipped. Error messages name objects by position ("case object 3/20"),
+:meth:`failure <sealbench.benchmarks.interface.Benchmark.failure>` of the benchmark plug-in,
+with its reason, and is penalised in the aggregates; nothing is skipped. How case files group
+and load, and how a case is scored, is the plug-in's (:mod:`sealbench.benchmarks.interface`).
+Error messages name objects by position ("case object 3/20"),
 never by case id.
 """
 
@@ -20,18 +22,14 @@ import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Final, TypeVar
+from typing import Final, TypeVar, cast
 
-from sealbench.benchmarks.brats import (
+from sealbench.benchmarks.interface import (
     BenchmarkError,
-    BratsContract,
-    Case,
     CaseError,
-    CaseFailure,
     CaseResult,
-    case_files_from_manifest_paths,
-    load_case_from_bytes,
-    score_or_fail,
+    DatasetLayout,
+    LoadedCase,
 )
 from sealbench.cloud import CloudError, ObjectCorrupted
 from sealbench.crypto.digest import parse_digest
@@ -55,7 +53,7 @@ MAX_INDEX_CIPHERTEXT: Final = (64 << 20) + (1 << 20)
 #: Largest case object read (five full-grid float64 volumes would be ~360 MB; prepared cases
 #: are int16/uint8 gzip, far smaller).
 MAX_CASE_CIPHERTEXT: Final = 1 << 30
-_DATASET_FILE: Final = "dataset.json"
+_MAX_DATASET_JSON: Final = 1 << 20
 
 T = TypeVar("T")
 
@@ -74,7 +72,7 @@ class VerifiedDataset:
 
     model: VerifiedModel
     index: AssetIndex
-    contract: BratsContract
+    layout: DatasetLayout
     cases: tuple[CaseSlot, ...]
 
 
@@ -122,14 +120,19 @@ def open_dataset(model: VerifiedModel) -> VerifiedDataset:
     dataset_json = None
     for obj in meta:
         files = _open(model, index, obj, "the dataset metadata object")
-        dataset_json = files.get(_DATASET_FILE, dataset_json)
+        dataset_json = files.get(run.benchmark.layout.dataset_file, dataset_json)
     if dataset_json is None:
         raise AssetRejected("the dataset holds no dataset.json (is it a prepared dataset?)")
-    contract = run.rules.contract_for_dataset(dataset_json)
+    if len(dataset_json) > _MAX_DATASET_JSON:
+        raise AssetRejected("dataset.json is larger than 1 MiB")
+    try:
+        layout = run.benchmark.open_dataset(dataset_json)
+    except BenchmarkError as exc:
+        raise AssetRejected(f"the dataset does not meet the benchmark's contract: {exc}") from exc
     slots = []
     for position, obj in enumerate(case_objects, start=1):
         try:
-            grouped = case_files_from_manifest_paths(obj.files, contract)
+            grouped = layout.group(obj.files)
         except CaseError as exc:
             raise AssetRejected(
                 f"case object {position}/{len(case_objects)} is not one prepared case"
@@ -142,7 +145,7 @@ def open_dataset(model: VerifiedModel) -> VerifiedDataset:
     if not slots:
         raise AssetRejected("the dataset holds no cases")
     _log.info("step 4/7: dataset manifest verified (%d cases)", len(slots))
-    return VerifiedDataset(model, index, contract, tuple(slots))
+    return VerifiedDataset(model, index, layout, tuple(slots))
 
 
 def prefetched(items: Sequence[T], fetch: Callable[[T], object]) -> Iterator[object]:
@@ -167,23 +170,22 @@ def prefetched(items: Sequence[T], fetch: Callable[[T], object]) -> Iterator[obj
 @dataclass(frozen=True)
 class _Loaded:
     slot: CaseSlot
-    case: Case
+    case: LoadedCase
 
 
 def _fetch_case(dataset: VerifiedDataset) -> Callable[[tuple[int, CaseSlot]], object]:
     total = len(dataset.cases)
     timer = dataset.model.keys.destination.run.timer
+    benchmark = dataset.model.keys.destination.run.benchmark
 
     def fetch(item: tuple[int, CaseSlot]) -> object:
         position, slot = item
         files = _open(dataset.model, dataset.index, slot.obj, f"case object {position}/{total}")
         with timer.measure("load"):
             try:
-                return _Loaded(
-                    slot, load_case_from_bytes(files, dataset.contract, require_seg=True)
-                )
+                return _Loaded(slot, dataset.layout.load(files))
             except CaseError as exc:
-                return CaseFailure(case_id=slot.case_id, reason=f"case could not be loaded: {exc}")
+                return benchmark.failure(slot.case_id, f"case could not be loaded: {exc}")
 
     return fetch
 
@@ -201,14 +203,11 @@ def _segment_and_score(dataset: VerifiedDataset, loaded: _Loaded) -> CaseResult:
     case = loaded.case
     with run.timer.measure("infer"):
         try:
-            prediction = dataset.model.segmenter.segment(case)
+            prediction = dataset.model.runner.predict(case)
         except BenchmarkError as exc:
-            return CaseFailure(case_id=case.case_id, reason=f"inference failed: {exc}")
-    assert case.seg is not None  # loaded with require_seg=True
+            return run.benchmark.failure(case.case_id, f"inference failed: {exc}")
     with run.timer.measure("score"):
-        return score_or_fail(
-            case.case_id, prediction, case.seg, run.rules.metrics, dataset.contract.spacing_mm
-        )
+        return run.benchmark.score(case, prediction)
 
 
 def evaluate(dataset: VerifiedDataset) -> Evaluation:
@@ -217,13 +216,12 @@ def evaluate(dataset: VerifiedDataset) -> Evaluation:
     results: list[CaseResult] = []
     stream = prefetched(list(enumerate(dataset.cases, start=1)), _fetch_case(dataset))
     for position, item in enumerate(stream, start=1):
-        if isinstance(item, CaseFailure):
-            results.append(item)
-        else:
-            assert isinstance(item, _Loaded)
+        if isinstance(item, _Loaded):
             results.append(_segment_and_score(dataset, item))
+        else:
+            results.append(cast("CaseResult", item))
         del item
         _log.info("step 5/7: case %d/%d done", position, total)
-    failed = sum(isinstance(r, CaseFailure) for r in results)
+    failed = sum(r.failed for r in results)
     _log.info("step 5/7: %d cases evaluated, %d failed", total, failed)
     return Evaluation(dataset, tuple(sorted(results, key=lambda r: r.case_id)))

@@ -87,7 +87,7 @@ class Rule(StrEnum):
     IMAGE = "image"
     #: absent in production (Google's HTTPS endpoint); the mock's exact URL on the mock
     ENDPOINT = "endpoint"
-    #: one of the approved benchmarks' metrics versions
+    #: one of the approved benchmarks' plug-in pins (``<name>/<version>``)
     METRICS_VERSION = "metrics-version"
     #: no ``tee-cmd``: ``cmd_override`` absent, null or empty
     NO_COMMAND = "no-command"
@@ -139,9 +139,10 @@ OPERATOR_INPUTS: Final[tuple[OperatorInput, ...]] = (
          "the result objects and is bound into the HPKE info, nothing else"),
     _env("SEALBENCH_BENCHMARK_ID", _I, None, "registry result policy", "names the benchmark the "
          "result is for; the registry refuses a result whose attested id is not the benchmark it "
-         "is filed under (the scoring rules come from the pinned metrics version)"),
+         "is filed under (the scoring rules come from the pinned benchmark plug-in)"),
     _env(_METRICS_VERSION, _P, Rule.METRICS_VERSION, f"{_COND}; registry result policy",
-         "selects the scoring rules among those built into the image"),
+         "selects the benchmark plug-in (<name>/<version>) among those installed in the "
+         "image: data contract, model runner, scoring, summary schema"),
     _env("SEALBENCH_DATASET_ID", _I, None, "enclave (unwrap AAD)", _LABEL),
     _env("SEALBENCH_DATASET_URI", _I, None, "enclave (digest checks)", _WHERE),
     _env("SEALBENCH_DATASET_KMS_KEY", _I, None, "enclave (digest checks)", "which key unwraps "

@@ -7,7 +7,6 @@ import json
 import logging
 from dataclasses import dataclass
 
-from sealbench.benchmarks.brats import aggregate
 from sealbench.cloud import CloudError
 from sealbench.cloud.errors import AttesterError
 from sealbench.crypto.attestation import RESULT_AUDIENCE, result_nonce
@@ -55,7 +54,7 @@ def seal_results(evaluation: Evaluation) -> SealedResult:
             model_id=spec.model.asset_id,
             metrics_version=spec.metrics_version,
             image_digest=run.image_digest,
-            cases=evaluation.results,
+            cases=tuple(result.to_json() for result in evaluation.results),
         )
         info = result_info(spec.run_id, spec.benchmark_id, run.image_digest)
         sealed = seal(per_case.to_bytes(), destination.recipient, info)
@@ -63,7 +62,7 @@ def seal_results(evaluation: Evaluation) -> SealedResult:
             run_id=spec.run_id,
             benchmark_id=spec.benchmark_id,
             metrics_version=spec.metrics_version,
-            aggregates=aggregate(evaluation.results, run.rules.metrics),
+            aggregates=run.benchmark.summarise(evaluation.results).to_json(),
         )
     _log.info("step 6/7: results sealed to the recipient")
     return SealedResult(evaluation, summary, summary.to_bytes(), sealed, sha256_digest(sealed))

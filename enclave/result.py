@@ -9,7 +9,8 @@ Objects, under the prefix of ``SEALBENCH_RESULT_URI`` (``gs://bucket/prefix/`` o
     result.sealed      the sealed per-case results: a sealbench.crypto.sealing envelope of the
                        canonical JSON of PerCaseResults, sealed to the recipient key with
                        info = result_info(run_id, benchmark_id, image_digest)
-    summary.json       canonical JSON of ResultSummary (public: aggregates only)
+    summary.json       canonical JSON of ResultSummary (public: aggregates only, in the schema of
+                       the benchmark plug-in the run pinned, ``metrics_version``)
     result.token       the result attestation token (compact JWS, ASCII): audience
                        "sealbench-result", eat_nonce = result_nonce(summary, sha256(result.sealed))
     failure.json       FailureRecord, written instead of the three above when a run fails
@@ -17,7 +18,10 @@ Objects, under the prefix of ``SEALBENCH_RESULT_URI`` (``gs://bucket/prefix/`` o
 The three result objects are uploaded only after everything succeeded, sealed result first and
 token last, so the token's presence marks a complete result. Every document is canonical JSON
 (sealbench.crypto.canonical_json) of the model below; readers parse with ``from_bytes``, which
-caps sizes and refuses unknown members and versions.
+caps sizes and refuses unknown members and versions. The benchmark-specific parts (the
+summary's ``aggregates``, each per-case entry) are JSON objects in the schema of the plug-in
+``metrics_version`` names (``<name>/<version>``); :meth:`ResultSummary.summary` and
+:meth:`PerCaseResults.results` validate them with that plug-in.
 
 What the data owner submits to the registry is ``summary.json`` as a JSON object, the SHA-256
 of ``result.sealed`` and ``result.token`` (server.schemas.ResultCreate).
@@ -25,11 +29,11 @@ of ``result.sealed`` and ``result.token`` (server.schemas.ResultCreate).
 
 from __future__ import annotations
 
-from typing import Annotated, Final, Literal, Self
+from typing import Any, Final, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sealbench.benchmarks.brats import CaseFailure, CaseScores, PublicSummary
+from sealbench.benchmarks.interface import Benchmark, CaseResult, PublicSummary, SummaryError
 from sealbench.crypto.canonical import canonical_json
 
 __all__ = [
@@ -91,24 +95,37 @@ class WriteCheck(_Document):
     run_id: str = Field(pattern=_ID)
 
 
+def _check_plugin(metrics_version: str, benchmark: Benchmark) -> None:
+    if str(benchmark.ref) != metrics_version:
+        raise ResultFormatError(
+            f"the document is of benchmark plug-in {metrics_version!r}, not {benchmark.ref}")
+
+
 class ResultSummary(_Document):
-    """The public summary (version 1): run coordinates and aggregates over cases only, with the
-    count of failed cases (``aggregates.n_failed``); never a per-case value."""
+    """The public summary (version 1): run coordinates and the aggregates over cases only (the
+    plug-in's summary, with the count of failed cases); never a per-case value."""
 
     format: Literal["sealbench/result-summary"] = "sealbench/result-summary"
     version: Literal[1] = 1
     run_id: str = Field(pattern=_ID)
     benchmark_id: str = Field(pattern=_ID)
     metrics_version: str
-    aggregates: PublicSummary
+    aggregates: dict[str, Any]
 
-
-CaseEntry = Annotated[CaseScores | CaseFailure, Field(discriminator="kind")]
+    def summary(self, benchmark: Benchmark) -> PublicSummary:
+        """The aggregates validated by ``benchmark`` (the plug-in ``metrics_version`` pins);
+        :class:`ResultFormatError` otherwise."""
+        _check_plugin(self.metrics_version, benchmark)
+        try:
+            return benchmark.parse_summary(self.aggregates)
+        except SummaryError as exc:
+            raise ResultFormatError(f"invalid summary: {exc}") from exc
 
 
 class PerCaseResults(_Document):
     """The private per-case results (version 1), sealed to the data owner. ``cases`` is sorted
-    by case id; a failed case is a flagged :class:`CaseFailure` with its reason."""
+    by case id; each is the plug-in's per-case result (a failed case flagged, with its
+    reason)."""
 
     format: Literal["sealbench/per-case-results"] = "sealbench/per-case-results"
     version: Literal[1] = 1
@@ -118,7 +135,15 @@ class PerCaseResults(_Document):
     model_id: str = Field(pattern=_ID)
     metrics_version: str
     image_digest: str
-    cases: tuple[CaseEntry, ...]
+    cases: tuple[dict[str, Any], ...]
+
+    def results(self, benchmark: Benchmark) -> tuple[CaseResult, ...]:
+        """The cases validated by ``benchmark``; :class:`ResultFormatError` otherwise."""
+        _check_plugin(self.metrics_version, benchmark)
+        try:
+            return tuple(benchmark.parse_case_result(case) for case in self.cases)
+        except SummaryError as exc:
+            raise ResultFormatError(f"invalid per-case result: {exc}") from exc
 
 
 class FailureRecord(_Document):

@@ -1,77 +1,27 @@
-"""Which benchmark rules a metrics version names: the data contract every case must satisfy and
-the metrics spec that scores it. The run spec carries only the version string; an unknown one
-stops the run before any key is requested.
-
-The grid shape is the one field a dataset may choose: its ``dataset.json`` (covered by the
-manifest digest the key owners approved) states the contract it was prepared under, which must
-equal the benchmark's contract in every field except ``shape``. Everything that defines what is
-measured (modalities, label map, regions, spacing, naming) is the benchmark's.
+"""Which benchmark plug-in a run evaluates with: the run spec pins it by name and version
+(``SEALBENCH_METRICS_VERSION``, ``<name>/<version>``, for example ``brats-2023-gli/1``), and the
+image resolves the pin among the plug-ins installed in it (entry-point group
+``sealbench.benchmarks``), so the image digest the owners approve covers the benchmark's code.
+An unknown name or version stops the run before any key is requested.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from typing import Final
+from collections.abc import Callable
 
-from pydantic import ValidationError
+from sealbench.benchmarks.interface import Benchmark, BenchmarkError, PluginRef
+from sealbench.benchmarks.registry import load
+from sealbench.enclave.errors import SpecError
 
-from sealbench.benchmarks.brats import (
-    BRATS_2023_GLI,
-    BRATS_2023_GLI_METRICS,
-    BratsContract,
-    MetricsSpec,
-)
-from sealbench.enclave.errors import AssetRejected, SpecError
+__all__ = ["PluginFinder", "benchmark_for"]
 
-__all__ = ["METRICS_VERSIONS", "BenchmarkRules", "rules_for"]
-
-_MAX_DATASET_JSON: Final = 1 << 20
+#: Resolves a pin to an installed plug-in (the entry-point registry; tests pass their own).
+PluginFinder = Callable[[PluginRef | str], Benchmark]
 
 
-@dataclass(frozen=True)
-class BenchmarkRules:
-    """The contract and metrics spec of one metrics version."""
-
-    metrics_version: str
-    contract: BratsContract
-    metrics: MetricsSpec
-
-    def contract_for_dataset(self, dataset_json: bytes) -> BratsContract:
-        """The contract of a dataset whose ``dataset.json`` is ``dataset_json``: the benchmark's
-        own, on the dataset's grid. Raises :class:`AssetRejected` if anything else differs."""
-        if len(dataset_json) > _MAX_DATASET_JSON:
-            raise AssetRejected("dataset.json is larger than 1 MiB")
-        try:
-            doc = json.loads(dataset_json)
-            stated = BratsContract.model_validate(doc["contract"])
-        except (ValueError, KeyError, TypeError, ValidationError) as exc:
-            raise AssetRejected("dataset.json does not state a valid data contract") from exc
-        ours = self.contract.with_shape(stated.shape)
-        if stated != ours:
-            differing = sorted(
-                name
-                for name in BratsContract.model_fields
-                if getattr(stated, name) != getattr(ours, name)
-            )
-            raise AssetRejected(
-                f"the dataset was prepared under another contract (differs in {differing})"
-            )
-        return ours
-
-
-#: Metrics versions this image can score, by the string a benchmark pins.
-METRICS_VERSIONS: Final[dict[str, BenchmarkRules]] = {
-    "brats-2023-gli/1": BenchmarkRules("brats-2023-gli/1", BRATS_2023_GLI, BRATS_2023_GLI_METRICS),
-}
-
-
-def rules_for(metrics_version: str) -> BenchmarkRules:
-    """The rules of ``metrics_version`` or :class:`SpecError` naming the known ones."""
+def benchmark_for(pin: str, find: PluginFinder = load) -> Benchmark:
+    """The installed plug-in ``pin`` names, or :class:`SpecError` saying why not."""
     try:
-        return METRICS_VERSIONS[metrics_version]
-    except KeyError:
-        raise SpecError(
-            f"SEALBENCH_METRICS_VERSION: unknown metrics version {metrics_version!r}; this image "
-            f"scores {sorted(METRICS_VERSIONS)}"
-        ) from None
+        return find(pin)
+    except BenchmarkError as exc:
+        raise SpecError(f"SEALBENCH_METRICS_VERSION: {exc}") from None

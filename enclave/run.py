@@ -20,7 +20,7 @@ from sealbench.enclave.publish import PublishedResult, publish, seal_results
 from sealbench.enclave.result import FAILURE_OBJECT, FailureRecord
 from sealbench.enclave.steps import (
     AttestedRun,
-    SegmenterFactory,
+    RunnerFactory,
     attest,
     load_model,
     open_destination,
@@ -76,14 +76,14 @@ def run_enclave(
     attester: Attester,
     *,
     access: AccessFactory = CloudAccess,
-    make_segmenter: SegmenterFactory | None = None,
+    make_runner: RunnerFactory | None = None,
     timer: StepTimer | None = None,
 ) -> RunReport:
     """Run every step; raise :class:`EnclaveError` (after recording it) on any failure."""
     timer = timer or StepTimer()
     progress = _Progress()
     try:
-        return _run(environ, attester, access, make_segmenter, timer, progress)
+        return _run(environ, attester, access, make_runner, timer, progress)
     except EnclaveError as exc:
         _record_failure(progress, exc)
         raise
@@ -99,7 +99,7 @@ def _run(
     environ: Mapping[str, str],
     attester: Attester,
     access_factory: AccessFactory,
-    make_segmenter: SegmenterFactory | None,
+    make_runner: RunnerFactory | None,
     timer: StepTimer,
     progress: _Progress,
 ) -> RunReport:
@@ -117,7 +117,7 @@ def _run(
     keys = release_keys(destination, access)
     progress.step = "download, verify and load the model"
     _log.info("step 3/7: %s", progress.step)
-    model = load_model(keys) if make_segmenter is None else load_model(keys, make_segmenter)
+    model = load_model(keys) if make_runner is None else load_model(keys, make_runner)
     progress.step = "verify the dataset manifest"
     _log.info("step 4/7: %s", progress.step)
     dataset = open_dataset(model)

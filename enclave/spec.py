@@ -13,7 +13,7 @@ Variables (all required unless a default is given)::
 
     SEALBENCH_RUN_ID                 run id (1-64 chars of [A-Za-z0-9._-])
     SEALBENCH_BENCHMARK_ID           benchmark id on the registry
-    SEALBENCH_METRICS_VERSION        metrics spec version the benchmark pins ("brats-2023-gli/1")
+    SEALBENCH_METRICS_VERSION        benchmark plug-in <name>/<version> ("brats-2023-gli/1")
     SEALBENCH_DATASET_ID             dataset id on the registry
     SEALBENCH_DATASET_URI            sealed dataset: gs://bucket/prefix or file:///abs/path
     SEALBENCH_DATASET_KMS_KEY        projects/P/locations/L/keyRings/R/cryptoKeys/K

@@ -20,7 +20,7 @@ from typing import Final, Literal, NoReturn
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 from pydantic import ValidationError
 
-from sealbench.benchmarks.brats import BenchmarkError, BratsContract, OnnxSegmenter, Segmenter
+from sealbench.benchmarks.interface import Benchmark, BenchmarkError, Runner
 from sealbench.cloud import (
     BlobStore,
     CloudError,
@@ -54,7 +54,7 @@ from sealbench.enclave.errors import (
 from sealbench.enclave.inputs import TokenDestinationError, check_token_destinations
 from sealbench.enclave.platforms import PlatformResolver, resolve_platform
 from sealbench.enclave.result import WRITE_CHECK_OBJECT, WriteCheck
-from sealbench.enclave.rules import BenchmarkRules, rules_for
+from sealbench.enclave.rules import benchmark_for
 from sealbench.enclave.spec import (
     ENV_OVERRIDE_NAMES,
     GOOGLE_ENDPOINTS,
@@ -69,7 +69,7 @@ __all__ = [
     "MAX_WEIGHTS_CIPHERTEXT",
     "AttestedRun",
     "ReadyDestination",
-    "SegmenterFactory",
+    "RunnerFactory",
     "UnwrappedKeys",
     "VerifiedModel",
     "attest",
@@ -85,11 +85,12 @@ _log = logging.getLogger("sealbench.enclave")
 MAX_WEIGHTS_CIPHERTEXT: Final = (512 << 20) + (1 << 20)
 _MAX_WRAPPED_KEY: Final = 64 * 1024
 
-SegmenterFactory = Callable[[bytes, BratsContract], Segmenter]
+#: Loads decrypted weights into the plug-in's runner (tests wrap it to inject faults).
+RunnerFactory = Callable[[Benchmark, bytes], Runner]
 
 
-def _onnx_segmenter(weights: bytes, contract: BratsContract) -> Segmenter:
-    return OnnxSegmenter(weights, contract)
+def _plugin_runner(benchmark: Benchmark, weights: bytes) -> Runner:
+    return benchmark.load_model(weights)
 
 
 # -- step 0: the attested run specification ---------------------------------------------------
@@ -98,10 +99,10 @@ def _onnx_segmenter(weights: bytes, contract: BratsContract) -> Segmenter:
 @dataclass(frozen=True)
 class AttestedRun:
     """A run spec read from the environment, equal to the attested env overrides, with the
-    rules of its metrics version and the image digest the launcher measured."""
+    benchmark plug-in it pins and the image digest the launcher measured."""
 
     spec: RunSpec
-    rules: BenchmarkRules
+    benchmark: Benchmark
     image_digest: Sha256Digest
     attester: Attester
     timer: StepTimer
@@ -110,13 +111,13 @@ class AttestedRun:
     destinations: ServiceEndpoints = GOOGLE_ENDPOINTS
 
 
-def read_spec(environ: Mapping[str, str]) -> tuple[RunSpec, BenchmarkRules]:
-    """Parse the run spec and resolve its metrics version; :class:`SpecError` naming the field."""
+def read_spec(environ: Mapping[str, str]) -> tuple[RunSpec, Benchmark]:
+    """Parse the run spec and resolve the plug-in it pins; :class:`SpecError` naming the field."""
     try:
         spec = RunSpec.from_environ(environ)
     except RunSpecError as exc:
         raise SpecError(f"invalid run specification: {exc}") from exc
-    return spec, rules_for(spec.metrics_version)
+    return spec, benchmark_for(spec.metrics_version)
 
 
 def claims_of(token: str) -> AttestationClaims:
@@ -143,7 +144,7 @@ def attest(
     the spec was read from, its endpoint overrides must belong to the platform that issued it
     (``resolve``; no token has left the TEE yet), and its image digest is what the result will
     be bound to."""
-    spec, rules = read_spec(environ)
+    spec, benchmark = read_spec(environ)
     with timer.measure("attest"):
         try:
             token = attester.token()
@@ -163,7 +164,7 @@ def attest(
         image_digest = parse_digest(claims.submods.container.image_digest)
     except ValueError as exc:
         raise AttestationUnavailable("the token's image digest is not a sha256 digest") from exc
-    return AttestedRun(spec, rules, image_digest, attester, timer, platform or GOOGLE_ENDPOINTS)
+    return AttestedRun(spec, benchmark, image_digest, attester, timer, platform or GOOGLE_ENDPOINTS)
 
 
 # -- step 1: recipient key and result destination ----------------------------------------------
@@ -306,14 +307,12 @@ class VerifiedModel:
     """The model, decrypted and digest-checked, loaded for inference."""
 
     keys: UnwrappedKeys
-    segmenter: Segmenter
+    runner: Runner
 
 
-def load_model(
-    keys: UnwrappedKeys, make_segmenter: SegmenterFactory = _onnx_segmenter
-) -> VerifiedModel:
+def load_model(keys: UnwrappedKeys, make_runner: RunnerFactory = _plugin_runner) -> VerifiedModel:
     """Step 3: download and decrypt ``weights.sealed``, check the weights' digest, then load
-    them (from bytes) into the benchmark's segmenter."""
+    them (from bytes) into the benchmark plug-in's runner."""
     run = keys.destination.run
     asset = keys.model
     with run.timer.measure("download"):
@@ -330,9 +329,9 @@ def load_model(
             raise AssetIntegrityError(f"the model weights failed verification: {exc}") from exc
     del ciphertext
     try:
-        segmenter = make_segmenter(weights, run.rules.contract)
+        runner = make_runner(run.benchmark, weights)
     except BenchmarkError as exc:
         raise AssetRejected(f"the model does not meet the benchmark's contract: {exc}") from exc
     del weights
     _log.info("step 3/7: model verified and loaded")
-    return VerifiedModel(keys, segmenter)
+    return VerifiedModel(keys, runner)

@@ -50,12 +50,14 @@ from .metrics import (
 from .model_contract import MAX_MODEL_BYTES, N_CLASSES, SUPPORTED_OPSETS, check_model_contract
 from .prepare import DATA_DIR, MANIFEST_FILE, prepare_dataset
 from .summary import METRIC_NAMES, PublicSummary, aggregate
-from .synthetic import write_dataset
+from .synthetic import case_id_for, generate_case, write_case
 
 __all__ = ["PLUGIN", "PLUGIN_REF", "BratsBenchmark"]
 
 PLUGIN_REF: Final = api.PluginRef("brats-2023-gli", "1")
 _MAX_DATASET_JSON: Final = 1 << 20
+#: The grid of quick demo cases (the small demo benchmark's, ``brats-small``).
+_SMALL_GRID: Final = (64, 64, 48)
 #: Cases a published summary must describe at least (issue 15 enforces it).
 SMALL_CELL_MINIMUM: Final = 5
 
@@ -187,6 +189,27 @@ class BratsBenchmark:
                 f"the dataset was prepared under another contract (differs in {differing})")
         return ours
 
+    def with_data_contract(self, doc: Mapping[str, Any]) -> BratsBenchmark:
+        """This plug-in on a registered benchmark's contract: the same one on another grid
+        (``brats-small``); :class:`CaseContractError` naming what else differs."""
+        try:
+            registered = BratsContract.model_validate(doc)
+        except ValidationError as exc:
+            raise CaseContractError(
+                f"not a BraTS data contract ({exc.error_count()} errors)") from exc
+        ours = self.contract.with_shape(registered.shape)
+        if registered != ours:
+            differing = sorted(name for name in BratsContract.model_fields
+                               if getattr(registered, name) != getattr(ours, name))
+            raise CaseContractError(f"the data contract differs from {PLUGIN_REF}'s in "
+                                    f"{differing}")
+        return self if registered == self.contract else BratsBenchmark(registered, self.metrics)
+
+    def demo_variants(self) -> tuple[api.DemoVariant, ...]:
+        small = BratsBenchmark(self.contract.with_shape(_SMALL_GRID), self.metrics)
+        return (api.DemoVariant("small", small, self.contract.n_voxels / small.contract.n_voxels),
+                api.DemoVariant("full", self, 1.0))
+
     def open_dataset(self, dataset_json: bytes) -> _Layout:
         return _Layout(self.contract_for_dataset(dataset_json))
 
@@ -284,7 +307,15 @@ class BratsBenchmark:
         raise KeyError(name)
 
     def write_demo_dataset(self, out_dir: Path, n_cases: int, *, seed: int = 0) -> tuple[str, ...]:
-        return tuple(write_dataset(out_dir, range(seed, seed + n_cases), contract=self.contract))
+        """Synthetic cases from seeds ``seed..``, on this contract's grid (case index: the seed
+        modulo 100000, as case ids have five digits)."""
+        ids = []
+        for case_seed in range(seed, seed + n_cases):
+            case_id = case_id_for(case_seed % 100_000)
+            write_case(generate_case(case_seed, self.contract.shape, self.contract), out_dir,
+                       case_id, self.contract)
+            ids.append(case_id)
+        return tuple(ids)
 
 
 #: The entry point's object (``brats-2023-gli``).

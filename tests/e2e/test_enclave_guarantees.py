@@ -68,7 +68,7 @@ def test_logs_reveal_no_case_ids_metrics_keys_or_tokens(enclave_world: Any) -> N
     text = "\n".join(lines)
     assert "case 3/3 done" in text and "step 7/7" in text
     opened = enclave_world.open_result(spec)
-    for case in opened.per_case.cases:
+    for case in opened.cases:
         assert case.case_id not in text
         assert not isinstance(case, CaseFailure)
         for scores in case.regions.values():

@@ -55,8 +55,8 @@ def _check_matches_plain(world: Any, dataset: str, model: str) -> None:
     opened = world.open_result(spec)
     ds = world.datasets[dataset]
     expected = plain_results(ds.prepared, world.models[model].weights, ds.contract)
-    assert list(opened.per_case.cases) == expected
-    assert opened.summary.aggregates == aggregate(expected, BRATS_2023_GLI_METRICS)
+    assert list(opened.cases) == expected
+    assert opened.aggregates == aggregate(expected, BRATS_2023_GLI_METRICS)
     assert opened.per_case.image_digest == world.image_digest
 
 

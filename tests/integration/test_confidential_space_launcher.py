@@ -274,7 +274,7 @@ def test_confidential_space_run_yields_a_result_the_owner_opens(world: World) ->
         issuer=world.cloud.endpoints.issuer,
         now=time.time(),
     )
-    assert len(opened.per_case.cases) == 2
+    assert len(opened.cases) == 2
     claims = opened.claims
     assert claims.submods.container.image_reference == world.image_reference
     assert claims.submods.container.image_digest == enclave_image_digest()

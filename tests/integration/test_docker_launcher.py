@@ -101,8 +101,8 @@ def test_confidential_evaluation_in_the_image_matches_plain_evaluation(
     assert opened.claims.submods.container.image_reference == evaluation_image.reference
     assert opened.per_case.image_digest == evaluation_image.digest
     expected = _plain_results(world)
-    assert list(opened.per_case.cases) == expected
-    assert opened.summary.aggregates == aggregate(expected, BRATS_2023_GLI_METRICS)
+    assert list(opened.cases) == expected
+    assert opened.aggregates == aggregate(expected, BRATS_2023_GLI_METRICS)
 
 
 def test_image_with_another_digest_is_refused_its_keys(

@@ -17,7 +17,7 @@ from typer.testing import CliRunner, Result
 
 from sealbench.benchmarks.brats.definition import load_definition, load_model_bytes
 from sealbench.client.cli import app
-from sealbench.client.compat import demo_contract, write_demo_dataset
+from sealbench.client.compat import demo_variant, write_demo_dataset
 from sealbench.client.runs import RunRecord, RunStore
 from sealbench.crypto.digest import sha256_digest
 from sealbench.server.schemas import BenchmarkPublic
@@ -162,7 +162,7 @@ def _prepared(tmp_path: Path, bid: int) -> Path:
         reference_model_id=None, state="approved", approved_by_id=None, approved_at=None,
         created_at=now, updated_at=now,
     )
-    return write_demo_dataset(tmp_path / "hospital", demo_contract(benchmark, "small"), 2)
+    return write_demo_dataset(tmp_path / "hospital", demo_variant(benchmark, "small").benchmark, 2)
 
 
 def test_hospital_prepared_data_passes_and_a_tampered_case_fails(

@@ -1,7 +1,7 @@
-"""The compatibility checks as a library, with fake segmenters (drop-in implementations of the
-``Segmenter`` interface) and a fake clock: each way a model or dataset can fail names its check
-and its reason, later checks are skipped only when nothing is left to check, and nothing passes
-that the enclave would score differently."""
+"""The compatibility checks as a library, with fake runners (drop-in implementations of the
+plug-in's ``Runner`` interface) and a fake clock: each way a model or dataset can fail names its
+check and its reason, later checks are skipped only when nothing is left to check, and nothing
+passes that the enclave would score differently."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from sealbench.benchmarks.brats import BratsContract, Case, InferenceError
+from sealbench.benchmarks.brats import Case, InferenceError
 from sealbench.benchmarks.brats.definition import load_definition, load_model_bytes
 from sealbench.client.compat import (
     ModelUnderTest,
-    demo_contract,
+    demo_variant,
     run_checks,
     write_demo_dataset,
 )
@@ -45,7 +45,8 @@ def _benchmark(**override: Any) -> BenchmarkPublic:
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("compat")
-    return write_demo_dataset(root, demo_contract(_benchmark(), "small"), 2)
+    variant = demo_variant(_benchmark(), "small")
+    return write_demo_dataset(root, variant.benchmark, 2)
 
 
 @pytest.fixture(scope="module")
@@ -54,14 +55,13 @@ def reference() -> ModelUnderTest:
 
 
 @dataclass
-class FakeSegmenter:
+class FakeRunner:
     """Answers every case with the given behaviour: ``truth`` (its own labels), ``crash`` or
     ``wrong-shape``."""
 
     behaviour: str
-    contract: BratsContract
 
-    def segment(self, case: Case) -> npt.NDArray[np.uint8]:
+    def predict(self, case: Case) -> npt.NDArray[np.uint8]:
         if self.behaviour == "crash":
             raise InferenceError("the fake model ran out of memory")
         if self.behaviour == "wrong-shape":
@@ -71,7 +71,7 @@ class FakeSegmenter:
 
 
 def _factory(behaviour: str) -> Any:
-    return lambda _bytes, contract: FakeSegmenter(behaviour, contract)
+    return lambda _benchmark, _bytes: FakeRunner(behaviour)
 
 
 def _statuses(report: Any) -> dict[str, str]:
@@ -82,7 +82,7 @@ def test_perfect_segmenter_scores_dice_one_with_the_enclave_metrics(
     prepared: Path, reference: ModelUnderTest
 ) -> None:
     report = run_checks(_benchmark(), reference, prepared, data_label="demo",
-                        segmenter_factory=_factory("truth"))
+                        runner_factory=_factory("truth"))
     assert report.passed, report.checks
     assert report.summary is not None and report.summary.n_cases == 2
     dice = report.summary.regions["WT"]["dice"]
@@ -93,7 +93,7 @@ def test_crashing_inference_fails_inference_and_metrics(
     prepared: Path, reference: ModelUnderTest
 ) -> None:
     report = run_checks(_benchmark(), reference, prepared, data_label="demo",
-                        segmenter_factory=_factory("crash"))
+                        runner_factory=_factory("crash"))
     statuses = _statuses(report)
     assert statuses["inference"] == "fail" and statuses["metrics"] == "fail"
     detail = next(c.detail for c in report.checks if c.name == "inference")
@@ -105,7 +105,7 @@ def test_prediction_on_another_grid_cannot_be_scored(
     prepared: Path, reference: ModelUnderTest
 ) -> None:
     report = run_checks(_benchmark(), reference, prepared, data_label="demo",
-                        segmenter_factory=_factory("wrong-shape"))
+                        runner_factory=_factory("wrong-shape"))
     statuses = _statuses(report)
     assert statuses["inference"] == "pass" and statuses["metrics"] == "fail"
     assert "could not be scored" in next(c.detail for c in report.checks if c.name == "metrics")
@@ -115,13 +115,14 @@ def test_slow_model_fails_the_time_check_estimated_at_the_full_grid(
     prepared: Path, reference: ModelUnderTest
 ) -> None:
     ticks: Iterator[float] = iter(np.arange(0.0, 100.0, 0.5))  # 0.5 s per case measured
+    scale = demo_variant(_benchmark(), "small").cost_scale
     report = run_checks(_benchmark(), reference, prepared, data_label="demo",
-                        segmenter_factory=_factory("truth"), clock=lambda: float(next(ticks)),
-                        max_seconds_per_case=10.0)
+                        runner_factory=_factory("truth"), clock=lambda: float(next(ticks)),
+                        max_seconds_per_case=10.0, cost_scale=scale)
     timing = next(c for c in report.checks if c.name == "time per case")
     assert timing.status == "fail"
     # 0.5 s on 64x64x48 is about 22.7 s on 240x240x155 (voxel ratio 45.4)
-    assert "0.50 s per case on 64x64x48" in timing.detail and "about 22.7 s" in timing.detail
+    assert "0.50 s per case" in timing.detail and "about 22.7 s" in timing.detail
 
 
 def test_unknown_metrics_version_fails_and_skips_everything_else(
@@ -141,7 +142,7 @@ def test_registered_contract_that_differs_from_the_enforced_one_is_flagged(
     other = load_definition().contract.model_dump(mode="json")
     other["spacing_mm"] = [2.0, 2.0, 2.0]
     report = run_checks(_benchmark(data_contract=other), reference, prepared,
-                        data_label="demo", segmenter_factory=_factory("truth"))
+                        data_label="demo", runner_factory=_factory("truth"))
     bench = next(c for c in report.checks if c.name == "benchmark")
     assert bench.status == "fail" and "data contract" in bench.detail
     assert _statuses(report)["metrics"] == "pass"  # scored by what the enclave enforces
@@ -151,10 +152,11 @@ def test_dataset_prepared_under_another_contract_is_refused_as_the_enclave_would
     tmp_path: Path, reference: ModelUnderTest
 ) -> None:
     from sealbench.benchmarks.brats import BRATS_2023_GLI
+    from sealbench.benchmarks.brats.plugin import BratsBenchmark
 
     foreign = BRATS_2023_GLI.model_copy(update={"spacing_mm": (1.0, 1.0, 2.0)}).with_shape(
         (32, 32, 24))
-    prepared = write_demo_dataset(tmp_path, foreign, 1)
+    prepared = write_demo_dataset(tmp_path, BratsBenchmark(foreign), 1)
     report = run_checks(_benchmark(), reference, prepared, data_label="theirs")
     data = next(c for c in report.checks if c.name == "data contract")
     assert data.status == "fail" and "another contract" in data.detail
@@ -165,7 +167,7 @@ def test_model_digest_differing_from_the_registry_fails(prepared: Path) -> None:
     data = load_model_bytes(load_definition().reference_model)
     model = ModelUnderTest("mine", data, registry_id=3, registered_digest="sha256:" + "0" * 64)
     report = run_checks(_benchmark(), model, prepared, data_label="demo",
-                        segmenter_factory=_factory("truth"))
+                        runner_factory=_factory("truth"))
     digest = next(c for c in report.checks if c.name == "model digest")
     assert digest.status == "fail" and "registry model 3" in digest.detail
     assert not report.passed

@@ -166,14 +166,14 @@ class World:
         spec: RunSpec | None = None,
         *,
         environ: dict[str, str] | None = None,
-        make_segmenter: Callable[..., object] | None = None,
+        make_runner: Callable[..., object] | None = None,
     ) -> RunReport:
         spec = spec or self.spec
         return run_enclave(
             environ if environ is not None else spec.to_environ(),
             self.attester(spec),
             access=lambda _run: self.access,
-            make_segmenter=make_segmenter,  # type: ignore[arg-type]
+            make_runner=make_runner,  # type: ignore[arg-type]
         )
 
 

@@ -60,9 +60,11 @@ def test_owner_opens_result_equal_to_plain_evaluation(world: Any, small_contract
     report = world.run()
     result = opened(world)
     expected = plain_results(world.prepared, world.model_bytes, small_contract)
-    assert list(result.per_case.cases) == expected
-    assert result.summary.aggregates == aggregate(expected, BRATS_2023_GLI_METRICS)
-    assert result.summary.aggregates.n_cases == 3 and result.summary.aggregates.n_failed == 0
+    assert list(result.cases) == expected
+    assert result.aggregates == aggregate(expected, BRATS_2023_GLI_METRICS)
+    assert result.aggregates.n_cases == 3 and result.aggregates.n_failed == 0
+    assert result.summary.aggregates == result.aggregates.to_json()
+    assert result.per_case.cases == tuple(c.to_json() for c in expected)
     assert result.sealed_result_sha256 == report.published.sealed_digest
     assert result.claims.aud == "sealbench-result"
     names = set(LocalBlobStore(world.results()).list())
@@ -99,24 +101,24 @@ def test_rerun_gives_bit_identical_metrics_and_summary(world: Any) -> None:
 
 
 class _FailOnSecondCase:
-    def __init__(self, model: bytes, contract: Any) -> None:
-        self._inner = OnnxSegmenter(model, contract)
+    def __init__(self, benchmark: Any, model: bytes) -> None:
+        self._inner = benchmark.load_model(model)
         self._calls = 0
 
-    def segment(self, case: Any) -> Any:
+    def predict(self, case: Any) -> Any:
         self._calls += 1
         if self._calls == 2:
             raise InferenceError("inference failed on an input of shape (4, 32, 32, 24)")
-        return self._inner.segment(case)
+        return self._inner.predict(case)
 
 
 def test_inference_failure_recorded_as_flagged_case_not_skipped(world: Any) -> None:
-    world.run(make_segmenter=_FailOnSecondCase)
+    world.run(make_runner=_FailOnSecondCase)
     result = opened(world)
-    failures = [c for c in result.per_case.cases if isinstance(c, CaseFailure)]
-    assert len(result.per_case.cases) == 3 and len(failures) == 1
+    failures = [c for c in result.cases if isinstance(c, CaseFailure)]
+    assert len(result.cases) == 3 and len(failures) == 1
     assert failures[0].flagged and "inference failed" in failures[0].reason
-    assert result.summary.aggregates.n_failed == 1 and result.summary.aggregates.n_scored == 2
+    assert result.aggregates.n_failed == 1 and result.aggregates.n_scored == 2
 
 
 def test_undecodable_case_recorded_as_failed_case(
@@ -129,22 +131,22 @@ def test_undecodable_case_recorded_as_failed_case(
     world = world_factory(tmp_path / "w", prepared=prepared)
     world.run()
     result = opened(world)
-    failures = [c for c in result.per_case.cases if isinstance(c, CaseFailure)]
+    failures = [c for c in result.cases if isinstance(c, CaseFailure)]
     assert [f.case_id for f in failures] == [victim.name]
     assert "could not be loaded" in failures[0].reason
-    assert result.summary.aggregates.n_failed == 1
+    assert result.aggregates.n_failed == 1
 
 
 def test_prediction_with_wrong_labels_is_flagged_failure(world: Any) -> None:
     class BadLabels:
-        def __init__(self, model: bytes, contract: Any) -> None:
+        def __init__(self, benchmark: Any, model: bytes) -> None:
             pass
 
-        def segment(self, case: Any) -> Any:
+        def predict(self, case: Any) -> Any:
             return np.full(case.shape, 7, dtype=np.uint8)
 
-    world.run(make_segmenter=BadLabels)
-    cases = opened(world).per_case.cases
+    world.run(make_runner=BadLabels)
+    cases = opened(world).cases
     assert all(isinstance(c, CaseFailure) for c in cases) and len(cases) == 3
 
 
@@ -159,7 +161,7 @@ def test_logs_name_steps_and_counts_but_no_case_ids_metrics_or_secrets(
     for folder in (world.prepared / "data" / "cases").iterdir():
         assert folder.name not in text
     result = opened(world)
-    for case in result.per_case.cases:
+    for case in result.cases:
         assert not isinstance(case, CaseFailure)
         for scores in case.regions.values():
             for value in (scores.dice, scores.hd95, scores.lesion_dice):

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from sealbench.crypto.digest import sha256_digest
-from sealbench.enclave.errors import AssetRejected, DestinationError, SpecError
-from sealbench.enclave.rules import rules_for
+from sealbench.enclave.errors import DestinationError, SpecError
+from sealbench.enclave.rules import benchmark_for
 from sealbench.enclave.run import run_enclave
 
 
@@ -45,8 +45,8 @@ def test_malformed_spec_stops_before_keys_naming_the_field(
 
 
 def test_unknown_metrics_version_stops_before_keys(world: Any) -> None:
-    spec = world.with_spec(metrics_version="brats-2099/9")
-    with pytest.raises(SpecError, match="unknown metrics version"):
+    spec = world.with_spec(metrics_version="brats-2023-gli/9")
+    with pytest.raises(SpecError, match="installed at version '1', not '9'"):
         world.run(spec)
     _no_keys(world)
 
@@ -78,15 +78,23 @@ def test_dataset_prepared_under_another_label_map_rejected() -> None:
     import json
 
     from sealbench.benchmarks.brats import BRATS2021_LABELS, BRATS_2023_GLI
+    from sealbench.benchmarks.interface import CaseError
 
-    rules = rules_for("brats-2023-gli/1")
+    plugin = benchmark_for("brats-2023-gli/1")
     other = BRATS_2023_GLI.model_copy(update={"label_map": BRATS2021_LABELS})
     doc = json.dumps({"contract": other.model_dump(mode="json")}).encode()
-    with pytest.raises(AssetRejected, match="label_map"):
-        rules.contract_for_dataset(doc)
+    with pytest.raises(CaseError, match="label_map"):
+        plugin.open_dataset(doc)
     small = BRATS_2023_GLI.with_shape((32, 32, 24))
     ok = json.dumps({"contract": small.model_dump(mode="json")}).encode()
-    assert rules.contract_for_dataset(ok) == small
+    assert plugin.open_dataset(ok).contract == small  # type: ignore[attr-defined]
+
+
+def test_unknown_benchmark_plugin_stops_before_keys(world: Any) -> None:
+    spec = world.with_spec(metrics_version="brats-2099/9")
+    with pytest.raises(SpecError, match="no benchmark plug-in named 'brats-2099'"):
+        world.run(spec)
+    _no_keys(world)
 
 
 def _main(environ: dict[str, str], tmp_path: Any) -> Any:
