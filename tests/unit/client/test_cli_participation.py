@@ -15,7 +15,11 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner, Result
 
-from sealbench.benchmarks.brats.definition import load_definition, load_model_bytes
+from sealbench.benchmarks.brats.definition import (
+    load_definition,
+    load_model_bytes,
+    shipped_definition,
+)
 from sealbench.client.cli import app
 from sealbench.client.compat import demo_variant, write_demo_dataset
 from sealbench.client.runs import RunRecord, RunStore
@@ -65,7 +69,10 @@ def _json(result: Result) -> Any:
 
 
 def _benchmark(cli: Cli, tmp_path: Path, *extra: str) -> int:
-    definition = load_definition().model_copy(update={"name": f"part-{next(_names)}"})
+    # brats-small: the hospitals here prepare small (64x64x48) cases, which the registry
+    # refuses in a 240x240x155 benchmark
+    definition = shipped_definition("brats-small").model_copy(
+        update={"name": f"part-{next(_names)}"})
     path = tmp_path / "definition.json"
     path.write_text(definition.model_dump_json())
     bid = int(_json(cli("benchmark", "create", "--definition", str(path), "--image-reference",
