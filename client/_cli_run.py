@@ -362,7 +362,7 @@ def result_open(
     out().print(f"run {run_id}: benchmark {record.benchmark_id}, dataset {record.dataset_id}, "
                 f"model {record.model_id}; {agg.n_cases} cases, {agg.n_failed} failed")
     signed = f"signed by {opened.claims.iss}, " if profile_signed(s.profile) else ""
-    out().print(f"attestation: {signed}image {opened.claims.submods.container.image_digest[:19]}"
+    out().print(f"attestation: {signed}image {opened.claims.image_digest[:19]}"
                 "…, binds this summary and sealed result")
     table(
         "per-case results (private to you)",

@@ -27,13 +27,8 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from sealbench.benchmarks.interface import Benchmark, BenchmarkError, CaseResult, PublicSummary
 from sealbench.benchmarks.registry import load as load_benchmark
 from sealbench.cloud import BlobStore, CloudError, join_name
-from sealbench.crypto.attestation import (
-    RESULT_AUDIENCE,
-    AttestationClaims,
-    Jwks,
-    result_nonce,
-    verify_token,
-)
+from sealbench.cloud.platform import AttestedWorkload, UnknownPlatformError, platform_for_issuer
+from sealbench.crypto.attestation import RESULT_AUDIENCE, Jwks, result_nonce
 from sealbench.crypto.digest import Sha256Digest, sha256_digest
 from sealbench.crypto.errors import CryptoError
 from sealbench.crypto.sealing import open_sealed, result_info
@@ -82,7 +77,7 @@ class OpenedResult:
     per_case: PerCaseResults
     sealed_result_sha256: Sha256Digest
     token: str
-    claims: AttestationClaims
+    claims: AttestedWorkload
     #: The plug-in the run pinned, and the summary and per-case results it validated.
     benchmark: Benchmark
     aggregates: PublicSummary
@@ -105,7 +100,7 @@ def download_result(store: BlobStore, prefix: str) -> ResultObjects:
 
 def _claims(
     token: str, jwks: Jwks | None, issuer: str | None, now: float | None
-) -> AttestationClaims:
+) -> AttestedWorkload:
     if jwks is None:
         try:
             return claims_of(token)
@@ -114,7 +109,11 @@ def _claims(
     if issuer is None or now is None:
         raise ValueError("verifying the token's signature needs issuer and now")
     try:
-        return verify_token(token, jwks, issuer=issuer, audience=RESULT_AUDIENCE, now=now)
+        platform = platform_for_issuer(issuer)
+    except UnknownPlatformError as exc:
+        raise ResultVerificationError(f"the result token cannot be verified: {exc}") from exc
+    try:
+        return platform.verify(token, jwks, issuer=issuer, audience=RESULT_AUDIENCE, now=now)
     except CryptoError as exc:
         raise ResultVerificationError(f"the result token does not verify: {exc}") from exc
 
@@ -144,7 +143,7 @@ def open_result(
         raise ResultVerificationError(
             "the token's nonce does not bind this summary and sealed result (altered or swapped)"
         )
-    image_digest = claims.submods.container.image_digest
+    image_digest = claims.image_digest
     try:
         info = result_info(summary.run_id, summary.benchmark_id, image_digest)
         plaintext = open_sealed(objects.sealed, private_key, info)

@@ -1,7 +1,9 @@
-"""The TEE launcher boundary: the :class:`Attester` protocol and :class:`LauncherAttester`, which
-asks the Confidential Space launcher for attestation tokens over its Unix socket
-(``GET /v1/token`` for the default STS-audience token, ``POST /v1/token`` with a custom audience
-and nonces) and knows where the launcher keeps the refreshed default token file.
+"""The TEE launcher boundary: the :class:`Attester` protocol (an evidence source: fresh tokens on
+request, nothing else; no file is required) and :class:`LauncherAttester`, which asks the
+Confidential Space launcher (or the mock's, which speaks the same protocol) for attestation tokens
+over its Unix socket (``GET /v1/token`` for the default STS-audience token, ``POST /v1/token``
+with a custom audience and nonces) and also knows where the launcher keeps the refreshed default
+token file (for tools that read it; the enclave asks the socket).
 
 Wire format (``google/go-tpm-tools`` ``launcher/teeserver``): the response body is the raw
 compact JWT (HTTP 200, ``Content-Type: text/html``); errors are HTTP 400/500 with a plain-text
@@ -47,13 +49,9 @@ class Attester(Protocol):
     """Something that returns attestation tokens for the running workload."""
 
     def token(self, audience: str | None = None, nonces: Sequence[str] = ()) -> str:
-        """A fresh token: the default one (audience ``https://sts.googleapis.com``) when
-        ``audience`` is None, else a custom token with that audience and ``nonces``."""
-        ...
-
-    @property
-    def token_file(self) -> Path:
-        """The file where the launcher keeps the (refreshed) default token."""
+        """A fresh token: the platform's default one (Confidential Space: audience
+        ``https://sts.googleapis.com``) when ``audience`` is None, else a custom token with that
+        audience and ``nonces``."""
         ...
 
 
@@ -91,6 +89,7 @@ class LauncherAttester:
 
     @property
     def token_file(self) -> Path:
+        """The file where the launcher keeps the (refreshed) default token."""
         return self._token_file
 
     def token(self, audience: str | None = None, nonces: Sequence[str] = ()) -> str:

@@ -1,21 +1,24 @@
-"""Which workloads may use an owner's asset, expressed as Google Cloud policy (pure logic).
+"""Which workloads may use an owner's asset, expressed as Google Cloud policy (pure logic): the
+Confidential Space platform's key release (:mod:`sealbench.cloud.confidential_space`), which the
+mock cloud emulates.
 
 Given the allowed :class:`~sealbench.crypto.workload.WorkloadIdentity` values of one asset, this
 module computes (a) the workload identity pool provider: attribute mapping with
-``attribute.workload_uid`` (the CEL expression from :mod:`sealbench.crypto.workload`) and an
+``attribute.workload_uid`` (the CEL expression of :mod:`sealbench.cloud._cs_cel`) and an
 attribute condition, and (b) the IAM members to bind on the asset's KMS key
 (``roles/cloudkms.cryptoKeyDecrypter``) and bucket (``roles/storage.objectViewer``). The REST
 calls that apply them live in :mod:`sealbench.cloud.policy_writer`.
 
 The condition is rendered from the table of operator-controlled inputs
-(:mod:`sealbench.enclave.inputs`): one clause per bound or pinned input, from typed, validated
-values only, every literal refused unless it is made of ``[A-Za-z0-9:._/~-]``; no user string is
-ever pasted into CEL. It always requires the production Confidential Space image (``swname``,
-``dbgstat``, ``STABLE``), confidential hardware (``hwmodel``) with secure boot, no command
-override, no env override outside the run spec's, an approved image and metrics version, the
-uid's overrides shaped as digests, and the three endpoint overrides *absent* (Google's issuer) or
-equal to the mock's exact URLs (the mock's issuer), so a token from a redirected run federates
-to nothing wherever it is replayed.
+(:mod:`sealbench.enclave.inputs`, by :func:`sealbench.cloud._cs_cel.render_condition`): one
+clause per bound or pinned input, from typed, validated values only, every literal refused
+unless it is made of ``[A-Za-z0-9:._/~-]``; no user string is ever pasted into CEL. It always
+requires the production Confidential Space image (``swname``, ``dbgstat``, ``STABLE``),
+confidential hardware (``hwmodel``) with secure boot, no command override, no env override
+outside the run spec's, an approved image and metrics version, the uid's overrides shaped as
+digests, and the three endpoint overrides *absent* (Google's issuer) or equal to the mock's exact
+URLs (the mock's issuer), so a token from a redirected run federates to nothing wherever it is
+replayed.
 
 The per-workload binding (image, data, model, recipient) is the IAM member
 ``principalSet://…/attribute.workload_uid/<uid>``. Bindings are *incremental*: the writer owns
@@ -30,14 +33,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sealbench.cloud.errors import PolicyInputError
-from sealbench.crypto.workload import (
+from sealbench.cloud._cs_cel import (
     WORKLOAD_UID_ATTRIBUTE,
-    WorkloadIdentity,
     principal_set,
+    render_condition,
     uid_mapping_expression,
 )
-from sealbench.enclave.inputs import ConditionContext, ConditionInputError, render_condition
+from sealbench.cloud.errors import PolicyInputError
+from sealbench.crypto.workload import WorkloadIdentity
+from sealbench.enclave.inputs import ConditionContext, ConditionInputError
 from sealbench.enclave.spec import ServiceEndpoints
 
 __all__ = [

@@ -1,12 +1,16 @@
-"""Pure verification of Confidential Space attestation tokens and the sealbench policy on them.
+"""Platform-neutral verification of attestation tokens (signed JWTs): signature against a JWKS,
+time, audience and issuer. What the claims *say* (the claim schema of one TEE platform and its
+rules: debug state, hardware, image, overrides) is the platform's business
+(:class:`sealbench.cloud.platform.Platform`; Confidential Space's in
+:mod:`sealbench.cloud.confidential_space`).
 
-:func:`verify_token` takes the compact JWS, a :class:`Jwks` and ``now``; it fetches nothing.
+:func:`verify_jwt` takes the compact JWS, a :class:`Jwks` and ``now``; it fetches nothing.
 Order of checks: shape and size → header (``alg`` must be ``RS256``; ``none``, ``HS256`` and
 everything else is refused before any key is looked at; no ``crit``) → key by ``kid`` →
 RSASSA-PKCS1-v1_5/SHA-256 signature → ``iss`` → ``aud`` → ``exp``/``nbf``/``iat`` against the
-injected clock with leeway → typed :class:`AttestationClaims`. Only then does
-:meth:`AttestationPolicy.check` look at what the claims *say* (image, debug state, support
-attributes, command and environment overrides, nonce).
+injected clock with leeway → the payload as a read-only mapping. :func:`unverified_payload`
+reads a payload without any of this, for a token that came over a trusted channel (the launcher
+socket inside the TEE) or only to choose the issuer's key set.
 
 Errors (see :mod:`sealbench.crypto.errors`) name the claim that failed, what was expected and
 what was received; they never contain the token or its signature.
@@ -20,7 +24,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
@@ -28,49 +32,33 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey, RSAPublicNumbers
-from pydantic import ValidationError
 
-from sealbench.crypto._claims import (
-    AttestationClaims,
-    ConfidentialSpaceSubmod,
-    ContainerSubmod,
-    GceSubmod,
-    ImageSignature,
-    NvidiaGpuSubmod,
-    Submods,
-)
 from sealbench.crypto.canonical import canonical_json
 from sealbench.crypto.digest import Sha256Digest, parse_digest
 from sealbench.crypto.errors import (
     AudienceMismatchError,
     IssuerMismatchError,
     KeyFormatError,
-    PolicyViolationError,
     TokenExpiredError,
     TokenInvalidError,
     TokenNotYetValidError,
 )
 
 __all__ = [
-    "CONFIDENTIAL_HWMODELS",
-    "CONFIDENTIAL_SPACE_ISSUER",
+    "MAX_JWKS_LENGTH",
+    "MAX_TOKEN_LENGTH",
     "RESULT_AUDIENCE",
-    "STS_AUDIENCE",
-    "AttestationClaims",
-    "AttestationPolicy",
-    "ConfidentialSpaceSubmod",
-    "ContainerSubmod",
-    "GceSubmod",
-    "ImageSignature",
     "Jwks",
-    "NvidiaGpuSubmod",
-    "Submods",
+    "VerifiedPayload",
     "result_nonce",
-    "verify_token",
+    "show_claim",
+    "unverified_payload",
+    "verify_jwt",
 ]
 
-CONFIDENTIAL_SPACE_ISSUER: Final = "https://confidentialcomputing.googleapis.com"
-STS_AUDIENCE: Final = "https://sts.googleapis.com"
+#: A verified (or trusted-channel) token payload, read-only.
+VerifiedPayload = Mapping[str, object]
+
 RESULT_AUDIENCE: Final = "sealbench-result"
 
 #: Largest token accepted (real ones are 1-3 KiB); checked before anything is decoded.
@@ -79,19 +67,11 @@ MAX_TOKEN_LENGTH: Final = 64 * 1024
 MAX_JWKS_LENGTH: Final = 256 * 1024
 MIN_RSA_BITS: Final = 2048
 
-REQUIRED_SWNAME: Final = "CONFIDENTIAL_SPACE"
-REQUIRED_DBGSTAT: Final = "disabled-since-boot"
-REQUIRED_SUPPORT_ATTRIBUTE: Final = "STABLE"
-#: ``hwmodel`` values of confidential hardware that Confidential Space runs on (AMD SEV and
-#: SEV-SNP, Intel TDX). ``GCP_SHIELDED_VM`` (no memory encryption) and anything unknown are
-#: refused; ``GCP_AMD_SEV_ES`` is left out because Confidential Space does not offer it.
-CONFIDENTIAL_HWMODELS: Final = frozenset({"GCP_AMD_SEV", "GCP_AMD_SEV_SNP", "GCP_INTEL_TDX"})
-
 _SHOWN: Final = 80
 _B64URL_RE: Final = re.compile(r"[A-Za-z0-9_-]+")
 
 
-def _show(value: object) -> str:
+def show_claim(value: object) -> str:
     """A short, quoted rendering of a claim value for error messages (never the token)."""
     text = repr(value)
     return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
@@ -221,27 +201,19 @@ class Jwks:
         try:
             return self.keys[kid]
         except KeyError:
-            raise TokenInvalidError(f"token key id {_show(kid)} is not in the JWKS") from None
+            raise TokenInvalidError(f"token key id {show_claim(kid)} is not in the JWKS") from None
 
 
 def _int_claim(payload: Mapping[str, object], name: str) -> int:
     value = payload.get(name)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TokenInvalidError(f"claim {name!r}: expected an integer, received {_show(value)}")
+        raise TokenInvalidError(
+            f"claim {name!r}: expected an integer, received {show_claim(value)}"
+        )
     return value
 
 
-def verify_token(
-    token: str,
-    jwks: Jwks,
-    *,
-    issuer: str,
-    audience: str,
-    now: float,
-    leeway: float = 30.0,
-) -> AttestationClaims:
-    """Verify a compact RS256 JWS and return its typed claims, or raise an
-    :class:`~sealbench.crypto.errors.AttestationError` subclass naming what failed."""
+def _parts(token: str) -> tuple[str, str, str]:
     if not isinstance(token, str) or len(token) > MAX_TOKEN_LENGTH:
         raise TokenInvalidError(f"token must be a string of at most {MAX_TOKEN_LENGTH} chars")
     parts = token.split(".")
@@ -249,16 +221,41 @@ def verify_token(
         raise TokenInvalidError(
             f"token must be a compact JWS of 3 parts, received {len(parts)} parts"
         )
-    header_b64, payload_b64, signature_b64 = parts
+    return parts[0], parts[1], parts[2]
+
+
+def unverified_payload(token: str) -> VerifiedPayload:
+    """The payload of a compact JWS, **not verified**: only for a token that came over a trusted
+    channel (the launcher socket inside the TEE) or to pick the issuer's key set. Raises
+    :class:`TokenInvalidError` when it is not a compact JWS with a JSON-object payload."""
+    _, payload_b64, _ = _parts(token)
+    return MappingProxyType(_json_object(_b64url_decode(payload_b64, "payload"), "payload"))
+
+
+def verify_jwt(
+    token: str,
+    jwks: Jwks,
+    *,
+    issuer: str,
+    audience: str,
+    now: float,
+    leeway: float = 30.0,
+) -> VerifiedPayload:
+    """Verify a compact RS256 JWS (signature, issuer, audience, time) and return its payload, or
+    raise an :class:`~sealbench.crypto.errors.AttestationError` subclass naming what failed.
+    The payload's other claims are not looked at: a platform maps them to its claim schema."""
+    header_b64, payload_b64, signature_b64 = _parts(token)
     header = _json_object(_b64url_decode(header_b64, "header"), "header")
     alg = header.get("alg")
     if alg != "RS256":
-        raise TokenInvalidError(f"token header 'alg': expected 'RS256', received {_show(alg)}")
+        raise TokenInvalidError(f"token header 'alg': expected 'RS256', received {show_claim(alg)}")
     if "crit" in header:
         raise TokenInvalidError("token header 'crit' names extensions this verifier lacks")
     kid = header.get("kid")
     if not isinstance(kid, str):
-        raise TokenInvalidError(f"token header 'kid': expected a string, received {_show(kid)}")
+        raise TokenInvalidError(
+            f"token header 'kid': expected a string, received {show_claim(kid)}"
+        )
     key = jwks.get(kid)
     signature = _b64url_decode(signature_b64, "signature")
     try:
@@ -274,11 +271,11 @@ def verify_token(
     payload = _json_object(_b64url_decode(payload_b64, "payload"), "payload")
     if payload.get("iss") != issuer:
         raise IssuerMismatchError(
-            f"claim 'iss': expected {issuer!r}, received {_show(payload.get('iss'))}"
+            f"claim 'iss': expected {issuer!r}, received {show_claim(payload.get('iss'))}"
         )
     if payload.get("aud") != audience:
         raise AudienceMismatchError(
-            f"claim 'aud': expected {audience!r}, received {_show(payload.get('aud'))}"
+            f"claim 'aud': expected {audience!r}, received {show_claim(payload.get('aud'))}"
         )
     exp = _int_claim(payload, "exp")
     nbf = _int_claim(payload, "nbf")
@@ -295,102 +292,7 @@ def verify_token(
         raise TokenNotYetValidError(
             f"claim 'iat': expected at most {now:.0f} (+{leeway:g}s), received {iat}"
         )
-    try:
-        return AttestationClaims.model_validate(payload)
-    except ValidationError as exc:
-        # Only the locations of the failures: pydantic's own text would echo claim values.
-        where = ", ".join(".".join(str(p) for p in err["loc"]) for err in exc.errors()[:5])
-        raise TokenInvalidError(f"token claims malformed at: {where}") from None
-
-
-@dataclass(frozen=True)
-class AttestationPolicy:
-    """What sealbench requires of verified claims before it trusts a workload.
-
-    - ``swname == "CONFIDENTIAL_SPACE"`` and ``dbgstat == "disabled-since-boot"`` (no debug
-      image: its operator has root in the VM);
-    - ``hwmodel`` in :data:`CONFIDENTIAL_HWMODELS` (memory encrypted by the CPU, not a shielded
-      VM whose host can read it) and ``secboot`` true (the measured boot chain was verified);
-    - ``"STABLE"`` in ``submods.confidential_space.support_attributes`` (absent, as on debug
-      images, is a violation);
-    - ``submods.container.image_digest`` in ``allowed_image_digests``;
-    - no ``cmd_override`` (``null`` or empty);
-    - ``env_override`` holds every key of ``expected_env_overrides`` with exactly that value.
-      Any *other* override is a violation too unless its name is in
-      ``allowed_extra_env_overrides``: overrides change what the image does, and one the policy
-      author did not name is one nobody reviewed;
-    - ``expected_nonce`` (when set) is one of the token's ``eat_nonce`` values.
-
-    Checked in that order; the first failure raises :class:`PolicyViolationError`.
-    """
-
-    allowed_image_digests: frozenset[str]
-    expected_env_overrides: Mapping[str, str] = field(default_factory=dict)
-    expected_nonce: str | None = None
-    allowed_extra_env_overrides: frozenset[str] = frozenset()
-
-    def __post_init__(self) -> None:
-        if not self.allowed_image_digests:
-            raise ValueError("an attestation policy must allow at least one image digest")
-        for digest in self.allowed_image_digests:
-            parse_digest(digest)
-        object.__setattr__(
-            self, "expected_env_overrides", MappingProxyType(dict(self.expected_env_overrides))
-        )
-
-    def check(self, claims: AttestationClaims) -> None:
-        if claims.swname != REQUIRED_SWNAME:
-            raise PolicyViolationError("swname", repr(REQUIRED_SWNAME), _show(claims.swname))
-        if claims.dbgstat != REQUIRED_DBGSTAT:
-            raise PolicyViolationError("dbgstat", repr(REQUIRED_DBGSTAT), _show(claims.dbgstat))
-        if claims.hwmodel not in CONFIDENTIAL_HWMODELS:
-            raise PolicyViolationError(
-                "hwmodel", f"one of {sorted(CONFIDENTIAL_HWMODELS)}", _show(claims.hwmodel)
-            )
-        if claims.secboot is not True:
-            raise PolicyViolationError("secboot", "true", _show(claims.secboot))
-        space = claims.submods.confidential_space
-        support = None if space is None else space.support_attributes
-        if support is None or REQUIRED_SUPPORT_ATTRIBUTE not in support:
-            raise PolicyViolationError(
-                "submods.confidential_space.support_attributes",
-                f"a list containing {REQUIRED_SUPPORT_ATTRIBUTE!r}",
-                "absent" if support is None else _show(list(support)),
-            )
-        container = claims.submods.container
-        if container.image_digest not in self.allowed_image_digests:
-            raise PolicyViolationError(
-                "submods.container.image_digest",
-                f"one of {len(self.allowed_image_digests)} allowed digests",
-                _show(container.image_digest),
-            )
-        if container.cmd_override:
-            raise PolicyViolationError(
-                "submods.container.cmd_override",
-                "no command override",
-                f"{len(container.cmd_override)} arguments",
-            )
-        self._check_env(container.env_override or {})
-        if self.expected_nonce is not None and self.expected_nonce not in claims.eat_nonce:
-            raise PolicyViolationError(
-                "eat_nonce", repr(self.expected_nonce), _show(list(claims.eat_nonce))
-            )
-
-    def _check_env(self, env: Mapping[str, str]) -> None:
-        for name, expected in sorted(self.expected_env_overrides.items()):
-            claim = f"submods.container.env_override.{name}"
-            if name not in env:
-                raise PolicyViolationError(claim, repr(expected), "absent")
-            if env[name] != expected:
-                raise PolicyViolationError(claim, repr(expected), _show(env[name]))
-        allowed = set(self.expected_env_overrides) | self.allowed_extra_env_overrides
-        extra = sorted(set(env) - allowed)
-        if extra:
-            raise PolicyViolationError(
-                "submods.container.env_override",
-                f"only the overrides {sorted(allowed)}",
-                f"also {_show(extra)}",
-            )
+    return MappingProxyType(payload)
 
 
 def result_nonce(summary: Mapping[str, object], sealed_result_digest: Sha256Digest) -> str:

@@ -2,7 +2,8 @@
 its production implementation :class:`CloudAccess`.
 
 :class:`CloudAccess` builds one workload credential per owner pool (google-auth identity-pool
-credentials that read the launcher's token file and exchange it at the run spec's STS URL), then
+credentials that ask the run's attester for a fresh default token, the launcher socket inside the
+TEE, and exchange it at the run spec's STS URL; no token file is read), then
 a Cloud KMS :class:`~sealbench.cloud.kms.KmsKeyWrapper` for the owner's key and a
 :class:`~sealbench.cloud.gcs.GcsBlobStore` for ``gs://`` locations (or a
 :class:`~sealbench.cloud.LocalBlobStore` for ``file://``), all against the endpoints the run spec
@@ -49,16 +50,16 @@ class CloudAccess:
 
     def __init__(self, run: AttestedRun) -> None:
         self._destinations = run.destinations  # checked against the attesting platform
-        self._token_file = run.attester.token_file
+        self._attester = run.attester
         self._credentials: dict[str, Credentials] = {}
 
     def _credential(self, owner: AssetLocation) -> Credentials:
-        from sealbench.cloud.credentials import workload_credentials
+        from sealbench.cloud.credentials import workload_credentials_from_attester
 
         provider = owner.pool_provider
         if provider not in self._credentials:
-            self._credentials[provider] = workload_credentials(
-                provider, token_file=self._token_file, sts_url=self._destinations.sts_url
+            self._credentials[provider] = workload_credentials_from_attester(
+                provider, attester=self._attester, sts_url=self._destinations.sts_url
             )
         return self._credentials[provider]
 

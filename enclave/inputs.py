@@ -1,5 +1,5 @@
-"""Every input the operator controls at launch, its class, and the key-release condition rendered
-from that one table.
+"""Every input the operator controls at launch and its class: the one table each platform renders
+its key-release condition from.
 
 The operator (the hospital that launches a run) chooses the run spec's env overrides
 (``tee-env-*``), the command, mounts and the rest of the VM's metadata, and the VM itself
@@ -14,34 +14,28 @@ one of:
             federates to nothing, wherever it is replayed.
 ``inert``   cannot change where data, keys or tokens go, or what is computed; each entry says why.
 
-:data:`OPERATOR_INPUTS` is the table; :func:`render_condition` turns it into the CEL attribute
-condition of an owner's workload identity pool provider (evaluated by Google's STS and, with
-cel-python, by the mock's); :func:`check_token_destinations` is the enclave's own defence in
-depth: it refuses to send a token to an endpoint of another platform than the one that attested
-it. A name in :data:`~sealbench.enclave.spec.ENV_OVERRIDE_NAMES` without an entry here makes
-:func:`render_condition` raise, and a test renders the condition and evaluates it against a token
-with each input tampered.
+:data:`OPERATOR_INPUTS` is the table; a platform renders it into its key-release condition
+(Confidential Space: the CEL attribute condition of an owner's workload identity pool provider,
+:func:`sealbench.cloud.confidential_space.render_condition`, evaluated by Google's STS and, with
+cel-python, by the mock's) for a :class:`ConditionContext`. :func:`check_token_destinations` is
+the enclave's own defence in depth: it refuses to send a token to an endpoint of another
+platform than the one that attested it. A name in
+:data:`~sealbench.enclave.spec.ENV_OVERRIDE_NAMES` without an entry here makes the rendering
+raise, and a test renders the condition and evaluates it against a token with each input
+tampered.
 
 This module imports only the standard library, pydantic (through the run spec) and
-:mod:`sealbench.crypto`: the policy writer (``sealbench.cloud``), the registry and the mock use it.
+:mod:`sealbench.crypto`: the platforms, the policy writer, the registry and the mock use it.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final, assert_never
+from typing import Final
 
-from sealbench.crypto.attestation import (
-    CONFIDENTIAL_HWMODELS,
-    REQUIRED_DBGSTAT,
-    REQUIRED_SUPPORT_ATTRIBUTE,
-    REQUIRED_SWNAME,
-)
-from sealbench.crypto.digest import parse_digest
-from sealbench.crypto.workload import ENV_DATA_DIGEST, env_shape_condition
+from sealbench.crypto.workload import ENV_DATA_DIGEST
 from sealbench.enclave.spec import (
     ENDPOINT_ENV_NAMES,
     ENV_OVERRIDE_NAMES,
@@ -50,7 +44,6 @@ from sealbench.enclave.spec import (
 
 __all__ = [
     "ENV_INPUTS",
-    "MOCK_ENDPOINTS_MEMBER",
     "OPERATOR_INPUTS",
     "ConditionContext",
     "ConditionInputError",
@@ -59,15 +52,10 @@ __all__ = [
     "Rule",
     "TokenDestinationError",
     "check_token_destinations",
-    "render_condition",
 ]
 
-_ENV: Final = "assertion.submods.container.env_override"
-#: The member of the INSECURE mock verifier's discovery document that names the mock cloud's
-#: token destinations (``sts_url``, ``kms_endpoint``, ``storage_endpoint``).
-MOCK_ENDPOINTS_MEMBER: Final = "sealbench_insecure_mock_endpoints"
+_ENV_CLAIM: Final = "submods.container.env_override"
 _METRICS_VERSION: Final = "SEALBENCH_METRICS_VERSION"
-_LITERAL: Final = re.compile(r"[A-Za-z0-9:._/~-]{1,400}")
 
 
 class InputClass(StrEnum):
@@ -121,7 +109,7 @@ class OperatorInput:
 
 
 def _env(name: str, klass: InputClass, rule: Rule | None, enforced: str, why: str) -> OperatorInput:
-    claim = f"{_ENV.removeprefix('assertion.')}.{name}"
+    claim = f"{_ENV_CLAIM}.{name}"
     return OperatorInput(name, True, klass, rule, claim, enforced, why)
 
 
@@ -211,73 +199,15 @@ class ConditionInputError(ValueError):
 
 @dataclass(frozen=True)
 class ConditionContext:
-    """What one owner's condition is rendered for. ``endpoints`` None means Google's platform
-    (the endpoint overrides must be absent); otherwise the mock's exact URLs are required."""
+    """What one owner's key-release condition is rendered for (by the platform its workloads
+    run on). ``endpoints`` None means the platform's own fixed endpoints (Google's, for
+    Confidential Space: the endpoint overrides must be absent); otherwise exactly these URLs
+    are required (the mock cloud's)."""
 
     image_digests: frozenset[str]
     metrics_versions: frozenset[str]
     include_data: bool
     endpoints: ServiceEndpoints | None = None
-
-
-def _literal(value: str) -> str:
-    if not _LITERAL.fullmatch(value):
-        raise ConditionInputError(f"refusing to put {value[:80]!r} into a CEL expression")
-    return f"'{value}'"
-
-
-def _list(values: Iterable[str]) -> str:
-    return "[" + ", ".join(_literal(v) for v in sorted(values)) + "]"
-
-
-def _clause(entry: OperatorInput, ctx: ConditionContext) -> str | None:
-    rule = entry.rule
-    if rule is None or rule is Rule.BOUND_BY_DIGEST:
-        return None
-    if rule is Rule.UID_DIGEST:
-        return None  # rendered once for all uid fields below (env_shape_condition)
-    if rule is Rule.IMAGE:
-        images = _list(map(parse_digest, ctx.image_digests))
-        return f"assertion.submods.container.image_digest in {images}"
-    if rule is Rule.ENDPOINT:
-        if ctx.endpoints is None:
-            return f"!has({_ENV}.{entry.name})"
-        return f"{_ENV}.{entry.name} == {_literal(ctx.endpoints.env_names()[entry.name])}"
-    if rule is Rule.METRICS_VERSION:
-        return f"{_ENV}.{entry.name} in {_list(ctx.metrics_versions)}"
-    if rule is Rule.NO_COMMAND:
-        return (
-            "(!has(assertion.submods.container.cmd_override)"
-            " || assertion.submods.container.cmd_override == null"
-            " || size(assertion.submods.container.cmd_override) == 0)"
-        )
-    if rule is Rule.KNOWN_OVERRIDES_ONLY:
-        return f"{_ENV}.all(k, k in {_list(ENV_OVERRIDE_NAMES)})"
-    if rule is Rule.HARDWARE:
-        return f"assertion.hwmodel in {_list(CONFIDENTIAL_HWMODELS)}"
-    if rule is Rule.SECURE_BOOT:
-        return "assertion.secboot == true"
-    if rule is Rule.PRODUCTION_IMAGE:
-        return (
-            f"assertion.swname == {_literal(REQUIRED_SWNAME)}"
-            f" && assertion.dbgstat == {_literal(REQUIRED_DBGSTAT)}"
-            f" && {_literal(REQUIRED_SUPPORT_ATTRIBUTE)}"
-            " in assertion.submods.confidential_space.support_attributes"
-        )
-    assert_never(rule)
-
-
-def render_condition(ctx: ConditionContext) -> str:
-    """The attribute condition: one clause per bound or pinned input of :data:`OPERATOR_INPUTS`
-    (machine and image first, then the launch settings and overrides), joined with ``&&``.
-    Raises :class:`ConditionInputError` if an env override the run spec defines has no entry."""
-    missing = sorted(set(ENV_OVERRIDE_NAMES) - set(ENV_INPUTS))
-    if missing:
-        raise ConditionInputError(f"env overrides without a class: {missing}")
-    order = sorted(OPERATOR_INPUTS, key=lambda i: i.is_env)  # stable: machine first
-    clauses = [c for c in (_clause(entry, ctx) for entry in order) if c is not None]
-    clauses.append(env_shape_condition(include_data=ctx.include_data))
-    return "\n&& ".join(clauses)
 
 
 class TokenDestinationError(ValueError):

@@ -10,15 +10,12 @@ model from bytes.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final, Literal, NoReturn
 
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
-from pydantic import ValidationError
 
 from sealbench.benchmarks.interface import Benchmark, BenchmarkError, Runner
 from sealbench.cloud import (
@@ -35,7 +32,7 @@ from sealbench.cloud import (
 )
 from sealbench.cloud.attester import Attester
 from sealbench.cloud.errors import AttesterError
-from sealbench.crypto.attestation import AttestationClaims
+from sealbench.cloud.platform import AttestedWorkload
 from sealbench.crypto.digest import Sha256Digest, parse_digest
 from sealbench.crypto.envelope import DataKey, WrappedKey, asset_aad, unwrap_key
 from sealbench.crypto.errors import IntegrityError, KeyFormatError, KeyUnwrapError
@@ -52,7 +49,7 @@ from sealbench.enclave.errors import (
     StorageFailure,
 )
 from sealbench.enclave.inputs import TokenDestinationError, check_token_destinations
-from sealbench.enclave.platforms import PlatformResolver, resolve_platform
+from sealbench.enclave.platforms import PlatformResolver, evidence_of, resolve_platform
 from sealbench.enclave.result import WRITE_CHECK_OBJECT, WriteCheck
 from sealbench.enclave.rules import benchmark_for
 from sealbench.enclave.spec import (
@@ -120,18 +117,12 @@ def read_spec(environ: Mapping[str, str]) -> tuple[RunSpec, Benchmark]:
     return spec, benchmark_for(spec.metrics_version)
 
 
-def claims_of(token: str) -> AttestationClaims:
-    """The claims of a token the launcher just gave us (read, not verified: the launcher socket
-    is the trusted channel inside the TEE; key owners and the registry verify the signature)."""
-    parts = token.split(".")
-    if len(parts) != 3:
-        raise AttestationUnavailable("the launcher's token is not a compact JWS")
-    payload = parts[1]
-    try:
-        raw = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
-        return AttestationClaims.model_validate_json(raw)
-    except (binascii.Error, ValueError, ValidationError) as exc:
-        raise AttestationUnavailable("the launcher's token claims cannot be read") from exc
+def claims_of(token: str) -> AttestedWorkload:
+    """What a token the launcher just gave us says, as mapped by the platform that issued it
+    (read, not verified: the launcher socket is the trusted channel inside the TEE; key owners
+    and the registry verify the signature). See :func:`~sealbench.enclave.platforms.evidence_of`.
+    """
+    return evidence_of(token)
 
 
 def attest(
@@ -151,7 +142,7 @@ def attest(
         except AttesterError as exc:
             raise AttestationUnavailable(f"no attestation token: {exc}") from exc
     claims = claims_of(token)
-    attested = claims.submods.container.env_override or {}
+    attested = claims.env_override
     differing = sorted(n for n in ENV_OVERRIDE_NAMES if environ.get(n) != attested.get(n))
     if differing:
         raise SpecError(f"the environment differs from the attested env overrides in {differing}")
@@ -161,7 +152,7 @@ def attest(
     except TokenDestinationError as exc:
         raise SpecError(f"refusing to send any token: {exc}") from exc
     try:
-        image_digest = parse_digest(claims.submods.container.image_digest)
+        image_digest = parse_digest(claims.image_digest)
     except ValueError as exc:
         raise AttestationUnavailable("the token's image digest is not a sha256 digest") from exc
     return AttestedRun(spec, benchmark, image_digest, attester, timer, platform or GOOGLE_ENDPOINTS)

@@ -23,8 +23,8 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from sealbench.enclave.inputs import MOCK_ENDPOINTS_MEMBER
 from sealbench.mocktee._http import Request, Response, google_error, json_response
+from sealbench.mocktee.platform import MOCK_ENDPOINTS_MEMBER
 from sealbench.mocktee.state import MockState, atomic_write
 
 __all__ = [

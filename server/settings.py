@@ -51,13 +51,15 @@ class IssuerEndpoints(BaseModel):
 class TrustedIssuer(BaseModel):
     """An attestation-token issuer whose result tokens the registry accepts. ``endpoints`` is
     None for Google's verifier (a result's run must carry no endpoint override) and the mock
-    cloud's URLs for the mock's issuer."""
+    cloud's URLs for the mock's issuer. ``platform`` names the TEE platform (its entry point in
+    ``sealbench.platforms``) whose claim schema and rules the issuer's tokens are checked with."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     issuer: str = Field(min_length=1)
     jwks_url: str = Field(min_length=1)
     endpoints: IssuerEndpoints | None = None
+    platform: str = Field(default="confidential-space", pattern=r"^[a-z0-9][a-z0-9-]{0,39}$")
 
 
 class OidcSettings(BaseModel):

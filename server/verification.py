@@ -2,14 +2,18 @@
 
 The token must come from a configured trusted issuer (Google's Confidential Space issuer by
 default; a local mock issuer only when the operator lists it), verify against that issuer's
-JWKS with audience ``sealbench-result``, and satisfy an
-:class:`~sealbench.crypto.attestation.AttestationPolicy` built from the registry: the benchmark's
+JWKS with audience ``sealbench-result``, and satisfy the rules of the issuer's TEE platform
+(:class:`~sealbench.cloud.platform.Platform`, named by
+:attr:`~sealbench.server.settings.TrustedIssuer.platform` and found through the platform
+registry; this module names no implementation) plus
+:class:`~sealbench.cloud.platform.WorkloadRequirements` built from the registry: the benchmark's
 image digest; the benchmark's id and metrics version and the dataset's and model's digests as
 attested env overrides (``SEALBENCH_BENCHMARK_ID``, ``SEALBENCH_METRICS_VERSION``,
 ``SEALBENCH_DATA_DIGEST``, ``SEALBENCH_MODEL_DIGEST``) — so a result computed for one benchmark
 or metrics version cannot be filed under another that shares the image — and ``eat_nonce`` equal to
 :func:`~sealbench.crypto.attestation.result_nonce` of the submitted summary and sealed-result
-digest; confidential hardware with secure boot (``hwmodel``, ``secboot``); no env override outside
+digest; the platform's production rules (Confidential Space: no debug image, confidential
+hardware with secure boot, no command override); no env override outside
 the evaluation image's allow-list (the run spec's names, :mod:`sealbench.enclave.spec`, the wire
 contract the server may import); and the endpoint overrides absent for Google's issuer or equal
 to the configured mock's. Any failure raises :class:`~sealbench.server.errors.ResultRejectedError`
@@ -24,12 +28,9 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from sealbench.crypto.attestation import (
-    RESULT_AUDIENCE,
-    AttestationPolicy,
-    result_nonce,
-    verify_token,
-)
+from sealbench.cloud.errors import CloudError
+from sealbench.cloud.platform import Platform, WorkloadRequirements, load_platform
+from sealbench.crypto.attestation import RESULT_AUDIENCE, result_nonce
 from sealbench.crypto.digest import parse_digest
 from sealbench.crypto.errors import CryptoError
 from sealbench.crypto.workload import ENV_DATA_DIGEST, ENV_MODEL_DIGEST
@@ -83,10 +84,26 @@ class ResultVerifier:
         trusted: tuple[TrustedIssuer, ...],
         jwks: JwksCache,
         clock: Callable[[], float],
+        platforms: Mapping[str, Platform] | None = None,
     ) -> None:
+        """``platforms`` maps a platform name to its implementation; a name it lacks (all of
+        them when None) is loaded from the platform registry when first needed."""
         self._trusted = {t.issuer: t for t in trusted}
         self._jwks = jwks
         self._clock = clock
+        self._platforms: dict[str, Platform] = dict(platforms or {})
+
+    def _platform(self, trusted: TrustedIssuer) -> Platform:
+        name = trusted.platform
+        if name not in self._platforms:
+            try:
+                self._platforms[name] = load_platform(name)
+            except CloudError as exc:
+                raise ResultRejectedError(
+                    f"the trusted issuer {trusted.issuer[:80]!r} names a platform this registry "
+                    f"cannot load: {exc}"
+                ) from exc
+        return self._platforms[name]
 
     def prefetch_keys(self, token: str) -> None:
         """Fetch (or find cached) the key set a token will need, before the caller opens a
@@ -118,14 +135,12 @@ class ResultVerifier:
             raise ResultRejectedError(
                 f"the attestation token's issuer {issuer[:80]!r} is not trusted by this registry"
             )
+        platform = self._platform(trusted)
         jwks = self._jwks.get(trusted.jwks_url, kid)
         try:
             nonce = result_nonce(summary, parse_digest(sealed_result_digest))
-            claims = verify_token(
-                token, jwks, issuer=trusted.issuer, audience=RESULT_AUDIENCE, now=self._clock()
-            )
             endpoints = {} if trusted.endpoints is None else trusted.endpoints.env_overrides()
-            policy = AttestationPolicy(
+            requirements = WorkloadRequirements(
                 allowed_image_digests=frozenset({image_digest}),
                 expected_env_overrides={
                     ENV_BENCHMARK_ID: benchmark_id,
@@ -141,11 +156,16 @@ class ResultVerifier:
                 # outside the image's allow-list (the run spec's names) is refused.
                 allowed_extra_env_overrides=_OTHER_RUN_SPEC_NAMES,
             )
-            policy.check(claims)
+            workload = platform.verify(
+                token,
+                jwks,
+                issuer=trusted.issuer,
+                audience=RESULT_AUDIENCE,
+                now=self._clock(),
+                requirements=requirements,
+            )
         except (CryptoError, ValueError) as exc:
             raise ResultRejectedError(f"the result attestation was refused: {exc}") from exc
         return VerifiedResult(
-            issuer=trusted.issuer,
-            nonce=nonce,
-            image_digest=claims.submods.container.image_digest,
+            issuer=trusted.issuer, nonce=nonce, image_digest=workload.image_digest
         )

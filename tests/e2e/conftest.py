@@ -31,6 +31,7 @@ from sealbench.benchmarks.brats.synthetic import case_id_for, generate_case, wri
 from sealbench.client.launchers import MockProcessLauncher
 from sealbench.client.results import OpenedResult, download_result, open_result
 from sealbench.client.sealing import seal_dataset, seal_model
+from sealbench.cloud.confidential_space import principal_set
 from sealbench.cloud.gcs import GcsBlobStore, make_storage_client
 from sealbench.cloud.kms import KmsKeyWrapper, make_kms_client
 from sealbench.cloud.policy import AssetPolicy, PoolProvider
@@ -38,7 +39,7 @@ from sealbench.cloud.policy_writer import PolicyWriter
 from sealbench.crypto.digest import Sha256Digest
 from sealbench.crypto.envelope import WrappedKey, asset_aad, unwrap_key
 from sealbench.crypto.sealing import generate_recipient_key, public_key_digest, public_key_to_raw
-from sealbench.crypto.workload import WorkloadIdentity, principal_set
+from sealbench.crypto.workload import WorkloadIdentity
 from sealbench.enclave.spec import AssetLocation, RunSpec
 from sealbench.mocktee.provision import OwnerSetup, provision_owner
 from sealbench.mocktee.server import MockCloud

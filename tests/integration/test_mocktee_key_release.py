@@ -480,7 +480,8 @@ def test_env_override_smuggling_a_separator_denied_key(world: World) -> None:
 def test_issuer_discovery_serves_the_jwks_that_verifies_tokens(world: World) -> None:
     import requests
 
-    from sealbench.crypto.attestation import Jwks, verify_token
+    from sealbench.cloud.confidential_space import verify_token
+    from sealbench.crypto.attestation import Jwks
 
     issuer = world.cloud.endpoints.issuer
     config = requests.get(f"{issuer}/.well-known/openid-configuration", timeout=10).json()

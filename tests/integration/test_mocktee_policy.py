@@ -11,6 +11,7 @@ import pytest
 import requests
 from google.oauth2.credentials import Credentials as OwnerCredentials
 
+from sealbench.cloud.confidential_space import principal_set
 from sealbench.cloud.policy import (
     BUCKET_ROLE,
     KEY_ROLE,
@@ -20,7 +21,7 @@ from sealbench.cloud.policy import (
 )
 from sealbench.cloud.policy_writer import PolicyWriter
 from sealbench.crypto.digest import sha256_digest
-from sealbench.crypto.workload import WorkloadIdentity, principal_set
+from sealbench.crypto.workload import WorkloadIdentity
 from sealbench.mocktee.provision import OwnerSetup, provision_owner
 from sealbench.mocktee.server import MockCloud
 

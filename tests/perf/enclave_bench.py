@@ -113,6 +113,7 @@ def _bench(args: argparse.Namespace, root: Path) -> int:
     from sealbench.benchmarks.brats.synthetic import write_dataset
     from sealbench.client.launchers import MockProcessLauncher, enclave_image_digest
     from sealbench.client.sealing import seal_dataset, seal_model
+    from sealbench.cloud.confidential_space import principal_set
     from sealbench.cloud.gcs import GcsBlobStore, make_storage_client
     from sealbench.cloud.kms import KmsKeyWrapper, make_kms_client
     from sealbench.cloud.policy import AssetPolicy, PoolProvider
@@ -122,7 +123,7 @@ def _bench(args: argparse.Namespace, root: Path) -> int:
         public_key_digest,
         public_key_to_raw,
     )
-    from sealbench.crypto.workload import WorkloadIdentity, principal_set
+    from sealbench.crypto.workload import WorkloadIdentity
     from sealbench.enclave.spec import AssetLocation, RunSpec
     from sealbench.mocktee.provision import provision_owner
     from sealbench.mocktee.server import MockCloud

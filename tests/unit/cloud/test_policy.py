@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from sealbench.cloud.confidential_space import principal_set
 from sealbench.cloud.errors import PolicyInputError
 from sealbench.cloud.policy import (
     KEY_ROLE,
@@ -16,7 +17,7 @@ from sealbench.cloud.policy import (
     provider_body,
 )
 from sealbench.crypto.digest import Sha256Digest, sha256_digest
-from sealbench.crypto.workload import WorkloadIdentity, principal_set
+from sealbench.crypto.workload import WorkloadIdentity
 from sealbench.enclave.inputs import ConditionContext
 
 

@@ -7,11 +7,11 @@ from typing import Any
 
 import celpy
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sealbench.cloud import confidential_space as cs
 from sealbench.crypto import workload as wl
-from sealbench.crypto.attestation import AttestationClaims
 from sealbench.crypto.errors import PolicyViolationError
 
 IMAGE = "sha256:" + "1" * 64
@@ -42,6 +42,8 @@ def test_uid_format() -> None:
     assert len(identity().uid()) == 290
 
 
+# CEL compiles each expression per example: slow on two shared cores, so no deadline.
+@settings(deadline=None)
 @given(image=digests, data=st.none() | digests, model=digests, recipient=digests)
 def test_cel_mapping_computes_the_uid(
     image: str, data: str | None, model: str, recipient: str
@@ -49,8 +51,8 @@ def test_cel_mapping_computes_the_uid(
     who = wl.WorkloadIdentity(image, data, model, recipient)  # type: ignore[arg-type]
     full = wl.WorkloadIdentity(image, data or DATA, model, recipient)  # type: ignore[arg-type]
     assertion = assertion_for(image, full.env_overrides())
-    assert str(cel_eval(wl.uid_mapping_expression(include_data=True), assertion)) == full.uid()
-    assert str(cel_eval(wl.uid_mapping_expression(include_data=False), assertion)) == (
+    assert str(cel_eval(cs.uid_mapping_expression(include_data=True), assertion)) == full.uid()
+    assert str(cel_eval(cs.uid_mapping_expression(include_data=False), assertion)) == (
         who.without_data().uid()
     )
     assert wl.WorkloadIdentity.from_uid(who.uid()) == who
@@ -58,19 +60,19 @@ def test_cel_mapping_computes_the_uid(
 
 def test_mapping_expression_within_gcp_limit() -> None:
     for include_data in (True, False):
-        assert len(wl.uid_mapping_expression(include_data=include_data)) <= 2048
+        assert len(cs.uid_mapping_expression(include_data=include_data)) <= 2048
 
 
 def test_cel_mapping_fails_closed_without_override() -> None:
     env = identity().env_overrides()
     del env[wl.ENV_MODEL_DIGEST]
     with pytest.raises(celpy.CELEvalError):
-        cel_eval(wl.uid_mapping_expression(include_data=True), assertion_for(IMAGE, env))
+        cel_eval(cs.uid_mapping_expression(include_data=True), assertion_for(IMAGE, env))
 
 
 def _mapped(data: str, model: str, recipient: str) -> str:
     env = {wl.ENV_DATA_DIGEST: data, wl.ENV_MODEL_DIGEST: model, wl.ENV_RECIPIENT_DIGEST: recipient}
-    expression = wl.uid_mapping_expression(include_data=True)
+    expression = cs.uid_mapping_expression(include_data=True)
     return str(cel_eval(expression, assertion_for(IMAGE, env)))
 
 
@@ -90,7 +92,7 @@ def test_field_shifting_override_rejected(data: str, model: str, recipient: str)
     the module docstring's argument), and both the enclave and the CEL clause refuse it."""
     assert _mapped(data, model, recipient) != identity().uid()
     env = {wl.ENV_DATA_DIGEST: data, wl.ENV_MODEL_DIGEST: model, wl.ENV_RECIPIENT_DIGEST: recipient}
-    assert not cel_eval(wl.env_shape_condition(include_data=True), assertion_for(IMAGE, env))
+    assert not cel_eval(cs.env_shape_condition(include_data=True), assertion_for(IMAGE, env))
     with pytest.raises(PolicyViolationError):
         wl.WorkloadIdentity.from_env_overrides(IMAGE, env)
 
@@ -98,6 +100,7 @@ def test_field_shifting_override_rejected(data: str, model: str, recipient: str)
 pieces = st.sampled_from([DATA, MODEL, RECIPIENT, ":", "::", "-", "sha256:", "d" * 8, ""])
 
 
+@settings(deadline=None)
 @given(st.lists(pieces, max_size=6), st.lists(pieces, max_size=6), st.lists(pieces, max_size=6))
 def test_only_genuine_overrides_map_to_the_approved_uid(
     a: list[str], b: list[str], c: list[str]
@@ -110,12 +113,12 @@ def test_only_genuine_overrides_map_to_the_approved_uid(
 
 def test_shape_condition_accepts_real_digests() -> None:
     assertion = assertion_for(IMAGE, identity().env_overrides())
-    assert cel_eval(wl.env_shape_condition(include_data=True), assertion)
-    assert cel_eval(wl.env_shape_condition(include_data=False), assertion)
+    assert cel_eval(cs.env_shape_condition(include_data=True), assertion)
+    assert cel_eval(cs.env_shape_condition(include_data=False), assertion)
 
 
 def test_from_claims_reads_env_overrides() -> None:
-    claims = AttestationClaims.model_validate(
+    claims = cs.AttestationClaims.model_validate(
         {
             "iss": "i",
             "aud": "a",
@@ -137,7 +140,7 @@ def test_from_claims_reads_env_overrides() -> None:
             },
         }
     )
-    assert wl.WorkloadIdentity.from_claims(claims) == identity()
+    assert cs.workload_identity(claims) == identity()
 
 
 def test_missing_data_override_optional_only_when_asked() -> None:
@@ -170,14 +173,14 @@ def test_invalid_digests_refused_on_construction() -> None:
 
 
 def test_principal_set_member() -> None:
-    member = wl.principal_set("123456", "hospital-pool", identity().uid())
+    member = cs.principal_set("123456", "hospital-pool", identity().uid())
     assert member == (
         "principalSet://iam.googleapis.com/projects/123456/locations/global/"
         f"workloadIdentityPools/hospital-pool/attribute.workload_uid/{identity().uid()}"
     )
     with pytest.raises(ValueError):
-        wl.principal_set("abc", "hospital-pool", identity().uid())
+        cs.principal_set("abc", "hospital-pool", identity().uid())
     with pytest.raises(ValueError):
-        wl.principal_set("1", "Pool/../x", identity().uid())
+        cs.principal_set("1", "Pool/../x", identity().uid())
     with pytest.raises(ValueError):
-        wl.principal_set("1", "pool", "not-a-uid")
+        cs.principal_set("1", "pool", "not-a-uid")

@@ -21,7 +21,7 @@ from sealbench.benchmarks.brats.prepare import prepare_dataset
 from sealbench.benchmarks.brats.synthetic import case_id_for, generate_case, write_case
 from sealbench.client.sealing import seal_dataset, seal_model
 from sealbench.cloud import BlobStore, LocalBlobStore, parse_storage_uri
-from sealbench.crypto.attestation import CONFIDENTIAL_SPACE_ISSUER
+from sealbench.cloud.confidential_space import CONFIDENTIAL_SPACE_ISSUER
 from sealbench.crypto.digest import sha256_digest
 from sealbench.crypto.envelope import InsecureInMemoryKeyWrapper, KeyWrapper
 from sealbench.crypto.sealing import generate_recipient_key, public_key_digest, public_key_to_raw

@@ -16,8 +16,10 @@ from typing import Any
 
 import pytest
 
+from sealbench.cloud import _cs_cel
+from sealbench.cloud.confidential_space import render_condition, uid_mapping_expression
 from sealbench.crypto.digest import sha256_digest
-from sealbench.crypto.workload import WorkloadIdentity, uid_mapping_expression
+from sealbench.crypto.workload import WorkloadIdentity
 from sealbench.enclave import inputs
 from sealbench.enclave.inputs import (
     ENV_INPUTS,
@@ -27,7 +29,6 @@ from sealbench.enclave.inputs import (
     InputClass,
     TokenDestinationError,
     check_token_destinations,
-    render_condition,
 )
 from sealbench.enclave.spec import (
     ENDPOINT_ENV_NAMES,
@@ -207,7 +208,8 @@ def test_every_table_entry_has_a_tamper_case() -> None:
 
 
 def test_new_override_without_a_class_breaks_the_rendering(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(inputs, "ENV_OVERRIDE_NAMES", (*ENV_OVERRIDE_NAMES, "SEALBENCH_NEW_KNOB"))
+    # The renderer (Confidential Space's CEL) reads the run spec's names where it lives.
+    monkeypatch.setattr(_cs_cel, "ENV_OVERRIDE_NAMES", (*ENV_OVERRIDE_NAMES, "SEALBENCH_NEW_KNOB"))
     with pytest.raises(ConditionInputError, match="SEALBENCH_NEW_KNOB"):
         render_condition(_ctx(None, True))
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from sealbench.cloud.attester import LauncherAttester
-from sealbench.crypto.attestation import Jwks, verify_token
+from sealbench.cloud.confidential_space import verify_token
+from sealbench.crypto.attestation import Jwks
 from sealbench.mocktee._http import Request
 from sealbench.mocktee.launcher import MockLauncher, handle_token_request
 from sealbench.mocktee.verifier import MockVerifier, WorkloadLaunch

@@ -8,7 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from sealbench.crypto.attestation import AttestationPolicy, Jwks, verify_token
+from sealbench.cloud.confidential_space import AttestationPolicy, verify_token
+from sealbench.crypto.attestation import Jwks
 from sealbench.crypto.errors import IssuerMismatchError, PolicyViolationError
 from sealbench.mocktee.cel import CelError, evaluate_string, explain_false
 from sealbench.mocktee.identity import Identity

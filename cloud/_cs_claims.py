@@ -1,5 +1,6 @@
 """The typed claim set of a Confidential Space attestation token (token-claims reference page,
-cross-checked with real tokens). Re-exported by :mod:`sealbench.crypto.attestation`.
+cross-checked with real tokens) and the constants its rules use. Re-exported by
+:mod:`sealbench.cloud.confidential_space`.
 
 Unlike sealbench's own wire objects these models *ignore* unknown members instead of forbidding
 them: the issuer is Google, which adds claims over time (``eat_profile`` appeared in 2025,
@@ -11,10 +12,17 @@ trusts the members modelled here. Scalars are strict (no ``"1"`` → ``1``, no `
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Final
 
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, field_validator
 
 __all__ = [
+    "CONFIDENTIAL_HWMODELS",
+    "CONFIDENTIAL_SPACE_ISSUER",
+    "REQUIRED_DBGSTAT",
+    "REQUIRED_SUPPORT_ATTRIBUTE",
+    "REQUIRED_SWNAME",
+    "STS_AUDIENCE",
     "AttestationClaims",
     "ConfidentialSpaceSubmod",
     "ContainerSubmod",
@@ -23,6 +31,18 @@ __all__ = [
     "NvidiaGpuSubmod",
     "Submods",
 ]
+
+#: Google's attestation verifier (tokens carry it without a trailing slash).
+CONFIDENTIAL_SPACE_ISSUER: Final = "https://confidentialcomputing.googleapis.com"
+#: The audience of the launcher's default token (what Google's STS accepts).
+STS_AUDIENCE: Final = "https://sts.googleapis.com"
+REQUIRED_SWNAME: Final = "CONFIDENTIAL_SPACE"
+REQUIRED_DBGSTAT: Final = "disabled-since-boot"
+REQUIRED_SUPPORT_ATTRIBUTE: Final = "STABLE"
+#: ``hwmodel`` values of confidential hardware that Confidential Space runs on (AMD SEV and
+#: SEV-SNP, Intel TDX). ``GCP_SHIELDED_VM`` (no memory encryption) and anything unknown are
+#: refused; ``GCP_AMD_SEV_ES`` is left out because Confidential Space does not offer it.
+CONFIDENTIAL_HWMODELS: Final = frozenset({"GCP_AMD_SEV", "GCP_AMD_SEV_SNP", "GCP_INTEL_TDX"})
 
 
 class _Claims(BaseModel):

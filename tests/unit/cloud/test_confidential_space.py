@@ -1,4 +1,6 @@
-"""Attestation-token verification and the sealbench policy, one test per attack.
+"""Confidential Space attestation tokens: verification (the platform-neutral JWT checks of
+:mod:`sealbench.crypto.attestation` followed by the Confidential Space claim schema) and the
+sealbench policy on them (:mod:`sealbench.cloud.confidential_space`), one test per attack.
 
 Tokens are signed here with a test RSA key by PyJWT (an independent JWS implementation); forged
 ones are assembled by hand. The two real Confidential Space payloads in
@@ -20,6 +22,7 @@ import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
+from sealbench.cloud import confidential_space as cs
 from sealbench.crypto import attestation as at
 from sealbench.crypto.errors import (
     AudienceMismatchError,
@@ -60,7 +63,7 @@ def jwks(signing_key: rsa.RSAPrivateKey) -> at.Jwks:
 def production_payload(**changes: Any) -> dict[str, Any]:
     payload: dict[str, Any] = {
         "aud": at.RESULT_AUDIENCE,
-        "iss": at.CONFIDENTIAL_SPACE_ISSUER,
+        "iss": cs.CONFIDENTIAL_SPACE_ISSUER,
         "sub": "https://www.googleapis.com/compute/v1/projects/p/zones/z/instances/i",
         "iat": NOW - 60,
         "nbf": NOW - 60,
@@ -111,13 +114,13 @@ def b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
-def verify(token: str, jwks: at.Jwks, audience: str = at.RESULT_AUDIENCE) -> at.AttestationClaims:
-    return at.verify_token(
-        token, jwks, issuer=at.CONFIDENTIAL_SPACE_ISSUER, audience=audience, now=NOW
+def verify(token: str, jwks: at.Jwks, audience: str = at.RESULT_AUDIENCE) -> cs.AttestationClaims:
+    return cs.verify_token(
+        token, jwks, issuer=cs.CONFIDENTIAL_SPACE_ISSUER, audience=audience, now=NOW
     )
 
 
-POLICY = at.AttestationPolicy(
+POLICY = cs.AttestationPolicy(
     allowed_image_digests=frozenset({IMAGE}),
     expected_env_overrides={
         "SEALBENCH_DATA_DIGEST": DATA,
@@ -158,10 +161,10 @@ def test_real_tokens_parse_but_debug_image_rejected(
     """Both real Confidential Space payloads fit the claims model; both come from debug images,
     which the production policy refuses on ``dbgstat`` even when their image is allowed."""
     payload = EXAMPLES[name]["payload"]
-    claims = at.verify_token(
+    claims = cs.verify_token(
         sign(signing_key, payload),
         jwks,
-        issuer=at.CONFIDENTIAL_SPACE_ISSUER,
+        issuer=cs.CONFIDENTIAL_SPACE_ISSUER,
         audience=payload["aud"],
         now=payload["iat"] + 5,
     )
@@ -169,7 +172,7 @@ def test_real_tokens_parse_but_debug_image_rejected(
     assert claims.swversion == tuple(payload["swversion"])
     assert claims.submods.confidential_space is not None
     assert claims.submods.confidential_space.support_attributes is None
-    policy = at.AttestationPolicy(
+    policy = cs.AttestationPolicy(
         allowed_image_digests=frozenset({payload["submods"]["container"]["image_digest"]})
     )
     with pytest.raises(PolicyViolationError) as info:
@@ -197,7 +200,7 @@ def test_token_from_non_confidential_hardware_rejected(
     assert info.value.claim == "hwmodel"
 
 
-@pytest.mark.parametrize("hwmodel", sorted(at.CONFIDENTIAL_HWMODELS))
+@pytest.mark.parametrize("hwmodel", sorted(cs.CONFIDENTIAL_HWMODELS))
 def test_confidential_hardware_accepted(signing_key: Any, jwks: at.Jwks, hwmodel: str) -> None:
     POLICY.check(verify(sign(signing_key, production_payload(hwmodel=hwmodel)), jwks))
 
@@ -280,7 +283,7 @@ def test_missing_time_claims_rejected(signing_key: Any, jwks: at.Jwks) -> None:
 
 
 def test_wrong_issuer_rejected(signing_key: Any, jwks: at.Jwks) -> None:
-    for iss in ("https://accounts.google.com", at.CONFIDENTIAL_SPACE_ISSUER + "/"):
+    for iss in ("https://accounts.google.com", cs.CONFIDENTIAL_SPACE_ISSUER + "/"):
         with pytest.raises(IssuerMismatchError, match="iss"):
             verify(sign(signing_key, production_payload(iss=iss)), jwks)
     payload = production_payload()
@@ -291,7 +294,7 @@ def test_wrong_issuer_rejected(signing_key: Any, jwks: at.Jwks) -> None:
 
 def test_wrong_audience_rejected(signing_key: Any, jwks: at.Jwks) -> None:
     with pytest.raises(AudienceMismatchError, match="aud"):
-        verify(sign(signing_key, production_payload(aud=at.STS_AUDIENCE)), jwks)
+        verify(sign(signing_key, production_payload(aud=cs.STS_AUDIENCE)), jwks)
     with pytest.raises(AudienceMismatchError, match="aud"):
         verify(sign(signing_key, production_payload(aud=[at.RESULT_AUDIENCE, "x"])), jwks)
 
@@ -361,7 +364,7 @@ def test_errors_never_contain_the_token(signing_key: Any, jwks: at.Jwks) -> None
 # -- attacks the policy stops --------------------------------------------------------------------
 
 
-def _claims(signing_key: Any, jwks: at.Jwks, payload: dict[str, Any]) -> at.AttestationClaims:
+def _claims(signing_key: Any, jwks: at.Jwks, payload: dict[str, Any]) -> cs.AttestationClaims:
     return verify(sign(signing_key, payload), jwks)
 
 
@@ -416,7 +419,7 @@ def test_unlisted_env_override_rejected(signing_key: Any, jwks: at.Jwks) -> None
     with pytest.raises(PolicyViolationError, match="LD_PRELOAD") as info:
         POLICY.check(claims)
     assert info.value.claim == "submods.container.env_override"
-    lenient = at.AttestationPolicy(
+    lenient = cs.AttestationPolicy(
         allowed_image_digests=POLICY.allowed_image_digests,
         expected_env_overrides=POLICY.expected_env_overrides,
         allowed_extra_env_overrides=frozenset({"LD_PRELOAD"}),
@@ -449,14 +452,14 @@ def test_nonce_mismatch_rejected(signing_key: Any, jwks: at.Jwks) -> None:
 
 def test_policy_without_allowed_images_refused() -> None:
     with pytest.raises(ValueError):
-        at.AttestationPolicy(allowed_image_digests=frozenset())
+        cs.AttestationPolicy(allowed_image_digests=frozenset())
     with pytest.raises(ValueError):
-        at.AttestationPolicy(allowed_image_digests=frozenset({"latest"}))
+        cs.AttestationPolicy(allowed_image_digests=frozenset({"latest"}))
 
 
 def test_policy_is_immutable() -> None:
     env = {"SEALBENCH_DATA_DIGEST": DATA}
-    policy = at.AttestationPolicy(frozenset({IMAGE}), expected_env_overrides=env)
+    policy = cs.AttestationPolicy(frozenset({IMAGE}), expected_env_overrides=env)
     env["SEALBENCH_DATA_DIGEST"] = "sha256:" + "0" * 64
     assert policy.expected_env_overrides["SEALBENCH_DATA_DIGEST"] == DATA
     with pytest.raises(TypeError):

@@ -1,0 +1,150 @@
+"""The INSECURE mock TEE as a :class:`~sealbench.cloud.platform.Platform` of its own (entry point
+``insecure-mock``), beside Confidential Space and never a branch inside it.
+
+The mock emulates Confidential Space: its verifier (:mod:`sealbench.mocktee.verifier`) signs the
+Confidential Space claim set, its STS evaluates Google's CEL, its IAM grants ``principalSet``
+members. So :class:`InsecureMockPlatform` reads and checks claims with the production schema and
+rules, and renders the production condition; what is its own:
+
+- its issuer: an ``http://`` verifier on the loopback interface (never Google's);
+- its token destinations: the mock cloud's STS, KMS and storage URLs, which the verifier's OIDC
+  discovery document names in ``sealbench_insecure_mock_endpoints`` (:data:`MOCK_ENDPOINTS_MEMBER`)
+  and which every key-release condition must pin (the production one pins their absence);
+- its attester: the mock launcher's socket in a directory the caller names;
+- how the run spec reaches the workload: the mock launcher takes the env overrides as they are;
+- its launchers: ``mock`` (a child process) and ``docker``.
+
+A mock token proves nothing about hardware: whoever holds the mock's state directory decides
+what it claims. Creating the platform logs a warning saying so.
+
+This module imports no mock service (no cel-python, no storage emulator): the evaluation image
+finds it through the entry point without the ``mock`` extra.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
+
+from sealbench.cloud.attester import Attester, LauncherAttester
+from sealbench.cloud.confidential_space import (
+    AttestationPolicy,
+    attested_workload,
+    claims_from_payload,
+    principal_set,
+    render_condition,
+    verify_token,
+)
+from sealbench.cloud.platform import AttestedWorkload, WorkloadRequirements
+from sealbench.crypto.attestation import Jwks
+from sealbench.enclave.inputs import ConditionContext, ConditionInputError
+from sealbench.enclave.spec import ENV_OVERRIDE_NAMES, ServiceEndpoints
+
+__all__ = ["DISCOVERY_TIMEOUT_S", "MOCK_ENDPOINTS_MEMBER", "InsecureMockPlatform"]
+
+#: The member of the INSECURE mock verifier's discovery document that names the mock cloud's
+#: token destinations (``sts_url``, ``kms_endpoint``, ``storage_endpoint``).
+MOCK_ENDPOINTS_MEMBER: Final = "sealbench_insecure_mock_endpoints"
+#: Seconds allowed for the mock issuer's discovery document.
+DISCOVERY_TIMEOUT_S: Final = 10.0
+_MAX_DISCOVERY: Final = 64 * 1024
+_LOOPBACK_ISSUER: Final = re.compile(r"http://(127\.0\.0\.1|localhost):[0-9]{1,5}")
+_POOL: Final = re.compile(
+    r"^projects/(?P<number>[0-9]{1,20})/locations/global/workloadIdentityPools/(?P<pool>[^/]+)$"
+)
+
+_log = logging.getLogger("sealbench.mocktee")
+
+
+class InsecureMockPlatform:
+    """The mock TEE (see the module docstring). INSECURE: its evidence proves nothing."""
+
+    name: Final = "insecure-mock"
+    insecure: Final = True
+    launcher_backends: Final = ("mock", "docker")
+
+    def __init__(self) -> None:
+        _log.warning("INSECURE mock TEE platform: its attestation proves nothing about hardware")
+
+    def __repr__(self) -> str:
+        return "InsecureMockPlatform()"
+
+    def issues(self, issuer: str) -> bool:
+        return _LOOPBACK_ISSUER.fullmatch(issuer) is not None
+
+    def attester(self, launcher_dir: Path | None = None) -> Attester:
+        from sealbench.mocktee.launcher import SOCKET_NAME, TOKEN_FILE_NAME
+
+        if launcher_dir is None:
+            raise ValueError("name the directory of the mock launcher's socket")
+        return LauncherAttester(launcher_dir / SOCKET_NAME, launcher_dir / TOKEN_FILE_NAME)
+
+    def token_destinations(self, issuer: str) -> ServiceEndpoints:
+        """The endpoints the mock verifier ``issuer`` names in its discovery document; raises
+        :class:`ValueError` for another issuer or a document that does not name them."""
+        if not self.issues(issuer):
+            raise ValueError(f"{issuer[:80]!r} is not a mock verifier on the loopback interface")
+        url = f"{issuer}/.well-known/openid-configuration"
+        try:
+            with urllib.request.urlopen(url, timeout=DISCOVERY_TIMEOUT_S) as response:  # noqa: S310 - loopback http checked above
+                document = json.loads(response.read(_MAX_DISCOVERY))
+            member = document[MOCK_ENDPOINTS_MEMBER]
+            return ServiceEndpoints(
+                sts_url=str(member["sts_url"]),
+                kms_endpoint=str(member["kms_endpoint"]),
+                storage_endpoint=str(member["storage_endpoint"]),
+            )
+        except (OSError, urllib.error.URLError, ValueError, KeyError, TypeError) as exc:
+            raise ValueError(
+                f"the mock verifier {issuer} does not name its platform's endpoints "
+                f"({type(exc).__name__})"
+            ) from exc
+
+    def evidence(self, payload: Mapping[str, object]) -> AttestedWorkload:
+        return attested_workload(claims_from_payload(payload))
+
+    def verify(
+        self,
+        token: str,
+        jwks: Jwks,
+        *,
+        issuer: str,
+        audience: str,
+        now: float,
+        requirements: WorkloadRequirements | None = None,
+    ) -> AttestedWorkload:
+        claims = verify_token(token, jwks, issuer=issuer, audience=audience, now=now)
+        if requirements is not None:
+            # The mock attests the production claim set; the same rules keep mock runs honest
+            # (a debug launch, a shielded VM or an extra override is refused here too).
+            AttestationPolicy.from_requirements(requirements).check(claims)
+        return attested_workload(claims)
+
+    def launch_environment(self, run_spec: Mapping[str, str]) -> dict[str, str]:
+        """The mock launcher's ``env_overrides``: the variables themselves."""
+        unknown = sorted(set(run_spec) - set(ENV_OVERRIDE_NAMES))
+        if unknown:
+            raise ValueError(f"not run-spec variables: {unknown}")
+        return dict(sorted(run_spec.items()))
+
+    def key_release_condition(self, context: ConditionContext) -> str:
+        """The production condition with the mock cloud's endpoints pinned (required)."""
+        if context.endpoints is None:
+            raise ConditionInputError(
+                "a mock condition must pin the mock cloud's endpoints (name them)"
+            )
+        return render_condition(context)
+
+    def grantee(self, pool: str, uid: str) -> str:
+        match = _POOL.fullmatch(pool)
+        if match is None:
+            raise ValueError(
+                f"{pool[:120]!r} is not projects/NUMBER/locations/global/workloadIdentityPools/P"
+            )
+        return principal_set(match["number"], match["pool"], uid)
