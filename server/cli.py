@@ -140,9 +140,7 @@ def _migrate(settings: ServerSettings) -> None:
         settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     db = open_database(settings.effective_database_url)
     try:
-        before = current_revision(db.engine)
-        upgrade_to_head(db.engine)
-        after = current_revision(db.engine)
+        before, after = upgrade_to_head(db.engine)
     except SQLAlchemyError as exc:
         raise RegistryError(f"cannot migrate the registry database: {exc}") from exc
     finally:

@@ -41,9 +41,11 @@ def alembic_config(connection: Connection | None = None) -> Config:
     return cfg
 
 
-def upgrade_to_head(engine: Engine) -> None:
+def upgrade_to_head(engine: Engine) -> tuple[str | None, str | None]:
     """Apply every pending migration in one transaction, after any concurrent upgrade of the
-    same database has finished (see the module docstring)."""
+    same database has finished (see the module docstring). Returns the revisions before and
+    after, as this upgrade saw them under the lock (equal when another process had already
+    applied everything)."""
     if engine.dialect.name == "sqlite":
         # db.py's begin hook emits BEGIN IMMEDIATE for this option; on an engine made
         # elsewhere the plain BEGIN below is pysqlite's own.
@@ -51,7 +53,10 @@ def upgrade_to_head(engine: Engine) -> None:
     with engine.begin() as conn:
         if conn.dialect.name == "postgresql":
             conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+        before = MigrationContext.configure(conn).get_current_revision()
         command.upgrade(alembic_config(conn), "head")
+        after = MigrationContext.configure(conn).get_current_revision()
+    return before, after
 
 
 @functools.cache

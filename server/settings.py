@@ -29,7 +29,6 @@ __all__ = [
 
 CONFIDENTIAL_SPACE_ISSUER = "https://confidentialcomputing.googleapis.com"
 CONFIDENTIAL_SPACE_JWKS_URL = "https://www.googleapis.com/service_accounts/v1/metadata/jwk/signer@confidentialspace-sign.iam.gserviceaccount.com"
-_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 class IssuerEndpoints(BaseModel):
@@ -95,6 +94,10 @@ class ServerSettings(BaseSettings):
     oidc: OidcSettings | None = None
     token_cache_seconds: float = Field(default=30.0, ge=0.0, le=600.0)
     revocation_check_seconds: float = Field(default=1.0, ge=0.0, le=60.0)
+    #: The server runs in its own network namespace whose only way in is the platform's
+    #: TLS-terminating proxy (a Cloud Run container, a pod behind an ingress): production mode
+    #: then accepts a wildcard bind address, which such platforms require.
+    isolated_network: bool = False
     jwks_cache_seconds: float = Field(default=300.0, ge=0.0, le=86400.0)
     db_pool_size: int = Field(default=10, ge=1, le=200)
     worker_threads: int = Field(default=8, ge=1, le=400)
@@ -120,8 +123,12 @@ class ServerSettings(BaseSettings):
         problems: list[str] = []
         if self.database_url is None or self.database_url.startswith("sqlite"):
             problems.append("database_url must name a PostgreSQL database (received SQLite)")
-        if self.host not in _LOOPBACK and self.host in {"0.0.0.0", "::"}:  # noqa: S104
-            problems.append("host must be a specific address behind a TLS proxy, not a wildcard")
+        wildcard = self.host in {"0.0.0.0", "::"}  # noqa: S104
+        if wildcard and not self.isolated_network:
+            problems.append(
+                "host must be a specific address behind a TLS proxy, not a wildcard (or set "
+                "ISOLATED_NETWORK=true in a container whose only ingress is that proxy)"
+            )
         urls = [("trusted issuer", t.jwks_url) for t in self.trusted_issuers]
         urls += [("trusted issuer id", t.issuer) for t in self.trusted_issuers]
         if self.oidc is not None:

@@ -69,7 +69,7 @@ def two_apps(
 
 
 def _status(app: TestClient, token: str) -> int:
-    return app.get(f"{API}/users/me", headers={"Authorization": f"Bearer {token}"}).status_code
+    return int(app.get(f"{API}/users/me", headers={"Authorization": f"Bearer {token}"}).status_code)
 
 
 def test_revoked_token_refused_by_every_process_within_the_check_interval(

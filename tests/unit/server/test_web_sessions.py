@@ -55,7 +55,7 @@ def _signed_in(web: TestClient, session_id: str) -> bool:
     web.cookies.set(COOKIE, session_id)
     r = web.get("/ui/", follow_redirects=False)
     assert r.status_code in (200, 303), r.status_code
-    return r.status_code == 200
+    return bool(r.status_code == 200)
 
 
 def test_session_from_one_process_works_on_another_and_sign_out_ends_it_everywhere(
