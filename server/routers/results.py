@@ -1,11 +1,13 @@
 """``/api/v1/results`` and ``/api/v1/benchmarks/{id}/leaderboard``: submit (verified), list,
-read, and the latest verified summary per model and dataset."""
+read, the latest verified summary per model and dataset, and the pooled leaderboard
+(``/leaderboard/pooled``: figures pooled over sites, intervals, rank groups; issue 15)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Annotated
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
@@ -20,9 +22,14 @@ from sealbench.server.schemas import (
     ResultCreate,
     ResultPublic,
 )
+from sealbench.server.schemas.leaderboard import PooledLeaderboard
+from sealbench.server.services import leaderboard as pooled
 from sealbench.server.services import results
 
 __all__ = ["leaderboard_router", "router"]
+
+#: Parsed summaries by result id and nonce (results never change; safe to lose).
+SUMMARY_CACHE = pooled.SummaryCache()
 
 router = APIRouter(prefix="/results", tags=["results"], responses=ERRORS)
 leaderboard_router = APIRouter(prefix="/benchmarks", tags=["results"], responses=ERRORS)
@@ -100,5 +107,28 @@ async def leaderboard(benchmark_id: IdPath, session: SessionDep, user: CurrentUs
             for result, model, dataset in rows
         )
         return Leaderboard(benchmark_id=benchmark_id, entries=entries)
+
+    return await in_thread(session, board)
+
+
+@leaderboard_router.get("/{benchmark_id}/leaderboard/pooled")
+async def pooled_leaderboard(
+    benchmark_id: IdPath,
+    session: SessionDep,
+    user: CurrentUser,
+    metric: Annotated[str | None, Query(max_length=100, description="rank by (default: the "
+                                        "benchmark's headline); 'dice:WT' for a group")] = None,
+    site: Annotated[list[int] | None, Query(description="only these dataset ids")] = None,
+    all_metrics: Annotated[bool, Query(description="every metric's values, not only the "
+                                       "ranked one")] = False,
+) -> PooledLeaderboard:
+    """Each model's figures pooled over the sites the caller may read, with 95% intervals,
+    between-site spread and rank groups (models whose intervals overlap share a rank)."""
+
+    def board() -> PooledLeaderboard:
+        result = pooled.pooled_board(
+            session, user, benchmark_id, SUMMARY_CACHE, metric=metric,
+            sites=None if site is None else frozenset(site), every_metric=all_metrics)
+        return PooledLeaderboard.model_validate(result, from_attributes=True)
 
     return await in_thread(session, board)

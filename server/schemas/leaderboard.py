@@ -1,0 +1,86 @@
+"""Pooled leaderboard wire types (issue 15): numbers and links, never summaries or tokens."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from sealbench.server.schemas.assets import AssetKind
+from sealbench.server.schemas.common import WireModel
+
+__all__ = [
+    "MetricInfoPublic",
+    "PooledLeaderboard",
+    "PooledValuePublic",
+    "SitePublic",
+    "SiteValuePublic",
+    "StandingPublic",
+    "WithheldPublic",
+]
+
+
+class MetricInfoPublic(WireModel):
+    key: str = Field(description="'dice' or 'dice:WT' (metric, or metric:group)")
+    label: str
+    unit: str
+    direction: str = Field(description="higher, lower or neutral (not ranked)")
+    group: str | None
+
+
+class SitePublic(WireModel):
+    dataset_id: int
+    name: str
+
+
+class SiteValuePublic(WireModel):
+    dataset_id: int
+    result_id: int
+    value: float | None
+    ci95_low: float | None
+    ci95_high: float | None
+    n_cases: int
+    mock_tee: bool = Field(description="verified against a mock issuer: not a confidential run")
+    withdrawn: tuple[AssetKind, ...] = ()
+
+
+class PooledValuePublic(WireModel):
+    metric: str
+    pooled: float | None = Field(description="case-weighted over the model's sites")
+    ci95_low: float | None
+    ci95_high: float | None
+    n_sites: int
+    n_cases: int
+    site_min: float | None
+    site_max: float | None
+    i2: float | None = Field(description="heterogeneity between sites (0 to 1)")
+    sites: tuple[SiteValuePublic, ...]
+
+
+class StandingPublic(WireModel):
+    model_id: int
+    model_name: str
+    model_version: str
+    rank: int | None = Field(description="rank group (models tied share it); None: unranked")
+    tied: bool
+    mock_tee: bool
+    values: tuple[PooledValuePublic, ...] = Field(description="the ranked metric first")
+
+
+class WithheldPublic(WireModel):
+    model_id: int
+    dataset_id: int
+    reason: str
+
+
+class PooledLeaderboard(WireModel):
+    benchmark_id: int
+    plugin: str
+    metric: str = Field(description="the metric ranked by")
+    headline: str
+    direction: str
+    metrics: tuple[MetricInfoPublic, ...] = Field(description="every valid metric key")
+    sites: tuple[SitePublic, ...]
+    standings: tuple[StandingPublic, ...]
+    withheld: tuple[WithheldPublic, ...]
+    scope: str = Field(description="which results the caller's figures are pooled from")
+    rank_rule: str
+    interval_rule: str

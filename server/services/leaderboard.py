@@ -1,0 +1,410 @@
+"""The pooled leaderboard (issue 15): every model's figures pooled over the sites it was
+evaluated on, from the public summaries' sufficient statistics (never a case), with 95%
+intervals, between-site spread and rank groups that do not order models by noise.
+
+The benchmark plug-in (found by the benchmark's ``metrics_version``, never imported by name)
+pools: :meth:`~sealbench.benchmarks.interface.Benchmark.pool` over one model's sites gives the
+pooled figure, over one site the site's own estimate with its interval (the forest plot's rows).
+
+Rules, stated on the page and in the API answer:
+
+* **Who sees what**: the benchmark's authority sees every result; a hospital the results on its
+  own datasets; a model owner its own model's results on every site (pooled and per site).
+  Nobody else sees a model's per-site values, and the pooled figures are computed only from the
+  results the caller may read.
+* **Small cells**: a summary describing fewer cases than the plug-in's ``small_cell_minimum``
+  is withheld (counted in ``withheld``, never pooled or shown).
+* **Rank groups**: the best remaining model leads a group; every remaining model whose 95%
+  interval overlaps the leader's joins it (the same rank, ``tied``); repeat. Models without a
+  value come last.
+* **Heterogeneity**: I² = max(0, (Q - (k - 1)) / Q) with Cochran's Q over the sites' estimates,
+  each weighted by 1/se² where se is read from the site's 95% interval (half-width / 1.96).
+
+Each result is read once per process: parsed summaries and site figures are cached by result id
+and nonce (the nonce is bound to the summary's bytes by the result's attestation), so a cache
+entry can never describe other content; losing the cache costs only time.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.orm import Session
+
+from sealbench.benchmarks import interface as api
+from sealbench.benchmarks.registry import load as load_plugin
+from sealbench.server.auth import Principal
+from sealbench.server.errors import InvalidRequestError, InvalidStateError
+from sealbench.server.models import Benchmark, Dataset, Model, Result
+from sealbench.server.services._common import get_or_404
+from sealbench.server.services.results import withdrawn_sides
+from sealbench.server.settings import CONFIDENTIAL_SPACE_ISSUER
+
+__all__ = [
+    "INTERVAL_RULE",
+    "RANK_RULE",
+    "Board",
+    "MetricInfo",
+    "PooledValue",
+    "SiteInfo",
+    "SiteValue",
+    "Standing",
+    "SummaryCache",
+    "Withheld",
+    "build",
+    "metric_key",
+    "pooled_board",
+]
+
+Z95: Final = 1.959963984540054
+RANK_RULE: Final = ("models whose 95% intervals overlap the leader's share its rank (a rank "
+                    "group); the next group starts at the best model outside it")
+INTERVAL_RULE: Final = ("95% intervals as the benchmark plug-in computes them from pooled "
+                        "sufficient statistics (see the benchmark's documentation)")
+
+
+def metric_key(ref: api.MetricRef) -> str:
+    """``dice`` or ``dice:WT``: how the API, the CLI and the page name a metric."""
+    return ref.metric if ref.group is None else f"{ref.metric}:{ref.group}"
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    key: str
+    label: str
+    unit: str
+    direction: str
+    group: str | None
+
+
+@dataclass(frozen=True)
+class SiteInfo:
+    dataset_id: int
+    name: str
+
+
+@dataclass(frozen=True)
+class SiteValue:
+    dataset_id: int
+    result_id: int
+    value: float | None
+    ci95_low: float | None
+    ci95_high: float | None
+    n_cases: int
+    mock_tee: bool
+    withdrawn: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PooledValue:
+    metric: str
+    pooled: float | None
+    ci95_low: float | None
+    ci95_high: float | None
+    n_sites: int
+    n_cases: int
+    site_min: float | None
+    site_max: float | None
+    i2: float | None
+    sites: tuple[SiteValue, ...]
+
+
+@dataclass(frozen=True)
+class Standing:
+    model_id: int
+    model_name: str
+    model_version: str
+    rank: int | None
+    tied: bool
+    mock_tee: bool
+    values: tuple[PooledValue, ...]
+
+
+@dataclass(frozen=True)
+class Withheld:
+    model_id: int
+    dataset_id: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Board:
+    benchmark_id: int
+    plugin: str
+    metric: str
+    headline: str
+    direction: str
+    metrics: tuple[MetricInfo, ...]
+    sites: tuple[SiteInfo, ...]
+    standings: tuple[Standing, ...]
+    withheld: tuple[Withheld, ...]
+    scope: str
+    rank_rule: str = RANK_RULE
+    interval_rule: str = INTERVAL_RULE
+
+
+# -- the cache ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    summary: api.PublicSummary | None
+    site: dict[str, api.Figure]
+    n_cases: int
+    error: str | None
+
+
+class SummaryCache:
+    """Parsed summaries and single-site figures by (result id, nonce), least recently used out."""
+
+    def __init__(self, max_entries: int = 100_000) -> None:
+        self._max = max_entries
+        self._items: OrderedDict[tuple[str, int, str], _Parsed] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, int, str]) -> _Parsed | None:
+        with self._lock:
+            item = self._items.get(key)
+            if item is not None:
+                self._items.move_to_end(key)
+            return item
+
+    def put(self, key: tuple[str, int, str], item: _Parsed) -> None:
+        with self._lock:
+            self._items[key] = item
+            while len(self._items) > self._max:
+                self._items.popitem(last=False)
+
+
+def _parse(plugin: api.Benchmark, doc: Any) -> _Parsed:
+    """A stored summary (bare, or inside a run summary's ``aggregates``) parsed and pooled alone."""
+    inner = doc.get("aggregates", doc) if isinstance(doc, dict) else doc
+    try:
+        summary = plugin.parse_summary(inner)
+        pooled = plugin.pool([summary])
+    except (api.BenchmarkError, ValueError, TypeError) as exc:
+        return _Parsed(None, {}, 0, f"summary not readable by {plugin.ref}: {exc}")
+    return _Parsed(summary, {metric_key(f.ref): f for f in pooled.figures}, summary.n_cases, None)
+
+
+# -- reading -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Row:
+    result_id: int
+    model_id: int
+    model_name: str
+    model_version: str
+    dataset_id: int
+    dataset_name: str
+    mock_tee: bool
+    parsed: _Parsed
+
+
+def _visible(session: Session, actor: Principal, bench: Benchmark) -> Any:
+    if bench.owner_id == actor.user_id:
+        return Result.benchmark_id == bench.id
+    return or_(
+        Result.dataset_id.in_(select(Dataset.id).where(Dataset.owner_id == actor.user_id)),
+        Result.model_id.in_(select(Model.id).where(Model.owner_id == actor.user_id)),
+    )
+
+
+def _rows(session: Session, actor: Principal, bench: Benchmark, plugin: api.Benchmark,
+          cache: SummaryCache, sites: frozenset[int] | None) -> list[_Row]:
+    latest = (
+        select(func.max(Result.id).label("id"))
+        .where(Result.benchmark_id == bench.id, _visible(session, actor, bench))
+        .group_by(Result.model_id, Result.dataset_id)
+    )
+    if sites is not None:
+        latest = latest.where(Result.dataset_id.in_(sorted(sites)))
+    sub = latest.subquery()
+    heads = session.execute(
+        select(Result.id, Result.nonce, Result.token_issuer, Model.id, Model.name, Model.version,
+               Dataset.id, Dataset.name)
+        .join(sub, sub.c.id == Result.id)
+        .join(Model, Model.id == Result.model_id)
+        .join(Dataset, Dataset.id == Result.dataset_id)
+        .order_by(Model.id, Dataset.id)
+    ).all()
+    namespace = str(plugin.ref)
+    missing = [h[0] for h in heads if cache.get((namespace, h[0], h[1])) is None]
+    for start in range(0, len(missing), 500):
+        chunk = missing[start:start + 500]
+        for rid, nonce, doc in session.execute(
+                select(Result.id, Result.nonce, Result.summary).where(Result.id.in_(chunk))):
+            cache.put((namespace, rid, nonce), _parse(plugin, doc))
+    out = []
+    for rid, nonce, issuer, mid, mname, mversion, did, dname in heads:
+        parsed = cache.get((namespace, rid, nonce)) or _parse(plugin, {})
+        out.append(_Row(rid, mid, mname, mversion, did, dname,
+                        issuer != CONFIDENTIAL_SPACE_ISSUER, parsed))
+    return out
+
+
+# -- pure arrangement --------------------------------------------------------------------------
+
+
+def _i2(sites: Sequence[SiteValue]) -> float | None:
+    points = []
+    for s in sites:
+        if s.value is None or s.ci95_low is None or s.ci95_high is None:
+            continue
+        se = (s.ci95_high - s.ci95_low) / (2 * Z95)
+        if se > 0:
+            points.append((s.value, 1 / (se * se)))
+    if len(points) < 2:
+        return None
+    total = sum(w for _, w in points)
+    mean = sum(v * w for v, w in points) / total
+    q = sum(w * (v - mean) ** 2 for v, w in points)
+    return 0.0 if q <= 0 else max(0.0, (q - (len(points) - 1)) / q)
+
+
+def _rank(values: list[tuple[int, float | None, float | None, float | None]],
+          higher: bool) -> dict[int, tuple[int | None, bool]]:
+    """Model id → (rank, tied with another model) by the rank-group rule."""
+    scored = [v for v in values if v[1] is not None]
+    scored.sort(key=lambda v: (-(v[1] or 0.0) if higher else (v[1] or 0.0), v[0]))
+    out: dict[int, tuple[int | None, bool]] = {}
+    position = 1
+    while scored:
+        leader = scored[0]
+        lo = leader[2] if leader[2] is not None else leader[1]
+        hi = leader[3] if leader[3] is not None else leader[1]
+        group = [leader]
+        for other in scored[1:]:
+            olo = other[2] if other[2] is not None else other[1]
+            ohi = other[3] if other[3] is not None else other[1]
+            assert lo is not None and hi is not None and olo is not None and ohi is not None
+            if olo <= hi and lo <= ohi:
+                group.append(other)
+        for member in group:
+            out[member[0]] = (position, len(group) > 1)
+        position += len(group)
+        scored = [v for v in scored if v not in group]
+    for v in values:
+        out.setdefault(v[0], (None, False))
+    return out
+
+
+def _pooled_value(key: str, rows: Sequence[_Row], fig: api.Figure | None, n_cases: int,
+                  withdrawn: dict[int, tuple[str, ...]]) -> PooledValue:
+    sites = []
+    for r in rows:
+        f = r.parsed.site.get(key)
+        sites.append(SiteValue(r.dataset_id, r.result_id, None if f is None else f.value,
+                               None if f is None else f.low, None if f is None else f.high,
+                               r.parsed.n_cases, r.mock_tee, withdrawn.get(r.result_id, ())))
+    present = [s.value for s in sites if s.value is not None]
+    return PooledValue(
+        key, None if fig is None else fig.value, None if fig is None else fig.low,
+        None if fig is None else fig.high, len(rows), n_cases, min(present, default=None),
+        max(present, default=None), _i2(sites), tuple(sites))
+
+
+def build(bench_id: int, plugin: api.Benchmark, rows: Sequence[_Row], *, metric: str | None,
+          scope: str, withdrawn: dict[int, tuple[str, ...]] | None = None,
+          every_metric: bool = False) -> Board:
+    """Arrange readable results into the pooled board ranked by ``metric`` (default: the
+    plug-in's headline), each model with that metric's values (or every metric's, the ranked
+    one first); :class:`InvalidRequestError` naming the valid metrics for an unknown one."""
+    p = plugin.presentation
+    refs = [api.MetricRef(m.key) for m in p.metrics] + [
+        api.MetricRef(m.key, g.key) for m in p.metrics for g in p.groups]
+    infos = {}
+    for ref in refs:
+        spec = p.metric(ref.metric)
+        infos[metric_key(ref)] = MetricInfo(metric_key(ref), p.label(ref), spec.unit,
+                                            spec.direction.value, ref.group)
+    chosen = metric or metric_key(p.headline)
+    if chosen not in infos:
+        raise InvalidRequestError(f"unknown metric {chosen!r}; valid metrics: "
+                                  f"{', '.join(infos)}")
+    keys = (chosen, *(k for k in infos if k != chosen)) if every_metric else (chosen,)
+    withdrawn = withdrawn or {}
+    minimum = plugin.small_cell_minimum
+    withheld: list[Withheld] = []
+    by_model: dict[int, list[_Row]] = {}
+    for row in rows:
+        if row.parsed.summary is None:
+            withheld.append(Withheld(row.model_id, row.dataset_id,
+                                     row.parsed.error or "summary not readable"))
+        elif row.parsed.n_cases < minimum:
+            withheld.append(Withheld(row.model_id, row.dataset_id,
+                                     f"fewer than {minimum} cases (small-cell rule)"))
+        else:
+            by_model.setdefault(row.model_id, []).append(row)
+    sites = sorted({(r.dataset_id, r.dataset_name) for rs in by_model.values() for r in rs})
+    standings: list[Standing] = []
+    headline_values: list[tuple[int, float | None, float | None, float | None]] = []
+    names = {r.model_id: (r.model_name, r.model_version) for r in rows}
+    for model_id in sorted(by_model):
+        mrows = by_model[model_id]
+        summaries = [r.parsed.summary for r in mrows if r.parsed.summary is not None]
+        pooled = {metric_key(f.ref): f for f in plugin.pool(summaries).figures}
+        n_cases = sum(r.parsed.n_cases for r in mrows)
+        values = tuple(_pooled_value(key, mrows, pooled.get(key), n_cases, withdrawn)
+                       for key in keys)
+        main = values[0]
+        headline_values.append((model_id, main.pooled, main.ci95_low, main.ci95_high))
+        name, version = names[model_id]
+        standings.append(Standing(model_id, name, version, None, False,
+                                  any(r.mock_tee for r in mrows), tuple(values)))
+    direction = infos[chosen].direction
+    ranks = ({} if direction == api.Direction.NEUTRAL.value
+             else _rank(headline_values, direction == api.Direction.HIGHER.value))
+    ranked = [
+        Standing(s.model_id, s.model_name, s.model_version, *ranks.get(s.model_id, (None, False)),
+                 s.mock_tee, s.values)
+        for s in standings]
+    ranked.sort(key=lambda s: (s.rank is None, s.rank or 0, _order(s, direction), s.model_id))
+    return Board(bench_id, str(plugin.ref), chosen, metric_key(p.headline), direction,
+                 tuple(infos.values()), tuple(SiteInfo(i, n) for i, n in sites), tuple(ranked),
+                 tuple(withheld), scope)
+
+
+def _order(s: Standing, direction: str) -> float:
+    value = s.values[0].pooled
+    if value is None:
+        return math.inf
+    return -value if direction == api.Direction.HIGHER.value else value
+
+
+def pooled_board(session: Session, actor: Principal, benchmark_id: int, cache: SummaryCache, *,
+                 metric: str | None = None, sites: frozenset[int] | None = None,
+                 every_metric: bool = False) -> Board:
+    """The pooled leaderboard of ``benchmark_id`` as ``actor`` may see it."""
+    bench = get_or_404(session, Benchmark, benchmark_id, "benchmark")
+    try:
+        plugin = load_plugin(bench.metrics_version)
+    except (api.BenchmarkError, ValueError) as exc:
+        raise InvalidStateError(
+            f"benchmark {benchmark_id}'s metrics version {bench.metrics_version!r} names no "
+            "installed benchmark plug-in, so its results cannot be pooled") from exc
+    rows = _rows(session, actor, bench, plugin, cache, sites)
+    scope = ("every result (you are the benchmark's authority)"
+             if bench.owner_id == actor.user_id
+             else "the results on your datasets and of your models")
+    refs: list[Any] = [_Ref(r.result_id, bench.id, r.dataset_id, r.model_id) for r in rows]
+    marks = withdrawn_sides(session, refs)
+    return build(benchmark_id, plugin, rows, metric=metric, scope=scope,
+                 withdrawn={k: tuple(v) for k, v in marks.items()}, every_metric=every_metric)
+
+
+@dataclass(frozen=True)
+class _Ref:
+    """The fields :func:`withdrawn_sides` reads from a result."""
+
+    id: int
+    benchmark_id: int
+    dataset_id: int
+    model_id: int

@@ -1,0 +1,263 @@
+"""The pooled leaderboard (issue 15) through the API: case-weighted pooled figures equal to
+pooling the raw cases, rank groups from overlapping intervals, the small-cell rule, the mock-TEE
+mark, the visibility matrix, and an answer that carries numbers, never summaries or tokens."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from sealbench.benchmarks.brats import BRATS_2023_GLI_METRICS, CaseScores, RegionScores, aggregate
+from sealbench.benchmarks.wdbc import summary as wdbc_summary
+from sealbench.crypto.digest import sha256_digest
+from sealbench.server.db import open_database
+from sealbench.server.models import Benchmark, Dataset, Model, Result
+from sealbench.server.settings import CONFIDENTIAL_SPACE_ISSUER
+
+SPEC = BRATS_2023_GLI_METRICS
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+_seq = itertools.count(1)
+
+
+def _brats_cases(rng: np.random.Generator, n: int, dice: float, sd: float) -> list[CaseScores]:
+    out = []
+    for i in range(n):
+        regions = {}
+        for region in SPEC.regions:
+            d = float(np.clip(rng.normal(dice, sd), 0, 1))
+            regions[region] = RegionScores(
+                dice=d, hd95=float(rng.gamma(2, 3)), sensitivity=d, specificity=1.0,
+                lesion_dice=d, lesion_hd95=5.0, num_tp=1, num_fp=0, num_fn=0,
+                gt_volume_mm3=1.0, pred_volume_mm3=1.0)
+        out.append(CaseScores(case_id=f"c{i}", regions=regions))
+    return out
+
+
+@dataclass
+class Board:
+    """A benchmark (owned by ``authority``) with models and datasets of several owners."""
+
+    client: TestClient
+    db_url: str
+    users: dict[str, Any]
+    benchmark_id: int
+    datasets: dict[str, int]
+    models: dict[str, int]
+    cases: dict[tuple[str, str], list[CaseScores]]
+
+    def get(self, who: str, **params: Any) -> Any:
+        return self.client.get(f"/api/v1/benchmarks/{self.benchmark_id}/leaderboard/pooled",
+                               params=params, headers=self.users[who].headers)
+
+
+def _insert(db_url: str, rows: list[Any]) -> list[int]:
+    db = open_database(db_url)
+    try:
+        with db.writer() as session:
+            session.add_all(rows)
+            session.commit()
+            return [r.id for r in rows]
+    finally:
+        db.dispose()
+
+
+def _result(bench: int, dataset: int, model: int, by: int, summary: dict[str, Any],
+            issuer: str = "https://attestation.test.invalid") -> Result:
+    n = next(_seq)
+    return Result(benchmark_id=bench, dataset_id=dataset, model_id=model, submitted_by_id=by,
+                  summary=summary, sealed_result_digest=sha256_digest(f"sealed-{n}".encode()),
+                  attestation_token=f"header.payload-{n}.signature", token_issuer=issuer,
+                  image_digest="sha256:" + "1" * 64,
+                  nonce=sha256_digest(f"nonce-{n}".encode())[7:], created_at=NOW)
+
+
+def _world(client: TestClient, make_user: Any, database_url: str, plugin: str) -> Board:
+    users = {name: make_user(f"{name}@example.test") for name in
+             ("authority", "hospital_a", "hospital_b", "vendor_x", "vendor_y", "outsider")}
+    bench = Benchmark(owner_id=users["authority"].user_id, name=f"b-{plugin}", version="1",
+                      description="d", data_contract={}, metrics_spec={}, metrics_version=plugin,
+                      image_reference="r", image_digest="sha256:" + "1" * 64, state="approved",
+                      created_at=NOW, updated_at=NOW)
+    (bid,) = _insert(database_url, [bench])
+    ds = {name: Dataset(owner_id=users[owner].user_id, name=name, digest=sha256_digest(
+        name.encode()), case_count=1, statistics={}, state="registered", created_at=NOW)
+        for name, owner in (("small", "hospital_a"), ("large", "hospital_b"),
+                            ("tiny", "hospital_a"))}
+    ms = {name: Model(owner_id=users[owner].user_id, name=name, version="1",
+                      digest=sha256_digest(name.encode()), format="onnx", io_contract={},
+                      state="registered", created_at=NOW)
+          for name, owner in (("x", "vendor_x"), ("y", "vendor_y"), ("z", "vendor_y"))}
+    dids = dict(zip(ds, _insert(database_url, list(ds.values())), strict=True))
+    mids = dict(zip(ms, _insert(database_url, list(ms.values())), strict=True))
+    return Board(client, database_url, users, bid, dids, mids, {})
+
+
+@pytest.fixture
+def brats(client: TestClient, make_user: Any, database_url: str) -> Board:
+    board = _world(client, make_user, database_url, "brats-2023-gli/1")
+    rng = np.random.default_rng(7)
+    plan = {  # (model, dataset): cases, mean Dice, sd
+        ("x", "small"): (6, 0.85, 0.15), ("x", "large"): (2000, 0.70, 0.10),
+        ("y", "small"): (5, 0.80, 0.20), ("y", "large"): (5, 0.68, 0.20),
+        ("z", "small"): (600, 0.30, 0.05), ("z", "large"): (600, 0.32, 0.05),
+        ("x", "tiny"): (2, 0.99, 0.01),
+    }
+    rows = []
+    for (model, dataset), (n, mean, sd) in plan.items():
+        cases = _brats_cases(rng, n, mean, sd)
+        board.cases[(model, dataset)] = cases
+        summary = aggregate(cases, SPEC).to_json()
+        wrapped = {"summary_id": "sealbench/result-summary", "aggregates": summary}
+        issuer = CONFIDENTIAL_SPACE_ISSUER if model == "z" else "https://attestation.test.invalid"
+        rows.append(_result(board.benchmark_id, board.datasets[dataset], board.models[model],
+                            board.users["hospital_a"].user_id,
+                            wrapped if model == "x" else summary, issuer))
+    _insert(database_url, rows)
+    return board
+
+
+def _ok(response: Any) -> Any:
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def _standing(doc: Any, model_id: int) -> Any:
+    return next(s for s in doc["standings"] if s["model_id"] == model_id)
+
+
+def _raw_dice(cases: list[CaseScores]) -> np.ndarray:
+    return np.array([np.mean([c.regions[r].dice for r in SPEC.regions]) for c in cases])
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_pooled_headline_is_case_weighted_over_the_raw_cases(brats: Board) -> None:
+    doc = _ok(brats.get("authority"))
+    assert doc["metric"] == doc["headline"] == "dice"
+    x = _standing(doc, brats.models["x"])["values"][0]
+    raw = np.concatenate([_raw_dice(brats.cases[("x", d)]) for d in ("small", "large")])
+    assert (x["n_sites"], x["n_cases"]) == (2, 2006)
+    assert x["pooled"] == pytest.approx(float(raw.mean()), abs=1e-12)
+    site_means = [float(_raw_dice(brats.cases[("x", d)]).mean()) for d in ("small", "large")]
+    assert abs(x["pooled"] - sum(site_means) / 2) > 0.02  # not the unweighted mean of sites
+    assert sorted(s["value"] for s in x["sites"]) == pytest.approx(sorted(site_means), abs=1e-12)
+    assert x["site_min"] == pytest.approx(min(site_means)) and x["i2"] is not None
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_overlapping_intervals_share_a_rank(brats: Board) -> None:
+    doc = _ok(brats.get("authority"))
+    order = [s["model_id"] for s in doc["standings"]]
+    x, y, z = (_standing(doc, brats.models[m]) for m in ("x", "y", "z"))
+    # y (10 cases, wide interval) overlaps x (2,006 cases): tied, not ordered by noise
+    assert (x["rank"], y["rank"], x["tied"], y["tied"]) == (1, 1, True, True)
+    assert (z["rank"], z["tied"]) == (3, False)
+    assert order[-1] == brats.models["z"]
+    assert "overlap" in doc["rank_rule"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_summary_under_the_small_cell_minimum_is_withheld(brats: Board) -> None:
+    doc = _ok(brats.get("authority"))
+    assert [(w["model_id"], w["dataset_id"]) for w in doc["withheld"]] == [
+        (brats.models["x"], brats.datasets["tiny"])]
+    assert brats.datasets["tiny"] not in {s["dataset_id"] for s in doc["sites"]}
+    assert all(site["dataset_id"] != brats.datasets["tiny"]
+               for s in doc["standings"] for v in s["values"] for site in v["sites"])
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_unknown_metric_is_refused_listing_valid_ones(brats: Board) -> None:
+    response = brats.get("authority", metric="dice_wt")
+    assert response.status_code == 422
+    assert "dice:WT" in response.text and "hd95" in response.text
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_rank_by_a_region_and_filter_by_site(brats: Board) -> None:
+    doc = _ok(brats.get("authority", metric="hd95:ET", site=[brats.datasets["large"]]))
+    assert doc["metric"] == "hd95:ET" and doc["direction"] == "lower"
+    assert [s["dataset_id"] for s in doc["sites"]] == [brats.datasets["large"]]
+    for s in doc["standings"]:
+        (value,) = s["values"]
+        assert value["metric"] == "hd95:ET" and value["n_sites"] == 1
+    every = _ok(brats.get("authority", all_metrics="true"))
+    keys = [v["metric"] for v in every["standings"][0]["values"]]
+    assert keys[0] == "dice" and "lesion_hd95:TC" in keys and len(keys) == len(every["metrics"])
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_mock_issuer_results_are_marked(brats: Board) -> None:
+    doc = _ok(brats.get("authority"))
+    assert _standing(doc, brats.models["x"])["mock_tee"] is True
+    z = _standing(doc, brats.models["z"])
+    assert z["mock_tee"] is False and not any(s["mock_tee"] for s in z["values"][0]["sites"])
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_answer_carries_numbers_not_tokens_or_summaries(brats: Board) -> None:
+    text = brats.get("authority", all_metrics="true").text
+    assert "header.payload" not in text and "aggregates" not in text and "histograms" not in text
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_visibility_matrix(brats: Board) -> None:
+    m, d = brats.models, brats.datasets
+
+    def seen(who: str) -> dict[int, set[int]]:
+        doc = _ok(brats.get(who))
+        return {s["model_id"]: {site["dataset_id"] for site in s["values"][0]["sites"]}
+                for s in doc["standings"]}
+
+    both = {d["small"], d["large"]}
+    assert seen("authority") == {m["x"]: both, m["y"]: both, m["z"]: both}
+    # a hospital: its own sites only, every model on them
+    assert seen("hospital_b") == {m["x"]: {d["large"]}, m["y"]: {d["large"]},
+                                  m["z"]: {d["large"]}}
+    # a model owner: its own models on every site, never another model's values
+    assert seen("vendor_x") == {m["x"]: both}
+    assert seen("vendor_y") == {m["y"]: both, m["z"]: both}
+    assert seen("outsider") == {}
+    # the pooled figure of a hospital's view is pooled from its own site alone
+    own = _standing(_ok(brats.get("hospital_b")), m["x"])["values"][0]
+    assert own["n_cases"] == 2000
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_wdbc_pooled_sensitivity_equals_the_raw_cases(client: TestClient, make_user: Any,
+                                                       database_url: str) -> None:
+    board = _world(client, make_user, database_url, "wdbc/1")
+    rng = np.random.default_rng(3)
+    labels_all: list[np.ndarray] = []
+    scores_all: list[np.ndarray] = []
+    rows = []
+    for dataset, n in (("small", 30), ("large", 900)):
+        y = rng.random(n) < 0.4
+        p = np.clip(np.where(y, rng.normal(0.7, 0.2, n), rng.normal(0.3, 0.2, n)), 0, 1)
+        labels_all.append(y)
+        scores_all.append(p)
+        results = [wdbc_summary.WdbcCaseResult(case_id=f"c{i}", malignant=bool(y[i]),
+                                               score=float(p[i])) for i in range(n)]
+        summary = wdbc_summary.summarise(results, "wdbc/1").to_json()
+        rows.append(_result(board.benchmark_id, board.datasets[dataset], board.models["x"],
+                            board.users["hospital_a"].user_id, summary))
+    _insert(database_url, rows)
+    y, p = np.concatenate(labels_all), np.concatenate(scores_all)
+    doc = _ok(board.get("authority", metric="sensitivity"))
+    value = _standing(doc, board.models["x"])["values"][0]
+    expected = float(((p >= wdbc_summary.THRESHOLD) & y).sum() / y.sum())
+    assert value["pooled"] == pytest.approx(expected, abs=1e-12)
+    assert value["n_cases"] == 930 and value["ci95_low"] < expected < value["ci95_high"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_benchmark_without_an_installed_plugin_says_so(client: TestClient, make_user: Any,
+                                                        database_url: str) -> None:
+    board = _world(client, make_user, database_url, "brats-2023/1")
+    response = board.get("authority")
+    assert response.status_code == 409 and "plug-in" in response.text
