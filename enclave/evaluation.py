@@ -1,10 +1,12 @@
 """Steps 4 and 5: stream the dataset and evaluate it, case by case.
 
 Step 4 (:func:`open_dataset`) decrypts ``manifest.sealed``, checks the manifest's digest against
-the expected data digest, reads ``dataset.json`` from the metadata object to fix the grid, and
-maps every case object to exactly one case. Step 5 (:func:`evaluate`) then walks the case
-objects in index order; a background thread downloads, decrypts, verifies and decodes case
-``i+1`` while case ``i`` is segmented and scored, so at most about two cases are in memory.
+the expected data digest, reads ``dataset.json`` from the metadata object to open the plug-in's
+layout, and maps every case object to the cases it holds (one, or several small ones, as the
+plug-in's layout groups them; a case in two objects is refused). Step 5 (:func:`evaluate`) then
+walks the case objects in index order; a background thread downloads, decrypts, verifies and
+decodes object ``i+1`` while the cases of object ``i`` are predicted and scored, so at most the
+cases of about two objects are in memory.
 
 Failure rules: a digest or authentication failure (tampered, swapped, substituted, truncated
 object) raises :class:`~sealbench.enclave.errors.AssetIntegrityError` and aborts the run; a case
@@ -60,10 +62,13 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class CaseSlot:
-    """One case object of the index and the case id its files name (kept private)."""
+    """One case: the object of the index that holds it, the case id its files name (kept
+    private) and its files in that object. An object holds one case or, for benchmarks whose
+    cases are small (a row of features), several: the plug-in's layout groups them."""
 
     obj: IndexedObject
     case_id: str
+    files: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -103,8 +108,8 @@ def _open(
 
 
 def open_dataset(model: VerifiedModel) -> VerifiedDataset:
-    """Step 4: authenticate the index, check the data digest, fix the contract's grid and map
-    each case object to one case."""
+    """Step 4: authenticate the index, check the data digest, open the dataset's layout under
+    the plug-in's contract and map every case object to the cases it holds."""
     run = model.keys.destination.run
     asset = model.keys.dataset
     ciphertext = _read(model, MANIFEST_OBJECT, MAX_INDEX_CIPHERTEXT, "the dataset manifest")
@@ -130,18 +135,22 @@ def open_dataset(model: VerifiedModel) -> VerifiedDataset:
     except BenchmarkError as exc:
         raise AssetRejected(f"the dataset does not meet the benchmark's contract: {exc}") from exc
     slots = []
+    seen: set[str] = set()
     for position, obj in enumerate(case_objects, start=1):
         try:
             grouped = layout.group(obj.files)
         except CaseError as exc:
             raise AssetRejected(
-                f"case object {position}/{len(case_objects)} is not one prepared case"
+                f"case object {position}/{len(case_objects)} is not made of prepared cases"
             ) from exc
-        if len(grouped) != 1:
+        if not grouped:
+            raise AssetRejected(f"case object {position}/{len(case_objects)} holds no case")
+        if seen & grouped.keys():
             raise AssetRejected(
-                f"case object {position}/{len(case_objects)} holds {len(grouped)} cases, not one"
+                f"case object {position}/{len(case_objects)} repeats a case of another object"
             )
-        slots.append(CaseSlot(obj, next(iter(grouped))))
+        seen |= grouped.keys()
+        slots += [CaseSlot(obj, case_id, tuple(files)) for case_id, files in grouped.items()]
     if not slots:
         raise AssetRejected("the dataset holds no cases")
     _log.info("step 4/7: dataset manifest verified (%d cases)", len(slots))
@@ -173,19 +182,35 @@ class _Loaded:
     case: LoadedCase
 
 
-def _fetch_case(dataset: VerifiedDataset) -> Callable[[tuple[int, CaseSlot]], object]:
-    total = len(dataset.cases)
+def _objects(dataset: VerifiedDataset) -> list[tuple[int, tuple[CaseSlot, ...]]]:
+    """The case objects in index order (numbered from 1), each with its cases."""
+    grouped: dict[str, list[CaseSlot]] = {}
+    for slot in dataset.cases:
+        grouped.setdefault(slot.obj.name, []).append(slot)
+    return [(position, tuple(slots)) for position, slots in enumerate(grouped.values(), start=1)]
+
+
+def _fetch_object(
+    dataset: VerifiedDataset, total: int
+) -> Callable[[tuple[int, tuple[CaseSlot, ...]]], object]:
     timer = dataset.model.keys.destination.run.timer
     benchmark = dataset.model.keys.destination.run.benchmark
 
-    def fetch(item: tuple[int, CaseSlot]) -> object:
-        position, slot = item
-        files = _open(dataset.model, dataset.index, slot.obj, f"case object {position}/{total}")
-        with timer.measure("load"):
-            try:
-                return _Loaded(slot, dataset.layout.load(files))
-            except CaseError as exc:
-                return benchmark.failure(slot.case_id, f"case could not be loaded: {exc}")
+    def fetch(item: tuple[int, tuple[CaseSlot, ...]]) -> object:
+        position, slots = item
+        files = _open(dataset.model, dataset.index, slots[0].obj,
+                      f"case object {position}/{total}")
+        loaded: list[object] = []
+        for slot in slots:
+            with timer.measure("load"):
+                try:
+                    case = dataset.layout.load({name: files[name] for name in slot.files})
+                    loaded.append(_Loaded(slot, case))
+                except (CaseError, KeyError) as exc:
+                    reason = f"case could not be loaded: {exc}" if isinstance(
+                        exc, CaseError) else "case could not be loaded: a file is missing"
+                    loaded.append(benchmark.failure(slot.case_id, reason))
+        return loaded
 
     return fetch
 
@@ -211,17 +236,21 @@ def _segment_and_score(dataset: VerifiedDataset, loaded: _Loaded) -> CaseResult:
 
 
 def evaluate(dataset: VerifiedDataset) -> Evaluation:
-    """Step 5: segment and score every case (prefetching the next), recording failures."""
+    """Step 5: segment and score every case (prefetching the next object), recording
+    failures."""
     total = len(dataset.cases)
     results: list[CaseResult] = []
-    stream = prefetched(list(enumerate(dataset.cases, start=1)), _fetch_case(dataset))
-    for position, item in enumerate(stream, start=1):
-        if isinstance(item, _Loaded):
-            results.append(_segment_and_score(dataset, item))
-        else:
-            results.append(cast("CaseResult", item))
-        del item
-        _log.info("step 5/7: case %d/%d done", position, total)
+    objects = _objects(dataset)
+    stream = prefetched(objects, _fetch_object(dataset, len(objects)))
+    for batch in stream:
+        assert isinstance(batch, list)
+        for item in batch:
+            if isinstance(item, _Loaded):
+                results.append(_segment_and_score(dataset, item))
+            else:
+                results.append(cast("CaseResult", item))
+            _log.info("step 5/7: case %d/%d done", len(results), total)
+        del batch
     failed = sum(r.failed for r in results)
     _log.info("step 5/7: %d cases evaluated, %d failed", total, failed)
     return Evaluation(dataset, tuple(sorted(results, key=lambda r: r.case_id)))

@@ -44,6 +44,7 @@ def _evaluate(plugin: api.Benchmark, prepared: Path, model: bytes) -> list[api.C
     runner = plugin.load_model(model)
     manifest = build_manifest(data)
     paths = [e.path for e in manifest.entries if e.path.startswith("cases/")]
+    assert len({p.split("/")[1] for p in paths}) == -(-len(paths) // 64)  # 64 cases an object
     results = []
     for case_id, files in sorted(layout.group(paths).items()):
         case = layout.load({p: (data / p).read_bytes() for p in files})
@@ -109,19 +110,26 @@ def test_layout_refuses_foreign_and_tampered_files(
 ) -> None:
     data = prepared_site / "data"
     layout = plugin.open_dataset((data / "dataset.json").read_bytes())
-    with pytest.raises(api.CaseError):
-        layout.group(["cases/../../etc/case.json"])
-    with pytest.raises(api.CaseError):
-        layout.group(["cases/a/other.json"])
-    [path] = [p.relative_to(data).as_posix() for p in sorted(data.glob("cases/*/case.json"))][:1]
+    for foreign in ("cases/../../etc/x.json", "cases/a/wdbc-0001.json",
+                    "cases/b0000/wdbc-0001.txt", "cases/b0000/x/wdbc-0001.json",
+                    "dataset.json"):
+        with pytest.raises(api.CaseError):
+            layout.group([foreign])
+    paths = sorted(p.relative_to(data).as_posix() for p in data.glob("cases/*/*.json"))
+    grouped = layout.group(paths)
+    assert len(grouped) == 120  # every case, whatever object holds it
+    assert len({p.split("/")[1] for p in paths}) == 2  # in objects of 64 cases
+    path = paths[0]
     good = (data / path).read_bytes()
-    other_id = path.replace(path.split("/")[1], "wdbc-0000")
+    other_id = path.rsplit("/", 1)[0] + "/wdbc-0000.json"
     with pytest.raises(api.CaseError, match="id differs"):
         layout.load({other_id: good})
     with pytest.raises(api.CaseError, match="not a valid prepared WDBC case"):
         layout.load({path: good.replace(b'"malignant":', b'"malignant":"x","m":')})
     with pytest.raises(api.CaseError, match="more than"):
         layout.load({path: b" " * 20_000})
+    with pytest.raises(api.CaseError, match="holds 2 files"):
+        layout.load({path: good, paths[1]: good})
     doc = json.loads((data / "dataset.json").read_bytes())
     doc["contract"]["features"] = doc["contract"]["features"][::-1]
     with pytest.raises(api.CaseError, match="another WDBC contract"):
