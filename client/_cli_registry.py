@@ -20,6 +20,7 @@ from sealbench.client._cli_common import (
     table,
     user_label,
 )
+from sealbench.client._cli_leaderboard import benchmark_leaderboard
 from sealbench.client.api import AssetKind
 from sealbench.client.config import ProfileStore
 from sealbench.client.errors import (
@@ -154,8 +155,8 @@ benchmark_app.add_typer(definition_app, name="definition")
 @definition_app.command("export")
 def definition_export(
     definition: Annotated[
-        str, typer.Argument(help="'brats' or 'brats-small' (shipped definitions) or a definition "
-                            "JSON file")
+        str, typer.Argument(help="a definition an installed plug-in ships ('brats', "
+                            "'brats-small', ...) or a definition JSON file")
     ] = "brats",
 ) -> None:
     """Print a benchmark definition as JSON (redirect it to a file, edit it, and publish it
@@ -199,34 +200,48 @@ def benchmark_results(
     """Verified results of a benchmark (aggregates only; per-case values stay with hospitals)."""
     with session(profile) as s:
         rows = s.client.list_results(benchmark_id)
-    if json_out:
+        plugin = None if json_out else workflows.plugin_for(s.client.get_benchmark(benchmark_id))
+    if plugin is None:
         emit_json(rows)
         return
     table(
         f"verified results of benchmark {benchmark_id}",
-        ("id", "dataset", "model", "cases", "Dice WT", "Dice TC", "Dice ET", "issuer", "at",
+        ("id", "dataset", "model", "cases", *workflows.column_titles(plugin), "issuer", "at",
          "withdrawn"),
-        ((r.id, r.dataset_id, r.model_id, workflows.summary_cases(r.summary),
-          *workflows.dice_cells(r.summary), r.token_issuer,
+        ((r.id, r.dataset_id, r.model_id, workflows.summary_cases(plugin, r.summary),
+          *workflows.result_cells(plugin, r.summary), r.token_issuer,
           r.created_at.strftime("%Y-%m-%d %H:%M"), ", ".join(r.withdrawn) or "-")
          for r in rows),
     )
 
 
-@benchmark_app.command("leaderboard")
-def benchmark_leaderboard(
+benchmark_app.command("leaderboard")(benchmark_leaderboard)
+
+
+@benchmark_app.command("progress")
+def benchmark_progress(
     benchmark_id: Annotated[int, typer.Argument(help="benchmark id")],
-    metric: Annotated[str, typer.Option(help="dice, hd95, lesion_dice, lesion_hd95, …")] = "dice",
     profile: ProfileOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Models x datasets: the mean of METRIC over WT, TC and ET of each latest verified result."""
+    """Per approved (model, dataset): pending, planned, running, failed (with its failure
+    class), interrupted or done with the benchmark's current image, as the hospitals' clients
+    reported. The authority sees every pair, a data or model owner the pairs of its assets."""
     with session(profile) as s:
-        board = workflows.leaderboard(s.client, benchmark_id, metric)
+        board = s.client.benchmark_progress(benchmark_id)
     if json_out:
-        emit_json(board.to_json())
+        emit_json(board)
         return
-    workflows.print_leaderboard(out(), board)
+    counts = ", ".join(f"{n} {status}" for status, n in sorted(board.counts.items()))
+    table(
+        f"progress of benchmark {benchmark_id} (image {board.image_digest[:19]}…): "
+        f"{counts or 'no approved pair'}",
+        ("model", "dataset", "status", "reason", "run", "result", "updated"),
+        ((f"{c.model_id} {c.model_name}", f"{c.dataset_id} {c.dataset_name}", c.status,
+          c.reason or "", c.run_id or "", "" if c.result_id is None else c.result_id,
+          "" if c.updated_at is None else c.updated_at.strftime("%Y-%m-%d %H:%M"))
+         for c in board.cells),
+    )
 
 
 # -- association -------------------------------------------------------------------------------

@@ -4,15 +4,13 @@ rendering out."""
 
 from __future__ import annotations
 
-import re
+import contextlib
 import signal
 import threading
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.progress import Progress, TaskID
 
 from sealbench.client import owner, runs, workflows
 from sealbench.client._cli_audit import keep_receipt
@@ -25,10 +23,12 @@ from sealbench.client._cli_common import (
     session,
     table,
 )
+from sealbench.client._cli_progress import JsonEvents, RunDisplay
 from sealbench.client.api import AssetKind
 from sealbench.client.config import ResolvedProfile
-from sealbench.client.errors import ClientError, ConfigError
+from sealbench.client.errors import ConfigError
 from sealbench.client.keys import init_result_key, load_result_key, load_result_private_key
+from sealbench.client.runner import Runner, RunOutcome, RunPlan, StageTimeouts, plan_runs
 from sealbench.server.schemas import ResultPublic
 
 __all__ = [
@@ -48,11 +48,6 @@ MockTeeOpt = Annotated[
     Path | None,
     typer.Option(help="state directory of the mock TEE (default: the profile's)"),
 ]
-_STEP = re.compile(r"step (\d)/(\d):")
-_CASES = re.compile(r"\((\d+) cases\)")
-_CASE_DONE = re.compile(r"case (\d+)/(\d+) done")
-
-
 # -- keys --------------------------------------------------------------------------------------
 
 
@@ -147,31 +142,6 @@ def policy_sync(
 # -- run ---------------------------------------------------------------------------------------
 
 
-class _RunProgress:
-    """Turns the enclave's progress lines into a step bar and a case bar."""
-
-    def __init__(self, bar: Progress, label: str) -> None:
-        self._bar = bar
-        self._steps: TaskID = bar.add_task(f"{label}: steps", total=7)
-        self._cases: TaskID = bar.add_task(f"{label}: cases", total=None)
-        self._lock = threading.Lock()
-
-    def __call__(self, line: str) -> None:
-        with self._lock:
-            step = _STEP.search(line)
-            if step:
-                self._bar.update(self._steps, completed=int(step.group(1)) - 1)
-            cases = _CASES.search(line)
-            if cases:
-                self._bar.update(self._cases, total=int(cases.group(1)))
-            done = _CASE_DONE.search(line)
-            if done:
-                self._bar.update(self._cases, completed=int(done.group(1)),
-                                 total=int(done.group(2)))
-            if "step 7/7: result attested" in line:
-                self._bar.update(self._steps, completed=7)
-
-
 def _endpoints(profile: ResolvedProfile, mock_tee: Path | None) -> Any:
     from sealbench.mocktee import MockEndpoints
 
@@ -192,17 +162,34 @@ def _endpoints(profile: ResolvedProfile, mock_tee: Path | None) -> Any:
 
 def run(
     benchmark: Annotated[int, typer.Option(help="benchmark id")],
-    dataset: Annotated[int, typer.Option(help="your dataset id")],
+    dataset: Annotated[
+        int | None,
+        typer.Option(help="your dataset id (default with --all-approved: each of yours "
+                     "approved in the benchmark)"),
+    ] = None,
     model: Annotated[int | None, typer.Option(help="model id to evaluate")] = None,
     all_models: Annotated[
-        bool, typer.Option("--all-models", help="every model approved in the benchmark")
+        bool,
+        typer.Option("--all-approved", "--all-models",
+                     help="every approved (dataset, model) pair not yet evaluated with the "
+                     "benchmark's current image"),
     ] = False,
+    parallel: Annotated[
+        int, typer.Option(min=1, max=64, help="runs at once (each its own process, container "
+                          "or VM)")
+    ] = 1,
     tee: Annotated[
         str, typer.Option(help="TEE backend: mock, docker or confidential-space")
     ] = "mock",
     force: Annotated[
         bool, typer.Option("--force", help="run again even if a run already succeeded")
     ] = False,
+    start_timeout: Annotated[
+        float, typer.Option(min=1, help="seconds a run may take to start (VM creation, ...)")
+    ] = StageTimeouts.start_s,
+    run_timeout: Annotated[
+        float, typer.Option(min=1, help="seconds a started run may take to finish")
+    ] = StageTimeouts.workload_s,
     insecure_debug_image: Annotated[
         bool,
         typer.Option(
@@ -227,7 +214,8 @@ def run(
         bool, typer.Option("--tdx", help="confidential-space: Intel TDX (default AMD SEV)")
     ] = False,
     keep_vm: Annotated[
-        bool, typer.Option("--keep-vm", help="confidential-space: keep the VM after the run")
+        bool, typer.Option("--keep-vm", help="confidential-space: keep the VM after the run "
+                           "(also when interrupted)")
     ] = False,
     debug: Annotated[
         bool,
@@ -242,19 +230,24 @@ def run(
     ] = None,
     mock_tee: MockTeeOpt = None,
     profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
 ) -> list[runs.RunRecord]:
-    """Evaluate your dataset with a model (or all approved models) inside a TEE. Each run is
-    recorded locally; a pair that already succeeded is skipped unless --force."""
+    """Evaluate your dataset(s) with a model, or every approved pair (--all-approved), inside
+    a TEE, --parallel N at a time. Each run is recorded locally and its status reported to the
+    registry; a pair already evaluated with the benchmark's image is skipped unless --force.
+    Ctrl-C stops launching, tears down what runs and records it interrupted: the same command
+    again resumes with what is left. --json prints one event per line."""
     from sealbench.client._cli_tee import CsOptions, make_launcher
 
     backend = workflows.check_tee(tee)
     if (model is None) == (not all_models):
-        raise ConfigError("name --model ID or --all-models (not both)")
+        raise ConfigError("name --model ID or --all-approved (not both)")
+    if dataset is None and not all_models:
+        raise ConfigError("name --dataset ID (or --all-approved for each of your datasets)")
     cs = CsOptions(project, zone, service_account, image_reference, tdx, keep_vm, debug,
                    compute_endpoint)
-    done: list[runs.RunRecord] = []
     with session(profile) as s:
-        models = runs.approved_models(s.client, benchmark, dataset, model)
+        pairs = runs.approved_pairs(s.client, benchmark, dataset, model)
         recipient = load_result_key(s.profile.secrets_dir)
         mock_profile = bool(mock_tee or s.profile.profile.mock_tee)
         production = backend == "confidential-space" and not mock_profile
@@ -265,47 +258,83 @@ def run(
             raise ConfigError("a Confidential Space VM writes its result to Cloud Storage",
                               hint="pass --result-uri gs://BUCKET/PREFIX")
         endpoints = None if production else _endpoints(s.profile, mock_tee)
-        launcher = None
+        launcher = make_launcher(
+            backend, profile=s.profile, client=s.client, benchmark_id=benchmark,
+            endpoints=endpoints, mock_tee=mock_tee, debug=insecure_debug_image,
+            image=image, cs=cs,
+        )
         store = runs.RunStore(s.profile.data_dir / "runs")
-        failure: ClientError | None = None
-        for model_id in models:
-            previous = store.succeeded(benchmark, dataset, model_id)
-            if previous is not None and not force:
-                out().print(f"model {model_id}: already evaluated in {previous.run_id} "
-                            "(use --force to run again)")
-                done.append(previous)
-                continue
-            launcher = launcher or make_launcher(
-                backend, profile=s.profile, client=s.client, benchmark_id=benchmark,
-                endpoints=endpoints, mock_tee=mock_tee, debug=insecure_debug_image,
-                image=image, cs=cs,
-            )
-            run_id = runs.new_run_id(datetime.now(UTC))
-            spec = runs.build_spec(
-                s.client, run_id=run_id, benchmark_id=benchmark, dataset_id=dataset,
+        metrics_version = s.client.get_benchmark(benchmark).metrics_version
+        plan = plan_runs(store, benchmark_id=benchmark, pairs=pairs,
+                         image_digest=launcher.image_digest, metrics_version=metrics_version,
+                         force=force)
+        client = s.client
+
+        def make_spec(dataset_id: int, model_id: int, run_id: str) -> Any:
+            return runs.build_spec(
+                client, run_id=run_id, benchmark_id=benchmark, dataset_id=dataset_id,
                 model_id=model_id, recipient=recipient,
                 result_dir=s.profile.data_dir / "results" / run_id,
                 endpoints=endpoints or owner.spec_endpoints(s.profile),
                 result_uri=f"{result_uri.rstrip('/')}/{run_id}" if result_uri else None,
             )
-            try:
-                with progress_bar() as bar:
-                    record = runs.execute(
-                        launcher, spec, store, ids=(benchmark, dataset, model_id), tee=backend,
-                        on_output=_RunProgress(bar, f"model {model_id}"),
-                    )
-            except ClientError as exc:
-                out().print(f"model {model_id}: run {run_id} failed"
-                            + ("" if failure is None else f": {exc}"))
-                failure = failure or exc
-                continue
-            out().print(f"model {model_id}: run {run_id} succeeded in "
-                        f"{record.wall_seconds:.1f} s{_breakdown(record)}; open it with "
-                        f"'sealbench result open {run_id}'")
-            done.append(record)
-    if failure is not None:
-        raise failure
-    return done
+
+        outcome, errors = _run_plan(
+            plan, launcher, store, make_spec, client=client, tee=backend, parallel=parallel,
+            timeouts=StageTimeouts(start_s=start_timeout, workload_s=run_timeout),
+            keep=keep_vm, json_out=json_out,
+        )
+    if not json_out:
+        for record in outcome.records:
+            if record.status == "succeeded":
+                out().print(f"model {record.model_id}: run {record.run_id} succeeded in "
+                            f"{record.wall_seconds or 0:.1f} s{_breakdown(record)}; open it "
+                            f"with 'sealbench result open {record.run_id}'")
+            elif record.status == "failed":
+                out().print(f"model {record.model_id}: run {record.run_id} failed "
+                            f"({record.reason}): {record.error}", markup=False)
+    if outcome.interrupted:
+        left = [r for r in outcome.records if r.status == "interrupted"]
+        if not json_out:
+            out().print(f"interrupted: {len(left)} run(s) recorded interrupted; run the same "
+                        "command again to resume with what is left")
+        raise typer.Exit(130)
+    if errors:
+        raise runs.translate_launch_error(errors[0])
+    return [*outcome.skipped, *outcome.succeeded]
+
+
+def _run_plan(
+    plan: RunPlan,
+    launcher: Any,
+    store: runs.RunStore,
+    make_spec: Any,
+    *,
+    client: Any,
+    tee: str,
+    parallel: int,
+    timeouts: StageTimeouts,
+    keep: bool,
+    json_out: bool,
+) -> tuple[RunOutcome, list[Exception]]:
+    """Run ``plan`` with the runner, rendering its events, with SIGINT and SIGTERM (when this
+    is the main thread) turned into :meth:`Runner.interrupt`."""
+    with contextlib.ExitStack() as stack:
+        if json_out:
+            render: Any = JsonEvents()
+        else:
+            bar = stack.enter_context(progress_bar())
+            render = RunDisplay(bar, len(plan.todo))
+        runner = Runner(
+            launcher, store, make_spec, client=client, tee=tee, parallel=parallel,
+            timeouts=timeouts, keep_on_interrupt=keep, on_event=render,
+        )
+        if threading.current_thread() is threading.main_thread():
+            previous = {sig: signal.signal(sig, lambda *_: runner.interrupt())
+                        for sig in (signal.SIGINT, signal.SIGTERM)}
+            stack.callback(lambda: [signal.signal(k, v) for k, v in previous.items()])
+        outcome = runner.run(plan)
+    return outcome, list(runner.errors)
 
 
 def _breakdown(record: runs.RunRecord) -> str:
@@ -358,16 +387,18 @@ def result_open(
     if json_out:
         emit_json({"summary": opened.summary_json, "per_case": opened.per_case})
         return opened
-    agg = opened.summary.aggregates
+    agg = opened.aggregates
     out().print(f"run {run_id}: benchmark {record.benchmark_id}, dataset {record.dataset_id}, "
                 f"model {record.model_id}; {agg.n_cases} cases, {agg.n_failed} failed")
     signed = f"signed by {opened.claims.iss}, " if profile_signed(s.profile) else ""
     out().print(f"attestation: {signed}image {opened.claims.image_digest[:19]}"
                 "…, binds this summary and sealed result")
+    shown = opened.benchmark.presentation
     table(
         "per-case results (private to you)",
-        ("case", "Dice WT", "Dice TC", "Dice ET", "HD95 WT"),
-        (_case_row(case) for case in opened.per_case.cases),
+        ("case", "outcome",
+         *(shown.label(ref) for ref in workflows.case_columns(opened.benchmark))),
+        (workflows.case_cells(opened.benchmark, case) for case in opened.cases),
     )
     return opened
 
@@ -375,14 +406,6 @@ def result_open(
 def profile_signed(profile: ResolvedProfile) -> bool:
     """Whether results opened with ``profile`` have their token signature checked locally."""
     return profile.profile.mock_tee is not None
-
-
-def _case_row(case: Any) -> tuple[str, ...]:
-    if case.kind == "failure":
-        return (case.case_id, "failed", case.reason, "", "")
-    regions = case.regions
-    return (case.case_id, *(f"{regions[r].dice:.4f}" for r in workflows.REGIONS),
-            f"{regions['WT'].hd95:.2f}")
 
 
 @result_app.command("fetch")

@@ -65,6 +65,8 @@ from sealbench.server.schemas.audit import (
     CosignaturePublic,
     InclusionProofPublic,
 )
+from sealbench.server.schemas.leaderboard import PooledLeaderboard
+from sealbench.server.schemas.runs import BenchmarkProgress, RunPublic, RunReport, RunState
 
 __all__ = [
     "API_PREFIX",
@@ -395,6 +397,44 @@ class RegistryClient:
 
     def leaderboard(self, benchmark_id: int) -> Leaderboard:
         return self._get(Leaderboard, f"{API_PREFIX}/benchmarks/{benchmark_id}/leaderboard")
+
+    def pooled_leaderboard(
+        self,
+        benchmark_id: int,
+        *,
+        metric: str | None = None,
+        sites: tuple[int, ...] = (),
+        all_metrics: bool = False,
+    ) -> PooledLeaderboard:
+        """Each model pooled over the sites the caller may read (issue 15)."""
+        params: dict[str, Any] = {"all_metrics": "true" if all_metrics else "false"}
+        if metric is not None:
+            params["metric"] = metric
+        if sites:
+            params["site"] = list(sites)
+        return self._get(
+            PooledLeaderboard, f"{API_PREFIX}/benchmarks/{benchmark_id}/leaderboard/pooled", params
+        )
+
+    # -- runs -----------------------------------------------------------------------------------
+
+    def report_run(self, run_id: str, body: RunReport) -> RunPublic:
+        """Create or advance run ``run_id`` on the registry (PUT: retried, and idempotent since
+        the registry ignores a report whose ``seq`` it has already passed)."""
+        return self._put(RunPublic, f"{API_PREFIX}/runs/{run_id}", body)
+
+    def list_runs(
+        self, benchmark_id: int | None = None, state: RunState | None = None
+    ) -> tuple[RunPublic, ...]:
+        params: dict[str, Any] = {}
+        if benchmark_id:
+            params["benchmark_id"] = benchmark_id
+        if state:
+            params["state"] = state
+        return self._all(RunPublic, f"{API_PREFIX}/runs", params)
+
+    def benchmark_progress(self, benchmark_id: int) -> BenchmarkProgress:
+        return self._get(BenchmarkProgress, f"{API_PREFIX}/benchmarks/{benchmark_id}/progress")
 
     # -- inbox --------------------------------------------------------------------------------
 

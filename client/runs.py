@@ -2,10 +2,16 @@
 registry's records, launch it on a TEE backend, keep a local record of every run, and open and
 submit its result.
 
-Run records (``runs/<run id>.json`` in the profile's data directory, version 1) say which
-benchmark, dataset and model a run evaluated, where its result lies and how it ended; a pair
-with a succeeded run is not run again unless asked (``--force``). The record holds no secret
-and no per-case value.
+Run records (``runs/<run id>.json`` in the profile's data directory, version 2; version 1
+records, without the fields marked below, are read as they are) say which benchmark, dataset
+and model a run evaluated, where its result lies and how it ended; a pair with a succeeded run
+of the current image is not run again unless asked (``--force``). The record holds no secret
+and no per-case value. Version 2 adds ``owner_pid`` and ``owner_started`` (the process that
+drives the run, and its start time in clock ticks since boot, so a reused pid is not taken for
+the owner), ``reason`` (the failure class or interrupt reason the registry is told),
+``attempts``, ``seq`` (the number of the latest status report) and ``metrics_version``. A
+record left ``planned``, ``launching`` or ``running`` by a process that is gone is stale:
+:meth:`RunStore.repair_stale` marks it ``interrupted`` (reason ``owner_died``).
 
 With the mock backend the result destination is a ``file://`` directory under the profile's
 data directory: the enclave runs on this machine, and a Cloud Storage destination would need an
@@ -16,13 +22,14 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import secrets
 import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
@@ -31,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 from sealbench.client.api import AssetKind, RegistryClient
 from sealbench.client.assets import recipient_of
 from sealbench.client.errors import (
+    ClientError,
     CloudError,
     ConfigError,
     IntegrityError,
@@ -41,11 +49,11 @@ from sealbench.client.errors import (
 )
 from sealbench.client.keys import ResultKey
 from sealbench.server.schemas import ResultCreate, ResultPublic
+from sealbench.server.schemas.runs import RunReport
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-    from sealbench.client.launchers import Launcher
     from sealbench.client.results import OpenedResult
     from sealbench.cloud.storage import BlobStore
     from sealbench.enclave.spec import RunSpec
@@ -53,15 +61,21 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RunRecord",
+    "RunStatus",
     "RunStore",
     "approved_models",
+    "approved_pairs",
     "build_spec",
-    "execute",
     "fetch_run_result",
     "issuer_keys",
     "new_run_id",
     "not_approved",
     "open_run_result",
+    "owner_alive",
+    "process_identity",
+    "recorded_failure",
+    "report_of",
+    "step_timings",
     "submit_run_result",
     "translate_launch_error",
 ]
@@ -78,7 +92,7 @@ class RunRecord(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     format: Literal["sealbench/run-record"] = "sealbench/run-record"
-    version: Literal[1] = 1
+    version: Literal[1, 2] = 2
     run_id: str
     benchmark_id: int
     dataset_id: int
@@ -86,7 +100,7 @@ class RunRecord(BaseModel):
     tee: str
     image_digest: str
     result_uri: str
-    status: Literal["running", "succeeded", "failed"]
+    status: RunStatus
     started_at: datetime
     finished_at: datetime | None = None
     wall_seconds: float | None = None
@@ -94,6 +108,50 @@ class RunRecord(BaseModel):
     error: str | None = None
     result_id: int | None = None
     step_seconds: dict[str, float] | None = None
+    owner_pid: int | None = None
+    owner_started: int | None = None
+    reason: str | None = None
+    attempts: int = 0
+    seq: int = 0
+    metrics_version: str | None = None
+
+    @property
+    def active(self) -> bool:
+        """Not finished: planned, launching or running."""
+        return self.status in _ACTIVE
+
+
+RunStatus = Literal["planned", "launching", "running", "succeeded", "failed", "interrupted"]
+_ACTIVE: Final = frozenset({"planned", "launching", "running"})
+
+
+def process_identity(pid: int | None = None) -> tuple[int, int | None]:
+    """``(pid, start time in clock ticks since boot)`` of a process (this one by default); the
+    start time is None where ``/proc`` does not say it."""
+    pid = os.getpid() if pid is None else pid
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return pid, None
+    # the command name (field 2) may hold spaces and parentheses: split after its last ')'
+    fields = stat[stat.rfind(")") + 2 :].split()
+    try:
+        return pid, int(fields[19])  # field 22, starttime
+    except (IndexError, ValueError):
+        return pid, None
+
+
+def owner_alive(pid: int, started: int | None) -> bool:
+    """Whether the process that owned a run is still the one running as ``pid``."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's process: alive, but not ours unless the start time matches
+    if started is None:
+        return True
+    return process_identity(pid)[1] in (started, None)
 
 
 class RunStore:
@@ -135,14 +193,49 @@ class RunStore:
         records = [self.get(p.stem) for p in sorted(self.root.glob("*.json"))]
         return sorted(records, key=lambda r: r.started_at)
 
-    def succeeded(self, benchmark_id: int, dataset_id: int, model_id: int) -> RunRecord | None:
-        """The latest succeeded run of this triple, if any."""
+    def succeeded(
+        self,
+        benchmark_id: int,
+        dataset_id: int,
+        model_id: int,
+        *,
+        image_digest: str | None = None,
+        metrics_version: str | None = None,
+    ) -> RunRecord | None:
+        """The latest succeeded run of this triple, if any; with ``image_digest`` (and
+        ``metrics_version``), only a run of that image (and metrics version; a version 1
+        record, which does not say, counts as any)."""
         done = [
             r for r in self.all()
             if (r.benchmark_id, r.dataset_id, r.model_id) == (benchmark_id, dataset_id, model_id)
             and r.status == "succeeded"
+            and (image_digest is None or r.image_digest == image_digest)
+            and (metrics_version is None or r.metrics_version in (None, metrics_version))
         ]
         return done[-1] if done else None
+
+    def repair_stale(
+        self,
+        now: datetime,
+        alive: Callable[[int, int | None], bool] = owner_alive,
+    ) -> list[RunRecord]:
+        """Mark ``interrupted`` (reason ``owner_died``) every unfinished record whose owner
+        process is gone (a version 1 record names no owner: its process is gone too, since
+        that version ran one pair at a time in the foreground). Returns the repaired records."""
+        repaired = []
+        for record in self.all():
+            if not record.active:
+                continue
+            if record.owner_pid is not None and alive(record.owner_pid, record.owner_started):
+                continue
+            fixed = record.model_copy(update={
+                "status": "interrupted", "reason": "owner_died", "finished_at": now,
+                "seq": record.seq + 1, "version": 2,
+                "error": "the process that ran it ended before it finished",
+            })
+            self.save(fixed)
+            repaired.append(fixed)
+        return repaired
 
 
 def new_run_id(now: datetime, token: Callable[[int], str] = secrets.token_hex) -> str:
@@ -167,6 +260,30 @@ def approved_models(
     if model_id not in models:
         raise not_approved(client, "model", benchmark_id, model_id)
     return (model_id,)
+
+
+def approved_pairs(
+    client: RegistryClient, benchmark_id: int, dataset_id: int | None, model_id: int | None
+) -> tuple[tuple[int, int], ...]:
+    """The (dataset, model) pairs to evaluate: ``dataset_id`` (None: each of the caller's
+    datasets approved in the benchmark) with ``model_id`` (None: every approved model)."""
+    if dataset_id is not None:
+        return tuple((dataset_id, m) for m in approved_models(client, benchmark_id, dataset_id,
+                                                               model_id))
+    me = client.me().id
+    mine = {d.id for d in client.list_datasets(owner_id=me)}
+    approved = sorted(
+        a.asset_id for a in client.list_associations("dataset", benchmark_id, "approved")
+        if a.asset_id in mine
+    )
+    if not approved:
+        raise NotAllowedError(
+            f"none of your datasets is approved in benchmark {benchmark_id}",
+            hint=f"see 'sealbench association ls --benchmark {benchmark_id}'",
+        )
+    return tuple(
+        (d, m) for d in approved for m in approved_models(client, benchmark_id, d, model_id)
+    )
 
 
 def not_approved(
@@ -262,55 +379,7 @@ def build_spec(
     )
 
 
-def execute(
-    launcher: Launcher,
-    spec: RunSpec,
-    store: RunStore,
-    *,
-    ids: tuple[int, int, int],
-    tee: str,
-    on_output: Callable[[str], None] | None = None,
-    now: Callable[[], datetime] = lambda: datetime.now(UTC),
-) -> RunRecord:
-    """Launch ``spec``, recording the run before and after; raises the translated failure
-    after recording it."""
-    from sealbench.client.launchers import LaunchError
-
-    benchmark_id, dataset_id, model_id = ids
-    timings: dict[str, float] = {}
-
-    def watch(line: str) -> None:
-        found = _TIMINGS.search(line)
-        if found:
-            timings.update(_parse_timings(found.group(1)))
-        if on_output is not None:
-            on_output(line)
-
-    record = RunRecord(
-        run_id=spec.run_id, benchmark_id=benchmark_id, dataset_id=dataset_id, model_id=model_id,
-        tee=tee, image_digest=launcher.image_digest, result_uri=spec.result_uri,
-        status="running", started_at=now(),
-    )
-    store.save(record)
-    try:
-        result = launcher.launch(spec, on_output=watch)
-    except LaunchError as launch_error:
-        exc = _recorded_failure(launch_error, spec.result_uri)
-        failed = record.model_copy(
-            update={"status": "failed", "finished_at": now(), "error": str(exc)[:2000],
-                    "peak_rss_bytes": getattr(exc, "peak_rss_bytes", None)}
-        )
-        store.save(failed)
-        raise translate_launch_error(exc) from exc
-    done = record.model_copy(
-        update={"status": "succeeded", "finished_at": now(), "wall_seconds": result.wall_seconds,
-                "peak_rss_bytes": result.peak_rss_bytes, "step_seconds": timings or None}
-    )
-    store.save(done)
-    return done
-
-
-def _recorded_failure(exc: Exception, result_uri: str) -> Exception:
+def recorded_failure(exc: Exception, result_uri: str) -> Exception:
     """``exc``, made precise by the enclave's failure record when the launcher only knows that
     the workload failed (Confidential Space reports exit code 1 for any failure) and the
     record lies in a local result folder."""
@@ -332,6 +401,13 @@ def _recorded_failure(exc: Exception, result_uri: str) -> Exception:
 
 
 _TIMINGS = re.compile(r"step timings in seconds (\{.*\})")
+
+
+def step_timings(line: str) -> dict[str, float]:
+    """The enclave's per-step totals from its last progress line (``{"infer": 12.3, ...}``);
+    empty for any other line."""
+    found = _TIMINGS.search(line)
+    return {} if found is None else _parse_timings(found.group(1))
 
 
 def _parse_timings(text: str) -> dict[str, float]:
@@ -499,5 +575,41 @@ def submit_run_result(
         attestation_token=opened.token,
     )
     result = client.submit_result(body)
-    store.save(record.model_copy(update={"result_id": result.id}))
+    linked = record.model_copy(update={"result_id": result.id, "seq": record.seq + 1})
+    store.save(linked)
+    try:
+        client.report_run(linked.run_id, report_of(linked))
+    except ClientError as exc:  # the result is in; its link to the run can be reported later
+        log.warning("could not link result %s to run %s on the registry: %s",
+                    result.id, linked.run_id, exc)
     return result
+
+
+_STEP_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+
+
+def report_of(record: RunRecord) -> RunReport:
+    """The registry's view of ``record``: state, failure class, timings, image; no free text
+    (the local ``error`` stays here)."""
+    steps = {
+        name: seconds for name, seconds in (record.step_seconds or {}).items()
+        if _STEP_NAME.match(name) and 0 <= seconds <= 10_000_000
+    }
+    reason = record.reason
+    if record.status == "failed" and reason is None:
+        reason = "launch"  # a version 1 record does not say
+    if record.status == "interrupted" and reason is None:
+        reason = "owner_died"
+    return RunReport(
+        benchmark_id=record.benchmark_id,
+        dataset_id=record.dataset_id,
+        model_id=record.model_id,
+        state=record.status,
+        seq=record.seq,
+        reason=reason if record.status in ("failed", "interrupted") else None,  # type: ignore[arg-type]
+        image_digest=record.image_digest,
+        tee=record.tee,  # type: ignore[arg-type]
+        attempts=min(record.attempts, 100),
+        step_seconds=dict(list(steps.items())[:32]),
+        result_id=record.result_id if record.status == "succeeded" else None,
+    )

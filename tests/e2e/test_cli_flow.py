@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -265,7 +267,9 @@ def test_run_open_submit_and_leaderboard(world: World) -> None:
             b,
             "--dataset",
             d,
-            "--all-models",
+            "--all-approved",
+            "--parallel",
+            "2",
             "--tee",
             "mock",
             "--profile",
@@ -273,6 +277,15 @@ def test_run_open_submit_and_leaderboard(world: World) -> None:
         )
     )
     assert ran.output.count("succeeded") == 2
+    # the registry was told: the authority sees both pairs evaluated, and who ran them
+    progress = json.loads(ok(cli("benchmark", "progress", b, "--json", "--profile",
+                                 "authority")).stdout)
+    assert {(c["model_id"], c["status"]) for c in progress["cells"]} == {
+        (ids["lab-a"], "done"), (ids["lab-b"], "done")
+    }
+    seen_by_lab = json.loads(ok(cli("benchmark", "progress", b, "--json", "--profile",
+                                    "lab-a")).stdout)
+    assert [c["model_id"] for c in seen_by_lab["cells"]] == [ids["lab-a"]]
     # Each INSECURE notice once per command, on one line, not before every run.
     for notice in ("INSECURE mock TEE: nothing protects the enclave",
                    "INSECURE mock launcher: its tokens prove nothing"):
@@ -303,6 +316,10 @@ def test_run_open_submit_and_leaderboard(world: World) -> None:
     )
     assert {row["model_id"] for row in board["rows"]} == {ids["lab-a"], ids["lab-b"]}
     assert all(row["datasets"][d] is not None for row in board["rows"])
+    # each submitted result is linked to the run that produced it
+    assert {c["result_id"] for c in json.loads(ok(cli(
+        "benchmark", "progress", b, "--json", "--profile", "authority")).stdout)["cells"]
+    } == {r["id"] for r in verified}
     # the same submission twice is refused by the registry
     dup = cli("result", "submit", runs[0]["run_id"], "--profile", "hospital")
     assert dup.exit_code == 4 and "already" in dup.output
@@ -479,3 +496,56 @@ def test_mock_tee_up_prints_endpoints_and_stops_on_interrupt(tmp_path: Path) -> 
     assert endpoints["insecure"] is True
     assert endpoints["issuer"].startswith("http://127.0.0.1:")
     assert "--mock-tee" in result.output
+
+
+def test_interrupted_run_is_recorded_and_the_same_command_resumes(world: World) -> None:
+    """A real ``sealbench run --all-approved --parallel 2`` process gets SIGINT while both of
+    its enclaves run: it kills them, records both runs interrupted and exits 130; the same
+    command again runs what is left (here: both pairs) to the end."""
+    ids = world.ids
+    data = world.tmp / "interrupt-data"  # this process's own run records
+    env = {**os.environ, "SEALBENCH_DATA_DIR": str(data)}
+    command = [sys.executable, "-m", "sealbench.client.cli", "run", "--benchmark",
+               str(ids["b"]), "--dataset", str(ids["d"]), "--all-approved", "--parallel", "2",
+               "--json", "--profile", "hospital"]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    running: set[str] = set()
+    events = []
+    for line in process.stdout:
+        event = json.loads(line)
+        events.append(event)
+        if event["kind"] == "running":
+            running.add(event["run_id"])
+        if len(running) == 2:
+            process.send_signal(signal.SIGINT)
+            break
+    rest, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    ended = [json.loads(line) for line in rest.splitlines()]
+    assert {(e["run_id"], e["kind"], e["reason"]) for e in ended if e["kind"] == "interrupted"} == {
+        (run_id, "interrupted", "stopped") for run_id in running
+    }
+    records = [json.loads(p.read_text()) for p in (data / "profiles" / "hospital" / "runs")
+               .glob("*.json")]
+    assert {(r["run_id"], r["status"]) for r in records} == {
+        (run_id, "interrupted") for run_id in running
+    }
+    # torn down: no enclave of those runs is left (each carries its run id in its environment)
+    left = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            text = environ.read_bytes()
+        except OSError:
+            continue
+        left += [run_id for run_id in running if run_id.encode() in text]
+    assert left == []
+    again = subprocess.run(command, env=env, capture_output=True, text=True,
+                           timeout=600, check=False)
+    assert again.returncode == 0, again.stderr
+    kinds = [json.loads(line)["kind"] for line in again.stdout.splitlines()]
+    assert kinds.count("planned") == 2 and kinds.count("succeeded") == 2
+    statuses = sorted(json.loads(p.read_text())["status"] for p in
+                      (data / "profiles" / "hospital" / "runs").glob("*.json"))
+    assert statuses == ["interrupted", "interrupted", "succeeded", "succeeded"]

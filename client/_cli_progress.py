@@ -1,0 +1,89 @@
+"""How ``sealbench run`` shows the runner's events (:class:`~sealbench.client.runner.RunEvent`):
+one rich progress line per run and an overall bar on a terminal, or one JSON event per line
+(``--json``) for scripts. Rendering only: what happens is decided by
+:mod:`sealbench.client.runner`."""
+
+from __future__ import annotations
+
+import threading
+
+import typer
+from rich.progress import Progress, TaskID
+
+from sealbench.client.runner import RunEvent
+
+__all__ = ["JsonEvents", "RunDisplay"]
+
+_STEPS = 7
+
+
+class JsonEvents:
+    """Prints each event as one line of JSON on stdout."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def __call__(self, event: RunEvent) -> None:
+        with self._lock:
+            typer.echo(event.model_dump_json())
+
+
+class RunDisplay:
+    """A progress line per run (its step out of 7, then its cases) under an overall bar of
+    finished runs; the end of each run is printed above the bars."""
+
+    def __init__(self, bar: Progress, total: int) -> None:
+        self._bar = bar
+        self._overall: TaskID = bar.add_task("runs", total=total)
+        self._tasks: dict[str, TaskID] = {}
+        self._lock = threading.Lock()
+
+    def _label(self, event: RunEvent) -> str:
+        return f"model {event.model_id} x dataset {event.dataset_id}"
+
+    def _task(self, event: RunEvent) -> TaskID:
+        run_id = event.run_id or ""
+        if run_id not in self._tasks:
+            self._tasks[run_id] = self._bar.add_task(
+                f"{self._label(event)}: planned", total=_STEPS
+            )
+        return self._tasks[run_id]
+
+    def __call__(self, event: RunEvent) -> None:
+        with self._lock:
+            self._show(event)
+
+    def _show(self, event: RunEvent) -> None:
+        label = self._label(event)
+        say = self._bar.console.print
+        if event.kind == "skipped":
+            say(f"model {event.model_id}: already evaluated in {event.run_id} "
+                "(use --force to run again)", highlight=False)
+            return
+        if event.kind == "repaired":
+            say(f"run {event.run_id} ({label}) was left unfinished by a process that ended: "
+                "recorded interrupted", highlight=False)
+            return
+        if event.kind == "report_failed":
+            return  # logged as a warning; the run goes on
+        task = self._task(event)
+        if event.kind == "launching":
+            attempt = "" if event.attempt <= 1 else f" (attempt {event.attempt})"
+            self._bar.update(task, description=f"{label}: launching{attempt}")
+        elif event.kind == "retry":
+            say(f"model {event.model_id}: launch refused ({event.reason}); retrying in "
+                f"{event.delay_s:.0f} s: {event.message}", highlight=False, markup=False)
+        elif event.kind == "running":
+            self._bar.update(task, description=f"{label}: running")
+        elif event.kind == "progress":
+            if event.step is not None:
+                self._bar.update(task, completed=event.step - 1 if event.step < _STEPS else _STEPS,
+                                 description=f"{label}: step {event.step}/{_STEPS}")
+            if event.cases_done is not None and event.cases_total:
+                self._bar.update(task, description=f"{label}: case {event.cases_done}/"
+                                 f"{event.cases_total}")
+        elif event.kind in ("succeeded", "failed", "interrupted"):
+            word = {"succeeded": "finished", "failed": "failed", "interrupted": "stopped"}
+            self._bar.update(task, completed=_STEPS, description=f"{label}: {word[event.kind]}")
+            self._bar.advance(self._overall)
+
