@@ -28,6 +28,8 @@ from .prepared import CONTRACT, LAYOUT, RAW_FILE, WdbcLayout, open_dataset, prep
 __all__ = ["PLUGIN", "PLUGIN_REF", "SHIPPED_MODELS", "WdbcBenchmark"]
 
 PLUGIN_REF: Final = api.PluginRef("wdbc", "1")
+#: The registry name of the shipped definition.
+DEFINITION_NAME: Final = "wdbc-diagnosis"
 #: Cases a published summary must describe at least (issue 15 enforces it).
 SMALL_CELL_MINIMUM: Final = 10
 
@@ -164,7 +166,26 @@ class WdbcBenchmark:
             raise TypeError("summaries of another benchmark")
         return s.pool(ours)
 
-    # -- shipped models and demo data ----------------------------------------------------------
+    # -- shipped models, definitions and demo data ---------------------------------------------
+
+    def definitions(self) -> Mapping[str, api.JsonObject]:
+        """The shipped definition (``benchmark create --definition wdbc``): this plug-in's
+        contract and metrics, the logistic regression as reference model and the MLP as a
+        baseline, both bound by SHA-256; the evaluation image is filled in at publication."""
+
+        def model(shipped: api.ShippedModel) -> api.JsonObject:
+            return {"name": shipped.name, "file": f"{shipped.name}.onnx",
+                    "sha256": shipped.sha256, "description": shipped.description}
+
+        reference, *baselines = self.shipped_models
+        return {"wdbc": {
+            "format": "sealbench/benchmark-definition", "format_version": 1,
+            "plugin": str(self.ref), "name": DEFINITION_NAME, "version": "1.0.0",
+            "description": self.description, "contract": self.data_contract(),
+            "metrics": self.metrics_spec(), "reference_model": model(reference),
+            "baseline_models": [model(b) for b in baselines],
+            "evaluation_image_reference": None, "evaluation_image_digest": None}}
+
 
     def model_bytes(self, name: str) -> bytes:
         for shipped in self.shipped_models:

@@ -5,6 +5,7 @@ failures penalised, the public summary (dataset-level, no case id, round trip) a
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -243,3 +244,16 @@ def test_demo_sites_keep_their_case_mix_in_any_prefix(plugin: api.Benchmark,
         plugin.write_demo_dataset(tmp_path / "b", 101, seed=0)
     assert len(plugin.write_demo_dataset(tmp_path / "c", 569, seed=7)) == 569
     np.testing.assert_equal(plugin.write_demo_dataset(tmp_path / "d", 20, seed=0), ids)
+
+
+def test_shipped_definition_binds_contract_metrics_and_models(plugin: api.Benchmark) -> None:
+    definitions = plugin.definitions()  # type: ignore[attr-defined]
+    doc = definitions["wdbc"]
+    assert doc["plugin"] == "wdbc/1" and doc["format"] == "sealbench/benchmark-definition"
+    assert doc["contract"] == plugin.data_contract() and doc["metrics"] == plugin.metrics_spec()
+    named = [doc["reference_model"], *doc["baseline_models"]]
+    assert [m["name"] for m in named] == [m.name for m in plugin.shipped_models]
+    for ref in named:
+        data = plugin.model_bytes(ref["name"])
+        assert "sha256:" + hashlib.sha256(data).hexdigest() == ref["sha256"]
+    json.dumps(doc, allow_nan=False)  # a JSON document as the registry stores it
