@@ -15,7 +15,9 @@ rules, and renders the production condition; what is its own:
 - its launchers: ``mock`` (a child process) and ``docker``.
 
 A mock token proves nothing about hardware: whoever holds the mock's state directory decides
-what it claims. Creating the platform logs a warning saying so.
+what it claims. The registry logs a warning whenever it picks this platform for a token
+(:func:`~sealbench.cloud.platform.platform_for_issuer`); merely installing it logs nothing, so a
+production enclave that lists the installed platforms stays quiet.
 
 This module imports no mock service (no cel-python, no storage emulator): the evaluation image
 finds it through the entry point without the ``mock`` extra.
@@ -24,7 +26,6 @@ finds it through the entry point without the ``mock`` extra.
 from __future__ import annotations
 
 import json
-import logging
 import re
 import urllib.error
 import urllib.request
@@ -59,8 +60,6 @@ _POOL: Final = re.compile(
     r"^projects/(?P<number>[0-9]{1,20})/locations/global/workloadIdentityPools/(?P<pool>[^/]+)$"
 )
 
-_log = logging.getLogger("sealbench.mocktee")
-
 
 class InsecureMockPlatform:
     """The mock TEE (see the module docstring). INSECURE: its evidence proves nothing."""
@@ -68,9 +67,6 @@ class InsecureMockPlatform:
     name: Final = "insecure-mock"
     insecure: Final = True
     launcher_backends: Final = ("mock", "docker")
-
-    def __init__(self) -> None:
-        _log.warning("INSECURE mock TEE platform: its attestation proves nothing about hardware")
 
     def __repr__(self) -> str:
         return "InsecureMockPlatform()"

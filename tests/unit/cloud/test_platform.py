@@ -342,3 +342,11 @@ def test_grantee_is_the_pools_principal_set(cs: Platform, mock: Platform) -> Non
 def test_launcher_backends() -> None:
     assert load_platform("confidential-space").launcher_backends == ("confidential-space",)
     assert set(load_platform("insecure-mock").launcher_backends) == {"mock", "docker"}
+
+
+def test_choosing_the_mock_is_logged_as_insecure(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="sealbench.cloud"):
+        platform_for_issuer(GOOGLE)
+        assert "INSECURE" not in caplog.text
+        platform_for_issuer(MOCK_ISSUER)
+    assert "INSECURE platform insecure-mock" in caplog.text
