@@ -253,6 +253,7 @@ class GcpOwnerCloud:
         (``bucket``), creating what is missing (what an owner otherwise does by hand with
         gcloud); existing ones are used as they are. Returns what was created."""
         from google.api_core import exceptions as gexc
+        from google.auth import exceptions as auth_exc
 
         from sealbench.cloud.gcs import make_storage_client
         from sealbench.cloud.kms import make_kms_client
@@ -261,35 +262,53 @@ class GcpOwnerCloud:
         parent = f"projects/{self.project_id}/locations/{self.location}"
         ring = f"{parent}/keyRings/{self.key_ring}"
         storage = make_storage_client(self.project_id, self.credentials(), self.apis.storage)
-        steps: list[tuple[str, Callable[[], object], Callable[[], object]]] = [
+        where = f"--location {self.location} --project {self.project_id}"
+        steps: list[tuple[str, Callable[[], object], Callable[[], object], str]] = [
             (f"key ring {ring}", lambda: kms_client.get_key_ring(request={"name": ring}),
              lambda: kms_client.create_key_ring(
-                 request={"parent": parent, "key_ring_id": self.key_ring, "key_ring": {}})),
+                 request={"parent": parent, "key_ring_id": self.key_ring, "key_ring": {}}),
+             f"gcloud kms keyrings create {self.key_ring} {where}"),
             (f"key {self.key_name}",
              lambda: kms_client.get_crypto_key(request={"name": self.key_name}),
              lambda: kms_client.create_crypto_key(
                  request={"parent": ring, "crypto_key_id": self.key,
-                          "crypto_key": {"purpose": "ENCRYPT_DECRYPT"}})),
+                          "crypto_key": {"purpose": "ENCRYPT_DECRYPT"}}),
+             f"gcloud kms keys create {self.key} --keyring {self.key_ring} --purpose "
+             f"encryption {where}"),
         ] if key else []
         if bucket:
             steps.append((f"bucket gs://{self.bucket}",
                           lambda: storage.get_bucket(self.bucket),
-                          lambda: storage.create_bucket(self.bucket)))
+                          lambda: storage.create_bucket(self.bucket),
+                          f"gcloud storage buckets create gs://{self.bucket} "
+                          f"--project {self.project_id}"))
         created = []
-        for what, locate, create in steps:
+        for what, locate, create, command in steps:
             try:
-                try:
-                    locate()
+                locate()
+                continue
+            except gexc.NotFound:
+                pass
+            except gexc.Forbidden as exc:  # may be usable without being visible to the caller
+                if api_disabled(exc) is None:
+                    log.info("cannot look up %s (%s): using it as named", what, exc.message)
                     continue
-                except gexc.NotFound:
-                    create()
-                    log.info("created %s", what)
-                    created.append(what)
+                raise cloud_failure(exc, f"locating {what}", project=self.project_id) from exc
+            except (gexc.GoogleAPICallError, auth_exc.GoogleAuthError) as exc:
+                raise cloud_failure(exc, f"locating {what}", project=self.project_id) from exc
+            try:
+                create()
             except gexc.Conflict:
                 continue  # created meanwhile: use it
             except gexc.GoogleAPICallError as exc:
-                raise cloud_failure(exc, f"locating or creating {what}", project=self.project_id,
-                                    bucket=self.bucket) from exc
+                raise CloudError(
+                    f"{what} does not exist and creating it failed: {exc.code} "
+                    f"{str(exc.message)[:200]}",
+                    hint=f"someone allowed to (roles/cloudkms.admin, roles/storage.admin) "
+                    f"creates it: {command}",
+                ) from exc
+            log.info("created %s", what)
+            created.append(what)
         return created
 
     def key_wrapper(self, key_name: str) -> KmsKeyWrapper:
@@ -387,6 +406,8 @@ def cloud_failure(
     what failed, naming the resource, and as its hint the ``gcloud`` command that fixes it
     (a disabled API, a refused key or bucket, a missing or destroyed key, a missing bucket);
     other failures keep their own message and a generic hint."""
+    from google.auth.exceptions import GoogleAuthError
+
     from sealbench.cloud.errors import KeyAccessDenied, KeyNotFound, KmsError, StorageAccessDenied
 
     def text(e: BaseException) -> str:
@@ -399,6 +420,13 @@ def cloud_failure(
             hint=f"gcloud services enable {service} --project {project}",
         )
     for e in _causes(exc):
+        if isinstance(e, GoogleAuthError):
+            return CloudError(
+                f"{doing} failed: your Google Cloud credentials could not be used "
+                f"({type(e).__name__})",
+                hint="gcloud auth application-default login (or check "
+                "GOOGLE_APPLICATION_CREDENTIALS and --impersonate-service-account)",
+            )
         if isinstance(e, KeyAccessDenied):
             return CloudError(
                 f"{doing} failed: {e}",

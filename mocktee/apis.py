@@ -1,8 +1,9 @@
 """The mock's project-level Google APIs, the ones ``sealbench doctor`` reads and an owner's
 ``gcloud`` writes: Service Usage (``serviceusage.googleapis.com/v1``), the project IAM policy
 of Resource Manager (``cloudresourcemanager.googleapis.com/v1``), IAM service accounts (served
-on the mock IAM port, as on ``iam.googleapis.com``) and Google's OAuth 2.0 token endpoint for
-``authorized_user`` Application Default Credentials (the refresh-token grant). INSECURE BY
+on the mock IAM port, as on ``iam.googleapis.com``) and a token endpoint for
+``external_account_authorized_user`` Application Default Credentials (refresh-token grant; a
+plain ``authorized_user`` file always refreshes at Google). INSECURE BY
 DESIGN, like the rest of the mock.
 
 Routes of :class:`MockProjectApis` (bearer token of a project owner, except ``/token``)::
@@ -151,7 +152,7 @@ class MockProjectApis:
         return {"version": 1, "etag": _etag(stored),
                 "bindings": bindings + list(stored.get("bindings", []))}
 
-    # -- OAuth 2.0 (authorized_user ADC) -----------------------------------------------------
+    # -- token endpoint (external_account_authorized_user ADC) ------------------------------
 
     def issue_refresh_token(self, principal: str) -> str:
         """A refresh token for ``principal`` (``user:EMAIL``). INSECURE: the control endpoint

@@ -20,7 +20,8 @@ either existed loads with it unset.
 
 The control endpoint also injects the failures a real project produces, for tests only
 (``POST /mock/v1/faults``, :meth:`MockCloud.inject`), and hands out refresh tokens for
-``authorized_user`` Application Default Credentials (``POST /mock/v1/refreshTokens``).
+``external_account_authorized_user`` Application Default Credentials (``POST
+/mock/v1/refreshTokens``).
 """
 
 from __future__ import annotations

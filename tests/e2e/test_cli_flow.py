@@ -447,7 +447,8 @@ def test_doctor_passes_for_an_owner_whose_cloud_is_ready(world: World) -> None:
     checked = json.loads(ok(world.cli("doctor", "--benchmark", str(world.ids["b"]), "--json",
                                       "--profile", "hospital")).stdout)
     assert {c["check"] for c in checked} == {
-        "credentials", "KMS key", "bucket", "pool provider", "image reference"
+        "credentials", "APIs enabled", "KMS key", "bucket", "pool provider",
+        "runner service account", "CPU quota", "image reference",
     }
     assert all(c["ok"] for c in checked), checked
 
