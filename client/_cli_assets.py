@@ -125,6 +125,9 @@ def dataset_prepare(
         emit_json(report)
         return report
     rejected = f", {plural(len(report.rejected), 'case')} rejected" if report.rejected else ""
+    if report.layout != "brats2023":
+        out().print(f"read the raw cases in the {report.layout} layout: renamed and relabelled "
+                    "into the contract's (BraTS2021_XXXXX becomes BraTS-GLI-XXXXX-000)")
     out().print(
         f"prepared {plural(len(report.accepted), 'case')}{rejected} into {out_dir}; "
         f"digest {report.dataset_digest}"
