@@ -1,0 +1,96 @@
+"""The mock is another implementation behind the same interfaces, picked in a few places only:
+no module under ``client/`` imports a mock class (``InsecureMock*``, or a ``Mock*`` class of the
+mock cloud) by name except the entry points and selection modules listed here, each with why.
+A new import anywhere else (a CLI command reaching for the mock's owner cloud, say) fails."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import re
+from pathlib import Path
+
+import sealbench.client
+
+CLIENT = Path(sealbench.client.__file__).resolve().parent
+_MOCKISH = re.compile(r"^(Insecure)?Mock[A-Z]\w*$")
+
+#: module (relative to client/) → the mock classes it may name, and why.
+ALLOWED: dict[str, frozenset[str]] = {
+    # selection: the owner cloud a profile names (Google Cloud, or the mock's account)
+    "owner.py": frozenset({"InsecureMockOwnerCloud"}),
+    # the mock owner cloud's own module: it reads the running mock's endpoints
+    "cloud.py": frozenset({"MockEndpoints"}),
+    # selection: the launcher of 'run --tee mock|docker|confidential-space'
+    "_cli_tee.py": frozenset({"MockLauncher", "MockProcessLauncher"}),
+    # entry points: 'sealbench mock-tee up' runs the mock; a mock profile's endpoints
+    "_cli_run.py": frozenset({"MockCloud", "MockEndpoints"}),
+    # entry point: 'sealbench demo' runs the whole mock cloud locally
+    "demo.py": frozenset({"MockCloud", "MockEndpoints"}),
+    # the run spec names a mock profile's endpoints (a type annotation)
+    "runs.py": frozenset({"MockEndpoints"}),
+    # the launcher implementations: the mock process launcher, and Docker attested by the mock
+    "launchers/__init__.py": frozenset({"MockProcessLauncher"}),
+    "launchers/mock.py": frozenset({"MockLauncher"}),
+    "launchers/docker.py": frozenset({"MockLauncher"}),
+}
+
+
+def _is_mock_class(module: str, name: str) -> bool:
+    if not _MOCKISH.match(name):
+        return False
+    try:
+        value = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return True  # cannot tell: a mock-named import is reported
+    defined_in = getattr(value, "__module__", "")
+    return inspect.isclass(value) and (
+        name.startswith("InsecureMock") or "mock" in defined_in.split(".")[-1]
+        or defined_in.startswith("sealbench.mocktee")
+    )
+
+
+def _package_of(path: Path) -> str:
+    parts = path.relative_to(CLIENT).with_suffix("").parts
+    return ".".join(("sealbench", "client", *parts[:-1]))
+
+
+def mock_imports(path: Path) -> set[str]:
+    """The mock classes ``path`` imports by name (at any depth, TYPE_CHECKING included)."""
+    tree = ast.parse(path.read_text(), str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = _package_of(path).split(".")
+                base = ".".join(package[: len(package) - node.level + 1] + ([base] if base
+                                                                              else []))
+            found |= {a.name for a in node.names if _is_mock_class(base, a.name)}
+        elif isinstance(node, ast.Attribute) and _MOCKISH.match(node.attr):
+            found.add(node.attr)
+    return found
+
+
+def test_only_entry_points_and_selection_modules_import_mock_classes() -> None:
+    offenders = {}
+    for path in sorted(CLIENT.rglob("*.py")):
+        name = path.relative_to(CLIENT).as_posix()
+        extra = mock_imports(path) - ALLOWED.get(name, frozenset())
+        if extra:
+            offenders[name] = sorted(extra)
+    assert offenders == {}
+
+
+def test_the_scan_sees_an_import_of_the_mock_owner_cloud(tmp_path: Path) -> None:
+    command = CLIENT / "_cli_assets.py"
+    source = command.read_text() + (
+        "\n\ndef _x() -> None:\n"
+        "    from sealbench.client.cloud import InsecureMockOwnerCloud\n"
+        "    from sealbench.mocktee import MockCloud, provision_owner\n"
+    )
+    copy = tmp_path / "_cli_assets.py"
+    copy.write_text(source)
+    assert mock_imports(copy) == {"InsecureMockOwnerCloud", "MockCloud"}
+    assert mock_imports(command) == set()
