@@ -84,6 +84,7 @@ __all__ = [
     "PublicSummary",
     "Runner",
     "ShippedModel",
+    "ShipsDefinitions",
     "SummaryError",
     "TensorSpec",
     "bind_data_contract",
@@ -574,3 +575,15 @@ def bind_data_contract(benchmark: Benchmark, doc: Mapping[str, Any]) -> Benchmar
         raise CaseError(f"the data contract is not the one benchmark plug-in {benchmark.ref} "
                         "enforces")
     return benchmark
+
+
+@runtime_checkable
+class ShipsDefinitions(Protocol):
+    """Implemented by a plug-in that ships ready-to-publish benchmark definitions
+    (``benchmark create --definition brats``)."""
+
+    def definitions(self) -> Mapping[str, JsonObject]:
+        """Definition documents by the short name the CLI takes (``sealbench/benchmark-definition``
+        version 1: name, version, description, contract, metrics, reference and baseline models;
+        the plug-in's pin under ``plugin``)."""
+        ...

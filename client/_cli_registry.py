@@ -154,8 +154,8 @@ benchmark_app.add_typer(definition_app, name="definition")
 @definition_app.command("export")
 def definition_export(
     definition: Annotated[
-        str, typer.Argument(help="'brats' or 'brats-small' (shipped definitions) or a definition "
-                            "JSON file")
+        str, typer.Argument(help="a definition an installed plug-in ships ('brats', "
+                            "'brats-small', ...) or a definition JSON file")
     ] = "brats",
 ) -> None:
     """Print a benchmark definition as JSON (redirect it to a file, edit it, and publish it
@@ -199,15 +199,16 @@ def benchmark_results(
     """Verified results of a benchmark (aggregates only; per-case values stay with hospitals)."""
     with session(profile) as s:
         rows = s.client.list_results(benchmark_id)
-    if json_out:
+        plugin = None if json_out else workflows.plugin_for(s.client.get_benchmark(benchmark_id))
+    if plugin is None:
         emit_json(rows)
         return
     table(
         f"verified results of benchmark {benchmark_id}",
-        ("id", "dataset", "model", "cases", "Dice WT", "Dice TC", "Dice ET", "issuer", "at",
+        ("id", "dataset", "model", "cases", *workflows.column_titles(plugin), "issuer", "at",
          "withdrawn"),
-        ((r.id, r.dataset_id, r.model_id, workflows.summary_cases(r.summary),
-          *workflows.dice_cells(r.summary), r.token_issuer,
+        ((r.id, r.dataset_id, r.model_id, workflows.summary_cases(plugin, r.summary),
+          *workflows.result_cells(plugin, r.summary), r.token_issuer,
           r.created_at.strftime("%Y-%m-%d %H:%M"), ", ".join(r.withdrawn) or "-")
          for r in rows),
     )
@@ -216,13 +217,20 @@ def benchmark_results(
 @benchmark_app.command("leaderboard")
 def benchmark_leaderboard(
     benchmark_id: Annotated[int, typer.Argument(help="benchmark id")],
-    metric: Annotated[str, typer.Option(help="dice, hd95, lesion_dice, lesion_hd95, …")] = "dice",
+    metric: Annotated[
+        str | None, typer.Option(help="a metric of the benchmark (default: its headline metric)")
+    ] = None,
+    group: Annotated[
+        str | None, typer.Option(help="one group (region, class) of the metric (default: the "
+                                 "mean over the groups)")
+    ] = None,
     profile: ProfileOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Models x datasets: the mean of METRIC over WT, TC and ET of each latest verified result."""
+    """Models x datasets: the benchmark's headline metric (or METRIC, in GROUP) of each latest
+    verified result, ranked the way its plug-in says is better."""
     with session(profile) as s:
-        board = workflows.leaderboard(s.client, benchmark_id, metric)
+        board = workflows.leaderboard(s.client, benchmark_id, metric, group)
     if json_out:
         emit_json(board.to_json())
         return

@@ -94,23 +94,25 @@ class _Narrator:
 def _play(
     workdir: Path, cases: int, size: str, server: str, endpoints: Any, tee: str = "mock"
 ) -> DemoOutcome:
-    from sealbench.benchmarks.brats.definition import load_model_bytes, shipped_definition
     from sealbench.client import _cli_assets as a
     from sealbench.client import _cli_registry as r
     from sealbench.client import _cli_run as x
     from sealbench.client.assets import SIZE_DEFINITIONS
+    from sealbench.client.workflows import load_benchmark_definition, shipped_model_bytes
 
     say = _Narrator()
     # Each grid has its own benchmark (contract, models, leaderboard): small cases are published
     # under brats-small, never registered in the full-size BraTS benchmark.
     shipped = SIZE_DEFINITIONS[size]
-    definition = shipped_definition(shipped)
-    weak = definition.baseline_models[0].name
+    definition = load_benchmark_definition(shipped)
+    shipped_models = definition.model_extra or {}
+    weak = shipped_models["baseline_models"][0]["name"]
     onnx_of = {}
-    for profile, name in (("model-ref", definition.reference_model.name), ("model-weak", weak)):
+    for profile, name in (("model-ref", shipped_models["reference_model"]["name"]),
+                          ("model-weak", weak)):
         onnx = workdir / profile / f"{name}.onnx"
         onnx.parent.mkdir(parents=True, exist_ok=True)
-        onnx.write_bytes(load_model_bytes(definition.model(name)))
+        onnx.write_bytes(shipped_model_bytes(definition, name))
         onnx_of[profile] = (onnx, name)
     say.section("1. the reference lab registers the reference model; the authority publishes "
                 "BraTS naming it; the registry admin approves it")
@@ -306,7 +308,7 @@ def _leaderboard(benchmark_id: int) -> Any:
     from sealbench.client._cli_common import session
 
     with session("authority") as s:
-        board = workflows.leaderboard(s.client, benchmark_id, "dice")
+        board = workflows.leaderboard(s.client, benchmark_id)
     workflows.print_leaderboard(out(), board)
     return board
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
-from pydantic import JsonValue, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 from rich.console import Console
 from rich.table import Table
 
@@ -23,17 +23,17 @@ from sealbench.server.schemas import (
     AssociationStatus,
     AuditVerification,
     BenchmarkCreate,
+    BenchmarkPublic,
     BenchmarkState,
 )
 
 if TYPE_CHECKING:
-    from sealbench.benchmarks.brats.definition import BenchmarkDefinition
+    from sealbench.benchmarks.interface import Benchmark, CaseResult, MetricRef, PublicSummary
 
 __all__ = [
-    "METRICS_VERSION",
-    "REGIONS",
     "TEE_BACKENDS",
     "Backend",
+    "DefinitionDocument",
     "EvaluationImage",
     "LeaderboardView",
     "asset_kinds",
@@ -41,23 +41,27 @@ __all__ = [
     "audit_broken",
     "benchmark_body",
     "benchmark_state",
-    "dice_cells",
+    "case_cells",
+    "case_columns",
+    "column_titles",
     "docker_image_module",
     "evaluation_image",
+    "figure_value",
     "leaderboard",
     "load_benchmark_definition",
-    "metric_value",
+    "metric_ref",
+    "plugin_for",
     "print_leaderboard",
+    "result_cells",
+    "shipped_definitions",
+    "shipped_model_bytes",
     "summary_cases",
+    "summary_of",
 ]
 
-#: The metrics version the enclave scores BraTS with (``sealbench.enclave.rules``).
-METRICS_VERSION: Final = "brats-2023-gli/1"
-REGIONS: Final = ("WT", "TC", "ET")
 #: Every ``--tee`` backend and whether this version implements it.
 TEE_BACKENDS: Final[dict[str, bool]] = {"mock": True, "docker": True, "confidential-space": True}
 Backend = Literal["mock", "docker", "confidential-space"]
-_LOWER_IS_BETTER: Final = frozenset({"hd95", "lesion_hd95", "num_fp", "num_fn"})
 _STATES: Final = ("pending", "approved", "rejected", "retired")
 _STATUSES: Final = ("pending", "approved", "rejected", "withdrawn")
 
@@ -151,45 +155,127 @@ def docker_image_module() -> ModuleType:
     return image_module
 
 
+class DefinitionDocument(BaseModel):
+    """A benchmark definition as published (``sealbench/benchmark-definition`` version 1): what
+    the registry stores is ``contract`` and ``metrics`` as the plug-in ``plugin``
+    (``<name>/<version>``) reads them. Other members (reference and baseline models, the
+    evaluation image) are kept as they are."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    format: Literal["sealbench/benchmark-definition"] = "sealbench/benchmark-definition"
+    format_version: Literal[1] = 1
+    plugin: str | None = None
+    name: str
+    version: str
+    description: str = ""
+    contract: dict[str, Any]
+    metrics: dict[str, Any]
+
+
+def shipped_definitions() -> dict[str, dict[str, Any]]:
+    """The definitions the installed plug-ins ship, by the short name ``--definition`` takes."""
+    from sealbench.benchmarks.interface import ShipsDefinitions
+    from sealbench.benchmarks.registry import PluginRegistry
+
+    registry = PluginRegistry()
+    found: dict[str, dict[str, Any]] = {}
+    for ref in registry.available():
+        plugin = registry.get(ref.name)
+        if isinstance(plugin, ShipsDefinitions):
+            found.update(plugin.definitions())
+    return found
+
+
+def _plugin_of_definition(doc: DefinitionDocument) -> Benchmark:
+    """The installed plug-in the definition names (or, for a definition without ``plugin``,
+    the one installed plug-in whose metrics spec it carries), bound to its contract."""
+    from sealbench.benchmarks.interface import BenchmarkError, bind_data_contract
+    from sealbench.benchmarks.registry import PluginRegistry
+
+    registry = PluginRegistry()
+    try:
+        if doc.plugin is not None:
+            plugin = registry.load(doc.plugin)
+        else:
+            matching = [registry.get(r.name) for r in registry.available()
+                        if registry.get(r.name).metrics_spec() == doc.metrics]
+            if len(matching) != 1:
+                raise ConfigError(
+                    f"definition {doc.name} names no benchmark plug-in and its metrics match "
+                    f"{len(matching)} installed ones",
+                    hint="add \"plugin\": \"<name>/<version>\" to the definition")
+            plugin = matching[0]
+        bound = bind_data_contract(plugin, doc.contract)
+    except BenchmarkError as exc:
+        raise ConfigError(f"definition {doc.name}: {exc}",
+                          hint="export a shipped definition and edit it") from exc
+    if doc.metrics != bound.metrics_spec():
+        raise ConfigError(f"definition {doc.name}: its metrics differ from what plug-in "
+                          f"{plugin.ref} scores", hint="keep the exported metrics as they are")
+    return bound
+
+
 def load_benchmark_definition(
     name_or_path: str, *, name: str | None = None, version: str | None = None
-) -> BenchmarkDefinition:
-    """A shipped definition (``brats``; ``brats-small``, its 64x64x48 demo benchmark) or a
-    definition JSON file, published under ``name`` and ``version`` when they are given (a
-    variant)."""
-    from sealbench.benchmarks.brats.definition import SHIPPED_DEFINITIONS, BenchmarkDefinition
-
+) -> DefinitionDocument:
+    """A definition an installed plug-in ships (``brats``; ``brats-small``, its 64x64x48 demo
+    benchmark; ...) or a definition JSON file, published under ``name`` and ``version`` when
+    they are given (a variant). Its plug-in must be installed and accept its contract and
+    metrics; the returned document names it under ``plugin``."""
     renamed = {k: v for k, v in (("name", name), ("version", version)) if v is not None}
-    if name_or_path in SHIPPED_DEFINITIONS:
-        loaded = SHIPPED_DEFINITIONS[name_or_path]()
-        return BenchmarkDefinition.model_validate({**loaded.model_dump(), **renamed})
-    path = Path(name_or_path)
+    shipped = shipped_definitions()
     try:
-        loaded = BenchmarkDefinition.model_validate_json(path.read_bytes())
-        return BenchmarkDefinition.model_validate({**loaded.model_dump(), **renamed})
-    except OSError as exc:
+        if name_or_path in shipped:
+            raw: dict[str, Any] = shipped[name_or_path]
+        else:
+            raw = json_file(Path(name_or_path))
+        doc = DefinitionDocument.model_validate({**raw, **renamed})
+    except ConfigError as exc:
         raise ConfigError(
-            f"cannot read benchmark definition {path}: {exc.strerror}",
-            hint="pass --definition brats (or brats-small) or the path of a definition JSON file",
+            f"cannot read benchmark definition {name_or_path}: {exc}",
+            hint=f"pass --definition {' or '.join(sorted(shipped)) or 'NAME'} or the path of a "
+            "definition JSON file",
         ) from exc
     except ValidationError as exc:
         raise ConfigError(
-            f"{path} is not a benchmark definition ({exc.error_count()} errors)",
-            hint="see sealbench.benchmarks.brats.definition for the format",
+            f"{name_or_path} is not a benchmark definition ({exc.error_count()} errors)",
+            hint="export a shipped one with 'sealbench benchmark definition export' and edit it",
         ) from exc
+    plugin = _plugin_of_definition(doc)
+    return doc.model_copy(update={"plugin": str(plugin.ref)})
+
+
+def shipped_model_bytes(definition: DefinitionDocument, name: str) -> bytes:
+    """The bytes of model ``name`` of a shipped definition (its reference or a baseline), from
+    the plug-in that ships the model with the same SHA-256."""
+    from sealbench.benchmarks.registry import load
+
+    extra = definition.model_extra or {}
+    refs = [extra.get("reference_model"), *(extra.get("baseline_models") or ())]
+    digest = next((r.get("sha256") for r in refs if isinstance(r, dict) and r.get("name") == name),
+                  None)
+    if definition.plugin is None or digest is None:
+        raise ConfigError(f"definition {definition.name} ships no model named {name!r}")
+    plugin = load(definition.plugin)
+    for shipped in plugin.shipped_models:
+        if shipped.sha256 == digest:
+            return plugin.model_bytes(shipped.name)
+    raise ConfigError(f"plug-in {plugin.ref} does not ship model {name!r} ({digest})")
 
 
 def benchmark_body(
-    definition: BenchmarkDefinition, *, image: EvaluationImage, reference_model_id: int | None
+    definition: DefinitionDocument, *, image: EvaluationImage, reference_model_id: int | None
 ) -> BenchmarkCreate:
-    """The registry request publishing ``definition`` with ``image``."""
+    """The registry request publishing ``definition`` with ``image``, pinned to its plug-in."""
+    plugin = definition.plugin or str(_plugin_of_definition(definition).ref)
     return BenchmarkCreate(
         name=definition.name,
         version=definition.version,
         description=definition.description,
-        data_contract=definition.contract.model_dump(mode="json"),
-        metrics_spec=definition.metrics.model_dump(mode="json"),
-        metrics_version=METRICS_VERSION,
+        data_contract=definition.contract,
+        metrics_spec=definition.metrics,
+        metrics_version=plugin,
         image_reference=image.reference,
         image_digest=image.digest,
         reference_model_id=reference_model_id,
@@ -199,45 +285,95 @@ def benchmark_body(
 # -- results -----------------------------------------------------------------------------------
 
 
-def metric_value(summary: Mapping[str, JsonValue], metric: str, region: str) -> float | None:
-    """The mean of ``metric`` in ``region`` of a public summary, or None if absent."""
-    regions = summary.get("regions")
-    aggregates = summary.get("aggregates")
-    if regions is None and isinstance(aggregates, dict):  # a run's ResultSummary
-        regions = aggregates.get("regions")
-    if not isinstance(regions, dict):
-        return None
-    metrics = regions.get(region)
-    if not isinstance(metrics, dict):
-        return None
-    stats = metrics.get(metric)
-    if not isinstance(stats, dict):
-        return None
-    mean = stats.get("mean")
-    return float(mean) if isinstance(mean, int | float) else None
+def plugin_for(benchmark: BenchmarkPublic) -> Benchmark:
+    """The installed plug-in ``benchmark`` pins, bound to its registered data contract."""
+    from sealbench.benchmarks.interface import BenchmarkError, bind_data_contract
+    from sealbench.benchmarks.registry import load
+
+    try:
+        return bind_data_contract(load(benchmark.metrics_version), benchmark.data_contract)
+    except BenchmarkError as exc:
+        raise ConfigError(
+            f"benchmark {benchmark.id} ({benchmark.name}): {exc}",
+            hint="install the benchmark's plug-in (or upgrade sealbench) to read its results",
+        ) from exc
 
 
-def summary_cases(summary: Mapping[str, JsonValue]) -> int | None:
+def summary_of(plugin: Benchmark, summary: Mapping[str, Any]) -> PublicSummary | None:
+    """The public summary of a registry result (a run's ``ResultSummary`` JSON, or a bare
+    summary) validated by ``plugin``; None when it does not validate."""
+    from sealbench.benchmarks.interface import SummaryError
+
+    aggregates = summary.get("aggregates", summary)
+    if not isinstance(aggregates, Mapping):
+        return None
+    try:
+        return plugin.parse_summary(aggregates)
+    except SummaryError:
+        return None
+
+
+def figure_value(plugin: Benchmark, summary: Mapping[str, Any], ref: MetricRef) -> float | None:
+    """The value of ``ref`` in a registry result's summary (None: absent or undefined)."""
+    parsed = summary_of(plugin, summary)
+    if parsed is None:
+        return None
+    for figure in plugin.figures(parsed):
+        if figure.ref == ref:
+            return figure.value
+    return None
+
+
+def summary_cases(plugin: Benchmark, summary: Mapping[str, Any]) -> int | None:
     """The number of cases a public summary aggregates."""
-    aggregates = summary.get("aggregates")
-    source = aggregates if isinstance(aggregates, dict) else summary
-    value = source.get("n_cases")
-    return value if isinstance(value, int) else None
+    parsed = summary_of(plugin, summary)
+    return None if parsed is None else parsed.n_cases
 
 
-def dice_cells(summary: Mapping[str, JsonValue]) -> tuple[str, str, str]:
-    cells = [metric_value(summary, "dice", region) for region in REGIONS]
-    return cast(
-        "tuple[str, str, str]", tuple("-" if v is None else f"{v:.4f}" for v in cells)
-    )
+def column_titles(plugin: Benchmark) -> tuple[str, ...]:
+    """Titles of the plug-in's compact columns (``Dice WT``, ``AUROC``)."""
+    shown = plugin.presentation
+    return tuple(shown.label(ref) for ref in shown.columns)
+
+
+def _text(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def result_cells(plugin: Benchmark, summary: Mapping[str, Any]) -> tuple[str, ...]:
+    """The compact columns' values of a registry result's summary."""
+    parsed = summary_of(plugin, summary)
+    figures = {} if parsed is None else {f.ref: f.value for f in plugin.figures(parsed)}
+    return tuple(_text(figures.get(ref)) for ref in plugin.presentation.columns)
+
+
+def case_columns(plugin: Benchmark) -> tuple[MetricRef, ...]:
+    """The compact columns a per-case table shows: those of per-case metrics (a dataset-level
+    metric has no per-case value)."""
+    shown = plugin.presentation
+    return tuple(ref for ref in shown.columns if not shown.metric(ref.metric).dataset_level)
+
+
+def case_cells(plugin: Benchmark, case: CaseResult) -> tuple[str, ...]:
+    """One private per-case row: the case id, ``scored`` or ``failed: <reason>``, then its
+    values of :func:`case_columns` (from the summary of that case alone; blank if failed)."""
+    columns = case_columns(plugin)
+    if case.failed:
+        reason = case.to_json().get("reason")
+        return (case.case_id, f"failed: {reason or 'no reason given'}", *("",) * len(columns))
+    figures = {f.ref: f.value for f in plugin.figures(plugin.summarise([case]))}
+    return (case.case_id, "scored", *(_text(figures.get(ref)) for ref in columns))
 
 
 @dataclass(frozen=True)
 class LeaderboardView:
-    """Models x datasets: each cell the mean over WT, TC and ET of ``metric``'s mean."""
+    """Models x datasets: each cell the value of ``metric`` (the plug-in's headline unless
+    chosen) in the latest verified result."""
 
     benchmark_id: int
-    metric: str
+    metric: MetricRef
+    title: str
+    lower_is_better: bool
     models: tuple[tuple[int, str], ...]
     datasets: tuple[tuple[int, str], ...]
     cells: Mapping[tuple[int, int], float]
@@ -249,21 +385,21 @@ class LeaderboardView:
         return sum(values) / len(values) if values else None
 
     def ranked(self) -> list[tuple[int, str]]:
-        lower = self.metric in _LOWER_IS_BETTER
-
         def key(item: tuple[int, str]) -> float:
             score = self.model_score(item[0])
             if score is None:
                 return math.inf
-            return score if lower else -score
+            return score if self.lower_is_better else -score
 
         return sorted(self.models, key=key)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "benchmark_id": self.benchmark_id,
-            "metric": self.metric,
-            "regions": list(REGIONS),
+            "metric": self.metric.metric,
+            "group": self.metric.group,
+            "title": self.title,
+            "direction": "lower" if self.lower_is_better else "higher",
             "rows": [
                 {
                     "model_id": model_id,
@@ -287,7 +423,36 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
 
 
-def leaderboard(client: RegistryClient, benchmark_id: int, metric: str) -> LeaderboardView:
+def metric_ref(plugin: Benchmark, metric: str | None, group: str | None = None) -> MetricRef:
+    """``metric`` (in ``group``) of the plug-in's presentation, or its headline; ConfigError
+    naming the metrics and groups there are."""
+    from sealbench.benchmarks.interface import Direction, MetricRef
+
+    shown = plugin.presentation
+    if metric is None and group is None:
+        return shown.headline
+    ref = MetricRef(metric or shown.headline.metric, group)
+    try:
+        spec = shown.metric(ref.metric)
+    except ValueError as exc:
+        raise ConfigError(f"--metric {ref.metric!r}: {exc}") from None
+    groups = [g.key for g in shown.groups]
+    if group is not None and group not in groups:
+        raise ConfigError(f"--group {group!r}: the benchmark's groups are {groups or 'none'}")
+    if spec.direction is Direction.NEUTRAL:
+        raise ConfigError(f"--metric {ref.metric!r} is a count, not ranked")
+    return ref
+
+
+def leaderboard(client: RegistryClient, benchmark_id: int, metric: str | None = None,
+                group: str | None = None) -> LeaderboardView:
+    from sealbench.benchmarks.interface import Direction
+
+    plugin = plugin_for(client.get_benchmark(benchmark_id))
+    ref = metric_ref(plugin, metric, group)
+    shown = plugin.presentation
+    title = (f"mean {ref.metric} over {', '.join(g.key for g in shown.groups)}"
+             if ref.group is None and shown.groups else shown.label(ref))
     board = client.leaderboard(benchmark_id)
     models: dict[int, str] = {}
     datasets: dict[int, str] = {}
@@ -298,20 +463,20 @@ def leaderboard(client: RegistryClient, benchmark_id: int, metric: str) -> Leade
             withdrawn.add((entry.model_id, entry.dataset_id))
         models[entry.model_id] = f"{entry.model_name} {entry.model_version}"
         datasets[entry.dataset_id] = entry.dataset_name
-        values = [metric_value(entry.summary, metric, region) for region in REGIONS]
-        present = [v for v in values if v is not None]
-        if present:
-            cells[(entry.model_id, entry.dataset_id)] = sum(present) / len(present)
+        value = figure_value(plugin, entry.summary, ref)
+        if value is not None:
+            cells[(entry.model_id, entry.dataset_id)] = value
     return LeaderboardView(
-        benchmark_id, metric, tuple(sorted(models.items())), tuple(sorted(datasets.items())),
-        cells, frozenset(withdrawn),
+        benchmark_id, ref, title, shown.metric(ref.metric).direction is Direction.LOWER,
+        tuple(sorted(models.items())), tuple(sorted(datasets.items())), cells,
+        frozenset(withdrawn),
     )
 
 
 def print_leaderboard(console: Console, board: LeaderboardView) -> None:
     t = Table(
-        title=f"leaderboard of benchmark {board.benchmark_id}: mean {board.metric} over "
-        f"{', '.join(REGIONS)} (verified results only)",
+        title=f"leaderboard of benchmark {board.benchmark_id}: {board.title} "
+        "(verified results only)",
         title_justify="left",
         header_style="bold",
     )

@@ -36,7 +36,7 @@ from .cases import (
     load_case_from_bytes,
 )
 from .contract import BRATS_2023_GLI, REGIONS, BratsContract
-from .definition import load_definition, load_model_bytes
+from .definition import SHIPPED_DEFINITIONS, load_definition, load_model_bytes
 from .errors import CaseContractError, InvalidPredictionError, PreparationError
 from .inference import OnnxSegmenter
 from .metrics import (
@@ -204,6 +204,11 @@ class BratsBenchmark:
             raise CaseContractError(f"the data contract differs from {PLUGIN_REF}'s in "
                                     f"{differing}")
         return self if registered == self.contract else BratsBenchmark(registered, self.metrics)
+
+    def definitions(self) -> Mapping[str, api.JsonObject]:
+        """The shipped definitions (``brats``, ``brats-small``) with this plug-in's pin."""
+        return {name: {**load().model_dump(mode="json"), "plugin": str(PLUGIN_REF)}
+                for name, load in SHIPPED_DEFINITIONS.items()}
 
     def demo_variants(self) -> tuple[api.DemoVariant, ...]:
         small = BratsBenchmark(self.contract.with_shape(_SMALL_GRID), self.metrics)

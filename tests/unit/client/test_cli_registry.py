@@ -196,7 +196,9 @@ def test_registering_the_same_digest_again_warns_and_names_it(cli: Cli, tmp_path
 def test_authority_publishes_a_variant_without_python(cli: Cli, tmp_path: Path) -> None:
     exported = cli("benchmark", "definition", "export", "brats")
     assert exported.exit_code == 0, exported.output
-    assert json.loads(exported.stdout) == load_definition().model_dump(mode="json")
+    # The shipped definition, naming the benchmark plug-in that scores it.
+    assert json.loads(exported.stdout) == {**load_definition().model_dump(mode="json"),
+                                           "plugin": "brats-2023-gli/1"}
     variant = json.loads(exported.stdout)
     variant["description"] = "BraTS with a site-specific note"
     path = tmp_path / "variant.json"
@@ -410,7 +412,7 @@ def test_results_and_leaderboard_of_a_fresh_benchmark_are_empty(cli: Cli, tmp_pa
     assert results.exit_code == 0 and json.loads(results.stdout) == []
     board = json.loads(cli("benchmark", "leaderboard", str(bid), "--json", "--profile",
                            "authority").stdout)
-    assert board["rows"] == [] and board["metric"] == "dice"
+    assert board["standings"] == [] and board["metric"] == "dice"
     assert "leaderboard" in cli("benchmark", "leaderboard", str(bid), "--profile",
                                 "authority").output
 
