@@ -274,7 +274,8 @@ def _populate(
     results: list[int] = []
     for index, (hospital, cases) in enumerate(HOSPITALS):
         digest = sha256_digest(hospital.encode())
-        body = {"name": f"{hospital}-glioma", "digest": digest, "case_count": cases}
+        body = {"name": f"{hospital}-glioma", "digest": digest, "case_count": cases,
+                "statistics": {"grid": BRATS_2023_GLI.grid}}  # the benchmark's grid
         d = _post(url, "/datasets", tokens[hospital], {**body, "prepared_for_id": b})["id"]
         _post(url, f"/benchmarks/{b}/datasets", tokens[hospital], {"asset_id": d})
         _post(url, f"/benchmarks/{b}/datasets/{d}/approve", tokens["authority"])
