@@ -25,6 +25,7 @@ from sealbench.server.web._actions import action_routes
 from sealbench.server.web._audit_page import audit_page
 from sealbench.server.web._owner_pages import owner_pages
 from sealbench.server.web._pages import benchmark_pages
+from sealbench.server.web._progress_page import progress_page
 from sealbench.server.web._render import STATIC_DIR, Templates
 from sealbench.server.web._security import SecurityHeadersMiddleware
 from sealbench.server.web._sessions import SessionStore
@@ -50,6 +51,7 @@ def mount_dashboard(
     for router in (
         signin_routes(state),
         benchmark_pages(state),
+        progress_page(state),
         owner_pages(state),
         audit_page(state),
         action_routes(state),

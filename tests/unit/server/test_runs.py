@@ -229,3 +229,32 @@ def test_concurrent_run_reports_lose_nothing(client: TestClient, world: Any, h: 
     assert len(runs) == 40 and {r["state"] for r in runs} == {"succeeded"}
     assert len(_run_events(client, world.admin)) == 40 * len(STATES)
     assert h.ok(client.get(f"{API}/audit/verify", headers=world.admin.headers))["ok"] is True
+
+
+def _sign_in(client: TestClient, token: str) -> None:
+    import re
+
+    client.cookies.clear()
+    form = client.get("/ui/sign-in").text
+    match = re.search(r'name="csrf" value="([^"]+)"', form)
+    assert match is not None
+    r = client.post("/ui/sign-in", data={"csrf": match.group(1), "token": token, "next": "/ui/"},
+                    follow_redirects=False)
+    assert r.status_code == 303, r.text
+
+
+def test_dashboard_progress_matrix_shows_each_viewer_what_the_api_does(
+    client: TestClient, world: Any, h: Any
+) -> None:
+    h.ok(_put(client, world.data_owner, "run-d", _report(world, h, "failed", 1,
+                                                          reason="key_release_denied")))
+    page = f"/ui/benchmarks/{world.benchmark_id}/progress"
+    for reader in (world.bench_owner, world.model_owner, world.data_owner):
+        _sign_in(client, reader.token)
+        shown = client.get(page)
+        assert shown.status_code == 200, shown.text
+        assert (f'data-model-id="{world.model_id}" data-dataset-id="{world.dataset_id}" '
+                'data-status="failed"') in shown.text
+        assert "key_release_denied" in shown.text and "run-d" in shown.text
+    _sign_in(client, world.other.token)
+    assert client.get(page).status_code == 403
