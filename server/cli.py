@@ -156,7 +156,10 @@ def _open_current(settings: ServerSettings) -> Database:
     if settings.database_url is None:
         path = settings.data_dir / "registry.sqlite3"
         if not path.is_file():
-            raise RegistryError(f"no registry at {path}: run 'sealbench-server init' first")
+            raise RegistryError(
+                f"no registry at {path}: run 'sealbench-server init' "
+                "(or 'sealbench-server migrate') first"
+            )
     db = open_database(settings.effective_database_url)
     try:
         current = current_revision(db.engine)

@@ -9,6 +9,9 @@ without session affinity does).
 - ``sealbench-server token revoke`` and ``user disable`` take effect on every process within
   the stated bound (``revocation_check_seconds``, 1 s here, while the token cache keeps entries
   for 30 s); a revoked token's dashboard session ends at once.
+- Concurrent run-status reports (``PUT /runs/{id}``), each sent twice to different processes,
+  lose nothing and duplicate nothing: every run ends in its last state, with one audit event
+  per state change, and the audit chain verifies.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import http.client
 import itertools
 import os
+import random
 import re
 import signal
 import subprocess
@@ -30,7 +34,9 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import text
 
+from sealbench.server.audit import verify_stored_chain
 from sealbench.server.db import open_database
 from sealbench.server.migrate import current_revision, head_revision
 from sealbench.server.pgcluster import ClusterError, ThrowawayPostgres, free_port
@@ -95,7 +101,7 @@ class RoundRobinProxy:
                 self.end_headers()
                 self.wfile.write(payload)
 
-            do_GET = do_POST = do_HEAD = _forward  # noqa: N815 - http.server's method names
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _forward  # noqa: N815
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -402,3 +408,132 @@ def test_browser_session_hops_between_processes(replicas: Replicas) -> None:
             assert "/ui/sign-in" in page.url
         finally:
             browser.close()
+
+
+RUN_STATES = ("planned", "launching", "running", "succeeded")
+IMAGE_DIGEST = "sha256:" + "1" * 64
+
+
+def _ok(response: httpx.Response, status: int = 200) -> Any:
+    assert response.status_code == status, response.text
+    return response.json()
+
+
+def test_concurrent_run_status_updates_lose_nothing(replicas: Replicas) -> None:
+    n = len(replicas.ports)
+    authority, hospital, vendor = (
+        replicas.user(f"{who}-runs-{n}@x.test") for who in ("authority", "hospital", "vendor")
+    )
+    done = _cli(replicas.env, "user", "add", "--email", f"root-runs-{n}@x.test", "--admin")
+    assert done.returncode == 0, done.stderr
+    admin = done.stdout.strip().splitlines()[-1]
+    with httpx.Client(base_url=replicas.url, timeout=60) as c:
+        bid = _ok(
+            c.post(
+                f"{API}/benchmarks",
+                json={
+                    "name": f"brats-runs-{n}",
+                    "version": "1",
+                    "data_contract": {"modalities": ["t1", "t2"], "shape": [128, 128, 128]},
+                    "metrics_spec": {"dice": {"labels": [1, 2, 3]}},
+                    "metrics_version": "brats-2023/1",
+                    "image_reference": "registry.test/sealbench/eval",
+                    "image_digest": IMAGE_DIGEST,
+                },
+                headers=_bearer(authority),
+            ),
+            201,
+        )["id"]
+        _ok(c.post(f"{API}/benchmarks/{bid}/approve", headers=_bearer(admin)))
+        did = _ok(
+            c.post(
+                f"{API}/datasets",
+                json={"name": "site", "digest": "sha256:" + "2" * 64, "case_count": 5},
+                headers=_bearer(hospital),
+            ),
+            201,
+        )["id"]
+        mid = _ok(
+            c.post(
+                f"{API}/models",
+                json={"name": "unet", "version": "1", "digest": "sha256:" + "3" * 64},
+                headers=_bearer(vendor),
+            ),
+            201,
+        )["id"]
+        for kind, asset, owner in (("datasets", did, hospital), ("models", mid, vendor)):
+            _ok(
+                c.post(
+                    f"{API}/benchmarks/{bid}/{kind}",
+                    json={"asset_id": asset},
+                    headers=_bearer(owner),
+                ),
+                201,
+            )
+            _ok(
+                c.post(f"{API}/benchmarks/{bid}/{kind}/{asset}/approve", headers=_bearer(authority))
+            )
+
+    def report(run_id: str, seq: int, state: str) -> dict[str, Any]:
+        return {
+            "benchmark_id": bid,
+            "dataset_id": did,
+            "model_id": mid,
+            "state": state,
+            "seq": seq,
+            "image_digest": IMAGE_DIGEST,
+            "tee": "mock",
+            "step_seconds": {"launch": float(seq)},
+        }
+
+    reporters, runs_each = 8, 5
+    barrier = threading.Barrier(reporters)
+    failures: list[str] = []
+
+    def reporter(worker: int) -> None:
+        rng = random.Random(worker)
+        pending = {
+            f"run-{worker}-{i}": list(enumerate(RUN_STATES, start=1)) for i in range(runs_each)
+        }
+        with httpx.Client(base_url=replicas.url, timeout=60) as c:
+            barrier.wait()
+            while pending:
+                run_id = rng.choice(sorted(pending))
+                seq, state = pending[run_id].pop(0)
+                if not pending[run_id]:
+                    del pending[run_id]
+                for _ in range(2):  # a retry: the same report again, to the next process
+                    r = c.put(
+                        f"{API}/runs/{run_id}",
+                        json=report(run_id, seq, state),
+                        headers=_bearer(hospital),
+                    )
+                    if r.status_code != 200:
+                        failures.append(f"{run_id} {state}: {r.status_code} {r.text[:200]}")
+
+    threads = [threading.Thread(target=reporter, args=(w,)) for w in range(reporters)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert failures == []
+    with httpx.Client(base_url=replicas.url, timeout=60) as c:
+        runs: list[dict[str, Any]] = []
+        offset: int | None = 0
+        while offset is not None:
+            page = _ok(c.get(f"{API}/runs?limit=200&offset={offset}", headers=_bearer(hospital)))
+            runs.extend(page["items"])
+            offset = page["next_offset"]
+    expected = {f"run-{w}-{i}" for w in range(reporters) for i in range(runs_each)}
+    assert sorted(r["run_id"] for r in runs) == sorted(expected)
+    assert {(r["state"], r["seq"]) for r in runs} == {("succeeded", len(RUN_STATES))}
+    db = open_database(replicas.env["SEALBENCH_SERVER_DATABASE_URL"])
+    with db.reader() as session:
+        verify_stored_chain(session)
+        events = (
+            session.execute(text("SELECT payload FROM audit_events WHERE entity_type = 'run'"))
+            .scalars()
+            .all()
+        )
+    db.dispose()
+    assert len(events) == len(expected) * len(RUN_STATES)
