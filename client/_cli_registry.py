@@ -20,6 +20,7 @@ from sealbench.client._cli_common import (
     table,
     user_label,
 )
+from sealbench.client._cli_leaderboard import benchmark_leaderboard
 from sealbench.client.api import AssetKind
 from sealbench.client.config import ProfileStore
 from sealbench.client.errors import (
@@ -214,27 +215,7 @@ def benchmark_results(
     )
 
 
-@benchmark_app.command("leaderboard")
-def benchmark_leaderboard(
-    benchmark_id: Annotated[int, typer.Argument(help="benchmark id")],
-    metric: Annotated[
-        str | None, typer.Option(help="a metric of the benchmark (default: its headline metric)")
-    ] = None,
-    group: Annotated[
-        str | None, typer.Option(help="one group (region, class) of the metric (default: the "
-                                 "mean over the groups)")
-    ] = None,
-    profile: ProfileOpt = None,
-    json_out: JsonOpt = False,
-) -> None:
-    """Models x datasets: the benchmark's headline metric (or METRIC, in GROUP) of each latest
-    verified result, ranked the way its plug-in says is better."""
-    with session(profile) as s:
-        board = workflows.leaderboard(s.client, benchmark_id, metric, group)
-    if json_out:
-        emit_json(board.to_json())
-        return
-    workflows.print_leaderboard(out(), board)
+benchmark_app.command("leaderboard")(benchmark_leaderboard)
 
 
 @benchmark_app.command("progress")

@@ -1,0 +1,125 @@
+"""``sealbench benchmark leaderboard``: the pooled leaderboard (issue 15) as a table, JSON or CSV.
+
+The registry pools every model over the sites the caller may read (case-weighted, 95%
+intervals, between-site spread, rank groups); this module only renders its answer. The CSV has
+one row per (model, metric) with ``model, model_id, metric, rank, tied, n_sites, n_cases,
+pooled, ci95_low, ci95_high, site_min, site_max, i2, mock_tee`` and one column per site.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from sealbench.client._cli_common import JsonOpt, ProfileOpt, emit_json, out, session
+from sealbench.server.schemas.leaderboard import PooledLeaderboard, PooledValuePublic
+
+__all__ = ["OutputFormat", "benchmark_leaderboard", "print_table", "to_csv"]
+
+CSV_FIXED = ("model", "model_id", "metric", "rank", "tied", "n_sites", "n_cases", "pooled",
+             "ci95_low", "ci95_high", "site_min", "site_max", "i2", "mock_tee")
+MOCK_BADGE = "mock TEE, not a confidential run"
+
+
+class OutputFormat(StrEnum):
+    TABLE = "table"
+    JSON = "json"
+    CSV = "csv"
+
+
+def _num(value: float | None) -> str:
+    return "" if value is None else repr(value)
+
+
+def to_csv(board: PooledLeaderboard) -> str:
+    """One row per (model, metric), one column per site (empty where the model has no value)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow([*CSV_FIXED, *(f"{s.name} (#{s.dataset_id})" for s in board.sites)])
+    for standing in board.standings:
+        for value in standing.values:
+            by_site = {s.dataset_id: s.value for s in value.sites}
+            writer.writerow([
+                f"{standing.model_name} {standing.model_version}", standing.model_id,
+                value.metric, "" if standing.rank is None else standing.rank,
+                str(standing.tied).lower(), value.n_sites, value.n_cases, _num(value.pooled),
+                _num(value.ci95_low), _num(value.ci95_high), _num(value.site_min),
+                _num(value.site_max), _num(value.i2), str(standing.mock_tee).lower(),
+                *(_num(by_site.get(s.dataset_id)) for s in board.sites)])
+    return buffer.getvalue()
+
+
+def _fmt(value: float | None, digits: int = 4) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _interval(value: PooledValuePublic) -> str:
+    if value.ci95_low is None or value.ci95_high is None:
+        return "-"
+    return f"{value.ci95_low:.4f} to {value.ci95_high:.4f}"
+
+
+def print_table(console: Console, board: PooledLeaderboard) -> None:
+    label = next((m.label for m in board.metrics if m.key == board.metric), board.metric)
+    t = Table(title=f"leaderboard of benchmark {board.benchmark_id} ({board.plugin}): {label} "
+              f"pooled over sites ({board.direction} is better)", title_justify="left",
+              header_style="bold")
+    for column, justify in (("rank", "right"), ("model", "left"), ("pooled", "right"),
+                            ("95% CI", "right"), ("sites", "right"), ("cases", "right"),
+                            ("site range", "right"), ("I²", "right")):
+        t.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for s in board.standings:
+        v = s.values[0]
+        rank = "-" if s.rank is None else f"{s.rank}{'=' if s.tied else ''}"
+        span = "-" if v.site_min is None else f"{_fmt(v.site_min)} to {_fmt(v.site_max)}"
+        model = f"{s.model_name} {s.model_version} (#{s.model_id})"
+        t.add_row(rank, model + (" ‡" if s.mock_tee else ""), _fmt(v.pooled),
+                  _interval(v), str(v.n_sites), str(v.n_cases), span,
+                  "-" if v.i2 is None else f"{v.i2:.0%}")
+    console.print(t)
+    if any(s.mock_tee for s in board.standings):
+        console.print(f"‡ {MOCK_BADGE}: verified against a mock attestation issuer")
+    console.print(f"Ranks: {board.rank_rule} ('=' marks a tie). Figures pooled from "
+                  f"{board.scope}.")
+    if board.withheld:
+        console.print(f"{len(board.withheld)} result(s) withheld: "
+                      + "; ".join(f"model {w.model_id} on dataset {w.dataset_id}: {w.reason}"
+                                  for w in board.withheld))
+
+
+def benchmark_leaderboard(
+    benchmark_id: Annotated[int, typer.Argument(help="benchmark id")],
+    metric: Annotated[
+        str | None, typer.Option(help="rank by this metric ('dice', 'dice:WT', 'auroc', ...; "
+                                 "default: the benchmark's headline); unknown names list the "
+                                 "valid ones")
+    ] = None,
+    site: Annotated[
+        list[int] | None, typer.Option(help="only this dataset id (repeatable)")
+    ] = None,
+    fmt: Annotated[
+        OutputFormat, typer.Option("--format", help="table, json or csv (csv: every metric "
+                                   "unless --metric)")
+    ] = OutputFormat.TABLE,
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Every model pooled over the sites you may read: case-weighted figure, 95% interval,
+    sites and cases, between-site range and I²; models whose intervals overlap share a rank."""
+    chosen = OutputFormat.JSON if json_out else fmt
+    with session(profile) as s:
+        board = s.client.pooled_leaderboard(
+            benchmark_id, metric=metric, sites=tuple(site or ()),
+            all_metrics=chosen is OutputFormat.CSV and metric is None)
+    if chosen is OutputFormat.JSON:
+        emit_json(board)
+    elif chosen is OutputFormat.CSV:
+        typer.echo(to_csv(board), nl=False)
+    else:
+        print_table(out(), board)
