@@ -2,7 +2,7 @@
 public interface, packaged as a wheel and installed beside sealbench, is found by name and
 runs through the interface; nothing outside ``tests/`` knows it (the test that the benchmark
 seam is real). The confidential end-to-end runs of it are in
-``tests/e2e/test_third_party_plugin_flow.py`` (mock TEE) and
+``test_plugin_is_evaluated_confidentially_on_the_mock_tee`` below (mock TEE) and
 ``tests/integration/test_third_party_plugin_docker.py`` (the evaluation image)."""
 
 from __future__ import annotations
@@ -124,3 +124,27 @@ def test_installed_plugin_is_found_by_name_and_evaluates(tmp_path: Path) -> None
     from sealbench.benchmarks.registry import PluginRegistry
 
     assert "tiny2dseg" not in PluginRegistry().names()
+
+
+def test_plugin_is_evaluated_confidentially_on_the_mock_tee(tmp_path: Path) -> None:
+    """The hospital's and model owner's whole confidential path, for a benchmark sealbench has
+    never heard of: sealed data and model, keys released by policy to exactly this workload
+    and plug-in version, the enclave (the plug-in environment's interpreter) evaluating,
+    the result attested, opened and validated by the plug-in."""
+    python = plugin_python(tmp_path / "env")
+    (tmp_path / "model.onnx").write_bytes(threshold_model())
+    done = subprocess.run(
+        [python, str(PLUGIN_SOURCE.parent / "confidential_run.py"), "--plugin", "tiny2dseg",
+         "--model", str(tmp_path / "model.onnx"), "--root", str(tmp_path / "run"),
+         "--cases", "5"],
+        capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["pin"] == "tiny2dseg/1" and out["attested_pin"] == "tiny2dseg/1"
+    assert out["attested_image"] == out["image_digest"]
+    assert out["results"] == 5
+    assert out["summary"]["metrics_version"] == "tiny2dseg/1"
+    document = out["summary"]["aggregates"]  # the plug-in's own summary document
+    assert document["summary_id"] == "tiny2dseg/summary"
+    assert document["n_cases"] == 5 and document["n_failed"] == 0
+    assert document["dice_mean"] > 0.8
