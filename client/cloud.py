@@ -1,12 +1,15 @@
-"""An asset owner's cloud account as the client uses it: where its KMS key, bucket and workload
-identity pool are, and the production clients (Cloud KMS, Cloud Storage, the policy writer)
-acting as the owner.
+"""An asset owner's cloud account as the client uses it (the :class:`OwnerCloud` interface):
+where its KMS key, bucket and workload identity pool are, and the production clients (Cloud
+KMS, Cloud Storage, the IAM REST API through google-auth's authorized session) acting as the
+owner. Failures are translated here, once, into one-line :class:`CloudError` s naming the
+resource with the ``gcloud`` command that fixes them (:func:`cloud_failure`).
 
-Today the one implementation is :class:`InsecureMockOwnerCloud`, the owner's account in the
-local mock confidential cloud (``sealbench mock-tee up``): it provisions the owner's project,
-key ring, key and bucket on first use, exactly as an owner does by hand on Google Cloud, and
-gets an owner access token from the mock's INSECURE control endpoint. Everything else goes
-through the same Google client libraries and REST calls as production.
+Two implementations: :class:`GcpOwnerCloud`, the owner's Google Cloud project (Application
+Default Credentials, optionally impersonating; Google's endpoints unless a profile overrides
+them, the only other difference the clients see), and :class:`InsecureMockOwnerCloud`, the same
+class with the local mock's endpoints, an owner token from its INSECURE control endpoint and
+the mock's platform (``sealbench mock-tee up``), which provisions the owner's project, key and
+bucket on first use.
 
 Naming in the mock, derived from the owner's registry email so that each owner is separate::
 

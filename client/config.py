@@ -14,8 +14,12 @@ no profile file at all).
     {"version": 1, "current": "hospital-a",
      "profiles": {"hospital-a": {"server": "http://127.0.0.1:8000", "token": "…",
                                  "mock_tee": "/abs/state/dir" | null,
+                                 "gcp": {"project": "…", "project_number": "…", …} | null,
                                  "log_key": "<origin>+<key id>+<key>" | null,
                                  "witnesses": ["<name>+<key id>+<key>", ...]}}}
+
+``gcp`` (:class:`GcpSettings`) names a Google Cloud project and what sealbench touches in it,
+never credentials; a profile has ``mock_tee`` or ``gcp``, not both.
 
 ``log_key`` is the registry's transparency-log key, pinned when the profile is added (C2SP
 verifier key); ``witnesses`` are the cosigners whose cosignature each checkpoint must carry.

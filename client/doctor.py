@@ -99,10 +99,15 @@ def _run(name: str, probe: Callable[[], str], fix: str, project: str) -> Check:
             return Check(name, False, f"the {service} API is disabled in project {project}",
                          enable_command(service, project))
         if isinstance(exc, gexc.NotFound):
-            return Check(name, False, f"not found: {exc.message}", fix)
+            return Check(name, False, f"not found: {_reason(exc.message)}", fix)
         if isinstance(exc, gexc.Forbidden):
-            return Check(name, False, f"permission denied: {exc.message}", fix)
+            return Check(name, False, f"permission denied: {_reason(exc.message)}", fix)
         return Check(name, False, f"{type(exc).__name__}: {str(exc)[:300]}", fix)
+
+
+def _reason(message: object) -> str:
+    """Google's error message without the ``METHOD URL:`` prefix the REST clients add."""
+    return re.sub(r"^(GET|POST|PUT|PATCH|DELETE) \S+: ", "", str(message))[:300]
 
 
 def _get(session: Any, url: str, what: str, **kwargs: Any) -> dict[str, Any]:

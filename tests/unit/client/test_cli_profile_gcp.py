@@ -91,3 +91,51 @@ def test_a_gcp_profile_gives_the_production_owner_cloud(
     cloud.credentials()
     cloud.credentials()
     assert asked == ["sealer@hospital-a-prod.iam.gserviceaccount.com"]  # once, impersonating
+
+
+def test_endpoint_overrides_are_stored_shown_and_pinned_by_the_policy(
+    runner: CliRunner, cli_home: Path
+) -> None:
+    added = _add(runner, *GCP, "--api-endpoint", "kms=https://cloudkms.private.example",
+                 "--api-endpoint=sts=https://sts.private.example/v1/token")
+    assert added.exit_code == 0, added.output  # type: ignore[attr-defined]
+    rows = json.loads(runner.invoke(app, ["profile", "show", "hospital", "--json"]).stdout)
+    assert rows["kms endpoint"] == "https://cloudkms.private.example"
+    assert rows["attestation issuer"] == "https://confidentialcomputing.googleapis.com/"
+    profile = dict(ProfileStore.from_environment().names())["hospital"]
+    cloud = owner_cloud(
+        ResolvedProfile("hospital", profile, cli_home / "s", cli_home / "d"), None, None  # type: ignore[arg-type]
+    )
+    assert isinstance(cloud, GcpOwnerCloud)
+    assert cloud.apis.kms == "https://cloudkms.private.example"
+    assert cloud.apis.storage == "https://storage.googleapis.com"
+    # the policy pins exactly the destinations runs will name: the overridden two, Google's third
+    pinned = cloud.platform.endpoints
+    assert pinned is not None
+    assert (pinned.kms_endpoint, pinned.sts_url, pinned.storage_endpoint) == (
+        "https://cloudkms.private.example", "https://sts.private.example/v1/token",
+        "https://storage.googleapis.com",
+    )
+    from sealbench.client.owner import run_endpoints
+
+    assert profile.gcp is not None
+    spec = run_endpoints(profile.gcp)
+    assert spec is not None and spec.service_endpoints() == pinned
+
+
+@pytest.mark.parametrize(
+    ("override", "says"),
+    [
+        ("kms", "NAME=URL"),
+        ("vault=https://vault.example", "unknown API 'vault'"),
+        ("kms=http://cloudkms.example", "not an https URL"),
+        ("kms=https://user:pw@cloudkms.example", "not an https URL"),
+    ],
+)
+def test_a_bad_endpoint_override_is_a_usage_error(
+    runner: CliRunner, cli_home: Path, override: str, says: str
+) -> None:
+    result = _add(runner, *GCP, "--api-endpoint", override)
+    assert result.exit_code == 2, result.output  # type: ignore[attr-defined]
+    assert says in " ".join(result.output.split())  # type: ignore[attr-defined]
+    assert not (cli_home / "profiles.json").exists()
