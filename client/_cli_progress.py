@@ -57,8 +57,11 @@ class RunDisplay:
         label = self._label(event)
         say = self._bar.console.print
         if event.kind == "skipped":
-            say(f"model {event.model_id}: already evaluated in {event.run_id} "
-                "(use --force to run again)", highlight=False)
+            if event.message and event.message.startswith("running"):
+                say(f"model {event.model_id}: {event.message}", highlight=False)
+            else:
+                say(f"model {event.model_id}: already evaluated in {event.run_id} "
+                    "(use --force to run again)", highlight=False)
             return
         if event.kind == "repaired":
             say(f"run {event.run_id} ({label}) was left unfinished by a process that ended: "

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -28,7 +29,14 @@ from sealbench.client.api import AssetKind
 from sealbench.client.config import ResolvedProfile
 from sealbench.client.errors import ConfigError
 from sealbench.client.keys import init_result_key, load_result_key, load_result_private_key
-from sealbench.client.runner import Runner, RunOutcome, RunPlan, StageTimeouts, plan_runs
+from sealbench.client.runner import (
+    Runner,
+    RunOutcome,
+    RunPlan,
+    StageTimeouts,
+    plan_runs,
+    repair_stale_runs,
+)
 from sealbench.server.schemas import ResultPublic
 
 __all__ = [
@@ -352,7 +360,10 @@ def _breakdown(record: runs.RunRecord) -> str:
 def result_ls(profile: ProfileOpt = None, json_out: JsonOpt = False) -> list[runs.RunRecord]:
     """Runs launched from this machine with this profile, and whether they were submitted."""
     with session(profile) as s:
-        records = runs.RunStore(s.profile.data_dir / "runs").all()
+        store = runs.RunStore(s.profile.data_dir / "runs")
+        if any(r.active for r in store.all()):  # left unfinished by a process that ended?
+            repair_stale_runs(store, s.client, datetime.now(UTC))
+        records = store.all()
     if json_out:
         emit_json(records)
         return records

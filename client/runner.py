@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import queue
 import random
 import re
@@ -53,6 +54,7 @@ from sealbench.client.launchers.base import (
 from sealbench.client.runs import (
     RunRecord,
     RunStore,
+    owner_alive,
     process_identity,
     recorded_failure,
     report_of,
@@ -70,6 +72,7 @@ __all__ = [
     "Runner",
     "StageTimeouts",
     "plan_runs",
+    "repair_stale_runs",
 ]
 
 _log = logging.getLogger("sealbench.client")
@@ -119,14 +122,16 @@ class PlannedPair:
 
 @dataclass(frozen=True)
 class RunPlan:
-    """What :meth:`Runner.run` will launch (``todo``) and what is already evaluated with this
-    image and metrics version (``done``, the succeeded records)."""
+    """What :meth:`Runner.run` will launch (``todo``), what is already evaluated with this
+    image and metrics version (``done``, the succeeded records), and what another live
+    process of this profile is running now (``busy``: not launched twice)."""
 
     benchmark_id: int
     image_digest: str
     metrics_version: str
     todo: tuple[PlannedPair, ...]
     done: tuple[RunRecord, ...]
+    busy: tuple[RunRecord, ...] = ()
 
 
 def plan_runs(
@@ -143,7 +148,16 @@ def plan_runs(
     ``image_digest`` and ``metrics_version`` is to do; with ``force`` every pair is."""
     todo: list[PlannedPair] = []
     done: list[RunRecord] = []
+    busy: list[RunRecord] = []
+    live = {
+        (r.dataset_id, r.model_id): r for r in store.all()
+        if r.benchmark_id == benchmark_id and r.active and r.owner_pid is not None
+        and r.owner_pid != os.getpid() and owner_alive(r.owner_pid, r.owner_started)
+    }
     for dataset_id, model_id in pairs:
+        if (dataset_id, model_id) in live:
+            busy.append(live[(dataset_id, model_id)])
+            continue
         previous = None if force else store.succeeded(
             benchmark_id, dataset_id, model_id,
             image_digest=image_digest, metrics_version=metrics_version,
@@ -152,7 +166,24 @@ def plan_runs(
             todo.append(PlannedPair(dataset_id, model_id))
         else:
             done.append(previous)
-    return RunPlan(benchmark_id, image_digest, metrics_version, tuple(todo), tuple(done))
+    return RunPlan(benchmark_id, image_digest, metrics_version, tuple(todo), tuple(done),
+                   tuple(busy))
+
+
+def repair_stale_runs(
+    store: RunStore, client: RegistryClient | None, now: datetime
+) -> list[RunRecord]:
+    """Record ``interrupted`` every unfinished run whose owner process is gone
+    (:meth:`RunStore.repair_stale`) and tell the registry (a report it refuses is logged)."""
+    repaired = store.repair_stale(now)
+    for record in repaired:
+        if client is None:
+            continue
+        try:
+            client.report_run(record.run_id, report_of(record))
+        except ClientError as exc:
+            _log.warning("run %s: the registry did not take its repair (%s)", record.run_id, exc)
+    return repaired
 
 
 @dataclass(frozen=True)
@@ -274,11 +305,13 @@ class Runner:
     def run(self, plan: RunPlan) -> RunOutcome:
         """Repair stale records, record and report every planned run, launch them
         ``parallel`` at a time, and return when all ended or the runner was interrupted."""
-        for fixed in self._store.repair_stale(self._clock()):
-            self._report(fixed)
+        for fixed in repair_stale_runs(self._store, self._client, self._clock()):
             self._emit("repaired", fixed, reason=fixed.reason, message=fixed.error)
         for record in plan.done:
             self._emit("skipped", record, message=f"already evaluated in {record.run_id}")
+        for record in plan.busy:
+            self._emit("skipped", record, message=f"running in process {record.owner_pid} "
+                       f"as {record.run_id}")
         slots = [self._plan_one(plan, pair) for pair in plan.todo]
         work: queue.SimpleQueue[_Slot] = queue.SimpleQueue()
         for slot in slots:

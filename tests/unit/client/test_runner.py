@@ -365,3 +365,22 @@ def test_runner_reports_every_state_and_the_authority_sees_progress(
     assert {r.state for r in rows} == {"succeeded", "failed", "interrupted"}
     assert all("dbgstat" not in r.model_dump_json() for r in rows)  # local text stays local
     assert api["modelco"].benchmark_progress(b).counts == board.counts
+
+
+def test_pair_running_in_another_live_process_is_not_launched_twice(tmp_path: Path) -> None:
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        pid, started = process_identity(other.pid)
+        store = RunStore(tmp_path)
+        store.save(_record("run-elsewhere", "running", pid, started))
+        plan = _plan(store, (1, 2))
+        assert [p.model_id for p in plan.todo] == [2]
+        assert [r.run_id for r in plan.busy] == ["run-elsewhere"]
+        outcome = _runner(ScriptedLauncher(), store, []).run(plan)
+        assert store.get("run-elsewhere").status == "running"  # its owner lives: not repaired
+        assert [r.model_id for r in outcome.records] == [2]
+    finally:
+        other.kill()
+        other.wait()
+    store.repair_stale(datetime(2026, 1, 2, tzinfo=UTC))
+    assert store.get("run-elsewhere").status == "interrupted"
