@@ -8,8 +8,6 @@ pooled, ci95_low, ci95_high, site_min, site_max, i2, mock_tee`` and one column p
 
 from __future__ import annotations
 
-import csv
-import io
 from enum import StrEnum
 from typing import Annotated
 
@@ -18,12 +16,10 @@ from rich.console import Console
 from rich.table import Table
 
 from sealbench.client._cli_common import JsonOpt, ProfileOpt, emit_json, out, session
-from sealbench.server.schemas.leaderboard import PooledLeaderboard, PooledValuePublic
+from sealbench.server.schemas.leaderboard import PooledLeaderboard, PooledValuePublic, to_csv
 
 __all__ = ["OutputFormat", "benchmark_leaderboard", "print_table", "to_csv"]
 
-CSV_FIXED = ("model", "model_id", "metric", "rank", "tied", "n_sites", "n_cases", "pooled",
-             "ci95_low", "ci95_high", "site_min", "site_max", "i2", "mock_tee")
 MOCK_BADGE = "mock TEE, not a confidential run"
 
 
@@ -31,28 +27,6 @@ class OutputFormat(StrEnum):
     TABLE = "table"
     JSON = "json"
     CSV = "csv"
-
-
-def _num(value: float | None) -> str:
-    return "" if value is None else repr(value)
-
-
-def to_csv(board: PooledLeaderboard) -> str:
-    """One row per (model, metric), one column per site (empty where the model has no value)."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow([*CSV_FIXED, *(f"{s.name} (#{s.dataset_id})" for s in board.sites)])
-    for standing in board.standings:
-        for value in standing.values:
-            by_site = {s.dataset_id: s.value for s in value.sites}
-            writer.writerow([
-                f"{standing.model_name} {standing.model_version}", standing.model_id,
-                value.metric, "" if standing.rank is None else standing.rank,
-                str(standing.tied).lower(), value.n_sites, value.n_cases, _num(value.pooled),
-                _num(value.ci95_low), _num(value.ci95_high), _num(value.site_min),
-                _num(value.site_max), _num(value.i2), str(standing.mock_tee).lower(),
-                *(_num(by_site.get(s.dataset_id)) for s in board.sites)])
-    return buffer.getvalue()
 
 
 def _fmt(value: float | None, digits: int = 4) -> str:

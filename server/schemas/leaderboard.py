@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import csv
+import io
+
 from pydantic import Field
 
 from sealbench.server.schemas.assets import AssetKind
 from sealbench.server.schemas.common import WireModel
 
 __all__ = [
+    "CSV_FIXED",
     "MetricInfoPublic",
     "PooledLeaderboard",
     "PooledValuePublic",
@@ -15,7 +19,12 @@ __all__ = [
     "SiteValuePublic",
     "StandingPublic",
     "WithheldPublic",
+    "to_csv",
 ]
+
+#: The CSV's fixed columns; one column per site follows, titled ``<dataset name> (#<id>)``.
+CSV_FIXED = ("model", "model_id", "metric", "rank", "tied", "n_sites", "n_cases", "pooled",
+             "ci95_low", "ci95_high", "site_min", "site_max", "i2", "mock_tee")
 
 
 class MetricInfoPublic(WireModel):
@@ -84,3 +93,26 @@ class PooledLeaderboard(WireModel):
     scope: str = Field(description="which results the caller's figures are pooled from")
     rank_rule: str
     interval_rule: str
+
+
+def _num(value: float | None) -> str:
+    return "" if value is None else repr(value)
+
+
+def to_csv(board: PooledLeaderboard) -> str:
+    """One row per (model, metric), one column per site (empty where the model has no value
+    there); what the CLI's ``--format csv`` prints and the dashboard's download serves."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow([*CSV_FIXED, *(f"{s.name} (#{s.dataset_id})" for s in board.sites)])
+    for standing in board.standings:
+        for value in standing.values:
+            by_site = {s.dataset_id: s.value for s in value.sites}
+            writer.writerow([
+                f"{standing.model_name} {standing.model_version}", standing.model_id,
+                value.metric, "" if standing.rank is None else standing.rank,
+                str(standing.tied).lower(), value.n_sites, value.n_cases, _num(value.pooled),
+                _num(value.ci95_low), _num(value.ci95_high), _num(value.site_min),
+                _num(value.site_max), _num(value.i2), str(standing.mock_tee).lower(),
+                *(_num(by_site.get(s.dataset_id)) for s in board.sites)])
+    return buffer.getvalue()

@@ -23,6 +23,7 @@ from starlette.staticfiles import StaticFiles
 from sealbench.server.settings import ServerSettings
 from sealbench.server.web._actions import action_routes
 from sealbench.server.web._audit_page import audit_page
+from sealbench.server.web._leaderboard_page import pooled_pages
 from sealbench.server.web._owner_pages import owner_pages
 from sealbench.server.web._pages import benchmark_pages
 from sealbench.server.web._progress_page import progress_page
@@ -51,6 +52,7 @@ def mount_dashboard(
     for router in (
         signin_routes(state),
         benchmark_pages(state),
+        pooled_pages(state),
         progress_page(state),
         owner_pages(state),
         audit_page(state),

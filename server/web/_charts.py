@@ -1,7 +1,9 @@
 """Server-rendered dot plots for the leaderboard: one chart per region, Dice and HD95 side by
 side, one row per model, one dot per dataset (its mean over cases) with the interquartile range
-as a whisker. Pure geometry: the template draws the SVG, with no script and no inline style
-(colours come from CSS classes ``ds-0`` … ``ds-5`` so the Content-Security-Policy holds).
+as a whisker; and the pooled leaderboard's forest plots (each site's estimate and 95% interval,
+the pooled diamond, an axis from where the metric starts). Pure geometry: the template draws
+the SVG, with no script and no inline style (colours come from CSS classes ``ds-0`` …
+``ds-5`` so the Content-Security-Policy holds).
 """
 
 from __future__ import annotations
@@ -11,7 +13,19 @@ from dataclasses import dataclass
 
 from sealbench.server.web._views import REGIONS, Board, region_stat
 
-__all__ = ["Chart", "Dot", "Panel", "RowLabel", "Tick", "build_charts", "nice_ticks"]
+__all__ = [
+    "Chart",
+    "Dot",
+    "Forest",
+    "ForestRow",
+    "Panel",
+    "RowLabel",
+    "Tick",
+    "build_charts",
+    "build_forest",
+    "forest_axis",
+    "nice_ticks",
+]
 
 WIDTH = 1040
 LABEL_W = 190
@@ -183,3 +197,95 @@ def _chart(board: Board, region: str) -> Chart | None:
         rows=rows,
         panels=tuple(panels),
     )
+
+
+# -- forest plots of the pooled leaderboard (issue 15) ----------------------------------------
+
+FOREST_W = 720
+FOREST_LABEL_W = 200
+FOREST_ROW_H = 22
+FOREST_TOP = 30
+FOREST_BOTTOM = 34
+
+
+@dataclass(frozen=True)
+class ForestRow:
+    """One site (``diamond`` False: estimate and 95% interval) or the pooled figure."""
+
+    label: str
+    y: float
+    cx: float | None
+    lo: float | None
+    hi: float | None
+    diamond: bool
+    mock: bool
+    title: str
+
+    @property
+    def diamond_points(self) -> str:
+        """The pooled diamond: the interval's ends and the estimate, half a row high."""
+        if self.cx is None:
+            return ""
+        lo = self.lo if self.lo is not None else self.cx
+        hi = self.hi if self.hi is not None else self.cx
+        h = FOREST_ROW_H * 0.35
+        return f"{lo},{self.y} {self.cx},{self.y - h} {hi},{self.y} {self.cx},{self.y + h}"
+
+
+@dataclass(frozen=True)
+class Forest:
+    model_id: int
+    title: str
+    width: int
+    height: int
+    x0: float
+    x1: float
+    plot_top: float
+    plot_bottom: float
+    ticks: tuple[Tick, ...]
+    rows: tuple[ForestRow, ...]
+
+
+def forest_axis(lows: list[float], highs: list[float], *, unit: str,
+                bounded: bool) -> tuple[float, ...]:
+    """Ticks from where the metric starts: 0 to 1 for a proportion (Dice, AUROC), 0 to the
+    largest value for a distance or count."""
+    if bounded:
+        return tuple(round(i * 0.2, 10) for i in range(6))
+    upper = max([*highs, *lows, 1e-9])
+    return nice_ticks(0.0, upper)
+
+
+def build_forest(model_id: int, title: str, sites: list[tuple[str, float | None, float | None,
+                                                              float | None, bool]],
+                 pooled: tuple[float | None, float | None, float | None],
+                 ticks: tuple[float, ...], unit: str) -> Forest:
+    """A model's forest plot: one row per site (``(label, value, low, high, mock)``) and the
+    pooled diamond, on the shared axis ``ticks``."""
+    x0, x1 = float(FOREST_LABEL_W), float(FOREST_W - 16)
+    bottom, top = ticks[0], ticks[-1]
+
+    def x(value: float | None) -> float | None:
+        if value is None:
+            return None
+        return round(x0 + (x1 - x0) * min(max((value - bottom) / (top - bottom), 0.0), 1.0), 2)
+
+    def text(value: float | None) -> str:
+        return "-" if value is None else f"{value:.4f}{unit}"
+
+    rows = []
+    for i, (label, value, low, high, mock) in enumerate(sites):
+        y = FOREST_TOP + i * FOREST_ROW_H + FOREST_ROW_H / 2
+        interval = "" if low is None else f" (95% CI {text(low)} to {text(high)})"
+        rows.append(ForestRow(label, y, x(value), x(low), x(high), False, mock,
+                              f"{label}: {text(value)}{interval}"))
+    y = FOREST_TOP + len(sites) * FOREST_ROW_H + FOREST_ROW_H / 2 + 6
+    value, low, high = pooled
+    interval = "" if low is None else f" (95% CI {text(low)} to {text(high)})"
+    rows.append(ForestRow("pooled", y, x(value), x(low), x(high), True, False,
+                          f"pooled: {text(value)}{interval}"))
+    plot_bottom = y + FOREST_ROW_H / 2 + 4
+    return Forest(model_id, title, FOREST_W, int(plot_bottom + FOREST_BOTTOM), x0, x1,
+                  float(FOREST_TOP - 6), plot_bottom,
+                  tuple(Tick(v, _fmt_tick(t)) for t in ticks if (v := x(t)) is not None),
+                  tuple(rows))

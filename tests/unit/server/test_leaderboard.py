@@ -1,10 +1,13 @@
-"""The pooled leaderboard (issue 15) through the API: case-weighted pooled figures equal to
-pooling the raw cases, rank groups from overlapping intervals, the small-cell rule, the mock-TEE
-mark, the visibility matrix, and an answer that carries numbers, never summaries or tokens."""
+"""The pooled leaderboard (issue 15) through the API and the dashboard: case-weighted
+pooled figures equal to pooling the raw cases, rank groups from overlapping intervals, the
+small-cell rule, the mock-TEE mark, the visibility matrix (API and page), forest plots, the CSV
+download, and an answer that carries numbers, never summaries or tokens."""
 
 from __future__ import annotations
 
 import itertools
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -16,9 +19,12 @@ from fastapi.testclient import TestClient
 from sealbench.benchmarks.brats import BRATS_2023_GLI_METRICS, CaseScores, RegionScores, aggregate
 from sealbench.benchmarks.wdbc import summary as wdbc_summary
 from sealbench.crypto.digest import sha256_digest
+from sealbench.server.app import create_app
 from sealbench.server.db import open_database
 from sealbench.server.models import Benchmark, Dataset, Model, Result
-from sealbench.server.settings import CONFIDENTIAL_SPACE_ISSUER
+from sealbench.server.schemas.leaderboard import PooledLeaderboard, to_csv
+from sealbench.server.settings import CONFIDENTIAL_SPACE_ISSUER, ServerSettings
+from sealbench.server.web import mount_dashboard
 
 SPEC = BRATS_2023_GLI_METRICS
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -99,8 +105,17 @@ def _world(client: TestClient, make_user: Any, database_url: str, plugin: str) -
 
 
 @pytest.fixture
-def brats(client: TestClient, make_user: Any, database_url: str) -> Board:
-    board = _world(client, make_user, database_url, "brats-2023-gli/1")
+def web(settings: ServerSettings, clock: Any, jwks_fetcher: Any) -> Iterator[TestClient]:
+    """The app with its dashboard (the API answers on it too)."""
+    app = create_app(settings, clock=clock, jwks_fetcher=jwks_fetcher)
+    mount_dashboard(app, settings)
+    with TestClient(app) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def brats(web: TestClient, make_user: Any, database_url: str) -> Board:
+    board = _world(web, make_user, database_url, "brats-2023-gli/1")
     rng = np.random.default_rng(7)
     plan = {  # (model, dataset): cases, mean Dice, sd
         ("x", "small"): (6, 0.85, 0.15), ("x", "large"): (2000, 0.70, 0.10),
@@ -261,3 +276,96 @@ def test_benchmark_without_an_installed_plugin_says_so(client: TestClient, make_
     board = _world(client, make_user, database_url, "brats-2023/1")
     response = board.get("authority")
     assert response.status_code == 409 and "plug-in" in response.text
+
+
+# -- the dashboard ------------------------------------------------------------------------------
+
+_CSRF = re.compile(r'name="csrf" value="([^"]+)"')
+_ROW = re.compile(r'<tr data-model-id="(\d+)" data-rank="([^"]*)" data-pooled="([^"]*)" '
+                  r'data-ci-low="([^"]*)" data-ci-high="([^"]*)" data-n-sites="(\d+)" '
+                  r'data-n-cases="(\d+)">(.*?)</tr>', re.S)
+_CELL = re.compile(r'<td class="num cell" data-dataset-id="(\d+)" data-value="([^"]*)">')
+
+
+def _sign_in(web: TestClient, token: str) -> None:
+    web.cookies.clear()
+    form = web.get("/ui/sign-in")
+    csrf = _CSRF.search(form.text)
+    assert csrf is not None
+    r = web.post("/ui/sign-in", data={"csrf": csrf.group(1), "token": token, "next": "/ui/"},
+                 follow_redirects=False)
+    assert r.status_code == 303, r.text
+
+
+def _float(text: str) -> float | None:
+    return None if text == "" else float(text)
+
+
+def _page_rows(html: str) -> dict[int, tuple[Any, ...]]:
+    return {int(m[0]): (None if m[1] == "" else int(m[1]), _float(m[2]), _float(m[3]),
+                        _float(m[4]), int(m[5]), int(m[6]),
+                        {int(d): _float(v) for d, v in _CELL.findall(m[7])})
+            for m in _ROW.findall(html)}
+
+
+def _api_rows(doc: Any) -> dict[int, tuple[Any, ...]]:
+    out = {}
+    for s in doc["standings"]:
+        v = s["values"][0]
+        out[s["model_id"]] = (s["rank"], v["pooled"], v["ci95_low"], v["ci95_high"],
+                              v["n_sites"], v["n_cases"],
+                              {x["dataset_id"]: x["value"] for x in v["sites"]})
+    return out
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("who", ["authority", "hospital_b", "vendor_x", "vendor_y", "outsider"])
+def test_page_shows_exactly_what_the_api_answers(brats: Board, who: str) -> None:
+    api = _ok(brats.get(who, metric="hd95:TC"))
+    _sign_in(brats.client, brats.users[who].token)
+    page = brats.client.get(f"/ui/benchmarks/{brats.benchmark_id}/pooled",
+                            params={"metric": "hd95:TC"})
+    assert page.status_code == 200
+    assert _page_rows(page.text) == _api_rows(api)
+    assert len(api["standings"]) == {"authority": 3, "hospital_b": 3, "vendor_x": 1,
+                                     "vendor_y": 2, "outsider": 0}[who]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_forest_plots_breakdown_badge_and_small_cells_on_the_page(brats: Board) -> None:
+    _sign_in(brats.client, brats.users["authority"].token)
+    html = brats.client.get(f"/ui/benchmarks/{brats.benchmark_id}/pooled").text
+    forests = re.findall(r'<figure class="chart forest" data-model-id="(\d+)">(.*?)</figure>',
+                         html, re.S)
+    assert {int(m) for m, _ in forests} == set(brats.models.values())
+    for _, svg in forests:
+        assert svg.count('class="diamond"') == 1 and svg.count('class="estimate"') == 2
+        ticks = re.findall(r'<text class="tick"[^>]*>([^<]+)</text>', svg)
+        assert ticks[0] == "0" and ticks[-1] == "1"  # Dice starts at 0 and ends at 1
+    api = _ok(brats.get("authority", all_metrics="true"))
+    shown = re.findall(r'<td class="num" data-metric="dice:(WT|TC|ET)" data-value="([^"]*)">',
+                       html)
+    assert [g for g, _ in shown[:3]] == ["WT", "TC", "ET"]  # the per-region breakdown
+    values = {v["metric"]: v["pooled"] for v in api["standings"][0]["values"]}
+    assert [float(v) for _, v in shown[:3]] == [values[f"dice:{g}"] for g in ("WT", "TC", "ET")]
+    x_row = next(m for m in _ROW.findall(html) if int(m[0]) == brats.models["x"])
+    z_row = next(m for m in _ROW.findall(html) if int(m[0]) == brats.models["z"])
+    assert "mock TEE, not a confidential run" in x_row[7]
+    assert "mock TEE" not in z_row[7]
+    assert f"dataset #{brats.datasets['tiny']}" in html and "small-cell" in html
+    assert f'data-dataset-id="{brats.datasets["tiny"]}"' not in html
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_csv_download_equals_the_api(brats: Board) -> None:
+    _sign_in(brats.client, brats.users["vendor_y"].token)
+    download = brats.client.get(f"/ui/benchmarks/{brats.benchmark_id}/pooled.csv")
+    assert download.status_code == 200
+    assert download.headers["content-type"].startswith("text/csv")
+    assert "attachment" in download.headers["content-disposition"]
+    api = PooledLeaderboard.model_validate(_ok(brats.get("vendor_y", all_metrics="true")))
+    assert download.text == to_csv(api)
+    assert {line.split(",")[0] for line in download.text.splitlines()[1:]} == {"y 1", "z 1"}
+    bad = brats.client.get(f"/ui/benchmarks/{brats.benchmark_id}/pooled.csv",
+                           params={"metric": "nope"})
+    assert bad.status_code == 422 and "dice:WT" in bad.text
