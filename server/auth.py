@@ -10,10 +10,11 @@ disabled user (``users.disabled_at``) is refused either way.
 The token cache, and how fast a revocation reaches every process: a resolved API token is kept
 in this process's memory for at most ``cache_seconds``. Every revocation and every disabling
 adds one to the database's ``auth_generation`` row in its own transaction; each process reads
-that row (one primary-key read) at most once per ``revocation_check_seconds`` and empties its
-cache when the value moved. So a revoked token or a disabled user stops working on every process
-at most ``revocation_check_seconds`` (default 1 s) after the revocation committed, plus the
-duration of a request already past authentication; the cache itself is safe to lose.
+that row (one primary-key read, by one thread at a time) at most once per
+``revocation_check_seconds`` and empties its cache when the value moved. So a revoked token or a
+disabled user stops working on every process at most ``revocation_check_seconds`` (default 1 s)
+after the revocation committed, plus the duration of that read and of a request already past
+authentication; the cache itself is safe to lose.
 """
 
 from __future__ import annotations
@@ -106,6 +107,7 @@ class Authenticator:
         self._lock = threading.Lock()
         self._generation: int | None = None
         self._checked_at = float("-inf")
+        self._checking = threading.Lock()  # held by the one thread reading the generation
 
     def authenticate(self, authorization: str | None) -> Principal:
         """The caller named by ``authorization`` (may read the database: call it from a
@@ -136,22 +138,29 @@ class Authenticator:
         now = self._monotonic()
         if hit is None or now - hit[0] >= self._cache_seconds:
             return None
-        if now - self._checked_at >= self._check_seconds:
+        if now - self._checked_at >= self._check_seconds and not self._checking.locked():
             return None  # the revocation generation is due: authenticate() reads it
         return hit[1].principal
 
     def check_revocations(self) -> None:
-        """Read the revocation generation if it is due, emptying the cache when it moved."""
+        """Read the revocation generation if it is due, emptying the cache when it moved. One
+        thread reads it; requests arriving meanwhile use the cache as it is (so the bound is
+        the check interval plus one primary-key read)."""
         now = self._monotonic()
         if now - self._checked_at < self._check_seconds:
             return
-        with self._db.reader() as session:
-            value = session.scalar(select(AuthGeneration.value).where(AuthGeneration.id == 1))
-        with self._lock:
-            if value != self._generation:
-                self._cache.clear()
-                self._generation = value
-            self._checked_at = max(self._checked_at, now)
+        if not self._checking.acquire(blocking=False):
+            return
+        try:
+            with self._db.reader() as session:
+                value = session.scalar(select(AuthGeneration.value).where(AuthGeneration.id == 1))
+            with self._lock:
+                if value != self._generation:
+                    self._cache.clear()
+                    self._generation = value
+                self._checked_at = max(self._checked_at, now)
+        finally:
+            self._checking.release()
 
     def _api_token(self, token: str) -> Identity:
         digest = hash_api_token(token)

@@ -3,7 +3,7 @@
 
     .venv/bin/python tests/perf/server_bench.py [--duration 5] [--seed 1000] [--workers 1]
         [--backends sqlite,postgresql] [--load auto|wrk|python] [--cases list,one,post]
-        [--concurrency 1,8,32] [--nice -10]
+        [--concurrency 1,8,32] [--list-size 20] [--nice -10] [--baseline-rev REV] [--rounds 1]
 
 For each backend it creates a fresh registry (``sealbench-server init``; PostgreSQL is a
 throwaway cluster started with ``initdb``/``pg_ctl``), seeds ``--seed`` benchmarks, datasets and
@@ -11,7 +11,7 @@ models through the service layer (audit chain included), starts ``sealbench-serv
 127.0.0.1 in its own process, and drives it from a separate load process at concurrency 1, 8
 and 32 with an API token:
 
-- ``GET list``: ``GET /api/v1/benchmarks?limit=20&offset=<random>``
+- ``GET list``: ``GET /api/v1/benchmarks?limit=<--list-size>&offset=<random>``
 - ``GET one``:  ``GET /api/v1/benchmarks/<random id>``
 - ``POST dataset``: ``POST /api/v1/datasets`` with a fresh name each time (a write + audit event)
 
@@ -21,6 +21,14 @@ p99 latency, the number of non-2xx answers and the server's CPU time per request
 tree, from /proc: the figure other work on a shared machine distorts least) per case. Target on
 the 2-core machine: at least 1,000 authenticated GET/s at concurrency 32 with p99 < 50 ms on
 SQLite.
+
+``--baseline-rev REV`` measures a second registry side by side: the sealbench sources of git
+revision ``REV`` (``git archive``, imported through ``PYTHONPATH``), seeded the same way on its
+own database of the same backend, started with the same worker count, and loaded by the same
+generator, alternating case by case with the current tree so that other work on a shared
+machine falls on both alike. The table then adds the baseline's requests/s and CPU per request
+and the ratios (current / baseline). ``--rounds R`` repeats each case R times (alternating) and
+reports the round with the median CPU per request of each registry.
 """
 
 from __future__ import annotations
@@ -38,13 +46,14 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 CONCURRENCIES = (1, 8, 32)
 DIGEST = "sha256:" + "d" * 64
-HEALTH_TIMEOUT_S = 30
+HEALTH_TIMEOUT_S = 90
 
 WRK_LUA = r"""
-local kind, token, prefix, seed = "", "", "", 1000
+local kind, token, prefix, seed, size = "", "", "", 1000, 20
 local counter = 0
 local threads = {}
 function setup(thread)
@@ -52,7 +61,7 @@ function setup(thread)
   thread:set("id", #threads)
 end
 function init(args)
-  kind, token, prefix, seed = args[1], args[2], args[3], tonumber(args[4])
+  kind, token, prefix, seed, size = args[1], args[2], args[3], tonumber(args[4]), tonumber(args[5])
   id = id or 0
   math.randomseed(os.time() + id)
   wrk.headers["Authorization"] = "Bearer " .. token
@@ -60,7 +69,8 @@ function init(args)
 end
 function request()
   if kind == "list" then
-    return wrk.format("GET", "/api/v1/benchmarks?limit=20&offset=" .. math.random(0, seed - 20))
+    local offset = math.random(0, seed - size)
+    return wrk.format("GET", "/api/v1/benchmarks?limit=" .. size .. "&offset=" .. offset)
   elseif kind == "one" then
     return wrk.format("GET", "/api/v1/benchmarks/" .. math.random(1, seed))
   end
@@ -80,7 +90,7 @@ end
 
 
 def _python_load(
-    url: str, kind: str, token: str, prefix: str, seed: int, conc: int, dur: float
+    url: str, kind: str, token: str, prefix: str, seed: int, conc: int, dur: float, size: int
 ) -> dict[str, float]:
     """The fallback load generator (run in a child process): ``conc`` asyncio tasks."""
     import httpx
@@ -96,7 +106,7 @@ def _python_load(
             t = time.perf_counter()
             if kind == "list":
                 r = await client.get(
-                    f"/api/v1/benchmarks?limit=20&offset={random.randint(0, seed - 20)}"
+                    f"/api/v1/benchmarks?limit={size}&offset={random.randint(0, seed - size)}"
                 )
             elif kind == "one":
                 r = await client.get(f"/api/v1/benchmarks/{random.randint(1, seed)}")
@@ -145,6 +155,7 @@ def _run_load(
             token,
             prefix,
             str(args.seed),
+            str(args.list_size),
         ]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
         line = next(ln for ln in out.splitlines() if ln.startswith("RESULT "))
@@ -160,7 +171,7 @@ def _run_load(
         sys.executable,
         __file__,
         "--load-child",
-        json.dumps([url, kind, token, prefix, args.seed, conc, args.duration]),
+        json.dumps([url, kind, token, prefix, args.seed, conc, args.duration, args.list_size]),
     ]
     return dict(
         json.loads(subprocess.run(child, capture_output=True, text=True, check=True).stdout)
@@ -239,39 +250,53 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
     raise SystemExit("server did not become healthy")
 
 
-def _bench_backend(
-    args: argparse.Namespace, backend: str, script: Path
-) -> list[tuple[str, int, dict[str, float]]]:
-    from sealbench.server.pgcluster import ThrowawayPostgres, free_port
+class _Registry:
+    """One registry under test: its sources (the current tree, or a baseline revision on
+    ``PYTHONPATH``), data directory, database, seeded rows and server process."""
 
-    base = Path(tempfile.mkdtemp(prefix=f"sealbench-bench-{backend}-"))
-    env = {**os.environ, "SEALBENCH_SERVER_DATA_DIR": str(base / "data")}
-    cluster = None
-    if backend == "postgresql":
-        cluster = ThrowawayPostgres().start()
-        env["SEALBENCH_SERVER_DATABASE_URL"] = cluster.create_database("bench")
-    url_db = (
-        env.get("SEALBENCH_SERVER_DATABASE_URL")
-        or f"sqlite:///{base / 'data' / 'registry.sqlite3'}"
-    )
-    rows = []
-    proc = None
-    try:
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        backend: str,
+        name: str,
+        pythonpath: str | None,
+        cluster: Any,
+    ) -> None:
+        from sealbench.server.pgcluster import free_port
+
+        self.name = name
+        self.base = Path(tempfile.mkdtemp(prefix=f"sealbench-bench-{backend}-{name}-"))
+        self.env = {**os.environ, "SEALBENCH_SERVER_DATA_DIR": str(self.base / "data")}
+        if pythonpath is not None:
+            self.env["PYTHONPATH"] = pythonpath
+        if cluster is not None:
+            self.env["SEALBENCH_SERVER_DATABASE_URL"] = cluster.create_database(f"bench_{name}")
+        url_db = self.env.get("SEALBENCH_SERVER_DATABASE_URL") or (
+            f"sqlite:///{self.base / 'data' / 'registry.sqlite3'}"
+        )
+        self.proc: subprocess.Popen[bytes] | None = None
         subprocess.run(
             [sys.executable, "-m", "sealbench.server.cli", "init"],
-            env=env,
+            env=self.env,
             check=True,
             capture_output=True,
         )
         t = time.perf_counter()
-        token, _email = _seed(url_db, args.seed)
+        seeded = subprocess.run(
+            [sys.executable, __file__, "--seed-child", json.dumps([url_db, args.seed])],
+            env=self.env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        self.token = seeded.stdout.strip().splitlines()[-1]
         print(
-            f"[{backend}] seeded {args.seed} benchmarks/datasets/models "
+            f"[{backend}/{name}] seeded {args.seed} benchmarks/datasets/models "
             f"in {time.perf_counter() - t:.1f}s",
             flush=True,
         )
         port = free_port()
-        url = f"http://127.0.0.1:{port}"
+        self.url = f"http://127.0.0.1:{port}"
         cmd = [
             sys.executable,
             "-m",
@@ -282,36 +307,106 @@ def _bench_backend(
             "--workers",
             str(args.workers),
         ]
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _wait_healthy(url, proc)
+        self.proc = subprocess.Popen(
+            cmd, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        _wait_healthy(self.url, self.proc)
+
+    def measure(
+        self, args: argparse.Namespace, kind: str, conc: int, script: Path
+    ) -> dict[str, float]:
+        assert self.proc is not None
+        cpu0 = _tree_cpu_seconds(self.proc.pid)
+        r = _run_load(args, self.url, kind, self.token, conc, script)
+        r["cpu_ms"] = 1000 * (_tree_cpu_seconds(self.proc.pid) - cpu0) / max(1, r["requests"])
+        return r
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=30)
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+def _median_round(rounds: list[dict[str, float]]) -> dict[str, float]:
+    """The round with the median server CPU per request (the middle one, or the lower middle)."""
+    ordered = sorted(rounds, key=lambda r: r["cpu_ms"])
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def _baseline_sources(rev: str, into: Path) -> str:
+    """``git archive`` of ``rev`` under ``into``, laid out as the ``sealbench`` namespace
+    package (one link per subpackage); returns the directory to put on ``PYTHONPATH``."""
+    repo = Path(__file__).resolve().parents[2]
+    src, pkg = into / "src", into / "pkg" / "sealbench"
+    src.mkdir(parents=True)
+    pkg.mkdir(parents=True)
+    archive = subprocess.run(
+        ["git", "-C", str(repo), "archive", rev], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
+    for sub in ("crypto", "cloud", "mocktee", "server", "enclave", "benchmarks", "client"):
+        if (src / sub).is_dir():
+            (pkg / sub).symlink_to(src / sub)
+    return str(into / "pkg")
+
+
+def _bench_backend(
+    args: argparse.Namespace, backend: str, script: Path, baseline_path: str | None
+) -> list[tuple[str, int, dict[str, float], dict[str, float] | None]]:
+    from sealbench.server.pgcluster import ThrowawayPostgres
+
+    cluster = ThrowawayPostgres().start() if backend == "postgresql" else None
+    rows = []
+    registries: list[_Registry] = []
+    try:
+        current = _Registry(args, backend, "current", None, cluster)
+        registries.append(current)
+        baseline = None
+        if baseline_path is not None:
+            baseline = _Registry(args, backend, "baseline", baseline_path, cluster)
+            registries.append(baseline)
         labels = {"list": "GET list", "one": "GET one", "post": "POST dataset"}
         for kind in args.cases.split(","):
             label = labels[kind]
             for conc in args.concurrency:
-                cpu0 = _tree_cpu_seconds(proc.pid)
-                r = _run_load(args, url, kind, token, conc, script)
-                r["cpu_ms"] = 1000 * (_tree_cpu_seconds(proc.pid) - cpu0) / max(1, r["requests"])
-                rows.append((label, conc, r))
-                print(
+                rounds_b: list[dict[str, float]] = []
+                rounds_r: list[dict[str, float]] = []
+                for _ in range(args.rounds):
+                    if baseline is not None:
+                        rounds_b.append(baseline.measure(args, kind, conc, script))
+                    rounds_r.append(current.measure(args, kind, conc, script))
+                r = _median_round(rounds_r)
+                b = _median_round(rounds_b) if rounds_b else None
+                rows.append((label, conc, r, b))
+                line = (
                     f"[{backend}] {label:13s} c={conc:<3d} {r['rps']:8.0f} req/s"
                     f"  p50 {r['p50_ms']:6.2f} ms  p99 {r['p99_ms']:6.2f} ms"
-                    f"  non-2xx {int(r['non2xx'])}  server CPU {r['cpu_ms']:.2f} ms/req",
-                    flush=True,
+                    f"  non-2xx {int(r['non2xx'])}  server CPU {r['cpu_ms']:.2f} ms/req"
                 )
+                if b is not None:
+                    line += (
+                        f"  | baseline {b['rps']:6.0f} req/s, CPU {b['cpu_ms']:.2f} ms/req,"
+                        f" non-2xx {int(b['non2xx'])}"
+                    )
+                print(line, flush=True)
     finally:
-        if proc is not None:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=30)
+        for registry in registries:
+            registry.close()
         if cluster is not None:
             cluster.stop()
-        shutil.rmtree(base, ignore_errors=True)
     return rows
 
 
 def main() -> None:
     if len(sys.argv) == 3 and sys.argv[1] == "--load-child":
-        url, kind, token, prefix, seed, conc, dur = json.loads(sys.argv[2])
-        print(json.dumps(_python_load(url, kind, token, prefix, seed, conc, dur)))
+        url, kind, token, prefix, seed, conc, dur, size = json.loads(sys.argv[2])
+        print(json.dumps(_python_load(url, kind, token, prefix, seed, conc, dur, size)))
+        return
+    if len(sys.argv) == 3 and sys.argv[1] == "--seed-child":
+        # runs with the sources of the registry it seeds (the baseline's through PYTHONPATH)
+        database_url, n = json.loads(sys.argv[2])
+        print(_seed(database_url, n)[0])
         return
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--duration", type=int, default=5, help="seconds per case")
@@ -322,6 +417,13 @@ def main() -> None:
     p.add_argument("--cases", default="list,one,post", help="any of list,one,post")
     p.add_argument(
         "--concurrency", type=lambda v: [int(c) for c in v.split(",")], default=list(CONCURRENCIES)
+    )
+    p.add_argument("--list-size", type=int, default=20, help="page size of the GET list case")
+    p.add_argument("--rounds", type=int, default=1, help="repeat each case, report the median")
+    p.add_argument(
+        "--baseline-rev",
+        default=None,
+        help="also measure the registry of this git revision, side by side (see above)",
     )
     p.add_argument(
         "--nice",
@@ -344,17 +446,33 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "load.lua"
         script.write_text(WRK_LUA)
-        results = {b: _bench_backend(args, b, script) for b in args.backends.split(",")}
-    print("\nbackend     case           conc   req/s   p50 ms   p99 ms  non-2xx  CPU ms/req")
+        baseline = None
+        if args.baseline_rev is not None:
+            baseline = _baseline_sources(args.baseline_rev, Path(tmp) / "baseline")
+        results = {b: _bench_backend(args, b, script, baseline) for b in args.backends.split(",")}
+    header = "\nbackend     case           conc   req/s   p50 ms   p99 ms  non-2xx  CPU ms/req"
+    if baseline is not None:
+        header += (
+            f"  | {args.baseline_rev[:10]}: req/s  CPU ms/req  non-2xx  ratio req/s  ratio CPU"
+        )
+    print(header)
     for backend, rows in results.items():
-        for label, conc, r in rows:
-            print(
+        for label, conc, r, b in rows:
+            line = (
                 f"{backend:11s} {label:13s} {conc:5d} {r['rps']:7.0f} {r['p50_ms']:8.2f}"
                 f" {r['p99_ms']:8.2f} {int(r['non2xx']):8d} {r['cpu_ms']:11.2f}"
             )
+            if b is not None:
+                rps_ratio = r["rps"] / max(b["rps"], 1e-9)
+                cpu_ratio = r["cpu_ms"] / max(b["cpu_ms"], 1e-9)
+                line += (
+                    f"  | {b['rps']:16.0f} {b['cpu_ms']:11.2f} {int(b['non2xx']):8d}"
+                    f" {rps_ratio:12.2f} {cpu_ratio:10.2f}"
+                )
+            print(line)
     print(f"load average at the end: {os.getloadavg()[0]:.1f} (other work on the machine included)")
     sqlite_get32 = [
-        r for label, c, r in results.get("sqlite", []) if c == 32 and label.startswith("GET")
+        r for label, c, r, _b in results.get("sqlite", []) if c == 32 and label.startswith("GET")
     ]
     if sqlite_get32:
         worst = min(r["rps"] for r in sqlite_get32)
