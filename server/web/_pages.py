@@ -22,6 +22,7 @@ from sealbench.server.models import Benchmark, BenchmarkDataset, BenchmarkModel,
 from sealbench.server.routers._common import IdPath
 from sealbench.server.services import assets, associations, benchmarks, results
 from sealbench.server.services._common import PageOf
+from sealbench.server.settings import CONFIDENTIAL_SPACE_ISSUER
 from sealbench.server.web._charts import build_charts
 from sealbench.server.web._state import DashboardState, render_page
 from sealbench.server.web._views import (
@@ -231,6 +232,8 @@ def benchmark_pages(state: DashboardState) -> APIRouter:
                 "counts": [(_COUNT_LABELS[k], v) for k, v in summary_counts(row.summary).items()],
                 "claims": _token_claims(row.attestation_token),
                 "image_matches": row.image_digest == bench.image_digest,
+                # only Google's Confidential Space verifier attests a confidential run
+                "mock_tee": row.token_issuer != CONFIDENTIAL_SPACE_ISSUER,
                 "withdrawn": results.withdrawn_sides(session, [row]).get(row.id, ()),
                 "submitter": owner_label(row.submitted_by_id, viewer),
                 "nav": "benchmarks",

@@ -369,3 +369,17 @@ def test_csv_download_equals_the_api(brats: Board) -> None:
     bad = brats.client.get(f"/ui/benchmarks/{brats.benchmark_id}/pooled.csv",
                            params={"metric": "nope"})
     assert bad.status_code == 422 and "dice:WT" in bad.text
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_result_page_of_a_mock_issuer_says_so(brats: Board) -> None:
+    api = _ok(brats.get("authority"))
+    ids = {s["model_id"]: s["values"][0]["sites"][0]["result_id"] for s in api["standings"]}
+    _sign_in(brats.client, brats.users["authority"].token)
+    mock = brats.client.get(f"/ui/results/{ids[brats.models['x']]}")
+    real = brats.client.get(f"/ui/results/{ids[brats.models['z']]}")
+    assert mock.status_code == real.status_code == 200
+    assert "mock TEE, not a confidential run" in mock.text
+    assert "mock TEE" not in real.text
+    board = brats.client.get(f"/ui/benchmarks/{brats.benchmark_id}/leaderboard")
+    assert f'/ui/benchmarks/{brats.benchmark_id}/pooled"' in board.text
