@@ -378,9 +378,9 @@ def doctor(
     json_out: JsonOpt = False,
 ) -> None:
     """Check, read-only, what your runs need in your cloud (credentials, APIs enabled, KMS key,
-    bucket, pool provider, the VMs' service account and its roles, CPU quota for their machine
-    type, the benchmark's image) and print the gcloud command that fixes each failure. Exit 0
-    only when every check passes."""
+    bucket, pool provider; for a profile with a --zone or --service-account, the VMs' service
+    account and its roles and the CPU quota for their machine type; the benchmark's image) and
+    print the gcloud command that fixes each failure. Exit 0 only when every check passes."""
     from sealbench.client import owner
     from sealbench.client.doctor import RunnerSettings, check_owner_cloud
 
@@ -389,8 +389,10 @@ def doctor(
         bench = s.client.get_benchmark(benchmark) if benchmark is not None else None
         assert isinstance(cloud, GcpOwnerCloud)  # the mock's account is one too
         gcp = s.profile.profile.gcp
+        runner: RunnerSettings | None = None
         if gcp is not None and not (mock_tee or s.profile.profile.mock_tee):
-            runner = RunnerSettings(gcp.zone, gcp.service_account, gcp.machine_type)
+            if gcp.zone or gcp.service_account:  # a profile that runs VMs (the hospital's)
+                runner = RunnerSettings(gcp.zone, gcp.service_account, gcp.machine_type)
         else:  # the mock's defaults, as 'run --tee confidential-space' uses them
             from sealbench.client._cli_tee import MOCK_ZONE
 

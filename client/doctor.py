@@ -83,7 +83,11 @@ def enable_command(service: str, project: str) -> str:
     return f"gcloud services enable {service} --project {project}"
 
 
-def _run(name: str, probe: Callable[[], str], fix: str, project: str) -> Check:
+def _run(
+    name: str, probe: Callable[[], str], fix: str, project: str, denied: str | None = None
+) -> Check:
+    """``probe`` as a check: its failure with ``fix`` (``denied`` when the caller was refused,
+    the enabling command when an API is disabled)."""
     from google.api_core import exceptions as gexc
     from google.auth import exceptions as auth_exc
 
@@ -101,7 +105,8 @@ def _run(name: str, probe: Callable[[], str], fix: str, project: str) -> Check:
         if isinstance(exc, gexc.NotFound):
             return Check(name, False, f"not found: {_reason(exc.message)}", fix)
         if isinstance(exc, gexc.Forbidden):
-            return Check(name, False, f"permission denied: {_reason(exc.message)}", fix)
+            return Check(name, False, f"permission denied: {_reason(exc.message)}",
+                         denied or fix)
         return Check(name, False, f"{type(exc).__name__}: {str(exc)[:300]}", fix)
 
 
@@ -165,8 +170,11 @@ def check_owner_cloud(
             )
         return f"{len(REQUIRED_APIS)} enabled ({', '.join(s.split('.')[0] for s in REQUIRED_APIS)})"
 
-    checks.append(_run("APIs enabled", apis, enable_command(
-        "serviceusage.googleapis.com", project), project))
+    checks.append(_run(
+        "APIs enabled", apis, enable_command("serviceusage.googleapis.com", project), project,
+        f"a project owner lets you read its services: gcloud projects add-iam-policy-binding "
+        f"{project} --member=user:YOUR_EMAIL --role=roles/serviceusage.serviceUsageViewer",
+    ))
 
     def kms_key() -> str:
         client = make_kms_client(cloud.credentials(), cloud.apis.kms)
@@ -191,6 +199,8 @@ def check_owner_cloud(
         f"--location {cloud.location} --purpose encryption --project {project} "
         f"(or grant roles/cloudkms.cryptoKeyEncrypter on {ring})",
         project,
+        f"a project owner grants you the key: gcloud kms keys add-iam-policy-binding {key} "
+        "--member=user:YOUR_EMAIL --role=roles/cloudkms.cryptoKeyEncrypterDecrypter",
     ))
 
     def bucket() -> str:
@@ -203,9 +213,10 @@ def check_owner_cloud(
 
     checks.append(_run(
         "bucket", bucket,
-        f"gcloud storage buckets create gs://{cloud.bucket} --project {project} (or grant "
-        f"roles/storage.objectAdmin on it)",
+        f"gcloud storage buckets create gs://{cloud.bucket} --project {project}",
         project,
+        f"a project owner grants you the bucket: gcloud storage buckets add-iam-policy-binding "
+        f"gs://{cloud.bucket} --member=user:YOUR_EMAIL --role=roles/storage.objectAdmin",
     ))
 
     def provider() -> str:
@@ -218,6 +229,8 @@ def check_owner_cloud(
         "pool provider", provider,
         "sealbench policy sync --dataset D (or --model M) creates the pool and provider",
         project,
+        f"a project owner lets you manage pools: gcloud projects add-iam-policy-binding "
+        f"{project} --member=user:YOUR_EMAIL --role=roles/iam.workloadIdentityPoolAdmin",
     ))
     if runner is not None:
         checks.append(_runner_account(cloud, session, runner))
@@ -263,6 +276,9 @@ def _runner_account(cloud: GcpOwnerCloud, session: Any, runner: RunnerSettings) 
         + "; ".join(f"gcloud projects add-iam-policy-binding {project} "
                     f"--member=serviceAccount:{email} --role={role}" for role in RUNNER_ROLES),
         project,
+        f"a project owner lets you see accounts and roles: gcloud projects "
+        f"add-iam-policy-binding {project} --member=user:YOUR_EMAIL "
+        "--role=roles/iam.securityReviewer",
     )
 
 
@@ -304,4 +320,6 @@ def _quota(cloud: GcpOwnerCloud, runner: RunnerSettings) -> Check:
         f"-per-project-region --dimensions=region={region} --preferred-value=N "
         f"--project={project} (or IAM & Admin → Quotas), or delete idle VMs",
         project,
+        f"a project owner lets you read quotas: gcloud projects add-iam-policy-binding "
+        f"{project} --member=user:YOUR_EMAIL --role=roles/compute.viewer",
     )

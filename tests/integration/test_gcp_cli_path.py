@@ -363,7 +363,9 @@ def test_permission_denied_names_the_bucket_and_the_grant(world: World, benchmar
     code, checks = doctor(world, "denied")
     assert code == CLOUD_EXIT
     assert "permission denied" in checks["KMS key"]["detail"].lower()
+    assert f"add-iam-policy-binding {owner.key}" in checks["KMS key"]["fix"]
     assert not checks["bucket"]["ok"]
+    assert f"add-iam-policy-binding gs://{owner.bucket}" in checks["bucket"]["fix"]
 
 
 def test_api_disabled_names_the_api_and_enabling_it_fixes_the_seal(
