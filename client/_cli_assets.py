@@ -22,7 +22,7 @@ from sealbench.client._cli_common import (
     user_label,
 )
 from sealbench.client.api import AssetKind, RegistryClient
-from sealbench.client.errors import ConflictError, NotAllowedError, NotFoundError
+from sealbench.client.errors import ConfigError, ConflictError, NotAllowedError, NotFoundError
 from sealbench.client.keys import load_result_key
 from sealbench.server.schemas import (
     AssociationPublic,
@@ -111,6 +111,27 @@ def dataset_prepare(
     if benchmark is not None:
         with session(profile) as s:
             bench = s.client.get_benchmark(benchmark)
+    plugin = assets.plugin_of(bench)
+    if plugin is not None:  # a benchmark of another plug-in than BraTS: it prepares its data
+        if size is not None:
+            raise ConfigError(f"--size is a BraTS grid; benchmark {benchmark} ({plugin.ref}) "
+                              "has none", hint="leave out --size")
+        with progress_bar() as bar:
+            task = bar.add_task("preparing cases", total=None)
+            prepared = assets.prepare_with_plugin(
+                plugin, raw_dir, out_dir, lambda d, t: bar.update(task, completed=d, total=t),
+                strict=strict)
+        if json_out:
+            emit_json(prepared)
+            return prepared
+        rejected = (f", {plural(len(prepared.rejected), 'case')} rejected"
+                    if prepared.rejected else "")
+        out().print(f"prepared {plural(len(prepared.accepted), 'case')}{rejected} into "
+                    f"{out_dir}; digest {prepared.dataset_digest}")
+        if prepared.rejected:
+            table("rejected cases", ("case", "reason"),
+                  ((r.case, r.reason) for r in prepared.rejected))
+        return prepared
     contract = assets.contract_for(bench, size)
     with progress_bar() as bar:
         task = bar.add_task("preparing cases", total=None)
@@ -320,7 +341,9 @@ def model_register(
     """Check the ONNX model against the benchmark's model contract, then register its digest."""
     with session(profile) as s:
         bench = s.client.get_benchmark(benchmark) if benchmark is not None else None
-        body = assets.model_registration(onnx, name, version, assets.contract_for(bench))
+        plugin = assets.plugin_of(bench)
+        body = (assets.plugin_model_registration(onnx, name, version, plugin) if plugin
+                else assets.model_registration(onnx, name, version, assets.contract_for(bench)))
         twin = assets.already_registered(s.client.list_models(), body.digest, s.client.me().id)
         if twin:
             log.warning(twin)

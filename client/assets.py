@@ -32,6 +32,7 @@ from sealbench.server.schemas import (
 if TYPE_CHECKING:  # numpy, nibabel and onnxruntime load only when a command needs them
     from sealbench.benchmarks.brats import BratsContract
     from sealbench.benchmarks.brats.prepare import PreparationReport
+    from sealbench.benchmarks.interface import Benchmark, Prepared
 
 __all__ = [
     "GRID_STATISTIC",
@@ -42,7 +43,10 @@ __all__ = [
     "contract_for",
     "dataset_registration",
     "model_registration",
+    "plugin_model_registration",
+    "plugin_of",
     "prepare",
+    "prepare_with_plugin",
     "prepared_contract",
     "recipient_of",
     "synthesize",
@@ -93,6 +97,92 @@ def contract_for(benchmark: BenchmarkPublic | None, size: str | None = None) -> 
             f"{size} cases for a benchmark published from '--definition {SIZE_DEFINITIONS[size]}'",
         )
     return contract
+
+
+def plugin_of(benchmark: BenchmarkPublic | None) -> Benchmark | None:
+    """The plug-in that prepares data and checks models for ``benchmark`` when its data contract
+    is not a BraTS grid contract (a tabular or any other plug-in's benchmark), else None: BraTS
+    benchmarks keep the grid handling of :func:`contract_for` (``--size``, the 2021 layout)."""
+    from pydantic import ValidationError
+
+    from sealbench.benchmarks.brats import BratsContract
+    from sealbench.client.workflows import plugin_for
+
+    if benchmark is None:
+        return None
+    try:
+        BratsContract.model_validate(benchmark.data_contract)
+    except ValidationError:
+        return plugin_for(benchmark)
+    return None
+
+
+def prepare_with_plugin(
+    plugin: Benchmark,
+    raw_dir: Path,
+    out_dir: Path,
+    progress: Callable[[int, int], None] | None,
+    *,
+    strict: bool = False,
+) -> Prepared:
+    """Prepare ``raw_dir`` with the benchmark's plug-in; rejected cases as with :func:`prepare`."""
+    from sealbench.benchmarks.interface import PreparationError
+
+    try:
+        return plugin.prepare(raw_dir, out_dir, progress=progress, strict=strict)
+    except PreparationError as exc:
+        if exc.rejected:
+            raise RejectedCasesError(str(exc), exc.rejected, strict=strict) from exc
+        raise ConfigError(str(exc)) from exc
+
+
+def plugin_model_registration(onnx: Path, name: str, version: str,
+                              plugin: Benchmark) -> ModelCreate:
+    """Check ``onnx`` against the plug-in's model contract, then build the registration."""
+    from sealbench.benchmarks.interface import ModelContractError
+
+    try:
+        data = onnx.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {onnx}: {exc.strerror}") from exc
+    try:
+        report = plugin.check_model(data)
+    except ModelContractError as exc:
+        raise ConfigError(f"{onnx.name} does not meet the benchmark's model contract: {exc}",
+                          hint=f"export {plugin.model_contract.hint()}") from exc
+    io_contract = report.details or {
+        "inputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)}
+                   for t in report.inputs],
+        "outputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)}
+                    for t in report.outputs],
+        "opset": report.opset}
+    return ModelCreate(name=name, version=version, digest=sha256_file(onnx),
+                       io_contract=io_contract)
+
+
+def _plugin_dataset_registration(
+    prepared: Path, name: str, recipient_digest: Sha256Digest, benchmark: BenchmarkPublic,
+    plugin: Benchmark,
+) -> DatasetCreate:
+    from sealbench.benchmarks.interface import BenchmarkError
+
+    layout = plugin.layout
+    dataset_file = prepared / layout.data_dir / layout.dataset_file
+    info = _read_json(dataset_file)
+    try:
+        plugin.open_dataset(dataset_file.read_bytes())
+    except BenchmarkError as exc:
+        raise ConfigError(
+            f"the dataset was not prepared under benchmark {benchmark.id}'s contract: {exc}",
+            hint=f"prepare it again with 'dataset prepare --benchmark {benchmark.id}'") from exc
+    statistics = _read_json(prepared / layout.data_dir / layout.statistics_file)
+    return DatasetCreate(
+        name=name,
+        digest=prepared_digest(prepared),
+        case_count=int(info.get("n_cases", 0)),
+        statistics={"preparation": statistics, RECIPIENT_STATISTIC: recipient_digest},
+        prepared_for_id=benchmark.id,
+    )
 
 
 def synthesize(
@@ -259,6 +349,11 @@ def dataset_registration(
     from sealbench.benchmarks.brats.cases import DATASET_FILE, STATISTICS_FILE
     from sealbench.benchmarks.brats.prepare import DATA_DIR
 
+    plugin = plugin_of(prepared_for)
+    if plugin is not None:
+        assert prepared_for is not None
+        return _plugin_dataset_registration(prepared, name, recipient_digest, prepared_for,
+                                            plugin)
     info = _read_json(prepared / DATA_DIR / DATASET_FILE)
     statistics = _read_json(prepared / DATA_DIR / STATISTICS_FILE)
     stated = prepared_contract(prepared)

@@ -1,0 +1,182 @@
+"""The WDBC classification benchmark through every role's CLI, exactly as BraTS goes through it
+(``test_cli_flow.py``), against a real registry server process and the mock TEE: the authority
+publishes the shipped definition, two labs register and seal the two shipped ONNX models, two
+hospitals prepare, register and seal their real WDBC cases (disjoint sites with different case
+mixes), every party approves and syncs its key-release policy, the hospitals run every approved
+model on the mock TEE, open their per-case results, submit the attested summaries (verified by
+the registry), and the leaderboard ranks the models by AUROC."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from sealbench.benchmarks.registry import PluginRegistry
+from sealbench.client.cli import app
+from sealbench.client.local import create_accounts, registry_process
+from sealbench.mocktee import MockCloud
+
+ACCOUNTS = {
+    "admin": ("admin@wdbc.example", True),
+    "authority": ("authority@wdbc.example", False),
+    "referral": ("it@referral.wdbc.example", False),
+    "screening": ("it@screening.wdbc.example", False),
+    "lab-lr": ("ml@lab-lr.wdbc.example", False),
+    "lab-mlp": ("ml@lab-mlp.wdbc.example", False),
+}
+#: Hospital profile -> (demo seed of its site, cases it holds).
+SITES = {"referral": (0, 40), "screening": (1, 50)}
+LABS = {"lab-lr": "wdbc_logreg", "lab-mlp": "wdbc_mlp"}
+Cli = Callable[..., Result]
+
+
+@dataclass
+class World:
+    cli: Cli
+    tmp: Path
+    url: str
+    tokens: dict[str, str]
+    ids: dict[str, int]
+
+
+def ok(result: Result) -> Result:
+    assert result.exit_code == 0, result.output
+    return result
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    tmp = tmp_path_factory.mktemp("wdbc-flow")
+    patch = pytest.MonkeyPatch()
+    patch.setenv("SEALBENCH_CONFIG_DIR", str(tmp / "home"))
+    for name in ("SEALBENCH_DATA_DIR", "SEALBENCH_PROFILE", "SEALBENCH_SERVER", "SEALBENCH_TOKEN"):
+        patch.delenv(name, raising=False)
+    runner = CliRunner()
+
+    def cli(*args: str) -> Result:
+        return runner.invoke(app, list(args))
+
+    try:
+        with MockCloud(tmp / "mock") as cloud:
+            tokens = create_accounts(tmp / "registry", ACCOUNTS)
+            with registry_process(tmp / "registry", cloud.endpoints, tmp / "server.log") as url:
+                for name, token in tokens.items():
+                    ok(cli("profile", "add", name, "--server", url, "--token", token,
+                           "--mock-tee", str(tmp / "mock")))
+                world = World(cli, tmp, url, tokens, {})
+                _publish_register_seal_approve_sync(world)
+                yield world
+    finally:
+        patch.undo()
+
+
+def _json(result: Result) -> dict[str, object]:
+    return json.loads(ok(result).stdout)  # type: ignore[no-any-return]
+
+
+def _publish_register_seal_approve_sync(world: World) -> None:
+    cli, tmp, ids = world.cli, world.tmp, world.ids
+    plugin = PluginRegistry().get("wdbc")
+    # The authority publishes the shipped WDBC definition and the admin approves it; the labs
+    # register the two shipped models for it.
+    ids["b"] = int(_json(cli("benchmark", "create", "--tee", "mock", "--definition", "wdbc",
+                             "--json", "--profile", "authority"))["id"])
+    b = str(ids["b"])
+    ok(cli("benchmark", "approve", b, "--profile", "admin"))
+    for lab, name in LABS.items():
+        onnx = tmp / f"{name}.onnx"
+        onnx.write_bytes(plugin.model_bytes(name))
+        ids[lab] = int(_json(cli("model", "register", str(onnx), "--name", name, "--benchmark",
+                                 b, "--json", "--profile", lab))["id"])
+    for lab, name in LABS.items():
+        ok(cli("model", "seal", str(tmp / f"{name}.onnx"), "--model", str(ids[lab]),
+               "--profile", lab))
+        ok(cli("model", "associate", "--model", str(ids[lab]), "--benchmark", b,
+               "--profile", lab))
+        ok(cli("association", "approve", "--benchmark", b, "--model", str(ids[lab]),
+               "--profile", "authority"))
+    # Each hospital holds real cases of its site as CSV, prepares, registers and seals them.
+    for site, (seed, cases) in SITES.items():
+        raw, prepared = tmp / site / "raw", tmp / site / "prepared"
+        plugin.write_demo_dataset(raw, cases, seed=seed)
+        ok(cli("keys", "init", "--profile", site))
+        ok(cli("dataset", "prepare", str(raw), str(prepared), "--benchmark", b,
+               "--profile", site))
+        ids[site] = int(_json(cli("dataset", "register", str(prepared), "--name",
+                                  f"{site}-fna", "--benchmark", b, "--json",
+                                  "--profile", site))["id"])
+        d = str(ids[site])
+        ok(cli("dataset", "seal", str(prepared), "--dataset", d, "--profile", site))
+        ok(cli("dataset", "associate", "--dataset", d, "--benchmark", b, "--profile", site))
+        ok(cli("association", "approve", "--benchmark", b, "--dataset", d,
+               "--profile", "authority"))
+    for site in SITES:
+        synced = _json(cli("policy", "sync", "--dataset", str(ids[site]), "--json",
+                           "--profile", site))
+        assert len(synced["workloads"]) == 2  # type: ignore[arg-type]
+    for lab in LABS:
+        ok(cli("policy", "sync", "--model", str(ids[lab]), "--profile", lab))
+
+
+@pytest.fixture(scope="module")
+def evaluated(world: World) -> list[dict[str, object]]:
+    """Each hospital runs every approved model on the mock TEE, opens its per-case results and
+    submits the attested summaries; returns what the authority then reads (verified)."""
+    cli, ids = world.cli, world.ids
+    b = str(ids["b"])
+    for site in SITES:
+        ran = ok(cli("run", "--benchmark", b, "--dataset", str(ids[site]), "--all-approved",
+                     "--tee", "mock", "--profile", site))
+        assert ran.output.count("succeeded") == 2, ran.output
+        runs = json.loads(ok(cli("result", "ls", "--json", "--profile", site)).stdout)
+        assert [r["status"] for r in runs] == ["succeeded", "succeeded"]
+        for record in runs:
+            opened = ok(cli("result", "open", record["run_id"], "--json", "--profile", site))
+            # the per-case results (private to the hospital) name its cases
+            assert re.search(r"wdbc-\d{4}", opened.stdout)
+            submitted = ok(cli("result", "submit", record["run_id"], "--profile", site))
+            assert "attestation verified" in submitted.output
+    verified: list[dict[str, object]] = json.loads(
+        ok(cli("benchmark", "results", b, "--json", "--profile", "authority")).stdout)
+    return verified
+
+
+def _summary(result: dict[str, object]) -> dict[str, object]:
+    """The plug-in's summary document inside a registry result (the run's ResultSummary)."""
+    summary = result["summary"]
+    assert isinstance(summary, dict) and summary["metrics_version"] == "wdbc/1"
+    aggregates = summary["aggregates"]
+    assert isinstance(aggregates, dict)
+    return aggregates
+
+
+def test_every_result_is_a_verified_dataset_level_summary(
+    world: World, evaluated: list[dict[str, object]]
+) -> None:
+    assert {(r["dataset_id"], r["model_id"]) for r in evaluated} == {
+        (world.ids[site], world.ids[lab]) for site in SITES for lab in LABS}
+    for result in evaluated:
+        summary = _summary(result)
+        assert summary["summary_id"] == "sealbench/wdbc-summary"
+        assert not re.search(r"wdbc-\d{4}", json.dumps(summary))  # no case id is published
+        auroc = summary["auroc"]
+        assert isinstance(auroc, dict)
+        assert auroc["value"] > 0.9 and auroc["ci_low"] < auroc["value"] <= auroc["ci_high"]
+        n_cases = summary["n_cases"]
+        assert n_cases in {cases for _, cases in SITES.values()}
+
+
+def test_leaderboard_ranks_by_auroc(world: World, evaluated: list[dict[str, object]]) -> None:
+    cli, b = world.cli, str(world.ids["b"])
+    assert evaluated
+    board = json.loads(ok(cli("benchmark", "leaderboard", b, "--json",
+                              "--profile", "authority")).stdout)
+    assert {row["model_id"] for row in board["standings"]} == {
+        world.ids["lab-lr"], world.ids["lab-mlp"]}
+    assert "AUROC" in ok(cli("benchmark", "leaderboard", b, "--profile", "authority")).output
