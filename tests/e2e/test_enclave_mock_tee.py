@@ -21,7 +21,8 @@ from sealbench.benchmarks.brats import (
 )
 from sealbench.client.launchers import EnclaveRunFailed
 from sealbench.client.results import download_result, open_result
-from sealbench.crypto.attestation import Jwks
+from sealbench.cloud.confidential_space import claims_from_payload
+from sealbench.crypto.attestation import Jwks, unverified_payload
 from sealbench.enclave.errors import AssetIntegrityError, KeyReleaseDenied
 from sealbench.enclave.result import FAILURE_OBJECT, WRITE_CHECK_OBJECT, FailureRecord
 
@@ -88,9 +89,13 @@ def test_result_token_verifies_against_the_mock_issuer(enclave_world: Any) -> No
         issuer=enclave_world.cloud.endpoints.issuer,
         now=time.time(),
     )
-    env = opened.claims.submods.container.env_override or {}
+    env = opened.claims.env_override
     assert env["SEALBENCH_DATA_DIGEST"] == spec.data_digest
-    assert opened.claims.submods.container.image_digest == enclave_world.image_digest
+    assert opened.claims.image_digest == enclave_world.image_digest
+    # The neutral view is the platform's reading of the very token that was verified.
+    claims = claims_from_payload(unverified_payload(opened.token))
+    assert claims.submods.container.image_digest == enclave_world.image_digest
+    assert (claims.submods.container.env_override or {}) == dict(env)
 
 
 def test_debug_image_denied_its_keys(enclave_world: Any) -> None:

@@ -37,11 +37,12 @@ from sealbench.client.launchers.confidential_space import (
 )
 from sealbench.client.results import download_result, open_result
 from sealbench.client.sealing import seal_dataset, seal_model
+from sealbench.cloud.confidential_space import claims_from_payload
 from sealbench.cloud.gcs import GcsBlobStore, make_storage_client
 from sealbench.cloud.kms import KmsKeyWrapper, make_kms_client
 from sealbench.cloud.policy import AssetPolicy, PoolProvider
 from sealbench.cloud.policy_writer import PolicyWriter
-from sealbench.crypto.attestation import Jwks
+from sealbench.crypto.attestation import Jwks, unverified_payload
 from sealbench.crypto.digest import Sha256Digest
 from sealbench.crypto.sealing import generate_recipient_key, public_key_digest, public_key_to_raw
 from sealbench.crypto.workload import WorkloadIdentity
@@ -275,7 +276,9 @@ def test_confidential_space_run_yields_a_result_the_owner_opens(world: World) ->
         now=time.time(),
     )
     assert len(opened.cases) == 2
-    claims = opened.claims
+    assert opened.claims.image_digest == enclave_image_digest()
+    # The Confidential Space claims of the token open_result verified (schema of the platform).
+    claims = claims_from_payload(unverified_payload(opened.token))
     assert claims.submods.container.image_reference == world.image_reference
     assert claims.submods.container.image_digest == enclave_image_digest()
     assert (claims.submods.container.env_override or {})["SEALBENCH_RUN_ID"] == spec.run_id

@@ -24,8 +24,9 @@ from sealbench.benchmarks.brats import (
 from sealbench.client.launchers import EnclaveRunFailed, LaunchError
 from sealbench.client.launchers.docker import CONTAINER_LAUNCHER_DIR, DockerLauncher
 from sealbench.client.results import download_result, open_result
+from sealbench.cloud.confidential_space import claims_from_payload
 from sealbench.cloud.storage import open_storage_uri
-from sealbench.crypto.attestation import Jwks
+from sealbench.crypto.attestation import Jwks, unverified_payload
 from sealbench.enclave.errors import KeyReleaseDenied
 
 if TYPE_CHECKING:
@@ -97,8 +98,11 @@ def test_confidential_evaluation_in_the_image_matches_plain_evaluation(
         issuer=world.cloud.endpoints.issuer,
         now=time.time(),
     )
-    assert opened.claims.submods.container.image_digest == evaluation_image.digest
-    assert opened.claims.submods.container.image_reference == evaluation_image.reference
+    assert opened.claims.image_digest == evaluation_image.digest
+    # The Confidential Space claims of the token open_result verified (the mock mints them).
+    claims = claims_from_payload(unverified_payload(opened.token))
+    assert claims.submods.container.image_digest == evaluation_image.digest
+    assert claims.submods.container.image_reference == evaluation_image.reference
     assert opened.per_case.image_digest == evaluation_image.digest
     expected = _plain_results(world)
     assert list(opened.cases) == expected
