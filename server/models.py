@@ -151,6 +151,12 @@ class WebSession(Base):
     expires_at: Mapped[datetime] = mapped_column(_TS, index=True)
 
 
+def _pin_part(context: Any, index: int) -> str:
+    """Name (0) or version (1) of the plug-in pin ``<name>/<version>`` being inserted."""
+    name, _, version = str(context.get_current_parameters()["metrics_version"]).partition("/")
+    return (name[:48], version[:16] or "0")[index]
+
+
 class Benchmark(Base):
     __tablename__ = "benchmarks"
 
@@ -162,6 +168,11 @@ class Benchmark(Base):
     data_contract: Mapped[dict[str, Any]]
     metrics_spec: Mapped[dict[str, Any]]
     metrics_version: Mapped[str] = mapped_column(String(64))
+    #: The benchmark plug-in ``metrics_version`` pins (``<name>/<version>``), kept apart so the
+    #: registry can list and validate by plug-in (migration 0006).
+    plugin_name: Mapped[str] = mapped_column(String(48), default=lambda ctx: _pin_part(ctx, 0))
+    plugin_version: Mapped[str] = mapped_column(String(16),
+                                                default=lambda ctx: _pin_part(ctx, 1))
     image_reference: Mapped[str] = mapped_column(String(512))
     image_digest: Mapped[str] = mapped_column(_DIGEST)
     reference_model_id: Mapped[int | None] = mapped_column(ForeignKey("models.id"))

@@ -29,7 +29,8 @@ class BenchmarkCreate(WireModel):
     description: str = Field(default="", max_length=10_000)
     data_contract: JsonObject
     metrics_spec: JsonObject
-    metrics_version: MetricsVersion
+    metrics_version: MetricsVersion = Field(
+        description="the benchmark plug-in it pins, <name>/<version> (brats-2023-gli/1)")
     image_reference: str = Field(min_length=1, max_length=512)
     image_digest: Digest
     reference_model_id: Id | None = None
@@ -50,6 +51,8 @@ class BenchmarkPublic(WireModel):
     data_contract: JsonOut
     metrics_spec: JsonOut
     metrics_version: str
+    plugin_name: str = Field(description="the benchmark plug-in metrics_version pins")
+    plugin_version: str
     image_reference: str
     image_digest: str
     reference_model_id: int | None

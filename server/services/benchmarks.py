@@ -21,6 +21,7 @@ from sealbench.server.errors import (
 from sealbench.server.models import Benchmark, Model
 from sealbench.server.schemas import BenchmarkCreate, BenchmarkState
 from sealbench.server.services._common import PageOf, commit, flush, get_or_404, rows_page
+from sealbench.server.services.benchmark_plugins import parse_pin
 
 __all__ = ["approve", "close", "create", "get", "list_page", "set_state"]
 
@@ -31,6 +32,7 @@ def create(session: Session, actor: Principal, body: BenchmarkCreate, now: datet
     )
     if session.scalars(taken).first() is not None:
         raise ConflictError(f"benchmark {body.name} version {body.version} already exists")
+    plugin = parse_pin(body.metrics_version)
     if body.reference_model_id is not None and session.get(Model, body.reference_model_id) is None:
         raise InvalidRequestError(f"reference model {body.reference_model_id} does not exist")
     row = Benchmark(
@@ -41,6 +43,8 @@ def create(session: Session, actor: Principal, body: BenchmarkCreate, now: datet
         data_contract=dict(body.data_contract),
         metrics_spec=dict(body.metrics_spec),
         metrics_version=body.metrics_version,
+        plugin_name=plugin.name,
+        plugin_version=plugin.version,
         image_reference=body.image_reference,
         image_digest=body.image_digest,
         reference_model_id=body.reference_model_id,

@@ -23,6 +23,7 @@ from sealbench.server.models import Benchmark, Dataset, Model, Result
 from sealbench.server.schemas import AssetKind, ResultCreate
 from sealbench.server.services._common import PageOf, commit, flush, get_or_404, paged
 from sealbench.server.services.associations import is_approved, withdrawn_pairs
+from sealbench.server.services.benchmark_plugins import validate_summary
 from sealbench.server.verification import ResultVerifier
 
 __all__ = ["get", "leaderboard", "list_page", "submit", "withdrawn_sides"]
@@ -46,6 +47,7 @@ def submit(
         raise InvalidStateError(f"dataset {dataset.id} is not approved in benchmark {benchmark.id}")
     if not is_approved(session, "model", benchmark.id, model.id):
         raise InvalidStateError(f"model {model.id} is not approved in benchmark {benchmark.id}")
+    validate_summary(benchmark.metrics_version, body.summary)
     taken = select(Result.id).where(Result.sealed_result_digest == body.sealed_result_digest)
     if session.scalars(taken).first() is not None:
         raise ConflictError("a result with this sealed-result digest was already submitted")

@@ -164,7 +164,7 @@ def result_claims(
     benchmark_id: int | str,
     data_digest: str,
     model_digest: str,
-    metrics_version: str = "brats-2023/1",
+    metrics_version: str = "brats-2023-gli/1",
     now: datetime = START,
     image_digest: str = IMAGE_DIGEST,
     issuer: str = TEST_ISSUER,
@@ -294,7 +294,7 @@ def benchmark_body(name: str = "brats", version: str = "1") -> dict[str, Any]:
         "description": "glioma segmentation",
         "data_contract": {"modalities": ["t1", "t2"], "shape": [128, 128, 128]},
         "metrics_spec": {"dice": {"labels": [1, 2, 3]}},
-        "metrics_version": "brats-2023/1",
+        "metrics_version": "brats-2023-gli/1",
         "image_reference": "registry.test/sealbench/eval",
         "image_digest": IMAGE_DIGEST,
     }

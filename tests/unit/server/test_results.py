@@ -4,16 +4,24 @@ a 4xx and nothing is stored. Readers: the dataset's owner and the benchmark's ow
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from sealbench.benchmarks.registry import load as load_benchmark
 from sealbench.server.app import create_app
 from sealbench.server.settings import ServerSettings, TrustedIssuer
 
 API = "/api/v1"
-SUMMARY = {"cases": 5, "dice": {"et": 0.81, "tc": 0.86, "wt": 0.9}, "hd95_mean": 4.25}
+#: A run's summary.json that the benchmark's plug-in (brats-2023-gli/1) validates.
+_BRATS = load_benchmark("brats-2023-gli/1")
+SUMMARY: dict[str, Any] = {
+    "format": "sealbench/result-summary", "version": 1, "run_id": "run-1", "benchmark_id": "1",
+    "metrics_version": "brats-2023-gli/1",
+    "aggregates": _BRATS.summarise([_BRATS.failure("BraTS-GLI-00001-000", "x")]).to_json(),
+}
 SEALED = "sha256:" + "5" * 64
 
 
@@ -83,7 +91,9 @@ def test_verified_result_stored_and_on_leaderboard(
 
 
 def test_tampered_summary_rejected(client: TestClient, world: Any, tokens: Any, h: Any) -> None:
-    better = {**SUMMARY, "dice": {"et": 0.99, "tc": 0.99, "wt": 0.99}}
+    aggregates = json.loads(json.dumps(SUMMARY["aggregates"]))
+    aggregates["regions"]["WT"]["dice"]["mean"] = 0.99
+    better = {**SUMMARY, "aggregates": aggregates}
     _refused(
         client,
         world,

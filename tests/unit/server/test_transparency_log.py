@@ -15,6 +15,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 from sqlalchemy import delete, select, text, update
 
+from sealbench.benchmarks.registry import load as load_benchmark
 from sealbench.crypto import tlog
 from sealbench.crypto.note import (
     ALG_COSIGNATURE,
@@ -36,7 +37,13 @@ from sealbench.server.models import AuditEvent, AuditHead, AuditNode
 from sealbench.server.schemas.audit import AuditEventPublic
 
 API = "/api/v1"
-SUMMARY = {"dice": 0.81, "n_cases": 5}
+#: A run's summary.json that the benchmark's plug-in (brats-2023-gli/1) validates.
+_BRATS = load_benchmark("brats-2023-gli/1")
+SUMMARY: dict[str, Any] = {
+    "format": "sealbench/result-summary", "version": 1, "run_id": "run-1", "benchmark_id": "1",
+    "metrics_version": "brats-2023-gli/1",
+    "aggregates": _BRATS.summarise([_BRATS.failure("BraTS-GLI-00001-000", "x")]).to_json(),
+}
 
 
 def _b(text: str) -> bytes:

@@ -1,0 +1,60 @@
+"""The registry's side of the benchmark seam: which plug-in (name and version) a benchmark
+pins, and the check that a submitted summary validates against that plug-in's schema.
+
+A result's ``summary`` is the run's ``summary.json`` (``sealbench/result-summary``): the pin
+under ``metrics_version`` must be the benchmark's, and ``aggregates`` must be a summary the
+installed plug-in accepts (:meth:`~sealbench.benchmarks.interface.Benchmark.parse_summary`). A
+benchmark whose plug-in is not installed on the registry receives no result: nothing could say
+what its summaries mean.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sealbench.benchmarks.interface import Benchmark, BenchmarkError, PluginRef, PublicSummary
+from sealbench.benchmarks.registry import load
+from sealbench.server.errors import InvalidRequestError, ResultRejectedError
+
+__all__ = ["RESULT_SUMMARY_FORMAT", "parse_pin", "plugin_of", "validate_summary"]
+
+RESULT_SUMMARY_FORMAT = "sealbench/result-summary"
+
+
+def parse_pin(metrics_version: str) -> PluginRef:
+    """The plug-in a benchmark pins (``<name>/<version>``); 422 when it is not one."""
+    try:
+        return PluginRef.parse(metrics_version)
+    except ValueError as exc:
+        raise InvalidRequestError(f"metrics_version: {exc}") from None
+
+
+def plugin_of(metrics_version: str) -> Benchmark:
+    """The installed plug-in ``metrics_version`` pins; 422 (``result_rejected``) naming it when
+    it is not installed."""
+    try:
+        return load(parse_pin(metrics_version))
+    except BenchmarkError as exc:
+        raise ResultRejectedError(
+            f"the registry cannot validate results of this benchmark: {exc}") from None
+
+
+def validate_summary(metrics_version: str, summary: Mapping[str, Any]) -> PublicSummary:
+    """The public summary inside a submitted ``summary.json``, validated by the benchmark's
+    plug-in; 422 saying what is wrong (never echoing values)."""
+    plugin = plugin_of(metrics_version)
+    if summary.get("format") != RESULT_SUMMARY_FORMAT or summary.get("version") != 1:
+        raise ResultRejectedError(f"summary: expected a {RESULT_SUMMARY_FORMAT} version 1 "
+                                  "document (the run's summary.json)")
+    if summary.get("metrics_version") != metrics_version:
+        raise ResultRejectedError(
+            f"summary: computed with another benchmark plug-in than {metrics_version}")
+    aggregates = summary.get("aggregates")
+    if not isinstance(aggregates, Mapping):
+        raise ResultRejectedError("summary: no aggregates object")
+    try:
+        return plugin.parse_summary(aggregates)
+    except BenchmarkError as exc:
+        raise ResultRejectedError(
+            f"summary: does not validate against {plugin.ref}'s schema ({exc})") from None
