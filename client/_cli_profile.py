@@ -345,8 +345,9 @@ def login(
     with RegistryClient.connect(url, token) as client:
         me = client.me()
     mock = known[name].mock_tee if name in known else None
+    gcp = known[name].gcp if name in known else None
     same = name in known and known[name].server == url  # keep the log key pinned for it
-    store.add(name, Profile(server=url, token=token, mock_tee=mock,
+    store.add(name, Profile(server=url, token=token, mock_tee=mock, gcp=gcp,
                             log_key=known[name].log_key if same else None,
                             witnesses=known[name].witnesses if same else ()),
               make_current=True)

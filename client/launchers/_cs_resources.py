@@ -238,6 +238,14 @@ def translate_api_error(
         )
     message = f"{action}: {exc.code} {exc.message}"
     reasons = _reasons(exc)
+    if "SERVICE_DISABLED" in reasons or "it is disabled. Enable it by visiting" in str(
+        exc.message
+    ):
+        return ComputeNotFound(
+            f"{action}: the Compute Engine API is disabled in project {settings.project}",
+            hint=f"gcloud services enable compute.googleapis.com "
+            f"confidentialcomputing.googleapis.com --project {settings.project}",
+        )
     region = settings.zone.rsplit("-", 1)[0]
     if reasons & _CAPACITY_REASONS:
         return CapacityUnavailable(

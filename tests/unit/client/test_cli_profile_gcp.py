@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -139,3 +140,16 @@ def test_a_bad_endpoint_override_is_a_usage_error(
     assert result.exit_code == 2, result.output  # type: ignore[attr-defined]
     assert says in " ".join(result.output.split())  # type: ignore[attr-defined]
     assert not (cli_home / "profiles.json").exists()
+
+
+def test_login_keeps_the_profiles_google_cloud_project(
+    runner: CliRunner, cli_home: Path, live_registry: Any
+) -> None:
+    added = runner.invoke(app, ["profile", "add", "hospital", "--server", live_registry.url,
+                                "--token", "", *GCP[:-4]])
+    assert added.exit_code == 0, added.output
+    again = runner.invoke(app, ["login", "--token", live_registry.tokens["hospital"],
+                                "--profile", "hospital"])
+    assert again.exit_code == 0, again.output
+    saved = json.loads((cli_home / "profiles.json").read_text())["profiles"]["hospital"]
+    assert saved["gcp"]["project"] == "hospital-a-prod" and saved["token"]
