@@ -44,6 +44,7 @@ from sealbench.mocktee.iam import MockIam
 from sealbench.mocktee.identity import Identity
 from sealbench.mocktee.kms import MockKms
 from sealbench.mocktee.launcher import MockLauncher
+from sealbench.mocktee.platform import InsecureMockPlatform
 from sealbench.mocktee.state import MockState, atomic_write
 from sealbench.mocktee.storage import EmulatorProcess, StorageProxy, free_port
 from sealbench.mocktee.sts import MockSts
@@ -112,11 +113,13 @@ class MockEndpoints:
 
     def trusted_issuer(self) -> dict[str, Any]:
         """This mock as an entry of the registry's ``SEALBENCH_SERVER_TRUSTED_ISSUERS``: its
-        issuer, JWKS and the endpoints its genuine runs name."""
+        issuer, JWKS, the endpoints its genuine runs name, and its platform (the registry checks
+        its tokens with :class:`~sealbench.mocktee.platform.InsecureMockPlatform`)."""
         return {
             "issuer": self.issuer,
             "jwks_url": self.jwks_uri,
             "endpoints": asdict(self.service_endpoints()),
+            "platform": InsecureMockPlatform.name,
         }
 
     @classmethod

@@ -1,0 +1,129 @@
+"""The registry checks a result token with the platform its trusted issuer names, through the
+platform registry: the platform gets the registry's requirements, and an issuer naming a
+platform that is not installed is refused rather than checked with another platform's rules."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sealbench.cloud.platform import AttestedWorkload, Platform, WorkloadRequirements, load_platform
+from sealbench.crypto.attestation import RESULT_AUDIENCE, Jwks, result_nonce
+from sealbench.crypto.digest import sha256_digest
+from sealbench.mocktee.state import MockState
+from sealbench.mocktee.verifier import MockVerifier, WorkloadLaunch
+from sealbench.server.errors import ResultRejectedError
+from sealbench.server.jwks import JwksCache
+from sealbench.server.settings import TrustedIssuer
+from sealbench.server.verification import ResultVerifier
+
+ISSUER = "https://attestation.test.invalid"
+JWKS_URL = f"{ISSUER}/jwks"
+NOW = 1_800_000_000
+IMAGE = sha256_digest(b"image")
+DATA = sha256_digest(b"data")
+MODEL = sha256_digest(b"model")
+SEALED = sha256_digest(b"sealed result")
+SUMMARY: dict[str, object] = {"run_id": "r1", "cases": 2}
+FACTS: dict[str, Any] = {
+    "image_digest": IMAGE,
+    "benchmark_id": "7",
+    "metrics_version": "brats-2023-gli/1",
+    "dataset_digest": DATA,
+    "model_digest": MODEL,
+    "sealed_result_digest": SEALED,
+}
+
+
+@dataclass
+class _Fetcher:
+    documents: Mapping[str, bytes]
+
+    def fetch(self, url: str) -> bytes:
+        return self.documents[url]
+
+
+@dataclass
+class RecordingPlatform:
+    """The real Confidential Space platform, recording what the registry asks of it."""
+
+    inner: Platform = field(default_factory=lambda: load_platform("confidential-space"))
+    asked: list[WorkloadRequirements | None] = field(default_factory=list)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def verify(self, token: str, jwks: Jwks, **kw: Any) -> AttestedWorkload:
+        self.asked.append(kw.get("requirements"))
+        return self.inner.verify(token, jwks, **kw)
+
+
+@pytest.fixture
+def verifier(tmp_path: Path) -> MockVerifier:
+    return MockVerifier(MockState(tmp_path), ISSUER, clock=lambda: NOW)
+
+
+def _token(verifier: MockVerifier) -> str:
+    env = {
+        "SEALBENCH_BENCHMARK_ID": "7",
+        "SEALBENCH_METRICS_VERSION": "brats-2023-gli/1",
+        "SEALBENCH_DATA_DIGEST": DATA,
+        "SEALBENCH_MODEL_DIGEST": MODEL,
+        "SEALBENCH_RUN_ID": "r1",
+    }
+    launch = WorkloadLaunch(IMAGE, f"r@{IMAGE}", env)
+    return verifier.mint(launch, RESULT_AUDIENCE, [result_nonce(SUMMARY, SEALED)])
+
+
+def _registry(
+    verifier: MockVerifier, trusted: TrustedIssuer, platforms: Mapping[str, Platform] | None
+) -> ResultVerifier:
+    jwks = JwksCache(
+        _Fetcher({JWKS_URL: json.dumps(verifier.jwks()).encode()}), ttl=60, clock=lambda: NOW
+    )
+    return ResultVerifier((trusted,), jwks, lambda: NOW, platforms)
+
+
+def test_result_checked_by_the_named_platform_with_the_registrys_requirements(
+    verifier: MockVerifier,
+) -> None:
+    recording = RecordingPlatform()
+    trusted = TrustedIssuer(issuer=ISSUER, jwks_url=JWKS_URL)
+    registry = _registry(verifier, trusted, {"confidential-space": recording})  # type: ignore[dict-item]
+    verified = registry.verify(_token(verifier), summary=SUMMARY, **FACTS)
+    assert verified.image_digest == IMAGE
+    (asked,) = recording.asked
+    assert asked is not None and asked.allowed_image_digests == {IMAGE}
+    assert asked.expected_nonce == result_nonce(SUMMARY, SEALED)
+    assert dict(asked.expected_env_overrides) == {
+        "SEALBENCH_BENCHMARK_ID": "7",
+        "SEALBENCH_METRICS_VERSION": "brats-2023-gli/1",
+        "SEALBENCH_DATA_DIGEST": DATA,
+        "SEALBENCH_MODEL_DIGEST": MODEL,
+    }
+
+
+def test_result_of_another_benchmark_refused_by_the_registry_platform(
+    verifier: MockVerifier,
+) -> None:
+    trusted = TrustedIssuer(issuer=ISSUER, jwks_url=JWKS_URL)
+    registry = _registry(verifier, trusted, None)  # the registry's own lookup by name
+    with pytest.raises(ResultRejectedError, match="SEALBENCH_BENCHMARK_ID"):
+        registry.verify(_token(verifier), summary=SUMMARY, **{**FACTS, "benchmark_id": "8"})
+
+
+def test_issuer_naming_a_platform_not_installed_is_refused(verifier: MockVerifier) -> None:
+    trusted = TrustedIssuer(issuer=ISSUER, jwks_url=JWKS_URL, platform="nitro")
+    registry = _registry(verifier, trusted, None)
+    with pytest.raises(ResultRejectedError, match="names a platform this registry cannot load"):
+        registry.verify(_token(verifier), summary=SUMMARY, **FACTS)
+
+
+def test_platform_name_is_validated() -> None:
+    with pytest.raises(ValueError):
+        TrustedIssuer(issuer=ISSUER, jwks_url=JWKS_URL, platform="../evil:Module")
