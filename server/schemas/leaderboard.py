@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from pydantic import Field
 
@@ -91,6 +93,9 @@ class PooledLeaderboard(WireModel):
     standings: tuple[StandingPublic, ...]
     withheld: tuple[WithheldPublic, ...]
     scope: str = Field(description="which results the caller's figures are pooled from")
+    breakdown: tuple[str, ...] = Field(
+        default=(), description="the ranked metric per group (region, class), or every ranked "
+        "metric without groups")
     rank_rule: str
     interval_rule: str
 
@@ -99,7 +104,18 @@ def _num(value: float | None) -> str:
     return "" if value is None else repr(value)
 
 
-def to_csv(board: PooledLeaderboard) -> str:
+class _CsvBoard(Protocol):
+    """What :func:`to_csv` reads: this module's :class:`PooledLeaderboard`, or the service's
+    board it is built from (the same attribute names)."""
+
+    @property
+    def sites(self) -> Sequence[Any]: ...
+
+    @property
+    def standings(self) -> Sequence[Any]: ...
+
+
+def to_csv(board: _CsvBoard) -> str:
     """One row per (model, metric), one column per site (empty where the model has no value
     there); what the CLI's ``--format csv`` prints and the dashboard's download serves."""
     buffer = io.StringIO()

@@ -145,6 +145,9 @@ class Board:
     standings: tuple[Standing, ...]
     withheld: tuple[Withheld, ...]
     scope: str
+    #: The breakdown's metrics: the ranked metric in each group (region, class), or every
+    #: ranked metric for a benchmark without groups; values present when asked for.
+    breakdown: tuple[str, ...] = ()
     rank_rule: str = RANK_RULE
     interval_rule: str = INTERVAL_RULE
 
@@ -161,12 +164,30 @@ class _Parsed:
 
 
 class SummaryCache:
-    """Parsed summaries and single-site figures by (result id, nonce), least recently used out."""
+    """Parsed summaries and single-site figures by (result id, nonce), and pooled figures by the
+    set of results pooled; least recently used out."""
 
     def __init__(self, max_entries: int = 100_000) -> None:
         self._max = max_entries
         self._items: OrderedDict[tuple[str, int, str], _Parsed] = OrderedDict()
+        self._pooled: OrderedDict[tuple[Any, ...], dict[str, api.Figure]] = OrderedDict()
         self._lock = threading.Lock()
+
+    def pooled(self, plugin: api.Benchmark, rows: Sequence[_Row]) -> dict[str, api.Figure]:
+        """The plug-in's pooled figures of ``rows`` (computed once per set of results)."""
+        key = (str(plugin.ref), *sorted((r.result_id, r.nonce) for r in rows))
+        with self._lock:
+            found = self._pooled.get(key)
+            if found is not None:
+                self._pooled.move_to_end(key)
+                return found
+        summaries = [r.parsed.summary for r in rows if r.parsed.summary is not None]
+        figures = {metric_key(f.ref): f for f in plugin.pool(summaries).figures}
+        with self._lock:
+            self._pooled[key] = figures
+            while len(self._pooled) > max(1, self._max // 10):
+                self._pooled.popitem(last=False)
+        return figures
 
     def get(self, key: tuple[str, int, str]) -> _Parsed | None:
         with self._lock:
@@ -206,6 +227,7 @@ class _Row:
     dataset_name: str
     mock_tee: bool
     parsed: _Parsed
+    nonce: str = ""
 
 
 def _visible(session: Session, actor: Principal, bench: Benchmark) -> Any:
@@ -246,7 +268,7 @@ def _rows(session: Session, actor: Principal, bench: Benchmark, plugin: api.Benc
     for rid, nonce, issuer, mid, mname, mversion, did, dname in heads:
         parsed = cache.get((namespace, rid, nonce)) or _parse(plugin, {})
         out.append(_Row(rid, mid, mname, mversion, did, dname,
-                        issuer != CONFIDENTIAL_SPACE_ISSUER, parsed))
+                        issuer != CONFIDENTIAL_SPACE_ISSUER, parsed, nonce))
     return out
 
 
@@ -313,10 +335,11 @@ def _pooled_value(key: str, rows: Sequence[_Row], fig: api.Figure | None, n_case
 
 def build(bench_id: int, plugin: api.Benchmark, rows: Sequence[_Row], *, metric: str | None,
           scope: str, withdrawn: dict[int, tuple[str, ...]] | None = None,
-          every_metric: bool = False) -> Board:
+          every_metric: bool = False, also: Sequence[str] = (), with_breakdown: bool = False,
+          cache: SummaryCache | None = None) -> Board:
     """Arrange readable results into the pooled board ranked by ``metric`` (default: the
-    plug-in's headline), each model with that metric's values (or every metric's, the ranked
-    one first); :class:`InvalidRequestError` naming the valid metrics for an unknown one."""
+    plug-in's headline), each model with that metric's values, then those of ``also`` (or of
+    every metric); :class:`InvalidRequestError` naming the valid metrics for an unknown one."""
     p = plugin.presentation
     refs = [api.MetricRef(m.key) for m in p.metrics] + [
         api.MetricRef(m.key, g.key) for m in p.metrics for g in p.groups]
@@ -329,7 +352,13 @@ def build(bench_id: int, plugin: api.Benchmark, rows: Sequence[_Row], *, metric:
     if chosen not in infos:
         raise InvalidRequestError(f"unknown metric {chosen!r}; valid metrics: "
                                   f"{', '.join(infos)}")
-    keys = (chosen, *(k for k in infos if k != chosen)) if every_metric else (chosen,)
+    for key in also:
+        if key not in infos:
+            raise InvalidRequestError(f"unknown metric {key!r}; valid metrics: "
+                                      f"{', '.join(infos)}")
+    breakdown = _breakdown(tuple(infos.values()), chosen)
+    wanted = infos if every_metric else (*also, *(breakdown if with_breakdown else ()))
+    keys = (chosen, *dict.fromkeys(k for k in wanted if k != chosen))
     withdrawn = withdrawn or {}
     minimum = plugin.small_cell_minimum
     withheld: list[Withheld] = []
@@ -349,8 +378,11 @@ def build(bench_id: int, plugin: api.Benchmark, rows: Sequence[_Row], *, metric:
     names = {r.model_id: (r.model_name, r.model_version) for r in rows}
     for model_id in sorted(by_model):
         mrows = by_model[model_id]
-        summaries = [r.parsed.summary for r in mrows if r.parsed.summary is not None]
-        pooled = {metric_key(f.ref): f for f in plugin.pool(summaries).figures}
+        if cache is None:
+            summaries = [r.parsed.summary for r in mrows if r.parsed.summary is not None]
+            pooled = {metric_key(f.ref): f for f in plugin.pool(summaries).figures}
+        else:
+            pooled = cache.pooled(plugin, mrows)
         n_cases = sum(r.parsed.n_cases for r in mrows)
         values = tuple(_pooled_value(key, mrows, pooled.get(key), n_cases, withdrawn)
                        for key in keys)
@@ -369,7 +401,16 @@ def build(bench_id: int, plugin: api.Benchmark, rows: Sequence[_Row], *, metric:
     ranked.sort(key=lambda s: (s.rank is None, s.rank or 0, _order(s, direction), s.model_id))
     return Board(bench_id, str(plugin.ref), chosen, metric_key(p.headline), direction,
                  tuple(infos.values()), tuple(SiteInfo(i, n) for i, n in sites), tuple(ranked),
-                 tuple(withheld), scope)
+                 tuple(withheld), scope, breakdown)
+
+
+def _breakdown(metrics: Sequence[MetricInfo], chosen: str) -> tuple[str, ...]:
+    base = chosen.split(":", 1)[0]
+    grouped = tuple(m.key for m in metrics if m.group is not None and
+                    m.key.split(":", 1)[0] == base)
+    if grouped:
+        return grouped
+    return tuple(m.key for m in metrics if m.group is None and m.direction != "neutral")
 
 
 def _order(s: Standing, direction: str) -> float:
@@ -381,7 +422,8 @@ def _order(s: Standing, direction: str) -> float:
 
 def pooled_board(session: Session, actor: Principal, benchmark_id: int, cache: SummaryCache, *,
                  metric: str | None = None, sites: frozenset[int] | None = None,
-                 every_metric: bool = False) -> Board:
+                 every_metric: bool = False, also: Sequence[str] = (),
+                 with_breakdown: bool = False) -> Board:
     """The pooled leaderboard of ``benchmark_id`` as ``actor`` may see it."""
     bench = get_or_404(session, Benchmark, benchmark_id, "benchmark")
     try:
@@ -397,7 +439,8 @@ def pooled_board(session: Session, actor: Principal, benchmark_id: int, cache: S
     refs: list[Any] = [_Ref(r.result_id, bench.id, r.dataset_id, r.model_id) for r in rows]
     marks = withdrawn_sides(session, refs)
     return build(benchmark_id, plugin, rows, metric=metric, scope=scope,
-                 withdrawn={k: tuple(v) for k, v in marks.items()}, every_metric=every_metric)
+                 withdrawn={k: tuple(v) for k, v in marks.items()}, every_metric=every_metric,
+                 also=also, with_breakdown=with_breakdown, cache=cache)
 
 
 @dataclass(frozen=True)

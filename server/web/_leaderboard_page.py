@@ -40,7 +40,7 @@ def _board(session: Session, viewer: Principal, benchmark_id: int, metric: str |
            site: list[int] | None) -> PooledLeaderboard:
     board = leaderboard.pooled_board(
         session, viewer, benchmark_id, SUMMARY_CACHE, metric=metric or None,
-        sites=None if not site else frozenset(site), every_metric=True)
+        sites=None if not site else frozenset(site), with_breakdown=True)
     return PooledLeaderboard.model_validate(board, from_attributes=True)
 
 
@@ -63,17 +63,6 @@ def _forests(board: PooledLeaderboard) -> tuple[Forest, ...]:
         for s in board.standings)
 
 
-def _breakdown(board: PooledLeaderboard) -> tuple[str, ...]:
-    """The metric keys of the breakdown: the ranked metric in each group (region, class), or,
-    for a benchmark without groups, every ranked metric."""
-    base = board.metric.split(":", 1)[0]
-    grouped = tuple(m.key for m in board.metrics if m.group is not None and
-                    m.key.split(":", 1)[0] == base)
-    if grouped:
-        return grouped
-    return tuple(m.key for m in board.metrics if m.group is None and m.direction != "neutral")
-
-
 def pooled_pages(state: DashboardState) -> APIRouter:
     router = APIRouter()
 
@@ -84,7 +73,6 @@ def pooled_pages(state: DashboardState) -> APIRouter:
             bench = benchmarks.get(session, benchmark_id)
             board = _board(session, viewer, benchmark_id, metric, site)
             by_key = {m.key: m for m in board.metrics}
-            breakdown = _breakdown(board)
             values = {s.model_id: {v.metric: v for v in s.values} for s in board.standings}
             query = "&".join([*(f"metric={board.metric}",),
                               *(f"site={i}" for i in (site or ()))])
@@ -94,7 +82,7 @@ def pooled_pages(state: DashboardState) -> APIRouter:
                 "info": by_key[board.metric],
                 "metrics": board.metrics,
                 "forests": _forests(board),
-                "breakdown": [by_key[k] for k in breakdown],
+                "breakdown": [by_key[k] for k in board.breakdown],
                 "values": values,
                 "selected_sites": set(site or ()),
                 "csv_query": query,
@@ -106,7 +94,8 @@ def pooled_pages(state: DashboardState) -> APIRouter:
 
     @router.get("/benchmarks/{benchmark_id}/pooled.csv")
     async def pooled_csv(request: Request, benchmark_id: IdPath, metric: MetricQuery = None,
-                         site: SiteQuery = None) -> Response:
+                         site: SiteQuery = None, every: Annotated[bool, Query()] = True
+                         ) -> Response:
         viewer = await resolve_viewer(state, request)
         if viewer is None:
             return sign_in_redirect(request)
@@ -115,7 +104,10 @@ def pooled_pages(state: DashboardState) -> APIRouter:
         def work() -> Response:
             with registry.db.reader() as session:
                 try:
-                    board = _board(session, viewer.principal, benchmark_id, metric, site)
+                    board = leaderboard.pooled_board(
+                        session, viewer.principal, benchmark_id, SUMMARY_CACHE,
+                        metric=metric or None, sites=None if not site else frozenset(site),
+                        every_metric=every)
                 except RegistryError as exc:
                     return PlainTextResponse(str(exc), status_code=exc.status_code)
             return Response(to_csv(board), media_type="text/csv; charset=utf-8", headers={
