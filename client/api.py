@@ -66,7 +66,15 @@ from sealbench.server.schemas.audit import (
     InclusionProofPublic,
 )
 from sealbench.server.schemas.leaderboard import PooledLeaderboard
-from sealbench.server.schemas.runs import BenchmarkProgress, RunPublic, RunReport, RunState
+from sealbench.server.schemas.runs import (
+    BenchmarkProgress,
+    RunBatchPublic,
+    RunPublic,
+    RunReport,
+    RunReportBatch,
+    RunReportItem,
+    RunState,
+)
 
 __all__ = [
     "API_PREFIX",
@@ -422,6 +430,12 @@ class RegistryClient:
         """Create or advance run ``run_id`` on the registry (PUT: retried, and idempotent since
         the registry ignores a report whose ``seq`` it has already passed)."""
         return self._put(RunPublic, f"{API_PREFIX}/runs/{run_id}", body)
+
+    def report_runs(self, reports: tuple[RunReportItem, ...]) -> RunBatchPublic:
+        """Several runs' reports in one request (one transaction on the registry). A POST, so
+        never repeated behind the caller's back; repeating it is harmless (numbered reports)."""
+        return self._post(RunBatchPublic, f"{API_PREFIX}/runs/reports",
+                          RunReportBatch(reports=reports))
 
     def list_runs(
         self, benchmark_id: int | None = None, state: RunState | None = None

@@ -61,6 +61,7 @@ from sealbench.client.runs import (
     step_timings,
 )
 from sealbench.enclave.spec import RunSpec
+from sealbench.server.schemas.runs import MAX_BATCH, RunReportItem
 
 __all__ = [
     "EventKind",
@@ -313,6 +314,7 @@ class Runner:
             self._emit("skipped", record, message=f"running in process {record.owner_pid} "
                        f"as {record.run_id}")
         slots = [self._plan_one(plan, pair) for pair in plan.todo]
+        self._report_planned([slot.record for slot in slots])
         work: queue.SimpleQueue[_Slot] = queue.SimpleQueue()
         for slot in slots:
             work.put(slot)
@@ -349,9 +351,25 @@ class Runner:
         with self._slots_lock:
             self._slots[run_id] = slot
         self._store.save(record)
-        self._report(record)
         self._emit("planned", record)
         return slot
+
+    def _report_planned(self, records: list[RunRecord]) -> None:
+        """The whole plan in as few requests as a batch allows (a refused batch is logged; each
+        run's next report carries its whole state anyway)."""
+        if self._client is None:
+            return
+        for start in range(0, len(records), MAX_BATCH):
+            chunk = records[start : start + MAX_BATCH]
+            items = tuple(
+                RunReportItem(run_id=r.run_id, **report_of(r).model_dump()) for r in chunk
+            )
+            try:
+                self._client.report_runs(items)
+            except ClientError as exc:
+                _log.warning("the registry did not take %d planned runs (%s)", len(chunk), exc)
+                for record in chunk:
+                    self._emit("report_failed", record, message=str(exc))
 
     def _worker(self, work: queue.SimpleQueue[_Slot]) -> None:
         while not self._stop.is_set():

@@ -12,7 +12,14 @@ from sealbench.server.deps import CurrentUser, Limit, NowDep, Offset, SessionDep
 from sealbench.server.models import Run
 from sealbench.server.routers._common import ERRORS, IdPath, OptionalId, in_thread, to_page
 from sealbench.server.schemas import Page
-from sealbench.server.schemas.runs import BenchmarkProgress, RunPublic, RunReport, RunState
+from sealbench.server.schemas.runs import (
+    BenchmarkProgress,
+    RunBatchPublic,
+    RunPublic,
+    RunReport,
+    RunReportBatch,
+    RunState,
+)
 from sealbench.server.services import runs
 
 __all__ = ["progress_router", "router"]
@@ -51,6 +58,17 @@ async def report(
     """Create or advance one of your runs (idempotent: a report whose ``seq`` is not higher
     than the stored one changes nothing)."""
     return await in_thread(session, lambda: _public(runs.report(session, user, run_id, body, now)))
+
+
+@router.post("/reports")
+async def report_many(
+    body: RunReportBatch, session: SessionDep, user: CurrentUser, now: NowDep
+) -> RunBatchPublic:
+    """Several of your runs' reports in one transaction (all or none), each applied as
+    ``PUT /runs/{run_id}`` would be."""
+    return await in_thread(session, lambda: RunBatchPublic(
+        runs=tuple(_public(row) for row in runs.report_many(session, user, body, now))
+    ))
 
 
 @router.get("")

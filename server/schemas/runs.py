@@ -19,16 +19,20 @@ from sealbench.server.schemas.common import Digest, Id, WireModel
 __all__ = [
     "FAILURE_CLASSES",
     "INTERRUPT_REASONS",
+    "MAX_BATCH",
     "TERMINAL_STATES",
     "BenchmarkProgress",
     "FailureClass",
     "InterruptReason",
     "ProgressCell",
     "ProgressStatus",
+    "RunBatchPublic",
     "RunKey",
     "RunPublic",
     "RunReason",
     "RunReport",
+    "RunReportBatch",
+    "RunReportItem",
     "RunState",
 ]
 
@@ -105,6 +109,23 @@ class RunReport(WireModel):
         return self
 
 
+#: Reports one batch may carry (a site's whole plan of a FeTS-sized benchmark is 41).
+MAX_BATCH = 500
+
+
+class RunReportItem(RunReport):
+    """One report of a batch: the run's id and its report."""
+
+    run_id: RunKey
+
+
+class RunReportBatch(WireModel):
+    """``POST /runs/reports``: several runs' reports applied in one transaction (a client
+    reports its whole plan at once); each is applied as ``PUT /runs/{run_id}`` would."""
+
+    reports: tuple[RunReportItem, ...] = Field(min_length=1, max_length=MAX_BATCH)
+
+
 class RunPublic(WireModel):
     id: int
     run_id: str
@@ -122,6 +143,12 @@ class RunPublic(WireModel):
     seq: int
     created_at: datetime
     updated_at: datetime
+
+
+class RunBatchPublic(WireModel):
+    """The runs of a batch, as stored after it, in the batch's order."""
+
+    runs: tuple[RunPublic, ...]
 
 
 ProgressStatus = Literal["pending", "planned", "running", "failed", "interrupted", "done"]

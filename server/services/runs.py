@@ -40,11 +40,12 @@ from sealbench.server.schemas.runs import (
     ProgressCell,
     ProgressStatus,
     RunReport,
+    RunReportBatch,
 )
 from sealbench.server.services._common import PageOf, commit, flush, get_or_404, paged
 from sealbench.server.services.associations import approved_pairs_subquery, is_approved
 
-__all__ = ["list_page", "progress", "report"]
+__all__ = ["list_page", "progress", "report", "report_many"]
 
 _RANK = {"planned": 0, "launching": 1, "running": 2, "succeeded": 3, "failed": 3,
          "interrupted": 3}
@@ -58,6 +59,30 @@ def report(
     session: Session, actor: Principal, run_key: str, body: RunReport, now: datetime
 ) -> Run:
     """Create or advance the caller's run ``run_key`` to ``body``."""
+    row = _apply(session, actor, run_key, body, now)
+    commit(session, "run")
+    return row
+
+
+def report_many(
+    session: Session, actor: Principal, batch: RunReportBatch, now: datetime
+) -> list[Run]:
+    """Apply each report of ``batch`` in order, in one transaction: all or none."""
+    keys = [item.run_id for item in batch.reports]
+    if len(set(keys)) != len(keys):
+        raise InvalidRequestError("a batch names each run once")
+    rows = [
+        _apply(session, actor, item.run_id, RunReport.model_validate(
+            item.model_dump(exclude={"run_id"})), now)
+        for item in batch.reports
+    ]
+    commit(session, "run")
+    return rows
+
+
+def _apply(
+    session: Session, actor: Principal, run_key: str, body: RunReport, now: datetime
+) -> Run:
     dataset = get_or_404(session, Dataset, body.dataset_id, "dataset")
     if dataset.owner_id != actor.user_id:
         raise PermissionDeniedError("only the dataset's owner reports its runs")
@@ -71,7 +96,6 @@ def report(
         _event(session, actor, row, now, action=f"run.{row.state}")
         if row.result_id is not None:
             _event(session, actor, row, now, action="run.result")
-        commit(session, "run")
         return row
     if (row.benchmark_id, row.dataset_id, row.model_id) != (
         body.benchmark_id, body.dataset_id, body.model_id
@@ -98,7 +122,6 @@ def report(
         _event(session, actor, row, now, action=f"run.{row.state}")
     if linked:
         _event(session, actor, row, now, action="run.result")
-    commit(session, "run")
     return row
 
 

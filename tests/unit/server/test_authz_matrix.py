@@ -363,6 +363,13 @@ MATRIX = [
         (401, 403, 200, 403, 403),
         body=lambda c: c.run_report(),
     ),
+    Row(
+        "run report batch",
+        "POST",
+        lambda c: f"{API}/runs/reports",
+        (401, 403, 200, 403, 403),
+        body=lambda c: {"reports": [{"run_id": f"run-{next(_n)}", **c.run_report()}]},
+    ),
     Row("run list", "GET", lambda c: f"{API}/runs", _all(200)),
     Row("benchmark progress", "GET", lambda c: f"{B(c)}/progress", (401, 403, 200, 200, 403)),
     Row("inbox", "GET", lambda c: f"{API}/inbox", _all(200)),

@@ -206,6 +206,30 @@ def test_submitted_result_links_to_its_run_and_the_pair_is_done(
     assert f'"result_id":{result_id}' in actions[4][1]
 
 
+def test_batch_of_reports_applies_all_or_none(client: TestClient, world: Any, h: Any) -> None:
+    owner = world.data_owner
+    batch = {"reports": [{"run_id": f"run-b{i}", **_report(world, h, "planned", 1)}
+                         for i in range(3)]}
+    stored = h.ok(client.post(f"{API}/runs/reports", json=batch, headers=owner.headers))
+    assert [r["run_id"] for r in stored["runs"]] == ["run-b0", "run-b1", "run-b2"]
+    assert [e["action"] for e in _run_events(client, world.admin)] == ["run.planned"] * 3
+    # one bad report (a run going back to planned) refuses the whole batch
+    h.ok(_put(client, owner, "run-b0", _report(world, h, "running", 2)))
+    refused = client.post(f"{API}/runs/reports", headers=owner.headers, json={"reports": [
+        {"run_id": "run-b3", **_report(world, h, "planned", 1)},
+        {"run_id": "run-b0", **_report(world, h, "planned", 3)},
+    ]})
+    assert refused.status_code == 409
+    assert "run-b3" not in {r["run_id"] for r in _runs(client, owner)}
+    twice = client.post(f"{API}/runs/reports", headers=owner.headers, json={"reports": [
+        {"run_id": "run-b4", **_report(world, h, "planned", 1)},
+        {"run_id": "run-b4", **_report(world, h, "launching", 2)},
+    ]})
+    assert twice.status_code == 422
+    intruder = client.post(f"{API}/runs/reports", json=batch, headers=world.model_owner.headers)
+    assert intruder.status_code == 403
+
+
 def test_concurrent_run_reports_lose_nothing(client: TestClient, world: Any, h: Any) -> None:
     """Eight reporters each drive five runs through every state at once, in shuffled order of
     runs: every run ends succeeded, with one audit event per state change."""
