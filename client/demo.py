@@ -60,6 +60,8 @@ DEMO_USERS: Final[dict[str, tuple[str, bool]]] = {
     "model-weak": ("ml@weaker-lab.demo", False),
 }
 _HOSPITALS: Final = ("hospital-a", "hospital-b")
+#: Real WDBC cases each hospital holds in the demo's second benchmark.
+_WDBC_CASES: Final = 100
 _SERVER_START_S: Final = 60.0
 _DEMO_TEES: Final = ("mock", "docker")
 T = TypeVar("T")
@@ -251,6 +253,12 @@ def _play(
     else:
         raise ClientError("the debug image was released the keys: the policies are broken")
     say.step("--profile admin audit verify", lambda: r.audit_verify(profile="admin"))
+    # A second benchmark of another plug-in, next to BraTS: real breast-cancer cases (WDBC),
+    # two disjoint sites, the two shipped classifiers (client/demo_plugins.py).
+    from sealbench.client.demo_plugins import play_plugin_benchmark
+
+    play_plugin_benchmark(say, workdir, "wdbc", hospitals=_HOSPITALS,
+                          labs=("model-ref", "model-weak"), cases=_WDBC_CASES, tee=tee, number=9)
     return DemoOutcome(workdir, server, b, board)
 
 
@@ -446,7 +454,8 @@ def demo(
     if tee not in _DEMO_TEES:
         raise ConfigError(f"--tee must be one of {', '.join(_DEMO_TEES)} for the demo",
                           hint="a Confidential Space run needs your Google Cloud project")
-    require_extras(("server", "enclave", "gcp", "mock", *(("docker",) if tee == "docker" else ())),
+    require_extras(("server", "enclave", "gcp", "mock", "datasets",
+                    *(("docker",) if tee == "docker" else ())),
                    "the demo")
     if workdir is None:
         root = demo_workdirs.new_workdir(demo_workdirs.demo_root(), datetime.now()).resolve()

@@ -56,6 +56,8 @@ EXTRA_OF_MODULE: Final[Mapping[str, str]] = MappingProxyType(
         "gcp_storage_emulator": "mock",
         # docker
         "docker": "docker",
+        # datasets: public data for the demo (WDBC ships inside scikit-learn)
+        "sklearn": "datasets",
         # train
         "onnx": "train",
         "torch": "train",
@@ -71,6 +73,7 @@ _PROBES: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
         "gcp": ("google.auth", "google.cloud.kms", "google.cloud.storage", "requests"),
         "mock": ("celpy", "gcp_storage_emulator"),
         "docker": ("docker",),
+        "datasets": ("sklearn",),
     }
 )
 

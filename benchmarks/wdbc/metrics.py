@@ -1,4 +1,4 @@
-"""Dataset-level metrics of a binary diagnostic classifier (numpy and scipy only).
+"""Dataset-level metrics of a binary diagnostic classifier (numpy only).
 
 Every function takes the whole dataset's labels (1 = malignant, the positive class) and scores
 (the model's probability of malignancy) and returns one value for the dataset; none of them
@@ -35,7 +35,6 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import rankdata  # type: ignore[import-untyped]
 
 __all__ = [
     "CALIBRATION_BINS",
@@ -51,6 +50,7 @@ __all__ = [
     "calibration",
     "check_inputs",
     "confusion",
+    "midranks",
     "pooling_statistics",
     "wilson_interval",
 ]
@@ -71,6 +71,19 @@ _NEWTON_TOL: Final = 1e-10
 #: A fitted slope beyond this means the labels are (nearly) separable by the score: no finite
 #: maximum-likelihood estimate, reported as None.
 _MAX_SLOPE: Final = 50.0
+
+
+def midranks(values: FloatArray) -> FloatArray:
+    """Ranks 1..n of ``values``, ties getting the mean of their ranks (as
+    ``scipy.stats.rankdata``; numpy only, because importing ``scipy.stats`` costs the enclave
+    seconds of start-up)."""
+    order = np.argsort(values, kind="mergesort")
+    ordered = values[order]
+    bounds = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1], [True])))
+    mean_rank = (bounds[:-1] + 1 + bounds[1:]) / 2.0
+    ranks = np.empty(values.size, dtype=np.float64)
+    ranks[order] = np.repeat(mean_rank, np.diff(bounds))
+    return ranks
 
 
 def check_inputs(labels: npt.ArrayLike, scores: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
@@ -106,9 +119,9 @@ def auroc(labels: npt.ArrayLike, scores: npt.ArrayLike) -> Auroc:
     m, n = positives.size, negatives.size
     if m == 0 or n == 0:
         return Auroc(None, None, None, None)
-    ranks_pos = rankdata(positives)
-    ranks_neg = rankdata(negatives)
-    ranks_all = rankdata(np.concatenate([positives, negatives]))
+    ranks_pos = midranks(positives)
+    ranks_neg = midranks(negatives)
+    ranks_all = midranks(np.concatenate([positives, negatives]))
     # V10[i]: fraction of negatives a positive outranks (ties one half); V01[j] likewise.
     v10 = (ranks_all[:m] - ranks_pos) / n
     v01 = 1.0 - (ranks_all[m:] - ranks_neg) / m

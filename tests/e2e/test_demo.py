@@ -1,6 +1,7 @@
 """``sealbench demo --cases 1 --size small`` in a fresh environment (empty HOME, no sealbench
 variables): it must finish, refuse the debug-image attack, and print a leaderboard whose every
-cell equals what the registry stored (read back from the registry's database after the demo).
+cell equals what the registry stored (read back from the registry's database after the demo),
+then publish and evaluate the WDBC benchmark next to BraTS.
 Its work folder is a new one in the demo folder of that HOME's cache, the demo ends naming the
 commands that remove it, and ``sealbench demo --clean`` does."""
 
@@ -22,12 +23,14 @@ import pytest
 _ROW = re.compile(r"^\W*(\d+)\W+(\S+) (\S+) \(#(\d+)\)\W+([0-9.]+)\W+([0-9.]+)\W+([0-9.]+)\W*$")
 
 
-def _stored_cells(database: Path) -> dict[tuple[int, int], float]:
-    """Mean Dice over WT, TC, ET of the latest result per (model, dataset), from the database."""
+def _stored_cells(database: Path, benchmark_id: int = 1) -> dict[tuple[int, int], float]:
+    """Mean Dice over WT, TC, ET of the latest result per (model, dataset) of the BraTS
+    benchmark (the demo's first), from the database."""
     with sqlite3.connect(database) as db:
         rows = db.execute(
             "SELECT model_id, dataset_id, summary FROM results WHERE id IN "
-            "(SELECT max(id) FROM results GROUP BY model_id, dataset_id)"
+            "(SELECT max(id) FROM results WHERE benchmark_id = ? GROUP BY model_id, dataset_id)",
+            (benchmark_id,),
         ).fetchall()
     cells = {}
     for model_id, dataset_id, summary in rows:
@@ -86,6 +89,17 @@ def test_demo_leaderboard_matches_the_registry(tmp_path: Path) -> None:
         assert printed[key] == pytest.approx(value, abs=5e-5)
     # the weaker model ranks below the reference model on both hospitals
     assert "rank" in board
+    # next to BraTS, the WDBC benchmark (real cases, two disjoint sites) was published,
+    # evaluated for both models on both sites, and its leaderboard ranks by AUROC
+    second = out[out.index("9. a second benchmark") :]
+    assert "wdbc/1" in second[:200] and "AUROC" in second
+    with sqlite3.connect(workdir / "registry" / "registry.sqlite3") as db:
+        rows = db.execute(
+            "SELECT summary FROM results WHERE benchmark_id = 2").fetchall()
+    summaries = [json.loads(summary)["aggregates"] for (summary,) in rows]
+    assert len(summaries) == 4
+    assert {s["n_cases"] for s in summaries} == {100}
+    assert all(s["auroc"]["value"] > 0.9 for s in summaries)
     # the end says how to remove the work folder, and that command does
     ending = out[out.index("where everything is") :]
     assert f"rm -rf {workdir}" in ending

@@ -6,7 +6,7 @@ it, so none of this passes by accident:
 - ``sealbench[client]``: every ``sealbench ... --help``, and the registry commands against that
   server (profile, whoami, benchmark ls, keys, result ls); a command that needs another extra
   exits 3 naming it (``pip install 'sealbench[enclave]'``, ``[mock]``, ``[docker]``; the demo
-  names all four it needs);
+  names all five it needs);
 - ``sealbench[enclave,gcp]`` (what the evaluation image installs): ``python -m sealbench.enclave``
   starts and refuses a missing run specification with its documented exit code;
 - ``sealbench[mock]``: ``python -m sealbench.mocktee`` serves the mock cloud until SIGTERM.
@@ -237,7 +237,7 @@ def test_client_extra_runs_every_help_and_the_registry_commands(
         (["benchmark", "create", "--definition", "brats"], "enclave"),
         (["mock-tee", "up", "--state-dir", "mock"], "mock"),
         (["image", "build"], "docker"),
-        (["demo", "--cases", "1", "--size", "small"], "server,enclave,gcp,mock"),
+        (["demo", "--cases", "1", "--size", "small"], "server,enclave,gcp,mock,datasets"),
     ):
         proc = _run([sealbench, *argv], env, tmp_path)
         output = proc.stdout + proc.stderr

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy.stats import binomtest
+from scipy.stats import binomtest, rankdata
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import brier_score_loss, roc_auc_score
 
@@ -20,6 +20,7 @@ from sealbench.benchmarks.wdbc.metrics import (
     brier_score,
     calibration,
     confusion,
+    midranks,
     pooling_statistics,
     wilson_interval,
 )
@@ -59,6 +60,13 @@ def test_auroc_matches_sklearn_and_delong_matches_its_definition(
     assert result.std_error == pytest.approx(math.sqrt(variance), abs=1e-12)
     assert result.ci_low is not None and result.ci_high is not None
     assert 0.0 <= result.ci_low <= result.value <= result.ci_high <= 1.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 6), min_size=1, max_size=40))
+def test_midranks_match_scipy(values: list[int]) -> None:
+    x = np.array(values, dtype=np.float64) / 3
+    np.testing.assert_array_equal(midranks(x), rankdata(x))
 
 
 def test_auroc_undefined_without_both_classes() -> None:
