@@ -10,6 +10,10 @@ pulls in no cloud SDK. The Google Cloud adapters live in their modules:
 - :mod:`sealbench.cloud.credentials` — ``workload_credentials``,
   ``workload_credentials_from_attester``
 - :mod:`sealbench.cloud.policy` — the workload identity provider and IAM policy writer
+
+The platform seam (SDK-free): :mod:`sealbench.cloud.platform` — the ``Platform`` interface and
+its entry-point registry; :mod:`sealbench.cloud.confidential_space` — the Confidential Space
+implementation (claim schema, rules, CEL and ``principalSet``).
 """
 
 from sealbench.cloud.attester import Attester, LauncherAttester
