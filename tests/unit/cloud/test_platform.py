@@ -350,3 +350,25 @@ def test_choosing_the_mock_is_logged_as_insecure(caplog: pytest.LogCaptureFixtur
         assert "INSECURE" not in caplog.text
         platform_for_issuer(MOCK_ISSUER)
     assert "INSECURE platform insecure-mock" in caplog.text
+
+
+def test_loading_every_platform_pulls_in_no_sdk_and_no_mock_service() -> None:
+    """The evaluation image (extras ``enclave,gcp``) and the registry (``server``) load every
+    installed platform to find one: neither may need the ``mock`` extra or a cloud SDK."""
+    import subprocess
+    import sys
+
+    code = (
+        "import json, sys\n"
+        "from sealbench.cloud.platform import available_platforms\n"
+        "names = [p.name for p in available_platforms()]\n"
+        "heavy = ('celpy', 'gcp_storage_emulator', 'google.cloud', 'google.auth',\n"
+        "         'sealbench.mocktee.server', 'sealbench.mocktee.sts')\n"
+        "print(json.dumps([names, sorted(m for m in heavy if m in sys.modules)]))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    names, loaded = json.loads(proc.stdout)
+    assert {"confidential-space", "insecure-mock"} <= set(names)
+    assert loaded == []
