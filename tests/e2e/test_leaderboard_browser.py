@@ -1,0 +1,222 @@
+"""The pooled leaderboard page in a real headless Chromium (Debian's ``chromium`` driven by
+Playwright over CDP) against a registry served on a loopback port: the forest plots render (a
+pooled diamond and a site interval per row, the Dice axis from 0 to 1), the table equals the
+API, the mock-TEE badge shows, the layout holds on a phone-sized screen, the CSV download is the
+API's CSV, and no request leaves the registry (the Content-Security-Policy holds)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+import uvicorn
+from playwright.sync_api import Browser, Page, sync_playwright
+
+from sealbench.benchmarks.brats import BRATS_2023_GLI_METRICS, CaseScores, RegionScores, aggregate
+from sealbench.crypto.digest import sha256_digest
+from sealbench.server.app import create_app
+from sealbench.server.db import open_database
+from sealbench.server.migrate import upgrade_to_head
+from sealbench.server.models import Benchmark, Dataset, Model, Result
+from sealbench.server.schemas.leaderboard import PooledLeaderboard, to_csv
+from sealbench.server.services.users import create_user
+from sealbench.server.settings import CONFIDENTIAL_SPACE_ISSUER, ServerSettings
+from sealbench.server.web import mount_dashboard
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+SPEC = BRATS_2023_GLI_METRICS
+
+
+@dataclass(frozen=True)
+class Served:
+    url: str
+    token: str
+    benchmark_id: int
+    models: int
+
+    def api(self, path: str, **params: Any) -> Any:
+        r = httpx.get(f"{self.url}/api/v1{path}", params=params, timeout=30,
+                      headers={"Authorization": f"Bearer {self.token}"})
+        r.raise_for_status()
+        return r.json()
+
+
+def _summary(rng: np.random.Generator, n: int, dice: float) -> dict[str, Any]:
+    cases = []
+    for i in range(n):
+        regions = {}
+        for region in SPEC.regions:
+            d = float(np.clip(rng.normal(dice, 0.08), 0, 1))
+            regions[region] = RegionScores(
+                dice=d, hd95=float(rng.gamma(2, 3)), sensitivity=d, specificity=1.0,
+                lesion_dice=d, lesion_hd95=4.0, num_tp=1, num_fp=0, num_fn=0,
+                gt_volume_mm3=1.0, pred_volume_mm3=1.0)
+        cases.append(CaseScores(case_id=f"c{i}", regions=regions))
+    return {"format": "sealbench/result-summary", "version": 1,
+            "metrics_version": "brats-2023-gli/1",
+            "aggregates": aggregate(cases, SPEC).to_json()}
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    data = tmp_path_factory.mktemp("pooled-registry")
+    settings = ServerSettings(data_dir=data, trusted_issuers=())
+    db = open_database(settings.effective_database_url)
+    upgrade_to_head(db.engine)
+    rng = np.random.default_rng(5)
+    with db.writer() as s:
+        user, token = create_user(s, email="authority@bench.test", is_admin=False, now=NOW)
+        bench = Benchmark(owner_id=user.id, name="brats", version="1", description="d",
+                          data_contract={}, metrics_spec={}, metrics_version="brats-2023-gli/1",
+                          image_reference="r", image_digest="sha256:" + "1" * 64,
+                          state="approved", created_at=NOW, updated_at=NOW)
+        s.add(bench)
+        s.flush()
+        sites = [Dataset(owner_id=user.id, name=f"hospital-{c}", digest=sha256_digest(c.encode()),
+                         case_count=1, statistics={}, state="registered", created_at=NOW)
+                 for c in "abc"]
+        models = [Model(owner_id=user.id, name=f"unet-{k}", version="1",
+                        digest=sha256_digest(k.encode()), format="onnx", io_contract={},
+                        state="registered", created_at=NOW) for k in ("ref", "small", "weak")]
+        s.add_all([*sites, *models])
+        s.flush()
+        n = 0
+        for model, skill in zip(models, (0.85, 0.83, 0.6), strict=True):
+            for site, size in zip(sites, (12, 40, 7), strict=True):
+                n += 1
+                s.add(Result(
+                    benchmark_id=bench.id, dataset_id=site.id, model_id=model.id,
+                    submitted_by_id=user.id, summary=_summary(rng, size, skill),
+                    sealed_result_digest=sha256_digest(f"s{n}".encode()),
+                    attestation_token="t", created_at=NOW, image_digest="sha256:" + "1" * 64,
+                    token_issuer=("https://mock-tee.invalid" if model.name == "unet-weak"
+                                  else CONFIDENTIAL_SPACE_ISSUER), nonce=f"{n:064x}"))
+        s.commit()
+        bench_id = bench.id
+    db.dispose()
+    app = create_app(settings)
+    mount_dashboard(app, settings)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
+                                           log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline, "the registry did not start"
+        time.sleep(0.05)
+    try:
+        yield Served(f"http://127.0.0.1:{port}", token, bench_id, len(models))
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: run 'apt-get install -y chromium' as root")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def _open(browser: Browser, served: Served, width: int, problems: list[str]) -> Page:
+    context = browser.new_context(viewport={"width": width, "height": 900}, accept_downloads=True)
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    page.on("request", lambda r: None if r.url.startswith(served.url)
+            else problems.append(f"request to {r.url}"))
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    target = f"/ui/benchmarks/{served.benchmark_id}/pooled"
+    page.goto(served.url + target)
+    page.fill("#token", served.token)
+    with page.expect_navigation():
+        page.click("button[type=submit]")
+    assert page.url == served.url + target, page.locator("main").inner_text()
+    return page
+
+
+def test_forest_plots_and_table_equal_the_api(browser: Browser, served: Served) -> None:
+    problems: list[str] = []
+    page = _open(browser, served, 1280, problems)
+    api = served.api(f"/benchmarks/{served.benchmark_id}/leaderboard/pooled")
+    rows = page.locator("table#pooled tbody tr")
+    assert rows.count() == served.models
+    for i, standing in enumerate(api["standings"]):
+        row = rows.nth(i)
+        value = standing["values"][0]
+        assert int(row.get_attribute("data-model-id") or 0) == standing["model_id"]
+        assert float(row.get_attribute("data-pooled") or "nan") == value["pooled"]
+        assert float(row.get_attribute("data-ci-low") or "nan") == value["ci95_low"]
+        assert row.locator("td.score").inner_text().strip() == f"{value['pooled']:.4f}"
+    forests = page.locator("figure.forest")
+    assert forests.count() == served.models
+    for i in range(forests.count()):
+        forest = forests.nth(i)
+        diamond = forest.locator("polygon.diamond").bounding_box()
+        interval = forest.locator("line.ci").first.bounding_box()
+        assert diamond is not None and diamond["width"] > 1 and diamond["height"] > 1
+        assert interval is not None and interval["width"] > 1
+        ticks = forest.locator("text.tick").all_text_contents()
+        assert ticks[0] == "0" and ticks[-1] == "1"
+    weak = page.locator("table#pooled tbody tr", has_text="unet-weak")
+    assert weak.locator(".badge-mock").first.is_visible()
+    assert "mock TEE, not a confidential run" in weak.inner_text()
+    assert page.locator("table#pooled tbody tr", has_text="unet-ref").locator(
+        ".badge-mock").count() == 0
+    assert problems == []
+
+
+#: Elements reaching past the screen's right edge, outside any horizontal scroll container.
+_WIDER_THAN_SCREEN = """() => {
+  const out = [];
+  for (const e of document.querySelectorAll('body *')) {
+    if (e.closest('.scroll, .chartcard')) continue;
+    const r = e.getBoundingClientRect();
+    if (r.right > window.innerWidth + 1) out.push(`${e.tagName}.${e.className} ${r.right}`);
+  }
+  return out.slice(0, 12);
+}"""
+
+
+def test_narrow_screen_keeps_the_page_inside_the_viewport(browser: Browser,
+                                                          served: Served) -> None:
+    problems: list[str] = []
+    page = _open(browser, served, 375, problems)
+    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    wide = page.evaluate(_WIDER_THAN_SCREEN)
+    assert overflow <= 1, f"the page is {overflow}px wider than a 375px screen: {wide}"
+    box = page.locator("figure.forest svg").first.bounding_box()
+    assert box is not None and box["width"] <= 375
+    assert problems == []
+
+
+def test_csv_download_is_the_apis_csv(browser: Browser, served: Served, tmp_path: Path) -> None:
+    problems: list[str] = []
+    page = _open(browser, served, 1280, problems)
+    with page.expect_download() as info:
+        page.click("#csv-download")
+    path = tmp_path / "board.csv"
+    info.value.save_as(path)
+    api = PooledLeaderboard.model_validate(served.api(
+        f"/benchmarks/{served.benchmark_id}/leaderboard/pooled", all_metrics="true"))
+    assert path.read_text() == to_csv(api)
+    assert problems == []
