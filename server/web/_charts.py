@@ -1,4 +1,5 @@
-"""Server-rendered dot plots for the leaderboard: one chart per region, Dice and HD95 side by
+"""Server-rendered dot plots for the leaderboard: one chart per group of the benchmark's
+presentation (BraTS: region), its headline and secondary metrics (BraTS: Dice and HD95) side by
 side, one row per model, one dot per dataset (its mean over cases) with the interquartile range
 as a whisker; and the pooled leaderboard's forest plots (each site's estimate and 95% interval,
 the pooled diamond, an axis from where the metric starts). Pure geometry: the template draws
@@ -11,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from sealbench.server.web._views import REGIONS, Board, region_stat
+from sealbench.server.web._views import Board
 
 __all__ = [
     "Chart",
@@ -35,10 +36,6 @@ TOP = 40
 ROW_H = 40
 BOTTOM = 34
 PALETTE = 6
-_PANELS = (
-    ("dice", "Dice", "higher is better", ""),
-    ("hd95", "HD95", "lower is better", " mm"),
-)
 
 
 @dataclass(frozen=True)
@@ -107,9 +104,10 @@ def _fmt_tick(value: float) -> str:
 
 
 def build_charts(board: Board) -> tuple[Chart, ...]:
-    """One chart per region that has at least one value on the board."""
+    """One chart per group (BraTS: region) of the benchmark's presentation that has at least
+    one value on the board: its headline and secondary metrics side by side."""
     charts = []
-    for region in REGIONS:
+    for region in board.view.groups:
         chart = _chart(board, region)
         if chart is not None:
             charts.append(chart)
@@ -135,13 +133,19 @@ def _chart(board: Board, region: str) -> Chart | None:
     plot_bottom = plot_top + len(board.rows) * ROW_H
     panels = []
     found = False
-    for p, (metric, title, hint, unit) in enumerate(_PANELS):
+    view = board.view
+    panels_of = [
+        (ref.metric, view.label(ref),
+         "lower is better" if view.lower_is_better(ref) else "higher is better",
+         f" {view.unit(ref)}" if view.unit(ref) else "")
+        for ref in (view.headline, view.secondary) if ref is not None]
+    for p, (metric, title, hint, unit) in enumerate(panels_of):
         x0 = LABEL_W + p * (PANEL_W + GAP)
         points = []
         for i, row in enumerate(board.rows):
             for dataset_id, _ in board.datasets:
                 entry = by_pair.get((row.model_id, dataset_id))
-                stat = None if entry is None else region_stat(entry.summary, region, metric)
+                stat = None if entry is None else view.stat(entry.summary, region, metric)
                 if stat is not None:
                     points.append((i, dataset_id, stat))
         found = found or bool(points)
@@ -177,7 +181,7 @@ def _chart(board: Board, region: str) -> Chart | None:
             )
         panels.append(
             Panel(
-                title=f"{region} {title}{unit and ' (mm)'}",
+                title=f"{region} {title}{unit and f' ({unit.strip()})'}",
                 hint=hint,
                 x0=x0,
                 x1=x0 + PANEL_W,

@@ -24,7 +24,7 @@ from sealbench.server.services import assets, associations, benchmarks, results
 from sealbench.server.services._common import PageOf
 from sealbench.server.web._pages import all_pages, owner_label
 from sealbench.server.web._state import DashboardState, render_page
-from sealbench.server.web._views import mean_over_regions
+from sealbench.server.web._views import View
 
 __all__ = ["AssetLink", "ResultRow", "owner_pages"]
 
@@ -67,8 +67,11 @@ class ResultRow:
     result: Result
     benchmark_label: str
     counterpart_label: str
-    dice: float | None
-    hd95: float | None
+    #: The benchmark's headline and secondary figures (see :class:`View`) with their labels.
+    headline: float | None
+    secondary: float | None
+    headline_label: str = ""
+    secondary_label: str = ""
 
 
 def _visible_results(
@@ -87,6 +90,13 @@ def _visible_results(
     ]
     picked.sort(key=lambda r: r.id, reverse=True)
     labels: dict[tuple[str, int], str] = {}
+
+    views: dict[int, View] = {}
+
+    def view_of(benchmark_id: int) -> View:
+        if benchmark_id not in views:
+            views[benchmark_id] = View.of(benchmarks.get(session, benchmark_id).metrics_version)
+        return views[benchmark_id]
 
     def label(kind: str, ident: int) -> str:
         if (kind, ident) not in labels:
@@ -107,8 +117,11 @@ def _visible_results(
             counterpart_label=label("model", r.model_id)
             if dataset_id is not None
             else label("dataset", r.dataset_id),
-            dice=mean_over_regions(r.summary, "dice"),
-            hd95=mean_over_regions(r.summary, "hd95"),
+            headline=view_of(r.benchmark_id).value(r.summary, view_of(r.benchmark_id).headline),
+            secondary=view_of(r.benchmark_id).value(r.summary,
+                                                    view_of(r.benchmark_id).secondary),
+            headline_label=view_of(r.benchmark_id).label(view_of(r.benchmark_id).headline),
+            secondary_label=view_of(r.benchmark_id).label(view_of(r.benchmark_id).secondary),
         )
         for r in picked
     ], cut

@@ -25,14 +25,7 @@ from sealbench.server.services._common import PageOf
 from sealbench.server.settings import CONFIDENTIAL_SPACE_ISSUER
 from sealbench.server.web._charts import build_charts
 from sealbench.server.web._state import DashboardState, render_page
-from sealbench.server.web._views import (
-    METRICS,
-    REGIONS,
-    BoardEntry,
-    build_board,
-    region_stat,
-    summary_counts,
-)
+from sealbench.server.web._views import BoardEntry, View, build_board, summary_counts
 
 __all__ = ["Participant", "all_pages", "benchmark_pages", "owner_label"]
 
@@ -200,10 +193,12 @@ def benchmark_pages(state: DashboardState) -> APIRouter:
                 )
                 for result, model, dataset in rows
             ]
-            board = build_board(entries)
+            view = View.of(bench.metrics_version)
+            board = build_board(entries, view)
             return "leaderboard.html", {
                 "b": bench,
                 "board": board,
+                "view": view,
                 "charts": build_charts(board),
                 "is_authority": bench.owner_id == viewer.user_id,
                 "nav": "benchmarks",
@@ -218,9 +213,11 @@ def benchmark_pages(state: DashboardState) -> APIRouter:
             bench: Benchmark = benchmarks.get(session, row.benchmark_id)
             model = assets.get_model(session, row.model_id)
             dataset = assets.get_dataset(session, row.dataset_id)
+            view = View.of(bench.metrics_version)
             table = [
-                (region, [(m, unit, region_stat(row.summary, region, m)) for m, unit in METRICS])
-                for region in REGIONS
+                (group or "all", [(m, unit, view.stat(row.summary, group, m))
+                                  for m, unit in view.metrics])
+                for group in (view.groups or (None,))
             ]
             return "result.html", {
                 "r": row,
@@ -228,7 +225,7 @@ def benchmark_pages(state: DashboardState) -> APIRouter:
                 "model": model,
                 "dataset": dataset,
                 "table": table,
-                "metrics": METRICS,
+                "metrics": view.metrics,
                 "counts": [(_COUNT_LABELS[k], v) for k, v in summary_counts(row.summary).items()],
                 "claims": _token_claims(row.attestation_token),
                 "image_matches": row.image_digest == bench.image_digest,

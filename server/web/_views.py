@@ -1,71 +1,53 @@
-"""Pure view logic for the dashboard: reading metrics out of a verified public summary and
-arranging a benchmark's leaderboard (models by datasets) for the table and the charts.
+"""Pure view logic for the dashboard: reading figures out of a verified public summary through
+the benchmark's plug-in and arranging a benchmark's leaderboard (models by datasets) for the
+table and the charts.
 
 Nothing here touches the database or the request; the pages feed it what the services
-returned. A summary is the JSON the enclave attested (``sealbench/result-summary`` with its
-``aggregates``, or a bare ``sealbench/brats-summary``); anything missing reads as ``None`` and is
-shown as a dash, never as a zero.
+returned. What is shown comes from the plug-in's presentation (:class:`View`): its headline
+metric ranks the board, in the direction the plug-in says is better; its groups (BraTS regions,
+classes) are the per-group tables and charts. A summary is the JSON the enclave attested
+(``sealbench/result-summary`` with its ``aggregates``, or a bare summary); one the plug-in does
+not validate, or of a benchmark whose plug-in is not installed here, reads as ``None``
+everywhere and is shown as a dash, never as a zero.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from sealbench.benchmarks.interface import (
+    Benchmark,
+    BenchmarkError,
+    Direction,
+    Figure,
+    MetricRef,
+)
+from sealbench.benchmarks.registry import load
+
 __all__ = [
-    "METRICS",
-    "REGIONS",
     "Board",
     "BoardEntry",
     "BoardRow",
     "Cell",
     "Stat",
+    "View",
     "build_board",
-    "mean_over_regions",
-    "region_stat",
     "summary_counts",
-    "summary_regions",
 ]
-
-#: The BraTS evaluation regions, in the order the leaderboard shows them.
-REGIONS: tuple[str, ...] = ("WT", "TC", "ET")
-#: Metrics shown in a result's table, with their unit.
-METRICS: tuple[tuple[str, str], ...] = (
-    ("dice", ""),
-    ("hd95", "mm"),
-    ("sensitivity", ""),
-    ("specificity", ""),
-    ("lesion_dice", ""),
-    ("lesion_hd95", "mm"),
-)
 
 
 @dataclass(frozen=True)
 class Stat:
-    """One metric of one region over a run's cases."""
+    """One metric of one group (or over the groups) across a run's cases."""
 
     mean: float
     q25: float | None = None
     q75: float | None = None
     median: float | None = None
     std: float | None = None
-
-
-def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
-def summary_regions(summary: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The ``regions`` object of a summary (inside ``aggregates`` for a run's summary)."""
-    regions = summary.get("regions")
-    aggregates = summary.get("aggregates")
-    if regions is None and isinstance(aggregates, Mapping):
-        regions = aggregates.get("regions")
-    return regions if isinstance(regions, Mapping) else {}
 
 
 def summary_counts(summary: Mapping[str, Any]) -> dict[str, int]:
@@ -80,30 +62,93 @@ def summary_counts(summary: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
-def region_stat(summary: Mapping[str, Any], region: str, metric: str) -> Stat | None:
-    """The statistics of ``metric`` in ``region``, or None when the summary lacks them."""
-    metrics = summary_regions(summary).get(region)
-    if not isinstance(metrics, Mapping):
-        return None
-    stats = metrics.get(metric)
-    if not isinstance(stats, Mapping):
-        return None
-    mean = _number(stats.get("mean"))
-    if mean is None:
-        return None
-    return Stat(
-        mean=mean,
-        q25=_number(stats.get("q25")),
-        q75=_number(stats.get("q75")),
-        median=_number(stats.get("median")),
-        std=_number(stats.get("std")),
-    )
+@dataclass(frozen=True)
+class View:
+    """A benchmark's presentation: which metrics and groups are shown, the headline metric the
+    board ranks by (and the secondary one shown under it), each with its unit and direction.
+    ``plugin`` is None when the benchmark's plug-in is not installed on the registry."""
 
+    plugin: Benchmark | None
+    _cache: dict[int, dict[MetricRef, Figure]] = field(default_factory=dict, compare=False)
 
-def mean_over_regions(summary: Mapping[str, Any], metric: str) -> float | None:
-    """The mean of ``metric``'s per-region means over WT, TC and ET (the regions present)."""
-    values = [s.mean for r in REGIONS if (s := region_stat(summary, r, metric)) is not None]
-    return sum(values) / len(values) if values else None
+    @classmethod
+    def of(cls, metrics_version: str) -> View:
+        """The view of benchmarks pinning ``metrics_version`` (``<name>/<version>``)."""
+        try:
+            return cls(load(metrics_version))
+        except BenchmarkError:
+            return cls(None)
+
+    @property
+    def groups(self) -> tuple[str, ...]:
+        return () if self.plugin is None else tuple(
+            g.key for g in self.plugin.presentation.groups)
+
+    @property
+    def metrics(self) -> tuple[tuple[str, str], ...]:
+        """(key, unit) of every ranked metric (counts left out), in the plug-in's order."""
+        if self.plugin is None:
+            return ()
+        return tuple((m.key, m.unit) for m in self.plugin.presentation.metrics
+                     if m.direction is not Direction.NEUTRAL)
+
+    @property
+    def headline(self) -> MetricRef | None:
+        return None if self.plugin is None else self.plugin.presentation.headline
+
+    @property
+    def secondary(self) -> MetricRef | None:
+        """The next ranked metric after the headline (shown under it), over the groups."""
+        head = self.headline
+        for key, _ in self.metrics:
+            if head is not None and key != head.metric:
+                return MetricRef(key)
+        return None
+
+    def group_description(self, key: str) -> str:
+        """What a group is (``whole tumour``), from the presentation."""
+        if self.plugin is None:
+            return ""
+        return next((g.description for g in self.plugin.presentation.groups if g.key == key), "")
+
+    def label(self, ref: MetricRef | None) -> str:
+        return "" if self.plugin is None or ref is None else self.plugin.presentation.label(ref)
+
+    def unit(self, ref: MetricRef | None) -> str:
+        if self.plugin is None or ref is None:
+            return ""
+        return self.plugin.presentation.metric(ref.metric).unit
+
+    def lower_is_better(self, ref: MetricRef | None) -> bool:
+        if self.plugin is None or ref is None:
+            return False
+        return self.plugin.presentation.metric(ref.metric).direction is Direction.LOWER
+
+    def figures(self, summary: Mapping[str, Any]) -> dict[MetricRef, Figure]:
+        """The figures of a summary (empty when the plug-in does not validate it)."""
+        if self.plugin is None:
+            return {}
+        key = id(summary)
+        if key not in self._cache:
+            aggregates = summary.get("aggregates", summary)
+            try:
+                parsed = self.plugin.parse_summary(aggregates if isinstance(
+                    aggregates, Mapping) else {})
+                self._cache[key] = {f.ref: f for f in self.plugin.figures(parsed)}
+            except BenchmarkError:
+                self._cache[key] = {}
+        return self._cache[key]
+
+    def value(self, summary: Mapping[str, Any], ref: MetricRef | None) -> float | None:
+        figure = None if ref is None else self.figures(summary).get(ref)
+        return None if figure is None else figure.value
+
+    def stat(self, summary: Mapping[str, Any], group: str | None, metric: str) -> Stat | None:
+        """The figure of ``metric`` in ``group`` (over the groups when None), or None."""
+        figure = self.figures(summary).get(MetricRef(metric, group))
+        if figure is None or figure.value is None:
+            return None
+        return Stat(mean=figure.value, q25=figure.low, q75=figure.high, std=figure.spread)
 
 
 @dataclass(frozen=True)
@@ -124,8 +169,9 @@ class BoardEntry:
 @dataclass(frozen=True)
 class Cell:
     result_id: int
-    dice: float | None
-    hd95: float | None
+    #: The headline metric's value, and the secondary metric's shown under it.
+    headline: float | None
+    secondary: float | None
     verified_at: datetime
     withdrawn: tuple[str, ...] = ()
 
@@ -141,19 +187,21 @@ class BoardRow:
 
 @dataclass(frozen=True)
 class Board:
-    """Models (ranked by mean Dice over their datasets, best first) by datasets."""
+    """Models (ranked by their headline metric over their datasets, best first) by datasets."""
 
     datasets: tuple[tuple[int, str], ...]
     rows: tuple[BoardRow, ...]
     entries: tuple[BoardEntry, ...]
+    view: View
 
     @property
     def empty(self) -> bool:
         return not self.entries
 
 
-def build_board(entries: Sequence[BoardEntry]) -> Board:
-    """Arrange leaderboard entries; a model without any Dice ranks last, ties by model id."""
+def build_board(entries: Sequence[BoardEntry], view: View) -> Board:
+    """Arrange leaderboard entries by ``view``'s headline metric (in its direction); a model
+    without any value ranks last, ties by model id."""
     datasets = sorted({(e.dataset_id, e.dataset_label) for e in entries})
     models = sorted({(e.model_id, e.model_label) for e in entries})
     by_pair = {(e.model_id, e.dataset_id): e for e in entries}
@@ -167,17 +215,19 @@ def build_board(entries: Sequence[BoardEntry]) -> Board:
                 if entry is None
                 else Cell(
                     entry.result_id,
-                    mean_over_regions(entry.summary, "dice"),
-                    mean_over_regions(entry.summary, "hd95"),
+                    view.value(entry.summary, view.headline),
+                    view.value(entry.summary, view.secondary),
                     entry.created_at,
                     entry.withdrawn,
                 )
             )
-        dice = [c.dice for c in cells if c is not None and c.dice is not None]
-        scored.append((model_id, label, tuple(cells), sum(dice) / len(dice) if dice else None))
-    scored.sort(key=lambda row: (row[3] is None, -(row[3] or 0.0), row[0]))
+        values = [c.headline for c in cells if c is not None and c.headline is not None]
+        scored.append((model_id, label, tuple(cells),
+                       sum(values) / len(values) if values else None))
+    sign = 1.0 if view.lower_is_better(view.headline) else -1.0
+    scored.sort(key=lambda row: (row[3] is None, sign * (row[3] or 0.0), row[0]))
     rows = tuple(
         BoardRow(rank, model_id, label, cells, score)
         for rank, (model_id, label, cells, score) in enumerate(scored, start=1)
     )
-    return Board(tuple(datasets), rows, tuple(entries))
+    return Board(tuple(datasets), rows, tuple(entries), view)

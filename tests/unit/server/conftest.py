@@ -300,6 +300,18 @@ def benchmark_body(name: str = "brats", version: str = "1") -> dict[str, Any]:
     }
 
 
+def valid_summary() -> dict[str, Any]:
+    """A run's ``summary.json`` the benchmark's plug-in (brats-2023-gli/1) validates: the
+    registry refuses any other."""
+    from sealbench.benchmarks.registry import load
+
+    plugin = load("brats-2023-gli/1")
+    failed = plugin.failure("BraTS-GLI-00001-000", "x")
+    return {"format": "sealbench/result-summary", "version": 1, "run_id": "run-1",
+            "benchmark_id": "1", "metrics_version": "brats-2023-gli/1",
+            "aggregates": plugin.summarise([failed]).to_json()}
+
+
 def ok(response: Any, status: int = 200) -> Any:
     assert response.status_code == status, response.text
     return response.json()
@@ -357,6 +369,7 @@ def h() -> SimpleNamespace:
         ok=ok,
         benchmark_body=benchmark_body,
         result_claims=result_claims,
+        valid_summary=valid_summary,
         digest_of=digest_of,
         IMAGE_DIGEST=IMAGE_DIGEST,
         TEST_ISSUER=TEST_ISSUER,

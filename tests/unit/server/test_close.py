@@ -73,7 +73,7 @@ def test_approved_links_keep_submitting_after_closing(
     h.ok(_close(client, world, world.bench_owner))
     sealed = "sha256:" + "4" * 64
     claims = h.result_claims(
-        summary={"dice": 0.7},
+        summary=h.valid_summary(),
         benchmark_id=world.benchmark_id,
         sealed_digest=sealed,
         data_digest=world.dataset_digest,
@@ -83,7 +83,7 @@ def test_approved_links_keep_submitting_after_closing(
         "benchmark_id": world.benchmark_id,
         "dataset_id": world.dataset_id,
         "model_id": world.model_id,
-        "summary": {"dice": 0.7},
+        "summary": h.valid_summary(),
         "sealed_result_digest": sealed,
         "attestation_token": tokens.sign(claims),
     }
@@ -120,6 +120,7 @@ def test_pending_benchmark_cannot_be_closed(client: TestClient, world: Any, h: A
 
 def test_migration_0003_downgrades_and_upgrades(database_url: str) -> None:
     from alembic import command
+    from alembic.script import ScriptDirectory
     from sqlalchemy import inspect
 
     from sealbench.server.db import open_database
@@ -133,6 +134,8 @@ def test_migration_0003_downgrades_and_upgrades(database_url: str) -> None:
             columns = {c["name"] for c in inspect(conn).get_columns("benchmarks")}
         assert "closed_at" not in columns and "closed_by_id" not in columns
         upgrade_to_head(db.engine)
-        assert current_revision(db.engine) == "0003"
+        with db.engine.connect() as conn:
+            head = ScriptDirectory.from_config(alembic_config(conn)).get_current_head()
+        assert head is not None and current_revision(db.engine) == head
     finally:
         db.dispose()

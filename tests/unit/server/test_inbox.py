@@ -97,7 +97,7 @@ def test_evaluations_are_the_data_owners_approved_pairs_with_their_latest_result
             evaluations] == [(world.benchmark_id, world.dataset_id, world.model_id, None)]
     sealed = "sha256:" + "3" * 64
     claims = h.result_claims(
-        summary={"dice": 0.5},
+        summary=h.valid_summary(),
         benchmark_id=world.benchmark_id,
         sealed_digest=sealed,
         data_digest=world.dataset_digest,
@@ -110,7 +110,7 @@ def test_evaluations_are_the_data_owners_approved_pairs_with_their_latest_result
                 "benchmark_id": world.benchmark_id,
                 "dataset_id": world.dataset_id,
                 "model_id": world.model_id,
-                "summary": {"dice": 0.5},
+                "summary": h.valid_summary(),
                 "sealed_result_digest": sealed,
                 "attestation_token": tokens.sign(claims),
             },

@@ -149,12 +149,12 @@ def test_withdrawn_result_and_closed_benchmark_are_marked(
     web: TestClient, client: TestClient, world: Any, tokens: Any, h: Any
 ) -> None:
     sealed = "sha256:" + "6" * 64
-    claims = h.result_claims(summary={"dice": 0.5}, benchmark_id=world.benchmark_id,
+    claims = h.result_claims(summary=h.valid_summary(), benchmark_id=world.benchmark_id,
                              sealed_digest=sealed, data_digest=world.dataset_digest,
                              model_digest=world.model_digest)
     result = h.ok(client.post(f"{API}/results", json={
         "benchmark_id": world.benchmark_id, "dataset_id": world.dataset_id,
-        "model_id": world.model_id, "summary": {"dice": 0.5}, "sealed_result_digest": sealed,
+        "model_id": world.model_id, "summary": h.valid_summary(), "sealed_result_digest": sealed,
         "attestation_token": tokens.sign(claims)}, headers=world.data_owner.headers), 201)
     h.ok(client.post(f"{API}/benchmarks/{world.benchmark_id}/models/{world.model_id}/withdraw",
                      headers=world.model_owner.headers))

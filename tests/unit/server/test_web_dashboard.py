@@ -41,8 +41,11 @@ def summary(dice: float, hd95: float) -> dict[str, Any]:
             "nonfinite_replaced": 0,
         }
 
+    others = ("sensitivity", "specificity", "lesion_dice", "lesion_hd95", "num_tp", "num_fp",
+              "num_fn")
     regions = {
-        region: {"dice": stats(dice - k * 0.05), "hd95": stats(hd95 + k)}
+        region: {"dice": stats(dice - k * 0.05), "hd95": stats(hd95 + k),
+                 **{m: stats(0.5) for m in others}}
         for k, region in enumerate(("WT", "TC", "ET"))
     }
     return {
@@ -50,8 +53,11 @@ def summary(dice: float, hd95: float) -> dict[str, Any]:
         "version": 1,
         "run_id": "run-1",
         "benchmark_id": "1",
-        "metrics_version": "brats-2023/1",
-        "aggregates": {"n_cases": 5, "n_scored": 5, "n_failed": 0, "regions": regions},
+        "metrics_version": "brats-2023-gli/1",
+        "aggregates": {"summary_id": "sealbench/brats-summary", "version": 1,
+                       "metrics_id": "sealbench/brats-lesionwise", "metrics_version": 1,
+                       "n_cases": 5, "n_scored": 5, "n_failed": 0, "n_nonfinite_cases": 0,
+                       "regions": regions},
     }
 
 
