@@ -223,6 +223,30 @@ class PolicySync:
     report: SyncReport
 
 
+def _sharing_grants(
+    client: RegistryClient, kind: AssetKind, asset_id: int, coords: CoordinatesPublic
+) -> tuple[AllowedWorkload, ...]:
+    """The grants of ``asset_id`` and of every other asset of the caller's, of the same kind,
+    sealed under the same key and pool provider: the key's bindings and the provider's
+    condition are shared, so a sync must write all of them (syncing one dataset used to
+    revoke the workloads, and unpin the metrics version, of the owner's other datasets, e.g.
+    a hospital in two benchmarks)."""
+    me = client.me().id
+    rows = client.list_datasets(me) if kind == "dataset" else client.list_models(me)
+    grants = list(allowed_workloads(client, kind, asset_id))
+    for row in rows:
+        if row.id == asset_id or row.owner_id != me:
+            continue
+        try:
+            other = client.get_coordinates(kind, row.id)
+        except NotFoundError:
+            continue  # not sealed: nothing to grant
+        if (other.kms_key_name, other.wip_provider) == (coords.kms_key_name,
+                                                        coords.wip_provider):
+            grants += allowed_workloads(client, kind, row.id)
+    return tuple(grants)
+
+
 def sync_policy(
     client: RegistryClient,
     cloud: OwnerCloud,
@@ -242,7 +266,7 @@ def sync_policy(
             f"{kind} {asset_id} has not been sealed yet, so it has no key to guard",
             hint=f"seal it first with 'sealbench {kind} seal ... --{kind} {asset_id}'",
         ) from exc
-    grants = allowed_workloads(client, kind, asset_id)
+    grants = _sharing_grants(client, kind, asset_id, coords)
     if kind == "dataset" and local_recipient is not None:
         foreign = {g.identity.recipient_digest for g in grants} - {local_recipient}
         if foreign:

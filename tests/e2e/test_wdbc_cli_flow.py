@@ -116,10 +116,30 @@ def _publish_register_seal_approve_sync(world: World) -> None:
         ok(cli("dataset", "associate", "--dataset", d, "--benchmark", b, "--profile", site))
         ok(cli("association", "approve", "--benchmark", b, "--dataset", d,
                "--profile", "authority"))
+    # The referral hospital brings a second dataset (cases of another site) under the same key.
+    second_raw, second = tmp / "referral" / "raw-2", tmp / "referral" / "prepared-2"
+    plugin.write_demo_dataset(second_raw, 30, seed=2)
+    ok(cli("dataset", "prepare", str(second_raw), str(second), "--benchmark", b,
+           "--profile", "referral"))
+    ids["referral-2"] = int(_json(cli("dataset", "register", str(second), "--name",
+                                      "referral-fna-2", "--benchmark", b, "--json",
+                                      "--profile", "referral"))["id"])
+    ok(cli("dataset", "seal", str(second), "--dataset", str(ids["referral-2"]),
+           "--profile", "referral"))
+    ok(cli("dataset", "associate", "--dataset", str(ids["referral-2"]), "--benchmark", b,
+           "--profile", "referral"))
+    ok(cli("association", "approve", "--benchmark", b, "--dataset", str(ids["referral-2"]),
+           "--profile", "authority"))
     for site in SITES:
         synced = _json(cli("policy", "sync", "--dataset", str(ids[site]), "--json",
                            "--profile", site))
-        assert len(synced["workloads"]) == 2  # type: ignore[arg-type]
+        assert len(synced["workloads"]) == 2 + 2 * (site == "referral")  # type: ignore[arg-type]
+    # Syncing the second dataset keeps the first one's grants (the key and the pool provider
+    # are shared): syncing the first again changes nothing.
+    ok(cli("policy", "sync", "--dataset", str(ids["referral-2"]), "--profile", "referral"))
+    again = ok(cli("policy", "sync", "--dataset", str(ids["referral"]), "--profile",
+                   "referral"))
+    assert "nothing to change" in again.output, again.output
     for lab in LABS:
         ok(cli("policy", "sync", "--model", str(ids[lab]), "--profile", lab))
 
@@ -159,7 +179,7 @@ def _summary(result: dict[str, object]) -> dict[str, object]:
 def test_every_result_is_a_verified_dataset_level_summary(
     world: World, evaluated: list[dict[str, object]]
 ) -> None:
-    assert {(r["dataset_id"], r["model_id"]) for r in evaluated} == {
+    assert {(r["dataset_id"], r["model_id"]) for r in evaluated} == {  # not referral-2: not run
         (world.ids[site], world.ids[lab]) for site in SITES for lab in LABS}
     for result in evaluated:
         summary = _summary(result)
