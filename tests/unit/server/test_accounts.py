@@ -8,6 +8,7 @@ code 1. Runs on SQLite and PostgreSQL (the CLI tests on SQLite)."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -21,9 +22,11 @@ from sqlalchemy import select, text
 
 from sealbench.server.app import create_app
 from sealbench.server.audit import verify_stored_chain
+from sealbench.server.auth import Authenticator
 from sealbench.server.cli import main
-from sealbench.server.db import open_database
+from sealbench.server.db import Database, open_database
 from sealbench.server.errors import ConflictError, NotFoundError
+from sealbench.server.jwks import JwksCache, UrllibJwksFetcher
 from sealbench.server.migrate import alembic_config
 from sealbench.server.models import AuditEvent
 from sealbench.server.services.accounts import (
@@ -127,6 +130,54 @@ def test_cache_lives_on_between_checks_when_nothing_was_revoked(
     assert _status(app, user.token) == 200  # still cached: the generation did not move
     mono.now += 30
     assert _status(app, user.token) == 401  # the cache entry expired
+
+
+def test_one_thread_reads_the_generation_while_the_others_use_the_cache(
+    make_user: Any, database_url: str, clock: Any, mono: Monotonic
+) -> None:
+    """While one request reads the revocation generation, the others are answered from the
+    cache instead of piling onto the database; one read per interval, however many callers."""
+    user = make_user("hospital@x.test")
+    db = open_database(database_url)
+    reads: list[str] = []
+    hold = threading.Event()
+    entered, release = threading.Event(), threading.Event()
+
+    def reader() -> Any:
+        reads.append("read")
+        if hold.is_set():  # the generation read after the interval: keep it in flight
+            entered.set()
+            assert release.wait(10)
+        return db.reader()
+
+    counting = Database(engine=db.engine, reader=reader, writer=db.writer)  # type: ignore[arg-type]
+    auth = Authenticator(
+        counting,
+        oidc=None,
+        jwks=JwksCache(UrllibJwksFetcher(), ttl=0, clock=mono),
+        clock=clock,
+        cache_seconds=30,
+        monotonic=mono,
+        revocation_check_seconds=CHECK_S,
+    )
+    header = f"Bearer {user.token}"
+    assert auth.authenticate(header).email == user.email
+    assert reads == ["read", "read"]  # the generation, then the token
+    reads.clear()
+    mono.now += CHECK_S
+    assert auth.cached(header) is None  # due: the caller goes to authenticate()
+    hold.set()
+    checker = threading.Thread(target=auth.authenticate, args=(header,))
+    checker.start()
+    assert entered.wait(10)
+    others = [auth.cached(header) for _ in range(50)] + [
+        auth.authenticate(header) for _ in range(5)
+    ]
+    release.set()
+    checker.join(10)
+    db.dispose()
+    assert all(p is not None and p.email == user.email for p in others)
+    assert reads == ["read"]  # the held generation read, nothing else
 
 
 def test_revoking_twice_or_an_unknown_token_refused(
