@@ -17,8 +17,9 @@ the token) and link it to its run (:func:`sealbench.client.runs.submit_run_resul
 
 It prints the total wall time, the registry requests per run (by kind), the registry's latency
 (p50, p99, max: measured by the clients' HTTP transport, so it includes their own queueing on
-this machine's shared cores), and checks that the authority's progress matrix shows every pair
-done.
+this machine's shared cores), the registry process's CPU time per run and per request (from
+/proc: what other load on the machine distorts least), and checks that the authority's progress
+matrix shows every pair done.
 """
 
 from __future__ import annotations
@@ -195,6 +196,25 @@ class TimingTransport(httpx.BaseTransport):
         self._inner.close()
 
 
+def _server_cpu_seconds(port: str) -> float:
+    """User + system CPU seconds of the registry process serving ``port`` (from /proc): the
+    figure the other load on a shared machine distorts least."""
+    import os
+
+    ticks = os.sysconf("SC_CLK_TCK")
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+            if b"sealbench.server.cli" not in argv or port.encode() not in argv:
+                continue
+            stat = (cmdline.parent / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        return (int(fields[11]) + int(fields[12])) / ticks
+    raise RuntimeError(f"no registry process serving port {port}")
+
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -289,6 +309,8 @@ def main() -> None:
             setup_s = time.perf_counter() - t0
             samples: list[tuple[str, float]] = []
             lock = threading.Lock()
+            port = url.rsplit(":", 1)[1]
+            cpu_before = _server_cpu_seconds(port)
             started = time.perf_counter()
             with ThreadPoolExecutor(args.sites_at_once) as pool:
                 counts = list(pool.map(
@@ -297,6 +319,7 @@ def main() -> None:
                     range(args.sites),
                 ))
             wall = time.perf_counter() - started
+            server_cpu = _server_cpu_seconds(port) - cpu_before
             board = RegistryClient.connect(url, tokens["authority"]).benchmark_progress(
                 world["benchmark"])
     runs = sum(counts)
@@ -313,6 +336,8 @@ def main() -> None:
     print(f"  registry latency under that load: p50 {statistics.median(latencies) * 1e3:.1f} ms,"
           f" p99 {_percentile(latencies, 0.99) * 1e3:.1f} ms, max {max(latencies) * 1e3:.1f} ms"
           f" over {len(latencies)} requests")
+    print(f"  registry CPU: {server_cpu:.1f} s in all, {server_cpu / runs * 1e3:.1f} ms per run, "
+          f"{server_cpu / len(samples) * 1e3:.1f} ms per request")
     for kind in sorted(kinds):
         values = [s for k, s in samples if k == kind]
         print(f"    {kind:<12} p50 {statistics.median(values) * 1e3:6.1f} ms   "
