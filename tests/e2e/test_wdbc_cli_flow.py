@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 from typer.testing import CliRunner, Result
 
@@ -200,3 +201,25 @@ def test_leaderboard_ranks_by_auroc(world: World, evaluated: list[dict[str, obje
     assert {row["model_id"] for row in board["standings"]} == {
         world.ids["lab-lr"], world.ids["lab-mlp"]}
     assert "AUROC" in ok(cli("benchmark", "leaderboard", b, "--profile", "authority")).output
+
+
+def test_dashboard_leaderboard_shows_each_sites_auroc(
+    world: World, evaluated: list[dict[str, object]]
+) -> None:
+    """The authority's dashboard (signed in with its token) shows the benchmark's leaderboard
+    in the plug-in's terms: AUROC, each model's verified value on each site."""
+    with httpx.Client(base_url=world.url, timeout=30, follow_redirects=True) as browser:
+        form = browser.get("/ui/sign-in")
+        csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)
+        assert csrf is not None, form.text
+        signed = browser.post("/ui/sign-in", data={
+            "csrf": csrf.group(1), "token": world.tokens["authority"], "next": "/ui/"})
+        assert signed.status_code == 200, signed.text
+        page = browser.get(f"/ui/benchmarks/{world.ids['b']}/leaderboard")
+        assert page.status_code == 200, page.text
+    assert "AUROC" in page.text
+    for result in evaluated:
+        auroc = _summary(result)["auroc"]
+        assert isinstance(auroc, dict)
+        assert f"{auroc['value']:.3f}" in page.text, auroc
+
