@@ -165,7 +165,7 @@ def pool(summaries: Sequence[PublicSummary], spec: MetricsSpec) -> api.PooledFig
     + Σ n_i·(mean_i - mean)²`` (two passes, numerically stable)."""
     if not summaries:
         raise ValueError("pooling needs at least one summary")
-    regions = list(spec.regions)
+    regions: list[str] = list(spec.regions)
     if any(set(s.regions) != set(regions) for s in summaries):
         raise ValueError("the summaries do not hold the benchmark's regions")
     counts, means, stds = _arrays(summaries, regions)
