@@ -384,6 +384,8 @@ class Prepared:
     rejected: tuple[CaseRejection, ...]
     dataset_digest: str
     statistics: JsonObject = field(default_factory=dict)
+    #: What the preparation did that its user should know (a raw layout it converted, ...).
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from sealbench.client._cli_common import (
     user_label,
 )
 from sealbench.client.api import AssetKind, RegistryClient
-from sealbench.client.errors import ConfigError, ConflictError, NotAllowedError, NotFoundError
+from sealbench.client.errors import ConflictError, NotAllowedError, NotFoundError
 from sealbench.client.keys import load_result_key
 from sealbench.server.schemas import (
     AssociationPublic,
@@ -76,11 +76,11 @@ def dataset_synthesize(
     first_seed: Annotated[int, typer.Option(help="seed of the first case")] = 1,
 ) -> list[str]:
     """Write synthetic BraTS-like raw cases (no patient data) to try the workflow."""
-    contract = assets.contract_for(None, size)
+    plugin = assets.plugin_of(None, size)
     ids: list[str] = []
     with progress_bar() as bar:
         task = bar.add_task("generating cases", total=cases)
-        for case_id in assets.synthesize(out_dir, cases, contract, first_seed=first_seed):
+        for case_id in assets.synthesize(out_dir, cases, plugin, first_seed=first_seed):
             ids.append(case_id)
             bar.advance(task)
     out().print(f"{plural(len(ids), 'synthetic case')} in {out_dir}")
@@ -111,51 +111,25 @@ def dataset_prepare(
     if benchmark is not None:
         with session(profile) as s:
             bench = s.client.get_benchmark(benchmark)
-    plugin = assets.plugin_of(bench)
-    if plugin is not None:  # a benchmark of another plug-in than BraTS: it prepares its data
-        if size is not None:
-            raise ConfigError(f"--size is a BraTS grid; benchmark {benchmark} ({plugin.ref}) "
-                              "has none", hint="leave out --size")
-        with progress_bar() as bar:
-            task = bar.add_task("preparing cases", total=None)
-            prepared = assets.prepare_with_plugin(
-                plugin, raw_dir, out_dir, lambda d, t: bar.update(task, completed=d, total=t),
-                strict=strict)
-        if json_out:
-            emit_json(prepared)
-            return prepared
-        rejected = (f", {plural(len(prepared.rejected), 'case')} rejected"
-                    if prepared.rejected else "")
-        out().print(f"prepared {plural(len(prepared.accepted), 'case')}{rejected} into "
-                    f"{out_dir}; digest {prepared.dataset_digest}")
-        if prepared.rejected:
-            table("rejected cases", ("case", "reason"),
-                  ((r.case, r.reason) for r in prepared.rejected))
-        return prepared
-    contract = assets.contract_for(bench, size)
+    plugin = assets.plugin_of(bench, size)
     with progress_bar() as bar:
         task = bar.add_task("preparing cases", total=None)
-        report = assets.prepare(
-            raw_dir,
-            out_dir,
-            contract,
-            lambda d, t: bar.update(task, completed=d, total=t),
-            strict=strict,
-        )
+        prepared = assets.prepare(
+            raw_dir, out_dir, plugin, lambda d, t: bar.update(task, completed=d, total=t),
+            strict=strict)
     if json_out:
-        emit_json(report)
-        return report
-    rejected = f", {plural(len(report.rejected), 'case')} rejected" if report.rejected else ""
-    if report.layout != "brats2023":
-        out().print(f"read the raw cases in the {report.layout} layout: renamed and relabelled "
-                    "into the contract's (BraTS2021_XXXXX becomes BraTS-GLI-XXXXX-000)")
-    out().print(
-        f"prepared {plural(len(report.accepted), 'case')}{rejected} into {out_dir}; "
-        f"digest {report.dataset_digest}"
-    )
-    if report.rejected:
-        table("rejected cases", ("case", "reason"), ((r.case, r.reason) for r in report.rejected))
-    return report
+        emit_json(prepared)
+        return prepared
+    rejected = (f", {plural(len(prepared.rejected), 'case')} rejected"
+                if prepared.rejected else "")
+    for note in prepared.notes:
+        out().print(note)
+    out().print(f"prepared {plural(len(prepared.accepted), 'case')}{rejected} into "
+                f"{out_dir}; digest {prepared.dataset_digest}")
+    if prepared.rejected:
+        table("rejected cases", ("case", "reason"),
+              ((r.case, r.reason) for r in prepared.rejected))
+    return prepared
 
 
 def _dataset_rows(rows: tuple[DatasetPublic, ...], me: int) -> None:
@@ -341,9 +315,7 @@ def model_register(
     """Check the ONNX model against the benchmark's model contract, then register its digest."""
     with session(profile) as s:
         bench = s.client.get_benchmark(benchmark) if benchmark is not None else None
-        plugin = assets.plugin_of(bench)
-        body = (assets.plugin_model_registration(onnx, name, version, plugin) if plugin
-                else assets.model_registration(onnx, name, version, assets.contract_for(bench)))
+        body = assets.model_registration(onnx, name, version, assets.plugin_of(bench))
         twin = assets.already_registered(s.client.list_models(), body.digest, s.client.me().id)
         if twin:
             log.warning(twin)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -30,25 +30,21 @@ from sealbench.server.schemas import (
 )
 
 if TYPE_CHECKING:  # numpy, nibabel and onnxruntime load only when a command needs them
-    from sealbench.benchmarks.brats import BratsContract
-    from sealbench.benchmarks.brats.prepare import PreparationReport
-    from sealbench.benchmarks.interface import Benchmark, Prepared
+    from sealbench.benchmarks.interface import Benchmark, Prepared, PreparedLayout
 
 __all__ = [
     "GRID_STATISTIC",
     "RECIPIENT_STATISTIC",
     "SIZES",
     "SIZE_DEFINITIONS",
-    "check_prepared_for",
-    "contract_for",
+    "check_grid",
     "dataset_registration",
     "model_registration",
-    "plugin_model_registration",
     "plugin_of",
     "prepare",
-    "prepare_with_plugin",
-    "prepared_contract",
+    "prepared_digest",
     "recipient_of",
+    "stated_grid",
     "synthesize",
 ]
 
@@ -63,135 +59,61 @@ SIZE_DEFINITIONS: Final[dict[str, str]] = {"full": "brats", "small": "brats-smal
 _MAX_JSON: Final = 4 << 20
 
 
-def contract_for(benchmark: BenchmarkPublic | None, size: str | None = None) -> BratsContract:
-    """The data contract to prepare (or synthesise) for.
+def _shipped_plugin(definition: str) -> Benchmark:
+    """The plug-in of a shipped definition, bound to its data contract."""
+    from sealbench.benchmarks.interface import BenchmarkError, bind_data_contract
+    from sealbench.benchmarks.registry import load
+    from sealbench.client.workflows import load_benchmark_definition
 
-    With a ``benchmark``: its registered contract, grid included; a ``size`` that names another
-    grid is refused (data on another grid belongs to another benchmark: ``small`` cases to one
-    published from ``brats-small``). Without one: the contract of the shipped definition of
-    ``size`` (``full``: brats, 240x240x155; ``small``: brats-small, 64x64x48)."""
-    from pydantic import ValidationError
+    doc = load_benchmark_definition(definition)
+    assert doc.plugin is not None  # load_benchmark_definition names it
+    try:
+        return bind_data_contract(load(doc.plugin), doc.contract)
+    except BenchmarkError as exc:
+        raise ConfigError(f"definition {definition}: {exc}") from exc
 
-    from sealbench.benchmarks.brats import BratsContract
-    from sealbench.benchmarks.brats.definition import shipped_definition
+
+def plugin_of(benchmark: BenchmarkPublic | None, size: str | None = None) -> Benchmark:
+    """The benchmark plug-in that synthesises and prepares data and checks models, bound to the
+    data contract to prepare for.
+
+    With a ``benchmark``: its plug-in on its registered contract; a ``size`` naming another
+    variant of the contract (another grid) is refused: data on another grid belongs to another
+    benchmark (``small`` cases to one published from ``brats-small``). Without one: the plug-in
+    of the shipped definition of ``size`` (``full``: brats, 240x240x155; ``small``:
+    brats-small, 64x64x48)."""
+    from sealbench.benchmarks.interface import ContractVariants
+    from sealbench.client.workflows import plugin_for
 
     if size is not None and size not in SIZES:
         raise ConfigError(f"--size must be one of {', '.join(SIZES)}, received {size!r}")
-    sized = shipped_definition(SIZE_DEFINITIONS[size or "full"]).contract
     if benchmark is None:
-        return sized
-    try:
-        contract = BratsContract.model_validate(benchmark.data_contract)
-    except ValidationError as exc:
+        return _shipped_plugin(SIZE_DEFINITIONS[size or "full"])
+    plugin = plugin_for(benchmark)
+    if size is None:
+        return plugin
+    if not isinstance(plugin, ContractVariants):
+        raise ConfigError(f"--size is a BraTS grid; benchmark {benchmark.id} ({plugin.ref}) "
+                          "has none", hint="leave out --size")
+    sized = _shipped_plugin(SIZE_DEFINITIONS[size])
+    if sized.data_contract() != plugin.data_contract():
         raise ConfigError(
-            f"benchmark {benchmark.id} has a data contract this client cannot read",
-            hint="upgrade sealbench to the version the benchmark authority uses",
-        ) from exc
-    if size is not None and (sized.shape, sized.spacing_mm) != (
-        contract.shape, contract.spacing_mm
-    ):
-        raise ConfigError(
-            f"--size {size} is the grid {sized.grid_text()}, but benchmark {benchmark.id} "
-            f"({benchmark.name}) takes cases on {contract.grid_text()} only",
+            f"--size {size} is the grid {_grid_text(sized.data_contract())}, but benchmark "
+            f"{benchmark.id} ({benchmark.name}) takes cases on "
+            f"{_grid_text(benchmark.data_contract)} only",
             hint=f"leave out --size to prepare for the benchmark's grid, or prepare "
             f"{size} cases for a benchmark published from '--definition {SIZE_DEFINITIONS[size]}'",
         )
-    return contract
-
-
-def plugin_of(benchmark: BenchmarkPublic | None) -> Benchmark | None:
-    """The plug-in that prepares data and checks models for ``benchmark`` when its data contract
-    is not a BraTS grid contract (a tabular or any other plug-in's benchmark), else None: BraTS
-    benchmarks keep the grid handling of :func:`contract_for` (``--size``, the 2021 layout)."""
-    from pydantic import ValidationError
-
-    from sealbench.benchmarks.brats import BratsContract
-    from sealbench.client.workflows import plugin_for
-
-    if benchmark is None:
-        return None
-    try:
-        BratsContract.model_validate(benchmark.data_contract)
-    except ValidationError:
-        return plugin_for(benchmark)
-    return None
-
-
-def prepare_with_plugin(
-    plugin: Benchmark,
-    raw_dir: Path,
-    out_dir: Path,
-    progress: Callable[[int, int], None] | None,
-    *,
-    strict: bool = False,
-) -> Prepared:
-    """Prepare ``raw_dir`` with the benchmark's plug-in; rejected cases as with :func:`prepare`."""
-    from sealbench.benchmarks.interface import PreparationError
-
-    try:
-        return plugin.prepare(raw_dir, out_dir, progress=progress, strict=strict)
-    except PreparationError as exc:
-        if exc.rejected:
-            raise RejectedCasesError(str(exc), exc.rejected, strict=strict) from exc
-        raise ConfigError(str(exc)) from exc
-
-
-def plugin_model_registration(onnx: Path, name: str, version: str,
-                              plugin: Benchmark) -> ModelCreate:
-    """Check ``onnx`` against the plug-in's model contract, then build the registration."""
-    from sealbench.benchmarks.interface import ModelContractError
-
-    try:
-        data = onnx.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"cannot read {onnx}: {exc.strerror}") from exc
-    try:
-        report = plugin.check_model(data)
-    except ModelContractError as exc:
-        raise ConfigError(f"{onnx.name} does not meet the benchmark's model contract: {exc}",
-                          hint=f"export {plugin.model_contract.hint()}") from exc
-    io_contract = report.details or {
-        "inputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)}
-                   for t in report.inputs],
-        "outputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)}
-                    for t in report.outputs],
-        "opset": report.opset}
-    return ModelCreate(name=name, version=version, digest=sha256_file(onnx),
-                       io_contract=io_contract)
-
-
-def _plugin_dataset_registration(
-    prepared: Path, name: str, recipient_digest: Sha256Digest, benchmark: BenchmarkPublic,
-    plugin: Benchmark,
-) -> DatasetCreate:
-    from sealbench.benchmarks.interface import BenchmarkError
-
-    layout = plugin.layout
-    dataset_file = prepared / layout.data_dir / layout.dataset_file
-    info = _read_json(dataset_file)
-    try:
-        plugin.open_dataset(dataset_file.read_bytes())
-    except BenchmarkError as exc:
-        raise ConfigError(
-            f"the dataset was not prepared under benchmark {benchmark.id}'s contract: {exc}",
-            hint=f"prepare it again with 'dataset prepare --benchmark {benchmark.id}'") from exc
-    statistics = _read_json(prepared / layout.data_dir / layout.statistics_file)
-    return DatasetCreate(
-        name=name,
-        digest=prepared_digest(prepared),
-        case_count=int(info.get("n_cases", 0)),
-        statistics={"preparation": statistics, RECIPIENT_STATISTIC: recipient_digest},
-        prepared_for_id=benchmark.id,
-    )
+    return plugin
 
 
 def synthesize(
-    out_dir: Path, cases: int, contract: BratsContract, *, first_seed: int = 1
+    out_dir: Path, cases: int, plugin: Benchmark, *, first_seed: int = 1
 ) -> Iterator[str]:
     """Write ``cases`` synthetic raw cases (no patient data) into ``out_dir``; yields ids.
     The cases are written into a temporary folder beside ``out_dir``, renamed into place only
-    when all are done, so an interrupted run leaves nothing that a re-run would refuse."""
-    from sealbench.benchmarks.brats.synthetic import write_dataset
+    when all are done, so an interrupted run leaves nothing that a re-run would refuse. The
+    cases are the plug-in's demo data, under its (bound) contract."""
 
     if cases < 1:
         raise ConfigError("--cases must be at least 1")
@@ -200,7 +122,7 @@ def synthesize(
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
     try:
-        yield from write_dataset(tmp, range(first_seed, first_seed + cases), contract=contract)
+        yield from plugin.write_demo_dataset(tmp, cases, seed=first_seed)
         if out_dir.exists():
             out_dir.rmdir()  # empty, checked above
         tmp.rename(out_dir)
@@ -241,27 +163,21 @@ class RejectedCasesError(ConfigError):
 def prepare(
     raw_dir: Path,
     out_dir: Path,
-    contract: BratsContract,
+    plugin: Benchmark,
     progress: Callable[[int, int], None] | None,
     *,
     strict: bool = False,
-) -> PreparationReport:
-    """Validate and normalise ``raw_dir`` into ``out_dir``; the report lists rejected cases."""
-    from sealbench.benchmarks.brats import PreparationError
-    from sealbench.benchmarks.brats.prepare import (
-        CasesRejectedError,
-        NoValidCasesError,
-        prepare_dataset,
-    )
+) -> Prepared:
+    """Validate and prepare ``raw_dir`` into ``out_dir`` with the benchmark's plug-in; the
+    outcome lists rejected cases (:class:`RejectedCasesError` when nothing was written because
+    cases failed)."""
+    from sealbench.benchmarks.interface import PreparationError
 
     try:
-        return prepare_dataset(raw_dir, out_dir, contract, progress, strict=strict)
-    except (NoValidCasesError, CasesRejectedError) as exc:
-        rejected = RejectedCasesError(str(exc), exc.rejected, strict=isinstance(
-            exc, CasesRejectedError
-        ))
-        raise rejected from exc
+        return plugin.prepare(raw_dir, out_dir, progress=progress, strict=strict)
     except PreparationError as exc:
+        if exc.rejected:
+            raise RejectedCasesError(str(exc), exc.rejected, strict=strict) from exc
         raise ConfigError(str(exc)) from exc
 
 
@@ -284,58 +200,53 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def prepared_digest(prepared: Path) -> Sha256Digest:
+def prepared_digest(prepared: Path, layout: PreparedLayout | None = None) -> Sha256Digest:
     """The prepared dataset's identity: the digest of its canonical manifest."""
-    from sealbench.benchmarks.brats.prepare import MANIFEST_FILE
+    from sealbench.benchmarks.interface import PreparedLayout
 
+    manifest_file = (layout or PreparedLayout()).manifest_file
     try:
-        return Manifest.from_bytes((prepared / MANIFEST_FILE).read_bytes()).digest
+        return Manifest.from_bytes((prepared / manifest_file).read_bytes()).digest
     except OSError as exc:
         raise ConfigError(
-            f"{prepared} has no readable {MANIFEST_FILE}",
+            f"{prepared} has no readable {manifest_file}",
             hint="pass the directory written by 'sealbench dataset prepare'",
         ) from exc
     except CryptoError as exc:
-        raise ConfigError(f"{prepared / MANIFEST_FILE} is not a valid manifest: {exc}") from exc
+        raise ConfigError(f"{prepared / manifest_file} is not a valid manifest: {exc}") from exc
 
 
-def prepared_contract(prepared: Path) -> BratsContract:
-    """The contract a prepared dataset states it was prepared under (its ``dataset.json``,
-    covered by the manifest digest)."""
-    from pydantic import ValidationError
+def stated_grid(dataset_info: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The voxel grid a prepared dataset's ``dataset.json`` states in its contract
+    (``{"shape": [...], "spacing_mm": [...]}``), or None for a contract without one (tabular)."""
+    contract = dataset_info.get("contract")
+    if not isinstance(contract, Mapping) or "shape" not in contract:
+        return None
+    return {"shape": contract.get("shape"), "spacing_mm": contract.get("spacing_mm")}
 
-    from sealbench.benchmarks.brats import BratsContract
-    from sealbench.benchmarks.brats.cases import DATASET_FILE
-    from sealbench.benchmarks.brats.prepare import DATA_DIR
 
-    info = _read_json(prepared / DATA_DIR / DATASET_FILE)
-    try:
-        return BratsContract.model_validate(info.get("contract"))
-    except ValidationError as exc:
+def _grid_text(grid: Mapping[str, Any]) -> str:
+    def join(values: Any, fmt: str) -> str:
+        return "x".join(format(v, fmt) for v in values) if isinstance(values, list) else "?"
+
+    return f"{join(grid.get('shape'), 'd')} at {join(grid.get('spacing_mm'), 'g')} mm"
+
+
+def check_grid(stated: Mapping[str, Any] | None, benchmark: BenchmarkPublic) -> None:
+    """Refuse (:class:`ConfigError`) a dataset whose cases are on another grid than the one
+    ``benchmark``'s data contract fixes (the registry refuses it too)."""
+    fixed: Mapping[str, Any] = benchmark.data_contract
+    if "shape" not in fixed:
+        return
+    same = stated is not None and (stated.get("shape"), stated.get("spacing_mm")) == (
+        fixed.get("shape"), fixed.get("spacing_mm"))
+    if not same:
+        stated_text = "no grid" if stated is None else f"the grid {_grid_text(stated)}"
         raise ConfigError(
-            f"{prepared / DATA_DIR / DATASET_FILE} does not state a data contract this client "
-            "reads", hint="prepare the dataset again with this version of sealbench") from exc
-
-
-def check_prepared_for(stated: BratsContract, benchmark: BenchmarkPublic) -> None:
-    """Refuse (:class:`ConfigError`) a dataset prepared under another contract than the
-    benchmark's: another grid first (the common case: small demo cases for a full-size
-    benchmark), then any other field."""
-    registered = contract_for(benchmark)
-    if (stated.shape, stated.spacing_mm) != (registered.shape, registered.spacing_mm):
-        raise ConfigError(
-            f"the dataset's cases are on the grid {stated.grid_text()}, but benchmark "
-            f"{benchmark.id} ({benchmark.name}) takes cases on {registered.grid_text()} only",
-            hint=f"prepare cases on {registered.grid_text()} for it ('dataset prepare "
+            f"the dataset's cases are on {stated_text}, but benchmark {benchmark.id} "
+            f"({benchmark.name}) takes cases on {_grid_text(fixed)} only",
+            hint=f"prepare cases on {_grid_text(fixed)} for it ('dataset prepare "
             f"--benchmark {benchmark.id}'), or register this dataset for a benchmark of its grid",
-        )
-    if stated != registered:
-        differing = sorted(name for name in type(stated).model_fields
-                           if getattr(stated, name) != getattr(registered, name))
-        raise ConfigError(
-            f"the dataset was prepared under another data contract than benchmark "
-            f"{benchmark.id}'s (differs in {', '.join(differing)})",
-            hint=f"prepare it again with 'dataset prepare --benchmark {benchmark.id}'",
         )
 
 
@@ -345,26 +256,36 @@ def dataset_registration(
 ) -> DatasetCreate:
     """The registration of a prepared dataset: its manifest digest, case count, aggregate
     statistics and grid (``statistics["grid"]``, which the registry compares with the
-    benchmark's contract), refused here first when ``prepared_for``'s contract differs."""
-    from sealbench.benchmarks.brats.cases import DATASET_FILE, STATISTICS_FILE
-    from sealbench.benchmarks.brats.prepare import DATA_DIR
+    benchmark's contract, when the contract has one). With ``prepared_for``, a dataset that its
+    plug-in does not open under that benchmark's contract, or on another grid, is refused here
+    first."""
+    from sealbench.benchmarks.interface import BenchmarkError, PreparedLayout
 
-    plugin = plugin_of(prepared_for)
-    if plugin is not None:
-        assert prepared_for is not None
-        return _plugin_dataset_registration(prepared, name, recipient_digest, prepared_for,
-                                            plugin)
-    info = _read_json(prepared / DATA_DIR / DATASET_FILE)
-    statistics = _read_json(prepared / DATA_DIR / STATISTICS_FILE)
-    stated = prepared_contract(prepared)
-    if prepared_for is not None:
-        check_prepared_for(stated, prepared_for)
+    plugin = None if prepared_for is None else plugin_of(prepared_for)
+    layout = PreparedLayout() if plugin is None else plugin.layout
+    dataset_file = prepared / layout.data_dir / layout.dataset_file
+    info = _read_json(dataset_file)
+    grid = stated_grid(info)
+    if prepared_for is not None and plugin is not None:
+        check_grid(grid, prepared_for)
+        try:
+            plugin.open_dataset(dataset_file.read_bytes())
+        except BenchmarkError as exc:
+            raise ConfigError(
+                f"the dataset was prepared under another data contract than benchmark "
+                f"{prepared_for.id}'s: {exc}",
+                hint=f"prepare it again with 'dataset prepare --benchmark {prepared_for.id}'",
+            ) from exc
+    statistics: dict[str, Any] = {
+        "preparation": _read_json(prepared / layout.data_dir / layout.statistics_file),
+        RECIPIENT_STATISTIC: recipient_digest}
+    if grid is not None:
+        statistics[GRID_STATISTIC] = grid
     return DatasetCreate(
         name=name,
-        digest=prepared_digest(prepared),
+        digest=prepared_digest(prepared, layout),
         case_count=int(info.get("n_cases", 0)),
-        statistics={"preparation": statistics, GRID_STATISTIC: stated.grid,
-                    RECIPIENT_STATISTIC: recipient_digest},
+        statistics=statistics,
         prepared_for_id=None if prepared_for is None else prepared_for.id,
     )
 
@@ -381,34 +302,26 @@ def recipient_of(dataset: DatasetPublic) -> Sha256Digest:
         ) from exc
 
 
-def model_registration(
-    onnx: Path, name: str, version: str, contract: BratsContract
-) -> ModelCreate:
-    """Check ``onnx`` against ``contract`` (refusing a model that does not fit), then build the
-    registration with the file's SHA-256."""
-    from sealbench.benchmarks.brats import ModelContractError, check_model_contract
+def model_registration(onnx: Path, name: str, version: str, plugin: Benchmark) -> ModelCreate:
+    """Check ``onnx`` against the plug-in's model contract (refusing a model that does not
+    fit), then build the registration with the file's SHA-256 and the I/O the check found."""
+    from sealbench.benchmarks.interface import ModelContractError
 
     try:
-        data = onnx.read_bytes()
+        with onnx.open("rb") as handle:
+            data = handle.read(plugin.model_contract.max_bytes + 1)
     except OSError as exc:
         raise ConfigError(f"cannot read {onnx}: {exc.strerror}") from exc
     try:
-        report = check_model_contract(data, contract)
+        report = plugin.check_model(data)
     except ModelContractError as exc:
-        raise ConfigError(
-            f"{onnx.name} does not meet the benchmark's model contract: {exc}",
-            hint="export the model with one [N,4,D,H,W] float input and one [N,4,D,H,W] "
-            "output with dynamic spatial axes (opset 17-21)",
-        ) from exc
-    return ModelCreate(
-        name=name,
-        version=version,
-        digest=sha256_file(onnx),
-        io_contract={
-            "input": report.input_name,
-            "output": report.output_name,
-            "input_channels": report.input_channels,
-            "output_classes": report.output_classes,
-            "opset": report.opset,
-        },
-    )
+        raise ConfigError(f"{onnx.name} does not meet the benchmark's model contract: {exc}",
+                          hint=f"export {plugin.model_contract.hint()}") from exc
+    io_contract = report.details or {
+        "inputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)}
+                   for t in report.inputs],
+        "outputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)}
+                    for t in report.outputs],
+        "opset": report.opset}
+    return ModelCreate(name=name, version=version, digest=sha256_file(onnx),
+                       io_contract=io_contract)

@@ -169,7 +169,10 @@ class BratsBenchmark:
             accepted=report.accepted,
             rejected=tuple(api.CaseRejection(r.case, r.reason) for r in report.rejected),
             dataset_digest=report.dataset_digest,
-            statistics=report.statistics.model_dump(mode="json"))
+            statistics=report.statistics.model_dump(mode="json"),
+            notes=() if report.layout == "brats2023" else (
+                f"read the raw cases in the {report.layout} layout: renamed and relabelled into "
+                "the contract's (BraTS2021_XXXXX becomes BraTS-GLI-XXXXX-000)",))
 
     def contract_for_dataset(self, dataset_json: bytes) -> BratsContract:
         """The benchmark's contract on the grid the dataset states; :class:`CaseContractError`
