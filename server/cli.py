@@ -39,6 +39,7 @@ from sealbench.server.logkeys import ensure_log_key, publish_key, rotate_log_key
 from sealbench.server.migrate import current_revision, head_revision, upgrade_to_head
 from sealbench.server.services.accounts import (
     disable_user,
+    find_token_id,
     list_tokens,
     list_users,
     revoke_token,
@@ -104,12 +105,17 @@ def _parser() -> argparse.ArgumentParser:
     revoke = token.add_parser(
         "revoke",
         help="revoke one API token",
-        description="Revoke an API token by the id 'token list' shows: it is refused on every "
-        "server process within the revocation check interval (SEALBENCH_SERVER_"
-        "REVOCATION_CHECK_SECONDS, default 1 s), and dashboard sessions signed in with it end "
-        "at once. Audited as 'token.revoke'.",
+        description="Revoke an API token by the id 'token list' shows, or a leaked token by its "
+        "value read from standard input (never from the command line, where the process list "
+        "and shell history would show it): it is refused on every server process within the "
+        "revocation check interval (SEALBENCH_SERVER_REVOCATION_CHECK_SECONDS, default 1 s), "
+        "and dashboard sessions signed in with it end at once. Audited as 'token.revoke'.",
     )
-    revoke.add_argument("--id", type=int, required=True, dest="token_id", help="the token's id")
+    which = revoke.add_mutually_exclusive_group(required=True)
+    which.add_argument("--id", type=int, dest="token_id", help="the token's id")
+    which.add_argument(
+        "--stdin", action="store_true", help="read the token itself (sbt_...) from standard input"
+    )
     audit = sub.add_parser("audit", help="audit log").add_subparsers(dest="action", required=True)
     audit.add_parser("verify", help="recompute the hash chain and the transparency log's tree")
     key = sub.add_parser("key", help="the transparency log's signing key").add_subparsers(
@@ -264,10 +270,14 @@ def _token_list(settings: ServerSettings, email: str | None) -> None:
         )
 
 
-def _token_revoke(settings: ServerSettings, token_id: int) -> None:
+def _token_revoke(settings: ServerSettings, token_id: int | None) -> None:
+    secret = None if token_id is not None else sys.stdin.readline(4096).strip()
     db = _open_current(settings)
     try:
         with db.writer() as session:
+            if secret is not None:
+                token_id = find_token_id(session, secret)
+            assert token_id is not None
             token = revoke_token(session, token_id=token_id, now=datetime.now(UTC))
     finally:
         db.dispose()

@@ -12,7 +12,8 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from sealbench.server.audit import append_event
-from sealbench.server.errors import ConflictError, NotFoundError
+from sealbench.server.auth import API_TOKEN_PREFIX, hash_api_token
+from sealbench.server.errors import ConflictError, InvalidRequestError, NotFoundError
 from sealbench.server.models import ApiToken, AuthGeneration, User, WebSession
 from sealbench.server.services._common import commit
 
@@ -20,6 +21,7 @@ __all__ = [
     "AccountSummary",
     "TokenSummary",
     "disable_user",
+    "find_token_id",
     "find_user",
     "list_tokens",
     "list_users",
@@ -72,6 +74,19 @@ def list_users(session: Session) -> list[AccountSummary]:
         )
         for u, n in rows
     ]
+
+
+def find_token_id(session: Session, token: str) -> int:
+    """The id of the API token ``token`` (looked up by its SHA-256, as the server does); the
+    token is never echoed in an error."""
+    if not token.startswith(API_TOKEN_PREFIX) or len(token) > 512:
+        raise InvalidRequestError(f"expected an API token ({API_TOKEN_PREFIX}...) on stdin")
+    found = session.scalar(
+        select(ApiToken.id).where(ApiToken.token_sha256 == hash_api_token(token))
+    )
+    if found is None:
+        raise NotFoundError("API token", "given on stdin")
+    return found
 
 
 def list_tokens(session: Session, *, email: str | None = None) -> list[TokenSummary]:

@@ -7,6 +7,7 @@ code 1. Runs on SQLite and PostgreSQL (the CLI tests on SQLite)."""
 
 from __future__ import annotations
 
+import io
 import json
 import threading
 from collections.abc import Iterator
@@ -251,3 +252,23 @@ def test_commands_refuse_a_database_behind_the_code(
     assert main(["user", "list"]) == 1
     assert "run 'sealbench-server migrate'" in capsys.readouterr().err
     assert main(["migrate"]) == 0 and main(["user", "list"]) == 0
+
+
+def test_leaked_token_revoked_by_value_from_stdin_never_echoed(
+    data_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert main(["migrate"]) == 0
+    assert main(["user", "add", "--email", "a@x.test"]) == 0
+    token = capsys.readouterr().out.split()[-1]
+    monkeypatch.setattr("sys.stdin", io.StringIO(token + "\n"))
+    assert main(["token", "revoke", "--stdin"]) == 0
+    out = capsys.readouterr()
+    assert "revoked API token 1 of user 1 <a@x.test>" in out.out and token not in out.out + out.err
+    for wrong in (token, "sbt_" + "x" * 43, "not-a-token"):  # revoked, unknown, malformed
+        monkeypatch.setattr("sys.stdin", io.StringIO(wrong + "\n"))
+        assert main(["token", "revoke", "--stdin"]) == 1
+        err = capsys.readouterr().err
+        assert wrong not in err and "Traceback" not in err
+    with pytest.raises(SystemExit) as usage:  # neither --id nor --stdin: a usage error
+        main(["token", "revoke"])
+    assert usage.value.code == 2
