@@ -20,9 +20,11 @@ Rules, stated on the page and in the API answer:
 * **Heterogeneity**: I² = max(0, (Q - (k - 1)) / Q) with Cochran's Q over the sites' estimates,
   each weighted by 1/se² where se is read from the site's 95% interval (half-width / 1.96).
 
-Each result is read once per process: parsed summaries and site figures are cached by result id
-and nonce (the nonce is bound to the summary's bytes by the result's attestation), so a cache
-entry can never describe other content; losing the cache costs only time.
+Each result is read once per process: parsed summaries and site figures are cached by database
+and result id (a stored result is never changed or deleted, so an entry can never describe other
+content); losing the cache costs only time. The board's own query reads only the columns stored
+before a result's summary and token, so SQLite never walks their overflow pages for a cached
+result.
 """
 
 from __future__ import annotations
@@ -161,21 +163,23 @@ class _Parsed:
     site: dict[str, api.Figure]
     n_cases: int
     error: str | None
+    mock_tee: bool = True
 
 
 class SummaryCache:
-    """Parsed summaries and single-site figures by (result id, nonce), and pooled figures by the
-    set of results pooled; least recently used out."""
+    """Parsed summaries and single-site figures by (plug-in, database, result id), and pooled
+    figures by the set of results pooled; least recently used out."""
 
     def __init__(self, max_entries: int = 100_000) -> None:
         self._max = max_entries
-        self._items: OrderedDict[tuple[str, int, str], _Parsed] = OrderedDict()
+        self._items: OrderedDict[tuple[str, str, int], _Parsed] = OrderedDict()
         self._pooled: OrderedDict[tuple[Any, ...], dict[str, api.Figure]] = OrderedDict()
         self._lock = threading.Lock()
 
     def pooled(self, plugin: api.Benchmark, rows: Sequence[_Row]) -> dict[str, api.Figure]:
         """The plug-in's pooled figures of ``rows`` (computed once per set of results)."""
-        key = (str(plugin.ref), *sorted((r.result_id, r.nonce) for r in rows))
+        key = (str(plugin.ref), rows[0].source if rows else "",
+               *sorted(r.result_id for r in rows))
         with self._lock:
             found = self._pooled.get(key)
             if found is not None:
@@ -189,29 +193,32 @@ class SummaryCache:
                 self._pooled.popitem(last=False)
         return figures
 
-    def get(self, key: tuple[str, int, str]) -> _Parsed | None:
+    def get(self, key: tuple[str, str, int]) -> _Parsed | None:
         with self._lock:
             item = self._items.get(key)
             if item is not None:
                 self._items.move_to_end(key)
             return item
 
-    def put(self, key: tuple[str, int, str], item: _Parsed) -> None:
+    def put(self, key: tuple[str, str, int], item: _Parsed) -> None:
         with self._lock:
             self._items[key] = item
             while len(self._items) > self._max:
                 self._items.popitem(last=False)
 
 
-def _parse(plugin: api.Benchmark, doc: Any) -> _Parsed:
-    """A stored summary (bare, or inside a run summary's ``aggregates``) parsed and pooled alone."""
+def _parse(plugin: api.Benchmark, doc: Any, issuer: str) -> _Parsed:
+    """A stored summary (bare, or inside a run summary's ``aggregates``) parsed and pooled
+    alone; ``issuer`` is the result token's (only Google's attests a confidential run)."""
+    mock = issuer != CONFIDENTIAL_SPACE_ISSUER
     inner = doc.get("aggregates", doc) if isinstance(doc, dict) else doc
     try:
         summary = plugin.parse_summary(inner)
         pooled = plugin.pool([summary])
     except (api.BenchmarkError, ValueError, TypeError) as exc:
-        return _Parsed(None, {}, 0, f"summary not readable by {plugin.ref}: {exc}")
-    return _Parsed(summary, {metric_key(f.ref): f for f in pooled.figures}, summary.n_cases, None)
+        return _Parsed(None, {}, 0, f"summary not readable by {plugin.ref}: {exc}", mock)
+    return _Parsed(summary, {metric_key(f.ref): f for f in pooled.figures}, summary.n_cases,
+                   None, mock)
 
 
 # -- reading -----------------------------------------------------------------------------------
@@ -227,7 +234,7 @@ class _Row:
     dataset_name: str
     mock_tee: bool
     parsed: _Parsed
-    nonce: str = ""
+    source: str = ""
 
 
 def _visible(session: Session, actor: Principal, bench: Benchmark) -> Any:
@@ -250,25 +257,26 @@ def _rows(session: Session, actor: Principal, bench: Benchmark, plugin: api.Benc
         latest = latest.where(Result.dataset_id.in_(sorted(sites)))
     sub = latest.subquery()
     heads = session.execute(
-        select(Result.id, Result.nonce, Result.token_issuer, Model.id, Model.name, Model.version,
-               Dataset.id, Dataset.name)
+        select(Result.id, Model.id, Model.name, Model.version, Dataset.id, Dataset.name)
         .join(sub, sub.c.id == Result.id)
         .join(Model, Model.id == Result.model_id)
         .join(Dataset, Dataset.id == Result.dataset_id)
         .order_by(Model.id, Dataset.id)
     ).all()
-    namespace = str(plugin.ref)
-    missing = [h[0] for h in heads if cache.get((namespace, h[0], h[1])) is None]
+    namespace, source = str(plugin.ref), str(session.get_bind().engine.url)
+    found = {h[0]: cache.get((namespace, source, h[0])) for h in heads}
+    missing = [rid for rid, parsed in found.items() if parsed is None]
     for start in range(0, len(missing), 500):
         chunk = missing[start:start + 500]
-        for rid, nonce, doc in session.execute(
-                select(Result.id, Result.nonce, Result.summary).where(Result.id.in_(chunk))):
-            cache.put((namespace, rid, nonce), _parse(plugin, doc))
+        for rid, issuer, doc in session.execute(
+                select(Result.id, Result.token_issuer, Result.summary)
+                .where(Result.id.in_(chunk))):
+            found[rid] = parsed = _parse(plugin, doc, issuer)
+            cache.put((namespace, source, rid), parsed)
     out = []
-    for rid, nonce, issuer, mid, mname, mversion, did, dname in heads:
-        parsed = cache.get((namespace, rid, nonce)) or _parse(plugin, {})
-        out.append(_Row(rid, mid, mname, mversion, did, dname,
-                        issuer != CONFIDENTIAL_SPACE_ISSUER, parsed, nonce))
+    for rid, mid, mname, mversion, did, dname in heads:
+        parsed = found[rid] or _parse(plugin, {}, "")
+        out.append(_Row(rid, mid, mname, mversion, did, dname, parsed.mock_tee, parsed, source))
     return out
 
 
