@@ -76,7 +76,9 @@ def profile_add(
     ] = None,
     project: Annotated[str | None, typer.Option(help="gcp: your project id")] = None,
     project_number: Annotated[
-        str | None, typer.Option(help="gcp: its number ('gcloud projects describe P')")
+        str | None,
+        typer.Option(help="gcp: its number (default: looked up with your credentials, as "
+                     "'gcloud projects describe P' prints it)"),
     ] = None,
     location: Annotated[str, typer.Option(help="gcp: KMS location")] = "global",
     key_ring: Annotated[str, typer.Option(help="gcp: KMS key ring")] = "sealbench",
@@ -185,13 +187,12 @@ def _gcp_settings(
         return None
     if mock_tee:
         raise typer.BadParameter("Google Cloud takes --project, not --mock-tee")
-    if not project or not options.get("project_number"):
-        raise typer.BadParameter(
-            "--cloud gcp needs --project and --project-number", param_hint="'--cloud'"
-        )
-    try:
-        return GcpSettings.model_validate(
-            {"project": project, **{k: v for k, v in options.items() if v is not None}}
+    if not project:
+        raise typer.BadParameter("--cloud gcp needs --project", param_hint="'--cloud'")
+    given = {k: v for k, v in options.items() if v is not None}
+    try:  # checked before anything is looked up
+        settings = GcpSettings.model_validate(
+            {"project": project, "project_number": "0", **given}
         )
     except ValidationError as exc:
         err = exc.errors()[0]
@@ -200,6 +201,28 @@ def _gcp_settings(
             raise typer.BadParameter(err["msg"].removeprefix("Value error, "),
                                      param_hint=option) from None
         raise typer.BadParameter(f"not a valid value ({err['msg']})", param_hint=option) from None
+    if "project_number" in given:
+        return settings
+    return settings.model_copy(update={"project_number": _look_up_number(settings)})
+
+
+def _look_up_number(settings: GcpSettings) -> str:
+    """The project's number, asked of Resource Manager with the credentials the profile will
+    use (its endpoint override honoured); a usage error saying how to pass it otherwise."""
+    from sealbench.client.cloud import GoogleApis, gcp_credentials, project_number_of
+
+    project = settings.project
+    try:
+        credentials = gcp_credentials(settings.impersonate_service_account)
+        return project_number_of(project, credentials, GoogleApis.with_overrides(
+            settings.api_endpoints).cloudresourcemanager)
+    except ClientError as exc:
+        raise typer.BadParameter(
+            f"could not look up the number of project {project} ({exc}); pass it: "
+            f"--project-number $(gcloud projects describe {project} "
+            "--format='value(projectNumber)')",
+            param_hint="'--project-number'",
+        ) from None
 
 
 def _server_option(server: str) -> str:

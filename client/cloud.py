@@ -60,6 +60,7 @@ __all__ = [
     "mock_apis",
     "mock_project_for",
     "pool_provider_from_name",
+    "project_number_of",
 ]
 
 log = logging.getLogger("sealbench.client")
@@ -473,6 +474,29 @@ def cloud_failure(
             )
     return CloudError(f"{doing} failed: {str(exc)[:500]}",
                       hint="'sealbench doctor' checks your cloud and names the fix")
+
+
+def project_number_of(
+    project: str, credentials: Credentials, resource_manager: str = GoogleApis.cloudresourcemanager
+) -> str:
+    """The number of ``project`` (Resource Manager ``projects.get`` as the caller, what
+    ``gcloud projects describe`` prints)."""
+    from google.api_core import exceptions as gexc
+    from google.auth import exceptions as auth_exc
+    from google.auth.transport.requests import AuthorizedSession
+
+    session = AuthorizedSession(credentials)  # type: ignore[no-untyped-call]
+    try:
+        reply = session.get(f"{resource_manager}/v1/projects/{project}", timeout=30)
+        if reply.status_code != 200:
+            raise gexc.from_http_response(reply)  # type: ignore[no-untyped-call]
+        number = str(reply.json().get("projectNumber", ""))
+    except (gexc.GoogleAPICallError, auth_exc.GoogleAuthError, OSError, ValueError) as exc:
+        raise cloud_failure(exc, f"looking up the number of project {project}",
+                            project=project) from exc
+    if not number.isdigit():
+        raise CloudError(f"Resource Manager gave no number for project {project}")
+    return number
 
 
 def gcp_credentials(impersonate_service_account: str | None = None) -> Credentials:

@@ -11,6 +11,7 @@ Routes of :class:`MockProjectApis` (bearer token of a project owner, except ``/t
     GET  /v1/projects/{p}/services/{service}              {"name", "state": ENABLED|DISABLED}
     POST /v1/projects/{p}/services/{service}:enable       → finished Operation
     POST /v1/projects/{p}/services/{service}:disable      → finished Operation
+    GET  /v1/projects/{p}                                 projects.get: id and number
     POST /v1/projects/{p}:getIamPolicy                    the project policy (owners as roles/owner)
     POST /v1/projects/{p}:setIamPolicy                    {"policy": {...}} (etag checked)
     POST /token                                           grant_type=refresh_token → access token
@@ -38,6 +39,7 @@ from sealbench.mocktee.state import MockState, token_hash
 __all__ = ["MockProjectApis", "MockServiceAccounts"]
 
 _SERVICE = re.compile(r"^/v1/projects/([^/]+)/services/([a-z0-9.-]+)(?::(enable|disable))?$")
+_PROJECT = re.compile(r"^/v1/projects/([^/:]+)$")
 _PROJECT_IAM = re.compile(r"^/v1/projects/([^/:]+):(getIamPolicy|setIamPolicy)$")
 _ACCOUNTS = re.compile(r"^/v1/projects/([^/]+)/serviceAccounts(?:/([^/:]+))?$")
 _ACCOUNT_ID = re.compile(r"^[a-z]([-a-z0-9]{4,28}[a-z0-9])$")
@@ -64,6 +66,8 @@ class MockProjectApis:
             return caller
         if m := _SERVICE.match(request.path):
             return self._service(request, caller, *m.groups())
+        if (m := _PROJECT.match(request.path)) and request.method == "GET":
+            return self._project(caller, m.group(1))
         if m := _PROJECT_IAM.match(request.path):
             if request.method != "POST":
                 return google_error(404, f"{request.method} {request.path} not found")
@@ -108,6 +112,18 @@ class MockProjectApis:
             else:
                 disabled.add(service)
             doc["disabled_services"][project_id] = sorted(disabled)
+
+    # -- projects.get --------------------------------------------------------------------------
+
+    def _project(self, caller: Caller, project: str) -> Response:
+        resolved = self._identity.resolve_project(project)
+        if resolved is None or not self._identity.is_owner(caller, project):
+            return google_error(
+                403, f"The caller does not have permission resourcemanager.projects.get on "
+                f"projects/{project}"
+            )
+        return json_response(200, {"projectId": resolved[0], "projectNumber": resolved[1],
+                                   "name": resolved[0], "lifecycleState": "ACTIVE"})
 
     # -- project IAM policy ------------------------------------------------------------------
 

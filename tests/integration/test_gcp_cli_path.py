@@ -119,7 +119,7 @@ class World:
         return str(answer["access_token"])
 
     def new_owner(self, profile: str, account: str, project: str, number: str,
-                  *, runner_account: bool = False) -> Owner:
+                  *, runner_account: bool = False, give_number: bool = True) -> Owner:
         """A Google Cloud project with ``account``'s email as owner, its ADC file and a
         ``--cloud gcp`` profile for it; with ``runner_account``, the VMs' service account and
         its project roles, made as an IT team does with gcloud."""
@@ -153,10 +153,11 @@ class World:
         }
         added = self.runner.invoke(app, [
             "profile", "add", profile, "--server", self.url, "--token", self.tokens[account],
-            "--cloud", "gcp", "--project", project, "--project-number", number,
+            "--cloud", "gcp", "--project", project,
+            *(("--project-number", number) if give_number else ()),
             "--zone", ZONE, "--service-account", owner.runner,
             *(f"--api-endpoint={name}={url}" for name, url in endpoints.items()),
-        ])
+        ], env={"GOOGLE_APPLICATION_CREDENTIALS": str(adc)})
         assert added.exit_code == 0, added.output
         self.owners[profile] = owner
         return owner
@@ -234,7 +235,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                     patch.setattr(cls, "__init__", forbidden)
                 world.new_owner("hospital", "hospital", "hospital-gcp", "210000000021",
                                 runner_account=True)
-                world.new_owner("lab", "lab", "lab-gcp", "310000000031")
+                # the lab's profile looks its project number up (Resource Manager, its ADC)
+                world.new_owner("lab", "lab", "lab-gcp", "310000000031", give_number=False)
                 yield world
     finally:
         patch.undo()
@@ -323,6 +325,8 @@ def test_every_role_on_google_cloud_seal_sync_run_fetch_open_submit_verified(
     world: World, flow: Flow
 ) -> None:
     lab, hospital, ids, ready = world.owners["lab"], world.owners["hospital"], world.ids, flow.ready
+    shown = json.loads(ok(world.runner.invoke(app, ["profile", "show", "lab", "--json"])).stdout)
+    assert shown["pool provider"].startswith(f"projects/{lab.number}/")  # looked up
     assert f"gs://{lab.bucket}/models/{ids['m']}" in ready.sealed_model
     assert lab.key in ready.sealed_model
     assert ready.coordinates["storage_uri"] == f"gs://{hospital.bucket}/datasets/{ids['d']}"

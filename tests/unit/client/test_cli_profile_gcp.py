@@ -53,7 +53,9 @@ def test_gcp_profile_is_stored_and_shows_what_it_touches(
 @pytest.mark.parametrize(
     ("options", "says"),
     [
-        (["--cloud", "gcp", "--project", "hospital-a-prod"], "--project-number"),
+        (["--cloud", "gcp", "--project", "hospital-a-prod"],
+         "could not look up the number of project hospital-a-prod"),
+        (["--cloud", "gcp"], "--cloud gcp needs --project"),
         (["--cloud", "gcp", "--project", "Bad_Project", "--project-number", "1"], "--project"),
         (["--cloud", "aws"], "expected gcp or mock"),
         (["--project", "hospital-a-prod", "--project-number", "1", "--mock-tee", "/tmp/x"],
@@ -61,8 +63,11 @@ def test_gcp_profile_is_stored_and_shows_what_it_touches(
     ],
 )
 def test_a_half_given_cloud_is_a_usage_error(
-    runner: CliRunner, cli_home: Path, options: list[str], says: str
+    runner: CliRunner, cli_home: Path, options: list[str], says: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # no credentials to look the project number up with (and no metadata server to ask)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(cli_home / "no-such-adc.json"))
     result = _add(runner, *options)
     assert result.exit_code == 2, result.output  # type: ignore[attr-defined]
     assert says in " ".join(result.output.split())  # type: ignore[attr-defined]
