@@ -27,7 +27,11 @@ Pooling across sites (issue 15) has its place here: a summary may carry the plug
 **sufficient statistics** (counts, sums, sums of squares, fixed-bin histograms, confusion counts)
 and :meth:`Benchmark.pool` turns the summaries of several sites into :class:`PooledFigures`; a
 plug-in that cannot pool raises :class:`PoolingNotSupportedError`.
-:attr:`Benchmark.small_cell_minimum` is the fewest cases a published summary may describe.
+:attr:`Benchmark.small_cell_minimum` is the fewest cases a published summary may describe
+(:func:`check_small_cells` refuses one under it with :class:`SmallCellError`). A plug-in whose
+summary carries histograms also sets a minimum count per bin and merges or suppresses bins
+under it when summarising; its :meth:`Benchmark.parse_summary` refuses a bin under it (BraTS:
+3 cases, adjacent bins merged, a histogram under it suppressed).
 
 Errors every plug-in raises (its own subclasses are fine)::
 
@@ -39,6 +43,7 @@ Errors every plug-in raises (its own subclasses are fine)::
     ├── PreparationError       a raw dataset cannot be prepared (``.rejected`` when cases failed)
     ├── SummaryError           a summary document does not validate against the schema
     ├── PoolingNotSupportedError the plug-in cannot pool summaries (yet)
+    ├── SmallCellError         a summary describes fewer cases than the small-cell minimum
     └── PluginNotFoundError    no installed plug-in of that name and version (registry)
 """
 
@@ -88,6 +93,7 @@ __all__ = [
     "SummaryError",
     "TensorSpec",
     "bind_data_contract",
+    "check_small_cells",
 ]
 
 #: A JSON object as Python decodes it (``json.loads``) and pydantic dumps it (``mode="json"``).
@@ -142,6 +148,11 @@ class SummaryError(BenchmarkError):
 
 class PoolingNotSupportedError(BenchmarkError):
     """The plug-in's summaries carry no sufficient statistics to pool sites from."""
+
+
+class SmallCellError(BenchmarkError):
+    """A summary describes fewer cases than the benchmark's small-cell minimum: it must not be
+    published, pooled or shown."""
 
 
 class PluginNotFoundError(BenchmarkError):
@@ -589,3 +600,12 @@ class ShipsDefinitions(Protocol):
         version 1: name, version, description, contract, metrics, reference and baseline models;
         the plug-in's pin under ``plugin``)."""
         ...
+
+
+def check_small_cells(benchmark: Benchmark, summary: PublicSummary) -> None:
+    """:class:`SmallCellError` when ``summary`` describes fewer cases than
+    ``benchmark.small_cell_minimum`` (the per-bin minimum is the plug-in's own check)."""
+    if summary.n_cases < benchmark.small_cell_minimum:
+        raise SmallCellError(
+            f"the summary describes {summary.n_cases} case(s), under {benchmark.ref}'s "
+            f"small-cell minimum of {benchmark.small_cell_minimum}")

@@ -375,10 +375,13 @@ def build(bench_id: int, plugin: api.Benchmark, rows: Sequence[_Row], *, metric:
         if row.parsed.summary is None:
             withheld.append(Withheld(row.model_id, row.dataset_id,
                                      row.parsed.error or "summary not readable"))
-        elif row.parsed.n_cases < minimum:
-            withheld.append(Withheld(row.model_id, row.dataset_id,
-                                     f"fewer than {minimum} cases (small-cell rule)"))
         else:
+            try:
+                api.check_small_cells(plugin, row.parsed.summary)
+            except api.SmallCellError:
+                withheld.append(Withheld(row.model_id, row.dataset_id,
+                                         f"fewer than {minimum} cases (small-cell rule)"))
+                continue
             by_model.setdefault(row.model_id, []).append(row)
     sites = sorted({(r.dataset_id, r.dataset_name) for rs in by_model.values() for r in rs})
     standings: list[Standing] = []

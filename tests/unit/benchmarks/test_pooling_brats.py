@@ -8,7 +8,9 @@ import math
 import numpy as np
 import pytest
 
+from sealbench.benchmarks import interface as api
 from sealbench.benchmarks.brats import BRATS_2023_GLI_METRICS, CaseScores, RegionScores, aggregate
+from sealbench.benchmarks.brats.plugin import PLUGIN
 from sealbench.benchmarks.brats.pooling import pool, pooled_moments, pooled_quantile
 from sealbench.benchmarks.brats.summary import (
     HISTOGRAM_METRICS,
@@ -131,3 +133,9 @@ def test_forged_summary_with_small_cell_is_refused(sites: list[list[CaseScores]]
 def test_pooling_with_no_summary_is_refused() -> None:
     with pytest.raises(ValueError):
         pool([], SPEC)
+
+
+def test_summary_under_the_small_cell_minimum_is_refused(sites: list[list[CaseScores]]) -> None:
+    with pytest.raises(api.SmallCellError, match="under brats-2023-gli/1's small-cell minimum"):
+        api.check_small_cells(PLUGIN, aggregate(sites[0], SPEC))  # 2 cases, minimum 5
+    api.check_small_cells(PLUGIN, aggregate(sites[1], SPEC))  # 7 cases
