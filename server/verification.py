@@ -27,6 +27,7 @@ import binascii
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from sealbench.cloud.errors import CloudError
 from sealbench.cloud.platform import Platform, WorkloadRequirements, load_platform
@@ -86,24 +87,24 @@ class ResultVerifier:
         clock: Callable[[], float],
         platforms: Mapping[str, Platform] | None = None,
     ) -> None:
-        """``platforms`` maps a platform name to its implementation; a name it lacks (all of
-        them when None) is loaded from the platform registry when first needed."""
+        """``platforms`` maps a platform name to its implementation; each trusted issuer's
+        platform it lacks (all of them when None) is loaded from the platform registry here, so
+        a trusted issuer naming a platform that is not installed stops the registry at start
+        (:class:`ValueError`) instead of refusing every result later."""
         self._trusted = {t.issuer: t for t in trusted}
         self._jwks = jwks
         self._clock = clock
-        self._platforms: dict[str, Platform] = dict(platforms or {})
-
-    def _platform(self, trusted: TrustedIssuer) -> Platform:
-        name = trusted.platform
-        if name not in self._platforms:
-            try:
-                self._platforms[name] = load_platform(name)
-            except CloudError as exc:
-                raise ResultRejectedError(
-                    f"the trusted issuer {trusted.issuer[:80]!r} names a platform this registry "
-                    f"cannot load: {exc}"
-                ) from exc
-        return self._platforms[name]
+        loaded: dict[str, Platform] = dict(platforms or {})
+        for issuer in trusted:
+            if issuer.platform not in loaded:
+                try:
+                    loaded[issuer.platform] = load_platform(issuer.platform)
+                except CloudError as exc:
+                    raise ValueError(
+                        f"the trusted issuer {issuer.issuer[:80]!r} names the TEE platform "
+                        f"{issuer.platform!r}: {exc}"
+                    ) from exc
+        self._platforms: Mapping[str, Platform] = MappingProxyType(loaded)
 
     def prefetch_keys(self, token: str) -> None:
         """Fetch (or find cached) the key set a token will need, before the caller opens a
@@ -135,7 +136,7 @@ class ResultVerifier:
             raise ResultRejectedError(
                 f"the attestation token's issuer {issuer[:80]!r} is not trusted by this registry"
             )
-        platform = self._platform(trusted)
+        platform = self._platforms[trusted.platform]
         jwks = self._jwks.get(trusted.jwks_url, kid)
         try:
             nonce = result_nonce(summary, parse_digest(sealed_result_digest))

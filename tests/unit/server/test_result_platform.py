@@ -117,11 +117,19 @@ def test_result_of_another_benchmark_refused_by_the_registry_platform(
         registry.verify(_token(verifier), summary=SUMMARY, **{**FACTS, "benchmark_id": "8"})
 
 
-def test_issuer_naming_a_platform_not_installed_is_refused(verifier: MockVerifier) -> None:
+def test_issuer_naming_a_platform_not_installed_stops_the_registry(verifier: MockVerifier) -> None:
     trusted = TrustedIssuer(issuer=ISSUER, jwks_url=JWKS_URL, platform="nitro")
+    with pytest.raises(ValueError, match=r"'nitro': no TEE platform named 'nitro' is installed"):
+        _registry(verifier, trusted, None)
+
+
+def test_registry_with_a_mock_issuer_loads_the_mock_platform(verifier: MockVerifier) -> None:
+    # The mock's trusted-issuer entry names insecure-mock; its results are checked with it.
+    trusted = TrustedIssuer(issuer=ISSUER, jwks_url=JWKS_URL, platform="insecure-mock")
     registry = _registry(verifier, trusted, None)
-    with pytest.raises(ResultRejectedError, match="names a platform this registry cannot load"):
-        registry.verify(_token(verifier), summary=SUMMARY, **FACTS)
+    assert registry.verify(_token(verifier), summary=SUMMARY, **FACTS).image_digest == IMAGE
+    with pytest.raises(ResultRejectedError, match="eat_nonce"):
+        registry.verify(_token(verifier), summary={**SUMMARY, "cases": 3}, **FACTS)
 
 
 def test_platform_name_is_validated() -> None:
