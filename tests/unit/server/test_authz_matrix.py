@@ -330,6 +330,7 @@ MATRIX = [
     Row("result list", "GET", lambda c: f"{API}/results", _all(200)),
     Row("result get", "GET", lambda c: f"{API}/results/{c.result_id}", (401, 403, 200, 200, 403)),
     Row("leaderboard", "GET", lambda c: f"{B(c)}/leaderboard", _all(200)),
+    Row("pooled leaderboard", "GET", lambda c: f"{B(c)}/leaderboard/pooled", _all(200)),
     Row("audit list", "GET", lambda c: f"{API}/audit", (401, 403, 403, 403, 200)),
     Row("audit verify", "GET", lambda c: f"{API}/audit/verify", (401, 403, 403, 403, 200)),
     Row("audit checkpoint", "GET", lambda c: f"{API}/audit/checkpoint", _all(200)),
