@@ -36,7 +36,7 @@ from sealbench.crypto.digest import parse_digest
 from sealbench.crypto.errors import CryptoError
 from sealbench.crypto.workload import ENV_DATA_DIGEST, ENV_MODEL_DIGEST
 from sealbench.enclave.spec import ENDPOINT_ENV_NAMES, ENV_OVERRIDE_NAMES
-from sealbench.server.errors import ResultRejectedError
+from sealbench.server.errors import ConfigurationError, ResultRejectedError
 from sealbench.server.jwks import JwksCache
 from sealbench.server.settings import TrustedIssuer
 
@@ -90,7 +90,8 @@ class ResultVerifier:
         """``platforms`` maps a platform name to its implementation; each trusted issuer's
         platform it lacks (all of them when None) is loaded from the platform registry here, so
         a trusted issuer naming a platform that is not installed stops the registry at start
-        (:class:`ValueError`) instead of refusing every result later."""
+        (:class:`~sealbench.server.errors.ConfigurationError`) instead of refusing every result
+        later."""
         self._trusted = {t.issuer: t for t in trusted}
         self._jwks = jwks
         self._clock = clock
@@ -100,7 +101,7 @@ class ResultVerifier:
                 try:
                     loaded[issuer.platform] = load_platform(issuer.platform)
                 except CloudError as exc:
-                    raise ValueError(
+                    raise ConfigurationError(
                         f"the trusted issuer {issuer.issuer[:80]!r} names the TEE platform "
                         f"{issuer.platform!r}: {exc}"
                     ) from exc

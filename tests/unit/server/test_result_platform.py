@@ -17,7 +17,7 @@ from sealbench.crypto.attestation import RESULT_AUDIENCE, Jwks, result_nonce
 from sealbench.crypto.digest import sha256_digest
 from sealbench.mocktee.state import MockState
 from sealbench.mocktee.verifier import MockVerifier, WorkloadLaunch
-from sealbench.server.errors import ResultRejectedError
+from sealbench.server.errors import ConfigurationError, ResultRejectedError
 from sealbench.server.jwks import JwksCache
 from sealbench.server.settings import TrustedIssuer
 from sealbench.server.verification import ResultVerifier
@@ -119,7 +119,9 @@ def test_result_of_another_benchmark_refused_by_the_registry_platform(
 
 def test_issuer_naming_a_platform_not_installed_stops_the_registry(verifier: MockVerifier) -> None:
     trusted = TrustedIssuer(issuer=ISSUER, jwks_url=JWKS_URL, platform="nitro")
-    with pytest.raises(ValueError, match=r"'nitro': no TEE platform named 'nitro' is installed"):
+    with pytest.raises(
+        ConfigurationError, match=r"'nitro': no TEE platform named 'nitro' is installed"
+    ):
         _registry(verifier, trusted, None)
 
 
