@@ -7,9 +7,10 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -25,7 +26,7 @@ from sealbench.client._cli_common import (
     table,
 )
 from sealbench.client._cli_progress import JsonEvents, RunDisplay
-from sealbench.client.api import AssetKind
+from sealbench.client.api import AssetKind, RegistryClient
 from sealbench.client.config import ResolvedProfile
 from sealbench.client.errors import ConfigError
 from sealbench.client.keys import init_result_key, load_result_key, load_result_private_key
@@ -38,6 +39,10 @@ from sealbench.client.runner import (
     repair_stale_runs,
 )
 from sealbench.server.schemas import ResultPublic
+
+if TYPE_CHECKING:
+    from sealbench.client.launchers import Launcher
+    from sealbench.enclave.spec import RunSpec
 
 __all__ = [
     "keys_app",
@@ -278,7 +283,7 @@ def run(
                          force=force)
         client = s.client
 
-        def make_spec(dataset_id: int, model_id: int, run_id: str) -> Any:
+        def make_spec(dataset_id: int, model_id: int, run_id: str) -> RunSpec:
             return runs.build_spec(
                 client, run_id=run_id, benchmark_id=benchmark, dataset_id=dataset_id,
                 model_id=model_id, recipient=recipient,
@@ -314,11 +319,11 @@ def run(
 
 def _run_plan(
     plan: RunPlan,
-    launcher: Any,
+    launcher: Launcher,
     store: runs.RunStore,
-    make_spec: Any,
+    make_spec: Callable[[int, int, str], RunSpec],
     *,
-    client: Any,
+    client: RegistryClient,
     tee: str,
     parallel: int,
     timeouts: StageTimeouts,

@@ -33,7 +33,6 @@ import os
 import queue
 import random
 import re
-import secrets
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -59,6 +58,9 @@ from sealbench.client.runs import (
     recorded_failure,
     report_of,
     step_timings,
+)
+from sealbench.client.runs import (
+    new_run_id as default_run_id,
 )
 from sealbench.enclave.spec import RunSpec
 from sealbench.server.schemas.runs import MAX_BATCH, RunReportItem
@@ -278,7 +280,7 @@ class Runner:
         self._on_event = on_event
         self._clock = clock
         self._rand = rand
-        self._new_run_id = new_run_id or _default_run_id
+        self._new_run_id = new_run_id or default_run_id
         self._stop = threading.Event()
         self._slots: dict[str, _Slot] = {}
         self._slots_lock = threading.Lock()
@@ -594,7 +596,3 @@ class _ProgressParser:
             fields.update(step=7, steps=7)
         if fields:
             self._runner._emit("progress", self._slot.record, **fields)
-
-
-def _default_run_id(now: datetime) -> str:
-    return f"run-{now.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(4)}"
