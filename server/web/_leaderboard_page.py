@@ -74,6 +74,9 @@ def pooled_pages(state: DashboardState) -> APIRouter:
             board = _board(session, viewer, benchmark_id, metric, site)
             by_key = {m.key: m for m in board.metrics}
             values = {s.model_id: {v.metric: v for v in s.values} for s in board.standings}
+            # each model's site values by dataset id (the table looks them up per column)
+            cells = {s.model_id: {x.dataset_id: x for x in s.values[0].sites}
+                     for s in board.standings}
             query = "&".join([*(f"metric={board.metric}",),
                               *(f"site={i}" for i in (site or ()))])
             return "pooled.html", {
@@ -84,6 +87,7 @@ def pooled_pages(state: DashboardState) -> APIRouter:
                 "forests": _forests(board),
                 "breakdown": [by_key[k] for k in board.breakdown],
                 "values": values,
+                "cells": cells,
                 "selected_sites": set(site or ()),
                 "csv_query": query,
                 "mock_badge": MOCK_BADGE,
