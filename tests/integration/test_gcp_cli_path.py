@@ -434,9 +434,9 @@ def test_quota_exceeded_names_the_quota_and_region(world: World, ready: Ready) -
                            str(world.ids["d"]), "--model", str(world.ids["m"]), "--tee",
                            "confidential-space", "--force")
         assert failed.exit_code == CLOUD_EXIT, failed.output
-        text = " ".join(failed.output.split())
-        assert "Quota 'N2D_CPUS' exceeded" in text and "us-central1" in text, text
-        assert "request a quota increase for N2D_CPUS in region us-central1" in text
+        error, fix = one_line(failed)
+        assert "Quota 'N2D_CPUS' exceeded" in error and "us-central1" in error, error
+        assert "request a quota increase for N2D_CPUS in region us-central1" in fix
         code, checks = doctor(world, "hospital")
         assert code == CLOUD_EXIT and not checks["CPU quota"]["ok"]
         assert "N2D_CPUS in us-central1: 0 of 0 free" in checks["CPU quota"]["detail"]
