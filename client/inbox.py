@@ -99,13 +99,16 @@ def _evaluation(e: InboxEvaluation, records: list[RunRecord]) -> InboxItem:
         return InboxItem("submit", f"{what}: run {latest.run_id} succeeded, result not submitted",
                          f"sealbench result open {latest.run_id} && "
                          f"sealbench result submit {latest.run_id}")
-    if mine and mine[-1].status == "running":
+    if mine and mine[-1].active:
         return InboxItem("running", f"{what}: run {mine[-1].run_id} started "
                          f"{mine[-1].started_at:%Y-%m-%d %H:%M} UTC and has not finished "
                          "(if it died, run it again with --force)",
                          f"{run} --force")
     if mine and mine[-1].status == "failed":
         return InboxItem("run", f"{what}: the last run ({mine[-1].run_id}) failed", run)
+    if mine and mine[-1].status == "interrupted":
+        return InboxItem("run", f"{what}: the last run ({mine[-1].run_id}) was interrupted "
+                         "before it finished", run)
     return InboxItem("run", f"{what}: not evaluated yet", run)
 
 

@@ -70,3 +70,12 @@ def test_nothing_to_do_when_every_evaluation_has_a_result() -> None:
     view = merge(_inbox(_evaluation(3, result=9)), [_record(3, "succeeded", 1, result=9)])
     assert view.items == () and view.evaluated == 1
     assert view.to_json() == {"items": [], "evaluated": 1, "truncated": False}
+
+
+def test_planned_and_interrupted_runs_of_the_runner() -> None:
+    view = merge(_inbox(_evaluation(3), _evaluation(4)),
+                 [_record(3, "launching", 2), _record(4, "interrupted", 2)])
+    by_model = {item.what.split("(#")[2].split(")")[0]: item for item in view.items}
+    assert by_model["3"].action == "running"
+    assert by_model["4"].action == "run" and "interrupted" in by_model["4"].what
+    assert shlex.split(str(by_model["4"].command))[:2] == ["sealbench", "run"]
