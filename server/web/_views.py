@@ -69,7 +69,10 @@ class View:
     ``plugin`` is None when the benchmark's plug-in is not installed on the registry."""
 
     plugin: Benchmark | None
-    _cache: dict[int, dict[MetricRef, Figure]] = field(default_factory=dict, compare=False)
+    #: Figures per summary read, keyed by the summary's id and holding the summary itself, so
+    #: an id reused by a later object never returns another summary's figures.
+    _cache: dict[int, tuple[Mapping[str, Any], dict[MetricRef, Figure]]] = field(
+        default_factory=dict, compare=False)
 
     @classmethod
     def of(cls, metrics_version: str) -> View:
@@ -128,16 +131,18 @@ class View:
         """The figures of a summary (empty when the plug-in does not validate it)."""
         if self.plugin is None:
             return {}
-        key = id(summary)
-        if key not in self._cache:
-            aggregates = summary.get("aggregates", summary)
-            try:
-                parsed = self.plugin.parse_summary(aggregates if isinstance(
-                    aggregates, Mapping) else {})
-                self._cache[key] = {f.ref: f for f in self.plugin.figures(parsed)}
-            except BenchmarkError:
-                self._cache[key] = {}
-        return self._cache[key]
+        cached = self._cache.get(id(summary))
+        if cached is not None and cached[0] is summary:
+            return cached[1]
+        aggregates = summary.get("aggregates", summary)
+        try:
+            parsed = self.plugin.parse_summary(
+                aggregates if isinstance(aggregates, Mapping) else {})
+            figures = {f.ref: f for f in self.plugin.figures(parsed)}
+        except BenchmarkError:
+            figures = {}
+        self._cache[id(summary)] = (summary, figures)
+        return figures
 
     def value(self, summary: Mapping[str, Any], ref: MetricRef | None) -> float | None:
         figure = None if ref is None else self.figures(summary).get(ref)
