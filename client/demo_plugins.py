@@ -118,8 +118,10 @@ def play_plugin_benchmark(
                  partial(x.policy_sync, model=m, profile=lab))
     for hospital, d in datasets.items():
         records = say.step(
-            f"--profile {hospital} run --benchmark {b} --dataset {d} --all-models --tee {tee}",
-            partial(x.run, benchmark=b, dataset=d, all_models=True, tee=tee, profile=hospital),
+            f"--profile {hospital} run --benchmark {b} --dataset {d} --all-models --parallel 2 "
+            f"--tee {tee}",
+            partial(x.run, benchmark=b, dataset=d, all_models=True, parallel=2, tee=tee,
+                    profile=hospital),
         )
         for record in records:
             say.step(f"--profile {hospital} result open {record.run_id}",
