@@ -15,7 +15,9 @@ its digest cover everything under ``data/``)::
     <out>/data/cases/<id>/<id>-seg.nii.gz                  uint8 labels, contract convention
 
 All ``.nii.gz`` files are single-member gzip with mtime 0 and no file name, so preparing the
-same input twice gives byte-identical files and the same manifest digest.
+same input twice gives byte-identical files and the same manifest digest. Prepared cases are
+RAS+ (:func:`load_raw_case` reorients raw volumes losslessly, :mod:`.orientation`) and on the
+contract's grid.
 """
 
 from __future__ import annotations
