@@ -4,7 +4,8 @@ pointing at the mock's Google-compatible endpoints) and whose credentials come f
 Default Credentials (an ``external_account_authorized_user`` file, as ``gcloud auth
 application-default login --login-config`` writes, refreshed at the mock's token endpoint). The
 same google-cloud-kms, google-cloud-storage, google-cloud-compute and IAM REST code runs as
-against Google, and no client-side ``InsecureMock*`` class is constructed in this process:
+against Google, and no ``InsecureMock*`` class is constructed in this process (only, once the
+result token signed by the stand-in's verifier is read, the stand-in's own platform, to read it):
 
     seal → policy sync → run (Compute stand-in) → result fetch → open → submit → verified
 
@@ -99,6 +100,8 @@ class World:
     tmp: Path
     url: str
     tokens: dict[str, str]
+    #: forbids the stand-in's own attestation platform until a result token is read
+    stand_in_platform: pytest.MonkeyPatch
     runner: CliRunner = field(default_factory=CliRunner)
     ids: dict[str, int] = field(default_factory=dict)
     owners: dict[str, Owner] = field(default_factory=dict)
@@ -193,18 +196,22 @@ def doctor(world: World, profile: str, *extra: str) -> tuple[int, dict[str, dict
 
 
 def _mock_classes() -> list[type]:
-    """Every ``InsecureMock*`` class of the client side (the CLI and library, the cloud
-    adapters): the mock implementations of the owner-cloud and launcher seams. The stand-in's
-    own attestation platform (``sealbench.mocktee.platform``) is not among them: the Compute
-    stand-in's tokens are signed by the mock verifier, and reading them needs it."""
+    """Every ``InsecureMock*`` class of sealbench the client could reach: the client and the
+    cloud adapters (the mock implementations of the owner-cloud and launcher seams) and every
+    installed TEE platform (the stand-in's own, ``insecure-mock``)."""
+    from importlib.metadata import entry_points
+
     found: dict[str, type] = {}
     for package in (sealbench.client, sealbench.cloud):
         for module in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
             loaded = importlib.import_module(module.name)
             for name, value in vars(loaded).items():
-                if (name.startswith("InsecureMock") and inspect.isclass(value)
-                        and value.__module__.startswith(("sealbench.client", "sealbench.cloud"))):
+                if name.startswith("InsecureMock") and inspect.isclass(value):
                     found[f"{value.__module__}.{value.__qualname__}"] = value
+    for point in entry_points(group="sealbench.platforms"):
+        value = point.load()
+        if inspect.isclass(value) and value.__name__.startswith("InsecureMock"):
+            found[f"{value.__module__}.{value.__qualname__}"] = value
     return list(found.values())
 
 
@@ -222,23 +229,27 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     def forbidden(*args: object, **kwargs: object) -> None:
         raise AssertionError("an InsecureMock* class was constructed on the Google Cloud path")
 
+    stand_in = pytest.MonkeyPatch()
     try:
         with MockCloud(tmp / "mock") as mock:
             tokens = create_accounts(tmp / "registry", ACCOUNTS)
             with registry_process(tmp / "registry", mock.endpoints, tmp / "server.log") as url:
-                world = World(mock, tmp, url, tokens)
+                world = World(mock, tmp, url, tokens, stand_in)
                 for name in ("admin", "authority"):
                     ok(world.runner.invoke(app, ["profile", "add", name, "--server", url,
                                                  "--token", tokens[name]]))
                 for cls in classes:  # from here on, the path must not construct any
-                    patch.setattr(cls, "__new__", forbidden)
-                    patch.setattr(cls, "__init__", forbidden)
+                    where = (world.stand_in_platform if cls.__module__.startswith(
+                        "sealbench.mocktee") else patch)
+                    where.setattr(cls, "__new__", forbidden)
+                    where.setattr(cls, "__init__", forbidden)
                 world.new_owner("hospital", "hospital", "hospital-gcp", "210000000021",
                                 runner_account=True)
                 # the lab's profile looks its project number up (Resource Manager, its ADC)
                 world.new_owner("lab", "lab", "lab-gcp", "310000000031", give_number=False)
                 yield world
     finally:
+        stand_in.undo()
         patch.undo()
 
 
@@ -311,10 +322,16 @@ def flow(world: World, ready: Ready) -> Flow:
     ran = ok(cli("hospital", "run", "--benchmark", b, "--dataset", d, "--model", mid,
                  "--tee", "confidential-space")).output
     run_id = json.loads(ok(cli("hospital", "result", "ls", "--json")).stdout)[-1]["run_id"]
+    fetched = ok(cli("hospital", "result", "fetch", run_id)).output
+    # Up to here nothing constructed any InsecureMock* class. The result token was signed by
+    # the stand-in's verifier (the VM ran on the Compute stand-in), and a token is read by the
+    # platform of its issuer: only the stand-in's own platform may now be constructed, to read
+    # it; the owner-cloud and launcher mocks stay forbidden.
+    world.stand_in_platform.undo()
     return Flow(
         ready=ready,
         ran=ran,
-        fetched=ok(cli("hospital", "result", "fetch", run_id)).output,
+        fetched=fetched,
         opened=ok(cli("hospital", "result", "open", run_id)).output,
         submitted=ok(cli("hospital", "result", "submit", run_id)).output,
         results=json.loads(ok(cli("authority", "benchmark", "results", b, "--json")).stdout),
