@@ -31,8 +31,10 @@ import hmac
 import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Literal
 
 from sqlalchemy import delete, func, select, update
+from sqlalchemy.orm import Session
 
 from sealbench.server.auth import Identity, Principal
 from sealbench.server.db import Database
@@ -45,6 +47,7 @@ __all__ = [
     "SESSION_MAX_S",
     "SESSION_TOUCH_S",
     "SessionStore",
+    "Upkeep",
     "WebSession",
     "csrf_for",
     "new_csrf_token",
@@ -57,6 +60,9 @@ SESSION_MAX_S = 8 * 3600.0
 SESSION_TOUCH_S = 60.0
 MAX_SESSIONS_PER_USER = 50
 _CSRF_LABEL = b"sealbench/csrf/v1"
+
+#: The write a looked-up session calls for: none, record its use, or delete it (dead).
+Upkeep = Literal["touch", "delete"] | None
 
 
 @dataclass(frozen=True)
@@ -149,41 +155,70 @@ class SessionStore:
     def get(self, db: Database, session_id: str | None, now: datetime) -> WebSession | None:
         """The live session named by ``session_id``, else None. A session that expired, whose
         token was revoked or whose user was disabled is deleted on the way."""
+        with db.reader() as session:
+            found, upkeep = self.lookup(session, session_id, now)
+        self.upkeep(db, session_id, now, upkeep)
+        return found
+
+    def lookup(
+        self, session: Session, session_id: str | None, now: datetime
+    ) -> tuple[WebSession | None, Upkeep]:
+        """:meth:`get`'s read inside the caller's read transaction (a page reads its session
+        with its own queries); the write it calls for goes to :meth:`upkeep` afterwards."""
         if not session_id or len(session_id) > 256:
-            return None
-        key = session_key(session_id)
+            return None, None
         query = (
-            select(SessionRow, User, ApiToken.revoked_at)
+            select(
+                SessionRow.user_id,
+                SessionRow.token_id,
+                SessionRow.created_at,
+                SessionRow.last_seen_at,
+                SessionRow.expires_at,
+                User.email,
+                User.is_admin,
+                User.disabled_at,
+                ApiToken.revoked_at,
+            )
             .join(User, User.id == SessionRow.user_id)
             .outerjoin(ApiToken, ApiToken.id == SessionRow.token_id)
-            .where(SessionRow.id_sha256 == key)
+            .where(SessionRow.id_sha256 == session_key(session_id))
         )
-        with db.reader() as session:
-            found = session.execute(query).first()
-        if found is None:
-            return None
-        row, user, revoked_at = found
+        row = session.execute(query).first()
+        if row is None:
+            return None, None
         dead = (
             now >= row.expires_at
             or (now - row.last_seen_at).total_seconds() >= self.idle_s
-            or user.disabled_at is not None
-            or (row.token_id is not None and revoked_at is not None)
+            or row.disabled_at is not None
+            or (row.token_id is not None and row.revoked_at is not None)
         )
         if dead:
-            self._delete(db, key)
-            return None
-        last_seen = row.last_seen_at
-        if (now - last_seen).total_seconds() >= self.touch_s:
-            with db.writer() as session:
-                session.execute(
-                    update(SessionRow).where(SessionRow.id_sha256 == key).values(last_seen_at=now)
-                )
-                session.commit()
-            last_seen = now
-        principal = Principal(user_id=user.id, email=user.email, is_admin=user.is_admin)
-        return WebSession(
-            principal, csrf_for(session_id), row.token_id, row.created_at, last_seen, row.expires_at
+            return None, "delete"
+        touch = (now - row.last_seen_at).total_seconds() >= self.touch_s
+        principal = Principal(user_id=row.user_id, email=row.email, is_admin=row.is_admin)
+        found = WebSession(
+            principal,
+            csrf_for(session_id),
+            row.token_id,
+            row.created_at,
+            now if touch else row.last_seen_at,
+            row.expires_at,
         )
+        return found, "touch" if touch else None
+
+    def upkeep(self, db: Database, session_id: str | None, now: datetime, action: Upkeep) -> None:
+        """Write what :meth:`lookup` found due: delete a dead session, or record its use."""
+        if action is None or not session_id:
+            return
+        key = session_key(session_id)
+        if action == "delete":
+            self._delete(db, key)
+            return
+        with db.writer() as session:
+            session.execute(
+                update(SessionRow).where(SessionRow.id_sha256 == key).values(last_seen_at=now)
+            )
+            session.commit()
 
     def drop(self, db: Database, session_id: str | None) -> None:
         """End the session (sign-out, or a new sign-in from the same browser)."""

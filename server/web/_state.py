@@ -110,25 +110,42 @@ def sign_in_redirect(request: Request) -> Response:
 
 
 async def render_page(state: DashboardState, request: Request, build: PageBuilder) -> Response:
-    """Sign-in redirect, or the page built from service calls, or the error they raised."""
-    viewer = await resolve_viewer(state, request)
-    if viewer is None:
+    """Sign-in redirect, or the page built from service calls, or the error they raised. The
+    viewer's session is read in the page's own read transaction (one thread hop, one
+    connection per page)."""
+    session_id = request.cookies.get(
+        cookie_name(SESSION_COOKIE, is_secure(request, state.settings))
+    )
+    if not session_id:
         return sign_in_redirect(request)
     registry = registry_of(request)
-    context = base_context(state, viewer, request)
+    now = registry.clock()
 
-    def work() -> tuple[int, str]:
+    def work() -> tuple[int, str] | None:
         with registry.db.reader() as session:
-            try:
-                template, values = build(session, viewer.principal)
-            except RegistryError as exc:
-                if exc.status_code >= 500 and exc.status_code != 503:
-                    log.error("dashboard page failed: %s", exc)
-                status = exc.status_code if exc.status_code >= 400 else 500
-                return status, state.templates.render(
-                    "error.html", {**context, "status": status, "message": str(exc)}
-                )
-            return 200, state.templates.render(template, {**context, **values})
+            web, upkeep = state.sessions.lookup(session, session_id, now)
+            if web is None:
+                rendered = None
+            else:
+                rendered = _render(session, Viewer(web.principal, session_id, web))
+        state.sessions.upkeep(registry.db, session_id, now, upkeep)
+        return rendered
 
-    status, html = await run_in_threadpool(work)
+    def _render(session: Session, viewer: Viewer) -> tuple[int, str]:
+        context = base_context(state, viewer, request)
+        try:
+            template, values = build(session, viewer.principal)
+        except RegistryError as exc:
+            if exc.status_code >= 500 and exc.status_code != 503:
+                log.error("dashboard page failed: %s", exc)
+            status = exc.status_code if exc.status_code >= 400 else 500
+            return status, state.templates.render(
+                "error.html", {**context, "status": status, "message": str(exc)}
+            )
+        return 200, state.templates.render(template, {**context, **values})
+
+    result = await run_in_threadpool(work)
+    if result is None:
+        return sign_in_redirect(request)
+    status, html = result
     return HTMLResponse(html, status_code=status)

@@ -14,6 +14,10 @@ and 32 with an API token:
 - ``GET list``: ``GET /api/v1/benchmarks?limit=<--list-size>&offset=<random>``
 - ``GET one``:  ``GET /api/v1/benchmarks/<random id>``
 - ``POST dataset``: ``POST /api/v1/datasets`` with a fresh name each time (a write + audit event)
+- ``GET page`` (``--cases page``): the dashboard's ``/ui/benchmarks/<random id>`` with a
+  signed-in session cookie (the session is looked up on every page). With several workers and a
+  registry that kept sessions per process, requests reaching another worker are redirected to
+  sign-in and count as non-2xx
 
 The load process is ``wrk`` (``apt-get install wrk``; a Lua script adds the header, random ids
 and unique names) when present, else an asyncio ``httpx`` client. It prints requests/s, p50 and
@@ -64,7 +68,11 @@ function init(args)
   kind, token, prefix, seed, size = args[1], args[2], args[3], tonumber(args[4]), tonumber(args[5])
   id = id or 0
   math.randomseed(os.time() + id)
-  wrk.headers["Authorization"] = "Bearer " .. token
+  if kind == "page" then
+    wrk.headers["Cookie"] = "sealbench_session=" .. token
+  else
+    wrk.headers["Authorization"] = "Bearer " .. token
+  end
   wrk.headers["Content-Type"] = "application/json"
 end
 function request()
@@ -73,6 +81,8 @@ function request()
     return wrk.format("GET", "/api/v1/benchmarks?limit=" .. size .. "&offset=" .. offset)
   elseif kind == "one" then
     return wrk.format("GET", "/api/v1/benchmarks/" .. math.random(1, seed))
+  elseif kind == "page" then
+    return wrk.format("GET", "/ui/benchmarks/" .. math.random(1, seed))
   end
   counter = counter + 1
   local body = '{"name":"w' .. prefix .. '-' .. id .. '-' .. counter ..
@@ -110,6 +120,8 @@ def _python_load(
                 )
             elif kind == "one":
                 r = await client.get(f"/api/v1/benchmarks/{random.randint(1, seed)}")
+            elif kind == "page":
+                r = await client.get(f"/ui/benchmarks/{random.randint(1, seed)}")
             else:
                 body = {"name": f"p{prefix}-{wid}-{n}", "digest": DIGEST, "case_count": 1}
                 r = await client.post("/api/v1/datasets", json=body)
@@ -117,7 +129,11 @@ def _python_load(
             non2xx += not 200 <= r.status_code < 300
 
     async def main() -> float:
-        headers = {"Authorization": f"Bearer {token}"}
+        headers = (
+            {"Cookie": f"sealbench_session={token}"}
+            if kind == "page"
+            else {"Authorization": f"Bearer {token}"}
+        )
         limits = httpx.Limits(max_connections=conc, max_keepalive_connections=conc)
         async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=30) as c:
             start = time.perf_counter()
@@ -311,13 +327,15 @@ class _Registry:
             cmd, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
         _wait_healthy(self.url, self.proc)
+        self.cookie = _dashboard_session(self.url, self.token)
 
     def measure(
         self, args: argparse.Namespace, kind: str, conc: int, script: Path
     ) -> dict[str, float]:
         assert self.proc is not None
         cpu0 = _tree_cpu_seconds(self.proc.pid)
-        r = _run_load(args, self.url, kind, self.token, conc, script)
+        credential = self.cookie if kind == "page" else self.token
+        r = _run_load(args, self.url, kind, credential, conc, script)
         r["cpu_ms"] = 1000 * (_tree_cpu_seconds(self.proc.pid) - cpu0) / max(1, r["requests"])
         return r
 
@@ -326,6 +344,23 @@ class _Registry:
             self.proc.send_signal(signal.SIGTERM)
             self.proc.wait(timeout=30)
         shutil.rmtree(self.base, ignore_errors=True)
+
+
+def _dashboard_session(url: str, token: str) -> str:
+    """Sign in to the dashboard with ``token`` as a browser does; the session cookie's value."""
+    import re
+
+    import httpx
+
+    with httpx.Client(base_url=url, timeout=30) as c:
+        form = c.get("/ui/sign-in").text
+        match = re.search(r'name="csrf" value="([^"]+)"', form)
+        if match is None:
+            raise SystemExit("the sign-in page has no CSRF field")
+        r = c.post("/ui/sign-in", data={"csrf": match.group(1), "token": token, "next": "/ui/"})
+        if r.status_code != 303 or "sealbench_session" not in c.cookies:
+            raise SystemExit(f"dashboard sign-in failed: {r.status_code}")
+        return str(c.cookies["sealbench_session"])
 
 
 def _median_round(rounds: list[dict[str, float]]) -> dict[str, float]:
@@ -366,7 +401,7 @@ def _bench_backend(
         if baseline_path is not None:
             baseline = _Registry(args, backend, "baseline", baseline_path, cluster)
             registries.append(baseline)
-        labels = {"list": "GET list", "one": "GET one", "post": "POST dataset"}
+        labels = {"list": "GET list", "one": "GET one", "post": "POST dataset", "page": "GET page"}
         for kind in args.cases.split(","):
             label = labels[kind]
             for conc in args.concurrency:
@@ -414,7 +449,7 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
     p.add_argument("--backends", default="sqlite,postgresql")
     p.add_argument("--load", choices=("auto", "wrk", "python"), default="auto")
-    p.add_argument("--cases", default="list,one,post", help="any of list,one,post")
+    p.add_argument("--cases", default="list,one,post", help="any of list,one,post,page")
     p.add_argument(
         "--concurrency", type=lambda v: [int(c) for c in v.split(",")], default=list(CONCURRENCIES)
     )
