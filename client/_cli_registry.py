@@ -5,6 +5,7 @@ calls :mod:`sealbench.client.api` or :mod:`sealbench.client.workflows`, and rend
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -163,6 +164,24 @@ def definition_export(
     with 'sealbench benchmark create --definition FILE')."""
     loaded = workflows.load_benchmark_definition(definition)
     typer.echo(loaded.model_dump_json(indent=2))
+
+
+@benchmark_app.command("init")
+def benchmark_init(
+    name: Annotated[str, typer.Argument(help="the plug-in's name (lower case, e.g. my-task)")],
+    dest: Annotated[
+        Path, typer.Option(help="folder to create the package in (as DEST/NAME)")
+    ] = Path(),
+) -> Path:
+    """Scaffold a benchmark plug-in package to start from: a complete, working example written
+    against the public interface (docs/benchmark-authoring.md), with its entry point and a
+    test. 'pip install ./NAME' makes it a benchmark sealbench finds by name."""
+    from sealbench.client.scaffold import package_name, scaffold_plugin
+
+    made = scaffold_plugin(name, dest)
+    out().print(f"created {made}: edit src/{package_name(name)}/plugin.py, then "
+                f"'pip install -e {made}' and 'python -m pytest {made}/tests'")
+    return made
 
 
 @benchmark_app.command("approve")

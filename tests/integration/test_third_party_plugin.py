@@ -40,14 +40,14 @@ def threshold_model() -> bytes:
     return bytes(model.SerializeToString())
 
 
-def plugin_python(root: Path) -> str:
+def plugin_python(root: Path, source: Path = PLUGIN_SOURCE) -> str:
     """A fresh virtual environment that sees this environment's packages (sealbench and its
-    dependencies, through a ``.pth``) plus the tiny2dseg wheel installed with pip; returns its
-    interpreter. This environment itself never gets the plug-in."""
+    dependencies, through a ``.pth``) plus the plug-in's wheel (tiny2dseg by default)
+    installed with pip; returns its interpreter. This environment itself never gets it."""
     wheels = root / "wheels"
     wheels.mkdir(parents=True)
-    [requirement] = plugin_wheels([PLUGIN_SOURCE], wheels)
-    assert requirement == "tiny2dseg==0.1.0"
+    [requirement] = plugin_wheels([source], wheels)
+    assert requirement == f"{source.name.replace('-', '_')}==0.1.0"
     env_dir = root / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
     python = env_dir / "bin" / "python"
@@ -59,7 +59,7 @@ def plugin_python(root: Path) -> str:
         "".join(f"import site; site.addsitedir({p!r})\n" for p in ours))
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet",
-         "--no-deps", "--no-index", str(next(wheels.glob("tiny2dseg-*.whl")))],
+         "--no-deps", "--no-index", str(next(wheels.glob("*.whl")))],
         check=True, timeout=300)
     return str(python)
 
@@ -148,3 +148,27 @@ def test_plugin_is_evaluated_confidentially_on_the_mock_tee(tmp_path: Path) -> N
     assert document["summary_id"] == "tiny2dseg/summary"
     assert document["n_cases"] == 5 and document["n_failed"] == 0
     assert document["dice_mean"] > 0.8
+
+
+def test_benchmark_init_scaffolds_a_plugin_that_installs_and_passes_its_own_test(
+    tmp_path: Path,
+) -> None:
+    from typer.testing import CliRunner
+
+    from sealbench.client.cli import app
+
+    made = CliRunner().invoke(app, ["benchmark", "init", "knee-seg", "--dest", str(tmp_path)])
+    assert made.exit_code == 0, made.output
+    source = tmp_path / "knee-seg"
+    assert (source / "src" / "knee_seg" / "plugin.py").is_file()
+    again = CliRunner().invoke(app, ["benchmark", "init", "knee-seg", "--dest", str(tmp_path)])
+    assert again.exit_code != 0 and "already exists" in again.output
+    bad = CliRunner().invoke(app, ["benchmark", "init", "Knee Seg", "--dest", str(tmp_path)])
+    assert bad.exit_code != 0 and "invalid benchmark plug-in name" in bad.output
+    python = plugin_python(tmp_path / "env", source)
+    done = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           str(source / "tests")], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "1 passed" in done.stdout
+
