@@ -28,7 +28,7 @@ from sealbench.client._cli_common import (
 from sealbench.client._cli_progress import JsonEvents, RunDisplay
 from sealbench.client.api import AssetKind, RegistryClient
 from sealbench.client.config import ResolvedProfile
-from sealbench.client.errors import ConfigError
+from sealbench.client.errors import ClientError, ConfigError
 from sealbench.client.keys import init_result_key, load_result_key, load_result_private_key
 from sealbench.client.runner import (
     Runner,
@@ -313,7 +313,8 @@ def run(
                         "command again to resume with what is left")
         raise typer.Exit(130)
     if errors:
-        raise runs.translate_launch_error(errors[0])
+        first = errors[0]
+        raise first if isinstance(first, ClientError) else runs.translate_launch_error(first)
     return [*outcome.skipped, *outcome.succeeded]
 
 

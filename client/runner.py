@@ -384,6 +384,10 @@ class Runner:
             except _Stopped:
                 self._finish(slot, "interrupted", reason="stopped",
                              error="interrupted before it finished")
+            except ClientError as exc:  # its specification could not be built (asset unsealed…)
+                with self._emit_lock:
+                    self._errors.append(exc)
+                self._finish(slot, "failed", reason="launch", error=str(exc)[:2000], exc=exc)
             except Exception as exc:  # noqa: BLE001 - one run's bug must not end the others
                 _log.exception("run %s ended unexpectedly", slot.record.run_id)
                 self._finish(slot, "failed", reason="launch", error=f"internal error: {exc}")

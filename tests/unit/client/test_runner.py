@@ -202,6 +202,25 @@ def test_permission_refusal_at_launch_not_retried(tmp_path: Path) -> None:
     assert (outcome.records[0].reason, launcher.starts[1]) == ("permission", 1)
 
 
+def test_unbuildable_spec_fails_that_run_with_its_error_and_the_others_go_on(
+    tmp_path: Path,
+) -> None:
+    from sealbench.client.errors import ConfigError
+
+    def make_spec(dataset_id: int, model_id: int, run_id: str) -> RunSpec:
+        if model_id == 1:
+            raise ConfigError("model 1 has no sealed copy yet", hint="run it once sealed")
+        return _spec(dataset_id, model_id, run_id)
+
+    store = RunStore(tmp_path)
+    runner = Runner(ScriptedLauncher(), store, make_spec, client=None, tee="mock",
+                    new_run_id=lambda now: f"run-spec-{next(_ids)}")
+    outcome = runner.run(_plan(store, (1, 2)))
+    assert [(r.model_id, r.status) for r in outcome.records] == [(1, "failed"), (2, "succeeded")]
+    assert isinstance(runner.errors[0], ConfigError)
+    assert "no sealed copy" in (outcome.records[0].error or "")
+
+
 def test_parallel_runs_are_bounded(tmp_path: Path) -> None:
     launcher = ScriptedLauncher(seconds=0.2)
     store = RunStore(tmp_path)
