@@ -23,6 +23,7 @@ __all__ = [
     "CapacityUnavailable",
     "ComputeNotFound",
     "ComputePermissionDenied",
+    "ComputeUnavailable",
     "ConfidentialSpaceError",
     "ImageReferenceError",
     "QuotaExceeded",
@@ -77,6 +78,12 @@ class CapacityUnavailable(ConfidentialSpaceError):  # noqa: N818
     """The zone has no capacity for the machine type right now."""
 
     failure_class = "capacity"
+    retryable = True
+
+
+class ComputeUnavailable(ConfidentialSpaceError):  # noqa: N818
+    """The Compute API failed on its side (500, 502, 503): a new try may succeed."""
+
     retryable = True
 
 
@@ -266,6 +273,11 @@ def translate_api_error(
             message,
             hint=f"request a quota increase for {name} in region {region} (IAM & Admin → "
             "Quotas), delete idle VMs, or pick a smaller --machine-type or another region",
+        )
+    if isinstance(exc, (gexc.InternalServerError, gexc.BadGateway, gexc.ServiceUnavailable)):
+        return ComputeUnavailable(
+            message, hint="the Compute API failed on Google's side; run again in a minute "
+            "(https://status.cloud.google.com)",
         )
     text = str(exc.message)
     if isinstance(exc, gexc.Unauthorized):

@@ -403,3 +403,30 @@ def test_pair_running_in_another_live_process_is_not_launched_twice(tmp_path: Pa
         other.wait()
     store.repair_stale(datetime(2026, 1, 2, tzinfo=UTC))
     assert store.get("run-elsewhere").status == "interrupted"
+
+
+@pytest.mark.parametrize(
+    ("error", "retryable", "failure_class"),
+    [
+        ("ServiceUnavailable", True, "launch"),
+        ("InternalServerError", True, "launch"),
+        ("TooManyRequests", True, "quota"),
+        ("Forbidden", False, "permission"),
+        ("NotFound", False, "not_found"),
+        ("DeadlineExceeded", False, "timeout"),
+    ],
+)
+def test_google_api_errors_say_whether_a_new_launch_may_succeed(
+    error: str, retryable: bool, failure_class: str
+) -> None:
+    """What the runner retries on Confidential Space: the Compute API's own failures and rate
+    or quota refusals, not a refusal that a new try cannot change."""
+    from google.api_core import exceptions as gexc
+
+    from sealbench.client.launchers._cs_resources import VmSettings, translate_api_error
+
+    settings = VmSettings(project="p", zone="us-central1-a",
+                          service_account="runner@p.iam.gserviceaccount.com",
+                          image_reference="registry.test/eval@sha256:" + "a" * 64)
+    translated = translate_api_error(getattr(gexc, error)("refused"), "create the VM", settings)
+    assert (translated.retryable, translated.failure_class) == (retryable, failure_class)
