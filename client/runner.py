@@ -422,6 +422,9 @@ class Runner:
             break
         with slot.lock:
             slot.workload = workload
+        name = _workload_name(workload)
+        if name is not None:
+            self._update(slot, workload=name)
         if self._stop.is_set():  # the teardown may have looked before the workload existed
             _tear_down_one(workload, keep=self._keep, reap=True)
             raise _Stopped
@@ -558,6 +561,16 @@ class Runner:
         })
         with self._emit_lock:
             self._on_event(event)
+
+
+def _workload_name(workload: RunningWorkload) -> str | None:
+    """The backend's name of a started workload: a Confidential Space VM's instance name or a
+    container's id (a mock process has neither: its pid dies with its owner)."""
+    for attribute in ("instance_name", "container_id"):
+        value = getattr(workload, attribute, None)
+        if isinstance(value, str) and value:
+            return value[:200]
+    return None
 
 
 def _tear_down_one(workload: RunningWorkload, *, keep: bool, reap: bool = False) -> None:

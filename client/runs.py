@@ -9,7 +9,8 @@ of the current image is not run again unless asked (``--force``). The record hol
 and no per-case value. Version 2 adds ``owner_pid`` and ``owner_started`` (the process that
 drives the run, and its start time in clock ticks since boot, so a reused pid is not taken for
 the owner), ``reason`` (the failure class or interrupt reason the registry is told),
-``attempts``, ``seq`` (the number of the latest status report) and ``metrics_version``. A
+``attempts``, ``seq`` (the number of the latest status report), ``metrics_version`` and
+``workload`` (the VM instance or container the backend started). A
 record left ``planned``, ``launching`` or ``running`` by a process that is gone is stale:
 :meth:`RunStore.repair_stale` marks it ``interrupted`` (reason ``owner_died``).
 
@@ -114,6 +115,9 @@ class RunRecord(BaseModel):
     attempts: int = 0
     seq: int = 0
     metrics_version: str | None = None
+    #: The backend's name of the started workload (a VM instance, a container), so that a
+    #: repaired record says what may still be running.
+    workload: str | None = None
 
     @property
     def active(self) -> bool:
@@ -231,7 +235,11 @@ class RunStore:
             fixed = record.model_copy(update={
                 "status": "interrupted", "reason": "owner_died", "finished_at": now,
                 "seq": record.seq + 1, "version": 2,
-                "error": "the process that ran it ended before it finished",
+                "error": "the process that ran it ended before it finished" + (
+                    "" if record.workload is None
+                    else f"; its workload {record.workload} may still exist: check it and "
+                    "delete it if so (a VM costs money until deleted)"
+                ),
             })
             self.save(fixed)
             repaired.append(fixed)

@@ -430,3 +430,22 @@ def test_google_api_errors_say_whether_a_new_launch_may_succeed(
                           image_reference="registry.test/eval@sha256:" + "a" * 64)
     translated = translate_api_error(getattr(gexc, error)("refused"), "create the VM", settings)
     assert (translated.retryable, translated.failure_class) == (retryable, failure_class)
+
+
+def test_started_vm_is_named_in_the_record_and_in_its_repair(tmp_path: Path) -> None:
+    class VmLauncher(ScriptedLauncher):
+        def start(self, spec: RunSpec, *, on_output: OutputFn | None = None) -> ScriptedWorkload:
+            workload = super().start(spec, on_output=on_output)
+            workload.instance_name = f"sealbench-eval-{spec.run_id}"  # type: ignore[attr-defined]
+            return workload
+
+    store = RunStore(tmp_path)
+    (record,) = _runner(VmLauncher(), store, []).run(_plan(store, (1,))).records
+    assert record.workload == f"sealbench-eval-{record.run_id}"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    store.save(record.model_copy(update={"run_id": "run-orphan", "status": "running",
+                                         "owner_pid": dead.pid}))
+    (fixed,) = store.repair_stale(datetime(2026, 1, 2, tzinfo=UTC))
+    assert fixed.status == "interrupted"
+    assert f"sealbench-eval-{record.run_id}" in (fixed.error or "")
