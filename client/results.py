@@ -12,7 +12,11 @@ private key, and checks, in order:
    image_digest)``, the image digest taken from the token;
 3. the per-case results name the same run, benchmark and benchmark plug-in
    (``metrics_version``) as the summary, both validate against that plug-in, and re-aggregating
-   the per-case results with it gives exactly the summary's aggregates.
+   the per-case results with it gives exactly the summary's aggregates; or, for a **withheld**
+   summary (the enclave's small-cell rule, :func:`sealbench.enclave.result.public_summary`),
+   exactly the same withholding (rule, case count, minimum). The owner still gets every per-case
+   result and, in :attr:`OpenedResult.aggregates`, their aggregate computed locally (never
+   submitted: the registry receives the withheld summary the token binds).
 
 Any failure raises :class:`ResultVerificationError` naming the check.
 """
@@ -42,6 +46,7 @@ from sealbench.enclave.result import (
     PerCaseResults,
     ResultFormatError,
     ResultSummary,
+    public_summary,
 )
 from sealbench.enclave.steps import claims_of
 
@@ -78,10 +83,16 @@ class OpenedResult:
     sealed_result_sha256: Sha256Digest
     token: str
     claims: AttestedWorkload
-    #: The plug-in the run pinned, and the summary and per-case results it validated.
+    #: The plug-in the run pinned, and the summary and per-case results it validated (for a
+    #: withheld summary, ``aggregates`` is the aggregate of the per-case results, computed here).
     benchmark: Benchmark
     aggregates: PublicSummary
     cases: tuple[CaseResult, ...]
+
+    @property
+    def withheld(self) -> bool:
+        """Whether the enclave withheld the public summary (small-cell rule)."""
+        return self.summary.withheld is not None
 
 
 def download_result(store: BlobStore, prefix: str) -> ResultObjects:
@@ -163,10 +174,19 @@ def _check_consistent(
             raise ResultVerificationError(f"summary and sealed result differ in {field}")
     try:
         benchmark = load_benchmark(per_case.metrics_version)
-        aggregates = summary.summary(benchmark)
         cases = per_case.results(benchmark)
+        if not cases:
+            raise ResultVerificationError("the sealed result holds no case")
+        published, withheld = public_summary(benchmark, cases)
+        if summary.withheld is not None:
+            if withheld != summary.withheld:
+                raise ResultVerificationError(
+                    "the summary is withheld, but not as the small-cell rule withholds the "
+                    "sealed results")
+            return benchmark, benchmark.summarise(cases), cases
+        aggregates = summary.summary(benchmark)
     except (BenchmarkError, ResultFormatError) as exc:
         raise ResultVerificationError(str(exc)) from exc
-    if not cases or benchmark.summarise(cases).to_json() != aggregates.to_json():
+    if withheld is not None or published != aggregates.to_json():
         raise ResultVerificationError("the summary is not the aggregate of the sealed results")
     return benchmark, aggregates, cases

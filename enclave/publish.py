@@ -1,5 +1,15 @@
 """Steps 6 and 7: seal the per-case results to the data owner, build the public summary, attest
-both with a second token and upload them (formats in :mod:`sealbench.enclave.result`)."""
+both with a second token and upload them (formats in :mod:`sealbench.enclave.result`).
+
+**Small-cell rule** (issue 15): the per-case results are always sealed to the data owner, but the
+public summary is published only when it meets the benchmark plug-in's rule: at least
+``small_cell_minimum`` cases, and a summary the plug-in's own ``parse_summary`` accepts (which
+refuses a histogram bin under its per-bin minimum). Otherwise the enclave publishes a
+**withheld** summary (:func:`~sealbench.enclave.result.public_summary`; a
+:class:`~sealbench.enclave.result.WithheldSummary` says the rule, the case count and the
+minimum; no aggregates). The minimum is the plug-in's, so it is fixed by the
+plug-in pin (``SEALBENCH_METRICS_VERSION``) the key-release policy binds, never by an operator
+input."""
 
 from __future__ import annotations
 
@@ -20,6 +30,7 @@ from sealbench.enclave.result import (
     TOKEN_OBJECT,
     PerCaseResults,
     ResultSummary,
+    public_summary,
 )
 from sealbench.enclave.steps import claims_of
 
@@ -58,13 +69,18 @@ def seal_results(evaluation: Evaluation) -> SealedResult:
         )
         info = result_info(spec.run_id, spec.benchmark_id, run.image_digest)
         sealed = seal(per_case.to_bytes(), destination.recipient, info)
+        aggregates, withheld = public_summary(run.benchmark, evaluation.results)
         summary = ResultSummary(
             run_id=spec.run_id,
             benchmark_id=spec.benchmark_id,
             metrics_version=spec.metrics_version,
-            aggregates=run.benchmark.summarise(evaluation.results).to_json(),
+            aggregates=aggregates,
+            withheld=withheld,
         )
     _log.info("step 6/7: results sealed to the recipient")
+    if withheld is not None:
+        _log.info("step 6/7: public summary withheld (small-cell rule: %d case(s), minimum %d)",
+                  withheld.n_cases, withheld.minimum)
     return SealedResult(evaluation, summary, summary.to_bytes(), sealed, sha256_digest(sealed))
 
 

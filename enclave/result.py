@@ -29,11 +29,19 @@ of ``result.sealed`` and ``result.token`` (server.schemas.ResultCreate).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sealbench.benchmarks.interface import Benchmark, CaseResult, PublicSummary, SummaryError
+from sealbench.benchmarks.interface import (
+    Benchmark,
+    CaseResult,
+    PublicSummary,
+    SmallCellError,
+    SummaryError,
+    check_small_cells,
+)
 from sealbench.crypto.canonical import canonical_json
 
 __all__ = [
@@ -46,7 +54,9 @@ __all__ = [
     "PerCaseResults",
     "ResultFormatError",
     "ResultSummary",
+    "WithheldSummary",
     "WriteCheck",
+    "public_summary",
 ]
 
 WRITE_CHECK_OBJECT: Final = "write-check.json"
@@ -101,9 +111,29 @@ def _check_plugin(metrics_version: str, benchmark: Benchmark) -> None:
             f"the document is of benchmark plug-in {metrics_version!r}, not {benchmark.ref}")
 
 
+class WithheldSummary(BaseModel):
+    """Why the enclave published no aggregates (issue 15's small-cell rule), in counts only.
+
+    ``rule`` is ``"cases"`` when the run had fewer cases than the plug-in's
+    ``small_cell_minimum`` (``n_cases`` and ``minimum`` say how many), or ``"bins"`` when the
+    plug-in's own summary broke its per-bin minimum (its ``parse_summary`` refused it: a plug-in
+    defect the enclave will not publish)."""
+
+    model_config = _FROZEN
+    rule: Literal["cases", "bins"]
+    n_cases: int = Field(ge=0)
+    minimum: int = Field(ge=1)
+
+
 class ResultSummary(_Document):
     """The public summary (version 1): run coordinates and the aggregates over cases only (the
-    plug-in's summary, with the count of failed cases); never a per-case value."""
+    plug-in's summary, with the count of failed cases); never a per-case value.
+
+    A **withheld** summary (``withheld`` set, ``aggregates`` empty) is what the enclave publishes
+    when the plug-in's summary would break the small-cell rule: the per-case results are still
+    sealed to the data owner, the registry files the result as withheld and never ranks it. The
+    member is left out of the canonical JSON when it is None, so published summaries read as
+    before."""
 
     format: Literal["sealbench/result-summary"] = "sealbench/result-summary"
     version: Literal[1] = 1
@@ -111,15 +141,53 @@ class ResultSummary(_Document):
     benchmark_id: str = Field(pattern=_ID)
     metrics_version: str
     aggregates: dict[str, Any]
+    withheld: WithheldSummary | None = None
+
+    def to_bytes(self) -> bytes:
+        doc = self.model_dump(mode="json")
+        if doc["withheld"] is None:
+            del doc["withheld"]
+        elif doc["aggregates"]:
+            raise ResultFormatError("a withheld summary carries no aggregates")
+        return canonical_json(doc)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Self:
+        doc = super().from_bytes(data)
+        if doc.withheld is not None and doc.aggregates:
+            raise ResultFormatError("malformed ResultSummary: a withheld summary carries "
+                                    "aggregates")
+        return doc
 
     def summary(self, benchmark: Benchmark) -> PublicSummary:
         """The aggregates validated by ``benchmark`` (the plug-in ``metrics_version`` pins);
-        :class:`ResultFormatError` otherwise."""
+        :class:`ResultFormatError` otherwise (a withheld summary has none)."""
         _check_plugin(self.metrics_version, benchmark)
+        if self.withheld is not None:
+            raise ResultFormatError("the summary was withheld (small-cell rule): no aggregates")
         try:
             return benchmark.parse_summary(self.aggregates)
         except SummaryError as exc:
             raise ResultFormatError(f"invalid summary: {exc}") from exc
+
+
+def public_summary(
+    benchmark: Benchmark, results: Sequence[CaseResult]
+) -> tuple[dict[str, object], WithheldSummary | None]:
+    """The aggregates to publish, or none and why they are withheld (the small-cell rule in the
+    publish module's docstring). The data owner's ``result open`` recomputes exactly this."""
+    summary = benchmark.summarise(results)
+    minimum = benchmark.small_cell_minimum
+    try:
+        check_small_cells(benchmark, summary)
+    except SmallCellError:
+        return {}, WithheldSummary(rule="cases", n_cases=summary.n_cases, minimum=minimum)
+    doc = summary.to_json()
+    try:
+        benchmark.parse_summary(doc)
+    except SummaryError:
+        return {}, WithheldSummary(rule="bins", n_cases=summary.n_cases, minimum=minimum)
+    return doc, None
 
 
 class PerCaseResults(_Document):

@@ -6,6 +6,10 @@ under ``metrics_version`` must be the benchmark's, and ``aggregates`` must be a 
 installed plug-in accepts (:meth:`~sealbench.benchmarks.interface.Benchmark.parse_summary`). A
 benchmark whose plug-in is not installed on the registry receives no result: nothing could say
 what its summaries mean.
+
+A **withheld** summary (the enclave's small-cell rule, :class:`sealbench.enclave.result.
+WithheldSummary`: no aggregates, the rule and counts) is accepted as a withheld result when it
+is well formed and consistent with the plug-in's minimum; it is stored and never ranked.
 """
 
 from __future__ import annotations
@@ -15,9 +19,10 @@ from typing import Any
 
 from sealbench.benchmarks.interface import Benchmark, BenchmarkError, PluginRef, PublicSummary
 from sealbench.benchmarks.registry import load
+from sealbench.enclave.result import ResultSummary
 from sealbench.server.errors import InvalidRequestError, ResultRejectedError
 
-__all__ = ["RESULT_SUMMARY_FORMAT", "parse_pin", "plugin_of", "validate_summary"]
+__all__ = ["RESULT_SUMMARY_FORMAT", "parse_pin", "plugin_of", "validate_summary", "withheld_of"]
 
 RESULT_SUMMARY_FORMAT = "sealbench/result-summary"
 
@@ -40,9 +45,10 @@ def plugin_of(metrics_version: str) -> Benchmark:
             f"the registry cannot validate results of this benchmark: {exc}") from None
 
 
-def validate_summary(metrics_version: str, summary: Mapping[str, Any]) -> PublicSummary:
+def validate_summary(metrics_version: str, summary: Mapping[str, Any]) -> PublicSummary | None:
     """The public summary inside a submitted ``summary.json``, validated by the benchmark's
-    plug-in; 422 saying what is wrong (never echoing values)."""
+    plug-in, or None for a withheld one (:func:`withheld_of`); 422 saying what is wrong (never
+    echoing values)."""
     plugin = plugin_of(metrics_version)
     if summary.get("format") != RESULT_SUMMARY_FORMAT or summary.get("version") != 1:
         raise ResultRejectedError(f"summary: expected a {RESULT_SUMMARY_FORMAT} version 1 "
@@ -50,6 +56,8 @@ def validate_summary(metrics_version: str, summary: Mapping[str, Any]) -> Public
     if summary.get("metrics_version") != metrics_version:
         raise ResultRejectedError(
             f"summary: computed with another benchmark plug-in than {metrics_version}")
+    if withheld_of(plugin, summary):
+        return None
     aggregates = summary.get("aggregates")
     if not isinstance(aggregates, Mapping):
         raise ResultRejectedError("summary: no aggregates object")
@@ -58,3 +66,23 @@ def validate_summary(metrics_version: str, summary: Mapping[str, Any]) -> Public
     except BenchmarkError as exc:
         raise ResultRejectedError(
             f"summary: does not validate against {plugin.ref}'s schema ({exc})") from None
+
+
+def withheld_of(plugin: Benchmark, summary: Mapping[str, Any]) -> bool:
+    """Whether ``summary`` is a withheld run summary; 422 when it claims to be one but is not
+    well formed or not what ``plugin``'s small-cell rule withholds (the counts are attested by
+    the result token, so this only refuses a document no enclave of this plug-in writes)."""
+    if summary.get("withheld") is None:
+        return False
+    try:
+        doc = ResultSummary.model_validate(dict(summary))
+    except ValueError:
+        raise ResultRejectedError("summary: a malformed withheld summary") from None
+    held = doc.withheld
+    if held is None or doc.aggregates:
+        raise ResultRejectedError("summary: a withheld summary carries no aggregates")
+    if held.minimum != plugin.small_cell_minimum or (
+            held.rule == "cases" and held.n_cases >= held.minimum):
+        raise ResultRejectedError(
+            f"summary: withheld, but not as {plugin.ref}'s small-cell rule withholds")
+    return True

@@ -13,7 +13,8 @@ Rules, stated on the page and in the API answer:
   Nobody else sees a model's per-site values, and the pooled figures are computed only from the
   results the caller may read.
 * **Small cells**: a summary describing fewer cases than the plug-in's ``small_cell_minimum``
-  is withheld (counted in ``withheld``, never pooled or shown).
+  is withheld (counted in ``withheld``, never pooled or shown); so is a result whose enclave
+  already withheld its summary (``withheld`` in the run summary: no aggregates were published).
 * **Rank groups**: the best remaining model leads a group; every remaining model whose 95%
   interval overlaps the leader's joins it (the same rank, ``tied``); repeat. Models without a
   value come last.
@@ -211,6 +212,11 @@ def _parse(plugin: api.Benchmark, doc: Any, issuer: str) -> _Parsed:
     """A stored summary (bare, or inside a run summary's ``aggregates``) parsed and pooled
     alone; ``issuer`` is the result token's (only Google's attests a confidential run)."""
     mock = issuer != CONFIDENTIAL_SPACE_ISSUER
+    held = doc.get("withheld") if isinstance(doc, dict) else None
+    if isinstance(held, dict):
+        why = ("a histogram bin under the plug-in's minimum" if held.get("rule") == "bins"
+               else f"fewer than {plugin.small_cell_minimum} cases")
+        return _Parsed(None, {}, 0, f"withheld by the enclave: {why} (small-cell rule)", mock)
     inner = doc.get("aggregates", doc) if isinstance(doc, dict) else doc
     try:
         summary = plugin.parse_summary(inner)

@@ -56,23 +56,29 @@ def opened(world: Any, results_dir: Path | None = None) -> Any:
     return open_result(download_result(store, ""), world.recipient)
 
 
-def test_owner_opens_result_equal_to_plain_evaluation(world: Any, small_contract: Any) -> None:
+@pytest.fixture
+def five_prepared(tmp_path: Path, prepared_factory: Any) -> Path:
+    """Five cases: the BraTS plug-in's small-cell minimum, so the summary is published."""
+    return prepared_factory(tmp_path / "prep5", (1, 2, 3, 4, 5))
+
+
+def test_owner_opens_result_equal_to_plain_evaluation(
+    tmp_path: Path, five_prepared: Path, world_factory: Any, small_contract: Any
+) -> None:
+    world = world_factory(tmp_path / "w", prepared=five_prepared)
     report = world.run()
     result = opened(world)
     expected = plain_results(world.prepared, world.model_bytes, small_contract)
     assert list(result.cases) == expected
     assert result.aggregates == aggregate(expected, BRATS_2023_GLI_METRICS)
-    assert result.aggregates.n_cases == 3 and result.aggregates.n_failed == 0
+    assert result.aggregates.n_cases == 5 and result.aggregates.n_failed == 0
+    assert not result.withheld and result.summary.withheld is None
     assert result.summary.aggregates == result.aggregates.to_json()
     assert result.per_case.cases == tuple(c.to_json() for c in expected)
     assert result.sealed_result_sha256 == report.published.sealed_digest
     assert result.claims.aud == "sealbench-result"
     names = set(LocalBlobStore(world.results()).list())
     assert names == {WRITE_CHECK_OBJECT, SEALED_OBJECT, SUMMARY_OBJECT, TOKEN_OBJECT}
-
-
-def test_public_summary_holds_no_case_id_or_per_case_value(world: Any) -> None:
-    world.run()
     summary = (world.results() / SUMMARY_OBJECT).read_text()
     for folder in (world.prepared / "data" / "cases").iterdir():
         assert folder.name not in summary
@@ -85,7 +91,45 @@ def test_public_summary_holds_no_case_id_or_per_case_value(world: Any) -> None:
         "run_id",
         "version",
     }
-    assert "cases" not in doc["aggregates"] and doc["aggregates"]["n_cases"] == 3
+    assert "cases" not in doc["aggregates"] and doc["aggregates"]["n_cases"] == 5
+
+
+def test_too_few_cases_give_a_withheld_summary_and_the_owner_still_opens_every_case(
+    world: Any, small_contract: Any
+) -> None:
+    """Three cases, under BraTS's small-cell minimum of 5: the public summary says so in counts
+    only; the per-case results are sealed to the hospital as always and open."""
+    world.run()
+    doc = json.loads((world.results() / SUMMARY_OBJECT).read_text())
+    assert doc["aggregates"] == {}
+    assert doc["withheld"] == {"rule": "cases", "n_cases": 3, "minimum": 5}
+    result = opened(world)
+    expected = plain_results(world.prepared, world.model_bytes, small_contract)
+    assert result.withheld and list(result.cases) == expected
+    assert result.aggregates == aggregate(expected, BRATS_2023_GLI_METRICS)  # local only
+
+
+def test_owner_refuses_a_withheld_summary_the_rule_does_not_give(
+    tmp_path: Path, five_prepared: Path, world_factory: Any
+) -> None:
+    """A withheld summary must be exactly what the small-cell rule withholds: five cases
+    published cannot be passed off as withheld (nor three withheld as published)."""
+    from sealbench.client.results import ResultVerificationError, _check_consistent
+    from sealbench.enclave.result import PerCaseResults, ResultSummary, WithheldSummary
+
+    world = world_factory(tmp_path / "w", prepared=five_prepared)
+    world.run()
+    result = opened(world)
+    forged = ResultSummary(
+        run_id=result.summary.run_id, benchmark_id=result.summary.benchmark_id,
+        metrics_version=result.summary.metrics_version, aggregates={},
+        withheld=WithheldSummary(rule="cases", n_cases=5, minimum=5))
+    per_case = PerCaseResults.from_bytes(result.per_case.to_bytes())
+    with pytest.raises(ResultVerificationError, match="not as the small-cell rule withholds"):
+        _check_consistent(forged, per_case)
+    few = per_case.model_copy(update={"cases": per_case.cases[:3]})
+    with pytest.raises(ResultVerificationError, match="not the aggregate"):
+        _check_consistent(result.summary, few)
 
 
 def test_rerun_gives_bit_identical_metrics_and_summary(world: Any) -> None:

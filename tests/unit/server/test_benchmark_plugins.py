@@ -83,3 +83,26 @@ def test_summary_of_another_plugin_refused(
 def test_valid_summary_accepted(client: TestClient, world: Any, tokens: Any, h: Any) -> None:
     r = _submit(client, world, tokens, h, _summary())
     assert r.status_code in (200, 201), r.text
+
+
+def test_withheld_summary_accepted_as_withheld(
+    client: TestClient, world: Any, tokens: Any, h: Any
+) -> None:
+    held = _summary(aggregates={}, withheld={"rule": "cases", "n_cases": 1, "minimum": 5})
+    r = _submit(client, world, tokens, h, held)
+    assert r.status_code in (200, 201), r.text
+    assert r.json()["summary"]["withheld"] == {"rule": "cases", "n_cases": 1, "minimum": 5}
+
+
+def test_withheld_summary_the_rule_does_not_give_refused(
+    client: TestClient, world: Any, tokens: Any, h: Any
+) -> None:
+    for forged in (
+        _summary(withheld={"rule": "cases", "n_cases": 1, "minimum": 5}),  # aggregates kept
+        _summary(aggregates={}, withheld={"rule": "cases", "n_cases": 9, "minimum": 5}),
+        _summary(aggregates={}, withheld={"rule": "cases", "n_cases": 1, "minimum": 1}),
+        _summary(aggregates={}, withheld={"rule": "any", "n_cases": 1, "minimum": 5}),
+    ):
+        r = _submit(client, world, tokens, h, forged)
+        assert r.status_code == 422 and r.json()["code"] == "result_rejected", r.text
+    _nothing_stored(client, world)

@@ -187,6 +187,21 @@ def test_summary_under_the_small_cell_minimum_is_withheld(brats: Board) -> None:
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_summary_the_enclave_withheld_is_listed_withheld_never_ranked(brats: Board) -> None:
+    held = {"format": "sealbench/result-summary", "version": 1, "run_id": "r-held",
+            "benchmark_id": str(brats.benchmark_id), "metrics_version": "brats-2023-gli/1",
+            "aggregates": {}, "withheld": {"rule": "cases", "n_cases": 3, "minimum": 5}}
+    _insert(brats.db_url, [_result(brats.benchmark_id, brats.datasets["tiny"],
+                                   brats.models["y"], brats.users["hospital_a"].user_id, held)])
+    doc = _ok(brats.get("authority"))
+    reasons = {(w["model_id"], w["dataset_id"]): w["reason"] for w in doc["withheld"]}
+    assert "withheld by the enclave" in reasons[(brats.models["y"], brats.datasets["tiny"])]
+    y = _standing(doc, brats.models["y"])
+    assert all(site["dataset_id"] != brats.datasets["tiny"]
+               for v in y["values"] for site in v["sites"])
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_unknown_metric_is_refused_listing_valid_ones(brats: Board) -> None:
     response = brats.get("authority", metric="dice_wt")
     assert response.status_code == 422
