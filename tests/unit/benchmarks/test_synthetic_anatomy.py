@@ -1,0 +1,108 @@
+"""The anatomy-based generator: real template anatomy, seeded, tumours with the structure the
+benchmark needs (the PNGs in docs/img show what it looks like)."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import numpy as np
+import pytest
+from scipy import ndimage
+
+from sealbench.benchmarks.brats import BratsContract, anatomy
+from sealbench.benchmarks.brats.anatomy import encode_png, generate_anatomy_case, preview_rgb
+
+SEEDS = range(24)
+
+
+@pytest.fixture(scope="module")
+def cases(request: pytest.FixtureRequest) -> list[anatomy.SyntheticCase]:
+    from sealbench.benchmarks.brats.contract import BRATS_2023_GLI
+
+    contract = BRATS_2023_GLI.with_shape((64, 64, 48))
+    return [generate_anatomy_case(seed, contract.shape, contract) for seed in SEEDS]
+
+
+def test_same_seed_same_case_other_seed_other_case(small_contract: BratsContract) -> None:
+    a = generate_anatomy_case(7, small_contract.shape, small_contract)
+    b = generate_anatomy_case(7, small_contract.shape, small_contract)
+    c = generate_anatomy_case(8, small_contract.shape, small_contract)
+    assert np.array_equal(a.classes, b.classes)
+    assert all(np.array_equal(a.modalities[m], b.modalities[m]) for m in a.modalities)
+    assert not np.array_equal(a.modalities["t1n"] != 0, c.modalities["t1n"] != 0)  # anatomy too
+
+
+def test_cases_vary_like_the_benchmark_needs(cases: list[anatomy.SyntheticCase]) -> None:
+    no_tumour = no_et = several = 0
+    for case in cases:
+        brain = case.modalities["t1n"] != 0
+        assert all(np.array_equal(m != 0, brain) for m in case.modalities.values())
+        assert not (case.classes > 0)[~brain].any()
+        assert set(np.unique(case.classes)) <= {0, 1, 2, 3}
+        if not case.classes.any():
+            no_tumour += 1
+            continue
+        no_et += int(not (case.classes == 3).any())
+        components, n = ndimage.label(case.classes > 0, structure=np.ones((3, 3, 3)))
+        several += int(n > 1)
+        assert n <= case.n_lesions  # foci may touch; no stray islands:
+        assert set(np.unique(components[case.classes % 2 == 1])) == set(range(1, n + 1))
+    assert no_tumour >= 1 and no_et >= 3 and several >= 3
+
+
+def test_brain_is_the_template_brain_shape(cases: list[anatomy.SyntheticCase]) -> None:
+    for case in cases[:4]:
+        brain = case.modalities["t1n"] != 0
+        filled = ndimage.binary_fill_holes(brain)
+        extent = np.ptp(np.argwhere(brain), axis=0) + 1
+        # Longer front-to-back than left-to-right (a real brain), and one solid piece.
+        assert extent[1] > 1.1 * extent[0]
+        assert ndimage.label(brain)[1] <= 3 and filled.sum() < 1.05 * brain.sum()
+
+
+def test_tissue_contrast_is_anatomical(cases: list[anatomy.SyntheticCase]) -> None:
+    case = next(c for c in cases if (c.classes == 3).any() and (c.classes == 1).any())
+    t1n, t1c, t2w, t2f = (case.modalities[m] for m in ("t1n", "t1c", "t2w", "t2f"))
+    healthy = (t1n != 0) & (case.classes == 0)
+
+    def rel(image: np.ndarray, mask: np.ndarray) -> float:
+        return float(image[mask].mean() / image[healthy].mean())
+
+    # T1: white matter (bright in T1) is dark in T2, grey matter in between: across healthy
+    # voxels, T1 and T2 intensities are anti-correlated.
+    assert np.corrcoef(t1n[healthy], t2w[healthy])[0, 1] < -0.3
+    et, snfh, ncr = case.classes == 3, case.classes == 2, case.classes == 1
+    assert rel(t1c, et) > 1.3 * rel(t1n, et)  # enhancing rim bright after contrast
+    assert rel(t2f, snfh) > 1.3 * rel(t1n, snfh)  # oedema bright on FLAIR
+    assert rel(t1c, ncr) < rel(t1c, et)  # necrosis does not enhance
+
+
+def test_enhancing_rim_surrounds_the_necrosis(cases: list[anatomy.SyntheticCase]) -> None:
+    case = next(c for c in cases if (c.classes == 3).sum() > 100 and (c.classes == 1).sum() > 100)
+    ncr = case.classes == 1
+    shell = ndimage.binary_dilation(ncr) & ~ncr
+    # The necrosis borders the rim (or the brain edge), not the oedema directly, mostly.
+    assert (case.classes[shell] == 3).mean() > 0.7
+
+
+def test_missing_nilearn_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    anatomy.load_template.cache_clear()
+    monkeypatch.setattr(anatomy.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(RuntimeError, match=r"sealbench\[datasets\]"):
+        anatomy.load_template()
+    monkeypatch.undo()
+    anatomy.load_template.cache_clear()
+
+
+def test_preview_png_is_a_valid_png(cases: list[anatomy.SyntheticCase]) -> None:
+    rgb = preview_rgb(cases[0])
+    data = encode_png(rgb)
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    assert (height, width) == rgb.shape[:2]
+    idat = data.index(b"IDAT")
+    (length,) = struct.unpack(">I", data[idat - 4:idat])
+    raw = zlib.decompress(data[idat + 4:idat + 4 + length])
+    rows = np.frombuffer(raw, dtype=np.uint8).reshape(height, 1 + width * 3)
+    assert np.array_equal(rows[:, 1:].reshape(rgb.shape), rgb)
