@@ -1,9 +1,10 @@
 """``sealbench benchmark init NAME``: scaffold a benchmark plug-in package to start from.
 
 The package is complete and works as it is (a small 2D segmentation task, Dice per case, the
-same example as ``tests/plugins/tiny2dseg``), written only against the public interface
-``sealbench.benchmarks.interface`` and declared in the entry-point group
-``sealbench.benchmarks``: ``pip install ./NAME`` makes it a benchmark sealbench finds by name.
+same example as the test suite's third-party plug-in under ``tests/plugins/``), written only
+against the public interface ``sealbench.benchmarks.interface`` and declared in the entry-point
+group ``sealbench.benchmarks``: ``pip install ./NAME`` makes it a benchmark sealbench finds by
+name.
 ``docs/benchmark-authoring.md`` says how to turn it into your task, test it, build it into the
 evaluation image and publish it. Written into a hidden sibling folder and renamed into place
 only when complete; an existing folder is never touched.
