@@ -1,11 +1,17 @@
-"""Held-out evaluation of a model on synthetic full-size cases (the quality figures in
-``docs/benchmarks.md``).
+"""Held-out evaluation of shipped models on new synthetic full-size cases (the quality figures
+in ``docs/benchmarks.md``), and the tuning of the post-processing on a validation split.
 
-    python -m sealbench.benchmarks.brats.evaluate --model brats_unet brats_unet_weak --cases 20
+    python -m sealbench.benchmarks.brats.evaluate --seed 900000 --cases 20 \
+        --model brats_unet brats_unet_weak
+    python -m sealbench.benchmarks.brats.evaluate --seed 800000 --cases 8 --tune
 
-Cases are generated from seeds ``900000..`` (never used for training), segmented with
-:class:`OnnxSegmenter` and scored with the benchmark's metrics spec; the public summary and the
-mean inference time per case of each model are printed as JSON.
+Cases are generated from seeds ``S, S+1, ...`` (anatomy-based by default,
+:mod:`.anatomy`; ``--synthetic cartoon`` for :mod:`.synthetic`'s), segmented with
+:class:`OnnxSegmenter` (the model's declared post-processing on, unless ``--no-postprocess``)
+and scored with the benchmark's metrics spec. One line per model and kind is printed, e.g.
+``brats_unet lesion-wise Dice WT 0.83 TC 0.81 ET 0.77``. ``--tune`` instead picks the
+post-processing thresholds on the cases (:func:`.postprocess.tune`) and prints them as JSON.
+Training uses seeds ``100000..``: use seeds far from them (the defaults do).
 """
 
 from __future__ import annotations
@@ -14,83 +20,126 @@ import argparse
 import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from .cases import Case
 from .contract import BRATS_2023_GLI, BratsContract
 from .definition import load_definition, load_model_bytes
-from .inference import OnnxSegmenter, remove_small_components
+from .inference import OnnxSegmenter
 from .metrics import BRATS_2023_GLI_METRICS, CaseResult, MetricsSpec, score_case
-from .summary import PublicSummary, aggregate
-from .synthetic import case_id_for, generate_case
+from .postprocess import PostProcess, tune
+from .summary import MetricName, PublicSummary, aggregate
+from .synthetic import SyntheticCase, case_id_for, generate_case
 
 __all__ = ["HELD_OUT_SEED", "evaluate_models", "main"]
 
 logger = logging.getLogger(__name__)
 
 HELD_OUT_SEED = 900_000
+VALIDATION_SEED = 800_000
+
+Generator = Callable[[int, tuple[int, int, int], BratsContract], SyntheticCase]
+
+
+def _generator(kind: str) -> Generator:
+    if kind == "anatomy":
+        from .anatomy import generate_anatomy_case
+
+        return generate_anatomy_case
+    return generate_case
 
 
 def evaluate_models(models: Mapping[str, bytes], n_cases: int = 20, *,
+                    seed: int = HELD_OUT_SEED, synthetic: str = "anatomy",
                     contract: BratsContract = BRATS_2023_GLI,
                     spec: MetricsSpec = BRATS_2023_GLI_METRICS,
                     threads: int | None = None,
-                    min_component_voxels: int = 0) -> dict[str, tuple[PublicSummary, float]]:
-    """For each model: the summary over ``n_cases`` held-out synthetic cases (each generated
-    once and given to every model) and its mean inference seconds per case. With
-    ``min_component_voxels``, each model is also scored after removing smaller tumour
-    components from its prediction (reported as ``<name>+cc<min_component_voxels>``)."""
-    segmenters = {name: OnnxSegmenter(data, contract, threads=threads)
+                    postprocess: bool = True) -> dict[str, tuple[PublicSummary, float]]:
+    """For each model: the summary over ``n_cases`` new synthetic cases from ``seed`` on (each
+    generated once and given to every model) and its mean inference seconds per case."""
+    segmenters = {name: OnnxSegmenter(data, contract, threads=threads,
+                                      postprocess="declared" if postprocess else None)
                   for name, data in models.items()}
-    variants = [*models] + ([f"{n}+cc{min_component_voxels}" for n in models]
-                            if min_component_voxels else [])
-    results: dict[str, list[CaseResult]] = {name: [] for name in variants}
-    seconds = dict.fromkeys(variants, 0.0)
+    generate = _generator(synthetic)
+    results: dict[str, list[CaseResult]] = {name: [] for name in models}
+    seconds = dict.fromkeys(models, 0.0)
     for i in range(n_cases):
-        seed = HELD_OUT_SEED + i
-        synthetic = generate_case(seed, contract.shape, contract)
-        case = Case(case_id=case_id_for(seed % 100_000), modalities=synthetic.modalities,
-                    affine=synthetic.affine, seg=None)
-        truth = contract.label_map.from_class_indices(synthetic.classes)
+        case_seed = seed + i
+        made = generate(case_seed, contract.shape, contract)
+        case = Case(case_id=case_id_for(case_seed % 100_000), modalities=made.modalities,
+                    affine=made.affine, seg=None)
+        truth = contract.label_map.from_class_indices(made.classes)
         for name, segmenter in segmenters.items():
             start = time.perf_counter()
             prediction = segmenter.segment(case)
             seconds[name] += time.perf_counter() - start
             results[name].append(score_case(prediction, truth, spec, contract.spacing_mm,
                                             case_id=case.case_id))
-            if min_component_voxels:
-                cleaned = remove_small_components(prediction.copy(), min_component_voxels)
-                variant = f"{name}+cc{min_component_voxels}"
-                seconds[variant] = seconds[name]
-                results[variant].append(score_case(cleaned, truth, spec, contract.spacing_mm,
-                                                   case_id=case.case_id))
         logger.info("case %d/%d scored", i + 1, n_cases)
-    return {name: (aggregate(results[name], spec), seconds[name] / n_cases) for name in variants}
+    return {name: (aggregate(results[name], spec), seconds[name] / n_cases) for name in models}
+
+
+def tune_postprocess(model: bytes, n_cases: int, *, seed: int = VALIDATION_SEED,
+                     synthetic: str = "anatomy", contract: BratsContract = BRATS_2023_GLI,
+                     threads: int | None = None) -> tuple[PostProcess, float]:
+    """Post-processing thresholds for ``model`` tuned on ``n_cases`` validation cases."""
+    segmenter = OnnxSegmenter(model, contract, threads=threads, postprocess=None)
+    generate = _generator(synthetic)
+    predictions, truths = [], []
+    for i in range(n_cases):
+        made = generate(seed + i, contract.shape, contract)
+        case = Case(case_id=case_id_for((seed + i) % 100_000), modalities=made.modalities,
+                    affine=made.affine, seg=None)
+        predictions.append(segmenter.segment_raw(case))
+        truths.append(made.classes)
+        logger.info("validation case %d/%d segmented", i + 1, n_cases)
+    return tune(predictions, truths, contract.spacing_mm)
+
+
+def _line(name: str, kind: str, summary: PublicSummary, metric: MetricName) -> str:
+    values = " ".join(f"{region} {summary.regions[region][metric].mean:.3f}"
+                      for region in ("WT", "TC", "ET"))
+    return f"{name} {kind} {values}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: print the summary's mean Dice/HD95 per region as JSON."""
+    """Command line: one line per model and kind (Dice, lesion-wise Dice, HD95, seconds)."""
     parser = argparse.ArgumentParser(prog="python -m sealbench.benchmarks.brats.evaluate")
     parser.add_argument("--model", nargs="+", default=["brats_unet"],
                         help="shipped model names")
+    parser.add_argument("--seed", type=int, default=None,
+                        help=f"first case seed (default {HELD_OUT_SEED}, {VALIDATION_SEED} with "
+                             "--tune)")
     parser.add_argument("--cases", type=int, default=20)
+    parser.add_argument("--synthetic", choices=("anatomy", "cartoon"), default="anatomy")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--min-component-voxels", type=int, default=0)
+    parser.add_argument("--no-postprocess", action="store_true",
+                        help="score the raw arg-max, without the declared post-processing")
+    parser.add_argument("--tune", action="store_true",
+                        help="tune the post-processing of the (first) model on the cases")
     args = parser.parse_args(argv)
+    if args.cases < 1:
+        parser.error("--cases must be at least 1")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     definition = load_definition()
     models = {name: load_model_bytes(definition.model(name)) for name in args.model}
-    report = {}
-    evaluated = evaluate_models(models, args.cases, threads=args.threads,
-                                min_component_voxels=args.min_component_voxels)
+    if args.tune:
+        name = args.model[0]
+        chosen, score = tune_postprocess(
+            models[name], args.cases, seed=VALIDATION_SEED if args.seed is None else args.seed,
+            synthetic=args.synthetic, threads=args.threads)
+        print(json.dumps({"model": name, "postprocess": chosen.model_dump(),
+                          "mean_lesion_dice": round(score, 4)}))
+        return 0
+    evaluated = evaluate_models(models, args.cases,
+                                seed=HELD_OUT_SEED if args.seed is None else args.seed,
+                                synthetic=args.synthetic, threads=args.threads,
+                                postprocess=not args.no_postprocess)
     for name, (summary, seconds) in evaluated.items():
-        report[name] = {
-            "cases": summary.n_cases, "inference_seconds_per_case": round(seconds, 2),
-            "mean": {region: {metric: round(stats.mean, 4) for metric, stats in metrics.items()
-                              if metric in ("dice", "hd95", "lesion_dice", "lesion_hd95")}
-                     for region, metrics in summary.regions.items()},
-        }
-    print(json.dumps(report, indent=1))
+        print(_line(name, "Dice", summary, "dice"))
+        print(_line(name, "lesion-wise Dice", summary, "lesion_dice"))
+        print(_line(name, "HD95 mm", summary, "hd95"))
+        print(f"{name} inference s/case {seconds:.2f}")
     return 0
 
 

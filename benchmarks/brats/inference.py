@@ -6,9 +6,10 @@ checks it against the contract, z-scores the case's modalities inside the brain 
 ``size_divisor`` and runs either one whole-volume pass (when the padded volume has at most
 ``max_whole_voxels`` voxels) or a sliding window with Gaussian importance weighting
 (sigma = 0.125 x ROI, weights clipped at 1e-3, last window flush with the border, as MONAI and
-nnU-Net do). Optionally, tumour components smaller than ``min_component_voxels`` are removed
-(off by default). The arg-max class indices are mapped to the contract's label values; the caller
-writes the label map with the case's affine (:func:`.cases.encode_nifti`).
+nnU-Net do). The arg-max is then post-processed as the model declares in its ONNX metadata
+(:mod:`.postprocess`: small-component removal and ET->NETC relabelling; the standard default
+when it declares nothing; ``postprocess=None`` turns it off) and mapped to the contract's label
+values; the caller writes the label map with the case's affine (:func:`.cases.encode_nifti`).
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ from typing import Literal, Protocol
 import numpy as np
 import numpy.typing as npt
 import onnxruntime as ort  # type: ignore[import-untyped]
-from scipy import ndimage  # type: ignore[import-untyped]
 
 from .cases import Case
 from .contract import BratsContract
 from .errors import InferenceError
 from .model_contract import ModelContractReport, check_model_contract
 from .normalise import normalise_modalities
+from .postprocess import PostProcess, declared, remove_small_components
 
 __all__ = ["OnnxSegmenter", "Segmenter", "gaussian_importance", "remove_small_components",
            "sliding_windows"]
@@ -75,21 +76,6 @@ def sliding_windows(shape: Shape3, roi: Shape3, overlap: float) -> list[tuple[sl
             for start in itertools.product(*starts)]
 
 
-def remove_small_components(classes: npt.NDArray[np.uint8],
-                            min_voxels: int) -> npt.NDArray[np.uint8]:
-    """Set tumour components (26-connectivity) of fewer than ``min_voxels`` voxels to
-    background (in place; returns ``classes``)."""
-    if min_voxels <= 1:
-        return classes
-    components, n = ndimage.label(classes > 0, structure=np.ones((3, 3, 3), dtype=bool))
-    if n == 0:
-        return classes
-    small = np.bincount(components.ravel(), minlength=n + 1) < min_voxels
-    small[0] = False
-    classes[small[components]] = 0
-    return classes
-
-
 def _softmax(logits: FloatArray) -> FloatArray:
     shifted = logits - logits.max(axis=0, keepdims=True)
     np.exp(shifted, out=shifted)
@@ -104,7 +90,8 @@ class OnnxSegmenter:
     def __init__(self, model_bytes: bytes, contract: BratsContract, *,
                  mode: Literal["auto", "whole", "sliding"] = "auto",
                  roi: Shape3 = (128, 128, 128), overlap: float = 0.5, size_divisor: int = 16,
-                 max_whole_voxels: int = 240 * 240 * 160, min_component_voxels: int = 0,
+                 max_whole_voxels: int = 240 * 240 * 160,
+                 postprocess: PostProcess | Literal["declared"] | None = "declared",
                  threads: int | None = None, providers: list[str] | None = None) -> None:
         self.report: ModelContractReport = check_model_contract(model_bytes, contract)
         if not 0.0 <= overlap < 1.0:
@@ -117,7 +104,6 @@ class OnnxSegmenter:
         self._overlap = overlap
         self._divisor = size_divisor
         self._max_whole = max_whole_voxels
-        self._min_component = min_component_voxels
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = threads or min(os.cpu_count() or 1, 16)
@@ -131,6 +117,11 @@ class OnnxSegmenter:
         except Exception as exc:  # ORT raises its own untyped errors
             raise InferenceError("ONNX Runtime could not create a session") from exc
         logger.info("ONNX Runtime session on %s", self._session.get_providers()[0])
+        metadata = dict(self._session.get_modelmeta().custom_metadata_map or {})
+        #: The model's declared post-processing (applied unless ``postprocess`` overrides it).
+        self.declared_postprocess: PostProcess = declared(metadata)
+        self.postprocess: PostProcess | None = (self.declared_postprocess
+                                                if postprocess == "declared" else postprocess)
 
     @property
     def providers(self) -> list[str]:
@@ -159,8 +150,9 @@ class OnnxSegmenter:
         total /= weight
         return total
 
-    def segment(self, case: Case) -> npt.NDArray[np.uint8]:
-        """Label map of ``case`` in the contract's convention (uint8, the case's grid)."""
+    def segment_raw(self, case: Case) -> npt.NDArray[np.uint8]:
+        """Arg-max class indices of ``case`` (0 background, 1 NETC, 2 SNFH, 3 ET), before any
+        post-processing."""
         missing = [m for m in self._contract.modalities if m not in case.modalities]
         if missing:
             raise InferenceError(f"case lacks modalities {missing}")
@@ -171,9 +163,22 @@ class OnnxSegmenter:
                   for p, r in zip(padded, self._roi, strict=True)]
         pad = [(0, 0)] + [(0, p - n) for p, n in zip(padded, shape, strict=True)]
         x = np.pad(image, pad) if any(p for _, p in pad) else image
+        del image
         whole = self._mode == "whole" or (self._mode == "auto"
                                           and int(np.prod(padded)) <= self._max_whole)
         scores = self._run(x) if whole else self._sliding(x)
-        classes = np.argmax(scores[:, : shape[0], : shape[1], : shape[2]], axis=0)
-        classes = remove_small_components(classes.astype(np.uint8), self._min_component)
+        del x
+        classes: npt.NDArray[np.uint8] = np.argmax(
+            scores[:, : shape[0], : shape[1], : shape[2]], axis=0).astype(np.uint8)
+        return classes
+
+    def finish(self, classes: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
+        """Post-process raw class indices (in place) and map them to the contract's labels."""
+        if self.postprocess is not None:
+            self.postprocess.apply(classes, self._contract.spacing_mm)
         return self._contract.label_map.from_class_indices(classes)
+
+    def segment(self, case: Case) -> npt.NDArray[np.uint8]:
+        """Label map of ``case`` in the contract's convention (uint8, the case's grid), after the
+        post-processing in force (the model's declared one by default)."""
+        return self.finish(self.segment_raw(case))
