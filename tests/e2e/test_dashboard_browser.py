@@ -61,6 +61,7 @@ CHROMIUM_ARGS = [
 ]
 DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
 IMAGE_DIGEST = sha256_digest(b"sealbench evaluation image (test)")
+PIN = "brats-2023-gli/1"  # the BraTS plug-in the benchmark pins (name/version)
 KID = "dashboard-test-1"
 _TIMEOUT_S = 10.0
 _SERVE = """
@@ -193,7 +194,7 @@ def _summary(run: str, cases: int, skill: float, site: float) -> dict[str, Any]:
         "version": 1,
         "run_id": run,
         "benchmark_id": "1",
-        "metrics_version": f"{spec.metrics_id}/{spec.version}",
+        "metrics_version": PIN,
         "aggregates": aggregates.model_dump(mode="json"),
     }
 
@@ -241,7 +242,7 @@ def _populate(
             "core and enhancing tumour, lesion-wise metrics.",
             "data_contract": BRATS_2023_GLI.model_dump(mode="json"),
             "metrics_spec": spec.model_dump(mode="json"),
-            "metrics_version": f"{spec.metrics_id}/{spec.version}",
+            "metrics_version": PIN,
             "image_reference": "europe-docker.pkg.dev/brats-authority/eval/sealbench-eval",
             "image_digest": IMAGE_DIGEST,
         },
@@ -258,7 +259,7 @@ def _populate(
             "description": "Meningioma segmentation (BraTS 2024 MEN), same regions and metrics.",
             "data_contract": BRATS_2023_GLI.model_dump(mode="json"),
             "metrics_spec": spec.model_dump(mode="json"),
-            "metrics_version": f"{spec.metrics_id}/{spec.version}",
+            "metrics_version": PIN,
             "image_reference": "europe-docker.pkg.dev/brats-authority/eval/sealbench-eval",
             "image_digest": IMAGE_DIGEST,
         },
@@ -319,7 +320,7 @@ def _populate(
                         "image_digest": IMAGE_DIGEST,
                         "env_override": {
                             "SEALBENCH_BENCHMARK_ID": str(b),
-                            "SEALBENCH_METRICS_VERSION": f"{spec.metrics_id}/{spec.version}",
+                            "SEALBENCH_METRICS_VERSION": PIN,
                             ENV_DATA_DIGEST: digest,
                             ENV_MODEL_DIGEST: model_digest,
                             ENV_RECIPIENT_DIGEST: sha256_digest(f"{hospital} key".encode()),
