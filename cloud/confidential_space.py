@@ -45,13 +45,13 @@ from sealbench.cloud._cs_claims import (
     Submods,
 )
 from sealbench.cloud.attester import Attester, LauncherAttester
-from sealbench.cloud.platform import AttestedWorkload, WorkloadRequirements
+from sealbench.cloud.platform import AttestedWorkload, TokenDestinations, WorkloadRequirements
 from sealbench.crypto.attestation import Jwks, show_claim, verify_jwt
 from sealbench.crypto.digest import parse_digest
 from sealbench.crypto.errors import PolicyViolationError, TokenInvalidError
 from sealbench.crypto.workload import WorkloadIdentity
 from sealbench.enclave.inputs import ConditionContext, ConditionInputError
-from sealbench.enclave.spec import ENV_OVERRIDE_NAMES, ServiceEndpoints
+from sealbench.enclave.spec import ENV_OVERRIDE_NAMES, GOOGLE_ENDPOINTS
 
 __all__ = [
     "CONFIDENTIAL_HWMODELS",
@@ -259,10 +259,11 @@ class ConfidentialSpacePlatform:
             )
         return LauncherAttester()
 
-    def token_destinations(self, issuer: str) -> ServiceEndpoints | None:
+    def token_destinations(self, issuer: str) -> TokenDestinations:
+        """Google's STS, Cloud KMS and Cloud Storage, fixed: a run spec names none of them."""
         if not self.issues(issuer):
             raise ValueError(f"{issuer[:80]!r} is not Google's Confidential Space verifier")
-        return None
+        return TokenDestinations(GOOGLE_ENDPOINTS, fixed=True)
 
     def evidence(self, payload: Mapping[str, object]) -> AttestedWorkload:
         return attested_workload(claims_from_payload(payload))

@@ -46,6 +46,7 @@ __all__ = [
     "PLATFORM_GROUP",
     "AttestedWorkload",
     "Platform",
+    "TokenDestinations",
     "UnknownPlatformError",
     "WorkloadRequirements",
     "available_platforms",
@@ -78,6 +79,22 @@ class AttestedWorkload:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "env_override", MappingProxyType(dict(self.env_override)))
+
+
+@dataclass(frozen=True)
+class TokenDestinations:
+    """Where a workload attested by one verifier may send tokens (STS, KMS, storage), and how
+    its run spec must say so: ``fixed`` is the platform's own endpoints, which the run spec must
+    not name (Confidential Space: Google's; its endpoint overrides absent); otherwise the run
+    spec must name exactly ``endpoints`` (the INSECURE mock's)."""
+
+    endpoints: ServiceEndpoints
+    fixed: bool
+
+    @property
+    def spec_overrides(self) -> ServiceEndpoints | None:
+        """The endpoint overrides a run spec must carry: None when they must be absent."""
+        return None if self.fixed else self.endpoints
 
 
 @dataclass(frozen=True)
@@ -134,10 +151,11 @@ class Platform(Protocol):
         """The evidence source inside the TEE (Confidential Space: the launcher socket)."""
         ...
 
-    def token_destinations(self, issuer: str) -> ServiceEndpoints | None:
-        """Where a workload attested by ``issuer`` may send tokens to reach assets and keys:
-        None for the platform's own fixed endpoints (no run-spec override allowed), else exactly
-        these. May do I/O (the mock reads its issuer's discovery document)."""
+    def token_destinations(self, issuer: str) -> TokenDestinations:
+        """Where a workload attested by ``issuer`` may send tokens to reach assets and keys,
+        fixed (the platform's own: no run-spec override allowed) or named exactly by the run
+        spec; :class:`ValueError` for an issuer not its own. May do I/O (the mock reads its
+        issuer's discovery document)."""
         ...
 
     def evidence(self, payload: Mapping[str, object]) -> AttestedWorkload:

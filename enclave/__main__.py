@@ -1,10 +1,13 @@
 """``python -m sealbench.enclave``: the entry point of the evaluation image.
 
-The run specification comes only from the (attested) environment. The only option,
-``--launcher-dir DIR``, points the attester at ``DIR/teeserver.sock`` and
-``DIR/attestation_verifier_claims_token`` instead of ``/run/container_launcher/``; it exists for
-the mock TEE. On Confidential Space it cannot be set: the image has no command override (the
-key owners' policies require ``cmd_override`` to be empty), so the real paths are used.
+The run specification comes only from the (attested) environment. The evidence comes from the
+installed platforms' own evidence sources (:class:`~sealbench.enclave.platforms.EvidenceSource`):
+the platform is the one whose source yields a token its own verifier issued, never one an
+operator names. The only option, ``--launcher-dir DIR``, is a *location*, not a platform: the
+mock TEE's launcher socket in ``DIR`` (``DIR/teeserver.sock``) instead of
+``/run/container_launcher/``; only a platform whose launcher can live elsewhere (the INSECURE
+mock) accepts it. On Confidential Space it cannot be set: the image's launch policy allows no
+command override and the key owners' conditions require ``cmd_override`` to be empty.
 
 Output: progress logs on stdout (logger ``sealbench.enclave``: steps and counts, never case ids,
 metrics, keys or tokens). Exit 0 on success; otherwise the exit code of the
@@ -21,14 +24,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from sealbench.cloud.attester import LauncherAttester
 from sealbench.enclave.errors import EnclaveError
+from sealbench.enclave.platforms import EvidenceSource
 from sealbench.enclave.run import run_enclave
 
 __all__ = ["main"]
-
-SOCKET_NAME = "teeserver.sock"
-TOKEN_FILE_NAME = "attestation_verifier_claims_token"  # noqa: S105 - a file name
 
 
 def _logging() -> None:
@@ -46,17 +46,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--launcher-dir",
         type=Path,
         default=None,
-        help="directory of the (mock) launcher's socket and token file",
+        help="directory of the mock launcher's socket (a location; the platform is what the "
+        "evidence found there proves)",
     )
     args = parser.parse_args(argv)
     _logging()
-    attester = (
-        LauncherAttester()
-        if args.launcher_dir is None
-        else LauncherAttester(args.launcher_dir / SOCKET_NAME, args.launcher_dir / TOKEN_FILE_NAME)
-    )
     try:
-        run_enclave(os.environ, attester)
+        run_enclave(os.environ, EvidenceSource(args.launcher_dir))
     except EnclaveError as exc:
         print(f"sealbench-enclave: {exc}".replace("\n", " "), file=sys.stderr, flush=True)
         return exc.exit_code

@@ -16,6 +16,7 @@ from sealbench.cloud.attester import Attester
 from sealbench.enclave.access import AssetAccess, CloudAccess
 from sealbench.enclave.errors import EnclaveError
 from sealbench.enclave.evaluation import evaluate, open_dataset
+from sealbench.enclave.platforms import EvidenceSource
 from sealbench.enclave.publish import PublishedResult, publish, seal_results
 from sealbench.enclave.result import FAILURE_OBJECT, FailureRecord
 from sealbench.enclave.steps import (
@@ -73,13 +74,16 @@ def _record_failure(progress: _Progress, error: EnclaveError) -> None:
 
 def run_enclave(
     environ: Mapping[str, str],
-    attester: Attester,
+    attester: Attester | EvidenceSource,
     *,
     access: AccessFactory = CloudAccess,
     make_runner: RunnerFactory | None = None,
     timer: StepTimer | None = None,
 ) -> RunReport:
-    """Run every step; raise :class:`EnclaveError` (after recording it) on any failure."""
+    """Run every step; raise :class:`EnclaveError` (after recording it) on any failure.
+    ``attester`` is where the evidence comes from: the platforms' own sources
+    (:class:`~sealbench.enclave.platforms.EvidenceSource`, what the image's entry point passes)
+    or a caller's attester (its platform found by the issuer of its first token)."""
     timer = timer or StepTimer()
     progress = _Progress()
     try:
@@ -97,7 +101,7 @@ def run_enclave(
 
 def _run(
     environ: Mapping[str, str],
-    attester: Attester,
+    attester: Attester | EvidenceSource,
     access_factory: AccessFactory,
     make_runner: RunnerFactory | None,
     timer: StepTimer,

@@ -31,8 +31,7 @@ from sealbench.cloud import (
     join_name,
 )
 from sealbench.cloud.attester import Attester
-from sealbench.cloud.errors import AttesterError
-from sealbench.cloud.platform import AttestedWorkload
+from sealbench.cloud.platform import AttestedWorkload, TokenDestinations
 from sealbench.crypto.digest import Sha256Digest, parse_digest
 from sealbench.crypto.envelope import DataKey, WrappedKey, asset_aad, unwrap_key
 from sealbench.crypto.errors import IntegrityError, KeyFormatError, KeyUnwrapError
@@ -49,12 +48,18 @@ from sealbench.enclave.errors import (
     StorageFailure,
 )
 from sealbench.enclave.inputs import TokenDestinationError, check_token_destinations
-from sealbench.enclave.platforms import PlatformResolver, evidence_of, resolve_platform
+from sealbench.enclave.platforms import (
+    Evidence,
+    EvidenceSource,
+    PlatformResolver,
+    destinations_of,
+    evidence_from,
+    evidence_of,
+)
 from sealbench.enclave.result import WRITE_CHECK_OBJECT, WriteCheck
 from sealbench.enclave.rules import benchmark_for
 from sealbench.enclave.spec import (
     ENV_OVERRIDE_NAMES,
-    GOOGLE_ENDPOINTS,
     AssetLocation,
     RunSpec,
     RunSpecError,
@@ -105,7 +110,7 @@ class AttestedRun:
     timer: StepTimer
     #: Where this run's tokens may go: the attesting platform's endpoints, checked against the
     #: spec's overrides (the only endpoints :class:`~sealbench.enclave.access.CloudAccess` uses).
-    destinations: ServiceEndpoints = GOOGLE_ENDPOINTS
+    destinations: ServiceEndpoints
 
 
 def read_spec(environ: Mapping[str, str]) -> tuple[RunSpec, Benchmark]:
@@ -127,35 +132,44 @@ def claims_of(token: str) -> AttestedWorkload:
 
 def attest(
     environ: Mapping[str, str],
-    attester: Attester,
+    source: Attester | EvidenceSource,
     timer: StepTimer,
-    resolve: PlatformResolver = resolve_platform,
+    resolve: PlatformResolver | None = None,
 ) -> AttestedRun:
-    """Read the spec, then the first token: its env overrides must be exactly the environment
-    the spec was read from, its endpoint overrides must belong to the platform that issued it
-    (``resolve``; no token has left the TEE yet), and its image digest is what the result will
-    be bound to."""
+    """Read the spec, then the first token: from the platforms' own evidence sources
+    (:class:`~sealbench.enclave.platforms.EvidenceSource`: the platform is the one whose source
+    and verifier produced it), or from a caller's attester (its platform found by issuer). Its
+    env overrides must be exactly the environment the spec was read from, its endpoint
+    overrides must fit that platform's token destinations (``resolve`` overrides the lookup;
+    no token has left the TEE yet), and its image digest is what the result will be bound to."""
     spec, benchmark = read_spec(environ)
     with timer.measure("attest"):
-        try:
-            token = attester.token()
-        except AttesterError as exc:
-            raise AttestationUnavailable(f"no attestation token: {exc}") from exc
-    claims = claims_of(token)
+        evidence: Evidence = (
+            source.first() if isinstance(source, EvidenceSource) else evidence_from(source)
+        )
+    claims = evidence.workload
     attested = claims.env_override
     differing = sorted(n for n in ENV_OVERRIDE_NAMES if environ.get(n) != attested.get(n))
     if differing:
         raise SpecError(f"the environment differs from the attested env overrides in {differing}")
-    platform = resolve(claims.iss)
+    destinations = _destinations(evidence, resolve)
     try:
-        check_token_destinations(attested, platform)
+        check_token_destinations(attested, destinations.spec_overrides)
     except TokenDestinationError as exc:
         raise SpecError(f"refusing to send any token: {exc}") from exc
     try:
         image_digest = parse_digest(claims.image_digest)
     except ValueError as exc:
         raise AttestationUnavailable("the token's image digest is not a sha256 digest") from exc
-    return AttestedRun(spec, benchmark, image_digest, attester, timer, platform or GOOGLE_ENDPOINTS)
+    return AttestedRun(
+        spec, benchmark, image_digest, evidence.attester, timer, destinations.endpoints
+    )
+
+
+def _destinations(evidence: Evidence, resolve: PlatformResolver | None) -> TokenDestinations:
+    if resolve is not None:
+        return resolve(evidence.workload.iss)
+    return destinations_of(evidence.platform, evidence.workload.iss)
 
 
 # -- step 1: recipient key and result destination ----------------------------------------------

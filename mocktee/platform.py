@@ -10,7 +10,8 @@ rules, and renders the production condition; what is its own:
 - its token destinations: the mock cloud's STS, KMS and storage URLs, which the verifier's OIDC
   discovery document names in ``sealbench_insecure_mock_endpoints`` (:data:`MOCK_ENDPOINTS_MEMBER`)
   and which every key-release condition must pin (the production one pins their absence);
-- its attester: the mock launcher's socket in a directory the caller names;
+- its attester: the mock launcher's socket in a directory the caller names, or at the real
+  launcher's path (the Docker backend mounts it there);
 - how the run spec reaches the workload: the mock launcher takes the env overrides as they are;
 - its launchers: ``mock`` (a child process) and ``docker``.
 
@@ -42,7 +43,7 @@ from sealbench.cloud.confidential_space import (
     render_condition,
     verify_token,
 )
-from sealbench.cloud.platform import AttestedWorkload, WorkloadRequirements
+from sealbench.cloud.platform import AttestedWorkload, TokenDestinations, WorkloadRequirements
 from sealbench.crypto.attestation import Jwks
 from sealbench.enclave.inputs import ConditionContext, ConditionInputError
 from sealbench.enclave.spec import ENV_OVERRIDE_NAMES, ServiceEndpoints
@@ -75,13 +76,16 @@ class InsecureMockPlatform:
         return _LOOPBACK_ISSUER.fullmatch(issuer) is not None
 
     def attester(self, launcher_dir: Path | None = None) -> Attester:
+        """The mock launcher's socket in ``launcher_dir`` (the mock process backend), or at the
+        real launcher's fixed path (``None``: the Docker backend mounts the mock's socket
+        folder there)."""
         from sealbench.mocktee.launcher import SOCKET_NAME, TOKEN_FILE_NAME
 
         if launcher_dir is None:
-            raise ValueError("name the directory of the mock launcher's socket")
+            return LauncherAttester()
         return LauncherAttester(launcher_dir / SOCKET_NAME, launcher_dir / TOKEN_FILE_NAME)
 
-    def token_destinations(self, issuer: str) -> ServiceEndpoints:
+    def token_destinations(self, issuer: str) -> TokenDestinations:
         """The endpoints the mock verifier ``issuer`` names in its discovery document; raises
         :class:`ValueError` for another issuer or a document that does not name them."""
         if not self.issues(issuer):
@@ -91,7 +95,7 @@ class InsecureMockPlatform:
             with urllib.request.urlopen(url, timeout=DISCOVERY_TIMEOUT_S) as response:  # noqa: S310 - loopback http checked above
                 document = json.loads(response.read(_MAX_DISCOVERY))
             member = document[MOCK_ENDPOINTS_MEMBER]
-            return ServiceEndpoints(
+            endpoints = ServiceEndpoints(
                 sts_url=str(member["sts_url"]),
                 kms_endpoint=str(member["kms_endpoint"]),
                 storage_endpoint=str(member["storage_endpoint"]),
@@ -101,6 +105,7 @@ class InsecureMockPlatform:
                 f"the mock verifier {issuer} does not name its platform's endpoints "
                 f"({type(exc).__name__})"
             ) from exc
+        return TokenDestinations(endpoints, fixed=False)
 
     def evidence(self, payload: Mapping[str, object]) -> AttestedWorkload:
         return attested_workload(claims_from_payload(payload))

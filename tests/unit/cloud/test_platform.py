@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from sealbench.cloud.attester import LauncherAttester
+from sealbench.cloud.attester import DEFAULT_SOCKET_PATH, LauncherAttester
 from sealbench.cloud.platform import (
     PLATFORM_GROUP,
     AttestedWorkload,
@@ -32,7 +32,7 @@ from sealbench.crypto.digest import sha256_digest
 from sealbench.crypto.errors import IssuerMismatchError, PolicyViolationError, TokenInvalidError
 from sealbench.crypto.workload import WorkloadIdentity
 from sealbench.enclave.inputs import ConditionContext, ConditionInputError
-from sealbench.enclave.spec import ENV_OVERRIDE_NAMES, ServiceEndpoints
+from sealbench.enclave.spec import ENV_OVERRIDE_NAMES, GOOGLE_ENDPOINTS, ServiceEndpoints
 from sealbench.mocktee.state import MockState
 from sealbench.mocktee.verifier import MockVerifier, WorkloadLaunch
 
@@ -224,7 +224,9 @@ def test_requirements_need_an_image() -> None:
 
 
 def test_confidential_space_endpoints_are_googles_own(cs: Platform) -> None:
-    assert cs.token_destinations(GOOGLE) is None
+    google = cs.token_destinations(GOOGLE)
+    assert google.fixed and google.spec_overrides is None
+    assert google.endpoints == GOOGLE_ENDPOINTS
     with pytest.raises(ValueError):
         cs.token_destinations(MOCK_ISSUER)
 
@@ -268,7 +270,9 @@ def test_mock_endpoints_come_from_its_discovery_document(
         "storage_endpoint": MOCK_URLS.storage_endpoint,
     }
     handler.document = verifier.openid_configuration()
-    assert mock.token_destinations(issuer) == MOCK_URLS
+    named = mock.token_destinations(issuer)
+    assert named.endpoints == MOCK_URLS and not named.fixed
+    assert named.spec_overrides == MOCK_URLS
 
 
 def test_mock_discovery_without_endpoints_names_none(
@@ -286,8 +290,8 @@ def test_attesters(cs: Platform, mock: Platform, tmp_path: Path) -> None:
     assert isinstance(cs.attester(), LauncherAttester)
     with pytest.raises(ValueError, match="fixed path"):
         cs.attester(tmp_path)
-    with pytest.raises(ValueError, match="directory"):
-        mock.attester()
+    # The Docker backend mounts the mock's socket folder at the real launcher's path.
+    assert str(DEFAULT_SOCKET_PATH) in repr(mock.attester())
     attester = mock.attester(tmp_path)
     assert isinstance(attester, LauncherAttester)
     assert str(tmp_path / "teeserver.sock") in repr(attester)

@@ -157,6 +157,7 @@ def _attest_with(world: Any, spec: Any, issuer: str, resolve: Any) -> Any:
 
 
 def test_mock_attested_run_must_name_the_mocks_own_endpoints(world: Any) -> None:
+    from sealbench.cloud.platform import TokenDestinations
     from sealbench.enclave.spec import ServiceEndpoints
 
     mock = ServiceEndpoints(
@@ -164,9 +165,9 @@ def test_mock_attested_run_must_name_the_mocks_own_endpoints(world: Any) -> None
     )
     issuers: list[str] = []
 
-    def resolve(issuer: str) -> ServiceEndpoints:
+    def resolve(issuer: str) -> TokenDestinations:
         issuers.append(issuer)
-        return mock
+        return TokenDestinations(mock, fixed=False)
 
     genuine = world.with_spec(
         sts_url=mock.sts_url, kms_endpoint=mock.kms_endpoint, storage_endpoint=mock.storage_endpoint
