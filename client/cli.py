@@ -16,6 +16,7 @@ import typer
 
 from sealbench.client._cli_assets import dataset_app, model_app
 from sealbench.client._cli_common import BoundaryGroup, exit_codes_help, out, setup_logging
+from sealbench.client._cli_model_export import model_check, model_export_command
 from sealbench.client._cli_profile import doctor, login, profile_app, whoami
 from sealbench.client._cli_registry import association_app, audit_app, benchmark_app
 from sealbench.client._cli_run import keys_app, mock_tee_app, policy_app, result_app, run
@@ -83,6 +84,8 @@ app.command("inbox")(inbox)
 app.command("test")(test)
 app.add_typer(benchmark_app, name="benchmark")
 app.add_typer(dataset_app, name="dataset")
+model_app.command("export")(model_export_command)
+model_app.command("check")(model_check)
 app.add_typer(model_app, name="model")
 app.add_typer(association_app, name="association")
 app.add_typer(keys_app, name="keys")
