@@ -1,6 +1,9 @@
 """``sealbench image build`` and the launchers behind ``sealbench run --tee``: the mock process,
 the local evaluation image on Docker (attested by the mock TEE), and a Confidential Space VM
-(on the mock's Compute stand-in for a mock profile, on Google Compute otherwise).
+(on the mock's Compute stand-in for a mock profile, on Google Compute otherwise). What this
+module adds is the profile's settings; which launcher, and for which platform, is
+:mod:`sealbench.client.launchers.selection`'s (the backend maps to the installed platform whose
+``launcher_backends`` names it), and no launcher implementation is imported here.
 
 Docker-dependent modules are imported only when a Docker command runs: without the ``docker``
 extra the other commands work, and these say to install ``sealbench[docker]``.
@@ -95,10 +98,9 @@ class CsOptions:
 def mock_launcher(endpoints: Any, *, debug: bool = False) -> Any:
     """The mock backend's launcher: the enclave as a child process, tokens signed by the
     running mock verifier."""
-    from sealbench.client.launchers import MockProcessLauncher
-    from sealbench.mocktee import MockLauncher, RemoteTokenMinter
+    from sealbench.client.launchers.selection import mock_process_launcher
 
-    return MockProcessLauncher(MockLauncher(RemoteTokenMinter(endpoints.control)), debug=debug)
+    return mock_process_launcher(endpoints.control, debug=debug)
 
 
 def make_launcher(
@@ -113,7 +115,15 @@ def make_launcher(
     image: str | None,
     cs: CsOptions,
 ) -> Any:
-    """The :class:`~sealbench.client.launchers.Launcher` of ``backend`` for this profile."""
+    """The :class:`~sealbench.client.launchers.Launcher` of ``backend`` for this profile (the
+    platform it launches for is the installed one whose launchers include ``backend``)."""
+    from sealbench.client.launchers import LaunchError
+    from sealbench.client.launchers.selection import platform_for_backend
+
+    try:
+        platform_for_backend(backend)
+    except LaunchError as exc:
+        raise ConfigError(str(exc), hint="install the platform that provides it") from exc
     if backend == "mock":
         return mock_launcher(endpoints, debug=debug)
     if backend == "docker":
@@ -126,17 +136,13 @@ def _docker_launcher(
 ) -> Any:
     image_module = workflows.docker_image_module()
     from sealbench.client.launchers import LaunchError
-    from sealbench.client.launchers.docker import DockerLauncher
-    from sealbench.mocktee import MockLauncher, RemoteTokenMinter
+    from sealbench.client.launchers.selection import docker_launcher
 
     # By default the very image the benchmark pins (a local build's digest is its image ID).
     wanted = image or client.get_benchmark(benchmark_id).image_digest
     try:
-        return DockerLauncher(
-            image_module.connect_engine(),
-            MockLauncher(RemoteTokenMinter(endpoints.control)),
-            wanted,
-            debug=debug,
+        return docker_launcher(
+            image_module.connect_engine(), endpoints.control, wanted, debug=debug
         )
     except LaunchError as exc:
         raise ConfigError(
@@ -155,10 +161,9 @@ def _cs_launcher(
     debug: bool,
     cs: CsOptions,
 ) -> Any:
-    from sealbench.client.launchers.confidential_space import (
-        ConfidentialSpaceError,
-        ConfidentialSpaceLauncher,
-        VmSettings,
+    from sealbench.client.launchers.selection import (
+        LaunchSettingsError,
+        confidential_space_launcher,
     )
 
     credentials: Any = None
@@ -189,7 +194,7 @@ def _cs_launcher(
         )
     assert project and zone and account
     try:
-        settings = VmSettings(
+        return confidential_space_launcher(
             project=project,
             zone=zone,
             service_account=account,
@@ -197,9 +202,8 @@ def _cs_launcher(
             tee="TDX" if cs.tdx else "SEV",
             debug=debug or cs.debug,
             keep_vm=cs.keep_vm,
+            credentials=credentials,
+            api_endpoint=api_endpoint,
         )
-    except ConfidentialSpaceError as exc:
+    except LaunchSettingsError as exc:
         raise ConfigError(str(exc), hint=exc.hint) from exc
-    return ConfidentialSpaceLauncher(
-        settings, credentials=credentials, api_endpoint=api_endpoint
-    )

@@ -6,6 +6,7 @@ tree is drawn in :mod:`sealbench.client.launchers.confidential_space`)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -162,17 +163,22 @@ class VmSettings:
 
 
 def instance_resource(
-    settings: VmSettings, name: str, environ: dict[str, str]
+    settings: VmSettings, name: str, launch_metadata: Mapping[str, str]
 ) -> compute_v1.Instance:
-    """The ``Instance`` to insert for one run whose attested environment is ``environ`` (pure)."""
+    """The ``Instance`` to insert for one run (pure); ``launch_metadata`` is the run spec as the
+    platform renders it (:meth:`~sealbench.cloud.platform.Platform.launch_environment`:
+    ``tee-env-<NAME>`` items), and may not replace the launch settings set here."""
     machine_type, maintenance = _MACHINES[settings.tee]
     machine_type = settings.machine_type or machine_type
-    metadata = [
+    fixed = [
         ("tee-image-reference", settings.image_reference),
         ("tee-restart-policy", "Never"),
         ("tee-container-log-redirect", settings.log_redirect),
-        *((f"tee-env-{key}", value) for key, value in sorted(environ.items())),
     ]
+    clash = sorted({key for key, _ in fixed} & set(launch_metadata))
+    if clash:
+        raise ValueError(f"the run spec's launch metadata may not set {clash}")
+    metadata = [*fixed, *sorted(launch_metadata.items())]
     if settings.tee == "SEV" and not machine_type.startswith("n2d-"):
         maintenance = "TERMINATE"  # live migration exists only for SEV on N2D
     access = [compute_v1.AccessConfig(name="External NAT", type_="ONE_TO_ONE_NAT")]

@@ -14,10 +14,11 @@ and failed, so never an attestation or integrity failure)::
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import ClassVar, Final, Protocol
 
+from sealbench.cloud.platform import Platform, available_platforms
 from sealbench.enclave.errors import (
     AssetIntegrityError,
     AssetRejected,
@@ -40,7 +41,10 @@ __all__ = [
     "OutputFn",
     "RunningWorkload",
     "TransientLaunchError",
+    "check_backend",
     "error_for_exit_code",
+    "launch_environment",
+    "platform_for_backend",
 ]
 
 #: Called with each line of the workload's progress output (no trailing newline).
@@ -160,3 +164,40 @@ class Launcher(Protocol):
     ) -> LaunchResult:
         """Start the workload and wait for it."""
         ...
+
+
+def platform_for_backend(backend: str, platforms: Iterable[Platform] | None = None) -> Platform:
+    """The one installed platform (of ``platforms``, default: the registry's) whose
+    :attr:`~sealbench.cloud.platform.Platform.launcher_backends` names ``backend``; a
+    :class:`LaunchError` naming the installed backends when none or several do."""
+    candidates = tuple(available_platforms() if platforms is None else platforms)
+    owners = [p for p in candidates if backend in p.launcher_backends]
+    if len(owners) != 1:
+        known = sorted({b for p in candidates for b in p.launcher_backends})
+        what = "no installed platform" if not owners else f"{len(owners)} platforms"
+        raise LaunchError(
+            f"{what} starts workloads with the {backend!r} launcher (installed: "
+            f"{', '.join(known) or 'none'})"
+        )
+    return owners[0]
+
+
+def check_backend(platform: Platform, backend: str) -> Platform:
+    """``platform``, when the ``backend`` launcher starts its workloads; else a
+    :class:`LaunchError` (a launcher never speaks for a platform that does not name it)."""
+    if backend not in platform.launcher_backends:
+        raise LaunchError(
+            f"the {platform.name} platform's workloads are not started by the {backend!r} "
+            f"launcher (its launchers: {', '.join(platform.launcher_backends)})"
+        )
+    return platform
+
+
+def launch_environment(platform: Platform, spec: RunSpec) -> dict[str, str]:
+    """The launch settings that make ``platform`` attest exactly ``spec``'s variables
+    (:meth:`~sealbench.cloud.platform.Platform.launch_environment`): the mock's env overrides,
+    Confidential Space's ``tee-env-*`` instance metadata."""
+    try:
+        return platform.launch_environment(spec.to_environ())
+    except ValueError as exc:
+        raise LaunchError(f"the run spec cannot reach a {platform.name} workload: {exc}") from exc

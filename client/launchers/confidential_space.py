@@ -11,7 +11,10 @@ For each run :class:`ConfidentialSpaceLauncher`:
    ``confidential-space`` (``confidential-space-debug`` only with ``debug=True``, which every
    sealbench policy refuses: debug images are attested ``dbgstat=enabled``), the operator's
    service account with the ``cloud-platform`` scope, and metadata ``tee-image-reference``
-   (``repo@sha256:…``), ``tee-env-<NAME>`` per run-spec variable, ``tee-restart-policy=Never``
+   (``repo@sha256:…``), the run spec as its platform's
+   :meth:`~sealbench.cloud.platform.Platform.launch_environment` renders it (``tee-env-<NAME>``
+   per variable; the platform is the one whose ``launcher_backends`` names
+   ``confidential-space``), ``tee-restart-policy=Never``
    and ``tee-container-log-redirect``; it waits for the insert operation through a
    ``ZoneOperationsClient`` built with the same endpoint (``insert(...).result()`` would poll
    through a client built without the injected ``client_options``, i.e. Google's endpoint);
@@ -74,11 +77,21 @@ from sealbench.client.launchers._cs_resources import (
     make_compute_clients,
     translate_api_error,
 )
-from sealbench.client.launchers.base import EnclaveRunFailed, LaunchError, LaunchResult, OutputFn
+from sealbench.client.launchers.base import (
+    EnclaveRunFailed,
+    LaunchError,
+    LaunchResult,
+    OutputFn,
+    check_backend,
+    launch_environment,
+    platform_for_backend,
+)
+from sealbench.cloud.platform import Platform
 from sealbench.enclave.spec import RunSpec
 
 __all__ = [
     "API_TIMEOUT_S",
+    "BACKEND",
     "CLOUD_PLATFORM_SCOPE",
     "CS_DEBUG_IMAGE_FAMILY",
     "CS_IMAGE_FAMILY",
@@ -103,6 +116,8 @@ __all__ = [
 
 _log = logging.getLogger("sealbench.client")
 
+#: The ``sealbench run --tee`` name of this launcher.
+BACKEND: Final = "confidential-space"
 #: Seconds allowed for each Compute API call.
 API_TIMEOUT_S: Final = 60.0
 #: Seconds to wait for an insert or delete operation.
@@ -275,7 +290,9 @@ class ConfidentialSpaceVm:
 class ConfidentialSpaceLauncher:
     """:class:`~sealbench.client.launchers.base.Launcher` for Confidential Space VMs. Pass
     ``credentials`` (and ``api_endpoint`` for a stand-in), or ready ``clients``; ``sleep`` and
-    ``clock`` are injectable so that polling is tested without waiting."""
+    ``clock`` are injectable so that polling is tested without waiting. ``platform`` (default:
+    the installed one whose launchers include ``confidential-space``) renders the run spec
+    into the VM's metadata."""
 
     def __init__(
         self,
@@ -287,7 +304,9 @@ class ConfidentialSpaceLauncher:
         poll_interval: float = POLL_INTERVAL_S,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        platform: Platform | None = None,
     ) -> None:
+        self._platform = check_backend(platform or platform_for_backend(BACKEND), BACKEND)
         self.settings = settings
         self._credentials = credentials
         self._api_endpoint = api_endpoint
@@ -365,7 +384,7 @@ class ConfidentialSpaceLauncher:
         settings = self.settings
         run = re.sub(r"[^a-z0-9-]+", "-", spec.run_id.lower()).strip("-")[:16].strip("-")
         name = f"{settings.instance_prefix}-{run or 'run'}-{secrets.token_hex(3)}"
-        resource = instance_resource(settings, name, spec.to_environ())
+        resource = instance_resource(settings, name, launch_environment(self._platform, spec))
         op = self.call(
             "create the VM",
             lambda: self.instances.insert_unary(

@@ -6,7 +6,9 @@ benchmark names works end to end, with the digest the engine reports in its clai
 For each run :class:`DockerLauncher`:
 
 1. creates the container (not started) from the image, with the run spec as its environment
-   (``RunSpec.to_environ``; nothing of the operator's environment is passed), hardened:
+   (what its platform's :meth:`~sealbench.cloud.platform.Platform.launch_environment` makes of
+   the spec, the platform being the one whose ``launcher_backends`` names ``docker``; nothing
+   of the operator's environment is passed), hardened:
    read-only root filesystem, a ``tmpfs`` at ``/tmp`` for scratch, ``no-new-privileges``, every
    capability dropped, a memory limit with no swap, a process limit; host networking so the
    mock cloud on 127.0.0.1 is reachable;
@@ -49,7 +51,16 @@ from docker import DockerClient
 from docker.models.containers import Container
 from docker.types import Mount
 
-from sealbench.client.launchers.base import EnclaveRunFailed, LaunchError, LaunchResult, OutputFn
+from sealbench.client.launchers.base import (
+    EnclaveRunFailed,
+    LaunchError,
+    LaunchResult,
+    OutputFn,
+    check_backend,
+    launch_environment,
+    platform_for_backend,
+)
+from sealbench.cloud.platform import Platform
 from sealbench.enclave.spec import RunSpec
 from sealbench.mocktee.launcher import (
     ImagePolicy,
@@ -59,6 +70,7 @@ from sealbench.mocktee.launcher import (
 )
 
 __all__ = [
+    "BACKEND",
     "CONTAINER_LAUNCHER_DIR",
     "DEFAULT_MEMORY_LIMIT",
     "DEFAULT_TIMEOUT_S",
@@ -68,6 +80,8 @@ __all__ = [
 
 _log = logging.getLogger("sealbench.client")
 
+#: The ``sealbench run --tee`` name of this launcher.
+BACKEND: Final = "docker"
 #: Where Confidential Space mounts the launcher's socket folder inside the container.
 CONTAINER_LAUNCHER_DIR: Final = "/run/container_launcher"
 #: Seconds a run may take before its container is killed.
@@ -295,7 +309,8 @@ class DockerLauncher:
     """INSECURE :class:`~sealbench.client.launchers.base.Launcher` running the evaluation
     image ``image`` (a tag or an image ID) on the Docker engine ``client``, attested by the
     mock launcher ``launcher`` with the digest of the image actually run. ``clock`` times each
-    run from the creation of its container."""
+    run from the creation of its container. ``platform`` (default: the installed one whose
+    launchers include ``docker``) decides how the run spec reaches the workload."""
 
     def __init__(
         self,
@@ -307,7 +322,9 @@ class DockerLauncher:
         tmpfs_size: str = DEFAULT_TMPFS_SIZE,
         debug: bool = False,
         clock: Callable[[], float] = time.monotonic,
+        platform: Platform | None = None,
     ) -> None:
+        self._platform = check_backend(platform or platform_for_backend(BACKEND), BACKEND)
         self._client = client
         self._clock = clock
         self._launcher = launcher
@@ -342,12 +359,12 @@ class DockerLauncher:
     def image_reference(self) -> str:
         return self._image
 
-    def _create(self, spec: RunSpec, socket_dir: Path) -> Container:
+    def _create(self, spec: RunSpec, environ: dict[str, str], socket_dir: Path) -> Container:
         mounts, needs_operator_uid = _mounts(socket_dir, spec)
         user = f"{os.getuid()}:{os.getgid()}" if needs_operator_uid else None
         return self._client.containers.create(
             self._image,
-            environment=spec.to_environ(),
+            environment=environ,
             user=user,
             network_mode="host",
             read_only=True,
@@ -367,11 +384,12 @@ class DockerLauncher:
 
     def start(self, spec: RunSpec, *, on_output: OutputFn | None = None) -> DockerWorkload:
         started = self._clock()
+        environ = launch_environment(self._platform, spec)
         socket_dir = private_launcher_dir()  # 0700; stale ones of dead runs are removed
         container: Container | None = None
         launched: LaunchedWorkload | None = None
         try:
-            container = self._create(spec, socket_dir)
+            container = self._create(spec, environ, socket_dir)
             digest = str(container.attrs["Image"])  # the image this container runs
             # As Confidential Space does: the image's own launch policy decides which
             # overrides the operator may pass; the socket folder belongs to the container's user.
@@ -379,7 +397,7 @@ class DockerLauncher:
             launched = self._launcher.start_workload(
                 digest,
                 self._image,
-                spec.to_environ(),
+                environ,
                 self._debug,
                 socket_dir=socket_dir,
                 policy=ImagePolicy.from_labels(labels),

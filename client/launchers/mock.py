@@ -6,7 +6,9 @@ For each run :class:`MockProcessLauncher`:
 
 1. asks the mock launcher (:class:`sealbench.mocktee.launcher.MockLauncher`, in-process or
    talking to a ``python -m sealbench.mocktee`` through ``RemoteTokenMinter``) for a workload
-   socket and token file, with the run spec's environment as the attested env overrides and
+   socket and token file, with the run spec's environment as the attested env overrides (what
+   its platform's :meth:`~sealbench.cloud.platform.Platform.launch_environment` makes of the
+   spec; the platform is the one whose ``launcher_backends`` names ``mock``) and
    :func:`~sealbench.client.launchers.image.enclave_image_digest` as the image digest;
 2. starts the child with exactly that environment (plus ``PATH`` and a private ``TMPDIR``; the
    parent's environment is not inherited) and ``--launcher-dir`` naming the socket's folder;
@@ -37,13 +39,20 @@ from sealbench.client.launchers.base import (
     LaunchResult,
     LaunchTimeoutError,
     OutputFn,
+    check_backend,
+    launch_environment,
+    platform_for_backend,
 )
 from sealbench.client.launchers.image import enclave_image_digest
+from sealbench.cloud.platform import Platform
 from sealbench.enclave.spec import RunSpec
 from sealbench.mocktee.launcher import LaunchedWorkload, MockLauncher, private_launcher_dir
 from sealbench.mocktee.state import warn_insecure_once
 
-__all__ = ["DEFAULT_TIMEOUT_S", "MockProcessLauncher", "MockProcessWorkload"]
+__all__ = ["BACKEND", "DEFAULT_TIMEOUT_S", "MockProcessLauncher", "MockProcessWorkload"]
+
+#: The ``sealbench run --tee`` name of this launcher.
+BACKEND = "mock"
 
 _log = logging.getLogger("sealbench.client")
 
@@ -165,7 +174,9 @@ class MockProcessWorkload:
 class MockProcessLauncher:
     """INSECURE :class:`~sealbench.client.launchers.base.Launcher` running the enclave as a
     child process against a mock TEE. ``workdir_root`` is where each run's working directory
-    (and its ``TMPDIR``) is created; each is removed when the run ends unless ``keep_workdir``."""
+    (and its ``TMPDIR``) is created; each is removed when the run ends unless ``keep_workdir``.
+    ``platform`` (default: the installed one whose launchers include ``mock``) decides how the
+    run spec reaches the workload."""
 
     def __init__(
         self,
@@ -176,7 +187,9 @@ class MockProcessLauncher:
         workdir_root: Path | None = None,
         keep_workdir: bool = False,
         debug: bool = False,
+        platform: Platform | None = None,
     ) -> None:
+        self._platform = check_backend(platform or platform_for_backend(BACKEND), BACKEND)
         self._launcher = launcher
         self._image_digest = image_digest or enclave_image_digest()
         self._python = python
@@ -194,7 +207,7 @@ class MockProcessLauncher:
         return f"sealbench.local/evaluation@{self._image_digest}"
 
     def start(self, spec: RunSpec, *, on_output: OutputFn | None = None) -> MockProcessWorkload:
-        environ = spec.to_environ()
+        environ = launch_environment(self._platform, spec)
         if self._workdir_root is not None:
             self._workdir_root.mkdir(parents=True, exist_ok=True)
         socket_dir = private_launcher_dir()  # 0700; stale ones of dead runs are removed

@@ -37,6 +37,7 @@ from sealbench.client.launchers.confidential_space import (
     instance_resource,
     make_compute_clients,
 )
+from sealbench.cloud.platform import load_platform
 from sealbench.enclave.spec import AssetLocation, RunSpec
 from sealbench.mocktee.compute import ComputeFault
 from sealbench.mocktee.provision import OwnerSetup, provision_owner
@@ -151,7 +152,8 @@ def test_image_by_tag_refused_before_any_api_call(reference: str) -> None:
 
 def test_sev_vm_is_n2d_with_live_migration_and_every_run_variable_as_tee_env() -> None:
     environ = spec().to_environ()
-    instance = instance_resource(settings(), "vm-a", environ)
+    rendered = load_platform("confidential-space").launch_environment(environ)
+    instance = instance_resource(settings(), "vm-a", rendered)
     assert instance.machine_type == f"zones/{ZONE}/machineTypes/n2d-standard-2"
     assert instance.confidential_instance_config.confidential_instance_type == "SEV"
     assert instance.scheduling.on_host_maintenance == "MIGRATE"
@@ -167,6 +169,8 @@ def test_sev_vm_is_n2d_with_live_migration_and_every_run_variable_as_tee_env() -
     assert metadata.pop("tee-restart-policy") == "Never"
     assert metadata.pop("tee-container-log-redirect") == "true"
     assert metadata == {f"tee-env-{k}": v for k, v in environ.items()}
+    with pytest.raises(ValueError, match="tee-image-reference"):
+        instance_resource(settings(), "vm-a", {"tee-image-reference": "attacker/image@" + DIGEST})
 
 
 def test_tdx_vm_is_c3_and_terminates_on_maintenance() -> None:

@@ -22,8 +22,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "owner.py": frozenset({"InsecureMockOwnerCloud"}),
     # the mock owner cloud's own module: it reads the running mock's endpoints
     "cloud.py": frozenset({"MockEndpoints"}),
-    # selection: the launcher of 'run --tee mock|docker|confidential-space'
-    "_cli_tee.py": frozenset({"MockLauncher", "MockProcessLauncher"}),
+    # selection: the launcher of 'run --tee mock|docker|confidential-space', for the platform
+    # whose launcher backends name it
+    "launchers/selection.py": frozenset({"MockLauncher", "MockProcessLauncher"}),
     # entry points: 'sealbench mock-tee up' runs the mock; a mock profile's endpoints
     "_cli_run.py": frozenset({"MockCloud", "MockEndpoints"}),
     # entry point: 'sealbench demo' runs the whole mock cloud locally
