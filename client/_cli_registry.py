@@ -127,6 +127,11 @@ def benchmark_create(
     version: Annotated[
         str | None, typer.Option(help="publish as this version (a variant of the definition)")
     ] = None,
+    publish_leaderboard: Annotated[
+        bool, typer.Option(help="publish the leaderboard: every signed-in user sees every "
+                           "model's pooled and per-site values (default: a model owner sees "
+                           "only its own model's; 'benchmark publish-leaderboard' changes it)")
+    ] = False,
     profile: ProfileOpt = None,
     json_out: JsonOpt = False,
 ) -> BenchmarkPublic:
@@ -137,6 +142,7 @@ def benchmark_create(
         workflows.load_benchmark_definition(definition, name=name, version=version),
         image=workflows.evaluation_image(tee, image_reference, image_digest),
         reference_model_id=reference_model,
+        leaderboard_published=publish_leaderboard,
     )
     with session(profile) as s:
         created = s.client.create_benchmark(body)
@@ -193,6 +199,28 @@ def benchmark_approve(
     with session(profile) as s:
         b = s.client.approve_benchmark(benchmark_id)
     out().print(f"benchmark {b.id} is {b.state}")
+    return b
+
+
+@benchmark_app.command("publish-leaderboard")
+def benchmark_publish_leaderboard(
+    benchmark_id: Annotated[int, typer.Argument(help="benchmark id")],
+    withdraw: Annotated[
+        bool, typer.Option("--withdraw", help="stop publishing it: a model owner sees only its "
+                           "own model's values again")
+    ] = False,
+    profile: ProfileOpt = None,
+) -> BenchmarkPublic:
+    """Publish the benchmark's leaderboard (its owner or an admin): every signed-in user sees
+    every model's pooled and per-site values; --withdraw stops publishing it."""
+    with session(profile) as s:
+        b = s.client.publish_leaderboard(benchmark_id, not withdraw)
+    if b.leaderboard_published:
+        out().print(f"benchmark {b.id} publishes its leaderboard: every signed-in user sees "
+                    "every model's pooled and per-site values")
+    else:
+        out().print(f"benchmark {b.id} does not publish its leaderboard: a model owner sees "
+                    "only its own model's values")
     return b
 
 

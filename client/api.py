@@ -38,6 +38,7 @@ from sealbench.server.schemas import (
     AuditEventPublic,
     AuditVerification,
     BenchmarkCreate,
+    BenchmarkLeaderboardUpdate,
     BenchmarkPublic,
     BenchmarkState,
     BenchmarkStateUpdate,
@@ -302,6 +303,11 @@ class RegistryClient:
 
     def approve_benchmark(self, benchmark_id: int) -> BenchmarkPublic:
         return self._post(BenchmarkPublic, f"{API_PREFIX}/benchmarks/{benchmark_id}/approve")
+
+    def publish_leaderboard(self, benchmark_id: int, published: bool) -> BenchmarkPublic:
+        return self._post(BenchmarkPublic,
+                          f"{API_PREFIX}/benchmarks/{benchmark_id}/leaderboard",
+                          BenchmarkLeaderboardUpdate(published=published))
 
     def close_benchmark(self, benchmark_id: int) -> BenchmarkPublic:
         return self._post(BenchmarkPublic, f"{API_PREFIX}/benchmarks/{benchmark_id}/close")

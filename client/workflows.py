@@ -265,9 +265,11 @@ def shipped_model_bytes(definition: DefinitionDocument, name: str) -> bytes:
 
 
 def benchmark_body(
-    definition: DefinitionDocument, *, image: EvaluationImage, reference_model_id: int | None
+    definition: DefinitionDocument, *, image: EvaluationImage, reference_model_id: int | None,
+    leaderboard_published: bool = False,
 ) -> BenchmarkCreate:
-    """The registry request publishing ``definition`` with ``image``, pinned to its plug-in."""
+    """The registry request publishing ``definition`` with ``image``, pinned to its plug-in
+    (``leaderboard_published``: every signed-in user sees every model's values)."""
     plugin = definition.plugin or str(_plugin_of_definition(definition).ref)
     return BenchmarkCreate(
         name=definition.name,
@@ -279,6 +281,7 @@ def benchmark_body(
         image_reference=image.reference,
         image_digest=image.digest,
         reference_model_id=reference_model_id,
+        leaderboard_published=leaderboard_published,
     )
 
 

@@ -29,6 +29,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -185,6 +186,11 @@ class Benchmark(Base):
     #: ``approved``: existing links keep running and submitting).
     closed_at: Mapped[datetime | None] = mapped_column(_TS)
     closed_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    #: Whether the benchmark publishes its leaderboard (issue 15): every signed-in user then sees
+    #: every model's pooled and per-site values; otherwise a model owner sees only its own
+    #: model's (migration 0007).
+    leaderboard_published: Mapped[bool] = mapped_column(Boolean, default=False,
+                                                        server_default=false())
 
     __table_args__ = (UniqueConstraint("name", "version", name="uq_benchmarks_name_version"),)
 

@@ -9,6 +9,7 @@ from sealbench.server.deps import CurrentUser, Limit, NowDep, Offset, SessionDep
 from sealbench.server.routers._common import ERRORS, IdPath, in_thread, to_page
 from sealbench.server.schemas import (
     BenchmarkCreate,
+    BenchmarkLeaderboardUpdate,
     BenchmarkPublic,
     BenchmarkState,
     BenchmarkStateUpdate,
@@ -76,6 +77,23 @@ async def set_state(
     return await in_thread(
         session,
         lambda: _public(benchmarks.set_state(session, user, benchmark_id, body.state, now)),
+    )
+
+
+@router.post("/{benchmark_id}/leaderboard")
+async def set_leaderboard(
+    benchmark_id: IdPath,
+    body: BenchmarkLeaderboardUpdate,
+    session: SessionDep,
+    user: CurrentUser,
+    now: NowDep,
+) -> BenchmarkPublic:
+    """The owner (or an admin) publishes the leaderboard (every signed-in user sees every
+    model's pooled and per-site values) or stops publishing it."""
+    return await in_thread(
+        session,
+        lambda: _public(benchmarks.set_leaderboard_published(
+            session, user, benchmark_id, body.published, now)),
     )
 
 

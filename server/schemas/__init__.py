@@ -20,6 +20,7 @@ from sealbench.server.schemas.associations import (
 from sealbench.server.schemas.audit import AuditEventPublic, AuditVerification
 from sealbench.server.schemas.benchmarks import (
     BenchmarkCreate,
+    BenchmarkLeaderboardUpdate,
     BenchmarkPublic,
     BenchmarkState,
     BenchmarkStateUpdate,
@@ -42,6 +43,7 @@ __all__ = [
     "AuditEventPublic",
     "AuditVerification",
     "BenchmarkCreate",
+    "BenchmarkLeaderboardUpdate",
     "BenchmarkPublic",
     "BenchmarkState",
     "BenchmarkStateUpdate",

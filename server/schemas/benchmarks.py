@@ -18,7 +18,13 @@ from sealbench.server.schemas.common import (
     WireModel,
 )
 
-__all__ = ["BenchmarkCreate", "BenchmarkPublic", "BenchmarkState", "BenchmarkStateUpdate"]
+__all__ = [
+    "BenchmarkCreate",
+    "BenchmarkLeaderboardUpdate",
+    "BenchmarkPublic",
+    "BenchmarkState",
+    "BenchmarkStateUpdate",
+]
 
 BenchmarkState = Literal["pending", "approved", "rejected", "retired"]
 
@@ -34,6 +40,16 @@ class BenchmarkCreate(WireModel):
     image_reference: str = Field(min_length=1, max_length=512)
     image_digest: Digest
     reference_model_id: Id | None = None
+    leaderboard_published: bool = Field(
+        default=False,
+        description="publish the leaderboard: every signed-in user sees every model's pooled and "
+        "per-site values (default: a model owner sees only its own model's)")
+
+
+class BenchmarkLeaderboardUpdate(WireModel):
+    """The authority publishes its benchmark's leaderboard, or stops publishing it."""
+
+    published: bool
 
 
 class BenchmarkStateUpdate(WireModel):
@@ -67,3 +83,5 @@ class BenchmarkPublic(WireModel):
         "its existing links keep running",
     )
     closed_by_id: int | None = None
+    leaderboard_published: bool = Field(
+        default=False, description="whether every signed-in user sees every model's values")

@@ -48,6 +48,7 @@ def create(session: Session, actor: Principal, body: BenchmarkCreate, now: datet
         image_reference=body.image_reference,
         image_digest=body.image_digest,
         reference_model_id=body.reference_model_id,
+        leaderboard_published=body.leaderboard_published,
         state="pending",
         created_at=now,
         updated_at=now,
@@ -65,6 +66,7 @@ def create(session: Session, actor: Principal, body: BenchmarkCreate, now: datet
             "version": row.version,
             "image_digest": row.image_digest,
             "metrics_version": row.metrics_version,
+            "leaderboard_published": row.leaderboard_published,
         },
         now=now,
     )
@@ -123,6 +125,32 @@ def set_state(
     row.state = state
     row.updated_at = now
     _audit_state(session, actor, row, now)
+    commit(session, f"benchmark {row.id}")
+    return row
+
+
+def set_leaderboard_published(
+    session: Session, actor: Principal, benchmark_id: int, published: bool, now: datetime
+) -> Benchmark:
+    """The owner (or an admin) publishes the benchmark's leaderboard (every signed-in user sees
+    every model's pooled and per-site values) or stops publishing it (a model owner sees only
+    its own model's); logged."""
+    row = get(session, benchmark_id, for_update=True)
+    if not (actor.is_admin or actor.user_id == row.owner_id):
+        raise PermissionDeniedError(
+            "only the benchmark's owner or an admin publishes its leaderboard")
+    if row.leaderboard_published != published:
+        row.leaderboard_published = published
+        row.updated_at = now
+        append_event(
+            session,
+            actor_id=actor.user_id,
+            action="benchmark.leaderboard",
+            entity_type="benchmark",
+            entity_id=row.id,
+            payload={"leaderboard_published": published},
+            now=now,
+        )
     commit(session, f"benchmark {row.id}")
     return row
 

@@ -11,7 +11,9 @@ Rules, stated on the page and in the API answer:
 * **Who sees what**: the benchmark's authority sees every result; a hospital the results on its
   own datasets; a model owner its own model's results on every site (pooled and per site).
   Nobody else sees a model's per-site values, and the pooled figures are computed only from the
-  results the caller may read.
+  results the caller may read, **unless the benchmark publishes its leaderboard**
+  (``Benchmark.leaderboard_published``, set at creation or by the authority later): then every
+  signed-in user sees every model's pooled and per-site values.
 * **Small cells**: a summary describing fewer cases than the plug-in's ``small_cell_minimum``
   is withheld (counted in ``withheld``, never pooled or shown); so is a result whose enclave
   already withheld its summary (``withheld`` in the run summary: no aggregates were published).
@@ -244,7 +246,7 @@ class _Row:
 
 
 def _visible(session: Session, actor: Principal, bench: Benchmark) -> Any:
-    if bench.owner_id == actor.user_id:
+    if bench.owner_id == actor.user_id or bench.leaderboard_published:
         return Result.benchmark_id == bench.id
     return or_(
         Result.dataset_id.in_(select(Dataset.id).where(Dataset.owner_id == actor.user_id)),

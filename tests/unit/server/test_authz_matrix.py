@@ -207,6 +207,14 @@ MATRIX = [
         owner="bench_owner",
     ),
     Row(
+        "benchmark leaderboard publication",
+        "POST",
+        lambda c: f"{API}/benchmarks/{c.approved_benchmark()}/leaderboard",
+        (401, 403, 200, 200, 200),
+        body=lambda c: {"published": True},
+        owner="bench_owner",
+    ),
+    Row(
         "dataset register",
         "POST",
         lambda c: f"{API}/datasets",

@@ -258,6 +258,55 @@ def test_visibility_matrix(brats: Board) -> None:
     assert own["n_cases"] == 2000
 
 
+def _publish(board: Board, who: str, published: bool) -> Any:
+    return board.client.post(f"/api/v1/benchmarks/{board.benchmark_id}/leaderboard",
+                             json={"published": published}, headers=board.users[who].headers)
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_visibility_matrix_of_a_published_leaderboard(brats: Board) -> None:
+    """Once the authority publishes the leaderboard, every signed-in role (hospital, own and
+    other model owner, outsider) sees every model's pooled and per-site values; withdrawn,
+    the unpublished matrix holds again. Only the authority (or an admin) changes it."""
+    m, d = brats.models, brats.datasets
+
+    def seen(who: str) -> dict[int, set[int]]:
+        doc = _ok(brats.get(who))
+        return {s["model_id"]: {site["dataset_id"] for site in s["values"][0]["sites"]}
+                for s in doc["standings"]}
+
+    everything = {m["x"]: {d["small"], d["large"]}, m["y"]: {d["small"], d["large"]},
+                  m["z"]: {d["small"], d["large"]}}
+    for who in ("hospital_b", "vendor_x", "vendor_y", "outsider"):
+        assert _publish(brats, who, True).status_code == 403
+    assert seen("vendor_x") == {m["x"]: {d["small"], d["large"]}}  # still unpublished
+    published = _ok(_publish(brats, "authority", True))
+    assert published["leaderboard_published"] is True
+    pooled = {who: _ok(brats.get(who)) for who in
+              ("authority", "hospital_b", "vendor_x", "vendor_y", "outsider")}
+    for who in pooled:
+        assert seen(who) == everything, who
+        assert pooled[who]["standings"] == pooled["authority"]["standings"], who
+    # the small-cell rule still holds for everyone
+    assert all(w["dataset_id"] == d["tiny"] for w in pooled["outsider"]["withheld"])
+    assert _ok(_publish(brats, "authority", False))["leaderboard_published"] is False
+    assert seen("vendor_x") == {m["x"]: {d["small"], d["large"]}}
+    assert seen("outsider") == {}
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("who", ["hospital_b", "vendor_x", "outsider"])
+def test_page_of_a_published_leaderboard_shows_every_model(brats: Board, who: str) -> None:
+    _ok(_publish(brats, "authority", True))
+    api = _ok(brats.get(who, metric="hd95:TC"))
+    _sign_in(brats.client, brats.users[who].token)
+    page = brats.client.get(f"/ui/benchmarks/{brats.benchmark_id}/pooled",
+                            params={"metric": "hd95:TC"})
+    assert page.status_code == 200
+    assert _page_rows(page.text) == _api_rows(api)
+    assert len(api["standings"]) == 3
+
+
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_wdbc_pooled_sensitivity_equals_the_raw_cases(client: TestClient, make_user: Any,
                                                        database_url: str) -> None:
