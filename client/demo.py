@@ -100,7 +100,11 @@ def _play(
     from sealbench.client import _cli_registry as r
     from sealbench.client import _cli_run as x
     from sealbench.client.assets import SIZE_DEFINITIONS
-    from sealbench.client.workflows import load_benchmark_definition, shipped_model_bytes
+    from sealbench.client.workflows import (
+        _plugin_of_definition,
+        load_benchmark_definition,
+        shipped_model_bytes,
+    )
 
     say = _Narrator()
     # Each grid has its own benchmark (contract, models, leaderboard): small cases are published
@@ -158,6 +162,12 @@ def _play(
     say.section(
         f"3. each hospital prepares {cases} synthetic case(s), registers, seals, associates"
     )
+    minimum = _plugin_of_definition(definition).small_cell_minimum
+    if cases < minimum:
+        say.console.print(f"note: {cases} case(s) per hospital is under the benchmark's "
+                          f"small-cell minimum of {minimum}: the enclave withholds every public "
+                          "summary (the hospitals still open their per-case results) and the "
+                          "leaderboard stays empty", highlight=False)
     datasets: dict[str, int] = {}
     for index, profile in enumerate(_HOSPITALS):
         base = workdir / profile
@@ -408,7 +418,9 @@ def _issuers_json(mock_state: Path) -> str:
 
 
 def demo(
-    cases: Annotated[int, typer.Option(help="synthetic cases per hospital")] = 2,
+    cases: Annotated[int, typer.Option(
+        help="synthetic cases per hospital (5 meets BraTS's small-cell minimum: with fewer, the "
+             "enclave withholds the public summaries)")] = 5,
     size: Annotated[
         str, typer.Option(help="case grid and benchmark: full (BraTS 240x240x155, 'brats') or "
                           "small (64x64x48, its own benchmark 'brats-small'; fast)")

@@ -1,4 +1,4 @@
-"""``sealbench demo --cases 1 --size small`` in a fresh environment (empty HOME, no sealbench
+"""``sealbench demo --cases 5 --size small`` in a fresh environment (empty HOME, no sealbench
 variables): it must finish, refuse the debug-image attack, and print a leaderboard whose every
 cell equals what the registry stored (read back from the registry's database after the demo),
 then publish and evaluate the WDBC benchmark next to BraTS.
@@ -54,7 +54,7 @@ def test_demo_leaderboard_matches_the_registry(tmp_path: Path) -> None:
     }
     script = Path(sys.executable).parent / "sealbench"
     proc = subprocess.run(
-        [str(script), "demo", "--cases", "1", "--size", "small"],
+        [str(script), "demo", "--cases", "5", "--size", "small"],
         env=env,
         capture_output=True,
         text=True,
