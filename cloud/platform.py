@@ -27,6 +27,7 @@ platform has the name or issues the token; verification raises
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,8 +51,10 @@ __all__ = [
     "UnknownPlatformError",
     "WorkloadRequirements",
     "available_platforms",
+    "installed_launcher_backends",
     "load_platform",
     "platform_for_issuer",
+    "platforms_for_backend",
 ]
 
 #: The entry-point group implementations register under (``name = "module:Class"``).
@@ -221,6 +224,25 @@ def load_platform(name: str) -> Platform:
 def available_platforms() -> tuple[Platform, ...]:
     """Every registered platform, by name."""
     return tuple(load_platform(name) for name in sorted(_registered()))
+
+
+def installed_launcher_backends() -> Mapping[str, tuple[str, ...]]:
+    """Each registered platform's launcher backends, by platform name, read from each class's
+    ``launcher_backends`` without constructing any platform (a production run never constructs
+    the mock's); a class that computes the attribute per instance is constructed to read it."""
+    found: dict[str, tuple[str, ...]] = {}
+    for name, ep in sorted(_registered().items()):
+        backends = inspect.getattr_static(ep.load(), "launcher_backends", None)
+        if not isinstance(backends, tuple):
+            backends = load_platform(name).launcher_backends
+        found[name] = tuple(str(b) for b in backends)
+    return MappingProxyType(found)
+
+
+def platforms_for_backend(backend: str) -> tuple[str, ...]:
+    """The names of the registered platforms whose launcher backends include ``backend``
+    (constructing none, see :func:`installed_launcher_backends`)."""
+    return tuple(n for n, b in installed_launcher_backends().items() if backend in b)
 
 
 def platform_for_issuer(issuer: str, platforms: Iterable[Platform] | None = None) -> Platform:

@@ -18,7 +18,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import ClassVar, Final, Protocol
 
-from sealbench.cloud.platform import Platform, available_platforms
+from sealbench.cloud.platform import (
+    Platform,
+    installed_launcher_backends,
+    load_platform,
+    platforms_for_backend,
+)
 from sealbench.enclave.errors import (
     AssetIntegrityError,
     AssetRejected,
@@ -167,19 +172,23 @@ class Launcher(Protocol):
 
 
 def platform_for_backend(backend: str, platforms: Iterable[Platform] | None = None) -> Platform:
-    """The one installed platform (of ``platforms``, default: the registry's) whose
-    :attr:`~sealbench.cloud.platform.Platform.launcher_backends` names ``backend``; a
-    :class:`LaunchError` naming the installed backends when none or several do."""
-    candidates = tuple(available_platforms() if platforms is None else platforms)
-    owners = [p for p in candidates if backend in p.launcher_backends]
-    if len(owners) != 1:
-        known = sorted({b for p in candidates for b in p.launcher_backends})
-        what = "no installed platform" if not owners else f"{len(owners)} platforms"
-        raise LaunchError(
-            f"{what} starts workloads with the {backend!r} launcher (installed: "
-            f"{', '.join(known) or 'none'})"
-        )
-    return owners[0]
+    """The one installed platform (of ``platforms``, default: the registry's, without
+    constructing the others) whose :attr:`~sealbench.cloud.platform.Platform.launcher_backends`
+    names ``backend``; a :class:`LaunchError` when none or several do."""
+    if platforms is None:
+        names = platforms_for_backend(backend)
+        if len(names) == 1:
+            return load_platform(names[0])
+        what = "no installed platform" if not names else f"{len(names)} platforms"
+    else:
+        owners = [p for p in platforms if backend in p.launcher_backends]
+        if len(owners) == 1:
+            return owners[0]
+        what = "no platform given" if not owners else f"{len(owners)} platforms"
+    known = ", ".join(sorted({b for bs in installed_launcher_backends().values() for b in bs}))
+    raise LaunchError(
+        f"{what} starts workloads with the {backend!r} launcher (installed: {known or 'none'})"
+    )
 
 
 def check_backend(platform: Platform, backend: str) -> Platform:

@@ -122,3 +122,17 @@ def test_the_run_spec_reaches_each_platform_its_own_way() -> None:
     assert launch_environment(load_platform("insecure-mock"), spec) == environ
     rendered = launch_environment(load_platform("confidential-space"), spec)
     assert rendered == {f"tee-env-{k}": v for k, v in environ.items()}
+
+
+def test_choosing_the_production_launcher_constructs_no_mock_platform(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from sealbench.mocktee.platform import InsecureMockPlatform
+
+    def forbidden(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the mock platform was constructed")
+
+    monkeypatch.setattr(InsecureMockPlatform, "__init__", forbidden)
+    assert platform_for_backend("confidential-space").name == "confidential-space"
+    with pytest.raises(AssertionError, match="constructed"):
+        platform_for_backend("mock")  # the check above can fail
