@@ -11,6 +11,12 @@ The entry point's name is the plug-in's name; the object it loads is a
 whose :attr:`~sealbench.benchmarks.interface.Benchmark.ref` must carry that name. Only the
 entry points' names are read until a plug-in is asked for; a plug-in that fails to load is
 reported by name, with the error, and does not hide the others.
+
+A plug-in may take several versions of its pin, one per variant of its versioned contract
+(BraTS: ``brats-2023-gli/1`` is 240x240x155, ``brats-2023-gli/1-64x64x48`` the same contract on
+the small grid): it then has a ``pinned(version)`` method returning itself bound to that
+variant, whose ``ref`` is exactly the pin (:class:`PinnedVariants`). The pin is what the owners'
+key-release condition pins, so the variant the enclave enforces is attested.
 """
 
 from __future__ import annotations
@@ -18,11 +24,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from importlib.metadata import EntryPoint, entry_points
-from typing import Final
+from typing import Final, Protocol, runtime_checkable
 
 from .interface import Benchmark, BenchmarkError, PluginNotFoundError, PluginRef
 
-__all__ = ["ENTRY_POINT_GROUP", "PluginLoadError", "PluginRegistry", "available", "load"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "PinnedVariants",
+    "PluginLoadError",
+    "PluginRegistry",
+    "available",
+    "load",
+]
 
 ENTRY_POINT_GROUP: Final = "sealbench.benchmarks"
 
@@ -31,6 +44,16 @@ _log = logging.getLogger("sealbench.benchmarks")
 
 class PluginLoadError(BenchmarkError):
     """An installed plug-in's entry point could not be imported or is not a benchmark."""
+
+
+@runtime_checkable
+class PinnedVariants(Protocol):
+    """A plug-in whose pin names a variant of its contract in the version."""
+
+    def pinned(self, version: str) -> Benchmark:
+        """The plug-in bound to the variant ``version`` names (its ``ref.version`` is
+        ``version``); :class:`PluginNotFoundError` when it has no such version."""
+        ...
 
 
 def _is_benchmark(obj: object) -> bool:
@@ -54,6 +77,7 @@ class PluginRegistry:
             else:
                 self._points[point.name] = point
         self._loaded: dict[str, Benchmark] = {}
+        self._variants: dict[str, Benchmark] = {}
 
     def names(self) -> tuple[str, ...]:
         """Names of the installed plug-ins, sorted."""
@@ -99,11 +123,20 @@ class PluginRegistry:
             except ValueError as exc:
                 raise PluginNotFoundError(str(exc)) from None
         plugin = self.get(ref.name)
-        if plugin.ref.version != ref.version:
+        if plugin.ref.version == ref.version:
+            return plugin
+        if not isinstance(plugin, PinnedVariants):
             raise PluginNotFoundError(
                 f"benchmark plug-in {ref.name!r} is installed at version "
                 f"{plugin.ref.version!r}, not {ref.version!r} (pinned {ref})")
-        return plugin
+        key = str(ref)
+        if key not in self._variants:
+            variant = plugin.pinned(ref.version)
+            if variant.ref != ref:
+                raise PluginLoadError(
+                    f"benchmark plug-in {ref.name!r} returned {variant.ref} for the pin {ref}")
+            self._variants[key] = variant
+        return self._variants[key]
 
     def available(self) -> tuple[PluginRef, ...]:
         """The refs of every installed plug-in that loads (one that fails is logged)."""

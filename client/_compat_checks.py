@@ -255,6 +255,7 @@ def run_checks(
     data_label: str,
     max_seconds_per_case: float = DEFAULT_MAX_SECONDS_PER_CASE,
     cost_scale: float = 1.0,
+    variant: Benchmark | None = None,
     runner_factory: RunnerFactory | None = None,
     clock: Callable[[], float] = time.perf_counter,
     progress: Callable[[int, int], None] | None = None,
@@ -262,6 +263,8 @@ def run_checks(
     """Every check of ``model`` on the prepared dataset ``prepared`` under ``benchmark``'s
     plug-in (see the module docstring). ``cost_scale``: how many times more a case costs under
     the registered contract than under the one the data was prepared for (demo variants).
+    ``variant``: the benchmark's plug-in bound to the demo variant the data was prepared under
+    (another grid, another pin): the model, data, inference and metrics checks run under it.
     Raises nothing for a failing model or dataset: failures are checks."""
     from sealbench.benchmarks.interface import BenchmarkError
 
@@ -273,6 +276,8 @@ def run_checks(
         return tuple(Check(n, "skip", "not run: an earlier check failed") for n in names)
 
     bench, plugin = _benchmark_check(benchmark)
+    if plugin is not None and variant is not None:
+        plugin = variant
     digest = _digest_check(model)
     if plugin is None:
         return report(bench, digest, *skipped("model contract", "data contract", "inference",

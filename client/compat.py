@@ -168,9 +168,11 @@ def check_compatibility(
     benchmark = client.get_benchmark(benchmark_id)
     tested = model_under_test(client, benchmark, model, model_id)
     cost_scale = 1.0
+    data_variant = None
     if dataset is None:
         variant = demo_variant(benchmark, size)
         cost_scale = variant.cost_scale
+        data_variant = variant.benchmark
         prepared = write_demo_dataset(
             workdir, variant.benchmark, cases,
             None if progress is None else lambda d, t: progress("preparing demo cases", d, t))
@@ -179,7 +181,7 @@ def check_compatibility(
         prepared, label = dataset, str(dataset)
     return run_checks(
         benchmark, tested, prepared, data_label=label, max_seconds_per_case=max_seconds_per_case,
-        cost_scale=cost_scale,
+        cost_scale=cost_scale, variant=data_variant,
         progress=None if progress is None else lambda d, t: progress("evaluating cases", d, t),
     )
 

@@ -5,16 +5,22 @@ segmenter, lesion-wise metrics and summary to the interface, unchanged: what it 
 :func:`.metrics.score_case` and :func:`.summary.aggregate` compute. It is declared in the
 entry-point group ``sealbench.benchmarks`` as ``brats-2023-gli`` (``pyproject.toml``).
 
-A prepared dataset may be on any grid (its ``dataset.json``, covered by the manifest digest the
-key owners approved, states the contract it was prepared under), but must equal the benchmark's
-contract in every other field: what is measured (modalities, label map, spacing, naming) is the
-benchmark's.
+**The grid is part of the pin.** ``brats-2023-gli/1`` is the contract on its real grid,
+240x240x155 at 1 mm; the same contract on another grid is pinned ``brats-2023-gli/1-XxYxZ``
+(``brats-2023-gli/1-64x64x48``: the small demo benchmark, ``brats-small``), a plug-in of its own
+(:meth:`BratsBenchmark.pinned`, resolved by :mod:`sealbench.benchmarks.registry`). A plug-in
+accepts a prepared dataset only when the contract its ``dataset.json`` states (covered by the
+manifest digest the key owners approved) is its own, grid included, and loads a case only when
+every volume is on that grid. The pin travels in the run spec as ``SEALBENCH_METRICS_VERSION``,
+which the owners' key-release condition pins, so the grid the enclave enforces is attested: it
+does not rely on the registry or the operator.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +41,7 @@ from .cases import (
     case_files_from_manifest_paths,
     load_case_from_bytes,
 )
-from .contract import BRATS_2023_GLI, REGIONS, BratsContract
+from .contract import BRATS_2023_GLI, BRATS_2023_GLI_SMALL, REGIONS, BratsContract
 from .definition import SHIPPED_DEFINITIONS, load_definition, load_model_bytes
 from .errors import CaseContractError, InvalidPredictionError, PreparationError
 from .inference import OnnxSegmenter
@@ -52,14 +58,44 @@ from .prepare import DATA_DIR, MANIFEST_FILE, prepare_dataset
 from .summary import METRIC_NAMES, PublicSummary, aggregate
 from .synthetic import case_id_for, generate_case, write_case
 
-__all__ = ["PLUGIN", "PLUGIN_REF", "BratsBenchmark"]
+__all__ = ["PLUGIN", "PLUGIN_REF", "SMALL_PLUGIN_REF", "BratsBenchmark", "pin_of"]
 
 PLUGIN_REF: Final = api.PluginRef("brats-2023-gli", "1")
+#: The version of a pin on another grid: ``1-<X>x<Y>x<Z>`` (at most 16 characters).
+_GRID_VERSION: Final = re.compile(r"^1-([1-9][0-9]{0,3})x([1-9][0-9]{0,3})x([1-9][0-9]{0,3})$")
 _MAX_DATASET_JSON: Final = 1 << 20
-#: The grid of quick demo cases (the small demo benchmark's, ``brats-small``).
-_SMALL_GRID: Final = (64, 64, 48)
 #: Cases a published summary must describe at least (issue 15 enforces it).
 SMALL_CELL_MINIMUM: Final = 5
+
+
+
+def pin_of(contract: BratsContract) -> api.PluginRef:
+    """The pin of ``contract``: ``brats-2023-gli/1`` on the real grid, ``brats-2023-gli/1-XxYxZ``
+    on another; ``ValueError`` when it differs from :data:`BRATS_2023_GLI` in more than its
+    shape (no pin names it)."""
+    if contract.with_shape(BRATS_2023_GLI.shape) != BRATS_2023_GLI:
+        differing = sorted(name for name in BratsContract.model_fields if name != "shape"
+                           and getattr(contract, name) != getattr(BRATS_2023_GLI, name))
+        raise ValueError(f"no {PLUGIN_REF.name} pin names a contract that differs in {differing}")
+    if contract.shape == BRATS_2023_GLI.shape:
+        return PLUGIN_REF
+    version = "1-" + "x".join(map(str, contract.shape))
+    if not _GRID_VERSION.match(version):
+        raise ValueError(f"the grid {contract.grid_text()} cannot be pinned (at most 9999 voxels "
+                         "an axis)")
+    return api.PluginRef(PLUGIN_REF.name, version)
+
+
+def _pin_text(contract: BratsContract) -> str:
+    """The pin of ``contract`` in a message (a grid may be too large to pin)."""
+    try:
+        return str(pin_of(contract))
+    except ValueError:
+        return "no pin (the grid is too large)"
+
+
+#: The small demo benchmark's pin (``brats-small``, 64x64x48).
+SMALL_PLUGIN_REF: Final = pin_of(BRATS_2023_GLI_SMALL)
 
 _H = api.Direction.HIGHER
 _L = api.Direction.LOWER
@@ -119,13 +155,15 @@ def _tensor(name: str | None, channels: int) -> api.TensorSpec:
 
 
 class BratsBenchmark:
-    """The BraTS 2023 GLI benchmark (contract, lesion-wise metrics) behind the interface."""
+    """The BraTS 2023 GLI benchmark (contract, lesion-wise metrics) behind the interface, on the
+    grid of its contract, which its :attr:`ref` names (:func:`pin_of`; ``ValueError`` for a
+    contract no pin names)."""
 
     def __init__(self, contract: BratsContract = BRATS_2023_GLI,
                  metrics: MetricsSpec = BRATS_2023_GLI_METRICS) -> None:
         self.contract = contract
         self.metrics = metrics
-        self.ref = PLUGIN_REF
+        self.ref = pin_of(contract)
         self.description = load_definition(contract, metrics).description
         self.presentation = PRESENTATION
         self.small_cell_minimum = SMALL_CELL_MINIMUM
@@ -174,9 +212,30 @@ class BratsBenchmark:
                 f"read the raw cases in the {report.layout} layout: renamed and relabelled into "
                 "the contract's (BraTS2021_XXXXX becomes BraTS-GLI-XXXXX-000)",))
 
+    def pinned(self, version: str) -> BratsBenchmark:
+        """This plug-in on the grid the pin's ``version`` names (``1``: 240x240x155;
+        ``1-64x64x48``); :class:`~sealbench.benchmarks.interface.PluginNotFoundError` for any
+        other version (``1-240x240x155`` included: the real grid's pin is ``1``)."""
+        found = _GRID_VERSION.match(version)
+        if version == PLUGIN_REF.version:
+            return self if self.contract == BRATS_2023_GLI else BratsBenchmark(
+                BRATS_2023_GLI, self.metrics)
+        if found is None:
+            raise api.PluginNotFoundError(
+                f"benchmark plug-in {PLUGIN_REF.name!r} is installed at version "
+                f"{PLUGIN_REF.version!r}, not {version!r} (it takes '1' for "
+                f"{BRATS_2023_GLI.grid_text()} or '1-<X>x<Y>x<Z>' for another grid)")
+        x, y, z = (int(g) for g in found.groups())
+        bound = BratsBenchmark(BRATS_2023_GLI.with_shape((x, y, z)), self.metrics)
+        if str(bound.ref) != f"{PLUGIN_REF.name}/{version}":
+            raise api.PluginNotFoundError(f"benchmark plug-in version {version!r} is not "
+                                          f"canonical (it would be {bound.ref.version!r})")
+        return bound
+
     def contract_for_dataset(self, dataset_json: bytes) -> BratsContract:
-        """The benchmark's contract on the grid the dataset states; :class:`CaseContractError`
-        naming the fields that differ otherwise."""
+        """This plug-in's contract, when the dataset states it, grid included;
+        :class:`CaseContractError` naming the grid (and the pin that takes it) or the fields that
+        differ otherwise."""
         if len(dataset_json) > _MAX_DATASET_JSON:
             raise CaseContractError("dataset.json is larger than 1 MiB")
         try:
@@ -184,37 +243,52 @@ class BratsBenchmark:
             stated = BratsContract.model_validate(doc["contract"])
         except (ValueError, KeyError, TypeError, ValidationError) as exc:
             raise CaseContractError("dataset.json does not state a valid data contract") from exc
-        ours = self.contract.with_shape(stated.shape)
-        if stated != ours:
+        if stated.with_shape(self.contract.shape) == self.contract and stated != self.contract:
+            raise CaseContractError(
+                f"the dataset's cases are on the grid {stated.grid_text()}, but benchmark "
+                f"plug-in {self.ref} takes cases on {self.contract.grid_text()} only (cases on "
+                f"{stated.grid_text()} belong to a benchmark pinning {_pin_text(stated)})")
+        if stated != self.contract:
             differing = sorted(name for name in BratsContract.model_fields
-                               if getattr(stated, name) != getattr(ours, name))
+                               if getattr(stated, name) != getattr(self.contract, name))
             raise CaseContractError(
                 f"the dataset was prepared under another contract (differs in {differing})")
-        return ours
+        return self.contract
 
     def with_data_contract(self, doc: Mapping[str, Any]) -> BratsBenchmark:
-        """This plug-in on a registered benchmark's contract: the same one on another grid
-        (``brats-small``); :class:`CaseContractError` naming what else differs."""
+        """This plug-in, when ``doc`` is its contract (grid included: another grid is another
+        pin, ``brats-small``'s is ``brats-2023-gli/1-64x64x48``); :class:`CaseContractError`
+        naming what differs otherwise."""
         try:
             registered = BratsContract.model_validate(doc)
         except ValidationError as exc:
             raise CaseContractError(
                 f"not a BraTS data contract ({exc.error_count()} errors)") from exc
-        ours = self.contract.with_shape(registered.shape)
-        if registered != ours:
+        if registered.with_shape(self.contract.shape) == self.contract and (
+                registered != self.contract):
+            raise CaseContractError(
+                f"the data contract's grid {registered.grid_text()} is not the grid of "
+                f"{self.ref} ({self.contract.grid_text()}); a benchmark on that grid pins "
+                f"{_pin_text(registered)}")
+        if registered != self.contract:
             differing = sorted(name for name in BratsContract.model_fields
-                               if getattr(registered, name) != getattr(ours, name))
-            raise CaseContractError(f"the data contract differs from {PLUGIN_REF}'s in "
+                               if getattr(registered, name) != getattr(self.contract, name))
+            raise CaseContractError(f"the data contract differs from {self.ref}'s in "
                                     f"{differing}")
-        return self if registered == self.contract else BratsBenchmark(registered, self.metrics)
+        return self
 
     def definitions(self) -> Mapping[str, api.JsonObject]:
-        """The shipped definitions (``brats``, ``brats-small``) with this plug-in's pin."""
-        return {name: {**load().model_dump(mode="json"), "plugin": str(PLUGIN_REF)}
-                for name, load in SHIPPED_DEFINITIONS.items()}
+        """The shipped definitions (``brats``, ``brats-small``), each with the pin of its
+        contract's grid."""
+        out: dict[str, api.JsonObject] = {}
+        for name, load in SHIPPED_DEFINITIONS.items():
+            definition = load()
+            out[name] = {**definition.model_dump(mode="json"),
+                         "plugin": str(pin_of(definition.contract))}
+        return out
 
     def demo_variants(self) -> tuple[api.DemoVariant, ...]:
-        small = BratsBenchmark(self.contract.with_shape(_SMALL_GRID), self.metrics)
+        small = BratsBenchmark(BRATS_2023_GLI_SMALL, self.metrics)
         return (api.DemoVariant("small", small, self.contract.n_voxels / small.contract.n_voxels),
                 api.DemoVariant("full", self, 1.0))
 
@@ -261,7 +335,7 @@ class BratsBenchmark:
             summary = PublicSummary.model_validate(doc)
         except ValidationError as exc:
             raise api.SummaryError(
-                f"not a {PLUGIN_REF} summary ({exc.error_count()} errors)") from exc
+                f"not a {self.ref} summary ({exc.error_count()} errors)") from exc
         if (summary.metrics_id, summary.metrics_version) != (self.metrics.metrics_id,
                                                              self.metrics.version):
             raise api.SummaryError(
@@ -284,7 +358,7 @@ class BratsBenchmark:
             return _CASE_RESULT.validate_python(doc)
         except ValidationError as exc:
             raise api.SummaryError(
-                f"not a {PLUGIN_REF} case result ({exc.error_count()} errors)") from exc
+                f"not a {self.ref} case result ({exc.error_count()} errors)") from exc
 
     def figures(self, summary: api.PublicSummary) -> tuple[api.Figure, ...]:
         if not isinstance(summary, PublicSummary):

@@ -1,6 +1,13 @@
 """Benchmarks: anyone signed in registers one (pending); only an admin approves or rejects it;
 its owner or an admin retires it, or closes an approved one to new associations (its state
-stays approved and its existing links keep running)."""
+stays approved and its existing links keep running).
+
+A benchmark's pin must match its definition: when the pinned plug-in is installed here, the grid
+its data contract declares (``shape``, ``spacing_mm``) must be the plug-in's (the grid is part of
+the pin: a ``brats-2023-gli/1`` benchmark cannot declare 64x64x48, which is
+``brats-2023-gli/1-64x64x48``). The enclave enforces the pinned grid on every case whatever the
+registry stored; this check keeps the registry's statement of the grid, which datasets are
+checked against at registration and association, the pin's."""
 
 from __future__ import annotations
 
@@ -23,6 +30,50 @@ from sealbench.server.schemas import BenchmarkCreate, BenchmarkState
 from sealbench.server.services._common import PageOf, commit, flush, get_or_404, rows_page
 from sealbench.server.services.benchmark_plugins import parse_pin
 
+_GRID_KEYS = ("shape", "spacing_mm")
+
+
+def _check_pin_matches_contract(metrics_version: str, data_contract: dict[str, Any]) -> None:
+    """422 when the installed plug-in ``metrics_version`` pins fixes another grid than
+    ``data_contract`` declares. A plug-in not installed here is not checked (the registry
+    refuses its results anyway); one whose contract fixes no grid (tabular) neither."""
+    from sealbench.benchmarks.interface import BenchmarkError
+    from sealbench.benchmarks.registry import load
+
+    try:
+        plugin = load(metrics_version)
+        pinned = plugin.data_contract()
+    except BenchmarkError:
+        return
+    fixed = {key: pinned[key] for key in _GRID_KEYS if key in pinned}
+    if not fixed:
+        return
+    declared = {key: data_contract.get(key) for key in fixed}
+    if _as_floats(declared) != _as_floats(fixed):
+        raise InvalidRequestError(
+            f"data_contract: benchmark plug-in {metrics_version} takes cases on the grid "
+            f"{_grid_text(fixed)}, but the contract declares {_grid_text(declared)}; the grid "
+            "is part of the pin (pin the plug-in's variant of that grid, or declare its own)")
+
+
+def _as_floats(grid: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in grid.items():
+        try:
+            out[key] = tuple(float(v) for v in value)
+        except (TypeError, ValueError):
+            out[key] = repr(value)
+    return out
+
+
+def _grid_text(grid: dict[str, Any]) -> str:
+    shape, spacing = grid.get("shape"), grid.get("spacing_mm")
+    if not isinstance(shape, list | tuple) or not isinstance(spacing, list | tuple | None):
+        return "an unreadable grid"
+    text = "x".join(str(v) for v in shape)
+    text = text if spacing is None else f"{text} at {'x'.join(str(v) for v in spacing)} mm"
+    return text if len(text) <= 80 else "a grid of another shape"
+
 __all__ = ["approve", "close", "create", "get", "list_page", "set_state"]
 
 
@@ -33,6 +84,7 @@ def create(session: Session, actor: Principal, body: BenchmarkCreate, now: datet
     if session.scalars(taken).first() is not None:
         raise ConflictError(f"benchmark {body.name} version {body.version} already exists")
     plugin = parse_pin(body.metrics_version)
+    _check_pin_matches_contract(body.metrics_version, dict(body.data_contract))
     if body.reference_model_id is not None and session.get(Model, body.reference_model_id) is None:
         raise InvalidRequestError(f"reference model {body.reference_model_id} does not exist")
     row = Benchmark(

@@ -113,7 +113,11 @@ class EnclaveWorld:
         creds = OwnerCredentials(owner.access_token)
         return KmsKeyWrapper(owner.key_name, make_kms_client(creds, self.cloud.endpoints.kms))
 
-    def spec(self, dataset: str, model: str) -> RunSpec:
+    def spec(self, dataset: str, model: str, *, pin: str | None = None) -> RunSpec:
+        """A run of ``model`` on ``dataset`` under the plug-in pin of the dataset's grid (or
+        ``pin``: the owners approve each dataset's grid pin and the full-size one)."""
+        from sealbench.benchmarks.brats.plugin import pin_of
+
         self._runs += 1
         ds, mo = self.datasets[dataset], self.models[model]
         ep = self.cloud.endpoints
@@ -122,7 +126,7 @@ class EnclaveWorld:
         return RunSpec(
             run_id=run_id,
             benchmark_id="brats",
-            metrics_version="brats-2023-gli/1",
+            metrics_version=pin or str(pin_of(ds.contract)),
             dataset=AssetLocation(
                 asset_id=ds.asset_id,
                 uri=f"gs://{self.hospital.bucket}/{ds.prefix}",
@@ -269,7 +273,7 @@ def _authorize(world: EnclaveWorld, pairs: list[tuple[str, str]]) -> None:
                 workloads=workloads,
                 include_data=include_data,
                 issuer_uri=ep.issuer + "/",
-                metrics_versions=frozenset({"brats-2023-gli/1"}),
+                metrics_versions=ENCLAVE_PINS,
                 endpoints=ep.service_endpoints(),
             )
         )
@@ -282,6 +286,9 @@ ENCLAVE_DATASETS = {
     "few": (range(20, 23), LARGER),
     "many": (range(30, 42), LARGER),
 }
+#: The plug-in pins the owners approve: each dataset's grid and the full-size benchmark's.
+ENCLAVE_PINS = frozenset({"brats-2023-gli/1", *(
+    f"brats-2023-gli/1-{'x'.join(map(str, c.shape))}" for _, c in ENCLAVE_DATASETS.values())})
 ENCLAVE_PAIRS = [("small", "tiny"), ("few", "tiny"), ("many", "tiny")]
 
 

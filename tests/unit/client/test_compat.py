@@ -18,6 +18,7 @@ import pytest
 from sealbench.benchmarks.brats import Case, InferenceError
 from sealbench.benchmarks.brats.definition import load_definition, load_model_bytes
 from sealbench.client.compat import (
+    CompatReport,
     ModelUnderTest,
     demo_variant,
     run_checks,
@@ -34,12 +35,30 @@ def _benchmark(**override: Any) -> BenchmarkPublic:
         "id": 7, "owner_id": 1, "name": "brats", "version": "1", "description": "",
         "data_contract": definition.contract.model_dump(mode="json"),
         "metrics_spec": definition.metrics.model_dump(mode="json"),
-        "metrics_version": "brats-2023-gli/1", "image_reference": "x",
+        "metrics_version": "brats-2023-gli/1", "plugin_name": "brats-2023-gli",
+        "plugin_version": "1", "image_reference": "x",
         "image_digest": "sha256:" + "1" * 64, "reference_model_id": None, "state": "approved",
         "approved_by_id": None, "approved_at": None, "created_at": NOW, "updated_at": NOW,
     }
     fields.update(override)
     return BenchmarkPublic(**fields)
+
+
+def _small_checks(benchmark: BenchmarkPublic, *args: Any, **kwargs: Any) -> CompatReport:
+    """:func:`run_checks` of the small demo data, under the benchmark's small variant."""
+    small = demo_variant(_benchmark(), "small").benchmark
+    return run_checks(benchmark, *args, variant=small, **kwargs)
+
+
+def test_small_demo_data_refused_under_the_full_size_pin_itself(
+    prepared: Path, reference: ModelUnderTest
+) -> None:
+    """Checked under the benchmark's own pin (no variant), small cases fail the data contract
+    naming both grids, as the enclave refuses them."""
+    report = run_checks(_benchmark(), reference, prepared, data_label="demo")
+    data = next(c for c in report.checks if c.name == "data contract")
+    assert data.status == "fail" and "grid 64x64x48" in data.detail
+    assert "brats-2023-gli/1-64x64x48" in data.detail
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +100,7 @@ def _statuses(report: Any) -> dict[str, str]:
 def test_perfect_segmenter_scores_dice_one_with_the_enclave_metrics(
     prepared: Path, reference: ModelUnderTest
 ) -> None:
-    report = run_checks(_benchmark(), reference, prepared, data_label="demo",
+    report = _small_checks(_benchmark(), reference, prepared, data_label="demo",
                         runner_factory=_factory("truth"))
     assert report.passed, report.checks
     assert report.summary is not None and report.summary.n_cases == 2
@@ -92,7 +111,7 @@ def test_perfect_segmenter_scores_dice_one_with_the_enclave_metrics(
 def test_crashing_inference_fails_inference_and_metrics(
     prepared: Path, reference: ModelUnderTest
 ) -> None:
-    report = run_checks(_benchmark(), reference, prepared, data_label="demo",
+    report = _small_checks(_benchmark(), reference, prepared, data_label="demo",
                         runner_factory=_factory("crash"))
     statuses = _statuses(report)
     assert statuses["inference"] == "fail" and statuses["metrics"] == "fail"
@@ -104,7 +123,7 @@ def test_crashing_inference_fails_inference_and_metrics(
 def test_prediction_on_another_grid_cannot_be_scored(
     prepared: Path, reference: ModelUnderTest
 ) -> None:
-    report = run_checks(_benchmark(), reference, prepared, data_label="demo",
+    report = _small_checks(_benchmark(), reference, prepared, data_label="demo",
                         runner_factory=_factory("wrong-shape"))
     statuses = _statuses(report)
     assert statuses["inference"] == "pass" and statuses["metrics"] == "fail"
@@ -116,7 +135,7 @@ def test_slow_model_fails_the_time_check_estimated_at_the_full_grid(
 ) -> None:
     ticks: Iterator[float] = iter(np.arange(0.0, 100.0, 0.5))  # 0.5 s per case measured
     scale = demo_variant(_benchmark(), "small").cost_scale
-    report = run_checks(_benchmark(), reference, prepared, data_label="demo",
+    report = _small_checks(_benchmark(), reference, prepared, data_label="demo",
                         runner_factory=_factory("truth"), clock=lambda: float(next(ticks)),
                         max_seconds_per_case=10.0, cost_scale=scale)
     timing = next(c for c in report.checks if c.name == "time per case")
@@ -128,7 +147,7 @@ def test_slow_model_fails_the_time_check_estimated_at_the_full_grid(
 def test_unknown_metrics_version_fails_and_skips_everything_else(
     prepared: Path, reference: ModelUnderTest
 ) -> None:
-    report = run_checks(_benchmark(metrics_version="brats-2030/9"), reference, prepared,
+    report = _small_checks(_benchmark(metrics_version="brats-2030/9"), reference, prepared,
                         data_label="demo")
     statuses = _statuses(report)
     assert statuses["benchmark"] == "fail"
@@ -141,7 +160,7 @@ def test_registered_contract_that_differs_from_the_enforced_one_is_flagged(
 ) -> None:
     other = load_definition().contract.model_dump(mode="json")
     other["spacing_mm"] = [2.0, 2.0, 2.0]
-    report = run_checks(_benchmark(data_contract=other), reference, prepared,
+    report = _small_checks(_benchmark(data_contract=other), reference, prepared,
                         data_label="demo", runner_factory=_factory("truth"))
     bench = next(c for c in report.checks if c.name == "benchmark")
     assert bench.status == "fail" and "data contract" in bench.detail
@@ -151,12 +170,14 @@ def test_registered_contract_that_differs_from_the_enforced_one_is_flagged(
 def test_dataset_prepared_under_another_contract_is_refused_as_the_enclave_would(
     tmp_path: Path, reference: ModelUnderTest
 ) -> None:
-    from sealbench.benchmarks.brats import BRATS_2023_GLI
-    from sealbench.benchmarks.brats.plugin import BratsBenchmark
+    from sealbench.benchmarks.brats import BRATS_2023_GLI, prepare_dataset
+    from sealbench.benchmarks.brats.synthetic import case_id_for, generate_case, write_case
 
     foreign = BRATS_2023_GLI.model_copy(update={"spacing_mm": (1.0, 1.0, 2.0)}).with_shape(
-        (32, 32, 24))
-    prepared = write_demo_dataset(tmp_path, BratsBenchmark(foreign), 1)
+        (32, 32, 24))  # a contract no pin names
+    write_case(generate_case(1, foreign.shape, foreign), tmp_path / "raw", case_id_for(1), foreign)
+    prepared = tmp_path / "prepared"
+    prepare_dataset(tmp_path / "raw", prepared, foreign)
     report = run_checks(_benchmark(), reference, prepared, data_label="theirs")
     data = next(c for c in report.checks if c.name == "data contract")
     assert data.status == "fail" and "another contract" in data.detail
@@ -166,7 +187,7 @@ def test_dataset_prepared_under_another_contract_is_refused_as_the_enclave_would
 def test_model_digest_differing_from_the_registry_fails(prepared: Path) -> None:
     data = load_model_bytes(load_definition().reference_model)
     model = ModelUnderTest("mine", data, registry_id=3, registered_digest="sha256:" + "0" * 64)
-    report = run_checks(_benchmark(), model, prepared, data_label="demo",
+    report = _small_checks(_benchmark(), model, prepared, data_label="demo",
                         runner_factory=_factory("truth"))
     digest = next(c for c in report.checks if c.name == "model digest")
     assert digest.status == "fail" and "registry model 3" in digest.detail

@@ -31,6 +31,8 @@ from sealbench.mocktee.verifier import WorkloadLaunch, build_claims
 
 SMALL_SHAPE = (32, 32, 24)
 SMALL = BRATS_2023_GLI.with_shape(SMALL_SHAPE)
+#: The plug-in pin of that grid (the grid is part of the pin the owners approve).
+SMALL_PIN = "brats-2023-gli/1-32x32x24"
 IMAGE = sha256_digest(b"unit-test evaluation image")
 DATA_KEY = "projects/hospital/locations/global/keyRings/r/cryptoKeys/data"
 MODEL_KEY = "projects/modelco/locations/global/keyRings/r/cryptoKeys/model"
@@ -202,7 +204,7 @@ def build_world(
     spec = RunSpec(
         run_id="run-1",
         benchmark_id="brats",
-        metrics_version="brats-2023-gli/1",
+        metrics_version=SMALL_PIN,
         dataset=AssetLocation(
             asset_id="ds-1",
             uri=f"file://{data_bucket.root}",

@@ -86,8 +86,11 @@ def test_dataset_prepared_under_another_label_map_rejected() -> None:
     with pytest.raises(CaseError, match="label_map"):
         plugin.open_dataset(doc)
     small = BRATS_2023_GLI.with_shape((32, 32, 24))
-    ok = json.dumps({"contract": small.model_dump(mode="json")}).encode()
-    assert plugin.open_dataset(ok).contract == small  # type: ignore[attr-defined]
+    off_grid = json.dumps({"contract": small.model_dump(mode="json")}).encode()
+    with pytest.raises(CaseError, match="grid 32x32x24"):  # the grid is the pin's
+        plugin.open_dataset(off_grid)
+    pinned = benchmark_for("brats-2023-gli/1-32x32x24")
+    assert pinned.open_dataset(off_grid).contract == small  # type: ignore[attr-defined]
 
 
 def test_unknown_benchmark_plugin_stops_before_keys(world: Any) -> None:

@@ -292,7 +292,8 @@ def benchmark_body(name: str = "brats", version: str = "1") -> dict[str, Any]:
         "name": name,
         "version": version,
         "description": "glioma segmentation",
-        "data_contract": {"modalities": ["t1", "t2"], "shape": [128, 128, 128]},
+        "data_contract": {"modalities": ["t1", "t2"], "shape": [240, 240, 155],
+                          "spacing_mm": [1.0, 1.0, 1.0]},  # the pin's grid
         "metrics_spec": {"dice": {"labels": [1, 2, 3]}},
         "metrics_version": "brats-2023-gli/1",
         "image_reference": "registry.test/sealbench/eval",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 FULL = {"shape": [240, 240, 155], "spacing_mm": [1.0, 1.0, 1.0]}
@@ -14,8 +15,19 @@ SMALL = {"shape": [64, 64, 48], "spacing_mm": [1.0, 1.0, 1.0]}
 _names = itertools.count()
 
 
+#: The plug-in pin of each grid (the grid is part of the pin); another contract pins a plug-in
+#: the registry does not have, whose grid it cannot check at creation.
+PINS = {"240x240x155": "brats-2023-gli/1", "64x64x48": "brats-2023-gli/1-64x64x48"}
+
+
+def _pin(contract: dict[str, Any]) -> str:
+    shape = contract.get("shape")
+    key = "x".join(map(str, shape)) if isinstance(shape, list) else ""
+    return PINS.get(key, "not-installed/1")
+
+
 def _benchmark(client: TestClient, world: Any, h: Any, contract: dict[str, Any]) -> int:
-    body = {**h.benchmark_body(name=f"grid-{next(_names)}"),
+    body = {**h.benchmark_body(name=f"grid-{next(_names)}"), "metrics_version": _pin(contract),
             "data_contract": {"modalities": ["t1n", "t1c", "t2w", "t2f"], **contract}}
     bid = h.ok(client.post("/api/v1/benchmarks", json=body, headers=world.bench_owner.headers),
                201)["id"]
@@ -98,3 +110,21 @@ def test_unreadable_benchmark_grid_refuses_rather_than_accepts(
     refused = _register(client, world, h, "any", {"grid": SMALL}, broken)
     assert refused.status_code == 422
     assert "cannot read" in refused.json()["message"]
+
+
+@pytest.mark.parametrize(("pin", "contract", "declared"), [
+    ("brats-2023-gli/1", SMALL, "64x64x48 at 1.0x1.0x1.0 mm"),
+    ("brats-2023-gli/1-64x64x48", FULL, "240x240x155 at 1.0x1.0x1.0 mm"),
+    ("brats-2023-gli/1", {"shape": [240, 240, 155]}, "240x240x155"),  # spacing left out
+])
+def test_benchmark_whose_pin_fixes_another_grid_is_refused(
+        client: TestClient, world: Any, h: Any, pin: str, contract: dict[str, Any],
+        declared: str) -> None:
+    body = {**h.benchmark_body(name=f"grid-{next(_names)}"), "metrics_version": pin,
+            "data_contract": {"modalities": ["t1n", "t1c", "t2w", "t2f"], **contract}}
+    refused = client.post("/api/v1/benchmarks", json=body, headers=world.bench_owner.headers)
+    assert refused.status_code == 422, refused.text
+    detail = refused.json()["message"]
+    assert pin in detail and f"declares {declared};" in detail
+    listed = h.ok(client.get("/api/v1/benchmarks", headers=world.bench_owner.headers))
+    assert body["name"] not in {b["name"] for b in listed["items"]}
