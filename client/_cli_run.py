@@ -410,6 +410,13 @@ def result_open(
     signed = f"signed by {opened.claims.iss}, " if profile_signed(s.profile) else ""
     out().print(f"attestation: {signed}image {opened.claims.image_digest[:19]}"
                 "…, binds this summary and sealed result")
+    held = opened.summary.withheld
+    if held is not None:
+        why = (f"{held.n_cases} case(s), the benchmark's minimum is {held.minimum}"
+               if held.rule == "cases" else "a histogram bin under the plug-in's minimum")
+        out().print(f"public summary withheld by the enclave (small-cell rule: {why}): "
+                    "submitting it files a withheld result, never ranked; the per-case results "
+                    "below are yours")
     shown = opened.benchmark.presentation
     table(
         "per-case results (private to you)",
