@@ -188,3 +188,22 @@ def test_run_past_its_timeout_is_killed_and_reported(enclave_world: Any) -> None
         with pytest.raises(LaunchError, match="did not finish"):  # reaped once, reported again
             workload.wait()
     assert "result.token" not in enclave_world.result_objects(spec)
+
+
+def test_small_dataset_run_under_the_full_size_pin_is_refused(enclave_world: Any) -> None:
+    """The owners approve the full-size pin too, so the keys are released; the enclave, bound
+    to brats-2023-gli/1 by the attested run spec, refuses the 32x32x24 dataset before any
+    case, uploads no result, and the failure record says why."""
+    from sealbench.enclave.errors import AssetRejected
+
+    world = enclave_world
+    spec = world.spec("small", "tiny", pin="brats-2023-gli/1")
+    with pytest.raises(EnclaveRunFailed) as info:
+        world.launcher().launch(spec, timeout=600)
+    assert info.value.exit_code == 15 and info.value.error_class is AssetRejected
+    assert world.result_objects(spec) == [FAILURE_OBJECT, WRITE_CHECK_OBJECT]
+    store = world.owner_store(world.hospital)
+    record = FailureRecord.from_bytes(
+        store.get_bytes(f"results/{spec.run_id}/{FAILURE_OBJECT}", 1 << 20)
+    )
+    assert "grid 32x32x24" in record.reason and "brats-2023-gli/1-32x32x24" in record.reason
