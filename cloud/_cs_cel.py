@@ -36,7 +36,9 @@ from typing import Final, assert_never
 
 from sealbench.cloud._cs_claims import (
     CONFIDENTIAL_HWMODELS,
+    EXPERIMENTAL_SUPPORT_ATTRIBUTE,
     REQUIRED_DBGSTAT,
+    REQUIRED_GPU_CC_MODE,
     REQUIRED_SUPPORT_ATTRIBUTE,
     REQUIRED_SWNAME,
 )
@@ -152,11 +154,17 @@ def _clause(entry: OperatorInput, ctx: ConditionContext) -> str | None:
     if rule is Rule.SECURE_BOOT:
         return "assertion.secboot == true"
     if rule is Rule.PRODUCTION_IMAGE:
+        support = "assertion.submods.confidential_space.support_attributes"
+        stable = f"{_literal(REQUIRED_SUPPORT_ATTRIBUTE)} in {support}"
+        if ctx.accept_experimental_gpu:
+            stable = (
+                f"({stable} || ({_literal(EXPERIMENTAL_SUPPORT_ATTRIBUTE)} in {support}"
+                f" && assertion.submods.nvidia_gpu.cc_mode == {_literal(REQUIRED_GPU_CC_MODE)}))"
+            )
         return (
             f"assertion.swname == {_literal(REQUIRED_SWNAME)}"
             f" && assertion.dbgstat == {_literal(REQUIRED_DBGSTAT)}"
-            f" && {_literal(REQUIRED_SUPPORT_ATTRIBUTE)}"
-            " in assertion.submods.confidential_space.support_attributes"
+            f" && {stable}"
         )
     assert_never(rule)
 

@@ -19,7 +19,9 @@ from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, fi
 __all__ = [
     "CONFIDENTIAL_HWMODELS",
     "CONFIDENTIAL_SPACE_ISSUER",
+    "EXPERIMENTAL_SUPPORT_ATTRIBUTE",
     "REQUIRED_DBGSTAT",
+    "REQUIRED_GPU_CC_MODE",
     "REQUIRED_SUPPORT_ATTRIBUTE",
     "REQUIRED_SWNAME",
     "STS_AUDIENCE",
@@ -39,6 +41,10 @@ STS_AUDIENCE: Final = "https://sts.googleapis.com"
 REQUIRED_SWNAME: Final = "CONFIDENTIAL_SPACE"
 REQUIRED_DBGSTAT: Final = "disabled-since-boot"
 REQUIRED_SUPPORT_ATTRIBUTE: Final = "STABLE"
+#: Preview images (the confidential-GPU family) carry only this; accepted per benchmark opt-in,
+#: and then only with the GPU in confidential-computing mode (``submods.nvidia_gpu.cc_mode``).
+EXPERIMENTAL_SUPPORT_ATTRIBUTE: Final = "EXPERIMENTAL"
+REQUIRED_GPU_CC_MODE: Final = "ON"
 #: ``hwmodel`` values of confidential hardware that Confidential Space runs on (AMD SEV and
 #: SEV-SNP, Intel TDX). ``GCP_SHIELDED_VM`` (no memory encryption) and anything unknown are
 #: refused; ``GCP_AMD_SEV_ES`` is left out because Confidential Space does not offer it.

@@ -32,7 +32,9 @@ from sealbench.cloud._cs_cel import (
 from sealbench.cloud._cs_claims import (
     CONFIDENTIAL_HWMODELS,
     CONFIDENTIAL_SPACE_ISSUER,
+    EXPERIMENTAL_SUPPORT_ATTRIBUTE,
     REQUIRED_DBGSTAT,
+    REQUIRED_GPU_CC_MODE,
     REQUIRED_SUPPORT_ATTRIBUTE,
     REQUIRED_SWNAME,
     STS_AUDIENCE,
@@ -132,7 +134,9 @@ class AttestationPolicy:
     - ``hwmodel`` in :data:`CONFIDENTIAL_HWMODELS` (memory encrypted by the CPU, not a shielded
       VM whose host can read it) and ``secboot`` true (the measured boot chain was verified);
     - ``"STABLE"`` in ``submods.confidential_space.support_attributes`` (absent, as on debug
-      images, is a violation);
+      images, is a violation); with ``accept_experimental_gpu`` (a benchmark's explicit opt-in)
+      an ``"EXPERIMENTAL"`` preview image instead, only with ``submods.nvidia_gpu.cc_mode ==
+      "ON"`` (the confidential GPU images);
     - ``submods.container.image_digest`` in ``allowed_image_digests``;
     - no ``cmd_override`` (``null`` or empty);
     - ``env_override`` holds every key of ``expected_env_overrides`` with exactly that value.
@@ -148,6 +152,7 @@ class AttestationPolicy:
     expected_env_overrides: Mapping[str, str] = field(default_factory=dict)
     expected_nonce: str | None = None
     allowed_extra_env_overrides: frozenset[str] = frozenset()
+    accept_experimental_gpu: bool = False
 
     def __post_init__(self) -> None:
         if not self.allowed_image_digests:
@@ -183,7 +188,16 @@ class AttestationPolicy:
             raise PolicyViolationError("secboot", "true", show_claim(claims.secboot))
         space = claims.submods.confidential_space
         support = None if space is None else space.support_attributes
-        if support is None or REQUIRED_SUPPORT_ATTRIBUTE not in support:
+        gpu = claims.submods.nvidia_gpu
+        if (self.accept_experimental_gpu and support is not None
+                and EXPERIMENTAL_SUPPORT_ATTRIBUTE in support
+                and REQUIRED_SUPPORT_ATTRIBUTE not in support):
+            if gpu is None or gpu.cc_mode != REQUIRED_GPU_CC_MODE:
+                raise PolicyViolationError(
+                    "submods.nvidia_gpu.cc_mode", repr(REQUIRED_GPU_CC_MODE),
+                    "absent" if gpu is None else show_claim(gpu.cc_mode),
+                )
+        elif support is None or REQUIRED_SUPPORT_ATTRIBUTE not in support:
             raise PolicyViolationError(
                 "submods.confidential_space.support_attributes",
                 f"a list containing {REQUIRED_SUPPORT_ATTRIBUTE!r}",

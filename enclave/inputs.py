@@ -208,6 +208,9 @@ class ConditionContext:
     metrics_versions: frozenset[str]
     include_data: bool
     endpoints: ServiceEndpoints | None = None
+    #: A benchmark's explicit opt-in (issue 18): besides STABLE images, accept a preview image
+    #: (``EXPERIMENTAL``) only when its GPU attests confidential-computing mode ON.
+    accept_experimental_gpu: bool = False
 
 
 class TokenDestinationError(ValueError):

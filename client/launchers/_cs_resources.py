@@ -41,6 +41,12 @@ CS_IMAGE_FAMILY: Final = (
     "projects/confidential-space-images/global/images/family/confidential-space"
 )
 CS_DEBUG_IMAGE_FAMILY: Final = CS_IMAGE_FAMILY + "-debug"
+#: Confidential GPU images (preview; their tokens carry support_attributes ["EXPERIMENTAL"]).
+CS_GPU_IMAGE_FAMILY: Final = CS_IMAGE_FAMILY + "-preview-cgpu"
+CS_GPU_DEBUG_IMAGE_FAMILY: Final = CS_IMAGE_FAMILY + "-debug-preview-cgpu"
+#: ``--accelerator`` name -> (machine type, GPU count): H100 in confidential-computing mode runs
+#: only on TDX A3 machines, TERMINATE on maintenance, SPOT (or FLEX_START) provisioning.
+GPU_MACHINES: Final = {"nvidia-h100-80gb": ("a3-highgpu-1g", 1)}
 CLOUD_PLATFORM_SCOPE: Final = "https://www.googleapis.com/auth/cloud-platform"
 _MACHINES: Final = {"SEV": ("n2d-standard-2", "MIGRATE"), "TDX": ("c3-standard-4", "TERMINATE")}
 _DIGEST_REFERENCE = re.compile(
@@ -143,9 +149,26 @@ class VmSettings:
     external_ip: bool = True
     disk_size_gb: int = 30
     instance_prefix: str = "sealbench-eval"
+    accelerator: str | None = None
 
     def __post_init__(self) -> None:
         image_digest_of(self.image_reference)
+        if self.accelerator is not None:
+            if self.accelerator not in GPU_MACHINES:
+                raise ConfidentialSpaceError(
+                    f"unknown accelerator {self.accelerator!r}",
+                    hint=f"use one of {', '.join(sorted(GPU_MACHINES))}",
+                )
+            if self.tee != "TDX":
+                raise ConfidentialSpaceError(
+                    f"confidential GPUs run on TDX machines, not {self.tee}", hint="add --tdx"
+                )
+            expected = GPU_MACHINES[self.accelerator][0]
+            if self.machine_type not in (None, expected):
+                raise ConfidentialSpaceError(
+                    f"{self.accelerator} needs machine type {expected}, not {self.machine_type}",
+                    hint="leave the machine type to the accelerator",
+                )
         if self.tee not in _MACHINES:
             raise ConfidentialSpaceError(
                 f"unknown TEE type {self.tee!r}", hint="use SEV (AMD) or TDX (Intel)"
@@ -175,12 +198,25 @@ def instance_resource(
         ("tee-restart-policy", "Never"),
         ("tee-container-log-redirect", settings.log_redirect),
     ]
+    family = CS_DEBUG_IMAGE_FAMILY if settings.debug else CS_IMAGE_FAMILY
+    gpus: list[compute_v1.AcceleratorConfig] = []
+    if settings.accelerator is not None:
+        machine_type, count = GPU_MACHINES[settings.accelerator]
+        family = CS_GPU_DEBUG_IMAGE_FAMILY if settings.debug else CS_GPU_IMAGE_FAMILY
+        fixed.append(("tee-install-gpu-driver", "true"))
+        gpus = [compute_v1.AcceleratorConfig(
+            accelerator_type=f"zones/{settings.zone}/acceleratorTypes/{settings.accelerator}",
+            accelerator_count=count)]
+        maintenance = "TERMINATE"
     clash = sorted({key for key, _ in fixed} & set(launch_metadata))
     if clash:
         raise ValueError(f"the run spec's launch metadata may not set {clash}")
     metadata = [*fixed, *sorted(launch_metadata.items())]
     if settings.tee == "SEV" and not machine_type.startswith("n2d-"):
         maintenance = "TERMINATE"  # live migration exists only for SEV on N2D
+    scheduling = compute_v1.Scheduling(on_host_maintenance=maintenance)
+    if gpus:
+        scheduling.provisioning_model = "SPOT"
     access = [compute_v1.AccessConfig(name="External NAT", type_="ONE_TO_ONE_NAT")]
     return compute_v1.Instance(
         name=name,
@@ -189,13 +225,14 @@ def instance_resource(
             confidential_instance_type=settings.tee
         ),
         shielded_instance_config=compute_v1.ShieldedInstanceConfig(enable_secure_boot=True),
-        scheduling=compute_v1.Scheduling(on_host_maintenance=maintenance),
+        scheduling=scheduling,
+        guest_accelerators=gpus,
         disks=[
             compute_v1.AttachedDisk(
                 boot=True,
                 auto_delete=True,
                 initialize_params=compute_v1.AttachedDiskInitializeParams(
-                    source_image=CS_DEBUG_IMAGE_FAMILY if settings.debug else CS_IMAGE_FAMILY,
+                    source_image=family,
                     disk_size_gb=settings.disk_size_gb,
                 ),
             )

@@ -1,0 +1,153 @@
+"""Confidential GPUs (issue 18): the Compute request ``--accelerator nvidia-h100-80gb`` builds,
+and the key-release rule for GPU preview images. GPU images attest ``support_attributes:
+["EXPERIMENTAL"]``, which the STABLE rule refuses; a benchmark's explicit opt-in accepts them
+only with ``submods.nvidia_gpu.cc_mode == 'ON'``, both in the CEL condition Google (and the mock
+STS, with the same cel-python) evaluates and in the policy that verifies result tokens.
+
+No GPU machine was available: nothing here ran on an H100."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from google.cloud import compute_v1
+
+from sealbench.client.launchers.confidential_space import (
+    ConfidentialSpaceError,
+    VmSettings,
+    instance_resource,
+)
+from sealbench.cloud import confidential_space as cs
+from sealbench.crypto.errors import PolicyViolationError
+from sealbench.enclave.inputs import ConditionContext
+from tests.unit.cloud.test_confidential_space import (
+    POLICY,
+    jwks,
+    production_payload,
+    sign,
+    signing_key,
+    verify,
+)
+from tests.unit.enclave.test_operator_inputs import IMAGE, METRICS, _claims, _released
+
+__all__ = ["jwks", "signing_key"]  # the fixtures, re-used
+
+REF = "europe-docker.pkg.dev/p/r/eval@sha256:" + "a" * 64
+
+
+def _settings(**changes: Any) -> VmSettings:
+    base: dict[str, Any] = {"project": "hospital", "zone": "us-central1-a",
+                            "service_account": "runner@hospital.iam.gserviceaccount.com",
+                            "image_reference": REF, "tee": "TDX",
+                            "accelerator": "nvidia-h100-80gb"}
+    return VmSettings(**{**base, **changes})
+
+
+def _rest(instance: compute_v1.Instance) -> dict[str, Any]:
+    """The JSON body the REST client sends to Compute's instances.insert."""
+    import json
+
+    body: dict[str, Any] = json.loads(compute_v1.Instance.to_json(instance))
+    return body
+
+
+def test_gpu_request_is_a_confidential_h100_vm_on_the_preview_image() -> None:
+    body = _rest(instance_resource(_settings(), "sealbench-eval-1", {"tee-env-X": "1"}))
+    assert body["machineType"] == "zones/us-central1-a/machineTypes/a3-highgpu-1g"
+    assert body["guestAccelerators"] == [{
+        "acceleratorType": "zones/us-central1-a/acceleratorTypes/nvidia-h100-80gb",
+        "acceleratorCount": 1}]
+    assert body["confidentialInstanceConfig"] == {"confidentialInstanceType": "TDX"}
+    assert body["scheduling"]["onHostMaintenance"] == "TERMINATE"
+    assert body["scheduling"]["provisioningModel"] == "SPOT"
+    disk = body["disks"][0]["initializeParams"]["sourceImage"]
+    assert disk == ("projects/confidential-space-images/global/images/family/"
+                    "confidential-space-preview-cgpu")
+    items = {i["key"]: i["value"] for i in body["metadata"]["items"]}
+    assert items["tee-install-gpu-driver"] == "true" and items["tee-image-reference"] == REF
+    debug = _rest(instance_resource(_settings(debug=True), "sealbench-eval-1", {}))
+    assert debug["disks"][0]["initializeParams"]["sourceImage"].endswith(
+        "/confidential-space-debug-preview-cgpu")
+
+
+def test_cpu_request_unchanged_without_accelerator() -> None:
+    body = _rest(instance_resource(_settings(accelerator=None), "sealbench-eval-1", {}))
+    assert not body.get("guestAccelerators") and not body["scheduling"].get("provisioningModel")
+    assert body["machineType"].endswith("/c3-standard-4")
+    assert body["disks"][0]["initializeParams"]["sourceImage"].endswith("/confidential-space")
+    items = {i["key"] for i in body["metadata"]["items"]}
+    assert "tee-install-gpu-driver" not in items
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"tee": "SEV"}, "run on TDX machines"),
+    ({"accelerator": "nvidia-a100"}, "unknown accelerator"),
+    ({"machine_type": "c3-standard-4"}, "needs machine type a3-highgpu-1g"),
+])
+def test_impossible_gpu_settings_refused(changes: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfidentialSpaceError, match=message):
+        _settings(**changes)
+
+
+def test_the_run_spec_cannot_switch_the_gpu_driver_metadata() -> None:
+    with pytest.raises(ValueError, match="tee-install-gpu-driver"):
+        instance_resource(_settings(), "n", {"tee-install-gpu-driver": "false"})
+
+
+# -- key release ------------------------------------------------------------------------------
+
+
+def _gpu_claims(cc_mode: str | None, support: list[str] | None = None) -> dict[str, Any]:
+    claims = copy.deepcopy(_claims(None))
+    claims["submods"]["confidential_space"]["support_attributes"] = support or ["EXPERIMENTAL"]
+    if cc_mode is not None:
+        claims["submods"]["nvidia_gpu"] = {"cc_mode": cc_mode}
+    return claims
+
+
+def _ctx(opt_in: bool) -> ConditionContext:
+    return ConditionContext(frozenset({IMAGE}), frozenset({METRICS}), True,
+                            accept_experimental_gpu=opt_in)
+
+
+def test_stable_rule_refuses_a_gpu_image_without_the_opt_in() -> None:
+    assert _released(_claims(None), _ctx(False))
+    assert not _released(_gpu_claims("ON"), _ctx(False))
+
+
+def test_opt_in_releases_to_a_gpu_image_only_in_cc_mode_on() -> None:
+    assert _released(_gpu_claims("ON"), _ctx(True))
+    assert _released(_claims(None), _ctx(True))  # CPU runs of the benchmark still work
+    for mode in ("OFF", "DEVTOOLS", "on"):
+        assert not _released(_gpu_claims(mode), _ctx(True)), mode
+    assert not _released(_gpu_claims(None), _ctx(True))  # no GPU claim at all
+    # a debug image (no support attributes, dbgstat enabled) stays refused
+    debug = _gpu_claims("ON")
+    debug["dbgstat"] = "enabled"
+    assert not _released(debug, _ctx(True))
+
+
+def _gpu_payload(cc_mode: str | None) -> dict[str, Any]:
+    payload = production_payload()
+    payload["submods"]["confidential_space"]["support_attributes"] = ["EXPERIMENTAL"]
+    if cc_mode is not None:
+        payload["submods"]["nvidia_gpu"] = {"cc_mode": cc_mode}
+    return payload
+
+
+def test_result_token_policy_follows_the_same_rule(signing_key: Any, jwks: Any) -> None:
+    opted = cs.AttestationPolicy(
+        allowed_image_digests=POLICY.allowed_image_digests,
+        expected_env_overrides=POLICY.expected_env_overrides,
+        expected_nonce=POLICY.expected_nonce, accept_experimental_gpu=True)
+    on = verify(sign(signing_key, _gpu_payload("ON")), jwks)
+    with pytest.raises(PolicyViolationError, match="support_attributes"):
+        POLICY.check(on)
+    opted.check(on)
+    opted.check(verify(sign(signing_key, production_payload()), jwks))
+    for mode in ("OFF", "DEVTOOLS", None):
+        claims = verify(sign(signing_key, _gpu_payload(mode)), jwks)
+        with pytest.raises(PolicyViolationError, match=r"nvidia_gpu\.cc_mode"):
+            opted.check(claims)
