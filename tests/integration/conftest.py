@@ -256,7 +256,7 @@ class DockerWorld:
         return RunSpec(
             run_id=run_id,
             benchmark_id="brats",
-            metrics_version="brats-2023-gli/1",
+            metrics_version="brats-2023-gli/1-32x32x24",
             dataset=AssetLocation(
                 asset_id="ds-docker",
                 uri=f"gs://{self.hospital.bucket}/datasets/docker/",
@@ -318,7 +318,7 @@ class DockerWorld:
                     workloads=frozenset({workload}),
                     include_data=include_data,
                     issuer_uri=ep.issuer + "/",
-                    metrics_versions=frozenset({"brats-2023-gli/1"}),
+                    metrics_versions=frozenset({"brats-2023-gli/1-32x32x24"}),
                     endpoints=ep.service_endpoints(),
                 )
             )

@@ -84,7 +84,7 @@ class World:
         return RunSpec(
             run_id=run_id,
             benchmark_id="brats",
-            metrics_version="brats-2023-gli/1",
+            metrics_version="brats-2023-gli/1-32x32x24",
             dataset=AssetLocation(
                 asset_id="ds-small",
                 uri=f"gs://{self.hospital.bucket}/datasets/small/",
@@ -179,7 +179,7 @@ def _authorize(world: World, image_digest: str) -> None:
                 workloads=frozenset({workload}),
                 include_data=include_data,
                 issuer_uri=ep.issuer + "/",
-                metrics_versions=frozenset({"brats-2023-gli/1"}),
+                metrics_versions=frozenset({"brats-2023-gli/1-32x32x24"}),
                 endpoints=ep.service_endpoints(),
             )
         )
