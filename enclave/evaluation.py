@@ -12,7 +12,14 @@ Failure rules: a digest or authentication failure (tampered, swapped, substitute
 object) raises :class:`~sealbench.enclave.errors.AssetIntegrityError` and aborts the run; a case
 that authenticates but cannot be decoded, or whose inference fails, becomes a flagged
 :meth:`failure <sealbench.benchmarks.interface.Benchmark.failure>` of the benchmark plug-in,
-with its reason, and is penalised in the aggregates; nothing is skipped. How case files group
+with its reason, and is penalised in the aggregates; nothing is skipped.
+
+The data contract, grid included, is the pinned plug-in's (the pin is attested): a dataset
+whose ``dataset.json`` states another contract or grid (``brats-2023-gli/1`` is 240x240x155,
+``brats-2023-gli/1-64x64x48`` the small grid) is refused before any case is read
+(:class:`~sealbench.enclave.errors.AssetRejected`, the whole run), and a case whose volumes are
+on another grid than that contract's fails to load: a flagged failure with the shapes in its
+reason. How case files group
 and load, and how a case is scored, is the plug-in's (:mod:`sealbench.benchmarks.interface`).
 Error messages name objects by position ("case object 3/20"),
 never by case id.

@@ -130,7 +130,10 @@ OPERATOR_INPUTS: Final[tuple[OperatorInput, ...]] = (
          "is filed under (the scoring rules come from the pinned benchmark plug-in)"),
     _env(_METRICS_VERSION, _P, Rule.METRICS_VERSION, f"{_COND}; registry result policy",
          "selects the benchmark plug-in (<name>/<version>) among those installed in the "
-         "image: data contract, model runner, scoring, summary schema"),
+         "image: data contract, model runner, scoring, summary schema; the version names the "
+         "contract's variant, grid included (brats-2023-gli/1 is 240x240x155, "
+         "brats-2023-gli/1-64x64x48 the small grid), and the enclave refuses a dataset that "
+         "states another (the whole run) and each case on another grid (a flagged failure)"),
     _env("SEALBENCH_DATASET_ID", _I, None, "enclave (unwrap AAD)", _LABEL),
     _env("SEALBENCH_DATASET_URI", _I, None, "enclave (digest checks)", _WHERE),
     _env("SEALBENCH_DATASET_KMS_KEY", _I, None, "enclave (digest checks)", "which key unwraps "
