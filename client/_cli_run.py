@@ -237,6 +237,12 @@ def run(
     compute_endpoint: Annotated[
         str | None, typer.Option(help="confidential-space: Compute API endpoint")
     ] = None,
+    accelerator: Annotated[
+        str | None,
+        typer.Option(help="confidential-space: confidential GPU, nvidia-h100-80gb (an A3 TDX "
+                     "VM on the preview GPU image; keys only under a benchmark that accepts "
+                     "EXPERIMENTAL images)"),
+    ] = None,
     result_uri: Annotated[
         str | None,
         typer.Option(help="confidential-space: gs://bucket/prefix for results (no mock TEE)"),
@@ -258,7 +264,7 @@ def run(
     if dataset is None and not all_models:
         raise ConfigError("name --dataset ID (or --all-approved for each of your datasets)")
     cs = CsOptions(project, zone, service_account, image_reference, tdx, keep_vm, debug,
-                   compute_endpoint)
+                   compute_endpoint, accelerator)
     with session(profile) as s:
         pairs = runs.approved_pairs(s.client, benchmark, dataset, model)
         recipient = load_result_key(s.profile.secrets_dir)

@@ -93,6 +93,7 @@ class CsOptions:
     keep_vm: bool = False
     debug: bool = False
     compute_endpoint: str | None = None
+    accelerator: str | None = None
 
 
 def mock_launcher(endpoints: Any, *, debug: bool = False) -> Any:
@@ -199,9 +200,10 @@ def _cs_launcher(
             zone=zone,
             service_account=account,
             image_reference=reference,
-            tee="TDX" if cs.tdx else "SEV",
+            tee="TDX" if cs.tdx or cs.accelerator else "SEV",  # confidential GPUs: TDX only
             debug=debug or cs.debug,
             keep_vm=cs.keep_vm,
+            accelerator=cs.accelerator,
             credentials=credentials,
             api_endpoint=api_endpoint,
         )

@@ -78,6 +78,7 @@ def confidential_space_launcher(
     image_reference: str,
     tee: Literal["SEV", "TDX"],
     debug: bool,
+    accelerator: str | None = None,
     keep_vm: bool,
     credentials: Credentials | None,
     api_endpoint: str | None,
@@ -101,6 +102,7 @@ def confidential_space_launcher(
             tee=tee,
             debug=debug,
             keep_vm=keep_vm,
+            accelerator=accelerator,
         )
     except ConfidentialSpaceError as exc:
         raise LaunchSettingsError(str(exc), hint=exc.hint) from exc

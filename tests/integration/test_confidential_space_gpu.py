@@ -151,3 +151,23 @@ def test_result_token_policy_follows_the_same_rule(signing_key: Any, jwks: Any) 
         claims = verify(sign(signing_key, _gpu_payload(mode)), jwks)
         with pytest.raises(PolicyViolationError, match=r"nvidia_gpu\.cc_mode"):
             opted.check(claims)
+
+
+def test_launcher_selection_passes_the_accelerator() -> None:
+    """What ``run --tee confidential-space --accelerator nvidia-h100-80gb`` builds (the CLI picks
+    TDX for a GPU run; SEV is refused with a hint)."""
+    from sealbench.client.launchers.selection import (
+        LaunchSettingsError,
+        confidential_space_launcher,
+    )
+
+    common: dict[str, Any] = {
+        "project": "hospital", "zone": "us-central1-a",
+        "service_account": "runner@hospital.iam.gserviceaccount.com", "image_reference": REF,
+        "debug": False, "keep_vm": False, "credentials": None,
+        "api_endpoint": "http://127.0.0.1:9", "accelerator": "nvidia-h100-80gb"}
+    launcher = confidential_space_launcher(tee="TDX", **common)
+    settings = launcher.settings  # type: ignore[attr-defined]
+    assert settings.accelerator == "nvidia-h100-80gb" and settings.tee == "TDX"
+    with pytest.raises(LaunchSettingsError, match="TDX"):
+        confidential_space_launcher(tee="SEV", **common)
