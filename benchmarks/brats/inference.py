@@ -4,7 +4,9 @@
 checks it against the contract, z-scores the case's modalities inside the brain mask
 (idempotent, so prepared cases pass through unchanged), pads each axis to a multiple of
 ``size_divisor`` and runs either one whole-volume pass (when the padded volume has at most
-``max_whole_voxels`` voxels) or a sliding window with Gaussian importance weighting
+``max_whole_voxels`` voxels, 128³ by default: the small grids) or a sliding window (the full
+BraTS grid: 8 windows of 128³ at the default overlap 0.125; peak RSS 1.15 GiB instead of 2.05
+GiB for the whole volume, tests/perf/brats_memory_bench.py) with Gaussian importance weighting
 (sigma = 0.125 x ROI, weights clipped at 1e-3, last window flush with the border, as MONAI and
 nnU-Net do). The arg-max is then post-processed as the model declares in its ONNX metadata
 (:mod:`.postprocess`: small-component removal and ET->NETC relabelling; the standard default
@@ -89,8 +91,8 @@ class OnnxSegmenter:
 
     def __init__(self, model_bytes: bytes, contract: BratsContract, *,
                  mode: Literal["auto", "whole", "sliding"] = "auto",
-                 roi: Shape3 = (128, 128, 128), overlap: float = 0.5, size_divisor: int = 16,
-                 max_whole_voxels: int = 240 * 240 * 160,
+                 roi: Shape3 = (128, 128, 128), overlap: float = 0.125, size_divisor: int = 16,
+                 max_whole_voxels: int = 128 * 128 * 128,
                  postprocess: PostProcess | Literal["declared"] | None = "declared",
                  threads: int | None = None, providers: list[str] | None = None) -> None:
         self.report: ModelContractReport = check_model_contract(model_bytes, contract)
@@ -150,6 +152,13 @@ class OnnxSegmenter:
         total /= weight
         return total
 
+    def plan(self, shape: Shape3) -> Literal["whole", "sliding"]:
+        """Whether a case of ``shape`` runs as one whole-volume pass or a sliding window."""
+        if self._mode != "auto":
+            return self._mode
+        padded = [-(-n // self._divisor) * self._divisor for n in shape]
+        return "whole" if int(np.prod(padded)) <= self._max_whole else "sliding"
+
     def segment_raw(self, case: Case) -> npt.NDArray[np.uint8]:
         """Arg-max class indices of ``case`` (0 background, 1 NETC, 2 SNFH, 3 ET), before any
         post-processing."""
@@ -158,14 +167,12 @@ class OnnxSegmenter:
             raise InferenceError(f"case lacks modalities {missing}")
         image = normalise_modalities({m: case.modalities[m] for m in self._contract.modalities})
         shape = image.shape[1:]
+        whole = self.plan((shape[0], shape[1], shape[2])) == "whole"
         padded = [-(-n // self._divisor) * self._divisor for n in shape]
-        padded = [max(p, r) if self._mode == "sliding" else p
-                  for p, r in zip(padded, self._roi, strict=True)]
+        padded = [p if whole else max(p, r) for p, r in zip(padded, self._roi, strict=True)]
         pad = [(0, 0)] + [(0, p - n) for p, n in zip(padded, shape, strict=True)]
         x = np.pad(image, pad) if any(p for _, p in pad) else image
         del image
-        whole = self._mode == "whole" or (self._mode == "auto"
-                                          and int(np.prod(padded)) <= self._max_whole)
         scores = self._run(x) if whole else self._sliding(x)
         del x
         classes: npt.NDArray[np.uint8] = np.argmax(

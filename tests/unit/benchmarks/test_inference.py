@@ -79,3 +79,16 @@ def test_small_components_are_removed_and_large_kept() -> None:
     assert not out[15:17, 15:17, 15:17].any()
     assert np.array_equal(out[:10, :10, :10], classes[:10, :10, :10])
     assert np.array_equal(remove_small_components(classes.copy(), 0), classes)
+
+
+def test_full_grid_slides_and_small_grids_run_whole(make_model: Callable[..., bytes],
+                                                    small_contract: BratsContract) -> None:
+    from sealbench.benchmarks.brats import BRATS_2023_GLI
+
+    segmenter = OnnxSegmenter(make_model(), BRATS_2023_GLI, threads=1)
+    assert segmenter.plan(BRATS_2023_GLI.shape) == "sliding"  # bounded memory at full size
+    assert segmenter.plan(small_contract.shape) == "whole"
+    assert OnnxSegmenter(make_model(), BRATS_2023_GLI, threads=1,
+                         mode="whole").plan(BRATS_2023_GLI.shape) == "whole"
+    # The default windows on the padded full grid (240x240x160): two per axis.
+    assert len(sliding_windows((240, 240, 160), (128, 128, 128), 0.125)) == 8
