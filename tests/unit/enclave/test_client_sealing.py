@@ -96,7 +96,7 @@ def _result(world: Any) -> Any:
 def test_altered_summary_refused_by_the_owner(world: Any) -> None:
     store = _result(world)
     objects = download_result(store, "")
-    altered = objects.summary.replace(b'"n_failed":0', b'"n_failed":1')
+    altered = objects.summary.replace(b'"n_cases":3', b'"n_cases":4')  # published or withheld
     assert altered != objects.summary
     with pytest.raises(ResultVerificationError, match="nonce"):
         open_result(type(objects)(altered, objects.sealed, objects.token), world.recipient)
