@@ -99,6 +99,9 @@ def benchmark_show(
                       f"(by user {b.closed_by_id})")
     shape = b.data_contract.get("shape")
     console.print(f"data contract: modalities {b.data_contract.get('modalities')}, grid {shape}")
+    if b.accept_experimental:
+        console.print("accepts EXPERIMENTAL images: runs on confidential-GPU preview images "
+                      "(GPU cc_mode ON) are released keys besides STABLE ones")
 
 
 @benchmark_app.command("create")
@@ -132,6 +135,11 @@ def benchmark_create(
                            "model's pooled and per-site values (default: a model owner sees "
                            "only its own model's; 'benchmark publish-leaderboard' changes it)")
     ] = False,
+    accept_experimental: Annotated[
+        bool, typer.Option(help="also accept confidential-GPU preview images (EXPERIMENTAL, "
+                           "GPU cc_mode ON) for the benchmark's image; owners see it before "
+                           "approving")
+    ] = False,
     profile: ProfileOpt = None,
     json_out: JsonOpt = False,
 ) -> BenchmarkPublic:
@@ -142,7 +150,7 @@ def benchmark_create(
         workflows.load_benchmark_definition(definition, name=name, version=version),
         image=workflows.evaluation_image(tee, image_reference, image_digest),
         reference_model_id=reference_model,
-        leaderboard_published=publish_leaderboard,
+        leaderboard_published=publish_leaderboard, accept_experimental=accept_experimental,
     )
     with session(profile) as s:
         created = s.client.create_benchmark(body)

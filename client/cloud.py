@@ -184,6 +184,7 @@ class OwnerCloud(Protocol):
         include_data: bool,
         result_bucket: str | None = None,
         metrics_versions: frozenset[str] = frozenset(),
+        experimental_gpu_images: frozenset[str] = frozenset(),
     ) -> SyncReport: ...
 
 
@@ -341,6 +342,7 @@ class GcpOwnerCloud:
         include_data: bool,
         result_bucket: str | None = None,
         metrics_versions: frozenset[str] = frozenset(),
+        experimental_gpu_images: frozenset[str] = frozenset(),
     ) -> SyncReport:
         """Write the pool provider (its condition pins ``metrics_versions`` and the platform's
         issuer and endpoints) and the key's and bucket's (and ``result_bucket``'s) IAM bindings
@@ -363,6 +365,7 @@ class GcpOwnerCloud:
                 result_bucket=result_bucket,
                 metrics_versions=metrics_versions,
                 endpoints=self.platform.endpoints,
+                experimental_gpu_images=experimental_gpu_images,
             )
         except AdapterError as exc:
             raise ConfigError(str(exc), hint="check the bucket and key names") from exc

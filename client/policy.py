@@ -37,6 +37,8 @@ class AllowedWorkload:
     identity: WorkloadIdentity
     #: The benchmark's metrics version, which the key-release condition pins.
     metrics_version: str
+    #: The benchmark accepts confidential-GPU preview (EXPERIMENTAL) images (issue 18).
+    accept_experimental: bool = False
 
 
 def _approved_ids(
@@ -81,7 +83,8 @@ def allowed_workloads(
             )
             grants.append(
                 AllowedWorkload(
-                    benchmark.id, dataset_id, model_id, identity, benchmark.metrics_version
+                    benchmark.id, dataset_id, model_id, identity, benchmark.metrics_version,
+                    benchmark.accept_experimental,
                 )
             )
     return tuple(grants)

@@ -266,7 +266,7 @@ def shipped_model_bytes(definition: DefinitionDocument, name: str) -> bytes:
 
 def benchmark_body(
     definition: DefinitionDocument, *, image: EvaluationImage, reference_model_id: int | None,
-    leaderboard_published: bool = False,
+    leaderboard_published: bool = False, accept_experimental: bool = False,
 ) -> BenchmarkCreate:
     """The registry request publishing ``definition`` with ``image``, pinned to its plug-in
     (``leaderboard_published``: every signed-in user sees every model's values)."""
@@ -282,6 +282,7 @@ def benchmark_body(
         image_digest=image.digest,
         reference_model_id=reference_model_id,
         leaderboard_published=leaderboard_published,
+        accept_experimental=accept_experimental,
     )
 
 

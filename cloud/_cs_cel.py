@@ -156,10 +156,12 @@ def _clause(entry: OperatorInput, ctx: ConditionContext) -> str | None:
     if rule is Rule.PRODUCTION_IMAGE:
         support = "assertion.submods.confidential_space.support_attributes"
         stable = f"{_literal(REQUIRED_SUPPORT_ATTRIBUTE)} in {support}"
-        if ctx.accept_experimental_gpu:
+        if ctx.experimental_gpu_images:
+            images = _list(map(parse_digest, ctx.experimental_gpu_images))
             stable = (
                 f"({stable} || ({_literal(EXPERIMENTAL_SUPPORT_ATTRIBUTE)} in {support}"
-                f" && assertion.submods.nvidia_gpu.cc_mode == {_literal(REQUIRED_GPU_CC_MODE)}))"
+                f" && assertion.submods.nvidia_gpu.cc_mode == {_literal(REQUIRED_GPU_CC_MODE)}"
+                f" && {_IMAGE_CLAIM} in {images}))"
             )
         return (
             f"assertion.swname == {_literal(REQUIRED_SWNAME)}"

@@ -141,6 +141,9 @@ class AssetPolicy:
     #: The token destinations the condition pins: None for Google's (the endpoint overrides
     #: must be absent), the mock cloud's exact URLs for the mock's issuer.
     endpoints: ServiceEndpoints | None = None
+    #: Image digests of benchmarks that accept confidential-GPU preview images (issue 18): for
+    #: these only, the condition accepts EXPERIMENTAL with ``nvidia_gpu.cc_mode == 'ON'``.
+    experimental_gpu_images: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if not _KEY_NAME.match(self.key_name):
@@ -211,6 +214,7 @@ def condition_context(policy: AssetPolicy) -> ConditionContext:
         metrics_versions=policy.metrics_versions,
         include_data=policy.include_data,
         endpoints=policy.endpoints,
+        experimental_gpu_images=policy.experimental_gpu_images,
     )
 
 

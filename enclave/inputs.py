@@ -211,9 +211,10 @@ class ConditionContext:
     metrics_versions: frozenset[str]
     include_data: bool
     endpoints: ServiceEndpoints | None = None
-    #: A benchmark's explicit opt-in (issue 18): besides STABLE images, accept a preview image
-    #: (``EXPERIMENTAL``) only when its GPU attests confidential-computing mode ON.
-    accept_experimental_gpu: bool = False
+    #: The image digests of benchmarks that opted in (issue 18): for these images only, besides
+    #: STABLE, a preview base image (``EXPERIMENTAL``) is accepted when its GPU attests
+    #: confidential-computing mode ON.
+    experimental_gpu_images: frozenset[str] = frozenset()
 
 
 class TokenDestinationError(ValueError):

@@ -191,6 +191,10 @@ class Benchmark(Base):
     #: model's (migration 0007).
     leaderboard_published: Mapped[bool] = mapped_column(Boolean, default=False,
                                                         server_default=false())
+    #: Whether key owners' conditions accept confidential-GPU preview images (support attribute
+    #: EXPERIMENTAL, GPU cc_mode ON) for this benchmark's image (issue 18; migration 0008).
+    accept_experimental: Mapped[bool] = mapped_column(Boolean, default=False,
+                                                      server_default=false())
 
     __table_args__ = (UniqueConstraint("name", "version", name="uq_benchmarks_name_version"),)
 

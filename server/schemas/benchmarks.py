@@ -44,6 +44,10 @@ class BenchmarkCreate(WireModel):
         default=False,
         description="publish the leaderboard: every signed-in user sees every model's pooled and "
         "per-site values (default: a model owner sees only its own model's)")
+    accept_experimental: bool = Field(
+        default=False,
+        description="accept runs on confidential-GPU preview images (support attribute "
+        "EXPERIMENTAL, GPU cc_mode ON) besides STABLE ones; owners see it before approving")
 
 
 class BenchmarkLeaderboardUpdate(WireModel):
@@ -85,3 +89,6 @@ class BenchmarkPublic(WireModel):
     closed_by_id: int | None = None
     leaderboard_published: bool = Field(
         default=False, description="whether every signed-in user sees every model's values")
+    accept_experimental: bool = Field(
+        default=False, description="whether runs on confidential-GPU preview (EXPERIMENTAL) "
+        "images are accepted")

@@ -101,6 +101,7 @@ def create(session: Session, actor: Principal, body: BenchmarkCreate, now: datet
         image_digest=body.image_digest,
         reference_model_id=body.reference_model_id,
         leaderboard_published=body.leaderboard_published,
+        accept_experimental=body.accept_experimental,
         state="pending",
         created_at=now,
         updated_at=now,
@@ -119,6 +120,7 @@ def create(session: Session, actor: Principal, body: BenchmarkCreate, now: datet
             "image_digest": row.image_digest,
             "metrics_version": row.metrics_version,
             "leaderboard_published": row.leaderboard_published,
+            "accept_experimental": row.accept_experimental,
         },
         now=now,
     )

@@ -107,9 +107,9 @@ def _gpu_claims(cc_mode: str | None, support: list[str] | None = None) -> dict[s
     return claims
 
 
-def _ctx(opt_in: bool) -> ConditionContext:
+def _ctx(opt_in: bool, image: str = IMAGE) -> ConditionContext:
     return ConditionContext(frozenset({IMAGE}), frozenset({METRICS}), True,
-                            accept_experimental_gpu=opt_in)
+                            experimental_gpu_images=frozenset({image} if opt_in else ()))
 
 
 def test_stable_rule_refuses_a_gpu_image_without_the_opt_in() -> None:
@@ -123,6 +123,8 @@ def test_opt_in_releases_to_a_gpu_image_only_in_cc_mode_on() -> None:
     for mode in ("OFF", "DEVTOOLS", "on"):
         assert not _released(_gpu_claims(mode), _ctx(True)), mode
     assert not _released(_gpu_claims(None), _ctx(True))  # no GPU claim at all
+    # the opt-in is per image: a benchmark with another image opting in opens nothing here
+    assert not _released(_gpu_claims("ON"), _ctx(True, image="sha256:" + "9" * 64))
     # a debug image (no support attributes, dbgstat enabled) stays refused
     debug = _gpu_claims("ON")
     debug["dbgstat"] = "enabled"
