@@ -173,3 +173,30 @@ def test_visibility_through_the_cli(cli: Cli, board: dict[str, int]) -> None:
     assert seen("hospital") == {board["vendor"]: both, board["house"]: both}  # its own sites
     assert seen("modelco") == {board["vendor"]: both}  # its own model only
     assert seen("admin") == {}  # neither authority, hospital nor model owner here
+
+
+def test_visibility_of_a_published_leaderboard_through_the_cli(
+    cli: Cli, board: dict[str, int]
+) -> None:
+    """'benchmark publish-leaderboard B' (the authority's): every signed-in user, here the
+    other model's owner and an outsider, sees every model's per-site values; --withdraw ends
+    it. Nobody else may change it."""
+    def seen(profile: str) -> dict[int, set[int]]:
+        shown = cli("benchmark", "leaderboard", str(board["benchmark"]), "--format", "json",
+                    "--profile", profile)
+        assert shown.exit_code == 0, shown.output
+        doc = json.loads(shown.stdout)
+        return {s["model_id"]: {x["dataset_id"] for x in s["values"][0]["sites"]}
+                for s in doc["standings"]}
+
+    b = str(board["benchmark"])
+    both = {board["a"], board["b"]}
+    refused = cli("benchmark", "publish-leaderboard", b, "--profile", "modelco")
+    assert refused.exit_code != 0 and "owner or an admin" in refused.output
+    published = cli("benchmark", "publish-leaderboard", b, "--profile", "authority")
+    assert published.exit_code == 0 and "publishes its leaderboard" in published.output
+    for profile in ("authority", "hospital", "modelco", "admin"):
+        assert seen(profile) == {board["vendor"]: both, board["house"]: both}, profile
+    withdrawn = cli("benchmark", "publish-leaderboard", b, "--withdraw", "--profile", "authority")
+    assert withdrawn.exit_code == 0 and "does not publish" in withdrawn.output
+    assert seen("modelco") == {board["vendor"]: both}
