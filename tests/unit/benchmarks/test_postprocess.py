@@ -127,3 +127,20 @@ def test_tune_removes_spurious_components_and_stray_et() -> None:
     assert score == pytest.approx(1.0)
     with pytest.raises(ValueError):
         tune([], [], (1.0, 1.0, 1.0))
+
+
+def test_evaluate_scores_new_anatomy_cases_with_the_declared_pipeline(
+        make_model: Callable[..., bytes], small_contract: BratsContract) -> None:
+    from sealbench.benchmarks.brats.evaluate import _line, evaluate_models
+
+    post = PostProcess(min_component_mm3=0, et_min_mm3=0)
+    model = _with_metadata(make_model(), post.to_metadata())
+    on = evaluate_models({"tiny": model}, 2, seed=123, contract=small_contract, threads=1)
+    off = evaluate_models({"tiny": model}, 2, seed=123, contract=small_contract, threads=1,
+                          postprocess=False)
+    summary, seconds = on["tiny"]
+    assert summary.n_cases == 2 and seconds > 0
+    # A model declaring no post-processing scores the same either way.
+    assert summary == off["tiny"][0]
+    line = _line("tiny", "lesion-wise Dice", summary, "lesion_dice")
+    assert line.startswith("tiny lesion-wise Dice WT ") and " TC " in line and " ET " in line
