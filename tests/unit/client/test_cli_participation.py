@@ -20,6 +20,7 @@ from sealbench.benchmarks.brats.definition import (
     load_model_bytes,
     shipped_definition,
 )
+from sealbench.benchmarks.brats.plugin import pin_of
 from sealbench.client.cli import app
 from sealbench.client.compat import demo_variant, write_demo_dataset
 from sealbench.client.runs import RunRecord, RunStore
@@ -74,7 +75,9 @@ def _benchmark(cli: Cli, tmp_path: Path, *extra: str) -> int:
     definition = shipped_definition("brats-small").model_copy(
         update={"name": f"part-{next(_names)}"})
     path = tmp_path / "definition.json"
-    path.write_text(definition.model_dump_json())
+    # the definition names the plug-in pin of its grid (brats-small: brats-2023-gli/1-64x64x48)
+    path.write_text(json.dumps({**definition.model_dump(mode="json"),
+                                "plugin": str(pin_of(definition.contract))}))
     bid = int(_json(cli("benchmark", "create", "--definition", str(path), "--image-reference",
                         f"example/eval@{IMAGE}", "--image-digest", IMAGE, *extra, "--json",
                         "--profile", "authority"))["id"])
@@ -165,7 +168,8 @@ def _prepared(tmp_path: Path, bid: int) -> Path:
         id=bid, owner_id=1, name="x", version="1", description="",
         data_contract=definition.contract.model_dump(mode="json"),
         metrics_spec=definition.metrics.model_dump(mode="json"),
-        metrics_version="brats-2023-gli/1", image_reference="x", image_digest=IMAGE,
+        metrics_version="brats-2023-gli/1", plugin_name="brats-2023-gli", plugin_version="1",
+        image_reference="x", image_digest=IMAGE,
         reference_model_id=None, state="approved", approved_by_id=None, approved_at=None,
         created_at=now, updated_at=now,
     )

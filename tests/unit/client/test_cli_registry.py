@@ -16,6 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner, Result
 
 from sealbench.benchmarks.brats.definition import load_definition, shipped_definition
+from sealbench.benchmarks.brats.plugin import pin_of
 from sealbench.client.cli import app
 from sealbench.crypto.digest import sha256_digest
 
@@ -66,7 +67,9 @@ def _created_benchmark(cli: Cli, tmp_path: Path, name: str = "bench",
     definition = shipped_definition(shipped).model_copy(
         update={"name": f"{name}-{next(_names)}"})
     path = tmp_path / "definition.json"
-    path.write_text(definition.model_dump_json())
+    # the definition names the plug-in pin of its grid (brats-small: brats-2023-gli/1-64x64x48)
+    path.write_text(json.dumps({**definition.model_dump(mode="json"),
+                                "plugin": str(pin_of(definition.contract))}))
     created = cli("benchmark", "create", "--definition", str(path), "--image-reference",
                   f"example/eval@{IMAGE}", "--image-digest", IMAGE, "--json",
                   "--profile", "authority")
