@@ -1,17 +1,22 @@
 """``sealbench model export`` and ``sealbench model check``: a model owner's PyTorch model to a
-checked ONNX file (a thin shell over :mod:`sealbench.client.model_export`)."""
+checked ONNX file (a thin shell over :mod:`sealbench.client.model_export`, imported only when a
+command runs: it needs numpy and ONNX Runtime, which the ``client`` extra alone lacks)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from types import ModuleType
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from sealbench.client import assets, model_export
+from sealbench.client import assets
 from sealbench.client._cli_assets import SizeOpt
 from sealbench.client._cli_common import JsonOpt, emit_json, out
 from sealbench.client.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sealbench.client.model_export import ModelCheck
 
 __all__ = ["model_check", "model_export_command"]
 
@@ -30,7 +35,17 @@ WeightsOpt = Annotated[
 AtolOpt = Annotated[float, typer.Option(help="parity tolerance on the outputs (absolute)")]
 
 
-def _render(check: model_export.ModelCheck, as_json: bool, what: str) -> None:
+def _library() -> ModuleType:
+    try:
+        from sealbench.client import model_export
+    except ImportError as exc:
+        raise ConfigError(f"model export and check need {exc.name or 'ONNX Runtime'}",
+                          hint="pip install 'sealbench[enclave]' (and 'sealbench[train]' to "
+                          "export)") from exc
+    return model_export
+
+
+def _render(check: ModelCheck, as_json: bool, what: str) -> None:
     if as_json:
         emit_json(check.to_json())
         return
@@ -50,7 +65,7 @@ def model_export_command(
     kwargs: KwargsOpt = None,
     weights: WeightsOpt = None,
     size: SizeOpt = "full",
-    opset: Annotated[int, typer.Option(help="ONNX opset")] = model_export.DEFAULT_OPSET,
+    opset: Annotated[int, typer.Option(help="ONNX opset")] = 18,
     atol: AtolOpt = 1e-3,
     as_json: JsonOpt = False,
 ) -> None:
@@ -66,6 +81,7 @@ def model_export_command(
         raise ConfigError("model export needs PyTorch",
                           hint="pip install 'sealbench[train]'") from exc
     plugin = assets.plugin_of(None, size)
+    model_export = _library()
     module = model_export.load_torch_module(factory, model_export.parse_kwargs(kwargs), weights)
     check = model_export.export_module(module, plugin, output, opset=opset, atol=atol)
     _render(check, as_json, str(output))
@@ -88,6 +104,7 @@ def model_check(
             data = handle.read(plugin.model_contract.max_bytes + 1)
     except OSError as exc:
         raise ConfigError(f"cannot read {onnx}: {exc.strerror}") from exc
+    model_export = _library()
     module = None
     if factory is not None:
         module = model_export.load_torch_module(factory, model_export.parse_kwargs(kwargs),
