@@ -171,6 +171,7 @@ class AttestationPolicy:
             expected_env_overrides=requirements.expected_env_overrides,
             expected_nonce=requirements.expected_nonce,
             allowed_extra_env_overrides=requirements.allowed_extra_env_overrides,
+            accept_experimental_gpu=requirements.accept_experimental_gpu,
         )
 
     def check(self, claims: AttestationClaims) -> None:

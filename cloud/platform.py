@@ -115,6 +115,9 @@ class WorkloadRequirements:
     expected_env_overrides: Mapping[str, str] = field(default_factory=dict)
     expected_nonce: str | None = None
     allowed_extra_env_overrides: frozenset[str] = frozenset()
+    #: The benchmark accepts confidential-GPU preview images (issue 18): the platform may then
+    #: accept its preview attestation (Confidential Space: EXPERIMENTAL with GPU cc_mode ON).
+    accept_experimental_gpu: bool = False
 
     def __post_init__(self) -> None:
         if not self.allowed_image_digests:

@@ -130,6 +130,7 @@ class ResultVerifier:
         model_digest: str,
         summary: Mapping[str, object],
         sealed_result_digest: str,
+        accept_experimental_gpu: bool = False,
     ) -> VerifiedResult:
         issuer, kid = _unverified_claims(token)
         trusted = self._trusted.get(issuer)
@@ -157,6 +158,7 @@ class ResultVerifier:
                 # bear on which benchmark, image, data and model produced the summary; any name
                 # outside the image's allow-list (the run spec's names) is refused.
                 allowed_extra_env_overrides=_OTHER_RUN_SPEC_NAMES,
+                accept_experimental_gpu=accept_experimental_gpu,
             )
             workload = platform.verify(
                 token,

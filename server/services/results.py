@@ -60,6 +60,7 @@ def submit(
         model_digest=model.digest,
         summary=body.summary,
         sealed_result_digest=body.sealed_result_digest,
+        accept_experimental_gpu=benchmark.accept_experimental,
     )
     row = Result(
         benchmark_id=benchmark.id,

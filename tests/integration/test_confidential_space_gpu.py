@@ -173,3 +173,28 @@ def test_launcher_selection_passes_the_accelerator() -> None:
     assert settings.accelerator == "nvidia-h100-80gb" and settings.tee == "TDX"
     with pytest.raises(LaunchSettingsError, match="TDX"):
         confidential_space_launcher(tee="SEV", **common)
+
+
+def test_platform_verify_takes_the_opt_in_from_the_requirements(
+    signing_key: Any, jwks: Any
+) -> None:
+    """The registry's result verification path (WorkloadRequirements, which carries the
+    benchmark's accept_experimental) reaches the same rule."""
+    from sealbench.cloud.platform import WorkloadRequirements
+    from tests.unit.cloud.test_confidential_space import NOW
+
+    base = {"allowed_image_digests": POLICY.allowed_image_digests,
+            "expected_env_overrides": POLICY.expected_env_overrides,
+            "expected_nonce": POLICY.expected_nonce}
+    platform = cs.ConfidentialSpacePlatform()
+    token = sign(signing_key, _gpu_payload("ON"))
+    common: dict[str, Any] = {"issuer": cs.CONFIDENTIAL_SPACE_ISSUER,
+                              "audience": production_payload()["aud"], "now": NOW}
+    with pytest.raises(PolicyViolationError, match="support_attributes"):
+        platform.verify(token, jwks, requirements=WorkloadRequirements(**base), **common)
+    opted = WorkloadRequirements(**base, accept_experimental_gpu=True)
+    assert platform.verify(token, jwks, requirements=opted, **common).image_digest in (
+        POLICY.allowed_image_digests)
+    with pytest.raises(PolicyViolationError, match="cc_mode"):
+        platform.verify(sign(signing_key, _gpu_payload("OFF")), jwks, requirements=opted,
+                        **common)
