@@ -32,7 +32,8 @@ from .model_contract import ModelContractReport, check_model_contract
 from .normalise import normalise_modalities
 from .postprocess import PostProcess, declared, remove_small_components
 
-__all__ = ["OnnxSegmenter", "Segmenter", "gaussian_importance", "remove_small_components",
+__all__ = ["OnnxSegmenter", "Segmenter", "choose_providers", "gaussian_importance",
+           "remove_small_components",
            "sliding_windows"]
 
 logger = logging.getLogger(__name__)
@@ -86,6 +87,15 @@ def _softmax(logits: FloatArray) -> FloatArray:
     return out
 
 
+def choose_providers(available: list[str]) -> list[str]:
+    """The execution providers to ask ONNX Runtime for, preferred first, given the ones it lists
+    (``ort.get_available_providers()``): CUDA then CPU on the GPU image (onnxruntime-gpu), CPU
+    alone otherwise. TensorRT and others are not used: their engines are built at run time."""
+    if "CUDAExecutionProvider" in available:
+        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    return ["CPUExecutionProvider"]
+
+
 class OnnxSegmenter:
     """A :class:`Segmenter` running an ONNX model with ONNX Runtime (CUDA when available)."""
 
@@ -110,10 +120,7 @@ class OnnxSegmenter:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = threads or min(os.cpu_count() or 1, 16)
         options.log_severity_level = 3
-        available = ort.get_available_providers()
-        chosen = providers or (["CUDAExecutionProvider", "CPUExecutionProvider"]
-                               if "CUDAExecutionProvider" in available
-                               else ["CPUExecutionProvider"])
+        chosen = providers or choose_providers(list(ort.get_available_providers()))
         try:
             self._session = ort.InferenceSession(model_bytes, options, providers=chosen)
         except Exception as exc:  # ORT raises its own untyped errors

@@ -198,3 +198,16 @@ def test_platform_verify_takes_the_opt_in_from_the_requirements(
     with pytest.raises(PolicyViolationError, match="cc_mode"):
         platform.verify(sign(signing_key, _gpu_payload("OFF")), jwks, requirements=opted,
                         **common)
+
+
+def test_segmenter_prefers_cuda_when_onnx_runtime_lists_it() -> None:
+    """The provider choice from ONNX Runtime's list: onnxruntime-gpu (the GPU image) lists CUDA
+    first-class; the CPU image does not. On this machine (CPU build) the session runs on CPU."""
+    import onnxruntime as ort
+
+    from sealbench.benchmarks.brats.inference import choose_providers
+
+    gpu_list = ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]
+    assert choose_providers(gpu_list) == ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    assert choose_providers(["CPUExecutionProvider"]) == ["CPUExecutionProvider"]
+    assert choose_providers(list(ort.get_available_providers())) == ["CPUExecutionProvider"]
