@@ -19,6 +19,7 @@ from rich.table import Table
 
 from sealbench.client.api import AssetKind, RegistryClient
 from sealbench.client.errors import ConfigError, IntegrityError, NotAvailableError
+from sealbench.client.extras import MissingExtraError, missing_extra
 from sealbench.server.schemas import (
     AssociationStatus,
     AuditVerification,
@@ -187,6 +188,23 @@ def shipped_definitions() -> dict[str, dict[str, Any]]:
     return found
 
 
+def _unloadable_plugin_extra() -> MissingExtraError | None:
+    """The missing extra that keeps an installed plug-in from loading (its shipped definitions
+    are then unknown, and a name the user took from the docs would read as a typo)."""
+    from sealbench.benchmarks.interface import BenchmarkError
+    from sealbench.benchmarks.registry import PluginRegistry
+
+    registry = PluginRegistry()
+    for name in registry.names():
+        try:
+            registry.get(name)
+        except BenchmarkError as exc:
+            missing = missing_extra(exc)
+            if missing is not None:
+                return missing
+    return None
+
+
 def _plugin_of_definition(doc: DefinitionDocument) -> Benchmark:
     """The installed plug-in the definition names (or, for a definition without ``plugin``,
     the one installed plug-in whose metrics spec it carries), bound to its contract."""
@@ -232,6 +250,10 @@ def load_benchmark_definition(
             raw = json_file(Path(name_or_path))
         doc = DefinitionDocument.model_validate({**raw, **renamed})
     except ConfigError as exc:
+        if name_or_path not in shipped and not Path(name_or_path).exists():
+            missing = _unloadable_plugin_extra()
+            if missing is not None:
+                raise missing from exc
         raise ConfigError(
             f"cannot read benchmark definition {name_or_path}: {exc}",
             hint=f"pass --definition {' or '.join(sorted(shipped)) or 'NAME'} or the path of a "
