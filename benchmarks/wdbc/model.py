@@ -29,8 +29,8 @@ from sealbench.benchmarks.interface import (
     ModelReport,
     TensorSpec,
 )
+from sealbench.benchmarks.onnx_opsets import read_opsets
 
-from ._onnx import read_opsets
 from .data import FEATURES, WdbcCase
 
 __all__ = [

@@ -1,6 +1,7 @@
-"""Read the opset imports of a serialized ONNX model without the ``onnx`` package: a minimal,
-bounded protobuf reader of ``ModelProto.opset_import`` (field 8). The same reader as the BraTS
-plug-in's; a plug-in carries its own rather than importing another plug-in."""
+"""Read the opset imports of a serialized ONNX model without the ``onnx`` package (which the
+enclave does not install): a minimal, bounded protobuf reader of ``ModelProto.opset_import``
+(field 8). A helper of the plug-in toolkit, beside the interface, so that plug-ins share it
+without importing one another."""
 
 from __future__ import annotations
 
