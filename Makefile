@@ -4,7 +4,7 @@
 PYTHON   ?= python3
 VENV     ?= .venv
 PY       := $(VENV)/bin/python
-EXTRAS   ?= server,enclave,gcp,mock,client,docker,dev
+EXTRAS   ?= server,enclave,gcp,mock,client,docker,datasets,dev
 comma    := ,
 STAMP    := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 PACKAGES := crypto cloud mocktee server enclave benchmarks client

@@ -92,9 +92,9 @@ def _benchmark_body(name: str = "brats-test") -> BenchmarkCreate:
     return BenchmarkCreate(
         name=name,
         version="1.0",
-        data_contract={"shape": [64, 64, 48]},
+        data_contract={"shape": [64, 64, 48], "spacing_mm": [1.0, 1.0, 1.0]},
         metrics_spec={"metrics_id": "x"},
-        metrics_version="brats-2023-gli/1",
+        metrics_version="brats-2023-gli/1-64x64x48",
         image_reference=f"example/eval@{IMAGE}",
         image_digest=IMAGE,
     )
