@@ -238,10 +238,14 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                 for name in ("admin", "authority"):
                     ok(world.runner.invoke(app, ["profile", "add", name, "--server", url,
                                                  "--token", tokens[name]]))
-                for cls in classes:  # from here on, the path must not construct any
+                # From here on, the path must not construct any. Only ``__init__`` is patched:
+                # every call ``cls(...)`` runs it, and patching ``__new__`` cannot be undone
+                # (CPython keeps the class's tp_new slot pointing at the removed override, so
+                # later constructions in this session fail with "object.__new__() takes exactly
+                # one argument").
+                for cls in classes:
                     where = (world.stand_in_platform if cls.__module__.startswith(
                         "sealbench.mocktee") else patch)
-                    where.setattr(cls, "__new__", forbidden)
                     where.setattr(cls, "__init__", forbidden)
                 world.new_owner("hospital", "hospital", "hospital-gcp", "210000000021",
                                 runner_account=True)
