@@ -2,16 +2,18 @@
 
 :class:`OnnxSegmenter` loads a model from bytes in memory (weights are never written to disk),
 checks it against the contract, z-scores the case's modalities inside the brain mask
-(idempotent, so prepared cases pass through unchanged), pads each axis to a multiple of
-``size_divisor`` and runs either one whole-volume pass (when the padded volume has at most
-``max_whole_voxels`` voxels, 128³ by default: the small grids) or a sliding window (the full
-BraTS grid: 8 windows of 128³ at the default overlap 0.125; peak RSS 1.15 GiB instead of 2.05
-GiB for the whole volume, tests/perf/brats_memory_bench.py) with Gaussian importance weighting
-(sigma = 0.125 x ROI, weights clipped at 1e-3, last window flush with the border, as MONAI and
-nnU-Net do). The arg-max is then post-processed as the model declares in its ONNX metadata
-(:mod:`.postprocess`: small-component removal and ET->NETC relabelling; the standard default
-when it declares nothing; ``postprocess=None`` turns it off) and mapped to the contract's label
-values; the caller writes the label map with the case's affine (:func:`.cases.encode_nifti`).
+(idempotent, so prepared cases pass through unchanged), crops to the brain's bounding box (as
+nnU-Net crops to the non-zero region: outside it every input is 0 and every label background),
+pads each axis to a multiple of ``size_divisor`` and runs either one whole-volume pass (when the
+padded crop has at most ``max_whole_voxels`` voxels, 6.0 M by default: a full-size brain,
+about 160x192x160, in about 1.2 GiB peak for the reference) or a sliding window (larger crops,
+or ``mode="sliding"``: 128³ windows at the default overlap 0.125) with Gaussian importance
+weighting (sigma = 0.125 x ROI, weights clipped at 1e-3, last window flush with the border, as
+MONAI and nnU-Net do); tests/perf/brats_memory_bench.py measures each. The arg-max is then
+post-processed as the model declares in its ONNX metadata (:mod:`.postprocess`: small-component
+removal and ET->NETC relabelling; the standard default when it declares nothing;
+``postprocess=None`` turns it off) and mapped to the contract's label values; the caller writes
+the label map with the case's affine (:func:`.cases.encode_nifti`).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from .model_contract import ModelContractReport, check_model_contract
 from .normalise import normalise_modalities
 from .postprocess import PostProcess, declared, remove_small_components
 
-__all__ = ["OnnxSegmenter", "Segmenter", "choose_providers", "gaussian_importance",
+__all__ = ["OnnxSegmenter", "Segmenter", "brain_box", "choose_providers", "gaussian_importance",
            "remove_small_components",
            "sliding_windows"]
 
@@ -96,13 +98,27 @@ def choose_providers(available: list[str]) -> list[str]:
     return ["CPUExecutionProvider"]
 
 
+def brain_box(image: FloatArray) -> tuple[slice, slice, slice] | None:
+    """The bounding box of the voxels where any channel of ``image`` ([C, X, Y, Z]) is non-zero,
+    or ``None`` when there are none."""
+    mask = np.any(image, axis=0)
+    box = []
+    for axis in (0, 1, 2):
+        others = tuple(a for a in (0, 1, 2) if a != axis)
+        hit = np.flatnonzero(np.any(mask, axis=others))
+        if hit.size == 0:
+            return None
+        box.append(slice(int(hit[0]), int(hit[-1]) + 1))
+    return box[0], box[1], box[2]
+
+
 class OnnxSegmenter:
     """A :class:`Segmenter` running an ONNX model with ONNX Runtime (CUDA when available)."""
 
     def __init__(self, model_bytes: bytes, contract: BratsContract, *,
                  mode: Literal["auto", "whole", "sliding"] = "auto",
                  roi: Shape3 = (128, 128, 128), overlap: float = 0.125, size_divisor: int = 16,
-                 max_whole_voxels: int = 128 * 128 * 128,
+                 max_whole_voxels: int = 6_000_000, crop: bool = True,
                  postprocess: PostProcess | Literal["declared"] | None = "declared",
                  threads: int | None = None, providers: list[str] | None = None) -> None:
         self.report: ModelContractReport = check_model_contract(model_bytes, contract)
@@ -116,6 +132,7 @@ class OnnxSegmenter:
         self._overlap = overlap
         self._divisor = size_divisor
         self._max_whole = max_whole_voxels
+        self._crop = crop
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = threads or min(os.cpu_count() or 1, 16)
@@ -160,7 +177,8 @@ class OnnxSegmenter:
         return total
 
     def plan(self, shape: Shape3) -> Literal["whole", "sliding"]:
-        """Whether a case of ``shape`` runs as one whole-volume pass or a sliding window."""
+        """Whether a (cropped) volume of ``shape`` runs as one whole-volume pass or a sliding
+        window."""
         if self._mode != "auto":
             return self._mode
         padded = [-(-n // self._divisor) * self._divisor for n in shape]
@@ -173,17 +191,23 @@ class OnnxSegmenter:
         if missing:
             raise InferenceError(f"case lacks modalities {missing}")
         image = normalise_modalities({m: case.modalities[m] for m in self._contract.modalities})
-        shape = image.shape[1:]
+        full = image.shape[1:]
+        classes: npt.NDArray[np.uint8] = np.zeros(full, dtype=np.uint8)
+        box = brain_box(image) if self._crop else tuple(slice(0, n) for n in full)
+        if box is None:  # an empty case: no brain, no tumour
+            return classes
+        cropped = image[(slice(None), *box)]
+        del image
+        shape = cropped.shape[1:]
         whole = self.plan((shape[0], shape[1], shape[2])) == "whole"
         padded = [-(-n // self._divisor) * self._divisor for n in shape]
         padded = [p if whole else max(p, r) for p, r in zip(padded, self._roi, strict=True)]
         pad = [(0, 0)] + [(0, p - n) for p, n in zip(padded, shape, strict=True)]
-        x = np.pad(image, pad) if any(p for _, p in pad) else image
-        del image
+        x = np.pad(cropped, pad) if any(p for _, p in pad) else np.ascontiguousarray(cropped)
+        del cropped
         scores = self._run(x) if whole else self._sliding(x)
         del x
-        classes: npt.NDArray[np.uint8] = np.argmax(
-            scores[:, : shape[0], : shape[1], : shape[2]], axis=0).astype(np.uint8)
+        classes[box] = np.argmax(scores[:, : shape[0], : shape[1], : shape[2]], axis=0)
         return classes
 
     def finish(self, classes: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:

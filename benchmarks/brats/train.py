@@ -42,8 +42,13 @@ class TrainConfig:
 
     def __init__(self, *, seed: int = 0, channels: Sequence[int] = (8, 16, 32, 64),
                  steps: int = 300, batch: int = 2, crop: int = 64, n_cases: int = 8,
-                 lr: float = 1e-3, threads: int = 2) -> None:
+                 lr: float = 1e-3, threads: int = 2, synthetic: str = "cartoon",
+                 init: bytes | None = None) -> None:
+        if synthetic not in ("cartoon", "anatomy"):
+            raise ValueError(f"synthetic must be 'cartoon' or 'anatomy', received {synthetic!r}")
         self.seed = seed
+        self.synthetic = synthetic
+        self.init = init
         self.channels = tuple(channels)
         self.steps = steps
         self.batch = batch
@@ -106,8 +111,10 @@ def forward(params: dict[str, Any], x: Any, levels: int) -> Any:
     return functional.conv3d(x, params["head.w"], params["head.b"])
 
 
-def export_onnx(params: dict[str, Any], levels: int) -> bytes:
-    """The ONNX model (opset 17, dynamic N and spatial axes) computing :func:`forward`."""
+def export_onnx(params: dict[str, Any], levels: int,
+                metadata: dict[str, str] | None = None) -> bytes:
+    """The ONNX model (opset 17, dynamic N and spatial axes) computing :func:`forward`, with
+    ``metadata`` as its ``metadata_props`` (e.g. the declared post-processing)."""
     onnx = importlib.import_module("onnx")
     helper, tp = onnx.helper, onnx.TensorProto
     inits = [onnx.numpy_helper.from_array(v.detach().cpu().numpy().astype(np.float32), k)
@@ -149,6 +156,7 @@ def export_onnx(params: dict[str, Any], levels: int) -> bytes:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
                               producer_name="sealbench.benchmarks.brats.train")
     model.ir_version = 8
+    helper.set_model_props(model, dict(metadata or {}))
     onnx.checker.check_model(model, full_check=True)
     data: bytes = model.SerializeToString()
     return data
@@ -176,10 +184,28 @@ def check_parity(model_bytes: bytes, channels: Sequence[int], rtol: float = 1e-5
     return diff
 
 
+def params_from_onnx(model_bytes: bytes, channels: Sequence[int]) -> dict[str, Any]:
+    """Trainable parameters read from an ONNX file this module exported (to fine-tune it);
+    ``ValueError`` when its initialisers are not those of a U-Net with ``channels``."""
+    torch = _torch()
+    onnx = importlib.import_module("onnx")
+    expected = init_params(channels, torch.Generator().manual_seed(0))
+    found = {t.name: onnx.numpy_helper.to_array(t)
+             for t in onnx.load_from_string(model_bytes).graph.initializer}
+    shapes = {k: tuple(v.shape) for k, v in expected.items()}
+    if {k: tuple(v.shape) for k, v in found.items()} != shapes:
+        raise ValueError(f"the initial model is not a U-Net with channels {tuple(channels)}")
+    return {k: torch.from_numpy(found[k].astype(np.float32).copy()).requires_grad_()
+            for k in expected}
+
+
 def _load_cases(cfg: TrainConfig) -> list[tuple[npt.NDArray[np.float16], npt.NDArray[np.uint8]]]:
+    generate = generate_case
+    if cfg.synthetic == "anatomy":
+        from .anatomy import generate_anatomy_case as generate
     cases = []
     for i in range(cfg.n_cases):
-        case = generate_case(100_000 + cfg.seed * 1000 + i)
+        case = generate(100_000 + cfg.seed * 1000 + i)
         image = normalise_modalities(case.modalities)
         mask = image.any(axis=0)
         idx = np.argwhere(mask)
@@ -214,19 +240,25 @@ def _write(path: Path, data: bytes) -> None:
     tmp.replace(path)
 
 
-def train(cfg: TrainConfig, snapshot_dir: Path | None = None, snapshot_every: int = 0) -> bytes:
-    """Train a U-Net per ``cfg`` and return its ONNX bytes; optionally also write the ONNX
-    after every ``snapshot_every`` steps to ``snapshot_dir/step-<n>.onnx``."""
+def train(cfg: TrainConfig, snapshot_dir: Path | None = None, snapshot_every: int = 0,
+          metadata: dict[str, str] | None = None) -> bytes:
+    """Train a U-Net per ``cfg`` and return its ONNX bytes (with ``metadata``); optionally also
+    write the ONNX after every ``snapshot_every`` steps to ``snapshot_dir/step-<n>.onnx``. With
+    ``cfg.init`` and no steps, this re-exports the initial model with ``metadata``."""
     torch = _torch()
     functional = importlib.import_module("torch.nn.functional")
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(cfg.threads)
     torch.use_deterministic_algorithms(True)
     start = time.monotonic()
-    cases = _load_cases(cfg)
-    logger.info("generated %d training cases in %.0f s", len(cases), time.monotonic() - start)
     levels = len(cfg.channels)
-    params = init_params(cfg.channels, torch.Generator().manual_seed(cfg.seed))
+    params = (init_params(cfg.channels, torch.Generator().manual_seed(cfg.seed))
+              if cfg.init is None else params_from_onnx(cfg.init, cfg.channels))
+    if cfg.steps == 0:
+        return export_onnx(params, levels, metadata)
+    cases = _load_cases(cfg)
+    logger.info("generated %d %s training cases in %.0f s", len(cases), cfg.synthetic,
+                time.monotonic() - start)
     optimiser = torch.optim.Adam(list(params.values()), lr=cfg.lr)
     # Linear warm-up, then constant: the schedule does not depend on cfg.steps, so the snapshot
     # after step n of a long run equals the result of a run with --steps n.
@@ -253,12 +285,12 @@ def train(cfg: TrainConfig, snapshot_dir: Path | None = None, snapshot_every: in
         optimiser.step()
         schedule.step()
         if snapshot_dir is not None and snapshot_every and (step + 1) % snapshot_every == 0:
-            _write(snapshot_dir / f"step-{step + 1}.onnx", export_onnx(params, levels))
+            _write(snapshot_dir / f"step-{step + 1}.onnx", export_onnx(params, levels, metadata))
         if step % 20 == 0 or step == cfg.steps - 1:
             logger.info("step %d/%d loss %.4f ce %.4f dice %s (%.0f s)", step, cfg.steps,
                         float(loss), float(ce), [round(float(d), 3) for d in dice],
                         time.monotonic() - start)
-    return export_onnx(params, levels)
+    return export_onnx(params, levels, metadata)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -268,21 +300,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--channels", type=int, nargs="+", default=[8, 16, 32, 64])
-    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--steps", type=int, default=300,
+                        help="optimiser steps (0 with --init: re-export it, e.g. to declare "
+                             "--postprocess)")
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--crop", type=int, default=64)
     parser.add_argument("--cases", type=int, default=8)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--synthetic", choices=("cartoon", "anatomy"), default="cartoon",
+                        help="training cases: the cartoon generator or the MNI-anatomy one")
+    parser.add_argument("--init", type=Path, default=None,
+                        help="start from this ONNX U-Net (one this module exported) instead of "
+                             "random weights: fine-tuning")
+    parser.add_argument("--postprocess", type=int, nargs=2, default=None,
+                        metavar=("MIN_COMPONENT_MM3", "ET_MIN_MM3"),
+                        help="declare this post-processing in the model's metadata (tune it "
+                             "with 'python -m sealbench.benchmarks.brats.evaluate --tune')")
     parser.add_argument("--snapshot-dir", type=Path, default=None)
     parser.add_argument("--snapshot-every", type=int, default=0)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    if args.steps < 0 or (args.steps == 0 and args.init is None):
+        parser.error("--steps must be positive (or 0 with --init)")
+    metadata = None
+    if args.postprocess is not None:
+        from .postprocess import PostProcess
+
+        try:
+            metadata = PostProcess(min_component_mm3=args.postprocess[0],
+                                   et_min_mm3=args.postprocess[1]).to_metadata()
+        except ValueError as exc:
+            parser.error(f"--postprocess: {exc}")
     cfg = TrainConfig(seed=args.seed, channels=args.channels, steps=args.steps, batch=args.batch,
-                      crop=args.crop, n_cases=args.cases, lr=args.lr, threads=args.threads)
+                      crop=args.crop, n_cases=args.cases, lr=args.lr, threads=args.threads,
+                      synthetic=args.synthetic,
+                      init=None if args.init is None else args.init.read_bytes())
     if args.snapshot_dir is not None:
         args.snapshot_dir.mkdir(parents=True, exist_ok=True)
-    data = train(cfg, args.snapshot_dir, args.snapshot_every)
+    data = train(cfg, args.snapshot_dir, args.snapshot_every, metadata)
     logger.info("ONNX Runtime vs torch, max relative |diff| %.2e",
                 check_parity(data, cfg.channels))
     _write(args.out, data)

@@ -92,3 +92,36 @@ def test_full_grid_slides_and_small_grids_run_whole(make_model: Callable[..., by
                          mode="whole").plan(BRATS_2023_GLI.shape) == "whole"
     # The default windows on the padded full grid (240x240x160): two per axis.
     assert len(sliding_windows((240, 240, 160), (128, 128, 128), 0.125)) == 8
+
+
+def test_brain_box_bounds_the_non_zero_voxels() -> None:
+    from sealbench.benchmarks.brats.inference import brain_box
+
+    image = np.zeros((4, 30, 20, 10), dtype=np.float32)
+    assert brain_box(image) is None
+    image[2, 5, 7, 3] = 1.0
+    image[0, 9, 2, 8] = -0.5
+    assert brain_box(image) == (slice(5, 10), slice(2, 8), slice(3, 9))
+
+
+def test_cropping_to_the_brain_changes_no_label_of_a_pointwise_model(
+        make_model: Callable[..., bytes], small_contract: BratsContract) -> None:
+    case = _case(small_contract)
+    for name in case.modalities:  # a brain that fills only part of the grid
+        case.modalities[name][:10] = 0
+        case.modalities[name][:, -7:] = 0
+    cropped = OnnxSegmenter(make_model(), small_contract, threads=1, postprocess=None)
+    full = OnnxSegmenter(make_model(), small_contract, threads=1, postprocess=None, crop=False)
+    labels = cropped.segment(case)
+    assert labels.shape == small_contract.shape
+    assert np.array_equal(labels, full.segment(case))
+    assert not labels[:10].any() and not labels[:, -7:].any()
+
+
+def test_an_empty_case_is_all_background(make_model: Callable[..., bytes],
+                                         small_contract: BratsContract) -> None:
+    case = _case(small_contract)
+    for name in case.modalities:
+        case.modalities[name][...] = 0
+    labels = OnnxSegmenter(make_model(), small_contract, threads=1).segment(case)
+    assert labels.shape == small_contract.shape and not labels.any()
