@@ -21,6 +21,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 from .cases import Case
 from .contract import BRATS_2023_GLI, BratsContract
@@ -105,8 +106,11 @@ def _line(name: str, kind: str, summary: PublicSummary, metric: MetricName) -> s
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: one line per model and kind (Dice, lesion-wise Dice, HD95, seconds)."""
     parser = argparse.ArgumentParser(prog="python -m sealbench.benchmarks.brats.evaluate")
-    parser.add_argument("--model", nargs="+", default=["brats_unet"],
-                        help="shipped model names")
+    parser.add_argument("--model", nargs="*", default=["brats_unet"],
+                        help="shipped model names (none: only --model-file)")
+    parser.add_argument("--model-file", type=Path, nargs="+", default=[],
+                        help="ONNX files to evaluate as well (named by their file stem), e.g. "
+                             "training snapshots")
     parser.add_argument("--seed", type=int, default=None,
                         help=f"first case seed (default {HELD_OUT_SEED}, {VALIDATION_SEED} with "
                              "--tune)")
@@ -120,11 +124,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.cases < 1:
         parser.error("--cases must be at least 1")
+    if not args.model and not args.model_file:
+        parser.error("name a model with --model or --model-file")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     definition = load_definition()
     models = {name: load_model_bytes(definition.model(name)) for name in args.model}
+    for path in args.model_file:
+        try:
+            models[path.stem] = path.read_bytes()
+        except OSError as exc:
+            parser.error(f"--model-file {path}: {exc.strerror}")
     if args.tune:
-        name = args.model[0]
+        name = next(iter(models))
         chosen, score = tune_postprocess(
             models[name], args.cases, seed=VALIDATION_SEED if args.seed is None else args.seed,
             synthetic=args.synthetic, threads=args.threads)

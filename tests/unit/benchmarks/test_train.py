@@ -1,0 +1,79 @@
+"""The reference model's training module: fine-tuning starts from an exported U-Net's own
+weights, the declared post-processing lands in the ONNX metadata, and bad arguments are refused
+before any case is generated (torch is in the dev extra; nothing here trains for long)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+import torch
+
+from sealbench.benchmarks.brats.postprocess import METADATA_KEY, PostProcess
+from sealbench.benchmarks.brats.train import (
+    TrainConfig,
+    check_parity,
+    export_onnx,
+    init_params,
+    main,
+    params_from_onnx,
+    train,
+)
+
+CHANNELS = (4, 8)
+
+
+def _weights(model: bytes) -> dict[str, np.ndarray]:
+    return {t.name: onnx.numpy_helper.to_array(t)
+            for t in onnx.load_from_string(model).graph.initializer}
+
+
+def test_fine_tuning_starts_from_the_exported_weights() -> None:
+    params = init_params(CHANNELS, torch.Generator().manual_seed(3))
+    model = export_onnx(params, len(CHANNELS))
+    again = export_onnx(params_from_onnx(model, CHANNELS), len(CHANNELS))
+    first, second = _weights(model), _weights(again)
+    assert first.keys() == second.keys()
+    assert all(np.array_equal(first[k], second[k]) for k in first)
+    assert check_parity(again, CHANNELS) <= 1e-5
+
+
+def test_a_model_of_other_channels_is_refused() -> None:
+    model = export_onnx(init_params(CHANNELS, torch.Generator().manual_seed(0)), len(CHANNELS))
+    with pytest.raises(ValueError, match="not a U-Net with channels"):
+        params_from_onnx(model, (8, 16))
+
+
+def test_zero_steps_re_export_the_initial_model_with_its_declared_postprocessing() -> None:
+    model = export_onnx(init_params(CHANNELS, torch.Generator().manual_seed(1)), len(CHANNELS))
+    declared = PostProcess(min_component_mm3=200, et_min_mm3=50)
+    out = train(TrainConfig(channels=CHANNELS, steps=0, init=model),
+                metadata=declared.to_metadata())
+    props = {p.key: p.value for p in onnx.load_from_string(out).metadata_props}
+    assert PostProcess.model_validate_json(props[METADATA_KEY]) == declared
+    first, second = _weights(model), _weights(out)
+    assert all(np.array_equal(first[k], second[k]) for k in first)
+
+
+def test_cli_declares_postprocessing_and_refuses_bad_arguments(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    initial = tmp_path / "initial.onnx"
+    initial.write_bytes(export_onnx(init_params(CHANNELS, torch.Generator().manual_seed(2)),
+                                    len(CHANNELS)))
+    out = tmp_path / "declared.onnx"
+    channels = [str(c) for c in CHANNELS]
+    assert main(["--out", str(out), "--init", str(initial), "--steps", "0",
+                 "--channels", *channels, "--postprocess", "100", "25"]) == 0
+    props = {p.key: p.value for p in onnx.load(str(out)).metadata_props}
+    assert PostProcess.model_validate_json(props[METADATA_KEY]) == PostProcess(
+        min_component_mm3=100, et_min_mm3=25)
+    for bad in (["--steps", "0"], ["--steps", "-1"],
+                ["--init", str(initial), "--steps", "0", "--channels", *channels,
+                 "--postprocess", "-5", "0"]):
+        with pytest.raises(SystemExit) as stopped:
+            main(["--out", str(tmp_path / "never.onnx"), *bad])
+        assert stopped.value.code == 2
+    assert not (tmp_path / "never.onnx").exists()
+    assert "--postprocess" in capsys.readouterr().err
