@@ -14,6 +14,14 @@ registry) — gets the socket and token file of a :class:`LaunchedWorkload` thro
 its stdout and stderr are the serial output when log redirection is on. The launcher's last line
 is ``TEE container launcher exiting, exit code: N (…)``: 0 success, 1 workload or launcher error,
 4 on a debug image (the VM stays RUNNING).
+
+A confidential-GPU VM (``a3-highgpu-1g`` with its ``nvidia-h100-80gb``, on the
+``confidential-space-preview-cgpu`` family) has no GPU here: ``tee-install-gpu-driver`` installs
+nothing and the workload runs on this machine's CPU (ONNX Runtime picks its CPU provider). Its
+token carries what the preview GPU image attests: ``support_attributes: ["EXPERIMENTAL"]``
+(never ``STABLE``), ``hwmodel: GCP_INTEL_TDX`` and ``submods.nvidia_gpu.cc_mode: "ON"`` (the
+GPU's confidential-computing mode, which the host sets; see
+:class:`~sealbench.mocktee.verifier.WorkloadLaunch`).
 """
 
 from __future__ import annotations
@@ -56,6 +64,8 @@ _EXIT_MESSAGES = {
 DIGEST_REFERENCE = re.compile(r"^[^@\s]+@(?P<digest>sha256:[0-9a-f]{64})$")
 _HWMODEL = {"SEV": "GCP_AMD_SEV", "TDX": "GCP_INTEL_TDX"}
 _REDIRECTS = ("true", "serial", "cloud_logging", "false")
+#: The confidential-computing mode Compute sets on a confidential H100 (``nvidia_gpu.cc_mode``).
+GPU_CC_MODE = "ON"
 
 
 class SerialPort:
@@ -96,9 +106,11 @@ class MockVm:
     name: str
     instance_id: str
     body: dict[str, Any]
-    cpus: int
-    quota_metric: str
+    #: The quota the VM holds while it is not TERMINATED (metric → amount).
+    quota: dict[str, int]
     debug: bool
+    #: A confidential GPU is attached (the preview GPU image family).
+    gpu: bool = False
     status: str = "PROVISIONING"
     history: list[str] = field(default_factory=lambda: ["PROVISIONING"])
     serial: SerialPort = field(default_factory=SerialPort)
@@ -167,6 +179,7 @@ def launch_from_metadata(vm: MockVm, policy: ImagePolicy) -> tuple[WorkloadLaunc
         instance_name=vm.name,
         instance_id=vm.instance_id,
         service_accounts=(str(vm.body["serviceAccounts"][0]["email"]),),
+        gpu_cc_mode=GPU_CC_MODE if vm.gpu else None,
     )
     return launch, redirect in ("true", "serial")
 
@@ -185,6 +198,12 @@ def boot(
             f"Launch Spec: ImageRef:{launch.image_reference} RestartPolicy:Never "
             f"Hardened:{not vm.debug} LogRedirect:{redirect} Envs:{sorted(launch.env_overrides)}"
         )
+        if vm.gpu:
+            driver = metadata_items(vm.body).get("tee-install-gpu-driver", "false")
+            vm.serial.write_line(
+                f"GPU: 1 x nvidia-h100-80gb, cc_mode {GPU_CC_MODE}, tee-install-gpu-driver="
+                f"{driver} (INSECURE mock: no GPU here, the workload runs on the CPU)"
+            )
         code = _run_workload(vm, launch, redirect, minter, python, work_root)
     except (ValueError, OSError) as exc:
         vm.serial.write_line(str(exc))

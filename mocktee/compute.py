@@ -13,17 +13,20 @@ Routes (``/compute/v1/projects/{project}/zones/{zone}/…``, bearer token of a p
     DELETE instances/{name}               kills the workload if it still runs → Operation
     GET    operations/{op}, POST operations/{op}/wait
     GET    /compute/v1/projects/{project}/regions/{region}   regions.get, with the CPU quotas
+                                          and the confidential GPU quota
 
-Insert validates what the API validates: the name; machine type vs. confidential instance type
-(SEV: N2D/C2D/C3D; TDX: C3; anything but SEV on N2D needs ``onHostMaintenance: TERMINATE``);
-the boot image (only the ``confidential-space`` and ``confidential-space-debug`` families of
-``confidential-space-images`` exist here); that the caller may use the service account (one of
-the project's own); the per-family CPU quota, whose excess fails the *operation* with
-``QUOTA_EXCEEDED`` as GCP reports it. Three rules are the mock's own and say so: the VM must be
-confidential, Shielded VM Secure Boot must be on, and ``tee-image-reference`` must name a digest
-(``repo@sha256:…``; the mock has no registry to resolve tags). Errors have Compute's JSON shape
-(``errors[].reason``, an ``ErrorInfo`` detail for quota and rate limits);
-:meth:`MockCompute.fail_next` makes the next call of a kind fail (a test hook). Instances live
+Insert validates what the API validates (:mod:`sealbench.mocktee._compute_request`, where the
+rules and the mock's own ones are listed): the name; machine type vs. confidential instance
+type; live migration; the boot image (the ``confidential-space``, ``confidential-space-debug``
+and confidential-GPU ``…-preview-cgpu`` families of ``confidential-space-images``); the
+confidential GPU request (``a3-highgpu-1g``, TDX, one ``nvidia-h100-80gb`` in the zone,
+``TERMINATE``, ``SPOT``); the service account; the per-family CPU quota and the
+``NVIDIA_H100_GPUS`` quota, whose excess fails the *operation* with ``QUOTA_EXCEEDED`` as GCP
+reports it. Errors have Compute's JSON shape (``errors[].reason``, an ``ErrorInfo`` detail for
+quota and rate limits); :meth:`MockCompute.fail_next` makes the next call of a kind fail (a
+test hook). A GPU VM has no GPU here: its workload runs on this machine's CPU, and only its
+token says what the preview GPU image attests (``EXPERIMENTAL``, ``nvidia_gpu.cc_mode: ON``;
+see :mod:`sealbench.mocktee._compute_vm`). Instances live
 in memory only: a restarted mock has none.
 """
 
@@ -38,33 +41,24 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from sealbench.mocktee._compute_vm import (
-    DIGEST_REFERENCE,
-    ImagePolicy,
-    MockVm,
-    boot,
-    metadata_items,
+from sealbench.mocktee._compute_request import (
+    CPU_QUOTA_METRICS,
+    CS_IMAGE_PROJECT,
+    GPU_QUOTA_METRIC,
+    ComputeFault,
+    validate_insert,
 )
+from sealbench.mocktee._compute_request import error as _error
+from sealbench.mocktee._compute_vm import ImagePolicy, MockVm, boot
 from sealbench.mocktee._http import Request, Response, json_response
 from sealbench.mocktee.identity import Caller, Identity
 from sealbench.mocktee.verifier import TokenMinter
 
 __all__ = ["CS_IMAGE_PROJECT", "ComputeFault", "ImagePolicy", "Method", "MockCompute"]
 
-CS_IMAGE_PROJECT = "confidential-space-images"
-_FAMILIES = {"confidential-space": False, "confidential-space-debug": True}
-_IMAGE = re.compile(
-    r"^(?:https://(?:www|compute)\.googleapis\.com/compute/v1/)?"
-    r"projects/(?P<project>[^/]+)/global/images/family/(?P<family>[^/]+)$"
-)
-_MACHINE = re.compile(r"^(?:.*/)?zones/(?P<zone>[^/]+)/machineTypes/(?P<type>[a-z0-9-]+)$")
-_MACHINE_TYPE = re.compile(r"^(?P<family>n2d|c2d|c3d|c3)-(standard|highmem|highcpu)-(?P<cpus>\d+)$")
-_CONFIDENTIAL = {"SEV": ("n2d", "c2d", "c3d"), "TDX": ("c3",)}
-_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 _ROUTE = re.compile(
     r"^/compute/v1/projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/"
     r"(?P<kind>instances|operations)(?:/(?P<name>[^/]+)(?P<sub>/serialPort|/wait)?)?$"
@@ -72,126 +66,16 @@ _ROUTE = re.compile(
 _REGION_ROUTE = re.compile(
     r"^/compute/v1/projects/(?P<project>[^/]+)/regions/(?P<region>[a-z0-9-]+)$"
 )
-_QUOTA_METRICS = ("N2D_CPUS", "C2D_CPUS", "C3D_CPUS", "C3_CPUS")
+_QUOTA_METRICS = (*CPU_QUOTA_METRICS, GPU_QUOTA_METRIC)
 _API = "https://www.googleapis.com/compute/v1"
 Method = Literal["insert", "get", "serialPort", "delete", "operations"]
 _VERBS = {"insert": "create", "serialPort": "getSerialPortOutput"}
 
 
-@dataclass(frozen=True)
-class ComputeFault:
-    """An error in Compute's JSON shape, for :meth:`MockCompute.fail_next`."""
-
-    code: int
-    message: str
-    reason: str
-    error_info_reason: str | None = None
-
-    @classmethod
-    def rate_limited(cls) -> ComputeFault:
-        return cls(429, "Rate Limit Exceeded", "rateLimitExceeded", "RATE_LIMIT_EXCEEDED")
-
-    @classmethod
-    def quota_exceeded(cls, metric: str, limit: float, region: str) -> ComputeFault:
-        message = f"Quota '{metric}' exceeded.  Limit: {limit:.1f} in region {region}."
-        return cls(403, message, "quotaExceeded", "QUOTA_EXCEEDED")
-
-    @classmethod
-    def permission_denied(cls, permission: str, resource: str) -> ComputeFault:
-        return cls(403, f"Required '{permission}' permission for '{resource}'", "forbidden")
-
-    def response(self) -> Response:
-        error: dict[str, Any] = {
-            "code": self.code,
-            "message": self.message,
-            "errors": [{"message": self.message, "domain": "global", "reason": self.reason}],
-        }
-        if self.error_info_reason:
-            error["details"] = [
-                {
-                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                    "reason": self.error_info_reason,
-                    "domain": "compute.googleapis.com",
-                }
-            ]
-        return json_response(self.code, {"error": error})
-
-
-def _error(code: int, message: str, reason: str = "invalid") -> Response:
-    return ComputeFault(code, message, reason).response()
-
-
-def _validate(
-    body: dict[str, Any], project_id: str, project_number: str, zone: str
-) -> tuple[int, str, bool] | Response:
-    """``(cpus, quota metric, debug image)`` of a valid insert body, else Compute's 4xx."""
-    if not isinstance(body.get("name"), str) or not _NAME.match(body["name"]):
-        return _error(400, "Invalid value for field 'resource.name'")
-    machine = _MACHINE.match(str(body.get("machineType", "")))
-    machine_type = _MACHINE_TYPE.match(machine.group("type")) if machine else None
-    if machine is None or machine_type is None or machine.group("zone") != zone:
-        return _error(400, "Invalid value for field 'resource.machineType'")
-    confidential = (body.get("confidentialInstanceConfig") or {}).get("confidentialInstanceType")
-    if confidential not in _CONFIDENTIAL:
-        return _error(
-            400,
-            "the sealbench mock runs only Confidential VMs: set "
-            "confidentialInstanceConfig.confidentialInstanceType to SEV or TDX",
-        )
-    family = machine_type.group("family")
-    if family not in _CONFIDENTIAL[confidential]:
-        return _error(
-            400,
-            f"Confidential instance type {confidential} is not supported for machine type "
-            f"'{machine.group('type')}'",
-        )
-    maintenance = (body.get("scheduling") or {}).get("onHostMaintenance", "MIGRATE")
-    if maintenance != "TERMINATE" and (confidential != "SEV" or family != "n2d"):
-        return _error(
-            400,
-            f"Instances with confidential type {confidential} on {family} must set "
-            "scheduling.onHostMaintenance to TERMINATE",
-        )
-    if not (body.get("shieldedInstanceConfig") or {}).get("enableSecureBoot"):
-        return _error(400, "the sealbench mock requires Shielded VM Secure Boot (enableSecureBoot)")
-    boot_disks = [d for d in body.get("disks") or [] if d.get("boot")]
-    params = (boot_disks[0].get("initializeParams") or {}) if len(boot_disks) == 1 else {}
-    source = str(params.get("sourceImage", ""))
-    image = _IMAGE.match(source)
-    if image is None or (image["project"], image["family"] in _FAMILIES) != (
-        CS_IMAGE_PROJECT,
-        True,
-    ):
-        return _error(404, f"The resource '{source}' was not found", "notFound")
-    accounts = body.get("serviceAccounts") or []
-    email = str(accounts[0].get("email", "")) if len(accounts) == 1 else ""
-    if not email.endswith(
-        (
-            f"@{project_id}.iam.gserviceaccount.com",
-            f"{project_number}-compute@developer.gserviceaccount.com",
-        )
-    ):
-        return _error(
-            400,
-            f"The user does not have access to service account '{email}'. Ask a project owner "
-            "to grant you the iam.serviceAccountUser role on the service account",
-        )
-    try:
-        metadata = metadata_items(body)
-    except ValueError as exc:
-        return _error(400, str(exc))
-    if not DIGEST_REFERENCE.match(metadata.get("tee-image-reference", "")):
-        return _error(
-            400,
-            "tee-image-reference must name the image by digest (repo@sha256:<64 hex>); the "
-            "sealbench mock has no registry to resolve tags",
-        )
-    return int(machine_type["cpus"]), f"{family.upper()}_CPUS", _FAMILIES[image["family"]]
-
-
 class MockCompute:
     """The Compute stand-in. ``minter`` signs the VMs' attestation tokens; ``python`` runs
-    ``-m sealbench.enclave``; ``cpu_quota`` is each project's CPU limit per machine family."""
+    ``-m sealbench.enclave``; ``cpu_quota`` is each project's CPU limit per machine family,
+    ``gpu_quota`` its limit of confidential H100 GPUs (``NVIDIA_H100_GPUS``), per region."""
 
     def __init__(
         self,
@@ -201,6 +85,7 @@ class MockCompute:
         python: str = sys.executable,
         image_policy: ImagePolicy | None = None,
         cpu_quota: int = 64,
+        gpu_quota: int = 8,
         work_root: Path | None = None,
     ) -> None:
         self._identity = identity
@@ -208,6 +93,7 @@ class MockCompute:
         self._python = python
         self.image_policy = image_policy or ImagePolicy()
         self.cpu_quota = cpu_quota
+        self.gpu_quota = gpu_quota
         self._work_root = work_root
         self._lock = threading.Lock()
         self._vms: dict[tuple[str, str, str], MockVm] = {}
@@ -239,23 +125,26 @@ class MockCompute:
             thread.join(timeout=30)
 
     def set_quota(self, project_id: str, metric: str, limit: int) -> None:
-        """Set ``project_id``'s limit of quota ``metric`` (e.g. ``N2D_CPUS``) in every region
+        """Set ``project_id``'s limit of quota ``metric`` (e.g. ``N2D_CPUS``,
+        ``NVIDIA_H100_GPUS``) in every region
         (what a quota decrease, or an unmet increase request, leaves)."""
         with self._lock:
             self._quota_overrides[(project_id, metric)] = limit
 
     def _limit(self, project_id: str, metric: str) -> int:
-        return self._quota_overrides.get((project_id, metric), self.cpu_quota)
+        default = self.gpu_quota if metric == GPU_QUOTA_METRIC else self.cpu_quota
+        return self._quota_overrides.get((project_id, metric), default)
 
     def _usage(self, project_id: str, metric: str) -> int:
-        return sum(  # stopped (TERMINATED) instances hold no CPU quota
-            v.cpus
+        return sum(  # stopped (TERMINATED) instances hold no quota
+            v.quota.get(metric, 0)
             for v in self._vms.values()
-            if (v.project_id, v.quota_metric) == (project_id, metric) and v.status != "TERMINATED"
+            if v.project_id == project_id and v.status != "TERMINATED"
         )
 
     def _region(self, project_id: str, region: str) -> Response:
-        """``regions.get``: the region with its CPU quotas per confidential machine family."""
+        """``regions.get``: the region with its CPU quotas per confidential machine family and
+        its confidential GPU quota."""
         with self._lock:
             quotas = [
                 {"metric": metric, "limit": float(self._limit(project_id, metric)),
@@ -405,19 +294,23 @@ class MockCompute:
             body = None
         if not isinstance(body, dict):
             return _error(400, "Invalid JSON payload received", "parseError")
-        checked = _validate(body, project_id, project_number, zone)
+        checked = validate_insert(body, project_id, project_number, zone)
         if isinstance(checked, Response):
             return checked
-        cpus, metric, debug = checked
         key = (project_id, zone, str(body["name"]))
         with self._lock:
             if key in self._vms:
                 resource = f"projects/{project_id}/zones/{zone}/instances/{key[2]}"
                 return _error(409, f"The resource '{resource}' already exists", "alreadyExists")
-            used, limit = self._usage(project_id, metric), self._limit(project_id, metric)
-            if used + cpus > limit:
+            exceeded = [
+                (metric, self._limit(project_id, metric))
+                for metric, amount in sorted(checked.quota.items())
+                if self._usage(project_id, metric) + amount > self._limit(project_id, metric)
+            ]
+            if exceeded:
+                metric, limit = exceeded[0]
                 fault = ComputeFault.quota_exceeded(metric, limit, zone.rsplit("-", 1)[0])
-                error = {
+                error: dict[str, Any] | None = {
                     "httpErrorStatusCode": 403,
                     "httpErrorMessage": "FORBIDDEN",
                     "error": {"errors": [{"code": "QUOTA_EXCEEDED", "message": fault.message}]},
@@ -426,7 +319,8 @@ class MockCompute:
                 error = None
                 instance_id = str(secrets.randbelow(9 * 10**18) + 10**18)
                 vm = MockVm(
-                    project_id, project_number, zone, key[2], instance_id, body, cpus, metric, debug
+                    project_id, project_number, zone, key[2], instance_id, body,
+                    dict(checked.quota), checked.debug, gpu=checked.gpu,
                 )
                 self._vms[key] = vm
                 thread = threading.Thread(

@@ -4,7 +4,10 @@ Confidential Space claim set for a workload described by :class:`WorkloadLaunch`
 
 Profiles: a production image (``dbgstat: disabled-since-boot``, ``support_attributes``
 ``[LATEST, STABLE, USABLE]``) and a debug image (``dbgstat: enabled``, no ``support_attributes``),
-exactly as the real verifier distinguishes them. INSECURE BY DESIGN: the signing key lives in the
+exactly as the real verifier distinguishes them; a confidential-GPU launch (``gpu_cc_mode`` set)
+runs the preview GPU image family, whose production tokens carry ``support_attributes``
+``[EXPERIMENTAL]`` instead, and ``submods.nvidia_gpu.cc_mode``. TDX launches carry
+``attester_tcb: [INTEL]`` as real TDX tokens do. INSECURE BY DESIGN: the signing key lives in the
 state directory, and whoever calls :meth:`MockVerifier.mint` decides what the token claims; the
 token proves nothing about hardware.
 """
@@ -54,6 +57,9 @@ class WorkloadLaunch:
     """What the operator launched: the facts a real launcher measures and the verifier attests.
 
     ``env_overrides`` are the ``tee-env-*`` values; ``debug`` selects the debug image profile.
+    ``gpu_cc_mode`` is the attached confidential GPU's mode (``ON``, ``OFF``, ``DEVTOOLS``;
+    ``None``: no GPU): the VM then runs the preview GPU image (``confidential-space-preview-
+    cgpu``), whose tokens say ``EXPERIMENTAL`` and never ``STABLE``.
     """
 
     image_digest: str
@@ -78,6 +84,7 @@ class WorkloadLaunch:
     instance_name: str = "sealbench-mock-tee"
     instance_id: str = "7000000000000000001"
     service_accounts: tuple[str, ...] = ("runner@mock-operator-project.iam.gserviceaccount.com",)
+    gpu_cc_mode: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -88,6 +95,7 @@ class WorkloadLaunch:
             "cmd_override": list(self.cmd_override) if self.cmd_override is not None else None,
             "hwmodel": self.hwmodel,
             "secboot": self.secboot,
+            "gpu_cc_mode": self.gpu_cc_mode,
         }
 
     @classmethod
@@ -100,6 +108,7 @@ class WorkloadLaunch:
             "cmd_override",
             "hwmodel",
             "secboot",
+            "gpu_cc_mode",
         }
         unknown = set(data) - allowed
         if unknown:
@@ -118,6 +127,7 @@ class WorkloadLaunch:
             cmd_override=tuple(str(c) for c in cmd) if cmd is not None else None,
             hwmodel=str(data.get("hwmodel", "GCP_AMD_SEV")),
             secboot=data.get("secboot", True) is True,
+            gpu_cc_mode=None if data.get("gpu_cc_mode") is None else str(data["gpu_cc_mode"]),
         )
 
 
@@ -145,8 +155,10 @@ def build_claims(
         "cmd_override": list(launch.cmd_override) if launch.cmd_override is not None else None,
     }
     confidential_space: dict[str, Any] = {"monitoring_enabled": {"memory": False}}
-    if not launch.debug:
-        confidential_space["support_attributes"] = ["LATEST", "STABLE", "USABLE"]
+    if not launch.debug:  # the preview (GPU) family is EXPERIMENTAL only
+        confidential_space["support_attributes"] = (
+            ["EXPERIMENTAL"] if launch.gpu_cc_mode is not None else ["LATEST", "STABLE", "USABLE"]
+        )
     claims: dict[str, Any] = {
         "aud": audience,
         "iss": issuer,
@@ -177,6 +189,10 @@ def build_claims(
         },
         "google_service_accounts": list(launch.service_accounts),
     }
+    if launch.hwmodel == "GCP_INTEL_TDX":
+        claims["attester_tcb"] = ["INTEL"]
+    if launch.gpu_cc_mode is not None:
+        claims["submods"]["nvidia_gpu"] = {"cc_mode": launch.gpu_cc_mode}
     if nonces:
         claims["eat_nonce"] = nonces[0] if len(nonces) == 1 else list(nonces)
     return claims
