@@ -11,6 +11,7 @@ this module's types; none imports a plug-in by name.
 How a run uses a plug-in (the enclave's steps 3 to 6)::
 
     runner  = benchmark.load_model(weights)            # ModelContractError: refused
+    provider = execution_provider_of(runner)           # CUDA or CPU, None if not reported
     layout  = benchmark.open_dataset(dataset_json)     # CaseError: the dataset is refused
     ids     = layout.group(paths_of_one_object)        # {case_id: files}
     case    = layout.load(files)                       # CaseError: a flagged failure
@@ -66,6 +67,7 @@ __all__ = [
     "DatasetLayout",
     "DemoVariant",
     "Direction",
+    "ExecutionProvider",
     "Figure",
     "Group",
     "InferenceError",
@@ -87,6 +89,7 @@ __all__ = [
     "Presentation",
     "ProgressFn",
     "PublicSummary",
+    "ReportsExecutionProvider",
     "Runner",
     "ShippedModel",
     "ShipsDefinitions",
@@ -94,6 +97,7 @@ __all__ = [
     "TensorSpec",
     "bind_data_contract",
     "check_small_cells",
+    "execution_provider_of",
 ]
 
 #: A JSON object as Python decodes it (``json.loads``) and pydantic dumps it (``mode="json"``).
@@ -343,11 +347,42 @@ class LoadedCase(Protocol):
 
 
 class Runner(Protocol):
-    """A model loaded (from bytes, in memory) for inference."""
+    """A model loaded (from bytes, in memory) for inference. A runner also says which ONNX
+    Runtime execution provider runs it by implementing :class:`ReportsExecutionProvider`."""
 
     def predict(self, case: Any) -> Any:
         """The model's prediction for a case the plug-in loaded; :class:`InferenceError`."""
         ...
+
+
+class ExecutionProvider(StrEnum):
+    """The ONNX Runtime execution providers a run may report (``ort.get_providers()`` names):
+    the set the enclave logs, the client records and the registry accepts; nothing else."""
+
+    CPU = "CPUExecutionProvider"
+    CUDA = "CUDAExecutionProvider"
+    TENSORRT = "TensorrtExecutionProvider"
+    ROCM = "ROCMExecutionProvider"
+
+
+@runtime_checkable
+class ReportsExecutionProvider(Protocol):
+    """Implemented by a :class:`Runner` that knows which execution provider runs its model (the
+    first of its ONNX Runtime session's providers: CUDA on the GPU image, CPU otherwise)."""
+
+    @property
+    def execution_provider(self) -> ExecutionProvider: ...
+
+
+def execution_provider_of(runner: object) -> ExecutionProvider | None:
+    """The execution provider ``runner`` reports, or ``None`` when it reports none or a value
+    outside :class:`ExecutionProvider` (a plug-in's free text never travels on)."""
+    if not isinstance(runner, ReportsExecutionProvider):
+        return None
+    try:
+        return ExecutionProvider(runner.execution_provider)
+    except ValueError:
+        return None
 
 
 class DatasetLayout(Protocol):

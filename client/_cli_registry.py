@@ -280,8 +280,9 @@ def benchmark_progress(
     json_out: JsonOpt = False,
 ) -> None:
     """Per approved (model, dataset): pending, planned, running, failed (with its failure
-    class), interrupted or done with the benchmark's current image, as the hospitals' clients
-    reported. The authority sees every pair, a data or model owner the pairs of its assets."""
+    class), interrupted or done with the benchmark's current image, and the ONNX Runtime
+    execution provider its latest run said it ran on, as the hospitals' clients reported.
+    The authority sees every pair, a data or model owner the pairs of its assets."""
     with session(profile) as s:
         board = s.client.benchmark_progress(benchmark_id)
     if json_out:
@@ -291,9 +292,10 @@ def benchmark_progress(
     table(
         f"progress of benchmark {benchmark_id} (image {board.image_digest[:19]}…): "
         f"{counts or 'no approved pair'}",
-        ("model", "dataset", "status", "reason", "run", "result", "updated"),
+        ("model", "dataset", "status", "reason", "provider", "run", "result", "updated"),
         ((f"{c.model_id} {c.model_name}", f"{c.dataset_id} {c.dataset_name}", c.status,
-          c.reason or "", c.run_id or "", "" if c.result_id is None else c.result_id,
+          c.reason or "", c.execution_provider or "", c.run_id or "",
+          "" if c.result_id is None else c.result_id,
           "" if c.updated_at is None else c.updated_at.strftime("%Y-%m-%d %H:%M"))
          for c in board.cells),
     )

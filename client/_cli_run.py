@@ -358,11 +358,15 @@ def _run_plan(
 
 
 def _breakdown(record: runs.RunRecord) -> str:
-    """`` (infer 12.0 s, score 3.1 s)``: the two or three longest steps of the enclave."""
-    if not record.step_seconds:
-        return ""
-    longest = sorted(record.step_seconds.items(), key=lambda kv: -kv[1])[:3]
-    return " (" + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in longest) + ")"
+    """`` (infer 12.0 s, score 3.1 s; on CUDAExecutionProvider)``: the two or three longest
+    steps of the enclave and the execution provider it said ran the model."""
+    parts = []
+    if record.step_seconds:
+        longest = sorted(record.step_seconds.items(), key=lambda kv: -kv[1])[:3]
+        parts.append(", ".join(f"{name} {seconds:.1f} s" for name, seconds in longest))
+    if record.execution_provider is not None:
+        parts.append(f"on {record.execution_provider}")
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 # -- result ------------------------------------------------------------------------------------
@@ -381,9 +385,11 @@ def result_ls(profile: ProfileOpt = None, json_out: JsonOpt = False) -> list[run
         return records
     table(
         "runs",
-        ("run", "benchmark", "dataset", "model", "status", "seconds", "submitted as"),
+        ("run", "benchmark", "dataset", "model", "status", "seconds", "provider",
+         "submitted as"),
         ((r.run_id, r.benchmark_id, r.dataset_id, r.model_id, r.status,
           "" if r.wall_seconds is None else f"{r.wall_seconds:.1f}",
+          r.execution_provider or "",
           "" if r.result_id is None else f"result {r.result_id}") for r in records),
     )
     return records

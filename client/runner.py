@@ -53,6 +53,7 @@ from sealbench.client.launchers.base import (
 from sealbench.client.runs import (
     RunRecord,
     RunStore,
+    execution_provider,
     owner_alive,
     process_identity,
     recorded_failure,
@@ -63,7 +64,7 @@ from sealbench.client.runs import (
     new_run_id as default_run_id,
 )
 from sealbench.enclave.spec import RunSpec
-from sealbench.server.schemas.runs import MAX_BATCH, RunReportItem
+from sealbench.server.schemas.runs import MAX_BATCH, ExecutionProvider, RunReportItem
 
 __all__ = [
     "EventKind",
@@ -416,7 +417,7 @@ class Runner:
                     if self._stop.wait(delay):
                         raise _Stopped from exc
                     continue
-                self._fail(slot, exc, timings)
+                self._fail(slot, exc, timings, progress.provider)
                 return
             timings["launch"] = round(time.monotonic() - started, 2)
             break
@@ -435,11 +436,12 @@ class Runner:
         except LaunchError as exc:
             if self._stop.is_set():
                 raise _Stopped from exc
-            self._fail(slot, recorded_failure(exc, spec.result_uri), timings)
+            self._fail(slot, recorded_failure(exc, spec.result_uri), timings, progress.provider)
             return
         self._finish(
             slot, "succeeded", wall_seconds=result.wall_seconds,
             peak_rss_bytes=result.peak_rss_bytes, step_seconds=dict(timings) or None,
+            execution_provider=progress.provider,
         )
 
     def _start(self, spec: RunSpec, progress: _ProgressParser) -> RunningWorkload:
@@ -483,13 +485,15 @@ class Runner:
             raise error
         return cast("RunningWorkload", state["workload"])
 
-    def _fail(self, slot: _Slot, exc: Exception, timings: dict[str, float]) -> None:
+    def _fail(self, slot: _Slot, exc: Exception, timings: dict[str, float],
+              provider: ExecutionProvider | None = None) -> None:
         cls = exc.failure_class if isinstance(exc, LaunchError) else "launch"
         with self._emit_lock:
             self._errors.append(exc)
         self._finish(
             slot, "failed", reason=cls, error=str(exc)[:2000], step_seconds=dict(timings) or None,
-            peak_rss_bytes=getattr(exc, "peak_rss_bytes", None), exc=exc,
+            peak_rss_bytes=getattr(exc, "peak_rss_bytes", None), execution_provider=provider,
+            exc=exc,
         )
 
     # -- stopping ------------------------------------------------------------------------------
@@ -588,17 +592,20 @@ def _tear_down_one(workload: RunningWorkload, *, keep: bool, reap: bool = False)
 
 
 class _ProgressParser:
-    """Turns the enclave's output lines into ``progress`` events and step timings."""
+    """Turns the enclave's output lines into ``progress`` events, step timings and the
+    execution provider the model ran on (one of the known names, or None)."""
 
     def __init__(self, runner: Runner, slot: _Slot, timings: dict[str, float]) -> None:
         self._runner = runner
         self._slot = slot
         self._timings = timings
+        self.provider: ExecutionProvider | None = None
 
     def __call__(self, line: str) -> None:
         found = step_timings(line)
         if found:
             self._timings.update(found)
+            self.provider = execution_provider(line) or self.provider
         fields: dict[str, object] = {}
         step = _STEP.search(line)
         if step:

@@ -10,7 +10,8 @@ and no per-case value. Version 2 adds ``owner_pid`` and ``owner_started`` (the p
 drives the run, and its start time in clock ticks since boot, so a reused pid is not taken for
 the owner), ``reason`` (the failure class or interrupt reason the registry is told),
 ``attempts``, ``seq`` (the number of the latest status report), ``metrics_version`` and
-``workload`` (the VM instance or container the backend started). A
+``workload`` (the VM instance or container the backend started); ``execution_provider`` (the
+ONNX Runtime provider the enclave said ran the model, one of a known set) is optional. A
 record left ``planned``, ``launching`` or ``running`` by a process that is gone is stale:
 :meth:`RunStore.repair_stale` marks it ``interrupted`` (reason ``owner_died``).
 
@@ -50,7 +51,7 @@ from sealbench.client.errors import (
 )
 from sealbench.client.keys import ResultKey
 from sealbench.server.schemas import ResultCreate, ResultPublic
-from sealbench.server.schemas.runs import RunReport
+from sealbench.server.schemas.runs import EXECUTION_PROVIDERS, ExecutionProvider, RunReport
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
@@ -67,6 +68,7 @@ __all__ = [
     "approved_models",
     "approved_pairs",
     "build_spec",
+    "execution_provider",
     "fetch_run_result",
     "issuer_keys",
     "new_run_id",
@@ -118,6 +120,8 @@ class RunRecord(BaseModel):
     #: The backend's name of the started workload (a VM instance, a container), so that a
     #: repaired record says what may still be running.
     workload: str | None = None
+    #: The ONNX Runtime execution provider the enclave ran the model on (absent: not said).
+    execution_provider: ExecutionProvider | None = None
 
     @property
     def active(self) -> bool:
@@ -418,6 +422,20 @@ def step_timings(line: str) -> dict[str, float]:
     return {} if found is None else _parse_timings(found.group(1))
 
 
+_PROVIDER = re.compile(r"step timings in seconds \{.*\}; execution provider ([A-Za-z]{1,40})\s*$")
+
+
+def execution_provider(line: str) -> ExecutionProvider | None:
+    """The execution provider the enclave's last progress line names
+    (``...; execution provider CUDAExecutionProvider``), when it is one of the known
+    :data:`~sealbench.server.schemas.runs.ExecutionProvider` names; None otherwise (any other
+    line, or a name outside the set: the enclave's text never reaches the registry as is)."""
+    found = _PROVIDER.search(line)
+    if found is None or found.group(1) not in EXECUTION_PROVIDERS:
+        return None
+    return cast("ExecutionProvider", found.group(1))
+
+
 def _parse_timings(text: str) -> dict[str, float]:
     """The enclave's per-step totals (``{"infer": 12.3, ...}``); anything else is ignored."""
     try:
@@ -619,5 +637,7 @@ def report_of(record: RunRecord) -> RunReport:
         tee=record.tee,  # type: ignore[arg-type]
         attempts=min(record.attempts, 100),
         step_seconds=dict(list(steps.items())[:32]),
+        execution_provider=(record.execution_provider
+                            if record.execution_provider in EXECUTION_PROVIDERS else None),
         result_id=record.result_id if record.status == "succeeded" else None,
     )

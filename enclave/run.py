@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from sealbench.benchmarks.interface import ExecutionProvider, execution_provider_of
 from sealbench.cloud import BlobStore, CloudError, join_name
 from sealbench.cloud.attester import Attester
 from sealbench.enclave.access import AssetAccess, CloudAccess
@@ -30,7 +31,7 @@ from sealbench.enclave.steps import (
 )
 from sealbench.enclave.timing import StepTimer
 
-__all__ = ["AccessFactory", "RunReport", "run_enclave"]
+__all__ = ["AccessFactory", "RunReport", "run_enclave", "timings_line"]
 
 _log = logging.getLogger("sealbench.enclave")
 
@@ -40,10 +41,23 @@ AccessFactory = Callable[[AttestedRun], AssetAccess]
 
 @dataclass(frozen=True)
 class RunReport:
-    """A successful run: what was published and the seconds spent per step."""
+    """A successful run: what was published, the seconds spent per step and the ONNX Runtime
+    execution provider the model ran on (``None`` when the plug-in's runner does not say)."""
 
     published: PublishedResult
     timings: dict[str, float]
+    execution_provider: ExecutionProvider | None = None
+
+
+def timings_line(timings: Mapping[str, float], provider: ExecutionProvider | None) -> str:
+    """The run's last log line, which the client parses (``sealbench.client.runs``)::
+
+        done: step timings in seconds {"attest": 0.1, ...}; execution provider CPUExecutionProvider
+
+    The provider part is absent when the runner reports none; the provider is always one of
+    :class:`ExecutionProvider`, never a plug-in's free text."""
+    line = f"done: step timings in seconds {json.dumps(dict(timings), sort_keys=True)}"
+    return line if provider is None else f"{line}; execution provider {provider.value}"
 
 
 class _Progress:
@@ -122,6 +136,9 @@ def _run(
     progress.step = "download, verify and load the model"
     _log.info("step 3/7: %s", progress.step)
     model = load_model(keys) if make_runner is None else load_model(keys, make_runner)
+    provider = execution_provider_of(model.runner)
+    if provider is not None:
+        _log.info("the model runs on ONNX Runtime's %s", provider.value)
     progress.step = "verify the dataset manifest"
     _log.info("step 4/7: %s", progress.step)
     dataset = open_dataset(model)
@@ -135,5 +152,5 @@ def _run(
     _log.info("step 7/7: %s", progress.step)
     published = publish(sealed)
     timings = timer.totals()
-    _log.info("done: step timings in seconds %s", json.dumps(timings, sort_keys=True))
-    return RunReport(published, timings)
+    _log.info("%s", timings_line(timings, provider))
+    return RunReport(published, timings, provider)

@@ -404,7 +404,8 @@ class AuditCheck(Base):
 
 class Run(Base):
     """A confidential run as its data owner's client reported it (``/runs``): the latest
-    state, its failure class or interrupt reason, per-step timings, the image digest and, once
+    state, its failure class or interrupt reason, per-step timings, the execution provider the
+    model ran on, the image digest and, once
     submitted, the result it produced. ``seq`` is the highest report number received (later
     reports with a lower one are ignored). Never a case id, metric, key or token."""
 
@@ -422,6 +423,8 @@ class Run(Base):
     tee: Mapped[str] = mapped_column(String(32))
     attempts: Mapped[int] = mapped_column(Integer)
     step_seconds: Mapped[dict[str, Any]]
+    #: An ONNX Runtime provider name (``schemas.runs.ExecutionProvider``); NULL: not reported.
+    execution_provider: Mapped[str | None] = mapped_column(String(32))
     result_id: Mapped[int | None] = mapped_column(ForeignKey("results.id"), unique=True)
     seq: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(_TS)

@@ -149,6 +149,11 @@ class _Runner:
     def predict(self, case: Case) -> npt.NDArray[np.uint8]:
         return self.segmenter.segment(case)
 
+    @property
+    def execution_provider(self) -> api.ExecutionProvider:
+        """The provider ONNX Runtime runs the model on (its session's first, preferred one)."""
+        return api.ExecutionProvider(self.segmenter.providers[0])
+
 
 def _tensor(name: str | None, channels: int) -> api.TensorSpec:
     return api.TensorSpec(name, "float32", ("N", channels, "D", "H", "W"))

@@ -140,6 +140,11 @@ class OnnxClassifier:
         self.report, self._session = _check(model_bytes)
         self._input = self.report.inputs[0].name
 
+    @property
+    def providers(self) -> list[str]:
+        """Execution providers in use, preferred first."""
+        return list(self._session.get_providers())
+
     def predict(self, case: WdbcCase) -> Prediction:
         """P(malignant) of ``case``. Never raises: an ONNX Runtime failure or a malformed output
         is a :class:`Prediction` without score, so that scoring penalises the case with its

@@ -76,6 +76,11 @@ class _Runner:
     def predict(self, case: WdbcCase) -> Prediction:
         return self._model.predict(case)
 
+    @property
+    def execution_provider(self) -> api.ExecutionProvider:
+        """Always the CPU: the classifier's session asks for nothing else."""
+        return api.ExecutionProvider(self._model.providers[0])
+
 
 class WdbcBenchmark:
     """The WDBC diagnostic classification benchmark behind the interface."""

@@ -44,6 +44,7 @@ def _public(row: Run) -> RunPublic:
         tee=row.tee,
         attempts=row.attempts,
         step_seconds=dict(row.step_seconds),
+        execution_provider=row.execution_provider,
         result_id=row.result_id,
         seq=row.seq,
         created_at=row.created_at,

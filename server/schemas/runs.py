@@ -1,8 +1,9 @@
 """Run status wire types: what a data owner's client reports about each confidential run, what
 readers get back, and the benchmark's progress matrix.
 
-A report carries the run's state, a typed failure class or interrupt reason, per-step timings
-and the image digest, never free text: no case id, metric, key or token can ride along. The
+A report carries the run's state, a typed failure class or interrupt reason, per-step timings,
+the ONNX Runtime execution provider the model ran on (one of :data:`ExecutionProvider`) and the
+image digest, never free text: no case id, metric, key or token can ride along. The
 client numbers its reports per run (``seq``); the registry keeps the highest, so reports that
 arrive late or twice change nothing.
 """
@@ -17,11 +18,13 @@ from pydantic import Field, StringConstraints, model_validator
 from sealbench.server.schemas.common import Digest, Id, WireModel
 
 __all__ = [
+    "EXECUTION_PROVIDERS",
     "FAILURE_CLASSES",
     "INTERRUPT_REASONS",
     "MAX_BATCH",
     "TERMINAL_STATES",
     "BenchmarkProgress",
+    "ExecutionProvider",
     "FailureClass",
     "InterruptReason",
     "ProgressCell",
@@ -67,6 +70,16 @@ RunReason = FailureClass | InterruptReason
 FAILURE_CLASSES: frozenset[str] = frozenset(FailureClass.__args__)  # type: ignore[attr-defined]
 INTERRUPT_REASONS: frozenset[str] = frozenset(InterruptReason.__args__)  # type: ignore[attr-defined]
 
+#: The ONNX Runtime execution providers a run may report (the enclave's
+#: ``sealbench.benchmarks.interface.ExecutionProvider``): anything else is refused.
+ExecutionProvider = Literal[
+    "CPUExecutionProvider",
+    "CUDAExecutionProvider",
+    "TensorrtExecutionProvider",
+    "ROCMExecutionProvider",
+]
+EXECUTION_PROVIDERS: frozenset[str] = frozenset(ExecutionProvider.__args__)  # type: ignore[attr-defined]
+
 #: A client's run id (``run-20261203T070000-1a2b3c4d``), unique per reporting user.
 RunKey = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
 StepName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
@@ -90,6 +103,8 @@ class RunReport(WireModel):
     tee: Literal["mock", "docker", "confidential-space", "fake"]
     attempts: int = Field(default=0, ge=0, le=100)
     step_seconds: dict[StepName, Seconds] = Field(default_factory=dict)
+    #: Which execution provider ran the model, as the enclave logged it (absent: not known).
+    execution_provider: ExecutionProvider | None = None
     result_id: Id | None = None
 
     @model_validator(mode="after")
@@ -139,6 +154,7 @@ class RunPublic(WireModel):
     tee: str
     attempts: int
     step_seconds: dict[str, float]
+    execution_provider: str | None = None
     result_id: int | None
     seq: int
     created_at: datetime
@@ -165,6 +181,7 @@ class ProgressCell(WireModel):
     status: ProgressStatus
     run_id: str | None = None
     reason: str | None = None
+    execution_provider: str | None = None
     result_id: int | None = None
     updated_at: datetime | None = None
 

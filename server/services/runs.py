@@ -112,6 +112,8 @@ def _apply(
     row.reason = body.reason
     row.attempts = body.attempts
     row.step_seconds = dict(body.step_seconds)
+    if body.execution_provider is not None:  # a later report without it keeps what was said
+        row.execution_provider = body.execution_provider
     row.image_digest = body.image_digest
     row.seq = body.seq
     row.updated_at = now
@@ -152,6 +154,7 @@ def _create(
         tee=body.tee,
         attempts=body.attempts,
         step_seconds=dict(body.step_seconds),
+        execution_provider=body.execution_provider,
         result_id=None,
         seq=body.seq,
         created_at=now,
@@ -282,6 +285,7 @@ def progress(session: Session, actor: Principal, benchmark_id: int) -> Benchmark
             dataset_name=dataset_name, status=status,
             run_id=None if run is None else run.run_key,
             reason=None if run is None or status == "done" else run.reason,
+            execution_provider=None if run is None else run.execution_provider,
             result_id=result_id if result_id is not None else (run.result_id if run else None),
             updated_at=None if run is None else run.updated_at,
         ))
