@@ -21,7 +21,7 @@ from sealbench.client import owner, workflows
 from sealbench.client._cli_common import JsonOpt, emit_json, out, progress_bar
 from sealbench.client.api import RegistryClient
 from sealbench.client.config import ResolvedProfile
-from sealbench.client.errors import ConfigError
+from sealbench.client.errors import ConfigError, NotAvailableError
 
 __all__ = [
     "MOCK_ZONE",
@@ -56,10 +56,16 @@ def image_build(
     source: Annotated[
         Path | None, typer.Option(help="sealbench checkout to build from (default: found)")
     ] = None,
+    accelerator: Annotated[
+        str, typer.Option(help="cpu (onnxruntime) or cuda (onnxruntime-gpu, for runs with "
+                          "--accelerator on a confidential GPU; tagged -cuda, its own digest)")
+    ] = "cpu",
     json_out: JsonOpt = False,
 ) -> Any:
     """Build the evaluation image with the local Docker engine and print its reference and
     digest (the image ID: what a Docker-backed benchmark pins and the launcher attests)."""
+    if accelerator not in ("cpu", "cuda"):
+        raise ConfigError(f"--accelerator must be cpu or cuda, not {accelerator!r}")
     image_module = workflows.docker_image_module()
     root = image_module.find_source_root(source) if source else _default_source()
     engine = image_module.connect_engine()
@@ -71,7 +77,8 @@ def image_build(
             bar.update(task, description=line[:60])
 
         built = image_module.build_image(
-            engine, root, base_image=base_image, no_cache=no_cache, on_progress=show
+            engine, root, base_image=base_image, no_cache=no_cache, on_progress=show,
+            accelerator=accelerator,
         )
     if json_out:
         emit_json({"reference": built.reference, "digest": built.digest,
@@ -141,16 +148,31 @@ def _docker_launcher(
 
     # By default the very image the benchmark pins (a local build's digest is its image ID).
     wanted = image or client.get_benchmark(benchmark_id).image_digest
+    engine = image_module.connect_engine()
+    image_module.check_image_variant(engine, wanted, gpu=False)  # Docker runs on the CPU
     try:
-        return docker_launcher(
-            image_module.connect_engine(), endpoints.control, wanted, debug=debug
-        )
+        return docker_launcher(engine, endpoints.control, wanted, debug=debug)
     except LaunchError as exc:
         raise ConfigError(
             str(exc),
             hint="build it with 'sealbench image build' (a benchmark created with --tee docker "
             "pins the image then present), or pass --image REF",
         ) from exc
+
+
+def _check_variant_if_local(reference: str, *, gpu: bool) -> None:
+    """Refuse a GPU run on the CPU image and a CPU run on the CUDA image when the image is on
+    this machine's Docker engine (built here before its push); without the Docker SDK, an
+    engine or the image here, nothing can be read before the VM starts."""
+    try:
+        image_module = workflows.docker_image_module()
+    except NotAvailableError:
+        return
+    try:
+        engine = image_module.connect_engine(timeout=10)
+        image_module.check_image_variant(engine, reference, gpu=gpu)
+    except image_module.EngineUnavailableError:
+        return
 
 
 def _cs_launcher(
@@ -185,6 +207,7 @@ def _cs_launcher(
         account = account or gcp.service_account
         api_endpoint = api_endpoint or gcp.api_endpoints.get("compute")
     reference = cs.image_reference or client.get_benchmark(benchmark_id).image_reference
+    _check_variant_if_local(reference, gpu=cs.accelerator is not None)
     missing = [name for name, value in (("--project", project), ("--zone", zone),
                                         ("--service-account", account)) if not value]
     if missing:

@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import docker
 import docker.errors
@@ -64,15 +64,19 @@ from sealbench.crypto.digest import Sha256Digest, parse_digest
 from sealbench.enclave.spec import ENV_OVERRIDE_NAMES
 
 __all__ = [
+    "ACCELERATORS",
     "BASE_TAG",
     "DEBIAN_MIRROR",
     "ENGINE_TIMEOUT_S",
     "IMAGE_REPOSITORY",
+    "LABEL_ACCELERATOR",
     "LABEL_ALLOW_ENV_OVERRIDE",
     "LABEL_LOG_REDIRECT",
     "LABEL_PLUGINS",
     "LABEL_SOURCE_DIGEST",
     "SOURCE_DATE_EPOCH",
+    "Accelerator",
+    "AcceleratorMismatchError",
     "BaseImageError",
     "EngineUnavailableError",
     "ImageBuildError",
@@ -80,17 +84,23 @@ __all__ = [
     "ProgressFn",
     "WheelhouseError",
     "allow_env_override_value",
+    "build_arguments",
     "build_image",
     "canonical_config",
+    "check_accelerator",
+    "check_image_variant",
     "checkout_source",
     "connect_engine",
     "ensure_local_base",
     "find_source_root",
     "fresh_local_image",
+    "image_accelerator",
+    "image_labels",
     "local_image",
     "normalize_image",
     "plugin_wheels",
     "prepare_build_context",
+    "variant_tag",
 ]
 
 #: Called with each line of build output.
@@ -111,6 +121,11 @@ _BASE_PACKAGES: Final = ("python3", "python3-venv", "ca-certificates")
 _EXTRAS: Final = "enclave,gcp"
 #: The image's label listing the benchmark plug-ins installed beside sealbench.
 LABEL_PLUGINS: Final = "org.sealbench.plugins"
+#: The image's label naming its accelerator variant (``docker/Dockerfile``'s ``ACCELERATOR``).
+LABEL_ACCELERATOR: Final = "sealbench.accelerator"
+#: ``cpu``: onnxruntime; ``cuda``: onnxruntime-gpu (CUDAExecutionProvider on a confidential GPU).
+Accelerator = Literal["cpu", "cuda"]
+ACCELERATORS: Final[tuple[Accelerator, ...]] = ("cpu", "cuda")
 #: ``<distribution>-<version>-<python>-<abi>-<platform>.whl`` (PEP 427 names, normalised).
 _WHEEL_NAME: Final = re.compile(r"^([A-Za-z0-9_.]+)-([A-Za-z0-9_.!+]+)-[^/]+\.whl$")
 
@@ -138,6 +153,17 @@ class WheelhouseError(ImageBuildError):
     default_hint = "check that 'pip wheel .[enclave,gcp]' works in the checkout (pip config, index)"
 
 
+class AcceleratorMismatchError(ClientError):
+    """The image's accelerator variant is not the one the run needs (a GPU run on a CPU image,
+    a CPU run on a GPU image), or its label is not one this client knows."""
+
+    exit_code = 2
+    default_hint = (
+        "build the matching variant with 'sealbench image build --accelerator cuda' (GPU runs) "
+        "or without it (CPU runs), push it and name it with --image-reference (docs/image.md)"
+    )
+
+
 @dataclass(frozen=True)
 class ImageBuildResult:
     """A built evaluation image. ``digest`` is what a benchmark names and what the Docker
@@ -153,6 +179,74 @@ class ImageBuildResult:
 def allow_env_override_value() -> str:
     """The value of the ``tee.launch_policy.allow_env_override`` label: the run-spec names."""
     return ",".join(ENV_OVERRIDE_NAMES)
+
+
+def variant_tag(tag: str, accelerator: Accelerator) -> str:
+    """The tag of ``accelerator``'s variant: ``tag`` for the CPU image, ``tag-cuda`` for the
+    GPU one (``latest-cuda``, ``<12 hex>-cuda``), so the two never overwrite each other."""
+    return tag if accelerator == "cpu" else f"{tag}-{accelerator}"
+
+
+def build_arguments(base_image: str, accelerator: Accelerator) -> dict[str, str]:
+    """The ``docker build`` arguments of ``docker/Dockerfile`` for ``accelerator``'s variant;
+    ``ValueError`` for an accelerator that is not one of :data:`ACCELERATORS`."""
+    if accelerator not in ACCELERATORS:
+        raise ValueError(f"accelerator must be one of {', '.join(ACCELERATORS)}, "
+                         f"received {accelerator!r}")
+    return {
+        "BASE_IMAGE": base_image,
+        "ALLOW_ENV_OVERRIDE": allow_env_override_value(),
+        "SOURCE_DATE_EPOCH": str(SOURCE_DATE_EPOCH),
+        "ACCELERATOR": accelerator,
+    }
+
+
+def image_accelerator(reference: str, labels: Mapping[str, str]) -> Accelerator:
+    """The variant the image ``reference`` with ``labels`` was built as: its
+    :data:`LABEL_ACCELERATOR` label, ``cpu`` when absent (built before the label existed);
+    :class:`AcceleratorMismatchError` for a value this client does not know."""
+    value = labels.get(LABEL_ACCELERATOR, "cpu")
+    if value not in ACCELERATORS:
+        raise AcceleratorMismatchError(
+            f"image {reference} has label {LABEL_ACCELERATOR}={value[:40]!r}, expected one of "
+            f"{', '.join(ACCELERATORS)}")
+    return value
+
+
+def check_accelerator(reference: str, labels: Mapping[str, str], *, gpu: bool) -> None:
+    """Refuse (:class:`AcceleratorMismatchError`) a GPU run (``gpu``: ``--accelerator``) on a
+    CPU image and a CPU run on a GPU image: a CPU image would silently run on the VM's CPU, a
+    GPU image on a machine without one would not find its CUDA libraries' device."""
+    found = image_accelerator(reference, labels)
+    if gpu and found != "cuda":
+        raise AcceleratorMismatchError(
+            f"a GPU run (--accelerator) needs the CUDA image, but {reference} is the {found} "
+            f"variant ({LABEL_ACCELERATOR}={found})")
+    if not gpu and found != "cpu":
+        raise AcceleratorMismatchError(
+            f"{reference} is the {found} variant ({LABEL_ACCELERATOR}={found}): run it with "
+            "--accelerator on a confidential GPU VM, or name the CPU image for a CPU run")
+
+
+def check_image_variant(client: DockerClient, reference: str, *, gpu: bool) -> bool:
+    """:func:`check_accelerator` on the image ``reference`` when it is on the engine (a local
+    build, or a pushed image built or pulled here); False when it is not, so nothing was
+    checked (the run then reports which execution provider ran)."""
+    labels = image_labels(client, reference)
+    if labels is None:
+        return False
+    check_accelerator(reference, labels, gpu=gpu)
+    return True
+
+
+def image_labels(client: DockerClient, reference: str) -> Mapping[str, str] | None:
+    """The labels of the image ``reference`` on the engine, or None when it is not there."""
+    try:
+        return MappingProxyType(dict(client.images.get(reference).labels or {}))
+    except docker.errors.ImageNotFound:
+        return None
+    except docker.errors.DockerException as exc:
+        raise EngineUnavailableError(f"cannot inspect image {reference}: {exc}") from exc
 
 
 def connect_engine(base_url: str | None = None, *, timeout: int = ENGINE_TIMEOUT_S) -> DockerClient:
@@ -220,11 +314,13 @@ def local_image(client: DockerClient, reference: str | None = None) -> ImageBuil
     except docker.errors.DockerException as exc:
         raise EngineUnavailableError(f"cannot inspect image {wanted}: {exc}") from exc
     digest = parse_digest(str(image.id))
+    labels = MappingProxyType(dict(image.labels or {}))
+    tag = variant_tag(digest.removeprefix("sha256:")[:12], image_accelerator(wanted, labels))
     return ImageBuildResult(
         image_id=digest,
         digest=digest,
-        reference=f"{IMAGE_REPOSITORY}:{digest.removeprefix('sha256:')[:12]}",
-        labels=MappingProxyType(dict(image.labels or {})),
+        reference=f"{IMAGE_REPOSITORY}:{tag}",
+        labels=labels,
         base_image="",  # not recorded in the image; only a build knows it
     )
 
@@ -507,15 +603,20 @@ def build_image(
     work_dir: Path | None = None,
     on_progress: ProgressFn | None = None,
     plugins: Sequence[Path] = (),
+    accelerator: Accelerator = "cpu",
 ) -> ImageBuildResult:
     """Build ``source/docker/Dockerfile`` on ``base_image`` (default: the offline base, made by
     :func:`ensure_local_base` when absent) and tag it ``repository:<first 12 hex of the ID>`` and
     ``repository:latest``. Unchanged inputs give the same image ID (see ``docs/image.md``).
+    ``accelerator`` ``cuda`` builds the GPU variant (onnxruntime-gpu; its wheels must be in the
+    wheelhouse), labelled :data:`LABEL_ACCELERATOR` ``cuda`` and tagged with :func:`variant_tag`
+    (``latest-cuda``, ``<12 hex>-cuda``): another image, with its own digest.
     The image's label :data:`LABEL_SOURCE_DIGEST` records the digest of ``source``'s source
     manifest, so that a later command can tell whether the image was built from a checkout.
     ``plugins`` (wheels or source folders of third-party benchmark plug-ins) are installed
     beside sealbench, so the image digest covers them; label :data:`LABEL_PLUGINS` lists them."""
     progress = on_progress or (lambda _line: None)
+    latest = variant_tag("latest", accelerator)
     sources = source_digest(source)
     if base_image is None:
         ensure_local_base(client, work_dir=work_dir, on_progress=progress)
@@ -532,17 +633,13 @@ def build_image(
         build_labels: dict[str, str] = {LABEL_SOURCE_DIGEST: sources}
         if installed:
             build_labels[LABEL_PLUGINS] = " ".join(installed)
-        progress(f"docker build on {base_image}")
+        progress(f"docker build on {base_image} ({accelerator})")
         try:
             chunks = client.api.build(
                 path=str(context),
                 dockerfile="Dockerfile",
-                tag=f"{repository}:latest",
-                buildargs={
-                    "BASE_IMAGE": base_image,
-                    "ALLOW_ENV_OVERRIDE": allow_env_override_value(),
-                    "SOURCE_DATE_EPOCH": str(SOURCE_DATE_EPOCH),
-                },
+                tag=f"{repository}:{latest}",
+                buildargs=build_arguments(base_image, accelerator),
                 labels=build_labels,
                 nocache=no_cache,
                 rm=True,
@@ -551,15 +648,19 @@ def build_image(
                 decode=True,
             )
             built = _stream(chunks, progress)
-            raw = client.images.get(built or f"{repository}:latest")
+            raw = client.images.get(built or f"{repository}:{latest}")
             base_layers = len(client.images.get(base_image).attrs["RootFS"]["Layers"])
-            image_id = normalize_image(client, str(raw.id), f"{repository}:latest", base_layers)
+            image_id = normalize_image(client, str(raw.id), f"{repository}:{latest}",
+                                       base_layers)
             image = client.images.get(image_id)
         except docker.errors.DockerException as exc:
             raise ImageBuildError(f"docker build failed: {exc}") from exc
-    reference = f"{repository}:{image_id.removeprefix('sha256:')[:12]}"
-    image.tag(repository, tag=reference.rpartition(":")[2])
+    reference = f"{repository}:{variant_tag(image_id.removeprefix('sha256:')[:12], accelerator)}"
     labels = MappingProxyType(dict(image.labels or {}))
+    if image_accelerator(reference, labels) != accelerator:  # a Dockerfile without the ARG
+        raise ImageBuildError(f"the built image is labelled {LABEL_ACCELERATOR}="
+                              f"{labels.get(LABEL_ACCELERATOR)!r}, expected {accelerator!r}")
+    image.tag(repository, tag=reference.rpartition(":")[2])
     progress(f"built {reference} {image_id}")
     return ImageBuildResult(
         image_id=image_id,
