@@ -4,7 +4,9 @@ and the key-release rule for GPU preview images. GPU images attest ``support_att
 only with ``submods.nvidia_gpu.cc_mode == 'ON'``, both in the CEL condition Google (and the mock
 STS, with the same cel-python) evaluates and in the policy that verifies result tokens.
 
-No GPU machine was available: nothing here ran on an H100."""
+The mock's Compute stand-in attests a GPU VM the same way (checked below against the same
+policy; the whole run against it is ``test_gpu_run_standin.py``). No GPU machine was available:
+nothing here ran on an H100."""
 
 from __future__ import annotations
 
@@ -211,3 +213,18 @@ def test_segmenter_prefers_cuda_when_onnx_runtime_lists_it() -> None:
     assert choose_providers(gpu_list) == ["CUDAExecutionProvider", "CPUExecutionProvider"]
     assert choose_providers(["CPUExecutionProvider"]) == ["CPUExecutionProvider"]
     assert choose_providers(list(ort.get_available_providers())) == ["CPUExecutionProvider"]
+
+
+def test_stand_in_gpu_claims_meet_exactly_the_opt_in_rule() -> None:
+    """The claims the mock's Compute stand-in mints for a confidential-GPU VM (what the preview
+    image attests) pass the production policy only with the opt-in, as a real GPU token does."""
+    from sealbench.mocktee.verifier import WorkloadLaunch, build_claims
+
+    digest = "sha256:" + "a" * 64
+    launch = WorkloadLaunch(digest, REF, hwmodel="GCP_INTEL_TDX", gpu_cc_mode="ON")
+    claims = cs.claims_from_payload(
+        build_claims(launch, issuer="i", audience="a", nonces=(), now=1))
+    assert claims.submods.nvidia_gpu is not None and claims.submods.nvidia_gpu.cc_mode == "ON"
+    with pytest.raises(PolicyViolationError, match="support_attributes"):
+        cs.AttestationPolicy(frozenset({digest})).check(claims)
+    cs.AttestationPolicy(frozenset({digest}), accept_experimental_gpu=True).check(claims)
