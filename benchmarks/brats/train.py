@@ -313,10 +313,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--init", type=Path, default=None,
                         help="start from this ONNX U-Net (one this module exported) instead of "
                              "random weights: fine-tuning")
-    parser.add_argument("--postprocess", type=int, nargs=2, default=None,
-                        metavar=("MIN_COMPONENT_MM3", "ET_MIN_MM3"),
-                        help="declare this post-processing in the model's metadata (tune it "
-                             "with 'python -m sealbench.benchmarks.brats.evaluate --tune')")
+    parser.add_argument("--postprocess", default=None, metavar="JSON",
+                        help="declare this post-processing in the model's metadata, e.g. "
+                             '\'{"min_component_mm3": 50, "et_min_mm3": 100}\' (the '
+                             "'postprocess' object 'python -m sealbench.benchmarks.brats."
+                             "evaluate --tune' prints)")
     parser.add_argument("--snapshot-dir", type=Path, default=None)
     parser.add_argument("--snapshot-every", type=int, default=0)
     args = parser.parse_args(argv)
@@ -328,10 +329,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .postprocess import PostProcess
 
         try:
-            metadata = PostProcess(min_component_mm3=args.postprocess[0],
-                                   et_min_mm3=args.postprocess[1]).to_metadata()
+            metadata = PostProcess.model_validate_json(args.postprocess).to_metadata()
         except ValueError as exc:
-            parser.error(f"--postprocess: {exc}")
+            parser.error(f"--postprocess is not a valid post-processing: {exc}")
     cfg = TrainConfig(seed=args.seed, channels=args.channels, steps=args.steps, batch=args.batch,
                       crop=args.crop, n_cases=args.cases, lr=args.lr, threads=args.threads,
                       synthetic=args.synthetic,

@@ -56,6 +56,33 @@ def test_small_et_becomes_netc_and_large_et_stays() -> None:
         classes.copy(), (1, 1, 1)), classes)
 
 
+def test_core_specks_in_the_oedema_become_oedema_and_small_et_components_netc() -> None:
+    classes = np.zeros((40, 40, 40), dtype=np.uint8)
+    _blob(classes, (2, 2, 2), 30, 2)  # oedema
+    _blob(classes, (5, 5, 5), 10, 1)  # the core: 1000 voxels of NETC ...
+    _blob(classes, (7, 7, 7), 4, 3)  # ... with 64 voxels of ET inside
+    core = classes.copy()
+    _blob(classes, (25, 25, 25), 2, 1)  # a stray 8-voxel NETC speck in the oedema
+    _blob(classes, (25, 5, 25), 2, 3)  # a stray 8-voxel ET speck in the oedema
+    post = PostProcess(min_component_mm3=0, et_min_mm3=0, min_core_mm3=20,
+                       min_enhancing_mm3=20)
+    out = post.apply(classes.copy(), (1, 1, 1))
+    assert np.array_equal(out, core)  # both specks are oedema again; the core is untouched
+    assert np.array_equal(out > 0, classes > 0)  # the whole tumour keeps its extent
+    only_et = PostProcess(min_component_mm3=0, et_min_mm3=0, min_enhancing_mm3=20)
+    out = only_et.apply(classes.copy(), (1, 1, 1))
+    assert (out[25:27, 5:7, 25:27] == 1).all() and (out[25:27, 25:27, 25:27] == 1).all()
+
+
+def test_declarations_without_the_component_steps_keep_their_meaning() -> None:
+    old = declared({METADATA_KEY: '{"min_component_mm3": 100, "et_min_mm3": 50}'})
+    assert old == PostProcess(min_component_mm3=100, et_min_mm3=50, min_core_mm3=0,
+                              min_enhancing_mm3=0)
+    full = PostProcess(min_component_mm3=1, et_min_mm3=2, min_core_mm3=3, min_enhancing_mm3=4)
+    assert declared(full.to_metadata()) == full
+    assert len(full.to_metadata()[METADATA_KEY]) < 256
+
+
 @pytest.mark.parametrize("text", [
     '{"min_component_mm3": 100}',
     '{"min_component_mm3": 100, "et_min_mm3": 50, "run": "rm -rf"}',
@@ -122,8 +149,16 @@ def test_tune_removes_spurious_components_and_stray_et() -> None:
         truths.append(truth)
         predictions.append(prediction)
     chosen, score = tune(predictions, truths, (1.0, 1.0, 1.0),
-                         component_grid=(0, 25, 50, 2000), et_grid=(0, 25))
+                         component_grid=(0, 25, 50, 2000), enhancing_grid=(0,), core_grid=(0,),
+                         et_grid=(0, 25))
     assert chosen == PostProcess(min_component_mm3=50, et_min_mm3=25)
+    assert score == pytest.approx(1.0)
+    # With the enhancing-component step on offer, it removes the stray ET first (tie-break:
+    # the total-ET threshold then stays 0).
+    chosen, score = tune(predictions, truths, (1.0, 1.0, 1.0),
+                         component_grid=(0, 50), enhancing_grid=(0, 10), core_grid=(0, 10),
+                         et_grid=(0, 25))
+    assert chosen == PostProcess(min_component_mm3=50, et_min_mm3=0, min_enhancing_mm3=10)
     assert score == pytest.approx(1.0)
     with pytest.raises(ValueError):
         tune([], [], (1.0, 1.0, 1.0))

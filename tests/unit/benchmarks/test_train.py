@@ -65,13 +65,14 @@ def test_cli_declares_postprocessing_and_refuses_bad_arguments(
     out = tmp_path / "declared.onnx"
     channels = [str(c) for c in CHANNELS]
     assert main(["--out", str(out), "--init", str(initial), "--steps", "0",
-                 "--channels", *channels, "--postprocess", "100", "25"]) == 0
+                 "--channels", *channels, "--postprocess",
+                 '{"min_component_mm3": 100, "et_min_mm3": 25, "min_core_mm3": 50}']) == 0
     props = {p.key: p.value for p in onnx.load(str(out)).metadata_props}
     assert PostProcess.model_validate_json(props[METADATA_KEY]) == PostProcess(
-        min_component_mm3=100, et_min_mm3=25)
+        min_component_mm3=100, et_min_mm3=25, min_core_mm3=50)
     for bad in (["--steps", "0"], ["--steps", "-1"],
                 ["--init", str(initial), "--steps", "0", "--channels", *channels,
-                 "--postprocess", "-5", "0"]):
+                 "--postprocess", '{"min_component_mm3": -5, "et_min_mm3": 0}']):
         with pytest.raises(SystemExit) as stopped:
             main(["--out", str(tmp_path / "never.onnx"), *bad])
         assert stopped.value.code == 2
