@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -398,15 +398,30 @@ def doctor(
     mock_tee: Annotated[
         Path | None, typer.Option(help="state directory of the mock TEE (default: the profile's)")
     ] = None,
+    accelerator: Annotated[
+        str | None,
+        typer.Option(help="check for confidential GPU runs (as 'run --accelerator'): the GPU "
+                     "quota of their machine type instead of the CPU quota"),
+    ] = None,
     profile: ProfileOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Check, read-only, what your runs need in your cloud (credentials, APIs enabled, KMS key,
     bucket, pool provider; for a profile with a --zone or --service-account, the VMs' service
-    account and its roles and the CPU quota for their machine type; the benchmark's image) and
-    print the gcloud command that fixes each failure. Exit 0 only when every check passes."""
+    account and its roles and the CPU quota for their machine type, or the GPU quota with
+    --accelerator; the benchmark's image) and print the gcloud command that fixes each failure.
+    Exit 0 only when every check passes."""
     from sealbench.client import owner
     from sealbench.client.doctor import RunnerSettings, check_owner_cloud
+    from sealbench.client.launchers.selection import LaunchSettingsError, gpu_machine
+
+    gpu: dict[str, Any] = {}
+    if accelerator is not None:
+        try:
+            machine_type, count = gpu_machine(accelerator)
+        except LaunchSettingsError as exc:
+            raise ConfigError(str(exc), hint=exc.hint) from exc
+        gpu = {"machine_type": machine_type, "accelerator": accelerator, "gpus": count}
 
     with session(profile) as s:
         cloud = owner.owner_cloud(s.profile, s.client, mock_tee)
@@ -416,12 +431,13 @@ def doctor(
         runner: RunnerSettings | None = None
         if gcp is not None and not (mock_tee or s.profile.profile.mock_tee):
             if gcp.zone or gcp.service_account:  # a profile that runs VMs (the hospital's)
-                runner = RunnerSettings(gcp.zone, gcp.service_account, gcp.machine_type)
+                runner = RunnerSettings(gcp.zone, gcp.service_account,
+                                        **({"machine_type": gcp.machine_type} | gpu))
         else:  # the mock's defaults, as 'run --tee confidential-space' uses them
             from sealbench.client._cli_tee import MOCK_ZONE
 
             runner = RunnerSettings(
-                MOCK_ZONE, f"sealbench-runner@{cloud.project_id}.iam.gserviceaccount.com"
+                MOCK_ZONE, f"sealbench-runner@{cloud.project_id}.iam.gserviceaccount.com", **gpu
             )
         checks = check_owner_cloud(cloud, bench, runner)
     failed = [c for c in checks if not c.ok]

@@ -77,6 +77,18 @@ class RunnerSettings:
     zone: str | None
     service_account: str | None
     machine_type: str = "n2d-standard-2"
+    #: A confidential GPU (``--accelerator``), ``gpus`` of them: checked against the GPU quota.
+    accelerator: str | None = None
+    gpus: int = 0
+
+
+def gpu_quota_metrics(accelerator: str) -> tuple[str, str]:
+    """The Compute quota metrics a Spot VM with ``accelerator`` draws on, preferred first:
+    ``PREEMPTIBLE_NVIDIA_H100_GPUS`` (Spot capacity, where the project has that quota), then
+    ``NVIDIA_H100_GPUS``."""
+    vendor, model = accelerator.split("-")[:2]
+    metric = f"{vendor.upper()}_{model.upper()}_GPUS"
+    return f"PREEMPTIBLE_{metric}", metric
 
 
 def enable_command(service: str, project: str) -> str:
@@ -282,7 +294,56 @@ def _runner_account(cloud: GcpOwnerCloud, session: Any, runner: RunnerSettings) 
     )
 
 
+def _gpu_quota(cloud: GcpOwnerCloud, runner: RunnerSettings, accelerator: str) -> Check:
+    project, zone = cloud.project_id, runner.zone
+    if not zone:
+        return Check("GPU quota", False, "no zone configured",
+                     "sealbench profile add NAME ... --zone ZONE (a zone with H100s)")
+    region = zone.rsplit("-", 1)[0]
+    metrics = gpu_quota_metrics(accelerator)
+
+    def probe() -> str:
+        quotas = {q.metric: q for q in _region(cloud, region).quotas}
+        present = [m for m in metrics if m in quotas]
+        if not present:
+            raise ProbeRefused(f"no {' or '.join(metrics)} quota in {region}")
+        for metric in present:
+            quota = quotas[metric]
+            free = quota.limit - quota.usage
+            if free >= runner.gpus:
+                return f"{metric} in {region}: {free:g} of {quota.limit:g} free"
+        found = "; ".join(f"{m} {quotas[m].limit - quotas[m].usage:g} of "
+                                f"{quotas[m].limit:g} free" for m in present)
+        raise ProbeRefused(f"{found} in {region}; {runner.machine_type} with "
+                           f"{accelerator} needs {runner.gpus}")
+
+    return _run(
+        "GPU quota", probe,
+        f"request {metrics[0]} in {region}: gcloud beta quotas preferences create "
+        f"--service=compute.googleapis.com --quota-id={metrics[0].replace('_', '-')}"
+        f"-per-project-region --dimensions=region={region} --preferred-value={runner.gpus} "
+        f"--project={project} (or IAM & Admin → Quotas), or try a zone with H100 capacity",
+        project,
+        f"a project owner lets you read quotas: gcloud projects add-iam-policy-binding "
+        f"{project} --member=user:YOUR_EMAIL --role=roles/compute.viewer",
+    )
+
+
+def _region(cloud: GcpOwnerCloud, region: str) -> Any:
+    """Compute's ``regions.get`` for ``region`` of the owner's project (its quotas)."""
+    from google.api_core.client_options import ClientOptions
+    from google.cloud import compute_v1
+
+    client = compute_v1.RegionsClient(
+        credentials=cloud.credentials(), transport="rest",
+        client_options=ClientOptions(api_endpoint=cloud.apis.compute),
+    )
+    return client.get(project=cloud.project_id, region=region, timeout=_TIMEOUT_S)
+
+
 def _quota(cloud: GcpOwnerCloud, runner: RunnerSettings) -> Check:
+    if runner.accelerator is not None:
+        return _gpu_quota(cloud, runner, runner.accelerator)
     project = cloud.project_id
     machine = _MACHINE.match(runner.machine_type)
     if not runner.zone or machine is None:
@@ -294,14 +355,7 @@ def _quota(cloud: GcpOwnerCloud, runner: RunnerSettings) -> Check:
     metric, cpus = f"{machine['family'].upper()}_CPUS", int(machine["cpus"])
 
     def probe() -> str:
-        from google.api_core.client_options import ClientOptions
-        from google.cloud import compute_v1
-
-        client = compute_v1.RegionsClient(
-            credentials=cloud.credentials(), transport="rest",
-            client_options=ClientOptions(api_endpoint=cloud.apis.compute),
-        )
-        found = client.get(project=project, region=region, timeout=_TIMEOUT_S)
+        found = _region(cloud, region)
         for quota in found.quotas:
             if quota.metric == metric:
                 free = quota.limit - quota.usage

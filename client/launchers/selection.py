@@ -32,6 +32,7 @@ __all__ = [
     "LaunchSettingsError",
     "confidential_space_launcher",
     "docker_launcher",
+    "gpu_machine",
     "mock_process_launcher",
     "platform_for_backend",
 ]
@@ -43,6 +44,17 @@ class LaunchSettingsError(LaunchError):
     def __init__(self, message: str, *, hint: str) -> None:
         super().__init__(message)
         self.hint = hint
+
+
+def gpu_machine(accelerator: str) -> tuple[str, int]:
+    """``(machine type, GPU count)`` of a confidential GPU VM for ``--accelerator``;
+    :class:`LaunchSettingsError` for an accelerator sealbench does not launch."""
+    from sealbench.client.launchers._cs_resources import GPU_MACHINES
+
+    if accelerator not in GPU_MACHINES:
+        raise LaunchSettingsError(f"unknown accelerator {accelerator!r}",
+                                  hint=f"use one of {', '.join(sorted(GPU_MACHINES))}")
+    return GPU_MACHINES[accelerator]
 
 
 def mock_process_launcher(control_url: str, *, debug: bool = False) -> Launcher:

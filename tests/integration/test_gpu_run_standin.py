@@ -195,3 +195,31 @@ def test_stand_in_refuses_malformed_gpu_requests_as_compute_does(world: World) -
         assert refused.value.code == 400, case
         assert message in refused.value.message, (case, refused.value.message)
     assert not [key for key in world.mock.compute._vms if key[2] == "malformed-gpu"]
+
+
+def test_doctor_checks_the_gpu_quota_for_gpu_runs(world: World) -> None:
+    """``doctor --accelerator`` checks the GPU quota the A3 VM draws on (not a CPU family's,
+    which ``a3-highgpu-1g`` is not), says how to raise it, and refuses an unknown accelerator."""
+    from tests.integration.test_gcp_cli_path import CLOUD_EXIT, CONFIG_EXIT, doctor, one_line
+
+    hospital = world.owners["hospital"]
+    code, checks = doctor(world, "hospital", "--accelerator", ACCELERATOR)
+    assert "CPU quota" not in checks
+    assert checks["GPU quota"]["ok"], checks["GPU quota"]
+    assert "NVIDIA_H100_GPUS in us-central1" in checks["GPU quota"]["detail"]
+    world.inject(fault="quota-exceeded", project=hospital.project, metric="NVIDIA_H100_GPUS",
+                 limit=0)
+    try:
+        code, checks = doctor(world, "hospital", "--accelerator", ACCELERATOR)
+        assert code == CLOUD_EXIT and not checks["GPU quota"]["ok"]
+        assert "NVIDIA_H100_GPUS 0 of 0 free in us-central1" in checks["GPU quota"]["detail"]
+        assert "a3-highgpu-1g with nvidia-h100-80gb needs 1" in checks["GPU quota"]["detail"]
+        assert "--quota-id=PREEMPTIBLE-NVIDIA-H100-GPUS-per-project-region" in (
+            checks["GPU quota"]["fix"])
+    finally:
+        world.inject(fault="quota-exceeded", project=hospital.project, metric="NVIDIA_H100_GPUS",
+                     limit=8)
+    unknown = world.cli("hospital", "doctor", "--accelerator", "nvidia-a100")
+    assert unknown.exit_code == CONFIG_EXIT, unknown.output
+    error, fix = one_line(unknown)
+    assert "unknown accelerator 'nvidia-a100'" in error and ACCELERATOR in fix
