@@ -20,6 +20,7 @@ from sealbench.client._cli_common import (
     session,
     table,
     user_label,
+    warn_experimental,
 )
 from sealbench.client.api import AssetKind, RegistryClient
 from sealbench.client.errors import ConflictError, NotAllowedError, NotFoundError
@@ -221,6 +222,7 @@ def _associate(
     kind: AssetKind, asset_id: int, benchmark: int, profile: str | None
 ) -> AssociationPublic:
     with session(profile) as s:
+        warn_experimental(s.client.get_benchmark(benchmark))
         try:
             row = s.client.request_association(kind, benchmark, asset_id)
         except ConflictError:

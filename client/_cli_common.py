@@ -34,6 +34,8 @@ from sealbench.client.api import RegistryClient
 from sealbench.client.config import ProfileStore, ResolvedProfile
 from sealbench.client.errors import EXIT_CODES, ClientError
 from sealbench.client.extras import missing_extra
+from sealbench.client.inbox import consent_warning
+from sealbench.server.schemas import BenchmarkPublic
 
 __all__ = [
     "BoundaryGroup",
@@ -47,6 +49,7 @@ __all__ = [
     "progress_bar",
     "session",
     "table",
+    "warn_experimental",
 ]
 
 log = logging.getLogger("sealbench.client")
@@ -66,6 +69,14 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="print machine-readable JS
 def out() -> Console:
     """The console for results (stdout). Created per call so test runners can swap streams."""
     return Console(highlight=False, soft_wrap=True, markup=False)
+
+
+def warn_experimental(benchmark: BenchmarkPublic) -> None:
+    """Print :func:`~sealbench.client.inbox.consent_warning` (when there is one) before an
+    owner's consent to ``benchmark``."""
+    warning = consent_warning(benchmark)
+    if warning is not None:
+        out().print(warning, style="bold red", markup=False, highlight=False, soft_wrap=True)
 
 
 def err_console() -> Console:

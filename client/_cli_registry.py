@@ -20,6 +20,7 @@ from sealbench.client._cli_common import (
     session,
     table,
     user_label,
+    warn_experimental,
 )
 from sealbench.client._cli_leaderboard import benchmark_leaderboard
 from sealbench.client.api import AssetKind
@@ -344,6 +345,8 @@ def _decide(
 ) -> None:
     kind, asset = _target(dataset, model)
     with session(profile) as s:
+        if approve:
+            warn_experimental(s.client.get_benchmark(benchmark))
         row = s.client.decide_association(kind, benchmark, asset, approve=approve)
     out().print(f"{kind} {asset} in benchmark {benchmark}: {row.status}")
 

@@ -3,7 +3,10 @@ requests, benchmarks to approve, approved evaluations with their latest verified
 merged with what only this machine knows, its run records: an approved evaluation with no
 verified result is *to run*, or *to open and submit* when a run of it succeeded here, or
 *running* while a run is recorded as started. :func:`merge` is pure; each item carries the
-command that acts on it (runnable as it is; for a decision, the approval).
+command that acts on it (runnable as it is; for a decision, the approval). Items of a benchmark
+that accepts EXPERIMENTAL (confidential-GPU preview) images are marked (``experimental``, and
+:data:`EXPERIMENTAL_MARK` in the text), and :func:`consent_warning` is the line the owners'
+approval and association commands print before they consent to such a benchmark.
 """
 
 from __future__ import annotations
@@ -13,9 +16,23 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from sealbench.client.runs import RunRecord
-from sealbench.server.schemas import Inbox, InboxEvaluation, InboxLink
+from sealbench.server.schemas import BenchmarkPublic, Inbox, InboxEvaluation, InboxLink
 
-__all__ = ["Action", "InboxItem", "InboxView", "merge"]
+__all__ = ["EXPERIMENTAL_MARK", "Action", "InboxItem", "InboxView", "consent_warning", "merge"]
+
+#: Marks an inbox item of a benchmark that accepts EXPERIMENTAL images.
+EXPERIMENTAL_MARK = "[EXPERIMENTAL GPU images]"
+
+
+def consent_warning(benchmark: BenchmarkPublic) -> str | None:
+    """The warning an owner reads before approving or joining ``benchmark`` when it accepts
+    EXPERIMENTAL (confidential-GPU preview) images; None when it accepts STABLE images only."""
+    if not benchmark.accept_experimental:
+        return None
+    return (f"WARNING: benchmark {benchmark.name} {benchmark.version} (#{benchmark.id}) accepts "
+            "EXPERIMENTAL images: your keys will also be released to its image on Confidential "
+            "Space's confidential-GPU preview (not STABLE; fewer guarantees, may change). "
+            "Approve only if you accept that.")
 
 Action = Literal["decide", "approve benchmark", "run", "submit", "running", "waiting"]
 #: The order items are listed in: what only the caller can do first, waiting last.
@@ -29,6 +46,8 @@ class InboxItem:
     action: Action
     what: str
     command: str | None
+    #: The benchmark accepts EXPERIMENTAL (confidential-GPU preview) images.
+    experimental: bool = False
 
 
 @dataclass(frozen=True)
@@ -46,7 +65,9 @@ class InboxView:
     def to_json(self) -> dict[str, Any]:
         return {
             "items": [
-                {"action": i.action, "what": i.what, "command": i.command} for i in self.items
+                {"action": i.action, "what": i.what, "command": i.command,
+                 "experimental": i.experimental}
+                for i in self.items
             ],
             "evaluated": self.evaluated,
             "truncated": self.truncated,
@@ -60,8 +81,9 @@ def _asset(link: InboxLink) -> str:
 
 
 def _benchmark(link: InboxLink) -> str:
+    mark = f" {EXPERIMENTAL_MARK}" if link.benchmark_accept_experimental else ""
     return (f"benchmark {link.benchmark_name} {link.benchmark_version} "
-            f"(#{link.association.benchmark_id})")
+            f"(#{link.association.benchmark_id}){mark}")
 
 
 def _decision(link: InboxLink) -> InboxItem:
@@ -72,7 +94,8 @@ def _decision(link: InboxLink) -> InboxItem:
         what = f"{_benchmark(link)} invites your {_asset(link)}"
     target = f"--benchmark {a.benchmark_id} --{a.asset_kind} {a.asset_id}"
     return InboxItem("decide", f"{what}: approve or reject",
-                     f"sealbench association approve {target}")
+                     f"sealbench association approve {target}",
+                     link.benchmark_accept_experimental)
 
 
 def _waiting(link: InboxLink) -> InboxItem:
@@ -82,13 +105,22 @@ def _waiting(link: InboxLink) -> InboxItem:
     else:
         who = f"the {link.association.asset_kind}'s owner (user {link.asset_owner_id})"
         what = f"your invitation of {_asset(link)} to {_benchmark(link)}"
-    return InboxItem("waiting", f"{what}; waits for {who}", None)
+    return InboxItem("waiting", f"{what}; waits for {who}", None,
+                     link.benchmark_accept_experimental)
 
 
 def _evaluation(e: InboxEvaluation, records: list[RunRecord]) -> InboxItem:
+    item = _evaluation_item(e, records)
+    if not e.benchmark_accept_experimental:
+        return item
+    return InboxItem(item.action, item.what, item.command, True)
+
+
+def _evaluation_item(e: InboxEvaluation, records: list[RunRecord]) -> InboxItem:
+    mark = f" {EXPERIMENTAL_MARK}" if e.benchmark_accept_experimental else ""
     what = (f"dataset {e.dataset_name} (#{e.dataset_id}) x model {e.model_name} "
             f"{e.model_version} (#{e.model_id}) in benchmark {e.benchmark_name} "
-            f"{e.benchmark_version} (#{e.benchmark_id})")
+            f"{e.benchmark_version} (#{e.benchmark_id}){mark}")
     run = (f"sealbench run --benchmark {e.benchmark_id} --dataset {e.dataset_id} "
            f"--model {e.model_id}")
     mine = [r for r in records if (r.benchmark_id, r.dataset_id, r.model_id)

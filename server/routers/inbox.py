@@ -42,6 +42,7 @@ def _link(item: PendingLink) -> InboxLink:
         asset_version=getattr(asset, "version", None),
         asset_owner_id=asset.owner_id,
         benchmark_owner_id=benchmark.owner_id,
+        benchmark_accept_experimental=benchmark.accept_experimental,
     )
 
 
@@ -64,6 +65,7 @@ def to_schema(data: InboxData) -> Inbox:
                 model_name=e.model.name,
                 model_version=e.model.version,
                 result_id=e.result_id,
+                benchmark_accept_experimental=e.benchmark.accept_experimental,
             )
             for e in data.evaluations
         ),

@@ -23,6 +23,10 @@ class InboxLink(WireModel):
     asset_version: str | None = Field(description="the model's version; None for a dataset")
     asset_owner_id: int
     benchmark_owner_id: int
+    benchmark_accept_experimental: bool = Field(
+        default=False,
+        description="the benchmark accepts EXPERIMENTAL (confidential-GPU preview) images",
+    )
 
 
 class InboxEvaluation(WireModel):
@@ -38,6 +42,10 @@ class InboxEvaluation(WireModel):
     model_version: str
     result_id: int | None = Field(
         description="the latest verified result of the triple; None: not evaluated yet"
+    )
+    benchmark_accept_experimental: bool = Field(
+        default=False,
+        description="the benchmark accepts EXPERIMENTAL (confidential-GPU preview) images",
     )
 
 
