@@ -65,6 +65,7 @@ __all__ = [
     "CaseResult",
     "ContractVariants",
     "DatasetLayout",
+    "DemoModelInput",
     "DemoVariant",
     "Direction",
     "ExecutionProvider",
@@ -88,6 +89,7 @@ __all__ = [
     "PreparedLayout",
     "Presentation",
     "ProgressFn",
+    "ProvidesDemoModelInput",
     "PublicSummary",
     "ReportsExecutionProvider",
     "Runner",
@@ -581,6 +583,30 @@ class Benchmark(Protocol):
     def write_demo_dataset(self, out_dir: Path, n_cases: int, *, seed: int = 0) -> tuple[str, ...]:
         """Write ``n_cases`` synthetic raw cases into ``out_dir`` (for tests, the demo and the
         compatibility check); returns their case ids."""
+        ...
+
+
+# -- a model input from demo data (optional) -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DemoModelInput:
+    """One case of the plug-in's demo-data generator as its runner feeds the model: ``array``
+    is a float32 array of the model contract's input shape with batch 1 (BraTS:
+    ``[1, 4, D, H, W]``, normalised, cropped and padded as the segmenter does), ``description``
+    says which case it is (no patient data: demo data is synthetic)."""
+
+    array: Any
+    description: str
+
+
+@runtime_checkable
+class ProvidesDemoModelInput(Protocol):
+    """Implemented by a plug-in that can hand a model a realistic input built from its demo
+    data (``model check`` compares ONNX with PyTorch on it rather than on noise)."""
+
+    def demo_model_input(self, seed: int = 0) -> DemoModelInput:
+        """The model input of the demo case of ``seed``."""
         ...
 
 

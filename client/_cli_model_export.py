@@ -54,9 +54,9 @@ def _render(check: ModelCheck, as_json: bool, what: str) -> None:
                 f"{check.bytes} bytes); ran at spatial sizes {shapes}")
     if check.parity is not None:
         p = check.parity
-        out().print(f"parity with PyTorch: largest difference {p.max_abs_diff:.2e} "
-                    f"(allowed {p.tolerance:g}), arg-max agrees on {p.argmax_agreement:.2%} "
-                    "of voxels")
+        out().print(f"parity with PyTorch on the {p.input}: largest difference "
+                    f"{p.max_abs_diff:.2e} (allowed {p.tolerance:g}), arg-max agrees on "
+                    f"{p.argmax_agreement:.2%} of voxels", markup=False)
 
 
 def model_export_command(

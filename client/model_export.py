@@ -5,7 +5,11 @@ The check is the plug-in's own model-contract check (I/O names, types, channels,
 what only running the model shows: ONNX Runtime accepts inputs of two different spatial sizes
 (the dynamic axes the sliding window needs really are dynamic, not merely declared so) and gives
 an output of the contract's shape on each, and, when the PyTorch module is at hand, the two
-agree within a tolerance on the same input (:class:`ParityReport`). An export is written to a
+agree within a tolerance on the same input (:class:`ParityReport`): a case of the plug-in's demo
+data prepared as its runner feeds the model, when the plug-in provides one
+(:class:`~sealbench.benchmarks.interface.ProvidesDemoModelInput`; BraTS: a small-grid synthetic
+case, normalised and cropped as the segmenter does), else a synthetic noise input
+(:func:`demo_input`); the report says which. An export is written to a
 temporary file beside the target and renamed into place only once every check passed, so a
 refused export leaves nothing behind.
 
@@ -30,7 +34,13 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from sealbench.benchmarks.interface import Benchmark, ModelContract, ModelContractError, ModelReport
+from sealbench.benchmarks.interface import (
+    Benchmark,
+    ModelContract,
+    ModelContractError,
+    ModelReport,
+    ProvidesDemoModelInput,
+)
 from sealbench.client.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -46,6 +56,7 @@ __all__ = [
     "export_module",
     "io_names",
     "load_torch_module",
+    "parity_input",
 ]
 
 #: The opset an export uses unless told otherwise (inside BraTS's 17..21).
@@ -66,6 +77,8 @@ class ParityReport:
     max_abs_diff: float
     tolerance: float
     argmax_agreement: float
+    #: Which input: the plug-in's demo case (named) or the synthetic noise input.
+    input: str = "synthetic random input"
 
 
 @dataclass(frozen=True)
@@ -84,7 +97,8 @@ class ModelCheck:
                     "shape": list(self.parity.shape),
                     "max_abs_diff": self.parity.max_abs_diff,
                     "tolerance": self.parity.tolerance,
-                    "argmax_agreement": self.parity.argmax_agreement}}
+                    "argmax_agreement": self.parity.argmax_agreement,
+                    "input": self.parity.input}}
 
 
 def _spec_channels(contract: ModelContract) -> tuple[int, int]:
@@ -124,6 +138,20 @@ def demo_input(contract: ModelContract, spatial: Sequence[int], seed: int = 0) -
     blob = sum(g * g for g in grid) < 0.3
     x[:, :, blob] += 1.5
     return x
+
+
+def parity_input(plugin: Benchmark, spatial: Sequence[int]) -> tuple[FloatArray, str]:
+    """The input ONNX and PyTorch are compared on, and what it is: the plug-in's demo case when
+    it provides one (and it has the contract's channel count), else :func:`demo_input` on
+    ``spatial``."""
+    contract = plugin.model_contract
+    channels, _ = _spec_channels(contract)
+    if isinstance(plugin, ProvidesDemoModelInput):
+        demo = plugin.demo_model_input()
+        array = np.ascontiguousarray(demo.array, dtype=np.float32)
+        if array.ndim == 5 and array.shape[:2] == (1, channels):
+            return array, demo.description
+    return demo_input(contract, spatial), "synthetic random input"
 
 
 def load_torch_module(factory: str, kwargs: Mapping[str, Any] | None = None,
@@ -189,8 +217,9 @@ def check_onnx(model_bytes: bytes, plugin: Benchmark, *,
                rtol: float = 1e-3,
                shapes: Sequence[tuple[int, int, int]] = CHECK_SHAPES) -> ModelCheck:
     """Check ``model_bytes`` against ``plugin``'s model contract, run it at each of ``shapes``
-    and, with ``torch_module``, compare it with PyTorch on the first (``|onnx - torch| <= atol +
-    rtol * |torch|`` everywhere). Returns the :class:`ModelCheck` or raises ``ConfigError``."""
+    and, with ``torch_module``, compare it with PyTorch on :func:`parity_input` (the plug-in's
+    demo case, else noise of the first shape; ``|onnx - torch| <= atol + rtol * |torch|``
+    everywhere). Returns the :class:`ModelCheck` or raises ``ConfigError``."""
     contract = plugin.model_contract
     hint = f"export {contract.hint()}"
     try:
@@ -220,22 +249,28 @@ def check_onnx(model_bytes: bytes, plugin: Benchmark, *,
             raise ConfigError(f"on an input of shape {x.shape} the model gave {tuple(y.shape)}, "
                               f"expected {expected}", hint=hint)
         run_shapes.append(tuple(x.shape))
-        if torch_module is not None and index == 0:
-            ref = _torch_forward(torch_module, x)
-            if ref.shape != y.shape:
-                raise ConfigError(f"PyTorch gave {ref.shape} and ONNX Runtime {y.shape} on the "
-                                  "same input")
-            diff = np.abs(y.astype(np.float32) - ref)
-            bound = atol + rtol * np.abs(ref)
-            max_diff = float(diff.max())
-            agreement = float((y.argmax(axis=1) == ref.argmax(axis=1)).mean())
-            parity = ParityReport(tuple(x.shape), max_diff, atol, agreement)
-            if not np.isfinite(y).all() or bool((diff > bound).any()):
-                raise ConfigError(
-                    f"ONNX Runtime and PyTorch disagree: largest difference {max_diff:.3g}, "
-                    f"allowed {atol:g} + {rtol:g}*|value|; {agreement:.2%} of voxels agree on "
-                    "the class", hint="export in eval mode with the opset the benchmark names; "
-                    "check for operators ONNX does not support exactly")
+    if torch_module is not None:
+        x, described = parity_input(plugin, shapes[0])
+        try:
+            (y,) = session.run(None, {input_name: x})
+        except Exception as exc:  # ORT raises its own untyped errors
+            raise ConfigError(f"ONNX Runtime could not run the model on the {described} "
+                              f"({str(exc).splitlines()[0][:200]})", hint=hint) from exc
+        ref = _torch_forward(torch_module, x)
+        if ref.shape != y.shape:
+            raise ConfigError(f"PyTorch gave {ref.shape} and ONNX Runtime {y.shape} on the "
+                              f"same input ({described})")
+        diff = np.abs(y.astype(np.float32) - ref)
+        bound = atol + rtol * np.abs(ref)
+        max_diff = float(diff.max())
+        agreement = float((y.argmax(axis=1) == ref.argmax(axis=1)).mean())
+        parity = ParityReport(tuple(x.shape), max_diff, atol, agreement, described)
+        if not np.isfinite(y).all() or bool((diff > bound).any()):
+            raise ConfigError(
+                f"ONNX Runtime and PyTorch disagree on the {described}: largest difference "
+                f"{max_diff:.3g}, allowed {atol:g} + {rtol:g}*|value|; {agreement:.2%} of "
+                "voxels agree on the class", hint="export in eval mode with the opset the "
+                "benchmark names; check for operators ONNX does not support exactly")
     return ModelCheck(report, len(model_bytes), tuple(run_shapes), parity)
 
 

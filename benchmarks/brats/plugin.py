@@ -44,7 +44,7 @@ from .cases import (
 from .contract import BRATS_2023_GLI, BRATS_2023_GLI_SMALL, REGIONS, BratsContract
 from .definition import SHIPPED_DEFINITIONS, load_definition, load_model_bytes
 from .errors import CaseContractError, InvalidPredictionError, PreparationError
-from .inference import OnnxSegmenter
+from .inference import OnnxSegmenter, brain_box
 from .metrics import (
     BRATS_2023_GLI_METRICS,
     CaseFailure,
@@ -54,6 +54,7 @@ from .metrics import (
     score_or_fail,
 )
 from .model_contract import MAX_MODEL_BYTES, N_CLASSES, SUPPORTED_OPSETS, check_model_contract
+from .normalise import normalise_modalities
 from .prepare import DATA_DIR, MANIFEST_FILE, prepare_dataset
 from .summary import METRIC_NAMES, PublicSummary, aggregate
 from .synthetic import case_id_for, generate_case, write_case
@@ -403,6 +404,25 @@ class BratsBenchmark:
                        case_id, self.contract)
             ids.append(case_id)
         return tuple(ids)
+
+    def demo_model_input(self, seed: int = 0, *, size_divisor: int = 16) -> api.DemoModelInput:
+        """The synthetic case of ``seed`` on the small demo grid (whatever grid this plug-in is
+        bound to: a check needs a realistic input, not a full-size one), as
+        :class:`OnnxSegmenter` feeds it to the model: modalities z-scored inside the brain,
+        cropped to the brain's box and zero-padded to a multiple of ``size_divisor``."""
+        contract = BRATS_2023_GLI_SMALL
+        case = generate_case(seed, contract.shape, contract)
+        image = normalise_modalities({m: case.modalities[m] for m in contract.modalities})
+        box = brain_box(image) or tuple(slice(0, n) for n in image.shape[1:])
+        cropped = image[(slice(None), *box)]
+        pad = [(0, 0)] + [(0, -(-n // size_divisor) * size_divisor - n)
+                          for n in cropped.shape[1:]]
+        array = np.pad(cropped, pad).astype(np.float32)[None]
+        spatial = "x".join(str(n) for n in array.shape[2:])
+        return api.DemoModelInput(
+            array, f"demo case {case_id_for(seed % 100_000)} of {self.ref.name} (synthetic, "
+            f"{contract.grid_text()} grid, normalised and cropped as the segmenter does: "
+            f"{spatial})")
 
 
 #: The entry point's object (``brats-2023-gli``).

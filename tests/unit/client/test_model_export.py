@@ -141,3 +141,79 @@ def test_cli_export_then_check_with_parity(tmp_path: Path, plugin: Benchmark) ->
     bad.write_bytes(b"not onnx")
     result = runner.invoke(app, ["model", "check", str(bad), "--size", "small"])
     assert result.exit_code == 3 and "not a loadable ONNX model" in result.output
+
+
+class Recording(TinySeg):
+    """Remembers the input of its last forward call (the parity input, in eval mode)."""
+
+    seen: torch.Tensor | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not (torch.jit.is_tracing() or torch.onnx.is_in_onnx_export()):
+            Recording.seen = x.clone()
+        return super().forward(x)
+
+
+def test_parity_is_checked_on_the_plugins_demo_case_as_the_segmenter_feeds_it(
+    tmp_path: Path, plugin: Benchmark
+) -> None:
+    from sealbench.benchmarks.brats import OnnxSegmenter
+    from sealbench.benchmarks.brats.cases import Case
+    from sealbench.benchmarks.brats.contract import BRATS_2023_GLI_SMALL
+    from sealbench.benchmarks.brats.synthetic import generate_case
+    from sealbench.benchmarks.interface import ProvidesDemoModelInput
+
+    torch.manual_seed(0)
+    out = tmp_path / "rec.onnx"
+    check = model_export.export_module(Recording(), plugin, out)
+    assert check.parity is not None
+    assert check.parity.input.startswith("demo case BraTS-GLI-00000-000 of brats-2023-gli")
+    assert check.to_json()["parity"]["input"] == check.parity.input
+    assert isinstance(plugin, ProvidesDemoModelInput)
+    demo = plugin.demo_model_input()
+    assert check.parity.shape == demo.array.shape and demo.array.shape[:2] == (1, 4)
+    assert all(n % 16 == 0 for n in demo.array.shape[2:])  # padded as the segmenter pads
+    assert Recording.seen is not None
+    np.testing.assert_array_equal(Recording.seen.numpy(), demo.array)  # PyTorch saw the case
+    # the very input the BraTS segmenter hands ONNX Runtime for that case
+    fed: list[np.ndarray] = []
+    segmenter = OnnxSegmenter(out.read_bytes(), BRATS_2023_GLI_SMALL, postprocess=None)
+
+    def capture(x: np.ndarray) -> np.ndarray:
+        fed.append(x[None].copy())
+        return np.zeros((4, *x.shape[1:]), dtype=np.float32)
+
+    segmenter._run = capture  # type: ignore[method-assign]
+    case = generate_case(0, BRATS_2023_GLI_SMALL.shape, BRATS_2023_GLI_SMALL)
+    segmenter.segment_raw(Case("BraTS-GLI-00000-000", case.modalities, case.affine, None))
+    [x] = fed
+    np.testing.assert_array_equal(x, demo.array)
+
+
+def test_parity_falls_back_to_noise_when_the_plugin_has_no_demo_case(
+    tmp_path: Path, plugin: Benchmark
+) -> None:
+    class NoDemo:
+        """The BraTS plug-in without ``demo_model_input``."""
+
+        def __getattr__(self, name: str) -> object:
+            if name == "demo_model_input":
+                raise AttributeError(name)
+            return getattr(plugin, name)
+
+    torch.manual_seed(0)
+    check = model_export.export_module(TinySeg(), NoDemo(), tmp_path / "n.onnx")  # type: ignore[arg-type]
+    assert check.parity is not None and check.parity.input == "synthetic random input"
+    assert check.parity.shape == (1, 4, *model_export.CHECK_SHAPES[0])
+
+
+def test_cli_check_says_which_input_parity_used(tmp_path: Path) -> None:
+    weights = tmp_path / "w.pt"
+    torch.manual_seed(2)
+    torch.save(TinySeg().state_dict(), weights)
+    out = tmp_path / "m.onnx"
+    factory = ["--factory", f"{__name__}:TinySeg", "--weights", str(weights), "--size", "small"]
+    result = CliRunner().invoke(app, ["model", "export", str(out), *factory])
+    assert result.exit_code == 0, result.output
+    flat = " ".join(result.output.split())
+    assert "parity with PyTorch on the demo case BraTS-GLI-00000-000" in flat
