@@ -23,14 +23,16 @@ report states it.
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
 from sealbench.cloud import BlobStore, CloudError, ObjectNotFound, join_name
-from sealbench.crypto.digest import Sha256Digest, sha256_digest
+from sealbench.crypto.digest import Sha256Digest
 from sealbench.crypto.envelope import (
     DataKey,
     KeyWrapper,
@@ -39,21 +41,22 @@ from sealbench.crypto.envelope import (
     unwrap_key,
     wrap_key,
 )
-from sealbench.crypto.errors import CryptoError
+from sealbench.crypto.errors import CryptoError, DigestMismatchError
 from sealbench.crypto.manifest import Manifest, build_manifest
 from sealbench.crypto.sealed_asset import (
     DEK_OBJECT,
     MANIFEST_OBJECT,
+    MAX_WEIGHTS_BYTES,
     WEIGHTS_OBJECT,
     AssetIndex,
     IndexedObject,
     build_index,
     open_bundle,
     open_index,
-    open_weights,
     seal_bundle,
     seal_index,
-    seal_weights,
+    seal_weights_stream,
+    verify_weights_stream,
 )
 
 __all__ = [
@@ -71,7 +74,7 @@ _log = logging.getLogger("sealbench.client")
 DATA_DIR: Final = "data"
 _MAX_WRAPPED: Final = 64 * 1024
 _MAX_OBJECT: Final = 1 << 30
-_MAX_MODEL: Final = (512 << 20) + (1 << 20)
+_HASH_CHUNK: Final = 1 << 20
 
 #: ``progress(done, total)`` after each object.
 ProgressFn = Callable[[int, int], None]
@@ -216,26 +219,74 @@ def seal_model(
     prefix: str,
     progress: ProgressFn | None = None,
 ) -> SealReport:
-    """Seal the ONNX file ``onnx_path`` as ``weights.sealed`` under ``prefix`` of ``store``."""
+    """Seal the ONNX file ``onnx_path`` as ``weights.sealed`` under ``prefix`` of ``store``.
+
+    Streams: the file is hashed, then encrypted segment by segment into a ciphertext file in a
+    private temporary directory (hashed again as it is read, so a file changed in between is
+    refused), which is uploaded with its size and removed. Memory stays a few MiB whatever the
+    model's size (up to :data:`MAX_WEIGHTS_BYTES`)."""
     path = Path(onnx_path)
-    if path.stat().st_size > _MAX_MODEL:
-        raise SealingError(f"{path} is larger than the {_MAX_MODEL}-byte model cap")
-    weights = path.read_bytes()
-    digest = sha256_digest(weights)
+    digest = _model_digest(path)
     try:
         dek, resumed = _data_key("model", asset_id, digest, key_wrapper, store, prefix)
         name = join_name(prefix, WEIGHTS_OBJECT)
-
-        def check(ciphertext: bytes) -> object:
-            return open_weights(dek, asset_id, ciphertext, digest)
-
-        if resumed and _present_and_valid(store, name, check):
+        if resumed and _weights_present_and_valid(store, name, dek, asset_id, digest):
             uploaded, reused = 0, 1
         else:
-            store.put_bytes(name, seal_weights(dek, asset_id, weights))
+            _upload_weights(path, store, name, dek, asset_id, digest)
             uploaded, reused = 1, 0
     except CloudError as exc:
         raise SealingError(f"upload to {store!r} failed: {exc}") from exc
     if progress is not None:
         progress(1, 1)
     return SealReport(asset_id, "model", digest, 1, uploaded, reused, resumed)
+
+
+def _model_digest(path: Path) -> Sha256Digest:
+    """Digest of the model file, read in chunks and at most one byte past the cap."""
+    if path.stat().st_size > MAX_WEIGHTS_BYTES:
+        raise SealingError(f"{path} is larger than the {MAX_WEIGHTS_BYTES}-byte model cap")
+    h = hashlib.sha256()
+    size = 0
+    with path.open("rb") as f:
+        while block := f.read(min(_HASH_CHUNK, MAX_WEIGHTS_BYTES + 1 - size)):
+            h.update(block)
+            size += len(block)
+    if size > MAX_WEIGHTS_BYTES:
+        raise SealingError(f"{path} is larger than the {MAX_WEIGHTS_BYTES}-byte model cap")
+    return Sha256Digest("sha256:" + h.hexdigest())
+
+
+def _upload_weights(
+    path: Path, store: BlobStore, name: str, dek: DataKey, asset_id: str, digest: Sha256Digest
+) -> None:
+    """Encrypt ``path`` to a temporary ciphertext file (not secret, but removed in all cases),
+    then upload it whole. Nothing is uploaded unless the plaintext read is the one ``digest``
+    (and the data key) describes, and the store commits an object only once all of it arrived."""
+    with tempfile.TemporaryDirectory(prefix="sealbench-seal-") as tmp:  # mode 0700
+        sealed = Path(tmp) / WEIGHTS_OBJECT
+        with path.open("rb") as src, sealed.open("xb") as out:
+            try:
+                size = seal_weights_stream(dek, asset_id, src, out, digest)
+            except DigestMismatchError as exc:
+                raise SealingError(
+                    f"{path} changed while sealing (it no longer hashes to {digest}); seal again"
+                ) from exc
+        with sealed.open("rb") as ciphertext:
+            store.put_stream(name, ciphertext, size)
+
+
+def _weights_present_and_valid(
+    store: BlobStore, name: str, dek: DataKey, asset_id: str, digest: Sha256Digest
+) -> bool:
+    """Whether ``name`` exists and holds these weights, checked by streaming decryption into a
+    hash (the object is never loaded whole)."""
+    try:
+        with store.open_read(name) as src:
+            verify_weights_stream(dek, asset_id, src, digest)
+    except ObjectNotFound:
+        return False
+    except CryptoError:
+        _log.warning("replacing %s: it does not hold the expected content", name)
+        return False
+    return True

@@ -1,6 +1,7 @@
 """The sealed-asset format: how a prepared dataset or a model is laid out, encrypted, in its
 owner's bucket. Pure format logic; storage is injected (a ``put(name, data)`` callable on the
-writing side, ciphertext bytes on the reading side).
+writing side, ciphertext bytes on the reading side; for model weights, streams both ways, so a
+model of hundreds of MB is never held whole while sealed and held once, as plaintext, when opened).
 
 Objects of a sealed **dataset** (all under the asset's prefix)::
 
@@ -49,11 +50,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import io
 import json
 import struct
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import BinaryIO, Final, Literal, cast
 
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
@@ -63,12 +65,21 @@ from sealbench.crypto.digest import Sha256Digest, sha256_digest
 from sealbench.crypto.envelope import DataKey
 from sealbench.crypto.errors import DigestMismatchError, IntegrityError, ManifestError
 from sealbench.crypto.manifest import Manifest
-from sealbench.crypto.streaming import decrypt_bytes, encrypt_bytes
+from sealbench.crypto.streaming import (
+    HEADER_SIZE,
+    SEGMENT_SIZE,
+    ciphertext_size,
+    decrypt_bytes,
+    decrypt_stream,
+    encrypt_bytes,
+    encrypt_stream,
+)
 
 __all__ = [
     "DEK_OBJECT",
     "FORMAT_VERSION",
     "MANIFEST_OBJECT",
+    "MAX_WEIGHTS_BYTES",
     "WEIGHTS_OBJECT",
     "AssetIndex",
     "IndexedObject",
@@ -79,10 +90,15 @@ __all__ = [
     "open_bundle",
     "open_index",
     "open_weights",
+    "open_weights_stream",
     "pack_bundle",
     "seal_bundle",
     "seal_index",
     "seal_weights",
+    "seal_weights_stream",
+    "verify_weights_stream",
+    "weights_ciphertext_size",
+    "weights_size",
 ]
 
 FORMAT_VERSION: Final = 1
@@ -94,6 +110,10 @@ _BUNDLE_MAGIC: Final = b"SBB1"
 _MAX_INDEX_BYTES: Final = 64 << 20
 _MAX_BUNDLE_FILES: Final = 1024
 _NAME_INFO: Final = b"sealbench object names v1"
+#: Largest model (ONNX bytes) sealed or opened: the platform's cap, which a benchmark's model
+#: contract may lower (BraTS: the same 512 MiB, WDBC: 64 MiB) but never raise.
+MAX_WEIGHTS_BYTES: Final = 512 << 20
+_TAG_SIZE: Final = ciphertext_size(0) - HEADER_SIZE
 
 AssetKind = Literal["dataset", "model"]
 
@@ -284,3 +304,182 @@ def open_weights(
     if actual != expected_digest:
         raise DigestMismatchError("model weights", expected_digest, actual)
     return weights
+
+
+# -- model weights, streamed -------------------------------------------------------------------
+#
+# Same object, same bytes as seal_weights/open_weights (the streaming AEAD's format does not
+# depend on how the plaintext is fed to it); only the memory differs: a model of hundreds of MB
+# is never held whole on the sealing side, and held exactly once (the plaintext) when opened.
+
+
+def weights_ciphertext_size(plaintext_size: int) -> int:
+    """Size of ``weights.sealed`` for weights of ``plaintext_size`` bytes."""
+    return ciphertext_size(plaintext_size)
+
+
+def weights_size(ciphertext_bytes: int) -> int:
+    """The plaintext size of a ``weights.sealed`` of ``ciphertext_bytes`` bytes, or
+    :class:`IntegrityError` if no ciphertext has that size (so it cannot be authentic)."""
+    if ciphertext_bytes <= SEGMENT_SIZE:
+        segments = 1
+    else:
+        segments = 1 + -(-(ciphertext_bytes - SEGMENT_SIZE) // SEGMENT_SIZE)
+    size = ciphertext_bytes - HEADER_SIZE - _TAG_SIZE * segments
+    if size < 0 or ciphertext_size(size) != ciphertext_bytes:
+        raise IntegrityError()
+    return size
+
+
+class _HashingReader:
+    """Reads at most ``limit`` bytes of ``src`` and hashes what it hands out."""
+
+    def __init__(self, src: BinaryIO, limit: int) -> None:
+        self._src = src
+        self._left = limit
+        self.hash = hashlib.sha256()
+        self.count = 0
+
+    def read(self, size: int = -1) -> bytes:
+        want = self._left if size < 0 else min(size, self._left)
+        data = self._src.read(want) if want else b""
+        self._took(data)
+        return data
+
+    def readinto(self, buf: memoryview) -> int:
+        view = memoryview(buf).cast("B")[: self._left]
+        readinto = getattr(self._src, "readinto", None)
+        if readinto is None:
+            data = self._src.read(len(view))
+            view[: len(data)] = data
+            n = len(data)
+        else:
+            n = readinto(view) or 0
+        self._took(view[:n])
+        return n
+
+    def _took(self, data: bytes | memoryview) -> None:
+        self.hash.update(data)
+        self.count += len(data)
+        self._left -= len(data)
+
+
+class _Sink:
+    """A write-only destination for :func:`decrypt_stream` that hashes what it receives and
+    either drops it (``view`` None) or copies it into ``view``, refusing to run past its end."""
+
+    def __init__(self, view: memoryview | None, limit: int) -> None:
+        self._view = view
+        self._limit = limit
+        self.hash = hashlib.sha256()
+        self.count = 0
+
+    def write(self, data: bytes | memoryview) -> int:
+        n = len(data)
+        end = self.count + n
+        if end > self._limit:
+            raise IntegrityError()  # more plaintext than the object's size allows
+        if self._view is not None:
+            self._view[self.count : end] = data
+        self.hash.update(data)
+        self.count = end
+        return n
+
+    def digest(self) -> Sha256Digest:
+        return Sha256Digest("sha256:" + self.hash.hexdigest())
+
+
+def _zero(view: memoryview) -> None:
+    """Overwrite ``view`` with zeros, one segment at a time (no allocation of its size)."""
+    zeros = bytes(min(SEGMENT_SIZE, len(view)))
+    for start in range(0, len(view), SEGMENT_SIZE):
+        end = min(start + SEGMENT_SIZE, len(view))
+        view[start:end] = zeros[: end - start]
+
+
+def seal_weights_stream(
+    dek: DataKey,
+    asset_id: str,
+    src: BinaryIO,
+    dst: BinaryIO,
+    expected_digest: Sha256Digest,
+    max_size: int = MAX_WEIGHTS_BYTES,
+) -> int:
+    """Encrypt the weights readable from ``src`` as ``weights.sealed`` into ``dst``, one segment
+    at a time, hashing them as they are read; return the ciphertext size.
+
+    Raises :class:`DigestMismatchError` if what was read is not the ``expected_digest`` the data
+    key is bound to (the file changed after it was hashed), or holds more than ``max_size``
+    bytes; ``dst`` then holds a useless ciphertext that the caller discards.
+    """
+    reader = _HashingReader(src, max_size + 1)
+    written = encrypt_stream(
+        dek.secret_bytes(), cast(BinaryIO, reader), dst, object_aad(asset_id, WEIGHTS_OBJECT)
+    )
+    actual = Sha256Digest("sha256:" + reader.hash.hexdigest())
+    if reader.count > max_size or actual != expected_digest:
+        raise DigestMismatchError("model weights", expected_digest, actual)
+    return written
+
+
+def verify_weights_stream(
+    dek: DataKey,
+    asset_id: str,
+    src: BinaryIO,
+    expected_digest: Sha256Digest,
+    max_size: int = MAX_WEIGHTS_BYTES,
+) -> None:
+    """Check that the ``weights.sealed`` readable from ``src`` authenticates and holds weights
+    of ``expected_digest`` (at most ``max_size`` bytes), keeping no plaintext; raises
+    :class:`IntegrityError` (or :class:`DigestMismatchError`) otherwise."""
+    sink = _Sink(None, max_size)
+    decrypt_stream(
+        dek.secret_bytes(), src, cast(BinaryIO, sink), object_aad(asset_id, WEIGHTS_OBJECT)
+    )
+    actual = sink.digest()
+    if actual != expected_digest:
+        raise DigestMismatchError("model weights", expected_digest, actual)
+
+
+def open_weights_stream(
+    dek: DataKey,
+    asset_id: str,
+    src: BinaryIO,
+    ciphertext_bytes: int,
+    expected_digest: Sha256Digest,
+) -> bytes:
+    """Decrypt the ``weights.sealed`` of ``ciphertext_bytes`` bytes readable from ``src`` and
+    return the weights, checked against ``expected_digest``.
+
+    The plaintext buffer is allocated once, at the size the ciphertext's size implies, and each
+    segment is decrypted and hashed straight into it as it is read; the ciphertext is never held
+    whole, and the returned ``bytes`` are that same buffer (no copy). The caller bounds
+    ``ciphertext_bytes`` before calling. A stream that is shorter or longer than
+    ``ciphertext_bytes``, damaged, or sealed for another asset raises :class:`IntegrityError`, a
+    digest other than ``expected_digest`` :class:`DigestMismatchError`; the buffer is then zeroed
+    before it is released.
+    """
+    size = weights_size(ciphertext_bytes)
+    buf = io.BytesIO()
+    if size:
+        buf.seek(size - 1)
+        buf.write(b"\0")
+    with buf.getbuffer() as view:
+        sink = _Sink(view, size)
+        try:
+            decrypt_stream(
+                dek.secret_bytes(),
+                src,
+                cast(BinaryIO, sink),
+                object_aad(asset_id, WEIGHTS_OBJECT),
+            )
+            if sink.count != size:
+                raise IntegrityError()
+            actual = sink.digest()
+            if actual != expected_digest:
+                raise DigestMismatchError("model weights", expected_digest, actual)
+        except BaseException:
+            _zero(view[: sink.count])  # fail closed: no plaintext left behind
+            raise
+    # CPython hands over the BytesIO's own bytes object here (no copy) once no view is held.
+    return buf.getvalue()

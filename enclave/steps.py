@@ -10,10 +10,11 @@ model from bytes.
 
 from __future__ import annotations
 
+import io
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Final, Literal, NoReturn
+from typing import BinaryIO, Final, Literal, NoReturn
 
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 
@@ -26,6 +27,7 @@ from sealbench.cloud import (
     KeyNotFound,
     ObjectCorrupted,
     ObjectNotFound,
+    ObjectTooLarge,
     StorageAccessDenied,
     StorageError,
     join_name,
@@ -35,7 +37,13 @@ from sealbench.cloud.platform import AttestedWorkload, TokenDestinations
 from sealbench.crypto.digest import Sha256Digest, parse_digest
 from sealbench.crypto.envelope import DataKey, WrappedKey, asset_aad, unwrap_key
 from sealbench.crypto.errors import IntegrityError, KeyFormatError, KeyUnwrapError
-from sealbench.crypto.sealed_asset import DEK_OBJECT, WEIGHTS_OBJECT, open_weights
+from sealbench.crypto.sealed_asset import (
+    DEK_OBJECT,
+    MAX_WEIGHTS_BYTES,
+    WEIGHTS_OBJECT,
+    open_weights_stream,
+    weights_ciphertext_size,
+)
 from sealbench.crypto.sealing import public_key_from_raw
 from sealbench.enclave.access import AssetAccess
 from sealbench.enclave.errors import (
@@ -83,8 +91,8 @@ __all__ = [
 
 _log = logging.getLogger("sealbench.enclave")
 
-#: Largest ``weights.sealed`` read (the benchmark caps models at 512 MiB; plus stream overhead).
-MAX_WEIGHTS_CIPHERTEXT: Final = (512 << 20) + (1 << 20)
+#: Largest ``weights.sealed`` read: the sealed size of a model at the platform's cap (512 MiB).
+MAX_WEIGHTS_CIPHERTEXT: Final = weights_ciphertext_size(MAX_WEIGHTS_BYTES)
 _MAX_WRAPPED_KEY: Final = 64 * 1024
 
 #: Loads decrypted weights into the plug-in's runner (tests wrap it to inject faults).
@@ -316,23 +324,30 @@ class VerifiedModel:
 
 
 def load_model(keys: UnwrappedKeys, make_runner: RunnerFactory = _plugin_runner) -> VerifiedModel:
-    """Step 3: download and decrypt ``weights.sealed``, check the weights' digest, then load
-    them (from bytes) into the benchmark plug-in's runner."""
+    """Step 3: stream ``weights.sealed`` from storage, decrypting it segment by segment into one
+    plaintext buffer sized from the object's size (refused above :data:`MAX_WEIGHTS_CIPHERTEXT`
+    before anything is read) and hashing it as it goes, check the weights' digest, then load them
+    (from bytes) into the benchmark plug-in's runner. The ciphertext is never held whole."""
     run = keys.destination.run
     asset = keys.model
-    with run.timer.measure("download"):
+    name = asset.name(WEIGHTS_OBJECT)
+    with run.timer.measure("download"):  # download and decryption are one streamed pass
         try:
-            ciphertext = asset.store.get_bytes(asset.name(WEIGHTS_OBJECT), MAX_WEIGHTS_CIPHERTEXT)
+            with asset.store.open_read(name) as src:
+                src, size = _sized(src, name)
+                weights = open_weights_stream(
+                    asset.dek,
+                    asset.location.asset_id,
+                    src,
+                    size,
+                    parse_digest(run.spec.model_digest),
+                )
         except CloudError as exc:
             _refused("model", exc)
-    with run.timer.measure("decrypt"):
-        try:
-            weights = open_weights(
-                asset.dek, asset.location.asset_id, ciphertext, parse_digest(run.spec.model_digest)
-            )
         except IntegrityError as exc:
-            raise AssetIntegrityError(f"the model weights failed verification: {exc}") from exc
-    del ciphertext
+            raise AssetIntegrityError(
+                f"the model weights failed verification: {exc} ({name})"
+            ) from exc
     try:
         runner = make_runner(run.benchmark, weights)
     except BenchmarkError as exc:
@@ -340,3 +355,23 @@ def load_model(keys: UnwrappedKeys, make_runner: RunnerFactory = _plugin_runner)
     del weights
     _log.info("step 3/7: model verified and loaded")
     return VerifiedModel(keys, runner)
+
+
+def _sized(src: BinaryIO, name: str) -> tuple[BinaryIO, int]:
+    """``src`` and the bytes left in it, refused above :data:`MAX_WEIGHTS_CIPHERTEXT` (as
+    :class:`ObjectTooLarge`) before they are read. Stores' streams are seekable (a local file,
+    Cloud Storage's reader, which knows the object's size); any other is read bounded."""
+    try:
+        seekable = src.seekable()
+    except (OSError, ValueError):
+        seekable = False
+    if seekable:
+        here = src.tell()
+        size = src.seek(0, io.SEEK_END) - here
+        src.seek(here)
+    else:
+        data = src.read(MAX_WEIGHTS_CIPHERTEXT + 1)
+        src, size = io.BytesIO(data), len(data)
+    if size > MAX_WEIGHTS_CIPHERTEXT:
+        raise ObjectTooLarge(name, MAX_WEIGHTS_CIPHERTEXT)
+    return src, size
