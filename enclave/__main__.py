@@ -11,7 +11,8 @@ command override and the key owners' conditions require ``cmd_override`` to be e
 
 Output: progress logs on stdout (logger ``sealbench.enclave``: steps and counts, never case ids,
 metrics, keys or tokens). Exit 0 on success; otherwise the exit code of the
-:class:`~sealbench.enclave.errors.EnclaveError` and one line ``sealbench-enclave: <reason>`` on
+:class:`~sealbench.enclave.errors.EnclaveError` and one line ``sealbench-enclave: <reason> (exit
+<code>)`` on
 stderr.
 """
 
@@ -54,7 +55,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         run_enclave(os.environ, EvidenceSource(args.launcher_dir))
     except EnclaveError as exc:
-        print(f"sealbench-enclave: {exc}".replace("\n", " "), file=sys.stderr, flush=True)
+        # The exit code closes the line: Confidential Space reports only its launcher's exit
+        # code, so the client reads the enclave's from the serial port.
+        print(f"sealbench-enclave: {exc} (exit {exc.exit_code})".replace("\n", " "),
+              file=sys.stderr, flush=True)
         return exc.exit_code
     return 0
 

@@ -14,6 +14,7 @@ and failed, so never an attestation or integrity failure)::
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import ClassVar, Final, Protocol
@@ -47,6 +48,7 @@ __all__ = [
     "RunningWorkload",
     "TransientLaunchError",
     "check_backend",
+    "enclave_reason",
     "error_for_exit_code",
     "launch_environment",
     "platform_for_backend",
@@ -69,6 +71,20 @@ _BY_EXIT_CODE: dict[int, type[EnclaveError]] = {
         ResultUploadError,
     )
 }
+
+
+#: The end of the enclave's stderr line ``sealbench-enclave: <reason> (exit <code>)``.
+_EXIT_SUFFIX = re.compile(r"^(?P<reason>.*) \(exit (?P<code>\d{1,3})\)$")
+
+
+def enclave_reason(line: str) -> tuple[str, int | None]:
+    """``(reason, exit code)`` of the enclave's last stderr line: the code it states when it
+    is one the enclave uses (stripped from the reason), else ``None`` (older images state
+    none)."""
+    stated = _EXIT_SUFFIX.match(line.strip())
+    if stated is None or error_for_exit_code(int(stated["code"])) is None:
+        return line.strip(), None
+    return stated["reason"], int(stated["code"])
 
 
 def error_for_exit_code(code: int) -> type[EnclaveError] | None:

@@ -26,9 +26,11 @@ For each run :class:`ConfidentialSpaceLauncher`:
 
 The result itself is read by the caller at the run spec's result URI. Confidential Space does
 not report the container's exit code, only the launcher's (0 success, 1 workload or launcher
-error, 4 debug hold), so a failed run raises :class:`EnclaveRunFailed` with exit code 1 and the
-enclave's own ``sealbench-enclave: <reason>`` line when the serial port shows it; the enclave's
-precise error is in the failure record at the result URI.
+error, 4 debug hold), so a failed run raises :class:`EnclaveRunFailed` with the enclave's own
+line ``sealbench-enclave: <reason> (exit <code>)`` when the serial port shows it: its reason and
+exit code (so a refused key release is a key-release failure, though a refused pool leaves no
+failure record), else exit code 1; the enclave's precise error is also in the failure record at
+the result URI when it could write one.
 
 Errors (Google API errors translated once, here, each with a ``hint`` saying what to do)::
 
@@ -83,6 +85,7 @@ from sealbench.client.launchers.base import (
     LaunchResult,
     OutputFn,
     check_backend,
+    enclave_reason,
     launch_environment,
     platform_for_backend,
 )
@@ -129,6 +132,7 @@ DEFAULT_TIMEOUT_S: Final = 6 * 3600.0
 _EXIT_LINE = re.compile(r"TEE container launcher exiting, exit code: (?P<code>\d+)")
 _REASON_PREFIX: Final = "sealbench-enclave: "
 _WORKLOAD_FAILED: Final = "workload finished with a non-zero return code"
+
 _DONE_STATES: Final = frozenset({"TERMINATED", "STOPPED", "SUSPENDED"})
 _MAX_REASON: Final = 2000
 _T = TypeVar("_T")
@@ -258,7 +262,9 @@ class ConfidentialSpaceVm:
                 x for x in self._lines[: exits[-1]] if x.strip() and _WORKLOAD_FAILED not in x
             ]
             reasons = before[-1:] or ["the launcher exited with an error"]
-        raise EnclaveRunFailed(1, reasons[-1].strip()[:_MAX_REASON], None)
+            raise EnclaveRunFailed(1, reasons[-1].strip()[:_MAX_REASON], None)
+        reason, code = enclave_reason(reasons[-1])
+        raise EnclaveRunFailed(code or 1, reason[:_MAX_REASON], None)
 
     def _delete(self, *, force: bool) -> None:
         settings = self._launcher.settings

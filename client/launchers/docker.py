@@ -57,6 +57,7 @@ from sealbench.client.launchers.base import (
     LaunchResult,
     OutputFn,
     check_backend,
+    enclave_reason,
     launch_environment,
     platform_for_backend,
 )
@@ -268,7 +269,7 @@ class DockerWorkload:
         if code == 0:
             return LaunchResult(self._image_digest, wall, self._peak_memory)
         lines = [line.strip() for line in self._stderr if line.strip()]
-        reason = lines[-1] if lines else f"exited {code} without a reason"
+        reason = enclave_reason(lines[-1])[0] if lines else f"exited {code} without a reason"
         if code == _SIGKILL_EXIT and not lines:
             reason = "killed (SIGKILL)"
         with contextlib.suppress(docker.errors.DockerException):

@@ -40,6 +40,7 @@ from sealbench.client.launchers.base import (
     LaunchTimeoutError,
     OutputFn,
     check_backend,
+    enclave_reason,
     launch_environment,
     platform_for_backend,
 )
@@ -151,7 +152,7 @@ class MockProcessWorkload:
         if code == 0:
             return LaunchResult(self._image_digest, time.monotonic() - self._started, peak)
         lines = [line.strip() for line in self._stderr if line.strip()]
-        reason = lines[-1] if lines else f"exited {code} without a reason"
+        reason = enclave_reason(lines[-1])[0] if lines else f"exited {code} without a reason"
         if code < 0:
             reason = f"killed by signal {-code}"
         return EnclaveRunFailed(code, reason[:_MAX_REASON], peak)

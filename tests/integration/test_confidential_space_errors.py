@@ -245,9 +245,10 @@ def test_failed_workload_reports_the_enclave_reason_and_deletes_the_vm(setup: Se
     with pytest.raises(EnclaveRunFailed) as info:
         vm.wait(timeout=120)
     enclave_lines = [x for x in lines if x.startswith("sealbench-enclave: ")]
-    assert enclave_lines and info.value.reason == enclave_lines[-1].removeprefix(
-        "sealbench-enclave: "
-    )
+    assert enclave_lines and enclave_lines[-1].endswith(f" (exit {info.value.exit_code})")
+    assert info.value.exit_code != 1 and info.value.error_class is not None
+    assert info.value.reason == enclave_lines[-1].removeprefix("sealbench-enclave: ").rsplit(
+        " (exit ", 1)[0]
     assert any("workload finished with a non-zero return code" in x for x in lines)
     assert gone(setup, vm.instance_name)
 

@@ -13,9 +13,10 @@ says what the preview GPU image attests: ``support_attributes: ["EXPERIMENTAL"]`
     their keys and the registry accepts the result;
 (b) under a benchmark without the opt-in (another image) the same run is refused at key release
     (the conditions require ``STABLE``): the enclave raises ``KeyReleaseDenied`` and the run
-    fails (exit 7) with the pool's refusal and the false clause; its recorded class is the CS
-    launcher's generic ``enclave``, since Confidential Space reports only the launcher's exit
-    code 1 and a refused pool leaves no failure record in the bucket;
+    fails (exit 7) with the pool's refusal and the false clause; its recorded class is
+    ``key_release_denied``, read from the exit code that closes the enclave's serial-port line
+    (Confidential Space reports only the launcher's exit code 1, and a refused pool leaves no
+    failure record in the bucket);
 (c) the stand-in refuses malformed GPU requests with Compute's error, as google-cloud-compute
     raises it.
 
@@ -154,10 +155,10 @@ def test_gpu_run_without_the_opt_in_is_refused_at_key_release(
     assert "'STABLE' in assertion.submods.confidential_space.support_attributes" in flat
     assert STABLE_ONLY_DIGEST not in flat.split("clause is false:")[-1]
     assert record["status"] == "failed" and "pool refused this workload" in str(record["error"])
-    # The enclave raised KeyReleaseDenied (exit 13), but Confidential Space reports only the
-    # launcher's exit code (1), and with the pool refusing, no failure record reaches the
-    # bucket: the CS launcher's class is the generic "enclave" (see the module docstring).
-    assert record["reason"] in ("key_release_denied", "enclave"), record
+    # The enclave raised KeyReleaseDenied (exit 13); Confidential Space reports only the
+    # launcher's exit code (1) and no failure record reaches the bucket, so the class comes
+    # from the "(exit 13)" that closes the enclave's line on the serial port.
+    assert record["reason"] == "key_release_denied", record
 
 
 def _gpu_instance(world: World) -> compute_v1.Instance:
