@@ -75,8 +75,9 @@ class PostProcess(BaseModel):
         return classes
 
 
-#: Applied to models that declare nothing: tuned for the shipped reference on 6 anatomy-based
-#: validation cases (seeds 800000-800005; ``evaluate --tune``; docs/benchmarks.md section 11).
+#: Applied to models that declare nothing: what ``evaluate --tune`` chose (two steps only) for
+#: the cartoon-trained reference on 6 anatomy-based validation cases (seeds 800000-800005);
+#: the shipped reference now declares its own (docs/benchmarks.md section 11).
 DEFAULT_POSTPROCESS = PostProcess(min_component_mm3=25, et_min_mm3=100)
 
 
