@@ -6,19 +6,14 @@ gets neither."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
-from typer.testing import CliRunner, Result
+from typer.testing import Result
 
 from sealbench.benchmarks.brats.definition import shipped_definition
 from sealbench.benchmarks.brats.plugin import pin_of
-from sealbench.client.cli import app
 from sealbench.client.inbox import EXPERIMENTAL_MARK, consent_warning, merge
 from sealbench.crypto.digest import sha256_digest
 from sealbench.server.schemas import (
@@ -28,11 +23,12 @@ from sealbench.server.schemas import (
     InboxEvaluation,
     InboxLink,
 )
+from tests.unit.client.test_cli_participation import Cli, cli, onnx_file
 
 IMAGE = sha256_digest(b"experimental consent image")
 WARNING = "accepts EXPERIMENTAL images"
 _names = iter(range(10_000))
-Cli = Callable[..., Result]
+__all__ = ["cli"]  # the fixture, re-used
 
 
 # -- the library -------------------------------------------------------------------------------
@@ -82,32 +78,6 @@ def test_inbox_marks_every_item_of_an_experimental_benchmark(accept: bool) -> No
 # -- the commands, against a live registry ------------------------------------------------------
 
 
-def _onnx(path: Path) -> Path:
-    weight = np.random.default_rng(0).standard_normal((4, 4, 1, 1, 1)).astype(np.float32)
-    graph = helper.make_graph(
-        [helper.make_node("Conv", ["input", "w"], ["logits"], kernel_shape=[1, 1, 1])], "tiny",
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 4, "D", "H", "W"])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 4, "D", "H", "W"])],
-        [numpy_helper.from_array(weight, "w")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    path.write_bytes(model.SerializeToString())
-    return path
-
-
-@pytest.fixture
-def cli(runner: CliRunner, cli_home: Path, live_registry: Any) -> Cli:
-    for name, token in live_registry.tokens.items():
-        added = runner.invoke(app, ["profile", "add", name, "--server", live_registry.url,
-                                    "--token", token, "--no-use"])
-        assert added.exit_code == 0, added.output
-
-    def run(*args: str) -> Result:
-        return runner.invoke(app, list(args))
-
-    return run
-
-
 def _ok(result: Result) -> Result:
     assert result.exit_code == 0, result.output
     return result
@@ -128,7 +98,7 @@ def _created(cli: Cli, tmp_path: Path, *extra: str) -> int:
 
 
 def _model(cli: Cli, tmp_path: Path) -> int:
-    onnx = _onnx(tmp_path / f"m{next(_names)}.onnx")
+    onnx = onnx_file(tmp_path / f"m{next(_names)}.onnx")
     return int(json.loads(_ok(cli("model", "register", str(onnx), "--name", f"m{next(_names)}",
                                   "--version", "1", "--json", "--profile", "modelco")).stdout)
                ["id"])
