@@ -244,9 +244,11 @@ def _bench(args: argparse.Namespace, root: Path) -> int:
         lines: list[str] = []
         result = launcher.launch(spec, on_output=lines.append, timeout=3600)
     timings = {}
+    from sealbench.client.runs import step_timings
+
     for line in lines:
         if "step timings in seconds" in line:
-            timings = json.loads(line.split("step timings in seconds", 1)[1])
+            timings = step_timings(line)
     tee_s, tee_rss = result.wall_seconds, result.peak_rss_bytes or 0
     print(f"(b) confidential on the mock TEE: {tee_s:.1f} s, peak {tee_rss / 2**20:.0f} MiB")
     print(f"ratio (b)/(a) wall time: {tee_s / plain_s:.3f}  (target <= 1.05)")

@@ -174,9 +174,11 @@ def _bench(args: argparse.Namespace, root: Path) -> int:
         result = launcher.launch(spec, on_output=lines.append, timeout=600)
         summary = json.loads(hstore.get_bytes("results/wdbc-bench-1/summary.json", 1 << 20))
     timings: dict[str, float] = {}
+    from sealbench.client.runs import step_timings
+
     for line in lines:
         if "step timings in seconds" in line:
-            timings = json.loads(line.split("step timings in seconds", 1)[1])
+            timings = step_timings(line)
     tee_s, tee_rss = result.wall_seconds, result.peak_rss_bytes or 0
     aggregates = summary.get("aggregates", summary)
     print(f"(b) confidential on the mock TEE: {tee_s:.2f} s, peak {tee_rss / 2**20:.0f} MiB "

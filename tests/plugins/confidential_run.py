@@ -136,9 +136,11 @@ def main() -> int:
             objects = download_result(hstore, "results/run-1/")
         opened = open_result(objects, recipient, jwks=None)
     steps: dict[str, float] = {}
+    from sealbench.client.runs import step_timings
+
     for line in lines:
         if "step timings in seconds" in line:
-            steps = json.loads(line.split("step timings in seconds", 1)[1])
+            steps = step_timings(line)
     print(json.dumps({
         "pin": pin, "image_digest": image, "attested_image": opened.claims.image_digest,
         "attested_pin": opened.claims.env_override.get("SEALBENCH_METRICS_VERSION"),
