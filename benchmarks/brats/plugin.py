@@ -187,8 +187,13 @@ class BratsBenchmark:
                 f"(background, {', '.join(contract.label_map.tissues)}) with dynamic spatial "
                 f"axes, opset {SUPPORTED_OPSETS.start}-{SUPPORTED_OPSETS.stop - 1}"),
         )
-        definition = load_definition(contract, metrics)
-        self._models = (definition.reference_model, *definition.baseline_models)
+        # The models of the shipped definitions on this contract (the small grid has its own),
+        # else those of the full-size definition re-gridded.
+        definitions = [d for d in (load() for load in SHIPPED_DEFINITIONS.values())
+                       if d.contract == contract] or [load_definition(contract, metrics)]
+        models = {m.name: m for d in definitions
+                  for m in (d.reference_model, *d.baseline_models)}
+        self._models = tuple(models.values())
         self.shipped_models = tuple(api.ShippedModel(m.name, m.sha256, m.description)
                                     for m in self._models)
 
