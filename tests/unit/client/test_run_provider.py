@@ -15,8 +15,9 @@ from sealbench.client.launchers import EnclaveRunFailed, LaunchResult, OutputFn
 from sealbench.client.runner import RetryPolicy, Runner, plan_runs
 from sealbench.client.runs import RunRecord, RunStore, report_of
 from sealbench.crypto.digest import sha256_digest
-from sealbench.enclave.spec import AssetLocation, RunSpec
+from sealbench.enclave.spec import RunSpec
 from sealbench.server.schemas import BenchmarkCreate, DatasetCreate, ModelCreate
+from tests.unit.client.test_runner import _spec
 
 IMAGE = sha256_digest(b"evaluation image")
 CUDA_LINE = ('done: step timings in seconds {"infer": 1.5, "load": 0.5}; '
@@ -62,14 +63,6 @@ class _Launcher:
     def launch(self, spec: RunSpec, *, on_output: OutputFn | None = None,
                timeout: float | None = None) -> LaunchResult:
         return self.start(spec, on_output=on_output).wait(timeout)
-
-
-def _spec(dataset_id: int, model_id: int, run_id: str) -> RunSpec:
-    def asset(asset_id: int) -> AssetLocation:
-        return AssetLocation.model_construct(asset_id=str(asset_id))
-
-    return RunSpec.model_construct(run_id=run_id, dataset=asset(dataset_id),
-                                   model=asset(model_id), result_uri="file:///nowhere/result")
 
 
 def _run(launcher: _Launcher, store: RunStore, models: tuple[int, ...], *, benchmark: int = 1,
