@@ -194,8 +194,13 @@ def _tumour(rng: np.random.Generator, brain: npt.NDArray[np.bool_], wm: FloatArr
 
 
 def generate_anatomy_case(seed: int, shape: Shape3 = BRATS_2023_GLI.shape,
-                          contract: BratsContract = BRATS_2023_GLI) -> SyntheticCase:
-    """Generate the anatomy-based case of ``seed`` on ``shape`` (default: the BraTS grid)."""
+                          contract: BratsContract = BRATS_2023_GLI, *,
+                          foci: int | None = None) -> SyntheticCase:
+    """Generate the anatomy-based case of ``seed`` on ``shape`` (default: the BraTS grid).
+
+    ``foci`` overrides the number of tumour foci the seed draws (0: a tumour-free case, as
+    training uses to teach the model what healthy anatomy looks like); every other draw is the
+    seed's own."""
     rng = np.random.default_rng(seed)
     maps, voxel_mm = _anatomy(rng, shape)
     brain = maps["mask"] > 0.5
@@ -209,6 +214,10 @@ def generate_anatomy_case(seed: int, shape: Shape3 = BRATS_2023_GLI.shape,
     classes = np.zeros(shape, dtype=np.uint8)
     kind = rng.uniform()
     wanted = 0 if kind < 0.05 else (int(rng.integers(2, 4)) if kind < 0.25 else 1)
+    if foci is not None:
+        if foci < 0:
+            raise ValueError(f"foci must be 0 or more, received {foci}")
+        wanted = foci
     with_et = rng.uniform() >= 0.15
     n_lesions = sum(_tumour(rng, brain, wm, classes, with_et=with_et, voxel_mm=voxel_mm)
                     for _ in range(wanted))

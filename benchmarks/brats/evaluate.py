@@ -20,7 +20,7 @@ import argparse
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from .cases import Case
@@ -38,11 +38,12 @@ logger = logging.getLogger(__name__)
 
 HELD_OUT_SEED = 900_000
 VALIDATION_SEED = 800_000
+#: With ``--tumour-free N``, tumour-free case ``j`` has seed ``S + TUMOUR_FREE_OFFSET + j``.
+TUMOUR_FREE_OFFSET = 10_000
 
-Generator = Callable[[int, tuple[int, int, int], BratsContract], SyntheticCase]
 
 
-def _generator(kind: str) -> Generator:
+def _generator(kind: str) -> Callable[..., SyntheticCase]:
     if kind == "anatomy":
         from .anatomy import generate_anatomy_case
 
@@ -50,25 +51,35 @@ def _generator(kind: str) -> Generator:
     return generate_case
 
 
+def _cases(n_cases: int, seed: int, synthetic: str, contract: BratsContract,
+           tumour_free: int) -> Iterator[tuple[Case, SyntheticCase]]:
+    """The ``n_cases`` cases of seeds ``seed, seed+1, ...`` as the generator draws them, then
+    ``tumour_free`` tumour-free ones (seeds from ``seed + TUMOUR_FREE_OFFSET``), one at a time."""
+    generate = _generator(synthetic)
+    plan: list[tuple[int, int | None]] = [(seed + i, None) for i in range(n_cases)]
+    plan += [(seed + TUMOUR_FREE_OFFSET + j, 0) for j in range(tumour_free)]
+    for case_seed, foci in plan:
+        made = generate(case_seed, contract.shape, contract, foci=foci)
+        yield Case(case_id=case_id_for(case_seed % 100_000), modalities=made.modalities,
+                   affine=made.affine, seg=None), made
+
+
 def evaluate_models(models: Mapping[str, bytes], n_cases: int = 20, *,
                     seed: int = HELD_OUT_SEED, synthetic: str = "anatomy",
                     contract: BratsContract = BRATS_2023_GLI,
                     spec: MetricsSpec = BRATS_2023_GLI_METRICS,
-                    threads: int | None = None,
-                    postprocess: bool = True) -> dict[str, tuple[PublicSummary, float]]:
-    """For each model: the summary over ``n_cases`` new synthetic cases from ``seed`` on (each
-    generated once and given to every model) and its mean inference seconds per case."""
+                    threads: int | None = None, postprocess: bool = True,
+                    tumour_free: int = 0) -> dict[str, tuple[PublicSummary, float]]:
+    """For each model: the summary over ``n_cases`` new synthetic cases from ``seed`` on and
+    ``tumour_free`` tumour-free ones (each generated once and given to every model) and its mean
+    inference seconds per case."""
     segmenters = {name: OnnxSegmenter(data, contract, threads=threads,
                                       postprocess="declared" if postprocess else None)
                   for name, data in models.items()}
-    generate = _generator(synthetic)
     results: dict[str, list[CaseResult]] = {name: [] for name in models}
     seconds = dict.fromkeys(models, 0.0)
-    for i in range(n_cases):
-        case_seed = seed + i
-        made = generate(case_seed, contract.shape, contract)
-        case = Case(case_id=case_id_for(case_seed % 100_000), modalities=made.modalities,
-                    affine=made.affine, seg=None)
+    total = n_cases + tumour_free
+    for i, (case, made) in enumerate(_cases(n_cases, seed, synthetic, contract, tumour_free)):
         truth = contract.label_map.from_class_indices(made.classes)
         for name, segmenter in segmenters.items():
             start = time.perf_counter()
@@ -76,24 +87,22 @@ def evaluate_models(models: Mapping[str, bytes], n_cases: int = 20, *,
             seconds[name] += time.perf_counter() - start
             results[name].append(score_case(prediction, truth, spec, contract.spacing_mm,
                                             case_id=case.case_id))
-        logger.info("case %d/%d scored", i + 1, n_cases)
-    return {name: (aggregate(results[name], spec), seconds[name] / n_cases) for name in models}
+        logger.info("case %d/%d scored", i + 1, total)
+    return {name: (aggregate(results[name], spec), seconds[name] / total) for name in models}
 
 
 def tune_postprocess(model: bytes, n_cases: int, *, seed: int = VALIDATION_SEED,
                      synthetic: str = "anatomy", contract: BratsContract = BRATS_2023_GLI,
-                     threads: int | None = None) -> tuple[PostProcess, float]:
-    """Post-processing thresholds for ``model`` tuned on ``n_cases`` validation cases."""
+                     threads: int | None = None,
+                     tumour_free: int = 0) -> tuple[PostProcess, float]:
+    """Post-processing thresholds for ``model`` tuned on ``n_cases`` validation cases and
+    ``tumour_free`` tumour-free ones."""
     segmenter = OnnxSegmenter(model, contract, threads=threads, postprocess=None)
-    generate = _generator(synthetic)
     predictions, truths = [], []
-    for i in range(n_cases):
-        made = generate(seed + i, contract.shape, contract)
-        case = Case(case_id=case_id_for((seed + i) % 100_000), modalities=made.modalities,
-                    affine=made.affine, seg=None)
+    for i, (case, made) in enumerate(_cases(n_cases, seed, synthetic, contract, tumour_free)):
         predictions.append(segmenter.segment_raw(case))
         truths.append(made.classes)
-        logger.info("validation case %d/%d segmented", i + 1, n_cases)
+        logger.info("validation case %d/%d segmented", i + 1, n_cases + tumour_free)
     return tune(predictions, truths, contract.spacing_mm)
 
 
@@ -114,7 +123,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None,
                         help=f"first case seed (default {HELD_OUT_SEED}, {VALIDATION_SEED} with "
                              "--tune)")
-    parser.add_argument("--cases", type=int, default=20)
+    parser.add_argument("--cases", type=int, default=20,
+                        help="cases as the generator draws them (about 5 %% tumour-free)")
+    parser.add_argument("--tumour-free", type=int, default=0, metavar="N",
+                        help=f"also N tumour-free cases (seeds from S+{TUMOUR_FREE_OFFSET}): a "
+                             "model's false positives on healthy anatomy score Dice 0 there, "
+                             "an empty prediction 1")
     parser.add_argument("--synthetic", choices=("anatomy", "cartoon"), default="anatomy")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--no-postprocess", action="store_true",
@@ -122,8 +136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tune", action="store_true",
                         help="tune the post-processing of the (first) model on the cases")
     args = parser.parse_args(argv)
-    if args.cases < 1:
-        parser.error("--cases must be at least 1")
+    if args.cases < 0 or args.tumour_free < 0 or args.cases + args.tumour_free < 1:
+        parser.error("--cases and --tumour-free must not be negative and give at least 1 case")
     if not args.model and not args.model_file:
         parser.error("name a model with --model or --model-file")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -138,14 +152,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         name = next(iter(models))
         chosen, score = tune_postprocess(
             models[name], args.cases, seed=VALIDATION_SEED if args.seed is None else args.seed,
-            synthetic=args.synthetic, threads=args.threads)
+            synthetic=args.synthetic, threads=args.threads, tumour_free=args.tumour_free)
         print(json.dumps({"model": name, "postprocess": chosen.model_dump(),
                           "mean_lesion_dice": round(score, 4)}))
         return 0
     evaluated = evaluate_models(models, args.cases,
                                 seed=HELD_OUT_SEED if args.seed is None else args.seed,
                                 synthetic=args.synthetic, threads=args.threads,
-                                postprocess=not args.no_postprocess)
+                                postprocess=not args.no_postprocess,
+                                tumour_free=args.tumour_free)
     for name, (summary, seconds) in evaluated.items():
         print(_line(name, "Dice", summary, "dice"))
         print(_line(name, "lesion-wise Dice", summary, "lesion_dice"))

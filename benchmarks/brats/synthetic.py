@@ -149,11 +149,13 @@ def _tumour(
 
 
 def generate_case(seed: int, shape: tuple[int, int, int] = BRATS_2023_GLI.shape,
-                  contract: BratsContract = BRATS_2023_GLI) -> SyntheticCase:
+                  contract: BratsContract = BRATS_2023_GLI, *,
+                  foci: int | None = None) -> SyntheticCase:
     """Generate the case of ``seed`` on ``shape`` (default: the full BraTS grid).
 
-    About 5 % of cases have no tumour, 15 % no enhancing tumour, 20 % several lesions.
-    Tumour sizes scale with the grid so that small test grids still hold whole lesions.
+    About 5 % of cases have no tumour, 15 % no enhancing tumour, 20 % several lesions;
+    ``foci`` overrides the number of lesions the seed draws (0: tumour-free). Tumour sizes
+    scale with the grid so that small test grids still hold whole lesions.
     """
     rng = np.random.default_rng(seed)
     brain, tissue = _brain(rng, shape)
@@ -161,6 +163,10 @@ def generate_case(seed: int, shape: tuple[int, int, int] = BRATS_2023_GLI.shape,
     scale = min(1.0, min(shape) / 155.0 * 1.4)
     kind = rng.uniform()
     n_lesions = 0 if kind < 0.05 else (int(rng.integers(2, 4)) if kind < 0.25 else 1)
+    if foci is not None:
+        if foci < 0:
+            raise ValueError(f"foci must be 0 or more, received {foci}")
+        n_lesions = foci
     with_et = rng.uniform() >= 0.15
     for _ in range(n_lesions):
         _tumour(rng, brain, classes, with_et=with_et, scale=scale)

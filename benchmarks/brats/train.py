@@ -35,6 +35,9 @@ logger = logging.getLogger(__name__)
 N_CLASSES = 4
 OPSET = 17
 WARMUP_STEPS = 20
+#: Training case ``i`` has seed ``100000 + 1000 * seed + i``; tumour-free case ``j`` (the seed's
+#: own draws with no focus) ``100000 + 1000 * seed + TUMOUR_FREE_OFFSET + j``.
+TUMOUR_FREE_OFFSET = 500
 
 
 class TrainConfig:
@@ -43,9 +46,11 @@ class TrainConfig:
     def __init__(self, *, seed: int = 0, channels: Sequence[int] = (8, 16, 32, 64),
                  steps: int = 300, batch: int = 2, crop: int = 64, n_cases: int = 8,
                  lr: float = 1e-3, threads: int = 2, synthetic: str = "cartoon",
-                 init: bytes | None = None) -> None:
+                 init: bytes | None = None, tumour_free: int = 0) -> None:
         if synthetic not in ("cartoon", "anatomy"):
             raise ValueError(f"synthetic must be 'cartoon' or 'anatomy', received {synthetic!r}")
+        if not 0 <= n_cases <= TUMOUR_FREE_OFFSET or not 0 <= tumour_free <= TUMOUR_FREE_OFFSET:
+            raise ValueError(f"cases and tumour-free cases must each be 0-{TUMOUR_FREE_OFFSET}")
         self.seed = seed
         self.synthetic = synthetic
         self.init = init
@@ -54,6 +59,7 @@ class TrainConfig:
         self.batch = batch
         self.crop = crop
         self.n_cases = n_cases
+        self.tumour_free = tumour_free
         self.lr = lr
         self.threads = threads
 
@@ -203,9 +209,12 @@ def _load_cases(cfg: TrainConfig) -> list[tuple[npt.NDArray[np.float16], npt.NDA
     generate = generate_case
     if cfg.synthetic == "anatomy":
         from .anatomy import generate_anatomy_case as generate
+    base = 100_000 + cfg.seed * 1000
+    wanted: list[tuple[int, int | None]] = [(base + i, None) for i in range(cfg.n_cases)]
+    wanted += [(base + TUMOUR_FREE_OFFSET + j, 0) for j in range(cfg.tumour_free)]
     cases = []
-    for i in range(cfg.n_cases):
-        case = generate(100_000 + cfg.seed * 1000 + i)
+    for case_seed, foci in wanted:
+        case = generate(case_seed, foci=foci)
         image = normalise_modalities(case.modalities)
         mask = image.any(axis=0)
         idx = np.argwhere(mask)
@@ -306,6 +315,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--crop", type=int, default=64)
     parser.add_argument("--cases", type=int, default=8)
+    parser.add_argument("--tumour-free", type=int, default=0, metavar="N",
+                        help="also train on N tumour-free cases (the generators make about 5 %% "
+                             "of cases without tumour; more teaches the model healthy anatomy)")
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--synthetic", choices=("cartoon", "anatomy"), default="cartoon",
@@ -324,6 +336,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     if args.steps < 0 or (args.steps == 0 and args.init is None):
         parser.error("--steps must be positive (or 0 with --init)")
+    for flag, value in (("--cases", args.cases), ("--tumour-free", args.tumour_free)):
+        if not 0 <= value <= TUMOUR_FREE_OFFSET:
+            parser.error(f"{flag} must be 0-{TUMOUR_FREE_OFFSET}")
     metadata = None
     if args.postprocess is not None:
         from .postprocess import PostProcess
@@ -334,7 +349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"--postprocess is not a valid post-processing: {exc}")
     cfg = TrainConfig(seed=args.seed, channels=args.channels, steps=args.steps, batch=args.batch,
                       crop=args.crop, n_cases=args.cases, lr=args.lr, threads=args.threads,
-                      synthetic=args.synthetic,
+                      synthetic=args.synthetic, tumour_free=args.tumour_free,
                       init=None if args.init is None else args.init.read_bytes())
     if args.snapshot_dir is not None:
         args.snapshot_dir.mkdir(parents=True, exist_ok=True)

@@ -179,3 +179,7 @@ def test_evaluate_scores_new_anatomy_cases_with_the_declared_pipeline(
     assert summary == off["tiny"][0]
     line = _line("tiny", "lesion-wise Dice", summary, "lesion_dice")
     assert line.startswith("tiny lesion-wise Dice WT ") and " TC " in line and " ET " in line
+    # Tumour-free cases join the same summary (seeds from S + 10000).
+    with_free = evaluate_models({"tiny": model}, 2, seed=123, contract=small_contract,
+                                threads=1, tumour_free=1)["tiny"][0]
+    assert with_free.n_cases == 3

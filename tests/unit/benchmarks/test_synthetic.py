@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from scipy import ndimage
 
 from sealbench.benchmarks.brats import BratsContract
@@ -16,6 +17,16 @@ def test_same_seed_same_case_other_seed_other_case(small_contract: BratsContract
     assert np.array_equal(a.classes, b.classes)
     assert all(np.array_equal(a.modalities[m], b.modalities[m]) for m in a.modalities)
     assert not np.array_equal(a.modalities["t1n"], c.modalities["t1n"])
+
+
+def test_foci_override_makes_a_tumour_free_case_of_any_seed(
+        small_contract: BratsContract) -> None:
+    drawn = generate_case(7, small_contract.shape, small_contract)
+    healthy = generate_case(7, small_contract.shape, small_contract, foci=0)
+    assert drawn.classes.any() and not healthy.classes.any() and healthy.n_lesions == 0
+    assert np.array_equal(healthy.modalities["t1n"] != 0, drawn.modalities["t1n"] != 0)
+    with pytest.raises(ValueError, match="foci"):
+        generate_case(7, small_contract.shape, small_contract, foci=-1)
 
 
 def test_cases_vary_like_the_benchmark_needs(small_contract: BratsContract) -> None:

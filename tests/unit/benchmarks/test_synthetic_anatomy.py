@@ -106,3 +106,15 @@ def test_preview_png_is_a_valid_png(cases: list[anatomy.SyntheticCase]) -> None:
     raw = zlib.decompress(data[idat + 4:idat + 4 + length])
     rows = np.frombuffer(raw, dtype=np.uint8).reshape(height, 1 + width * 3)
     assert np.array_equal(rows[:, 1:].reshape(rgb.shape), rgb)
+
+
+def test_foci_override_keeps_the_seeds_anatomy(small_contract: BratsContract) -> None:
+    drawn = generate_anatomy_case(11, small_contract.shape, small_contract)
+    healthy = generate_anatomy_case(11, small_contract.shape, small_contract, foci=0)
+    two = generate_anatomy_case(11, small_contract.shape, small_contract, foci=2)
+    assert drawn.classes.any() and not healthy.classes.any() and healthy.n_lesions == 0
+    assert two.n_lesions == 2
+    # Same seed, same brain: only the tumours differ.
+    assert np.array_equal(healthy.modalities["t1n"] != 0, drawn.modalities["t1n"] != 0)
+    with pytest.raises(ValueError, match="foci"):
+        generate_anatomy_case(11, small_contract.shape, small_contract, foci=-1)

@@ -11,7 +11,9 @@ import onnx
 import pytest
 import torch
 
+from sealbench.benchmarks.brats import BratsContract
 from sealbench.benchmarks.brats.postprocess import METADATA_KEY, PostProcess
+from sealbench.benchmarks.brats.synthetic import SyntheticCase, generate_case
 from sealbench.benchmarks.brats.train import (
     TrainConfig,
     check_parity,
@@ -78,3 +80,30 @@ def test_cli_declares_postprocessing_and_refuses_bad_arguments(
         assert stopped.value.code == 2
     assert not (tmp_path / "never.onnx").exists()
     assert "--postprocess" in capsys.readouterr().err
+
+
+def test_tumour_free_cases_join_the_training_set_with_their_own_seeds(
+        monkeypatch: pytest.MonkeyPatch, small_contract: BratsContract) -> None:
+    from sealbench.benchmarks.brats import train as train_module
+
+    drawn: list[tuple[int, int | None]] = []
+
+    def small_case(seed: int, *, foci: int | None = None) -> SyntheticCase:
+        drawn.append((seed, foci))
+        return generate_case(seed, small_contract.shape, small_contract, foci=foci)
+
+    monkeypatch.setattr(train_module, "generate_case", small_case)
+    cases = train_module._load_cases(TrainConfig(seed=2, n_cases=3, tumour_free=2))
+    assert drawn == [(102_000, None), (102_001, None), (102_002, None),
+                     (102_500, 0), (102_501, 0)]
+    assert len(cases) == 5
+    assert not any(classes.any() for _, classes in cases[3:])
+    with pytest.raises(ValueError, match="tumour-free"):
+        TrainConfig(tumour_free=501)
+
+
+def test_cli_refuses_a_negative_tumour_free_count(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["--out", str(tmp_path / "never.onnx"), "--tumour-free", "-1"])
+    assert stopped.value.code == 2
+    assert not (tmp_path / "never.onnx").exists()
