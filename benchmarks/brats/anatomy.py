@@ -26,8 +26,9 @@ no download). Each case is a function of its seed:
    arbitrary per-modality scale.
 
 Labels use class indices (0 background, 1 NETC, 2 SNFH, 3 ET), like :mod:`.synthetic`, whose
-:func:`~.synthetic.write_case` writes them. Mass effect (displacement of healthy tissue by the
-tumour) is not modelled. Needs the ``datasets`` extra (``nilearn``); never the enclave.
+:func:`~.synthetic.write_case` writes them. Mass effect (healthy tissue pushed away from the
+tumour cores, :func:`_mass_effect`) is optional and off by default. Needs the ``datasets`` extra
+(``nilearn``); never the enclave.
 """
 
 from __future__ import annotations
@@ -193,24 +194,71 @@ def _tumour(rng: np.random.Generator, brain: npt.NDArray[np.bool_], wm: FloatArr
     return True
 
 
-def generate_anatomy_case(seed: int, shape: Shape3 = BRATS_2023_GLI.shape,
-                          contract: BratsContract = BRATS_2023_GLI, *,
-                          foci: int | None = None) -> SyntheticCase:
-    """Generate the anatomy-based case of ``seed`` on ``shape`` (default: the BraTS grid).
-
-    ``foci`` overrides the number of tumour foci the seed draws (0: a tumour-free case, as
-    training uses to teach the model what healthy anatomy looks like); every other draw is the
-    seed's own."""
-    rng = np.random.default_rng(seed)
-    maps, voxel_mm = _anatomy(rng, shape)
-    brain = maps["mask"] > 0.5
+def _tissues(maps: dict[str, FloatArray]) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """GM, WM and CSF fractions from the probability maps (GM + WM scaled to at most 1)."""
     gm = np.clip(maps["gm"], 0.0, 1.0)
     wm = np.clip(maps["wm"], 0.0, 1.0)
     total = gm + wm
     over = total > 1.0
     gm[over] /= total[over]
     wm[over] /= total[over]
-    csf = 1.0 - gm - wm
+    return gm, wm, 1.0 - gm - wm
+
+
+def _mass_effect(rng: np.random.Generator, classes: npt.NDArray[np.uint8],
+                 brain: npt.NDArray[np.bool_], maps: dict[str, FloatArray],
+                 voxel_mm: float) -> dict[str, FloatArray]:
+    """``maps`` with the healthy tissue pushed away from each tumour core.
+
+    Each core component (NETC + ET) of equivalent radius ``r`` displaces tissue radially by
+    ``push = s * r`` at its surface (``s`` drawn in 0.3-0.6, at most 8 mm), decaying outside as
+    ``exp(-(d - r) / (1.5 r + 10 mm))`` and shrinking linearly to 0 at its centre, so the map
+    ``x -> x - u(x)`` stays one-to-one (no folding). The skull holds: the displacement fades to
+    0 over the 10 mm inside the brain's edge, and the brain mask itself does not move. Maps are
+    pulled back (value at ``x`` = old value at ``x - u(x)``, trilinear)."""
+    core = (classes == 1) | (classes == 3)
+    components, n = ndimage.label(core, structure=np.ones((3, 3, 3), dtype=bool))
+    if n == 0:
+        return maps
+    grid = np.indices(classes.shape, dtype=np.float32)
+    displacement = np.zeros_like(grid)
+    decay_mm = 10.0
+    for index in range(1, n + 1):
+        voxels = components == index
+        centre = np.array(ndimage.center_of_mass(voxels), dtype=np.float32)
+        radius = float(np.cbrt(3.0 * voxels.sum() / (4.0 * np.pi)))
+        push = min(rng.uniform(0.3, 0.6) * radius, 8.0 / voxel_mm)
+        offset = grid - centre[:, None, None, None]
+        distance = np.sqrt((offset * offset).sum(axis=0))
+        outside = np.maximum(distance - radius, 0.0)
+        magnitude = (push * np.exp(-outside / (1.5 * radius + decay_mm / voxel_mm))
+                     * np.minimum(distance / max(radius, 1e-3), 1.0))
+        displacement += offset / np.maximum(distance, 1e-3) * magnitude
+    depth = ndimage.distance_transform_edt(np.pad(brain, 1))[1:-1, 1:-1, 1:-1]
+    # depth 1 is the brain's outermost voxel: there the tissue does not move at all.
+    displacement *= np.clip((depth - 1.0) * voxel_mm / decay_mm, 0.0, 1.0).astype(np.float32)
+    source = grid - displacement
+    moved = {key: value if key == "mask" else np.asarray(
+        ndimage.map_coordinates(value, source, order=1, mode="nearest"), dtype=np.float32)
+        for key, value in maps.items()}
+    return moved
+
+
+def generate_anatomy_case(seed: int, shape: Shape3 = BRATS_2023_GLI.shape,
+                          contract: BratsContract = BRATS_2023_GLI, *,
+                          foci: int | None = None, mass_effect: bool = False) -> SyntheticCase:
+    """Generate the anatomy-based case of ``seed`` on ``shape`` (default: the BraTS grid).
+
+    ``foci`` overrides the number of tumour foci the seed draws (0: a tumour-free case, as
+    training uses to teach the model what healthy anatomy looks like); every other draw is the
+    seed's own. ``mass_effect`` pushes the healthy tissue away from the tumour cores
+    (:func:`_mass_effect`, its draws from a stream of its own, so the case is otherwise the
+    seed's); it is off by default, so every seed's case, and the figures measured on it, stay
+    as they were."""
+    rng = np.random.default_rng(seed)
+    maps, voxel_mm = _anatomy(rng, shape)
+    brain = maps["mask"] > 0.5
+    gm, wm, csf = _tissues(maps)
     classes = np.zeros(shape, dtype=np.uint8)
     kind = rng.uniform()
     wanted = 0 if kind < 0.05 else (int(rng.integers(2, 4)) if kind < 0.25 else 1)
@@ -221,6 +269,9 @@ def generate_anatomy_case(seed: int, shape: Shape3 = BRATS_2023_GLI.shape,
     with_et = rng.uniform() >= 0.15
     n_lesions = sum(_tumour(rng, brain, wm, classes, with_et=with_et, voxel_mm=voxel_mm)
                     for _ in range(wanted))
+    if mass_effect and n_lesions:
+        maps = _mass_effect(np.random.default_rng([seed, 1]), classes, brain, maps, voxel_mm)
+        gm, wm, csf = _tissues(maps)
     tumour = [np.asarray(ndimage.gaussian_filter((classes == k).astype(np.float32), 0.8),
                          dtype=np.float32) for k in (1, 2, 3)]
     healthy = np.clip(1.0 - tumour[0] - tumour[1] - tumour[2], 0.0, 1.0)
@@ -300,21 +351,26 @@ def encode_png(rgb: npt.NDArray[np.uint8]) -> bytes:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m sealbench.benchmarks.brats.anatomy OUT_DIR SEED...``: write one preview PNG
-    per seed (``synthetic-anatomy-<seed>.png``)."""
-    import sys
+    """``python -m sealbench.benchmarks.brats.anatomy OUT_DIR SEED... [--mass-effect]``: write
+    one preview PNG per seed (``synthetic-anatomy-<seed>[-mass-effect].png``)."""
+    import argparse
     from pathlib import Path
 
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) < 2:
-        print("usage: python -m sealbench.benchmarks.brats.anatomy OUT_DIR SEED...",
-              file=sys.stderr)
-        return 2
-    out = Path(args[0])
-    out.mkdir(parents=True, exist_ok=True)
-    for seed in (int(s) for s in args[1:]):
-        case = generate_anatomy_case(seed)
-        (out / f"synthetic-anatomy-{seed}.png").write_bytes(encode_png(preview_rgb(case)))
+    parser = argparse.ArgumentParser(
+        prog="python -m sealbench.benchmarks.brats.anatomy",
+        description="Write a preview PNG (four modalities, then FLAIR with the labels) of the "
+                    "anatomy-based synthetic case of each seed.")
+    parser.add_argument("out", type=Path, metavar="OUT_DIR")
+    parser.add_argument("seeds", type=int, nargs="+", metavar="SEED")
+    parser.add_argument("--mass-effect", action="store_true",
+                        help="push healthy tissue away from the tumour cores")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    suffix = "-mass-effect" if args.mass_effect else ""
+    for seed in args.seeds:
+        case = generate_anatomy_case(seed, mass_effect=args.mass_effect)
+        (args.out / f"synthetic-anatomy-{seed}{suffix}.png").write_bytes(
+            encode_png(preview_rgb(case)))
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -118,3 +119,51 @@ def test_foci_override_keeps_the_seeds_anatomy(small_contract: BratsContract) ->
     assert np.array_equal(healthy.modalities["t1n"] != 0, drawn.modalities["t1n"] != 0)
     with pytest.raises(ValueError, match="foci"):
         generate_anatomy_case(11, small_contract.shape, small_contract, foci=-1)
+
+
+def test_mass_effect_pushes_tissue_away_from_the_core_and_the_skull_holds() -> None:
+    shape = (41, 41, 41)
+    classes = np.zeros(shape, dtype=np.uint8)
+    x, y, z = np.indices(shape)
+    classes[(x - 20) ** 2 + (y - 20) ** 2 + (z - 20) ** 2 <= 5 ** 2] = 1
+    brain = np.zeros(shape, dtype=bool)
+    brain[2:-2, 2:-2, 2:-2] = True
+    ramp = x.astype(np.float32)
+    maps = {"t1": ramp, "gm": ramp / 40, "wm": 1 - ramp / 40, "mask": brain.astype(np.float32)}
+    moved = anatomy._mass_effect(np.random.default_rng(0), classes, brain, maps, voxel_mm=1.0)
+    assert moved["mask"] is maps["mask"]  # the brain's outline does not move
+    line = moved["t1"][:, 20, 20]
+    # Along +x the tissue seen at each point came from nearer the core (value below its own
+    # x), along -x likewise from nearer (above); still increasing: one-to-one, no folding.
+    assert (line[26:32] < ramp[26:32, 20, 20] - 0.5).all()
+    assert (line[9:15] > ramp[9:15, 20, 20] + 0.5).all()
+    assert (np.diff(line[2:-2]) > 0).all()
+    assert line[20] == pytest.approx(20.0, abs=1e-3)  # the centre stays
+    # At the brain's edge the displacement has faded to nothing.
+    assert moved["t1"][2, 20, 20] == pytest.approx(2.0, abs=1e-3)
+    assert moved["t1"][-3, 20, 20] == pytest.approx(38.0, abs=1e-3)
+
+
+def test_mass_effect_is_optional_and_changes_only_the_healthy_tissue(
+        small_contract: BratsContract) -> None:
+    plain = generate_anatomy_case(11, small_contract.shape, small_contract)
+    pushed = generate_anatomy_case(11, small_contract.shape, small_contract, mass_effect=True)
+    assert plain.classes.any()
+    assert np.array_equal(plain.classes, pushed.classes)
+    for name in plain.modalities:
+        assert np.array_equal(plain.modalities[name] != 0, pushed.modalities[name] != 0)
+        assert not np.array_equal(plain.modalities[name], pushed.modalities[name])
+    healthy = generate_anatomy_case(11, small_contract.shape, small_contract, foci=0)
+    healthy_pushed = generate_anatomy_case(11, small_contract.shape, small_contract, foci=0,
+                                           mass_effect=True)
+    assert all(np.array_equal(healthy.modalities[m], healthy_pushed.modalities[m])
+               for m in healthy.modalities)
+
+
+def test_preview_cli_writes_a_png_per_seed(tmp_path: Path) -> None:
+    assert anatomy.main([str(tmp_path), "5", "--mass-effect"]) == 0
+    assert (tmp_path / "synthetic-anatomy-5-mass-effect.png").read_bytes()[:8] == \
+        b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(SystemExit) as stopped:
+        anatomy.main([str(tmp_path)])
+    assert stopped.value.code == 2
