@@ -297,7 +297,7 @@ def train(cfg: TrainConfig, snapshot_dir: Path | None = None, snapshot_every: in
             _write(snapshot_dir / f"step-{step + 1}.onnx", export_onnx(params, levels, metadata))
         if step % 20 == 0 or step == cfg.steps - 1:
             logger.info("step %d/%d loss %.4f ce %.4f dice %s (%.0f s)", step, cfg.steps,
-                        float(loss), float(ce), [round(float(d), 3) for d in dice],
+                        loss.item(), ce.item(), [round(d, 3) for d in dice.tolist()],
                         time.monotonic() - start)
     return export_onnx(params, levels, metadata)
 
