@@ -48,7 +48,7 @@ SMALL_WEAK_MODEL = "brats_small_unet_weak"
 
 # SHA-256 of the shipped ONNX files, recorded when they were trained (docs/benchmarks.md).
 _DIGESTS = {
-    REFERENCE_MODEL: "sha256:47aa9954743338ec1d8d5f5d171a0edb7fbe97072bf031a79fdf142ad27539bb",
+    REFERENCE_MODEL: "sha256:dce059dcb0014b0d8a7414daff63154a391dd5dffae51c394abbcfb4a5b83f69",
     WEAK_MODEL: "sha256:18bc56267d59fb3f191b244aee02d33a48caa60c965222804a5604f027823a2c",
     # The 600-step cartoon-trained U-Net (brats_unet before it was fine-tuned on anatomy).
     SMALL_WEAK_MODEL: "sha256:b9b7303b8c91182e37cc91741289080527a2c7c725228478ec3473c82a08002c",
@@ -131,8 +131,9 @@ def load_definition(contract: BratsContract = BRATS_2023_GLI,
         metrics=metrics,
         reference_model=ModelReference(
             name=REFERENCE_MODEL, file=f"{REFERENCE_MODEL}.onnx", sha256=_DIGESTS[REFERENCE_MODEL],
-            description="3D U-Net (8,16,32,64): 600 steps on 8 cartoon cases, then 1200 "
-                        "steps on 20 MNI-anatomy cases; declares its tuned post-processing"),
+            description="3D U-Net (8,16,32,64): 600 steps on 8 cartoon cases, 1200 on 20 "
+                        "MNI-anatomy cases, 500 more with 8 tumour-free brains added; declares "
+                        "its tuned post-processing"),
         baseline_models=(ModelReference(
             name=WEAK_MODEL, file=f"{WEAK_MODEL}.onnx", sha256=_DIGESTS[WEAK_MODEL],
             description="the cartoon run stopped after 120 steps, never fine-tuned on "
