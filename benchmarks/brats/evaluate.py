@@ -9,8 +9,10 @@ Cases are generated from seeds ``S, S+1, ...`` (anatomy-based by default,
 :mod:`.anatomy`; ``--synthetic cartoon`` for :mod:`.synthetic`'s), segmented with
 :class:`OnnxSegmenter` (the model's declared post-processing on, unless ``--no-postprocess``)
 and scored with the benchmark's metrics spec. One line per model and kind is printed, e.g.
-``brats_unet lesion-wise Dice WT 0.83 TC 0.81 ET 0.77``. ``--tune`` instead picks the
-post-processing thresholds on the cases (:func:`.postprocess.tune`) and prints them as JSON.
+``brats_unet lesion-wise Dice WT 0.83 TC 0.81 ET 0.77``. ``--tumour-free N`` adds N
+tumour-free cases (seeds ``S+10000, ...``, each that seed's brain with no tumour), where any
+predicted tumour scores 0. ``--tune`` instead picks the post-processing thresholds on the cases
+(:func:`.postprocess.tune`) and prints them as JSON.
 Training uses seeds ``100000..``: use seeds far from them (the defaults do).
 """
 
@@ -40,7 +42,6 @@ HELD_OUT_SEED = 900_000
 VALIDATION_SEED = 800_000
 #: With ``--tumour-free N``, tumour-free case ``j`` has seed ``S + TUMOUR_FREE_OFFSET + j``.
 TUMOUR_FREE_OFFSET = 10_000
-
 
 
 def _generator(kind: str) -> Callable[..., SyntheticCase]:
