@@ -45,7 +45,7 @@ import numpy.typing as npt
 from scipy import ndimage  # type: ignore[import-untyped]
 
 from .contract import BRATS_2023_GLI, BratsContract
-from .synthetic import SyntheticCase, _smooth_field, brats_affine
+from .synthetic import SyntheticCase, _draw_foci, _smooth_field, brats_affine
 
 __all__ = ["TEMPLATE_FILES", "Template", "encode_png", "generate_anatomy_case", "load_template",
            "preview_rgb"]
@@ -260,12 +260,7 @@ def generate_anatomy_case(seed: int, shape: Shape3 = BRATS_2023_GLI.shape,
     brain = maps["mask"] > 0.5
     gm, wm, csf = _tissues(maps)
     classes = np.zeros(shape, dtype=np.uint8)
-    kind = rng.uniform()
-    wanted = 0 if kind < 0.05 else (int(rng.integers(2, 4)) if kind < 0.25 else 1)
-    if foci is not None:
-        if foci < 0:
-            raise ValueError(f"foci must be 0 or more, received {foci}")
-        wanted = foci
+    wanted = _draw_foci(rng, foci)
     with_et = rng.uniform() >= 0.15
     n_lesions = sum(_tumour(rng, brain, wm, classes, with_et=with_et, voxel_mm=voxel_mm)
                     for _ in range(wanted))

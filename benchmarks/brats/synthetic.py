@@ -148,6 +148,19 @@ def _tumour(
         region[(potential > core_level) & inside] = 1
 
 
+def _draw_foci(rng: np.random.Generator, foci: int | None = None) -> int:
+    """The number of tumour foci: 0 for 5 % of cases, 2-3 for 20 %, else 1; or ``foci`` when
+    given. The draws are made either way, so an override leaves the rest of the seed's stream
+    (and so its case) as it was."""
+    kind = rng.uniform()
+    drawn = 0 if kind < 0.05 else (int(rng.integers(2, 4)) if kind < 0.25 else 1)
+    if foci is None:
+        return drawn
+    if foci < 0:
+        raise ValueError(f"foci must be 0 or more, received {foci}")
+    return foci
+
+
 def generate_case(seed: int, shape: tuple[int, int, int] = BRATS_2023_GLI.shape,
                   contract: BratsContract = BRATS_2023_GLI, *,
                   foci: int | None = None) -> SyntheticCase:
@@ -161,12 +174,7 @@ def generate_case(seed: int, shape: tuple[int, int, int] = BRATS_2023_GLI.shape,
     brain, tissue = _brain(rng, shape)
     classes = np.zeros(shape, dtype=np.uint8)
     scale = min(1.0, min(shape) / 155.0 * 1.4)
-    kind = rng.uniform()
-    n_lesions = 0 if kind < 0.05 else (int(rng.integers(2, 4)) if kind < 0.25 else 1)
-    if foci is not None:
-        if foci < 0:
-            raise ValueError(f"foci must be 0 or more, received {foci}")
-        n_lesions = foci
+    n_lesions = _draw_foci(rng, foci)
     with_et = rng.uniform() >= 0.15
     for _ in range(n_lesions):
         _tumour(rng, brain, classes, with_et=with_et, scale=scale)

@@ -336,9 +336,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     if args.steps < 0 or (args.steps == 0 and args.init is None):
         parser.error("--steps must be positive (or 0 with --init)")
-    for flag, value in (("--cases", args.cases), ("--tumour-free", args.tumour_free)):
-        if not 0 <= value <= TUMOUR_FREE_OFFSET:
-            parser.error(f"{flag} must be 0-{TUMOUR_FREE_OFFSET}")
     metadata = None
     if args.postprocess is not None:
         from .postprocess import PostProcess
@@ -347,10 +344,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             metadata = PostProcess.model_validate_json(args.postprocess).to_metadata()
         except ValueError as exc:
             parser.error(f"--postprocess is not a valid post-processing: {exc}")
-    cfg = TrainConfig(seed=args.seed, channels=args.channels, steps=args.steps, batch=args.batch,
-                      crop=args.crop, n_cases=args.cases, lr=args.lr, threads=args.threads,
-                      synthetic=args.synthetic, tumour_free=args.tumour_free,
-                      init=None if args.init is None else args.init.read_bytes())
+    try:
+        cfg = TrainConfig(seed=args.seed, channels=args.channels, steps=args.steps,
+                          batch=args.batch, crop=args.crop, n_cases=args.cases, lr=args.lr,
+                          threads=args.threads, synthetic=args.synthetic,
+                          tumour_free=args.tumour_free,
+                          init=None if args.init is None else args.init.read_bytes())
+    except ValueError as exc:  # the configuration's own range checks, as a usage error
+        parser.error(str(exc))
     if args.snapshot_dir is not None:
         args.snapshot_dir.mkdir(parents=True, exist_ok=True)
     data = train(cfg, args.snapshot_dir, args.snapshot_every, metadata)
