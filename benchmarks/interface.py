@@ -55,7 +55,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Final, Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Protocol, Self, runtime_checkable
+
+if TYPE_CHECKING:  # numpy-free at run time: the registry's readers import this module
+    from .release import NoiseSource, Release, ReleaseSpec
 
 __all__ = [
     "Benchmark",
@@ -88,6 +91,7 @@ __all__ = [
     "Prepared",
     "PreparedLayout",
     "Presentation",
+    "PrivateSummary",
     "ProgressFn",
     "ProvidesDemoModelInput",
     "PublicSummary",
@@ -100,6 +104,7 @@ __all__ = [
     "bind_data_contract",
     "check_small_cells",
     "execution_provider_of",
+    "release_of",
 ]
 
 #: A JSON object as Python decodes it (``json.loads``) and pydantic dumps it (``mode="json"``).
@@ -328,6 +333,22 @@ class PublicSummary(Protocol):
         ...
 
 
+@runtime_checkable
+class PrivateSummary(Protocol):
+    """A public summary that is a release (:mod:`sealbench.benchmarks.release`): every figure
+    in it is post-processing of :attr:`release`, whose privacy loss the registry debits from the
+    dataset's budget."""
+
+    @property
+    def release(self) -> Release: ...
+
+
+def release_of(summary: PublicSummary) -> Release | None:
+    """The release ``summary`` carries, or None for a summary that is no release (a plug-in of
+    before releases)."""
+    return summary.release if isinstance(summary, PrivateSummary) else None
+
+
 class CaseResult(Protocol):
     """The private result of one case (sealed to the data owner): its scores, or a flagged
     failure with its reason, which the summary counts and penalises, never drops."""
@@ -547,9 +568,18 @@ class Benchmark(Protocol):
         """The flagged failure of a case that could not be loaded or predicted."""
         ...
 
-    def summarise(self, results: Sequence[CaseResult]) -> PublicSummary:
-        """Aggregate every case's result (failures penalised and counted) into the public
-        summary; ``ValueError`` for no results."""
+    @property
+    def release_spec(self) -> ReleaseSpec:
+        """What the public summary releases and at what privacy loss per release (part of the
+        pin: the key-release condition binds it, the registry checks every summary against
+        it)."""
+        ...
+
+    def summarise(self, results: Sequence[CaseResult], noise: NoiseSource) -> PublicSummary:
+        """The public summary of every case's result (failures penalised): a release under
+        :attr:`release_spec` with noise from ``noise`` (:func:`sealbench.benchmarks.release.
+        release`), and figures computed from that release alone; ``ValueError`` for no
+        results."""
         ...
 
     def parse_summary(self, doc: Mapping[str, Any]) -> PublicSummary:

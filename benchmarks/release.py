@@ -1,0 +1,504 @@
+"""Releases: the only door a figure takes out of a hospital's enclave (DESIGN, "Releases").
+
+A **release** is a differentially private set of sums over a dataset's cases. A benchmark
+plug-in declares what its release contains (:class:`ReleaseSpec`: bounded per-case values and
+one-hot categories, and the privacy loss per release); it hands :func:`release` one row of
+per-case contributions per case, and builds its public summary from the :class:`Release` alone,
+so every figure it publishes is post-processing of the release and inherits its guarantee.
+
+**Unit of privacy and neighbouring.** One case of a dataset. Two datasets are neighbours when
+they differ in one case replaced by another (bounded DP): the case count ``n`` is public (it is
+registered with the dataset), everything about any one case (its metrics, its label, its
+presence rather than another patient's) is protected.
+
+**Mechanism.** Bounded columns are clipped to ``[low, high]`` and scaled to ``[0, 1]``; one-hot
+blocks hold one 1 per case. Replacing a case moves each bounded column's sum by at most 1 and a
+one-hot block's counts by at most 1 in two cells, so the L2 sensitivity of the vector of sums is
+``Δ = √(bounded columns + 2·blocks)``. The Gaussian mechanism adds ``N(0, sigma²)`` to every sum
+with ``sigma = Δ / √(2rho)``, which is ``rho``-zCDP (Bun & Steinke 2016, Prop. 1.6). Noise is drawn
+by OpenDP's ``make_gaussian`` (:class:`OpenDPGaussian`: exact, floating-point-safe sampling
+from the OS's randomness; no seed any party controls), fresh per release; the sums are then
+scaled back, so a column's ``sd`` is ``sigma·(high - low)`` in its own unit.
+
+**Accounting.** Privacy loss adds up in zCDP: ``k`` releases of ``rho_i`` cost ``sum rho_i``.
+People read (ε, δ): ``rho``-zCDP implies ``(rho + 2√(rho·ln(1/δ)), δ)``-DP for every δ > 0
+(Bun & Steinke, Prop. 1.3); :func:`epsilon_of` states it and :func:`rho_of` inverts it, so a
+declared (ε, δ) per release is met exactly and a budget in (ε, δ) is a budget in rho. OpenDP's
+own conversion (Canonne, Kamath & Steinke 2020) is tighter; a test checks ours is never below it.
+
+**Exact releases** (``ReleaseSpec.exact``) add no noise and state no ε: a benchmark may declare
+one only as a labelled choice each data owner consents to.
+
+The :class:`Release` document (``sealbench/dp-release`` version 1, canonical JSON inside a
+plug-in's summary)::
+
+    format, version     "sealbench/dp-release", 1
+    mechanism           "gaussian" (OpenDP make_gaussian, zCDP) or "exact"
+    neighbouring        "replace-one-case"
+    n_cases             the case count (public)
+    epsilon, delta      the privacy loss of this release (null for exact)
+    rho                 the same loss in zCDP, what budgets add up (null for exact)
+    sensitivity         Δ, the L2 sensitivity of the scaled sums
+    sigma               sigma, the noise's standard deviation on each scaled sum (0 for exact)
+    columns             [{key, low, high, sum, sd}]: each bounded column's noisy sum of the
+                        clipped values, in the value's unit, and its noise sd
+    categories          [{keys, counts, sd}]: each one-hot block's noisy counts and noise sd
+
+:func:`column_mean` and :func:`pooled_mean` turn releases into estimates whose 95% intervals
+account for both sampling and release noise (see their docstrings).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal, Protocol, Self
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+__all__ = [
+    "DEFAULT_DELTA",
+    "DEFAULT_EPSILON",
+    "Z95",
+    "Category",
+    "Column",
+    "Estimate",
+    "InsecureFixedNoise",
+    "NoiseSource",
+    "OpenDPGaussian",
+    "Release",
+    "ReleaseError",
+    "ReleaseSpec",
+    "ReleasedCategories",
+    "ReleasedColumn",
+    "column_mean",
+    "epsilon_of",
+    "pooled_mean",
+    "release",
+    "rho_of",
+]
+
+#: The privacy loss of one release unless a plug-in declares another (docs/privacy.md says why).
+DEFAULT_EPSILON: Final = 1.0
+DEFAULT_DELTA: Final = 1e-6
+#: z for a two-sided 95% interval.
+Z95: Final = 1.959963984540054
+_KEY: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+_log = logging.getLogger("sealbench.benchmarks")
+
+
+class ReleaseError(ValueError):
+    """A release cannot be made or read: contributions that do not fit the spec, a malformed
+    release document, or a noise source that does not deliver the declared privacy loss."""
+
+
+# -- accounting ---------------------------------------------------------------------------------
+
+
+def epsilon_of(rho: float, delta: float) -> float:
+    """The ε with which ``rho``-zCDP is (ε, δ)-DP: ``rho + 2√(rho·ln(1/δ))`` (Bun & Steinke
+    2016)."""
+    if rho < 0 or not 0 < delta < 1:
+        raise ValueError(f"need rho >= 0 and 0 < delta < 1, got rho={rho}, delta={delta}")
+    return rho + 2 * math.sqrt(rho * math.log(1 / delta))
+
+
+def rho_of(epsilon: float, delta: float) -> float:
+    """The largest rho whose :func:`epsilon_of` at ``delta`` is ``epsilon``:
+    ``(√(ε + L) - √L)²`` with ``L = ln(1/δ)``."""
+    if not (epsilon > 0 and math.isfinite(epsilon)) or not 0 < delta < 1:
+        raise ValueError(f"need epsilon > 0 and 0 < delta < 1, got {epsilon}, {delta}")
+    log = math.log(1 / delta)
+    return (math.sqrt(epsilon + log) - math.sqrt(log)) ** 2
+
+
+# -- what a plug-in declares ----------------------------------------------------------------------
+
+
+def _check_key(key: str) -> None:
+    if not _KEY.match(key):
+        raise ValueError(f"invalid release key {key!r}")
+
+
+@dataclass(frozen=True)
+class Column:
+    """A bounded per-case value: each case's value is clipped to ``[low, high]``."""
+
+    key: str
+    low: float
+    high: float
+
+    def __post_init__(self) -> None:
+        _check_key(self.key)
+        if not (math.isfinite(self.low) and math.isfinite(self.high) and self.low < self.high):
+            raise ValueError(f"column {self.key}: need finite bounds low < high")
+
+
+@dataclass(frozen=True)
+class Category:
+    """A one-hot block: each case falls in exactly one of ``keys`` (a class, a score bin)."""
+
+    key: str
+    keys: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        _check_key(self.key)
+        for key in self.keys:
+            _check_key(key)
+        if len(self.keys) < 2 or len(set(self.keys)) != len(self.keys):
+            raise ValueError(f"category {self.key}: need two or more distinct keys")
+
+
+@dataclass(frozen=True)
+class ReleaseSpec:
+    """What a plug-in's release contains and what one release may cost (ε, δ), part of the
+    plug-in pin that the owners approve and the key-release condition binds; never an operator
+    input. ``exact`` declares a non-private release (no noise; consented to, never a default)."""
+
+    columns: tuple[Column, ...]
+    categories: tuple[Category, ...] = ()
+    epsilon: float = DEFAULT_EPSILON
+    delta: float = DEFAULT_DELTA
+    exact: bool = False
+
+    def __post_init__(self) -> None:
+        keys = [c.key for c in self.columns] + [c.key for c in self.categories]
+        if not keys or len(set(keys)) != len(keys):
+            raise ValueError("a release needs distinct column and category keys (at least one)")
+        if not self.exact:
+            rho_of(self.epsilon, self.delta)  # validates ε and δ
+
+    @property
+    def width(self) -> int:
+        """Contributions per case: one per bounded column, one per category key."""
+        return len(self.columns) + sum(len(c.keys) for c in self.categories)
+
+    @property
+    def sensitivity(self) -> float:
+        """Δ: the L2 sensitivity of the scaled sums to replacing one case."""
+        return math.sqrt(len(self.columns) + 2 * len(self.categories))
+
+    @property
+    def rho(self) -> float | None:
+        return None if self.exact else rho_of(self.epsilon, self.delta)
+
+    @property
+    def sigma(self) -> float:
+        """sigma of the noise on each scaled sum (0 for an exact release)."""
+        rho = self.rho
+        return 0.0 if rho is None else self.sensitivity / math.sqrt(2 * rho)
+
+
+# -- noise --------------------------------------------------------------------------------------
+
+
+class NoiseSource(Protocol):
+    """Adds Gaussian noise of standard deviation ``sigma`` to each value and returns the noisy
+    values; raises :class:`ReleaseError` when it cannot deliver ``rho``-zCDP at
+    ``sensitivity``."""
+
+    @property
+    def name(self) -> str: ...
+
+    def gaussian(self, values: Sequence[float], sigma: float, sensitivity: float,
+                 rho: float) -> list[float]: ...
+
+
+class OpenDPGaussian:
+    """OpenDP's Gaussian mechanism on a vector (``make_gaussian`` over an L2 metric): exact
+    sampling from the OS's randomness, floating-point safe. It checks that OpenDP's own privacy
+    map gives no more than the declared ``rho`` at ``sensitivity``."""
+
+    @property
+    def name(self) -> str:
+        from importlib.metadata import version
+
+        return f"opendp {version('opendp')}"
+
+    def gaussian(self, values: Sequence[float], sigma: float, sensitivity: float,
+                 rho: float) -> list[float]:
+        import opendp.prelude as dp
+
+        dp.enable_features("contrib")
+        domain = dp.vector_domain(dp.atom_domain(T=float, nan=False))
+        meas = dp.m.make_gaussian(domain, dp.l2_distance(T=float), scale=float(sigma))
+        spent = float(meas.map(float(sensitivity)))  # type: ignore[no-untyped-call]
+        if spent > rho * (1 + 1e-9):
+            raise ReleaseError(f"the Gaussian mechanism at sigma {sigma} spends rho {spent}, "
+                               f"more than the declared {rho}")
+        noisy = meas([float(v) for v in values])
+        return [float(v) for v in noisy]
+
+
+class InsecureFixedNoise:
+    """INSECURE: adds the given offsets (cycled; 0 by default) instead of random noise, so tests
+    get known answers. A release made with it states the declared ε but protects nobody; it
+    logs a warning and names itself in the release's ``library``."""
+
+    def __init__(self, offsets: Sequence[float] = (0.0,)) -> None:
+        if not offsets:
+            raise ValueError("need at least one offset")
+        self._offsets = tuple(float(v) for v in offsets)
+
+    @property
+    def name(self) -> str:
+        return "INSECURE fixed noise"
+
+    def gaussian(self, values: Sequence[float], sigma: float, sensitivity: float,
+                 rho: float) -> list[float]:
+        _log.warning("INSECURE: a release drew no random noise (InsecureFixedNoise)")
+        return [float(v) + self._offsets[i % len(self._offsets)] for i, v in enumerate(values)]
+
+
+# -- the release document ------------------------------------------------------------------------
+
+
+class ReleasedColumn(BaseModel):
+    model_config = _FROZEN
+
+    key: str
+    low: float
+    high: float
+    sum: float
+    sd: float = Field(ge=0)
+
+
+class ReleasedCategories(BaseModel):
+    model_config = _FROZEN
+
+    key: str
+    keys: tuple[str, ...]
+    counts: tuple[float, ...]
+    sd: float = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _lengths(self) -> Self:
+        if len(self.keys) != len(self.counts) or len(self.keys) < 2:
+            raise ValueError("a category block needs one count per key (two or more)")
+        return self
+
+
+class Release(BaseModel):
+    """A differentially private (or declared exact) release of sums over a dataset's cases."""
+
+    model_config = _FROZEN
+
+    format: Literal["sealbench/dp-release"] = "sealbench/dp-release"
+    version: Literal[1] = 1
+    mechanism: Literal["gaussian", "exact"]
+    library: str
+    neighbouring: Literal["replace-one-case"] = "replace-one-case"
+    n_cases: int = Field(ge=1)
+    epsilon: float | None
+    delta: float | None
+    rho: float | None
+    sensitivity: float = Field(gt=0)
+    sigma: float = Field(ge=0)
+    columns: tuple[ReleasedColumn, ...]
+    categories: tuple[ReleasedCategories, ...] = ()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        values = [self.sensitivity, self.sigma]
+        values += [v for c in self.columns for v in (c.low, c.high, c.sum, c.sd)]
+        values += [v for c in self.categories for v in (*c.counts, c.sd)]
+        values += [v for v in (self.epsilon, self.delta, self.rho) if v is not None]
+        if not all(math.isfinite(v) for v in values):
+            raise ValueError("a release holds a non-finite value")
+        if self.mechanism == "exact":
+            if (self.epsilon, self.delta, self.rho) != (None, None, None) or self.sigma != 0:
+                raise ValueError("an exact release states no privacy loss and adds no noise")
+        else:
+            if self.epsilon is None or self.delta is None or self.rho is None or self.sigma <= 0:
+                raise ValueError("a private release states epsilon, delta, rho and sigma > 0")
+            expected = self.sensitivity / math.sqrt(2 * self.rho)
+            if not math.isclose(self.sigma, expected, rel_tol=1e-9):
+                raise ValueError("sigma does not deliver the stated rho at the sensitivity")
+            if not math.isclose(epsilon_of(self.rho, self.delta), self.epsilon, rel_tol=1e-9):
+                raise ValueError("epsilon is not what rho gives at delta")
+        if not math.isclose(self.sensitivity,
+                            math.sqrt(len(self.columns) + 2 * len(self.categories)),
+                            rel_tol=1e-12):
+            raise ValueError("the sensitivity does not match the release's content")
+        for c in self.columns:
+            if not c.low < c.high or not math.isclose(c.sd, self.sigma * (c.high - c.low),
+                                                      rel_tol=1e-9, abs_tol=0.0):
+                raise ValueError(f"column {c.key}: bounds or noise sd inconsistent")
+        for block in self.categories:
+            if not math.isclose(block.sd, self.sigma, rel_tol=1e-9, abs_tol=0.0):
+                raise ValueError(f"category {block.key}: noise sd inconsistent")
+        return self
+
+    @property
+    def exact(self) -> bool:
+        return self.mechanism == "exact"
+
+    def column(self, key: str) -> ReleasedColumn:
+        for c in self.columns:
+            if c.key == key:
+                return c
+        raise KeyError(key)
+
+    def category(self, key: str) -> ReleasedCategories:
+        for c in self.categories:
+            if c.key == key:
+                return c
+        raise KeyError(key)
+
+    def matches(self, spec: ReleaseSpec) -> bool:
+        """Whether this release is of ``spec``'s content and privacy loss (what a reader checks
+        before trusting it: a summary of another ε is refused)."""
+        if (self.mechanism == "exact") != spec.exact:
+            return False
+        if not spec.exact and not (
+                self.epsilon is not None and self.delta is not None
+                and math.isclose(self.epsilon, spec.epsilon, rel_tol=1e-9)
+                and math.isclose(self.delta, spec.delta, rel_tol=1e-9)):
+            return False
+        return ([(c.key, c.low, c.high) for c in self.columns]
+                == [(c.key, c.low, c.high) for c in spec.columns]
+                and [(c.key, c.keys) for c in self.categories]
+                == [(c.key, c.keys) for c in spec.categories])
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def from_json(cls, doc: Any) -> Release:
+        try:
+            return cls.model_validate(doc)
+        except ValidationError as exc:
+            raise ReleaseError(f"not a sealbench/dp-release version 1 document "
+                               f"({exc.error_count()} errors)") from exc
+
+
+# -- the mechanism --------------------------------------------------------------------------------
+
+
+def _scaled(contributions: Any, spec: ReleaseSpec) -> Any:
+    """Per-case rows scaled to [0, 1] per bounded column (clipped), one-hot blocks checked."""
+    import numpy as np  # the enclave's; readers of releases need no numpy
+
+    rows = np.asarray(contributions, dtype=np.float64)
+    if rows.ndim != 2 or rows.shape[1] != spec.width or rows.shape[0] < 1:
+        raise ReleaseError(f"contributions must be (cases >= 1, {spec.width}); got "
+                           f"{rows.shape}")
+    out = np.empty_like(rows)
+    for j, col in enumerate(spec.columns):
+        values = rows[:, j]
+        # a non-finite value is the worst end of the range (never dropped)
+        values = np.where(np.isfinite(values), values, col.low)
+        out[:, j] = (np.clip(values, col.low, col.high) - col.low) / (col.high - col.low)
+    start = len(spec.columns)
+    for block in spec.categories:
+        part = rows[:, start:start + len(block.keys)]
+        if not (np.isin(part, (0.0, 1.0)).all() and (part.sum(axis=1) == 1).all()):
+            raise ReleaseError(f"category {block.key}: each case must fall in exactly one key")
+        out[:, start:start + len(block.keys)] = part
+        start += len(block.keys)
+    return out
+
+
+def release(contributions: Any, spec: ReleaseSpec, noise: NoiseSource) -> Release:
+    """The release of ``contributions`` (one row per case, :attr:`ReleaseSpec.width` values in
+    the spec's order: bounded columns, then each category block's one-hot keys) under ``spec``,
+    noise drawn once from ``noise`` for all sums (none for an exact release)."""
+    scaled = _scaled(contributions, spec)
+    sums = scaled.sum(axis=0)
+    sigma = spec.sigma
+    rho = spec.rho
+    if rho is None:
+        noisy, library = [float(v) for v in sums], "none"
+    else:
+        noisy = noise.gaussian(sums.tolist(), sigma, spec.sensitivity, rho)
+        library = noise.name
+        if len(noisy) != len(sums):
+            raise ReleaseError("the noise source returned the wrong number of values")
+    columns = tuple(
+        ReleasedColumn(key=c.key, low=c.low, high=c.high,
+                       sum=c.low * scaled.shape[0] + (c.high - c.low) * noisy[j],
+                       sd=sigma * (c.high - c.low))
+        for j, c in enumerate(spec.columns))
+    blocks = []
+    start = len(spec.columns)
+    for block in spec.categories:
+        counts = tuple(noisy[start:start + len(block.keys)])
+        blocks.append(ReleasedCategories(key=block.key, keys=block.keys, counts=counts, sd=sigma))
+        start += len(block.keys)
+    return Release(
+        mechanism="exact" if spec.exact else "gaussian", library=library,
+        n_cases=int(scaled.shape[0]),
+        epsilon=None if spec.exact else spec.epsilon,
+        delta=None if spec.exact else spec.delta,
+        rho=rho, sensitivity=spec.sensitivity, sigma=sigma,
+        columns=columns, categories=tuple(blocks))
+
+
+# -- estimates from releases --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A mean estimated from one or more releases: ``value`` (unbiased: the noise has mean 0),
+    its 95% interval (clipped to the column's range), the noise's and the sampling's standard
+    errors, and the case count. ``informative`` is False when the interval spans more than half
+    of the range (the figure cannot bear a reading)."""
+
+    value: float
+    low: float
+    high: float
+    noise_se: float
+    sampling_se: float
+    n_cases: int
+    bounds: tuple[float, float]
+
+    @property
+    def informative(self) -> bool:
+        return (self.high - self.low) <= 0.5 * (self.bounds[1] - self.bounds[0])
+
+    @property
+    def shown(self) -> float:
+        """The estimate clipped to the column's range, for display (pooling adds the unclipped
+        sums, which keeps it unbiased)."""
+        return _clip(self.value, *self.bounds)
+
+
+def pooled_mean(columns: Sequence[ReleasedColumn], counts: Sequence[int]) -> Estimate:
+    """The case-weighted mean of one column over releases (sites) with case counts ``counts``:
+    ``sum(sum_i) / sum(n_i)``, unbiased. Its variance is the release noise ``sum(sd_i²) / N²``
+    plus the sampling variance ``s² / N``, where ``s²`` is bounded by Bhatia-Davis
+    ``(high - μ)(μ - low)`` at the least favourable ``μ`` within two noise standard errors of the
+    estimate (the release holds no second moment, so the sampling term is conservative; at small
+    ``N`` the noise dominates it). Interval: estimate ± 1.96·√(variance), clipped to the range."""
+    if not columns or len(columns) != len(counts):
+        raise ValueError("pooling needs one case count per released column (at least one)")
+    bounds = {(c.low, c.high) for c in columns}
+    if len(bounds) != 1:
+        raise ValueError("the releases clip the column to different bounds")
+    low, high = bounds.pop()
+    n = int(sum(counts))
+    value = sum(c.sum for c in columns) / n
+    noise_se = math.sqrt(sum(c.sd ** 2 for c in columns)) / n
+    mu_lo = min(max(value - 2 * noise_se, low), high)
+    mu_hi = min(max(value + 2 * noise_se, low), high)
+    mid = (low + high) / 2
+    worst = mid if mu_lo <= mid <= mu_hi else (mu_lo if abs(mu_lo - mid) < abs(mu_hi - mid)
+                                                else mu_hi)
+    variance = (high - worst) * (worst - low)
+    sampling_se = math.sqrt(max(variance, 0.0) / n)
+    half = Z95 * math.sqrt(noise_se ** 2 + sampling_se ** 2)
+    return Estimate(value, _clip(value - half, low, high), _clip(value + half, low, high),
+                    noise_se, sampling_se, n, (low, high))
+
+
+def _clip(value: float, low: float, high: float) -> float:
+    return min(max(value, low), high)
+
+
+def column_mean(rel: Release, key: str) -> Estimate:
+    """The mean of column ``key`` in one release (:func:`pooled_mean` over one site)."""
+    return pooled_mean([rel.column(key)], [rel.n_cases])
