@@ -325,6 +325,9 @@ class PublicSummary(Protocol):
     @property
     def n_cases(self) -> int: ...
 
+    @property
+    def n_failed(self) -> int: ...
+
     def to_json(self) -> JsonObject:
         """The summary as a JSON object (every float finite)."""
         ...
