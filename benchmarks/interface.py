@@ -325,9 +325,6 @@ class PublicSummary(Protocol):
     @property
     def n_cases(self) -> int: ...
 
-    @property
-    def n_failed(self) -> int: ...
-
     def to_json(self) -> JsonObject:
         """The summary as a JSON object (every float finite)."""
         ...

@@ -418,7 +418,8 @@ def result_open(
         return opened
     agg = opened.aggregates
     out().print(f"run {run_id}: benchmark {record.benchmark_id}, dataset {record.dataset_id}, "
-                f"model {record.model_id}; {agg.n_cases} cases, {agg.n_failed} failed")
+                f"model {record.model_id}; {agg.n_cases} cases, "
+                f"{sum(c.failed for c in opened.cases)} failed")
     signed = f"signed by {opened.claims.iss}, " if profile_signed(s.profile) else ""
     out().print(f"attestation: {signed}image {opened.claims.image_digest[:19]}"
                 "…, binds this summary and sealed result")

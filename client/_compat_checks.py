@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+from sealbench.benchmarks.release import LocalExact
 from sealbench.crypto.errors import CryptoError
 from sealbench.crypto.manifest import MAX_MANIFEST_BYTES, Manifest
 from sealbench.server.schemas import BenchmarkPublic
@@ -315,7 +316,8 @@ def run_checks(
         if inference_failures
         else Check("inference", "pass", f"{n} of {n} cases predicted")
     )
-    summary = plugin.summarise(results)
+    # demo data on this machine, never published: the exact figures, no release noise
+    summary = plugin.summarise(results, LocalExact())
     scoring_failures = [
         f"{r.case_id}: {_reason(r)}" for r in results
         if r.failed and not _reason(r).startswith("inference failed")
@@ -325,7 +327,8 @@ def run_checks(
                         "not be scored: " + "; ".join(scoring_failures[:3]))
     elif inference_failures:
         metrics = Check("metrics", "fail",
-                        f"{summary.n_failed} of {n} cases entered the summary as failures; "
+                        f"{sum(r.failed for r in results)} of {n} cases entered the summary as "
+                        "failures; "
                         f"{_headline(plugin, summary)}")
     else:
         note = ("; a smaller variant than the benchmark's: not a quality figure"

@@ -11,8 +11,10 @@ private key, and checks, in order:
 2. the sealed result opens with the private key under ``result_info(run_id, benchmark_id,
    image_digest)``, the image digest taken from the token;
 3. the per-case results name the same run, benchmark and benchmark plug-in
-   (``metrics_version``) as the summary, both validate against that plug-in, and re-aggregating
-   the per-case results with it gives exactly the summary's aggregates; or, for a **withheld**
+   (``metrics_version``) as the summary, both validate against that plug-in, and the summary is a
+   release of the per-case results: re-aggregating them without noise gives the same summary
+   but for the released sums, each within six noise standard deviations of the exact one (the
+   noise the enclave drew is never known, not even to the hospital); or, for a **withheld**
    summary (the enclave's small-cell rule, :func:`sealbench.enclave.result.public_summary`),
    exactly the same withholding (rule, case count, minimum). The owner still gets every per-case
    result and, in :attr:`OpenedResult.aggregates`, their aggregate computed locally (never
@@ -25,11 +27,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from sealbench.benchmarks.interface import Benchmark, BenchmarkError, CaseResult, PublicSummary
 from sealbench.benchmarks.registry import load as load_benchmark
+from sealbench.benchmarks.release import LocalExact, Release, ReleaseError
 from sealbench.cloud import BlobStore, CloudError, join_name
 from sealbench.cloud.platform import AttestedWorkload, UnknownPlatformError, platform_for_issuer
 from sealbench.crypto.attestation import RESULT_AUDIENCE, Jwks, result_nonce
@@ -46,7 +50,6 @@ from sealbench.enclave.result import (
     PerCaseResults,
     ResultFormatError,
     ResultSummary,
-    public_summary,
 )
 from sealbench.enclave.steps import claims_of
 
@@ -177,16 +180,56 @@ def _check_consistent(
         cases = per_case.results(benchmark)
         if not cases:
             raise ResultVerificationError("the sealed result holds no case")
-        published, withheld = public_summary(benchmark, cases)
+        # the hospital's own exact figures: the release the enclave made, without its noise
+        local = benchmark.summarise(cases, LocalExact())
+        minimum = benchmark.small_cell_minimum
         if summary.withheld is not None:
-            if withheld != summary.withheld:
+            held = summary.withheld
+            if (held.n_cases, held.minimum) != (len(cases), minimum) or (
+                    (held.rule == "cases") != (len(cases) < minimum)):
                 raise ResultVerificationError(
                     "the summary is withheld, but not as the small-cell rule withholds the "
                     "sealed results")
-            return benchmark, benchmark.summarise(cases), cases
+            return benchmark, local, cases
         aggregates = summary.summary(benchmark)
     except (BenchmarkError, ResultFormatError) as exc:
         raise ResultVerificationError(str(exc)) from exc
-    if withheld is not None or published != aggregates.to_json():
-        raise ResultVerificationError("the summary is not the aggregate of the sealed results")
+    if len(cases) < minimum or not _release_of(aggregates.to_json(), local.to_json()):
+        raise ResultVerificationError("the summary is not a release of the sealed results")
     return benchmark, aggregates, cases
+
+
+#: How far (in noise standard deviations) a released sum may lie from the exact one before
+#: ``result open`` calls the release foreign to the sealed results (about 2e-9 per sum by chance).
+_NOISE_TOLERANCE = 6.0
+
+
+def _close(noisy: float, exact: float, sd: float) -> bool:
+    return abs(noisy - exact) <= (_NOISE_TOLERANCE * sd if sd > 0 else 1e-9 * max(1.0, abs(exact)))
+
+
+def _release_of(published: dict[str, Any], exact: dict[str, Any]) -> bool:
+    """Whether ``published`` is ``exact`` (the same summary, released without noise) up to the
+    release's noise: every member equal but the release, whose content (keys, bounds, case
+    count) is the same and whose every sum lies within :data:`_NOISE_TOLERANCE` of its noise
+    standard deviations from the exact one. A summary without a release (a plug-in of before
+    releases) must equal the recomputed one."""
+    pub, ex = dict(published), dict(exact)
+    pub_rel, ex_rel = pub.pop("release", None), ex.pop("release", None)
+    if pub != ex or (pub_rel is None) != (ex_rel is None):
+        return False
+    if pub_rel is None or ex_rel is None:
+        return True
+    try:
+        noisy, truth = Release.from_json(pub_rel), Release.from_json(ex_rel)
+    except ReleaseError:
+        return False
+    if noisy.n_cases != truth.n_cases or [(c.key, c.low, c.high) for c in noisy.columns] != [
+            (c.key, c.low, c.high) for c in truth.columns] or [
+            (c.key, c.keys) for c in noisy.categories] != [
+            (c.key, c.keys) for c in truth.categories]:
+        return False
+    pairs = [(a.sum, b.sum, a.sd) for a, b in zip(noisy.columns, truth.columns, strict=True)]
+    pairs += [(x, y, a.sd) for a, b in zip(noisy.categories, truth.categories, strict=True)
+              for x, y in zip(a.counts, b.counts, strict=True)]
+    return all(_close(x, y, sd) for x, y, sd in pairs)

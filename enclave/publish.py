@@ -17,6 +17,7 @@ import json
 import logging
 from dataclasses import dataclass
 
+from sealbench.benchmarks.release import OpenDPGaussian
 from sealbench.cloud import CloudError
 from sealbench.cloud.errors import AttesterError
 from sealbench.crypto.attestation import RESULT_AUDIENCE, result_nonce
@@ -69,7 +70,10 @@ def seal_results(evaluation: Evaluation) -> SealedResult:
         )
         info = result_info(spec.run_id, spec.benchmark_id, run.image_digest)
         sealed = seal(per_case.to_bytes(), destination.recipient, info)
-        aggregates, withheld = public_summary(run.benchmark, evaluation.results)
+        # the release's noise: OpenDP's Gaussian mechanism, from the OS's randomness inside the
+        # TEE, fresh per run; its scale is the plug-in's (the pin), never an operator input
+        aggregates, withheld = public_summary(run.benchmark, evaluation.results,
+                                              OpenDPGaussian())
         summary = ResultSummary(
             run_id=spec.run_id,
             benchmark_id=spec.benchmark_id,

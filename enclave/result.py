@@ -42,6 +42,7 @@ from sealbench.benchmarks.interface import (
     SummaryError,
     check_small_cells,
 )
+from sealbench.benchmarks.release import NoiseSource
 from sealbench.crypto.canonical import canonical_json
 
 __all__ = [
@@ -172,11 +173,13 @@ class ResultSummary(_Document):
 
 
 def public_summary(
-    benchmark: Benchmark, results: Sequence[CaseResult]
+    benchmark: Benchmark, results: Sequence[CaseResult], noise: NoiseSource
 ) -> tuple[dict[str, object], WithheldSummary | None]:
-    """The aggregates to publish, or none and why they are withheld (the small-cell rule in the
-    publish module's docstring). The data owner's ``result open`` recomputes exactly this."""
-    summary = benchmark.summarise(results)
+    """The aggregates to publish (the plug-in's release, noise drawn from ``noise``), or none
+    and why they are withheld (the small-cell rule in the publish module's docstring). The data
+    owner's ``result open`` recomputes this without noise and checks the published release
+    against it."""
+    summary = benchmark.summarise(results, noise)
     minimum = benchmark.small_cell_minimum
     try:
         check_small_cells(benchmark, summary)

@@ -19,7 +19,6 @@ does not rely on the registry or the operator.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,8 +30,9 @@ import numpy.typing as npt
 from pydantic import Field, TypeAdapter, ValidationError
 
 from sealbench.benchmarks import interface as api
+from sealbench.benchmarks import release as rel
 
-from . import pooling
+from . import published
 from .cases import (
     CASES_DIR,
     DATASET_FILE,
@@ -41,7 +41,7 @@ from .cases import (
     case_files_from_manifest_paths,
     load_case_from_bytes,
 )
-from .contract import BRATS_2023_GLI, BRATS_2023_GLI_SMALL, REGIONS, BratsContract
+from .contract import BRATS_2023_GLI, BRATS_2023_GLI_SMALL, BratsContract
 from .definition import SHIPPED_DEFINITIONS, load_definition, load_model_bytes
 from .errors import CaseContractError, InvalidPredictionError, PreparationError
 from .inference import OnnxSegmenter, brain_box
@@ -56,7 +56,7 @@ from .metrics import (
 from .model_contract import MAX_MODEL_BYTES, N_CLASSES, SUPPORTED_OPSETS, check_model_contract
 from .normalise import normalise_modalities
 from .prepare import DATA_DIR, MANIFEST_FILE, prepare_dataset
-from .summary import METRIC_NAMES, PublicSummary, aggregate
+from .published import PublishedSummary
 from .synthetic import case_id_for, generate_case, write_case
 
 __all__ = ["PLUGIN", "PLUGIN_REF", "SMALL_PLUGIN_REF", "BratsBenchmark", "pin_of"]
@@ -101,17 +101,11 @@ SMALL_PLUGIN_REF: Final = pin_of(BRATS_2023_GLI_SMALL)
 _H = api.Direction.HIGHER
 _L = api.Direction.LOWER
 _N = api.Direction.NEUTRAL
+#: The summary is a release of Dice per region (:mod:`.published`): the one metric it carries.
 _METRICS: Final = (
-    api.MetricSpec("dice", "Dice", "", _H, False, "voxel overlap over the whole region"),
-    api.MetricSpec("hd95", "HD95", "mm", _L, False, "95th-percentile Hausdorff distance"),
-    api.MetricSpec("sensitivity", "Sensitivity", "", _H, False, "voxel true-positive rate"),
-    api.MetricSpec("specificity", "Specificity", "", _H, False, "voxel true-negative rate"),
-    api.MetricSpec("lesion_dice", "Lesion Dice", "", _H, False, "BraTS 2023 lesion-wise Dice"),
-    api.MetricSpec("lesion_hd95", "Lesion HD95", "mm", _L, False,
-                   "BraTS 2023 lesion-wise HD95"),
-    api.MetricSpec("num_tp", "Lesions found", "lesions", _N, False, "matched lesions"),
-    api.MetricSpec("num_fp", "False lesions", "lesions", _N, False, "unmatched predictions"),
-    api.MetricSpec("num_fn", "Missed lesions", "lesions", _N, False, "unmatched lesions"),
+    api.MetricSpec("dice", "Dice", "", _H, False,
+                   "voxel overlap over the whole region (mean over cases, differentially "
+                   "private release)"),
 )
 _GROUPS: Final = (
     api.Group("WT", "WT", "whole tumour (NETC + SNFH + ET)"),
@@ -173,6 +167,7 @@ class BratsBenchmark:
         self.description = load_definition(contract, metrics).description
         self.presentation = PRESENTATION
         self.small_cell_minimum = SMALL_CELL_MINIMUM
+        self.release_spec = published.release_spec(metrics)
         self.layout = api.PreparedLayout(
             data_dir=DATA_DIR, manifest_file=MANIFEST_FILE, dataset_file=DATASET_FILE,
             statistics_file=STATISTICS_FILE, cases_dir=CASES_DIR)
@@ -335,15 +330,16 @@ class BratsBenchmark:
     def failure(self, case_id: str, reason: str) -> CaseFailure:
         return CaseFailure(case_id=case_id, reason=reason)
 
-    def summarise(self, results: Sequence[api.CaseResult]) -> PublicSummary:
+    def summarise(self, results: Sequence[api.CaseResult],
+                  noise: rel.NoiseSource) -> PublishedSummary:
         ours = [r for r in results if isinstance(r, CaseScores | CaseFailure)]
         if len(ours) != len(results):
             raise TypeError("results of another benchmark cannot be summarised here")
-        return aggregate(ours, self.metrics)
+        return published.publish(ours, self.metrics, self.release_spec, noise)
 
-    def parse_summary(self, doc: Mapping[str, Any]) -> PublicSummary:
+    def parse_summary(self, doc: Mapping[str, Any]) -> PublishedSummary:
         try:
-            summary = PublicSummary.model_validate(doc)
+            summary = PublishedSummary.model_validate(doc)
         except ValidationError as exc:
             raise api.SummaryError(
                 f"not a {self.ref} summary ({exc.error_count()} errors)") from exc
@@ -352,16 +348,13 @@ class BratsBenchmark:
             raise api.SummaryError(
                 f"summary of metrics {summary.metrics_id}/{summary.metrics_version}, expected "
                 f"{self.metrics.metrics_id}/{self.metrics.version}")
-        if set(summary.regions) != set(self.metrics.regions) or any(
-                set(stats) != set(METRIC_NAMES) for stats in summary.regions.values()):
-            raise api.SummaryError(f"the summary must hold every metric of regions {REGIONS}")
-        if summary.n_cases < 1 or summary.n_scored + summary.n_failed != summary.n_cases or min(
-                summary.n_scored, summary.n_failed, summary.n_nonfinite_cases) < 0:
-            raise api.SummaryError("the summary's case counts are inconsistent")
-        for stats in summary.regions.values():
-            for s in stats.values():
-                if not all(math.isfinite(v) for v in (s.mean, s.std, s.median, s.q25, s.q75)):
-                    raise api.SummaryError("the summary holds a non-finite value")
+        if summary.n_cases != summary.release.n_cases:
+            raise api.SummaryError("the summary's case count is not its release's")
+        if not summary.release.matches(self.release_spec):
+            raise api.SummaryError(
+                f"the summary's release is not the one {self.ref} declares (content or privacy "
+                f"loss: epsilon {self.release_spec.epsilon}, delta {self.release_spec.delta} "
+                "per release)")
         return summary
 
     def parse_case_result(self, doc: Mapping[str, Any]) -> CaseResult:
@@ -372,24 +365,15 @@ class BratsBenchmark:
                 f"not a {self.ref} case result ({exc.error_count()} errors)") from exc
 
     def figures(self, summary: api.PublicSummary) -> tuple[api.Figure, ...]:
-        if not isinstance(summary, PublicSummary):
+        if not isinstance(summary, PublishedSummary):
             raise TypeError("a summary of another benchmark")
-        out: list[api.Figure] = []
-        for metric in METRIC_NAMES:
-            means = []
-            for region, stats in summary.regions.items():
-                s = stats[metric]
-                means.append(s.mean)
-                out.append(api.Figure(api.MetricRef(metric, region), s.mean, s.q25, s.q75,
-                                      s.std))
-            out.append(api.Figure(api.MetricRef(metric), sum(means) / len(means)))
-        return tuple(out)
+        return published.figures(summary, self.metrics)
 
     def pool(self, summaries: Sequence[api.PublicSummary]) -> api.PooledFigures:
-        ours = [x for x in summaries if isinstance(x, PublicSummary)]
+        ours = [x for x in summaries if isinstance(x, PublishedSummary)]
         if len(ours) != len(summaries):
             raise TypeError("summaries of another benchmark")
-        return pooling.pool(ours, self.metrics)
+        return published.pool(ours, self.metrics)
 
     # -- shipped models and demo data ----------------------------------------------------------
 
