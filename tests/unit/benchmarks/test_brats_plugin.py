@@ -7,14 +7,16 @@ import json
 import math
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from sealbench.benchmarks import interface as api
-from sealbench.benchmarks.brats import BratsContract, aggregate, load_case_from_bytes, score_case
+from sealbench.benchmarks.brats import BratsContract, load_case_from_bytes, score_case
 from sealbench.benchmarks.brats.plugin import PLUGIN_REF, BratsBenchmark
 from sealbench.benchmarks.registry import PluginRegistry, load
+from sealbench.benchmarks.release import InsecureFixedNoise, LocalExact, rho_of
 from sealbench.crypto.manifest import Manifest
 
 
@@ -60,8 +62,12 @@ def test_prepared_dataset_scored_as_the_package_scores_it(
         expected.append(score_case(prediction, same.seg, plugin.metrics,
                                    plugin.contract.spacing_mm, case_id=case_id))
     assert results == expected
-    summary = plugin.summarise(results)
-    assert summary == aggregate(expected, plugin.metrics)
+    exact = plugin.summarise(results, LocalExact())
+    for region in plugin.metrics.regions:
+        assert exact.release.column(f"dice:{region}").sum == pytest.approx(
+            sum(e.regions[region].dice for e in expected))
+    summary = plugin.summarise(results, InsecureFixedNoise())
+    assert summary.release.sigma > 0 and summary.release.epsilon == 1.0
     assert plugin.parse_summary(json.loads(json.dumps(summary.to_json()))) == summary
     for result in results:
         assert plugin.parse_case_result(result.to_json()) == result
@@ -77,8 +83,10 @@ def test_unscorable_prediction_is_a_flagged_failure(
     wrong = plugin.score(case, np.zeros((2, 2, 2), dtype=np.uint8))
     assert wrong.failed and "shape" in wrong.to_json()["reason"]
     assert plugin.score(case, "not an array").failed
-    summary = plugin.summarise([wrong, plugin.failure("BraTS-GLI-00009-000", "inference failed")])
-    assert summary.n_failed == 2
+    summary = plugin.summarise([wrong, plugin.failure("BraTS-GLI-00009-000", "inference failed")],
+                               LocalExact())
+    assert summary.n_cases == 2
+    assert all(c.sum == 0.0 for c in summary.release.columns)  # penalised, never dropped
 
 
 def test_dataset_prepared_under_other_labels_refused(plugin: BratsBenchmark) -> None:
@@ -92,22 +100,40 @@ def test_dataset_prepared_under_other_labels_refused(plugin: BratsBenchmark) -> 
 
 def _summary_doc(plugin: BratsBenchmark) -> dict[str, object]:
     failures = [plugin.failure(f"BraTS-GLI-0000{i}-000", "x") for i in range(3)]
-    return plugin.summarise(failures).to_json()
+    return plugin.summarise(failures, InsecureFixedNoise()).to_json()
+
+
+def _raise_epsilon(doc: dict[str, Any]) -> None:
+    """An operator's edit: a larger epsilon (less noise), the release made consistent with it."""
+    rho = rho_of(10.0, 1e-6)
+    sigma = doc["release"]["sensitivity"] / math.sqrt(2 * rho)
+    doc["release"].update(epsilon=10.0, rho=rho, sigma=sigma)
+    for column in doc["release"]["columns"]:
+        column["sd"] = sigma
+
+
+def _noise_off(doc: dict[str, Any]) -> None:
+    doc["release"].update(mechanism="exact", epsilon=None, delta=None, rho=None, sigma=0.0)
+    for column in doc["release"]["columns"]:
+        column["sd"] = 0.0
 
 
 @pytest.mark.parametrize("tamper", [
-    lambda d: d.update(n_failed=1),
-    lambda d: d.update(n_cases=0, n_failed=0),
-    lambda d: d["regions"].pop("ET"),
-    lambda d: d["regions"]["WT"].pop("dice"),
-    lambda d: d["regions"]["WT"]["dice"].update(mean=math.nan),
+    lambda d: d.update(n_cases=4),
+    lambda d: d.update(n_cases=0),
+    lambda d: d["release"]["columns"].pop(),
+    lambda d: d["release"]["columns"][0].update(sum=math.nan),
+    lambda d: d["release"]["columns"][0].update(low=-1.0),
+    lambda d: d["release"].update(sigma=1.0),
+    _raise_epsilon,
+    _noise_off,
     lambda d: d.update(metrics_version=2),
     lambda d: d.update(extra="x"),
-    lambda d: d["regions"].update(XX=d["regions"]["WT"]),
-], ids=["counts", "zero-cases", "missing-region", "missing-metric", "nan", "version", "extra",
-        "unknown-region"])
+    lambda d: d.update(version=1),
+], ids=["counts", "zero-cases", "missing-region", "nan", "bounds", "sigma", "epsilon-raised",
+        "noise-off", "version", "extra", "old-version"])
 def test_tampered_summary_refused(plugin: BratsBenchmark,
-                                  tamper: Callable[[dict[str, object]], None]) -> None:
+                                  tamper: Callable[[dict[str, Any]], None]) -> None:
     doc = _summary_doc(plugin)
     plugin.parse_summary(doc)
     tamper(doc)
@@ -116,14 +142,23 @@ def test_tampered_summary_refused(plugin: BratsBenchmark,
 
 
 def test_figures_headline_is_the_mean_over_regions(plugin: BratsBenchmark) -> None:
+    failures = [plugin.failure(f"BraTS-GLI-0000{i}-000", "x") for i in range(3)]
+    exact = plugin.summarise(failures, LocalExact())
+    figures = {f.ref: f for f in plugin.figures(exact)}
+    assert figures[api.MetricRef("dice")].value == 0.0
+    assert plugin.presentation.label(api.MetricRef("dice", "WT")) == "Dice WT"
+    pooled = plugin.pool([exact])  # one site pools to itself
+    assert (pooled.n_sites, pooled.n_cases) == (1, exact.n_cases)
+    assert {f.ref: f.value for f in pooled.figures}[api.MetricRef("dice")] == 0.0
+
+
+def test_noisy_figure_at_three_cases_is_not_shown(plugin: BratsBenchmark) -> None:
+    """At 3 cases the release's noise spans the whole range: no value, only the interval."""
     summary = plugin.parse_summary(_summary_doc(plugin))
     figures = {f.ref: f for f in plugin.figures(summary)}
-    assert figures[api.MetricRef("dice")].value == 0.0
-    assert figures[api.MetricRef("hd95", "TC")].value == plugin.metrics.hd95_penalty_mm
-    assert plugin.presentation.label(api.MetricRef("dice", "WT")) == "Dice WT"
-    pooled = plugin.pool([summary])  # one site pools to itself (issue 15: brats.pooling)
-    assert (pooled.n_sites, pooled.n_cases) == (1, summary.n_cases)
-    assert {f.ref: f.value for f in pooled.figures}[api.MetricRef("dice")] == 0.0
+    assert figures[api.MetricRef("dice", "WT")].value is None
+    assert figures[api.MetricRef("dice")].value is None
+    assert (figures[api.MetricRef("dice")].low, figures[api.MetricRef("dice")].high) == (0.0, 1.0)
 
 
 def test_shipped_model_checked_against_the_model_contract() -> None:
