@@ -121,6 +121,7 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from sealbench.benchmarks.registry import PluginRegistry
+from sealbench.benchmarks.release import InsecureFixedNoise
 
 
 def _threshold_model() -> bytes:
@@ -152,8 +153,8 @@ def test_every_case_is_scored_and_the_summary_validates(tmp_path: Path) -> None:
     for files in layout.group(paths).values():
         case = layout.load({p: (data / p).read_bytes() for p in files})
         results.append(plugin.score(case, runner.predict(case)))
-    summary = plugin.summarise(results)
-    assert summary.n_cases == 5 and summary.n_failed == 0
+    summary = plugin.summarise(results, InsecureFixedNoise())
+    assert summary.n_cases == 5 and summary.release.epsilon == 1.0
     assert plugin.parse_summary(json.loads(json.dumps(summary.to_json()))) == summary
 '''
 
@@ -171,15 +172,14 @@ number could change.
   ``data/cases/<case_id>/`` and rejects the others with a reason.
 - Model: ONNX, input float ``[N, 1, H, W]``, output float ``[N, 2, H, W]`` (background and disc
   scores; the arg-max is the prediction).
-- Metric: Dice per case (1 when both masks are empty), a failed case scores 0; the summary holds
-  the mean, standard deviation and minimum over the cases.
+- Metric: Dice per case (1 when both masks are empty), a failed case scores 0; the summary is a
+  differentially private release of the mean (``RELEASE_SPEC``).
 """
 
 from __future__ import annotations
 
 import io
 import json
-import math
 import secrets
 import shutil
 from collections.abc import Iterable, Mapping, Sequence
@@ -191,6 +191,15 @@ import numpy as np
 import onnxruntime as ort
 
 from sealbench.benchmarks import interface as api
+from sealbench.benchmarks.release import (
+    Column,
+    NoiseSource,
+    Release,
+    ReleaseError,
+    ReleaseSpec,
+    column_mean,
+    release,
+)
 from sealbench.crypto.manifest import build_manifest
 
 __all__ = ["PLUGIN", "__CLASS__"]
@@ -225,18 +234,19 @@ class CaseScore:
         return {"case_id": self.case_id, "dice": self.dice, "reason": self.reason}
 
 
+#: What a summary releases (differentially private, OpenDP's Gaussian noise drawn in the enclave):
+#: the Dice of each case clipped to [0, 1], summed, at epsilon 1, delta 1e-6 per release.
+RELEASE_SPEC: Final = ReleaseSpec((Column("dice", 0.0, 1.0),))
+
+
 @dataclass(frozen=True)
 class Summary:
     n_cases: int
-    n_failed: int
-    dice_mean: float
-    dice_std: float
-    dice_min: float
+    release: Release
 
     def to_json(self) -> api.JsonObject:
-        return {"summary_id": "__NAME__/summary", "version": 1, "n_cases": self.n_cases,
-                "n_failed": self.n_failed, "dice_mean": self.dice_mean,
-                "dice_std": self.dice_std, "dice_min": self.dice_min}
+        return {"summary_id": "__NAME__/summary", "version": 2, "n_cases": self.n_cases,
+                "release": self.release.to_json()}
 
 
 def _valid_id(case_id: str) -> bool:
@@ -321,11 +331,9 @@ class __CLASS__:
         self.description = "Segment the bright disc in 32x32 noisy images; Dice per case."
         self.presentation = api.Presentation(
             metrics=(api.MetricSpec("dice", "Dice", "", api.Direction.HIGHER, False,
-                                    "mean Dice over the cases"),
-                     api.MetricSpec("dice_min", "Worst Dice", "", api.Direction.HIGHER, False,
-                                    "the lowest Dice of a case")),
+                                    "mean Dice over the cases")),
             groups=(), headline=api.MetricRef("dice"),
-            columns=(api.MetricRef("dice"), api.MetricRef("dice_min")))
+            columns=(api.MetricRef("dice"),))
         self.model_contract = api.ModelContract(
             inputs=(api.TensorSpec(None, "float32", ("N", 1, "H", "W")),),
             outputs=(api.TensorSpec(None, "float32", ("N", 2, "H", "W")),),
@@ -333,6 +341,7 @@ class __CLASS__:
             description="input float [N,1,H,W], output float [N,2,H,W] (background, disc)")
         self.layout = LAYOUT
         self.small_cell_minimum = 3
+        self.release_spec = RELEASE_SPEC
         self.shipped_models: tuple[api.ShippedModel, ...] = ()
 
     def data_contract(self) -> api.JsonObject:
@@ -435,32 +444,26 @@ class __CLASS__:
     def failure(self, case_id: str, reason: str) -> CaseScore:
         return CaseScore(case_id, 0.0, reason)
 
-    def summarise(self, results: Sequence[api.CaseResult]) -> Summary:
+    def summarise(self, results: Sequence[api.CaseResult], noise: NoiseSource) -> Summary:
         if not results:
             raise ValueError("cannot summarise zero cases")
-        dice = np.array([r.dice for r in results if isinstance(r, CaseScore)])
-        if dice.size != len(results):
+        dice = np.array([[r.dice] for r in results if isinstance(r, CaseScore)])
+        if len(dice) != len(results):
             raise TypeError("results of another benchmark")
-        return Summary(len(results), sum(r.failed for r in results), float(dice.mean()),
-                           float(dice.std()), float(dice.min()))
+        made = release(dice, RELEASE_SPEC, noise)
+        return Summary(made.n_cases, made)
 
     def parse_summary(self, doc: Mapping[str, Any]) -> Summary:
-        expected = {"summary_id", "version", "n_cases", "n_failed", "dice_mean", "dice_std",
-                    "dice_min"}
-        if set(doc) != expected or doc["summary_id"] != "__NAME__/summary" \
-                or doc["version"] != 1:
-            raise api.SummaryError("not a __NAME__/summary version 1 document")
+        if set(doc) != {"summary_id", "version", "n_cases", "release"} \
+                or doc["summary_id"] != "__NAME__/summary" or doc["version"] != 2:
+            raise api.SummaryError("not a __NAME__/summary version 2 document")
         try:
-            summary = Summary(int(doc["n_cases"]), int(doc["n_failed"]),
-                                  float(doc["dice_mean"]), float(doc["dice_std"]),
-                                  float(doc["dice_min"]))
-        except (TypeError, ValueError) as exc:
-            raise api.SummaryError("a summary value is not a number") from exc
-        values = (summary.dice_mean, summary.dice_std, summary.dice_min)
-        if summary.n_cases < 1 or not 0 <= summary.n_failed <= summary.n_cases or not all(
-                math.isfinite(v) and 0 <= v <= 1 for v in values):
-            raise api.SummaryError("the summary's values are out of range")
-        return summary
+            made = Release.from_json(doc["release"])
+        except ReleaseError as exc:
+            raise api.SummaryError(str(exc)) from exc
+        if not made.matches(RELEASE_SPEC) or made.n_cases != doc["n_cases"]:
+            raise api.SummaryError("the summary's release is not the one __NAME__ declares")
+        return Summary(made.n_cases, made)
 
     def parse_case_result(self, doc: Mapping[str, Any]) -> CaseScore:
         try:
@@ -471,8 +474,9 @@ class __CLASS__:
     def figures(self, summary: api.PublicSummary) -> tuple[api.Figure, ...]:
         if not isinstance(summary, Summary):
             raise TypeError("a summary of another benchmark")
-        return (api.Figure(api.MetricRef("dice"), summary.dice_mean, spread=summary.dice_std),
-                api.Figure(api.MetricRef("dice_min"), summary.dice_min))
+        mean = column_mean(summary.release, "dice")
+        return (api.Figure(api.MetricRef("dice"), mean.shown if mean.informative else None,
+                           mean.low, mean.high),)
 
     def pool(self, summaries: Sequence[api.PublicSummary]) -> api.PooledFigures:
         raise api.PoolingNotSupportedError("__NAME__ keeps no sufficient statistics")

@@ -91,6 +91,7 @@ CHILD = r"""
 import json, sys
 from pathlib import Path
 from sealbench.benchmarks.registry import PluginRegistry
+from sealbench.benchmarks.release import LocalExact, OpenDPGaussian
 root, model = Path(sys.argv[1]), Path(sys.argv[2]).read_bytes()
 registry = PluginRegistry()
 plugin = registry.get("tiny2dseg")
@@ -104,10 +105,12 @@ results = []
 for case_id, files in sorted(layout.group(paths).items()):
     case = layout.load({p: (data / p).read_bytes() for p in files})
     results.append(plugin.score(case, runner.predict(case)))
-summary = plugin.summarise(results)
+summary = plugin.summarise(results, OpenDPGaussian())
 again = plugin.parse_summary(json.loads(json.dumps(summary.to_json())))
+exact = plugin.summarise(results, LocalExact())
 print(json.dumps({"names": registry.names(), "ref": str(plugin.ref),
-                  "accepted": len(prepared.accepted), "summary": again.to_json()}))
+                  "accepted": len(prepared.accepted), "summary": again.to_json(),
+                  "exact": exact.to_json()}))
 """
 
 
@@ -119,7 +122,8 @@ def test_installed_plugin_is_found_by_name_and_evaluates(tmp_path: Path) -> None
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert "tiny2dseg" in out["names"] and "wdbc" in out["names"]
     assert out["ref"] == "tiny2dseg/1" and out["accepted"] == 6
-    assert out["summary"]["n_cases"] == 6 and out["summary"]["dice_mean"] > 0.8
+    assert out["summary"]["n_cases"] == 6 and out["summary"]["release"]["epsilon"] == 1.0
+    assert out["exact"]["release"]["columns"][0]["sum"] / 6 > 0.8
     # ... and this interpreter, where it was never installed, does not have it.
     from sealbench.benchmarks.registry import PluginRegistry
 

@@ -43,6 +43,7 @@ import httpx
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
+from sealbench.benchmarks.release import InsecureFixedNoise
 from sealbench.client.api import RegistryClient
 from sealbench.client.launchers import LaunchResult, OutputFn
 from sealbench.client.local import create_accounts, registry_process
@@ -63,7 +64,8 @@ def _summary(run_id: str, benchmark_id: int) -> dict[str, Any]:
     (the registry validates them with the benchmark's plug-in)."""
     from sealbench.benchmarks.brats.plugin import PLUGIN
 
-    aggregates = PLUGIN.summarise([PLUGIN.failure("BraTS-GLI-00000-000", "fake run")])
+    aggregates = PLUGIN.summarise([PLUGIN.failure("BraTS-GLI-00000-000", "fake run")],
+        InsecureFixedNoise())
     return {"format": "sealbench/result-summary", "version": 1, "run_id": run_id,
             "benchmark_id": str(benchmark_id), "metrics_version": METRICS,
             "aggregates": json.loads(json.dumps(aggregates.to_json()))}

@@ -28,6 +28,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from fastapi.testclient import TestClient
 
+from sealbench.benchmarks.release import InsecureFixedNoise
 from sealbench.crypto.attestation import RESULT_AUDIENCE, Jwks, result_nonce
 from sealbench.crypto.digest import Sha256Digest, sha256_digest
 from sealbench.crypto.workload import ENV_DATA_DIGEST, ENV_MODEL_DIGEST, ENV_RECIPIENT_DIGEST
@@ -310,7 +311,7 @@ def valid_summary() -> dict[str, Any]:
     failed = plugin.failure("BraTS-GLI-00001-000", "x")
     return {"format": "sealbench/result-summary", "version": 1, "run_id": "run-1",
             "benchmark_id": "1", "metrics_version": "brats-2023-gli/1",
-            "aggregates": plugin.summarise([failed]).to_json()}
+            "aggregates": plugin.summarise([failed], InsecureFixedNoise()).to_json()}
 
 
 def ok(response: Any, status: int = 200) -> Any:

@@ -14,6 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from sealbench.benchmarks.registry import load as load_benchmark
+from sealbench.benchmarks.release import InsecureFixedNoise
 
 API = "/api/v1"
 ROLES = ("anonymous", "other", "owner", "benchmark_owner", "admin")
@@ -23,7 +24,8 @@ _BRATS = load_benchmark("brats-2023-gli/1")
 SUMMARY: dict[str, Any] = {
     "format": "sealbench/result-summary", "version": 1, "run_id": "run-1", "benchmark_id": "1",
     "metrics_version": "brats-2023-gli/1",
-    "aggregates": _BRATS.summarise([_BRATS.failure("BraTS-GLI-00001-000", "x")]).to_json(),
+    "aggregates": _BRATS.summarise([_BRATS.failure("BraTS-GLI-00001-000", "x")],
+        InsecureFixedNoise()).to_json(),
 }
 COORDS = {
     "kms_key_name": "projects/hospital/locations/global/keyRings/ring/cryptoKeys/key",

@@ -11,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from sealbench.benchmarks.registry import load as load_benchmark
+from sealbench.benchmarks.release import InsecureFixedNoise
 from sealbench.server.app import create_app
 from sealbench.server.settings import ServerSettings, TrustedIssuer
 
@@ -20,7 +21,8 @@ _BRATS = load_benchmark("brats-2023-gli/1")
 SUMMARY: dict[str, Any] = {
     "format": "sealbench/result-summary", "version": 1, "run_id": "run-1", "benchmark_id": "1",
     "metrics_version": "brats-2023-gli/1",
-    "aggregates": _BRATS.summarise([_BRATS.failure("BraTS-GLI-00001-000", "x")]).to_json(),
+    "aggregates": _BRATS.summarise([_BRATS.failure("BraTS-GLI-00001-000", "x")],
+        InsecureFixedNoise()).to_json(),
 }
 SEALED = "sha256:" + "5" * 64
 

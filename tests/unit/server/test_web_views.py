@@ -12,6 +12,7 @@ import pytest
 
 from sealbench.benchmarks.interface import MetricRef
 from sealbench.benchmarks.registry import load
+from sealbench.benchmarks.release import InsecureFixedNoise
 from sealbench.server.web._charts import build_charts, nice_ticks
 from sealbench.server.web._sessions import tokens_match
 from sealbench.server.web._state import safe_next
@@ -61,7 +62,8 @@ BRATS = View.of("brats-2023-gli/1")
 def _summary(dice: dict[str, float], hd95: dict[str, float] | None = None) -> dict[str, object]:
     """A run summary the BraTS plug-in validates, with the given per-region means."""
     plugin = load("brats-2023-gli/1")
-    aggregates = plugin.summarise([plugin.failure("BraTS-GLI-00001-000", "x")]).to_json()
+    aggregates = plugin.summarise([plugin.failure("BraTS-GLI-00001-000", "x")],
+        InsecureFixedNoise()).to_json()
     regions = aggregates["regions"]
     assert isinstance(regions, dict)
     for r, v in dice.items():
