@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol, Self, runtime_checkable
 
 if TYPE_CHECKING:  # numpy-free at run time: the registry's readers import this module
-    from .release import Release
+    from .release import NoiseSource, Release, ReleaseSpec
 
 __all__ = [
     "Benchmark",
@@ -565,9 +565,18 @@ class Benchmark(Protocol):
         """The flagged failure of a case that could not be loaded or predicted."""
         ...
 
-    def summarise(self, results: Sequence[CaseResult]) -> PublicSummary:
-        """Aggregate every case's result (failures penalised and counted) into the public
-        summary; ``ValueError`` for no results."""
+    @property
+    def release_spec(self) -> ReleaseSpec:
+        """What the public summary releases and at what privacy loss per release (part of the
+        pin: the key-release condition binds it, the registry checks every summary against
+        it)."""
+        ...
+
+    def summarise(self, results: Sequence[CaseResult], noise: NoiseSource) -> PublicSummary:
+        """The public summary of every case's result (failures penalised): a release under
+        :attr:`release_spec` with noise from ``noise`` (:func:`sealbench.benchmarks.release.
+        release`), and figures computed from that release alone; ``ValueError`` for no
+        results."""
         ...
 
     def parse_summary(self, doc: Mapping[str, Any]) -> PublicSummary:
