@@ -8,7 +8,10 @@ rejects each invalid row with its reason, and writes::
                                     owner, never sealed)
     <out>/data/dataset.json         {"format": "sealbench/wdbc-prepared", "version": 1,
                                      "contract": <WdbcContract>, "n_cases": N}
-    <out>/data/statistics.json      counts only: cases, malignant, benign
+    <out>/data/statistics.json      version 2, what registration sends: counts of cases and
+                                     rejected rows, the contract's id, version and feature
+                                     count; nothing about a case (version 1's malignant count
+                                     is refused by statistics_of)
     <out>/data/cases/b<k>/<id>.json canonical JSON {"case_id", "features": [30 floats],
                                      "malignant": bool}; the cases in case-id order, in folders
                                      (sealed objects) of CASES_PER_OBJECT: b0000, b0001, ...
@@ -69,6 +72,9 @@ LAYOUT: Final = PreparedLayout()
 RAW_FILE: Final = "cases.csv"
 PREPARED_FORMAT: Final = "sealbench/wdbc-prepared"
 REPORT_FILE: Final = "preparation_report.json"
+STATISTICS_FORMAT: Final = "sealbench/wdbc-statistics"
+#: Version 2: counts of cases and rejections and the contract's identity, no class counts.
+STATISTICS_VERSION: Final = 2
 #: Largest case file read in the enclave (a case is about 700 bytes).
 MAX_CASE_BYTES: Final = 16 * 1024
 #: Cases per sealed object (folder of the prepared data).
@@ -217,10 +223,10 @@ def prepare(raw_dir: Path, out_dir: Path, *, progress: ProgressFn | None = None,
         _write(data / LAYOUT.dataset_file, {
             "format": PREPARED_FORMAT, "version": 1, "contract": contract.model_dump(mode="json"),
             "n_cases": len(cases)})
-        malignant = sum(c.malignant for c in cases)
         statistics: JsonObject = {
-            "format": "sealbench/wdbc-statistics", "version": 1, "n_cases": len(cases),
-            "n_malignant": malignant, "n_benign": len(cases) - malignant}
+            "format": STATISTICS_FORMAT, "version": STATISTICS_VERSION, "n_cases": len(cases),
+            "n_rejected": len(rejected), "contract_id": contract.format,
+            "contract_version": contract.version, "n_features": len(contract.features)}
         _write(data / LAYOUT.statistics_file, statistics)
         manifest = build_manifest(data)
         (tmp / LAYOUT.manifest_file).write_bytes(manifest.to_bytes())
@@ -237,6 +243,12 @@ def prepare(raw_dir: Path, out_dir: Path, *, progress: ProgressFn | None = None,
 
 
 def statistics_of(out_dir: Path) -> JsonObject:
-    """The public statistics of a prepared dataset."""
+    """The public statistics of a prepared dataset; :class:`PreparationError` for a document of
+    another version (version 1 counted malignant cases: prepare the dataset again)."""
     doc: JsonObject = json.loads((out_dir / LAYOUT.data_dir / LAYOUT.statistics_file).read_bytes())
+    if doc.get("format") != STATISTICS_FORMAT or doc.get("version") != STATISTICS_VERSION:
+        raise PreparationError(
+            f"{LAYOUT.statistics_file} is {doc.get('format')!r} version {doc.get('version')!r}, "
+            f"expected {STATISTICS_FORMAT!r} version {STATISTICS_VERSION} (version 1 counted "
+            "malignant cases): prepare the dataset again")
     return doc

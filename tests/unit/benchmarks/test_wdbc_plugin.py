@@ -21,6 +21,7 @@ from sealbench.benchmarks.wdbc import summary as wdbc_summary
 from sealbench.benchmarks.wdbc.data import FEATURES, format_raw_csv, load_wdbc, split_cases
 from sealbench.benchmarks.wdbc.model import Prediction
 from sealbench.benchmarks.wdbc.plugin import WdbcBenchmark
+from sealbench.benchmarks.wdbc.prepared import statistics_of
 from sealbench.benchmarks.wdbc.summary import WdbcCaseResult, WdbcSummary
 from sealbench.crypto.manifest import build_manifest
 
@@ -65,9 +66,24 @@ def test_prepared_dataset_is_reproducible_and_holds_counts_only(
     assert first.dataset_digest == second.dataset_digest
     assert first.dataset_digest == build_manifest(tmp_path / "a" / "data").digest
     assert len(first.accepted) == 100 and not first.rejected
-    assert first.statistics["n_malignant"] == 60 and first.statistics["n_benign"] == 40
+    # What registration sends: counts of cases and rejections and the contract, no class count
+    # (two datasets one case apart would give that case's diagnosis) and no feature value.
+    assert first.statistics == {
+        "format": "sealbench/wdbc-statistics", "version": 2, "n_cases": 100, "n_rejected": 0,
+        "contract_id": "sealbench/wdbc-contract", "contract_version": 1, "n_features": 30}
     stats = (tmp_path / "a" / "data" / "statistics.json").read_text()
+    assert json.loads(stats) == first.statistics == statistics_of(tmp_path / "a")
     assert not re.search(r"wdbc-\d{4}", stats)  # no case id in what is published
+
+
+def test_statistics_of_version_1_are_refused(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "statistics.json").write_text(json.dumps({
+        "format": "sealbench/wdbc-statistics", "version": 1, "n_cases": 100,
+        "n_malignant": 60, "n_benign": 40}))
+    with pytest.raises(api.PreparationError, match="prepare the dataset again"):
+        statistics_of(tmp_path)
 
 
 def test_invalid_rows_are_rejected_with_reasons_and_strict_writes_nothing(
