@@ -10,7 +10,7 @@ its digest cover everything under ``data/``)::
     <out>/manifest.json                canonical manifest of data/ (sealbench.crypto.manifest)
     <out>/preparation_report.json      accepted and rejected case ids with reasons (owner only)
     <out>/data/dataset.json            format, version, contract, case count
-    <out>/data/statistics.json         aggregate statistics (nothing per patient)
+    <out>/data/statistics.json         counts and the contract's grid (:mod:`.statistics`)
     <out>/data/cases/<id>/<id>-{t1n,t1c,t2w,t2f}.nii.gz   z-scored, int16 with scl_slope 1/1000
     <out>/data/cases/<id>/<id>-seg.nii.gz                  uint8 labels, contract convention
 

@@ -9,7 +9,9 @@
     ├── ModelContractError        an ONNX model does not fit the contract (``.differences``)
     ├── ModelDigestMismatchError  a shipped model's bytes differ from the recorded SHA-256
     ├── InferenceError            ONNX Runtime failed on a case
-    └── PreparationError          a dataset preparation that cannot proceed or produced nothing
+    ├── PreparationError          a dataset preparation that cannot proceed or produced nothing
+    └── StatisticsError           a ``statistics.json`` that is not a version-2 document
+        └── StatisticsVersionError  one of another version (version 1 held aggregates over cases)
 
 Each is also the matching error of :mod:`sealbench.benchmarks.interface` (``CaseError`` is an
 ``interface.CaseError``, ...), so the cores catch them without naming this package.
@@ -29,6 +31,8 @@ __all__ = [
     "ModelContractError",
     "ModelDigestMismatchError",
     "PreparationError",
+    "StatisticsError",
+    "StatisticsVersionError",
 ]
 
 
@@ -66,3 +70,12 @@ class PreparationError(BenchmarkError):
 
 class ModelDigestMismatchError(BenchmarkError):
     """A shipped model file's SHA-256 differs from the one the benchmark definition records."""
+
+
+class StatisticsError(BenchmarkError):
+    """``statistics.json`` is not a BraTS statistics document this version reads."""
+
+
+class StatisticsVersionError(StatisticsError):
+    """``statistics.json`` is of another version: version 1 listed distributions over cases,
+    which may reveal patients, and is refused (prepare the dataset again)."""

@@ -10,8 +10,9 @@ grid (shape and spacing), identical affines, finite intensities, labels in the m
 fails is rejected with a reason and the others go on. A case on another grid than the
 contract's is rejected, never resampled: a benchmark's data is on its grid. Accepted cases are
 z-scored inside the brain mask and written in the prepared layout described in :mod:`.cases`,
-with ``dataset.json``, ``statistics.json`` (aggregates only) and the canonical manifest of
-``data/`` (:func:`sealbench.crypto.manifest.build_manifest`).
+with ``dataset.json``, ``statistics.json`` (:mod:`.statistics`: counts and the contract's
+grid, nothing computed from a case) and the canonical manifest of ``data/``
+(:func:`sealbench.crypto.manifest.build_manifest`).
 
 Everything is written into a hidden sibling ``.<out>.partial-<random>`` and renamed to ``out_dir``
 only when all of it succeeded, so a prepared dataset either appears whole or not at all.
@@ -50,7 +51,7 @@ from .contract import BratsContract
 from .errors import CaseContractError, CaseError, PreparationError
 from .layouts import RawLayout, folder_layout
 from .normalise import brain_mask, normalise_modalities
-from .statistics import DatasetStatistics, StatisticsAccumulator
+from .statistics import DatasetStatistics, dataset_statistics
 
 __all__ = [
     "DATA_DIR",
@@ -86,12 +87,13 @@ class CaseRejection(BaseModel):
 
 
 class PreparationReport(BaseModel):
-    """Outcome of one preparation (version 1); written to ``preparation_report.json``."""
+    """Outcome of one preparation (version 2: the statistics of version 2); written to
+    ``preparation_report.json``."""
 
     model_config = _FROZEN
 
     format: Literal["sealbench/brats-preparation-report"] = "sealbench/brats-preparation-report"
-    version: Literal[1] = 1
+    version: Literal[2] = 2
     contract_id: str
     contract_version: int
     #: The raw layout read (``brats2023`` or ``brats2021``, :mod:`.layouts`).
@@ -161,8 +163,8 @@ def _too_large(path: Path, contract: BratsContract) -> str:
     return f"grid {found}, but the contract expects {expected}"
 
 
-def _prepare_case(folder: Path, target: Path, contract: BratsContract, layout: RawLayout,
-                  stats: StatisticsAccumulator) -> str:
+def _prepare_case(folder: Path, target: Path, contract: BratsContract,
+                  layout: RawLayout) -> str:
     """Prepare one raw case folder into ``target``; returns the prepared case id."""
     if not layout.matches(folder.name):
         raise CaseContractError(
@@ -176,7 +178,6 @@ def _prepare_case(folder: Path, target: Path, contract: BratsContract, layout: R
     brain = brain_mask(case.modalities)
     if not brain.any():
         raise CaseContractError("every modality is zero (no brain voxels)")
-    stats.add(case.modalities, brain, case.seg)
     normalised = normalise_modalities(case.modalities)
     out = target / case.case_id
     out.mkdir(parents=True)
@@ -232,7 +233,6 @@ def _prepare_into(raw_dir: Path, tmp: Path, contract: BratsContract,
     layout = folder_layout([e for e in entries if e.is_dir() and not e.is_symlink()], contract)
     cases_dir = tmp / DATA_DIR / CASES_DIR
     cases_dir.mkdir(parents=True)
-    stats = StatisticsAccumulator(contract)
     accepted: list[str] = []
     rejected: list[CaseRejection] = []
     for done, entry in enumerate(entries, start=1):
@@ -240,7 +240,7 @@ def _prepare_into(raw_dir: Path, tmp: Path, contract: BratsContract,
             rejected.append(CaseRejection(case=entry.name, reason="not a case folder"))
         else:
             try:
-                accepted.append(_prepare_case(entry, cases_dir, contract, layout, stats))
+                accepted.append(_prepare_case(entry, cases_dir, contract, layout))
             except CaseError as exc:
                 if layout.matches(entry.name) and layout.case_id(entry.name) not in accepted:
                     shutil.rmtree(cases_dir / layout.case_id(entry.name), ignore_errors=True)
@@ -250,7 +250,7 @@ def _prepare_into(raw_dir: Path, tmp: Path, contract: BratsContract,
             progress(done, len(entries))
     if not accepted:
         raise NoValidCasesError(tuple(rejected))
-    statistics = stats.result()
+    statistics = dataset_statistics(contract, len(accepted), len(rejected))
     data = tmp / DATA_DIR
     (data / STATISTICS_FILE).write_bytes(statistics.to_canonical_json())
     (data / DATASET_FILE).write_bytes(canonical_json({

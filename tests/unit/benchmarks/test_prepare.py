@@ -5,23 +5,39 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import nibabel as nib
 import numpy as np
 import pytest
 
-from sealbench.benchmarks.brats import BratsContract, encode_nifti, load_case_from_bytes
+from sealbench.benchmarks.brats import (
+    BRATS_2023_GLI,
+    BratsContract,
+    encode_nifti,
+    load_case_from_bytes,
+)
 from sealbench.benchmarks.brats.cases import case_files_from_manifest_paths
-from sealbench.benchmarks.brats.errors import PreparationError
+from sealbench.benchmarks.brats.errors import (
+    PreparationError,
+    StatisticsError,
+    StatisticsVersionError,
+)
+from sealbench.benchmarks.brats.normalise import brain_mask
+from sealbench.benchmarks.brats.plugin import BratsBenchmark
 from sealbench.benchmarks.brats.prepare import (
     DATA_DIR,
     MANIFEST_FILE,
     NoValidCasesError,
     prepare_dataset,
 )
+from sealbench.benchmarks.brats.statistics import dataset_statistics, read_statistics
 from sealbench.benchmarks.brats.synthetic import case_id_for
+from sealbench.client.assets import dataset_registration
+from sealbench.crypto.digest import sha256_digest
 from sealbench.crypto.manifest import Manifest, build_manifest
 
 GOOD = [1, 2, 4, 5, 6]
@@ -139,7 +155,7 @@ def test_prepared_cases_load_from_memory_normalised(
         inside = image[image != 0]
         assert abs(float(inside.mean())) < 1e-2 and abs(float(inside.std()) - 1.0) < 1e-2
     stats = json.loads((data / "statistics.json").read_bytes())
-    assert stats["n_cases"] == len(GOOD) and stats["region_volume_mm3"] is not None
+    assert stats["n_cases"] == len(GOOD) and stats["n_rejected"] == 0
     assert case_id_for(1) not in json.dumps(stats)
 
 
@@ -151,13 +167,81 @@ def test_preparation_is_deterministic(raw_dataset: Callable[[list[int]], Path], 
     assert first.dataset_digest == second.dataset_digest
 
 
-def test_statistics_of_too_few_cases_are_withheld(
+def _numbers(doc: Any) -> Iterator[float]:
+    """Every number in a JSON document."""
+    if isinstance(doc, dict):
+        for value in doc.values():
+            yield from _numbers(value)
+    elif isinstance(doc, list):
+        for value in doc:
+            yield from _numbers(value)
+    elif isinstance(doc, int | float) and not isinstance(doc, bool):
+        yield float(doc)
+
+
+def _per_case_values(raw: Path, seeds: list[int], contract: BratsContract) -> list[float]:
+    """What version 1 published distributions of, case by case (region and brain volumes in
+    mm3, raw intensity means and standard deviations in the brain), and those distributions."""
+    voxel = float(np.prod(contract.spacing_mm))
+    columns: dict[str, list[float]] = {}
+    for seed in seeds:
+        images = {part: np.asarray(nib.Nifti1Image.from_bytes(
+            gzip.decompress(_path(raw, seed, part).read_bytes())).dataobj, dtype=np.float64)
+            for part in contract.parts}
+        seg = images.pop(contract.seg_name)
+        brain = brain_mask(images)
+        for region in ("WT", "TC", "ET"):
+            mask = contract.label_map.region_mask(seg.astype(np.uint8), region)
+            columns.setdefault(region, []).append(float(mask.sum()) * voxel)
+        columns.setdefault("brain", []).append(float(brain.sum()) * voxel)
+        for name, image in images.items():
+            columns.setdefault(f"{name} mean", []).append(float(image[brain].mean()))
+            columns.setdefault(f"{name} std", []).append(float(image[brain].std()))
+    values = [v for column in columns.values() for v in column]
+    for column in columns.values():
+        arr = np.asarray(column)
+        values += [float(arr.mean()), float(arr.std()),
+                   *(float(q) for q in np.quantile(arr, [0.25, 0.5, 0.75]))]
+    return [v for v in values if v != 0.0]
+
+
+def test_registration_statistics_hold_no_per_case_value(
         raw_dataset: Callable[[list[int]], Path], tmp_path: Path,
         small_contract: BratsContract) -> None:
-    report = prepare_dataset(raw_dataset(GOOD[:2]), tmp_path / "out", small_contract)
-    assert report.statistics.n_cases == 2
-    assert report.statistics.region_volume_mm3 is None
-    assert report.statistics.raw_intensity_mean is None
+    raw = raw_dataset([*GOOD, 10])
+    _path(raw, 10, "t2f").unlink()
+    per_case = _per_case_values(raw, GOOD, small_contract)
+    out = tmp_path / "prepared"
+    plugin = BratsBenchmark(small_contract)
+    prepared = plugin.prepare(raw, out)
+    assert len(prepared.accepted) == len(GOOD) and len(prepared.rejected) == 1
+    written = json.loads((out / DATA_DIR / "statistics.json").read_bytes())
+    # Only the allowed facts: counts and what the contract fixes for every case.
+    assert set(written) == {"format", "version", "n_cases", "n_rejected", "contract_id",
+                            "contract_version", "shape", "spacing_mm", "modalities",
+                            "label_map"}
+    assert written == dataset_statistics(small_contract, len(GOOD), 1).model_dump(mode="json")
+    assert written["version"] == 2 and prepared.statistics == written
+    # What registration sends holds the document, and no number computed from a case.
+    request = dataset_registration(out, "site", sha256_digest(b"result key"), None)
+    assert request.statistics["preparation"] == written
+    sent = list(_numbers(request.model_dump(mode="json")))
+    leaked = [v for v in sent if any(math.isclose(v, c, rel_tol=1e-6) for c in per_case)]
+    assert leaked == []
+
+
+def test_statistics_of_version_1_are_refused() -> None:
+    old = {"format": "sealbench/brats-statistics", "version": 1, "n_cases": 5,
+           "cases_with_region": {"WT": 5, "TC": 5, "ET": 4}, "region_volume_mm3": None,
+           "brain_volume_mm3": None, "raw_intensity_mean": None, "raw_intensity_std": None}
+    with pytest.raises(StatisticsVersionError, match=r"version 1.*prepare the dataset again"):
+        read_statistics(json.dumps(old).encode())
+    with pytest.raises(StatisticsError, match="not a sealbench/brats-statistics"):
+        read_statistics(b'{"format": "other", "version": 2}')
+    with pytest.raises(StatisticsError, match="not a valid version-2"):
+        read_statistics(b'{"format": "sealbench/brats-statistics", "version": 2, "n_cases": 1}')
+    current = dataset_statistics(BRATS_2023_GLI, 3, 0)
+    assert read_statistics(current.to_canonical_json()) == current
 
 
 def test_all_cases_rejected_leaves_nothing(raw_dataset: Callable[[list[int]], Path],
