@@ -46,6 +46,7 @@ EXTRA_OF_MODULE: Final[Mapping[str, str]] = MappingProxyType(
         "nibabel": "enclave",
         "numpy": "enclave",
         "onnxruntime": "enclave",
+        "opendp": "enclave",
         "scipy": "enclave",
         # gcp: the Google Cloud client libraries (also what talks to the mock's KMS and storage)
         "google": "gcp",

@@ -18,10 +18,10 @@ from sealbench.benchmarks.brats import (
     CaseResult,
     InferenceError,
     OnnxSegmenter,
-    aggregate,
     load_case_from_bytes,
     score_or_fail,
 )
+from sealbench.benchmarks.release import LocalExact
 from sealbench.client.results import download_result, open_result
 from sealbench.cloud import LocalBlobStore
 from sealbench.enclave.result import (
@@ -111,7 +111,9 @@ def test_too_few_cases_give_a_withheld_summary_and_the_owner_still_opens_every_c
     result = opened(world)
     expected = plain_results(world.prepared, world.model_bytes, small_contract)
     assert result.withheld and list(result.cases) == expected
-    assert result.aggregates == aggregate(expected, BRATS_2023_GLI_METRICS)  # local only
+    # the hospital's own exact figures, computed locally (never published)
+    assert result.aggregates == result.benchmark.summarise(expected, LocalExact())
+    assert result.aggregates.release.exact
 
 
 def test_owner_refuses_a_withheld_summary_the_rule_does_not_give(
@@ -133,8 +135,23 @@ def test_owner_refuses_a_withheld_summary_the_rule_does_not_give(
     with pytest.raises(ResultVerificationError, match="not as the small-cell rule withholds"):
         _check_consistent(forged, per_case)
     few = per_case.model_copy(update={"cases": per_case.cases[:3]})
-    with pytest.raises(ResultVerificationError, match="not the aggregate"):
+    with pytest.raises(ResultVerificationError, match="not a release of the sealed results"):
         _check_consistent(result.summary, few)
+
+
+def test_each_run_draws_fresh_noise(tmp_path: Path, five_prepared: Path,
+                                    world_factory: Any) -> None:
+    """The same cases and model twice: identical per-case results, but two different releases
+    (noise from the OS's randomness, drawn anew; no party can replay a draw)."""
+    world = world_factory(tmp_path / "w", prepared=five_prepared)
+    world.run()
+    first = opened(world)
+    world.run(world.with_spec(result_uri=f"file://{world.results('results-2')}"))
+    second = opened(world, world.results("results-2"))
+    assert first.per_case.to_bytes() == second.per_case.to_bytes()
+    one, two = first.aggregates.release, second.aggregates.release
+    assert [c.sum for c in one.columns] != [c.sum for c in two.columns]
+    assert [c.sd for c in one.columns] == [c.sd for c in two.columns]
 
 
 def test_rerun_gives_bit_identical_metrics_and_summary(world: Any) -> None:
@@ -167,7 +184,7 @@ def test_inference_failure_recorded_as_flagged_case_not_skipped(world: Any) -> N
     failures = [c for c in result.cases if isinstance(c, CaseFailure)]
     assert len(result.cases) == 3 and len(failures) == 1
     assert failures[0].flagged and "inference failed" in failures[0].reason
-    assert result.aggregates.n_failed == 1 and result.aggregates.n_scored == 2
+    assert sum(c.failed for c in result.cases) == 1  # the release enters it as Dice 0
 
 
 def test_undecodable_case_recorded_as_failed_case(
@@ -183,7 +200,6 @@ def test_undecodable_case_recorded_as_failed_case(
     failures = [c for c in result.cases if isinstance(c, CaseFailure)]
     assert [f.case_id for f in failures] == [victim.name]
     assert "could not be loaded" in failures[0].reason
-    assert result.aggregates.n_failed == 1
 
 
 def test_prediction_with_wrong_labels_is_flagged_failure(world: Any) -> None:
