@@ -1,10 +1,12 @@
 """WDBC as a :class:`~sealbench.benchmarks.interface.Benchmark` plug-in: ``wdbc/1``.
 
 Breast-cancer diagnosis from fine-needle aspirate features (:mod:`.data`): each case is one row
-of 30 features and a benign/malignant label, a model returns P(malignant), and the summary is
-dataset-level (:mod:`.summary`): AUROC with a DeLong 95% interval, sensitivity and specificity at
-the fixed threshold 0.5, Brier score, calibration, and the statistics to pool sites. Declared in
-the entry-point group ``sealbench.benchmarks`` as ``wdbc`` (``pyproject.toml``).
+of 30 features and a benign/malignant label, a model returns P(malignant), and the public
+summary is a differentially private release (:mod:`.summary`: the Brier score and per-class
+counts in 20 logit-spaced score bins, at epsilon 1, delta 1e-6 per release) from which AUROC,
+sensitivity and specificity at the fixed threshold 0.5 and the Brier score are computed, for a
+site and pooled over sites. Declared in the entry-point group ``sealbench.benchmarks`` as
+``wdbc`` (``pyproject.toml``).
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ from typing import Any, Final
 import numpy as np
 
 from sealbench.benchmarks import interface as api
+from sealbench.benchmarks import release as rel
 
+from . import binned
 from . import summary as s
 from .data import SITES, WdbcCase, load_wdbc, split_cases, write_raw_csv
-from .metrics import CALIBRATION_BINS, HISTOGRAM_BINS
 from .model import MODEL_CONTRACT, OnnxClassifier, Prediction, check_model
 from .prepared import CONTRACT, LAYOUT, RAW_FILE, WdbcLayout, open_dataset, prepare
 
@@ -30,7 +33,7 @@ __all__ = ["PLUGIN", "PLUGIN_REF", "SHIPPED_MODELS", "WdbcBenchmark"]
 PLUGIN_REF: Final = api.PluginRef("wdbc", "1")
 #: The registry name of the shipped definition.
 DEFINITION_NAME: Final = "wdbc-diagnosis"
-#: Cases a published summary must describe at least (issue 15 enforces it).
+#: The fewest cases the benchmark admits in a published summary (issue 15 enforces it).
 SMALL_CELL_MINIMUM: Final = 10
 
 #: The shipped models (``model/<name>.onnx``), reference first, bound by the SHA-256 recorded
@@ -50,22 +53,28 @@ _H, _L, _N = api.Direction.HIGHER, api.Direction.LOWER, api.Direction.NEUTRAL
 PRESENTATION: Final = api.Presentation(
     metrics=(
         api.MetricSpec("auroc", "AUROC", "", _H, True,
-                       "area under the ROC curve, DeLong 95% interval"),
+                       "area under the ROC curve on 20 logit-spaced score bins (same-bin pairs "
+                       "count 1/2), differentially private release; 95% interval with release "
+                       "noise and DeLong sampling error"),
         api.MetricSpec("sensitivity", "Sensitivity", "", _H, True,
-                       f"malignant cases called malignant at P >= {s.THRESHOLD} (Wilson 95%)"),
+                       f"malignant cases called malignant at P >= {s.THRESHOLD}, differentially "
+                       "private release; 95% interval with release noise and sampling error"),
         api.MetricSpec("specificity", "Specificity", "", _H, True,
-                       f"benign cases called benign at P < {s.THRESHOLD} (Wilson 95%)"),
-        api.MetricSpec("brier", "Brier", "", _L, True, "mean squared error of P(malignant)"),
+                       f"benign cases called benign at P < {s.THRESHOLD}, differentially "
+                       "private release; 95% interval with release noise and sampling error"),
+        api.MetricSpec("brier", "Brier", "", _L, True,
+                       "mean squared error of P(malignant) (an unlabelled case counts 1), "
+                       "differentially private release"),
         api.MetricSpec("ece", "ECE", "", _L, True,
-                       f"expected calibration error over {CALIBRATION_BINS} equal bins"),
+                       "expected calibration error: not released under differential privacy"),
         api.MetricSpec("calibration_slope", "Cal. slope", "", _N, True,
-                       "logistic recalibration slope (1 is ideal)"),
+                       "logistic recalibration slope: not released under differential privacy"),
         api.MetricSpec("n_cases", "Cases", "cases", _N, True, "cases evaluated"),
     ),
     groups=(),
     headline=api.MetricRef("auroc"),
     columns=(api.MetricRef("auroc"), api.MetricRef("sensitivity"),
-             api.MetricRef("specificity"), api.MetricRef("brier"), api.MetricRef("ece")),
+             api.MetricRef("specificity"), api.MetricRef("brier")),
 )
 
 
@@ -90,13 +99,16 @@ class WdbcBenchmark:
         self.description = (
             "Breast-cancer diagnosis on the Wisconsin Diagnostic Breast Cancer data (real "
             "cases: 30 features of a digitised fine-needle aspirate, benign or malignant); "
-            "models output P(malignant); scored on the whole dataset: AUROC (DeLong 95% CI), "
-            f"sensitivity and specificity at P >= {s.THRESHOLD}, Brier score, calibration "
-            "(reliability table, ECE, slope, intercept).")
+            "models output P(malignant); scored on the whole dataset and published as a "
+            "differentially private release (epsilon "
+            f"{s.RELEASE_SPEC.epsilon:g}, delta {s.RELEASE_SPEC.delta:g} per release): AUROC on "
+            f"20 logit-spaced score bins, sensitivity and specificity at P >= {s.THRESHOLD}, "
+            "Brier score, each with a 95% interval including the release noise.")
         self.presentation = PRESENTATION
         self.model_contract = MODEL_CONTRACT
         self.layout = LAYOUT
         self.small_cell_minimum = SMALL_CELL_MINIMUM
+        self.release_spec = s.RELEASE_SPEC
         self.shipped_models = SHIPPED_MODELS
 
     # -- data contract -------------------------------------------------------------------------
@@ -105,11 +117,17 @@ class WdbcBenchmark:
         return CONTRACT.model_dump(mode="json")
 
     def metrics_spec(self) -> api.JsonObject:
-        return {"summary": s.SUMMARY_ID, "version": 1, "threshold": s.THRESHOLD,
-                "positive_class": "malignant", "auroc_interval": "delong",
-                "proportion_interval": "wilson", "calibration_bins": CALIBRATION_BINS,
-                "histogram_bins": HISTOGRAM_BINS,
-                "failed_case_score": "the worst: 0 if malignant, 1 if benign"}
+        spec = self.release_spec
+        return {"summary": s.SUMMARY_ID, "version": s.SUMMARY_VERSION,
+                "threshold": s.THRESHOLD, "positive_class": "malignant",
+                "score_bins": binned.SCORE_BIN_SCHEME,
+                "release": {"columns": [c.key for c in spec.columns],
+                            "categories": {c.key: list(c.keys) for c in spec.categories},
+                            "epsilon": spec.epsilon, "delta": spec.delta},
+                "auroc_interval": "release noise (delta method) + DeLong on the bins",
+                "proportion_interval": "release noise (delta method) + binomial (Wilson centre)",
+                "failed_case_score": "the worst: 0 if malignant, 1 if benign; unlabelled: "
+                                     "Brier 1"}
 
     def prepare(self, raw_dir: Path, out_dir: Path, *, progress: api.ProgressFn | None = None,
                 strict: bool = False) -> api.Prepared:
@@ -144,17 +162,16 @@ class WdbcBenchmark:
     def failure(self, case_id: str, reason: str) -> s.WdbcCaseResult:
         return s.WdbcCaseResult(case_id=case_id, malignant=None, score=None, reason=reason)
 
-    def summarise(self, results: Sequence[api.CaseResult]) -> s.WdbcSummary:
+    def summarise(self, results: Sequence[api.CaseResult],
+                  noise: rel.NoiseSource) -> s.WdbcSummary:
         if not all(isinstance(r, s.WdbcCaseResult) for r in results):
             raise TypeError("results of another benchmark cannot be summarised here")
-        return s.summarise(results, str(self.ref))
+        return s.summarise(results, str(self.ref), noise, self.release_spec)
 
     def parse_summary(self, doc: Mapping[str, Any]) -> s.WdbcSummary:
-        summary = s.parse_summary(doc)
+        summary = s.parse_summary(doc, self.release_spec)
         if summary.plugin != str(self.ref):
             raise api.SummaryError(f"summary of {summary.plugin}, expected {self.ref}")
-        if summary.n_scored + summary.n_failed != summary.n_cases or summary.n_cases < 1:
-            raise api.SummaryError("the summary's case counts are inconsistent")
         return summary
 
     def parse_case_result(self, doc: Mapping[str, Any]) -> s.WdbcCaseResult:
@@ -169,7 +186,7 @@ class WdbcBenchmark:
         ours = [x for x in summaries if isinstance(x, s.WdbcSummary)]
         if len(ours) != len(summaries):
             raise TypeError("summaries of another benchmark")
-        return s.pool(ours)
+        return s.pool(ours, self.release_spec)
 
     # -- shipped models, definitions and demo data ---------------------------------------------
 

@@ -1,39 +1,53 @@
-"""Per-case results (sealed to the data owner) and the public summary of a WDBC run.
+"""Per-case results (sealed to the data owner) and the public summary of a WDBC run: a
+differentially private release, and the figures and pooled figures computed from it alone.
 
 A case's result is its label and the model's P(malignant), or a flagged failure with its
 reason. **Failures are penalised, never dropped**: a case whose label is known (its inference
-failed or gave no probability) enters every metric with the worst score, 0 for a malignant case
-and 1 for a benign one; a case that could not even be loaded has no label, so it is counted in
-``n_failed`` and ``n_unlabelled`` and cannot enter a metric (prepared datasets are validated
-and authenticated, so this takes a damaged preparation).
+failed or gave no probability) enters with the worst score, 0 for a malignant case and 1 for a
+benign one; a case that could not even be loaded has no label and is counted as
+``unlabelled`` (prepared datasets are validated and authenticated, so this takes a damaged
+preparation).
 
-The summary (``sealbench/wdbc-summary`` version 1, canonical JSON) holds dataset-level figures
-only (:mod:`.metrics`): AUROC with its DeLong 95% interval, sensitivity and specificity at the
-benchmark's threshold with Wilson intervals, Brier score, the reliability table with ECE and
-the calibration slope and intercept, and the pooling statistics (per-class score histograms on
-a fixed grid, confusion counts, squared-error sum) from which :func:`pool` combines sites.
+**The release** (:data:`RELEASE_SPEC`, part of the pin; :mod:`sealbench.benchmarks.release`):
+per case, one bounded column ``brier`` in [0, 1], the squared error of the penalised score (an
+unlabelled case contributes 1, the worst), and one category block ``score`` whose keys are
+``m00..m19`` (a malignant case by score bin), ``b00..b19`` (a benign case by score bin) and
+``unlabelled``; the bins are :data:`.binned.SCORE_BIN_SCHEME` (20 bins equally spaced in logit
+space, 0.5 an edge). Every sum carries Gaussian noise at ε = 1, δ = 1e-6 per release.
 
-**Small cells** (issue 15): no histogram cell or reliability-table row holds fewer than
-:data:`BIN_MINIMUM` (3) cases. Adjacent bins are **merged** (:func:`merge_cells`: in score
-order, a cell closes once it reaches the minimum, a remainder joins the last cell; the cells
-partition the grid); a class, or a table, with fewer cases than the minimum is one cell over
-the whole grid (its count is already in the summary) and a score sum of fewer cases is left out
-(``None``). :func:`parse_summary` refuses a summary that breaks this. Pooling loses only
-within-cell order: the pooled AUROC counts a (malignant, benign) pair in overlapping cells as a
-tie (its error is at most :func:`auroc_binning_bound`), and the pooled ECE is the ECE on the
-coarsest partition of the reliability grid that every site's cells respect
-(:func:`ece_partition`).
+The summary (``sealbench/wdbc-summary`` version 2, canonical JSON)::
+
+    summary_id, version  "sealbench/wdbc-summary", 2
+    plugin               the plug-in pin ("wdbc/1")
+    n_cases              the case count (public: registered with the dataset)
+    threshold            0.5, the operating threshold (a bin edge)
+    score_bins           the bins' scheme (SCORE_BIN_SCHEME)
+    release              the sealbench/dp-release document
+
+Nothing else is computed from the cases: no exact AUROC, class count or reliability table (at
+small n each was a case). Version 1's figures and small-cell merging are gone; noise replaces
+the merge.
+
+**Figures** (:func:`figures`, :func:`pool`; post-processing of releases, :mod:`.binned`): AUROC,
+sensitivity and specificity at 0.5 from the noisy bins, the Brier score ``brier sum / n_cases``
+(:func:`~sealbench.benchmarks.release.pooled_mean`), the case count; each with a 95% interval
+adding the release noise to the sampling error. A figure that is uninformative (a class total
+under 3 noise standard deviations, or an interval wider than half the range) has the value
+None: it is neither shown nor ranked. ECE and the calibration slope are not in the release:
+their figures are None (the keys stay for older clients). Pooling adds the sites' noisy cells
+(unbiased) and noise variances.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
-from itertools import pairwise
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Self
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from sealbench.benchmarks import release as rel
 from sealbench.benchmarks.interface import (
     Figure,
     JsonObject,
@@ -43,31 +57,57 @@ from sealbench.benchmarks.interface import (
 )
 from sealbench.crypto.canonical import canonical_json
 
-from . import metrics as m
+from . import binned
 
 __all__ = [
-    "BIN_MINIMUM",
+    "BRIER",
+    "RELEASE_SPEC",
+    "SCORE",
+    "SCORE_KEYS",
     "SUMMARY_ID",
+    "SUMMARY_VERSION",
     "THRESHOLD",
-    "CalibrationSummary",
-    "ProportionSummary",
+    "UNLABELLED",
     "WdbcCaseResult",
     "WdbcSummary",
     "auroc_binning_bound",
-    "ece_partition",
+    "contributions",
+    "counts_of",
     "figures",
-    "merge_cells",
     "parse_case_result",
     "parse_summary",
     "pool",
+    "release_spec",
     "summarise",
 ]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 SUMMARY_ID: Final = "sealbench/wdbc-summary"
-#: The benchmark's fixed operating threshold on P(malignant).
+SUMMARY_VERSION: Final = 2
+#: The benchmark's fixed operating threshold on P(malignant) (a score bin edge).
 THRESHOLD: Final = 0.5
 _MAX_DOC: Final = 1 << 20
+#: The release's bounded column and category block.
+BRIER: Final = "brier"
+SCORE: Final = "score"
+UNLABELLED: Final = "unlabelled"
+#: The score block's keys: malignant by bin, benign by bin, then the unlabelled.
+SCORE_KEYS: Final[tuple[str, ...]] = (
+    *(f"m{k:02d}" for k in range(binned.SCORE_BINS)),
+    *(f"b{k:02d}" for k in range(binned.SCORE_BINS)),
+    UNLABELLED)
+
+
+def release_spec(*, epsilon: float = rel.DEFAULT_EPSILON,
+                 delta: float = rel.DEFAULT_DELTA) -> rel.ReleaseSpec:
+    """The Brier column and the score-bin block at ``epsilon``, ``delta`` per release."""
+    return rel.ReleaseSpec(columns=(rel.Column(BRIER, 0.0, 1.0),),
+                           categories=(rel.Category(SCORE, SCORE_KEYS),),
+                           epsilon=epsilon, delta=delta)
+
+
+#: What every WDBC release holds and costs (the plug-in's ``release_spec``).
+RELEASE_SPEC: Final = release_spec()
 
 
 class WdbcCaseResult(BaseModel):
@@ -85,208 +125,48 @@ class WdbcCaseResult(BaseModel):
         return self.score is None
 
     def penalised_score(self) -> float | None:
-        """The score the metrics use: the model's, or the worst one for a failed case."""
-        if self.score is not None:
-            return self.score
+        """The score the metrics use: the model's, or the worst one for a failed case (or one
+        whose score is no probability)."""
         if self.malignant is None:
             return None
+        if self.score is not None and math.isfinite(self.score) and 0 <= self.score <= 1:
+            return self.score
         return 0.0 if self.malignant else 1.0
 
     def to_json(self) -> JsonObject:
         return self.model_dump(mode="json")
 
 
-class AurocSummary(BaseModel):
-    model_config = _FROZEN
-
-    method: Literal["delong"] = "delong"
-    value: float | None
-    ci_low: float | None
-    ci_high: float | None
-    std_error: float | None
-
-
-class ProportionSummary(BaseModel):
-    model_config = _FROZEN
-
-    method: Literal["wilson"] = "wilson"
-    value: float | None
-    ci_low: float | None
-    ci_high: float | None
-    successes: int
-    trials: int
-
-
-# -- small cells (issue 15) ----------------------------------------------------------------------
-
-#: The fewest cases a published histogram cell or reliability-table row may hold.
-BIN_MINIMUM: Final = 3
-
-
-class HistogramCell(BaseModel):
-    """Cases of one class whose score falls in bins ``first`` to ``last`` of the pooling grid."""
-
-    model_config = _FROZEN
-
-    first: int
-    last: int
-    n: int
-
-
-class ScoreCell(BaseModel):
-    """Cases of both classes in bins ``first`` to ``last`` and the sum of their scores (None
-    when the cell is under :data:`BIN_MINIMUM`: a sum of one score is that score)."""
-
-    model_config = _FROZEN
-
-    first: int
-    last: int
-    n: int
-    score_sum: float | None
-
-
-def merge_cells(counts: Sequence[int], minimum: int = BIN_MINIMUM) -> tuple[tuple[int, int], ...]:
-    """The cells (``first``, ``last`` occupied bin) that **merge** adjacent occupied bins of
-    ``counts`` so each holds at least ``minimum`` cases: bins are taken in order and a cell
-    closes once it reaches the minimum; a remainder under it joins the last cell. When the
-    total is under the minimum the whole grid is one cell (its count is the class's, already in
-    the summary, and it tells nothing of where the scores lie)."""
-    cells: list[tuple[int, int]] = []
-    start, held = -1, 0
-    for index, count in enumerate(counts):
-        if count and start < 0:
-            start = index
-        held += count
-        if held >= minimum:
-            cells.append((start, index))
-            start, held = -1, 0
-    if not cells:
-        return ((0, len(counts) - 1),)
-    if held:
-        last = max(i for i, c in enumerate(counts) if c)
-        cells[-1] = (cells[-1][0], last)
-    return tuple(cells)
-
-
-def _cells_of(counts: Sequence[int]) -> tuple[HistogramCell, ...]:
-    return tuple(HistogramCell(first=a, last=b, n=int(sum(counts[a:b + 1])))
-                 for a, b in merge_cells(counts))
-
-
-def _score_cells(counts: Sequence[int], sums: Sequence[float]) -> tuple[ScoreCell, ...]:
-    out = []
-    for a, b in merge_cells(counts):
-        n = int(sum(counts[a:b + 1]))
-        out.append(ScoreCell(first=a, last=b, n=n,
-                             score_sum=float(sum(sums[a:b + 1])) if n >= BIN_MINIMUM else None))
-    return tuple(out)
-
-
-def _check_partition(cells: Sequence[HistogramCell | ScoreCell], bins: int, what: str) -> None:
-    if not cells or any(c.first > c.last or c.first < 0 or c.last >= bins or c.n < 0
-                        for c in cells):
-        raise ValueError(f"{what}: a malformed cell")
-    for before, after in pairwise(cells):
-        if after.first <= before.last:
-            raise ValueError(f"{what}: the cells overlap or are out of order")
-    small = [c for c in cells if c.n < BIN_MINIMUM]
-    if small and (len(cells) > 1 or cells[0].first != 0 or cells[0].last != bins - 1):
-        raise ValueError(f"{what}: a cell holds fewer than {BIN_MINIMUM} cases")
-
-
-class CalibrationBinSummary(BaseModel):
-    model_config = _FROZEN
-
-    low: float
-    high: float
-    n: int
-    mean_score: float | None
-    observed: float | None
-
-
-class CalibrationSummary(BaseModel):
-    """The reliability table's rows merged to at least :data:`BIN_MINIMUM` cases each (no row
-    when the site has fewer), with the site's ECE, slope and intercept."""
-
-    model_config = _FROZEN
-
-    bins: tuple[CalibrationBinSummary, ...]
-    ece: float
-    slope: float | None
-    intercept: float | None
-
-    @model_validator(mode="after")
-    def _small_cells(self) -> CalibrationSummary:
-        if any(b.n < BIN_MINIMUM for b in self.bins):
-            raise ValueError(f"a reliability row holds fewer than {BIN_MINIMUM} cases")
-        return self
-
-
-def _merged_table(table: Sequence[m.CalibrationBin]) -> tuple[CalibrationBinSummary, ...]:
-    counts = [b.n for b in table]
-    if sum(counts) < BIN_MINIMUM:
-        return ()
-    rows = []
-    for a, b in merge_cells(counts):
-        part = [x for x in table[a:b + 1] if x.n]
-        n = sum(x.n for x in part)
-        rows.append(CalibrationBinSummary(
-            low=table[a].low, high=table[b].high, n=n,
-            mean_score=sum(x.n * (x.mean_score or 0.0) for x in part) / n,
-            observed=sum(x.n * (x.observed or 0.0) for x in part) / n))
-    return tuple(rows)
-
-
-class PoolingSummary(BaseModel):
-    """Sufficient statistics for pooling (see :class:`.metrics.PoolingStatistics`), with the
-    histograms merged into cells of at least :data:`BIN_MINIMUM` cases: per class the case
-    counts, for both classes together the counts and score sums (for the ECE)."""
-
-    model_config = _FROZEN
-
-    bins: int
-    positives: tuple[HistogramCell, ...]
-    negatives: tuple[HistogramCell, ...]
-    scores: tuple[ScoreCell, ...]
-    tp: int
-    fp: int
-    tn: int
-    fn: int
-    squared_error_sum: float
-
-    @model_validator(mode="after")
-    def _small_cells(self) -> PoolingSummary:
-        if self.bins < 1:
-            raise ValueError("no grid")
-        _check_partition(self.positives, self.bins, "positives")
-        _check_partition(self.negatives, self.bins, "negatives")
-        _check_partition(self.scores, self.bins, "scores")
-        if any((c.score_sum is None) != (c.n < BIN_MINIMUM) for c in self.scores):
-            raise ValueError("scores: a sum of fewer cases than the minimum, or one missing")
-        return self
-
-
 class WdbcSummary(BaseModel):
-    """The public summary of one run (version 1)."""
+    """The public summary of one run (version 2): the pin, the case count, the threshold, the
+    bins and the release. Every figure is computed from ``release``."""
 
     model_config = _FROZEN
 
     summary_id: Literal["sealbench/wdbc-summary"] = "sealbench/wdbc-summary"
-    version: Literal[1] = 1
+    version: Literal[2] = 2
     plugin: str
-    n_cases: int
-    n_scored: int
-    n_failed: int
-    n_unlabelled: int
-    n_malignant: int
-    n_benign: int
-    threshold: float
-    auroc: AurocSummary
-    sensitivity: ProportionSummary
-    specificity: ProportionSummary
-    brier: float | None
-    calibration: CalibrationSummary | None
-    pooling: PoolingSummary | None
+    n_cases: int = Field(ge=1)
+    threshold: float = THRESHOLD
+    score_bins: str = binned.SCORE_BIN_SCHEME
+    release: rel.Release
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.threshold != THRESHOLD:
+            raise ValueError(f"the threshold is {THRESHOLD} (a bin edge), not {self.threshold}")
+        if self.score_bins != binned.SCORE_BIN_SCHEME:
+            raise ValueError(f"the score bins are {binned.SCORE_BIN_SCHEME!r}")
+        if self.n_cases != self.release.n_cases:
+            raise ValueError("the summary's case count is not its release's")
+        try:
+            self.release.column(BRIER)
+            block = self.release.category(SCORE)
+        except KeyError as exc:
+            raise ValueError(f"the release holds no {exc}") from exc
+        if block.keys != SCORE_KEYS:
+            raise ValueError("the release's score block has other keys")
+        return self
 
     def to_json(self) -> JsonObject:
         return self.model_dump(mode="json")
@@ -295,65 +175,50 @@ class WdbcSummary(BaseModel):
         return canonical_json(self.to_json())
 
 
-def _proportion(p: m.Proportion) -> ProportionSummary:
-    return ProportionSummary(value=p.value, ci_low=p.ci_low, ci_high=p.ci_high,
-                             successes=p.successes, trials=p.trials)
+def contributions(results: Sequence[WdbcCaseResult]) -> np.ndarray:
+    """One row per case in :data:`RELEASE_SPEC`'s order: the squared error of its penalised
+    score (1 when unlabelled), then its one-hot score key."""
+    rows = np.zeros((len(results), 1 + len(SCORE_KEYS)), dtype=np.float64)
+    for i, result in enumerate(results):
+        score = result.penalised_score()
+        if score is None:
+            rows[i, 0] = 1.0
+            rows[i, len(SCORE_KEYS)] = 1.0
+            continue
+        label = 1.0 if result.malignant else 0.0
+        rows[i, 0] = (score - label) ** 2
+        offset = 0 if result.malignant else binned.SCORE_BINS
+        rows[i, 1 + offset + binned.score_bin(score)] = 1.0
+    return rows
 
 
-def summarise(results: Sequence[Any], plugin: str, threshold: float = THRESHOLD) -> WdbcSummary:
-    """The public summary of every case's result (``ValueError`` for none)."""
+def summarise(results: Sequence[Any], plugin: str, noise: rel.NoiseSource,
+              spec: rel.ReleaseSpec = RELEASE_SPEC) -> WdbcSummary:
+    """The public summary of every case's result: one release under ``spec`` with noise from
+    ``noise`` (``ValueError`` for no results)."""
     if not results:
         raise ValueError("cannot summarise zero cases")
     rows = [r if isinstance(r, WdbcCaseResult) else WdbcCaseResult.model_validate(r.to_json())
             for r in results]
-    labelled = [(r.malignant, r.penalised_score()) for r in rows if r.malignant is not None]
-    y = np.array([1.0 if label else 0.0 for label, _ in labelled])
-    p = np.array([score for _, score in labelled], dtype=np.float64)
-    n_failed = sum(r.failed for r in rows)
-    n_malignant = int(y.sum())
-    common: dict[str, Any] = {
-        "plugin": plugin, "n_cases": len(rows), "n_scored": len(rows) - n_failed,
-        "n_failed": n_failed, "n_unlabelled": len(rows) - len(labelled),
-        "n_malignant": n_malignant, "n_benign": len(labelled) - n_malignant,
-        "threshold": threshold}
-    if not labelled:
-        empty = ProportionSummary(value=None, ci_low=None, ci_high=None, successes=0, trials=0)
-        return WdbcSummary(
-            **common, auroc=AurocSummary(value=None, ci_low=None, ci_high=None, std_error=None),
-            sensitivity=empty, specificity=empty, brier=None, calibration=None, pooling=None)
-    auc = m.auroc(y, p)
-    cal = m.calibration(y, p)
-    stats = m.pooling_statistics(y, p, threshold)
-    c = stats.confusion
-    return WdbcSummary(
-        **common,
-        auroc=AurocSummary(value=auc.value, ci_low=auc.ci_low, ci_high=auc.ci_high,
-                           std_error=auc.std_error),
-        sensitivity=_proportion(c.sensitivity),
-        specificity=_proportion(c.specificity),
-        brier=m.brier_score(y, p),
-        calibration=CalibrationSummary(
-            bins=_merged_table(cal.bins),
-            ece=cal.ece, slope=cal.slope, intercept=cal.intercept),
-        pooling=PoolingSummary(
-            bins=stats.bins, positives=_cells_of(stats.positives),
-            negatives=_cells_of(stats.negatives),
-            scores=_score_cells(
-                [a + b for a, b in zip(stats.positives, stats.negatives, strict=True)],
-                [a + b for a, b in zip(stats.positive_score_sums, stats.negative_score_sums,
-                                       strict=True)]),
-            tp=c.tp, fp=c.fp, tn=c.tn, fn=c.fn, squared_error_sum=stats.squared_error_sum),
-    )
+    made = rel.release(contributions(rows), spec, noise)
+    return WdbcSummary(plugin=plugin, n_cases=made.n_cases, release=made)
 
 
-def parse_summary(doc: Mapping[str, Any]) -> WdbcSummary:
-    """A summary JSON object validated against the schema; :class:`SummaryError`."""
+def parse_summary(doc: Mapping[str, Any], spec: rel.ReleaseSpec = RELEASE_SPEC) -> WdbcSummary:
+    """A summary JSON object validated against the schema, whose release is of ``spec`` (its
+    content and privacy loss: a summary of another ε, or an exact one, is refused);
+    :class:`SummaryError`."""
     try:
         if len(canonical_json(dict(doc))) > _MAX_DOC:
             raise SummaryError("the summary is larger than 1 MiB")
-        return WdbcSummary.model_validate(dict(doc))
+        summary = WdbcSummary.model_validate(dict(doc))
     except (ValidationError, ValueError, TypeError) as exc:
-        raise SummaryError(f"not a {SUMMARY_ID} version 1 document") from exc
+        raise SummaryError(f"not a {SUMMARY_ID} version {SUMMARY_VERSION} document") from exc
+    if not summary.release.matches(spec):
+        raise SummaryError(
+            f"the summary's release is not the one declared (content or privacy loss: epsilon "
+            f"{spec.epsilon}, delta {spec.delta} per release{', exact' if spec.exact else ''})")
+    return summary
 
 
 def parse_case_result(doc: Mapping[str, Any]) -> WdbcCaseResult:
@@ -364,138 +229,72 @@ def parse_case_result(doc: Mapping[str, Any]) -> WdbcCaseResult:
         raise SummaryError("not a WDBC per-case result") from exc
 
 
-def figures(summary: WdbcSummary) -> tuple[Figure, ...]:
-    """The presentation's values of ``summary``."""
-    cal = summary.calibration
+# -- figures from releases -----------------------------------------------------------------------
+
+
+def counts_of(release: rel.Release) -> binned.Counts:
+    """The noisy per-class bin counts of one release and their noise variance."""
+    block = release.category(SCORE)
+    bins = binned.SCORE_BINS
+    return binned.Counts(tuple(block.counts[:bins]), tuple(block.counts[bins:2 * bins]),
+                         block.sd ** 2)
+
+
+def _brier(releases: Sequence[rel.Release]) -> Figure:
+    est = rel.pooled_mean([r.column(BRIER) for r in releases], [r.n_cases for r in releases])
+    half = rel.Z95 * math.hypot(est.noise_se, est.sampling_se)
+    noisy = any(not r.exact for r in releases)
+    value = None if noisy and 2 * half > 0.5 * (est.bounds[1] - est.bounds[0]) else est.shown
+    return Figure(MetricRef("brier"), value, est.low, est.high)
+
+
+def _pooled_counts(releases: Sequence[rel.Release]) -> binned.Counts:
+    counts = counts_of(releases[0])
+    for other in releases[1:]:
+        counts = counts + counts_of(other)
+    return counts
+
+
+def _figures(releases: Sequence[rel.Release]) -> tuple[Figure, ...]:
+    counts = _pooled_counts(releases)
     return (
-        Figure(MetricRef("auroc"), summary.auroc.value, summary.auroc.ci_low,
-               summary.auroc.ci_high),
-        Figure(MetricRef("sensitivity"), summary.sensitivity.value, summary.sensitivity.ci_low,
-               summary.sensitivity.ci_high),
-        Figure(MetricRef("specificity"), summary.specificity.value, summary.specificity.ci_low,
-               summary.specificity.ci_high),
-        Figure(MetricRef("brier"), summary.brier),
-        Figure(MetricRef("ece"), None if cal is None else cal.ece),
-        Figure(MetricRef("calibration_slope"), None if cal is None else cal.slope),
-        Figure(MetricRef("n_cases"), float(summary.n_cases)),
+        binned.auroc(counts).figure(MetricRef("auroc")),
+        binned.sensitivity(counts).figure(MetricRef("sensitivity")),
+        binned.specificity(counts).figure(MetricRef("specificity")),
+        _brier(releases),
+        # not released under differential privacy (the keys stay for older clients)
+        Figure(MetricRef("ece"), None),
+        Figure(MetricRef("calibration_slope"), None),
+        Figure(MetricRef("n_cases"), float(sum(r.n_cases for r in releases))),
     )
 
 
-def _cell_arrays(cells: Sequence[HistogramCell]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return (np.array([c.first for c in cells], dtype=np.int64),
-            np.array([c.last for c in cells], dtype=np.int64),
-            np.array([c.n for c in cells], dtype=np.float64))
+def figures(summary: WdbcSummary) -> tuple[Figure, ...]:
+    """The presentation's values of ``summary`` (one site: :func:`pool` of it alone)."""
+    return _figures([summary.release])
 
 
-def _pair_matrix(pos: Sequence[HistogramCell], neg: Sequence[HistogramCell]
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """For every (malignant cell, benign cell): 1 when the malignant one lies above, 1/2 when
-    they overlap (a tie), 0 below; and which pairs overlap."""
-    p_lo, p_hi, p_n = _cell_arrays(pos)
-    n_lo, n_hi, n_n = _cell_arrays(neg)
-    above = p_lo[:, None] > n_hi[None, :]
-    below = p_hi[:, None] < n_lo[None, :]
-    overlap = ~above & ~below
-    return above + 0.5 * overlap, overlap, p_n, n_n
+def _releases(summaries: Sequence[WdbcSummary], spec: rel.ReleaseSpec) -> list[rel.Release]:
+    if not summaries:
+        raise ValueError("pooling needs at least one summary")
+    if any(not s.release.matches(spec) for s in summaries):
+        raise ValueError("the summaries' releases are not all of the declared content and "
+                         f"privacy loss (epsilon {spec.epsilon}, delta {spec.delta})")
+    return [s.release for s in summaries]
 
 
-def _binned_auroc(pos: Sequence[HistogramCell], neg: Sequence[HistogramCell]) -> m.Auroc:
-    """AUROC and DeLong interval of scores known only by cell (cases in overlapping cells
-    tie)."""
-    score, _, p_n, n_n = _pair_matrix(pos, neg)
-    n_pos, n_neg = float(p_n.sum()), float(n_n.sum())
-    if n_pos == 0 or n_neg == 0:
-        return m.Auroc(None, None, None, None)
-    v10 = score @ n_n / n_neg  # per malignant cell, for each case in it
-    v01 = p_n @ score / n_pos  # per benign cell, for each case in it
-    value = float((p_n * v10).sum() / n_pos)
-    if n_pos < 2 or n_neg < 2:
-        return m.Auroc(value, None, None, None)
-    s10 = float((p_n * (v10 - value) ** 2).sum() / (n_pos - 1))
-    s01 = float((n_n * (v01 - value) ** 2).sum() / (n_neg - 1))
-    se = float(np.sqrt(s10 / n_pos + s01 / n_neg))
-    return m.Auroc(value, max(0.0, value - m.Z95 * se), min(1.0, value + m.Z95 * se), se)
+def pool(summaries: Sequence[WdbcSummary], spec: rel.ReleaseSpec = RELEASE_SPEC
+         ) -> PooledFigures:
+    """Pool sites from their releases: the noisy cells added cell by cell (unbiased), the
+    figures of :func:`figures` on the pooled cells, intervals combining every site's noise
+    (variances add) and sampling. ``ValueError`` for no summary or a release not of ``spec``."""
+    releases = _releases(summaries, spec)
+    n = sum(r.n_cases for r in releases)
+    return PooledFigures(figures=_figures(releases), n_sites=len(releases), n_cases=n)
 
 
-def _present(summaries: Sequence[WdbcSummary]) -> list[PoolingSummary]:
-    stats = [s.pooling for s in summaries]
-    if not summaries or any(s is None for s in stats):
-        raise ValueError("pooling needs at least one summary, each with pooling statistics")
-    present = [s for s in stats if s is not None]
-    if len({s.threshold for s in summaries}) != 1 or len({s.bins for s in present}) != 1:
-        raise ValueError("the summaries differ in threshold or histogram grid")
-    return present
-
-
-def auroc_binning_bound(summaries: Sequence[WdbcSummary]) -> float:
-    """The most the pooled AUROC can differ from the AUROC of the raw scores: every
-    (malignant, benign) pair in overlapping cells counts 1/2 where the truth is 0 or 1, so
-    ``Σ pos_a · neg_b / (2 · n_pos · n_neg)`` over overlapping cells."""
-    present = _present(summaries)
-    pos = [c for s in present for c in s.positives]
-    neg = [c for s in present for c in s.negatives]
-    _, overlap, p_n, n_n = _pair_matrix(pos, neg)
-    total = float(p_n.sum() * n_n.sum())
-    return 0.0 if total == 0 else float((p_n @ overlap @ n_n) / (2 * total))
-
-
-def ece_partition(summaries: Sequence[WdbcSummary]) -> tuple[tuple[int, int], ...]:
-    """The coarsest partition of the reliability grid (:data:`.metrics.CALIBRATION_BINS` bins,
-    as ``(first, last)``) that every site's cells respect: the pooled ECE's groups."""
-    present = _present(summaries)
-    bins = present[0].bins
-    group = bins // m.CALIBRATION_BINS if bins % m.CALIBRATION_BINS == 0 else 1
-    edges = [(c.first, c.last) for s in present for c in (*s.positives, *s.negatives)]
-    edges += [(c.first, c.last) for s in present for c in s.scores]
-    spans = sorted((a // group, b // group) for a, b in edges)
-    parts: list[tuple[int, int]] = []
-    for lo, hi in spans:
-        if parts and lo <= parts[-1][1]:
-            parts[-1] = (parts[-1][0], max(parts[-1][1], hi))
-        else:
-            parts.append((lo, hi))
-    return tuple(parts)
-
-
-def _pooled_ece(summaries: Sequence[WdbcSummary], n: int) -> float | None:
-    present = _present(summaries)
-    bins = present[0].bins
-    group = bins // m.CALIBRATION_BINS if bins % m.CALIBRATION_BINS == 0 else 1
-    gap = 0.0
-    for lo, hi in ece_partition(summaries):
-        inside = [(c, s) for s in present for c in s.scores
-                  if lo <= c.first // group and c.last // group <= hi]
-        if any(c.score_sum is None for c, _ in inside):
-            return None
-        observed = sum(c.n for s in present for c in s.positives
-                       if lo <= c.first // group and c.last // group <= hi)
-        gap += abs(observed - sum(c.score_sum or 0.0 for c, _ in inside))
-    return gap / n if n else None
-
-
-def pool(summaries: Sequence[WdbcSummary]) -> PooledFigures:
-    """Pool sites from their sufficient statistics: sensitivity, specificity and Brier score
-    exactly, the ECE on the coarsest common partition of the reliability grid
-    (:func:`ece_partition`), the AUROC with cases in overlapping cells tied (within
-    :func:`auroc_binning_bound`). ``ValueError`` for summaries of different thresholds or
-    grids, or without statistics."""
-    present = _present(summaries)
-    pos = [c for s in present for c in s.positives]
-    neg = [c for s in present for c in s.negatives]
-    tp, fp, tn, fn = (sum(getattr(s, k) for s in present) for k in ("tp", "fp", "tn", "fn"))
-    n = sum(c.n for c in pos) + sum(c.n for c in neg)
-    sens, spec = m.wilson_interval(tp, tp + fn), m.wilson_interval(tn, tn + fp)
-    auc = _binned_auroc(pos, neg)
-    brier = sum(s.squared_error_sum for s in present) / n
-    return PooledFigures(
-        figures=(
-            Figure(MetricRef("auroc"), auc.value, auc.ci_low, auc.ci_high),
-            Figure(MetricRef("sensitivity"), sens.value, sens.ci_low, sens.ci_high),
-            Figure(MetricRef("specificity"), spec.value, spec.ci_low, spec.ci_high),
-            Figure(MetricRef("brier"), brier),
-            Figure(MetricRef("ece"), _pooled_ece(summaries, n)),
-            Figure(MetricRef("n_cases"), float(n)),
-        ),
-        n_sites=len(summaries),
-        n_cases=n,
-    )
+def auroc_binning_bound(summaries: Sequence[WdbcSummary],
+                        spec: rel.ReleaseSpec = RELEASE_SPEC) -> float:
+    """The pooled AUROC's binning error (:func:`.binned.auroc_binning_bound` on the pooled
+    cells): how far counting same-bin pairs as ties can move it from the raw scores' AUROC."""
+    return binned.auroc_binning_bound(_pooled_counts(_releases(summaries, spec)))

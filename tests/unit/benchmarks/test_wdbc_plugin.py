@@ -1,13 +1,15 @@
 """The WDBC plug-in through the interface, as the enclave and the registry use it: found by
 name, preparation (whole or nothing, rows rejected with reasons, reproducible digest), the
 layout the enclave reads (tampered or foreign files refused), the model contract, scoring with
-failures penalised, the public summary (dataset-level, no case id, round trip) and pooling."""
+failures penalised, the public summary (a differentially private release: no case id, round
+trip, forgeries and other privacy losses refused) and pooling cell by cell."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +19,8 @@ from sklearn.metrics import roc_auc_score
 
 from sealbench.benchmarks import interface as api
 from sealbench.benchmarks.registry import PluginRegistry
+from sealbench.benchmarks.release import InsecureFixedNoise, LocalExact
+from sealbench.benchmarks.wdbc import binned
 from sealbench.benchmarks.wdbc import summary as wdbc_summary
 from sealbench.benchmarks.wdbc.data import FEATURES, format_raw_csv, load_wdbc, split_cases
 from sealbench.benchmarks.wdbc.model import Prediction
@@ -24,6 +28,8 @@ from sealbench.benchmarks.wdbc.plugin import WdbcBenchmark
 from sealbench.benchmarks.wdbc.prepared import statistics_of
 from sealbench.benchmarks.wdbc.summary import WdbcCaseResult, WdbcSummary
 from sealbench.crypto.manifest import build_manifest
+
+EXACT = replace(wdbc_summary.RELEASE_SPEC, exact=True)
 
 
 @pytest.fixture(scope="module")
@@ -185,23 +191,31 @@ def test_a_model_outside_the_contract_is_refused_with_every_difference(
         plugin.check_model(b"not onnx")
 
 
-def test_summary_matches_a_direct_computation_and_names_no_case(
+def test_summary_is_a_release_of_the_scored_cases_and_names_no_case(
     plugin: api.Benchmark, prepared_site: Path
 ) -> None:
     results = _evaluate(plugin, prepared_site, plugin.model_bytes("wdbc_logreg"))
-    summary = plugin.summarise(results)
-    assert isinstance(summary, WdbcSummary)
-    y = [r.malignant for r in results if isinstance(r, WdbcCaseResult)]
-    p = [r.score for r in results if isinstance(r, WdbcCaseResult)]
-    assert summary.auroc.value == pytest.approx(roc_auc_score(y, p))
-    assert (summary.n_cases, summary.n_malignant, summary.n_failed) == (120, 18, 0)
-    assert summary.auroc.ci_low is not None and summary.auroc.ci_low < summary.auroc.value
+    summary = plugin.summarise(results, InsecureFixedNoise())  # the declared scale, no noise
+    assert isinstance(summary, WdbcSummary) and isinstance(summary, api.PrivateSummary)
+    assert summary.release.matches(plugin.release_spec) and summary.n_cases == 120
+    rows = [r for r in results if isinstance(r, WdbcCaseResult)]
+    y = np.array([bool(r.malignant) for r in rows])
+    p = np.array([float(r.score or 0.0) for r in rows])
+    counts = wdbc_summary.counts_of(summary.release)
+    assert sum(counts.malignant) == 18 and sum(counts.benign) == 102  # the screening site
+    assert summary.release.column("brier").sum == pytest.approx(float(((p - y) ** 2).sum()))
+    auc = binned.auroc(counts).estimate
+    assert auc is not None
+    assert abs(auc - roc_auc_score(y, p)) <= binned.auroc_binning_bound(counts) + 1e-12
     document = summary.to_json()
     assert not re.search(r"wdbc-\d{4}", json.dumps(document))
     assert plugin.parse_summary(json.loads(json.dumps(document))) == summary
     figures = {f.ref.metric: f for f in plugin.figures(summary)}
-    assert figures["auroc"].value == summary.auroc.value
-    assert figures["sensitivity"].low == summary.sensitivity.ci_low
+    assert set(figures) == {m.key for m in plugin.presentation.metrics}
+    assert figures["n_cases"].value == 120
+    # at epsilon 1 a 120-case site's 18 malignant cases are within the noise: no AUROC shown
+    assert figures["auroc"].value is None and figures["sensitivity"].value is None
+    assert figures["ece"].value is None and figures["calibration_slope"].value is None
 
 
 def test_failed_cases_are_penalised_not_dropped(plugin: api.Benchmark) -> None:
@@ -210,27 +224,37 @@ def test_failed_cases_are_penalised_not_dropped(plugin: api.Benchmark) -> None:
     good = [plugin.score(c, Prediction(1.0 if c.malignant else 0.0)) for c in (case, benign)]
     broken = plugin.score(case, Prediction(None, "output is not finite"))
     assert broken.failed and "not finite" in (broken.to_json()["reason"] or "")
-    summary = plugin.summarise([*good, broken])
-    assert isinstance(summary, WdbcSummary)
-    assert (summary.n_cases, summary.n_failed, summary.n_scored) == (3, 1, 2)
-    assert summary.sensitivity.value == pytest.approx(0.5)  # the failure counts as missed
-    assert summary.brier == pytest.approx(1 / 3)
+    summary = plugin.summarise([*good, broken], LocalExact())  # the hospital's own view
+    assert isinstance(summary, WdbcSummary) and summary.n_cases == 3
+    figures = {f.ref.metric: f.value for f in plugin.figures(summary)}
+    assert figures["sensitivity"] == pytest.approx(0.5)  # the failure counts as missed
+    assert figures["brier"] == pytest.approx(1 / 3)
     unloaded = plugin.failure("wdbc-0002", "case could not be loaded")
-    with_unlabelled = plugin.summarise([*good, unloaded])
+    assert unloaded.failed and unloaded.to_json()["malignant"] is None
+    with_unlabelled = plugin.summarise([*good, unloaded], LocalExact())
     assert isinstance(with_unlabelled, WdbcSummary)
-    assert (with_unlabelled.n_failed, with_unlabelled.n_unlabelled) == (1, 1)
+    block = with_unlabelled.release.category("score")
+    assert dict(zip(block.keys, block.counts, strict=True))["unlabelled"] == 1
+    shown = {f.ref.metric: f.value for f in plugin.figures(with_unlabelled)}
+    assert shown["brier"] == pytest.approx(1 / 3)  # an unlabelled case counts the worst, 1
+    assert shown["sensitivity"] == 1.0  # and enters no class
 
 
 def test_a_forged_summary_is_refused(plugin: api.Benchmark, prepared_site: Path) -> None:
     results = _evaluate(plugin, prepared_site, plugin.model_bytes("wdbc_mlp"))
-    document = plugin.summarise(results).to_json()
+    document = plugin.summarise(results, InsecureFixedNoise()).to_json()
+    plugin.parse_summary(document)
+    raised = wdbc_summary.summarise(results, "wdbc/1", InsecureFixedNoise(),
+                                    wdbc_summary.release_spec(epsilon=10)).to_json()
+    exact = plugin.summarise(results, LocalExact()).to_json()
     for forged in ({**document, "plugin": "wdbc/2"}, {**document, "n_failed": 5},
-                   {**document, "extra": 1}, {**document, "brier": "low"}):
+                   {**document, "extra": 1}, {**document, "version": 1},
+                   {**document, "n_cases": 119}, raised, exact):
         with pytest.raises(api.SummaryError):
             plugin.parse_summary(forged)
 
 
-def test_pooled_sites_equal_the_union_where_exact(plugin: api.Benchmark, tmp_path: Path) -> None:
+def test_pooled_sites_are_the_union_cell_by_cell(plugin: api.Benchmark, tmp_path: Path) -> None:
     model = plugin.model_bytes("wdbc_mlp")
     summaries, everything = [], []
     for seed in range(3):
@@ -238,18 +262,27 @@ def test_pooled_sites_equal_the_union_where_exact(plugin: api.Benchmark, tmp_pat
         plugin.prepare(tmp_path / f"raw{seed}", tmp_path / f"site{seed}")
         results = _evaluate(plugin, tmp_path / f"site{seed}", model)
         everything += results
-        summaries.append(plugin.summarise(results))
-    pooled = {f.ref.metric: f for f in plugin.pool(summaries).figures}
-    union = plugin.summarise(everything)
-    assert isinstance(union, WdbcSummary)
-    assert pooled["sensitivity"].value == union.sensitivity.value
-    assert pooled["specificity"].value == union.specificity.value
-    assert pooled["brier"].value == pytest.approx(union.brier)
-    assert union.calibration is not None
-    assert pooled["ece"].value is not None  # on the cells' common partition (test_pooling_wdbc)
-    bound = wdbc_summary.auroc_binning_bound([s for s in summaries if isinstance(s, WdbcSummary)])
-    assert abs(pooled["auroc"].value - union.auroc.value) <= bound + 1e-12
-    assert pooled["n_cases"].value == 150
+        summaries.append(plugin.summarise(results, InsecureFixedNoise()))
+    union = plugin.summarise(everything, InsecureFixedNoise())
+    ours = [x for x in summaries if isinstance(x, WdbcSummary)]
+    assert isinstance(union, WdbcSummary) and len(ours) == 3
+    parts = [wdbc_summary.counts_of(x.release) for x in ours]
+    pooled_counts = parts[0] + parts[1] + parts[2]
+    whole = wdbc_summary.counts_of(union.release)
+    assert (pooled_counts.malignant, pooled_counts.benign) == (whole.malignant, whole.benign)
+    assert pooled_counts.variance == pytest.approx(3 * whole.variance)  # three sites' noise
+    pooled = plugin.pool(summaries)
+    assert pooled.n_sites == 3 and pooled.n_cases == 150
+    figures = {f.ref.metric: f for f in pooled.figures}
+    assert figures["n_cases"].value == 150
+    exact_union = wdbc_summary.pool([wdbc_summary.parse_summary(
+        plugin.summarise(everything, LocalExact()).to_json(), EXACT)], EXACT)
+    truth = {f.ref.metric: f.value for f in exact_union.figures}
+    brier = figures["brier"]
+    assert brier.low is not None and brier.high is not None
+    assert brier.low <= truth["brier"] <= brier.high  # no noise drawn: the interval is wider
+    assert wdbc_summary.auroc_binning_bound(ours) == pytest.approx(
+        binned.auroc_binning_bound(whole))
 
 
 def test_demo_sites_keep_their_case_mix_in_any_prefix(plugin: api.Benchmark,
