@@ -1,8 +1,11 @@
-"""Dataset-level metrics of a binary diagnostic classifier (numpy only).
+"""Exact dataset-level metrics of a binary diagnostic classifier (numpy only).
 
 Every function takes the whole dataset's labels (1 = malignant, the positive class) and scores
 (the model's probability of malignancy) and returns one value for the dataset; none of them
-looks at a case alone. What is computed:
+looks at a case alone. Nothing here is published: a WDBC summary is a differentially private
+release (:mod:`.summary`) whose figures come from noisy score bins (:mod:`.binned`); these exact
+values are the reference the released figures are measured against (binning error, coverage)
+and what a hospital may compute on its own per-case results. What is computed:
 
 - **AUROC** as the Mann-Whitney statistic with mid-ranks (ties count one half), and its 95%
   confidence interval by **DeLong's method** (DeLong, DeLong and Clarke-Pearson 1988, with the
@@ -21,10 +24,6 @@ looks at a case alone. What is computed:
   of ``logit P(y) = a + b·logit(score)`` and the calibration-in-the-large intercept (``a`` with
   ``b`` fixed at 1), both by Newton's method on the log-likelihood; ``None`` when a class is
   absent or the fit does not converge (separable data).
-- **Pooling statistics** (for comparing and pooling sites without any per-case value): per
-  class, case counts and score sums on the same grid, the confusion counts and the sum of
-  squared errors. From them a registry recomputes pooled sensitivity, specificity, Brier score,
-  the reliability table and ECE exactly, and the AUROC up to ties within a bin.
 """
 
 from __future__ import annotations
@@ -38,12 +37,10 @@ import numpy.typing as npt
 
 __all__ = [
     "CALIBRATION_BINS",
-    "HISTOGRAM_BINS",
     "Auroc",
     "Calibration",
     "CalibrationBin",
     "Confusion",
-    "PoolingStatistics",
     "Proportion",
     "auroc",
     "brier_score",
@@ -51,7 +48,6 @@ __all__ = [
     "check_inputs",
     "confusion",
     "midranks",
-    "pooling_statistics",
     "wilson_interval",
 ]
 
@@ -61,9 +57,6 @@ FloatArray = npt.NDArray[np.float64]
 Z95: Final = 1.959963984540054
 #: Bins of the reliability table (equal width over [0, 1]).
 CALIBRATION_BINS: Final = 10
-#: Bins of the per-class score histograms kept for pooling (equal width over [0, 1]); a
-#: multiple of :data:`CALIBRATION_BINS`, so the pooled reliability table is exact.
-HISTOGRAM_BINS: Final = 20
 #: Scores are clipped to [EPS, 1 - EPS] before a logit.
 _EPS: Final = 1e-6
 _NEWTON_STEPS: Final = 100
@@ -286,46 +279,3 @@ def calibration(
         slope = None if joint is None else joint[1]
         intercept = None if large is None else large[0]
     return Calibration(tuple(table), ece, slope, intercept)
-
-
-@dataclass(frozen=True)
-class PoolingStatistics:
-    """Sufficient statistics of one dataset for pooling with others (no per-case value).
-
-    ``positives[k]`` / ``negatives[k]``: malignant / benign cases whose score falls in bin
-    ``k`` of :data:`HISTOGRAM_BINS` equal-width bins; ``positive_score_sums[k]`` /
-    ``negative_score_sums[k]``: the sums of those scores; ``squared_error_sum``: Σ(score -
-    label)²."""
-
-    bins: int
-    positives: tuple[int, ...]
-    negatives: tuple[int, ...]
-    positive_score_sums: tuple[float, ...]
-    negative_score_sums: tuple[float, ...]
-    confusion: Confusion
-    squared_error_sum: float
-
-
-def pooling_statistics(
-    labels: npt.ArrayLike, scores: npt.ArrayLike, threshold: float, bins: int = HISTOGRAM_BINS
-) -> PoolingStatistics:
-    """The statistics a registry needs to pool this dataset with others."""
-    y, p = check_inputs(labels, scores)
-    index = _bin_index(p, bins)
-    pos = y == 1
-
-    def counts(mask: npt.NDArray[np.bool_]) -> tuple[int, ...]:
-        return tuple(int(c) for c in np.bincount(index[mask], minlength=bins))
-
-    def sums(mask: npt.NDArray[np.bool_]) -> tuple[float, ...]:
-        return tuple(float(s) for s in np.bincount(index[mask], weights=p[mask], minlength=bins))
-
-    return PoolingStatistics(
-        bins=bins,
-        positives=counts(pos),
-        negatives=counts(~pos),
-        positive_score_sums=sums(pos),
-        negative_score_sums=sums(~pos),
-        confusion=confusion(y, p, threshold),
-        squared_error_sum=float(np.sum((p - y) ** 2)),
-    )

@@ -15,13 +15,11 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import brier_score_loss, roc_auc_score
 
 from sealbench.benchmarks.wdbc.metrics import (
-    HISTOGRAM_BINS,
     auroc,
     brier_score,
     calibration,
     confusion,
     midranks,
-    pooling_statistics,
     wilson_interval,
 )
 
@@ -143,26 +141,6 @@ def test_separable_labels_have_no_slope() -> None:
     cal = calibration([0, 0, 1, 1], [0.1, 0.3, 0.6, 0.9])
     assert cal.slope is None
     assert calibration([1, 1], [0.4, 0.9]).intercept is None  # one class: nothing to fit
-
-
-def test_pooled_statistics_equal_those_of_the_union() -> None:
-    rng = np.random.default_rng(11)
-    sites = []
-    for size in (40, 90, 13):
-        p = rng.random(size)
-        sites.append(((rng.random(size) < p).astype(float), p))
-    parts = [pooling_statistics(y, p, 0.5) for y, p in sites]
-    union = pooling_statistics(
-        np.concatenate([y for y, _ in sites]), np.concatenate([p for _, p in sites]), 0.5
-    )
-    assert union.bins == HISTOGRAM_BINS
-    assert tuple(map(sum, zip(*(s.positives for s in parts), strict=True))) == union.positives
-    assert tuple(map(sum, zip(*(s.negatives for s in parts), strict=True))) == union.negatives
-    assert sum(s.confusion.tp for s in parts) == union.confusion.tp
-    assert sum(s.confusion.tn for s in parts) == union.confusion.tn
-    assert sum(s.squared_error_sum for s in parts) == pytest.approx(union.squared_error_sum)
-    pooled_sums = [sum(v) for v in zip(*(s.positive_score_sums for s in parts), strict=True)]
-    assert pooled_sums == pytest.approx(list(union.positive_score_sums))
 
 
 @pytest.mark.parametrize(
