@@ -520,7 +520,8 @@ def print_leaderboard(console: Console, board: LeaderboardView) -> None:
         ]
         score = board.model_score(model_id)
         t.add_row(
-            str(rank),
+            # no value (a release too noisy to read, or none published): no rank either
+            "-" if score is None else str(rank),
             f"{label} (#{model_id})",
             *("-" if c is None else f"{c:.4f}{' †' if gone else ''}" for c, gone in cells),
             "-" if score is None else f"{score:.4f}",
