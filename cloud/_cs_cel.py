@@ -179,6 +179,9 @@ def render_condition(ctx: ConditionContext) -> str:
     if missing:
         raise ConditionInputError(f"env overrides without a class: {missing}")
     order = sorted(OPERATOR_INPUTS, key=lambda i: i.is_env)  # stable: machine first
-    clauses = [c for c in (_clause(entry, ctx) for entry in order) if c is not None]
+    # one clause per distinct rule: two entries enforced by one rule (an unknown override and a
+    # would-be release knob) render it once
+    clauses = list(dict.fromkeys(c for c in (_clause(entry, ctx) for entry in order)
+                                 if c is not None))
     clauses.append(env_shape_condition(include_data=ctx.include_data))
     return "\n&& ".join(clauses)

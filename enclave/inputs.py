@@ -164,6 +164,13 @@ OPERATOR_INPUTS: Final[tuple[OperatorInput, ...]] = (
     OperatorInput("tee-env-* (any other name)", True, _P, Rule.KNOWN_OVERRIDES_ONLY,
                   "submods.container.env_override", f"launch policy; {_COND}; registry",
                   "an override nobody reviewed (LD_PRELOAD, PYTHONPATH) changes what runs"),
+    OperatorInput("release privacy loss and content (e.g. SEALBENCH_RELEASE_EPSILON)", True, _P,
+                  Rule.KNOWN_OVERRIDES_ONLY, "submods.container.env_override",
+                  f"launch policy; {_COND}; registry (summary's release against the pin's)",
+                  "no input sets them: the plug-in pin (SEALBENCH_METRICS_VERSION, pinned) "
+                  "declares each release's epsilon, delta and content; an override meant to "
+                  "raise epsilon or turn noise off is an unknown override the condition refuses, "
+                  "and the registry refuses a summary whose release is not the pin's"),
     OperatorInput("tee-image-reference", False, _B, Rule.IMAGE, "submods.container.image_digest",
                   f"{_COND} (uid); registry", "the code that runs"),
     OperatorInput("tee-cmd", False, _P, Rule.NO_COMMAND, "submods.container.cmd_override",

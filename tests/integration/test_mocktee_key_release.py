@@ -281,6 +281,20 @@ def test_override_outside_allow_list_denied_key(world: World) -> None:
             assert "rejected by the attribute condition" in why and "all(k" in why
 
 
+def test_operator_raised_epsilon_denied_key(world: World) -> None:
+    """An operator who tries to raise the release's privacy loss (or turn its noise off) has no
+    input for it: the pin declares it. An override naming one, even through an image whose
+    launch policy would let it through, is an override nobody granted."""
+    from sealbench.enclave.spec import ENV_OVERRIDE_NAMES
+
+    knobs = {"SEALBENCH_RELEASE_EPSILON": "100", "SEALBENCH_RELEASE_NOISE": "off"}
+    permissive = ImagePolicy(allow_env_override=frozenset({*ENV_OVERRIDE_NAMES, *knobs}))
+    for token_file in _launch(world, env={**_env(world), **knobs}, policy=permissive):
+        for owner in (world.hospital, world.model_owner):
+            why = _denied(world, owner, token_file, CredentialError)
+            assert "rejected by the attribute condition" in why
+
+
 def test_image_digest_not_in_policy_denied_key(world: World) -> None:
     for token_file in _launch(world, image=_d("patched evaluation image")):
         for owner in (world.hospital, world.model_owner):

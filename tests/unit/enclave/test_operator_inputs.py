@@ -175,6 +175,8 @@ TAMPER: dict[str, Callable[[dict[str, Any]], None]] = {
         for name in ENDPOINT_ENV_NAMES
     },
     "tee-env-* (any other name)": _env("LD_PRELOAD", "/tmp/steal.so"),
+    "release privacy loss and content (e.g. SEALBENCH_RELEASE_EPSILON)": _env(
+        "SEALBENCH_RELEASE_EPSILON", "100"),
     "tee-image-reference": _set("submods.container.image_digest", _OTHER),
     "tee-cmd": _set("submods.container.cmd_override", ["/bin/sh", "-c", "env"]),
     "confidentialInstanceType": _set("hwmodel", "GCP_SHIELDED_VM"),
