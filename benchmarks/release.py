@@ -222,11 +222,15 @@ class OpenDPGaussian:
 
     def gaussian(self, values: Sequence[float], sigma: float, sensitivity: float,
                  rho: float) -> list[float]:
-        import opendp.prelude as dp
+        # the modules themselves, not opendp.prelude (which imports its sklearn extras: ~5 s)
+        from opendp.domains import atom_domain, vector_domain
+        from opendp.measurements import make_gaussian
+        from opendp.metrics import l2_distance
+        from opendp.mod import enable_features
 
-        dp.enable_features("contrib")
-        domain = dp.vector_domain(dp.atom_domain(T=float, nan=False))
-        meas = dp.m.make_gaussian(domain, dp.l2_distance(T=float), scale=float(sigma))
+        enable_features("contrib")
+        domain = vector_domain(atom_domain(T=float, nan=False))
+        meas = make_gaussian(domain, l2_distance(T=float), scale=float(sigma))
         spent = float(meas.map(float(sensitivity)))  # type: ignore[no-untyped-call]
         if spent > rho * (1 + 1e-9):
             raise ReleaseError(f"the Gaussian mechanism at sigma {sigma} spends rho {spent}, "
