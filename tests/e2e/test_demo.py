@@ -107,7 +107,7 @@ def test_demo_leaderboard_matches_the_registry(tmp_path: Path) -> None:
     summaries = [json.loads(summary)["aggregates"] for (summary,) in rows]
     assert len(summaries) == 4
     assert {s["n_cases"] for s in summaries} == {100}
-    assert all(s["auroc"]["value"] > 0.9 for s in summaries)
+    assert all(s["release"]["epsilon"] == 1.0 for s in summaries)  # releases, no exact AUROC
     # the end says how to remove the work folder, and that command does
     ending = out[out.index("where everything is") :]
     assert f"rm -rf {workdir}" in ending

@@ -186,9 +186,12 @@ def test_every_result_is_a_verified_dataset_level_summary(
         summary = _summary(result)
         assert summary["summary_id"] == "sealbench/wdbc-summary"
         assert not re.search(r"wdbc-\d{4}", json.dumps(summary))  # no case id is published
-        auroc = summary["auroc"]
-        assert isinstance(auroc, dict)
-        assert auroc["value"] > 0.9 and auroc["ci_low"] < auroc["value"] <= auroc["ci_high"]
+        # a differentially private release (epsilon 1 per release, OpenDP noise), no exact figure
+        release = summary["release"]
+        assert isinstance(release, dict)
+        assert release["mechanism"] == "gaussian" and release["epsilon"] == 1.0
+        assert release["library"].startswith("opendp ")
+        assert "auroc" not in summary and "n_malignant" not in summary
         n_cases = summary["n_cases"]
         assert n_cases in {cases for _, cases in SITES.values()}
 
@@ -207,7 +210,8 @@ def test_dashboard_leaderboard_shows_each_sites_auroc(
     world: World, evaluated: list[dict[str, object]]
 ) -> None:
     """The authority's dashboard (signed in with its token) shows the benchmark's leaderboard
-    in the plug-in's terms: AUROC, each model's verified value on each site."""
+    in the plug-in's terms: AUROC, each model's value on each site as that site's release gives
+    it (a site of 100 cases at epsilon 1 is too noisy for an AUROC: shown without a value)."""
     with httpx.Client(base_url=world.url, timeout=30, follow_redirects=True) as browser:
         form = browser.get("/ui/sign-in")
         csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)
@@ -218,8 +222,13 @@ def test_dashboard_leaderboard_shows_each_sites_auroc(
         page = browser.get(f"/ui/benchmarks/{world.ids['b']}/leaderboard")
         assert page.status_code == 200, page.text
     assert "AUROC" in page.text
+    from sealbench.benchmarks.interface import MetricRef
+    from sealbench.benchmarks.registry import load
+
+    plugin = load("wdbc/1")
     for result in evaluated:
-        auroc = _summary(result)["auroc"]
-        assert isinstance(auroc, dict)
-        assert f"{auroc['value']:.3f}" in page.text, auroc
+        figures = {f.ref: f for f in plugin.figures(plugin.parse_summary(_summary(result)))}
+        auroc = figures[MetricRef("auroc")]
+        if auroc.value is not None:
+            assert f"{auroc.value:.3f}" in page.text, auroc
 
