@@ -7,7 +7,15 @@ authority publishes BraTS (the shipped data contract and metrics spec), an admin
 three hospitals and three model owners register, associate and are approved, and the hospitals
 submit eight results whose attestation tokens are signed by a test issuer that the registry is
 configured to trust (its JWKS served on loopback). The registry verifies every token, exactly
-as for the mock TEE's tokens.
+as for the mock TEE's tokens, and charges each release to the dataset's privacy budget.
+
+Each summary is a BraTS version 2 summary: a differentially private release of Dice per region,
+made by the release mechanism with the insecure fixed noise source (zero noise offsets, so the
+figures are the chosen means; the noise scale the pin declares, so intervals and "not
+informative" are what a real release of that many cases gives). hospital-a and hospital-b hold
+hundreds of cases, enough for each release to be read; hospital-c holds 5 (the small-cell
+minimum), whose release noise alone spans more than half of [0, 1]: its figures are not
+informative and the dashboard must show no number for them.
 
 Screenshots go to the test's output directory; with ``SEALBENCH_UPDATE_SCREENSHOTS=1`` they are
 also copied to ``docs/img/dashboard-*.png``.
@@ -32,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
@@ -39,7 +48,9 @@ from playwright.sync_api import Browser, Page, sync_playwright
 
 from sealbench.benchmarks.brats import BRATS_2023_GLI
 from sealbench.benchmarks.brats.metrics import MetricsSpec
-from sealbench.benchmarks.brats.summary import MetricStats, PublicSummary
+from sealbench.benchmarks.brats.plugin import PLUGIN
+from sealbench.benchmarks.brats.published import PublishedSummary
+from sealbench.benchmarks.release import Z95, InsecureFixedNoise, release
 from sealbench.client.local import free_port
 from sealbench.crypto.attestation import RESULT_AUDIENCE, Jwks, result_nonce
 from sealbench.crypto.digest import Sha256Digest, sha256_digest
@@ -86,7 +97,11 @@ USERS = {
     "outsider": ("curious@elsewhere.demo", False),
 }
 # (hospital, cases), (model owner, model name, skill); hospital-c has not run the weak model.
-HOSPITALS = (("hospital-a", 24), ("hospital-b", 31), ("hospital-c", 17))
+# hospital-c's 5 cases give releases too noisy to read at epsilon 1 (noise sd of a region's mean
+# Dice 9.27/n, of the mean over regions 5.35/n): its figures are not informative.
+HOSPITALS = (("hospital-a", 240), ("hospital-b", 310), ("hospital-c", 5))
+NOISY = "hospital-c"
+REGIONS = ("WT", "TC", "ET")
 MODELS = (
     ("model-ref", "unet3d-reference", 0.0),
     ("model-small", "unet3d-small", 0.045),
@@ -152,50 +167,29 @@ def _sign(key: rsa.RSAPrivateKey, claims: dict[str, Any]) -> str:
     return f"{signing_input}.{_b64(signature)}"
 
 
-def _stats(mean: float, spread: float, *, upper: float | None = 1.0) -> MetricStats:
-    q25, q75 = mean - spread, mean + spread
-    if upper is not None:
-        q75 = min(q75, upper)
-    return MetricStats(
-        mean=mean, std=spread * 1.4, median=min(mean + spread / 5, upper or math.inf),
-        q25=max(q25, 0.0), q75=q75,
-        nonfinite_replaced=0,
-    )  # fmt: skip
-
-
-def _summary(run: str, cases: int, skill: float, site: float) -> dict[str, Any]:
-    """A plausible BraTS result summary (the enclave's ``sealbench/result-summary``)."""
+def _dice(skill: float, site: float) -> dict[str, float]:
+    """The mean Dice per region a run of ``skill`` on a site of index offset ``site`` gets."""
     base = {"WT": 0.91, "TC": 0.85, "ET": 0.79}
-    hd = {"WT": 4.6, "TC": 6.1, "ET": 7.9}
-    regions = {
-        region: {
-            metric: _stats(value, 0.02 + 0.01 * k, upper=None if metric.endswith("hd95") else 1.0)
-            for metric, value in (
-                ("dice", round(base[region] - skill - site * (k + 1), 4)),
-                ("hd95", round(hd[region] * (1 + 4 * skill) + 3 * site * (k + 1), 3)),
-                ("sensitivity", round(base[region] + 0.02 - skill, 4)),
-                ("specificity", 0.9991),
-                ("lesion_dice", round(base[region] - 0.04 - skill * 1.2, 4)),
-                ("lesion_hd95", round(hd[region] * 2.2 * (1 + 4 * skill), 3)),
-                ("num_tp", 1.0),
-                ("num_fp", round(skill * 5, 2)),
-                ("num_fn", round(skill * 3, 2)),
-            )
-        }
-        for k, region in enumerate(("WT", "TC", "ET"))
-    }
+    return {region: round(base[region] - skill - site * (k + 1), 4)
+            for k, region in enumerate(REGIONS)}
+
+
+def _summary(run: str, cases: int, dice: dict[str, float]) -> dict[str, Any]:
+    """The run summary the enclave writes (``sealbench/result-summary``) around the plug-in's
+    version 2 summary: the release of ``cases`` cases whose Dice per region is ``dice`` (each
+    region's sum ``mean * n``), with zero noise offsets and the noise scale the pin declares."""
     spec = MetricsSpec()
-    aggregates = PublicSummary(
-        metrics_id=spec.metrics_id, metrics_version=spec.version, n_cases=cases,
-        n_scored=cases, n_failed=0, n_nonfinite_cases=0, regions=regions,  # type: ignore[arg-type]
-    )  # fmt: skip
+    rows = np.tile([dice[r] for r in spec.regions], (cases, 1))
+    made = release(rows, PLUGIN.release_spec, InsecureFixedNoise())
+    aggregates = PublishedSummary(metrics_id=spec.metrics_id, metrics_version=spec.version,
+                                  n_cases=cases, release=made)
     return {
         "format": "sealbench/result-summary",
         "version": 1,
         "run_id": run,
         "benchmark_id": "1",
         "metrics_version": PIN,
-        "aggregates": aggregates.model_dump(mode="json"),
+        "aggregates": aggregates.to_json(),
     }
 
 
@@ -238,8 +232,9 @@ def _populate(
         {
             "name": "brats-gli",
             "version": "2023.1",
-            "description": "Adult glioma segmentation (BraTS 2023 GLI): whole tumour, tumour "
-            "core and enhancing tumour, lesion-wise metrics.",
+            "description": "Adult glioma segmentation (BraTS 2023 GLI): Dice of the whole "
+            "tumour, tumour core and enhancing tumour, published as differentially private "
+            "releases.",
             "data_contract": BRATS_2023_GLI.model_dump(mode="json"),
             "metrics_spec": spec.model_dump(mode="json"),
             "metrics_version": PIN,
@@ -298,7 +293,7 @@ def _populate(
             if hospital == "hospital-c" and owner == "model-weak":
                 continue
             run = f"run-{d}-{m}"
-            summary = _summary(run, cases, skill, site=0.012 * index)
+            summary = _summary(run, cases, _dice(skill, site=0.012 * index))
             sealed = sha256_digest(f"sealed {run}".encode())
             now = int(datetime.now(UTC).timestamp())
             claims = {
@@ -466,14 +461,43 @@ def sign_in(page: Page, registry: Registry, who: str, target: str = "/ui/") -> N
     assert page.url == f"{registry.url}{target}", page.locator("main").inner_text()
 
 
+def _read(columns: list[dict[str, Any]], n: int) -> float | None:
+    """The mean of released columns (one region's, or the regions' average): ``sum / n``, or
+    None when the release noise alone makes its 95% interval span more than half of [0, 1]
+    (not informative: the page must show no number)."""
+    k = len(columns)
+    value = sum(c["sum"] for c in columns) / k / n
+    noise_se = math.sqrt(sum(c["sd"] ** 2 for c in columns)) / k / n
+    return None if 2 * Z95 * noise_se > 0.5 else min(max(value, 0.0), 1.0)
+
+
+def _text(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4f}"
+
+
+def _release(entry: dict[str, Any]) -> dict[str, Any]:
+    rel: dict[str, Any] = entry["summary"]["aggregates"]["release"]
+    assert [c["key"] for c in rel["columns"]] == [f"dice:{r}" for r in REGIONS]
+    return rel
+
+
+def headline(entry: dict[str, Any]) -> float | None:
+    """A leaderboard entry's headline, the mean Dice over the regions, from its release."""
+    rel = _release(entry)
+    return _read(list(rel["columns"]), rel["n_cases"])
+
+
+def region_dice(entry: dict[str, Any]) -> dict[str, str]:
+    """Each region's Dice of a leaderboard entry as the page shows it, from its release."""
+    rel = _release(entry)
+    return {c["key"].split(":", 1)[1]: _text(_read([c], rel["n_cases"]))
+            for c in rel["columns"]}
+
+
 def api_cells(registry: Registry, who: str) -> dict[str, str]:
+    """Each visible result's headline as the page shows it, from its release."""
     board = registry.api(who, f"/benchmarks/{registry.benchmark_id}/leaderboard")
-    cells = {}
-    for e in board["entries"]:
-        regions = e["summary"]["aggregates"]["regions"]
-        dice = sum(regions[r]["dice"]["mean"] for r in ("WT", "TC", "ET")) / 3
-        cells[str(e["result_id"])] = f"{dice:.4f}"
-    return cells
+    return {str(e["result_id"]): _text(headline(e)) for e in board["entries"]}
 
 
 def shown_cells(page: Page) -> dict[str, str]:
@@ -502,8 +526,25 @@ def test_authority_leaderboard_equals_the_api(
     ranks = p.locator("table#leaderboard tbody th[scope=row] a").all_inner_texts()
     assert ranks == ["unet3d-reference 1.0", "unet3d-small 1.0", "unet3d-weak 1.0"]
     assert p.locator("td.cell.missing").count() == 1  # hospital-c has not run the weak model
-    assert p.locator("figure.chart svg").count() == 3
-    assert p.locator("figure.chart circle").count() == 3 * 2 * 8
+    # one chart per region, Dice only (the release's one metric), one dot per readable result
+    # (hospital-c's two releases are not informative) with its 95% interval as a whisker
+    entries = registry.api("authority", f"/benchmarks/{registry.benchmark_id}/leaderboard")[
+        "entries"]
+    readable = [e for e in entries if e["dataset_name"] != f"{NOISY}-glioma"]
+    assert len(readable) == 6
+    assert p.locator("figure.chart svg").count() == len(REGIONS)
+    assert p.locator("figure.chart circle").count() == len(REGIONS) * len(readable)
+    assert "HD95" not in p.locator("main").inner_text()
+    for k, region in enumerate(REGIONS):
+        dots = p.locator("figure.chart").nth(k).locator("g.dot")
+        titles = dots.locator("title").all_text_contents()
+        for e in readable:
+            label = f"{e['model_name']} {e['model_version']} on {e['dataset_name']}: {region} "
+            shown = [t for t in titles if t.startswith(label)]
+            assert len(shown) == 1 and region_dice(e)[region] in shown[0], (label, titles)
+        for i in range(dots.count()):
+            whisker = dots.nth(i).locator("line").bounding_box()
+            assert whisker is not None and whisker["width"] > 1  # the release's interval
     shots.take(p, "leaderboard")
     with p.expect_navigation():
         p.locator(f"td.cell[data-result-id='{registry.result_ids[0]}'] a").click()
@@ -511,7 +552,51 @@ def test_authority_leaderboard_equals_the_api(
     result = registry.api("authority", f"/results/{registry.result_ids[0]}")
     assert result["token_issuer"] in attestation and result["image_digest"] in attestation
     assert "matches the benchmark" in attestation
+    # the public summary: Dice per region as the release gives it, nothing else
+    first = next(e for e in entries if e["result_id"] == registry.result_ids[0])
+    table = p.locator("table.metrics")
+    header = [t.lower() for t in table.locator("thead th").all_text_contents()]
+    assert len(header) == 2 and header[0] == "region" and "dice" in header[1]
+    assert table.locator("tbody th").all_text_contents() == list(REGIONS)
+    assert table.locator("tbody td .dice").all_text_contents() == list(
+        region_dice(first).values())
     shots.take(p, "result")
+    assert page.problems == []
+
+
+def test_a_release_too_noisy_to_read_shows_no_number(page: Watched, registry: Registry) -> None:
+    """hospital-c published 5 cases: each release's noise alone spans more than half of [0, 1],
+    so neither its headline nor any region's Dice is informative. The leaderboard shows a dash
+    in its verified cells (not a number, not a zero), draws no dot for it, and ranks the models
+    by their readable results; its result page shows no figure either."""
+    p = page.page
+    sign_in(p, registry, "authority", f"/ui/benchmarks/{registry.benchmark_id}/leaderboard")
+    entries = registry.api("authority", f"/benchmarks/{registry.benchmark_id}/leaderboard")[
+        "entries"]
+    noisy = [e for e in entries if e["dataset_name"] == f"{NOISY}-glioma"]
+    assert len(noisy) == 2
+    for e in noisy:
+        assert e["summary"]["aggregates"]["n_cases"] == 5
+        assert headline(e) is None and set(region_dice(e).values()) == {"—"}
+        cell = p.locator(f"td.cell[data-result-id='{e['result_id']}']")
+        assert cell.locator(".dice").inner_text().strip() == "—"
+        assert not any(ch.isdigit() for ch in cell.inner_text()), cell.inner_text()
+        assert "verified" in cell.inner_text()  # a verified result, just not readable
+        assert all(not t.startswith(f"{e['model_name']} {e['model_version']} on {NOISY}")
+                   for t in p.locator("figure.chart g.dot title").all_text_contents())
+    # each model's score is the mean of its readable cells only
+    for row in p.locator("table#leaderboard tbody tr").all():
+        model_id = int(row.get_attribute("data-model-id") or 0)
+        values = [headline(e) for e in entries if e["model_id"] == model_id]
+        readable = [v for v in values if v is not None]
+        assert len(readable) == 2  # hospital-a and hospital-b (hospital-c's are not read)
+        assert row.locator("td.score").inner_text().strip() == _text(
+            sum(readable) / len(readable))
+    with p.expect_navigation():
+        p.locator(f"td.cell[data-result-id='{noisy[0]['result_id']}'] a").click()
+    values = p.locator("table.metrics tbody td").all_inner_texts()
+    assert len(values) == len(REGIONS)
+    assert all(not any(ch.isdigit() for ch in v) for v in values), values
     assert page.problems == []
 
 

@@ -1,8 +1,15 @@
 """The pooled leaderboard page in a real headless Chromium (Debian's ``chromium`` driven by
 Playwright over CDP) against a registry served on a loopback port: the forest plots render (a
 pooled diamond and a site interval per row, the Dice axis from 0 to 1), the table equals the
-API, the mock-TEE badge shows, the layout holds on a phone-sized screen, the CSV download is the
-API's CSV, and no request leaves the registry (the Content-Security-Policy holds)."""
+API, the per-region breakdown is the sites' releases pooled, a site whose release is too noisy
+to read shows no number, the mock-TEE badge shows, the layout holds on a phone-sized screen, the
+CSV download is the API's CSV, and no request leaves the registry (the Content-Security-Policy
+holds).
+
+The stored summaries are BraTS version 2 summaries (a differentially private release of Dice per
+region) made with the insecure fixed noise source: zero noise offsets, so every figure has a
+known answer, with the noise scale the pin declares, so intervals and "not informative" are
+exactly what a real release of that many cases gives."""
 
 from __future__ import annotations
 
@@ -21,7 +28,9 @@ import pytest
 import uvicorn
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from sealbench.benchmarks.brats import BRATS_2023_GLI_METRICS, CaseScores, RegionScores, aggregate
+from sealbench.benchmarks.brats import BRATS_2023_GLI_METRICS, CaseScores, RegionScores
+from sealbench.benchmarks.brats.plugin import PLUGIN
+from sealbench.benchmarks.release import Z95, InsecureFixedNoise
 from sealbench.crypto.digest import sha256_digest
 from sealbench.server.app import create_app
 from sealbench.server.db import open_database
@@ -37,6 +46,12 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 SPEC = BRATS_2023_GLI_METRICS
+#: Cases per site. hospital-a and hospital-b hold enough cases that each site's own release is
+#: informative at epsilon 1 (noise sd of a region's mean Dice 9.27/n); hospital-c's 5 cases (the
+#: small-cell minimum, so published) give a release whose noise alone spans more than half of
+#: [0, 1]: its figures are not informative and must show no number.
+SITES = {"hospital-a": 400, "hospital-b": 1200, "hospital-c": 5}
+NOISY_SITE = "hospital-c"
 
 
 @dataclass(frozen=True)
@@ -45,6 +60,11 @@ class Served:
     token: str
     benchmark_id: int
     models: int
+    #: Each model's exact mean Dice per region over all its cases (name -> region -> mean):
+    #: what the zero-noise releases pooled must give.
+    exact: dict[str, dict[str, float]]
+    #: Dataset id by site name.
+    sites: dict[str, int]
 
     def api(self, path: str, **params: Any) -> Any:
         r = httpx.get(f"{self.url}/api/v1{path}", params=params, timeout=30,
@@ -53,7 +73,7 @@ class Served:
         return r.json()
 
 
-def _summary(rng: np.random.Generator, n: int, dice: float) -> dict[str, Any]:
+def _cases(rng: np.random.Generator, n: int, dice: float) -> list[CaseScores]:
     cases = []
     for i in range(n):
         regions = {}
@@ -64,9 +84,15 @@ def _summary(rng: np.random.Generator, n: int, dice: float) -> dict[str, Any]:
                 lesion_dice=d, lesion_hd95=4.0, num_tp=1, num_fp=0, num_fn=0,
                 gt_volume_mm3=1.0, pred_volume_mm3=1.0)
         cases.append(CaseScores(case_id=f"c{i}", regions=regions))
+    return cases
+
+
+def _summary(cases: list[CaseScores]) -> dict[str, Any]:
+    """The run summary the enclave writes around the plug-in's version 2 summary: a release
+    made with zero noise offsets and the noise scale the pin declares."""
     return {"format": "sealbench/result-summary", "version": 1,
             "metrics_version": "brats-2023-gli/1",
-            "aggregates": aggregate(cases, SPEC).to_json()}
+            "aggregates": PLUGIN.summarise(cases, InsecureFixedNoise()).to_json()}
 
 
 @pytest.fixture(scope="module")
@@ -84,27 +110,34 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
                           state="approved", created_at=NOW, updated_at=NOW)
         s.add(bench)
         s.flush()
-        sites = [Dataset(owner_id=user.id, name=f"hospital-{c}", digest=sha256_digest(c.encode()),
-                         case_count=1, statistics={}, state="registered", created_at=NOW)
-                 for c in "abc"]
+        sites = [Dataset(owner_id=user.id, name=name, digest=sha256_digest(name.encode()),
+                         case_count=size, statistics={}, state="registered", created_at=NOW)
+                 for name, size in SITES.items()]
         models = [Model(owner_id=user.id, name=f"unet-{k}", version="1",
                         digest=sha256_digest(k.encode()), format="onnx", io_contract={},
                         state="registered", created_at=NOW) for k in ("ref", "small", "weak")]
         s.add_all([*sites, *models])
         s.flush()
         n = 0
+        exact: dict[str, dict[str, float]] = {}
         for model, skill in zip(models, (0.85, 0.83, 0.6), strict=True):
-            for site, size in zip(sites, (12, 40, 7), strict=True):
+            everything: list[CaseScores] = []
+            for site, size in zip(sites, SITES.values(), strict=True):
                 n += 1
+                cases = _cases(rng, size, skill)
+                everything += cases
                 s.add(Result(
                     benchmark_id=bench.id, dataset_id=site.id, model_id=model.id,
-                    submitted_by_id=user.id, summary=_summary(rng, size, skill),
+                    submitted_by_id=user.id, summary=_summary(cases),
                     sealed_result_digest=sha256_digest(f"s{n}".encode()),
                     attestation_token="t", created_at=NOW, image_digest="sha256:" + "1" * 64,
                     token_issuer=("https://mock-tee.invalid" if model.name == "unet-weak"
                                   else CONFIDENTIAL_SPACE_ISSUER), nonce=f"{n:064x}"))
+            exact[model.name] = {r: float(np.mean([c.regions[r].dice for c in everything]))
+                                 for r in SPEC.regions}
         s.commit()
         bench_id = bench.id
+        site_ids = {site.name: site.id for site in sites}
     db.dispose()
     app = create_app(settings)
     mount_dashboard(app, settings)
@@ -120,7 +153,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         assert time.monotonic() < deadline, "the registry did not start"
         time.sleep(0.05)
     try:
-        yield Served(f"http://127.0.0.1:{port}", token, bench_id, len(models))
+        yield Served(f"http://127.0.0.1:{port}", token, bench_id, len(models), exact, site_ids)
     finally:
         server.should_exit = True
         thread.join(timeout=10)
@@ -182,6 +215,87 @@ def test_forest_plots_and_table_equal_the_api(browser: Browser, served: Served) 
     assert "mock TEE, not a confidential run" in weak.inner_text()
     assert page.locator("table#pooled tbody tr", has_text="unet-ref").locator(
         ".badge-mock").count() == 0
+    assert problems == []
+
+
+def test_breakdown_is_dice_per_region_pooled_from_the_releases(browser: Browser,
+                                                                served: Served) -> None:
+    """The headline is Dice averaged over the regions and the breakdown Dice per region, each
+    the sites' released sums over their cases (zero noise offsets: the exact mean of every case),
+    with a 95% interval at least as wide as the releases' own noise."""
+    problems: list[str] = []
+    page = _open(browser, served, 1280, problems)
+    regions = [f"dice:{r}" for r in SPEC.regions]
+    assert page.locator("select[name=metric] option").evaluate_all(
+        "os => os.map(o => o.value)") == ["dice", *regions]
+    header = page.locator("#breakdown thead th").all_text_contents()
+    assert header == ["Model", *(f"Dice {r}" for r in SPEC.regions)]
+    api = served.api(f"/benchmarks/{served.benchmark_id}/leaderboard/pooled", all_metrics="true")
+    n = sum(SITES.values())
+    # a region's pooled noise sd: every site's release adds sigma (the pin's) to its sum
+    noise_se = PLUGIN.release_spec.sigma * len(SITES) ** 0.5 / n
+    for standing in api["standings"]:
+        name = standing["model_name"]
+        exact = served.exact[name]
+        values = {v["metric"]: v for v in standing["values"]}
+        row = page.locator(f"table#pooled tbody tr[data-model-id='{standing['model_id']}']")
+        headline = float(row.get_attribute("data-pooled") or "nan")
+        assert headline == pytest.approx(sum(exact.values()) / len(exact), abs=1e-12)
+        assert int(row.get_attribute("data-n-cases") or 0) == n
+        cells = page.locator(f"#breakdown tbody tr[data-model-id='{standing['model_id']}'] td")
+        assert cells.evaluate_all("ts => ts.map(t => t.dataset.metric)") == regions
+        for i, (key, region) in enumerate(zip(regions, SPEC.regions, strict=True)):
+            cell, value = cells.nth(i), values[key]
+            shown = float(cell.get_attribute("data-value") or "nan")
+            assert shown == value["pooled"] == pytest.approx(exact[region], abs=1e-12), name
+            assert value["ci95_low"] < exact[region] < value["ci95_high"]
+            assert value["ci95_high"] - value["ci95_low"] >= 2 * Z95 * noise_se
+            assert cell.inner_text().split() == [
+                f"{shown:.4f}", f"{value['ci95_low']:.4f}\N{EN DASH}{value['ci95_high']:.4f}"]
+    assert problems == []
+
+
+def test_a_site_too_noisy_to_read_shows_no_number(browser: Browser, served: Served) -> None:
+    """hospital-c published 5 cases: its release's noise alone spans more than half of [0, 1],
+    so its value is not informative. The page shows no number for it (a dash in the table, no
+    estimate or interval drawn in the forest plot), never a misleading figure; the other sites
+    show theirs, and its release still counts, noise and all, in the pooled figure."""
+    problems: list[str] = []
+    page = _open(browser, served, 1280, problems)
+    api = served.api(f"/benchmarks/{served.benchmark_id}/leaderboard/pooled")
+    noisy = served.sites[NOISY_SITE]
+    for standing in api["standings"]:
+        value = standing["values"][0]
+        by_site = {x["dataset_id"]: x for x in value["sites"]}
+        gone = by_site[noisy]
+        assert gone["value"] is None and gone["n_cases"] == SITES[NOISY_SITE]
+        assert gone["ci95_low"] is not None and gone["ci95_high"] is not None
+        assert gone["ci95_high"] - gone["ci95_low"] > 0.5  # why it is not informative
+        assert value["pooled"] is not None and value["n_sites"] == len(SITES)
+        row = page.locator(f"table#pooled tbody tr[data-model-id='{standing['model_id']}']")
+        cell = row.locator(f"td.cell[data-dataset-id='{noisy}']")
+        assert cell.get_attribute("data-value") == ""
+        text = cell.inner_text()
+        assert "—" in text and not any(ch.isdigit() for ch in text), text
+        for name in set(SITES) - {NOISY_SITE}:
+            site = served.sites[name]
+            readable = row.locator(f"td.cell[data-dataset-id='{site}']")
+            assert float(readable.get_attribute("data-value") or "nan") == by_site[site]["value"]
+            assert f"{by_site[site]['value']:.4f}" in readable.inner_text()
+        # the site range is the readable sites' values only
+        readable_values = [x["value"] for x in value["sites"] if x["value"] is not None]
+        assert (value["site_min"], value["site_max"]) == (min(readable_values),
+                                                          max(readable_values))
+        forest = page.locator(f"figure.forest[data-model-id='{standing['model_id']}']")
+        drawn = forest.locator("g.site-row", has_text=NOISY_SITE)
+        assert drawn.count() == 1
+        assert drawn.locator("rect.estimate").count() == 0
+        assert drawn.locator("line.ci").count() == 0
+        assert drawn.locator("title").text_content().startswith(f"{NOISY_SITE}: - ")
+        for name in set(SITES) - {NOISY_SITE}:
+            shown = forest.locator("g.site-row", has_text=name)
+            assert shown.locator("rect.estimate").count() == 1
+            assert shown.locator("line.ci").count() == 1
     assert problems == []
 
 
