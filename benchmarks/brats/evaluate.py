@@ -1,19 +1,26 @@
-"""Held-out evaluation of shipped models on new synthetic full-size cases (the quality figures
-in ``docs/benchmarks.md``), and the tuning of the post-processing on a validation split.
+"""Held-out evaluation of shipped models on new synthetic cases (the quality figures in
+``docs/benchmarks.md``), scored as the enclave scores them, and the tuning of the post-processing
+on a validation split.
 
     python -m sealbench.benchmarks.brats.evaluate --seed 900000 --cases 20 \
         --model brats_unet brats_unet_weak
     python -m sealbench.benchmarks.brats.evaluate --seed 800000 --cases 8 --tune
 
-Cases are generated from seeds ``S, S+1, ...`` (anatomy-based by default,
-:mod:`.anatomy`; ``--synthetic cartoon`` for :mod:`.synthetic`'s), segmented with
-:class:`OnnxSegmenter` (the model's declared post-processing on, unless ``--no-postprocess``)
-and scored with the benchmark's metrics spec. One line per model and kind is printed, e.g.
-``brats_unet lesion-wise Dice WT 0.83 TC 0.81 ET 0.77``. ``--tumour-free N`` adds N
-tumour-free cases (seeds ``S+10000, ...``, each that seed's brain with no tumour), where any
-predicted tumour scores 0. ``--tune`` instead picks the post-processing thresholds on the cases
-(:func:`.postprocess.tune`) and prints them as JSON.
-Training uses seeds ``100000..``: use seeds far from them (the defaults do).
+Cases are generated from seeds ``S, S+1, ...`` (anatomy-based by default, :mod:`.anatomy`;
+``--synthetic cartoon`` for :mod:`.synthetic`'s) and go the way a hospital's cases go to the
+enclave (:func:`prepared_cases`, one case at a time): written as raw NIfTI files
+(:func:`.synthetic.write_case`, the BraTS orientation), prepared by the plug-in
+(:meth:`.plugin.BratsBenchmark.prepare`: reoriented to RAS+, z-scored, stored as int16) into a
+temporary folder, and loaded from the prepared bytes the manifest lists by the plug-in's
+layout (``open_dataset(...).load``), as the enclave loads a decrypted case. Each is segmented
+with :class:`OnnxSegmenter` (the model's declared post-processing on, unless
+``--no-postprocess``) and scored by the plug-in against the prepared ground truth, so a figure
+here is the figure the enclave computes for the same case, not one on the generator's arrays.
+One line per model and kind is printed, e.g. ``brats_unet lesion-wise Dice WT 0.83 TC 0.81 ET
+0.77``. ``--tumour-free N`` adds N tumour-free cases (seeds ``S+10000, ...``, each that seed's
+brain with no tumour), where any predicted tumour scores 0. ``--tune`` instead picks the
+post-processing thresholds on the (prepared) cases (:func:`.postprocess.tune`) and prints them
+as JSON. Training uses seeds ``100000..``: use seeds far from them (the defaults do).
 """
 
 from __future__ import annotations
@@ -21,20 +28,26 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+
+from sealbench.crypto.manifest import Manifest
 
 from .cases import Case
 from .contract import BRATS_2023_GLI, BratsContract
 from .definition import load_definition, load_model_bytes
 from .inference import OnnxSegmenter
-from .metrics import BRATS_2023_GLI_METRICS, CaseResult, MetricsSpec, score_case
+from .metrics import BRATS_2023_GLI_METRICS, CaseResult, MetricsSpec
+from .plugin import BratsBenchmark
 from .postprocess import PostProcess, tune
 from .summary import MetricName, PublicSummary, aggregate
-from .synthetic import SyntheticCase, case_id_for, generate_case
+from .synthetic import SyntheticCase, case_id_for, generate_case, write_case
 
-__all__ = ["HELD_OUT_SEED", "evaluate_models", "main"]
+__all__ = ["HELD_OUT_SEED", "evaluate_models", "main", "prepared_case", "prepared_cases",
+           "tune_postprocess"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,17 +65,49 @@ def _generator(kind: str) -> Callable[..., SyntheticCase]:
     return generate_case
 
 
-def _cases(n_cases: int, seed: int, synthetic: str, contract: BratsContract,
-           tumour_free: int) -> Iterator[tuple[Case, SyntheticCase]]:
+def prepared_case(made: SyntheticCase, case_id: str, plugin: BratsBenchmark,
+                  work: Path) -> Case:
+    """``made`` as the enclave's plug-in sees it: written as a raw case folder
+    (:func:`.synthetic.write_case`), prepared by ``plugin`` under ``work`` (reoriented to RAS+,
+    z-scored and stored as int16, :mod:`.prepare`), and loaded, ground truth included, by the
+    layout the plug-in opens from the prepared ``dataset.json``, from the prepared bytes the
+    manifest lists (each checked against it), as the enclave loads a decrypted case. What was
+    written under ``work`` is removed before returning;
+    :class:`~sealbench.benchmarks.interface.PreparationError` when the plug-in rejects the
+    case."""
+    raw, out = work / f"raw-{case_id}", work / f"prepared-{case_id}"
+    try:
+        write_case(made, raw, case_id, plugin.contract)
+        plugin.prepare(raw, out, strict=True)
+        data = out / plugin.layout.data_dir
+        manifest = Manifest.from_bytes((out / plugin.layout.manifest_file).read_bytes())
+        layout = plugin.open_dataset((data / plugin.layout.dataset_file).read_bytes())
+        (paths,) = layout.group(entry.path for entry in manifest.entries).values()
+        files = {}
+        for path in paths:
+            files[path] = (data / path).read_bytes()
+            manifest.verify(path, files[path])
+        return layout.load(files)
+    finally:
+        shutil.rmtree(raw, ignore_errors=True)
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def prepared_cases(n_cases: int, seed: int, synthetic: str, plugin: BratsBenchmark,
+                   tumour_free: int = 0) -> Iterator[Case]:
     """The ``n_cases`` cases of seeds ``seed, seed+1, ...`` as the generator draws them, then
-    ``tumour_free`` tumour-free ones (seeds from ``seed + TUMOUR_FREE_OFFSET``), one at a time."""
+    ``tumour_free`` tumour-free ones (seeds from ``seed + TUMOUR_FREE_OFFSET``), one at a time,
+    each as the enclave loads it (:func:`prepared_case`; case id from the seed modulo 100000),
+    through a temporary folder removed at the end."""
     generate = _generator(synthetic)
     plan: list[tuple[int, int | None]] = [(seed + i, None) for i in range(n_cases)]
     plan += [(seed + TUMOUR_FREE_OFFSET + j, 0) for j in range(tumour_free)]
-    for case_seed, foci in plan:
-        made = generate(case_seed, contract.shape, contract, foci=foci)
-        yield Case(case_id=case_id_for(case_seed % 100_000), modalities=made.modalities,
-                   affine=made.affine, seg=None), made
+    with tempfile.TemporaryDirectory(prefix="sealbench-evaluate-") as work:
+        for case_seed, foci in plan:
+            made = generate(case_seed, plugin.contract.shape, plugin.contract, foci=foci)
+            case = prepared_case(made, case_id_for(case_seed % 100_000), plugin, Path(work))
+            del made  # one case in memory at a time: the prepared one
+            yield case
 
 
 def evaluate_models(models: Mapping[str, bytes], n_cases: int = 20, *,
@@ -72,22 +117,23 @@ def evaluate_models(models: Mapping[str, bytes], n_cases: int = 20, *,
                     threads: int | None = None, postprocess: bool = True,
                     tumour_free: int = 0) -> dict[str, tuple[PublicSummary, float]]:
     """For each model: the summary over ``n_cases`` new synthetic cases from ``seed`` on and
-    ``tumour_free`` tumour-free ones (each generated once and given to every model) and its mean
-    inference seconds per case."""
+    ``tumour_free`` tumour-free ones (each generated and prepared once and given to every model
+    as the enclave loads it, :func:`prepared_cases`) and its mean inference seconds per case.
+    Each case is scored as the plug-in on ``contract`` scores it in the enclave
+    (:meth:`.plugin.BratsBenchmark.score`: a prediction it cannot score is a failure)."""
+    plugin = BratsBenchmark(contract, spec)
     segmenters = {name: OnnxSegmenter(data, contract, threads=threads,
                                       postprocess="declared" if postprocess else None)
                   for name, data in models.items()}
     results: dict[str, list[CaseResult]] = {name: [] for name in models}
     seconds = dict.fromkeys(models, 0.0)
     total = n_cases + tumour_free
-    for i, (case, made) in enumerate(_cases(n_cases, seed, synthetic, contract, tumour_free)):
-        truth = contract.label_map.from_class_indices(made.classes)
+    for i, case in enumerate(prepared_cases(n_cases, seed, synthetic, plugin, tumour_free)):
         for name, segmenter in segmenters.items():
             start = time.perf_counter()
             prediction = segmenter.segment(case)
             seconds[name] += time.perf_counter() - start
-            results[name].append(score_case(prediction, truth, spec, contract.spacing_mm,
-                                            case_id=case.case_id))
+            results[name].append(plugin.score(case, prediction))
         logger.info("case %d/%d scored", i + 1, total)
     return {name: (aggregate(results[name], spec), seconds[name] / total) for name in models}
 
@@ -97,12 +143,14 @@ def tune_postprocess(model: bytes, n_cases: int, *, seed: int = VALIDATION_SEED,
                      threads: int | None = None,
                      tumour_free: int = 0) -> tuple[PostProcess, float]:
     """Post-processing thresholds for ``model`` tuned on ``n_cases`` validation cases and
-    ``tumour_free`` tumour-free ones."""
+    ``tumour_free`` tumour-free ones, each as the enclave loads it (:func:`prepared_cases`)."""
+    plugin = BratsBenchmark(contract)
     segmenter = OnnxSegmenter(model, contract, threads=threads, postprocess=None)
     predictions, truths = [], []
-    for i, (case, made) in enumerate(_cases(n_cases, seed, synthetic, contract, tumour_free)):
+    for i, case in enumerate(prepared_cases(n_cases, seed, synthetic, plugin, tumour_free)):
+        assert case.seg is not None  # the plug-in's layout loads the ground truth
         predictions.append(segmenter.segment_raw(case))
-        truths.append(made.classes)
+        truths.append(contract.label_map.to_class_indices(case.seg))
         logger.info("validation case %d/%d segmented", i + 1, n_cases + tumour_free)
     return tune(predictions, truths, contract.spacing_mm)
 
