@@ -18,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from sealbench.benchmarks.registry import load as load_plugin
 from sealbench.server.auth import Authenticator
 from sealbench.server.db import open_database
 from sealbench.server.deps import Registry
@@ -37,6 +38,7 @@ from sealbench.server.routers import (
     users,
 )
 from sealbench.server.schemas import ErrorBody, ErrorDetail
+from sealbench.server.services.benchmark_plugins import PluginLookup
 from sealbench.server.settings import ServerSettings
 from sealbench.server.verification import ResultVerifier
 from sealbench.server.web import mount_dashboard
@@ -105,8 +107,10 @@ def create_app(
     clock: Callable[[], datetime] = _utcnow,
     jwks_fetcher: JwksFetcher | None = None,
     monotonic: Callable[[], float] = time.monotonic,
+    plugins: PluginLookup = load_plugin,
 ) -> FastAPI:
-    """Build the registry application for ``settings``."""
+    """Build the registry application for ``settings`` (``plugins``: which benchmark plug-in
+    a pin names when results are checked and budgets read; the installed ones by default)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -141,6 +145,7 @@ def create_app(
             log_signer=log_signer,
             clock=clock,
             write_gate=asyncio.Lock() if db.is_sqlite else None,
+            plugins=plugins,
         )
         try:
             yield

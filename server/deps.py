@@ -1,6 +1,6 @@
 """The application's state and the ``Annotated`` dependencies routers use (``SessionDep``,
 ``CurrentUser``, ``RegistryDep``, ``NowDep``, page parameters). Tests replace the registry's parts
-(clock, JWKS fetcher) when they build the app, not by patching."""
+(clock, JWKS fetcher, benchmark plug-ins) when they build the app, not by patching."""
 
 from __future__ import annotations
 
@@ -16,10 +16,12 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from sealbench.benchmarks.registry import load as load_plugin
 from sealbench.crypto.note import SignerKey
 from sealbench.server.auth import Authenticator, Principal
 from sealbench.server.db import Database
 from sealbench.server.errors import AuthenticationError
+from sealbench.server.services.benchmark_plugins import PluginLookup
 from sealbench.server.settings import ServerSettings
 from sealbench.server.verification import ResultVerifier
 
@@ -48,6 +50,8 @@ class Registry:
     log_signer: SignerKey
     clock: Callable[[], datetime]
     write_gate: asyncio.Lock | None = None
+    #: The benchmark plug-in a pin names, where results are checked and budgets read.
+    plugins: PluginLookup = load_plugin
 
 
 async def get_registry(request: Request) -> Registry:

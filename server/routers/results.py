@@ -58,7 +58,8 @@ async def submit(
     await run_in_threadpool(registry.verifier.prefetch_keys, body.attestation_token)
     # a result is accepted only for approved pairs, so a new one is never marked withdrawn
     return await in_thread(
-        session, lambda: _public(results.submit(session, user, body, registry.verifier, now), {})
+        session, lambda: _public(results.submit(session, user, body, registry.verifier, now,
+                                                 plugins=registry.plugins), {})
     )
 
 

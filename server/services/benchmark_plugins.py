@@ -10,19 +10,33 @@ what its summaries mean.
 A **withheld** summary (the enclave's small-cell rule, :class:`sealbench.enclave.result.
 WithheldSummary`: no aggregates, the rule and counts) is accepted as a withheld result when it
 is well formed and consistent with the plug-in's minimum; it is stored and never ranked.
+
+Which plug-in a pin names is a :data:`PluginLookup` passed in (the installed plug-ins,
+:func:`sealbench.benchmarks.registry.load`, unless the app was built with another, as tests do
+with a fake plug-in).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeAlias
 
 from sealbench.benchmarks.interface import Benchmark, BenchmarkError, PluginRef, PublicSummary
 from sealbench.benchmarks.registry import load
 from sealbench.enclave.result import ResultSummary
 from sealbench.server.errors import InvalidRequestError, ResultRejectedError
 
-__all__ = ["RESULT_SUMMARY_FORMAT", "parse_pin", "plugin_of", "validate_summary", "withheld_of"]
+__all__ = [
+    "RESULT_SUMMARY_FORMAT",
+    "PluginLookup",
+    "parse_pin",
+    "plugin_of",
+    "validate_summary",
+    "withheld_of",
+]
+
+#: The plug-in a pin names; :class:`BenchmarkError` when there is none.
+PluginLookup: TypeAlias = Callable[[PluginRef], Benchmark]
 
 RESULT_SUMMARY_FORMAT = "sealbench/result-summary"
 
@@ -35,21 +49,23 @@ def parse_pin(metrics_version: str) -> PluginRef:
         raise InvalidRequestError(f"metrics_version: {exc}") from None
 
 
-def plugin_of(metrics_version: str) -> Benchmark:
+def plugin_of(metrics_version: str, plugins: PluginLookup = load) -> Benchmark:
     """The installed plug-in ``metrics_version`` pins; 422 (``result_rejected``) naming it when
     it is not installed."""
     try:
-        return load(parse_pin(metrics_version))
+        return plugins(parse_pin(metrics_version))
     except BenchmarkError as exc:
         raise ResultRejectedError(
             f"the registry cannot validate results of this benchmark: {exc}") from None
 
 
-def validate_summary(metrics_version: str, summary: Mapping[str, Any]) -> PublicSummary | None:
+def validate_summary(
+    metrics_version: str, summary: Mapping[str, Any], plugins: PluginLookup = load
+) -> PublicSummary | None:
     """The public summary inside a submitted ``summary.json``, validated by the benchmark's
     plug-in, or None for a withheld one (:func:`withheld_of`); 422 saying what is wrong (never
     echoing values)."""
-    plugin = plugin_of(metrics_version)
+    plugin = plugin_of(metrics_version, plugins)
     if summary.get("format") != RESULT_SUMMARY_FORMAT or summary.get("version") != 1:
         raise ResultRejectedError(f"summary: expected a {RESULT_SUMMARY_FORMAT} version 1 "
                                   "document (the run's summary.json)")

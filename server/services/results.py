@@ -11,6 +11,7 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, Select, func, or_, select
 from sqlalchemy.orm import Session
 
+from sealbench.benchmarks.registry import load as load_plugin
 from sealbench.server.audit import append_event
 from sealbench.server.audit_format import result_digests
 from sealbench.server.auth import Principal
@@ -23,7 +24,7 @@ from sealbench.server.models import Benchmark, Dataset, Model, Result
 from sealbench.server.schemas import AssetKind, ResultCreate
 from sealbench.server.services._common import PageOf, commit, flush, get_or_404, paged
 from sealbench.server.services.associations import is_approved, withdrawn_pairs
-from sealbench.server.services.benchmark_plugins import validate_summary
+from sealbench.server.services.benchmark_plugins import PluginLookup, validate_summary
 from sealbench.server.verification import ResultVerifier
 
 __all__ = ["get", "leaderboard", "list_page", "submit", "withdrawn_sides"]
@@ -35,6 +36,8 @@ def submit(
     body: ResultCreate,
     verifier: ResultVerifier,
     now: datetime,
+    *,
+    plugins: PluginLookup = load_plugin,
 ) -> Result:
     benchmark = get_or_404(session, Benchmark, body.benchmark_id, "benchmark")
     dataset = get_or_404(session, Dataset, body.dataset_id, "dataset")
@@ -47,7 +50,7 @@ def submit(
         raise InvalidStateError(f"dataset {dataset.id} is not approved in benchmark {benchmark.id}")
     if not is_approved(session, "model", benchmark.id, model.id):
         raise InvalidStateError(f"model {model.id} is not approved in benchmark {benchmark.id}")
-    validate_summary(benchmark.metrics_version, body.summary)
+    validate_summary(benchmark.metrics_version, body.summary, plugins)
     taken = select(Result.id).where(Result.sealed_result_digest == body.sealed_result_digest)
     if session.scalars(taken).first() is not None:
         raise ConflictError("a result with this sealed-result digest was already submitted")
