@@ -14,6 +14,7 @@ Messages say what was received and what was expected and never contain tokens or
     ├── InvalidStateError              409 invalid_state    (a transition the rules forbid)
     ├── InvalidRequestError            422 invalid_request  (well-formed but unusable input)
     ├── ResultRejectedError            422 result_rejected  (attestation did not verify)
+    │   └── PrivacyBudgetExceededError 422 privacy_budget_exceeded (the release would overspend)
     ├── RequestTooLargeError           413 payload_too_large
     ├── UpstreamUnavailableError       503 upstream_unavailable (a JWKS could not be fetched)
     ├── ConfigurationError             --  settings refused at startup
@@ -31,6 +32,7 @@ __all__ = [
     "InvalidStateError",
     "NotFoundError",
     "PermissionDeniedError",
+    "PrivacyBudgetExceededError",
     "RegistryError",
     "RequestTooLargeError",
     "ResultRejectedError",
@@ -98,6 +100,13 @@ class ResultRejectedError(RegistryError):
 
     status_code = 422
     code = "result_rejected"
+
+
+class PrivacyBudgetExceededError(ResultRejectedError):
+    """A result's release would spend more than its dataset's (or budget group's) privacy
+    budget has left; nothing was stored."""
+
+    code = "privacy_budget_exceeded"
 
 
 class RequestTooLargeError(RegistryError):

@@ -20,6 +20,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     DateTime,
+    Double,
     ForeignKey,
     Index,
     Integer,
@@ -34,6 +35,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from sealbench.server.schemas.budgets import DEFAULT_BUDGET_DELTA, DEFAULT_BUDGET_EPSILON
+
 __all__ = [
     "ApiToken",
     "AuditCheck",
@@ -46,11 +49,14 @@ __all__ = [
     "Benchmark",
     "BenchmarkDataset",
     "BenchmarkModel",
+    "BudgetGroup",
     "Dataset",
+    "DatasetBudgetGroup",
     "DatasetCoordinates",
     "LogKey",
     "Model",
     "ModelCoordinates",
+    "PrivacyDebit",
     "Result",
     "Run",
     "User",
@@ -211,8 +217,45 @@ class Dataset(Base):
     prepared_for_id: Mapped[int | None] = mapped_column(ForeignKey("benchmarks.id"))
     state: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[datetime] = mapped_column(_TS)
+    #: The lifetime privacy budget its owner set at registration, as (epsilon, delta); the
+    #: ledger works in zCDP rho (:mod:`sealbench.server.services.budgets`). A dataset in a
+    #: budget group (:class:`DatasetBudgetGroup`) has the group's. Migration 0010 gave existing
+    #: rows the defaults.
+    budget_epsilon: Mapped[float] = mapped_column(Double, default=DEFAULT_BUDGET_EPSILON,
+                                                  server_default="10.0")
+    budget_delta: Mapped[float] = mapped_column(Double, default=DEFAULT_BUDGET_DELTA,
+                                                server_default="1e-06")
 
     __table_args__ = (UniqueConstraint("owner_id", "name", name="uq_datasets_owner_name"),)
+
+
+class BudgetGroup(Base):
+    """Datasets of one owner that share cases, and so share one privacy ledger and one budget:
+    the (epsilon, delta) set when the group was created (migration 0010). The name is the
+    owner's, unique per owner."""
+
+    __tablename__ = "budget_groups"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    budget_epsilon: Mapped[float] = mapped_column(Double)
+    budget_delta: Mapped[float] = mapped_column(Double)
+    created_at: Mapped[datetime] = mapped_column(_TS)
+
+    __table_args__ = (UniqueConstraint("owner_id", "name", name="uq_budget_groups_owner_name"),)
+
+
+class DatasetBudgetGroup(Base):
+    """A dataset's membership of a budget group, set at registration and never changed (a
+    table of its own, so that ``datasets`` gains no foreign key: SQLite would have to rebuild
+    a table that results and runs refer to)."""
+
+    __tablename__ = "dataset_budget_groups"
+
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id"), primary_key=True,
+                                            autoincrement=False)
+    group_id: Mapped[int] = mapped_column(ForeignKey("budget_groups.id"), index=True)
 
 
 class Model(Base):
@@ -303,6 +346,29 @@ class Result(Base):
     token_issuer: Mapped[str] = mapped_column(String(512))
     image_digest: Mapped[str] = mapped_column(_DIGEST)
     nonce: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(_TS)
+
+
+class PrivacyDebit(Base):
+    """The privacy loss of one accepted result's release, charged to its dataset's ledger (the
+    dataset's own, or its budget group's when ``budget_group_id`` is set) in the transaction
+    that stored the result; ``audit_seq`` is the ``privacy.debit`` event that logged it. An
+    exact (non-private) release is recorded with ``exact`` and no rho, epsilon or delta. One
+    debit per result at most (the unique ``result_id``)."""
+
+    __tablename__ = "privacy_debits"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id"), index=True)
+    budget_group_id: Mapped[int | None] = mapped_column(ForeignKey("budget_groups.id"),
+                                                        index=True)
+    benchmark_id: Mapped[int] = mapped_column(ForeignKey("benchmarks.id"))
+    result_id: Mapped[int] = mapped_column(ForeignKey("results.id"), unique=True)
+    exact: Mapped[bool] = mapped_column(Boolean)
+    rho: Mapped[float | None] = mapped_column(Double)
+    epsilon: Mapped[float | None] = mapped_column(Double)
+    delta: Mapped[float | None] = mapped_column(Double)
+    audit_seq: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(_TS)
 
 

@@ -1,23 +1,34 @@
-"""``/api/v1/datasets`` and ``/api/v1/models``: register, list, read, and each asset's
-confidential-computing coordinates (PUT by its owner; GET by its owner or approved parties)."""
+"""``/api/v1/datasets`` and ``/api/v1/models``: register, list, read, each asset's
+confidential-computing coordinates (PUT by its owner; GET by its owner or approved parties),
+and a dataset's privacy budget (GET, read like the dataset itself)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter
 
-from sealbench.server.deps import CurrentUser, Limit, NowDep, Offset, SessionDep
+from sealbench.server.deps import (
+    CurrentUser,
+    Limit,
+    NowDep,
+    Offset,
+    RegistryDep,
+    SessionDep,
+)
 from sealbench.server.models import DatasetCoordinates, ModelCoordinates
 from sealbench.server.routers._common import ERRORS, IdPath, OptionalId, in_thread, to_page
 from sealbench.server.schemas import (
+    BudgetDebitPublic,
     CoordinatesPublic,
     CoordinatesUpdate,
+    DatasetBudget,
     DatasetCreate,
     DatasetPublic,
     ModelCreate,
     ModelPublic,
     Page,
+    ReleaseCostPublic,
 )
-from sealbench.server.services import assets
+from sealbench.server.services import assets, budgets
 
 __all__ = ["datasets_router", "models_router"]
 
@@ -74,6 +85,55 @@ async def list_datasets(
 @datasets_router.get("/{dataset_id}")
 async def get_dataset(dataset_id: IdPath, session: SessionDep, _user: CurrentUser) -> DatasetPublic:
     return await in_thread(session, lambda: _dataset(assets.get_dataset(session, dataset_id)))
+
+
+def _cost(ledger: budgets.Ledger, cost: budgets.ReleaseCost) -> ReleaseCostPublic:
+    rho = cost.spec.rho
+    return ReleaseCostPublic(
+        benchmark_id=cost.benchmark.id,
+        benchmark_name=cost.benchmark.name,
+        benchmark_version=cost.benchmark.version,
+        association=cost.association,
+        exact=cost.spec.exact,
+        rho=rho,
+        epsilon=None if rho is None else cost.spec.epsilon,
+        delta=None if rho is None else cost.spec.delta,
+        epsilon_at_budget_delta=None if rho is None else ledger.epsilon(rho),
+        releases_left=None if rho is None else ledger.releases_left(rho),
+    )
+
+
+def _budget(read: budgets.BudgetReadout) -> DatasetBudget:
+    ledger = read.ledger
+    return DatasetBudget(
+        dataset_id=read.dataset_id,
+        group=None if read.group is None else read.group.name,
+        datasets=read.datasets,
+        budget_epsilon=ledger.budget.epsilon,
+        budget_delta=ledger.budget.delta,
+        budget_rho=ledger.budget.rho,
+        spent_rho=ledger.spent_rho,
+        spent_epsilon=ledger.epsilon(ledger.spent_rho),
+        remaining_rho=ledger.remaining_rho,
+        remaining_epsilon=ledger.epsilon(ledger.remaining_rho),
+        releases=sum(1 for d in read.debits if not d.exact),
+        exact_releases=sum(1 for d in read.debits if d.exact),
+        debits=tuple(BudgetDebitPublic.model_validate(d, from_attributes=True)
+                     for d in read.debits),
+        costs=tuple(_cost(ledger, c) for c in read.costs),
+    )
+
+
+@datasets_router.get("/{dataset_id}/budget")
+async def get_dataset_budget(
+    dataset_id: IdPath, session: SessionDep, _user: CurrentUser, registry: RegistryDep
+) -> DatasetBudget:
+    """The dataset's privacy budget (its budget group's when it is in one), what its accepted
+    releases spent, every debit with its transparency-log event, and what one release of each
+    benchmark it is associated with costs. Readable by every signed-in user, like the dataset:
+    budgets and debits are privacy-loss figures, never results."""
+    return await in_thread(
+        session, lambda: _budget(budgets.readout(session, dataset_id, registry.plugins)))
 
 
 @datasets_router.put("/{dataset_id}/coordinates")

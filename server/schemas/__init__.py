@@ -25,6 +25,11 @@ from sealbench.server.schemas.benchmarks import (
     BenchmarkState,
     BenchmarkStateUpdate,
 )
+from sealbench.server.schemas.budgets import (
+    BudgetDebitPublic,
+    DatasetBudget,
+    ReleaseCostPublic,
+)
 from sealbench.server.schemas.common import ErrorBody, ErrorDetail, Health, Page, VersionInfo
 from sealbench.server.schemas.inbox import Inbox, InboxEvaluation, InboxLink
 from sealbench.server.schemas.results import (
@@ -47,8 +52,10 @@ __all__ = [
     "BenchmarkPublic",
     "BenchmarkState",
     "BenchmarkStateUpdate",
+    "BudgetDebitPublic",
     "CoordinatesPublic",
     "CoordinatesUpdate",
+    "DatasetBudget",
     "DatasetCreate",
     "DatasetPublic",
     "ErrorBody",
@@ -63,6 +70,7 @@ __all__ = [
     "ModelCreate",
     "ModelPublic",
     "Page",
+    "ReleaseCostPublic",
     "ResultCreate",
     "ResultPublic",
     "UserPublic",

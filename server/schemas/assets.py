@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, ValidationError, model_validator
 
 from sealbench.enclave.spec import KMS_KEY_PATTERN, POOL_PROVIDER_PATTERN, StorageUri
+from sealbench.server.schemas.budgets import MAX_BUDGET_DELTA, MAX_BUDGET_EPSILON
 from sealbench.server.schemas.common import (
     Digest,
     Id,
@@ -72,6 +73,22 @@ class DatasetCreate(WireModel):
         "grid of its cases, required when registering for a benchmark whose contract fixes one",
     )
     prepared_for_id: Id | None = None
+    budget_epsilon: float | None = Field(
+        default=None, gt=0, le=MAX_BUDGET_EPSILON,
+        description="lifetime privacy budget (epsilon, read at budget_delta) of every release "
+        "of this dataset's results together; default: the group's when joining a budget "
+        "group, else schemas.budgets.DEFAULT_BUDGET_EPSILON",
+    )
+    budget_delta: float | None = Field(
+        default=None, gt=0, le=MAX_BUDGET_DELTA,
+        description="the delta of the budget; default as for budget_epsilon",
+    )
+    budget_group: Name | None = Field(
+        default=None,
+        description="a budget group of yours: datasets sharing cases share one budget. Created "
+        "with this dataset's budget if new; joining an existing one with another budget is "
+        "refused",
+    )
 
     @model_validator(mode="after")
     def _grid(self) -> DatasetCreate:
@@ -94,6 +111,8 @@ class DatasetPublic(WireModel):
     prepared_for_id: int | None
     state: Literal["registered"]
     created_at: datetime
+    budget_epsilon: float
+    budget_delta: float
 
 
 class ModelCreate(WireModel):

@@ -32,6 +32,7 @@ from sealbench.server.models import (
 from sealbench.server.schemas import CoordinatesUpdate, DatasetCreate, ModelCreate
 from sealbench.server.services._common import PageOf, commit, flush, get_or_404, rows_page
 from sealbench.server.services.associations import approved_pairs_subquery
+from sealbench.server.services.budgets import join_group, registration_budget
 from sealbench.server.services.dataset_grid import check_dataset_grid
 
 __all__ = [
@@ -64,6 +65,7 @@ def create_dataset(
         if benchmark is None:
             raise InvalidRequestError(f"benchmark {body.prepared_for_id} does not exist")
         check_dataset_grid(benchmark, body.statistics, required=True)
+    budget, group = registration_budget(session, actor, body, now)
     row = Dataset(
         owner_id=actor.user_id,
         name=body.name,
@@ -73,16 +75,24 @@ def create_dataset(
         prepared_for_id=body.prepared_for_id,
         state="registered",
         created_at=now,
+        budget_epsilon=budget.epsilon,
+        budget_delta=budget.delta,
     )
     session.add(row)
     flush(session, f"dataset {body.name}")
+    if group is not None:
+        join_group(session, row, group)
     append_event(
         session,
         actor_id=actor.user_id,
         action="dataset.create",
         entity_type="dataset",
         entity_id=row.id,
-        payload={"name": row.name, "digest": row.digest, "case_count": row.case_count},
+        payload={"name": row.name, "digest": row.digest, "case_count": row.case_count,
+                 # the privacy budget every later privacy.debit is checked against
+                 "budget_epsilon": budget.epsilon, "budget_delta": budget.delta,
+                 "budget_group": None if group is None else group.name,
+                 "budget_group_id": None if group is None else group.id},
         now=now,
     )
     commit(session, f"dataset {body.name}")

@@ -1,5 +1,7 @@
 """Results: submitted only by the dataset's owner, for approved dataset and model associations,
-stored only after the attestation token verifies; readable by the dataset's owner and the
+stored only after the attestation token verifies and, when the summary is a release, only when
+the release is the one the benchmark's plug-in declares and fits the dataset's privacy budget
+(charged in the same transaction, :mod:`.budgets`); readable by the dataset's owner and the
 benchmark's owner, nobody else. A result stays when its dataset's or model's association is
 withdrawn later; :func:`withdrawn_sides` says which side withdrew, so readers can mark it."""
 
@@ -24,7 +26,12 @@ from sealbench.server.models import Benchmark, Dataset, Model, Result
 from sealbench.server.schemas import AssetKind, ResultCreate
 from sealbench.server.services._common import PageOf, commit, flush, get_or_404, paged
 from sealbench.server.services.associations import is_approved, withdrawn_pairs
-from sealbench.server.services.benchmark_plugins import PluginLookup, validate_summary
+from sealbench.server.services.benchmark_plugins import (
+    PluginLookup,
+    plugin_of,
+    validate_summary,
+)
+from sealbench.server.services.budgets import charge, checked_release, lock_ledger
 from sealbench.server.verification import ResultVerifier
 
 __all__ = ["get", "leaderboard", "list_page", "submit", "withdrawn_sides"]
@@ -50,7 +57,8 @@ def submit(
         raise InvalidStateError(f"dataset {dataset.id} is not approved in benchmark {benchmark.id}")
     if not is_approved(session, "model", benchmark.id, model.id):
         raise InvalidStateError(f"model {model.id} is not approved in benchmark {benchmark.id}")
-    validate_summary(benchmark.metrics_version, body.summary, plugins)
+    parsed = validate_summary(benchmark.metrics_version, body.summary, plugins)
+    release = checked_release(plugin_of(benchmark.metrics_version, plugins), parsed)
     taken = select(Result.id).where(Result.sealed_result_digest == body.sealed_result_digest)
     if session.scalars(taken).first() is not None:
         raise ConflictError("a result with this sealed-result digest was already submitted")
@@ -65,6 +73,13 @@ def submit(
         sealed_result_digest=body.sealed_result_digest,
         accept_experimental_gpu=benchmark.accept_experimental,
     )
+    ledger = None
+    if release is not None:
+        # Lock the dataset's privacy ledger before reading its spend, so that two submissions
+        # cannot both fit in what is left; an overspend is refused before anything is written,
+        # and the charge is written in this same transaction.
+        ledger = lock_ledger(session, dataset)
+        ledger.after(release)
     row = Result(
         benchmark_id=benchmark.id,
         dataset_id=dataset.id,
@@ -98,6 +113,8 @@ def submit(
         },
         now=now,
     )
+    if ledger is not None and release is not None:
+        charge(session, actor, ledger, row, release, now)
     commit(session, "result")
     return row
 

@@ -225,6 +225,9 @@ MATRIX = [
     ),
     Row("dataset list", "GET", lambda c: f"{API}/datasets", _all(200)),
     Row("dataset get", "GET", lambda c: f"{API}/datasets/{c.world.dataset_id}", _all(200)),
+    # read like the dataset: budgets and debits are privacy-loss figures, never results
+    Row("dataset budget", "GET", lambda c: f"{API}/datasets/{c.world.dataset_id}/budget",
+        _all(200)),
     Row(
         "dataset coords put",
         "PUT",

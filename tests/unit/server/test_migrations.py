@@ -121,3 +121,55 @@ def test_downgrade_to_0001_and_back(at_0001: str) -> None:
         assert current_revision(db.engine) == head_revision()
     finally:
         db.dispose()
+
+
+@pytest.fixture
+def at_0009(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A database migrated to 0009 (before privacy budgets) holding a user, a dataset and that
+    dataset's coordinates (a row that refers to it)."""
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path / 'before-budgets.sqlite3'}"
+    else:
+        cluster: ThrowawayPostgres = request.getfixturevalue("pg_cluster")
+        url = cluster.create_database(f"b_{next(_names)}_{int(time.time())}")
+    db = open_database(url)
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    try:
+        with db.engine.begin() as conn:
+            command.upgrade(alembic_config(conn), "0009")
+            conn.execute(text("INSERT INTO users (id, email, is_admin, created_at) "
+                              "VALUES (1, 'h@test', false, :t)"), {"t": now})
+            conn.execute(text(
+                "INSERT INTO datasets (id, owner_id, name, digest, case_count, statistics, "
+                "state, created_at) VALUES (7, 1, 'site', :d, 5, '{}', 'registered', :t)"),
+                {"d": "sha256:" + "0" * 64, "t": now})
+            conn.execute(text(
+                "INSERT INTO dataset_coordinates (id, asset_id, kms_key_name, storage_uri, "
+                "wip_provider, updated_at) VALUES (1, 7, 'k', 'gs://b/p', 'w', :t)"), {"t": now})
+    finally:
+        db.dispose()
+    return url
+
+
+def test_existing_datasets_get_the_default_budget_and_downgrade_keeps_them(at_0009: str) -> None:
+    """0010 adds the budget columns in place (SQLite does not rebuild ``datasets``, which other
+    rows refer to): existing datasets get epsilon 10 at delta 1e-6, and survive a downgrade."""
+    db = open_database(at_0009)
+    try:
+        upgrade_to_head(db.engine)
+        with db.engine.connect() as conn:
+            assert conn.execute(text(
+                "SELECT id, budget_epsilon, budget_delta FROM datasets")).all() == [
+                    (7, 10.0, 1e-6)]
+        with db.engine.begin() as conn:
+            command.downgrade(alembic_config(conn), "0009")
+        with db.engine.connect() as conn:
+            columns = {c["name"] for c in inspect(conn).get_columns("datasets")}
+            assert "budget_epsilon" not in columns and "privacy_debits" not in (
+                inspect(conn).get_table_names())
+            assert conn.execute(text("SELECT id, name FROM datasets")).all() == [(7, "site")]
+            assert conn.execute(text("SELECT asset_id FROM dataset_coordinates")).all() == [(7,)]
+        upgrade_to_head(db.engine)
+        assert current_revision(db.engine) == head_revision()
+    finally:
+        db.dispose()

@@ -1,0 +1,353 @@
+"""Privacy budgets (DESIGN, "Releases"; issue 25): each dataset, or budget group of datasets
+that share cases, has a lifetime privacy budget its owner set at registration; the registry
+charges every accepted result's release to it, refuses a release that would overspend it, and
+logs every charge as a ``privacy.debit`` event of the transparency log.
+
+**Accounting.** Budgets are stated as (epsilon, delta); the ledger adds up zCDP ``rho``
+(:func:`sealbench.benchmarks.release.rho_of`), in which privacy loss composes by addition: the
+budget is ``rho_of(budget_epsilon, budget_delta)`` and the spend is the sum of the debits' rho.
+People read spend and remainder back at the budget's delta (:func:`~sealbench.benchmarks.
+release.epsilon_of`). An **exact** release costs no rho; it is recorded (``exact``) and never
+refused here (each data owner's consent to exact releases is a separate rule).
+
+**The ledger** of a dataset is its own debits, or its group's when it is in one; it is locked
+(``SELECT ... FOR UPDATE`` on the dataset or group row; SQLite's write transaction holds the
+database lock) before the spend is read, so concurrent submissions cannot both fit in what is
+left. :class:`Ledger` is the pure arithmetic, :func:`charge` the one write.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final, Literal
+
+from sqlalchemy import ColumnElement, func, select
+from sqlalchemy.orm import Session
+
+from sealbench.benchmarks.interface import Benchmark as Plugin
+from sealbench.benchmarks.interface import BenchmarkError, PublicSummary, release_of
+from sealbench.benchmarks.registry import load as load_plugin
+from sealbench.benchmarks.release import Release, ReleaseSpec, epsilon_of, rho_of
+from sealbench.server.audit import append_event
+from sealbench.server.auth import Principal
+from sealbench.server.errors import (
+    ConflictError,
+    InvalidRequestError,
+    PrivacyBudgetExceededError,
+    ResultRejectedError,
+)
+from sealbench.server.models import (
+    Benchmark,
+    BenchmarkDataset,
+    BudgetGroup,
+    Dataset,
+    DatasetBudgetGroup,
+    PrivacyDebit,
+    Result,
+)
+from sealbench.server.schemas import DatasetCreate
+from sealbench.server.schemas.budgets import DEFAULT_BUDGET_DELTA, DEFAULT_BUDGET_EPSILON
+from sealbench.server.services._common import get_or_404
+from sealbench.server.services.benchmark_plugins import PluginLookup, parse_pin
+
+__all__ = [
+    "Budget",
+    "BudgetReadout",
+    "Ledger",
+    "ReleaseCost",
+    "charge",
+    "checked_release",
+    "join_group",
+    "lock_ledger",
+    "readout",
+    "registration_budget",
+]
+
+#: Relative slack when comparing spend with budget, so that a budget set to exactly ``k``
+#: releases (rounded through epsilon and back) holds all ``k`` (1e-9 of a budget is no leak).
+_SLACK: Final = 1e-9
+
+
+def _near(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-9)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A lifetime budget as its owner stated it (``epsilon`` at ``delta``)."""
+
+    epsilon: float
+    delta: float
+
+    @property
+    def rho(self) -> float:
+        return rho_of(self.epsilon, self.delta)
+
+    def same_as(self, other: Budget) -> bool:
+        return _near(self.epsilon, other.epsilon) and _near(self.delta, other.delta)
+
+    def text(self) -> str:
+        return f"epsilon {self.epsilon:g} at delta {self.delta:g}"
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """A budget and the rho spent from it: pure arithmetic, no I/O."""
+
+    budget: Budget
+    spent_rho: float
+
+    @property
+    def remaining_rho(self) -> float:
+        return max(self.budget.rho - self.spent_rho, 0.0)
+
+    def epsilon(self, rho: float) -> float:
+        """``rho`` read as epsilon at the budget's delta."""
+        return epsilon_of(rho, self.budget.delta)
+
+    def releases_left(self, rho: float) -> int:
+        """How many more releases of ``rho`` each fit (what :meth:`after` would accept)."""
+        if not rho > 0:
+            raise ValueError(f"a release costs rho > 0, got {rho}")
+        return max(math.floor((self.budget.rho * (1 + _SLACK) - self.spent_rho) / rho), 0)
+
+    def after(self, release: Release, what: str) -> Ledger:
+        """The ledger once ``release`` is charged; :class:`PrivacyBudgetExceededError` (saying
+        spent, remaining and this release's cost, as epsilon at the budget's delta) when it
+        does not fit. An exact release costs no rho."""
+        cost = release.rho or 0.0
+        if self.spent_rho + cost > self.budget.rho * (1 + _SLACK):
+            raise PrivacyBudgetExceededError(
+                f"this release would overspend {what}'s privacy budget ({self.budget.text()}): "
+                f"spent epsilon {self.epsilon(self.spent_rho):.4g}, remaining epsilon "
+                f"{self.epsilon(self.remaining_rho):.4g}, this release costs epsilon "
+                f"{self.epsilon(cost):.4g} (rho: spent {self.spent_rho:.6g}, remaining "
+                f"{self.remaining_rho:.6g}, cost {cost:.6g}); nothing was stored")
+        return Ledger(self.budget, self.spent_rho + cost)
+
+
+# -- registration ---------------------------------------------------------------------------------
+
+
+def registration_budget(
+    session: Session, actor: Principal, body: DatasetCreate, now: datetime
+) -> tuple[Budget, BudgetGroup | None]:
+    """The budget a new dataset gets and the group it joins (created here, with this budget,
+    when the owner has none of that name; not committed). Joining an existing group takes the
+    group's budget; stating another one is refused (409) rather than silently ignored."""
+    asked = Budget(body.budget_epsilon or DEFAULT_BUDGET_EPSILON,
+                   body.budget_delta or DEFAULT_BUDGET_DELTA)
+    if body.budget_group is None:
+        return asked, None
+    group = session.scalars(select(BudgetGroup).where(
+        BudgetGroup.owner_id == actor.user_id, BudgetGroup.name == body.budget_group)).first()
+    if group is None:
+        group = BudgetGroup(owner_id=actor.user_id, name=body.budget_group,
+                            budget_epsilon=asked.epsilon, budget_delta=asked.delta,
+                            created_at=now)
+        session.add(group)
+        return asked, group
+    theirs = Budget(group.budget_epsilon, group.budget_delta)
+    stated = Budget(body.budget_epsilon or theirs.epsilon, body.budget_delta or theirs.delta)
+    if not stated.same_as(theirs):
+        raise ConflictError(
+            f"budget group {group.name} has the budget {theirs.text()} (set when it was "
+            f"created); this dataset asks for {stated.text()}: register it with the group's "
+            "budget (or without one), or in another group")
+    return theirs, group
+
+
+def join_group(session: Session, dataset: Dataset, group: BudgetGroup) -> None:
+    """Record ``dataset``'s membership of ``group`` (both flushed; not committed)."""
+    session.add(DatasetBudgetGroup(dataset_id=dataset.id, group_id=group.id))
+
+
+# -- accepting a result -----------------------------------------------------------------------
+
+
+def checked_release(plugin: Plugin, summary: PublicSummary | None) -> Release | None:
+    """The release ``summary`` carries (None for a withheld summary or a plug-in without
+    releases: nothing to charge), refused (422) when it is not the release the plug-in
+    declares: another privacy loss (an operator-raised epsilon), noise turned off, other
+    content. The plug-in's declaration is part of the pin the owners approved."""
+    release = None if summary is None else release_of(summary)
+    spec: ReleaseSpec | None = getattr(plugin, "release_spec", None)
+    if release is not None and spec is not None and not release.matches(spec):
+        declared = ("an exact release" if spec.exact
+                    else f"epsilon {spec.epsilon:g} at delta {spec.delta:g}")
+        got = ("an exact release" if release.exact
+               else f"epsilon {release.epsilon:g} at delta {release.delta:g}")
+        raise ResultRejectedError(
+            f"summary: its release is not the one {plugin.ref} declares ({declared} per "
+            f"release, its columns and categories); received {got}")
+    return release
+
+
+@dataclass(frozen=True)
+class LockedLedger:
+    """A dataset's ledger, locked for the transaction: its group (or None) and its state."""
+
+    dataset_id: int
+    group: BudgetGroup | None
+    ledger: Ledger
+
+    @property
+    def name(self) -> str:
+        return (f"budget group {self.group.name}" if self.group is not None
+                else f"dataset {self.dataset_id}")
+
+    def after(self, release: Release) -> Ledger:
+        """See :meth:`Ledger.after`: raises when ``release`` does not fit."""
+        return self.ledger.after(release, self.name)
+
+
+def _group_of(session: Session, dataset_id: int) -> BudgetGroup | None:
+    return session.scalars(
+        select(BudgetGroup).join(DatasetBudgetGroup, DatasetBudgetGroup.group_id == BudgetGroup.id)
+        .where(DatasetBudgetGroup.dataset_id == dataset_id)).first()
+
+
+def _debits_where(dataset_id: int, group: BudgetGroup | None) -> ColumnElement[bool]:
+    if group is not None:
+        return PrivacyDebit.budget_group_id == group.id
+    return PrivacyDebit.dataset_id == dataset_id
+
+
+def lock_ledger(session: Session, dataset: Dataset) -> LockedLedger:
+    """Lock ``dataset``'s ledger (its group's row, or its own) and read its spend."""
+    group = _group_of(session, dataset.id)
+    if group is not None:
+        session.execute(select(BudgetGroup.id).where(BudgetGroup.id == group.id)
+                        .with_for_update())
+        budget = Budget(group.budget_epsilon, group.budget_delta)
+    else:
+        session.execute(select(Dataset.id).where(Dataset.id == dataset.id).with_for_update())
+        budget = Budget(dataset.budget_epsilon, dataset.budget_delta)
+    spent = session.scalars(select(PrivacyDebit.rho).where(
+        _debits_where(dataset.id, group), PrivacyDebit.rho.is_not(None))).all()
+    return LockedLedger(dataset.id, group, Ledger(budget, math.fsum(r for r in spent if r)))
+
+
+def charge(
+    session: Session, actor: Principal, locked: LockedLedger, result: Result, release: Release,
+    now: datetime,
+) -> PrivacyDebit:
+    """Charge ``release`` (of the flushed ``result``) to the locked ledger and log it
+    (``privacy.debit``), in the caller's transaction (not committed here);
+    :class:`PrivacyBudgetExceededError` when it does not fit, before anything is written."""
+    after = locked.after(release)
+    event = append_event(
+        session,
+        actor_id=actor.user_id,
+        action="privacy.debit",
+        entity_type="dataset",
+        entity_id=locked.dataset_id,
+        payload={
+            "dataset_id": locked.dataset_id,
+            "budget_group": None if locked.group is None else locked.group.name,
+            "budget_group_id": None if locked.group is None else locked.group.id,
+            "result_id": result.id,
+            "benchmark_id": result.benchmark_id,
+            "mechanism": release.mechanism,
+            "rho": release.rho,
+            "epsilon": release.epsilon,
+            "delta": release.delta,
+            "budget_epsilon": after.budget.epsilon,
+            "budget_delta": after.budget.delta,
+            "spent_rho": after.spent_rho,
+            "remaining_rho": after.remaining_rho,
+            "spent_epsilon": after.epsilon(after.spent_rho),
+            "remaining_epsilon": after.epsilon(after.remaining_rho),
+        },
+        now=now,
+    )
+    debit = PrivacyDebit(
+        dataset_id=locked.dataset_id,
+        budget_group_id=None if locked.group is None else locked.group.id,
+        benchmark_id=result.benchmark_id, result_id=result.id, exact=release.exact,
+        rho=release.rho, epsilon=release.epsilon, delta=release.delta,
+        audit_seq=event.seq, created_at=now)
+    session.add(debit)
+    return debit
+
+
+# -- reading a budget ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReleaseCost:
+    """One release of an associated benchmark, from its plug-in's declared release."""
+
+    benchmark: Benchmark
+    association: Literal["pending", "approved"]
+    spec: ReleaseSpec
+
+
+@dataclass(frozen=True)
+class BudgetReadout:
+    dataset_id: int
+    group: BudgetGroup | None
+    datasets: tuple[int, ...]
+    ledger: Ledger
+    debits: tuple[PrivacyDebit, ...]
+    costs: tuple[ReleaseCost, ...]
+
+
+def _spec_of(metrics_version: str, plugins: PluginLookup) -> ReleaseSpec | None:
+    """The release a benchmark's installed plug-in declares; None when the plug-in is not
+    installed here or declares none."""
+    try:
+        plugin = plugins(parse_pin(metrics_version))
+    except (BenchmarkError, InvalidRequestError):
+        return None
+    spec: ReleaseSpec | None = getattr(plugin, "release_spec", None)
+    return spec
+
+
+def _costs(session: Session, dataset_id: int, plugins: PluginLookup) -> tuple[ReleaseCost, ...]:
+    latest = (
+        select(BenchmarkDataset.benchmark_id, func.max(BenchmarkDataset.revision).label("rev"))
+        .where(BenchmarkDataset.asset_id == dataset_id)
+        .group_by(BenchmarkDataset.benchmark_id)
+        .subquery()
+    )
+    rows = session.execute(
+        select(Benchmark, BenchmarkDataset.status)
+        .join(BenchmarkDataset, BenchmarkDataset.benchmark_id == Benchmark.id)
+        .join(latest, (latest.c.benchmark_id == BenchmarkDataset.benchmark_id)
+              & (latest.c.rev == BenchmarkDataset.revision))
+        .where(BenchmarkDataset.asset_id == dataset_id,
+               BenchmarkDataset.status.in_(("pending", "approved")))
+        .order_by(Benchmark.id)
+    ).all()
+    costs = []
+    for bench, status in rows:
+        spec = _spec_of(bench.metrics_version, plugins)
+        if spec is not None:
+            costs.append(ReleaseCost(bench, "approved" if status == "approved" else "pending",
+                                     spec))
+    return tuple(costs)
+
+
+def readout(
+    session: Session, dataset_id: int, plugins: PluginLookup = load_plugin
+) -> BudgetReadout:
+    """A dataset's budget, spend, debits and per-release costs (read rule: a dataset's)."""
+    dataset = get_or_404(session, Dataset, dataset_id, "dataset")
+    group = _group_of(session, dataset.id)
+    if group is not None:
+        budget = Budget(group.budget_epsilon, group.budget_delta)
+        members: Sequence[int] = session.scalars(
+            select(DatasetBudgetGroup.dataset_id).where(DatasetBudgetGroup.group_id == group.id)
+            .order_by(DatasetBudgetGroup.dataset_id)).all()
+    else:
+        budget = Budget(dataset.budget_epsilon, dataset.budget_delta)
+        members = (dataset.id,)
+    debits = tuple(session.scalars(select(PrivacyDebit).where(
+        _debits_where(dataset.id, group)).order_by(PrivacyDebit.id)).all())
+    spent = math.fsum(d.rho for d in debits if d.rho is not None)
+    return BudgetReadout(dataset.id, group, tuple(members), Ledger(budget, spent), debits,
+                         _costs(session, dataset.id, plugins))
