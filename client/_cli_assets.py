@@ -1,5 +1,6 @@
 """``sealbench dataset ...`` and ``sealbench model ...``: what data owners and model owners do
-with their assets (prepare, register, seal, associate, list, show)."""
+with their assets (prepare, register, seal, associate, list, show; a dataset's privacy budget
+is :mod:`._cli_budget`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Annotated
 import typer
 
 from sealbench.client import assets, owner
+from sealbench.client._cli_budget import BudgetDeltaOpt, BudgetEpsilonOpt, BudgetGroupOpt
 from sealbench.client._cli_common import (
     JsonOpt,
     ProfileOpt,
@@ -147,16 +149,22 @@ def dataset_register(
     prepared: Annotated[Path, typer.Argument(help="directory written by 'dataset prepare'")],
     name: Annotated[str, typer.Option(help="dataset name on the registry")],
     benchmark: Annotated[int | None, typer.Option(help="benchmark it was prepared for")] = None,
+    budget_epsilon: BudgetEpsilonOpt = None,
+    budget_delta: BudgetDeltaOpt = None,
+    budget_group: BudgetGroupOpt = None,
     profile: ProfileOpt = None,
     json_out: JsonOpt = False,
 ) -> DatasetPublic:
     """Register a prepared dataset: its manifest digest, case count, grid and aggregate
-    statistics (never data), and your result key's digest (run 'sealbench keys init' first).
-    With --benchmark, a dataset prepared under another contract (another grid) is refused."""
+    statistics (never data), your result key's digest (run 'sealbench keys init' first) and
+    its lifetime privacy budget. With --benchmark, a dataset prepared under another contract
+    (another grid) is refused."""
     with session(profile) as s:
         recipient = load_result_key(s.profile.secrets_dir).digest
         bench = None if benchmark is None else s.client.get_benchmark(benchmark)
-        body = assets.dataset_registration(prepared, name, recipient, bench)
+        body = assets.dataset_registration(
+            prepared, name, recipient, bench, budget_epsilon=budget_epsilon,
+            budget_delta=budget_delta, budget_group=budget_group)
         twin = assets.already_registered(s.client.list_datasets(), body.digest, s.client.me().id)
         if twin:
             log.warning(twin)
@@ -166,6 +174,9 @@ def dataset_register(
     else:
         out().print(f"dataset {created.id} registered: {created.name}, "
                     f"{plural(created.case_count, 'case')}, digest {created.digest}")
+        group = "" if budget_group is None else f" (shared by budget group {budget_group})"
+        out().print(f"privacy budget: epsilon {created.budget_epsilon:g} at delta "
+                    f"{created.budget_delta:g}{group}")
     return created
 
 

@@ -27,6 +27,7 @@ from sealbench.client.errors import (
     InvalidRequestError,
     NotAllowedError,
     NotFoundError,
+    PrivacyBudgetExceeded,
     RegistryError,
     ResultRejectedError,
     ServerUnavailableError,
@@ -44,6 +45,7 @@ from sealbench.server.schemas import (
     BenchmarkStateUpdate,
     CoordinatesPublic,
     CoordinatesUpdate,
+    DatasetBudget,
     DatasetCreate,
     DatasetPublic,
     ErrorBody,
@@ -242,6 +244,8 @@ class RegistryClient:
                 f"the registry failed ({error.code}): {message}",
                 hint="try again later; if it persists, tell the registry operator",
             )
+        if error.code == "privacy_budget_exceeded":
+            raise PrivacyBudgetExceeded(message, status=status, code=error.code)
         if error.code == "result_rejected":
             raise ResultRejectedError(message, status=status, code=error.code)
         kind = _BY_STATUS.get(status, RegistryError)
@@ -332,6 +336,11 @@ class RegistryClient:
 
     def get_dataset(self, dataset_id: int) -> DatasetPublic:
         return self._get(DatasetPublic, f"{API_PREFIX}/datasets/{dataset_id}")
+
+    def dataset_budget(self, dataset_id: int) -> DatasetBudget:
+        """The dataset's privacy budget, its spend, every debit and the cost per release of
+        each benchmark it is associated with."""
+        return self._get(DatasetBudget, f"{API_PREFIX}/datasets/{dataset_id}/budget")
 
     def register_model(self, body: ModelCreate) -> ModelPublic:
         return self._post(ModelPublic, f"{API_PREFIX}/models", body)

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from pydantic import ValidationError
+
 from sealbench.client.errors import ConfigError
 from sealbench.crypto.digest import Sha256Digest, parse_digest, sha256_file
 from sealbench.crypto.errors import CryptoError
@@ -252,13 +254,15 @@ def check_grid(stated: Mapping[str, Any] | None, benchmark: BenchmarkPublic) -> 
 
 def dataset_registration(
     prepared: Path, name: str, recipient_digest: Sha256Digest,
-    prepared_for: BenchmarkPublic | None,
+    prepared_for: BenchmarkPublic | None, *, budget_epsilon: float | None = None,
+    budget_delta: float | None = None, budget_group: str | None = None,
 ) -> DatasetCreate:
     """The registration of a prepared dataset: its manifest digest, case count, aggregate
     statistics and grid (``statistics["grid"]``, which the registry compares with the
-    benchmark's contract, when the contract has one). With ``prepared_for``, a dataset that its
-    plug-in does not open under that benchmark's contract, or on another grid, is refused here
-    first."""
+    benchmark's contract, when the contract has one), and its lifetime privacy budget
+    (``budget_*``; None: the registry's default, or the group's when joining ``budget_group``).
+    With ``prepared_for``, a dataset that its plug-in does not open under that benchmark's
+    contract, or on another grid, is refused here first."""
     from sealbench.benchmarks.interface import BenchmarkError, PreparedLayout
 
     plugin = None if prepared_for is None else plugin_of(prepared_for)
@@ -281,13 +285,22 @@ def dataset_registration(
         RECIPIENT_STATISTIC: recipient_digest}
     if grid is not None:
         statistics[GRID_STATISTIC] = grid
-    return DatasetCreate(
-        name=name,
-        digest=prepared_digest(prepared, layout),
-        case_count=int(info.get("n_cases", 0)),
-        statistics=statistics,
-        prepared_for_id=None if prepared_for is None else prepared_for.id,
-    )
+    try:
+        return DatasetCreate(
+            name=name,
+            digest=prepared_digest(prepared, layout),
+            case_count=int(info.get("n_cases", 0)),
+            statistics=statistics,
+            prepared_for_id=None if prepared_for is None else prepared_for.id,
+            budget_epsilon=budget_epsilon,
+            budget_delta=budget_delta,
+            budget_group=budget_group,
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first.get("loc", ()))
+        raise ConfigError(f"cannot register the dataset: {field}: {first.get('msg', '')}",
+                          hint="see 'sealbench dataset register --help'") from None
 
 
 def recipient_of(dataset: DatasetPublic) -> Sha256Digest:

@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from sealbench.client._cli_assets import dataset_app, model_app
+from sealbench.client._cli_budget import dataset_budget
 from sealbench.client._cli_common import BoundaryGroup, exit_codes_help, out, setup_logging
 from sealbench.client._cli_model_export import model_check, model_export_command
 from sealbench.client._cli_profile import doctor, login, profile_app, whoami
@@ -83,6 +84,7 @@ app.command("doctor")(doctor)
 app.command("inbox")(inbox)
 app.command("test")(test)
 app.add_typer(benchmark_app, name="benchmark")
+dataset_app.command("budget")(dataset_budget)
 app.add_typer(dataset_app, name="dataset")
 model_app.command("export")(model_export_command)
 model_app.command("check")(model_check)

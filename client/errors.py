@@ -18,6 +18,7 @@ Messages never contain tokens, keys or patient data.
     │   ├── ConflictError             exit 4   409: duplicate, or a transition the rules forbid
     │   ├── InvalidRequestError       exit 4   422: the server could not use the input
     │   └── ResultRejectedError       exit 4   422: the result's attestation did not verify
+    │       └── PrivacyBudgetExceeded exit 4   422: the release would overspend the budget
     ├── ServerUnavailableError        exit 5   cannot reach the server, or it failed (5xx)
     ├── CloudError                    exit 7   KMS, storage or policy writing failed
     ├── RunFailedError                exit 7   the confidential run did not produce a result
@@ -49,6 +50,7 @@ __all__ = [
     "NotAllowedError",
     "NotAvailableError",
     "NotFoundError",
+    "PrivacyBudgetExceeded",
     "RegistryError",
     "ResultRejectedError",
     "RunFailedError",
@@ -126,6 +128,14 @@ class ResultRejectedError(RegistryError):
     default_hint = (
         "the server refused the result's attestation: do not retry with the same files; rerun "
         "the evaluation with 'sealbench run ... --force' and submit the new result"
+    )
+
+
+class PrivacyBudgetExceeded(ResultRejectedError):  # noqa: N818 - reads as the event
+    default_hint = (
+        "the dataset's privacy budget has too little left for this release and nothing was "
+        "stored; see 'sealbench dataset budget DATASET' (a budget is set for the dataset's "
+        "lifetime at registration)"
     )
 
 
