@@ -14,6 +14,7 @@ import base64
 import itertools
 import json
 import math
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -395,3 +396,26 @@ def test_summary_of_a_plugin_without_releases_not_charged(
 
 def test_budget_of_missing_dataset_not_found(client: TestClient, world: Any) -> None:
     assert client.get(f"{API}/datasets/999/budget", headers=world.other.headers).status_code == 404
+
+
+def test_concurrent_submissions_cannot_both_spend_the_last_release(
+    client: TestClient, world: Any, h: Any, tokens: Any
+) -> None:
+    """Six results at once for a budget holding one release: the ledger is locked before its
+    spend is read, so exactly one is accepted and charged."""
+    one = _joined(client, world, h, "one-left", budget_epsilon=_fits(1))
+    bodies = [_body(world, h, tokens, {"release": _release().to_json()}, one) for _ in range(6)]
+    barrier = threading.Barrier(len(bodies))
+    codes: list[int] = []
+
+    def submit(body: dict[str, Any]) -> None:
+        barrier.wait()
+        codes.append(_post(client, world, body).status_code)
+
+    threads = [threading.Thread(target=submit, args=(b,)) for b in bodies]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert sorted(codes) == [201, 422, 422, 422, 422, 422]
+    assert len(_budget(client, world.data_owner, one[0])["debits"]) == 1
