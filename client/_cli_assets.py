@@ -4,6 +4,8 @@ is :mod:`._cli_budget`)."""
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -152,13 +154,16 @@ def dataset_register(
     budget_epsilon: BudgetEpsilonOpt = None,
     budget_delta: BudgetDeltaOpt = None,
     budget_group: BudgetGroupOpt = None,
+    yes: Annotated[bool, typer.Option(
+        "--yes", help="send without asking (the request is still printed first)")] = False,
     profile: ProfileOpt = None,
     json_out: JsonOpt = False,
 ) -> DatasetPublic:
-    """Register a prepared dataset: its manifest digest, case count, grid and aggregate
-    statistics (never data), your result key's digest (run 'sealbench keys init' first) and
-    its lifetime privacy budget. With --benchmark, a dataset prepared under another contract
-    (another grid) is refused."""
+    """Register a prepared dataset: its manifest digest, case count, grid and the preparation's
+    counts (never data, nothing about a case), your result key's digest (run 'sealbench keys
+    init' first) and its lifetime privacy budget. The exact request is printed before it is
+    sent; at a terminal you confirm it (--yes: no question). With --benchmark, a dataset
+    prepared under another contract (another grid) is refused."""
     with session(profile) as s:
         recipient = load_result_key(s.profile.secrets_dir).digest
         bench = None if benchmark is None else s.client.get_benchmark(benchmark)
@@ -168,6 +173,11 @@ def dataset_register(
         twin = assets.already_registered(s.client.list_datasets(), body.digest, s.client.me().id)
         if twin:
             log.warning(twin)
+        # what the registry will hold, shown before it leaves this machine (stderr under --json)
+        preview = json.dumps(body.model_dump(mode="json", exclude_none=True), indent=2)
+        typer.echo(f"the registry will receive exactly this:\n{preview}", err=json_out)
+        if not yes and sys.stdin.isatty() and not typer.confirm("send it?", default=True):
+            raise typer.Exit(1)
         created = s.client.register_dataset(body)
     if json_out:
         emit_json(created)

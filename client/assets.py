@@ -252,13 +252,28 @@ def check_grid(stated: Mapping[str, Any] | None, benchmark: BenchmarkPublic) -> 
         )
 
 
+def _refuse_old_statistics(doc: dict[str, Any]) -> None:
+    """Version 1 of the shipped plug-ins' ``statistics.json`` (``sealbench/<name>-statistics``)
+    listed per-case volumes and intensities and aggregates over a few cases: a dataset prepared
+    then must be prepared again before its statistics are sent anywhere."""
+    form, version = doc.get("format"), doc.get("version")
+    if (isinstance(form, str) and form.startswith("sealbench/") and form.endswith("-statistics")
+            and version == 1):
+        raise ConfigError(
+            f"the prepared dataset's statistics.json is {form} version 1, which lists values of "
+            "single cases; it is not sent",
+            hint="prepare the dataset again with 'sealbench dataset prepare' (version 2 holds "
+            "only counts and the contract's grid)")
+
+
 def dataset_registration(
     prepared: Path, name: str, recipient_digest: Sha256Digest,
     prepared_for: BenchmarkPublic | None, *, budget_epsilon: float | None = None,
     budget_delta: float | None = None, budget_group: str | None = None,
 ) -> DatasetCreate:
-    """The registration of a prepared dataset: its manifest digest, case count, aggregate
-    statistics and grid (``statistics["grid"]``, which the registry compares with the
+    """The registration of a prepared dataset: its manifest digest, case count, the
+    preparation's counts (never a value of a case: an old document is refused) and grid
+    (``statistics["grid"]``, which the registry compares with the
     benchmark's contract, when the contract has one), and its lifetime privacy budget
     (``budget_*``; None: the registry's default, or the group's when joining ``budget_group``).
     With ``prepared_for``, a dataset that its plug-in does not open under that benchmark's
@@ -280,9 +295,9 @@ def dataset_registration(
                 f"{prepared_for.id}'s: {exc}",
                 hint=f"prepare it again with 'dataset prepare --benchmark {prepared_for.id}'",
             ) from exc
-    statistics: dict[str, Any] = {
-        "preparation": _read_json(prepared / layout.data_dir / layout.statistics_file),
-        RECIPIENT_STATISTIC: recipient_digest}
+    preparation = _read_json(prepared / layout.data_dir / layout.statistics_file)
+    _refuse_old_statistics(preparation)
+    statistics: dict[str, Any] = {"preparation": preparation, RECIPIENT_STATISTIC: recipient_digest}
     if grid is not None:
         statistics[GRID_STATISTIC] = grid
     try:

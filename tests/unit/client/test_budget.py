@@ -122,3 +122,31 @@ def test_overspend_is_reported_as_privacy_budget_exceeded() -> None:
         client.submit_result(submission)
     assert isinstance(info.value, ResultRejectedError) and info.value.exit_code == 4
     assert "overspend" in str(info.value) and "dataset budget" in info.value.hint
+
+
+def test_register_prints_exactly_what_the_registry_receives(cli: Cli, prepared: Path) -> None:
+    """The hospital sees the request before it leaves (stderr under --json: stdout stays the
+    answer); it holds counts and the grid, no value of a case."""
+    done = cli("dataset", "register", str(prepared), "--name", "shown", "--json", "--profile",
+               "hospital")
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["name"] == "shown"
+    shown = done.stderr[done.stderr.index("the registry will receive exactly this:"):]
+    body = json.loads(shown[shown.index("{"):shown.rindex("}") + 1])
+    assert body["name"] == "shown" and body["case_count"] == 1
+    preparation = body["statistics"]["preparation"]
+    assert preparation["version"] == 2 and "volumes" not in json.dumps(preparation)
+
+
+def test_statistics_of_an_old_preparation_are_not_sent(cli: Cli, prepared: Path) -> None:
+    """A dataset prepared before statistics were made private (statistics.json version 1 listed
+    per-case volumes) is refused before anything is sent, with what to do."""
+    stats = prepared / "data" / "statistics.json"
+    doc = json.loads(stats.read_text())
+    stats.write_text(json.dumps({**doc, "version": 1, "tumour_volumes_mm3": [1234.5]}))
+    refused = cli("dataset", "register", str(prepared), "--name", "old", "--profile",
+                  "hospital")
+    assert refused.exit_code != 0
+    text = " ".join(refused.output.split())
+    assert "version 1" in text and "prepare the dataset again" in text
+    assert "the registry will receive" not in text
