@@ -25,6 +25,7 @@ from sealbench.client._cli_common import (
     table,
     user_label,
     warn_experimental,
+    warn_privacy_cost,
 )
 from sealbench.client.api import AssetKind, RegistryClient
 from sealbench.client.errors import ConflictError, NotAllowedError, NotFoundError
@@ -243,7 +244,10 @@ def _associate(
     kind: AssetKind, asset_id: int, benchmark: int, profile: str | None
 ) -> AssociationPublic:
     with session(profile) as s:
-        warn_experimental(s.client.get_benchmark(benchmark))
+        bench = s.client.get_benchmark(benchmark)
+        warn_experimental(bench)
+        if kind == "dataset":
+            warn_privacy_cost(s.client, bench, asset_id)
         try:
             row = s.client.request_association(kind, benchmark, asset_id)
         except ConflictError:

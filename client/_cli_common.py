@@ -32,9 +32,9 @@ from typer._click.core import Context as ClickContext  # typer vendors click
 
 from sealbench.client.api import RegistryClient
 from sealbench.client.config import ProfileStore, ResolvedProfile
-from sealbench.client.errors import EXIT_CODES, ClientError
+from sealbench.client.errors import EXIT_CODES, ClientError, ConfigError
 from sealbench.client.extras import missing_extra
-from sealbench.client.inbox import consent_warning
+from sealbench.client.inbox import consent_warning, privacy_cost
 from sealbench.server.schemas import BenchmarkPublic
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "session",
     "table",
     "warn_experimental",
+    "warn_privacy_cost",
 ]
 
 log = logging.getLogger("sealbench.client")
@@ -77,6 +78,25 @@ def warn_experimental(benchmark: BenchmarkPublic) -> None:
     warning = consent_warning(benchmark)
     if warning is not None:
         out().print(warning, style="bold red", markup=False, highlight=False, soft_wrap=True)
+
+
+def warn_privacy_cost(client: RegistryClient, benchmark: BenchmarkPublic, dataset_id: int
+                      ) -> None:
+    """Print :func:`~sealbench.client.inbox.privacy_cost` before a data owner consents to
+    ``benchmark`` for dataset ``dataset_id`` (the cost read from the benchmark's plug-in, the
+    budget from the registry); say how to see it when the plug-in is not installed here."""
+    from sealbench.client.extras import MissingExtraError
+    from sealbench.client.workflows import plugin_for
+
+    try:
+        spec = plugin_for(benchmark).release_spec
+    except (ConfigError, MissingExtraError):
+        out().print(f"PRIVACY: each run publishes a release that spends dataset {dataset_id}'s "
+                    "privacy budget; this machine lacks the benchmark's plug-in to say how "
+                    f"much ('sealbench dataset budget {dataset_id}' shows it once associated)")
+        return
+    out().print(privacy_cost(benchmark, spec, client.dataset_budget(dataset_id)),
+                style="bold", markup=False, highlight=False, soft_wrap=True)
 
 
 def err_console() -> Console:

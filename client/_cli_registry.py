@@ -21,6 +21,7 @@ from sealbench.client._cli_common import (
     table,
     user_label,
     warn_experimental,
+    warn_privacy_cost,
 )
 from sealbench.client._cli_leaderboard import benchmark_leaderboard
 from sealbench.client.api import AssetKind
@@ -346,7 +347,11 @@ def _decide(
     kind, asset = _target(dataset, model)
     with session(profile) as s:
         if approve:
-            warn_experimental(s.client.get_benchmark(benchmark))
+            bench = s.client.get_benchmark(benchmark)
+            warn_experimental(bench)
+            if kind == "dataset" and bench.owner_id != s.client.me().id:
+                # the data owner consents: it reads what each run costs its dataset's budget
+                warn_privacy_cost(s.client, bench, asset)
         row = s.client.decide_association(kind, benchmark, asset, approve=approve)
     out().print(f"{kind} {asset} in benchmark {benchmark}: {row.status}")
 

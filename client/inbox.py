@@ -11,14 +11,25 @@ approval and association commands print before they consent to such a benchmark.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from sealbench.client.runs import RunRecord
-from sealbench.server.schemas import BenchmarkPublic, Inbox, InboxEvaluation, InboxLink
+from sealbench.server.schemas import (
+    BenchmarkPublic,
+    DatasetBudget,
+    Inbox,
+    InboxEvaluation,
+    InboxLink,
+)
 
-__all__ = ["EXPERIMENTAL_MARK", "Action", "InboxItem", "InboxView", "consent_warning", "merge"]
+if TYPE_CHECKING:
+    from sealbench.benchmarks.release import ReleaseSpec
+
+__all__ = ["EXPERIMENTAL_MARK", "Action", "InboxItem", "InboxView", "consent_warning", "merge",
+           "privacy_cost"]
 
 #: Marks an inbox item of a benchmark that accepts EXPERIMENTAL images.
 EXPERIMENTAL_MARK = "[EXPERIMENTAL GPU images]"
@@ -33,6 +44,23 @@ def consent_warning(benchmark: BenchmarkPublic) -> str | None:
             "EXPERIMENTAL images: your keys will also be released to its image on Confidential "
             "Space's confidential-GPU preview (not STABLE; fewer guarantees, may change). "
             "Approve only if you accept that.")
+
+def privacy_cost(benchmark: BenchmarkPublic, spec: ReleaseSpec, budget: DatasetBudget) -> str:
+    """The line a data owner reads before consenting to ``benchmark`` for a dataset: what each
+    run's published release costs of the dataset's privacy budget (``spec``: the benchmark
+    plug-in's declared release) and what is left; an exact release is said to be one."""
+    name = f"benchmark {benchmark.name} {benchmark.version} (#{benchmark.id})"
+    left = (f"dataset {budget.dataset_id} has epsilon {budget.remaining_epsilon:.3g} of "
+            f"{budget.budget_epsilon:g} left (at delta {budget.budget_delta:g})")
+    if spec.exact:
+        return (f"PRIVACY: {name} publishes EXACT (not differentially private) figures of your "
+                f"cases; {left}.")
+    rho = spec.rho or 0.0
+    runs = math.floor(budget.remaining_rho / rho + 1e-9) if rho > 0 else 0
+    return (f"PRIVACY: each run of {name} publishes a differentially private release costing "
+            f"epsilon {spec.epsilon:g} at delta {spec.delta:g} (rho {rho:.4g}); {left}: about "
+            f"{runs} such releases.")
+
 
 Action = Literal["decide", "approve benchmark", "run", "submit", "running", "waiting"]
 #: The order items are listed in: what only the caller can do first, waiting last.

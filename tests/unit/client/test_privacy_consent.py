@@ -1,0 +1,56 @@
+"""A hospital consents knowingly to what a benchmark's runs will publish (issue 25): before it
+asks to join a benchmark with a dataset, or approves the benchmark's invitation, it reads what
+each run's release costs of the dataset's privacy budget and how much is left."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from sealbench.benchmarks.release import Column, ReleaseSpec, rho_of
+from sealbench.client.inbox import privacy_cost
+from sealbench.server.schemas import BenchmarkPublic, DatasetBudget
+from tests.unit.client.test_cli_participation import Cli, _benchmark, _dataset, cli
+
+__all__ = ["cli"]  # the fixture, re-used
+
+
+def test_cost_line_says_epsilon_what_is_left_and_how_many_runs() -> None:
+    bench = BenchmarkPublic.model_construct(id=3, name="brats", version="1")
+    budget = DatasetBudget.model_construct(
+        dataset_id=9, budget_epsilon=10.0, budget_delta=1e-6, remaining_epsilon=10.0,
+        remaining_rho=rho_of(10.0, 1e-6))
+    line = privacy_cost(bench, ReleaseSpec((Column("dice", 0.0, 1.0),)), budget)
+    runs = math.floor(rho_of(10.0, 1e-6) / rho_of(1.0, 1e-6))
+    assert "costing epsilon 1 at delta 1e-06" in line and f"about {runs} such releases" in line
+    assert "dataset 9 has epsilon 10 of 10 left" in line
+    exact = privacy_cost(bench, ReleaseSpec((Column("dice", 0.0, 1.0),), exact=True), budget)
+    assert "EXACT (not differentially private)" in exact
+
+
+def test_hospital_reads_the_cost_before_asking_to_join(cli: Cli, tmp_path: Path) -> None:
+    bid = _benchmark(cli, tmp_path)
+    dataset = _dataset(cli, tmp_path, bid)
+    asked = cli("dataset", "associate", "--dataset", str(dataset), "--benchmark", str(bid),
+                "--profile", "hospital")
+    assert asked.exit_code == 0, asked.output
+    text = " ".join(asked.output.split())
+    assert "PRIVACY: each run of benchmark" in text and "costing epsilon 1 at delta 1e-06" in text
+    assert text.index("PRIVACY") < text.index("pending")
+    # the model owner's consent spends no dataset's budget: no such line
+    assert "PRIVACY" not in " ".join(cli("inbox", "--profile", "modelco").output.split())
+
+
+def test_hospital_reads_the_cost_before_approving_an_invitation(cli: Cli, tmp_path: Path
+                                                                 ) -> None:
+    bid = _benchmark(cli, tmp_path)
+    dataset = _dataset(cli, tmp_path, bid)
+    invited = cli("dataset", "associate", "--dataset", str(dataset), "--benchmark", str(bid),
+                  "--profile", "authority")
+    assert invited.exit_code == 0, invited.output
+    approved = cli("association", "approve", "--benchmark", str(bid), "--dataset", str(dataset),
+                   "--profile", "hospital")
+    assert approved.exit_code == 0, approved.output
+    text = " ".join(approved.output.split())
+    assert "PRIVACY: each run of benchmark" in text and text.index("PRIVACY") < text.index(
+        "approved")
