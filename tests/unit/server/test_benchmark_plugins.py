@@ -3,12 +3,13 @@ summary does not validate against it (or whose plug-in it does not have), storin
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from fastapi.testclient import TestClient
 
 from sealbench.benchmarks.registry import load as load_benchmark
-from sealbench.benchmarks.release import InsecureFixedNoise
+from sealbench.benchmarks.release import InsecureFixedNoise, Release
 
 API = "/api/v1"
 SEALED = "sha256:" + "7" * 64
@@ -67,10 +68,23 @@ def test_attested_summary_of_another_schema_refused(
 def test_summary_missing_a_region_refused(
     client: TestClient, world: Any, tokens: Any, h: Any
 ) -> None:
+    """A release without ET's column is refused: dropped from a release (its sensitivity no
+    longer matches its content), or as a consistent release of WT and TC alone (not the content
+    the pin declares)."""
     doc = _summary()
-    del doc["aggregates"]["regions"]["ET"]
+    release = doc["aggregates"]["release"]
+    del release["columns"][2]
     r = _submit(client, world, tokens, h, doc)
-    assert r.status_code == 422 and "regions" in r.json()["message"]
+    assert r.status_code == 422 and "brats-2023-gli/1's schema" in r.json()["message"]
+    _nothing_stored(client, world)
+    # the same loss, noise scaled to the two columns left: valid as a release, not as the pin's
+    release["sensitivity"] = math.sqrt(2)
+    release["sigma"] = release["sensitivity"] / math.sqrt(2 * release["rho"])
+    for column in release["columns"]:
+        column["sd"] = release["sigma"]
+    Release.from_json(release)
+    r = _submit(client, world, tokens, h, doc)
+    assert r.status_code == 422 and "content" in r.json()["message"]
     _nothing_stored(client, world)
 
 

@@ -94,8 +94,9 @@ def test_verified_result_stored_and_on_leaderboard(
 
 def test_tampered_summary_rejected(client: TestClient, world: Any, tokens: Any, h: Any) -> None:
     aggregates = json.loads(json.dumps(SUMMARY["aggregates"]))
-    aggregates["regions"]["WT"]["dice"]["mean"] = 0.99
+    aggregates["release"]["columns"][0]["sum"] += 0.99  # WT's Dice: still a valid release
     better = {**SUMMARY, "aggregates": aggregates}
+    assert _BRATS.parse_summary(aggregates) != _BRATS.parse_summary(SUMMARY["aggregates"])
     _refused(
         client,
         world,
