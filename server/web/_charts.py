@@ -1,10 +1,11 @@
 """Server-rendered dot plots for the leaderboard: one chart per group of the benchmark's
-presentation (BraTS: region), its headline and secondary metrics (BraTS: Dice and HD95) side by
-side, one row per model, one dot per dataset (its mean over cases) with the interquartile range
-as a whisker; and the pooled leaderboard's forest plots (each site's estimate and 95% interval,
-the pooled diamond, an axis from where the metric starts). Pure geometry: the template draws
-the SVG, with no script and no inline style (colours come from CSS classes ``ds-0`` …
-``ds-5`` so the Content-Security-Policy holds).
+presentation (BraTS: region), its headline and secondary metrics side by side (BraTS publishes
+one, Dice), one row per model, one dot per dataset (the mean over its cases, read from its
+release) with the release's 95% interval as a whisker, and no dot for a figure that is not
+informative (the noise dominates it); and the pooled leaderboard's forest plots (each site's
+estimate and 95% interval, the pooled diamond, an axis from where the metric starts). Pure
+geometry: the template draws the SVG, with no script and no inline style (colours come from CSS
+classes ``ds-0`` … ``ds-5`` so the Content-Security-Policy holds).
 """
 
 from __future__ import annotations
@@ -28,13 +29,13 @@ __all__ = [
     "nice_ticks",
 ]
 
-WIDTH = 1040
 LABEL_W = 190
 PANEL_W = 380
 GAP = 56
 TOP = 40
 ROW_H = 40
 BOTTOM = 34
+RIGHT = 34
 PALETTE = 6
 
 
@@ -105,7 +106,7 @@ def _fmt_tick(value: float) -> str:
 
 def build_charts(board: Board) -> tuple[Chart, ...]:
     """One chart per group (BraTS: region) of the benchmark's presentation that has at least
-    one value on the board: its headline and secondary metrics side by side."""
+    one informative value on the board: its headline and secondary metrics side by side."""
     charts = []
     for region in board.view.groups:
         chart = _chart(board, region)
@@ -146,11 +147,11 @@ def _chart(board: Board, region: str) -> Chart | None:
             for dataset_id, _ in board.datasets:
                 entry = by_pair.get((row.model_id, dataset_id))
                 stat = None if entry is None else view.stat(entry.summary, region, metric)
-                if stat is not None:
-                    points.append((i, dataset_id, stat))
+                if stat is not None and stat.value is not None:
+                    points.append((i, dataset_id, stat.value, stat.low, stat.high))
         found = found or bool(points)
-        lows = [s.q25 if s.q25 is not None else s.mean for _, _, s in points]
-        highs = [s.q75 if s.q75 is not None else s.mean for _, _, s in points]
+        lows = [v if lo is None else lo for _, _, v, lo, _ in points]
+        highs = [v if hi is None else hi for _, _, v, _, hi in points]
         lower = max(min(lows, default=0.0), 0.0)
         upper = max(highs, default=1.0)
         if metric == "dice":
@@ -162,21 +163,22 @@ def _chart(board: Board, region: str) -> Chart | None:
             return round(x0 + PANEL_W * min(max((value - bottom) / (top - bottom), 0.0), 1.0), 2)
 
         dots = []
-        for i, dataset_id, stat in points:
+        for i, dataset_id, value, low, high in points:
             j = index[dataset_id]
             cy = round(rows[i].y + (j - (n - 1) / 2) * spread, 2)
-            lo = stat.q25 if stat.q25 is not None else stat.mean
-            hi = stat.q75 if stat.q75 is not None else stat.mean
-            iqr = f" (IQR {lo:.4g} to {hi:.4g}{unit})" if stat.q25 is not None else ""
+            lo = value if low is None else min(low, value)
+            hi = value if high is None else max(high, value)
+            ci = (f" (95% interval {low:.4f} to {high:.4f}{unit}, from the release)"
+                  if low is not None and high is not None else "")
             dots.append(
                 Dot(
-                    cx=x(stat.mean),
+                    cx=x(value),
                     cy=cy,
                     lo=x(lo),
                     hi=x(hi),
                     css=f"ds-{j % PALETTE}",
                     title=f"{board.rows[i].label} on {names[dataset_id]}: {region} {title} "
-                    f"mean {stat.mean:.4f}{unit}{iqr}",
+                    f"mean {value:.4f}{unit}{ci}",
                 )
             )
         panels.append(
@@ -193,7 +195,7 @@ def _chart(board: Board, region: str) -> Chart | None:
         return None
     return Chart(
         region=region,
-        width=WIDTH,
+        width=LABEL_W + len(panels) * (PANEL_W + GAP) - GAP + RIGHT,
         height=int(plot_bottom + BOTTOM),
         plot_top=plot_top,
         plot_bottom=plot_bottom,
@@ -265,7 +267,8 @@ def build_forest(model_id: int, title: str, sites: list[tuple[str, float | None,
                  pooled: tuple[float | None, float | None, float | None],
                  ticks: tuple[float, ...], unit: str) -> Forest:
     """A model's forest plot: one row per site (``(label, value, low, high, mock)``) and the
-    pooled diamond, on the shared axis ``ticks``."""
+    pooled diamond, on the shared axis ``ticks``. A row without a value (not informative: the
+    release noise dominates it) draws nothing; its title says so and gives its interval."""
     x0, x1 = float(FOREST_LABEL_W), float(FOREST_W - 16)
     bottom, top = ticks[0], ticks[-1]
 
@@ -277,17 +280,20 @@ def build_forest(model_id: int, title: str, sites: list[tuple[str, float | None,
     def text(value: float | None) -> str:
         return "-" if value is None else f"{value:.4f}{unit}"
 
+    def caption(label: str, value: float | None, low: float | None, high: float | None) -> str:
+        note = " not informative" if value is None and low is not None else ""
+        interval = "" if low is None else f" (95% CI {text(low)} to {text(high)})"
+        return f"{label}: {text(value)}{note}{interval}"
+
     rows = []
     for i, (label, value, low, high, mock) in enumerate(sites):
         y = FOREST_TOP + i * FOREST_ROW_H + FOREST_ROW_H / 2
-        interval = "" if low is None else f" (95% CI {text(low)} to {text(high)})"
         rows.append(ForestRow(label, y, x(value), x(low), x(high), False, mock,
-                              f"{label}: {text(value)}{interval}"))
+                              caption(label, value, low, high)))
     y = FOREST_TOP + len(sites) * FOREST_ROW_H + FOREST_ROW_H / 2 + 6
     value, low, high = pooled
-    interval = "" if low is None else f" (95% CI {text(low)} to {text(high)})"
     rows.append(ForestRow("pooled", y, x(value), x(low), x(high), True, False,
-                          f"pooled: {text(value)}{interval}"))
+                          caption("pooled", value, low, high)))
     plot_bottom = y + FOREST_ROW_H / 2 + 4
     return Forest(model_id, title, FOREST_W, int(plot_bottom + FOREST_BOTTOM), x0, x1,
                   float(FOREST_TOP - 6), plot_bottom,

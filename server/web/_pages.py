@@ -227,6 +227,7 @@ def benchmark_pages(state: DashboardState) -> APIRouter:
                 "table": table,
                 "metrics": view.metrics,
                 "counts": [(_COUNT_LABELS[k], v) for k, v in summary_counts(row.summary).items()],
+                "release": view.release(row.summary),
                 "claims": _token_claims(row.attestation_token),
                 "image_matches": row.image_digest == bench.image_digest,
                 # only Google's Confidential Space verifier attests a confidential run

@@ -9,6 +9,12 @@ classes) are the per-group tables and charts. A summary is the JSON the enclave 
 (``sealbench/result-summary`` with its ``aggregates``, or a bare summary); one the plug-in does
 not validate, or of a benchmark whose plug-in is not installed here, reads as ``None``
 everywhere and is shown as a dash, never as a zero.
+
+A summary is a differentially private release: every figure is the plug-in's reading of it, a
+value with its 95% interval (sampling error and release noise; no quantile or spread leaves the
+enclave). A figure the release noise dominates has the value None and only its interval
+(:attr:`Stat.informative` is False): it is shown as "not informative", never as a number, and
+never counts towards a score.
 """
 
 from __future__ import annotations
@@ -24,8 +30,10 @@ from sealbench.benchmarks.interface import (
     Direction,
     Figure,
     MetricRef,
+    release_of,
 )
 from sealbench.benchmarks.registry import load
+from sealbench.benchmarks.release import Release
 
 __all__ = [
     "Board",
@@ -41,13 +49,22 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Stat:
-    """One metric of one group (or over the groups) across a run's cases."""
+    """One figure of one group (or over the groups) as a run's summary gives it: ``value`` (a
+    mean over the cases, None when the release noise dominates it) and its 95% interval
+    (``low``, ``high``), from the release."""
 
-    mean: float
-    q25: float | None = None
-    q75: float | None = None
-    median: float | None = None
-    std: float | None = None
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+
+    @property
+    def informative(self) -> bool:
+        """Whether the figure bears a reading (otherwise only its interval is shown)."""
+        return self.value is not None
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        return None if self.low is None or self.high is None else (self.low, self.high)
 
 
 def summary_counts(summary: Mapping[str, Any]) -> dict[str, int]:
@@ -71,8 +88,8 @@ class View:
     plugin: Benchmark | None
     #: Figures per summary read, keyed by the summary's id and holding the summary itself, so
     #: an id reused by a later object never returns another summary's figures.
-    _cache: dict[int, tuple[Mapping[str, Any], dict[MetricRef, Figure]]] = field(
-        default_factory=dict, compare=False)
+    _cache: dict[int, tuple[Mapping[str, Any], Release | None, dict[MetricRef, Figure]]] = (
+        field(default_factory=dict, compare=False))
 
     @classmethod
     def of(cls, metrics_version: str) -> View:
@@ -127,33 +144,49 @@ class View:
             return False
         return self.plugin.presentation.metric(ref.metric).direction is Direction.LOWER
 
-    def figures(self, summary: Mapping[str, Any]) -> dict[MetricRef, Figure]:
-        """The figures of a summary (empty when the plug-in does not validate it)."""
+    def _read(self, summary: Mapping[str, Any]) -> tuple[Release | None,
+                                                         dict[MetricRef, Figure]]:
         if self.plugin is None:
-            return {}
+            return None, {}
         cached = self._cache.get(id(summary))
         if cached is not None and cached[0] is summary:
-            return cached[1]
+            return cached[1], cached[2]
         aggregates = summary.get("aggregates", summary)
         try:
             parsed = self.plugin.parse_summary(
                 aggregates if isinstance(aggregates, Mapping) else {})
             figures = {f.ref: f for f in self.plugin.figures(parsed)}
+            release = release_of(parsed)
         except BenchmarkError:
-            figures = {}
-        self._cache[id(summary)] = (summary, figures)
-        return figures
+            figures, release = {}, None
+        self._cache[id(summary)] = (summary, release, figures)
+        return release, figures
+
+    def figures(self, summary: Mapping[str, Any]) -> dict[MetricRef, Figure]:
+        """The figures of a summary (empty when the plug-in does not validate it)."""
+        return self._read(summary)[1]
+
+    def release(self, summary: Mapping[str, Any]) -> Release | None:
+        """The release a validated summary carries (its privacy loss, mechanism and noise), or
+        None."""
+        return self._read(summary)[0]
 
     def value(self, summary: Mapping[str, Any], ref: MetricRef | None) -> float | None:
         figure = None if ref is None else self.figures(summary).get(ref)
         return None if figure is None else figure.value
 
     def stat(self, summary: Mapping[str, Any], group: str | None, metric: str) -> Stat | None:
-        """The figure of ``metric`` in ``group`` (over the groups when None), or None."""
-        figure = self.figures(summary).get(MetricRef(metric, group))
-        if figure is None or figure.value is None:
+        """The figure of ``metric`` in ``group`` (over the groups when None): its value and
+        interval, a value of None with an interval when it is not informative; None when the
+        summary has neither."""
+        return self.stat_of(summary, MetricRef(metric, group))
+
+    def stat_of(self, summary: Mapping[str, Any], ref: MetricRef | None) -> Stat | None:
+        figure = None if ref is None else self.figures(summary).get(ref)
+        if figure is None or (figure.value is None and (figure.low is None
+                                                        or figure.high is None)):
             return None
-        return Stat(mean=figure.value, q25=figure.low, q75=figure.high, std=figure.spread)
+        return Stat(figure.value, figure.low, figure.high)
 
 
 @dataclass(frozen=True)
@@ -174,16 +207,25 @@ class BoardEntry:
 @dataclass(frozen=True)
 class Cell:
     result_id: int
-    #: The headline metric's value, and the secondary metric's shown under it.
+    #: The headline metric's value (None when absent or not informative), and the secondary
+    #: metric's shown under it.
     headline: float | None
     secondary: float | None
     verified_at: datetime
     withdrawn: tuple[str, ...] = ()
+    #: The headline figure's 95% interval from the release (set also when not informative).
+    interval: tuple[float, float] | None = None
+
+    @property
+    def informative(self) -> bool:
+        """False when the summary has a headline figure that the release noise dominates."""
+        return self.headline is not None or self.interval is None
 
 
 @dataclass(frozen=True)
 class BoardRow:
-    rank: int
+    #: Position by score; None for a model without any informative value (never ranked).
+    rank: int | None
     model_id: int
     label: str
     cells: tuple[Cell | None, ...]
@@ -205,8 +247,9 @@ class Board:
 
 
 def build_board(entries: Sequence[BoardEntry], view: View) -> Board:
-    """Arrange leaderboard entries by ``view``'s headline metric (in its direction); a model
-    without any value ranks last, ties by model id."""
+    """Arrange leaderboard entries by ``view``'s headline metric (in its direction): a model's
+    score is the mean of its informative headline values over its datasets; a model without
+    any comes last, unranked; ties by model id."""
     datasets = sorted({(e.dataset_id, e.dataset_label) for e in entries})
     models = sorted({(e.model_id, e.model_label) for e in entries})
     by_pair = {(e.model_id, e.dataset_id): e for e in entries}
@@ -215,15 +258,17 @@ def build_board(entries: Sequence[BoardEntry], view: View) -> Board:
         cells: list[Cell | None] = []
         for dataset_id, _ in datasets:
             entry = by_pair.get((model_id, dataset_id))
+            head = None if entry is None else view.stat_of(entry.summary, view.headline)
             cells.append(
                 None
                 if entry is None
                 else Cell(
                     entry.result_id,
-                    view.value(entry.summary, view.headline),
+                    None if head is None else head.value,
                     view.value(entry.summary, view.secondary),
                     entry.created_at,
                     entry.withdrawn,
+                    None if head is None else head.interval,
                 )
             )
         values = [c.headline for c in cells if c is not None and c.headline is not None]
@@ -232,7 +277,7 @@ def build_board(entries: Sequence[BoardEntry], view: View) -> Board:
     sign = 1.0 if view.lower_is_better(view.headline) else -1.0
     scored.sort(key=lambda row: (row[3] is None, sign * (row[3] or 0.0), row[0]))
     rows = tuple(
-        BoardRow(rank, model_id, label, cells, score)
+        BoardRow(None if score is None else rank, model_id, label, cells, score)
         for rank, (model_id, label, cells, score) in enumerate(scored, start=1)
     )
     return Board(tuple(datasets), rows, tuple(entries), view)

@@ -28,37 +28,9 @@ _CELL = re.compile(
 )
 
 
-def summary(dice: float, hd95: float) -> dict[str, Any]:
-    """A run summary shaped like the enclave's (``sealbench/result-summary``)."""
-
-    def stats(mean: float) -> dict[str, float | int]:
-        return {
-            "mean": mean,
-            "std": 0.01,
-            "median": mean,
-            "q25": mean * 0.95,
-            "q75": min(mean * 1.05, 1.0) if mean <= 1 else mean * 1.05,
-            "nonfinite_replaced": 0,
-        }
-
-    others = ("sensitivity", "specificity", "lesion_dice", "lesion_hd95", "num_tp", "num_fp",
-              "num_fn")
-    regions = {
-        region: {"dice": stats(dice - k * 0.05), "hd95": stats(hd95 + k),
-                 **{m: stats(0.5) for m in others}}
-        for k, region in enumerate(("WT", "TC", "ET"))
-    }
-    return {
-        "format": "sealbench/result-summary",
-        "version": 1,
-        "run_id": "run-1",
-        "benchmark_id": "1",
-        "metrics_version": "brats-2023-gli/1",
-        "aggregates": {"summary_id": "sealbench/brats-summary", "version": 1,
-                       "metrics_id": "sealbench/brats-lesionwise", "metrics_version": 1,
-                       "n_cases": 5, "n_scored": 5, "n_failed": 0, "n_nonfinite_cases": 0,
-                       "regions": regions},
-    }
+#: The result's Dice per region, released over enough cases to be informative at epsilon 1.
+DICE = {"WT": 0.84, "TC": 0.79, "ET": 0.74}
+N_CASES = 2000
 
 
 @pytest.fixture
@@ -73,7 +45,7 @@ def web(settings: ServerSettings, clock: Any, jwks_fetcher: Any) -> Iterator[Tes
 
 @pytest.fixture
 def result_id(client: TestClient, world: Any, tokens: Any, h: Any) -> int:
-    body = summary(0.84, 4.5)
+    body = h.brats_summary(DICE, N_CASES)
     sealed = "sha256:" + "5" * 64
     claims = h.result_claims(
         summary=body,
@@ -268,8 +240,11 @@ def _api_cells(
     assert board.status_code == 200
     out = {}
     for e in board.json()["entries"]:
-        regions = e["summary"]["aggregates"]["regions"]
-        dice = sum(regions[r]["dice"]["mean"] for r in ("WT", "TC", "ET")) / 3
+        release = e["summary"]["aggregates"]["release"]
+        columns = release["columns"]
+        assert [c["key"] for c in columns] == ["dice:WT", "dice:TC", "dice:ET"]
+        # the headline, the mean Dice over the regions, read from the release: sum / n
+        dice = sum(c["sum"] for c in columns) / len(columns) / release["n_cases"]
         out[e["result_id"]] = (e["model_id"], e["dataset_id"], f"{dice:.4f}")
     return out
 
@@ -326,7 +301,53 @@ def test_chart_has_one_dot_per_result_region_and_metric(
     sign_in(web, world.bench_owner.token)
     page = web.get(f"/ui/benchmarks/{world.benchmark_id}/leaderboard").text
     assert page.count("<svg") == 3  # WT, TC, ET
-    assert page.count("<circle") == 3 * 2  # one result x (Dice, HD95) per region
+    assert page.count("<circle") == 3  # one result x Dice (the release's one metric) per region
+    assert "HD95" not in page and "interquartile" not in page
+    assert page.count('<line class="interval"') == 3  # each dot's whisker: its 95% interval
+
+
+def test_result_page_shows_the_release_and_its_intervals(
+    web: TestClient, world: Any, result_id: int
+) -> None:
+    sign_in(web, world.bench_owner.token)
+    page = unescape(web.get(f"/ui/results/{result_id}").text)
+    shown = re.findall(r'<span class="dice">([^<]*)</span><span class="sub">95% CI ([0-9.]+)'
+                       r"\N{EN DASH}([0-9.]+)</span>", page)
+    assert [float(v) for v, _, _ in shown] == list(DICE.values())
+    assert all(float(lo) < float(v) < float(hi) for v, lo, hi in shown)
+    assert "ε 1.0, δ 1e-06" in page and "INSECURE fixed noise" in page
+    assert "IQR" not in page and "median" not in page
+
+
+def test_result_too_noisy_to_read_shows_not_informative_never_a_number(
+    web: TestClient, client: TestClient, world: Any, tokens: Any, h: Any
+) -> None:
+    """5 cases at epsilon 1: every figure is not informative. Its leaderboard cell and its
+    page show no number (a dash and "not informative"), and no chart dot is drawn."""
+    body = h.brats_summary(DICE, 5)
+    sealed = "sha256:" + "7" * 64
+    claims = h.result_claims(summary=body, benchmark_id=world.benchmark_id,
+                             sealed_digest=sealed, data_digest=world.dataset_digest,
+                             model_digest=world.model_digest)
+    rid = h.ok(client.post(f"{API}/results", json={
+        "benchmark_id": world.benchmark_id, "dataset_id": world.dataset_id,
+        "model_id": world.model_id, "summary": body, "sealed_result_digest": sealed,
+        "attestation_token": tokens.sign(claims)}, headers=world.data_owner.headers), 201)["id"]
+    sign_in(web, world.bench_owner.token)
+    board = web.get(f"/ui/benchmarks/{world.benchmark_id}/leaderboard").text
+    cell = re.search(rf'data-result-id="{rid}">(.*?)</td>', board, re.S)
+    assert cell is not None
+    text = re.sub(r"<[^>]+>", " ", cell.group(1))  # what the cell shows (not its tooltip)
+    assert "—" in text and "not informative" in text and not re.search(r"\d", text)
+    assert "<circle" not in board and '<td class="num rank">—</td>' in board
+    page = unescape(web.get(f"/ui/results/{rid}").text)
+    table = re.search(r'<table class="data metrics">.*?<tbody>(.*?)</tbody>', page, re.S)
+    assert table is not None
+    cells = re.findall(r'<td class="num">(.*?)</td>', table.group(1), re.S)
+    assert len(cells) == 3
+    for shown in cells:
+        assert re.sub(r"<[^>]+>", " ", shown).split() == ["—", "not", "informative"]
+        assert "95% interval" in shown  # the interval, in the tooltip
 
 
 def test_coordinates_hidden_from_non_parties(
