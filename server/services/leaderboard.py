@@ -3,8 +3,9 @@ evaluated on, from the public summaries' sufficient statistics (never a case), w
 intervals, between-site spread and rank groups that do not order models by noise.
 
 The benchmark plug-in (found by the benchmark's ``metrics_version``, never imported by name)
-pools: :meth:`~sealbench.benchmarks.interface.Benchmark.pool` over one model's sites gives the
-pooled figure, over one site the site's own estimate with its interval (the forest plot's rows).
+computes every figure: :meth:`~sealbench.benchmarks.interface.Benchmark.pool` over one model's
+sites gives the pooled figure, :meth:`~sealbench.benchmarks.interface.Benchmark.figures` of one
+site's summary the value that site published, with its interval (the forest plot's rows).
 
 Rules, stated on the page and in the API answer:
 
@@ -17,11 +18,21 @@ Rules, stated on the page and in the API answer:
 * **Small cells**: a summary describing fewer cases than the plug-in's ``small_cell_minimum``
   is withheld (counted in ``withheld``, never pooled or shown); so is a result whose enclave
   already withheld its summary (``withheld`` in the run summary: no aggregates were published).
+* **Releases**: a summary is a differentially private release (:mod:`sealbench.benchmarks.
+  release`). A site's value is the figure that site published (the plug-in's
+  :meth:`~sealbench.benchmarks.interface.Benchmark.figures` of its own release); a pooled value
+  is the plug-in's :meth:`~sealbench.benchmarks.interface.Benchmark.pool` of the sites'
+  releases. Intervals add the release noise to the sampling error.
+* **Uninformative figures**: a figure whose value is None while its interval is set is one the
+  release noise dominates (the plug-in's rule, e.g. noise alone spanning more than half of the
+  range). It carries only its interval: it is never shown as a number, never enters the site
+  range or I², and never ranks.
 * **Rank groups**: the best remaining model leads a group; every remaining model whose 95%
   interval overlaps the leader's joins it (the same rank, ``tied``); repeat. Models without a
-  value come last.
-* **Heterogeneity**: I² = max(0, (Q - (k - 1)) / Q) with Cochran's Q over the sites' estimates,
-  each weighted by 1/se² where se is read from the site's 95% interval (half-width / 1.96).
+  value (none, or not informative) are not ranked and come last.
+* **Heterogeneity**: I² = max(0, (Q - (k - 1)) / Q) with Cochran's Q over the sites' informative
+  estimates, each weighted by 1/se² where se is read from the site's 95% interval
+  (half-width / 1.96).
 
 Each result is read once per process: parsed summaries and site figures are cached by database
 and result id (a stored result is never changed or deleted, so an entry can never describe other
@@ -70,8 +81,10 @@ __all__ = [
 Z95: Final = 1.959963984540054
 RANK_RULE: Final = ("models whose 95% intervals overlap the leader's share its rank (a rank "
                     "group); the next group starts at the best model outside it")
-INTERVAL_RULE: Final = ("95% intervals as the benchmark plug-in computes them from pooled "
-                        "sufficient statistics (see the benchmark's documentation)")
+INTERVAL_RULE: Final = ("95% intervals as the benchmark plug-in computes them from the sites' "
+                        "differentially private releases, adding the release noise to the "
+                        "sampling error; a figure the noise dominates is not informative: it "
+                        "shows only its interval and is never ranked")
 
 
 def metric_key(ref: api.MetricRef) -> str:
@@ -211,8 +224,9 @@ class SummaryCache:
 
 
 def _parse(plugin: api.Benchmark, doc: Any, issuer: str) -> _Parsed:
-    """A stored summary (bare, or inside a run summary's ``aggregates``) parsed and pooled
-    alone; ``issuer`` is the result token's (only Google's attests a confidential run)."""
+    """A stored summary (bare, or inside a run summary's ``aggregates``) parsed, with the
+    figures the site published; ``issuer`` is the result token's (only Google's attests a
+    confidential run)."""
     mock = issuer != CONFIDENTIAL_SPACE_ISSUER
     held = doc.get("withheld") if isinstance(doc, dict) else None
     if isinstance(held, dict):
@@ -222,10 +236,11 @@ def _parse(plugin: api.Benchmark, doc: Any, issuer: str) -> _Parsed:
     inner = doc.get("aggregates", doc) if isinstance(doc, dict) else doc
     try:
         summary = plugin.parse_summary(inner)
-        pooled = plugin.pool([summary])
+        # the site's value is the figure it published: its own release's, not a re-pooling
+        published = plugin.figures(summary)
     except (api.BenchmarkError, ValueError, TypeError) as exc:
         return _Parsed(None, {}, 0, f"summary not readable by {plugin.ref}: {exc}", mock)
-    return _Parsed(summary, {metric_key(f.ref): f for f in pooled.figures}, summary.n_cases,
+    return _Parsed(summary, {metric_key(f.ref): f for f in published}, summary.n_cases,
                    None, mock)
 
 

@@ -1,7 +1,14 @@
 """The pooled leaderboard (issue 15) through the API and the dashboard: case-weighted
-pooled figures equal to pooling the raw cases, rank groups from overlapping intervals, the
-small-cell rule, the mock-TEE mark, the visibility matrix (API and page), forest plots, the CSV
-download, and an answer that carries numbers, never summaries or tokens."""
+pooled figures equal to pooling the raw cases, each site's value the one it published, rank
+groups from overlapping intervals, figures the release noise dominates shown as intervals and
+never ranked, the small-cell rule, the mock-TEE mark, the visibility matrix (API and page),
+forest plots, the CSV download, and an answer that carries numbers, never summaries or tokens.
+
+Summaries are differentially private releases (issue 25), made here with the INSECURE fixed
+noise source: zero offsets unless a test sets them, so every figure has a known answer, at the
+noise scale the pin declares, so intervals and "not informative" are what real releases of that
+many cases give (at epsilon 1 a region's noise sd is about 9.3/n, the mean over regions' 5.3/n).
+"""
 
 from __future__ import annotations
 
@@ -16,7 +23,9 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from sealbench.benchmarks.brats import BRATS_2023_GLI_METRICS, CaseScores, RegionScores, aggregate
+from sealbench.benchmarks.brats import BRATS_2023_GLI_METRICS, CaseScores, RegionScores
+from sealbench.benchmarks.registry import load as load_plugin
+from sealbench.benchmarks.release import InsecureFixedNoise
 from sealbench.benchmarks.wdbc import summary as wdbc_summary
 from sealbench.crypto.digest import sha256_digest
 from sealbench.server.app import create_app
@@ -27,6 +36,7 @@ from sealbench.server.settings import CONFIDENTIAL_SPACE_ISSUER, ServerSettings
 from sealbench.server.web import mount_dashboard
 
 SPEC = BRATS_2023_GLI_METRICS
+BRATS = load_plugin("brats-2023-gli/1")
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 _seq = itertools.count(1)
 
@@ -113,21 +123,31 @@ def web(settings: ServerSettings, clock: Any, jwks_fetcher: Any) -> Iterator[Tes
         yield test_client
 
 
+def _released(cases: list[CaseScores]) -> dict[str, Any]:
+    """The public summary the enclave publishes for ``cases`` (a release; zero noise offsets)."""
+    return BRATS.summarise(cases, InsecureFixedNoise()).to_json()
+
+
+#: (model, dataset): cases, mean Dice, sd. x's and z's releases are informative at every site;
+#: y's 60 cases a site give an informative mean over the regions but not a region's Dice (a
+#: region needs about 73 cases), which pooling y's two sites makes informative.
+PLAN = {
+    ("x", "small"): (100, 0.85, 0.15), ("x", "large"): (2000, 0.70, 0.10),
+    ("y", "small"): (60, 0.74, 0.20), ("y", "large"): (60, 0.68, 0.20),
+    ("z", "small"): (600, 0.30, 0.05), ("z", "large"): (600, 0.32, 0.05),
+    ("x", "tiny"): (2, 0.99, 0.01),
+}
+
+
 @pytest.fixture
 def brats(web: TestClient, make_user: Any, database_url: str) -> Board:
     board = _world(web, make_user, database_url, "brats-2023-gli/1")
     rng = np.random.default_rng(7)
-    plan = {  # (model, dataset): cases, mean Dice, sd
-        ("x", "small"): (6, 0.85, 0.15), ("x", "large"): (2000, 0.70, 0.10),
-        ("y", "small"): (5, 0.80, 0.20), ("y", "large"): (5, 0.68, 0.20),
-        ("z", "small"): (600, 0.30, 0.05), ("z", "large"): (600, 0.32, 0.05),
-        ("x", "tiny"): (2, 0.99, 0.01),
-    }
     rows = []
-    for (model, dataset), (n, mean, sd) in plan.items():
+    for (model, dataset), (n, mean, sd) in PLAN.items():
         cases = _brats_cases(rng, n, mean, sd)
         board.cases[(model, dataset)] = cases
-        summary = aggregate(cases, SPEC).to_json()
+        summary = _released(cases)
         wrapped = {"summary_id": "sealbench/result-summary", "aggregates": summary}
         issuer = CONFIDENTIAL_SPACE_ISSUER if model == "z" else "https://attestation.test.invalid"
         rows.append(_result(board.benchmark_id, board.datasets[dataset], board.models[model],
@@ -156,8 +176,9 @@ def test_pooled_headline_is_case_weighted_over_the_raw_cases(brats: Board) -> No
     assert doc["metric"] == doc["headline"] == "dice"
     x = _standing(doc, brats.models["x"])["values"][0]
     raw = np.concatenate([_raw_dice(brats.cases[("x", d)]) for d in ("small", "large")])
-    assert (x["n_sites"], x["n_cases"]) == (2, 2006)
+    assert (x["n_sites"], x["n_cases"]) == (2, 2100)
     assert x["pooled"] == pytest.approx(float(raw.mean()), abs=1e-12)
+    assert x["ci95_low"] < float(raw.mean()) < x["ci95_high"]
     site_means = [float(_raw_dice(brats.cases[("x", d)]).mean()) for d in ("small", "large")]
     assert abs(x["pooled"] - sum(site_means) / 2) > 0.02  # not the unweighted mean of sites
     assert sorted(s["value"] for s in x["sites"]) == pytest.approx(sorted(site_means), abs=1e-12)
@@ -165,12 +186,51 @@ def test_pooled_headline_is_case_weighted_over_the_raw_cases(brats: Board) -> No
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_site_values_are_the_values_the_sites_published(web: TestClient, make_user: Any,
+                                                         database_url: str, h: Any) -> None:
+    """Each site's value, with its interval, is the figure of that site's own release (noise
+    included: offsets make the releases differ from the cases), and the pooled value is the
+    plug-in's pooling of the releases, never a re-estimate from anything else."""
+    board = _world(web, make_user, database_url, "brats-2023-gli/1")
+    # offsets on the scaled sums: +20 over 400 cases is +0.05 a region, -8 over 800 is -0.01
+    stored = {"small": h.brats_aggregates(0.60, 400, offsets=(20.0,)),
+              "large": h.brats_aggregates(0.70, 800, offsets=(-8.0,))}
+    _insert(database_url, [
+        _result(board.benchmark_id, board.datasets[d], board.models["x"],
+                board.users["hospital_a"].user_id, summary) for d, summary in stored.items()])
+    doc = _ok(board.get("authority", all_metrics="true"))
+    values = {v["metric"]: v for v in _standing(doc, board.models["x"])["values"]}
+    parsed = {board.datasets[d]: BRATS.parse_summary(summary) for d, summary in stored.items()}
+    for key, value in values.items():
+        for site in value["sites"]:
+            published = {_key(f.ref): f for f in BRATS.figures(parsed[site["dataset_id"]])}[key]
+            assert (site["value"], site["ci95_low"], site["ci95_high"]) == (
+                published.value, published.low, published.high), key
+        pooled = {_key(f.ref): f for f in BRATS.pool(list(parsed.values())).figures}[key]
+        assert (value["pooled"], value["ci95_low"], value["ci95_high"]) == (
+            pooled.value, pooled.low, pooled.high), key
+    by_site = {s["dataset_id"]: s["value"] for s in values["dice"]["sites"]}
+    assert by_site[board.datasets["small"]] == pytest.approx(0.65, abs=1e-12)
+    assert by_site[board.datasets["large"]] == pytest.approx(0.69, abs=1e-12)
+    assert values["dice"]["pooled"] == pytest.approx((0.65 * 400 + 0.69 * 800) / 1200,
+                                                     abs=1e-12)
+
+
+def _key(ref: Any) -> str:
+    return ref.metric if ref.group is None else f"{ref.metric}:{ref.group}"
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_overlapping_intervals_share_a_rank(brats: Board) -> None:
     doc = _ok(brats.get("authority"))
     order = [s["model_id"] for s in doc["standings"]]
     x, y, z = (_standing(doc, brats.models[m]) for m in ("x", "y", "z"))
-    # y (10 cases, wide interval) overlaps x (2,006 cases): tied, not ordered by noise
+    # y (120 cases, wide interval) overlaps x (2,100 cases): tied, not ordered by noise
+    xv, yv, zv = (s["values"][0] for s in (x, y, z))
+    assert yv["ci95_low"] <= xv["ci95_high"] and xv["ci95_low"] <= yv["ci95_high"]
+    assert yv["ci95_high"] - yv["ci95_low"] > 3 * (xv["ci95_high"] - xv["ci95_low"])
     assert (x["rank"], y["rank"], x["tied"], y["tied"]) == (1, 1, True, True)
+    assert zv["ci95_high"] < min(xv["ci95_low"], yv["ci95_low"])
     assert (z["rank"], z["tied"]) == (3, False)
     assert order[-1] == brats.models["z"]
     assert "overlap" in doc["rank_rule"]
@@ -205,20 +265,31 @@ def test_summary_the_enclave_withheld_is_listed_withheld_never_ranked(brats: Boa
 def test_unknown_metric_is_refused_listing_valid_ones(brats: Board) -> None:
     response = brats.get("authority", metric="dice_wt")
     assert response.status_code == 422
-    assert "dice:WT" in response.text and "hd95" in response.text
+    assert "dice:WT" in response.text and "dice:ET" in response.text
+    # HD95 and the other secondary metrics are no longer published: not a metric to rank by
+    gone = brats.get("authority", metric="hd95:ET")
+    assert gone.status_code == 422 and "hd95" not in gone.text.split("valid metrics:")[1]
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_rank_by_a_region_and_filter_by_site(brats: Board) -> None:
-    doc = _ok(brats.get("authority", metric="hd95:ET", site=[brats.datasets["large"]]))
-    assert doc["metric"] == "hd95:ET" and doc["direction"] == "lower"
+    doc = _ok(brats.get("authority", metric="dice:ET", site=[brats.datasets["large"]]))
+    assert doc["metric"] == "dice:ET" and doc["direction"] == "higher"
     assert [s["dataset_id"] for s in doc["sites"]] == [brats.datasets["large"]]
     for s in doc["standings"]:
         (value,) = s["values"]
-        assert value["metric"] == "hd95:ET" and value["n_sites"] == 1
+        assert value["metric"] == "dice:ET" and value["n_sites"] == 1
+    x, y, z = (_standing(doc, brats.models[m]) for m in ("x", "y", "z"))
+    assert (x["rank"], z["rank"]) == (1, 2)
+    # y's 60 cases on this site alone: ET's Dice is not informative, so y is not ranked
+    (yv,) = y["values"]
+    assert y["rank"] is None and yv["pooled"] is None and yv["sites"][0]["value"] is None
+    assert yv["ci95_high"] - yv["ci95_low"] > 0.5
+    assert [s["model_id"] for s in doc["standings"]][-1] == brats.models["y"]
     every = _ok(brats.get("authority", all_metrics="true"))
     keys = [v["metric"] for v in every["standings"][0]["values"]]
-    assert keys[0] == "dice" and "lesion_hd95:TC" in keys and len(keys) == len(every["metrics"])
+    assert keys == ["dice", "dice:WT", "dice:TC", "dice:ET"] == [m["key"] for m in
+                                                                 every["metrics"]]
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
@@ -298,10 +369,10 @@ def test_visibility_matrix_of_a_published_leaderboard(brats: Board) -> None:
 @pytest.mark.parametrize("who", ["hospital_b", "vendor_x", "outsider"])
 def test_page_of_a_published_leaderboard_shows_every_model(brats: Board, who: str) -> None:
     _ok(_publish(brats, "authority", True))
-    api = _ok(brats.get(who, metric="hd95:TC"))
+    api = _ok(brats.get(who, metric="dice:TC"))
     _sign_in(brats.client, brats.users[who].token)
     page = brats.client.get(f"/ui/benchmarks/{brats.benchmark_id}/pooled",
-                            params={"metric": "hd95:TC"})
+                            params={"metric": "dice:TC"})
     assert page.status_code == 200
     assert _page_rows(page.text) == _api_rows(api)
     assert len(api["standings"]) == 3
@@ -310,6 +381,10 @@ def test_page_of_a_published_leaderboard_shows_every_model(brats: Board, who: st
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_wdbc_pooled_sensitivity_equals_the_raw_cases(client: TestClient, make_user: Any,
                                                        database_url: str) -> None:
+    """Through the plug-in's interface only (its summary is its own business): with zero
+    noise offsets the pooled sensitivity is the raw cases' (0.5 is a bin edge), with an
+    interval around it."""
+    wdbc = load_plugin("wdbc/1")
     board = _world(client, make_user, database_url, "wdbc/1")
     rng = np.random.default_rng(3)
     labels_all: list[np.ndarray] = []
@@ -322,14 +397,14 @@ def test_wdbc_pooled_sensitivity_equals_the_raw_cases(client: TestClient, make_u
         scores_all.append(p)
         results = [wdbc_summary.WdbcCaseResult(case_id=f"c{i}", malignant=bool(y[i]),
                                                score=float(p[i])) for i in range(n)]
-        summary = wdbc_summary.summarise(results, "wdbc/1").to_json()
+        summary = wdbc.summarise(results, InsecureFixedNoise()).to_json()
         rows.append(_result(board.benchmark_id, board.datasets[dataset], board.models["x"],
                             board.users["hospital_a"].user_id, summary))
     _insert(database_url, rows)
     y, p = np.concatenate(labels_all), np.concatenate(scores_all)
     doc = _ok(board.get("authority", metric="sensitivity"))
     value = _standing(doc, board.models["x"])["values"][0]
-    expected = float(((p >= wdbc_summary.THRESHOLD) & y).sum() / y.sum())
+    expected = float(((p >= 0.5) & y).sum() / y.sum())
     assert value["pooled"] == pytest.approx(expected, abs=1e-12)
     assert value["n_cases"] == 930 and value["ci95_low"] < expected < value["ci95_high"]
 
@@ -385,10 +460,10 @@ def _api_rows(doc: Any) -> dict[int, tuple[Any, ...]]:
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 @pytest.mark.parametrize("who", ["authority", "hospital_b", "vendor_x", "vendor_y", "outsider"])
 def test_page_shows_exactly_what_the_api_answers(brats: Board, who: str) -> None:
-    api = _ok(brats.get(who, metric="hd95:TC"))
+    api = _ok(brats.get(who, metric="dice:TC"))
     _sign_in(brats.client, brats.users[who].token)
     page = brats.client.get(f"/ui/benchmarks/{brats.benchmark_id}/pooled",
-                            params={"metric": "hd95:TC"})
+                            params={"metric": "dice:TC"})
     assert page.status_code == 200
     assert _page_rows(page.text) == _api_rows(api)
     assert len(api["standings"]) == {"authority": 3, "hospital_b": 3, "vendor_x": 1,
@@ -402,11 +477,15 @@ def test_forest_plots_breakdown_badge_and_small_cells_on_the_page(brats: Board) 
     forests = re.findall(r'<figure class="chart forest" data-model-id="(\d+)">(.*?)</figure>',
                          html, re.S)
     assert {int(m) for m, _ in forests} == set(brats.models.values())
-    for _, svg in forests:
+    api = _ok(brats.get("authority", all_metrics="true"))
+    for model_id, svg in forests:
+        # the pooled diamond, and one estimate with its interval per site it published
+        value = _standing(api, int(model_id))["values"][0]
+        assert value["pooled"] is not None and all(s["value"] for s in value["sites"])
         assert svg.count('class="diamond"') == 1 and svg.count('class="estimate"') == 2
+        assert svg.count('<line class="ci"') == 2
         ticks = re.findall(r'<text class="tick"[^>]*>([^<]+)</text>', svg)
         assert ticks[0] == "0" and ticks[-1] == "1"  # Dice starts at 0 and ends at 1
-    api = _ok(brats.get("authority", all_metrics="true"))
     shown = re.findall(r'<td class="num" data-metric="dice:(WT|TC|ET)" data-value="([^"]*)">',
                        html)
     assert [g for g, _ in shown[:3]] == ["WT", "TC", "ET"]  # the per-region breakdown
@@ -447,3 +526,57 @@ def test_result_page_of_a_mock_issuer_says_so(brats: Board) -> None:
     assert "mock TEE" not in real.text
     board = brats.client.get(f"/ui/benchmarks/{brats.benchmark_id}/leaderboard")
     assert f'/ui/benchmarks/{brats.benchmark_id}/pooled"' in board.text
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_board_of_releases_too_noisy_to_read_ranks_nobody_and_shows_only_intervals(
+        web: TestClient, make_user: Any, database_url: str, h: Any) -> None:
+    """5 cases a site (the small-cell minimum, so published): at epsilon 1 the noise alone
+    spans more than half of [0, 1] for every figure, site and pooled. Nobody is ranked (not even
+    the model whose noisy value would lead), no value is shown, in the API, the page or the
+    forest plots; each figure carries its interval, and the page says why."""
+    board = _world(web, make_user, database_url, "brats-2023-gli/1")
+    plan = {("x", "small"): 0.95, ("x", "large"): 0.90, ("y", "small"): 0.40,
+            ("y", "large"): 0.35}
+    _insert(database_url, [
+        _result(board.benchmark_id, board.datasets[d], board.models[m],
+                board.users["hospital_a"].user_id, h.brats_summary(dice, 5))
+        for (m, d), dice in plan.items()])
+    doc = _ok(board.get("authority", all_metrics="true"))
+    assert {s["model_id"] for s in doc["standings"]} == {board.models["x"], board.models["y"]}
+    assert doc["withheld"] == []
+    for standing in doc["standings"]:
+        assert (standing["rank"], standing["tied"]) == (None, False)
+        for value in standing["values"]:
+            assert value["pooled"] is None and value["n_cases"] == 10
+            assert value["ci95_high"] - value["ci95_low"] > 0.5
+            assert (value["site_min"], value["site_max"], value["i2"]) == (None, None, None)
+            for site in value["sites"]:
+                assert site["value"] is None and site["n_cases"] == 5
+                assert site["ci95_high"] - site["ci95_low"] > 0.5
+    _sign_in(board.client, board.users["authority"].token)
+    html = board.client.get(f"/ui/benchmarks/{board.benchmark_id}/pooled").text
+    api = _ok(board.get("authority"))
+    assert _page_rows(html) == _api_rows(api)
+    rows = _ROW.findall(html)
+    assert len(rows) == 2
+    for row in rows:
+        assert (row[1], row[2]) == ("", "")  # no rank, no pooled value
+        assert float(row[3]) < float(row[4])  # the interval
+        cells = re.findall(r'<td class="num(?: [a-z]+)?"[^>]*>(.*?)</td>', row[7], re.S)
+        rank, score, interval, _, _, site_range, i2, *sites = cells
+        assert rank.strip() == "—" and site_range == "—" and i2 == "—"
+        for shown in (score, *sites):
+            text = re.sub(r"<[^>]+>", " ", shown)  # what the cell shows, not its tooltip
+            assert "not informative" in text and not re.search(r"\d", text), shown
+            assert "95% interval" in shown
+        assert re.fullmatch(r"[0-9.]+ to [0-9.]+", interval)
+    forests = re.findall(r'<figure class="chart forest" data-model-id="(\d+)">(.*?)</figure>',
+                         html, re.S)
+    assert len(forests) == 2
+    for _, svg in forests:
+        assert 'class="diamond"' not in svg and 'class="estimate"' not in svg
+        assert '<line class="ci"' not in svg
+        titles = re.findall(r"<title>([^<]*)</title>", svg)
+        assert len(titles) == 3 and all("not informative (95% CI" in t for t in titles)
+    assert "not informative" in html.split('id="rank-rule"')[0]  # the lede says why
