@@ -560,6 +560,14 @@ def test_authority_leaderboard_equals_the_api(
     assert table.locator("tbody th").all_text_contents() == list(REGIONS)
     assert table.locator("tbody td .dice").all_text_contents() == list(
         region_dice(first).values())
+    for cell in table.locator("tbody td").all():  # each with the release's 95% interval
+        value = float(cell.locator(".dice").inner_text())
+        label, interval = cell.locator(".sub").inner_text().rsplit(" ", 1)
+        low, high = (float(x) for x in interval.split("\N{EN DASH}"))
+        assert label == "95% CI" and low < value < high
+    release_line = p.locator("#release").inner_text()
+    assert "differentially private" in release_line
+    assert f"ε {PLUGIN.release_spec.epsilon}" in release_line
     shots.take(p, "result")
     assert page.problems == []
 
@@ -582,6 +590,10 @@ def test_a_release_too_noisy_to_read_shows_no_number(page: Watched, registry: Re
         assert cell.locator(".dice").inner_text().strip() == "—"
         assert not any(ch.isdigit() for ch in cell.inner_text()), cell.inner_text()
         assert "verified" in cell.inner_text()  # a verified result, just not readable
+        assert "not informative" in cell.inner_text()
+        # its interval, one hover away: 5 cases' noise spans all of [0, 1]
+        assert "95% interval 0.0000 to 1.0000" in (cell.locator("a").get_attribute("title")
+                                                   or "")
         assert all(not t.startswith(f"{e['model_name']} {e['model_version']} on {NOISY}")
                    for t in p.locator("figure.chart g.dot title").all_text_contents())
     # each model's score is the mean of its readable cells only
@@ -597,6 +609,7 @@ def test_a_release_too_noisy_to_read_shows_no_number(page: Watched, registry: Re
     values = p.locator("table.metrics tbody td").all_inner_texts()
     assert len(values) == len(REGIONS)
     assert all(not any(ch.isdigit() for ch in v) for v in values), values
+    assert all("not informative" in v for v in values), values
     assert page.problems == []
 
 

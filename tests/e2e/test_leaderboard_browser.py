@@ -277,6 +277,11 @@ def test_a_site_too_noisy_to_read_shows_no_number(browser: Browser, served: Serv
         assert cell.get_attribute("data-value") == ""
         text = cell.inner_text()
         assert "—" in text and not any(ch.isdigit() for ch in text), text
+        assert "not informative" in text
+        # the reason is one hover away: the interval the release allows
+        assert cell.locator(".uninformative").get_attribute("title") == (
+            f"95% interval {gone['ci95_low']:.4f} to {gone['ci95_high']:.4f} "
+            "(release noise dominates)")
         for name in set(SITES) - {NOISY_SITE}:
             site = served.sites[name]
             readable = row.locator(f"td.cell[data-dataset-id='{site}']")
@@ -291,7 +296,9 @@ def test_a_site_too_noisy_to_read_shows_no_number(browser: Browser, served: Serv
         assert drawn.count() == 1
         assert drawn.locator("rect.estimate").count() == 0
         assert drawn.locator("line.ci").count() == 0
-        assert drawn.locator("title").text_content().startswith(f"{NOISY_SITE}: - ")
+        assert drawn.locator("title").text_content() == (
+            f"{NOISY_SITE}: - not informative (95% CI {gone['ci95_low']:.4f} to "
+            f"{gone['ci95_high']:.4f})")
         for name in set(SITES) - {NOISY_SITE}:
             shown = forest.locator("g.site-row", has_text=name)
             assert shown.locator("rect.estimate").count() == 1
