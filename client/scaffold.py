@@ -331,7 +331,7 @@ class __CLASS__:
         self.description = "Segment the bright disc in 32x32 noisy images; Dice per case."
         self.presentation = api.Presentation(
             metrics=(api.MetricSpec("dice", "Dice", "", api.Direction.HIGHER, False,
-                                    "mean Dice over the cases")),
+                                    "mean Dice over the cases"),),
             groups=(), headline=api.MetricRef("dice"),
             columns=(api.MetricRef("dice"),))
         self.model_contract = api.ModelContract(
