@@ -26,7 +26,7 @@ __all__ = [
 
 #: The CSV's fixed columns; one column per site follows, titled ``<dataset name> (#<id>)``.
 CSV_FIXED = ("model", "model_id", "metric", "rank", "tied", "n_sites", "n_cases", "pooled",
-             "ci95_low", "ci95_high", "site_min", "site_max", "i2", "mock_tee")
+             "ci95_low", "ci95_high", "site_min", "site_max", "i2", "mock_tee", "epsilon")
 
 
 class MetricInfoPublic(WireModel):
@@ -51,6 +51,9 @@ class SiteValuePublic(WireModel):
     n_cases: int
     mock_tee: bool = Field(description="verified against a mock issuer: not a confidential run")
     withdrawn: tuple[AssetKind, ...] = ()
+    epsilon: float | None = Field(
+        default=None, description="the privacy loss of the site's release (None: exact)")
+    delta: float | None = Field(default=None, description="the release's delta")
 
 
 class PooledValuePublic(WireModel):
@@ -124,11 +127,14 @@ def to_csv(board: _CsvBoard) -> str:
     for standing in board.standings:
         for value in standing.values:
             by_site = {s.dataset_id: s.value for s in value.sites}
+            # the largest per-site privacy loss in the row (empty: no private release in it)
+            epsilon = max((s.epsilon for s in value.sites if s.epsilon is not None),
+                          default=None)
             writer.writerow([
                 f"{standing.model_name} {standing.model_version}", standing.model_id,
                 value.metric, "" if standing.rank is None else standing.rank,
                 str(standing.tied).lower(), value.n_sites, value.n_cases, _num(value.pooled),
                 _num(value.ci95_low), _num(value.ci95_high), _num(value.site_min),
                 _num(value.site_max), _num(value.i2), str(standing.mock_tee).lower(),
-                *(_num(by_site.get(s.dataset_id)) for s in board.sites)])
+                _num(epsilon), *(_num(by_site.get(s.dataset_id)) for s in board.sites)])
     return buffer.getvalue()

@@ -117,6 +117,10 @@ class SiteValue:
     n_cases: int
     mock_tee: bool
     withdrawn: tuple[str, ...] = ()
+    #: The privacy loss of the release the value comes from (None: an exact release, or a
+    #: summary of a plug-in without releases).
+    epsilon: float | None = None
+    delta: float | None = None
 
 
 @dataclass(frozen=True)
@@ -354,9 +358,12 @@ def _pooled_value(key: str, rows: Sequence[_Row], fig: api.Figure | None, n_case
     sites = []
     for r in rows:
         f = r.parsed.site.get(key)
+        released = None if r.parsed.summary is None else api.release_of(r.parsed.summary)
         sites.append(SiteValue(r.dataset_id, r.result_id, None if f is None else f.value,
                                None if f is None else f.low, None if f is None else f.high,
-                               r.parsed.n_cases, r.mock_tee, withdrawn.get(r.result_id, ())))
+                               r.parsed.n_cases, r.mock_tee, withdrawn.get(r.result_id, ()),
+                               None if released is None else released.epsilon,
+                               None if released is None else released.delta))
     present = [s.value for s in sites if s.value is not None]
     return PooledValue(
         key, None if fig is None else fig.value, None if fig is None else fig.low,

@@ -12,6 +12,8 @@ many cases give (at epsilon 1 a region's noise sd is about 9.3/n, the mean over 
 
 from __future__ import annotations
 
+import csv
+import io
 import itertools
 import re
 from collections.abc import Iterator
@@ -298,6 +300,17 @@ def test_mock_issuer_results_are_marked(brats: Board) -> None:
     assert _standing(doc, brats.models["x"])["mock_tee"] is True
     z = _standing(doc, brats.models["z"])
     assert z["mock_tee"] is False and not any(s["mock_tee"] for s in z["values"][0]["sites"])
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_every_site_value_states_its_privacy_loss(brats: Board) -> None:
+    """The pooled answer carries each site's epsilon and delta (its release's), the CSV the
+    largest epsilon of each row."""
+    doc = _ok(brats.get("authority"))
+    sites = [s for st in doc["standings"] for v in st["values"] for s in v["sites"]]
+    assert sites and all((s["epsilon"], s["delta"]) == (1.0, 1e-6) for s in sites)
+    rows = list(csv.DictReader(io.StringIO(to_csv(PooledLeaderboard.model_validate(doc)))))
+    assert rows and all(row["epsilon"] == "1.0" for row in rows)
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
