@@ -5,9 +5,9 @@ test (pytest collects nothing here)::
 
 For each size (models x sites) it migrates a fresh SQLite registry, inserts the benchmark
 (``brats-2023-gli/1``), datasets, models and one result per pair directly (summaries as the
-enclave writes them: ``sealbench/result-summary`` around a BraTS summary with its histograms; a
-2.5 KB token), serves the app with uvicorn on a loopback port in a thread, and times from the
-client side (httpx; client and server share one process, so the figures include that contention):
+enclave writes them: ``sealbench/result-summary`` around a BraTS summary, a release of Dice per
+region with OpenDP noise; a 2.5 KB token), serves the app with uvicorn on a loopback port in a
+thread, and times from the client side (httpx; client and server share one process, so the figures include that contention):
 
 - ``per-dataset API``: ``GET /api/v1/benchmarks/{id}/leaderboard`` (every summary, in full)
 - ``pooled API cold``: the first ``GET .../leaderboard/pooled`` (parses every summary)
@@ -38,7 +38,9 @@ import httpx
 import numpy as np
 import uvicorn
 
-from sealbench.benchmarks.brats import BRATS_2023_GLI_METRICS, CaseScores, RegionScores, aggregate
+from sealbench.benchmarks.brats import BRATS_2023_GLI_METRICS, CaseScores, RegionScores
+from sealbench.benchmarks.brats.plugin import PLUGIN
+from sealbench.benchmarks.release import OpenDPGaussian
 from sealbench.crypto.digest import sha256_digest
 from sealbench.server.app import create_app
 from sealbench.server.db import open_database
@@ -70,7 +72,7 @@ def _summaries(k: int) -> list[dict[str, Any]]:
             cases.append(CaseScores(case_id=f"c{i}", regions=regions))
         out.append({"format": "sealbench/result-summary", "version": 1,
                     "metrics_version": "brats-2023-gli/1",
-                    "aggregates": aggregate(cases, BRATS_2023_GLI_METRICS).to_json()})
+                    "aggregates": PLUGIN.summarise(cases, OpenDPGaussian()).to_json()})
     return out
 
 
