@@ -7,7 +7,8 @@ For each size (models x sites) it migrates a fresh SQLite registry, inserts the 
 (``brats-2023-gli/1``), datasets, models and one result per pair directly (summaries as the
 enclave writes them: ``sealbench/result-summary`` around a BraTS summary, a release of Dice per
 region with OpenDP noise; a 2.5 KB token), serves the app with uvicorn on a loopback port in a
-thread, and times from the client side (httpx; client and server share one process, so the figures include that contention):
+thread, and times from the client side (httpx; client and server share one process, so the
+figures include that contention):
 
 - ``per-dataset API``: ``GET /api/v1/benchmarks/{id}/leaderboard`` (every summary, in full)
 - ``pooled API cold``: the first ``GET .../leaderboard/pooled`` (parses every summary)
