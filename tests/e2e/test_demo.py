@@ -126,7 +126,8 @@ def test_demo_leaderboard_matches_the_registry(tmp_path: Path) -> None:
 _READS = {
     ("profile", "ls"), ("whoami",), ("benchmark", "ls"), ("benchmark", "show"),
     ("benchmark", "results"), ("benchmark", "leaderboard"), ("association", "ls"),
-    ("dataset", "show"), ("model", "show"), ("keys", "show"), ("result", "ls"),
+    ("dataset", "show"), ("dataset", "budget"), ("model", "show"), ("keys", "show"),
+    ("result", "ls"),
     ("benchmark", "definition"),
     ("audit", "verify"), ("inbox",),
 }
