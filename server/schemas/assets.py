@@ -74,13 +74,14 @@ class DatasetCreate(WireModel):
     )
     prepared_for_id: Id | None = None
     budget_epsilon: float | None = Field(
-        default=None, gt=0, le=MAX_BUDGET_EPSILON,
+        default=None, ge=1e-6, le=MAX_BUDGET_EPSILON,
         description="lifetime privacy budget (epsilon, read at budget_delta) of every release "
         "of this dataset's results together; default: the group's when joining a budget "
         "group, else schemas.budgets.DEFAULT_BUDGET_EPSILON",
     )
     budget_delta: float | None = Field(
-        default=None, gt=0, le=MAX_BUDGET_DELTA,
+        # a denormal delta makes ln(1/delta) infinite: no budget could be read in epsilon
+        default=None, ge=1e-30, le=MAX_BUDGET_DELTA,
         description="the delta of the budget; default as for budget_epsilon",
     )
     budget_group: Name | None = Field(
