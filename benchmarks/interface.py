@@ -296,13 +296,17 @@ class Presentation:
 class Figure:
     """One shown value of a summary: ``value`` (a mean for per-case metrics, the dataset's
     value for dataset-level ones), with its 95% interval or spread where the plug-in has one.
-    ``value`` is None where the metric is undefined on this data (a class absent)."""
+    ``value`` is None where the metric is undefined on this data (a class absent). ``bias`` is
+    the largest error the plug-in's method of computing the value can make beside noise and
+    sampling (e.g. an AUROC read from score bins), shown with the value; None where the method
+    is exact."""
 
     ref: MetricRef
     value: float | None
     low: float | None = None
     high: float | None = None
     spread: float | None = None
+    bias: float | None = None
 
 
 @dataclass(frozen=True)
