@@ -311,6 +311,11 @@ class _Association:
     benchmark_id: Mapped[int] = mapped_column(ForeignKey("benchmarks.id"), index=True)
     initiated_by_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
     actor_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    #: The dataset's owner consented, in the revision that let it join (request, approval or
+    #: one carried forward), to a benchmark whose pin publishes exact, non-private figures
+    #: (issue 25; migration 0011). Always false for models.
+    exact_release_consent: Mapped[bool] = mapped_column(Boolean, default=False,
+                                                        server_default=false())
 
 
 class BenchmarkDataset(_Association, Base):
