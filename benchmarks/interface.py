@@ -50,17 +50,19 @@ Errors every plug-in raises (its own subclasses are fine)::
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Protocol, Self, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:  # numpy-free at run time: the registry's readers import this module
     from .release import NoiseSource, Release, ReleaseSpec
 
 __all__ = [
+    "EXACT_SUFFIX",
     "Benchmark",
     "BenchmarkError",
     "CaseError",
@@ -71,6 +73,7 @@ __all__ = [
     "DemoModelInput",
     "DemoVariant",
     "Direction",
+    "ExactReleases",
     "ExecutionProvider",
     "Figure",
     "Group",
@@ -103,6 +106,7 @@ __all__ = [
     "TensorSpec",
     "bind_data_contract",
     "check_small_cells",
+    "exact_copy",
     "execution_provider_of",
     "release_of",
 ]
@@ -115,6 +119,9 @@ ProgressFn = Callable[[int, int], None]
 _NAME: Final = re.compile(r"^[a-z0-9][a-z0-9._-]{0,47}$")
 _VERSION: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,15}$")
 _KEY: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,47}$")
+#: What a pin's version ends with when its releases are exact (``wdbc/1-exact``): the choice is
+#: in the pin, so the owners' key-release conditions and approvals bind it (:class:`ExactReleases`).
+EXACT_SUFFIX: Final = "-exact"
 
 
 # -- errors ------------------------------------------------------------------------------------
@@ -396,6 +403,37 @@ class ReportsExecutionProvider(Protocol):
 
     @property
     def execution_provider(self) -> ExecutionProvider: ...
+
+
+@runtime_checkable
+class ExactReleases(Protocol):
+    """Implemented by a plug-in that offers an **exact** (non-private) release of its summary:
+    the same content with no noise and no privacy bound, for benchmarks whose data owners each
+    consent to publishing exact figures (never a default). The variant's pin is the plug-in's
+    version followed by :data:`EXACT_SUFFIX`; the registry of plug-ins binds it."""
+
+    def exact_release(self) -> Benchmark:
+        """This plug-in with ``release_spec.exact`` set and ``ref.version`` ending in
+        :data:`EXACT_SUFFIX`; everything else unchanged."""
+        ...
+
+
+_P = TypeVar("_P")
+
+
+def exact_copy(plugin: _P) -> _P:
+    """A shallow copy of ``plugin`` (whose ``ref``, ``release_spec`` and ``description`` are
+    plain attributes) bound to the exact release of its summary: what a plug-in's
+    :meth:`ExactReleases.exact_release` may return."""
+    bound = copy.copy(plugin)
+    ref: PluginRef = getattr(plugin, "ref")
+    spec: ReleaseSpec = getattr(plugin, "release_spec")
+    bound.ref = PluginRef(ref.name, ref.version + EXACT_SUFFIX)  # type: ignore[attr-defined]
+    bound.release_spec = replace(spec, exact=True)  # type: ignore[attr-defined]
+    bound.description = (  # type: ignore[attr-defined]
+        f"{getattr(plugin, 'description')} EXACT RELEASE: this pin publishes each site's "
+        "figures without noise and without a privacy bound; every data owner consents to it.")
+    return bound
 
 
 def execution_provider_of(runner: object) -> ExecutionProvider | None:

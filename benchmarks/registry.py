@@ -17,6 +17,12 @@ A plug-in may take several versions of its pin, one per variant of its versioned
 the small grid): it then has a ``pinned(version)`` method returning itself bound to that
 variant, whose ``ref`` is exactly the pin (:class:`PinnedVariants`). The pin is what the owners'
 key-release condition pins, so the variant the enclave enforces is attested.
+
+Any pin's version may end in ``-exact`` (``wdbc/1-exact``, ``brats-2023-gli/1-64x64x48-exact``):
+the plug-in of the version before it, bound to an exact (non-private) release through
+:class:`~sealbench.benchmarks.interface.ExactReleases`, when the plug-in offers one. The word is
+in the pin so that every party (owners' approvals, key-release conditions, the registry, the
+leaderboard) sees it, and each dataset's owner must consent to it.
 """
 
 from __future__ import annotations
@@ -26,7 +32,14 @@ from collections.abc import Callable, Iterable
 from importlib.metadata import EntryPoint, entry_points
 from typing import Final, Protocol, runtime_checkable
 
-from .interface import Benchmark, BenchmarkError, PluginNotFoundError, PluginRef
+from .interface import (
+    EXACT_SUFFIX,
+    Benchmark,
+    BenchmarkError,
+    ExactReleases,
+    PluginNotFoundError,
+    PluginRef,
+)
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -122,6 +135,8 @@ class PluginRegistry:
                 ref = PluginRef.parse(ref)
             except ValueError as exc:
                 raise PluginNotFoundError(str(exc)) from None
+        if ref.version.endswith(EXACT_SUFFIX) and len(ref.version) > len(EXACT_SUFFIX):
+            return self._exact(ref)
         plugin = self.get(ref.name)
         if plugin.ref.version == ref.version:
             return plugin
@@ -135,6 +150,21 @@ class PluginRegistry:
             if variant.ref != ref:
                 raise PluginLoadError(
                     f"benchmark plug-in {ref.name!r} returned {variant.ref} for the pin {ref}")
+            self._variants[key] = variant
+        return self._variants[key]
+
+    def _exact(self, ref: PluginRef) -> Benchmark:
+        key = str(ref)
+        if key not in self._variants:
+            base = self.load(PluginRef(ref.name, ref.version[: -len(EXACT_SUFFIX)]))
+            if not isinstance(base, ExactReleases) or base.release_spec.exact:
+                raise PluginNotFoundError(
+                    f"benchmark plug-in {ref.name!r} offers no exact release (pinned {ref})")
+            variant = base.exact_release()
+            if variant.ref != ref or not variant.release_spec.exact:
+                raise PluginLoadError(
+                    f"benchmark plug-in {ref.name!r} returned {variant.ref} (exact: "
+                    f"{variant.release_spec.exact}) for the pin {ref}")
             self._variants[key] = variant
         return self._variants[key]
 

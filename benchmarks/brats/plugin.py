@@ -197,6 +197,11 @@ class BratsBenchmark:
     def data_contract(self) -> api.JsonObject:
         return self.contract.model_dump(mode="json")
 
+    def exact_release(self) -> BratsBenchmark:
+        """This plug-in publishing exact (non-private) figures, pinned ``<version>-exact``: only
+        for benchmarks whose every data owner consents (never a default)."""
+        return api.exact_copy(self)
+
     def metrics_spec(self) -> api.JsonObject:
         return self.metrics.model_dump(mode="json")
 

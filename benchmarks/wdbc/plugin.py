@@ -116,6 +116,11 @@ class WdbcBenchmark:
     def data_contract(self) -> api.JsonObject:
         return CONTRACT.model_dump(mode="json")
 
+    def exact_release(self) -> WdbcBenchmark:
+        """This plug-in publishing exact (non-private) figures, pinned ``<version>-exact``: only
+        for benchmarks whose every data owner consents (never a default)."""
+        return api.exact_copy(self)
+
     def metrics_spec(self) -> api.JsonObject:
         spec = self.release_spec
         return {"summary": s.SUMMARY_ID, "version": s.SUMMARY_VERSION,
