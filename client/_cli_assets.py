@@ -14,6 +14,7 @@ import typer
 from sealbench.client import assets, owner
 from sealbench.client._cli_budget import BudgetDeltaOpt, BudgetEpsilonOpt, BudgetGroupOpt
 from sealbench.client._cli_common import (
+    ConsentExactOpt,
     JsonOpt,
     ProfileOpt,
     emit_json,
@@ -241,15 +242,19 @@ def dataset_seal(
 
 
 def _associate(
-    kind: AssetKind, asset_id: int, benchmark: int, profile: str | None
+    kind: AssetKind, asset_id: int, benchmark: int, profile: str | None, *,
+    consent_exact: bool = False,
 ) -> AssociationPublic:
     with session(profile) as s:
         bench = s.client.get_benchmark(benchmark)
         warn_experimental(bench)
-        if kind == "dataset":
-            warn_privacy_cost(s.client, bench, asset_id)
+        if kind == "dataset" and s.client.get_dataset(asset_id).owner_id == s.client.me().id:
+            # the data owner asks to join: it reads what each run publishes and consents
+            warn_privacy_cost(s.client, bench, asset_id, consent_exact=consent_exact)
         try:
-            row = s.client.request_association(kind, benchmark, asset_id)
+            row = s.client.request_association(
+                kind, benchmark, asset_id,
+                exact_release_consent=consent_exact and kind == "dataset")
         except ConflictError:
             # Asking again for a link that is pending or approved changes nothing: say so.
             current = next(
@@ -273,10 +278,14 @@ def _associate(
 def dataset_associate(
     dataset: Annotated[int, typer.Option(help="dataset id")],
     benchmark: BenchmarkOpt,
+    consent_exact_release: ConsentExactOpt = False,
     profile: ProfileOpt = None,
 ) -> AssociationPublic:
-    """Ask to join a benchmark with a dataset."""
-    return _associate("dataset", dataset, benchmark, profile)
+    """Ask to join a benchmark with a dataset. What each run will publish about the dataset's
+    cases (its privacy cost, or EXACT figures) is printed first; a benchmark publishing exact
+    figures is joined only with --consent-exact-release."""
+    return _associate("dataset", dataset, benchmark, profile,
+                      consent_exact=consent_exact_release)
 
 
 def _coordinates_if_visible(

@@ -30,6 +30,7 @@ from rich.progress import (
 from rich.table import Table
 from typer._click.core import Context as ClickContext  # typer vendors click
 
+from sealbench.benchmarks.interface import EXACT_SUFFIX
 from sealbench.client.api import RegistryClient
 from sealbench.client.config import ProfileStore, ResolvedProfile
 from sealbench.client.errors import EXIT_CODES, ClientError, ConfigError
@@ -39,6 +40,7 @@ from sealbench.server.schemas import BenchmarkPublic
 
 __all__ = [
     "BoundaryGroup",
+    "ConsentExactOpt",
     "JsonOpt",
     "ProfileOpt",
     "Session",
@@ -67,6 +69,13 @@ ProfileOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="print machine-readable JSON")]
 
 
+#: The data owner's explicit consent to a benchmark that publishes exact (non-private) figures.
+ConsentExactOpt = Annotated[bool, typer.Option(
+    "--consent-exact-release",
+    help="consent to a benchmark whose pin ends in '-exact': each run publishes this dataset's "
+         "figures exactly, without noise and without a privacy bound (refused without it)")]
+
+
 def out() -> Console:
     """The console for results (stdout). Created per call so test runners can swap streams."""
     return Console(highlight=False, soft_wrap=True, markup=False)
@@ -80,23 +89,41 @@ def warn_experimental(benchmark: BenchmarkPublic) -> None:
         out().print(warning, style="bold red", markup=False, highlight=False, soft_wrap=True)
 
 
-def warn_privacy_cost(client: RegistryClient, benchmark: BenchmarkPublic, dataset_id: int
-                      ) -> None:
+def warn_privacy_cost(client: RegistryClient, benchmark: BenchmarkPublic, dataset_id: int,
+                      *, consent_exact: bool = False) -> None:
     """Print :func:`~sealbench.client.inbox.privacy_cost` before a data owner consents to
     ``benchmark`` for dataset ``dataset_id`` (the cost read from the benchmark's plug-in, the
-    budget from the registry); say how to see it when the plug-in is not installed here."""
+    budget from the registry); say how to see it when the plug-in is not installed here. A
+    benchmark that publishes exact figures (its pin ends in ``-exact``, or its plug-in says so)
+    is refused here unless ``consent_exact`` (``--consent-exact-release``): :class:`ConfigError`
+    naming the flag, before anything is sent."""
     from sealbench.client.extras import MissingExtraError
     from sealbench.client.workflows import plugin_for
 
+    exact = benchmark.metrics_version.endswith(EXACT_SUFFIX)
     try:
         spec = plugin_for(benchmark).release_spec
     except (ConfigError, MissingExtraError):
-        out().print(f"PRIVACY: each run publishes a release that spends dataset {dataset_id}'s "
-                    "privacy budget; this machine lacks the benchmark's plug-in to say how "
-                    f"much ('sealbench dataset budget {dataset_id}' shows it once associated)")
-        return
-    out().print(privacy_cost(benchmark, spec, client.dataset_budget(dataset_id)),
-                style="bold", markup=False, highlight=False, soft_wrap=True)
+        if not exact:
+            out().print(f"PRIVACY: each run publishes a release that spends dataset "
+                        f"{dataset_id}'s privacy budget; this machine lacks the benchmark's "
+                        f"plug-in to say how much ('sealbench dataset budget {dataset_id}' "
+                        "shows it once associated)")
+        else:
+            out().print(f"PRIVACY: benchmark {benchmark.name} {benchmark.version} "
+                        f"(#{benchmark.id}) publishes EXACT (not differentially private) "
+                        "figures of your cases.", style="bold red")
+    else:
+        exact = exact or spec.exact
+        out().print(privacy_cost(benchmark, spec, client.dataset_budget(dataset_id)),
+                    style="bold red" if exact else "bold", markup=False, highlight=False,
+                    soft_wrap=True)
+    if exact and not consent_exact:
+        raise ConfigError(
+            f"benchmark {benchmark.id} publishes each site's figures exactly (pin "
+            f"{benchmark.metrics_version}): no noise and no bound on what they reveal about a "
+            "patient. Nothing was sent. If your data governance allows it, consent explicitly by "
+            "running the same command with --consent-exact-release")
 
 
 def err_console() -> Console:

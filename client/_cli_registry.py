@@ -10,9 +10,11 @@ from typing import Annotated
 
 import typer
 
+from sealbench.benchmarks.interface import EXACT_SUFFIX
 from sealbench.client import workflows
 from sealbench.client._cli_audit import audit_app, audit_verify
 from sealbench.client._cli_common import (
+    ConsentExactOpt,
     JsonOpt,
     ProfileOpt,
     emit_json,
@@ -104,6 +106,10 @@ def benchmark_show(
     if b.accept_experimental:
         console.print("accepts EXPERIMENTAL images: runs on confidential-GPU preview images "
                       "(GPU cc_mode ON) are released keys besides STABLE ones")
+    if b.metrics_version.endswith(EXACT_SUFFIX):
+        console.print("publishes EXACT figures: each site's results are released without noise "
+                      "and without a privacy bound; every dataset's owner consents to it "
+                      "(--consent-exact-release)")
 
 
 @benchmark_app.command("create")
@@ -342,17 +348,21 @@ def association_ls(
 
 
 def _decide(
-    approve: bool, benchmark: int, dataset: int | None, model: int | None, profile: str | None
+    approve: bool, benchmark: int, dataset: int | None, model: int | None, profile: str | None,
+    *, consent_exact: bool = False,
 ) -> None:
     kind, asset = _target(dataset, model)
+    consents = False
     with session(profile) as s:
         if approve:
             bench = s.client.get_benchmark(benchmark)
             warn_experimental(bench)
             if kind == "dataset" and bench.owner_id != s.client.me().id:
                 # the data owner consents: it reads what each run costs its dataset's budget
-                warn_privacy_cost(s.client, bench, asset)
-        row = s.client.decide_association(kind, benchmark, asset, approve=approve)
+                warn_privacy_cost(s.client, bench, asset, consent_exact=consent_exact)
+                consents = consent_exact
+        row = s.client.decide_association(kind, benchmark, asset, approve=approve,
+                                          exact_release_consent=consents)
     out().print(f"{kind} {asset} in benchmark {benchmark}: {row.status}")
 
 
@@ -361,10 +371,13 @@ def association_approve(
     benchmark: Annotated[int, typer.Option(help="benchmark id")],
     dataset: Annotated[int | None, typer.Option(help="dataset id")] = None,
     model: Annotated[int | None, typer.Option(help="model id")] = None,
+    consent_exact_release: ConsentExactOpt = False,
     profile: ProfileOpt = None,
 ) -> None:
-    """Approve a pending link (only the side that did not initiate it may)."""
-    _decide(True, benchmark, dataset, model, profile)
+    """Approve a pending link (only the side that did not initiate it may). A dataset's owner
+    reads what each run will publish about its cases first; a benchmark publishing exact
+    figures is approved only with --consent-exact-release."""
+    _decide(True, benchmark, dataset, model, profile, consent_exact=consent_exact_release)
 
 
 @association_app.command("reject")

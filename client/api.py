@@ -34,6 +34,7 @@ from sealbench.client.errors import (
 )
 from sealbench.server.schemas import (
     AssociationCreate,
+    AssociationDecision,
     AssociationPublic,
     AssociationStatus,
     AuditEventPublic,
@@ -365,12 +366,15 @@ class RegistryClient:
     # -- associations --------------------------------------------------------------------------
 
     def request_association(
-        self, kind: AssetKind, benchmark_id: int, asset_id: int
+        self, kind: AssetKind, benchmark_id: int, asset_id: int, *,
+        exact_release_consent: bool = False,
     ) -> AssociationPublic:
+        """Request (asset owner) or invite (benchmark owner); a dataset's owner joining a
+        benchmark that publishes exact figures sends ``exact_release_consent``."""
         return self._post(
             AssociationPublic,
             f"{API_PREFIX}/benchmarks/{benchmark_id}/{_plural(kind)}",
-            AssociationCreate(asset_id=asset_id),
+            AssociationCreate(asset_id=asset_id, exact_release_consent=exact_release_consent),
         )
 
     def list_associations(
@@ -390,12 +394,14 @@ class RegistryClient:
         )
 
     def decide_association(
-        self, kind: AssetKind, benchmark_id: int, asset_id: int, *, approve: bool
+        self, kind: AssetKind, benchmark_id: int, asset_id: int, *, approve: bool,
+        exact_release_consent: bool = False,
     ) -> AssociationPublic:
         verb = "approve" if approve else "reject"
         return self._post(
             AssociationPublic,
             f"{API_PREFIX}/benchmarks/{benchmark_id}/{_plural(kind)}/{asset_id}/{verb}",
+            AssociationDecision(exact_release_consent=True) if exact_release_consent else None,
         )
 
     def withdraw_association(

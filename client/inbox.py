@@ -6,7 +6,9 @@ verified result is *to run*, or *to open and submit* when a run of it succeeded 
 command that acts on it (runnable as it is; for a decision, the approval). Items of a benchmark
 that accepts EXPERIMENTAL (confidential-GPU preview) images are marked (``experimental``, and
 :data:`EXPERIMENTAL_MARK` in the text), and :func:`consent_warning` is the line the owners'
-approval and association commands print before they consent to such a benchmark.
+approval and association commands print before they consent to such a benchmark. A decision on a
+dataset says what each run will publish about its cases (the release's privacy loss per run, or
+EXACT figures, whose approval takes ``--consent-exact-release``).
 """
 
 from __future__ import annotations
@@ -23,13 +25,14 @@ from sealbench.server.schemas import (
     Inbox,
     InboxEvaluation,
     InboxLink,
+    ReleaseTerms,
 )
 
 if TYPE_CHECKING:
     from sealbench.benchmarks.release import ReleaseSpec
 
 __all__ = ["EXPERIMENTAL_MARK", "Action", "InboxItem", "InboxView", "consent_warning", "merge",
-           "privacy_cost"]
+           "privacy_cost", "release_text"]
 
 #: Marks an inbox item of a benchmark that accepts EXPERIMENTAL images.
 EXPERIMENTAL_MARK = "[EXPERIMENTAL GPU images]"
@@ -114,6 +117,15 @@ def _benchmark(link: InboxLink) -> str:
             f"(#{link.association.benchmark_id}){mark}")
 
 
+def release_text(terms: ReleaseTerms | None) -> str:
+    """What each run publishes about a dataset's cases, in a few words."""
+    if terms is None:
+        return "a release the registry cannot describe (its plug-in is not installed there)"
+    if terms.exact:
+        return "EXACT figures, with no privacy bound"
+    return f"a private release costing epsilon {terms.epsilon:g} at delta {terms.delta:g}"
+
+
 def _decision(link: InboxLink) -> InboxItem:
     a = link.association
     if a.initiator_role == "asset_owner":
@@ -121,7 +133,13 @@ def _decision(link: InboxLink) -> InboxItem:
     else:
         what = f"{_benchmark(link)} invites your {_asset(link)}"
     target = f"--benchmark {a.benchmark_id} --{a.asset_kind} {a.asset_id}"
-    return InboxItem("decide", f"{what}: approve or reject",
+    how = "approve or reject"
+    if a.asset_kind == "dataset":
+        what += f" (each run publishes {release_text(link.release)})"
+        if (link.release is not None and link.release.exact
+                and a.initiator_role == "benchmark_owner"):
+            how = "approve with --consent-exact-release only if you accept that, or reject"
+    return InboxItem("decide", f"{what}: {how}",
                      f"sealbench association approve {target}",
                      link.benchmark_accept_experimental)
 

@@ -8,10 +8,18 @@ from typing import Literal
 
 from fastapi import APIRouter, Query
 
-from sealbench.server.deps import CurrentUser, Limit, NowDep, Offset, SessionDep
+from sealbench.server.deps import (
+    CurrentUser,
+    Limit,
+    NowDep,
+    Offset,
+    RegistryDep,
+    SessionDep,
+)
 from sealbench.server.routers._common import ERRORS, IdPath, in_thread, to_page
 from sealbench.server.schemas import (
     AssociationCreate,
+    AssociationDecision,
     AssociationPublic,
     AssociationStatus,
     Page,
@@ -19,27 +27,30 @@ from sealbench.server.schemas import (
 from sealbench.server.services import associations
 from sealbench.server.services.associations import Link
 
-__all__ = ["router"]
+__all__ = ["association_public", "router"]
 
 router = APIRouter(prefix="/benchmarks", tags=["associations"], responses=ERRORS)
 
 
-def _public(kind: Literal["dataset", "model"]) -> Callable[[Link], AssociationPublic]:
-    def convert(row: Link) -> AssociationPublic:
-        return AssociationPublic(
-            id=row.id,
-            benchmark_id=row.benchmark_id,
-            asset_kind=kind,
-            asset_id=row.asset_id,
-            revision=row.revision,
-            status=row.status,  # type: ignore[arg-type]
-            initiator_role=row.initiator_role,  # type: ignore[arg-type]
-            initiated_by_id=row.initiated_by_id,
-            actor_id=row.actor_id,
-            created_at=row.created_at,
-        )
+def association_public(row: Link, kind: Literal["dataset", "model"]) -> AssociationPublic:
+    """One revision of a link as the API answers it."""
+    return AssociationPublic(
+        id=row.id,
+        benchmark_id=row.benchmark_id,
+        asset_kind=kind,
+        asset_id=row.asset_id,
+        revision=row.revision,
+        status=row.status,  # type: ignore[arg-type]
+        initiator_role=row.initiator_role,  # type: ignore[arg-type]
+        initiated_by_id=row.initiated_by_id,
+        actor_id=row.actor_id,
+        exact_release_consent=row.exact_release_consent,
+        created_at=row.created_at,
+    )
 
-    return convert
+
+def _public(kind: Literal["dataset", "model"]) -> Callable[[Link], AssociationPublic]:
+    return lambda row: association_public(row, kind)
 
 
 def _routes(kind: Literal["dataset", "model"], plural: str) -> None:
@@ -51,12 +62,18 @@ def _routes(kind: Literal["dataset", "model"], plural: str) -> None:
         body: AssociationCreate,
         session: SessionDep,
         user: CurrentUser,
+        registry: RegistryDep,
         now: NowDep,
     ) -> AssociationPublic:
+        """The asset's owner requests, the benchmark's owner invites. A dataset's owner joining
+        a benchmark whose pin ends in '-exact' (exact, non-private figures) must send
+        ``exact_release_consent: true``."""
         return await in_thread(
             session,
             lambda: convert(
-                associations.request(session, user, kind, benchmark_id, body.asset_id, now)
+                associations.request(
+                    session, user, kind, benchmark_id, body.asset_id, now,
+                    exact_release_consent=body.exact_release_consent, plugins=registry.plugins)
             ),
         )
 
@@ -135,14 +152,17 @@ def _decider(
         asset_id: IdPath,
         session: SessionDep,
         user: CurrentUser,
+        registry: RegistryDep,
         now: NowDep,
+        body: AssociationDecision | None = None,
     ) -> AssociationPublic:
+        consent = body is not None and body.exact_release_consent
         return await in_thread(
             session,
             lambda: convert(
                 associations.decide(
-                    session, user, kind, benchmark_id, asset_id, approve=approve, now=now
-                )
+                    session, user, kind, benchmark_id, asset_id, approve=approve, now=now,
+                    exact_release_consent=consent, plugins=registry.plugins)
             ),
         )
 

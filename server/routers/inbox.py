@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from sealbench.server.deps import CurrentUser, SessionDep
+from sealbench.server.deps import CurrentUser, RegistryDep, SessionDep
 from sealbench.server.routers._common import ERRORS, in_thread
+from sealbench.server.routers.associations import association_public
 from sealbench.server.schemas import (
-    AssociationPublic,
     BenchmarkPublic,
     Inbox,
     InboxEvaluation,
     InboxLink,
 )
 from sealbench.server.services import inbox as inbox_service
+from sealbench.server.services.benchmark_plugins import PluginLookup, release_terms
 from sealbench.server.services.inbox import InboxData, PendingLink
 
 __all__ = ["router"]
@@ -21,21 +22,10 @@ __all__ = ["router"]
 router = APIRouter(prefix="/inbox", tags=["inbox"], responses=ERRORS)
 
 
-def _link(item: PendingLink) -> InboxLink:
-    row, benchmark, asset = item.link, item.benchmark, item.asset
+def _link(item: PendingLink, plugins: PluginLookup) -> InboxLink:
+    benchmark, asset = item.benchmark, item.asset
     return InboxLink(
-        association=AssociationPublic(
-            id=row.id,
-            benchmark_id=row.benchmark_id,
-            asset_kind=item.kind,
-            asset_id=row.asset_id,
-            revision=row.revision,
-            status=row.status,  # type: ignore[arg-type]
-            initiator_role=row.initiator_role,  # type: ignore[arg-type]
-            initiated_by_id=row.initiated_by_id,
-            actor_id=row.actor_id,
-            created_at=row.created_at,
-        ),
+        association=association_public(item.link, item.kind),
         benchmark_name=benchmark.name,
         benchmark_version=benchmark.version,
         asset_name=asset.name,
@@ -43,13 +33,14 @@ def _link(item: PendingLink) -> InboxLink:
         asset_owner_id=asset.owner_id,
         benchmark_owner_id=benchmark.owner_id,
         benchmark_accept_experimental=benchmark.accept_experimental,
+        release=release_terms(benchmark.metrics_version, plugins),
     )
 
 
-def to_schema(data: InboxData) -> Inbox:
+def to_schema(data: InboxData, plugins: PluginLookup) -> Inbox:
     return Inbox(
-        to_decide=tuple(_link(p) for p in data.to_decide),
-        awaiting_others=tuple(_link(p) for p in data.awaiting_others),
+        to_decide=tuple(_link(p, plugins) for p in data.to_decide),
+        awaiting_others=tuple(_link(p, plugins) for p in data.awaiting_others),
         benchmarks_to_approve=tuple(
             BenchmarkPublic.model_validate(b, from_attributes=True)
             for b in data.benchmarks_to_approve
@@ -66,6 +57,7 @@ def to_schema(data: InboxData) -> Inbox:
                 model_version=e.model.version,
                 result_id=e.result_id,
                 benchmark_accept_experimental=e.benchmark.accept_experimental,
+                release=release_terms(e.benchmark.metrics_version, plugins),
             )
             for e in data.evaluations
         ),
@@ -75,8 +67,9 @@ def to_schema(data: InboxData) -> Inbox:
 
 
 @router.get("")
-async def get_inbox(session: SessionDep, user: CurrentUser) -> Inbox:
+async def get_inbox(session: SessionDep, user: CurrentUser, registry: RegistryDep) -> Inbox:
     """Associations waiting for your decision, your requests waiting for the other side,
     benchmarks to approve (admins), and the approved evaluations of your datasets with their
     latest verified result (None: not evaluated yet)."""
-    return await in_thread(session, lambda: to_schema(inbox_service.inbox(session, user)))
+    return await in_thread(
+        session, lambda: to_schema(inbox_service.inbox(session, user), registry.plugins))

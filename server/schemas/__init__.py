@@ -13,6 +13,7 @@ from sealbench.server.schemas.assets import (
 )
 from sealbench.server.schemas.associations import (
     AssociationCreate,
+    AssociationDecision,
     AssociationPublic,
     AssociationStatus,
     InitiatorRole,
@@ -31,7 +32,7 @@ from sealbench.server.schemas.budgets import (
     ReleaseCostPublic,
 )
 from sealbench.server.schemas.common import ErrorBody, ErrorDetail, Health, Page, VersionInfo
-from sealbench.server.schemas.inbox import Inbox, InboxEvaluation, InboxLink
+from sealbench.server.schemas.inbox import Inbox, InboxEvaluation, InboxLink, ReleaseTerms
 from sealbench.server.schemas.results import (
     Leaderboard,
     LeaderboardEntry,
@@ -43,6 +44,7 @@ from sealbench.server.schemas.users import UserPublic
 __all__ = [
     "AssetKind",
     "AssociationCreate",
+    "AssociationDecision",
     "AssociationPublic",
     "AssociationStatus",
     "AuditEventPublic",
@@ -71,6 +73,7 @@ __all__ = [
     "ModelPublic",
     "Page",
     "ReleaseCostPublic",
+    "ReleaseTerms",
     "ResultCreate",
     "ResultPublic",
     "UserPublic",

@@ -10,7 +10,21 @@ from sealbench.server.schemas.associations import AssociationPublic
 from sealbench.server.schemas.benchmarks import BenchmarkPublic
 from sealbench.server.schemas.common import WireModel
 
-__all__ = ["Inbox", "InboxEvaluation", "InboxLink"]
+__all__ = ["Inbox", "InboxEvaluation", "InboxLink", "ReleaseTerms"]
+
+
+class ReleaseTerms(WireModel):
+    """What each run of a benchmark publishes about a dataset's cases (its plug-in's declared
+    release): a differentially private release at ``epsilon``, ``delta``, or an **exact** one
+    (no noise, no privacy bound; each dataset's owner consents to it)."""
+
+    exact: bool
+    epsilon: float | None = Field(description="None for an exact release")
+    delta: float | None = Field(description="None for an exact release")
+
+
+_TERMS = ("what each run publishes (the benchmark plug-in's release); None when the registry "
+          "does not have the plug-in")
 
 
 class InboxLink(WireModel):
@@ -27,6 +41,7 @@ class InboxLink(WireModel):
         default=False,
         description="the benchmark accepts EXPERIMENTAL (confidential-GPU preview) images",
     )
+    release: ReleaseTerms | None = Field(default=None, description=_TERMS)
 
 
 class InboxEvaluation(WireModel):
@@ -47,6 +62,7 @@ class InboxEvaluation(WireModel):
         default=False,
         description="the benchmark accepts EXPERIMENTAL (confidential-GPU preview) images",
     )
+    release: ReleaseTerms | None = Field(default=None, description=_TERMS)
 
 
 class Inbox(WireModel):

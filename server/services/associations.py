@@ -9,6 +9,13 @@ approved any more (pending ones can still be rejected or withdrawn). The asset's
 submissions need an approved link, key grants follow the approved links), results already
 verified stay and are marked, and it can be requested again like a rejected one. Every change
 appends a revision (latest wins), so history is never lost.
+
+**Exact releases only by knowing consent** (issue 25): a benchmark whose pin publishes exact,
+non-private figures (:func:`publishes_exact`: its version ends in ``-exact``, or its plug-in
+declares an exact release) takes a dataset only through a revision its owner wrote with
+``exact_release_consent`` (the request, or the approval of an invitation); the benchmark owner's
+approval of a consenting request carries the consent forward, and a result with an exact release
+is accepted only while the dataset's current link holds it.
 """
 
 from __future__ import annotations
@@ -20,26 +27,32 @@ from typing import Literal, cast
 from sqlalchemy import Select, Subquery, and_, func, or_, select
 from sqlalchemy.orm import Session
 
+from sealbench.benchmarks.interface import EXACT_SUFFIX, BenchmarkError, PluginRef
+from sealbench.benchmarks.registry import load as load_plugin
 from sealbench.server.audit import append_event
 from sealbench.server.auth import Principal
 from sealbench.server.errors import (
     ConflictError,
+    InvalidRequestError,
     InvalidStateError,
     NotFoundError,
     PermissionDeniedError,
 )
 from sealbench.server.models import Benchmark, BenchmarkDataset, BenchmarkModel, Dataset, Model
 from sealbench.server.services._common import PageOf, commit, flush, get_or_404, paged
+from sealbench.server.services.benchmark_plugins import PluginLookup
 from sealbench.server.services.dataset_grid import check_dataset_grid
 
 __all__ = [
     "approved_pairs_subquery",
     "current_status",
     "decide",
+    "exact_release_consented",
     "history",
     "is_approved",
     "list_current",
     "pending_links",
+    "publishes_exact",
     "request",
     "withdraw",
     "withdrawn_pairs",
@@ -126,6 +139,39 @@ def withdrawn_pairs(
     return frozenset((int(b), int(a)) for b, a in session.execute(stmt).all())
 
 
+def publishes_exact(benchmark: Benchmark, plugins: PluginLookup = load_plugin) -> bool:
+    """Whether ``benchmark``'s pin publishes exact (non-private) figures: its version ends in
+    ``-exact``, or its installed plug-in declares an exact release (a pin whose plug-in is not
+    installed is judged by its name alone)."""
+    try:
+        ref = PluginRef.parse(benchmark.metrics_version)
+    except ValueError:
+        return False
+    if ref.version.endswith(EXACT_SUFFIX):
+        return True
+    try:
+        return plugins(ref).release_spec.exact
+    except BenchmarkError:
+        return False
+
+
+def exact_release_consented(session: Session, benchmark_id: int, dataset_id: int) -> bool:
+    """Whether the dataset's current link to the benchmark is approved with its owner's consent
+    to exact releases."""
+    latest = _latest(session, "dataset", benchmark_id, dataset_id)
+    return (latest is not None and latest.status == "approved"
+            and latest.exact_release_consent)
+
+
+def _consent_needed(benchmark: Benchmark) -> InvalidRequestError:
+    return InvalidRequestError(
+        f"benchmark {benchmark.id} publishes EXACT figures (pin {benchmark.metrics_version}): "
+        "each site's results are released without noise and without a privacy bound on what "
+        "they reveal about a patient; its dataset's owner must consent explicitly "
+        "(exact_release_consent: true; 'sealbench dataset associate' or 'sealbench association "
+        "approve' with --consent-exact-release)")
+
+
 def _refuse_if_closed(benchmark: Benchmark) -> None:
     """A closed benchmark takes no new participant: no request, invitation or approval."""
     if benchmark.closed_at is not None:
@@ -142,8 +188,12 @@ def request(
     benchmark_id: int,
     asset_id: int,
     now: datetime,
+    *,
+    exact_release_consent: bool = False,
+    plugins: PluginLookup = load_plugin,
 ) -> Link:
-    """Open a link (a request from the asset's owner, an invitation from the benchmark's)."""
+    """Open a link (a request from the asset's owner, an invitation from the benchmark's); a
+    dataset's owner joining a benchmark that :func:`publishes_exact` must consent."""
     benchmark = get_or_404(session, Benchmark, benchmark_id, "benchmark")
     asset = _asset(session, kind, asset_id)
     if actor.user_id == asset.owner_id:
@@ -166,6 +216,11 @@ def request(
         raise ConflictError(
             f"{kind} {asset_id} is already {latest.status} in benchmark {benchmark_id}"
         )
+    consent = False
+    if kind == "dataset" and role == "asset_owner" and publishes_exact(benchmark, plugins):
+        if not exact_release_consent:
+            raise _consent_needed(benchmark)
+        consent = True
     same_owner = asset.owner_id == benchmark.owner_id
     row = _table(kind)(
         benchmark_id=benchmark_id,
@@ -175,6 +230,7 @@ def request(
         initiator_role=role,
         initiated_by_id=actor.user_id,
         actor_id=actor.user_id,
+        exact_release_consent=consent,
         created_at=now,
     )
     session.add(row)
@@ -193,8 +249,12 @@ def decide(
     *,
     approve: bool,
     now: datetime,
+    exact_release_consent: bool = False,
+    plugins: PluginLookup = load_plugin,
 ) -> Link:
-    """Approve or reject a pending link; only the side that did not initiate it may."""
+    """Approve or reject a pending link; only the side that did not initiate it may. A
+    dataset's owner approving an invitation to a benchmark that :func:`publishes_exact` must
+    consent; the benchmark owner's approval carries the request's consent forward."""
     benchmark = get_or_404(session, Benchmark, benchmark_id, "benchmark")
     asset = _asset(session, kind, asset_id)
     latest = _latest(session, kind, benchmark_id, asset_id)
@@ -210,8 +270,14 @@ def decide(
         raise PermissionDeniedError(f"only the {other}'s owner decides on this association")
     if latest.status != "pending":
         raise InvalidStateError(f"association is {latest.status}, expected pending")
+    consent = latest.exact_release_consent
     if approve:
         _refuse_if_closed(benchmark)
+        if (kind == "dataset" and latest.initiator_role == "benchmark_owner"
+                and publishes_exact(benchmark, plugins)):
+            if not exact_release_consent:
+                raise _consent_needed(benchmark)
+            consent = True
     row = _table(kind)(
         benchmark_id=benchmark_id,
         asset_id=asset_id,
@@ -220,6 +286,7 @@ def decide(
         initiator_role=latest.initiator_role,
         initiated_by_id=latest.initiated_by_id,
         actor_id=actor.user_id,
+        exact_release_consent=consent and approve,
         created_at=now,
     )
     session.add(row)
@@ -344,6 +411,8 @@ def _audit(
         "status": row.status,
         "role": row.initiator_role,
     }
+    if row.exact_release_consent:  # logged, so that anyone can check who consented when
+        payload["exact_release_consent"] = True
     if previous is not None:
         payload["previous"] = previous
     append_event(

@@ -25,12 +25,14 @@ from sealbench.benchmarks.interface import Benchmark, BenchmarkError, PluginRef,
 from sealbench.benchmarks.registry import load
 from sealbench.enclave.result import ResultSummary
 from sealbench.server.errors import InvalidRequestError, ResultRejectedError
+from sealbench.server.schemas.inbox import ReleaseTerms
 
 __all__ = [
     "RESULT_SUMMARY_FORMAT",
     "PluginLookup",
     "parse_pin",
     "plugin_of",
+    "release_terms",
     "validate_summary",
     "withheld_of",
 ]
@@ -57,6 +59,18 @@ def plugin_of(metrics_version: str, plugins: PluginLookup = load) -> Benchmark:
     except BenchmarkError as exc:
         raise ResultRejectedError(
             f"the registry cannot validate results of this benchmark: {exc}") from None
+
+
+def release_terms(metrics_version: str, plugins: PluginLookup = load) -> ReleaseTerms | None:
+    """What each run of a benchmark pinning ``metrics_version`` publishes (its plug-in's
+    declared release), or None when the plug-in is not installed here."""
+    try:
+        spec = plugins(PluginRef.parse(metrics_version)).release_spec
+    except (BenchmarkError, ValueError):
+        return None
+    if spec.exact:
+        return ReleaseTerms(exact=True, epsilon=None, delta=None)
+    return ReleaseTerms(exact=False, epsilon=spec.epsilon, delta=spec.delta)
 
 
 def validate_summary(

@@ -21,11 +21,16 @@ from sealbench.server.errors import (
     ConflictError,
     InvalidStateError,
     PermissionDeniedError,
+    ResultRejectedError,
 )
 from sealbench.server.models import Benchmark, Dataset, Model, Result
 from sealbench.server.schemas import AssetKind, ResultCreate
 from sealbench.server.services._common import PageOf, commit, flush, get_or_404, paged
-from sealbench.server.services.associations import is_approved, withdrawn_pairs
+from sealbench.server.services.associations import (
+    exact_release_consented,
+    is_approved,
+    withdrawn_pairs,
+)
 from sealbench.server.services.benchmark_plugins import (
     PluginLookup,
     plugin_of,
@@ -59,6 +64,11 @@ def submit(
         raise InvalidStateError(f"model {model.id} is not approved in benchmark {benchmark.id}")
     parsed = validate_summary(benchmark.metrics_version, body.summary, plugins)
     release = checked_release(plugin_of(benchmark.metrics_version, plugins), parsed)
+    if release is not None and release.exact and not exact_release_consented(
+            session, benchmark.id, dataset.id):
+        raise ResultRejectedError(
+            f"an exact (non-private) release of dataset {dataset.id}, whose owner has not "
+            f"consented to exact releases in benchmark {benchmark.id}")
     taken = select(Result.id).where(Result.sealed_result_digest == body.sealed_result_digest)
     if session.scalars(taken).first() is not None:
         raise ConflictError("a result with this sealed-result digest was already submitted")

@@ -8,6 +8,11 @@ with the viewer as the principal, in a write transaction queued like the API's w
 permissions, the state rules and the audit event are the API's own. A refused decision renders
 the error page with the status the API would answer; a decision made redirects (303) to the
 form's ``next`` page inside the dashboard.
+
+Each decision shows what every run of the benchmark publishes about a dataset's cases (its
+release's privacy loss per run, or EXACT); approving a dataset's invitation to a benchmark that
+publishes exact figures takes the form's explicit consent box, as the API's
+``exact_release_consent``.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from sealbench.server.errors import RegistryError
 from sealbench.server.routers._common import IdPath
 from sealbench.server.services import associations
 from sealbench.server.services import inbox as inbox_service
+from sealbench.server.services.benchmark_plugins import release_terms
 from sealbench.server.web._sessions import tokens_match
 from sealbench.server.web._signin import _field, _read_form, _same_origin
 from sealbench.server.web._state import (
@@ -49,10 +55,15 @@ def action_routes(state: DashboardState) -> APIRouter:
 
     @router.get("/inbox")
     async def inbox_page(request: Request) -> Response:
+        plugins = registry_of(request).plugins
+
         def build(session: Session, viewer: Principal) -> tuple[str, dict[str, Any]]:
             data = inbox_service.inbox(session, viewer)
+            benchmarks = {p.benchmark for p in (*data.to_decide, *data.awaiting_others)}
+            benchmarks |= {e.benchmark for e in data.evaluations}
             return "inbox.html", {
                 "data": data,
+                "terms": {b.id: release_terms(b.metrics_version, plugins) for b in benchmarks},
                 "to_run": [e for e in data.evaluations if e.result_id is None],
                 "evaluated": sum(e.result_id is not None for e in data.evaluations),
                 "nav": "inbox",
@@ -86,7 +97,8 @@ def action_routes(state: DashboardState) -> APIRouter:
                 with registry.db.writer() as session:
                     associations.decide(
                         session, viewer.principal, kind, benchmark_id, asset_id,
-                        approve=approve, now=now,
+                        approve=approve, now=now, plugins=registry.plugins,
+                        exact_release_consent=_field(form, "exact_release_consent") == "yes",
                     )
 
             gate = registry.write_gate or contextlib.nullcontext()

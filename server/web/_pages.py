@@ -22,9 +22,10 @@ from sealbench.server.models import Benchmark, BenchmarkDataset, BenchmarkModel,
 from sealbench.server.routers._common import IdPath
 from sealbench.server.services import assets, associations, benchmarks, results
 from sealbench.server.services._common import PageOf
+from sealbench.server.services.benchmark_plugins import release_terms
 from sealbench.server.settings import CONFIDENTIAL_SPACE_ISSUER
 from sealbench.server.web._charts import build_charts
-from sealbench.server.web._state import DashboardState, render_page
+from sealbench.server.web._state import DashboardState, registry_of, render_page
 from sealbench.server.web._views import BoardEntry, View, build_board, summary_counts
 
 __all__ = ["Participant", "all_pages", "benchmark_pages", "owner_label"]
@@ -155,6 +156,8 @@ def benchmark_pages(state: DashboardState) -> APIRouter:
 
     @router.get("/benchmarks/{benchmark_id}")
     async def benchmark_detail(request: Request, benchmark_id: IdPath) -> Response:
+        plugins = registry_of(request).plugins
+
         def build(session: Session, viewer: Principal) -> tuple[str, dict[str, Any]]:
             bench = benchmarks.get(session, benchmark_id)
             participants, truncated = _participants(session, viewer, bench)
@@ -169,6 +172,7 @@ def benchmark_pages(state: DashboardState) -> APIRouter:
                 "participants": participants,
                 "truncated": truncated,
                 "reference": reference,
+                "terms": release_terms(bench.metrics_version, plugins),
                 "nav": "benchmarks",
             }
 

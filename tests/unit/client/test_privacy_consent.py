@@ -4,13 +4,16 @@ each run's release costs of the dataset's privacy budget and how much is left.""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
+from sealbench.benchmarks.brats.definition import shipped_definition
+from sealbench.benchmarks.brats.plugin import pin_of
 from sealbench.benchmarks.release import Column, ReleaseSpec, rho_of
 from sealbench.client.inbox import privacy_cost
 from sealbench.server.schemas import BenchmarkPublic, DatasetBudget
-from tests.unit.client.test_cli_participation import Cli, _benchmark, _dataset, cli
+from tests.unit.client.test_cli_participation import IMAGE, Cli, _benchmark, _dataset, cli
 
 __all__ = ["cli"]  # the fixture, re-used
 
@@ -54,3 +57,64 @@ def test_hospital_reads_the_cost_before_approving_an_invitation(cli: Cli, tmp_pa
     text = " ".join(approved.output.split())
     assert "PRIVACY: each run of benchmark" in text and text.index("PRIVACY") < text.index(
         "approved")
+
+
+def _exact_benchmark(cli: Cli, tmp_path: Path) -> int:
+    """A benchmark of the small grid whose pin publishes exact figures."""
+    definition = shipped_definition("brats-small").model_copy(
+        update={"name": f"exact-{tmp_path.name}"})
+    path = tmp_path / "exact.json"
+    path.write_text(json.dumps({**definition.model_dump(mode="json"),
+                                "plugin": f"{pin_of(definition.contract)}-exact"}))
+    created = cli("benchmark", "create", "--definition", str(path), "--image-reference",
+                  f"example/eval@{IMAGE}", "--image-digest", IMAGE, "--json",
+                  "--profile", "authority")
+    assert created.exit_code == 0, created.output
+    bid = int(json.loads(created.stdout)["id"])
+    assert cli("benchmark", "approve", str(bid), "--profile", "admin").exit_code == 0
+    return bid
+
+
+def _links(cli: Cli, bid: int) -> list[dict[str, object]]:
+    listed = cli("association", "ls", "--benchmark", str(bid), "--json", "--profile", "authority")
+    assert listed.exit_code == 0, listed.output
+    return list(json.loads(listed.stdout))
+
+
+def test_exact_benchmark_joined_only_with_explicit_consent(cli: Cli, tmp_path: Path) -> None:
+    bid = _exact_benchmark(cli, tmp_path)
+    dataset = _dataset(cli, tmp_path, bid)
+    ask = ("dataset", "associate", "--dataset", str(dataset), "--benchmark", str(bid),
+           "--profile", "hospital")
+    refused = cli(*ask)
+    text = " ".join(refused.output.split())
+    assert refused.exit_code != 0
+    assert "EXACT (not differentially private)" in text and "--consent-exact-release" in text
+    assert "Nothing was sent" in text and _links(cli, bid) == []
+    asked = cli(*ask, "--consent-exact-release")
+    assert asked.exit_code == 0, asked.output
+    [link] = _links(cli, bid)
+    assert link["status"] == "pending" and link["exact_release_consent"] is True
+    decide = " ".join(cli("inbox", "--profile", "authority").output.split())
+    assert "each run publishes EXACT figures, with no privacy bound" in decide
+
+
+def test_invitation_to_an_exact_benchmark_approved_only_with_consent(
+    cli: Cli, tmp_path: Path
+) -> None:
+    bid = _exact_benchmark(cli, tmp_path)
+    dataset = _dataset(cli, tmp_path, bid)
+    invited = cli("dataset", "associate", "--dataset", str(dataset), "--benchmark", str(bid),
+                  "--profile", "authority")
+    assert invited.exit_code == 0, invited.output
+    inbox = " ".join(cli("inbox", "--profile", "hospital").output.split())
+    assert "approve with --consent-exact-release only if you accept that" in inbox
+    approve = ("association", "approve", "--benchmark", str(bid), "--dataset", str(dataset),
+               "--profile", "hospital")
+    refused = cli(*approve)
+    assert refused.exit_code != 0 and "--consent-exact-release" in refused.output
+    assert [link["status"] for link in _links(cli, bid)] == ["pending"]
+    approved = cli(*approve, "--consent-exact-release")
+    assert approved.exit_code == 0, approved.output
+    [link] = _links(cli, bid)
+    assert link["status"] == "approved" and link["exact_release_consent"] is True

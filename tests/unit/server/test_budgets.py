@@ -371,18 +371,17 @@ def test_resubmission_debits_once(client: TestClient, world: Any, h: Any, tokens
     assert len(budget["debits"]) == 1 and budget["spent_rho"] == SPEC.rho
 
 
-def test_exact_release_recorded_without_cost(
+def test_exact_release_needs_consent_and_shows_no_cost(
     client: TestClient, world: Any, h: Any, tokens: Any, plugin: ReleasingPlugin
 ) -> None:
-    """A benchmark that declares an exact release (consent is checked elsewhere) is charged no
-    rho, but the exact release is in the ledger and the log."""
+    """A plug-in that declares an exact release on a plain pin, after the dataset joined without
+    consenting: the release is refused (no result, no debit) and the budget shows the benchmark's
+    release as exact, costing no rho (an accepted exact release's debit: test_exact_consent)."""
     plugin.release_spec = replace(SPEC, exact=True)
-    h.ok(_submit(client, world, h, tokens, _release(plugin.release_spec)), 201)
+    r = _submit(client, world, h, tokens, _release(plugin.release_spec))
+    assert r.status_code == 422 and "not consented" in r.text
     budget = _budget(client, world.data_owner, world.dataset_id)
-    [debit] = budget["debits"]
-    assert (debit["exact"], debit["rho"], debit["epsilon"], debit["delta"]) == (
-        True, None, None, None)
-    assert (budget["spent_rho"], budget["releases"], budget["exact_releases"]) == (0.0, 0, 1)
+    assert budget["debits"] == [] and _results(client, world) == []
     [cost] = budget["costs"]
     assert (cost["exact"], cost["rho"], cost["releases_left"]) == (True, None, None)
 

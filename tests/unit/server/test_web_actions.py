@@ -168,3 +168,34 @@ def test_withdrawn_result_and_closed_benchmark_are_marked(
     bench = web.get(f"/ui/benchmarks/{world.benchmark_id}").text
     assert "badge-closed" in bench and "closed since" in bench
     assert "badge-withdrawn" in bench
+
+
+def test_data_owner_sees_what_each_run_publishes_and_consents_to_exact_figures(
+    web: TestClient, client: TestClient, world: Any, h: Any
+) -> None:
+    """An invitation to a benchmark whose pin publishes exact figures: the inbox says so, the
+    approve form carries a required consent box, and an approval without it is the API's 422."""
+    body = {**h.benchmark_body(name="exact"), "metrics_version": "brats-2023-gli/1-exact"}
+    bid = h.ok(client.post(f"{API}/benchmarks", json=body, headers=world.bench_owner.headers),
+               201)["id"]
+    h.ok(client.post(f"{API}/benchmarks/{bid}/approve", headers=world.admin.headers))
+    h.ok(client.post(f"{API}/benchmarks/{bid}/datasets", json={"asset_id": world.dataset_id},
+                     headers=world.bench_owner.headers), 201)
+    csrf = _sign_in(web, world.data_owner.token)
+    page = web.get("/ui/inbox").text
+    assert "EXACT figures, no privacy bound" in page
+    assert 'name="exact_release_consent" value="yes" required' in page
+    assert "a private release, ε 1.0 at δ 1e-06" not in page  # only the exact benchmark waits
+    url = f"/ui/benchmarks/{bid}/datasets/{world.dataset_id}/approve"
+    refused = web.post(url, data={"csrf": csrf, "next": "/ui/inbox"}, follow_redirects=False)
+    assert refused.status_code == 422 and "consent" in refused.text
+    shown = web.get(f"/ui/benchmarks/{bid}").text
+    assert 'id="release-terms"><strong class="exact">EXACT figures' in shown
+    done = web.post(url, data={"csrf": csrf, "next": "/ui/inbox",
+                               "exact_release_consent": "yes"}, follow_redirects=False)
+    assert done.status_code == 303
+    link = h.ok(client.get(f"{API}/benchmarks/{bid}/datasets", headers=world.other.headers))[
+        "items"][0]
+    assert link["status"] == "approved" and link["exact_release_consent"] is True
+    private = web.get(f"/ui/benchmarks/{world.benchmark_id}").text
+    assert "a private release, ε 1.0 at δ 1e-06" in private
