@@ -229,10 +229,27 @@ def _plugin_of_definition(doc: DefinitionDocument) -> Benchmark:
     except BenchmarkError as exc:
         raise ConfigError(f"definition {doc.name}: {exc}",
                           hint="export a shipped definition and edit it") from exc
-    if doc.metrics != bound.metrics_spec():
+    if doc.metrics != bound.metrics_spec() and not _private_twin_metrics(registry, bound, doc):
         raise ConfigError(f"definition {doc.name}: its metrics differ from what plug-in "
                           f"{plugin.ref} scores", hint="keep the exported metrics as they are")
     return bound
+
+
+def _private_twin_metrics(registry: Any, bound: Benchmark, doc: DefinitionDocument) -> bool:
+    """Whether ``bound`` is an exact-release pin (``<version>-exact``) and ``doc`` carries the
+    metrics of its private pin: an exported definition whose ``plugin`` was switched to the
+    exact pin (the pin decides the release; its metrics then state it)."""
+    from sealbench.benchmarks.interface import EXACT_SUFFIX, BenchmarkError, bind_data_contract
+
+    if not (bound.release_spec.exact and bound.ref.version.endswith(EXACT_SUFFIX)):
+        return False
+    try:
+        private = bind_data_contract(
+            registry.load(f"{bound.ref.name}/{bound.ref.version.removesuffix(EXACT_SUFFIX)}"),
+            doc.contract)
+    except BenchmarkError:
+        return False
+    return bool(doc.metrics == private.metrics_spec())
 
 
 def load_benchmark_definition(
@@ -266,7 +283,7 @@ def load_benchmark_definition(
             hint="export a shipped one with 'sealbench benchmark definition export' and edit it",
         ) from exc
     plugin = _plugin_of_definition(doc)
-    return doc.model_copy(update={"plugin": str(plugin.ref)})
+    return doc.model_copy(update={"plugin": str(plugin.ref), "metrics": plugin.metrics_spec()})
 
 
 def shipped_model_bytes(definition: DefinitionDocument, name: str) -> bytes:

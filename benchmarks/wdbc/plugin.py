@@ -128,7 +128,8 @@ class WdbcBenchmark:
                 "score_bins": binned.SCORE_BIN_SCHEME,
                 "release": {"columns": [c.key for c in spec.columns],
                             "categories": {c.key: list(c.keys) for c in spec.categories},
-                            "epsilon": spec.epsilon, "delta": spec.delta},
+                            **({"exact": True} if spec.exact else
+                               {"epsilon": spec.epsilon, "delta": spec.delta})},
                 "auroc_interval": "release noise (delta method) + DeLong on the bins",
                 "proportion_interval": "release noise (delta method) + binomial (Wilson centre)",
                 "failed_case_score": "the worst: 0 if malignant, 1 if benign; unlabelled: "

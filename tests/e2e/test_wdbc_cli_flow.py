@@ -232,3 +232,51 @@ def test_dashboard_leaderboard_shows_each_sites_auroc(
         if auroc.value is not None:
             assert f"{auroc.value:.3f}" in page.text, auroc
 
+
+
+def test_exact_release_benchmark_runs_only_for_the_consenting_hospital(
+    world: World, evaluated: list[dict[str, object]]
+) -> None:
+    """A benchmark pinned ``wdbc/1-exact`` (an exported definition with its pin switched): the
+    screening hospital joins only with --consent-exact-release; its run on the mock TEE is
+    released its key (the exact pin is in its condition), publishes an exact release (no noise,
+    no epsilon) that ``result open`` matches to the sealed cases, and the registry accepts it
+    charging no privacy budget."""
+    cli, ids, tmp = world.cli, world.ids, world.tmp
+    assert evaluated  # after the private benchmark's runs, which this one must not disturb
+    exported = json.loads(ok(cli("benchmark", "definition", "export", "wdbc")).stdout)
+    definition = tmp / "wdbc-exact.json"
+    definition.write_text(json.dumps({**exported, "name": "wdbc-exact",
+                                      "plugin": "wdbc/1-exact"}))
+    created = _json(cli("benchmark", "create", "--tee", "mock", "--definition", str(definition),
+                        "--json", "--profile", "authority"))
+    assert created["metrics_version"] == "wdbc/1-exact"
+    b = str(created["id"])
+    ok(cli("benchmark", "approve", b, "--profile", "admin"))
+    assert "publishes EXACT figures" in ok(cli("benchmark", "show", b)).output
+    model, site = str(ids["lab-lr"]), str(ids["screening"])
+    ok(cli("model", "associate", "--model", model, "--benchmark", b, "--profile", "lab-lr"))
+    ok(cli("association", "approve", "--benchmark", b, "--model", model,
+           "--profile", "authority"))
+    join = ("dataset", "associate", "--dataset", site, "--benchmark", b, "--profile", "screening")
+    refused = cli(*join)
+    assert refused.exit_code != 0 and "--consent-exact-release" in refused.output
+    ok(cli(*join, "--consent-exact-release"))
+    ok(cli("association", "approve", "--benchmark", b, "--dataset", site,
+           "--profile", "authority"))
+    for who, kind, asset in (("screening", "--dataset", site), ("lab-lr", "--model", model)):
+        ok(cli("policy", "sync", kind, asset, "--profile", who))
+    ran = ok(cli("run", "--benchmark", b, "--dataset", site, "--model", model, "--tee", "mock",
+                 "--profile", "screening"))
+    assert "succeeded" in ran.output, ran.output
+    runs = json.loads(ok(cli("result", "ls", "--json", "--profile", "screening")).stdout)
+    [record] = [r for r in runs if str(r["benchmark_id"]) == b]
+    ok(cli("result", "open", record["run_id"], "--profile", "screening"))
+    ok(cli("result", "submit", record["run_id"], "--profile", "screening"))
+    [result] = json.loads(ok(cli("benchmark", "results", b, "--json",
+                                 "--profile", "authority")).stdout)
+    release = result["summary"]["aggregates"]["release"]
+    assert release["mechanism"] == "exact" and release["epsilon"] is None
+    assert release["sigma"] == 0
+    budget = _json(cli("dataset", "budget", site, "--json", "--profile", "screening"))
+    assert budget["exact_releases"] == 1 and budget["releases"] == 2  # the private runs only
