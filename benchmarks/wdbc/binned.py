@@ -27,7 +27,9 @@ clipped at 0 (cases of one bin share their structural components); for a proport
 binomial ``total·θ(1-θ)``, so that without noise the interval is Wilson's score interval. Where
 the noise swamps the denominator the set is unbounded: there is no interval.
 :func:`auroc_binning_bound` says how far the binned AUROC can lie from the AUROC of the raw
-scores (half the fraction of pairs in one bin), from the counts clipped at 0.
+scores (half the fraction of pairs in one bin), from the counts clipped at 0: a bound on exact
+counts, an estimate of it on noisy ones. It is the AUROC figure's ``bias``
+(:attr:`~sealbench.benchmarks.interface.Figure.bias`); the other figures are exact in method.
 
 **Uninformative figures.** Noisy counts can be negative; every estimator stays defined. When a
 class total is below :data:`MIN_TOTAL_SD` noise standard deviations, when there is no bounded
@@ -128,11 +130,12 @@ class BinnedEstimate:
     sampling_se: float
     informative: bool
 
-    def figure(self, ref: MetricRef) -> Figure:
-        """The shown figure: the estimate clipped to [0, 1], or None when uninformative."""
+    def figure(self, ref: MetricRef, bias: float | None = None) -> Figure:
+        """The shown figure: the estimate clipped to [0, 1], or None when uninformative, with
+        the method's ``bias`` (:attr:`Figure.bias`; None where the method is exact)."""
         value = (None if self.estimate is None or not self.informative
                  else min(max(self.estimate, 0.0), 1.0))
-        return Figure(ref, value, self.low, self.high)
+        return Figure(ref, value, self.low, self.high, bias=bias)
 
 
 def _undefined(counts: Counts) -> BinnedEstimate:
@@ -224,8 +227,14 @@ def auroc(counts: Counts) -> BinnedEstimate:
 
 def auroc_binning_bound(counts: Counts) -> float:
     """The most the binned AUROC can differ from the AUROC of the raw scores: a pair in one
-    bin counts 1/2 where the truth is 0 or 1, so ``Σ_a P_a·N_a / (2·ΣP·ΣN)``, on the counts
-    clipped at 0 (an estimate under noise, not a bound); 0 when a class is empty."""
+    bin counts 1/2 where the truth is 0 or 1, so ``Σ_a P_a·N_a / (2·ΣP·ΣN)``; 0 when a class
+    is empty.
+
+    On exact counts (an exact release, or a noise source that draws none) this is a bound: the
+    raw scores' AUROC is within it of :func:`auroc`'s estimate. On noisy counts it is an
+    **estimate** of that bound from the counts clipped at 0, not a bound: clipping turns the
+    noise of near-empty cells into positive products, so it mostly overstates the binning
+    error (by about ``Σ_a v/(2π) / (2·ΣP·ΣN)`` over empty bins), but nothing guarantees it."""
     p = np.maximum(np.asarray(counts.malignant, dtype=np.float64), 0.0)
     n = np.maximum(np.asarray(counts.benign, dtype=np.float64), 0.0)
     total = float(p.sum() * n.sum())

@@ -36,6 +36,11 @@ under 3 noise standard deviations, or an interval wider than half the range) has
 None: it is neither shown nor ranked. ECE and the calibration slope are not in the release:
 their figures are None (the keys stay for older clients). Pooling adds the sites' noisy cells
 (unbiased) and noise variances.
+
+**The AUROC's binning error** travels with it as its figure's ``bias``, per site and pooled:
+half the share of (malignant, benign) pairs in one bin, from the (pooled) counts clipped at 0
+(:func:`.binned.auroc_binning_bound`: a bound for an exact release, an estimate of it under
+noise). The other figures are exact in method (``bias`` None).
 """
 
 from __future__ import annotations
@@ -258,7 +263,9 @@ def _pooled_counts(releases: Sequence[rel.Release]) -> binned.Counts:
 def _figures(releases: Sequence[rel.Release]) -> tuple[Figure, ...]:
     counts = _pooled_counts(releases)
     return (
-        binned.auroc(counts).figure(MetricRef("auroc")),
+        # read from score bins: its method error (binned.auroc_binning_bound) goes with it
+        binned.auroc(counts).figure(MetricRef("auroc"), bias=binned.auroc_binning_bound(counts)),
+        # exact in method: 0.5 is a bin edge; the Brier sum is a released column
         binned.sensitivity(counts).figure(MetricRef("sensitivity")),
         binned.specificity(counts).figure(MetricRef("specificity")),
         _brier(releases),

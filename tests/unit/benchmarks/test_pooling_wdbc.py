@@ -209,6 +209,65 @@ def test_binning_error_under_001_on_demo_sites(
     assert max(old) > 0.012  # what the old grid lost on the same sites
 
 
+@pytest.mark.parametrize("noise", [rel.LocalExact(), rel.InsecureFixedNoise()],
+                         ids=["exact-release", "no-noise-drawn"])
+def test_the_auroc_figure_carries_its_binning_error_per_site_and_pooled(
+        demo_results: dict[str, list[list[s.WdbcCaseResult]]], noise: rel.NoiseSource) -> None:
+    """The AUROC figure's ``bias`` bounds how far its binned value lies from the raw scores'
+    AUROC, for each demo site and pooled over the three (cells summed), both shipped models: at
+    most 0.0032 (measured; well under 0.01). The other figures are exact in method: no
+    ``bias``. With the declared noise scale (none drawn) a site's AUROC is not informative, so
+    not shown: its ``bias`` is still the binning error of the value the cells give."""
+    spec = EXACT if isinstance(noise, rel.LocalExact) else s.RELEASE_SPEC
+    seen = []
+    for sites in demo_results.values():
+        summaries = [s.summarise(rows, "wdbc/1", noise, spec) for rows in sites]
+        shown = [(rows, s.figures(x)) for rows, x in zip(sites, summaries, strict=True)]
+        shown.append(([r for rows in sites for r in rows], s.pool(summaries, spec).figures))
+        for rows, figures in shown:
+            y, p = _labels_scores(rows)
+            exact = exact_auroc(y, p).value
+            value = binned.auroc(_exact_counts(rows)).estimate
+            auc = next(f for f in figures if f.ref.metric == "auroc")
+            assert auc.value in (value, None) and (auc.value is not None) == (spec is EXACT)
+            assert exact is not None and value is not None and auc.bias is not None
+            assert abs(value - exact) <= auc.bias + 1e-12
+            assert auc.bias == binned.auroc_binning_bound(_exact_counts(rows))
+            assert all(f.bias is None for f in figures if f.ref.metric != "auroc")
+            seen.append(auc.bias)
+    assert len(seen) == 8 and 0 < max(seen) < 0.004 < 0.01
+
+
+def test_under_noise_the_auroc_bias_is_an_estimate_that_mostly_overstates(
+        demo_results: dict[str, list[list[s.WdbcCaseResult]]]) -> None:
+    """Under OpenDP's noise (epsilon 1) the ``bias`` is estimated from noisy counts clipped at
+    0 (no longer a bound): clipping turns the noise of near-empty cells into positive products,
+    so on the demo sites it overstates the binning error (median about 0.02 per site and pooled,
+    where the error is at most 0.0017). Measured over 1,000 releases of each model: below the
+    error in 0.1% (logistic regression) and 0.3% (MLP) of releases, always a site's, never the
+    pooled figure's. Here 40 releases of each model: at least 95% of the 160 estimates are at
+    least the error they estimate (false failure far below 1e-6)."""
+    spec = s.RELEASE_SPEC
+    noise = rel.OpenDPGaussian()
+    for sites in demo_results.values():
+        errors = []
+        for rows in (*sites, [r for site in sites for r in site]):
+            y, p = _labels_scores(rows)
+            value, exact = binned.auroc(_exact_counts(rows)).estimate, exact_auroc(y, p).value
+            assert value is not None and exact is not None
+            errors.append(abs(value - exact))
+        contributions = [s.contributions(rows) for rows in sites]
+        over = 0
+        for _ in range(40):
+            summaries = [s.WdbcSummary(plugin="wdbc/1", n_cases=x.n_cases, release=x)
+                         for x in (rel.release(c, spec, noise) for c in contributions)]
+            shown = [*(s.figures(x)[0] for x in summaries), s.pool(summaries, spec).figures[0]]
+            biases = [f.bias for f in shown if f.ref.metric == "auroc" and f.bias is not None]
+            assert len(biases) == 4
+            over += sum(b >= e for b, e in zip(biases, errors, strict=True))
+        assert over >= 0.95 * 160
+
+
 # -- under OpenDP's noise ----------------------------------------------------------------------
 
 
