@@ -21,7 +21,9 @@ either existed loads with it unset.
 The control endpoint also injects the failures a real project produces, for tests only
 (``POST /mock/v1/faults``, :meth:`MockCloud.inject`), and hands out refresh tokens for
 ``external_account_authorized_user`` Application Default Credentials (``POST
-/mock/v1/refreshTokens``).
+/mock/v1/refreshTokens``). It answers only what the mock's own clients send: a request naming
+another ``Origin`` than its own (a web page's) is refused (403), and so is a POST that is not
+``application/json`` (415), the kind a page may send cross-site without asking first.
 """
 
 from __future__ import annotations
@@ -303,6 +305,9 @@ class MockCloud:
         return MockLauncher(self.verifier)
 
     def _control(self, request: Request) -> Response:
+        refused = self._cross_site(request)
+        if refused is not None:
+            return refused
         if request.method == "GET" and request.path == "/mock/v1/endpoints":
             return json_response(200, self.endpoints.to_json())
         if request.method != "POST":
@@ -331,3 +336,22 @@ class MockCloud:
         except (KeyError, TypeError, ValueError) as exc:
             return google_error(400, f"bad control request: {type(exc).__name__}: {exc}")
         return google_error(404, f"{request.path} not found")
+
+    def _cross_site(self, request: Request) -> Response | None:
+        """A refusal for a request a web page could have sent (None for the mock's own clients):
+        an ``Origin`` header other than the control endpoint's own origin (a browser names the
+        page's), or a POST whose body is not ``application/json`` (a page may send a
+        ``text/plain`` form body cross-site without asking first; a JSON one it may not)."""
+        origin = request.headers.get("origin")
+        own = self.endpoints.control.rstrip("/")
+        if origin is not None and origin.rstrip("/") != own:
+            return google_error(
+                403, f"cross-site request refused: Origin {origin[:80]!r} is not {own}"
+            )
+        media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if request.method != "GET" and media != "application/json":
+            return google_error(
+                415, f"the control endpoint takes application/json, not {media[:60]!r}",
+                "INVALID_ARGUMENT",
+            )
+        return None
