@@ -183,8 +183,8 @@ class OwnerCloud(Protocol):
         *,
         include_data: bool,
         result_bucket: str | None = None,
-        metrics_versions: frozenset[str] = frozenset(),
         experimental_gpu_images: frozenset[str] = frozenset(),
+        experimental_benchmark_ids: frozenset[str] = frozenset(),
     ) -> SyncReport: ...
 
 
@@ -341,12 +341,12 @@ class GcpOwnerCloud:
         *,
         include_data: bool,
         result_bucket: str | None = None,
-        metrics_versions: frozenset[str] = frozenset(),
         experimental_gpu_images: frozenset[str] = frozenset(),
+        experimental_benchmark_ids: frozenset[str] = frozenset(),
     ) -> SyncReport:
-        """Write the pool provider (its condition pins ``metrics_versions`` and the platform's
-        issuer and endpoints) and the key's and bucket's (and ``result_bucket``'s) IAM bindings
-        for ``workloads``; returns the writer's
+        """Write the pool provider (its condition pins the platform's issuer and endpoints; each
+        workload's uid names its benchmark and plug-in pin) and the key's and bucket's (and
+        ``result_bucket``'s) IAM bindings for ``workloads``; returns the writer's
         :class:`~sealbench.cloud.policy_writer.SyncReport`."""
         from sealbench.cloud.errors import CloudError as AdapterError
         from sealbench.cloud.policy import AssetPolicy
@@ -363,9 +363,9 @@ class GcpOwnerCloud:
                 include_data=include_data,
                 issuer_uri=self.platform.issuer_uri,
                 result_bucket=result_bucket,
-                metrics_versions=metrics_versions,
                 endpoints=self.platform.endpoints,
                 experimental_gpu_images=experimental_gpu_images,
+                experimental_benchmark_ids=experimental_benchmark_ids,
             )
         except AdapterError as exc:
             raise ConfigError(str(exc), hint="check the bucket and key names") from exc

@@ -280,9 +280,10 @@ def sync_policy(
         frozenset(g.identity for g in grants),
         include_data=kind == "dataset",
         result_bucket=result_bucket,
-        metrics_versions=frozenset(g.metrics_version for g in grants),
         experimental_gpu_images=frozenset(
             g.identity.image_digest for g in grants if g.accept_experimental),
+        experimental_benchmark_ids=frozenset(
+            str(g.benchmark_id) for g in grants if g.accept_experimental),
     )
     log.info("policy of %s %d: %d workloads", kind, asset_id, len(grants))
     return PolicySync(grants, report)

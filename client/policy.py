@@ -2,11 +2,14 @@
 associations (the input of ``sealbench policy sync``).
 
 For a dataset D (data owner): every approved benchmark B in which D's link is approved, times
-every model M approved in B, gives ``(B.image_digest, D.digest, M.digest, recipient(D))``. For
-a model M (model owner): every approved benchmark B in which M is approved, times every dataset
-D approved in B, gives ``(B.image_digest, -, M.digest, recipient(D))`` (the data field is left
-open, as a model owner's policy may). ``recipient(D)`` is the result recipient digest D's owner
-registered (:func:`sealbench.client.assets.recipient_of`).
+every model M approved in B, gives ``(B.image_digest, D.digest, M.digest, recipient(D), B.id,
+B.metrics_version)``. For a model M (model owner): every approved benchmark B in which M is
+approved, times every dataset D approved in B, gives ``(B.image_digest, -, M.digest,
+recipient(D), B.id, B.metrics_version)`` (the data field is left open, as a model owner's policy
+may). ``recipient(D)`` is the result recipient digest D's owner registered
+(:func:`sealbench.client.assets.recipient_of`). Each grant is one approval: its benchmark and
+plug-in pin are in the uid, so a key is never released for a pin or an EXPERIMENTAL allowance of
+another benchmark (issue 28).
 
 The registry is trusted only for *which* pairs were approved: a compromised registry could add
 a pair, but the workload it adds still has to run the benchmark's image, read exactly the
@@ -80,6 +83,8 @@ def allowed_workloads(
                 data_digest=parse_digest(data_digest) if kind == "dataset" else None,
                 model_digest=parse_digest(model(model_id)),
                 recipient_digest=parse_digest(recipient),
+                benchmark_id=str(benchmark.id),
+                metrics_version=benchmark.metrics_version,
             )
             grants.append(
                 AllowedWorkload(

@@ -44,10 +44,14 @@ from sealbench.cloud._cs_claims import (
 )
 from sealbench.crypto.digest import parse_digest
 from sealbench.crypto.workload import (
+    BENCHMARK_ID_PATTERN,
+    ENV_BENCHMARK_ID,
     ENV_DATA_DIGEST,
+    ENV_METRICS_VERSION,
     ENV_MODEL_DIGEST,
     ENV_RECIPIENT_DIGEST,
     NO_DATA,
+    PIN_PATTERN,
     UID_SEPARATOR,
     WorkloadIdentity,
 )
@@ -91,16 +95,20 @@ def uid_mapping_expression(*, include_data: bool) -> str:
     sep = f" + '{UID_SEPARATOR}' + "
     data = f"{_ENV}.{ENV_DATA_DIGEST}" if include_data else f"'{NO_DATA}'"
     return sep.join(
-        (_IMAGE_CLAIM, data, f"{_ENV}.{ENV_MODEL_DIGEST}", f"{_ENV}.{ENV_RECIPIENT_DIGEST}")
+        (_IMAGE_CLAIM, data, f"{_ENV}.{ENV_MODEL_DIGEST}", f"{_ENV}.{ENV_RECIPIENT_DIGEST}",
+         f"{_ENV}.{ENV_BENCHMARK_ID}", f"{_ENV}.{ENV_METRICS_VERSION}")
     )
 
 
 def env_shape_condition(*, include_data: bool) -> str:
-    """A CEL attribute-condition clause requiring each override the uid uses to be a digest
-    (``^sha256:[0-9a-f]{64}$``), so no override can smuggle a ``::`` into the uid."""
+    """A CEL attribute-condition clause requiring each override the uid uses to have its
+    field's shape (a digest ``^sha256:[0-9a-f]{64}$``, a decimal benchmark id, a plug-in pin),
+    so no override can smuggle a ``::`` into the uid."""
     names = [ENV_DATA_DIGEST] if include_data else []
     names += [ENV_MODEL_DIGEST, ENV_RECIPIENT_DIGEST]
-    return " && ".join(f"{_ENV}.{name}.matches('{_DIGEST_RE_CEL}')" for name in names)
+    shapes = [(name, _DIGEST_RE_CEL) for name in names]
+    shapes += [(ENV_BENCHMARK_ID, BENCHMARK_ID_PATTERN), (ENV_METRICS_VERSION, PIN_PATTERN)]
+    return " && ".join(f"{_ENV}.{name}.matches('{shape}')" for name, shape in shapes)
 
 
 def principal_set(project_number: str, pool_id: str, uid: str) -> str:
@@ -130,7 +138,7 @@ def _clause(entry: OperatorInput, ctx: ConditionContext) -> str | None:
     rule = entry.rule
     if rule is None or rule is Rule.BOUND_BY_DIGEST:
         return None
-    if rule is Rule.UID_DIGEST:
+    if rule is Rule.UID_FIELD:
         return None  # rendered once for all uid fields below (env_shape_condition)
     if rule is Rule.IMAGE:
         images = _list(map(parse_digest, ctx.image_digests))
@@ -139,8 +147,6 @@ def _clause(entry: OperatorInput, ctx: ConditionContext) -> str | None:
         if ctx.endpoints is None:
             return f"!has({_ENV}.{entry.name})"
         return f"{_ENV}.{entry.name} == {_literal(ctx.endpoints.env_names()[entry.name])}"
-    if rule is Rule.METRICS_VERSION:
-        return f"{_ENV}.{entry.name} in {_list(ctx.metrics_versions)}"
     if rule is Rule.NO_COMMAND:
         return (
             "(!has(assertion.submods.container.cmd_override)"
@@ -156,12 +162,14 @@ def _clause(entry: OperatorInput, ctx: ConditionContext) -> str | None:
     if rule is Rule.PRODUCTION_IMAGE:
         support = "assertion.submods.confidential_space.support_attributes"
         stable = f"{_literal(REQUIRED_SUPPORT_ATTRIBUTE)} in {support}"
-        if ctx.experimental_gpu_images:
+        if ctx.experimental_gpu_images and ctx.experimental_benchmark_ids:
             images = _list(map(parse_digest, ctx.experimental_gpu_images))
+            benchmarks = _list(ctx.experimental_benchmark_ids)
             stable = (
                 f"({stable} || ({_literal(EXPERIMENTAL_SUPPORT_ATTRIBUTE)} in {support}"
                 f" && assertion.submods.nvidia_gpu.cc_mode == {_literal(REQUIRED_GPU_CC_MODE)}"
-                f" && {_IMAGE_CLAIM} in {images}))"
+                f" && {_IMAGE_CLAIM} in {images}"
+                f" && {_ENV}.{ENV_BENCHMARK_ID} in {benchmarks}))"
             )
         return (
             f"assertion.swname == {_literal(REQUIRED_SWNAME)}"

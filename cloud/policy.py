@@ -136,14 +136,14 @@ class AssetPolicy:
     allowed_audiences: tuple[str, ...] = (STS_AUDIENCE,)
     #: The data owner's result bucket, where the same workloads get ``RESULT_BUCKET_ROLE``.
     result_bucket: str | None = None
-    #: The metrics versions of the benchmarks the workloads run (pinned by the condition).
-    metrics_versions: frozenset[str] = frozenset()
     #: The token destinations the condition pins: None for Google's (the endpoint overrides
     #: must be absent), the mock cloud's exact URLs for the mock's issuer.
     endpoints: ServiceEndpoints | None = None
     #: Image digests of benchmarks that accept confidential-GPU preview images (issue 18): for
     #: these only, the condition accepts EXPERIMENTAL with ``nvidia_gpu.cc_mode == 'ON'``.
     experimental_gpu_images: frozenset[str] = frozenset()
+    #: The ids of those benchmarks: EXPERIMENTAL only for runs naming one of them (issue 28).
+    experimental_benchmark_ids: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if not _KEY_NAME.match(self.key_name):
@@ -164,8 +164,6 @@ class AssetPolicy:
                 f"the issuer {self.issuer_uri!r} is not Google's: name the endpoints its "
                 "workloads may send tokens to"
             )
-        if self.workloads and not self.metrics_versions:
-            raise PolicyInputError("name the metrics versions of the approved benchmarks")
         for workload in self.workloads:
             if not isinstance(workload, WorkloadIdentity):
                 raise PolicyInputError("workloads must be WorkloadIdentity values")
@@ -211,10 +209,10 @@ def condition_context(policy: AssetPolicy) -> ConditionContext:
     """What ``policy``'s condition is rendered for."""
     return ConditionContext(
         image_digests=frozenset(w.image_digest for w in policy.workloads),
-        metrics_versions=policy.metrics_versions,
         include_data=policy.include_data,
         endpoints=policy.endpoints,
         experimental_gpu_images=policy.experimental_gpu_images,
+        experimental_benchmark_ids=policy.experimental_benchmark_ids,
     )
 
 

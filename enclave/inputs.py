@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from sealbench.crypto.workload import ENV_DATA_DIGEST
+from sealbench.crypto.workload import ENV_BENCHMARK_ID, ENV_DATA_DIGEST, ENV_METRICS_VERSION
 from sealbench.enclave.spec import (
     ENDPOINT_ENV_NAMES,
     ENV_OVERRIDE_NAMES,
@@ -55,7 +55,6 @@ __all__ = [
 ]
 
 _ENV_CLAIM: Final = "submods.container.env_override"
-_METRICS_VERSION: Final = "SEALBENCH_METRICS_VERSION"
 
 
 class InputClass(StrEnum):
@@ -67,16 +66,15 @@ class InputClass(StrEnum):
 class Rule(StrEnum):
     """How the key-release condition enforces a bound or pinned input (inert inputs have none)."""
 
-    #: a workload-uid field: must be a sha256 digest (no ``::`` smuggling), mapped into the uid
-    UID_DIGEST = "uid-digest"
+    #: a workload-uid field, mapped into the uid the owner's grant names: must have its field's
+    #: shape (a sha256 digest, a decimal benchmark id, a plug-in pin; no ``::`` smuggling)
+    UID_FIELD = "uid-field"
     #: bound through another input: the enclave refuses a value that does not hash to it
     BOUND_BY_DIGEST = "bound-by-digest"
     #: the image digest is one of the approved benchmarks' images (and the uid's first field)
     IMAGE = "image"
     #: absent in production (Google's HTTPS endpoint); the mock's exact URL on the mock
     ENDPOINT = "endpoint"
-    #: one of the approved benchmarks' plug-in pins (``<name>/<version>``)
-    METRICS_VERSION = "metrics-version"
     #: no ``tee-cmd``: ``cmd_override`` absent, null or empty
     NO_COMMAND = "no-command"
     #: no env override outside :data:`~sealbench.enclave.spec.ENV_OVERRIDE_NAMES`
@@ -125,10 +123,14 @@ _WHERE += " and the access token goes only to the pinned storage endpoint"
 OPERATOR_INPUTS: Final[tuple[OperatorInput, ...]] = (
     _env("SEALBENCH_RUN_ID", _I, None, "-", "a label of the operator's own bookkeeping; it names "
          "the result objects and is bound into the HPKE info, nothing else"),
-    _env("SEALBENCH_BENCHMARK_ID", _I, None, "registry result policy", "names the benchmark the "
-         "result is for; the registry refuses a result whose attested id is not the benchmark it "
-         "is filed under (the scoring rules come from the pinned benchmark plug-in)"),
-    _env(_METRICS_VERSION, _P, Rule.METRICS_VERSION, f"{_COND}; registry result policy",
+    _env(ENV_BENCHMARK_ID, _B, Rule.UID_FIELD, f"{_COND} (uid); registry result policy",
+         "names the benchmark the run is for: an owner's grant names the benchmark it approved, "
+         "so a key is never released for a benchmark the asset did not join (nor for its "
+         "EXPERIMENTAL allowance), and the registry refuses a result whose attested id is not "
+         "the benchmark it is filed under"),
+    _env(ENV_METRICS_VERSION, _B, Rule.UID_FIELD, f"{_COND} (uid); registry result policy",
+         "the benchmark's plug-in pin, in the grant of each (asset, benchmark) approval, not a "
+         "union over the owner's benchmarks; "
          "selects the benchmark plug-in (<name>/<version>) among those installed in the "
          "image: data contract, model runner, scoring, summary schema; the version names the "
          "contract's variant, grid included (brats-2023-gli/1 is 240x240x155, "
@@ -150,11 +152,11 @@ OPERATOR_INPUTS: Final[tuple[OperatorInput, ...]] = (
          "sealbench-result, which no pool accepts)"),
     _env("SEALBENCH_RECIPIENT_PUBLIC_KEY", _B, Rule.BOUND_BY_DIGEST, "enclave (step 1)",
          "the enclave refuses a key that does not hash to SEALBENCH_RECIPIENT_DIGEST"),
-    _env(ENV_DATA_DIGEST, _B, Rule.UID_DIGEST, f"{_COND} (uid); enclave; registry",
+    _env(ENV_DATA_DIGEST, _B, Rule.UID_FIELD, f"{_COND} (uid); enclave; registry",
          "the dataset the key is released for"),
-    _env("SEALBENCH_MODEL_DIGEST", _B, Rule.UID_DIGEST, f"{_COND} (uid); enclave; registry",
+    _env("SEALBENCH_MODEL_DIGEST", _B, Rule.UID_FIELD, f"{_COND} (uid); enclave; registry",
          "the model the key is released for"),
-    _env("SEALBENCH_RECIPIENT_DIGEST", _B, Rule.UID_DIGEST, f"{_COND} (uid); enclave",
+    _env("SEALBENCH_RECIPIENT_DIGEST", _B, Rule.UID_FIELD, f"{_COND} (uid); enclave",
          "who can open the per-case results"),
     *(
         _env(name, _P, Rule.ENDPOINT, f"{_COND}; enclave; registry result policy",
@@ -167,7 +169,7 @@ OPERATOR_INPUTS: Final[tuple[OperatorInput, ...]] = (
     OperatorInput("release privacy loss and content (e.g. SEALBENCH_RELEASE_EPSILON)", True, _P,
                   Rule.KNOWN_OVERRIDES_ONLY, "submods.container.env_override",
                   f"launch policy; {_COND}; registry (summary's release against the pin's)",
-                  "no input sets them: the plug-in pin (SEALBENCH_METRICS_VERSION, pinned) "
+                  "no input sets them: the plug-in pin (SEALBENCH_METRICS_VERSION, bound) "
                   "declares each release's epsilon, delta and content; an override meant to "
                   "raise epsilon or turn noise off is an unknown override the condition refuses, "
                   "and the registry refuses a summary whose release is not the pin's"),
@@ -215,13 +217,16 @@ class ConditionContext:
     are required (the mock cloud's)."""
 
     image_digests: frozenset[str]
-    metrics_versions: frozenset[str]
     include_data: bool
     endpoints: ServiceEndpoints | None = None
     #: The image digests of benchmarks that opted in (issue 18): for these images only, besides
     #: STABLE, a preview base image (``EXPERIMENTAL``) is accepted when its GPU attests
     #: confidential-computing mode ON.
     experimental_gpu_images: frozenset[str] = frozenset()
+    #: The ids of those benchmarks: EXPERIMENTAL is accepted only for a run that names one of
+    #: them (and the grant of the uid, which names the benchmark, does the rest: the allowance
+    #: is per (asset, benchmark), never for the owner's whole pool; issue 28).
+    experimental_benchmark_ids: frozenset[str] = frozenset()
 
 
 class TokenDestinationError(ValueError):

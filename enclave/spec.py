@@ -48,6 +48,7 @@ from typing import Annotated, Final, NewType
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from sealbench.crypto.digest import Sha256Digest, parse_digest, sha256_digest
+from sealbench.crypto.workload import BENCHMARK_ID_PATTERN, PIN_PATTERN
 
 __all__ = [
     "ENDPOINT_ENV_NAMES",
@@ -188,8 +189,10 @@ class RunSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     run_id: str = Field(pattern=_ID_RE)
-    benchmark_id: str = Field(pattern=_ID_RE)
-    metrics_version: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,63}$")
+    #: The registry's id of the benchmark (decimal) and its plug-in pin: both are fields of the
+    #: workload uid the owners' grants name (:mod:`sealbench.crypto.workload`).
+    benchmark_id: str = Field(pattern=BENCHMARK_ID_PATTERN)
+    metrics_version: str = Field(pattern=PIN_PATTERN)
     dataset: AssetLocation
     model: AssetLocation
     result_uri: StorageUri

@@ -125,7 +125,7 @@ class EnclaveWorld:
         run_id = f"run-{self._runs}"
         return RunSpec(
             run_id=run_id,
-            benchmark_id="brats",
+            benchmark_id="1",
             metrics_version=pin or str(pin_of(ds.contract)),
             dataset=AssetLocation(
                 asset_id=ds.asset_id,
@@ -248,11 +248,13 @@ def _grant_result_writes(world: EnclaveWorld, workloads: frozenset[WorkloadIdent
 
 def _authorize(world: EnclaveWorld, pairs: list[tuple[str, str]]) -> None:
     recipient = public_key_digest(world.recipient.public_key())
+    # one grant per approval: each pair under each pin the owners approve (benchmark 1)
     workloads = frozenset(
         WorkloadIdentity(
-            world.image_digest, world.datasets[d].digest, world.models[m].digest, recipient
+            world.image_digest, world.datasets[d].digest, world.models[m].digest, recipient,
+            "1", pin,
         )
-        for d, m in pairs
+        for d, m in pairs for pin in ENCLAVE_PINS
     )
     ep = world.cloud.endpoints
     for owner, pool, include_data in (
@@ -273,7 +275,6 @@ def _authorize(world: EnclaveWorld, pairs: list[tuple[str, str]]) -> None:
                 workloads=workloads,
                 include_data=include_data,
                 issuer_uri=ep.issuer + "/",
-                metrics_versions=ENCLAVE_PINS,
                 endpoints=ep.service_endpoints(),
             )
         )

@@ -255,7 +255,7 @@ class DockerWorld:
         result_dir = self.root / "results" / run_id
         return RunSpec(
             run_id=run_id,
-            benchmark_id="brats",
+            benchmark_id="1",
             metrics_version="brats-2023-gli/1-32x32x24",
             dataset=AssetLocation(
                 asset_id="ds-docker",
@@ -298,6 +298,8 @@ class DockerWorld:
             self.data_digest,
             self.model_digest,
             public_key_digest(self.recipient.public_key()),
+            "1",
+            "brats-2023-gli/1-32x32x24",
         )
         ep = self.cloud.endpoints
         for owner, pool, include_data in (
@@ -318,7 +320,6 @@ class DockerWorld:
                     workloads=frozenset({workload}),
                     include_data=include_data,
                     issuer_uri=ep.issuer + "/",
-                    metrics_versions=frozenset({"brats-2023-gli/1-32x32x24"}),
                     endpoints=ep.service_endpoints(),
                 )
             )

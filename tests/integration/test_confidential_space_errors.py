@@ -80,7 +80,7 @@ def spec(setup: Setup | None = None, run_id: str = "err-run") -> RunSpec:
     digest = "sha256:" + "11" * 32
     return RunSpec(
         run_id=run_id,
-        benchmark_id="brats",
+        benchmark_id="1",
         metrics_version="brats-2023-gli/1",
         dataset=AssetLocation(asset_id="ds", **location),
         model=AssetLocation(asset_id="m", **location),

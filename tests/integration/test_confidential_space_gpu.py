@@ -32,7 +32,7 @@ from tests.unit.cloud.test_confidential_space import (
     signing_key,
     verify,
 )
-from tests.unit.enclave.test_operator_inputs import IMAGE, METRICS, _claims, _released
+from tests.unit.enclave.test_operator_inputs import IMAGE, _claims, _released
 
 __all__ = ["jwks", "signing_key"]  # the fixtures, re-used
 
@@ -110,8 +110,9 @@ def _gpu_claims(cc_mode: str | None, support: list[str] | None = None) -> dict[s
 
 
 def _ctx(opt_in: bool, image: str = IMAGE) -> ConditionContext:
-    return ConditionContext(frozenset({IMAGE}), frozenset({METRICS}), True,
-                            experimental_gpu_images=frozenset({image} if opt_in else ()))
+    return ConditionContext(frozenset({IMAGE}), True,
+                            experimental_gpu_images=frozenset({image} if opt_in else ()),
+                            experimental_benchmark_ids=frozenset({"7"} if opt_in else ()))
 
 
 def test_stable_rule_refuses_a_gpu_image_without_the_opt_in() -> None:

@@ -83,7 +83,7 @@ class World:
         run_id = f"cs-run-{self.runs}"
         return RunSpec(
             run_id=run_id,
-            benchmark_id="brats",
+            benchmark_id="1",
             metrics_version="brats-2023-gli/1-32x32x24",
             dataset=AssetLocation(
                 asset_id="ds-small",
@@ -160,7 +160,8 @@ def _authorize(world: World, image_digest: str) -> None:
     roles/storage.objectCreator`` of docs/gcp-setup.md: only tokens that pass the provider's
     condition are federated, and the key grant is what names the exact workload)."""
     recipient = public_key_digest(world.recipient.public_key())
-    workload = WorkloadIdentity(image_digest, world.data_digest, world.model_digest, recipient)
+    workload = WorkloadIdentity(image_digest, world.data_digest, world.model_digest, recipient,
+                                "1", "brats-2023-gli/1-32x32x24")
     ep = world.cloud.endpoints
     for owner, pool, include_data in (
         (world.hospital, HOSPITAL_POOL, True),
@@ -179,7 +180,6 @@ def _authorize(world: World, image_digest: str) -> None:
                 workloads=frozenset({workload}),
                 include_data=include_data,
                 issuer_uri=ep.issuer + "/",
-                metrics_versions=frozenset({"brats-2023-gli/1-32x32x24"}),
                 endpoints=ep.service_endpoints(),
             )
         )

@@ -156,7 +156,7 @@ def test_a_disabled_compute_api_reaches_the_launcher_with_the_enable_command(
                                  "sealbench/providers/attestation"}
     digest = "sha256:" + "11" * 32
     spec = RunSpec(  # never reaches a VM
-        run_id="r1", benchmark_id="brats", metrics_version="brats-2023-gli/1",
+        run_id="r1", benchmark_id="1", metrics_version="brats-2023-gli/1",
         dataset=AssetLocation(asset_id="d", **location),
         model=AssetLocation(asset_id="m", **location),
         result_uri=f"gs://{PROJECT}-sealbench/results/r1",

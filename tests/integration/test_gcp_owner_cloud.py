@@ -96,12 +96,11 @@ def test_owner_creates_key_and_bucket_seals_syncs_and_the_approved_workload_gets
         store=store,
         prefix=prefix,
     )
-    workload = WorkloadIdentity(IMAGE, None, sealed.digest, RECIPIENT)
+    workload = WorkloadIdentity(IMAGE, None, sealed.digest, RECIPIENT, "1", METRICS)
     report = owner.sync_policy(
         coordinates,
         frozenset({workload}),
         include_data=False,
-        metrics_versions=frozenset({METRICS}),
     )
     assert report.pool_created and report.key.added
     wrapped = WrappedKey.from_bytes(store.get_bytes(prefix + "dek.wrapped", 1 << 16))
@@ -110,7 +109,6 @@ def test_owner_creates_key_and_bucket_seals_syncs_and_the_approved_workload_gets
     env = {
         **workload.env_overrides(),
         "SEALBENCH_DATA_DIGEST": sha256_digest(b"any dataset"),
-        "SEALBENCH_METRICS_VERSION": METRICS,
         **ep.service_endpoints().env_names(),
     }
     with mock.launcher().start_workload(
@@ -161,9 +159,8 @@ def test_doctor_names_each_missing_piece_and_its_fix_then_passes(
         assert not check.ok and fix in (check.fix or ""), check  # type: ignore[attr-defined]
     owner.ensure_key_and_bucket()
     coordinates = owner.default_coordinates("model", 8)
-    workload = WorkloadIdentity(IMAGE, None, sha256_digest(b"m"), RECIPIENT)
-    owner.sync_policy(coordinates, frozenset({workload}), include_data=False,
-                      metrics_versions=frozenset({METRICS}))
+    workload = WorkloadIdentity(IMAGE, None, sha256_digest(b"m"), RECIPIENT, "1", METRICS)
+    owner.sync_policy(coordinates, frozenset({workload}), include_data=False)
     ready = check_owner_cloud(owner)
     assert all(c.ok for c in ready), ready
     # Someone else's credentials: the key is there, but not theirs to use.

@@ -44,8 +44,9 @@ IMAGE = _d("evaluation image v1")
 IMAGE_REF = f"us-docker.pkg.dev/authority/bench/eval@{IMAGE}"
 DATA, OTHER_DATA = _d("hospital dataset"), _d("other hospital dataset")
 MODEL, RECIPIENT = _d("model weights"), _d("hospital result key")
-APPROVED = WorkloadIdentity(IMAGE, DATA, MODEL, RECIPIENT)
-OTHER_RUN = WorkloadIdentity(IMAGE, OTHER_DATA, MODEL, RECIPIENT)
+METRICS = "brats-2023-gli/1"
+APPROVED = WorkloadIdentity(IMAGE, DATA, MODEL, RECIPIENT, "1", METRICS)
+OTHER_RUN = WorkloadIdentity(IMAGE, OTHER_DATA, MODEL, RECIPIENT, "1", METRICS)
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,6 @@ def _owner(
         workloads=workloads,
         include_data=include_data,
         issuer_uri=ep.issuer + "/",
-        metrics_versions=frozenset({"brats-2023-gli/1"}),
         endpoints=ep.service_endpoints(),
     )
     PolicyWriter.from_credentials(
@@ -122,7 +122,6 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
 
 _counter = iter(range(10_000))
-METRICS = "brats-2023-gli/1"
 
 
 def _env(world: World, workload: WorkloadIdentity = APPROVED) -> dict[str, str]:
@@ -130,7 +129,6 @@ def _env(world: World, workload: WorkloadIdentity = APPROVED) -> dict[str, str]:
     pinned metrics version and the mock's own endpoints."""
     return {
         **workload.env_overrides(),
-        "SEALBENCH_METRICS_VERSION": METRICS,
         **world.cloud.endpoints.service_endpoints().env_names(),
     }
 
@@ -308,6 +306,8 @@ def _differing(**changes: Sha256Digest | None) -> WorkloadIdentity:
         "data_digest": DATA,
         "model_digest": MODEL,
         "recipient_digest": RECIPIENT,
+        "benchmark_id": "1",
+        "metrics_version": METRICS,
         **changes,
     }
     return WorkloadIdentity(**fields)  # type: ignore[arg-type]
@@ -457,7 +457,6 @@ def test_production_policy_refuses_mock_tokens(world: World) -> None:
         bucket=None,
         workloads=frozenset({APPROVED}),
         include_data=True,
-        metrics_versions=frozenset({"brats-2023-gli/1"}),
     )
     PolicyWriter.from_credentials(
         OwnerCredentials(hospital.setup.access_token),

@@ -30,8 +30,10 @@ def _d(label: str) -> str:
     return sha256_digest(label.encode())
 
 
-W1 = WorkloadIdentity(_d("img"), _d("data 1"), _d("model"), _d("recipient"))  # type: ignore[arg-type]
-W2 = WorkloadIdentity(_d("img"), _d("data 2"), _d("model"), _d("recipient"))  # type: ignore[arg-type]
+W1 = WorkloadIdentity(_d("img"), _d("data 1"), _d("model"), _d("recipient"),  # type: ignore[arg-type]
+                      "1", "brats-2023-gli/1")
+W2 = WorkloadIdentity(_d("img"), _d("data 2"), _d("model"), _d("recipient"),  # type: ignore[arg-type]
+                      "1", "brats-2023-gli/1")
 FOREIGN = "user:auditor@example.org"
 
 
@@ -66,7 +68,6 @@ def _policy(cloud: MockCloud, owner: OwnerSetup, *workloads: WorkloadIdentity) -
         workloads=frozenset(workloads),
         include_data=True,
         issuer_uri=cloud.endpoints.issuer + "/",
-        metrics_versions=frozenset({"brats-2023-gli/1"}),
         endpoints=cloud.endpoints.service_endpoints(),
     )
 

@@ -28,7 +28,8 @@ from sealbench.mocktee.server import MockEndpoints
 
 IMAGE = sha256_digest(b"image")
 WORKLOAD = WorkloadIdentity(
-    IMAGE, sha256_digest(b"data"), sha256_digest(b"model"), sha256_digest(b"recipient")
+    IMAGE, sha256_digest(b"data"), sha256_digest(b"model"), sha256_digest(b"recipient"), "1",
+    "brats-2023-gli/1",
 )
 AAD = asset_aad("dataset", "ds-1", sha256_digest(b"data"))
 
@@ -96,7 +97,6 @@ def test_mock_state_survives_a_restart(tmp_path: Path) -> None:
                 workloads=frozenset({WORKLOAD}),
                 include_data=True,
                 issuer_uri=ep.issuer + "/",
-                metrics_versions=frozenset({"brats-2023-gli/1"}),
                 endpoints=ep.service_endpoints(),
             )
         )

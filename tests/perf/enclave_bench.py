@@ -183,7 +183,8 @@ def _bench(args: argparse.Namespace, root: Path) -> int:
         recipient = generate_recipient_key()
         image = enclave_image_digest()
         workload = WorkloadIdentity(
-            image, data.digest, model.digest, public_key_digest(recipient.public_key())
+            image, data.digest, model.digest, public_key_digest(recipient.public_key()), "1",
+            "brats-2023-gli/1",
         )
         for owner, creds, pool, include in ((h, hcreds, hpool, True), (m, mcreds, mpool, False)):
             PolicyWriter.from_credentials(
@@ -196,7 +197,6 @@ def _bench(args: argparse.Namespace, root: Path) -> int:
                     workloads=frozenset({workload}),
                     include_data=include,
                     issuer_uri=ep.issuer + "/",
-                    metrics_versions=frozenset({"brats-2023-gli/1"}),
                     endpoints=ep.service_endpoints(),
                 )
             )
@@ -213,7 +213,7 @@ def _bench(args: argparse.Namespace, root: Path) -> int:
         session.put(url, json=policy, timeout=30).raise_for_status()
         spec = RunSpec(
             run_id="bench-1",
-            benchmark_id="brats",
+            benchmark_id="1",
             metrics_version="brats-2023-gli/1",
             dataset=AssetLocation(
                 asset_id="ds-bench",

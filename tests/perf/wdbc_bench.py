@@ -135,14 +135,14 @@ def _bench(args: argparse.Namespace, root: Path) -> int:
         recipient = generate_recipient_key()
         image = enclave_image_digest()
         workload = WorkloadIdentity(image, data.digest, model.digest,
-                                    public_key_digest(recipient.public_key()))
+                                    public_key_digest(recipient.public_key()), "1", version)
         for owner, creds, pool, include in ((h, hcreds, hpool, True), (m, mcreds, mpool, False)):
             PolicyWriter.from_credentials(
                 creds, iam_url=ep.iam, kms_url=ep.kms, storage_url=ep.storage
             ).sync(AssetPolicy(
                 provider=pool, key_name=owner.key_name, bucket=owner.bucket,
                 workloads=frozenset({workload}), include_data=include,
-                issuer_uri=ep.issuer + "/", metrics_versions=frozenset({version}),
+                issuer_uri=ep.issuer + "/",
                 endpoints=ep.service_endpoints()))
         session = AuthorizedSession(hcreds)  # type: ignore[no-untyped-call]
         url = f"{ep.storage}/storage/v1/b/{h.bucket}/iam"
@@ -153,7 +153,7 @@ def _bench(args: argparse.Namespace, root: Path) -> int:
         session.put(url, json=policy, timeout=30).raise_for_status()
         spec = RunSpec(
             run_id="wdbc-bench-1",
-            benchmark_id="wdbc",
+            benchmark_id="1",
             metrics_version=version,
             dataset=AssetLocation(asset_id="ds-wdbc", uri=f"gs://{h.bucket}/ds",
                                   kms_key=h.key_name, pool_provider=hpool.name),

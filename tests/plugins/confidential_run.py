@@ -97,14 +97,14 @@ def main() -> int:
         image = launcher.image_digest
         recipient = generate_recipient_key()
         workload = WorkloadIdentity(image, data.digest, model.digest,
-                                    public_key_digest(recipient.public_key()))
+                                    public_key_digest(recipient.public_key()), "1", pin)
         for owner, creds, pool, include in ((h, hcreds, hpool, True), (m, mcreds, mpool, False)):
             PolicyWriter.from_credentials(
                 creds, iam_url=ep.iam, kms_url=ep.kms, storage_url=ep.storage
             ).sync(AssetPolicy(
                 provider=pool, key_name=owner.key_name, bucket=owner.bucket,
                 workloads=frozenset({workload}), include_data=include,
-                issuer_uri=ep.issuer + "/", metrics_versions=frozenset({pin}),
+                issuer_uri=ep.issuer + "/",
                 endpoints=ep.service_endpoints()))
         session = AuthorizedSession(hcreds)  # type: ignore[no-untyped-call]
         url = f"{ep.storage}/storage/v1/b/{h.bucket}/iam"
@@ -114,7 +114,7 @@ def main() -> int:
                               {"role": "roles/storage.objectCreator", "members": [member]}]
         session.put(url, json=policy, timeout=30).raise_for_status()
         spec = RunSpec(
-            run_id="run-1", benchmark_id=args.plugin, metrics_version=pin,
+            run_id="run-1", benchmark_id="1", metrics_version=pin,
             dataset=AssetLocation(asset_id="ds-plugin", uri=f"gs://{h.bucket}/ds",
                                   kms_key=h.key_name, pool_provider=hpool.name),
             model=AssetLocation(asset_id="model-plugin", uri=f"gs://{m.bucket}/m",

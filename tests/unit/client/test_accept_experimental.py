@@ -50,13 +50,16 @@ def test_opt_in_reaches_the_condition_for_its_image_only(
     assert [g.accept_experimental for g in grants] == [False, True]
     workloads = frozenset(g.identity for g in grants)
     opted = frozenset(g.identity.image_digest for g in grants if g.accept_experimental)
+    opted_ids = frozenset(str(g.benchmark_id) for g in grants if g.accept_experimental)
     policy = AssetPolicy(provider=POOL, key_name=KEY, bucket=None, workloads=workloads,
-                         include_data=True, metrics_versions=frozenset({plain.metrics_version}),
-                         experimental_gpu_images=opted)
+                         include_data=True, experimental_gpu_images=opted,
+                         experimental_benchmark_ids=opted_ids)
     condition = attribute_condition(condition_context(policy))
     assert "'EXPERIMENTAL' in assertion.submods.confidential_space.support_attributes" in condition
     assert f"image_digest in ['{gpu_image}']" in condition
+    [gpu_grant] = [g for g in grants if g.accept_experimental]
+    assert f"SEALBENCH_BENCHMARK_ID in ['{gpu_grant.benchmark_id}']" in condition
     assert plain.image_digest not in condition.split("EXPERIMENTAL")[1]
     without = AssetPolicy(provider=POOL, key_name=KEY, bucket=None, workloads=workloads,
-                          include_data=True, metrics_versions=frozenset({plain.metrics_version}))
+                          include_data=True)
     assert "EXPERIMENTAL" not in attribute_condition(condition_context(without))

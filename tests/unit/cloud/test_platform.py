@@ -71,6 +71,8 @@ def _launch(**changes: Any) -> WorkloadLaunch:
         "SEALBENCH_DATA_DIGEST": DATA,
         "SEALBENCH_MODEL_DIGEST": MODEL,
         "SEALBENCH_RECIPIENT_DIGEST": RECIPIENT,
+        "SEALBENCH_BENCHMARK_ID": "1",
+        "SEALBENCH_METRICS_VERSION": "brats-2023-gli/1",
     }
     fields: dict[str, Any] = {
         "image_digest": IMAGE,
@@ -86,7 +88,9 @@ def _requirements() -> WorkloadRequirements:
         allowed_image_digests=frozenset({IMAGE}),
         expected_env_overrides={"SEALBENCH_DATA_DIGEST": DATA, "SEALBENCH_MODEL_DIGEST": MODEL},
         expected_nonce=NONCE,
-        allowed_extra_env_overrides=frozenset({"SEALBENCH_RECIPIENT_DIGEST"}),
+        allowed_extra_env_overrides=frozenset({"SEALBENCH_RECIPIENT_DIGEST",
+                                               "SEALBENCH_BENCHMARK_ID",
+                                               "SEALBENCH_METRICS_VERSION"}),
     )
 
 
@@ -155,7 +159,7 @@ def test_genuine_token_verifies_to_the_neutral_view(cs: Platform, verifier: Mock
         env_override=dict(_launch().env_overrides), eat_nonce=(NONCE,),
     )
     assert WorkloadIdentity.from_env_overrides(workload.image_digest, workload.env_override) == (
-        WorkloadIdentity(IMAGE, DATA, MODEL, RECIPIENT)
+        WorkloadIdentity(IMAGE, DATA, MODEL, RECIPIENT, "1", "brats-2023-gli/1")
     )
 
 
@@ -314,7 +318,7 @@ def test_run_spec_reaches_the_workload(cs: Platform, mock: Platform) -> None:
 
 
 def _context(endpoints: ServiceEndpoints | None) -> ConditionContext:
-    return ConditionContext(frozenset({IMAGE}), frozenset({"brats-2023-gli/1"}), True, endpoints)
+    return ConditionContext(frozenset({IMAGE}), True, endpoints)
 
 
 def test_each_platform_pins_its_own_endpoints(cs: Platform, mock: Platform) -> None:
@@ -330,7 +334,7 @@ def test_each_platform_pins_its_own_endpoints(cs: Platform, mock: Platform) -> N
 
 
 def test_grantee_is_the_pools_principal_set(cs: Platform, mock: Platform) -> None:
-    uid = WorkloadIdentity(IMAGE, DATA, MODEL, RECIPIENT).uid()
+    uid = WorkloadIdentity(IMAGE, DATA, MODEL, RECIPIENT, "1", "brats-2023-gli/1").uid()
     pool = "projects/123456/locations/global/workloadIdentityPools/hospital-pool"
     expected = f"principalSet://iam.googleapis.com/{pool}/attribute.workload_uid/{uid}"
     assert cs.grantee(pool, uid) == expected

@@ -27,13 +27,13 @@ def _d(label: str) -> Sha256Digest:
 
 PROVIDER = PoolProvider("123456789", "hospital-pool", "attestation")
 KEY = "projects/hospital/locations/global/keyRings/r/cryptoKeys/k"
-W1 = WorkloadIdentity(_d("img"), _d("data"), _d("model"), _d("recipient"))
-W2 = WorkloadIdentity(_d("img2"), _d("data"), _d("model"), _d("recipient"))
-METRICS = frozenset({"brats-2023-gli/1"})
+W1 = WorkloadIdentity(_d("img"), _d("data"), _d("model"), _d("recipient"), "1", "brats-2023-gli/1")
+W2 = WorkloadIdentity(_d("img2"), _d("data"), _d("model"), _d("recipient"), "1",
+                      "brats-2023-gli/1")
 
 
 def _condition(images: list[str], include_data: bool) -> str:
-    return attribute_condition(ConditionContext(frozenset(images), METRICS, include_data))
+    return attribute_condition(ConditionContext(frozenset(images), include_data))
 
 
 @pytest.mark.parametrize(
@@ -62,7 +62,10 @@ def test_condition_requires_production_image_and_lists_images() -> None:
     assert "assertion.hwmodel in ['GCP_AMD_SEV', 'GCP_AMD_SEV_SNP', 'GCP_INTEL_TDX']" in condition
     assert "assertion.secboot == true" in condition
     assert "!has(assertion.submods.container.env_override.SEALBENCH_STS_URL)" in condition
-    assert "SEALBENCH_METRICS_VERSION in ['brats-2023-gli/1']" in condition
+    # the pin and the benchmark are uid fields (each grant one approval), shape-checked here
+    assert "SEALBENCH_METRICS_VERSION.matches('^[a-z0-9]" in condition
+    assert "SEALBENCH_BENCHMARK_ID.matches('^[1-9][0-9]{0,17}$')" in condition
+    assert "SEALBENCH_METRICS_VERSION in" not in condition
 
 
 def test_model_owner_condition_does_not_read_the_data_override() -> None:
@@ -83,7 +86,6 @@ def test_data_owner_policy_without_dataset_digest_rejected() -> None:
             None,
             frozenset({W1.without_data()}),
             include_data=True,
-            metrics_versions=METRICS,
         )
 
 
@@ -103,7 +105,6 @@ def test_malformed_policy_coordinates_rejected(field: str, value: str) -> None:
             PROVIDER,
             workloads=frozenset({W1}),
             include_data=True,
-            metrics_versions=METRICS,
             **fields,  # type: ignore[arg-type]
         )
 
@@ -117,7 +118,7 @@ def test_malformed_pool_coordinates_rejected() -> None:
 
 def test_model_owner_grants_the_dataless_uid() -> None:
     policy = AssetPolicy(
-        PROVIDER, KEY, None, frozenset({W1}), include_data=False, metrics_versions=METRICS
+        PROVIDER, KEY, None, frozenset({W1}), include_data=False
     )
     assert policy.uids() == {W1.without_data().uid()}
     body = provider_body(policy)
@@ -131,7 +132,7 @@ def test_google_provider_takes_no_endpoints_and_a_mock_provider_needs_them() -> 
     mock = ServiceEndpoints("http://127.0.0.1:1/v1/token", "http://127.0.0.1:2", "http://127.0.0.1:3")
     with pytest.raises(PolicyInputError, match="takes no endpoints"):
         AssetPolicy(
-            PROVIDER, KEY, None, frozenset({W1}), True, metrics_versions=METRICS, endpoints=mock
+            PROVIDER, KEY, None, frozenset({W1}), True, endpoints=mock
         )
     with pytest.raises(PolicyInputError, match="not Google's"):
         AssetPolicy(
@@ -141,10 +142,7 @@ def test_google_provider_takes_no_endpoints_and_a_mock_provider_needs_them() -> 
             frozenset({W1}),
             True,
             issuer_uri="http://127.0.0.1:4/",
-            metrics_versions=METRICS,
         )
-    with pytest.raises(PolicyInputError, match="metrics versions"):
-        AssetPolicy(PROVIDER, KEY, None, frozenset({W1}), True)
 
 
 def _policy(*bindings: dict[str, object]) -> dict[str, object]:

@@ -25,12 +25,12 @@ POLICY = AssetPolicy(
     frozenset(
         {
             WorkloadIdentity(
-                sha256_digest(b"i"), sha256_digest(b"d"), sha256_digest(b"m"), sha256_digest(b"r")
+                sha256_digest(b"i"), sha256_digest(b"d"), sha256_digest(b"m"), sha256_digest(b"r"),
+                "1", "brats-2023-gli/1",
             )
         }
     ),
     include_data=True,
-    metrics_versions=frozenset({"brats-2023-gli/1"}),
 )
 
 

@@ -1,5 +1,6 @@
-"""Workload identity: the uid is exactly what GCP's CEL attribute mapping computes, it cannot be
-forged by shifting fields between overrides, and it round-trips through every form."""
+"""Workload identity: the uid is exactly what GCP's CEL attribute mapping computes, it names the
+benchmark and the plug-in pin of one approval, it cannot be forged by shifting fields between
+overrides, and it round-trips through every form."""
 
 from __future__ import annotations
 
@@ -18,12 +19,15 @@ IMAGE = "sha256:" + "1" * 64
 DATA = "sha256:" + "d" * 64
 MODEL = "sha256:" + "e" * 64
 RECIPIENT = "sha256:" + "f" * 64
+BENCH = "7"
+PIN = "brats-2023-gli/1"
+TAIL = {wl.ENV_BENCHMARK_ID: BENCH, wl.ENV_METRICS_VERSION: PIN}
 
 digests = st.text("0123456789abcdef", min_size=64, max_size=64).map(lambda h: "sha256:" + h)
 
 
 def identity(data: str | None = DATA) -> wl.WorkloadIdentity:
-    return wl.WorkloadIdentity(IMAGE, data, MODEL, RECIPIENT)  # type: ignore[arg-type]
+    return wl.WorkloadIdentity(IMAGE, data, MODEL, RECIPIENT, BENCH, PIN)  # type: ignore[arg-type]
 
 
 def cel_eval(expression: str, assertion: dict[str, Any]) -> Any:
@@ -37,9 +41,29 @@ def assertion_for(image: str, env_override: dict[str, str] | None) -> dict[str, 
 
 
 def test_uid_format() -> None:
-    assert identity().uid() == f"{IMAGE}::{DATA}::{MODEL}::{RECIPIENT}"
-    assert identity(None).uid() == f"{IMAGE}::-::{MODEL}::{RECIPIENT}"
-    assert len(identity().uid()) == 290
+    assert identity().uid() == f"{IMAGE}::{DATA}::{MODEL}::{RECIPIENT}::{BENCH}::{PIN}"
+    assert identity(None).uid() == f"{IMAGE}::-::{MODEL}::{RECIPIENT}::{BENCH}::{PIN}"
+    assert len(identity().uid()) == 290 + 2 + len(BENCH) + 2 + len(PIN)
+
+
+def test_longest_uid_is_within_what_the_mapping_may_produce() -> None:
+    """The longest uid (an 18-digit benchmark id, a 64-character pin) stays far below the
+    8 KB Google allows all mapped attributes together."""
+    longest = wl.WorkloadIdentity(IMAGE, DATA, MODEL, RECIPIENT, "9" * 18,  # type: ignore[arg-type]
+                                  "a" * 48 + "/" + "b" * 16)
+    assert len(longest.uid()) == 290 + 2 + 18 + 2 + 65 < 8192
+
+
+@pytest.mark.parametrize(("bench", "pin"), [
+    ("0", PIN), ("07", PIN), ("7\n", PIN), ("x", PIN), (BENCH, "brats"), (BENCH, "a::b/1"),
+    (BENCH, "Brats/1"), (BENCH, "brats/1\n"), ("", PIN), (BENCH, "")])
+def test_malformed_benchmark_or_pin_refused(bench: str, pin: str) -> None:
+    with pytest.raises(ValueError):
+        wl.WorkloadIdentity(IMAGE, DATA, MODEL, RECIPIENT, bench, pin)  # type: ignore[arg-type]
+    env = {**identity().env_overrides(), wl.ENV_BENCHMARK_ID: bench, wl.ENV_METRICS_VERSION: pin}
+    with pytest.raises(PolicyViolationError):
+        wl.WorkloadIdentity.from_env_overrides(IMAGE, env)
+    assert not cel_eval(cs.env_shape_condition(include_data=True), assertion_for(IMAGE, env))
 
 
 # CEL compiles each expression per example: slow on two shared cores, so no deadline.
@@ -48,8 +72,9 @@ def test_uid_format() -> None:
 def test_cel_mapping_computes_the_uid(
     image: str, data: str | None, model: str, recipient: str
 ) -> None:
-    who = wl.WorkloadIdentity(image, data, model, recipient)  # type: ignore[arg-type]
-    full = wl.WorkloadIdentity(image, data or DATA, model, recipient)  # type: ignore[arg-type]
+    who = wl.WorkloadIdentity(image, data, model, recipient, BENCH, PIN)  # type: ignore[arg-type]
+    full = wl.WorkloadIdentity(  # type: ignore[arg-type]
+        image, data or DATA, model, recipient, BENCH, PIN)
     assertion = assertion_for(image, full.env_overrides())
     assert str(cel_eval(cs.uid_mapping_expression(include_data=True), assertion)) == full.uid()
     assert str(cel_eval(cs.uid_mapping_expression(include_data=False), assertion)) == (
@@ -71,7 +96,8 @@ def test_cel_mapping_fails_closed_without_override() -> None:
 
 
 def _mapped(data: str, model: str, recipient: str) -> str:
-    env = {wl.ENV_DATA_DIGEST: data, wl.ENV_MODEL_DIGEST: model, wl.ENV_RECIPIENT_DIGEST: recipient}
+    env = {wl.ENV_DATA_DIGEST: data, wl.ENV_MODEL_DIGEST: model, wl.ENV_RECIPIENT_DIGEST: recipient,
+           **TAIL}
     expression = cs.uid_mapping_expression(include_data=True)
     return str(cel_eval(expression, assertion_for(IMAGE, env)))
 
@@ -91,7 +117,8 @@ def test_field_shifting_override_rejected(data: str, model: str, recipient: str)
     """An operator who moves a separator between overrides never reaches the approved uid (see
     the module docstring's argument), and both the enclave and the CEL clause refuse it."""
     assert _mapped(data, model, recipient) != identity().uid()
-    env = {wl.ENV_DATA_DIGEST: data, wl.ENV_MODEL_DIGEST: model, wl.ENV_RECIPIENT_DIGEST: recipient}
+    env = {wl.ENV_DATA_DIGEST: data, wl.ENV_MODEL_DIGEST: model, wl.ENV_RECIPIENT_DIGEST: recipient,
+           **TAIL}
     assert not cel_eval(cs.env_shape_condition(include_data=True), assertion_for(IMAGE, env))
     with pytest.raises(PolicyViolationError):
         wl.WorkloadIdentity.from_env_overrides(IMAGE, env)
@@ -107,7 +134,8 @@ def test_only_genuine_overrides_map_to_the_approved_uid(
 ) -> None:
     data, model, recipient = "".join(a), "".join(b), "".join(c)
     expected = (data, model, recipient) == (DATA, MODEL, RECIPIENT)
-    mapped = IMAGE + "::" + data + "::" + model + "::" + recipient  # what the CEL concat yields
+    # what the CEL concat yields
+    mapped = IMAGE + "::" + data + "::" + model + "::" + recipient + f"::{BENCH}::{PIN}"
     assert (mapped == identity().uid()) == expected
 
 
@@ -166,8 +194,10 @@ def test_malformed_override_rejected(name: str) -> None:
 
 def test_invalid_digests_refused_on_construction() -> None:
     with pytest.raises(ValueError):
-        wl.WorkloadIdentity("latest", DATA, MODEL, RECIPIENT)  # type: ignore[arg-type]
-    for uid in ("", f"{IMAGE}::{DATA}::{MODEL}", f"{IMAGE}::x::{MODEL}::{RECIPIENT}"):
+        wl.WorkloadIdentity("latest", DATA, MODEL, RECIPIENT, BENCH, PIN)  # type: ignore[arg-type]
+    for uid in ("", f"{IMAGE}::{DATA}::{MODEL}", f"{IMAGE}::x::{MODEL}::{RECIPIENT}::7::a/1",
+                f"{IMAGE}::{DATA}::{MODEL}::{RECIPIENT}", f"{IMAGE}::{DATA}::{MODEL}::{RECIPIENT}"
+                f"::7::{PIN}::extra"):
         with pytest.raises(ValueError):
             wl.WorkloadIdentity.from_uid(uid)
 

@@ -203,7 +203,7 @@ def build_world(
     raw_key = public_key_to_raw(recipient.public_key())
     spec = RunSpec(
         run_id="run-1",
-        benchmark_id="brats",
+        benchmark_id="1",
         metrics_version=SMALL_PIN,
         dataset=AssetLocation(
             asset_id="ds-1",

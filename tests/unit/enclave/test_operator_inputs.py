@@ -45,7 +45,7 @@ DATA, MODEL = sha256_digest(b"dataset"), sha256_digest(b"model")
 RECIPIENT_KEY = base64.b64encode(bytes(range(32))).decode()
 RECIPIENT = sha256_digest(bytes(range(32)))
 METRICS = "brats-2023-gli/1"
-WORKLOAD = WorkloadIdentity(IMAGE, DATA, MODEL, RECIPIENT)
+WORKLOAD = WorkloadIdentity(IMAGE, DATA, MODEL, RECIPIENT, "7", METRICS)
 MOCK = ServiceEndpoints(
     "http://127.0.0.1:7001/v1/token", "http://127.0.0.1:7002", "http://127.0.0.1:7003"
 )
@@ -197,7 +197,7 @@ PLATFORMS = {"production": None, "mock": MOCK}
 
 
 def _ctx(endpoints: ServiceEndpoints | None, include_data: bool) -> ConditionContext:
-    return ConditionContext(frozenset({IMAGE}), frozenset({METRICS}), include_data, endpoints)
+    return ConditionContext(frozenset({IMAGE}), include_data, endpoints)
 
 
 def test_every_env_override_has_a_class() -> None:
@@ -269,9 +269,9 @@ def test_mock_condition_refuses_a_run_without_its_endpoints() -> None:
 
 def test_condition_literals_cannot_be_injected() -> None:
     with pytest.raises(ConditionInputError):
-        render_condition(
-            ConditionContext(frozenset({IMAGE}), frozenset({"v1' || true || '"}), True)
-        )
+        render_condition(ConditionContext(
+            frozenset({IMAGE}), True, experimental_gpu_images=frozenset({IMAGE}),
+            experimental_benchmark_ids=frozenset({"7' || true || '"})))
 
 
 # -- the enclave's own check (defence in depth) -------------------------------------------------
