@@ -20,6 +20,7 @@ from sealbench.client._cli_common import (
     JsonOpt,
     ProfileOpt,
     emit_json,
+    log,
     out,
     progress_bar,
     session,
@@ -27,6 +28,16 @@ from sealbench.client._cli_common import (
 )
 from sealbench.client._cli_progress import JsonEvents, RunDisplay
 from sealbench.client.api import AssetKind, RegistryClient
+from sealbench.client.attestation_keys import (
+    KEYS_DIR,
+    AttestationKeysUnavailableError,
+    HttpxKeySetFetcher,
+    KeyCache,
+    KeySource,
+    gcp_key_source,
+    mock_key_source,
+    token_kid,
+)
 from sealbench.client.config import ResolvedProfile
 from sealbench.client.errors import ClientError, ConfigError
 from sealbench.client.keys import init_result_key, load_result_key, load_result_private_key
@@ -395,32 +406,86 @@ def result_ls(profile: ProfileOpt = None, json_out: JsonOpt = False) -> list[run
     return records
 
 
-def _open(profile: ResolvedProfile, run_id: str) -> tuple[runs.RunRecord, Any]:
-    """Open a run's result; the token's signature is checked against the mock issuer's keys
-    when this profile uses a mock TEE (the registry checks it again on submit)."""
+def _key_source(profile: ResolvedProfile) -> KeySource:
+    """The attestation verifier of the profile's platform: the mock's or Google's (or the
+    profile's ``attestation`` endpoint override)."""
+    if profile.profile.mock_tee is not None:
+        return mock_key_source(_endpoints(profile, None))
+    if profile.profile.gcp is not None:
+        return gcp_key_source(profile.profile.gcp.api_endpoints)
+    raise AttestationKeysUnavailableError(
+        f"profile {profile.name} names no cloud, so no attestation verifier to check the "
+        "result's signature with",
+        hint="add the profile again with --cloud gcp --project P or --mock-tee DIR, or pass "
+        "--unverified",
+    )
+
+
+def _open(
+    profile: ResolvedProfile, run_id: str, *, unverified: bool = False, lenient: bool = False
+) -> tuple[runs.RunRecord, Any]:
+    """Open a run's result, its token's signature checked against the keys of the profile's
+    attestation verifier (fetched, or cached in the profile's data directory); not checked only
+    with ``unverified`` (the user's ``--unverified``) or, with ``lenient`` (submit: the
+    registry checks it), when the keys cannot be had."""
     record = runs.RunStore(profile.data_dir / "runs").get(run_id)
     private_key = load_result_private_key(profile.secrets_dir)
-    verify = runs.issuer_keys(_endpoints(profile, None)) if profile.profile.mock_tee else {}
-    return record, runs.open_run_result(record, private_key, **verify)
+    if unverified:
+        log.warning("opening run %s without checking its signature (--unverified)", run_id)
+        return record, runs.open_run_result(record, private_key, None)
+    cache = KeyCache(profile.data_dir / KEYS_DIR, HttpxKeySetFetcher())
+    try:
+        source = _key_source(profile)
+        return record, runs.open_run_result(
+            record, private_key, lambda token: cache.get(source, token_kid(token))
+        )
+    except AttestationKeysUnavailableError as exc:
+        if not lenient:
+            raise
+        log.warning("%s; the registry checks the signature", exc)
+        return record, runs.open_run_result(record, private_key, None)
+
+
+UnverifiedOpt = Annotated[
+    bool,
+    typer.Option("--unverified",
+                 help="open the result even when the attestation verifier's keys cannot be "
+                 "fetched (offline, none cached): its signature is then NOT checked, and the "
+                 "output says so"),
+]
 
 
 @result_app.command("open")
 def result_open(
     run_id: Annotated[str, typer.Argument(help="run id (see 'sealbench result ls')")],
+    unverified: UnverifiedOpt = False,
     profile: ProfileOpt = None,
     json_out: JsonOpt = False,
 ) -> Any:
-    """Verify and decrypt a run's result locally: per-case scores stay on this machine."""
+    """Verify and decrypt a run's result locally: per-case scores stay on this machine. The
+    result token's signature is checked against the keys of the profile's attestation verifier
+    (Google's, fetched and cached; the mock's), and the command refuses when they cannot be
+    had, unless --unverified."""
+    from sealbench.client.results import UNVERIFIED
+
     with session(profile) as s:
-        record, opened = _open(s.profile, run_id)
+        record, opened = _open(s.profile, run_id, unverified=unverified)
+    attestation = (f"signature verified: signed by {opened.claims.iss}"
+                   if opened.signature_verified else UNVERIFIED)
     if json_out:
-        emit_json({"summary": opened.summary_json, "per_case": opened.per_case})
+        emit_json({"summary": opened.summary_json, "per_case": opened.per_case,
+                   "signature_verified": opened.signature_verified,
+                   "attestation": attestation})
         return opened
+    if not opened.signature_verified:
+        out().print(f"[bold red]{UNVERIFIED}[/]: nothing proves an enclave produced this result "
+                    "(opened with --unverified)")
     agg = opened.aggregates
     out().print(f"run {run_id}: benchmark {record.benchmark_id}, dataset {record.dataset_id}, "
                 f"model {record.model_id}; {agg.n_cases} cases, "
                 f"{sum(c.failed for c in opened.cases)} failed")
-    signed = f"signed by {opened.claims.iss}, " if profile_signed(s.profile) else ""
+    signed = (f"signed by {opened.claims.iss}, " if opened.signature_verified
+              else f"{UNVERIFIED}, ")
     out().print(f"attestation: {signed}image {opened.claims.image_digest[:19]}"
                 "…, binds this summary and sealed result")
     held = opened.summary.withheld
@@ -432,17 +497,13 @@ def result_open(
                     "below are yours")
     shown = opened.benchmark.presentation
     table(
-        "per-case results (private to you)",
+        "per-case results (private to you)"
+        + ("" if opened.signature_verified else f" ({UNVERIFIED})"),
         ("case", "outcome",
          *(shown.label(ref) for ref in workflows.case_columns(opened.benchmark))),
         (workflows.case_cells(opened.benchmark, case) for case in opened.cases),
     )
     return opened
-
-
-def profile_signed(profile: ResolvedProfile) -> bool:
-    """Whether results opened with ``profile`` have their token signature checked locally."""
-    return profile.profile.mock_tee is not None
 
 
 @result_app.command("fetch")
@@ -475,7 +536,7 @@ def result_submit(
     verifies the attestation before accepting it. Its receipt (the proof that the registry
     logged exactly this result) is then checked and kept ('sealbench audit prove ID')."""
     with session(profile) as s:
-        record, opened = _open(s.profile, run_id)
+        record, opened = _open(s.profile, run_id, lenient=True)
         earlier = [
             r for r in s.client.list_results(record.benchmark_id)
             if (r.dataset_id, r.model_id) == (record.dataset_id, record.model_id)

@@ -6,8 +6,11 @@ private key, and checks, in order:
 
 1. the token's audience is ``sealbench-result`` and its ``eat_nonce`` is
    ``result_nonce(summary, sha256(result.sealed))``: neither the summary nor the sealed result
-   was altered or swapped after the enclave attested them (with ``jwks`` and ``issuer`` given,
-   the token's signature and lifetime are verified too; the registry always does that);
+   was altered or swapped after the enclave attested them; with ``jwks`` and ``issuer`` given,
+   the token's signature and lifetime are verified too against the platform of ``issuer``
+   (the registry always does that; ``sealbench result open`` does on every profile, with the
+   keys of :mod:`sealbench.client.attestation_keys`, and without them only when told
+   ``--unverified``: :attr:`OpenedResult.signature_verified` is then False);
 2. the sealed result opens with the private key under ``result_info(run_id, benchmark_id,
    image_digest)``, the image digest taken from the token;
 3. the per-case results name the same run, benchmark and benchmark plug-in
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
@@ -54,12 +57,17 @@ from sealbench.enclave.result import (
 from sealbench.enclave.steps import claims_of
 
 __all__ = [
+    "UNVERIFIED",
     "OpenedResult",
     "ResultObjects",
     "ResultVerificationError",
     "download_result",
     "open_result",
 ]
+
+
+#: The marker every rendering of a result opened without checking its signature carries.
+UNVERIFIED: Final = "UNVERIFIED: signature not checked"
 
 
 class ResultVerificationError(Exception):
@@ -91,6 +99,9 @@ class OpenedResult:
     benchmark: Benchmark
     aggregates: PublicSummary
     cases: tuple[CaseResult, ...]
+    #: Whether the token's signature was checked against the attestation verifier's keys (False:
+    #: opened without them, on the user's explicit ``--unverified``; :data:`UNVERIFIED`).
+    signature_verified: bool = False
 
     @property
     def withheld(self) -> bool:
@@ -166,7 +177,7 @@ def open_result(
         raise ResultVerificationError(f"the sealed result does not open: {exc}") from exc
     benchmark, aggregates, cases = _check_consistent(summary, per_case)
     return OpenedResult(summary, summary_json, per_case, sealed_digest, objects.token, claims,
-                        benchmark, aggregates, cases)
+                        benchmark, aggregates, cases, signature_verified=jwks is not None)
 
 
 def _check_consistent(

@@ -29,11 +29,12 @@ import re
 import secrets
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal, cast
+from typing import TYPE_CHECKING, Final, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
@@ -56,6 +57,7 @@ from sealbench.server.schemas.runs import EXECUTION_PROVIDERS, ExecutionProvider
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
+    from sealbench.client.attestation_keys import IssuerKeys
     from sealbench.client.results import OpenedResult
     from sealbench.cloud.storage import BlobStore
     from sealbench.enclave.spec import RunSpec
@@ -70,7 +72,6 @@ __all__ = [
     "build_spec",
     "execution_provider",
     "fetch_run_result",
-    "issuer_keys",
     "new_run_id",
     "not_approved",
     "open_run_result",
@@ -491,49 +492,36 @@ def translate_launch_error(exc: Exception) -> Exception:
     )
 
 
-#: Seconds allowed to fetch the attestation issuer's key set.
-JWKS_TIMEOUT_S: Final = 10.0
-
-
-def issuer_keys(endpoints: MockEndpoints) -> dict[str, Any]:
-    """``jwks``, ``issuer`` and ``now`` for :func:`open_run_result` to verify the result
-    token's signature against the (mock) attestation issuer of ``endpoints``."""
-    import time
-
-    import httpx
-
-    from sealbench.crypto.attestation import Jwks
-    from sealbench.crypto.errors import CryptoError
-
-    try:
-        response = httpx.get(endpoints.jwks_uri, timeout=JWKS_TIMEOUT_S)
-        response.raise_for_status()
-        jwks = Jwks.from_json(response.content[: 1 << 20])
-    except (httpx.HTTPError, CryptoError, ValueError) as exc:
-        raise ConfigError(
-            f"cannot fetch the attestation issuer's keys from {endpoints.jwks_uri}: {exc}",
-            hint="check that 'sealbench mock-tee up' is running",
-        ) from exc
-    return {"jwks": jwks, "issuer": endpoints.issuer, "now": time.time()}
-
-
 def open_run_result(
-    record: RunRecord, private_key: X25519PrivateKey, **verify: Any
+    record: RunRecord,
+    private_key: X25519PrivateKey,
+    keys: Callable[[str], IssuerKeys] | None,
+    *,
+    now: Callable[[], float] = time.time,
 ) -> OpenedResult:
     """Download and open a succeeded run's result (:func:`sealbench.client.results.open_result`
-    checks: nonce binding, decryption, consistency; with ``verify`` from
-    :func:`issuer_keys`, the token's signature and lifetime too)."""
+    checks: the token's signature and lifetime against the attestation verifier's key set that
+    ``keys`` returns for the token (:meth:`sealbench.client.attestation_keys.KeyCache.get` for
+    the profile's platform), nonce binding, decryption, consistency). ``keys`` is None only on
+    the user's explicit ``--unverified``: the signature is then not checked, and the opened
+    result says so (``signature_verified`` False)."""
     from sealbench.client.results import ResultVerificationError, download_result, open_result
-    from sealbench.cloud.storage import open_storage_uri
 
     if record.status != "succeeded":
         raise ConfigError(
             f"run {record.run_id} {record.status}; it has no result",
             hint="run it again with 'sealbench run ... --force'",
         )
+    from sealbench.cloud.storage import open_storage_uri
+
     store, prefix = open_storage_uri(record.result_uri)
     try:
-        return open_result(download_result(store, prefix), private_key, **verify)
+        objects = download_result(store, prefix)
+        if keys is None:
+            return open_result(objects, private_key)
+        verifier = keys(objects.token)
+        return open_result(objects, private_key, jwks=verifier.jwks, issuer=verifier.issuer,
+                           now=now())
     except ResultVerificationError as exc:
         raise IntegrityError(f"the result of run {record.run_id} does not verify: {exc}") from exc
 

@@ -58,6 +58,7 @@ from sealbench.enclave.spec import ENV_OVERRIDE_NAMES, GOOGLE_ENDPOINTS
 __all__ = [
     "CONFIDENTIAL_HWMODELS",
     "CONFIDENTIAL_SPACE_ISSUER",
+    "CONFIDENTIAL_SPACE_JWKS_URL",
     "LAUNCH_ENV_PREFIX",
     "REQUIRED_DBGSTAT",
     "REQUIRED_SUPPORT_ATTRIBUTE",
@@ -83,6 +84,12 @@ __all__ = [
     "workload_identity",
 ]
 
+#: Where Google publishes the key set its Confidential Space verifier signs tokens with (as
+#: ``jwks_uri`` in the issuer's OpenID discovery document).
+CONFIDENTIAL_SPACE_JWKS_URL: Final = (
+    "https://www.googleapis.com/service_accounts/v1/metadata/jwk/"
+    "signer@confidentialspace-sign.iam.gserviceaccount.com"
+)
 #: The instance-metadata prefix that makes the launcher set (and attest) an env override.
 LAUNCH_ENV_PREFIX: Final = "tee-env-"
 _POOL = re.compile(
