@@ -89,7 +89,9 @@ def _monitor(
         else:
             state.pin(key.to_string())
 
-    return LogMonitor(client, state, pinned=pinned, witnesses=witnesses, on_pin=on_pin)
+    return LogMonitor(client, state, pinned=pinned,
+                      trust_on_first_use=profile.profile.trust_on_first_use,
+                      witnesses=witnesses, on_pin=on_pin)
 
 
 def monitor_for(s: Session) -> LogMonitor:
@@ -98,10 +100,11 @@ def monitor_for(s: Session) -> LogMonitor:
 
 
 def pin_profile_log(store: ProfileStore, name: str, *, replaced: bool) -> VerifierKey | None:
-    """After ``profile add``: verify the registry's checkpoint and pin its log key (the one
-    given with ``--log-key``, else the one it publishes now); a previous log state of a
-    replaced profile is set aside first. Returns the pinned key, or None if the registry could
-    not be asked (it is then pinned on first use)."""
+    """After ``profile add``: verify the registry's checkpoint against the log key given with
+    ``--log-key``, or, for a profile that chose ``--trust-on-first-use``, pin the one it
+    publishes now; a previous log state of a replaced profile is set aside first. Returns the
+    pinned key; :class:`~sealbench.client.errors.LogKeyNotPinnedError` for a profile with
+    neither."""
     profile = store.resolve(name)
     state = log_state(profile)
     if replaced and state.root.exists():
@@ -139,8 +142,14 @@ def audit_verify(
     if json_out:
         emit_json({"events": report.events, "origin": cp.origin, "tree_size": cp.size,
                    "root": cp.root_hash.hex(),
-                   "previous_size": None if report.previous is None else report.previous.size})
+                   "previous_size": None if report.previous is None else report.previous.size,
+                   "log_key_trusted_on_first_use": monitor.trusted_on_first_use})
         return
+    if monitor.trusted_on_first_use:
+        out().print(f"TRUST ON FIRST USE: the log key {signer} is the one the registry itself "
+                    "published when this profile first asked, not one given out of band: a "
+                    "registry that rewrote its log before then would pass; compare it with the "
+                    "operator's 'sealbench-server key show'")
     out().print(f"audit chain intact: {report.events} events")
     since = ("first check: this checkpoint is now the one you hold" if report.previous is None
              else f"consistent with the checkpoint of {report.previous.size} events you "

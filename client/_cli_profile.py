@@ -60,9 +60,17 @@ def profile_add(
     log_key: Annotated[
         str | None,
         typer.Option(metavar="KEY",
-                     help="the registry's transparency-log key, as 'sealbench-server key show' "
-                     "prints it (default: the key the registry publishes now, pinned)"),
+                     help="the registry's transparency-log key, given to you out of band by its "
+                     "operator ('sealbench-server key show' prints it): every checkpoint you "
+                     "are shown must be signed by it"),
     ] = None,
+    trust_on_first_use: Annotated[
+        bool,
+        typer.Option("--trust-on-first-use",
+                     help="instead of --log-key, pin the key the registry publishes now "
+                     "(recorded in the profile; a registry that already rewrote its log "
+                     "would pass). With neither, audit checks and receipts are refused"),
+    ] = False,
     witness: Annotated[
         list[str] | None,
         typer.Option(metavar="KEY",
@@ -111,8 +119,13 @@ def profile_add(
 ) -> None:
     """Add (or replace) a profile; it becomes the current one unless --no-use. The registry is
     asked whether it accepts the token (a refusal is a warning: the profile is saved) and its
-    log key is pinned: every checkpoint you are shown later must be signed by it."""
+    transparency log is checked against the log key you give (--log-key, from the registry's
+    operator) or, with --trust-on-first-use, against the key it publishes now, pinned: every
+    checkpoint you are shown later must be signed by it."""
     url = _server_option(server)
+    if log_key and trust_on_first_use:
+        raise typer.BadParameter("give the key or trust it on first use, not both",
+                                 param_hint="'--log-key' / '--trust-on-first-use'")
     gcp = _gcp_settings(
         cloud, mock_tee, project=project, project_number=project_number, location=location,
         key_ring=key_ring, key=key, bucket=bucket, pool=pool,
@@ -130,17 +143,27 @@ def profile_add(
         mock_tee=mock_tee.resolve() if mock_tee else None,
         gcp=gcp,
         log_key=parse_key(log_key, "--log-key").to_string() if log_key else None,
+        trust_on_first_use=trust_on_first_use,
         witnesses=tuple(parse_key(w, "--witness").to_string() for w in witness or ()),
     )
     store.add(name, profile, make_current=use)
     out().print(f"profile {name} saved ({url}){' and in use' if use else ''}")
+    if not log_key and not trust_on_first_use:
+        log.warning("no transparency-log key is pinned for %s: 'audit' checks and result "
+                    "receipts are refused until you add the profile again with --log-key KEY "
+                    "(ask the registry's operator: 'sealbench-server key show' prints it) or "
+                    "--trust-on-first-use", url)
     if token:
         _warn_unless_accepted(url, token)
-        _pin_log_key(store, name, replaced=before is not None and (
-            before.server, before.log_key) != (profile.server, profile.log_key))
+        if log_key or trust_on_first_use:
+            _pin_log_key(store, name, trust_on_first_use=trust_on_first_use,
+                         replaced=before is not None and (before.server, before.log_key) != (
+                             profile.server, profile.log_key))
 
 
-def _pin_log_key(store: ProfileStore, name: str, *, replaced: bool) -> None:
+def _pin_log_key(
+    store: ProfileStore, name: str, *, trust_on_first_use: bool, replaced: bool
+) -> None:
     try:
         pinned = pin_profile_log(store, name, replaced=replaced)
     except AuthenticationFailed:
@@ -148,12 +171,17 @@ def _pin_log_key(store: ProfileStore, name: str, *, replaced: bool) -> None:
     except ClientError as exc:
         if isinstance(exc, TransparencyLogError):  # the log itself failed: never a warning
             raise
-        log.warning("could not pin the registry's log key (%s); it is pinned on first use",
-                    exc)
+        how = "pinned on first use" if trust_on_first_use else "checked against it then"
+        log.warning("could not check the registry's log now (%s); its key is %s", exc, how)
         return
-    if pinned is not None:
-        out().print(f"pinned the registry's transparency-log key {pinned.label} (compare it "
-                    "with 'sealbench-server key show' on the registry)")
+    if pinned is None:
+        return
+    if trust_on_first_use:
+        out().print(f"pinned the registry's transparency-log key {pinned.label} on first use "
+                    "(recorded in the profile; compare it with the operator's "
+                    "'sealbench-server key show')")
+    else:
+        out().print(f"the registry's log is signed by the key you gave ({pinned.label})")
 
 
 def _endpoint_overrides(given: list[str]) -> dict[str, str] | None:
@@ -303,12 +331,22 @@ def profile_show(
     table(f"profile {chosen}", ("what", "value"), sorted(rows.items()))
 
 
+def _log_key_shown(profile: Profile) -> str:
+    """The profile's log key and how it was pinned."""
+    if profile.trust_on_first_use:
+        return (f"{profile.log_key} (trusted on first use)" if profile.log_key
+                else "trusted on first use, not pinned yet")
+    if profile.log_key:
+        return f"{profile.log_key} (given out of band)"
+    return "none: audit checks refused (add the profile again with --log-key KEY)"
+
+
 def profile_touches(profile: Profile) -> dict[str, str]:
     """The resources a profile's commands use, as ``{what: value}``."""
     rows = {
         "registry": profile.server,
         "token": "set" if profile.token else "missing",
-        "log key": profile.log_key or "not pinned yet",
+        "log key": _log_key_shown(profile),
     }
     if profile.mock_tee is not None:
         rows["cloud"] = f"INSECURE mock TEE in {profile.mock_tee}"
@@ -372,6 +410,7 @@ def login(
     same = name in known and known[name].server == url  # keep the log key pinned for it
     store.add(name, Profile(server=url, token=token, mock_tee=mock, gcp=gcp,
                             log_key=known[name].log_key if same else None,
+                            trust_on_first_use=known[name].trust_on_first_use if same else False,
                             witnesses=known[name].witnesses if same else ()),
               make_current=True)
     out().print(f"signed in to {url} as {me.email} (user {me.id}); profile {name} saved")

@@ -39,7 +39,7 @@ from sealbench.client.attestation_keys import (
     token_kid,
 )
 from sealbench.client.config import ResolvedProfile
-from sealbench.client.errors import ClientError, ConfigError
+from sealbench.client.errors import ClientError, ConfigError, LogKeyNotPinnedError
 from sealbench.client.keys import init_result_key, load_result_key, load_result_private_key
 from sealbench.client.runner import (
     Runner,
@@ -563,9 +563,15 @@ def result_submit(
 
 
 def _receipt(profile: str | None, result: ResultPublic, opened: Any, *, quiet: bool) -> None:
-    """Fetch, check and keep the receipt of an accepted result."""
+    """Fetch, check and keep the receipt of an accepted result (not without a pinned log key:
+    the result is in, and 'audit prove' checks its receipt once a key is pinned)."""
     with session(profile) as s:
-        receipt, path = keep_receipt(s, result.id, opened)
+        try:
+            receipt, path = keep_receipt(s, result.id, opened)
+        except LogKeyNotPinnedError as exc:
+            log.warning("the receipt of result %s is not checked: %s; %s", result.id, exc,
+                        exc.hint)
+            return
     if not quiet:
         out().print(f"receipt kept in {path}: event {receipt.event.seq} of the registry's log, "
                     f"proven in its checkpoint of {receipt.tree_size} events "

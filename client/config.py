@@ -16,13 +16,17 @@ no profile file at all).
                                  "mock_tee": "/abs/state/dir" | null,
                                  "gcp": {"project": "…", "project_number": "…", …} | null,
                                  "log_key": "<origin>+<key id>+<key>" | null,
+                                 "trust_on_first_use": false,
                                  "witnesses": ["<name>+<key id>+<key>", ...]}}}
 
 ``gcp`` (:class:`GcpSettings`) names a Google Cloud project and what sealbench touches in it,
 never credentials; a profile has ``mock_tee`` or ``gcp``, not both.
 
-``log_key`` is the registry's transparency-log key, pinned when the profile is added (C2SP
-verifier key); ``witnesses`` are the cosigners whose cosignature each checkpoint must carry.
+``log_key`` is the registry's transparency-log key (C2SP verifier key), given out of band when
+the profile is added (``--log-key``, from the registry's operator: ``sealbench-server key
+show``); ``trust_on_first_use`` records that the user chose instead to pin the key the registry
+publishes when first asked. A profile with neither refuses every check of the log.
+``witnesses`` are the cosigners whose cosignature each checkpoint must carry.
 The last checkpoint this profile verified lives in ``profiles/<name>/log/``
 (:mod:`sealbench.client.transparency`).
 """
@@ -175,6 +179,10 @@ class Profile(BaseModel):
     mock_tee: Path | None = None
     gcp: GcpSettings | None = None
     log_key: str | None = Field(default=None, max_length=400)
+    #: The user chose (``profile add --trust-on-first-use``) to pin whatever log key the
+    #: registry publishes when first asked, instead of a key given out of band; kept after the
+    #: key is pinned, so that ``profile show`` and ``audit verify`` can say so.
+    trust_on_first_use: bool = False
     witnesses: tuple[str, ...] = Field(default=(), max_length=32)
 
     @model_validator(mode="after")

@@ -46,7 +46,12 @@ from sealbench.client import demo_workdirs
 from sealbench.client._cli_common import err_console, out
 from sealbench.client.config import ENV_CONFIG_DIR, ENV_DATA_DIR, ENV_PROFILE, ENV_SERVER, ENV_TOKEN
 from sealbench.client.errors import ClientError, KeyReleaseDeniedError
-from sealbench.client.local import create_accounts, registry_process, scoped_environ
+from sealbench.client.local import (
+    create_accounts,
+    publish_log_key,
+    registry_process,
+    scoped_environ,
+)
 
 __all__ = ["DEMO_USERS", "DemoOutcome", "demo"]
 
@@ -505,12 +510,15 @@ def _run(root: Path, cases: int, size: str, tee: str, serve: bool) -> DemoOutcom
     with scoped_environ(scope), MockCloud(mock_state) as cloud:
         setup_logging(False)
         tokens = create_accounts(server_data, DEMO_USERS)
+        # The demo runs the registry, so it knows the log key: every profile pins it (no trust
+        # on first use), as a participant does with the key its operator gives it.
+        log_key = publish_log_key(server_data)
         with registry_process(server_data, cloud.endpoints, root / "server.log") as server:
             store = ProfileStore.from_environment(os.environ)
             for name, token in tokens.items():
                 store.add(
                     name,
-                    Profile(server=server, token=token, mock_tee=mock_state),
+                    Profile(server=server, token=token, mock_tee=mock_state, log_key=log_key),
                     make_current=name == "authority",
                 )
             if tee == "docker":

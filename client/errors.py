@@ -10,7 +10,8 @@ Messages never contain tokens, keys or patient data.
 
     ClientError                       exit 1   (base)
     ├── ConfigError                   exit 3   no profile, bad profile, missing local file or key
-    │   └── NotAvailableError         exit 3   a backend or option that is not implemented yet
+    │   ├── NotAvailableError         exit 3   a backend or option that is not implemented yet
+    │   └── LogKeyNotPinnedError      exit 3   no registry log key pinned, nor first use allowed
     ├── RegistryError                 exit 4   the registry refused the request
     │   ├── AuthenticationFailed      exit 6   401: the token is missing, wrong or revoked
     │   ├── NotAllowedError           exit 4   403: signed in, but not permitted
@@ -45,6 +46,7 @@ __all__ = [
     "InvalidRequestError",
     "KeyReleaseDeniedError",
     "LogInconsistentError",
+    "LogKeyNotPinnedError",
     "LogProofError",
     "LogSignatureError",
     "NotAllowedError",
@@ -81,6 +83,18 @@ class ConfigError(ClientError):
 
 class NotAvailableError(ConfigError):
     default_hint = "use --tee mock for now"
+
+
+class LogKeyNotPinnedError(ConfigError):
+    """The profile pins no transparency-log key for its registry and did not choose to trust
+    the one the registry publishes on first use: nothing to check the log against."""
+
+    default_hint = (
+        "ask the registry's operator for its log key ('sealbench-server key show' prints it) "
+        "and add the profile again with 'sealbench profile add NAME --server URL --log-key KEY'"
+        "; or, knowing that a registry could then show you a rewritten log, with "
+        "--trust-on-first-use"
+    )
 
 
 class RegistryError(ClientError):

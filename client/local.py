@@ -1,6 +1,7 @@
 """A registry on this machine, as ``sealbench demo`` and the end-to-end tests run it: the
 database and accounts created the way an operator does (``sealbench-server init`` and
-``sealbench-server user add``, through the same library calls), then a real
+``sealbench-server user add``, through the same library calls; :func:`publish_log_key` gives
+the log key the profiles pin), then a real
 ``sealbench-server serve`` process on a free loopback port that trusts the local mock TEE's
 attestation issuer (local mode only; production trusts Google's issuer)."""
 
@@ -20,7 +21,14 @@ from typing import Any, Final
 
 from sealbench.client.errors import ServerUnavailableError
 
-__all__ = ["SERVER_START_S", "create_accounts", "free_port", "registry_process", "scoped_environ"]
+__all__ = [
+    "SERVER_START_S",
+    "create_accounts",
+    "free_port",
+    "publish_log_key",
+    "registry_process",
+    "scoped_environ",
+]
 
 #: Seconds the registry process may take to answer ``/health``.
 SERVER_START_S: Final = 60.0
@@ -73,6 +81,26 @@ def create_accounts(data_dir: Path, accounts: Mapping[str, tuple[str, bool]]) ->
     finally:
         db.dispose()
     return tokens
+
+
+def publish_log_key(data_dir: Path) -> str:
+    """Generate and publish the transparency log's signing key of the registry in ``data_dir``
+    as ``sealbench-server init`` does (the server process then loads that key); returns its
+    verifier key, which the profiles of whoever runs this registry pin (``--log-key``)."""
+    from sealbench.server.db import open_database
+    from sealbench.server.logkeys import ensure_log_key, publish_key
+    from sealbench.server.settings import ServerSettings
+
+    settings = ServerSettings(mode="local", data_dir=data_dir, database_url=None,
+                              log_key_file=None, log_origin=None)
+    key = ensure_log_key(settings, create=True)
+    db = open_database(f"sqlite:///{(data_dir / 'registry.sqlite3').resolve()}")
+    try:
+        with db.writer() as session:
+            publish_key(session, key, datetime.now(UTC))
+    finally:
+        db.dispose()
+    return key.verifier().to_string()
 
 
 @contextmanager

@@ -31,6 +31,7 @@ from sealbench.client.api import RegistryClient
 from sealbench.client.errors import (
     IntegrityError,
     LogInconsistentError,
+    LogKeyNotPinnedError,
     LogSignatureError,
     RegistryError,
     TransparencyLogError,
@@ -144,9 +145,12 @@ def _label(cp: Checkpoint) -> str:
 
 class LogMonitor:
     """One registry's log as this client has verified it (module docstring). ``pinned`` is the
-    log key the profile pinned; None pins the registry's current key on first use and reports
-    it to ``on_pin``. ``witnesses`` must each have cosigned a checkpoint that the one shown
-    extends."""
+    log key the profile pinned (given out of band, or pinned on an earlier first use); with
+    None, every check raises :class:`~sealbench.client.errors.LogKeyNotPinnedError` unless
+    ``trust_on_first_use`` (the user's recorded choice): the registry's current key is then
+    pinned when first asked and reported to ``on_pin``. ``trust_on_first_use`` also says, for a
+    key already pinned, that it was pinned that way (:attr:`trusted_on_first_use`).
+    ``witnesses`` must each have cosigned a checkpoint that the one shown extends."""
 
     def __init__(
         self,
@@ -154,6 +158,7 @@ class LogMonitor:
         state: LogState,
         *,
         pinned: VerifierKey | None,
+        trust_on_first_use: bool = False,
         witnesses: Sequence[VerifierKey] = (),
         on_pin: Callable[[VerifierKey], None] | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -161,6 +166,7 @@ class LogMonitor:
         self._client = client
         self._state = state
         self._pinned = pinned
+        self._tofu = trust_on_first_use
         self._witnesses = tuple(witnesses)
         self._on_pin = on_pin
         self._clock = clock
@@ -178,10 +184,17 @@ class LogMonitor:
     def trusted(self) -> tuple[VerifierKey, ...]:
         return self._trusted
 
+    @property
+    def trusted_on_first_use(self) -> bool:
+        """Whether the pinned key is one the registry itself published when first asked (the
+        profile's ``--trust-on-first-use``), not one given out of band."""
+        return self._tofu
+
     # -- keys ----------------------------------------------------------------------------------
 
     def _learn(self, published: Sequence[LogKeyPublic]) -> None:
         if self._pinned is None:
+            self._require_pin()
             current = [k for k in published if k.retired_at is None]
             if len(current) != 1:
                 raise LogSignatureError(
@@ -196,6 +209,13 @@ class LogMonitor:
                 self._on_pin(self._pinned)
         self._trusted = endorsed_keys(self._pinned, published)
 
+    def _require_pin(self) -> None:
+        if self._pinned is None and not self._tofu:
+            raise LogKeyNotPinnedError(
+                "no transparency-log key is pinned for this registry, so its log cannot be "
+                "checked (trusting the key it shows now would accept a rewritten log)"
+            )
+
     def _open(self, note: bytes) -> VerifiedCheckpoint:
         assert self._pinned is not None
         return open_signed(note, self._trusted, self._pinned.name)
@@ -205,6 +225,7 @@ class LogMonitor:
     def refresh(self) -> VerifiedCheckpoint:
         """Fetch the latest checkpoint, verify its signature, that it extends the one held (no
         rollback) and the witnesses' cosignatures; hold it."""
+        self._require_pin()
         response = self._client.audit_checkpoint()
         self._learn(response.keys)
         latest = self._open(response.checkpoint.encode("utf-8"))

@@ -96,7 +96,9 @@ class Witness:
         self._client = client
         self._key = key
         self._clock = clock
-        self.monitor = LogMonitor(client, state, pinned=pinned,
+        # A witness started without --log-key trusts the key on first use, as its command says
+        # (it keeps the key in its own state; the registries' clients pin theirs).
+        self.monitor = LogMonitor(client, state, pinned=pinned, trust_on_first_use=True,
                                   on_pin=lambda k: state.pin(k.to_string()), clock=clock)
 
     @property

@@ -24,7 +24,7 @@ from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner, Result
 
 from sealbench.client.cli import app
-from sealbench.client.local import create_accounts, registry_process
+from sealbench.client.local import create_accounts, publish_log_key, registry_process
 from sealbench.mocktee import MockCloud
 
 ACCOUNTS = {
@@ -77,6 +77,7 @@ def bare_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     try:
         with MockCloud(mock_state) as cloud:
             tokens = create_accounts(data, ACCOUNTS)
+            log_key = publish_log_key(data)  # the operator's key, given out of band
             with registry_process(data, cloud.endpoints, tmp / "server.log") as url:
                 for name, token in tokens.items():
                     added = cli(
@@ -89,6 +90,8 @@ def bare_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                         token,
                         "--mock-tee",
                         str(mock_state),
+                        "--log-key",
+                        log_key,
                     )
                     assert added.exit_code == 0, added.output
                 yield World(cli, tmp, mock_state, {})

@@ -20,7 +20,7 @@ from typer.testing import CliRunner, Result
 
 from sealbench.benchmarks.registry import PluginRegistry
 from sealbench.client.cli import app
-from sealbench.client.local import create_accounts, registry_process
+from sealbench.client.local import create_accounts, publish_log_key, registry_process
 from sealbench.mocktee import MockCloud
 
 ACCOUNTS = {
@@ -66,10 +66,11 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     try:
         with MockCloud(tmp / "mock") as cloud:
             tokens = create_accounts(tmp / "registry", ACCOUNTS)
+            log_key = publish_log_key(tmp / "registry")  # the operator's, given out of band
             with registry_process(tmp / "registry", cloud.endpoints, tmp / "server.log") as url:
                 for name, token in tokens.items():
                     ok(cli("profile", "add", name, "--server", url, "--token", token,
-                           "--mock-tee", str(tmp / "mock")))
+                           "--mock-tee", str(tmp / "mock"), "--log-key", log_key))
                 world = World(cli, tmp, url, tokens, {})
                 _publish_register_seal_approve_sync(world)
                 yield world

@@ -20,7 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner, Result
 
 from sealbench.client.cli import app
-from sealbench.client.local import create_accounts, registry_process
+from sealbench.client.local import create_accounts, publish_log_key, registry_process
 from sealbench.mocktee import MockCloud
 
 if TYPE_CHECKING:
@@ -94,10 +94,11 @@ def cli_world(
     try:
         with MockCloud(tmp / "mock") as cloud:
             tokens = create_accounts(tmp / "registry", ACCOUNTS)
+            log_key = publish_log_key(tmp / "registry")  # the operator's, given out of band
             with registry_process(tmp / "registry", cloud.endpoints, tmp / "server.log") as url:
                 for name, token in tokens.items():
                     ok(cli("profile", "add", name, "--server", url, "--token", token,
-                           "--mock-tee", str(tmp / "mock")))
+                           "--mock-tee", str(tmp / "mock"), "--log-key", log_key))
                 created = json.loads(ok(cli("benchmark", "create", "--tee", "docker",
                                             "--definition", "brats-small", "--json",
                                             "--profile", "authority")).stdout)

@@ -156,6 +156,7 @@ class World:
         }
         added = self.runner.invoke(app, [
             "profile", "add", profile, "--server", self.url, "--token", self.tokens[account],
+            "--trust-on-first-use",
             "--cloud", "gcp", "--project", project,
             *(("--project-number", number) if give_number else ()),
             "--zone", ZONE, "--service-account", owner.runner,
@@ -237,7 +238,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                 world = World(mock, tmp, url, tokens, stand_in)
                 for name in ("admin", "authority"):
                     ok(world.runner.invoke(app, ["profile", "add", name, "--server", url,
-                                                 "--token", tokens[name]]))
+                                                 "--token", tokens[name],
+                                                 "--trust-on-first-use"]))
                 # From here on, the path must not construct any. Only ``__init__`` is patched:
                 # every call ``cls(...)`` runs it, and patching ``__new__`` cannot be undone
                 # (CPython keeps the class's tp_new slot pointing at the removed override, so

@@ -225,7 +225,7 @@ def test_client_extra_runs_every_help_and_the_registry_commands(
     report = json.loads(_ok([str(python), "-I", "-c", EVERY_HELP], env, tmp_path))
     assert report["count"] > 40 and report["failed"] == {}
     _ok([sealbench, "profile", "add", "hospital", "--server", served_registry.url,
-         "--token", served_registry.token], env, tmp_path)
+         "--token", served_registry.token, "--trust-on-first-use"], env, tmp_path)
     assert "it@hospital.example" in _ok([sealbench, "whoami"], env, tmp_path)
     _ok([sealbench, "benchmark", "ls"], env, tmp_path)
     assert "recipient digest sha256:" in _ok([sealbench, "keys", "init"], env, tmp_path)

@@ -23,6 +23,7 @@ from sealbench.client.api import RegistryClient
 from sealbench.crypto.digest import sha256_digest
 from sealbench.server.app import create_app
 from sealbench.server.db import open_database
+from sealbench.server.logkeys import ensure_log_key
 from sealbench.server.migrate import upgrade_to_head
 from sealbench.server.schemas import BenchmarkCreate
 from sealbench.server.services.users import create_user
@@ -113,6 +114,9 @@ def benchmark_body() -> Callable[..., BenchmarkCreate]:
 class LiveRegistry:
     url: str
     tokens: dict[str, str]
+    #: The registry's transparency-log key, as its operator gives it out of band
+    #: ('sealbench-server key show'): what 'profile add --log-key' pins.
+    log_key: str
 
 
 def _free_port() -> int:
@@ -139,7 +143,8 @@ def live_registry(
             raise RuntimeError("the test registry did not start")
         time.sleep(0.05)
     try:
-        yield LiveRegistry(f"http://127.0.0.1:{port}", registry_.tokens)
+        log_key = ensure_log_key(registry_.settings, create=False).verifier().to_string()
+        yield LiveRegistry(f"http://127.0.0.1:{port}", registry_.tokens, log_key)
     finally:
         server.should_exit = True
         thread.join(timeout=10)

@@ -23,7 +23,8 @@ Cli = Callable[..., Result]
 def cli(runner: CliRunner, cli_home: Path, live_registry: Any) -> Cli:
     for name, token in live_registry.tokens.items():
         result = runner.invoke(app, ["profile", "add", name, "--server", live_registry.url,
-                                     "--token", token, "--no-use"])
+                                     "--token", token, "--no-use",
+                                     "--log-key", live_registry.log_key])
         assert result.exit_code == 0, result.output
 
     def run(*args: str) -> Result:
@@ -59,6 +60,51 @@ def test_profile_add_with_another_log_key_fails_loudly(
     assert "none of which is a trusted key" in r.output and "--log-key KEY" in r.output
 
 
+def test_profile_without_a_log_key_refuses_audit_checks_and_says_how_to_get_it(
+    cli: Cli, cli_home: Path, live_registry: Any
+) -> None:
+    r = cli("profile", "add", "unpinned", "--server", live_registry.url, "--token",
+            live_registry.tokens["hospital"], "--no-use")
+    assert r.exit_code == 0, r.output
+    assert "no transparency-log key is pinned" in r.output
+    assert _profiles(cli_home)["unpinned"]["log_key"] is None
+    assert not (cli_home / "profiles" / "unpinned" / "log" / "checkpoint").exists()
+    for args in (("audit", "checkpoint"), ("audit", "verify")):
+        refused = cli(*args, "--profile", "unpinned")
+        assert refused.exit_code == 3, refused.output
+        said = " ".join(refused.output.split())
+        assert "no transparency-log key is pinned" in said
+        assert "sealbench-server key show" in said and "--log-key KEY" in said
+    shown = json.loads(cli("profile", "show", "unpinned", "--json").stdout)
+    assert shown["log key"].startswith("none: audit checks refused")
+
+
+def test_trust_on_first_use_is_an_explicit_recorded_choice(
+    cli: Cli, cli_home: Path, live_registry: Any
+) -> None:
+    both = cli("profile", "add", "x", "--server", live_registry.url, "--token",
+               live_registry.tokens["admin"], "--log-key", live_registry.log_key,
+               "--trust-on-first-use")
+    assert both.exit_code == 2
+    r = cli("profile", "add", "tofu", "--server", live_registry.url, "--token",
+            live_registry.tokens["admin"], "--trust-on-first-use", "--no-use")
+    assert r.exit_code == 0, r.output
+    assert "on first use" in r.output
+    stored = _profiles(cli_home)["tofu"]
+    assert stored["trust_on_first_use"] is True and stored["log_key"] == live_registry.log_key
+    shown = json.loads(cli("profile", "show", "tofu", "--json").stdout)
+    assert shown["log key"].endswith("(trusted on first use)")
+    verified = cli("audit", "verify", "--profile", "tofu")
+    assert verified.exit_code == 0, verified.output
+    assert "TRUST ON FIRST USE" in verified.output
+    report = json.loads(cli("audit", "verify", "--profile", "tofu", "--json").stdout)
+    assert report["log_key_trusted_on_first_use"] is True
+    pinned = cli("audit", "verify", "--profile", "admin")
+    assert pinned.exit_code == 0 and "TRUST ON FIRST USE" not in pinned.output
+    assert json.loads(cli("profile", "show", "admin", "--json").stdout)["log key"].endswith(
+        "(given out of band)")
+
+
 def test_audit_verify_checks_the_whole_log_on_this_machine(cli: Cli, cli_home: Path) -> None:
     r = cli("audit", "verify", "--profile", "admin")
     assert r.exit_code == 0, r.output
@@ -92,7 +138,8 @@ def test_witness_cosigns_and_clients_can_require_it(
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
     assert cli("audit", "witness", "--profile", "authority").exit_code == 0  # again: same key
     r = cli("profile", "add", "careful", "--server", live_registry.url, "--token",
-            live_registry.tokens["modelco"], "--witness", witness, "--no-use")
+            live_registry.tokens["modelco"], "--witness", witness, "--no-use",
+            "--log-key", live_registry.log_key)
     assert r.exit_code == 0, r.output
     assert cli("audit", "checkpoint", "--profile", "careful").exit_code == 0
     unknown = "sealbench-witness/nobody+" + witness.split("+", 1)[1]

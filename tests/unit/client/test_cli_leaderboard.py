@@ -26,6 +26,7 @@ from sealbench.client.cli import app
 from sealbench.crypto.digest import sha256_digest
 from sealbench.server.app import create_app
 from sealbench.server.db import open_database
+from sealbench.server.logkeys import ensure_log_key
 from sealbench.server.models import Benchmark, Dataset, Model, User
 from sealbench.server.models import Result as ResultRow
 
@@ -70,9 +71,10 @@ def served(registry: Any) -> Iterator[str]:
 @pytest.fixture
 def cli(cli_home: Any, registry: Any, served: str) -> Cli:
     runner = CliRunner()
+    key = ensure_log_key(registry.settings, create=False).verifier().to_string()
     for name, token in registry.tokens.items():
         added = runner.invoke(app, ["profile", "add", name, "--server", served,
-                                    "--token", token, "--no-use"])
+                                    "--token", token, "--no-use", "--log-key", key])
         assert added.exit_code == 0, added.output
 
     def run(*args: str) -> Result:

@@ -55,7 +55,8 @@ def onnx_file(path: Path, in_channels: int = 4) -> Path:
 def cli(runner: CliRunner, cli_home: Path, live_registry: Any) -> Cli:
     for name, token in live_registry.tokens.items():
         added = runner.invoke(app, ["profile", "add", name, "--server", live_registry.url,
-                                    "--token", token, "--no-use"])
+                                    "--token", token, "--no-use",
+                                    "--log-key", live_registry.log_key])
         assert added.exit_code == 0, added.output
 
     def run(*args: str) -> Result:

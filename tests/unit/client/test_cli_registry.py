@@ -52,7 +52,7 @@ def cli(runner: CliRunner, cli_home: Path, live_registry: Any) -> Cli:
     """``sealbench ARGS`` with one profile per test account (the first added is current)."""
     for name, token in live_registry.tokens.items():
         result = _invoke(runner, "profile", "add", name, "--server", live_registry.url,
-                         "--token", token, "--no-use")
+                         "--token", token, "--no-use", "--log-key", live_registry.log_key)
         assert result.exit_code == 0, result.output
 
     def run(*args: str) -> Result:

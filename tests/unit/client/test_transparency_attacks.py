@@ -29,6 +29,7 @@ from sealbench.client.api import RegistryClient
 from sealbench.client.cli import app
 from sealbench.client.errors import (
     LogInconsistentError,
+    LogKeyNotPinnedError,
     LogProofError,
     LogSignatureError,
     NotFoundError,
@@ -51,7 +52,7 @@ from sealbench.server.app import create_app
 from sealbench.server.audit import append_event, verify_stored_log
 from sealbench.server.audit_format import GENESIS_HASH, event_hash, event_leaf_hash
 from sealbench.server.db import open_database
-from sealbench.server.logkeys import rotate_log_key
+from sealbench.server.logkeys import ensure_log_key, rotate_log_key
 from sealbench.server.models import (
     AuditEvent,
     AuditHead,
@@ -176,9 +177,16 @@ def site(registry: object, tmp_path: Path) -> Iterator[Site]:
     yield from _open(reg.settings, reg.tokens)  # type: ignore[attr-defined]
 
 
+def log_key(settings: ServerSettings) -> VerifierKey:
+    """The registry's log key as its operator gives it out of band."""
+    return ensure_log_key(settings, create=False).verifier()
+
+
 def monitor(site: Site, state_dir: Path, account: str = "admin",
             pinned: VerifierKey | None = None, **kwargs: object) -> LogMonitor:
-    return LogMonitor(site.client(account), LogState(state_dir), pinned=pinned, **kwargs)  # type: ignore[arg-type]
+    """A client that pinned ``pinned``, by default the registry's key given out of band."""
+    pin = pinned or log_key(site.settings)
+    return LogMonitor(site.client(account), LogState(state_dir), pinned=pin, **kwargs)  # type: ignore[arg-type]
 
 
 def fork_copy(site: Site, root: Path) -> ServerSettings:
@@ -347,6 +355,40 @@ def test_checkpoint_signed_by_another_key_refused(
             again.refresh()
 
 
+def test_rewritten_log_against_fresh_pinned_profile_detected(
+    site: Site, tmp_path: Path
+) -> None:
+    """The operator rewrites history and, so that no checkpoint signed before can contradict
+    it, starts it over under a new key. A fresh client (no checkpoint held yet) that pinned the
+    key given out of band refuses it; one that pinned nothing refuses to check at all; only one
+    that chose trust on first use accepts it, and says so."""
+    grow(site, 12)
+    genuine = log_key(site.settings)
+    rewrite(site, seq=4)
+    settings = site.settings
+    impostor = SignerKey.generate(genuine.name)
+    settings.effective_log_key_file.unlink()
+    write_signer_key(settings.effective_log_key_file, impostor)
+    db = open_database(site.url)
+    with db.writer() as session:
+        session.execute(update(LogKey).values(verifier=impostor.verifier().to_string()))
+        session.commit()
+    db.dispose()
+    for swapped in _open(settings, site.tokens):
+        fresh = monitor(swapped, tmp_path / "fresh", "modelco", pinned=genuine)
+        with pytest.raises(LogSignatureError, match="none of which is a trusted key"):
+            fresh.refresh()
+        assert not (tmp_path / "fresh" / "checkpoint").exists()  # nothing of it held
+        unpinned = LogMonitor(swapped.client("modelco"), LogState(tmp_path / "unpinned"),
+                              pinned=None)
+        with pytest.raises(LogKeyNotPinnedError):
+            unpinned.refresh()
+        tofu = LogMonitor(swapped.client("modelco"), LogState(tmp_path / "tofu"), pinned=None,
+                          trust_on_first_use=True)
+        tofu.refresh()  # the residual risk of the user's explicit choice
+        assert tofu.pinned == impostor.verifier() and tofu.trusted_on_first_use
+
+
 def test_rotated_key_followed_through_its_endorsement(site: Site, tmp_path: Path) -> None:
     owner = site.client("hospital")
     result_id, expected = log_result(site, "hospital", "sha256:" + "7" * 64)
@@ -449,9 +491,11 @@ def _free_port() -> int:
 
 
 def _cli(site: Site, runner: CliRunner) -> Callable[..., CliResult]:
+    key = log_key(site.settings).to_string()
     for name, token in site.tokens.items():
         added = runner.invoke(app, ["profile", "add", name, "--server",
-                                    site.live_url, "--token", token, "--no-use"])  # type: ignore[attr-defined]
+                                    site.live_url, "--token", token, "--no-use",  # type: ignore[attr-defined]
+                                    "--log-key", key])
         assert added.exit_code == 0, added.output
     return lambda *args: runner.invoke(app, list(args))
 
