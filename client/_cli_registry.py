@@ -32,6 +32,7 @@ from sealbench.client.errors import (
     ConfigError,
 )
 from sealbench.server.schemas import AssociationPublic, BenchmarkPublic
+from sealbench.server.schemas.runs import ProgressCell
 
 __all__ = [
     "association_app",
@@ -289,8 +290,10 @@ def benchmark_progress(
 ) -> None:
     """Per approved (model, dataset): pending, planned, running, failed (with its failure
     class), interrupted or done with the benchmark's current image, and the ONNX Runtime
-    execution provider its latest run said it ran on, as the hospitals' clients reported.
-    The authority sees every pair, a data or model owner the pairs of its assets."""
+    execution provider its latest run said it ran on. Only done is attested (a verified
+    result); every other status and reason is as the hospital's client reported it, a claim
+    the registry cannot check. The authority sees every pair, a data or model owner the pairs
+    of its assets."""
     with session(profile) as s:
         board = s.client.benchmark_progress(benchmark_id)
     if json_out:
@@ -300,13 +303,27 @@ def benchmark_progress(
     table(
         f"progress of benchmark {benchmark_id} (image {board.image_digest[:19]}…): "
         f"{counts or 'no approved pair'}",
-        ("model", "dataset", "status", "reason", "provider", "run", "result", "updated"),
+        ("model", "dataset", "status", "reason", "source", "provider", "run", "result",
+         "updated"),
         ((f"{c.model_id} {c.model_name}", f"{c.dataset_id} {c.dataset_name}", c.status,
-          c.reason or "", c.execution_provider or "", c.run_id or "",
+          c.reason or "", _source(c), c.execution_provider or "", c.run_id or "",
           "" if c.result_id is None else c.result_id,
           "" if c.updated_at is None else c.updated_at.strftime("%Y-%m-%d %H:%M"))
          for c in board.cells),
     )
+    if any(c.reported_by_id is not None and not c.attested for c in board.cells):
+        out().print("statuses other than done, and their reasons, are reported by the "
+                    "hospital's client: the registry cannot check them (no failure is "
+                    "attested)")
+
+
+def _source(cell: ProgressCell) -> str:
+    """Who vouches for a progress cell: the registry's verified result, or the hospital."""
+    if cell.attested:
+        return "attested result"
+    if cell.reported_by_id is not None:
+        return f"reported by hospital (user {cell.reported_by_id})"
+    return ""
 
 
 # -- association -------------------------------------------------------------------------------

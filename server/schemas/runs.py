@@ -172,7 +172,12 @@ ProgressStatus = Literal["pending", "planned", "running", "failed", "interrupted
 
 class ProgressCell(WireModel):
     """One approved (model, dataset) pair: its latest run for the benchmark's current image
-    (none: ``pending``), or ``done`` when a verified result of that image exists."""
+    (none: ``pending``), or ``done`` when a verified result of that image exists.
+
+    Only ``done`` is attested (``attested``: the registry verified the result's attestation
+    token). Every other status, with its ``reason`` and timings, is what the data owner's
+    client reported (``reported_by_id``), which the registry cannot check: the enclave's
+    failure record is not signed, so a failure (``integrity``, say) is the hospital's claim."""
 
     model_id: int
     model_name: str
@@ -184,6 +189,10 @@ class ProgressCell(WireModel):
     execution_provider: str | None = None
     result_id: int | None = None
     updated_at: datetime | None = None
+    #: True only for ``done``: a result of this image whose attestation the registry verified.
+    attested: bool = False
+    #: The account whose client reported the latest run (the dataset's owner); None: no run.
+    reported_by_id: int | None = None
 
 
 class BenchmarkProgress(WireModel):

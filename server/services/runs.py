@@ -244,8 +244,8 @@ def list_page(
 
 def progress(session: Session, actor: Principal, benchmark_id: int) -> BenchmarkProgress:
     """Every approved (model, dataset) pair the caller may see, with its status for the
-    benchmark's current image: done (a verified result of that image), else its latest run's
-    state, else pending."""
+    benchmark's current image: done (a verified result of that image: attested), else its
+    latest run's state as its data owner reported it (a claim), else pending."""
     benchmark = get_or_404(session, Benchmark, benchmark_id, "benchmark")
     authority = benchmark.owner_id == actor.user_id
     datasets_q = approved_pairs_subquery("dataset")
@@ -288,6 +288,8 @@ def progress(session: Session, actor: Principal, benchmark_id: int) -> Benchmark
             execution_provider=None if run is None else run.execution_provider,
             result_id=result_id if result_id is not None else (run.result_id if run else None),
             updated_at=None if run is None else run.updated_at,
+            attested=status == "done",
+            reported_by_id=None if run is None else run.reporter_id,
         ))
     counts: dict[str, int] = {}
     for cell in cells:

@@ -292,3 +292,30 @@ def test_dashboard_progress_matrix_shows_each_viewer_what_the_api_does(
         assert "key_release_denied" in shown.text and "run-d" in shown.text
     _sign_in(client, world.other.token)
     assert client.get(page).status_code == 403
+
+
+def test_fabricated_integrity_failure_shown_to_the_model_owner_is_labelled_a_hospital_claim(
+    client: TestClient, world: Any, h: Any, tokens: Any
+) -> None:
+    """A hospital can report any failure of a model (no enclave-signed failure record exists):
+    the model owner sees it as reported by the hospital, never as attested; only a verified
+    result is."""
+    h.ok(_put(client, world.data_owner, "run-f", _report(world, h, "failed", 1,
+                                                          reason="integrity")))
+    me = h.ok(client.get(f"{API}/users/me", headers=world.data_owner.headers))
+    cell = h.ok(client.get(f"{API}/benchmarks/{world.benchmark_id}/progress",
+                           headers=world.model_owner.headers))["cells"][0]
+    assert (cell["status"], cell["reason"]) == ("failed", "integrity")
+    assert cell["attested"] is False and cell["reported_by_id"] == me["id"]
+    _sign_in(client, world.model_owner.token)
+    shown = client.get(f"/ui/benchmarks/{world.benchmark_id}/progress").text
+    assert 'data-source="reported">reported by hospital' in shown
+    assert "no failure is attested" in shown
+    for seq, state in enumerate(STATES, start=1):
+        h.ok(_put(client, world.data_owner, "run-g", _report(world, h, state, seq)))
+    _submit_result(client, world, tokens, h)
+    done = h.ok(client.get(f"{API}/benchmarks/{world.benchmark_id}/progress",
+                           headers=world.model_owner.headers))["cells"][0]
+    assert done["status"] == "done" and done["attested"] is True
+    assert 'data-source="attested">attested result' in client.get(
+        f"/ui/benchmarks/{world.benchmark_id}/progress").text
