@@ -3,7 +3,9 @@
 The registry pools every model over the sites the caller may read (case-weighted, 95%
 intervals, between-site spread, rank groups); this module only renders its answer. The CSV has
 one row per (model, metric) with ``model, model_id, metric, rank, tied, n_sites, n_cases,
-pooled, ci95_low, ci95_high, site_min, site_max, i2, mock_tee`` and one column per site.
+pooled, ci95_low, ci95_high, site_min, site_max, i2, mock_tee, epsilon, bias`` and one column per
+site. The table marks a pooled value whose plug-in method has an error beside noise and sampling
+(``bias``: an AUROC from score bins) as ``0.9640 ±0.0020*``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from sealbench.server.schemas.leaderboard import PooledLeaderboard, PooledValueP
 __all__ = ["OutputFormat", "benchmark_leaderboard", "print_table", "to_csv"]
 
 MOCK_BADGE = "mock TEE, not a confidential run"
+BIAS_NOTE = ("* ±: the largest error the plug-in's method of computing the value can make beside "
+             "noise and sampling (e.g. an AUROC read from score bins)")
 
 
 class OutputFormat(StrEnum):
@@ -31,6 +35,12 @@ class OutputFormat(StrEnum):
 
 def _fmt(value: float | None, digits: int = 4) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _pooled(value: PooledValuePublic) -> str:
+    if value.pooled is None or value.bias is None:
+        return _fmt(value.pooled)
+    return f"{value.pooled:.4f} ±{value.bias:.4f}*"
 
 
 def _interval(value: PooledValuePublic) -> str:
@@ -53,10 +63,13 @@ def print_table(console: Console, board: PooledLeaderboard) -> None:
         rank = "-" if s.rank is None else f"{s.rank}{'=' if s.tied else ''}"
         span = "-" if v.site_min is None else f"{_fmt(v.site_min)} to {_fmt(v.site_max)}"
         model = f"{s.model_name} {s.model_version} (#{s.model_id})"
-        t.add_row(rank, model + (" ‡" if s.mock_tee else ""), _fmt(v.pooled),
+        t.add_row(rank, model + (" ‡" if s.mock_tee else ""), _pooled(v),
                   _interval(v), str(v.n_sites), str(v.n_cases), span,
                   "-" if v.i2 is None else f"{v.i2:.0%}")
     console.print(t)
+    if any(s.values[0].pooled is not None and s.values[0].bias is not None
+           for s in board.standings):
+        console.print(BIAS_NOTE)
     if any(s.mock_tee for s in board.standings):
         console.print(f"‡ {MOCK_BADGE}: verified against a mock attestation issuer")
     console.print(f"Ranks: {board.rank_rule} ('=' marks a tie). Figures pooled from "

@@ -58,6 +58,7 @@ __all__ = [
     "ModelCoordinates",
     "PrivacyDebit",
     "Result",
+    "ResultStatistics",
     "Run",
     "User",
     "UtcDateTime",
@@ -352,6 +353,26 @@ class Result(Base):
     image_digest: Mapped[str] = mapped_column(_DIGEST)
     nonce: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(_TS)
+
+
+class ResultStatistics(Base):
+    """What the pooled leaderboard reads of one result, computed by the benchmark's plug-in
+    (``plugin``, the pin) when the result was accepted, in the same transaction
+    (:mod:`sealbench.server.services.result_statistics` says what each field holds)."""
+
+    __tablename__ = "result_statistics"
+
+    result_id: Mapped[int] = mapped_column(ForeignKey("results.id"), primary_key=True,
+                                           autoincrement=False)
+    plugin: Mapped[str] = mapped_column(String(80))
+    format: Mapped[int] = mapped_column(Integer)
+    n_cases: Mapped[int] = mapped_column(Integer)
+    reason: Mapped[str | None] = mapped_column(Text)
+    mock_tee: Mapped[bool] = mapped_column(Boolean)
+    epsilon: Mapped[float | None] = mapped_column(Double)
+    delta: Mapped[float | None] = mapped_column(Double)
+    figures: Mapped[dict[str, Any]]
+    pool: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class PrivacyDebit(Base):

@@ -25,8 +25,13 @@ __all__ = [
 ]
 
 #: The CSV's fixed columns; one column per site follows, titled ``<dataset name> (#<id>)``.
+#: ``bias`` is the pooled value's method error (empty where the method is exact).
 CSV_FIXED = ("model", "model_id", "metric", "rank", "tied", "n_sites", "n_cases", "pooled",
-             "ci95_low", "ci95_high", "site_min", "site_max", "i2", "mock_tee", "epsilon")
+             "ci95_low", "ci95_high", "site_min", "site_max", "i2", "mock_tee", "epsilon",
+             "bias")
+
+_BIAS = ("the largest error the plug-in's method of computing the value can make beside noise "
+         "and sampling (e.g. an AUROC read from score bins); None where the method is exact")
 
 
 class MetricInfoPublic(WireModel):
@@ -54,6 +59,7 @@ class SiteValuePublic(WireModel):
     epsilon: float | None = Field(
         default=None, description="the privacy loss of the site's release (None: exact)")
     delta: float | None = Field(default=None, description="the release's delta")
+    bias: float | None = Field(default=None, description=_BIAS)
 
 
 class PooledValuePublic(WireModel):
@@ -67,6 +73,7 @@ class PooledValuePublic(WireModel):
     site_max: float | None
     i2: float | None = Field(description="heterogeneity between sites (0 to 1)")
     sites: tuple[SiteValuePublic, ...]
+    bias: float | None = Field(default=None, description=_BIAS)
 
 
 class StandingPublic(WireModel):
@@ -136,5 +143,6 @@ def to_csv(board: _CsvBoard) -> str:
                 str(standing.tied).lower(), value.n_sites, value.n_cases, _num(value.pooled),
                 _num(value.ci95_low), _num(value.ci95_high), _num(value.site_min),
                 _num(value.site_max), _num(value.i2), str(standing.mock_tee).lower(),
-                _num(epsilon), *(_num(by_site.get(s.dataset_id)) for s in board.sites)])
+                _num(epsilon), _num(value.bias),
+                *(_num(by_site.get(s.dataset_id)) for s in board.sites)])
     return buffer.getvalue()

@@ -1,7 +1,8 @@
 """Results: submitted only by the dataset's owner, for approved dataset and model associations,
 stored only after the attestation token verifies and, when the summary is a release, only when
 the release is the one the benchmark's plug-in declares and fits the dataset's privacy budget
-(charged in the same transaction, :mod:`.budgets`); readable by the dataset's owner and the
+(charged in the same transaction, :mod:`.budgets`), with what the pooled leaderboard reads of it
+(:mod:`.result_statistics`, also in that transaction); readable by the dataset's owner and the
 benchmark's owner, nobody else. A result stays when its dataset's or model's association is
 withdrawn later; :func:`withdrawn_sides` says which side withdrew, so readers can mark it."""
 
@@ -37,6 +38,7 @@ from sealbench.server.services.benchmark_plugins import (
     validate_summary,
 )
 from sealbench.server.services.budgets import charge, checked_release, lock_ledger
+from sealbench.server.services.result_statistics import record as record_statistics
 from sealbench.server.verification import ResultVerifier
 
 __all__ = ["get", "leaderboard", "list_page", "submit", "withdrawn_sides"]
@@ -63,7 +65,8 @@ def submit(
     if not is_approved(session, "model", benchmark.id, model.id):
         raise InvalidStateError(f"model {model.id} is not approved in benchmark {benchmark.id}")
     parsed = validate_summary(benchmark.metrics_version, body.summary, plugins)
-    release = checked_release(plugin_of(benchmark.metrics_version, plugins), parsed)
+    plugin = plugin_of(benchmark.metrics_version, plugins)
+    release = checked_release(plugin, parsed)
     if release is not None and release.exact and not exact_release_consented(
             session, benchmark.id, dataset.id):
         raise ResultRejectedError(
@@ -125,6 +128,8 @@ def submit(
     )
     if ledger is not None and release is not None:
         charge(session, actor, ledger, row, release, now)
+    # what the pooled leaderboard reads of it, stored with it (one transaction)
+    record_statistics(session, plugin, row)
     commit(session, "result")
     return row
 

@@ -88,6 +88,8 @@ def pooled_pages(state: DashboardState) -> APIRouter:
                 "breakdown": [by_key[k] for k in board.breakdown],
                 "values": values,
                 "cells": cells,
+                "has_bias": any(v.bias is not None or any(x.bias is not None for x in v.sites)
+                                for st in board.standings for v in st.values),
                 "selected_sites": set(site or ()),
                 "csv_query": query,
                 "mock_badge": MOCK_BADGE,
