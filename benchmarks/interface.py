@@ -34,6 +34,14 @@ summary carries histograms also sets a minimum count per bin and merges or suppr
 under it when summarising; its :meth:`Benchmark.parse_summary` refuses a bin under it (BraTS:
 3 cases, adjacent bins merged, a histogram under it suppressed).
 
+**Limits** (:class:`RunLimits`, declared by a plug-in through :class:`DeclaresRunLimits`, else
+:data:`DEFAULT_RUN_LIMITS`): the time one case may take, the time all cases may take, and the
+memory the evaluating process may hold. They are plug-in code, so the pin (and the image digest
+the owners approve) fixes them; the enclave enforces them (a case over its time or memory is a
+flagged ``timeout`` or ``memory`` failure, the run limit ends the evaluation with the results so
+far and flags the rest ``timeout``). A runner's ONNX Runtime calls obey them through
+:mod:`sealbench.benchmarks.onnx_runtime`.
+
 Errors every plug-in raises (its own subclasses are fine)::
 
     BenchmarkError
@@ -62,6 +70,7 @@ if TYPE_CHECKING:  # numpy-free at run time: the registry's readers import this 
     from .release import NoiseSource, Release, ReleaseSpec
 
 __all__ = [
+    "DEFAULT_RUN_LIMITS",
     "EXACT_SUFFIX",
     "Benchmark",
     "BenchmarkError",
@@ -70,6 +79,7 @@ __all__ = [
     "CaseResult",
     "ContractVariants",
     "DatasetLayout",
+    "DeclaresRunLimits",
     "DemoModelInput",
     "DemoVariant",
     "Direction",
@@ -99,6 +109,7 @@ __all__ = [
     "ProvidesDemoModelInput",
     "PublicSummary",
     "ReportsExecutionProvider",
+    "RunLimits",
     "Runner",
     "ShippedModel",
     "ShipsDefinitions",
@@ -109,6 +120,7 @@ __all__ = [
     "exact_copy",
     "execution_provider_of",
     "release_of",
+    "run_limits_of",
 ]
 
 #: A JSON object as Python decodes it (``json.loads``) and pydantic dumps it (``mode="json"``).
@@ -379,11 +391,50 @@ class LoadedCase(Protocol):
 
 class Runner(Protocol):
     """A model loaded (from bytes, in memory) for inference. A runner also says which ONNX
-    Runtime execution provider runs it by implementing :class:`ReportsExecutionProvider`."""
+    Runtime execution provider runs it by implementing :class:`ReportsExecutionProvider`. It
+    opens and runs its sessions through :mod:`sealbench.benchmarks.onnx_runtime` (``open_session``
+    refuses a model that is not exactly its bytes; ``run`` obeys the enclave's per-case limit)."""
 
     def predict(self, case: Any) -> Any:
         """The model's prediction for a case the plug-in loaded; :class:`InferenceError`."""
         ...
+
+
+@dataclass(frozen=True)
+class RunLimits:
+    """What a run of the benchmark may spend, fixed in the plug-in (part of its pin): seconds per
+    case (inference of one case, from ``predict`` to its return), seconds for every case of the
+    run together, and the bytes of data memory (``RLIMIT_DATA``: heap and private mappings) the
+    evaluating process may hold from loading the model to the end of the evaluation."""
+
+    case_seconds: float = 900.0
+    run_seconds: float = 24 * 3600.0
+    memory_bytes: int = 6 << 30
+
+    def __post_init__(self) -> None:
+        if not (self.case_seconds > 0 and self.run_seconds > 0 and self.memory_bytes > 0):
+            raise ValueError(f"run limits must be positive, received {self}")
+
+
+#: The limits of a plug-in that declares none: a quarter of an hour a case, a day a run, 6 GiB
+#: (the default confidential VM, n2d-standard-2, has 8 GB).
+DEFAULT_RUN_LIMITS: Final = RunLimits()
+
+
+@runtime_checkable
+class DeclaresRunLimits(Protocol):
+    """Implemented by a plug-in that declares its own :class:`RunLimits`."""
+
+    @property
+    def run_limits(self) -> RunLimits: ...
+
+
+def run_limits_of(benchmark: object) -> RunLimits:
+    """The limits ``benchmark`` declares, or :data:`DEFAULT_RUN_LIMITS` when it declares none
+    (a plug-in of before limits)."""
+    if isinstance(benchmark, DeclaresRunLimits) and isinstance(benchmark.run_limits, RunLimits):
+        return benchmark.run_limits
+    return DEFAULT_RUN_LIMITS
 
 
 class ExecutionProvider(StrEnum):

@@ -9,6 +9,11 @@ mock TEE's launcher socket in ``DIR`` (``DIR/teeserver.sock``) instead of
 mock) accepts it. On Confidential Space it cannot be set: the image's launch policy allows no
 command override and the key owners' conditions require ``cmd_override`` to be empty.
 
+Before anything else it installs the process's egress guard
+(:func:`~sealbench.enclave.network.install_egress_guard`): until the run is attested only the
+launcher's socket and the loopback interface, then only the run's checked endpoints; every other
+connection or name lookup, by the enclave, a plug-in or a model's runtime, is refused.
+
 Output: progress logs on stdout (logger ``sealbench.enclave``: steps and counts, never case ids,
 metrics, keys or tokens). Exit 0 on success; otherwise the exit code of the
 :class:`~sealbench.enclave.errors.EnclaveError` and one line ``sealbench-enclave: <reason> (exit
@@ -26,6 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from sealbench.enclave.errors import EnclaveError
+from sealbench.enclave.network import install_egress_guard
 from sealbench.enclave.platforms import EvidenceSource
 from sealbench.enclave.run import run_enclave
 
@@ -51,9 +57,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "evidence found there proves)",
     )
     args = parser.parse_args(argv)
+    egress = install_egress_guard(args.launcher_dir)
     _logging()
     try:
-        run_enclave(os.environ, EvidenceSource(args.launcher_dir))
+        run_enclave(os.environ, EvidenceSource(args.launcher_dir), egress=egress)
     except EnclaveError as exc:
         # The exit code closes the line: Confidential Space reports only its launcher's exit
         # code, so the client reads the enclave's from the serial port.

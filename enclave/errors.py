@@ -19,7 +19,9 @@ metrics. Foreign exceptions are translated once, where the step that called them
     ├── AssetRejected                exit 15  the model or dataset is authentic but unusable
     │                                         (contract mismatch, no cases)
     ├── StorageFailure               exit 16  an asset could not be read from storage
-    └── ResultUploadError            exit 17  the result could not be attested or uploaded
+    ├── ResultUploadError            exit 17  the result could not be attested or uploaded
+    └── EgressRefused                exit 18  a connection to an endpoint the run does not pin
+                                              (also a PermissionError, as network code expects)
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ __all__ = [
     "AssetRejected",
     "AttestationUnavailable",
     "DestinationError",
+    "EgressRefused",
     "EnclaveError",
     "KeyReleaseDenied",
     "ResultUploadError",
@@ -92,3 +95,10 @@ class ResultUploadError(EnclaveError):
     """The result attestation could not be obtained or the result not uploaded."""
 
     exit_code = 17
+
+
+class EgressRefused(EnclaveError, PermissionError):  # noqa: N818 - names the refusal
+    """A connection (or a name lookup) to a host or socket the run does not pin was refused
+    (:mod:`sealbench.enclave.network`). Its message names the host, nothing else."""
+
+    exit_code = 18

@@ -14,6 +14,14 @@ that authenticates but cannot be decoded, or whose inference fails, becomes a fl
 :meth:`failure <sealbench.benchmarks.interface.Benchmark.failure>` of the benchmark plug-in,
 with its reason, and is penalised in the aggregates; nothing is skipped.
 
+Limits (the plug-in's :class:`~sealbench.benchmarks.interface.RunLimits`, part of its pin):
+each prediction runs under a :func:`~sealbench.benchmarks.limits.case_guard` of the per-case
+limit (or what the run has left, if less), which stops the plug-in's ONNX Runtime runs when it
+passes; a case it stopped, or whose allocation failed under the memory limit
+(:mod:`sealbench.enclave.bounds`), is a flagged failure with reason ``timeout`` or ``memory``,
+and the next case runs. When the run's time is spent, the evaluation ends with the results so
+far and every case not yet predicted is flagged ``timeout``.
+
 The data contract, grid included, is the pinned plug-in's (the pin is attested): a dataset
 whose ``dataset.json`` states another contract or grid (``brats-2023-gli/1`` is 240x240x155,
 ``brats-2023-gli/1-64x64x48`` the small grid) is refused before any case is read
@@ -27,11 +35,13 @@ never by case id.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Final, TypeVar, cast
+from typing import Final, TypeVar
 
 from sealbench.benchmarks.interface import (
     BenchmarkError,
@@ -39,7 +49,9 @@ from sealbench.benchmarks.interface import (
     CaseResult,
     DatasetLayout,
     LoadedCase,
+    run_limits_of,
 )
+from sealbench.benchmarks.limits import TIMEOUT, LimitReason, case_guard
 from sealbench.cloud import CloudError, ObjectCorrupted
 from sealbench.crypto.digest import parse_digest
 from sealbench.crypto.errors import CryptoError, IntegrityError
@@ -164,7 +176,9 @@ def open_dataset(model: VerifiedModel) -> VerifiedDataset:
     return VerifiedDataset(model, index, layout, tuple(slots))
 
 
-def prefetched(items: Sequence[T], fetch: Callable[[T], object]) -> Iterator[object]:
+def prefetched(
+    items: Sequence[T], fetch: Callable[[T], object]
+) -> Generator[object, None, None]:
     """``fetch(item)`` for each item in order, fetching the next item on a background thread
     while the caller works on the current one (never more than one fetch ahead)."""
     if not items:
@@ -230,34 +244,66 @@ class Evaluation:
     results: tuple[CaseResult, ...]
 
 
-def _segment_and_score(dataset: VerifiedDataset, loaded: _Loaded) -> CaseResult:
+def _segment_and_score(
+    dataset: VerifiedDataset, loaded: _Loaded, seconds: float
+) -> tuple[CaseResult, LimitReason | None]:
+    """The case's result, and the limit that stopped it (None when none did)."""
     run = dataset.model.keys.destination.run
     case = loaded.case
-    with run.timer.measure("infer"):
+    failed: str | None = None
+    with run.timer.measure("infer"), case_guard(seconds) as guard:
         try:
             prediction = dataset.model.runner.predict(case)
         except BenchmarkError as exc:
-            return run.benchmark.failure(case.case_id, f"inference failed: {exc}")
+            failed = f"inference failed: {exc}"
+        except MemoryError:
+            guard.out_of_memory()
+    stopped = guard.reason
+    if stopped is not None:  # whatever the plug-in made of the stopped run
+        return run.benchmark.failure(case.case_id, stopped), stopped
+    if failed is not None:
+        return run.benchmark.failure(case.case_id, failed), None
     with run.timer.measure("score"):
-        return run.benchmark.score(case, prediction)
+        return run.benchmark.score(case, prediction), None
+
+
+def _cases(stream: Iterator[object]) -> Iterator[_Loaded | CaseResult]:
+    for batch in stream:
+        assert isinstance(batch, list)
+        yield from batch
+        del batch
 
 
 def evaluate(dataset: VerifiedDataset) -> Evaluation:
     """Step 5: segment and score every case (prefetching the next object), recording
-    failures."""
+    failures, within the plug-in's time limits."""
+    run = dataset.model.keys.destination.run
+    limits = run_limits_of(run.benchmark)
+    deadline = time.monotonic() + limits.run_seconds
     total = len(dataset.cases)
     results: list[CaseResult] = []
     objects = _objects(dataset)
-    stream = prefetched(objects, _fetch_object(dataset, len(objects)))
-    for batch in stream:
-        assert isinstance(batch, list)
-        for item in batch:
+    with contextlib.closing(prefetched(objects, _fetch_object(dataset, len(objects)))) as stream:
+        for item in _cases(stream):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
             if isinstance(item, _Loaded):
-                results.append(_segment_and_score(dataset, item))
+                result, stopped = _segment_and_score(
+                    dataset, item, min(limits.case_seconds, left))
+                if stopped is not None:
+                    _log.warning("step 5/7: case %d/%d stopped by the benchmark's %s limit",
+                                 len(results) + 1, total, stopped)
             else:
-                results.append(cast("CaseResult", item))
+                result = item
+            results.append(result)
             _log.info("step 5/7: case %d/%d done", len(results), total)
-        del batch
+    done = {r.case_id for r in results}
+    late = [slot.case_id for slot in dataset.cases if slot.case_id not in done]
+    if late:
+        _log.warning("step 5/7: the run's time limit (%g s) is spent: %d case(s) not evaluated, "
+                     "flagged timeout", limits.run_seconds, len(late))
+        results += [run.benchmark.failure(case_id, TIMEOUT) for case_id in late]
     failed = sum(r.failed for r in results)
     _log.info("step 5/7: %d cases evaluated, %d failed", total, failed)
     return Evaluation(dataset, tuple(sorted(results, key=lambda r: r.case_id)))

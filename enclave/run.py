@@ -11,12 +11,18 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from sealbench.benchmarks.interface import ExecutionProvider, execution_provider_of
+from sealbench.benchmarks.interface import (
+    ExecutionProvider,
+    execution_provider_of,
+    run_limits_of,
+)
 from sealbench.cloud import BlobStore, CloudError, join_name
 from sealbench.cloud.attester import Attester
 from sealbench.enclave.access import AssetAccess, CloudAccess
+from sealbench.enclave.bounds import MemoryLimit, ProcessMemoryLimit
 from sealbench.enclave.errors import EnclaveError
 from sealbench.enclave.evaluation import evaluate, open_dataset
+from sealbench.enclave.network import EgressGuard
 from sealbench.enclave.platforms import EvidenceSource
 from sealbench.enclave.publish import PublishedResult, publish, seal_results
 from sealbench.enclave.result import FAILURE_OBJECT, FailureRecord
@@ -93,15 +99,23 @@ def run_enclave(
     access: AccessFactory = CloudAccess,
     make_runner: RunnerFactory | None = None,
     timer: StepTimer | None = None,
+    memory: MemoryLimit | None = None,
+    egress: EgressGuard | None = None,
 ) -> RunReport:
     """Run every step; raise :class:`EnclaveError` (after recording it) on any failure.
     ``attester`` is where the evidence comes from: the platforms' own sources
     (:class:`~sealbench.enclave.platforms.EvidenceSource`, what the image's entry point passes)
-    or a caller's attester (its platform found by the issuer of its first token)."""
+    or a caller's attester (its platform found by the issuer of its first token). The
+    benchmark's memory limit holds from loading the model to the end of the evaluation
+    (``memory``: the process's, :class:`~sealbench.enclave.bounds.ProcessMemoryLimit`, unless a
+    caller bounds it otherwise). With ``egress`` (the process's guard, which the image's entry
+    point installs), the process connects only to the run's checked endpoints once the run is
+    attested."""
     timer = timer or StepTimer()
     progress = _Progress()
     try:
-        return _run(environ, attester, access, make_runner, timer, progress)
+        return _run(environ, attester, access, make_runner, timer, progress,
+                    memory or ProcessMemoryLimit(), egress)
     except EnclaveError as exc:
         _record_failure(progress, exc)
         raise
@@ -120,9 +134,13 @@ def _run(
     make_runner: RunnerFactory | None,
     timer: StepTimer,
     progress: _Progress,
+    memory: MemoryLimit,
+    egress: EgressGuard | None,
 ) -> RunReport:
     _log.info("step 0/7: reading the run specification and the first attestation token")
     run = attest(environ, attester, timer)
+    if egress is not None:
+        egress.pin(run.destinations)
     progress.run_id = run.spec.run_id
     access = access_factory(run)
     progress.step = "check the recipient key and the result destination"
@@ -133,18 +151,19 @@ def _run(
     progress.step = "obtain credentials and unwrap the keys"
     _log.info("step 2/7: %s", progress.step)
     keys = release_keys(destination, access)
-    progress.step = "download, verify and load the model"
-    _log.info("step 3/7: %s", progress.step)
-    model = load_model(keys) if make_runner is None else load_model(keys, make_runner)
-    provider = execution_provider_of(model.runner)
-    if provider is not None:
-        _log.info("the model runs on ONNX Runtime's %s", provider.value)
-    progress.step = "verify the dataset manifest"
-    _log.info("step 4/7: %s", progress.step)
-    dataset = open_dataset(model)
-    progress.step = "segment and score the cases"
-    _log.info("step 5/7: %s", progress.step)
-    evaluation = evaluate(dataset)
+    with memory.applied(run_limits_of(run.benchmark).memory_bytes):
+        progress.step = "download, verify and load the model"
+        _log.info("step 3/7: %s", progress.step)
+        model = load_model(keys) if make_runner is None else load_model(keys, make_runner)
+        provider = execution_provider_of(model.runner)
+        if provider is not None:
+            _log.info("the model runs on ONNX Runtime's %s", provider.value)
+        progress.step = "verify the dataset manifest"
+        _log.info("step 4/7: %s", progress.step)
+        dataset = open_dataset(model)
+        progress.step = "segment and score the cases"
+        _log.info("step 5/7: %s", progress.step)
+        evaluation = evaluate(dataset)
     progress.step = "seal the per-case results"
     _log.info("step 6/7: %s", progress.step)
     sealed = seal_results(evaluation)

@@ -5,7 +5,8 @@ result steps continue in :mod:`sealbench.enclave.evaluation` and
 :mod:`sealbench.enclave.publish`.
 
 Nothing here writes plaintext anywhere: keys and weights stay in memory, ONNX Runtime loads the
-model from bytes.
+model from bytes, and only a model that is exactly its bytes (no tensor stored as external data,
+which ONNX Runtime would read from the working directory) reaches the plug-in.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import BinaryIO, Final, Literal, NoReturn
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 
 from sealbench.benchmarks.interface import Benchmark, BenchmarkError, Runner
+from sealbench.benchmarks.onnx_safety import UnsafeModelError, check_self_contained
 from sealbench.cloud import (
     BlobStore,
     CloudError,
@@ -327,7 +329,9 @@ def load_model(keys: UnwrappedKeys, make_runner: RunnerFactory = _plugin_runner)
     """Step 3: stream ``weights.sealed`` from storage, decrypting it segment by segment into one
     plaintext buffer sized from the object's size (refused above :data:`MAX_WEIGHTS_CIPHERTEXT`
     before anything is read) and hashing it as it goes, check the weights' digest, then load them
-    (from bytes) into the benchmark plug-in's runner. The ciphertext is never held whole."""
+    (from bytes) into the benchmark plug-in's runner. The ciphertext is never held whole. A model
+    that refers to data outside its bytes is refused here by structure, whatever the plug-in
+    checks (:func:`~sealbench.benchmarks.onnx_safety.check_self_contained`)."""
     run = keys.destination.run
     asset = keys.model
     name = asset.name(WEIGHTS_OBJECT)
@@ -348,6 +352,10 @@ def load_model(keys: UnwrappedKeys, make_runner: RunnerFactory = _plugin_runner)
             raise AssetIntegrityError(
                 f"the model weights failed verification: {exc} ({name})"
             ) from exc
+    try:
+        check_self_contained(weights)
+    except UnsafeModelError as exc:
+        raise AssetRejected(f"the model is not self-contained: {exc}") from exc
     try:
         runner = make_runner(run.benchmark, weights)
     except BenchmarkError as exc:

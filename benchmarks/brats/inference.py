@@ -25,12 +25,13 @@ from typing import Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
-import onnxruntime as ort  # type: ignore[import-untyped]
+
+from sealbench.benchmarks.onnx_runtime import open_session, ort, run
 
 from .cases import Case
 from .contract import BratsContract
 from .errors import InferenceError
-from .model_contract import ModelContractReport, check_model_contract
+from .model_contract import DOMAINS, ModelContractReport, check_model_contract
 from .normalise import normalise_modalities
 from .postprocess import PostProcess, declared, remove_small_components
 
@@ -139,7 +140,7 @@ class OnnxSegmenter:
         options.log_severity_level = 3
         chosen = providers or choose_providers(list(ort.get_available_providers()))
         try:
-            self._session = ort.InferenceSession(model_bytes, options, providers=chosen)
+            self._session = open_session(model_bytes, options, chosen, domains=DOMAINS)
         except Exception as exc:  # ORT raises its own untyped errors
             raise InferenceError("ONNX Runtime could not create a session") from exc
         logger.info("ONNX Runtime session on %s", self._session.get_providers()[0])
@@ -156,8 +157,8 @@ class OnnxSegmenter:
 
     def _run(self, x: FloatArray) -> FloatArray:
         try:
-            (logits,) = self._session.run([self.report.output_name],
-                                          {self.report.input_name: x[None]})
+            (logits,) = run(self._session, [self.report.output_name],
+                            {self.report.input_name: x[None]})
         except Exception as exc:  # ORT raises its own untyped errors
             raise InferenceError(f"inference failed on an input of shape {x.shape}") from exc
         return np.asarray(logits[0], dtype=np.float32)

@@ -8,26 +8,32 @@ mismatch is collected and reported together in :class:`ModelContractError`.
 
 The opset is read from the ModelProto's ``opset_import`` field (number 8) with a minimal,
 bounded protobuf reader (:mod:`sealbench.benchmarks.onnx_opsets`), so this check needs only
-ONNX Runtime, not the ``onnx`` package.
+ONNX Runtime, not the ``onnx`` package. The model must be exactly its bytes: a tensor stored as
+external data, or a node outside the standard ONNX domain (:data:`DOMAINS`), anywhere in it, is
+refused by structure before ONNX Runtime sees it
+(:func:`sealbench.benchmarks.onnx_safety.check_self_contained`, an
+:class:`~sealbench.benchmarks.onnx_safety.UnsafeModelError`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import onnxruntime as ort  # type: ignore[import-untyped]
-
 from sealbench.benchmarks.onnx_opsets import read_opsets
+from sealbench.benchmarks.onnx_runtime import open_session, ort
+from sealbench.benchmarks.onnx_safety import STANDARD_DOMAINS, UnsafeModelError
 
 from .contract import BratsContract
 from .errors import ModelContractError
 
-__all__ = ["N_CLASSES", "SUPPORTED_OPSETS", "ModelContractReport", "check_model_contract",
-           "read_opsets"]
+__all__ = ["DOMAINS", "N_CLASSES", "SUPPORTED_OPSETS", "ModelContractReport",
+           "check_model_contract", "read_opsets"]
 
 N_CLASSES = 4
 SUPPORTED_OPSETS = range(17, 22)
 MAX_MODEL_BYTES = 512 * 1024 * 1024
+#: The operator domains a segmentation model may use: standard ONNX only.
+DOMAINS = STANDARD_DOMAINS
 
 
 @dataclass(frozen=True)
@@ -56,7 +62,9 @@ def check_model_contract(model_bytes: bytes, contract: BratsContract) -> ModelCo
         opsets = read_opsets(model_bytes)
         options = ort.SessionOptions()
         options.log_severity_level = 3
-        session = ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+        session = open_session(model_bytes, options, domains=DOMAINS)
+    except UnsafeModelError:
+        raise
     except Exception as exc:  # ORT and the protobuf reader fail with many exception types
         raise ModelContractError(("not a loadable ONNX model",)) from exc
     differences: list[str] = []

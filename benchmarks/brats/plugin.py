@@ -67,6 +67,11 @@ _GRID_VERSION: Final = re.compile(r"^1-([1-9][0-9]{0,3})x([1-9][0-9]{0,3})x([1-9
 _MAX_DATASET_JSON: Final = 1 << 20
 #: Cases a published summary must describe at least (issue 15 enforces it).
 SMALL_CELL_MINIMUM: Final = 5
+#: A case (a whole volume, or a sliding window over a large crop, on the CPU) within a quarter of
+#: an hour; a run within two days (1,251 cases at about a minute each); 6 GiB of data memory
+#: (a full-size case takes about 1.2 GiB; the default machine, n2d-standard-2, has 8 GB).
+RUN_LIMITS: Final = api.RunLimits(case_seconds=900.0, run_seconds=48 * 3600.0,
+                                  memory_bytes=6 << 30)
 
 
 
@@ -168,6 +173,7 @@ class BratsBenchmark:
         self.presentation = PRESENTATION
         self.small_cell_minimum = SMALL_CELL_MINIMUM
         self.release_spec = published.release_spec(metrics)
+        self.run_limits = RUN_LIMITS
         self.layout = api.PreparedLayout(
             data_dir=DATA_DIR, manifest_file=MANIFEST_FILE, dataset_file=DATASET_FILE,
             statistics_file=STATISTICS_FILE, cases_dir=CASES_DIR)

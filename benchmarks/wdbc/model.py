@@ -6,7 +6,10 @@ A model takes the raw features and returns class probabilities:
   :data:`.data.FEATURES` order, not normalised: the model carries its own scaling);
 - an output named ``probabilities``, ``tensor(float)`` of shape ``[N, 2]``: P(benign),
   P(malignant); other outputs (skl2onnx's ``label``) are allowed and never computed;
-- a default-domain opset in :data:`OPSETS`, at most :data:`MAX_MODEL_BYTES`.
+- a default-domain opset in :data:`OPSETS`, at most :data:`MAX_MODEL_BYTES`;
+- exactly its bytes: no tensor stored as external data, no operator outside the standard and
+  ``ai.onnx.ml`` domains (:data:`DOMAINS`), anywhere in the model (refused by structure,
+  :func:`sealbench.benchmarks.onnx_safety.check_self_contained`).
 
 The runner loads the model from bytes in memory and predicts one case at a time. A case whose
 inference fails or whose output is not a finite probability pair is not an error of the run:
@@ -21,7 +24,6 @@ from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
-import onnxruntime as ort  # type: ignore[import-untyped]
 
 from sealbench.benchmarks.interface import (
     ModelContract,
@@ -30,10 +32,13 @@ from sealbench.benchmarks.interface import (
     TensorSpec,
 )
 from sealbench.benchmarks.onnx_opsets import read_opsets
+from sealbench.benchmarks.onnx_runtime import open_session, ort, run
+from sealbench.benchmarks.onnx_safety import STANDARD_DOMAINS, UnsafeModelError
 
 from .data import FEATURES, WdbcCase
 
 __all__ = [
+    "DOMAINS",
     "MAX_MODEL_BYTES",
     "MODEL_CONTRACT",
     "OPSETS",
@@ -46,6 +51,8 @@ __all__ = [
 OPSETS: Final = (13, 21)
 MAX_MODEL_BYTES: Final = 64 * 1024 * 1024
 OUTPUT_NAME: Final = "probabilities"
+#: The operator domains a classifier may use: standard ONNX and ONNX-ML (skl2onnx's).
+DOMAINS: Final = STANDARD_DOMAINS | {"ai.onnx.ml"}
 #: How far the two probabilities may sum from 1 (float32 softmax rounding).
 _SUM_TOLERANCE: Final = 1e-3
 
@@ -74,7 +81,7 @@ def _session(model_bytes: bytes) -> ort.InferenceSession:
     options.log_severity_level = 3
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
-    return ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+    return open_session(model_bytes, options, domains=DOMAINS)
 
 
 def _check(model_bytes: bytes) -> tuple[ModelReport, ort.InferenceSession]:
@@ -84,6 +91,8 @@ def _check(model_bytes: bytes) -> tuple[ModelReport, ort.InferenceSession]:
     try:
         opsets = read_opsets(model_bytes)
         session = _session(model_bytes)
+    except UnsafeModelError:
+        raise
     except Exception as exc:  # ORT and the protobuf reader fail with many exception types
         raise ModelContractError(("not a loadable ONNX model",)) from exc
     differences: list[str] = []
@@ -138,7 +147,7 @@ class OnnxClassifier:
 
     def __init__(self, model_bytes: bytes) -> None:
         self.report, self._session = _check(model_bytes)
-        self._input = self.report.inputs[0].name
+        self._input = str(self.report.inputs[0].name)  # ONNX Runtime names every input
 
     @property
     def providers(self) -> list[str]:
@@ -152,7 +161,7 @@ class OnnxClassifier:
         ``failure()``, which has no label to penalise with)."""
         row = np.asarray([case.features], dtype=np.float32)
         try:
-            [out] = self._session.run([OUTPUT_NAME], {self._input: row})
+            [out] = run(self._session, [OUTPUT_NAME], {self._input: row})
         except Exception as exc:  # noqa: BLE001 - ORT's own types; the reason says which
             return Prediction(None, f"ONNX Runtime failed: {type(exc).__name__}")
         probs = np.asarray(out)

@@ -35,6 +35,9 @@ PLUGIN_REF: Final = api.PluginRef("wdbc", "1")
 DEFINITION_NAME: Final = "wdbc-diagnosis"
 #: The fewest cases the benchmark admits in a published summary (issue 15 enforces it).
 SMALL_CELL_MINIMUM: Final = 10
+#: A row of 30 features takes milliseconds: 10 s a case, an hour a run (569 cases at most in
+#: the UCI data), 2 GiB of data memory for the whole enclave process.
+RUN_LIMITS: Final = api.RunLimits(case_seconds=10.0, run_seconds=3600.0, memory_bytes=2 << 30)
 
 #: The shipped models (``model/<name>.onnx``), reference first, bound by the SHA-256 recorded
 #: when :mod:`.train` made them.
@@ -110,6 +113,7 @@ class WdbcBenchmark:
         self.small_cell_minimum = SMALL_CELL_MINIMUM
         self.release_spec = s.RELEASE_SPEC
         self.shipped_models = SHIPPED_MODELS
+        self.run_limits = RUN_LIMITS
 
     # -- data contract -------------------------------------------------------------------------
 

@@ -12,9 +12,12 @@ import pytest
 ROOT = Path(__file__).parents[3]
 CORES = ("enclave", "server", "client")
 #: What a core may import from ``sealbench.benchmarks``.
-# release: the seam's own mechanism (the one door a figure takes out), no plug-in
+# release: the seam's own mechanism (the one door a figure takes out), no plug-in;
+# onnx_safety and limits: the enclave's own checks of any plug-in's model and cases (a model is
+# exactly its bytes; the per-case guard), no plug-in either
 ALLOWED = frozenset({"sealbench.benchmarks", "sealbench.benchmarks.interface",
-                     "sealbench.benchmarks.registry", "sealbench.benchmarks.release"})
+                     "sealbench.benchmarks.registry", "sealbench.benchmarks.release",
+                     "sealbench.benchmarks.onnx_safety", "sealbench.benchmarks.limits"})
 
 
 def _imports(tree: ast.AST) -> list[tuple[int, str]]:
