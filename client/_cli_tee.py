@@ -37,6 +37,9 @@ image_app = typer.Typer(help="The evaluation image (docker/Dockerfile): build it
 #: The zone a mock profile's confidential VMs run in unless ``--zone`` says otherwise.
 MOCK_ZONE: Final = "us-central1-a"
 
+#: Seconds between two polls of a mock Confidential Space VM (a local process).
+MOCK_POLL_S = 0.5
+
 
 def _default_source() -> Path:
     image_module = workflows.docker_image_module()
@@ -190,6 +193,7 @@ def _cs_launcher(
     )
 
     credentials: Any = None
+    cloud: Any = None
     project, zone, account = cs.project, cs.zone, cs.service_account
     api_endpoint = cs.compute_endpoint
     if endpoints is not None:  # a mock profile: the mock's Compute stand-in, its owner account
@@ -201,7 +205,8 @@ def _cs_launcher(
         api_endpoint = api_endpoint or endpoints.compute
     elif profile.profile.gcp is not None:  # the profile's project, as the owner it acts as
         gcp = profile.profile.gcp
-        credentials = owner.gcp_owner_cloud(gcp).credentials()
+        cloud = owner.gcp_owner_cloud(gcp)
+        credentials = cloud.credentials()
         project = project or gcp.project
         zone = zone or gcp.zone
         account = account or gcp.service_account
@@ -229,6 +234,21 @@ def _cs_launcher(
             accelerator=cs.accelerator,
             credentials=credentials,
             api_endpoint=api_endpoint,
+            result_store=None if cloud is None else _result_opener(cloud),
+            # the mock's VMs run on this machine: watch them closely, so that their serial
+            # output is read before it goes away with the stopped VM (Google's 10 s otherwise)
+            poll_interval=MOCK_POLL_S if endpoints is not None else None,
         )
     except LaunchSettingsError as exc:
         raise ConfigError(str(exc), hint=exc.hint) from exc
+
+
+def _result_opener(cloud: Any) -> Any:
+    """Opens a run's result URI as the profile's owner (a local ``file://`` folder as is): where
+    a Confidential Space run's outcome is decided once its VM has stopped."""
+    from sealbench.cloud.storage import open_storage_uri
+
+    def open_result(uri: str) -> Any:
+        return open_storage_uri(uri) if uri.startswith("file://") else cloud.blob_store(uri)
+
+    return open_result

@@ -423,14 +423,18 @@ def step_timings(line: str) -> dict[str, float]:
     return {} if found is None else _parse_timings(found.group(1))
 
 
-_PROVIDER = re.compile(r"step timings in seconds \{.*\}; execution provider ([A-Za-z]{1,40})\s*$")
+_PROVIDER = re.compile(r"(?:step timings in seconds \{.*\}; execution provider |"
+                       r"the model runs on ONNX Runtime's )([A-Za-z]{1,40})\s*$")
 
 
 def execution_provider(line: str) -> ExecutionProvider | None:
-    """The execution provider the enclave's last progress line names
-    (``...; execution provider CUDAExecutionProvider``), when it is one of the known
-    :data:`~sealbench.server.schemas.runs.ExecutionProvider` names; None otherwise (any other
-    line, or a name outside the set: the enclave's text never reaches the registry as is)."""
+    """The execution provider the enclave names, in its last progress line
+    (``...; execution provider CUDAExecutionProvider``) or as soon as the model is loaded
+    (``the model runs on ONNX Runtime's CUDAExecutionProvider``: on Confidential Space the last
+    lines may never be read, the serial port going away with the VM), when it is one of the
+    known :data:`~sealbench.server.schemas.runs.ExecutionProvider` names; None otherwise (any
+    other line, or a name outside the set: the enclave's text never reaches the registry as
+    is)."""
     found = _PROVIDER.search(line)
     if found is None or found.group(1) not in EXECUTION_PROVIDERS:
         return None

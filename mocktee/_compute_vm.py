@@ -12,8 +12,11 @@ workload — the installed ``python -m sealbench.enclave``, whatever the digest 
 registry) — gets the socket and token file of a :class:`LaunchedWorkload` through
 ``--launcher-dir``, the ``tee-cmd`` arguments appended, and the env overrides as its environment;
 its stdout and stderr are the serial output when log redirection is on. The launcher's last line
-is ``TEE container launcher exiting, exit code: N (…)``: 0 success, 1 workload or launcher error,
-4 on a debug image (the VM stays RUNNING).
+is the current launcher's structured one (go-tpm-tools since October 2024, ``log/slog`` text):
+``level=INFO msg="TEE container launcher exiting" exit_code=N``: 0 success, 1 workload or
+launcher error, 4 on a debug image (the VM stays RUNNING). The format of before
+(``TEE container launcher exiting, exit code: N (…)``) is :data:`LEGACY_LAUNCHER_EXIT`, for
+tests of clients that must still read it.
 
 A confidential-GPU VM (``a3-highgpu-1g`` with its ``nvidia-h100-80gb``, on the
 ``confidential-space-preview-cgpu`` family) has no GPU here: ``tee-install-gpu-driver`` installs
@@ -44,6 +47,7 @@ from sealbench.mocktee.verifier import TokenMinter, WorkloadLaunch
 
 __all__ = [
     "LAUNCHER_EXIT",
+    "LEGACY_LAUNCHER_EXIT",
     "SERIAL_BUFFER_BYTES",
     "ImagePolicy",
     "MockVm",
@@ -55,7 +59,8 @@ __all__ = [
 
 #: Compute keeps (and getSerialPortOutput returns) at most the last 1 MiB of serial output.
 SERIAL_BUFFER_BYTES = 1 << 20
-LAUNCHER_EXIT = "TEE container launcher exiting, exit code: {code} ({message})"
+LAUNCHER_EXIT = 'level=INFO msg="TEE container launcher exiting" exit_code={code}'
+LEGACY_LAUNCHER_EXIT = "TEE container launcher exiting, exit code: {code} ({message})"
 _EXIT_MESSAGES = {
     0: "workload finished successfully, shutting down the VM",
     1: "workload or launcher error, shutting down the VM",
@@ -111,6 +116,9 @@ class MockVm:
     debug: bool
     #: A confidential GPU is attached (the preview GPU image family).
     gpu: bool = False
+    #: Seconds the VM spends STOPPING after its launcher exits (a real shutdown takes a few:
+    #: its serial port is still readable then, no longer once TERMINATED).
+    shutdown_s: float = 0.0
     status: str = "PROVISIONING"
     history: list[str] = field(default_factory=lambda: ["PROVISIONING"])
     serial: SerialPort = field(default_factory=SerialPort)
@@ -211,6 +219,7 @@ def boot(
     vm.serial.write_line(LAUNCHER_EXIT.format(code=code, message=_EXIT_MESSAGES[code]))
     if not vm.debug and not vm.deleted:
         vm.set_status("STOPPING")
+        time.sleep(vm.shutdown_s)
         vm.set_status("TERMINATED")
 
 

@@ -75,7 +75,11 @@ _VERBS = {"insert": "create", "serialPort": "getSerialPortOutput"}
 class MockCompute:
     """The Compute stand-in. ``minter`` signs the VMs' attestation tokens; ``python`` runs
     ``-m sealbench.enclave``; ``cpu_quota`` is each project's CPU limit per machine family,
-    ``gpu_quota`` its limit of confidential H100 GPUs (``NVIDIA_H100_GPUS``), per region."""
+    ``gpu_quota`` its limit of confidential H100 GPUs (``NVIDIA_H100_GPUS``), per region.
+    ``serial_after_stop``: as on Google Cloud (the default, False), a TERMINATED VM's serial
+    port can no longer be read (400); True keeps it readable, as the mock used to.
+    ``shutdown_s``: how long a VM stays STOPPING after its launcher exits (serial still
+    readable), as a real shutdown takes a few seconds."""
 
     def __init__(
         self,
@@ -87,7 +91,11 @@ class MockCompute:
         cpu_quota: int = 64,
         gpu_quota: int = 8,
         work_root: Path | None = None,
+        serial_after_stop: bool = False,
+        shutdown_s: float = 2.0,
     ) -> None:
+        self._serial_after_stop = serial_after_stop
+        self._shutdown_s = shutdown_s
         self._identity = identity
         self._minter = minter
         self._python = python
@@ -265,6 +273,11 @@ class MockCompute:
             return _error(400, "Invalid value for field 'port' or 'start'")
         if not 1 <= port <= 4 or start < 0:
             return _error(400, "Invalid value for field 'port' or 'start'")
+        with vm.lock:
+            stopped = vm.status == "TERMINATED"
+        if stopped and not self._serial_after_stop:
+            return _error(400, f"The serial port output of instance {vm.name} is not available: "
+                          "the instance is not running")
         contents, begin, end = vm.serial.read(start) if port == 1 else ("", start, start)
         return json_response(
             200,
@@ -321,6 +334,7 @@ class MockCompute:
                 vm = MockVm(
                     project_id, project_number, zone, key[2], instance_id, body,
                     dict(checked.quota), checked.debug, gpu=checked.gpu,
+                    shutdown_s=self._shutdown_s,
                 )
                 self._vms[key] = vm
                 thread = threading.Thread(

@@ -19,18 +19,22 @@ For each run :class:`ConfidentialSpaceLauncher`:
    ``ZoneOperationsClient`` built with the same endpoint (``insert(...).result()`` would poll
    through a client built without the injected ``client_options``, i.e. Google's endpoint);
 3. polls the instance's status and streams its serial port (``getSerialPortOutput`` from the
-   last ``next`` offset) to ``on_output`` until the launcher's last line ``TEE container launcher
-   exiting, exit code: N`` has appeared and the VM is ``TERMINATED`` (a debug VM stays
-   ``RUNNING``: the line alone ends the wait);
-4. deletes the VM unless ``keep_vm`` (also after a failure, timeout or :meth:`kill`).
+   last ``next`` offset) to ``on_output`` until the VM has stopped (``TERMINATED``), or, on a
+   debug VM (which stays ``RUNNING``), until the launcher's exit line has appeared: in either of
+   its formats, ``msg="TEE container launcher exiting" exit_code=N`` (go-tpm-tools since October
+   2024, ``log/slog``) or ``TEE container launcher exiting, exit code: N`` (before);
+4. decides the outcome **from the result location** once the VM has stopped (Google keeps no
+   serial output to read after that, and the launcher's last lines may never have been read):
+   the enclave's failure record (``failure.json``) gives the failure and its exit code, its
+   result token (``result.token``, written last) a success; only when neither is there does the
+   serial port speak, as a hint: the enclave's own line ``sealbench-enclave: <reason> (exit
+   <code>)``, the launcher's refusal before its exit line, or a VM that stopped without either
+   (:class:`VmStoppedUnexpectedly`, never an unchecked success). Without a result store
+   (``result_store``), the serial port alone decides and an unreadable one is an error;
+5. deletes the VM unless ``keep_vm`` (also after a failure, timeout or :meth:`kill`).
 
-The result itself is read by the caller at the run spec's result URI. Confidential Space does
-not report the container's exit code, only the launcher's (0 success, 1 workload or launcher
-error, 4 debug hold), so a failed run raises :class:`EnclaveRunFailed` with the enclave's own
-line ``sealbench-enclave: <reason> (exit <code>)`` when the serial port shows it: its reason and
-exit code (so a refused key release is a key-release failure, though a refused pool leaves no
-failure record), else exit code 1; the enclave's precise error is also in the failure record at
-the result URI when it could write one.
+Confidential Space does not report the container's exit code, only the launcher's (0 success,
+1 workload or launcher error, 4 debug hold).
 
 Errors (Google API errors translated once, here, each with a ``hint`` saying what to do)::
 
@@ -43,7 +47,7 @@ Errors (Google API errors translated once, here, each with a ``hint`` saying wha
         ├── ComputePermissionDenied   401/403, or no access to the service account
         ├── ComputeNotFound           project, zone, network or image does not exist
         ├── VmTimeout                 an API call, operation or the whole run took too long
-        └── VmStoppedUnexpectedly     TERMINATED without the launcher's exit line
+        └── VmStoppedUnexpectedly     stopped with no result, failure record or exit line
 """
 
 from __future__ import annotations
@@ -90,6 +94,8 @@ from sealbench.client.launchers.base import (
     platform_for_backend,
 )
 from sealbench.cloud.platform import Platform
+from sealbench.cloud.storage import BlobStore, join_name
+from sealbench.enclave.result import FAILURE_OBJECT, TOKEN_OBJECT, FailureRecord
 from sealbench.enclave.spec import RunSpec
 
 __all__ = [
@@ -127,24 +133,33 @@ API_TIMEOUT_S: Final = 60.0
 OPERATION_TIMEOUT_S: Final = 600.0
 #: Seconds between two polls of the VM's status and serial port.
 POLL_INTERVAL_S: Final = 10.0
+#: Seconds between polls in a run's first :data:`FAST_POLL_WINDOW_S` seconds.
+FAST_POLL_S: Final = 1.0
+FAST_POLL_WINDOW_S: Final = 180.0
 #: Seconds a whole run (boot, image pull, evaluation) may take before the VM is deleted.
 DEFAULT_TIMEOUT_S: Final = 6 * 3600.0
-_EXIT_LINE = re.compile(r"TEE container launcher exiting, exit code: (?P<code>\d+)")
+#: The launcher's last line, in its current (``msg="…" exit_code=N``) and former format.
+_EXIT_LINE = re.compile(
+    r'TEE container launcher exiting(?:, exit code: |"?\s.*?\bexit_code=)"?(?P<code>\d+)')
 _REASON_PREFIX: Final = "sealbench-enclave: "
 _WORKLOAD_FAILED: Final = "workload finished with a non-zero return code"
 
 _DONE_STATES: Final = frozenset({"TERMINATED", "STOPPED", "SUSPENDED"})
 _MAX_REASON: Final = 2000
 _T = TypeVar("_T")
+#: Opens a result URI as ``(store, prefix)`` with the caller's credentials.
+ResultStore = Callable[[str], tuple[BlobStore, str]]
 
 
 class ConfidentialSpaceVm:
     """One run's VM: watch it with :meth:`wait`, stop it with :meth:`kill`."""
 
     def __init__(
-        self, launcher: ConfidentialSpaceLauncher, name: str, on_output: OutputFn | None
+        self, launcher: ConfidentialSpaceLauncher, name: str, on_output: OutputFn | None,
+        result_uri: str | None = None,
     ) -> None:
         self._launcher = launcher
+        self._result_uri = result_uri
         self.instance_name = name
         self._on_output = on_output
         self._started = launcher.clock()
@@ -183,23 +198,23 @@ class ConfidentialSpaceVm:
             self._read_serial()
             exit_code = self._launcher_exit_code()
             done = status in _DONE_STATES
-            if exit_code is not None and (done or settings.debug):
-                return self._outcome(exit_code)
-            if done and not self._serial_ok:
-                _log.warning("no serial output to judge the run by: check its result")
-                return LaunchResult(launcher.image_digest, launcher.clock() - self._started, None)
-            if done:
-                raise VmStoppedUnexpectedly(
-                    f"VM {self.instance_name} is {status} but its launcher never reported an exit",
-                    hint="the VM was stopped, preempted or crashed: read its serial output and "
-                    "Cloud Logging, then run again",
-                )
+            if done or (settings.debug and exit_code is not None):
+                return self._decide(status, exit_code)
             if deadline is not None and launcher.clock() > deadline:
                 raise VmTimeout(
                     f"VM {self.instance_name} did not finish within {timeout:.0f} s",
                     hint="raise the run timeout, or look for a stuck step in the serial output",
                 )
-            launcher.sleep(launcher.poll_interval)
+            launcher.sleep(self._interval())
+
+    def _interval(self) -> float:
+        """Seconds to the next poll: at most :data:`FAST_POLL_S` in the run's first
+        :data:`FAST_POLL_WINDOW_S` (a refused key release ends a run a minute after boot, and
+        its reason is on the serial port only until the VM has stopped), then the launcher's."""
+        interval = self._launcher.poll_interval
+        if self._launcher.clock() - self._started < FAST_POLL_WINDOW_S:
+            return min(interval, FAST_POLL_S)
+        return interval
 
     def _get(self) -> compute_v1.Instance:
         settings = self._launcher.settings
@@ -245,6 +260,59 @@ class ConfidentialSpaceVm:
     def _launcher_exit_code(self) -> int | None:
         codes = [m.group("code") for m in map(_EXIT_LINE.search, self._lines) if m]
         return int(codes[-1]) if codes else None
+
+    def _decide(self, status: str, exit_code: int | None) -> LaunchResult:
+        """The run's outcome once it is over: the result location first, the serial port as a
+        hint (see the module docstring)."""
+        found = self._result_state()
+        if isinstance(found, FailureRecord):
+            raise EnclaveRunFailed(found.exit_code, found.reason[:_MAX_REASON], None)
+        if found == "result":
+            if exit_code not in (None, 0, 4):
+                _log.warning("the launcher reported exit code %s but the enclave wrote its result",
+                             exit_code)
+            return LaunchResult(self._launcher.image_digest,
+                                self._launcher.clock() - self._started, None)
+        where = f" at {self._result_uri}" if self._result_uri else ""
+        if exit_code is not None:
+            outcome = self._outcome(exit_code)  # raises for a failure the serial port shows
+            if found is None and self._launcher.result_store is not None:
+                raise VmStoppedUnexpectedly(
+                    f"VM {self.instance_name}: the launcher reported success but there is no "
+                    f"result{where}",
+                    hint="the result was deleted or written elsewhere: run again")
+            return outcome
+        reasons = [x.split(_REASON_PREFIX, 1)[1] for x in self._lines if _REASON_PREFIX in x]
+        if reasons:  # the enclave said why before the serial port went away
+            reason, code = enclave_reason(reasons[-1])
+            raise EnclaveRunFailed(code or 1, reason[:_MAX_REASON], None)
+        if not self._serial_ok and found == "unreadable":
+            raise VmStoppedUnexpectedly(
+                f"VM {self.instance_name} is {status}; neither its result{where} nor its serial "
+                "port could be read, so its outcome is unknown",
+                hint="check that this account can read the result bucket and the VM's serial "
+                "port (roles/compute.viewer), then run again")
+        raise VmStoppedUnexpectedly(
+            f"VM {self.instance_name} is {status} without a result or failure record{where}",
+            hint="the VM was stopped, preempted or crashed before the enclave finished: read its "
+            "serial output in Cloud Logging, then run again")
+
+    def _result_state(self) -> FailureRecord | str | None:
+        """``"result"`` (the result token is there), the failure record, None (neither) or
+        ``"unreadable"`` (no store, or it could not be read)."""
+        opener = self._launcher.result_store
+        if opener is None or self._result_uri is None:
+            return "unreadable"
+        try:
+            store, prefix = opener(self._result_uri)
+            if store.exists(join_name(prefix, FAILURE_OBJECT)):
+                return FailureRecord.from_bytes(
+                    store.get_bytes(join_name(prefix, FAILURE_OBJECT), 1 << 20))
+            return "result" if store.exists(join_name(prefix, TOKEN_OBJECT)) else None
+        except Exception as exc:  # noqa: BLE001 - any read error leaves the serial port to judge
+            _log.warning("could not read the run's result location (%s: %s); judging by the "
+                         "serial port", type(exc).__name__, exc)
+            return "unreadable"
 
     def _outcome(self, launcher_code: int) -> LaunchResult:
         reasons = [x.split(_REASON_PREFIX, 1)[1] for x in self._lines if _REASON_PREFIX in x]
@@ -311,8 +379,12 @@ class ConfidentialSpaceLauncher:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
         platform: Platform | None = None,
+        result_store: ResultStore | None = None,
     ) -> None:
         self._platform = check_backend(platform or platform_for_backend(BACKEND), BACKEND)
+        #: Opens a run's result location (``(store, prefix)`` of its result URI): where the
+        #: outcome is decided once the VM has stopped.
+        self.result_store = result_store
         self.settings = settings
         self._credentials = credentials
         self._api_endpoint = api_endpoint
@@ -409,7 +481,7 @@ class ConfidentialSpaceLauncher:
         _log.info(
             "created Confidential Space VM %s in %s/%s", name, settings.project, settings.zone
         )
-        return ConfidentialSpaceVm(self, name, on_output)
+        return ConfidentialSpaceVm(self, name, on_output, spec.result_uri)
 
     def launch(
         self,
@@ -419,3 +491,4 @@ class ConfidentialSpaceLauncher:
         timeout: float | None = DEFAULT_TIMEOUT_S,
     ) -> LaunchResult:
         return self.start(spec, on_output=on_output).wait(timeout)
+

@@ -94,11 +94,14 @@ def confidential_space_launcher(
     keep_vm: bool,
     credentials: Credentials | None,
     api_endpoint: str | None,
+    result_store: Any = None,
+    poll_interval: float | None = None,
 ) -> Launcher:
     """``--tee confidential-space``: a Confidential Space VM in ``project``/``zone``; settings
     that cannot work (an image named by tag, ...) raise :class:`LaunchSettingsError`."""
     from sealbench.client.launchers.confidential_space import (
         BACKEND,
+        POLL_INTERVAL_S,
         ConfidentialSpaceError,
         ConfidentialSpaceLauncher,
         VmSettings,
@@ -119,5 +122,7 @@ def confidential_space_launcher(
     except ConfidentialSpaceError as exc:
         raise LaunchSettingsError(str(exc), hint=exc.hint) from exc
     return ConfidentialSpaceLauncher(
-        settings, credentials=credentials, api_endpoint=api_endpoint, platform=platform
+        settings, credentials=credentials, api_endpoint=api_endpoint, platform=platform,
+        result_store=result_store,
+        poll_interval=POLL_INTERVAL_S if poll_interval is None else poll_interval,
     )

@@ -249,7 +249,6 @@ def test_failed_workload_reports_the_enclave_reason_and_deletes_the_vm(setup: Se
     assert info.value.exit_code != 1 and info.value.error_class is not None
     assert info.value.reason == enclave_lines[-1].removeprefix("sealbench-enclave: ").rsplit(
         " (exit ", 1)[0]
-    assert any("workload finished with a non-zero return code" in x for x in lines)
     assert gone(setup, vm.instance_name)
 
 
@@ -401,3 +400,89 @@ def test_insert_operation_that_never_finishes_times_out_and_cleans_up(setup: Set
     assert len(instances.deleted) == 1 and instances.deleted[0].startswith(
         "sealbench-eval-err-run-"
     )
+
+
+# -- the outcome once the VM has stopped (issue 29) ------------------------------------------
+
+NEW_EXIT = 'level=INFO msg="TEE container launcher exiting" exit_code={code}\n'
+
+
+class GoneSerial(ScriptedInstances):
+    """Google's behaviour: once the VM has stopped its serial port cannot be read."""
+
+    def get_serial_port_output(self, *, request: Any, timeout: float) -> Any:
+        if self.statuses[0] == "TERMINATED":
+            raise gexc.BadRequest("the instance is not running")
+        return super().get_serial_port_output(request=request, timeout=timeout)
+
+
+def _with_result(instances: ScriptedInstances, tmp_path: Any, *objects: tuple[str, bytes],
+                 **options: Any) -> ConfidentialSpaceVm:
+    """A scripted VM whose run wrote ``objects`` at its result location (a local folder)."""
+    from sealbench.cloud.storage import LocalBlobStore
+
+    store = LocalBlobStore(tmp_path)
+    for name, data in objects:
+        store.put_bytes(f"results/run-x/{name}", data)
+    launcher = ConfidentialSpaceLauncher(
+        settings(**options), clients=(instances, None),  # type: ignore[arg-type]
+        poll_interval=0.0, result_store=lambda uri: (store, "results/run-x/"))
+    return ConfidentialSpaceVm(launcher, "vm-scripted", None, "gs://hospital-bucket/results/run-x")
+
+
+@pytest.mark.parametrize("code", [0, 1])
+def test_current_launcher_exit_line_is_read(setup: Setup, code: int) -> None:
+    """go-tpm-tools' structured exit line since October 2024: a success is a success (not a
+    VM that 'stopped unexpectedly'), a failure a failure."""
+    instances = ScriptedInstances(["RUNNING", "TERMINATED"],
+                                  [(0, "booting\n" + NEW_EXIT.format(code=code))])
+    if code == 0:
+        assert scripted(instances).wait(timeout=60).image_digest == DIGEST
+    else:
+        with pytest.raises(EnclaveRunFailed):
+            scripted(instances).wait(timeout=60)
+
+
+def test_debug_vm_with_the_current_exit_line_ends_the_wait(setup: Setup) -> None:
+    """A debug VM stays RUNNING: its exit line alone ends the wait (it used to wait 6 hours)."""
+    instances = ScriptedInstances(["RUNNING"], [(0, NEW_EXIT.format(code=4))])
+    assert scripted(instances, debug=True).wait(timeout=60).image_digest == DIGEST
+    assert instances.deleted == ["vm-scripted"]
+
+
+def test_unreadable_serial_after_stop_is_judged_by_the_result(setup: Setup, tmp_path: Any
+                                                              ) -> None:
+    instances = GoneSerial(["RUNNING", "TERMINATED"], [(0, "step 3/7\n")])
+    vm = _with_result(instances, tmp_path, ("result.token", b"t"), ("summary.json", b"{}"))
+    assert vm.wait(timeout=60).image_digest == DIGEST
+
+
+def test_failure_record_decides_over_a_silent_serial_port(setup: Setup, tmp_path: Any) -> None:
+    from sealbench.enclave.result import FailureRecord
+
+    record = FailureRecord(run_id="run-x", step="key release", error="KeyReleaseDenied",
+                           reason="the dataset owner's pool refused this workload", exit_code=11)
+    instances = GoneSerial(["RUNNING", "TERMINATED"], [(0, "step 2/7\n")])
+    vm = _with_result(instances, tmp_path, ("failure.json", record.to_bytes()))
+    with pytest.raises(EnclaveRunFailed) as info:
+        vm.wait(timeout=60)
+    assert info.value.exit_code == 11 and "refused this workload" in info.value.reason
+
+
+def test_stopped_vm_without_result_or_serial_is_never_an_unchecked_success(
+    setup: Setup, tmp_path: Any
+) -> None:
+    """Before: a VM whose serial port could not be read once stopped came back as a success,
+    failed runs included."""
+    instances = GoneSerial(["RUNNING", "TERMINATED"], [(0, "booting\n")])
+    with pytest.raises(VmStoppedUnexpectedly, match="without a result or failure record"):
+        _with_result(instances, tmp_path).wait(timeout=60)
+    no_store = GoneSerial(["RUNNING", "TERMINATED"], [(0, "booting\n")])
+    with pytest.raises(VmStoppedUnexpectedly, match="outcome is unknown"):
+        scripted(no_store).wait(timeout=60)
+
+
+def test_launcher_success_without_a_result_is_refused(setup: Setup, tmp_path: Any) -> None:
+    instances = ScriptedInstances(["RUNNING", "TERMINATED"], [(0, NEW_EXIT.format(code=0))])
+    with pytest.raises(VmStoppedUnexpectedly, match="no result"):
+        _with_result(instances, tmp_path).wait(timeout=60)

@@ -80,7 +80,7 @@ def test_gpu_vm_runs_on_the_cpu_and_attests_the_preview_gpu_image(
     op = api.insert(gpu_body())
     assert "error" not in op
     serial = api.wait_terminated()
-    assert "exit code: 0" in serial
+    assert "exit_code=0" in serial
     assert "no GPU here, the workload runs on the CPU" in serial
     claims = claims_from(serial)
     assert claims["submods"]["confidential_space"]["support_attributes"] == ["EXPERIMENTAL"]
