@@ -16,16 +16,20 @@ import anyio.to_thread
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy import select
+from sqlalchemy.orm import configure_mappers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from sealbench.benchmarks.interface import BenchmarkError, PluginRef
 from sealbench.benchmarks.registry import load as load_plugin
 from sealbench.server.auth import Authenticator
-from sealbench.server.db import open_database
+from sealbench.server.db import Database, open_database
 from sealbench.server.deps import Registry
 from sealbench.server.errors import RegistryError
 from sealbench.server.jwks import JwksCache, JwksFetcher, UrllibJwksFetcher
 from sealbench.server.limits import BodyLimitMiddleware
 from sealbench.server.logkeys import ensure_log_key, publish_key
+from sealbench.server.models import Benchmark
 from sealbench.server.routers import (
     assets,
     associations,
@@ -101,6 +105,40 @@ async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
     return _error(exc.status_code, code, str(exc.detail))
 
 
+#: Benchmarks whose pooled board is built once at start (the most recent ones).
+_WARM_BOARDS = 50
+
+
+def _warm_plugins(db: Database, plugins: PluginLookup) -> None:
+    """Load the plug-in of every registered benchmark's pin, and the ORM's mappers, once at
+    start, then build the pooled board of the most recent benchmarks as their authority sees
+    it (the statements compiled, the stored statistics decoded and cached): the first request
+    after a start is then as fast as the rest. A plug-in that is missing or fails to load is
+    left for the requests that need it to report (as they do)."""
+    from sealbench.server.auth import Principal
+    from sealbench.server.routers.results import SUMMARY_CACHE
+    from sealbench.server.schemas.leaderboard import PooledLeaderboard
+    from sealbench.server.services import leaderboard
+
+    configure_mappers()
+    with db.reader() as session:
+        pins = session.scalars(select(Benchmark.metrics_version).distinct()).all()
+        for pin in pins:
+            try:
+                plugins(PluginRef.parse(pin))
+            except (BenchmarkError, ValueError) as exc:
+                log.warning("benchmark plug-in %s not loaded at start: %s", pin, exc)
+        recent = session.execute(select(Benchmark.id, Benchmark.owner_id)
+                                 .order_by(Benchmark.id.desc()).limit(_WARM_BOARDS)).all()
+        for bench_id, owner_id in recent:
+            try:
+                board = leaderboard.pooled_board(session, Principal(owner_id, "", False),
+                                                 bench_id, SUMMARY_CACHE)
+                PooledLeaderboard.model_validate(board, from_attributes=True)
+            except RegistryError:
+                continue  # not poolable (no plug-in): its requests say why
+
+
 def create_app(
     settings: ServerSettings,
     *,
@@ -127,6 +165,9 @@ def create_app(
         log_signer = ensure_log_key(settings, create=settings.mode == "local")
         with db.writer() as session:
             publish_key(session, log_signer, clock())
+        # The plug-ins the registered benchmarks pin are imported now, not by the first request
+        # that needs one (a cold leaderboard would pay the imports: scipy, nibabel, ...).
+        await anyio.to_thread.run_sync(_warm_plugins, db, plugins)
         app.state.registry = Registry(
             settings=settings,
             db=db,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
@@ -112,7 +112,7 @@ async def leaderboard(benchmark_id: IdPath, session: SessionDep, user: CurrentUs
     return await in_thread(session, board)
 
 
-@leaderboard_router.get("/{benchmark_id}/leaderboard/pooled")
+@leaderboard_router.get("/{benchmark_id}/leaderboard/pooled", response_model=PooledLeaderboard)
 async def pooled_leaderboard(
     benchmark_id: IdPath,
     session: SessionDep,
@@ -122,14 +122,17 @@ async def pooled_leaderboard(
     site: Annotated[list[int] | None, Query(description="only these dataset ids")] = None,
     all_metrics: Annotated[bool, Query(description="every metric's values, not only the "
                                        "ranked one")] = False,
-) -> PooledLeaderboard:
+) -> Response:
     """Each model's figures pooled over the sites the caller may read, with 95% intervals,
     between-site spread and rank groups (models whose intervals overlap share a rank)."""
 
-    def board() -> PooledLeaderboard:
+    def board() -> Response:
         result = pooled.pooled_board(
             session, user, benchmark_id, SUMMARY_CACHE, metric=metric,
             sites=None if site is None else frozenset(site), every_metric=all_metrics)
-        return PooledLeaderboard.model_validate(result, from_attributes=True)
+        # validated here, serialised by pydantic's own JSON encoder: FastAPI's generic encoder
+        # took about 30 ms of a 41 x 32 board's 40
+        body = PooledLeaderboard.model_validate(result, from_attributes=True).model_dump_json()
+        return Response(content=body, media_type="application/json")
 
     return await in_thread(session, board)
