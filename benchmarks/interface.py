@@ -476,15 +476,17 @@ def exact_copy(plugin: _P) -> _P:
     """A shallow copy of ``plugin`` (whose ``ref``, ``release_spec`` and ``description`` are
     plain attributes) bound to the exact release of its summary: what a plug-in's
     :meth:`ExactReleases.exact_release` may return."""
-    bound = copy.copy(plugin)
-    ref: PluginRef = getattr(plugin, "ref")
-    spec: ReleaseSpec = getattr(plugin, "release_spec")
-    bound.ref = PluginRef(ref.name, ref.version + EXACT_SUFFIX)  # type: ignore[attr-defined]
-    bound.release_spec = replace(spec, exact=True)  # type: ignore[attr-defined]
-    bound.description = (  # type: ignore[attr-defined]
-        f"{getattr(plugin, 'description')} EXACT RELEASE: this pin publishes each site's "
+    source: Any = plugin
+    bound: Any = copy.copy(plugin)
+    ref: PluginRef = source.ref
+    spec: ReleaseSpec = source.release_spec
+    bound.ref = PluginRef(ref.name, ref.version + EXACT_SUFFIX)
+    bound.release_spec = replace(spec, exact=True)
+    bound.description = (
+        f"{source.description} EXACT RELEASE: this pin publishes each site's "
         "figures without noise and without a privacy bound; every data owner consents to it.")
-    return bound
+    result: _P = bound
+    return result
 
 
 def execution_provider_of(runner: object) -> ExecutionProvider | None:

@@ -51,13 +51,14 @@ benchmark plug-ins before its first request (the BraTS plug-in imports scipy and
 warm, 26 to 28 ms either way. What remains of a cold request is mostly once per process
 (SQLAlchemy compiling each statement and configuring the mappers, decoding 1,312 statistics
 rows): in process, with the plug-in loaded, the board itself takes 70 to 95 ms on its first
-call and 21 ms after. The server now loads the registered benchmarks' plug-ins and builds the
-most recent boards once at start (``server/app.py``), and the pooled API serialises with
-pydantic's JSON encoder rather than FastAPI's generic one: in a fresh process after start, the
-first pooled request took 75 to 135 CPU ms and the next 27 to 42 (in-process client,
-``TestClient``); over HTTP against a fresh uvicorn process the bench still measured about 220
-CPU ms for the first request with stored statistics (80 without), against 37 warm, on the
-loaded machine. The < 100 ms cold target is met in process, not yet over HTTP.
+call and 21 ms after. The rest of the first request was FastAPI's (0.165): it builds each
+included router's routes (their parameter models) when a request first walks past them, about
+170 CPU ms. The server now does all of it at start (``server/app.py``: the registered
+benchmarks' plug-ins, the most recent boards, one in-process request no route takes), and the
+pooled API serialises with pydantic's JSON encoder rather than FastAPI's generic one. Measured
+after that, same command: the pooled API's first request after a start took 31 CPU ms (33 ms
+wall) and the next ones 22 ms; without stored statistics, 32 and 22 (the boards built at start
+filled the in-process cache); the pooled page 130 ms cold, 199 ms warm (its charts).
 
 Statistics and pooled figures are also cached in process by database and result id (a stored
 result is never changed or deleted, so an entry can never describe other content); losing the
