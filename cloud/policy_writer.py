@@ -4,7 +4,11 @@ identity pool and provider (``iam.googleapis.com/v1 projects.locations.workloadI
 policy (``cloudkms.googleapis.com/v1 …:getIamPolicy`` / ``:setIamPolicy`` with the etag) and the
 bucket's (``storage.googleapis.com/storage/v1/b/{bucket}/iam``). Read-modify-write with etags,
 retried on concurrent changes; only the writer's own members are touched
-(:func:`~sealbench.cloud.policy.merge_bindings`). Base URLs are injectable, so the same code
+(:func:`~sealbench.cloud.policy.merge_bindings`). Policies are read and written at **version 3**,
+which Google requires for any policy with a conditional role binding (an owner's key or bucket
+may already have one: read at version 1 it is refused, written back at version 1 its conditions
+would be lost); the writer's own bindings are unconditional and conditional ones are kept as
+they are. Base URLs are injectable, so the same code
 writes to the mock."""
 
 from __future__ import annotations
@@ -42,6 +46,13 @@ __all__ = [
 ]
 
 _log = logging.getLogger("sealbench.cloud")
+
+#: The IAM policy version read and written (3: conditional role bindings kept).
+_POLICY_VERSION = "3"
+
+
+def _versioned(policy: dict[str, Any]) -> dict[str, Any]:
+    return {**policy, "version": int(_POLICY_VERSION)}
 
 IAM_URL = "https://iam.googleapis.com"
 KMS_URL = "https://cloudkms.googleapis.com"
@@ -240,12 +251,12 @@ class PolicyWriter:
         url = f"{self._kms}/v1/{policy.key_name}"
 
         def read() -> dict[str, Any]:
-            return self._call("GET", f"{url}:getIamPolicy")[1]
+            return self._call("GET", f"{url}:getIamPolicy",
+                              params={"options.requestedPolicyVersion": _POLICY_VERSION})[1]
 
         def write(updated: dict[str, Any]) -> int:
-            status, _ = self._call(
-                "POST", f"{url}:setIamPolicy", json={"policy": updated}, allow=(409,)
-            )
+            status, _ = self._call("POST", f"{url}:setIamPolicy",
+                                   json={"policy": _versioned(updated)}, allow=(409,))
             return status
 
         return self._sync_bindings(policy.key_name, KEY_ROLE, policy, read, write)
@@ -254,10 +265,11 @@ class PolicyWriter:
         url = f"{self._storage}/storage/v1/b/{bucket}/iam"
 
         def read() -> dict[str, Any]:
-            return self._call("GET", url)[1]
+            return self._call("GET", url,
+                              params={"optionsRequestedPolicyVersion": _POLICY_VERSION})[1]
 
         def write(updated: dict[str, Any]) -> int:
-            return self._call("PUT", url, json=updated, allow=(409, 412))[0]
+            return self._call("PUT", url, json=_versioned(updated), allow=(409, 412))[0]
 
         return self._sync_bindings(f"gs://{bucket}", role, policy, read, write)
 

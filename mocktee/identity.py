@@ -82,8 +82,37 @@ class Caller:
         return self.principal
 
 
+def version_refusal(bindings: Iterable[Mapping[str, Any]], requested: int) -> str | None:
+    """Google's rule for reading an IAM policy: valid versions are 0, 1 and 3, and a policy with
+    a conditional role binding must be requested at version 3 (the reason to answer 400 with),
+    else None."""
+    if requested not in (0, 1, 3):
+        return "Invalid requested policy version: valid values are 0, 1 and 3."
+    if requested < 3 and any("condition" in b for b in bindings):
+        return ("Invalid requested policy version: requests for policies with conditional role "
+                "bindings must specify version 3.")
+    return None
+
+
+def condition_refusal(bindings: Iterable[Mapping[str, Any]], version: object) -> str | None:
+    """Google's rule for writing one: conditional role bindings need ``version`` 3 and a
+    condition with an ``expression`` (the mock stores conditions and never evaluates them: a
+    conditional binding grants nothing here, see :func:`has_role`)."""
+    conditional = [b for b in bindings if "condition" in b]
+    if not conditional:
+        return None
+    if version != 3:
+        return "Conditional role bindings require policy version 3."
+    for binding in conditional:
+        condition = binding["condition"]
+        if not isinstance(condition, Mapping) or not isinstance(condition.get("expression"), str):
+            return "A binding's condition needs an expression."
+    return None
+
+
 def has_role(policy: Mapping[str, Any] | None, caller: Caller, roles: Iterable[str]) -> bool:
-    """Whether ``policy`` binds one of ``roles`` to a member matching ``caller``."""
+    """Whether ``policy`` binds one of ``roles`` to a member matching ``caller`` (without a
+    condition: the mock never evaluates one)."""
     if not policy:
         return False
     wanted = set(roles)

@@ -35,7 +35,13 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from sealbench.mocktee._http import Request, Response, google_error, json_response
-from sealbench.mocktee.identity import Caller, Identity, has_role
+from sealbench.mocktee.identity import (
+    Caller,
+    Identity,
+    condition_refusal,
+    has_role,
+    version_refusal,
+)
 from sealbench.mocktee.state import MockState, atomic_write
 
 __all__ = ["DECRYPT_ROLES", "ENCRYPT_ROLES", "MockKms"]
@@ -142,7 +148,7 @@ class MockKms:
             if verb == "decrypt" and method == "POST":
                 return self._decrypt(request, caller, name, project)
             if verb == "getIamPolicy" and method in ("GET", "POST"):
-                return self._get_policy(caller, name, project)
+                return self._get_policy(caller, name, project, _requested_version(request))
             if verb == "setIamPolicy" and method == "POST":
                 return self._set_policy(request, caller, name, project)
         return google_error(404, f"{method} {path} is not served by the mock KMS")
@@ -331,13 +337,16 @@ class MockKms:
 
     # -- IAM -------------------------------------------------------------------------------
 
-    def _get_policy(self, caller: Caller, name: str, project: str) -> Response:
+    def _get_policy(self, caller: Caller, name: str, project: str, requested: int) -> Response:
         if not self._identity.is_owner(caller, project):
             return self._denied("cloudkms.cryptoKeys.getIamPolicy", name)
         doc = self._state.read()
         if name not in doc["crypto_keys"]:
             return google_error(404, f"CryptoKey {name} not found.")
         policy = doc["iam"].get(name) or {"version": 1, "etag": _etag(0), "bindings": []}
+        refusal = version_refusal(policy.get("bindings", []), requested)
+        if refusal:
+            return google_error(400, refusal)
         return json_response(200, _public_policy(policy))
 
     def _set_policy(self, request: Request, caller: Caller, name: str, project: str) -> Response:
@@ -359,9 +368,10 @@ class MockKms:
                     "ABORTED",
                 )
             serial = int(current.get("serial", 0)) + 1
+            bindings = policy.get("bindings", [])
             stored = {
-                "version": 1,
-                "bindings": policy.get("bindings", []),
+                "version": 3 if any("condition" in b for b in bindings) else 1,
+                "bindings": bindings,
                 "serial": serial,
                 "etag": _etag(serial),
             }
@@ -386,9 +396,20 @@ def _validate_policy(policy: object) -> str | None:
     for binding in bindings:
         if not isinstance(binding, dict) or not isinstance(binding.get("role"), str):
             return "each binding needs a role."
-        if "condition" in binding:
-            return "The mock KMS does not support IAM conditions."
         members = binding.get("members", [])
         if not isinstance(members, list) or not all(isinstance(m, str) for m in members):
             return "binding members must be strings."
-    return None
+    return condition_refusal(bindings, policy.get("version"))
+
+
+def _requested_version(request: Request) -> int:
+    """``options.requestedPolicyVersion`` of a getIamPolicy call (query on GET, body on POST;
+    0 when absent)."""
+    raw: object = request.query.get("options.requestedPolicyVersion")
+    if raw is None and request.method == "POST" and request.body:
+        options = request.json().get("options")
+        raw = options.get("requestedPolicyVersion") if isinstance(options, dict) else None
+    try:
+        return int(raw) if raw is not None else 0  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return -1

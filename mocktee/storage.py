@@ -24,7 +24,13 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from sealbench.mocktee._http import POLL_INTERVAL_S, Request
-from sealbench.mocktee.identity import Caller, Identity, has_role
+from sealbench.mocktee.identity import (
+    Caller,
+    Identity,
+    condition_refusal,
+    has_role,
+    version_refusal,
+)
 from sealbench.mocktee.state import MockState
 
 __all__ = ["EmulatorProcess", "StorageProxy", "free_port"]
@@ -211,8 +217,10 @@ class StorageProxy:
             return
         if m := _BUCKET_IAM.match(path):
             body = handler.rfile.read(min(length, _MAX_POLICY_BYTES))
+            requested = parse_qs(parts.query).get("optionsRequestedPolicyVersion", ["0"])[0]
             self._reply(
-                handler, *self._bucket_iam(handler.command, m.group("bucket"), caller, body)
+                handler, *self._bucket_iam(handler.command, m.group("bucket"), caller, body,
+                                           int(requested) if requested.isdigit() else -1)
             )
             return
         reason = self._authorize(handler.command, path, query, caller)
@@ -267,7 +275,7 @@ class StorageProxy:
         return 200, json.dumps(answer).encode()
 
     def _bucket_iam(
-        self, method: str, bucket: str, caller: Caller, body: bytes
+        self, method: str, bucket: str, caller: Caller, body: bytes, requested: int = 0
     ) -> tuple[int, bytes]:
         if not self._is_admin(caller, bucket):
             return _gcs_error(
@@ -286,17 +294,23 @@ class StorageProxy:
                 if policy.get("etag") and policy["etag"] != current["etag"]:
                     return _gcs_error(412, "Precondition Failed", "conditionNotMet")
                 bindings = policy.get("bindings", [])
-                if any("condition" in b for b in bindings):
-                    return _gcs_error(400, "The mock does not support IAM conditions.", "invalid")
+                refusal = condition_refusal(bindings, policy.get("version"))
+                if refusal:
+                    return _gcs_error(400, refusal, "invalid")
                 serial = int(current["serial"]) + 1
                 current = {"bindings": bindings, "serial": serial, "etag": _etag(serial)}
                 doc["iam"][resource] = current
             elif method != "GET":
                 return _gcs_error(405, "method not allowed", "invalid")
+            else:
+                refusal = version_refusal(current["bindings"], requested)
+                if refusal:
+                    return _gcs_error(400, refusal, "invalid")
+        conditional = any("condition" in b for b in current["bindings"])
         public = {
             "kind": "storage#policy",
             "resourceId": f"projects/_/buckets/{bucket}",
-            "version": 1,
+            "version": 3 if conditional else 1,
             "etag": current["etag"],
             "bindings": current["bindings"],
         }

@@ -80,7 +80,13 @@ def _get(url: str, token: str) -> dict[str, Any]:
 
 
 def _key_policy(cloud: MockCloud, owner: OwnerSetup) -> dict[str, Any]:
-    return _get(f"{cloud.endpoints.kms}/v1/{owner.key_name}:getIamPolicy", owner.access_token)
+    return _get(f"{cloud.endpoints.kms}/v1/{owner.key_name}:getIamPolicy"
+                "?options.requestedPolicyVersion=3", owner.access_token)
+
+
+def _v3(bucket_url: str, owner: OwnerSetup) -> dict[str, Any]:
+    """A bucket's IAM policy read at version 3 (what a policy with conditions needs)."""
+    return _get(f"{bucket_url}?optionsRequestedPolicyVersion=3", owner.access_token)
 
 
 def _members(policy: dict[str, Any], role: str) -> set[str]:
@@ -114,7 +120,7 @@ def test_policy_writer_preserves_a_binding_someone_else_added(
     url = f"{cloud.endpoints.kms}/v1/{owner.key_name}:setIamPolicy"
     requests.post(url, json={"policy": key_policy}, headers=headers, timeout=10).raise_for_status()
     bucket_url = f"{cloud.endpoints.storage}/storage/v1/b/{owner.bucket}/iam"
-    bucket_policy = _get(bucket_url, owner.access_token)
+    bucket_policy = _v3(bucket_url, owner)
     bucket_policy["bindings"].append({"role": BUCKET_ROLE, "members": [FOREIGN]})
     requests.put(bucket_url, json=bucket_policy, headers=headers, timeout=10).raise_for_status()
 
@@ -126,12 +132,12 @@ def test_policy_writer_preserves_a_binding_someone_else_added(
     after = _key_policy(cloud, owner)
     assert _members(after, KEY_ROLE) == {FOREIGN, m2}
     assert _members(after, "roles/cloudkms.viewer") == {FOREIGN}
-    assert _members(_get(bucket_url, owner.access_token), BUCKET_ROLE) == {FOREIGN, m2}
+    assert _members(_v3(bucket_url, owner), BUCKET_ROLE) == {FOREIGN, m2}
 
     # Withdrawing every workload removes only the writer's members.
     writer.sync(_policy(cloud, owner))
     assert _members(_key_policy(cloud, owner), KEY_ROLE) == {FOREIGN}
-    assert _members(_get(bucket_url, owner.access_token), BUCKET_ROLE) == {FOREIGN}
+    assert _members(_v3(bucket_url, owner), BUCKET_ROLE) == {FOREIGN}
 
 
 def test_provider_written_with_the_typed_condition(mock: tuple[MockCloud, OwnerSetup]) -> None:
@@ -176,8 +182,47 @@ def test_policy_writer_lets_approved_workloads_create_results_only(
     report = writer.sync(policy)
     m1 = principal_set(owner.project_number, "hospital-pool", W1.uid())
     assert report.result_bucket is not None and report.result_bucket.added == (m1,)
-    assert _members(_get(bucket_url, owner.access_token), RESULT_BUCKET_ROLE) == {m1}
+    assert _members(_v3(bucket_url, owner), RESULT_BUCKET_ROLE) == {m1}
     assert not writer.sync(policy).changed
 
     writer.sync(dataclasses.replace(policy, workloads=frozenset()))
-    assert _members(_get(bucket_url, owner.access_token), RESULT_BUCKET_ROLE) == set()
+    assert _members(_v3(bucket_url, owner), RESULT_BUCKET_ROLE) == set()
+
+
+def test_policy_sync_keeps_the_owners_conditional_bindings(
+    mock: tuple[MockCloud, OwnerSetup],
+) -> None:
+    """An owner's key and bucket may already carry IAM Conditions (a time-bound admin grant):
+    Google then refuses a read at policy version 1 and requires version 3 to write; sync reads
+    and writes at 3 and leaves the conditional bindings exactly as they were (issue 29)."""
+    cloud, owner = mock
+    headers = {"Authorization": f"Bearer {owner.access_token}"}
+    condition = {"title": "until 2027",
+                 "expression": 'request.time < timestamp("2027-01-01T00:00:00Z")'}
+    conditional = {"role": "roles/cloudkms.admin", "members": [FOREIGN], "condition": condition}
+    key_url = f"{cloud.endpoints.kms}/v1/{owner.key_name}"
+    key_policy = _key_policy(cloud, owner)
+    without_version = {**key_policy, "bindings": [*key_policy["bindings"], conditional]}
+    refused = requests.post(f"{key_url}:setIamPolicy", json={"policy": without_version},
+                            headers=headers, timeout=10)
+    assert refused.status_code == 400 and "version 3" in refused.text
+    requests.post(f"{key_url}:setIamPolicy", json={"policy": {**without_version, "version": 3}},
+                  headers=headers, timeout=10).raise_for_status()
+    bucket_url = f"{cloud.endpoints.storage}/storage/v1/b/{owner.bucket}/iam"
+    bucket_policy = _v3(bucket_url, owner)
+    requests.put(bucket_url, headers=headers, timeout=10, json={
+        **bucket_policy, "version": 3, "bindings": [*bucket_policy["bindings"], {
+            "role": "roles/storage.admin", "members": [FOREIGN], "condition": condition}],
+    }).raise_for_status()
+    # as strict as Google: a version-1 read of a policy with conditions is refused
+    for url in (f"{key_url}:getIamPolicy", bucket_url):
+        assert requests.get(url, headers=headers, timeout=10).status_code == 400
+
+    report = _writer(cloud, owner).sync(_policy(cloud, owner, W1, W2))
+    assert report.key.added  # written, at version 3
+    after = _key_policy(cloud, owner)
+    assert after["version"] == 3 and conditional in after["bindings"]
+    granted = {principal_set(owner.project_number, "hospital-pool", w.uid()) for w in (W1, W2)}
+    assert granted <= _members(after, KEY_ROLE)
+    bucket_after = _v3(bucket_url, owner)
+    assert any(b.get("condition") == condition for b in bucket_after["bindings"])
