@@ -5,10 +5,12 @@ without importing one another."""
 
 from __future__ import annotations
 
-__all__ = ["read_opsets"]
+__all__ = ["read_opsets", "read_varint"]
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
+def read_varint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
+    """The protobuf varint at ``pos`` and the position after it; ``ValueError`` when it is
+    truncated or longer than 64 bits."""
     value, shift = 0, 0
     while True:
         if pos >= len(data) or shift > 63:
@@ -26,13 +28,13 @@ def _fields(data: bytes) -> list[tuple[int, int, bytes | int]]:
     out: list[tuple[int, int, bytes | int]] = []
     pos = 0
     while pos < len(data):
-        key, pos = _varint(data, pos)
+        key, pos = read_varint(data, pos)
         field, wire = key >> 3, key & 7
         if wire == 0:
-            value, pos = _varint(data, pos)
+            value, pos = read_varint(data, pos)
             out.append((field, wire, value))
         elif wire == 2:
-            length, pos = _varint(data, pos)
+            length, pos = read_varint(data, pos)
             if pos + length > len(data):
                 raise ValueError("truncated length-delimited field")
             out.append((field, wire, data[pos:pos + length]))

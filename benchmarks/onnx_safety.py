@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from sealbench.benchmarks.interface import ModelContractError
+from sealbench.benchmarks.onnx_opsets import read_varint
 
 __all__ = [
     "MAX_DEPTH",
@@ -99,16 +100,10 @@ def _fields(data: memoryview) -> Iterator[tuple[int, int, int | memoryview]]:
 
 
 def _varint(data: memoryview, pos: int) -> tuple[int, int]:
-    value, shift = 0, 0
-    while True:
-        if pos >= len(data) or shift > 63:
-            raise UnreadableModelError("not an ONNX model (truncated varint)")
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
+    try:
+        return read_varint(data, pos)
+    except ValueError:
+        raise UnreadableModelError("not an ONNX model (truncated varint)") from None
 
 
 def _text(value: int | memoryview) -> str:

@@ -94,10 +94,10 @@ def mock_key_source(endpoints: _MockVerifier) -> KeySource:
 def gcp_key_source(api_endpoints: Mapping[str, str]) -> KeySource:
     """Google's Confidential Space verifier (its published key set), or the ``attestation``
     endpoint override of a profile (its key set found by OpenID discovery)."""
-    from sealbench.cloud.confidential_space import (
-        CONFIDENTIAL_SPACE_ISSUER,
-        CONFIDENTIAL_SPACE_JWKS_URL,
-    )
+    # the platform-neutral contract names Google's verifier keys (the client may not import a
+    # platform's implementation); its issuer is the registry's trusted default
+    from sealbench.enclave.spec import GOOGLE_ATTESTATION_ISSUER as CONFIDENTIAL_SPACE_ISSUER
+    from sealbench.enclave.spec import GOOGLE_ATTESTATION_JWKS_URL as CONFIDENTIAL_SPACE_JWKS_URL
 
     override = api_endpoints.get("attestation")
     if override is None or override.rstrip("/") == CONFIDENTIAL_SPACE_ISSUER:

@@ -53,7 +53,11 @@ from sealbench.crypto.digest import parse_digest
 from sealbench.crypto.errors import PolicyViolationError, TokenInvalidError
 from sealbench.crypto.workload import WorkloadIdentity
 from sealbench.enclave.inputs import ConditionContext, ConditionInputError
-from sealbench.enclave.spec import ENV_OVERRIDE_NAMES, GOOGLE_ENDPOINTS
+from sealbench.enclave.spec import (
+    ENV_OVERRIDE_NAMES,
+    GOOGLE_ATTESTATION_JWKS_URL,
+    GOOGLE_ENDPOINTS,
+)
 
 __all__ = [
     "CONFIDENTIAL_HWMODELS",
@@ -86,10 +90,7 @@ __all__ = [
 
 #: Where Google publishes the key set its Confidential Space verifier signs tokens with (as
 #: ``jwks_uri`` in the issuer's OpenID discovery document).
-CONFIDENTIAL_SPACE_JWKS_URL: Final = (
-    "https://www.googleapis.com/service_accounts/v1/metadata/jwk/"
-    "signer@confidentialspace-sign.iam.gserviceaccount.com"
-)
+CONFIDENTIAL_SPACE_JWKS_URL: Final = GOOGLE_ATTESTATION_JWKS_URL
 #: The instance-metadata prefix that makes the launcher set (and attest) an env override.
 LAUNCH_ENV_PREFIX: Final = "tee-env-"
 _POOL = re.compile(

@@ -71,6 +71,15 @@ RunId = NewType("RunId", str)
 GOOGLE_STS_URL: Final = "https://sts.googleapis.com/v1/token"
 GOOGLE_KMS_ENDPOINT: Final = "https://cloudkms.googleapis.com"
 GOOGLE_STORAGE_ENDPOINT: Final = "https://storage.googleapis.com"
+#: Google's Confidential Space attestation verifier, the issuer of its tokens.
+GOOGLE_ATTESTATION_ISSUER: Final = "https://confidentialcomputing.googleapis.com"
+#: Where Google publishes the key set its Confidential Space verifier signs tokens with (as
+#: ``jwks_uri`` in the issuer's OpenID discovery document): what a relying party that opens a
+#: result checks its token against.
+GOOGLE_ATTESTATION_JWKS_URL: Final = (
+    "https://www.googleapis.com/service_accounts/v1/metadata/jwk/"
+    "signer@confidentialspace-sign.iam.gserviceaccount.com"
+)
 
 _ID_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 #: A sealed asset's or result's location: ``gs://bucket[/prefix]`` or ``file:///abs/path`` (no

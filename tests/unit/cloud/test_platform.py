@@ -380,3 +380,17 @@ def test_loading_every_platform_pulls_in_no_sdk_and_no_mock_service() -> None:
     names, loaded = json.loads(proc.stdout)
     assert {"confidential-space", "insecure-mock"} <= set(names)
     assert loaded == []
+
+
+def test_the_contract_names_googles_verifier_as_the_platform_does() -> None:
+    """The client opens results against the contract's names for Google's verifier (it may not
+    import the platform's implementation): they must be the platform's own."""
+    from sealbench.cloud.confidential_space import (
+        CONFIDENTIAL_SPACE_ISSUER,
+        CONFIDENTIAL_SPACE_JWKS_URL,
+    )
+    from sealbench.enclave.spec import GOOGLE_ATTESTATION_ISSUER, GOOGLE_ATTESTATION_JWKS_URL
+    from sealbench.server.settings import CONFIDENTIAL_SPACE_JWKS_URL as REGISTRY_JWKS_URL
+
+    assert GOOGLE_ATTESTATION_ISSUER == CONFIDENTIAL_SPACE_ISSUER
+    assert GOOGLE_ATTESTATION_JWKS_URL == CONFIDENTIAL_SPACE_JWKS_URL == REGISTRY_JWKS_URL
