@@ -74,6 +74,7 @@ __all__ = [
     "LABEL_LOG_REDIRECT",
     "LABEL_PLUGINS",
     "LABEL_SOURCE_DIGEST",
+    "NVIDIA_LIBRARY_PATH",
     "SOURCE_DATE_EPOCH",
     "Accelerator",
     "AcceleratorMismatchError",
@@ -121,6 +122,9 @@ _BASE_PACKAGES: Final = ("python3", "python3-venv", "ca-certificates")
 _EXTRAS: Final = "enclave,gcp"
 #: The image's label listing the benchmark plug-ins installed beside sealbench.
 LABEL_PLUGINS: Final = "org.sealbench.plugins"
+#: Where the Confidential Space launcher mounts the NVIDIA driver's libraries in the container
+#: (go-tpm-tools ``launcher``: ``/usr/local/nvidia/lib64``); the GPU image's ``LD_LIBRARY_PATH``.
+NVIDIA_LIBRARY_PATH: Final = "/usr/local/nvidia/lib64"
 #: The image's label naming its accelerator variant (``docker/Dockerfile``'s ``ACCELERATOR``).
 LABEL_ACCELERATOR: Final = "sealbench.accelerator"
 #: ``cpu``: onnxruntime; ``cuda``: onnxruntime-gpu (CUDAExecutionProvider on a confidential GPU).
@@ -198,6 +202,10 @@ def build_arguments(base_image: str, accelerator: Accelerator) -> dict[str, str]
         "ALLOW_ENV_OVERRIDE": allow_env_override_value(),
         "SOURCE_DATE_EPOCH": str(SOURCE_DATE_EPOCH),
         "ACCELERATOR": accelerator,
+        # where the Confidential Space launcher mounts the NVIDIA driver's libraries on a GPU VM
+        # (tee-install-gpu-driver); without it onnxruntime-gpu finds no libcuda and falls back
+        # to the CPU
+        "NVIDIA_LIBRARY_PATH": NVIDIA_LIBRARY_PATH if accelerator == "cuda" else "",
     }
 
 

@@ -138,6 +138,10 @@ def test_a_build_whose_label_does_not_match_is_refused(
 
 def test_build_arguments_and_tags() -> None:
     assert build_arguments(BASE, "cuda")["ACCELERATOR"] == "cuda"
+    # the GPU image finds the driver's libraries where the launcher mounts them; the CPU one
+    # sets no library path
+    assert build_arguments(BASE, "cuda")["NVIDIA_LIBRARY_PATH"] == "/usr/local/nvidia/lib64"
+    assert build_arguments(BASE, "cpu")["NVIDIA_LIBRARY_PATH"] == ""
     assert build_arguments(BASE, "cpu")["ALLOW_ENV_OVERRIDE"]
     with pytest.raises(ValueError, match="cpu, cuda"):
         build_arguments(BASE, "rocm")  # type: ignore[arg-type]
