@@ -6,6 +6,8 @@ into :mod:`sealbench.cloud.errors` naming the key and the identity."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NoReturn
 
 import google_crc32c
@@ -28,10 +30,13 @@ if TYPE_CHECKING:
 __all__ = [
     "KMS_MAX_PAYLOAD",
     "KMS_TIMEOUT_S",
+    "TRANSIT_ATTEMPTS",
     "KmsKeyWrapper",
     "describe_identity",
     "make_kms_client",
 ]
+
+_log = logging.getLogger("sealbench.cloud")
 
 #: Seconds allowed for one KMS request (including retries of that request).
 KMS_TIMEOUT_S = 30.0
@@ -126,6 +131,9 @@ class KmsKeyWrapper:
     def wrap(self, plaintext: bytes, aad: bytes) -> bytes:
         if len(plaintext) > KMS_MAX_PAYLOAD or len(aad) > KMS_MAX_PAYLOAD:
             raise KmsError("plaintext and AAD are limited to 64 KiB each", key_name=self._key_name)
+        return _retrying_transit(lambda: self._wrap_once(plaintext, aad))
+
+    def _wrap_once(self, plaintext: bytes, aad: bytes) -> bytes:
         request = {
             "name": self._key_name,
             "plaintext": plaintext,
@@ -138,12 +146,12 @@ class KmsKeyWrapper:
         except (gexc.GoogleAPIError, auth_exc.GoogleAuthError) as exc:
             self._translate(exc, "encrypt")
         if not response.verified_plaintext_crc32c:
-            raise KmsIntegrityError(
+            raise _TransitError(
                 "KMS did not verify the plaintext CRC32C of the encrypt request",
                 key_name=self._key_name,
             )
         if not response.verified_additional_authenticated_data_crc32c:
-            raise KmsIntegrityError(
+            raise _TransitError(
                 "KMS did not verify the AAD CRC32C of the encrypt request",
                 key_name=self._key_name,
             )
@@ -154,12 +162,15 @@ class KmsKeyWrapper:
             )
         ciphertext = bytes(response.ciphertext)
         if response.ciphertext_crc32c != _crc32c(ciphertext):
-            raise KmsIntegrityError(
+            raise _TransitError(
                 "ciphertext corrupted in transit (CRC32C mismatch)", key_name=self._key_name
             )
         return ciphertext
 
     def unwrap(self, ciphertext: bytes, aad: bytes) -> bytes:
+        return _retrying_transit(lambda: self._unwrap_once(ciphertext, aad))
+
+    def _unwrap_once(self, ciphertext: bytes, aad: bytes) -> bytes:
         request = {
             "name": self._key_name,
             "ciphertext": ciphertext,
@@ -173,10 +184,32 @@ class KmsKeyWrapper:
             self._translate(exc, "decrypt")
         plaintext = bytes(response.plaintext)
         if response.plaintext_crc32c != _crc32c(plaintext):
-            raise KmsIntegrityError(
+            raise _TransitError(
                 "plaintext corrupted in transit (CRC32C mismatch)", key_name=self._key_name
             )
         return plaintext
+
+
+#: How many times a call whose checksums disagree is made in all: Google's data-integrity
+#: guidance is to discard such an answer and retry "a limited number of times", a lasting
+#: mismatch being a fault to report, not to retry forever.
+TRANSIT_ATTEMPTS = 3
+
+
+class _TransitError(KmsIntegrityError):
+    """A CRC32C the request or the answer failed in transit: retried, then raised."""
+
+
+def _retrying_transit(call: Callable[[], bytes]) -> bytes:
+    for attempt in range(1, TRANSIT_ATTEMPTS + 1):
+        try:
+            return call()
+        except _TransitError as exc:
+            if attempt == TRANSIT_ATTEMPTS:
+                raise KmsIntegrityError(
+                    f"{exc} ({TRANSIT_ATTEMPTS} attempts)", key_name=exc.key_name) from exc
+            _log.warning("KMS checksum mismatch (%s); retrying", exc)
+    raise AssertionError("unreachable")
 
 
 def _safe_auth_reason(exc: auth_exc.GoogleAuthError) -> str:

@@ -12,7 +12,7 @@ from google.api_core import exceptions as gexc
 from google.auth import exceptions as auth_exc
 
 from sealbench.cloud.errors import KeyAccessDenied, KeyNotFound, KmsIntegrityError
-from sealbench.cloud.kms import KmsKeyWrapper
+from sealbench.cloud.kms import TRANSIT_ATTEMPTS, KmsKeyWrapper
 from sealbench.crypto.errors import KeyUnwrapError
 
 KEY = "projects/p/locations/global/keyRings/r/cryptoKeys/k"
@@ -44,6 +44,11 @@ class FakeKms:
     corrupt: str = ""
     error: Exception | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
+    #: corrupt only the first N answers (0: every one)
+    corrupt_times: int = 0
+
+    def _corrupting(self) -> bool:
+        return not self.corrupt_times or len(self.requests) <= self.corrupt_times
 
     def encrypt(self, request: dict[str, Any], timeout: float) -> _EncryptResponse:
         self.requests.append(request)
@@ -55,6 +60,8 @@ class FakeKms:
         )
         ciphertext = request["plaintext"][::-1]
         response = _EncryptResponse(f"{KEY}/cryptoKeyVersions/1", ciphertext, _crc(ciphertext))
+        if not self._corrupting():
+            return response
         if self.corrupt == "ciphertext":
             response.ciphertext = b"X" + ciphertext[1:]
         if self.corrupt == "verified":
@@ -74,7 +81,7 @@ class FakeKms:
         assert request["ciphertext_crc32c"] == _crc(request["ciphertext"])
         plaintext = request["ciphertext"][::-1]
         response = _DecryptResponse(plaintext, _crc(plaintext))
-        if self.corrupt == "plaintext":
+        if self.corrupt == "plaintext" and self._corrupting():
             response.plaintext = b"Y" + plaintext[1:]
         return response
 
@@ -99,9 +106,32 @@ def test_encrypt_response_corrupted_in_transit_rejected(corruption: str) -> None
 
 
 def test_decrypt_response_corrupted_in_transit_rejected() -> None:
+    fake = FakeKms(corrupt="plaintext")
     with pytest.raises(KmsIntegrityError) as info:
-        _wrapper(FakeKms(corrupt="plaintext")).unwrap(b"x" * 32, b"aad")
+        _wrapper(fake).unwrap(b"x" * 32, b"aad")
     assert isinstance(info.value, KeyUnwrapError)
+    assert len(fake.requests) == TRANSIT_ATTEMPTS and "3 attempts" in str(info.value)
+
+
+@pytest.mark.parametrize(("corruption", "call"), [
+    ("ciphertext", "wrap"), ("verified", "wrap"), ("verified_aad", "wrap"),
+    ("plaintext", "unwrap")])
+def test_a_checksum_mismatch_in_transit_is_retried(corruption: str, call: str) -> None:
+    """Google's guidance: discard an answer whose checksums disagree and retry a few times."""
+    fake = FakeKms(corrupt=corruption, corrupt_times=TRANSIT_ATTEMPTS - 1)
+    wrapper = _wrapper(fake)
+    if call == "wrap":
+        assert wrapper.wrap(b"k" * 32, b"aad") == (b"k" * 32)[::-1]
+    else:
+        assert wrapper.unwrap(b"x" * 31 + b"y", b"aad") == (b"x" * 31 + b"y")[::-1]
+    assert len(fake.requests) == TRANSIT_ATTEMPTS
+
+
+def test_an_answer_for_another_key_is_not_retried() -> None:
+    fake = FakeKms(corrupt="name")
+    with pytest.raises(KmsIntegrityError):
+        _wrapper(fake).wrap(b"k" * 32, b"aad")
+    assert len(fake.requests) == 1
 
 
 def test_permission_denied_names_key_and_identity() -> None:
