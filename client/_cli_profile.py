@@ -94,6 +94,11 @@ def profile_add(
     bucket: Annotated[
         str | None, typer.Option(help="gcp: your bucket (default: PROJECT-sealbench)")
     ] = None,
+    bucket_location: Annotated[
+        str | None,
+        typer.Option(help="gcp: where your bucket is created if it does not exist (EU, "
+                     "europe-west4, US, ...): your data's residency, required to create one")
+    ] = None,
     pool: Annotated[str, typer.Option(help="gcp: workload identity pool id")] = "sealbench",
     impersonate_service_account: Annotated[
         str | None,
@@ -128,7 +133,7 @@ def profile_add(
                                  param_hint="'--log-key' / '--trust-on-first-use'")
     gcp = _gcp_settings(
         cloud, mock_tee, project=project, project_number=project_number, location=location,
-        key_ring=key_ring, key=key, bucket=bucket, pool=pool,
+        key_ring=key_ring, key=key, bucket=bucket, bucket_location=bucket_location, pool=pool,
         impersonate_service_account=impersonate_service_account, zone=zone,
         service_account=service_account, machine_type=machine_type,
         api_endpoints=_endpoint_overrides(api_endpoint or []),

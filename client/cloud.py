@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from sealbench.client._cloud_failures import api_disabled, cloud_failure
 from sealbench.client.errors import CloudError, ConfigError
@@ -215,6 +215,9 @@ class GcpOwnerCloud:
     pool_id: str = POOL_ID
     provider_id: str = PROVIDER_ID
     apis: GoogleApis = field(default_factory=GoogleApis)
+    #: Where a bucket created here lives; None: a missing bucket is not created (see
+    #: :meth:`ensure_key_and_bucket`).
+    bucket_location: str | None = None
 
     def __post_init__(self) -> None:
         if not self.project_number.isdigit():
@@ -285,9 +288,9 @@ class GcpOwnerCloud:
         if bucket:
             steps.append((f"bucket gs://{self.bucket}",
                           lambda: storage.get_bucket(self.bucket),
-                          lambda: storage.create_bucket(self.bucket),
+                          lambda: self._create_bucket(storage),
                           f"gcloud storage buckets create gs://{self.bucket} "
-                          f"--project {self.project_id}"))
+                          f"--project {self.project_id} --location LOCATION"))
         created = []
         for what, locate, create, command in steps:
             try:
@@ -316,6 +319,18 @@ class GcpOwnerCloud:
             log.info("created %s", what)
             created.append(what)
         return created
+
+    def _create_bucket(self, storage: Any) -> object:
+        """Create the owner's bucket where its profile says; never in Google's default (the US
+        multi-region) by omission."""
+        if self.bucket_location is None:
+            raise ConfigError(
+                f"bucket gs://{self.bucket} does not exist, and no location is chosen for it",
+                hint="choose where your data lives (data residency): add the profile again "
+                "with --bucket-location (EU, europe-west4, US, ...), or create the bucket "
+                f"yourself: gcloud storage buckets create gs://{self.bucket} --project "
+                f"{self.project_id} --location LOCATION")
+        return storage.create_bucket(self.bucket, location=self.bucket_location)
 
     def key_wrapper(self, key_name: str) -> KmsKeyWrapper:
         from sealbench.cloud.kms import KmsKeyWrapper, make_kms_client

@@ -136,6 +136,10 @@ class GcpSettings(BaseModel):
     key_ring: str = Field(default="sealbench", pattern=r"^[A-Za-z0-9_-]{1,63}$")
     key: str = Field(default="assets", pattern=r"^[A-Za-z0-9_-]{1,63}$")
     bucket: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
+    #: Where a bucket sealbench creates lives (``EU``, ``europe-west4``, ...): required to
+    #: create one, since Google's default is the US multi-region, a data-residency question
+    #: each owner answers for itself.
+    bucket_location: str | None = Field(default=None, pattern=r"^[A-Za-z0-9-]{2,40}$")
     pool: str = Field(default="sealbench", pattern=r"^[a-z0-9-]{4,32}$")
     provider: str = Field(default="attestation", pattern=r"^[a-z0-9-]{4,32}$")
     impersonate_service_account: str | None = Field(

@@ -85,6 +85,7 @@ def gcp_owner_cloud(settings: GcpSettings) -> GcpOwnerCloud:
         key_ring=settings.key_ring,
         key=settings.key,
         bucket=settings.bucket or "",
+        bucket_location=settings.bucket_location,
         pool_id=settings.pool,
         provider_id=settings.provider,
         apis=GoogleApis.with_overrides(settings.api_endpoints),
@@ -125,6 +126,8 @@ def gcp_owner_cloud_names(settings: GcpSettings) -> dict[str, str]:
     return {
         "KMS key": cloud.key_name,
         "bucket": f"gs://{cloud.bucket}",
+        "bucket location": settings.bucket_location or "not chosen (required to create it)",
+        "KMS location": cloud.location,
         "pool provider": cloud.pool_provider_name(),
     }
 

@@ -159,7 +159,7 @@ class World:
             "--trust-on-first-use",
             "--cloud", "gcp", "--project", project,
             *(("--project-number", number) if give_number else ()),
-            "--zone", ZONE, "--service-account", owner.runner,
+            "--zone", ZONE, "--service-account", owner.runner, "--bucket-location", "EU",
             *(f"--api-endpoint={name}={url}" for name, url in endpoints.items()),
         ], env={"GOOGLE_APPLICATION_CREDENTIALS": str(adc)})
         assert added.exit_code == 0, added.output

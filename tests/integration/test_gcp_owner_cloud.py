@@ -17,6 +17,7 @@ from google.oauth2.credentials import Credentials
 
 from sealbench.client import cloud as cloud_module
 from sealbench.client.cloud import GcpOwnerCloud, insecure_mock_platform, mock_apis
+from sealbench.client.errors import ConfigError
 from sealbench.client.sealing import seal_model
 from sealbench.cloud.credentials import workload_credentials
 from sealbench.cloud.errors import CredentialError
@@ -47,7 +48,8 @@ def mock(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MockCloud]:
         yield cloud
 
 
-def _new_owner(mock: MockCloud, project: str, number: str) -> GcpOwnerCloud:
+def _new_owner(mock: MockCloud, project: str, number: str,
+               bucket_location: str | None = "EU") -> GcpOwnerCloud:
     """An owner with only a project and its own credentials, as on Google Cloud."""
     ep = mock.endpoints
     principal = f"user:owner@{project}.example"
@@ -60,6 +62,7 @@ def _new_owner(mock: MockCloud, project: str, number: str) -> GcpOwnerCloud:
         credentials_source=lambda: Credentials(token["access_token"]),  # type: ignore[no-untyped-call]
         platform=insecure_mock_platform(ep),
         apis=mock_apis(ep),
+        bucket_location=bucket_location,
     )
 
 
@@ -175,3 +178,17 @@ def test_doctor_names_each_missing_piece_and_its_fix_then_passes(
     refused = _by_name(check_owner_cloud(stranger))
     assert not refused["KMS key"].ok  # type: ignore[attr-defined]
     assert "permission denied" in refused["KMS key"].detail.lower()  # type: ignore[attr-defined]
+
+
+def test_bucket_never_created_in_googles_default_location_by_omission(
+    mock: MockCloud, no_mock_owner_class: None
+) -> None:
+    """Google puts a bucket created without a location in the US multi-region: a hospital's
+    data residency is its own choice, so without --bucket-location nothing is created (the key
+    is, as before) and the error says how to choose (issue 29)."""
+    owner = _new_owner(mock, "nowhere-gcp", "600000000016", bucket_location=None)
+    with pytest.raises(ConfigError, match="no location is chosen") as info:
+        owner.ensure_key_and_bucket()
+    assert "--bucket-location" in (info.value.hint or "")
+    created = _new_owner(mock, "eu-gcp", "600000000017").ensure_key_and_bucket()
+    assert "bucket gs://eu-gcp-sealbench" in created

@@ -41,6 +41,8 @@ def test_gcp_profile_is_stored_and_shows_what_it_touches(
         "projects/hospital-a-prod/locations/global/keyRings/sealbench/cryptoKeys/assets"
     )
     assert rows["bucket"] == "gs://hospital-a-sealed"
+    assert rows["bucket location"] == "not chosen (required to create it)"
+    assert rows["KMS location"] == "global"
     assert rows["pool provider"] == (
         "projects/123456789012/locations/global/workloadIdentityPools/sealbench/providers/"
         "attestation"
