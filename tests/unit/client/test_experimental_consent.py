@@ -52,6 +52,7 @@ def _link(accept: bool, role: str) -> InboxLink:
         association=AssociationPublic(
             id=1, benchmark_id=7, asset_kind="model", asset_id=3, revision=1, status="pending",
             initiator_role=role, initiated_by_id=1, actor_id=1,  # type: ignore[arg-type]
+            exact_release_consent=False,
             created_at=datetime(2026, 6, 1, tzinfo=UTC)),
         benchmark_name="brats-gpu", benchmark_version="1", asset_name="unet",
         asset_version="1", asset_owner_id=2, benchmark_owner_id=1,

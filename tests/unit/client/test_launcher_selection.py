@@ -110,7 +110,7 @@ def _spec() -> RunSpec:
     key = "projects/p/locations/global/keyRings/r/cryptoKeys/k"
     location = AssetLocation(asset_id="1", uri="file:///tmp/x", kms_key=key, pool_provider=pool)
     return RunSpec(
-        run_id="r1", benchmark_id="b1", metrics_version="wdbc/1", dataset=location,
+        run_id="r1", benchmark_id="1", metrics_version="wdbc/1", dataset=location,
         model=location, result_uri="file:///tmp/out", recipient_public_key="A" * 43 + "=",
         data_digest=digest, model_digest=digest, recipient_digest=digest,
     )
