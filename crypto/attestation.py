@@ -45,11 +45,13 @@ from sealbench.crypto.errors import (
 )
 
 __all__ = [
+    "FAILURE_AUDIENCE",
     "MAX_JWKS_LENGTH",
     "MAX_TOKEN_LENGTH",
     "RESULT_AUDIENCE",
     "Jwks",
     "VerifiedPayload",
+    "failure_nonce",
     "result_nonce",
     "show_claim",
     "unverified_payload",
@@ -60,6 +62,12 @@ __all__ = [
 VerifiedPayload = Mapping[str, object]
 
 RESULT_AUDIENCE: Final = "sealbench-result"
+#: The audience of the token an enclave attests its own failure record with: never a result
+#: token's (the registry verifies results at ``sealbench-result`` only) and never a pool's (pools
+#: accept only the STS audience).
+FAILURE_AUDIENCE: Final = "sealbench-failure"
+#: The purpose member of a failure nonce's document, which a result nonce's never has.
+_FAILURE_PURPOSE: Final = "sealbench-failure-v1"
 
 #: Largest token accepted (real ones are 1-3 KiB); checked before anything is decoded.
 MAX_TOKEN_LENGTH: Final = 64 * 1024
@@ -301,4 +309,17 @@ def result_nonce(summary: Mapping[str, object], sealed_result_digest: Sha256Dige
     launcher's 10-74 byte nonce limit)."""
     digest = parse_digest(sealed_result_digest)
     document = canonical_json({"sealed_result_sha256": digest, "summary": dict(summary)})
+    return hashlib.sha256(document).hexdigest()
+
+
+def failure_nonce(record: bytes) -> str:
+    """The ``eat_nonce`` a failure token must carry: hex SHA-256 over the canonical JSON
+    ``{"failure_record_sha256": <sha256:hex of record>, "purpose": "sealbench-failure-v1"}``,
+    where ``record`` is the exact bytes of ``failure.json`` (canonical JSON). Domain-separated
+    from :func:`result_nonce`: its document has other members, so no failure record and no
+    (summary, sealed result) pair share a nonce, and the two tokens' audiences differ too."""
+    document = canonical_json({
+        "failure_record_sha256": "sha256:" + hashlib.sha256(record).hexdigest(),
+        "purpose": _FAILURE_PURPOSE,
+    })
     return hashlib.sha256(document).hexdigest()

@@ -14,6 +14,10 @@ Objects, under the prefix of ``SEALBENCH_RESULT_URI`` (``gs://bucket/prefix/`` o
     result.token       the result attestation token (compact JWS, ASCII): audience
                        "sealbench-result", eat_nonce = result_nonce(summary, sha256(result.sealed))
     failure.json       FailureRecord, written instead of the three above when a run fails
+    failure.token      the failure attestation token (compact JWS, ASCII), only when the run
+                       failed after it attested: audience "sealbench-failure", eat_nonce =
+                       failure_nonce(the exact bytes of failure.json); written before
+                       failure.json, so a record's presence means its token is there if any
 
 The three result objects are uploaded only after everything succeeded, sealed result first and
 token last, so the token's presence marks a complete result. Every document is canonical JSON
@@ -47,6 +51,7 @@ from sealbench.crypto.canonical import canonical_json
 
 __all__ = [
     "FAILURE_OBJECT",
+    "FAILURE_TOKEN_OBJECT",
     "SEALED_OBJECT",
     "SUMMARY_OBJECT",
     "TOKEN_OBJECT",
@@ -65,6 +70,7 @@ SEALED_OBJECT: Final = "result.sealed"
 SUMMARY_OBJECT: Final = "summary.json"
 TOKEN_OBJECT: Final = "result.token"  # noqa: S105 - an object name
 FAILURE_OBJECT: Final = "failure.json"
+FAILURE_TOKEN_OBJECT: Final = "failure.token"  # noqa: S105 - an object name
 
 #: Largest result document a reader accepts.
 MAX_DOCUMENT_BYTES: Final = 64 << 20
@@ -219,7 +225,11 @@ class PerCaseResults(_Document):
 
 class FailureRecord(_Document):
     """Why a run failed (version 1): the step, the error class and its safe one-line reason.
-    ``run_id`` is None when the run spec itself could not be read."""
+    ``run_id`` is None when the run spec itself could not be read. A run that failed after it
+    attested signs the record's exact bytes with a token (``failure.token``, see the module
+    docstring), so the registry can tell the enclave's account from a hospital's claim; the
+    record therefore holds nothing secret and no case data (the error messages' rule,
+    :mod:`sealbench.enclave.errors`)."""
 
     format: Literal["sealbench/run-failure"] = "sealbench/run-failure"
     version: Literal[1] = 1

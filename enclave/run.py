@@ -1,7 +1,15 @@
 """One confidential evaluation from start to end: :func:`run_enclave` chains the steps and is the
 enclave's one error boundary. On failure it writes a :class:`~sealbench.enclave.result.
 FailureRecord` to the result destination (when one can be reached) and raises the
-:class:`~sealbench.enclave.errors.EnclaveError`, whose message is safe to print."""
+:class:`~sealbench.enclave.errors.EnclaveError`, whose message is safe to print.
+
+A run that fails after it attested also attests its failure record: it asks the platform's
+attester for a token of audience ``sealbench-failure`` whose ``eat_nonce`` is
+:func:`~sealbench.crypto.attestation.failure_nonce` of the record's exact bytes, and writes it
+as ``failure.token`` before ``failure.json``. The registry verifies it as it verifies a result
+token, so a model owner can tell the enclave's own account of a failure from a hospital's
+claim. A failure before attestation (no spec, no token) stays unsigned; so does one whose
+token the attester refuses (logged)."""
 
 from __future__ import annotations
 
@@ -18,18 +26,21 @@ from sealbench.benchmarks.interface import (
 )
 from sealbench.cloud import BlobStore, CloudError, join_name
 from sealbench.cloud.attester import Attester
+from sealbench.cloud.errors import AttesterError
+from sealbench.crypto.attestation import FAILURE_AUDIENCE, failure_nonce
 from sealbench.enclave.access import AssetAccess, CloudAccess
 from sealbench.enclave.bounds import MemoryLimit, ProcessMemoryLimit
-from sealbench.enclave.errors import EnclaveError
+from sealbench.enclave.errors import AttestationUnavailable, EnclaveError
 from sealbench.enclave.evaluation import evaluate, open_dataset
 from sealbench.enclave.network import EgressGuard
 from sealbench.enclave.platforms import EvidenceSource
 from sealbench.enclave.publish import PublishedResult, publish, seal_results
-from sealbench.enclave.result import FAILURE_OBJECT, FailureRecord
+from sealbench.enclave.result import FAILURE_OBJECT, FAILURE_TOKEN_OBJECT, FailureRecord
 from sealbench.enclave.steps import (
     AttestedRun,
     RunnerFactory,
     attest,
+    claims_of,
     load_model,
     open_destination,
     release_keys,
@@ -73,6 +84,26 @@ class _Progress:
         self.step = "read the run specification"
         self.run_id: str | None = None
         self.destination: tuple[BlobStore, str] | None = None
+        #: The platform's attester, once the run attested: it signs the failure record.
+        self.attester: Attester | None = None
+
+
+def _failure_token(attester: Attester, record: bytes) -> str | None:
+    """A token of audience ``sealbench-failure`` binding ``record`` (its nonce checked in the
+    token's claims), or None when the attester gives none (the record then goes unsigned)."""
+    nonce = failure_nonce(record)
+    try:
+        token = attester.token(audience=FAILURE_AUDIENCE, nonces=[nonce])
+        claims = claims_of(token)
+    except (AttesterError, AttestationUnavailable) as exc:
+        _log.warning("the failure record goes unsigned: no failure token (%s)",
+                     type(exc).__name__)
+        return None
+    if nonce not in claims.eat_nonce or claims.aud != FAILURE_AUDIENCE:
+        _log.warning("the failure record goes unsigned: the token does not carry the requested "
+                     "audience and nonce")
+        return None
+    return token
 
 
 def _record_failure(progress: _Progress, error: EnclaveError) -> None:
@@ -85,9 +116,12 @@ def _record_failure(progress: _Progress, error: EnclaveError) -> None:
         error=type(error).__name__,
         reason=str(error)[:2000],
         exit_code=error.exit_code,
-    )
+    ).to_bytes()
+    token = None if progress.attester is None else _failure_token(progress.attester, record)
     try:
-        store.put_bytes(join_name(prefix, FAILURE_OBJECT), record.to_bytes())
+        if token is not None:  # first, so that the record's presence means its token is there
+            store.put_bytes(join_name(prefix, FAILURE_TOKEN_OBJECT), token.encode("ascii"))
+        store.put_bytes(join_name(prefix, FAILURE_OBJECT), record)
     except CloudError as exc:
         _log.warning("the failure record could not be written (%s)", type(exc).__name__)
 
@@ -142,6 +176,7 @@ def _run(
     if egress is not None:
         egress.pin(run.destinations)
     progress.run_id = run.spec.run_id
+    progress.attester = run.attester
     access = access_factory(run)
     progress.step = "check the recipient key and the result destination"
     _log.info("step 1/7: %s", progress.step)

@@ -24,7 +24,12 @@ from sealbench.client.results import download_result, open_result
 from sealbench.cloud.confidential_space import claims_from_payload
 from sealbench.crypto.attestation import Jwks, unverified_payload
 from sealbench.enclave.errors import AssetIntegrityError, KeyReleaseDenied
-from sealbench.enclave.result import FAILURE_OBJECT, WRITE_CHECK_OBJECT, FailureRecord
+from sealbench.enclave.result import (
+    FAILURE_OBJECT,
+    FAILURE_TOKEN_OBJECT,
+    WRITE_CHECK_OBJECT,
+    FailureRecord,
+)
 
 RESULT_OBJECTS = ["result.sealed", "result.token", "summary.json", "write-check.json"]
 
@@ -136,7 +141,7 @@ def test_swapped_case_objects_in_the_bucket_fail_closed(enclave_world: Any) -> N
     with pytest.raises(EnclaveRunFailed) as info:
         world.launcher().launch(spec, timeout=600)
     assert info.value.error_class is AssetIntegrityError
-    assert world.result_objects(spec) == [FAILURE_OBJECT, WRITE_CHECK_OBJECT]
+    assert world.result_objects(spec) == [FAILURE_OBJECT, FAILURE_TOKEN_OBJECT, WRITE_CHECK_OBJECT]
     record = FailureRecord.from_bytes(
         store.get_bytes(f"results/{spec.run_id}/{FAILURE_OBJECT}", 1 << 20)
     )
@@ -208,7 +213,7 @@ def test_small_dataset_run_under_the_full_size_pin_is_refused(enclave_world: Any
     with pytest.raises(EnclaveRunFailed) as info:
         world.launcher().launch(spec, timeout=600)
     assert info.value.exit_code == 15 and info.value.error_class is AssetRejected
-    assert world.result_objects(spec) == [FAILURE_OBJECT, WRITE_CHECK_OBJECT]
+    assert world.result_objects(spec) == [FAILURE_OBJECT, FAILURE_TOKEN_OBJECT, WRITE_CHECK_OBJECT]
     store = world.owner_store(world.hospital)
     record = FailureRecord.from_bytes(
         store.get_bytes(f"results/{spec.run_id}/{FAILURE_OBJECT}", 1 << 20)

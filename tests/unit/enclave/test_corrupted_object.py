@@ -22,7 +22,12 @@ from sealbench.cloud.gcs import GcsBlobStore, make_storage_client
 from sealbench.crypto.envelope import KeyWrapper
 from sealbench.crypto.errors import IntegrityError
 from sealbench.enclave.errors import AssetIntegrityError
-from sealbench.enclave.result import FAILURE_OBJECT, WRITE_CHECK_OBJECT, FailureRecord
+from sealbench.enclave.result import (
+    FAILURE_OBJECT,
+    FAILURE_TOKEN_OBJECT,
+    WRITE_CHECK_OBJECT,
+    FailureRecord,
+)
 from sealbench.enclave.run import RunReport, run_enclave
 from sealbench.enclave.spec import AssetLocation
 from sealbench.mocktee.storage import EmulatorProcess, free_port
@@ -150,7 +155,8 @@ def test_byte_flipped_on_disk_reported_as_integrity_failure(
     else:
         assert isinstance(error.__cause__, ObjectCorrupted)
     results = LocalBlobStore(world.results())
-    assert set(results.list()) == {WRITE_CHECK_OBJECT, FAILURE_OBJECT}  # no result uploaded
+    assert set(results.list()) == {WRITE_CHECK_OBJECT, FAILURE_OBJECT,  # no result uploaded
+                                   FAILURE_TOKEN_OBJECT}
     record = FailureRecord.from_bytes(results.get_bytes(FAILURE_OBJECT, 1 << 20))
     assert record.error == "AssetIntegrityError" and record.exit_code == 14
     assert name in record.reason and "internal error" not in record.reason

@@ -26,6 +26,7 @@ from sealbench.client.results import download_result, open_result
 from sealbench.cloud import LocalBlobStore
 from sealbench.enclave.result import (
     FAILURE_OBJECT,
+    FAILURE_TOKEN_OBJECT,
     SEALED_OBJECT,
     SUMMARY_OBJECT,
     TOKEN_OBJECT,
@@ -242,10 +243,28 @@ def test_failure_record_written_and_no_result_uploaded(world: Any) -> None:
         world.run()
     assert type(info.value).__name__ == "AssetIntegrityError"
     names = set(LocalBlobStore(world.results()).list())
-    assert names == {WRITE_CHECK_OBJECT, FAILURE_OBJECT}
-    record = FailureRecord.from_bytes((world.results() / FAILURE_OBJECT).read_bytes())
+    assert names == {WRITE_CHECK_OBJECT, FAILURE_OBJECT, FAILURE_TOKEN_OBJECT}
+    raw = (world.results() / FAILURE_OBJECT).read_bytes()
+    record = FailureRecord.from_bytes(raw)
     assert record.exit_code == 14 and record.run_id == "run-1"
     assert record.step == "download, verify and load the model"
+    # the enclave attested its own record: audience sealbench-failure, nonce over its bytes
+    from sealbench.crypto.attestation import FAILURE_AUDIENCE, failure_nonce, unverified_payload
+
+    claims = unverified_payload((world.results() / FAILURE_TOKEN_OBJECT).read_text())
+    assert claims["aud"] == FAILURE_AUDIENCE
+    nonces = claims["eat_nonce"]
+    assert failure_nonce(raw) in (nonces if isinstance(nonces, list) else [nonces])
+
+
+def test_failure_before_attestation_is_not_signed(world: Any) -> None:
+    from sealbench.enclave.errors import SpecError
+
+    spec = world.with_spec(metrics_version="no-such-plugin/1")
+    with pytest.raises(SpecError):
+        world.run(spec)
+    assert not (world.results() / FAILURE_TOKEN_OBJECT).exists()
+    assert not (world.results() / FAILURE_OBJECT).exists()  # no destination yet: nothing
 
 
 def test_model_outside_the_benchmark_contract_rejected_before_any_case(world: Any) -> None:
@@ -269,3 +288,28 @@ def test_model_outside_the_benchmark_contract_rejected_before_any_case(world: An
         world.run(spec)
     record = FailureRecord.from_bytes((world.results() / FAILURE_OBJECT).read_bytes())
     assert record.exit_code == 15
+
+
+def test_failure_record_goes_unsigned_when_the_attester_gives_no_failure_token(
+    world: Any,
+) -> None:
+    """An attester that refuses the failure token does not stop the record: it is written
+    unsigned (a claim, as before), and the run's own error is what the caller gets."""
+    from sealbench.cloud.errors import AttesterError
+    from sealbench.crypto.attestation import FAILURE_AUDIENCE
+    from sealbench.enclave.run import run_enclave
+
+    attester = world.attester()
+    minted = attester.token
+
+    def token(audience: str | None = None, nonces: Any = ()) -> str:
+        if audience == FAILURE_AUDIENCE:
+            raise AttesterError("the launcher refused the request")
+        return minted(audience, nonces)
+
+    attester.token = token
+    (world.model_bucket.root / "weights.sealed").write_bytes(b"not the sealed weights")
+    with pytest.raises(Exception) as info:
+        run_enclave(world.spec.to_environ(), attester, access=lambda _run: world.access)
+    assert type(info.value).__name__ == "AssetIntegrityError"
+    assert set(LocalBlobStore(world.results()).list()) == {WRITE_CHECK_OBJECT, FAILURE_OBJECT}

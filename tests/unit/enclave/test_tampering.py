@@ -12,7 +12,12 @@ import pytest
 from sealbench.cloud import LocalBlobStore
 from sealbench.crypto.envelope import WrappedKey
 from sealbench.enclave.errors import AssetIntegrityError, StorageFailure
-from sealbench.enclave.result import FAILURE_OBJECT, WRITE_CHECK_OBJECT, FailureRecord
+from sealbench.enclave.result import (
+    FAILURE_OBJECT,
+    FAILURE_TOKEN_OBJECT,
+    WRITE_CHECK_OBJECT,
+    FailureRecord,
+)
 
 
 def _case_objects(world: Any) -> list[Path]:
@@ -28,7 +33,8 @@ def _flip(path: Path, offset: int = -20) -> None:
 def _fails_closed(world: Any, error: type[Exception] = AssetIntegrityError) -> FailureRecord:
     with pytest.raises(error):
         world.run()
-    assert set(LocalBlobStore(world.results()).list()) == {WRITE_CHECK_OBJECT, FAILURE_OBJECT}
+    assert set(LocalBlobStore(world.results()).list()) == {
+        WRITE_CHECK_OBJECT, FAILURE_OBJECT, FAILURE_TOKEN_OBJECT}  # attested: after the token
     record = FailureRecord.from_bytes((world.results() / FAILURE_OBJECT).read_bytes())
     for folder in (world.prepared / "data" / "cases").iterdir():
         assert folder.name not in record.reason  # no case id, even in the failure record
