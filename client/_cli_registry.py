@@ -290,8 +290,9 @@ def benchmark_progress(
 ) -> None:
     """Per approved (model, dataset): pending, planned, running, failed (with its failure
     class), interrupted or done with the benchmark's current image, and the ONNX Runtime
-    execution provider its latest run said it ran on. Only done is attested (a verified
-    result); every other status and reason is as the hospital's client reported it, a claim
+    execution provider its latest run said it ran on. Done is attested (a verified result), and
+    so is a failure the enclave signed (its failure record, verified by the registry: "attested
+    failure"); every other status and reason is as the hospital's client reported it, a claim
     the registry cannot check. The authority sees every pair, a data or model owner the pairs
     of its assets."""
     with session(profile) as s:
@@ -312,15 +313,16 @@ def benchmark_progress(
          for c in board.cells),
     )
     if any(c.reported_by_id is not None and not c.attested for c in board.cells):
-        out().print("statuses other than done, and their reasons, are reported by the "
-                    "hospital's client: the registry cannot check them (no failure is "
-                    "attested)")
+        out().print("statuses and reasons marked 'reported by hospital' are the hospital's "
+                    "client's claims: the registry cannot check them (only a verified result "
+                    "or an attested failure is the enclave's own account)")
 
 
 def _source(cell: ProgressCell) -> str:
-    """Who vouches for a progress cell: the registry's verified result, or the hospital."""
+    """Who vouches for a progress cell: the registry's verified result, the enclave's attested
+    failure record, or the hospital."""
     if cell.attested:
-        return "attested result"
+        return "attested failure" if cell.status == "failed" else "attested result"
     if cell.reported_by_id is not None:
         return f"reported by hospital (user {cell.reported_by_id})"
     return ""

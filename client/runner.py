@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Final, Literal, cast
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, JsonValue
 
 from sealbench.client.api import RegistryClient
 from sealbench.client.errors import ClientError
@@ -53,6 +53,7 @@ from sealbench.client.launchers.base import (
 from sealbench.client.runs import (
     RunRecord,
     RunStore,
+    attested_failure,
     execution_provider,
     owner_alive,
     process_identity,
@@ -436,7 +437,12 @@ class Runner:
         except LaunchError as exc:
             if self._stop.is_set():
                 raise _Stopped from exc
-            self._fail(slot, recorded_failure(exc, spec.result_uri), timings, progress.provider)
+            # the enclave's own signed failure record, when it attested one (local folders, or
+            # the launcher's result store): the registry verifies it
+            evidence = attested_failure(spec.result_uri, getattr(self._launcher, "result_store",
+                                                                 None))
+            self._fail(slot, recorded_failure(exc, spec.result_uri), timings, progress.provider,
+                       evidence)
             return
         self._finish(
             slot, "succeeded", wall_seconds=result.wall_seconds,
@@ -486,14 +492,16 @@ class Runner:
         return cast("RunningWorkload", state["workload"])
 
     def _fail(self, slot: _Slot, exc: Exception, timings: dict[str, float],
-              provider: ExecutionProvider | None = None) -> None:
+              provider: ExecutionProvider | None = None,
+              evidence: tuple[dict[str, JsonValue], str] | None = None) -> None:
         cls = exc.failure_class if isinstance(exc, LaunchError) else "launch"
         with self._emit_lock:
             self._errors.append(exc)
         self._finish(
             slot, "failed", reason=cls, error=str(exc)[:2000], step_seconds=dict(timings) or None,
             peak_rss_bytes=getattr(exc, "peak_rss_bytes", None), execution_provider=provider,
-            exc=exc,
+            failure_record=None if evidence is None else evidence[0],
+            failure_token=None if evidence is None else evidence[1], exc=exc,
         )
 
     # -- stopping ------------------------------------------------------------------------------

@@ -11,7 +11,10 @@ drives the run, and its start time in clock ticks since boot, so a reused pid is
 the owner), ``reason`` (the failure class or interrupt reason the registry is told),
 ``attempts``, ``seq`` (the number of the latest status report), ``metrics_version`` and
 ``workload`` (the VM instance or container the backend started); ``execution_provider`` (the
-ONNX Runtime provider the enclave said ran the model, one of a known set) is optional. A
+ONNX Runtime provider the enclave said ran the model, one of a known set) is optional, and so
+are ``failure_record`` and ``failure_token`` (the enclave's failure record of a failed run and
+the token it attested it with, read from the result location; they hold nothing secret and no
+case data, and go to the registry, which verifies the token). A
 record left ``planned``, ``launching`` or ``running`` by a process that is gone is stale:
 :meth:`RunStore.repair_stale` marks it ``interrupted`` (reason ``owner_died``).
 
@@ -52,7 +55,13 @@ from sealbench.client.errors import (
 )
 from sealbench.client.keys import ResultKey
 from sealbench.server.schemas import ResultCreate, ResultPublic
-from sealbench.server.schemas.runs import EXECUTION_PROVIDERS, ExecutionProvider, RunReport
+from sealbench.server.schemas.runs import (
+    EXECUTION_PROVIDERS,
+    MAX_FAILURE_RECORD_BYTES,
+    MAX_FAILURE_TOKEN_CHARS,
+    ExecutionProvider,
+    RunReport,
+)
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
@@ -69,6 +78,7 @@ __all__ = [
     "RunStore",
     "approved_models",
     "approved_pairs",
+    "attested_failure",
     "build_spec",
     "execution_provider",
     "fetch_run_result",
@@ -123,6 +133,10 @@ class RunRecord(BaseModel):
     workload: str | None = None
     #: The ONNX Runtime execution provider the enclave ran the model on (absent: not said).
     execution_provider: ExecutionProvider | None = None
+    #: A failed run's ``failure.json`` as the enclave wrote it, and its ``failure.token`` (both
+    #: or neither; absent: the enclave attested no failure, or none could be read).
+    failure_record: dict[str, JsonValue] | None = None
+    failure_token: str | None = None
 
     @property
     def active(self) -> bool:
@@ -413,6 +427,38 @@ def recorded_failure(exc: Exception, result_uri: str) -> Exception:
     return EnclaveRunFailed(failure.exit_code, failure.reason, exc.peak_rss_bytes)
 
 
+def attested_failure(
+    result_uri: str, opener: Callable[[str], tuple[BlobStore, str]] | None = None
+) -> tuple[dict[str, JsonValue], str] | None:
+    """The enclave's failure record and the token that attests it, at the run's result location
+    (``failure.json``, ``failure.token``), for the registry to verify; None when either is
+    missing, too large or unreadable (the failure is then reported as the hospital's claim). A
+    local ``file://`` folder is read directly, another location through ``opener`` (the
+    launcher's result store), if any."""
+    from sealbench.cloud.errors import CloudError as StorageError
+    from sealbench.cloud.storage import join_name, open_storage_uri
+    from sealbench.enclave.result import FAILURE_OBJECT, FAILURE_TOKEN_OBJECT, FailureRecord
+
+    if result_uri.startswith("file://"):
+        opener = open_storage_uri
+    if opener is None:
+        return None
+    try:
+        store, prefix = opener(result_uri)
+        token_name = join_name(prefix, FAILURE_TOKEN_OBJECT)
+        if not store.exists(token_name):
+            return None  # a failure before attestation, or an attester that gave no token
+        token = store.get_bytes(token_name, MAX_FAILURE_TOKEN_CHARS).decode("ascii").strip()
+        raw = store.get_bytes(join_name(prefix, FAILURE_OBJECT), MAX_FAILURE_RECORD_BYTES)
+        FailureRecord.from_bytes(raw)  # the enclave's format, nothing more
+        record = json.loads(raw)
+    except (StorageError, ValueError) as exc:
+        log.warning("the enclave's failure record could not be read (%s): the failure is "
+                    "reported as a claim", type(exc).__name__)
+        return None
+    return record, token
+
+
 _TIMINGS = re.compile(r"step timings in seconds (\{.*\})")
 
 
@@ -614,6 +660,7 @@ def report_of(record: RunRecord) -> RunReport:
         if _STEP_NAME.match(name) and 0 <= seconds <= 10_000_000
     }
     reason = record.reason
+    evidence = _failure_evidence(record)
     if record.status == "failed" and reason is None:
         reason = "launch"  # a version 1 record does not say
     if record.status == "interrupted" and reason is None:
@@ -632,4 +679,22 @@ def report_of(record: RunRecord) -> RunReport:
         execution_provider=(record.execution_provider
                             if record.execution_provider in EXECUTION_PROVIDERS else None),
         result_id=record.result_id if record.status == "succeeded" else None,
+        failure_record=evidence[0] if evidence else None,
+        failure_token=evidence[1] if evidence else None,
     )
+
+
+def _failure_evidence(record: RunRecord) -> tuple[dict[str, JsonValue], str] | None:
+    """The failure record and token a failed run's report carries, when both fit the report's
+    bounds (else none: the failure is reported as a claim rather than not at all)."""
+    if record.status != "failed" or record.failure_record is None or record.failure_token is None:
+        return None
+    from sealbench.crypto.canonical import canonical_json
+
+    try:
+        size = len(canonical_json(record.failure_record))
+    except (TypeError, ValueError):
+        return None
+    if size > MAX_FAILURE_RECORD_BYTES or len(record.failure_token) > MAX_FAILURE_TOKEN_CHARS:
+        return None
+    return record.failure_record, record.failure_token

@@ -499,7 +499,8 @@ class Run(Base):
     state, its failure class or interrupt reason, per-step timings, the execution provider the
     model ran on, the image digest and, once
     submitted, the result it produced. ``seq`` is the highest report number received (later
-    reports with a lower one are ignored). Never a case id, metric, key or token."""
+    reports with a lower one are ignored). Never a case id, metric, key or token (a failure
+    token is verified, then only whether it verified is kept)."""
 
     __tablename__ = "runs"
 
@@ -521,6 +522,11 @@ class Run(Base):
     seq: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(_TS)
     updated_at: Mapped[datetime] = mapped_column(_TS)
+    #: The run failed and ``reason`` is the error class of the enclave's own failure record,
+    #: whose attestation token the registry verified (migration 0013); false: the hospital's
+    #: claim, or no failure.
+    failure_attested: Mapped[bool] = mapped_column(Boolean, default=False,
+                                                   server_default=false())
 
     __table_args__ = (
         UniqueConstraint("reporter_id", "run_key", name="uq_runs_reporter_key"),

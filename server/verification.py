@@ -18,6 +18,11 @@ the evaluation image's allow-list (the run spec's names, :mod:`sealbench.enclave
 contract the server may import); and the endpoint overrides absent for Google's issuer or equal
 to the configured mock's. Any failure raises :class:`~sealbench.server.errors.ResultRejectedError`
 naming it.
+
+:meth:`ResultVerifier.verify_failure` checks an enclave's attested failure record the same way,
+at audience ``sealbench-failure`` with ``eat_nonce`` equal to
+:func:`~sealbench.crypto.attestation.failure_nonce` of the record's canonical JSON; neither kind
+of token passes as the other.
 """
 
 from __future__ import annotations
@@ -31,7 +36,13 @@ from types import MappingProxyType
 
 from sealbench.cloud.errors import CloudError
 from sealbench.cloud.platform import Platform, WorkloadRequirements, load_platform
-from sealbench.crypto.attestation import RESULT_AUDIENCE, result_nonce
+from sealbench.crypto.attestation import (
+    FAILURE_AUDIENCE,
+    RESULT_AUDIENCE,
+    failure_nonce,
+    result_nonce,
+)
+from sealbench.crypto.canonical import canonical_json
 from sealbench.crypto.digest import parse_digest
 from sealbench.crypto.errors import CryptoError
 from sealbench.crypto.workload import ENV_DATA_DIGEST, ENV_MODEL_DIGEST
@@ -132,6 +143,60 @@ class ResultVerifier:
         sealed_result_digest: str,
         accept_experimental_gpu: bool = False,
     ) -> VerifiedResult:
+        """A result token: audience ``sealbench-result``, nonce :func:`result_nonce` of
+        ``summary`` and ``sealed_result_digest``."""
+        try:
+            nonce = result_nonce(summary, parse_digest(sealed_result_digest))
+        except (CryptoError, ValueError) as exc:
+            raise ResultRejectedError(f"the result attestation was refused: {exc}") from exc
+        return self._verify(
+            token, RESULT_AUDIENCE, nonce, "result", image_digest=image_digest,
+            benchmark_id=benchmark_id, metrics_version=metrics_version,
+            dataset_digest=dataset_digest, model_digest=model_digest,
+            accept_experimental_gpu=accept_experimental_gpu)
+
+    def verify_failure(
+        self,
+        token: str,
+        *,
+        record: Mapping[str, object],
+        image_digest: str,
+        benchmark_id: str,
+        metrics_version: str,
+        dataset_digest: str,
+        model_digest: str,
+        accept_experimental_gpu: bool = False,
+    ) -> VerifiedResult:
+        """A failure token (the enclave's attestation of its own failure record): audience
+        ``sealbench-failure``, nonce :func:`failure_nonce` of the record's canonical JSON (the
+        exact bytes the enclave wrote), and every workload rule a result token meets: trusted
+        issuer and its JWKS, the benchmark's image, its id and metrics version and the run's
+        dataset and model digests as attested overrides, the platform's production rules. A
+        result token never passes (another audience and nonce), nor this one as a result."""
+        try:
+            nonce = failure_nonce(canonical_json(dict(record)))
+        except (CryptoError, ValueError, TypeError) as exc:
+            raise ResultRejectedError(f"the failure attestation was refused: {exc}") from exc
+        return self._verify(
+            token, FAILURE_AUDIENCE, nonce, "failure", image_digest=image_digest,
+            benchmark_id=benchmark_id, metrics_version=metrics_version,
+            dataset_digest=dataset_digest, model_digest=model_digest,
+            accept_experimental_gpu=accept_experimental_gpu)
+
+    def _verify(
+        self,
+        token: str,
+        audience: str,
+        nonce: str,
+        what: str,
+        *,
+        image_digest: str,
+        benchmark_id: str,
+        metrics_version: str,
+        dataset_digest: str,
+        model_digest: str,
+        accept_experimental_gpu: bool,
+    ) -> VerifiedResult:
         issuer, kid = _unverified_claims(token)
         trusted = self._trusted.get(issuer)
         if trusted is None:
@@ -141,7 +206,6 @@ class ResultVerifier:
         platform = self._platforms[trusted.platform]
         jwks = self._jwks.get(trusted.jwks_url, kid)
         try:
-            nonce = result_nonce(summary, parse_digest(sealed_result_digest))
             endpoints = {} if trusted.endpoints is None else trusted.endpoints.env_overrides()
             requirements = WorkloadRequirements(
                 allowed_image_digests=frozenset({image_digest}),
@@ -164,12 +228,12 @@ class ResultVerifier:
                 token,
                 jwks,
                 issuer=trusted.issuer,
-                audience=RESULT_AUDIENCE,
+                audience=audience,
                 now=self._clock(),
                 requirements=requirements,
             )
         except (CryptoError, ValueError) as exc:
-            raise ResultRejectedError(f"the result attestation was refused: {exc}") from exc
+            raise ResultRejectedError(f"the {what} attestation was refused: {exc}") from exc
         return VerifiedResult(
             issuer=trusted.issuer, nonce=nonce, image_digest=workload.image_digest
         )

@@ -4,11 +4,22 @@ the runs (and the progress matrix) that concern them."""
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
+from starlette.concurrency import run_in_threadpool
 
-from sealbench.server.deps import CurrentUser, Limit, NowDep, Offset, SessionDep
+from sealbench.server.deps import (
+    CurrentUser,
+    Limit,
+    NowDep,
+    Offset,
+    Registry,
+    RegistryDep,
+    SessionDep,
+)
+from sealbench.server.errors import RegistryError
 from sealbench.server.models import Run
 from sealbench.server.routers._common import ERRORS, IdPath, OptionalId, in_thread, to_page
 from sealbench.server.schemas import Page
@@ -23,6 +34,8 @@ from sealbench.server.schemas.runs import (
 from sealbench.server.services import runs
 
 __all__ = ["progress_router", "router"]
+
+_log = logging.getLogger("sealbench.server")
 
 router = APIRouter(prefix="/runs", tags=["runs"], responses=ERRORS)
 progress_router = APIRouter(prefix="/benchmarks", tags=["runs"], responses=ERRORS)
@@ -46,29 +59,49 @@ def _public(row: Run) -> RunPublic:
         step_seconds=dict(row.step_seconds),
         execution_provider=row.execution_provider,
         result_id=row.result_id,
+        failure_attested=row.failure_attested,
         seq=row.seq,
         created_at=row.created_at,
         updated_at=row.updated_at,
     )
 
 
+async def _prefetch(registry: Registry, token: str | None) -> None:
+    """The key set a failure token needs, fetched before the write transaction; a fetch that
+    fails never blocks the report (the failure is then stored as a claim, and logged)."""
+    if token is None:
+        return
+    try:
+        await run_in_threadpool(registry.verifier.prefetch_keys, token)
+    except RegistryError as exc:
+        _log.warning("the key set of a failure token could not be fetched: %s", exc)
+
+
 @router.put("/{run_id}")
 async def report(
-    run_id: RunKeyPath, body: RunReport, session: SessionDep, user: CurrentUser, now: NowDep
+    run_id: RunKeyPath, body: RunReport, session: SessionDep, user: CurrentUser, now: NowDep,
+    registry: RegistryDep,
 ) -> RunPublic:
     """Create or advance one of your runs (idempotent: a report whose ``seq`` is not higher
-    than the stored one changes nothing)."""
-    return await in_thread(session, lambda: _public(runs.report(session, user, run_id, body, now)))
+    than the stored one changes nothing). A failed run's enclave-attested failure record is
+    verified; one that does not verify is stored as the hospital's claim."""
+    await _prefetch(registry, body.failure_token)
+    return await in_thread(session, lambda: _public(
+        runs.report(session, user, run_id, body, now, registry.verifier)))
 
 
 @router.post("/reports")
 async def report_many(
-    body: RunReportBatch, session: SessionDep, user: CurrentUser, now: NowDep
+    body: RunReportBatch, session: SessionDep, user: CurrentUser, now: NowDep,
+    registry: RegistryDep,
 ) -> RunBatchPublic:
     """Several of your runs' reports in one transaction (all or none), each applied as
     ``PUT /runs/{run_id}`` would be."""
+    for item in body.reports:
+        await _prefetch(registry, item.failure_token)
     return await in_thread(session, lambda: RunBatchPublic(
-        runs=tuple(_public(row) for row in runs.report_many(session, user, body, now))
+        runs=tuple(_public(row) for row in runs.report_many(session, user, body, now,
+                                                            registry.verifier))
     ))
 
 

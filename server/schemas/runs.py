@@ -3,9 +3,14 @@ readers get back, and the benchmark's progress matrix.
 
 A report carries the run's state, a typed failure class or interrupt reason, per-step timings,
 the ONNX Runtime execution provider the model ran on (one of :data:`ExecutionProvider`) and the
-image digest, never free text: no case id, metric, key or token can ride along. The
-client numbers its reports per run (``seq``); the registry keeps the highest, so reports that
-arrive late or twice change nothing.
+image digest, never free text: no case id, metric, key or token can ride along. The one
+exception is a failed run's **failure record and its attestation token**, exactly as the enclave
+wrote them (``failure.json``, ``failure.token``): the registry verifies the token (audience
+``sealbench-failure``, ``eat_nonce`` binding the record, the benchmark's image and the run's
+dataset and model) and stores only whether it verified and the record's error class, mapped to
+a :data:`FailureClass`; the record's text is never stored. The client numbers its reports per
+run (``seq``); the registry keeps the highest, so reports that arrive late or twice change
+nothing.
 """
 
 from __future__ import annotations
@@ -15,13 +20,16 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints, model_validator
 
-from sealbench.server.schemas.common import Digest, Id, WireModel
+from sealbench.crypto.canonical import canonical_json
+from sealbench.server.schemas.common import Digest, Id, JsonObject, WireModel
 
 __all__ = [
     "EXECUTION_PROVIDERS",
     "FAILURE_CLASSES",
     "INTERRUPT_REASONS",
     "MAX_BATCH",
+    "MAX_FAILURE_RECORD_BYTES",
+    "MAX_FAILURE_TOKEN_CHARS",
     "TERMINAL_STATES",
     "BenchmarkProgress",
     "ExecutionProvider",
@@ -85,6 +93,11 @@ RunKey = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0
 StepName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
 Seconds = Annotated[float, Field(ge=0, le=10_000_000)]
 _MAX_STEPS = 32
+#: Largest failure record a report may carry, as canonical JSON (the enclave's are under 3 KiB:
+#: its reason is at most 2,000 characters).
+MAX_FAILURE_RECORD_BYTES = 8 * 1024
+#: Largest failure token a report may carry (real ones are 1-3 KiB).
+MAX_FAILURE_TOKEN_CHARS = 16 * 1024
 
 
 class RunReport(WireModel):
@@ -106,9 +119,25 @@ class RunReport(WireModel):
     #: Which execution provider ran the model, as the enclave logged it (absent: not known).
     execution_provider: ExecutionProvider | None = None
     result_id: Id | None = None
+    #: A failed run's ``failure.json`` as the enclave wrote it (a JSON object; the registry
+    #: checks its token against its canonical JSON), with ``failure_token``, the enclave's
+    #: attestation of it (``failure.token``). Both or neither; only on a failed run.
+    failure_record: JsonObject | None = None
+    failure_token: str | None = Field(default=None, min_length=1,
+                                      max_length=MAX_FAILURE_TOKEN_CHARS)
 
     @model_validator(mode="after")
     def _consistent(self) -> RunReport:
+        if (self.failure_record is None) != (self.failure_token is None):
+            raise ValueError("a failure record comes with its failure token, or neither comes")
+        if self.failure_record is not None:
+            if self.state != "failed":
+                raise ValueError(f"only a failed run carries a failure record, not a "
+                                 f"{self.state} one")
+            size = len(canonical_json(self.failure_record))
+            if size > MAX_FAILURE_RECORD_BYTES:
+                raise ValueError(f"a failure record of at most {MAX_FAILURE_RECORD_BYTES} bytes, "
+                                 f"received {size}")
         if len(self.step_seconds) > _MAX_STEPS:
             raise ValueError(
                 f"at most {_MAX_STEPS} step timings, received {len(self.step_seconds)}"
@@ -156,6 +185,9 @@ class RunPublic(WireModel):
     step_seconds: dict[str, float]
     execution_provider: str | None = None
     result_id: int | None
+    #: True when the run's failure (``reason``) is the enclave's own record, whose token the
+    #: registry verified; False for every other report (the hospital's claim).
+    failure_attested: bool = False
     seq: int
     created_at: datetime
     updated_at: datetime
@@ -174,10 +206,12 @@ class ProgressCell(WireModel):
     """One approved (model, dataset) pair: its latest run for the benchmark's current image
     (none: ``pending``), or ``done`` when a verified result of that image exists.
 
-    Only ``done`` is attested (``attested``: the registry verified the result's attestation
-    token). Every other status, with its ``reason`` and timings, is what the data owner's
-    client reported (``reported_by_id``), which the registry cannot check: the enclave's
-    failure record is not signed, so a failure (``integrity``, say) is the hospital's claim."""
+    ``attested`` is true for ``done`` (the registry verified the result's attestation token) and
+    for an **attested failure**: ``failed`` with the enclave's own failure record, whose token
+    the registry verified, its ``reason`` the record's error class. Every other status, with its
+    ``reason`` and timings, is what the data owner's client reported (``reported_by_id``), which
+    the registry cannot check: a failure without a verified token (``integrity``, say) is the
+    hospital's claim."""
 
     model_id: int
     model_name: str
@@ -189,7 +223,8 @@ class ProgressCell(WireModel):
     execution_provider: str | None = None
     result_id: int | None = None
     updated_at: datetime | None = None
-    #: True only for ``done``: a result of this image whose attestation the registry verified.
+    #: True for ``done`` (a result of this image whose attestation the registry verified) and for
+    #: a ``failed`` run whose failure record the enclave attested and the registry verified.
     attested: bool = False
     #: The account whose client reported the latest run (the dataset's owner); None: no run.
     reported_by_id: int | None = None

@@ -14,12 +14,23 @@ Who may do what:
 Reports are numbered per run (``seq``): a report whose number is not higher than the stored one
 changes nothing, so retried, duplicated or reordered reports converge to the latest. Each change
 of state (and each result link) appends an audit event.
+
+Attested failures: a failed run's report may carry the enclave's failure record and its token.
+The registry verifies the token as it does a result's
+(:meth:`~sealbench.server.verification.ResultVerifier.verify_failure`: trusted issuer, JWKS,
+the benchmark's image, metrics version and id, the run's dataset and model digests, audience
+``sealbench-failure``, the record's nonce) and checks that the record is of this run; then the
+run's ``reason`` is the record's error class (:data:`ERROR_CLASSES`) and ``failure_attested`` is
+set. A token that does not verify never blocks the report: the failure is stored as the
+hospital's claim and the refusal logged. Once attested, a run's failure cannot be re-claimed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+from collections.abc import Iterable, Mapping
 from datetime import datetime
+from typing import Final
 
 from sqlalchemy import ColumnElement, Select, func, or_, select
 from sqlalchemy.orm import Session
@@ -31,12 +42,14 @@ from sealbench.server.errors import (
     InvalidRequestError,
     InvalidStateError,
     PermissionDeniedError,
+    RegistryError,
 )
 from sealbench.server.models import Benchmark, Dataset, Model, Result, Run
 from sealbench.server.schemas import AssetKind
 from sealbench.server.schemas.runs import (
     TERMINAL_STATES,
     BenchmarkProgress,
+    FailureClass,
     ProgressCell,
     ProgressStatus,
     RunReport,
@@ -44,8 +57,25 @@ from sealbench.server.schemas.runs import (
 )
 from sealbench.server.services._common import PageOf, commit, flush, get_or_404, paged
 from sealbench.server.services.associations import approved_pairs_subquery, is_approved
+from sealbench.server.verification import ResultVerifier, VerifiedResult
 
-__all__ = ["list_page", "progress", "report", "report_many"]
+__all__ = ["ERROR_CLASSES", "list_page", "progress", "report", "report_many"]
+
+_log = logging.getLogger("sealbench.server")
+
+#: The failure class of each enclave error a failure record names (``sealbench.enclave.errors``;
+#: the exit codes the client maps); any other name is the enclave's generic ``enclave``.
+ERROR_CLASSES: Final[Mapping[str, FailureClass]] = {
+    "EnclaveError": "enclave",
+    "SpecError": "spec",
+    "AttestationUnavailable": "attestation_unavailable",
+    "DestinationError": "destination",
+    "KeyReleaseDenied": "key_release_denied",
+    "AssetIntegrityError": "integrity",
+    "AssetRejected": "asset_rejected",
+    "StorageFailure": "storage",
+    "ResultUploadError": "result_upload",
+}
 
 _RANK = {"planned": 0, "launching": 1, "running": 2, "succeeded": 3, "failed": 3,
          "interrupted": 3}
@@ -56,16 +86,19 @@ _STATUS: dict[str, ProgressStatus] = {
 
 
 def report(
-    session: Session, actor: Principal, run_key: str, body: RunReport, now: datetime
+    session: Session, actor: Principal, run_key: str, body: RunReport, now: datetime,
+    verifier: ResultVerifier | None = None,
 ) -> Run:
-    """Create or advance the caller's run ``run_key`` to ``body``."""
-    row = _apply(session, actor, run_key, body, now)
+    """Create or advance the caller's run ``run_key`` to ``body``. ``verifier`` checks a failure
+    token the report carries (None: every failure is a claim)."""
+    row = _apply(session, actor, run_key, body, now, verifier)
     commit(session, "run")
     return row
 
 
 def report_many(
-    session: Session, actor: Principal, batch: RunReportBatch, now: datetime
+    session: Session, actor: Principal, batch: RunReportBatch, now: datetime,
+    verifier: ResultVerifier | None = None,
 ) -> list[Run]:
     """Apply each report of ``batch`` in order, in one transaction: all or none."""
     keys = [item.run_id for item in batch.reports]
@@ -73,15 +106,57 @@ def report_many(
         raise InvalidRequestError("a batch names each run once")
     rows = [
         _apply(session, actor, item.run_id, RunReport.model_validate(
-            item.model_dump(exclude={"run_id"})), now)
+            item.model_dump(exclude={"run_id"})), now, verifier)
         for item in batch.reports
     ]
     commit(session, "run")
     return rows
 
 
+def _attested_failure(
+    session: Session, run_key: str, body: RunReport, verifier: ResultVerifier | None
+) -> tuple[FailureClass, VerifiedResult] | None:
+    """The failure class of the enclave's attested record ``body`` carries, with what verified
+    it; None (logged) when there is none or it does not verify: the report is then a claim."""
+    record, token = body.failure_record, body.failure_token
+    if record is None or token is None or body.state != "failed":
+        return None
+    if verifier is None:
+        _log.warning("run %s: a failure token, but no verifier: stored as a claim", run_key)
+        return None
+    if record.get("run_id") != run_key:
+        _log.warning("run %s: the failure record is of run %.80r: stored as a claim", run_key,
+                     record.get("run_id"))
+        return None
+    benchmark = get_or_404(session, Benchmark, body.benchmark_id, "benchmark")
+    dataset = get_or_404(session, Dataset, body.dataset_id, "dataset")
+    model = get_or_404(session, Model, body.model_id, "model")
+    if body.image_digest != benchmark.image_digest:
+        _log.warning("run %s: a failure of another image than the benchmark's: stored as a "
+                     "claim", run_key)
+        return None
+    try:
+        verified = verifier.verify_failure(
+            token,
+            record=record,
+            image_digest=benchmark.image_digest,
+            benchmark_id=str(benchmark.id),
+            metrics_version=benchmark.metrics_version,
+            dataset_digest=dataset.digest,
+            model_digest=model.digest,
+            accept_experimental_gpu=benchmark.accept_experimental,
+        )
+    except RegistryError as exc:  # a refused token, or no key set: never blocks the report
+        _log.warning("run %s: the failure token was not verified, stored as a claim: %s",
+                     run_key, exc)
+        return None
+    error = record.get("error")
+    return ERROR_CLASSES.get(error if isinstance(error, str) else "", "enclave"), verified
+
+
 def _apply(
-    session: Session, actor: Principal, run_key: str, body: RunReport, now: datetime
+    session: Session, actor: Principal, run_key: str, body: RunReport, now: datetime,
+    verifier: ResultVerifier | None = None,
 ) -> Run:
     dataset = get_or_404(session, Dataset, body.dataset_id, "dataset")
     if dataset.owner_id != actor.user_id:
@@ -93,7 +168,11 @@ def _apply(
     ).first()
     if row is None:
         row = _create(session, actor, run_key, body, now)
-        _event(session, actor, row, now, action=f"run.{row.state}")
+        attested = _attested_failure(session, run_key, body, verifier)
+        if attested is not None:
+            row.reason, row.failure_attested = attested[0], True
+            flush(session, "run")
+        _event(session, actor, row, now, action=f"run.{row.state}", attested=attested)
         if row.result_id is not None:
             _event(session, actor, row, now, action="run.result")
         return row
@@ -108,8 +187,14 @@ def _apply(
         return row  # a late or repeated report: the stored one is newer
     linked = _check_transition(session, actor, row, body)
     changed = row.state != body.state
+    attested = None if row.failure_attested else _attested_failure(
+        session, run_key, body, verifier)
     row.state = body.state
-    row.reason = body.reason
+    if attested is not None:
+        row.reason, row.failure_attested = attested[0], True
+        changed = True  # the failure is now the enclave's account: audited
+    elif not row.failure_attested:  # an attested failure's reason is not re-claimed
+        row.reason = body.reason
     row.attempts = body.attempts
     row.step_seconds = dict(body.step_seconds)
     if body.execution_provider is not None:  # a later report without it keeps what was said
@@ -121,7 +206,7 @@ def _apply(
         row.result_id = body.result_id
     flush(session, "run")
     if changed:
-        _event(session, actor, row, now, action=f"run.{row.state}")
+        _event(session, actor, row, now, action=f"run.{row.state}", attested=attested)
     if linked:
         _event(session, actor, row, now, action="run.result")
     return row
@@ -196,7 +281,14 @@ def _check_transition(session: Session, actor: Principal, row: Run, body: RunRep
     return True
 
 
-def _event(session: Session, actor: Principal, row: Run, now: datetime, *, action: str) -> None:
+def _event(
+    session: Session, actor: Principal, row: Run, now: datetime, *, action: str,
+    attested: tuple[FailureClass, VerifiedResult] | None = None,
+) -> None:
+    extra = {} if attested is None else {
+        "failure_attested": True, "failure_nonce": attested[1].nonce,
+        "issuer": attested[1].issuer,
+    }
     append_event(
         session,
         actor_id=actor.user_id,
@@ -212,6 +304,7 @@ def _event(session: Session, actor: Principal, row: Run, now: datetime, *, actio
             "reason": row.reason,
             "image_digest": row.image_digest,
             "result_id": row.result_id,
+            **extra,
         },
         now=now,
     )
@@ -245,7 +338,8 @@ def list_page(
 def progress(session: Session, actor: Principal, benchmark_id: int) -> BenchmarkProgress:
     """Every approved (model, dataset) pair the caller may see, with its status for the
     benchmark's current image: done (a verified result of that image: attested), else its
-    latest run's state as its data owner reported it (a claim), else pending."""
+    latest run's state as its data owner reported it (a claim, except a failure the enclave
+    attested), else pending."""
     benchmark = get_or_404(session, Benchmark, benchmark_id, "benchmark")
     authority = benchmark.owner_id == actor.user_id
     datasets_q = approved_pairs_subquery("dataset")
@@ -288,7 +382,8 @@ def progress(session: Session, actor: Principal, benchmark_id: int) -> Benchmark
             execution_provider=None if run is None else run.execution_provider,
             result_id=result_id if result_id is not None else (run.result_id if run else None),
             updated_at=None if run is None else run.updated_at,
-            attested=status == "done",
+            attested=status == "done" or (
+                status == "failed" and run is not None and run.failure_attested),
             reported_by_id=None if run is None else run.reporter_id,
         ))
     counts: dict[str, int] = {}

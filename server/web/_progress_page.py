@@ -1,6 +1,8 @@
 """The progress matrix of a benchmark (``/ui/benchmarks/{id}/progress``): per approved model and
 dataset, what the hospitals' clients reported for the benchmark's current image (pending,
-planned, running, failed with its failure class, interrupted, done). It calls the API's own
+planned, running, failed with its failure class, interrupted, done), each cell labelled by who
+vouches for it: an attested result, an attested failure (the enclave's signed failure record),
+or the hospital. It calls the API's own
 service (:func:`sealbench.server.services.runs.progress`) with the viewer as principal, so the
 authority sees every cell, a data or model owner the cells of its assets, and others a 403."""
 

@@ -401,6 +401,38 @@ def test_tampered_sealed_case_stops_the_run(world: World) -> None:
     assert "tampered" in result.output or "modified" in result.output
 
 
+def test_enclave_failure_record_is_attested_end_to_end(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real mock-TEE run that fails after attestation (a tampered sealed case): the enclave
+    signs its failure record, the hospital's client reports it, the registry verifies it, and
+    the model owner's progress shows an attested failure with the record's reason, not a
+    hospital's claim."""
+    from sealbench.client.cloud import InsecureMockOwnerCloud
+
+    ids = world.ids
+    cloud = InsecureMockOwnerCloud.connect(world.mock_state, ACCOUNTS["hospital"][0])
+    store, prefix = cloud.blob_store(f"gs://{cloud.setup.bucket}/datasets/{ids['d']}")
+    case = next(n for n in store.list(prefix) if "/cases/" in n)
+    original = store.get_bytes(case, 1 << 30)
+    flipped = bytearray(original)
+    flipped[len(flipped) // 2] ^= 0x01
+    store.put_bytes(case, bytes(flipped))
+    try:
+        result = run_as_hospital(world, "--force")
+    finally:
+        store.put_bytes(case, original)
+    assert result.exit_code == 8, result.output
+    board = json.loads(ok(world.cli("benchmark", "progress", str(ids["b"]), "--json",
+                                    "--profile", "lab-a")).stdout)
+    (cell,) = [c for c in board["cells"]
+               if (c["model_id"], c["dataset_id"]) == (ids["lab-a"], ids["d"])]
+    assert (cell["status"], cell["reason"], cell["attested"]) == ("failed", "integrity", True)
+    monkeypatch.setenv("COLUMNS", "300")  # the whole table, its source column included
+    shown = ok(world.cli("benchmark", "progress", str(ids["b"]), "--profile", "lab-a")).output
+    assert "attested failure" in shown
+
+
 def test_policy_sync_lets_the_approved_workloads_write_results_to_a_bucket(world: World) -> None:
     from sealbench.client.cloud import InsecureMockOwnerCloud
 

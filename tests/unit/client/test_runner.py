@@ -7,6 +7,7 @@ The end-to-end path with the real mock launcher is in tests/e2e/test_cli_flow.py
 from __future__ import annotations
 
 import itertools
+import json
 import subprocess
 import sys
 import threading
@@ -449,3 +450,42 @@ def test_started_vm_is_named_in_the_record_and_in_its_repair(tmp_path: Path) -> 
     (fixed,) = store.repair_stale(datetime(2026, 1, 2, tzinfo=UTC))
     assert fixed.status == "interrupted"
     assert f"sealbench-eval-{record.run_id}" in (fixed.error or "")
+
+
+def test_enclaves_signed_failure_record_is_reported_with_its_token(tmp_path: Path) -> None:
+    """A failed run whose result folder holds the enclave's failure record and its token
+    reports both (the registry verifies them); a folder with a record but no token (a failure
+    before attestation) reports a claim only."""
+    from sealbench.enclave.result import FAILURE_OBJECT, FAILURE_TOKEN_OBJECT, FailureRecord
+
+    record = FailureRecord(run_id="r", step="download, verify and load the model",
+                           error="AssetIntegrityError", reason="tampered", exit_code=14)
+    results = tmp_path / "results"
+
+    def spec(dataset_id: int, model_id: int, run_id: str) -> RunSpec:
+        folder = results / str(model_id)
+        folder.mkdir(parents=True)
+        (folder / FAILURE_OBJECT).write_bytes(record.to_bytes())
+        if model_id == 1:
+            (folder / FAILURE_TOKEN_OBJECT).write_text("header.payload.signature")
+        return _spec(dataset_id, model_id, run_id).model_copy(
+            update={"result_uri": f"file://{folder}"})
+
+    class FailingInTheTee(ScriptedLauncher):
+        """Every workload starts, then ends as the enclave's failure (exit 14)."""
+
+        def start(self, spec: RunSpec, *, on_output: OutputFn | None = None) -> ScriptedWorkload:
+            with self.lock:
+                self.running += 1
+            return ScriptedWorkload(self, EnclaveRunFailed(14, "tampered", None), 0.01, None)
+
+    launcher = FailingInTheTee()
+    store = RunStore(tmp_path / "runs")
+    runner = Runner(launcher, store, spec, client=None, tee="mock",
+                    new_run_id=lambda now: f"run-test-{next(_ids)}")
+    outcome = runner.run(_plan(store, (1, 2)))
+    by_model = {r.model_id: report_of(r) for r in outcome.records}
+    assert by_model[1].failure_record == json.loads(record.to_bytes())
+    assert by_model[1].failure_token == "header.payload.signature"
+    assert by_model[2].failure_record is None and by_model[2].failure_token is None
+    assert (by_model[2].state, by_model[2].reason) == ("failed", "integrity")

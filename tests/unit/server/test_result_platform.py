@@ -13,7 +13,14 @@ from typing import Any
 import pytest
 
 from sealbench.cloud.platform import AttestedWorkload, Platform, WorkloadRequirements, load_platform
-from sealbench.crypto.attestation import RESULT_AUDIENCE, Jwks, result_nonce
+from sealbench.crypto.attestation import (
+    FAILURE_AUDIENCE,
+    RESULT_AUDIENCE,
+    Jwks,
+    failure_nonce,
+    result_nonce,
+)
+from sealbench.crypto.canonical import canonical_json
 from sealbench.crypto.digest import sha256_digest
 from sealbench.mocktee.state import MockState
 from sealbench.mocktee.verifier import MockVerifier, WorkloadLaunch
@@ -137,3 +144,55 @@ def test_registry_with_a_mock_issuer_loads_the_mock_platform(verifier: MockVerif
 def test_platform_name_is_validated() -> None:
     with pytest.raises(ValueError):
         TrustedIssuer(issuer=ISSUER, jwks_url=JWKS_URL, platform="../evil:Module")
+
+
+# -- failure tokens (issue 28): the enclave's attested failure record ---------------------------
+
+RECORD: dict[str, object] = {
+    "format": "sealbench/run-failure", "version": 1, "run_id": "r1",
+    "step": "download, verify and load the model", "error": "AssetIntegrityError",
+    "reason": "the sealed model does not match its digest", "exit_code": 14,
+}
+FAILURE_FACTS = {k: v for k, v in FACTS.items() if k != "sealed_result_digest"}
+
+
+def _failure_token(verifier: MockVerifier, record: Mapping[str, object] = RECORD) -> str:
+    env = {
+        "SEALBENCH_BENCHMARK_ID": "7",
+        "SEALBENCH_METRICS_VERSION": "brats-2023-gli/1",
+        "SEALBENCH_DATA_DIGEST": DATA,
+        "SEALBENCH_MODEL_DIGEST": MODEL,
+        "SEALBENCH_RUN_ID": "r1",
+    }
+    launch = WorkloadLaunch(IMAGE, f"r@{IMAGE}", env)
+    return verifier.mint(launch, FAILURE_AUDIENCE, [failure_nonce(canonical_json(record))])
+
+
+def test_failure_nonce_is_domain_separated_from_the_result_nonce() -> None:
+    """Even fed the very document a result nonce hashes, the failure nonce differs: its own
+    document has other members (the record's digest and a purpose)."""
+    document = canonical_json({"sealed_result_sha256": SEALED, "summary": SUMMARY})
+    assert failure_nonce(document) != result_nonce(SUMMARY, SEALED)
+    assert failure_nonce(canonical_json(RECORD)) != failure_nonce(
+        canonical_json({**RECORD, "error": "KeyReleaseDenied"}))
+    assert len(failure_nonce(b"x")) == 64 and FAILURE_AUDIENCE != RESULT_AUDIENCE
+
+
+def test_failure_token_never_passes_as_a_result_token_nor_a_result_token_as_a_failure(
+    verifier: MockVerifier,
+) -> None:
+    registry = _registry(verifier, TrustedIssuer(issuer=ISSUER, jwks_url=JWKS_URL), None)
+    failure = _failure_token(verifier)
+    assert registry.verify_failure(failure, record=RECORD, **FAILURE_FACTS).image_digest == IMAGE
+    with pytest.raises(ResultRejectedError, match="aud"):
+        registry.verify(failure, summary=SUMMARY, **FACTS)
+    with pytest.raises(ResultRejectedError, match="aud"):
+        registry.verify_failure(_token(verifier), record=RECORD, **FAILURE_FACTS)
+    # a failure token of another record (another error class) does not attest this one
+    with pytest.raises(ResultRejectedError, match="nonce"):
+        registry.verify_failure(failure, record={**RECORD, "error": "KeyReleaseDenied"},
+                                **FAILURE_FACTS)
+    # nor one of another model
+    with pytest.raises(ResultRejectedError):
+        registry.verify_failure(failure, record=RECORD,
+                                **{**FAILURE_FACTS, "model_digest": sha256_digest(b"other")})

@@ -4,6 +4,7 @@ change nothing, that concurrent reports lose nothing, and that each change is au
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 from typing import Any
@@ -297,9 +298,9 @@ def test_dashboard_progress_matrix_shows_each_viewer_what_the_api_does(
 def test_fabricated_integrity_failure_shown_to_the_model_owner_is_labelled_a_hospital_claim(
     client: TestClient, world: Any, h: Any, tokens: Any
 ) -> None:
-    """A hospital can report any failure of a model (no enclave-signed failure record exists):
-    the model owner sees it as reported by the hospital, never as attested; only a verified
-    result is."""
+    """A hospital can report any failure of a model without the enclave's signed failure record:
+    the model owner sees it as reported by the hospital, never as attested; a verified result
+    is."""
     h.ok(_put(client, world.data_owner, "run-f", _report(world, h, "failed", 1,
                                                           reason="integrity")))
     me = h.ok(client.get(f"{API}/users/me", headers=world.data_owner.headers))
@@ -310,7 +311,7 @@ def test_fabricated_integrity_failure_shown_to_the_model_owner_is_labelled_a_hos
     _sign_in(client, world.model_owner.token)
     shown = client.get(f"/ui/benchmarks/{world.benchmark_id}/progress").text
     assert 'data-source="reported">reported by hospital' in shown
-    assert "no failure is attested" in shown
+    assert "a claim the registry cannot check" in shown
     for seq, state in enumerate(STATES, start=1):
         h.ok(_put(client, world.data_owner, "run-g", _report(world, h, state, seq)))
     _submit_result(client, world, tokens, h)
@@ -319,3 +320,113 @@ def test_fabricated_integrity_failure_shown_to_the_model_owner_is_labelled_a_hos
     assert done["status"] == "done" and done["attested"] is True
     assert 'data-source="attested">attested result' in client.get(
         f"/ui/benchmarks/{world.benchmark_id}/progress").text
+
+
+# -- attested failures (issue 28) ----------------------------------------------------------------
+
+def _record(run_id: str, error: str = "AssetIntegrityError") -> dict[str, Any]:
+    """A failure record as the enclave writes it (``sealbench.enclave.result.FailureRecord``)."""
+    return {"format": "sealbench/run-failure", "version": 1, "run_id": run_id,
+            "step": "download, verify and load the model", "error": error,
+            "reason": "the sealed model does not match its digest", "exit_code": 14}
+
+
+def _failure_claims(world: Any, h: Any, record: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    from sealbench.crypto.attestation import FAILURE_AUDIENCE, failure_nonce
+    from sealbench.crypto.canonical import canonical_json
+
+    claims = h.result_claims(
+        summary=SUMMARY, benchmark_id=world.benchmark_id, sealed_digest="sha256:" + "7" * 64,
+        data_digest=world.dataset_digest, model_digest=world.model_digest,
+        audience=FAILURE_AUDIENCE)
+    claims["eat_nonce"] = failure_nonce(canonical_json(record))
+    claims["submods"]["container"]["env_override"]["SEALBENCH_RUN_ID"] = record["run_id"]
+    claims.update(changes)
+    return claims
+
+
+def _cell(client: TestClient, world: Any) -> dict[str, Any]:
+    cells = h_ok(client.get(f"{API}/benchmarks/{world.benchmark_id}/progress",
+                            headers=world.model_owner.headers))["cells"]
+    return dict(cells[0])
+
+
+def h_ok(response: Any) -> Any:
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def test_fabricated_failure_with_forged_token_shown_as_a_claim(
+    client: TestClient, world: Any, h: Any, tokens: Any, caplog: Any
+) -> None:
+    """A hospital attaches a "signed" failure record to a fabricated integrity failure of a
+    model: a token signed by a key not in the verifier's JWKS, a genuine token of another
+    record, a result token, or a genuine token of another run. Each report is taken (a bad
+    token never blocks it), and the model owner sees a hospital's claim, never an attested
+    failure."""
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    forger = type(tokens)(kid=tokens.kid, key=rsa.generate_private_key(
+        public_exponent=65537, key_size=2048))
+    record = _record("run-x")
+    other = _record("run-x", error="KeyReleaseDenied")
+    forged = {
+        "run-k1": forger.sign(_failure_claims(world, h, {**record, "run_id": "run-k1"})),
+        "run-k2": type(tokens)(kid="rogue", key=forger.key).sign(
+            _failure_claims(world, h, {**record, "run_id": "run-k2"})),
+        "run-n": tokens.sign(_failure_claims(world, h, {**other, "run_id": "run-n"})),
+        "run-r": tokens.sign(h.result_claims(
+            summary=SUMMARY, benchmark_id=world.benchmark_id, sealed_digest="sha256:" + "7" * 64,
+            data_digest=world.dataset_digest, model_digest=world.model_digest)),
+        "run-o": tokens.sign(_failure_claims(world, h, {**record, "run_id": "run-elsewhere"})),
+    }
+    for run_id, token in forged.items():
+        claimed = {**record, "run_id": run_id}
+        stored = h_ok(_put(client, world.data_owner, run_id, _report(
+            world, h, "failed", 1, reason="integrity", failure_record=claimed,
+            failure_token=token)))
+        assert stored["failure_attested"] is False, run_id
+        cell = _cell(client, world)
+        assert (cell["run_id"], cell["status"], cell["reason"]) == (run_id, "failed", "integrity")
+        assert cell["attested"] is False and cell["reported_by_id"] is not None
+    assert "the failure token was not verified" in caplog.text
+    _sign_in(client, world.model_owner.token)
+    shown = client.get(f"/ui/benchmarks/{world.benchmark_id}/progress").text
+    assert 'data-source="reported">reported by hospital' in shown
+    assert "attested failure</span>" not in shown
+
+
+def test_enclave_attested_failure_shown_attested_with_the_records_reason(
+    client: TestClient, world: Any, h: Any, tokens: Any
+) -> None:
+    """The enclave's own signed record: attested, its reason the record's error class (not
+    what the hospital's client said), audited, and not re-claimed by a later report."""
+    record = _record("run-a")
+    token = tokens.sign(_failure_claims(world, h, record))
+    h_ok(_put(client, world.data_owner, "run-a", _report(world, h, "running", 1)))
+    stored = h_ok(_put(client, world.data_owner, "run-a", _report(
+        world, h, "failed", 2, reason="enclave", failure_record=record, failure_token=token)))
+    assert stored["failure_attested"] is True and stored["reason"] == "integrity"
+    later = h_ok(_put(client, world.data_owner, "run-a", _report(
+        world, h, "failed", 3, reason="key_release_denied")))
+    assert later["failure_attested"] is True and later["reason"] == "integrity"
+    cell = _cell(client, world)
+    assert (cell["status"], cell["reason"], cell["attested"]) == ("failed", "integrity", True)
+    payloads = [json.loads(e["payload"]) for e in _run_events(client, world.admin)]
+    attested = [p for p in payloads if p.get("failure_attested")]
+    assert [p["run_id"] for p in attested] == ["run-a"] and len(attested[0]["failure_nonce"]) == 64
+    _sign_in(client, world.model_owner.token)
+    shown = client.get(f"/ui/benchmarks/{world.benchmark_id}/progress").text
+    assert 'data-source="attested-failure">attested failure' in shown
+
+
+def test_failure_record_only_on_a_failed_run_and_with_its_token(
+    client: TestClient, world: Any, h: Any
+) -> None:
+    record = _record("run-b")
+    for body in (_report(world, h, "succeeded", 1, failure_record=record, failure_token="a.b.c"),
+                 _report(world, h, "failed", 1, reason="integrity", failure_record=record),
+                 _report(world, h, "failed", 1, reason="integrity",
+                         failure_record={**record, "reason": "x" * 9000},
+                         failure_token="a.b.c")):
+        assert _put(client, world.data_owner, "run-b", body).status_code == 422
