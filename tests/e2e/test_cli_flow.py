@@ -382,21 +382,26 @@ def test_debug_image_denied_key(world: World) -> None:
     assert "policy sync" not in result.output
 
 
-def test_tampered_sealed_case_stops_the_run(world: World) -> None:
+def _run_with_a_tampered_case(world: World) -> Result:
+    """The hospital's run with one bit of one sealed case flipped in its bucket (restored
+    after)."""
     from sealbench.client.cloud import InsecureMockOwnerCloud
 
-    ids = world.ids
     cloud = InsecureMockOwnerCloud.connect(world.mock_state, ACCOUNTS["hospital"][0])
-    store, prefix = cloud.blob_store(f"gs://{cloud.setup.bucket}/datasets/{ids['d']}")
+    store, prefix = cloud.blob_store(f"gs://{cloud.setup.bucket}/datasets/{world.ids['d']}")
     case = next(n for n in store.list(prefix) if "/cases/" in n)
     original = store.get_bytes(case, 1 << 30)
     flipped = bytearray(original)
     flipped[len(flipped) // 2] ^= 0x01
     store.put_bytes(case, bytes(flipped))
     try:
-        result = run_as_hospital(world, "--force")
+        return run_as_hospital(world, "--force")
     finally:
         store.put_bytes(case, original)
+
+
+def test_tampered_sealed_case_stops_the_run(world: World) -> None:
+    result = _run_with_a_tampered_case(world)
     assert result.exit_code == 8, result.output
     assert "tampered" in result.output or "modified" in result.output
 
@@ -409,20 +414,9 @@ def test_enclave_failure_record_is_attested_end_to_end(
     the model owner's progress shows an attested failure with the record's reason, not a
     hospital's claim."""
     from sealbench.client._cli_common import session
-    from sealbench.client.cloud import InsecureMockOwnerCloud
 
     ids = world.ids
-    cloud = InsecureMockOwnerCloud.connect(world.mock_state, ACCOUNTS["hospital"][0])
-    store, prefix = cloud.blob_store(f"gs://{cloud.setup.bucket}/datasets/{ids['d']}")
-    case = next(n for n in store.list(prefix) if "/cases/" in n)
-    original = store.get_bytes(case, 1 << 30)
-    flipped = bytearray(original)
-    flipped[len(flipped) // 2] ^= 0x01
-    store.put_bytes(case, bytes(flipped))
-    try:
-        result = run_as_hospital(world, "--force")
-    finally:
-        store.put_bytes(case, original)
+    result = _run_with_a_tampered_case(world)
     assert result.exit_code == 8, result.output
     with session("lab-a") as s:  # the model owner's view of the hospital's runs
         runs = s.client.list_runs(ids["b"])
