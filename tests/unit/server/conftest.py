@@ -16,7 +16,7 @@ import itertools
 import json
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -99,6 +99,32 @@ def database_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -
     cluster: ThrowawayPostgres = request.getfixturevalue("pg_cluster")
     template_name: str = request.getfixturevalue("pg_template")
     return cluster.create_database(f"t{next(_counter)}_{int(time.time())}", template=template_name)
+
+
+@pytest.fixture
+def database_at(backend: str, request: pytest.FixtureRequest, tmp_path: Path
+                ) -> Callable[[str], str]:
+    """Makes a fresh database on ``backend`` migrated only up to a given revision (what a
+    registry of before that migration holds), returning its URL."""
+    from alembic import command
+
+    from sealbench.server.migrate import alembic_config
+
+    def make(revision: str) -> str:
+        if backend == "sqlite":
+            url = f"sqlite:///{tmp_path / f'at-{revision}.sqlite3'}"
+        else:
+            cluster: ThrowawayPostgres = request.getfixturevalue("pg_cluster")
+            url = cluster.create_database(f"at{revision}_{next(_counter)}_{int(time.time())}")
+        db = open_database(url)
+        try:
+            with db.engine.begin() as conn:
+                command.upgrade(alembic_config(conn), revision)
+        finally:
+            db.dispose()
+        return url
+
+    return make
 
 
 # ---------------------------------------------------------------- fakes

@@ -3,10 +3,8 @@ events written before it the transparency log's first leaves, and downgrades cle
 
 from __future__ import annotations
 
-import itertools
-import time
+from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -27,9 +25,6 @@ from sealbench.server.migrate import (
     upgrade_to_head,
 )
 from sealbench.server.models import Base
-from sealbench.server.pgcluster import ThrowawayPostgres
-
-_names = itertools.count()
 
 
 def test_migrations_match_orm_metadata(database_url: str) -> None:
@@ -54,20 +49,9 @@ def test_upgrade_is_idempotent(database_url: str) -> None:
 
 
 @pytest.fixture
-def at_0001(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+def at_0001(database_at: Callable[[str], str]) -> str:
     """A database migrated only to revision 0001 (before the transparency log)."""
-    if backend == "sqlite":
-        url = f"sqlite:///{tmp_path / 'old.sqlite3'}"
-    else:
-        cluster: ThrowawayPostgres = request.getfixturevalue("pg_cluster")
-        url = cluster.create_database(f"old_{next(_names)}_{int(time.time())}")
-    db = open_database(url)
-    try:
-        with db.engine.begin() as conn:
-            command.upgrade(alembic_config(conn), "0001")
-    finally:
-        db.dispose()
-    return url
+    return database_at("0001")
 
 
 def test_existing_audit_events_become_the_first_leaves(at_0001: str) -> None:
@@ -124,19 +108,14 @@ def test_downgrade_to_0001_and_back(at_0001: str) -> None:
 
 
 @pytest.fixture
-def at_0009(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+def at_0009(database_at: Callable[[str], str]) -> str:
     """A database migrated to 0009 (before privacy budgets) holding a user, a dataset and that
     dataset's coordinates (a row that refers to it)."""
-    if backend == "sqlite":
-        url = f"sqlite:///{tmp_path / 'before-budgets.sqlite3'}"
-    else:
-        cluster: ThrowawayPostgres = request.getfixturevalue("pg_cluster")
-        url = cluster.create_database(f"b_{next(_names)}_{int(time.time())}")
+    url = database_at("0009")
     db = open_database(url)
     now = datetime(2026, 1, 1, tzinfo=UTC)
     try:
         with db.engine.begin() as conn:
-            command.upgrade(alembic_config(conn), "0009")
             conn.execute(text("INSERT INTO users (id, email, is_admin, created_at) "
                               "VALUES (1, 'h@test', false, :t)"), {"t": now})
             conn.execute(text(

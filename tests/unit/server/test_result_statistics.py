@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import csv
 import io
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
-from alembic import command
 from fastapi.testclient import TestClient
 from rich.console import Console
 from sqlalchemy import select
@@ -26,9 +23,8 @@ from sealbench.benchmarks.registry import load
 from sealbench.client._cli_leaderboard import BIAS_NOTE, print_table
 from sealbench.crypto.digest import sha256_digest
 from sealbench.server.db import open_database
-from sealbench.server.migrate import alembic_config, upgrade_to_head
+from sealbench.server.migrate import upgrade_to_head
 from sealbench.server.models import Benchmark, Dataset, Model, Result, ResultStatistics
-from sealbench.server.pgcluster import ThrowawayPostgres
 from sealbench.server.routers import results as results_router
 from sealbench.server.schemas.leaderboard import PooledLeaderboard
 from sealbench.server.services import result_statistics as rs
@@ -290,19 +286,9 @@ def test_stored_form_round_trips_and_refuses_another_pin() -> None:
 
 
 @pytest.fixture
-def at_0011(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if backend == "sqlite":
-        url = f"sqlite:///{tmp_path / 'before-statistics.sqlite3'}"
-    else:
-        cluster: ThrowawayPostgres = request.getfixturevalue("pg_cluster")
-        url = cluster.create_database(f"rs_{int(time.time() * 1000) % 10**9}")
-    db = open_database(url)
-    try:
-        with db.engine.begin() as conn:
-            command.upgrade(alembic_config(conn), "0011")
-    finally:
-        db.dispose()
-    yield url
+def at_0011(database_at: Callable[[str], str]) -> str:
+    """A registry from before migration 0012 (no stored statistics)."""
+    return database_at("0011")
 
 
 def test_migration_backfills_statistics_of_existing_results(at_0011: str, h: Any) -> None:
