@@ -19,7 +19,7 @@ with a fake plug-in).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from sealbench.benchmarks.interface import Benchmark, BenchmarkError, PluginRef, PublicSummary
 from sealbench.benchmarks.registry import load
@@ -27,9 +27,13 @@ from sealbench.enclave.result import ResultSummary
 from sealbench.server.errors import InvalidRequestError, ResultRejectedError
 from sealbench.server.schemas.inbox import ReleaseTerms
 
+if TYPE_CHECKING:
+    from sealbench.benchmarks.release import ReleaseSpec
+
 __all__ = [
     "RESULT_SUMMARY_FORMAT",
     "PluginLookup",
+    "declared_release",
     "parse_pin",
     "plugin_of",
     "release_terms",
@@ -61,12 +65,22 @@ def plugin_of(metrics_version: str, plugins: PluginLookup = load) -> Benchmark:
             f"the registry cannot validate results of this benchmark: {exc}") from None
 
 
+def declared_release(metrics_version: str, plugins: PluginLookup = load) -> ReleaseSpec | None:
+    """The release a benchmark's installed plug-in declares; None when the plug-in is not
+    installed here or declares none."""
+    try:
+        plugin = plugins(parse_pin(metrics_version))
+    except (BenchmarkError, InvalidRequestError):
+        return None
+    spec: ReleaseSpec | None = getattr(plugin, "release_spec", None)
+    return spec
+
+
 def release_terms(metrics_version: str, plugins: PluginLookup = load) -> ReleaseTerms | None:
     """What each run of a benchmark pinning ``metrics_version`` publishes (its plug-in's
     declared release), or None when the plug-in is not installed here."""
-    try:
-        spec = plugins(PluginRef.parse(metrics_version)).release_spec
-    except (BenchmarkError, ValueError):
+    spec = declared_release(metrics_version, plugins)
+    if spec is None:
         return None
     if spec.exact:
         return ReleaseTerms(exact=True, epsilon=None, delta=None)

@@ -28,14 +28,13 @@ from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
 
 from sealbench.benchmarks.interface import Benchmark as Plugin
-from sealbench.benchmarks.interface import BenchmarkError, PublicSummary, release_of
+from sealbench.benchmarks.interface import PublicSummary, release_of
 from sealbench.benchmarks.registry import load as load_plugin
 from sealbench.benchmarks.release import Release, ReleaseSpec, epsilon_of, rho_of
 from sealbench.server.audit import append_event
 from sealbench.server.auth import Principal
 from sealbench.server.errors import (
     ConflictError,
-    InvalidRequestError,
     PrivacyBudgetExceededError,
     ResultRejectedError,
 )
@@ -51,7 +50,7 @@ from sealbench.server.models import (
 from sealbench.server.schemas import DatasetCreate
 from sealbench.server.schemas.budgets import DEFAULT_BUDGET_DELTA, DEFAULT_BUDGET_EPSILON
 from sealbench.server.services._common import get_or_404
-from sealbench.server.services.benchmark_plugins import PluginLookup, parse_pin
+from sealbench.server.services.benchmark_plugins import PluginLookup, declared_release
 
 __all__ = [
     "Budget",
@@ -296,17 +295,6 @@ class BudgetReadout:
     costs: tuple[ReleaseCost, ...]
 
 
-def _spec_of(metrics_version: str, plugins: PluginLookup) -> ReleaseSpec | None:
-    """The release a benchmark's installed plug-in declares; None when the plug-in is not
-    installed here or declares none."""
-    try:
-        plugin = plugins(parse_pin(metrics_version))
-    except (BenchmarkError, InvalidRequestError):
-        return None
-    spec: ReleaseSpec | None = getattr(plugin, "release_spec", None)
-    return spec
-
-
 def _costs(session: Session, dataset_id: int, plugins: PluginLookup) -> tuple[ReleaseCost, ...]:
     latest = (
         select(BenchmarkDataset.benchmark_id, func.max(BenchmarkDataset.revision).label("rev"))
@@ -325,7 +313,7 @@ def _costs(session: Session, dataset_id: int, plugins: PluginLookup) -> tuple[Re
     ).all()
     costs = []
     for bench, status in rows:
-        spec = _spec_of(bench.metrics_version, plugins)
+        spec = declared_release(bench.metrics_version, plugins)
         if spec is not None:
             costs.append(ReleaseCost(bench, "approved" if status == "approved" else "pending",
                                      spec))
