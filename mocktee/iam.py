@@ -1,14 +1,24 @@
 """The mock IAM API for workload identity pools and their OIDC providers — the REST surface of
 ``iam.googleapis.com/v1 projects.locations.workloadIdentityPools[.providers]`` that the policy
-writer uses: create (returns a finished long-running Operation), get, patch with
-``updateMask``, and operations.get. Only a project owner may call it. Provider fields are
-validated as Google does (``google.subject`` mapped, attribute names ``[a-z0-9_]``, expressions
-that compile as CEL, at most 50 custom attributes)."""
+writer uses: create (returns a finished long-running Operation), get, list, patch with
+``updateMask``, delete, ``:undelete`` and operations.get. Only a project owner may call it.
+Provider fields are validated as Google does (``google.subject`` mapped, attribute names
+``[a-z0-9_]``, expressions that compile as CEL, at most 50 custom attributes).
+
+Deletion is soft, as at Google: a deleted pool or provider stays readable with ``state:
+DELETED`` and an ``expireTime`` 30 days on, its ID cannot be reused until then (create answers
+409 ``ALREADY_EXISTS``), ``:undelete`` restores it, lists leave it out unless
+``showDeleted=true``, patching it is refused, and the STS refuses to exchange tokens through it
+(or through any provider of a deleted pool). Once ``expireTime`` has passed it is purged for
+good and the ID is free again."""
 
 from __future__ import annotations
 
 import re
 import secrets
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from sealbench.mocktee._http import Request, Response, google_error, json_response
@@ -17,15 +27,22 @@ from sealbench.mocktee.cel import CelError, check_expression
 from sealbench.mocktee.identity import Caller, Identity
 from sealbench.mocktee.state import MockState
 
-__all__ = ["MockIam"]
+__all__ = ["SOFT_DELETE_S", "MockIam", "is_deleted"]
+
+#: How long Google keeps a deleted workload identity pool or provider (its ID reserved) before
+#: purging it: 30 days.
+SOFT_DELETE_S = 30 * 24 * 3600
 
 _POOLS = re.compile(r"^/v1/projects/([^/]+)/locations/global/workloadIdentityPools$")
-_POOL = re.compile(r"^/v1/projects/([^/]+)/locations/global/workloadIdentityPools/([^/:]+)$")
+_POOL = re.compile(
+    r"^/v1/projects/([^/]+)/locations/global/workloadIdentityPools/([^/:]+)(?::(undelete))?$"
+)
 _PROVIDERS = re.compile(
     r"^/v1/projects/([^/]+)/locations/global/workloadIdentityPools/([^/]+)/providers$"
 )
 _PROVIDER = re.compile(
-    r"^/v1/projects/([^/]+)/locations/global/workloadIdentityPools/([^/]+)/providers/([^/:]+)$"
+    r"^/v1/projects/([^/]+)/locations/global/workloadIdentityPools/([^/]+)/providers/([^/:]+)"
+    r"(?::(undelete))?$"
 )
 _OPERATION = re.compile(
     r"^/v1/(projects/[^/]+/locations/global/workloadIdentityPools/.+/operations/[^/]+)$"
@@ -45,6 +62,33 @@ _PROVIDER_FIELDS = {
 _POOL_FIELDS = {"displayName", "description", "disabled", "name", "state"}
 _POOL_TYPE = "type.googleapis.com/google.iam.v1.WorkloadIdentityPool"
 _PROVIDER_TYPE = "type.googleapis.com/google.iam.v1.WorkloadIdentityPoolProvider"
+
+
+def _rfc3339(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def is_deleted(resource: dict[str, Any] | None) -> bool:
+    """Whether a stored pool or provider is soft-deleted (``state: DELETED``)."""
+    return resource is not None and resource.get("state") == "DELETED"
+
+
+def _purge_expired(doc: dict[str, Any], now: float) -> None:
+    """Drop the pools and providers whose 30 days as DELETED have passed (their IDs free)."""
+    purged: set[str] = set()
+    for section in ("pools", "providers"):
+        for name in [
+            n for n, r in doc[section].items()
+            if is_deleted(r) and float(r.get("purgeAt", 0)) <= now
+        ]:
+            del doc[section][name]
+            purged.add(name)
+    for name in [n for n in doc["providers"] if n.split("/providers/")[0] in purged]:
+        del doc["providers"][name]
+
+
+def _public(resource: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in resource.items() if k != "purgeAt"}
 
 
 def _validate_provider(body: dict[str, Any]) -> str | None:
@@ -90,9 +134,12 @@ def _validate_provider(body: dict[str, Any]) -> str | None:
 class MockIam:
     """``handle(request)`` serves the workload identity pool and provider endpoints."""
 
-    def __init__(self, state: MockState, identity: Identity) -> None:
+    def __init__(
+        self, state: MockState, identity: Identity, clock: Callable[[], float] = time.time
+    ) -> None:
         self._state = state
         self._identity = identity
+        self._clock = clock
         self.accounts = MockServiceAccounts(state, identity)
 
     def _owner(self, request: Request, project: str) -> tuple[Caller, str] | Response:
@@ -138,7 +185,7 @@ class MockIam:
             {
                 "name": f"{resource}/operations/{secrets.token_hex(8)}",
                 "done": True,
-                "response": {"@type": type_url, **value},
+                "response": {"@type": type_url, **_public(value)},
             },
         )
 
@@ -160,26 +207,74 @@ class MockIam:
             "state": "ACTIVE",
         }
         with self._state.edit() as doc:
+            _purge_expired(doc, self._clock())
             if name in doc["pools"]:
-                return google_error(409, f"Requested entity already exists: {name}")
+                return _already_exists(name, doc["pools"][name])
             doc["pools"][name] = pool
         return self._operation(name, pool, _POOL_TYPE)
 
-    def _pool(self, request: Request, base: str, pool_id: str) -> Response:
+    def _pool(self, request: Request, base: str, pool_id: str, verb: str | None) -> Response:
         name = f"{base}/{pool_id}"
-        pool = self._state.read()["pools"].get(name)
-        if request.method != "GET":
-            return google_error(404, "only pool reads are served here")
+        if verb == "undelete" and request.method == "POST":
+            return self._undelete("pools", name, _POOL_TYPE)
+        if verb is None and request.method == "DELETE":
+            return self._delete("pools", name, _POOL_TYPE)
+        if verb is not None or request.method != "GET":
+            return google_error(404, f"{request.method} {request.path} is not served here")
+        with self._state.edit() as doc:
+            _purge_expired(doc, self._clock())
+            pool = doc["pools"].get(name)
         if pool is None:
             return google_error(404, f"Requested entity was not found: {name}")
-        return json_response(200, pool)
+        return json_response(200, _public(pool))
+
+    def _delete(self, section: str, name: str, type_url: str) -> Response:
+        """Soft delete: ``state: DELETED`` and ``expireTime`` 30 days on (Google's behaviour)."""
+        now = self._clock()
+        with self._state.edit() as doc:
+            _purge_expired(doc, now)
+            resource = doc[section].get(name)
+            if resource is None or is_deleted(resource):
+                return google_error(404, f"Requested entity was not found: {name}")
+            resource = {**resource, "state": "DELETED", "expireTime": _rfc3339(now + SOFT_DELETE_S),
+                        "purgeAt": now + SOFT_DELETE_S}
+            doc[section][name] = resource
+        return self._operation(name, resource, type_url)
+
+    def _undelete(self, section: str, name: str, type_url: str) -> Response:
+        with self._state.edit() as doc:
+            _purge_expired(doc, self._clock())
+            resource = doc[section].get(name)
+            if resource is None:
+                return google_error(404, f"Requested entity was not found: {name}")
+            if not is_deleted(resource):
+                return google_error(
+                    400, f"{name} is not deleted: only a DELETED resource can be undeleted.",
+                    "FAILED_PRECONDITION",
+                )
+            pool = doc["pools"].get(name.split("/providers/")[0])
+            if section == "providers" and is_deleted(pool):
+                return google_error(
+                    400, "The pool of this provider is deleted: undelete the pool first.",
+                    "FAILED_PRECONDITION",
+                )
+            resource = {
+                k: v for k, v in resource.items() if k not in ("expireTime", "purgeAt")
+            }
+            resource["state"] = "ACTIVE"
+            doc[section][name] = resource
+        return self._operation(name, resource, type_url)
 
     def _providers(self, request: Request, base: str, pool_id: str) -> Response:
         pool_name = f"{base}/{pool_id}"
         if request.method == "GET":
-            doc = self._state.read()
+            with self._state.edit() as doc:
+                _purge_expired(doc, self._clock())
+                providers = dict(doc["providers"])
+            show_deleted = request.query.get("showDeleted", "").lower() == "true"
             found = [
-                p for n, p in sorted(doc["providers"].items()) if n.startswith(pool_name + "/")
+                _public(p) for n, p in sorted(providers.items())
+                if n.startswith(pool_name + "/") and (show_deleted or not is_deleted(p))
             ]
             return json_response(200, {"workloadIdentityPoolProviders": found})
         if request.method != "POST":
@@ -203,20 +298,36 @@ class MockIam:
         }
         provider.setdefault("disabled", False)
         with self._state.edit() as doc:
+            _purge_expired(doc, self._clock())
             if pool_name not in doc["pools"]:
                 return google_error(404, f"Requested entity was not found: {pool_name}")
+            if is_deleted(doc["pools"][pool_name]):
+                return google_error(
+                    400, f"The pool {pool_name} is deleted: no provider can be added to it.",
+                    "FAILED_PRECONDITION",
+                )
             if name in doc["providers"]:
-                return google_error(409, f"Requested entity already exists: {name}")
+                return _already_exists(name, doc["providers"][name])
             doc["providers"][name] = provider
         return self._operation(name, provider, _PROVIDER_TYPE)
 
-    def _provider(self, request: Request, base: str, pool_id: str, provider_id: str) -> Response:
+    def _provider(
+        self, request: Request, base: str, pool_id: str, provider_id: str, verb: str | None
+    ) -> Response:
         name = f"{base}/{pool_id}/providers/{provider_id}"
+        if verb == "undelete" and request.method == "POST":
+            return self._undelete("providers", name, _PROVIDER_TYPE)
+        if verb is None and request.method == "DELETE":
+            return self._delete("providers", name, _PROVIDER_TYPE)
+        if verb is not None:
+            return google_error(404, f"{request.method} {request.path} is not served here")
         if request.method == "GET":
-            provider = self._state.read()["providers"].get(name)
+            with self._state.edit() as doc:
+                _purge_expired(doc, self._clock())
+                provider = doc["providers"].get(name)
             if provider is None:
                 return google_error(404, f"Requested entity was not found: {name}")
-            return json_response(200, provider)
+            return json_response(200, _public(provider))
         if request.method != "PATCH":
             return google_error(404, "unsupported method")
         mask = [f for f in request.query.get("updateMask", "").split(",") if f]
@@ -234,9 +345,15 @@ class MockIam:
         if set(mask) - allowed:
             return google_error(400, f"Invalid update_mask field {sorted(set(mask) - allowed)[0]}.")
         with self._state.edit() as doc:
+            _purge_expired(doc, self._clock())
             current = doc["providers"].get(name)
             if current is None:
                 return google_error(404, f"Requested entity was not found: {name}")
+            if is_deleted(current):
+                return google_error(
+                    400, f"{name} is deleted: undelete it before updating it.",
+                    "FAILED_PRECONDITION",
+                )
             updated = dict(current)
             for field in mask:
                 if field in body:
@@ -248,3 +365,15 @@ class MockIam:
                 return google_error(400, reason)
             doc["providers"][name] = updated
         return self._operation(name, updated, _PROVIDER_TYPE)
+
+
+def _already_exists(name: str, existing: dict[str, Any]) -> Response:
+    """Google's 409 for a taken ID; a soft-deleted resource keeps its ID for 30 days."""
+    if is_deleted(existing):
+        return google_error(
+            409,
+            f"Requested entity already exists: {name} was deleted and its ID cannot be reused "
+            f"until it is purged at {existing.get('expireTime')}; undelete it instead.",
+            "ALREADY_EXISTS",
+        )
+    return google_error(409, f"Requested entity already exists: {name}", "ALREADY_EXISTS")

@@ -158,7 +158,7 @@ class MockCloud:
         self.verifier = MockVerifier(self.state, verifier_service.url, clock=clock)
         self._jwks = Jwks.from_json(self.verifier.jwks())
         self.sts = MockSts(self.state, self.identity, lambda: self._jwks, clock)
-        self.iam = MockIam(self.state, self.identity)
+        self.iam = MockIam(self.state, self.identity, clock)
         self.kms = MockKms(self.state, self.identity, clock)
         self.compute = MockCompute(self.identity, self.verifier, work_root=state_dir)
         self.apis = MockProjectApis(self.state, self.identity)

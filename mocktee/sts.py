@@ -99,7 +99,10 @@ class MockSts:
         doc = self._state.read()
         pool = doc["pools"].get(provider_name.split("/providers/")[0])
         provider = doc["providers"].get(provider_name)
-        if pool is None or provider is None or pool.get("disabled") or provider.get("disabled"):
+        if (
+            pool is None or provider is None or pool.get("disabled") or provider.get("disabled")
+            or "DELETED" in (pool.get("state"), provider.get("state"))
+        ):
             return _oauth_error(
                 "invalid_target",
                 'The target service indicated by the "audience" parameters is invalid. This '
