@@ -15,9 +15,8 @@ from sealbench.mocktee.iam import SOFT_DELETE_S, MockIam
 from sealbench.mocktee.identity import Identity
 from sealbench.mocktee.state import MockState
 from sealbench.mocktee.verifier import MockVerifier, WorkloadLaunch
-
-from .conftest import Clock, MakeRequest
-from .test_services import OWNER, PROVIDER, _form, _sts
+from tests.unit.mocktee.conftest import Clock, MakeRequest
+from tests.unit.mocktee.test_services import OWNER, PROVIDER, _form, _sts
 
 BASE = "/v1/projects/111/locations/global/workloadIdentityPools"
 PROVIDER_BODY = {
