@@ -22,9 +22,12 @@ contract's grid.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import logging
+import threading
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
@@ -35,7 +38,7 @@ import numpy.typing as npt
 
 from .contract import BratsContract, LabelMap
 from .errors import CaseContractError, CaseFormatError
-from .orientation import to_ras
+from .orientation import check_header_orientation, to_ras
 
 __all__ = [
     "CASES_DIR",
@@ -57,6 +60,9 @@ DATASET_FILE = "dataset.json"
 STATISTICS_FILE = "statistics.json"
 INTENSITY_SLOPE = 1.0 / 1000.0
 _HEADER_SLACK = 1 << 20
+
+logger = logging.getLogger(__name__)
+_NIBABEL_LOG = threading.Lock()
 
 FloatArray = npt.NDArray[np.float32]
 Affine = npt.NDArray[np.float64]
@@ -98,11 +104,39 @@ def _inflate(data: bytes, limit: int) -> bytes:
     return out
 
 
-def decode_nifti(data: bytes, contract: BratsContract) -> nib.Nifti1Image:
+class _Collected(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@contextlib.contextmanager
+def _nibabel_messages(part: str) -> Iterator[None]:
+    """nibabel reports the header fixes it makes (``pixdim[1,2,3] should be non-zero; setting 0
+    dims to 1``) through a stderr handler of its own, bare in the middle of a progress bar;
+    here they come out through sealbench's log instead, naming the file part."""
+    nib_logger = nib.imageglobals.logger
+    collected = _Collected()
+    with _NIBABEL_LOG:
+        handlers, propagate = nib_logger.handlers, nib_logger.propagate
+        nib_logger.handlers, nib_logger.propagate = [collected], False
+        try:
+            yield
+        finally:
+            nib_logger.handlers, nib_logger.propagate = handlers, propagate
+    for message in collected.messages:
+        logger.warning("%s: nibabel: %s", part, message)
+
+
+def decode_nifti(data: bytes, contract: BratsContract, part: str = "image") -> nib.Nifti1Image:
     """Parse gzip-compressed NIfTI-1 bytes, bounded by the contract's grid size."""
     raw = _inflate(data, max_volume_bytes(contract))
     try:
-        image = nib.Nifti1Image.from_bytes(raw)
+        with _nibabel_messages(part):
+            image = nib.Nifti1Image.from_bytes(raw)
     except Exception as exc:  # nibabel raises many types for malformed headers
         raise CaseFormatError("not a readable NIfTI-1 image") from exc
     return image
@@ -193,8 +227,11 @@ def _load(case_id: str, parts: Mapping[str, bytes], contract: BratsContract, *,
     unexpected = sorted(set(parts) - set(contract.parts))
     if unexpected:
         raise CaseContractError(f"unexpected parts {unexpected}")
-    images = {part: decode_nifti(parts[part], contract) for part in contract.parts if part in parts}
+    images = {part: decode_nifti(parts[part], contract, part)
+              for part in contract.parts if part in parts}
     if raw is not None:
+        for part, image in images.items():
+            check_header_orientation(part, image, contract.affine_tolerance)
         images = {part: to_ras(part, image) for part, image in images.items()}
     reference = contract.modalities[0]
     affine = np.asarray(images[reference].affine, dtype=np.float64)

@@ -8,6 +8,12 @@ affine is updated so every voxel keeps its place in the scanner's space
 (:func:`nibabel.as_closest_canonical`). An **oblique** volume (its voxel axes are rotated against
 the scanner's) cannot be made RAS+ without resampling, which would change the data; it is
 rejected with the reason, never resampled here.
+
+Before that, a raw header must say where left is (:func:`check_header_orientation`): a file with
+no orientation codes (``qform_code`` and ``sform_code`` both 0) would be read in nibabel's
+fallback order (LAS, radiological) and so silently flipped left-right against a file that
+states RAS, and a file whose qform and sform disagree is placed differently by tools that read
+one or the other. Both are refused with what was found; neither is guessed.
 """
 
 from __future__ import annotations
@@ -17,7 +23,8 @@ import numpy as np
 
 from .errors import CaseContractError
 
-__all__ = ["CANONICAL_AXES", "OBLIQUE_TOLERANCE", "axis_codes", "to_ras"]
+__all__ = ["CANONICAL_AXES", "OBLIQUE_TOLERANCE", "axis_codes", "check_header_orientation",
+           "to_ras"]
 
 CANONICAL_AXES = ("R", "A", "S")
 #: Largest off-axis component (cosine) of a voxel axis still taken as axis-aligned: 1e-4 is
@@ -41,6 +48,35 @@ def _obliquity(affine: np.ndarray) -> float:
     return float(np.max(cosines.sum(axis=0) - cosines.max(axis=0)))
 
 
+def _angle(degrees: float) -> str:
+    """An angle as a reader needs it: ``10.0`` or ``0.01`` (never ``0.0`` for a real tilt)."""
+    return f"{degrees:.1f}" if degrees >= 1 else f"{degrees:.2g}"
+
+
+def check_header_orientation(part: str, image: nib.Nifti1Image, tolerance: float) -> None:
+    """Refuse a raw header whose orientation is unknown (no qform or sform code) or ambiguous
+    (qform and sform both set and more than ``tolerance`` apart); see the module's docstring."""
+    header = image.header
+    qform, qcode = header.get_qform(coded=True)  # type: ignore[no-untyped-call]
+    sform, scode = header.get_sform(coded=True)  # type: ignore[no-untyped-call]
+    if not qcode and not scode:
+        fallback = "".join(axis_codes(header.get_base_affine()))  # type: ignore[no-untyped-call]
+        raise CaseContractError(
+            f"{part}: the header states no orientation (qform_code and sform_code are 0), so "
+            f"left and right are unknown (readers would assume {fallback}); write the "
+            "scanner orientation into the header (for example with nibabel: "
+            "img.set_sform(affine, code=1); img.set_qform(affine, code=1)) and prepare again")
+    if qcode and scode:
+        apart = float(np.max(np.abs(np.asarray(qform) - np.asarray(sform))))
+        if apart > tolerance:
+            raise CaseContractError(
+                f"{part}: the qform ({''.join(axis_codes(qform))}) and sform "
+                f"({''.join(axis_codes(sform))}) disagree (by up to {apart:.3g} in the "
+                "affine); tools that read one or the other place the image differently: "
+                "make them agree (for example with nibabel: img.set_qform(img.get_sform(), "
+                "code=1)) and prepare again")
+
+
 def to_ras(part: str, image: nib.Nifti1Image) -> nib.Nifti1Image:
     """``image`` in RAS+ orientation, or :class:`CaseContractError` for an oblique one.
 
@@ -51,7 +87,7 @@ def to_ras(part: str, image: nib.Nifti1Image) -> nib.Nifti1Image:
     if off_axis > OBLIQUE_TOLERANCE:
         degrees = float(np.degrees(np.arcsin(min(1.0, off_axis))))
         raise CaseContractError(
-            f"{part}: oblique orientation (voxel axes about {degrees:.1f} degrees off the "
+            f"{part}: oblique orientation (voxel axes about {_angle(degrees)} degrees off the "
             f"scanner axes, closest {''.join(axis_codes(affine))}); only axis-aligned volumes "
             "are reoriented to RAS+ without resampling: resample the case to the benchmark's "
             "grid in RAS+ first")

@@ -14,6 +14,9 @@ with ``dataset.json``, ``statistics.json`` (:mod:`.statistics`: counts and the c
 grid, nothing computed from a case) and the canonical manifest of ``data/``
 (:func:`sealbench.crypto.manifest.build_manifest`).
 
+Hidden entries (names starting with a dot: ``.DS_Store``, ``._*`` resource forks, editor
+files) are not cases and not parts of one: they are skipped, neither read nor reported.
+
 Everything is written into a hidden sibling ``.<out>.partial-<random>`` and renamed to ``out_dir``
 only when all of it succeeded, so a prepared dataset either appears whole or not at all.
 """
@@ -128,12 +131,17 @@ class NoValidCasesError(PreparationError):
         super().__init__(f"no case passed the contract ({len(rejected)} rejected)")
 
 
+def _visible(folder: Path) -> list[Path]:
+    """The entries of ``folder`` that are not hidden (see the module's docstring), sorted."""
+    return sorted(entry for entry in folder.iterdir() if not entry.name.startswith("."))
+
+
 def _read_parts(folder: Path, layout: RawLayout, contract: BratsContract) -> dict[str, bytes]:
     """Bytes of each part of a raw case folder (keyed by the contract's part names), after
     checking every file's name (in ``layout``) and size."""
     parts: dict[str, bytes] = {}
     limit = max_volume_bytes(contract)
-    for path in sorted(folder.iterdir()):
+    for path in _visible(folder):
         if not path.is_file() or path.is_symlink():
             raise CaseContractError(f"{path.name!r} is not a regular file")
         part = layout.file_part(folder.name, path.name, contract.file_suffix)
@@ -200,7 +208,7 @@ def prepare_dataset(raw_dir: Path, out_dir: Path, contract: BratsContract,
     no case folder. In every failure nothing is left at ``out_dir`` or beside it."""
     if not raw_dir.is_dir():
         raise PreparationError(f"raw dataset {raw_dir} is not a directory")
-    if not any(entry.is_dir() for entry in raw_dir.iterdir()):
+    if not any(entry.is_dir() for entry in _visible(raw_dir)):
         example = contract.case_id_pattern.replace(r"\d{5}", "00001").replace(r"\d{3}", "000")
         raise PreparationError(
             f"no case folders in {raw_dir}: expected one folder per case named like {example} "
@@ -218,7 +226,7 @@ def prepare_dataset(raw_dir: Path, out_dir: Path, contract: BratsContract,
         report = _prepare_into(raw_dir, tmp, contract, progress)
         if strict and report.rejected:
             raise CasesRejectedError(report.rejected, len(report.accepted))
-        tmp.rename(out_dir)
+        _publish(tmp, out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -227,9 +235,24 @@ def prepare_dataset(raw_dir: Path, out_dir: Path, contract: BratsContract,
     return report
 
 
+def _publish(tmp: Path, out_dir: Path) -> None:
+    """Rename the finished ``tmp`` to ``out_dir``, which must still not exist: another
+    preparation into the same new path may have finished first (a rename onto its folder fails
+    with ENOTEMPTY, or onto a file with ENOTDIR)."""
+    try:
+        tmp.rename(out_dir)
+    except OSError as exc:
+        if out_dir.exists() or out_dir.is_symlink():
+            raise PreparationError(
+                f"output {out_dir} appeared while this preparation ran (another 'prepare' "
+                "into the same path finished first?); it was left as it is and nothing of "
+                "this run was kept: choose a new path") from exc
+        raise
+
+
 def _prepare_into(raw_dir: Path, tmp: Path, contract: BratsContract,
                   progress: ProgressFn | None) -> PreparationReport:
-    entries = sorted(raw_dir.iterdir())
+    entries = _visible(raw_dir)
     layout = folder_layout([e for e in entries if e.is_dir() and not e.is_symlink()], contract)
     cases_dir = tmp / DATA_DIR / CASES_DIR
     cases_dir.mkdir(parents=True)

@@ -7,6 +7,8 @@ axis-aligned orientation, or in the 2023 layout prepares to exactly the same fil
 from __future__ import annotations
 
 import gzip
+import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import nibabel as nib
@@ -23,6 +25,7 @@ from sealbench.benchmarks.brats.definition import (
     load_small_definition,
     shipped_definition,
 )
+from sealbench.benchmarks.brats.errors import PreparationError
 from sealbench.benchmarks.brats.layouts import MixedLayoutsError
 from sealbench.benchmarks.brats.prepare import (
     DATA_DIR,
@@ -248,3 +251,104 @@ def test_small_benchmark_has_its_own_contract_and_models() -> None:
     assert load_model_bytes(small.reference_model)  # the shipped weights, digest-checked
     assert shipped_definition("brats-small") == small
     assert small.contract.grid == {"shape": [64, 64, 48], "spacing_mm": [1.0, 1.0, 1.0]}
+
+
+def _rewrite_headers(folder: Path, edit: Callable[[nib.Nifti1Header], None]) -> None:
+    """Rewrite every volume of a raw case folder after ``edit`` changed its header (the
+    image is built from the header alone, so nibabel does not write the affine back)."""
+    for path in sorted(folder.glob("*.nii.gz")):
+        image = nib.Nifti1Image.from_bytes(gzip.decompress(path.read_bytes()))
+        header = image.header.copy()
+        edit(header)
+        rewritten = nib.Nifti1Image(np.asanyarray(image.dataobj), None, header)
+        path.write_bytes(gzip.compress(rewritten.to_bytes()))
+
+
+def _no_codes(header: nib.Nifti1Header) -> None:
+    header.set_qform(None, code=0)
+    header.set_sform(None, code=0)
+
+
+def test_header_without_orientation_codes_refused_not_flipped(case: SyntheticCase,
+                                                              tmp_path: Path) -> None:
+    """No qform/sform code: nibabel falls back to LAS and would flip the case left-right
+    against the same case written RAS; preparation refuses it and says what readers assume."""
+    raw = tmp_path / "raw"
+    _rewrite_headers(write_case(_as_ras(case), raw, case_id_for(5), BRATS_2023_GLI_SMALL),
+                     _no_codes)
+    assert nib.aff2axcodes(nib.load(next(raw.rglob("*t1n.nii.gz"))).affine) == ("L", "A", "S")
+    with pytest.raises(NoValidCasesError) as caught:
+        _prepare(raw, tmp_path / "out")
+    reason = caught.value.rejected[0].reason
+    assert "states no orientation" in reason and "would assume LAS" in reason
+    assert "set_sform" in reason
+
+
+def test_qform_disagreeing_with_sform_refused_naming_both(case: SyntheticCase,
+                                                         tmp_path: Path) -> None:
+    raw = tmp_path / "raw"
+
+    def flip_qform(header: nib.Nifti1Header) -> None:
+        header.set_qform(header.get_sform() @ np.diag([-1.0, 1.0, 1.0, 1.0]), code=1)
+
+    _rewrite_headers(write_case(_as_ras(case), raw, case_id_for(5), BRATS_2023_GLI_SMALL),
+                     flip_qform)
+    with pytest.raises(NoValidCasesError) as caught:
+        _prepare(raw, tmp_path / "out")
+    reason = caught.value.rejected[0].reason
+    assert "qform (LAS) and sform (RAS) disagree" in reason
+
+
+def test_small_tilt_reported_with_its_real_angle(case: SyntheticCase, tmp_path: Path) -> None:
+    raw = tmp_path / "raw"
+    tilted = SyntheticCase(case.seed, case.modalities, case.classes,
+                           _rotated(case.affine, 0.01), case.n_lesions)
+    write_case(tilted, raw, case_id_for(5), BRATS_2023_GLI_SMALL)
+    with pytest.raises(NoValidCasesError) as caught:
+        _prepare(raw, tmp_path / "out")
+    assert "about 0.01 degrees off" in caught.value.rejected[0].reason
+
+
+def test_hidden_files_are_not_cases_nor_parts(case: SyntheticCase, tmp_path: Path) -> None:
+    raw = tmp_path / "raw"
+    folder = write_case(case, raw, case_id_for(5), BRATS_2023_GLI_SMALL)
+    (raw / ".DS_Store").write_bytes(b"\0\0\0\1Bud1")
+    (folder / ".DS_Store").write_bytes(b"\0\0\0\1Bud1")
+    (folder / f"._{case_id_for(5)}-t1n.nii.gz").write_bytes(b"\0\5\26\7")
+    report = _prepare(raw, tmp_path / "out")
+    assert report.accepted == (case_id_for(5),) and report.rejected == ()
+
+
+def test_nibabel_header_fixes_are_logged_not_printed(case: SyntheticCase, tmp_path: Path,
+                                                     capfd: pytest.CaptureFixture[str],
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    raw = tmp_path / "raw"
+    folder = write_case(case, raw, case_id_for(5), BRATS_2023_GLI_SMALL)
+    t1n = next(folder.glob("*-t1n.nii.gz"))
+    image = nib.Nifti1Image.from_bytes(gzip.decompress(t1n.read_bytes()))
+    image.header["pixdim"][1] = 0  # nibabel: "pixdim[1,2,3] should be non-zero; setting ..."
+    t1n.write_bytes(gzip.compress(image.to_bytes()))
+    capfd.readouterr()
+    with caplog.at_level("WARNING", logger="sealbench.benchmarks.brats.cases"):
+        assert _prepare(raw, tmp_path / "out").accepted == (case_id_for(5),)  # 0 mm -> 1 mm
+    assert "pixdim" not in capfd.readouterr().err
+    assert any(r.getMessage().startswith("t1n: nibabel: pixdim[1,2,3] should be non-zero")
+               for r in caplog.records)
+    assert [type(h) for h in nib.imageglobals.logger.handlers] == [logging.StreamHandler]
+
+
+def test_output_created_by_a_concurrent_prepare_is_left_alone(case: SyntheticCase,
+                                                              tmp_path: Path) -> None:
+    """Two preparations into one new path: the one that finishes second says so, keeps
+    nothing of its own and leaves the other's output as it is."""
+    raw, out = tmp_path / "raw", tmp_path / "out"
+    write_case(case, raw, case_id_for(5), BRATS_2023_GLI_SMALL)
+
+    def other_finishes_first(done: int, total: int) -> None:
+        if done == total:
+            (out / "theirs").mkdir(parents=True)
+
+    with pytest.raises(PreparationError, match="appeared while this preparation ran"):
+        prepare_dataset(raw, out, BRATS_2023_GLI_SMALL, other_finishes_first)
+    assert [p.name for p in out.iterdir()] == ["theirs"]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
