@@ -5,6 +5,7 @@ exits with its documented code; ``sealbench -v`` shows the traceback."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -167,6 +168,8 @@ def session(profile: str | None) -> Iterator[Session]:
 def _jsonable(value: Any) -> Any:
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, list | tuple):
         return [_jsonable(v) for v in value]
     if isinstance(value, dict):
