@@ -584,13 +584,18 @@ def _receipt(profile: str | None, result: ResultPublic, opened: Any, *, quiet: b
 @mock_tee_app.command("up")
 def mock_tee_up(
     state_dir: Annotated[Path, typer.Option(help="where the mock keeps its state")],
+    iam_propagation_s: Annotated[float, typer.Option(
+        min=0, max=86400,
+        help="seconds before a changed KMS key or bucket IAM policy takes effect, as Google's "
+        "IAM propagation delay (typically 2 minutes there; default 0: at once)",
+    )] = 0.0,
 ) -> None:
     """Run the INSECURE mock confidential cloud in the foreground until Ctrl-C; prints its
     endpoints. Never put real data in it."""
     from sealbench.mocktee import MockCloud
 
     stop = threading.Event()
-    cloud = MockCloud(state_dir.resolve())
+    cloud = MockCloud(state_dir.resolve(), iam_propagation_s=iam_propagation_s)
     endpoints = cloud.start()
     previous = {sig: signal.signal(sig, lambda *_: stop.set())
                 for sig in (signal.SIGINT, signal.SIGTERM)}

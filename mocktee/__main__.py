@@ -33,6 +33,13 @@ def main(argv: list[str] | None = None) -> int:
         help="e.g. verifier=9100,sts=9101,iam=9102,kms=9103,storage=9104,compute=9107 "
         "(default: the ports of the previous run, else free ones)",
     )
+    parser.add_argument(
+        "--iam-propagation-s",
+        type=float,
+        default=0.0,
+        help="seconds before a changed KMS key or bucket IAM policy takes effect, as Google's "
+        "propagation delay (default 0: at once)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -40,7 +47,9 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     ports = args.ports if args.ports != MockPorts() else None
-    cloud = MockCloud(args.state_dir.resolve(), ports=ports)
+    cloud = MockCloud(
+        args.state_dir.resolve(), ports=ports, iam_propagation_s=args.iam_propagation_s
+    )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

@@ -126,12 +126,55 @@ def has_role(policy: Mapping[str, Any] | None, caller: Caller, roles: Iterable[s
     return False
 
 
-class Identity:
-    """Issues and checks the mock's access tokens; knows projects and their owners."""
+#: Policy versions a resource keeps for :meth:`Identity.policy_in_effect` (older ones dropped).
+_POLICY_HISTORY = 32
 
-    def __init__(self, state: MockState, clock: Callable[[], float] = time.time) -> None:
+
+class Identity:
+    """Issues and checks the mock's access tokens; knows projects and their owners.
+
+    :attr:`iam_propagation_s` (default 0) is the IAM propagation delay of the KMS key and bucket
+    policies: a policy written by ``setIamPolicy`` takes effect for permission checks only that
+    many seconds later; until then the policy it replaced still applies (Google: "typically 2
+    minutes, potentially 7 minutes or longer"). Reads (``getIamPolicy``) show the new policy at
+    once, as Google's do."""
+
+    def __init__(
+        self,
+        state: MockState,
+        clock: Callable[[], float] = time.time,
+        iam_propagation_s: float = 0.0,
+    ) -> None:
         self._state = state
         self._clock = clock
+        self.iam_propagation_s = iam_propagation_s
+
+    def policy_history(
+        self, previous: Mapping[str, Any] | None, bindings: list[Any]
+    ) -> list[dict[str, Any]]:
+        """The ``history`` to store with a policy that now gets ``bindings``: every version
+        written, with when, so that :meth:`policy_in_effect` can apply them late."""
+        if previous and "history" in previous:
+            history = list(previous["history"])
+        elif previous and previous.get("bindings"):  # written before histories were kept
+            history = [{"at": 0.0, "bindings": previous["bindings"]}]
+        else:
+            history = []
+        history.append({"at": self._clock(), "bindings": bindings})
+        return history[-_POLICY_HISTORY:]
+
+    def policy_in_effect(self, stored: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+        """The part of a stored KMS key or bucket policy that permission checks see now: the
+        latest version written at least :attr:`iam_propagation_s` seconds ago (None before the
+        first one has propagated)."""
+        if not stored or self.iam_propagation_s <= 0 or "history" not in stored:
+            return stored
+        cutoff = self._clock() - self.iam_propagation_s
+        in_effect: Mapping[str, Any] | None = None
+        for version in stored["history"]:
+            if float(version["at"]) <= cutoff:
+                in_effect = {"bindings": version["bindings"]}
+        return in_effect
 
     def issue(
         self,

@@ -166,7 +166,8 @@ class MockKms:
         doc = self._state.read()
         key = doc["crypto_keys"].get(name)
         owner = self._identity.is_owner(caller, project)
-        allowed = owner or (key is not None and has_role(doc["iam"].get(name), caller, roles))
+        policy = self._identity.policy_in_effect(doc["iam"].get(name))
+        allowed = owner or (key is not None and has_role(policy, caller, roles))
         if not allowed:
             _log.info("mock KMS: %s denied %s on %s", caller.describe(), permission, name)
             return self._denied(permission, name)
@@ -374,6 +375,7 @@ class MockKms:
                 "bindings": bindings,
                 "serial": serial,
                 "etag": _etag(serial),
+                "history": self._identity.policy_history(doc["iam"].get(name), bindings),
             }
             doc["iam"][name] = stored
         return json_response(200, _public_policy(stored))

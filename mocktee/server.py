@@ -24,6 +24,20 @@ The control endpoint also injects the failures a real project produces, for test
 /mock/v1/refreshTokens``). It answers only what the mock's own clients send: a request naming
 another ``Origin`` than its own (a web page's) is refused (403), and so is a POST that is not
 ``application/json`` (415), the kind a page may send cross-site without asking first.
+
+IAM propagation delay. Google applies a changed IAM policy late ("typically 2 minutes,
+potentially 7 minutes or longer"); the mock can too. ``iam_propagation_s`` (seconds, default 0:
+at once) is the delay after a ``setIamPolicy`` on a KMS key or a bucket before permission checks
+(decrypt, encrypt, object reads and writes, ``testPermissions``) see the new policy; until then
+the policy it replaced still applies, so a fresh grant is refused and a revoked one still
+works. ``getIamPolicy`` shows the new policy at once, as at Google. Set it with:
+
+* ``MockCloud(state_dir, iam_propagation_s=N)``, or :meth:`MockCloud.set_iam_propagation`;
+* ``sealbench mock-tee up --iam-propagation-s N`` (or ``python -m sealbench.mocktee
+  --iam-propagation-s N``);
+* at runtime, ``POST {control}/mock/v1/iamPropagation`` with ``{"seconds": N}`` (answers
+  ``{"seconds": N}``; ``GET`` reads it). It applies to policy versions already written too: a
+  delay raised later also delays the grants of the last N seconds.
 """
 
 from __future__ import annotations
@@ -61,6 +75,7 @@ _SERVICES = (
     "verifier", "sts", "iam", "kms", "storage", "emulator", "control", "compute", "apis"
 )
 #: What the control endpoint's ``POST /mock/v1/faults`` can break (see :meth:`MockCloud.inject`).
+_PROPAGATION = "/mock/v1/iamPropagation"
 FAULTS = ("permission-denied", "api-disabled", "key-destroyed", "bucket-missing", "quota-exceeded")
 
 
@@ -145,6 +160,7 @@ class MockCloud:
         *,
         ports: MockPorts | None = None,
         clock: Callable[[], float] = time.time,
+        iam_propagation_s: float = 0.0,
     ) -> None:
         self.state_dir = state_dir
         self.state = MockState(state_dir)
@@ -154,6 +170,7 @@ class MockCloud:
         if not chosen["emulator"]:
             chosen["emulator"] = free_port()
         self.identity = Identity(self.state, clock)
+        self.set_iam_propagation(iam_propagation_s)
         verifier_service = HttpService("verifier", self._verifier_handle, port=chosen["verifier"])
         self.verifier = MockVerifier(self.state, verifier_service.url, clock=clock)
         self._jwks = Jwks.from_json(self.verifier.jwks())
@@ -257,6 +274,13 @@ class MockCloud:
             raise ValueError("owners are user:EMAIL members")
         self.identity.create_project(project_id, project_number, owner)
 
+    def set_iam_propagation(self, seconds: float) -> None:
+        """Delay, in seconds, before a KMS key's or bucket's new IAM policy is in effect (0: at
+        once; see the module docstring)."""
+        if not 0 <= seconds <= 86400:
+            raise ValueError("the IAM propagation delay must be 0 to 86400 seconds")
+        self.identity.iam_propagation_s = float(seconds)
+
     def owner_token(self, principal: str) -> str:
         """An access token for ``principal`` (``user:EMAIL``), like ``gcloud auth
         print-access-token``. INSECURE: anyone who can reach the mock may ask for one."""
@@ -310,6 +334,8 @@ class MockCloud:
             return refused
         if request.method == "GET" and request.path == "/mock/v1/endpoints":
             return json_response(200, self.endpoints.to_json())
+        if request.method == "GET" and request.path == _PROPAGATION:
+            return json_response(200, {"seconds": self.identity.iam_propagation_s})
         if request.method != "POST":
             return google_error(404, f"{request.method} {request.path} not found")
         try:
@@ -325,6 +351,12 @@ class MockCloud:
             if request.path == "/mock/v1/faults":
                 self.inject(body)
                 return json_response(200, body)
+            if request.path == _PROPAGATION:
+                seconds = body["seconds"]
+                if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+                    raise TypeError("seconds must be a number")
+                self.set_iam_propagation(float(seconds))
+                return json_response(200, {"seconds": self.identity.iam_propagation_s})
             if request.path == "/mock/v1/ownerTokens":
                 token = self.owner_token(str(body["principal"]))
                 return json_response(200, {"access_token": token, "token_type": "Bearer"})

@@ -19,6 +19,7 @@ import logging
 import re
 import socket
 import threading
+from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -159,7 +160,11 @@ class StorageProxy:
         project = doc["buckets"].get(bucket)
         if project is not None and self._identity.is_owner(caller, project):
             return True
-        return has_role(doc["iam"].get(f"buckets/{bucket}"), caller, _ADMIN)
+        return has_role(self._policy(doc, bucket), caller, _ADMIN)
+
+    def _policy(self, doc: dict[str, Any], bucket: str) -> Mapping[str, Any] | None:
+        """The bucket's IAM policy as permission checks see it now (propagation delay)."""
+        return self._identity.policy_in_effect(doc["iam"].get(f"buckets/{bucket}"))
 
     def _authorize(
         self, method: str, path: str, query: dict[str, str], caller: Caller
@@ -178,7 +183,7 @@ class StorageProxy:
             if match and route_method == method:
                 bucket = match.group("bucket")
                 if self._is_admin(caller, bucket) or has_role(
-                    self._state.read()["iam"].get(f"buckets/{bucket}"), caller, roles
+                    self._policy(self._state.read(), bucket), caller, roles
                 ):
                     return None
                 return (
@@ -264,7 +269,7 @@ class StorageProxy:
         if bucket not in doc["buckets"]:
             return _gcs_error(404, "The specified bucket does not exist.", "notFound")
         admin = self._is_admin(caller, bucket)
-        policy = doc["iam"].get(f"buckets/{bucket}")
+        policy = self._policy(doc, bucket)
         held = [
             p for p in asked
             if p in _PERMISSION_ROLES and (admin or has_role(policy, caller, _PERMISSION_ROLES[p]))
@@ -298,7 +303,10 @@ class StorageProxy:
                 if refusal:
                     return _gcs_error(400, refusal, "invalid")
                 serial = int(current["serial"]) + 1
-                current = {"bindings": bindings, "serial": serial, "etag": _etag(serial)}
+                current = {
+                    "bindings": bindings, "serial": serial, "etag": _etag(serial),
+                    "history": self._identity.policy_history(doc["iam"].get(resource), bindings),
+                }
                 doc["iam"][resource] = current
             elif method != "GET":
                 return _gcs_error(405, "method not allowed", "invalid")
