@@ -22,8 +22,8 @@ and what a hospital may compute on its own per-case results. What is computed:
   mean score and observed malignant fraction per bin), the expected calibration error
   ``ECE = Σ n_b/N · |observed_b - mean score_b|``, and logistic recalibration: the slope ``b``
   of ``logit P(y) = a + b·logit(score)`` and the calibration-in-the-large intercept (``a`` with
-  ``b`` fixed at 1), both by Newton's method on the log-likelihood; ``None`` when a class is
-  absent or the fit does not converge (separable data).
+  ``b`` fixed at 1), both by Newton's method with step halving on the log-likelihood; ``None`` when
+  a class is absent or no finite fit exists within the slope cap (separable data).
 """
 
 from __future__ import annotations
@@ -223,13 +223,24 @@ def _logit(p: FloatArray) -> FloatArray:
     return np.asarray(np.log(q / (1 - q)), dtype=np.float64)
 
 
+def _log_likelihood(y: FloatArray, x: FloatArray, a: float, b: float) -> float:
+    eta = a + b * x
+    return float(np.sum(y * eta - np.logaddexp(0.0, eta)))
+
+
 def _fit_logistic(y: FloatArray, x: FloatArray, *, fix_slope: bool) -> tuple[float, float] | None:
     """Maximum-likelihood ``(a, b)`` of ``P(y=1) = sigmoid(a + b·x)`` (``b`` = 1 if fixed), or
-    None when Newton's method does not converge to a finite slope."""
+    None when there is no finite maximum within ``|b| <= _MAX_SLOPE`` (separable data).
+
+    Newton's method with step halving: a full step from ``(0, 1)`` on confident scores (logits
+    near ±14) overshoots far past the optimum, and undamped it left the cap on data that has
+    a perfectly good fit. Each step is halved until the log-likelihood does not fall; the fit
+    has converged when the full Newton step is below the tolerance, so on separable data,
+    where the likelihood keeps rising towards an infinite slope, it never converges."""
     a, b = 0.0, 1.0
+    current = _log_likelihood(y, x, a, b)
     for _ in range(_NEWTON_STEPS):
-        eta = np.clip(a + b * x, -700, 700)
-        mu = 1.0 / (1.0 + np.exp(-eta))
+        mu = 1.0 / (1.0 + np.exp(-np.clip(a + b * x, -700, 700)))
         w = mu * (1 - mu)
         r = y - mu
         if fix_slope:
@@ -243,11 +254,19 @@ def _fit_logistic(y: FloatArray, x: FloatArray, *, fix_slope: bool) -> tuple[flo
             if abs(float(np.linalg.det(hess_m))) < 1e-300:
                 return None
             step_a, step_b = (float(v) for v in np.linalg.solve(hess_m, grad))
-        a, b = a + step_a, b + step_b
-        if not (math.isfinite(a) and math.isfinite(b)) or abs(b) > _MAX_SLOPE:
-            return None
         if abs(step_a) < _NEWTON_TOL and abs(step_b) < _NEWTON_TOL:
             return a, b
+        scale = 1.0
+        while True:
+            next_a, next_b = a + scale * step_a, b + scale * step_b
+            if math.isfinite(next_a) and math.isfinite(next_b) and abs(next_b) <= _MAX_SLOPE:
+                proposed = _log_likelihood(y, x, next_a, next_b)
+                if proposed >= current - 1e-12 * abs(current):
+                    break
+            scale /= 2
+            if scale < 1e-12:
+                return None
+        a, b, current = next_a, next_b, proposed
     return None
 
 

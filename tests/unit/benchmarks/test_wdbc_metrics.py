@@ -125,6 +125,23 @@ def test_calibration_slope_matches_an_unpenalised_logistic_fit() -> None:
     assert well.ece < 0.03 < cal.ece
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_confident_non_separable_scores_have_a_slope(seed: int) -> None:
+    """Confident scores (logits out to ±14) with a few wrong labels: a full Newton step from
+    slope 1 overshoots past the cap, and the undamped fit returned None for about a third of
+    these though the maximum-likelihood slope exists; it must equal the reference fit's."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, 60)
+    scores = np.where(y == 1, rng.beta(8, 1, 60), rng.beta(1, 8, 60)) ** (3 if seed % 2 else 1)
+    flipped = rng.choice(60, 3, replace=False)
+    y[flipped] = 1 - y[flipped]
+    cal = calibration(y, scores)
+    x = np.log(np.clip(scores, 1e-6, 1 - 1e-6) / (1 - np.clip(scores, 1e-6, 1 - 1e-6)))
+    ref = LogisticRegression(C=np.inf, tol=1e-12, max_iter=10_000).fit(x.reshape(-1, 1), y)
+    assert cal.slope is not None
+    assert cal.slope == pytest.approx(float(ref.coef_[0, 0]), rel=1e-5, abs=1e-6)
+
+
 def test_reliability_table_counts_every_case_once() -> None:
     p = np.array([0.0, 0.05, 0.1, 0.55, 0.99, 1.0])
     y = np.array([0, 0, 1, 1, 1, 1])
