@@ -24,7 +24,13 @@ from sealbench.client._cli_common import (
 )
 from sealbench.client.api import RegistryClient
 from sealbench.client.cloud import GcpOwnerCloud
-from sealbench.client.config import GcpSettings, Profile, ProfileStore, registry_url
+from sealbench.client.config import (
+    GcpSettings,
+    Profile,
+    ProfileStore,
+    registry_url,
+    unknown_profile,
+)
 from sealbench.client.errors import (
     AuthenticationFailed,
     ClientError,
@@ -158,12 +164,14 @@ def profile_add(
                     "receipts are refused until you add the profile again with --log-key KEY "
                     "(ask the registry's operator: 'sealbench-server key show' prints it) or "
                     "--trust-on-first-use", url)
-    if token:
-        _warn_unless_accepted(url, token)
-        if log_key or trust_on_first_use:
-            _pin_log_key(store, name, trust_on_first_use=trust_on_first_use,
-                         replaced=before is not None and (before.server, before.log_key) != (
-                             profile.server, profile.log_key))
+    if not token:
+        _warn_unless_reachable(url)
+        return
+    _warn_unless_accepted(url, token)
+    if log_key or trust_on_first_use:
+        _pin_log_key(store, name, trust_on_first_use=trust_on_first_use,
+                     replaced=before is not None and (before.server, before.log_key) != (
+                         profile.server, profile.log_key))
 
 
 def _pin_log_key(
@@ -277,9 +285,35 @@ def _warn_unless_accepted(url: str, token: str) -> None:
             url,
         )
     except ClientError as exc:
-        log.warning("could not check the token with the registry at %s: %s", url, exc)
+        log.warning("could not check the token with the registry at %s: %s%s", url, exc,
+                    _plain_http_hint(url, exc))
     else:
         out().print(f"the registry accepts it: signed in as {me.email} (user {me.id})")
+
+
+def _warn_unless_reachable(url: str) -> None:
+    """Without a token, ask the registry's ``/health`` once; say so when it does not answer."""
+    try:
+        with RegistryClient.connect(url, None) as client:
+            client.health()
+    except ClientError as exc:
+        log.warning("the registry at %s does not answer: %s%s; the profile is saved as "
+                    "given", url, exc, _plain_http_hint(url, exc))
+
+
+def _plain_http_hint(url: str, exc: ClientError) -> str:
+    """When an https URL failed its TLS handshake and the same host answers plain HTTP (the
+    demo's and a local server's case), the sentence that says so; else nothing."""
+    if not url.startswith("https://") or "SSL" not in str(exc):
+        return ""
+    plain = "http://" + url.removeprefix("https://")
+    try:
+        with RegistryClient.connect(plain, None) as client:
+            client.health()
+    except ClientError:
+        return ""
+    return (f". It answers plain HTTP at {plain}: add the profile again with --server "
+            f"{plain}")
 
 
 @profile_app.command("use")
@@ -326,9 +360,7 @@ def profile_show(
     chosen = name or store.current()
     profiles = dict(store.names())
     if chosen is None or chosen not in profiles:
-        raise ConfigError(
-            f"no profile named {chosen!r}", hint="'sealbench profile ls' lists the profiles"
-        )
+        raise unknown_profile(chosen, profiles)
     rows = profile_touches(profiles[chosen])
     if json_out:
         emit_json({"name": chosen, **rows})

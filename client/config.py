@@ -33,11 +33,12 @@ The last checkpoint this profile verified lives in ``profiles/<name>/log/``
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -69,6 +70,7 @@ __all__ = [
     "config_dir",
     "data_dir",
     "registry_url",
+    "unknown_profile",
 ]
 
 ENV_CONFIG_DIR: Final = "SEALBENCH_CONFIG_DIR"
@@ -96,17 +98,42 @@ def registry_url(text: str) -> str:
     is wrong: no ``http://``/``https://`` scheme, spaces, or an API path instead of the root."""
     url = text.strip().rstrip("/")
     if not re.match(r"^https?://", url):
+        local = re.match(r"^(localhost|127\.0\.0\.1|\[::1\])(:|/|$)", url)
+        scheme = "http" if local else "https"
         raise ValueError(
-            f"{text[:80]!r} needs http:// or https:// in front (e.g. https://{text[:40]})"
+            f"{text[:80]!r} needs http:// or https:// in front (e.g. {scheme}://{text[:40]}"
+            + (", as a server on this machine, like the demo's, speaks plain HTTP)"
+               if local else ")")
         )
     if not _URL.match(url):
         raise ValueError(f"{text[:80]!r} is not a URL")
-    if re.search(r"/api(/v[0-9]+)?(/.*)?$", url):
-        root = re.sub(r"/api(/v[0-9]+)?(/.*)?$", "", url)
-        raise ValueError(
-            f"{text[:80]!r} does not look like a registry root (it names the API); use {root}"
-        )
+    for path, what in ((r"/api(/v[0-9]+)?(/.*)?$", "the API"), (r"/ui(/.*)?$", "its dashboard")):
+        if re.search(path, url):
+            root = re.sub(path, "", url)
+            raise ValueError(
+                f"{text[:80]!r} does not look like a registry root (it names {what}); "
+                f"use {root}"
+            )
     return url
+
+
+def unknown_profile(name: str | None, known: Iterable[str]) -> ConfigError:
+    """The error for a profile name that is not configured: the closest names, or the list."""
+    names = sorted(known)
+    if not names:
+        return ConfigError(
+            f"no profile named {name!r}: none is configured",
+            hint="add one with 'sealbench profile add NAME --server URL --token TOKEN'",
+        )
+    close = difflib.get_close_matches(name or "", names, n=3, cutoff=0.6)
+    if close:
+        return ConfigError(f"no profile named {name!r}; did you mean {' or '.join(close)}?",
+                           hint=f"profiles: {', '.join(names[:12])}"
+                                + (" ..." if len(names) > 12 else ""))
+    return ConfigError(f"no profile named {name!r}",
+                       hint=f"profiles: {', '.join(names[:12])}"
+                            + (" ..." if len(names) > 12 else "")
+                            + "; 'sealbench profile add NAME ...' adds one")
 
 
 def config_dir(environ: Mapping[str, str] = os.environ) -> Path:
@@ -299,9 +326,7 @@ class ProfileStore:
     def update(self, name: str, **changes: object) -> Profile:
         content = self._load()
         if name not in content.profiles:
-            raise ConfigError(
-                f"no profile named {name!r}", hint="'sealbench profile ls' lists the profiles"
-            )
+            raise unknown_profile(name, content.profiles)
         updated = Profile.model_validate({**content.profiles[name].model_dump(), **changes})
         self._save(_File(current=content.current, profiles={**content.profiles, name: updated}))
         return updated
@@ -309,17 +334,13 @@ class ProfileStore:
     def use(self, name: str) -> None:
         content = self._load()
         if name not in content.profiles:
-            raise ConfigError(
-                f"no profile named {name!r}", hint="list them with 'sealbench profile ls'"
-            )
+            raise unknown_profile(name, content.profiles)
         self._save(_File(current=name, profiles=content.profiles))
 
     def remove(self, name: str) -> None:
         content = self._load()
         if name not in content.profiles:
-            raise ConfigError(
-                f"no profile named {name!r}", hint="'sealbench profile ls' lists the profiles"
-            )
+            raise unknown_profile(name, content.profiles)
         profiles = {k: v for k, v in content.profiles.items() if k != name}
         current = content.current if content.current != name else None
         self._save(_File(current=current, profiles=profiles))
@@ -338,10 +359,7 @@ class ProfileStore:
         if chosen is not None and chosen in content.profiles:
             base = content.profiles[chosen]
         elif chosen is not None and chosen != _ENV_PROFILE_NAME:
-            raise ConfigError(
-                f"no profile named {chosen!r}",
-                hint="add it with 'sealbench profile add NAME --server URL --token TOKEN'",
-            )
+            raise unknown_profile(chosen, content.profiles)
         elif server:
             chosen = _ENV_PROFILE_NAME
             base = Profile(server=server)
