@@ -34,11 +34,11 @@ platform's key-release condition requires the same shape.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from sealbench.crypto.digest import Sha256Digest, parse_digest
+from sealbench.crypto.digest import Sha256Digest, parse_digest, sha256_digest
 from sealbench.crypto.errors import PolicyViolationError
 
 __all__ = [
@@ -48,10 +48,12 @@ __all__ = [
     "ENV_METRICS_VERSION",
     "ENV_MODEL_DIGEST",
     "ENV_RECIPIENT_DIGEST",
+    "GRANT_SET_VERSION",
     "NO_DATA",
     "PIN_PATTERN",
     "UID_SEPARATOR",
     "WorkloadIdentity",
+    "grant_set_digest",
 ]
 
 ENV_DATA_DIGEST: Final = "SEALBENCH_DATA_DIGEST"
@@ -177,6 +179,29 @@ class WorkloadIdentity:
         benchmark = _env_shaped(env, ENV_BENCHMARK_ID, _BENCHMARK_ID, "a decimal benchmark id")
         pin = _env_shaped(env, ENV_METRICS_VERSION, _PIN, "a plug-in pin <name>/<version>")
         return cls(image, data, model, recipient, benchmark, pin)
+
+
+#: First line of the bytes :func:`grant_set_digest` hashes (the format's version marker).
+GRANT_SET_VERSION: Final = "sealbench-grant-set/1"
+
+
+def grant_set_digest(grants: Iterable[tuple[WorkloadIdentity, bool]]) -> Sha256Digest:
+    """The digest of a set of grants: what an owner's ``policy sync`` wrote for one asset (the
+    client reports it to the registry) and what the asset's current approvals require (the
+    registry computes it), so that the registry can tell whose grants lag. Each grant is a
+    workload identity and whether its benchmark accepts EXPERIMENTAL images (which changes the
+    key-release condition). Order and repetition do not matter.
+
+    Bytes hashed (SHA-256, ``sha256:`` + hex): the ASCII line ``sealbench-grant-set/1``, then
+    one line per distinct grant in ascending byte order, ``<uid> <stable|experimental>``, every
+    line ended by ``\\n``. A uid never contains a space or a newline (see the module
+    docstring), so the lines parse back unambiguously. The empty set has a digest of its own
+    (the version line alone): an owner who revoked every grant reports it too.
+    """
+    lines = sorted({f"{identity.uid()} {'experimental' if experimental else 'stable'}"
+                    for identity, experimental in grants})
+    text = "".join(f"{line}\n" for line in (GRANT_SET_VERSION, *lines))
+    return sha256_digest(text.encode("ascii"))
 
 
 def _env_shaped(env: Mapping[str, str], name: str, shape: re.Pattern[str], what: str) -> str:

@@ -286,6 +286,10 @@ class _Coordinates:
     storage_uri: Mapped[str] = mapped_column(String(1024))
     wip_provider: Mapped[str] = mapped_column(String(512))
     updated_at: Mapped[datetime] = mapped_column(_TS)
+    #: The grant set the owner's last ``policy sync`` wrote to this key
+    #: (:func:`sealbench.crypto.workload.grant_set_digest`); None: never reported (revision 0014).
+    grants_digest: Mapped[str | None] = mapped_column(_DIGEST)
+    grants_synced_at: Mapped[datetime | None] = mapped_column(_TS)
 
 
 class DatasetCoordinates(_Coordinates, Base):

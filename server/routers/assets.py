@@ -1,6 +1,8 @@
 """``/api/v1/datasets`` and ``/api/v1/models``: register, list, read, each asset's
 confidential-computing coordinates (PUT by its owner; GET by its owner or approved parties),
-and a dataset's privacy budget (GET, read like the dataset itself)."""
+the grants its owner's last ``policy sync`` wrote (PUT by its owner; GET, like the coordinates,
+says whether they lag its approvals), and a dataset's privacy budget (GET, read like the
+dataset itself)."""
 
 from __future__ import annotations
 
@@ -23,12 +25,14 @@ from sealbench.server.schemas import (
     DatasetBudget,
     DatasetCreate,
     DatasetPublic,
+    GrantsReport,
+    GrantsStatus,
     ModelCreate,
     ModelPublic,
     Page,
     ReleaseCostPublic,
 )
-from sealbench.server.services import assets, budgets
+from sealbench.server.services import assets, budgets, grants
 
 __all__ = ["datasets_router", "models_router"]
 
@@ -215,3 +219,58 @@ async def get_model_coordinates(
     return await in_thread(
         session, lambda: _coords("model", assets.get_coordinates(session, user, "model", model_id))
     )
+
+
+def grants_status(state: grants.GrantState) -> GrantsStatus:
+    return GrantsStatus(
+        asset_kind=state.kind,
+        asset_id=state.asset.id,
+        asset_name=state.asset.name,
+        owner_id=state.asset.owner_id,
+        sealed=state.coordinates is not None,
+        required_digest=state.required,
+        required_count=state.required_count,
+        reported_digest=state.reported,
+        synced_at=state.synced_at,
+        lagging=state.lagging,
+        command=state.command,
+    )
+
+
+_REPORT_DOC = ("Record the digest of the grant set your 'sealbench policy sync' wrote to the "
+               "asset's key, and when (only the asset's owner; the asset must be sealed).")
+_STATUS_DOC = ("Whether the grants the asset's owner last reported are the ones its current "
+               "approvals require ('lagging': a 'sealbench policy sync' is due); readable by "
+               "the owner and approved parties, like the coordinates.")
+
+
+@datasets_router.put("/{dataset_id}/grants", description=_REPORT_DOC)
+async def put_dataset_grants(
+    dataset_id: IdPath, body: GrantsReport, session: SessionDep, user: CurrentUser, now: NowDep
+) -> GrantsStatus:
+    return await in_thread(session, lambda: grants_status(
+        grants.report(session, user, "dataset", dataset_id, body, now)))
+
+
+@datasets_router.get("/{dataset_id}/grants", description=_STATUS_DOC)
+async def get_dataset_grants(
+    dataset_id: IdPath, session: SessionDep, user: CurrentUser
+) -> GrantsStatus:
+    return await in_thread(session, lambda: grants_status(
+        grants.status(session, user, "dataset", dataset_id)))
+
+
+@models_router.put("/{model_id}/grants", description=_REPORT_DOC)
+async def put_model_grants(
+    model_id: IdPath, body: GrantsReport, session: SessionDep, user: CurrentUser, now: NowDep
+) -> GrantsStatus:
+    return await in_thread(session, lambda: grants_status(
+        grants.report(session, user, "model", model_id, body, now)))
+
+
+@models_router.get("/{model_id}/grants", description=_STATUS_DOC)
+async def get_model_grants(
+    model_id: IdPath, session: SessionDep, user: CurrentUser
+) -> GrantsStatus:
+    return await in_thread(session, lambda: grants_status(
+        grants.status(session, user, "model", model_id)))

@@ -6,6 +6,7 @@ from fastapi import APIRouter
 
 from sealbench.server.deps import CurrentUser, RegistryDep, SessionDep
 from sealbench.server.routers._common import ERRORS, in_thread
+from sealbench.server.routers.assets import grants_status
 from sealbench.server.routers.associations import association_public
 from sealbench.server.schemas import (
     BenchmarkPublic,
@@ -63,13 +64,15 @@ def to_schema(data: InboxData, plugins: PluginLookup) -> Inbox:
         ),
         limit=data.limit,
         truncated=data.truncated,
+        syncs_needed=tuple(grants_status(s) for s in data.syncs_needed),
     )
 
 
 @router.get("")
 async def get_inbox(session: SessionDep, user: CurrentUser, registry: RegistryDep) -> Inbox:
     """Associations waiting for your decision, your requests waiting for the other side,
-    benchmarks to approve (admins), and the approved evaluations of your datasets with their
-    latest verified result (None: not evaluated yet)."""
+    benchmarks to approve (admins), the approved evaluations of your datasets with their
+    latest verified result (None: not evaluated yet), and your sealed assets whose key grants
+    lag their approvals (run the command each gives)."""
     return await in_thread(
         session, lambda: to_schema(inbox_service.inbox(session, user), registry.plugins))

@@ -32,6 +32,7 @@ from sealbench.server.schemas.budgets import (
     ReleaseCostPublic,
 )
 from sealbench.server.schemas.common import ErrorBody, ErrorDetail, Health, Page, VersionInfo
+from sealbench.server.schemas.grants import GrantsReport, GrantsStatus
 from sealbench.server.schemas.inbox import Inbox, InboxEvaluation, InboxLink, ReleaseTerms
 from sealbench.server.schemas.results import (
     Leaderboard,
@@ -62,6 +63,8 @@ __all__ = [
     "DatasetPublic",
     "ErrorBody",
     "ErrorDetail",
+    "GrantsReport",
+    "GrantsStatus",
     "Health",
     "Inbox",
     "InboxEvaluation",

@@ -1,6 +1,7 @@
 """What waits for the caller (``GET /api/v1/inbox``): links to decide on, the caller's own
 requests still pending, benchmarks to approve (admins), and the approved evaluations of the
-caller's datasets with their latest verified result."""
+caller's datasets with their latest verified result, and the caller's assets whose key grants
+lag their approvals (``policy sync`` needed)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pydantic import Field
 from sealbench.server.schemas.associations import AssociationPublic
 from sealbench.server.schemas.benchmarks import BenchmarkPublic
 from sealbench.server.schemas.common import WireModel
+from sealbench.server.schemas.grants import GrantsStatus
 
 __all__ = ["Inbox", "InboxEvaluation", "InboxLink", "ReleaseTerms"]
 
@@ -80,3 +82,8 @@ class Inbox(WireModel):
     evaluations: tuple[InboxEvaluation, ...]
     limit: int
     truncated: bool
+    syncs_needed: tuple[GrantsStatus, ...] = Field(
+        default=(),
+        description="your sealed assets whose key grants lag their approvals: 'sealbench "
+        "policy sync' is needed (each says the command)",
+    )

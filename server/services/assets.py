@@ -176,6 +176,8 @@ def put_coordinates(
         row = table(asset_id=asset_id, **body.model_dump(), updated_at=now)
         session.add(row)
     else:
+        if (row.kms_key_name, row.wip_provider) != (body.kms_key_name, body.wip_provider):
+            row.grants_digest = row.grants_synced_at = None  # a new key has no grants yet
         for name, value in body.model_dump().items():
             setattr(row, name, value)
         row.updated_at = now

@@ -1,7 +1,8 @@
 """What the registry knows waits for one user: pending associations on which the user decides,
-the user's own pending requests, pending benchmarks (admins), and every approved evaluation of
-the user's datasets with its latest verified result. The client adds what only it knows (its
-local run records); the dashboard shows this as it is.
+the user's own pending requests, pending benchmarks (admins), every approved evaluation of
+the user's datasets with its latest verified result, and the user's sealed assets whose key
+grants lag their approvals (a ``policy sync`` is due: :mod:`sealbench.server.services.grants`).
+The client adds what only it knows (its local run records); the dashboard shows this as it is.
 
 Every list is bounded by ``limit``; :class:`InboxData` says when one was cut.
 """
@@ -22,6 +23,7 @@ from sealbench.server.services.associations import (
     approved_pairs_subquery,
     pending_links,
 )
+from sealbench.server.services.grants import GrantState, lagging_of_owner
 
 __all__ = ["INBOX_LIMIT", "Evaluation", "InboxData", "PendingLink", "inbox"]
 
@@ -53,6 +55,8 @@ class InboxData:
     evaluations: tuple[Evaluation, ...]
     limit: int
     truncated: bool
+    #: The user's sealed assets whose grants lag their approvals.
+    syncs_needed: tuple[GrantState, ...] = ()
 
 
 def _links(
@@ -113,11 +117,14 @@ def inbox(session: Session, actor: Principal, *, limit: int = INBOX_LIMIT) -> In
             ).all()
         )
     evaluations, cut_evaluations = _evaluations(session, actor.user_id, limit)
+    syncs, cut_syncs = lagging_of_owner(session, actor.user_id, limit)
     return InboxData(
         to_decide=to_decide,
         awaiting_others=awaiting,
         benchmarks_to_approve=tuple(pending[:limit]),
         evaluations=evaluations,
         limit=limit,
-        truncated=cut_decide or cut_awaiting or cut_evaluations or len(pending) > limit,
+        truncated=(cut_decide or cut_awaiting or cut_evaluations or cut_syncs
+                   or len(pending) > limit),
+        syncs_needed=syncs,
     )

@@ -33,6 +33,8 @@ COORDS = {
     "wip_provider": "projects/123/locations/global/workloadIdentityPools/pool/providers/prov",
 }
 
+GRANTS = {"grants_digest": "sha256:" + "a" * 64, "synced_at": "2026-06-01T11:00:00+00:00"}
+
 
 @dataclass
 class Ctx:
@@ -241,6 +243,20 @@ MATRIX = [
         lambda c: f"{API}/datasets/{c.world.dataset_id}/coordinates",
         (401, 403, 200, 200, 403),
     ),
+    # grant reports (issue 29): reported by the owner only, read like the coordinates
+    Row(
+        "dataset grants put",
+        "PUT",
+        lambda c: f"{API}/datasets/{c.world.dataset_id}/grants",
+        (401, 403, 200, 403, 403),
+        body=lambda c: GRANTS,
+    ),
+    Row(
+        "dataset grants get",
+        "GET",
+        lambda c: f"{API}/datasets/{c.world.dataset_id}/grants",
+        (401, 403, 200, 200, 403),
+    ),
     Row(
         "model register",
         "POST",
@@ -262,6 +278,21 @@ MATRIX = [
         "model coords get",
         "GET",
         lambda c: f"{API}/models/{c.world.model_id}/coordinates",
+        (401, 403, 200, 200, 403),
+        owner="model_owner",
+    ),
+    Row(
+        "model grants put",
+        "PUT",
+        lambda c: f"{API}/models/{c.world.model_id}/grants",
+        (401, 403, 200, 403, 403),
+        body=lambda c: GRANTS,
+        owner="model_owner",
+    ),
+    Row(
+        "model grants get",
+        "GET",
+        lambda c: f"{API}/models/{c.world.model_id}/grants",
         (401, 403, 200, 200, 403),
         owner="model_owner",
     ),
