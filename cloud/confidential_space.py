@@ -257,6 +257,7 @@ def attested_workload(claims: AttestationClaims) -> AttestedWorkload:
         image_digest=container.image_digest,
         env_override=container.env_override or {},
         eat_nonce=claims.eat_nonce,
+        gpu=claims.submods.nvidia_gpu is not None,
     )
 
 

@@ -72,13 +72,16 @@ class AttestedWorkload:
     """What every platform's evidence says about a workload, in the JWT/EAT claim names
     (RFC 7519 ``iss``/``aud``, RFC 9711 ``eat_nonce``): who attested it, for whom, the image
     that runs (``image_digest``, a sha256 digest) and the environment the operator passed
-    (``env_override``, the run spec: see :meth:`Platform.launch_environment`)."""
+    (``env_override``, the run spec: see :meth:`Platform.launch_environment`), and whether the
+    evidence attests an accelerator attached to the VM (``gpu``: Confidential Space's
+    ``submods.nvidia_gpu``)."""
 
     iss: str
     aud: str
     image_digest: str
     env_override: Mapping[str, str] = field(default_factory=dict)
     eat_nonce: tuple[str, ...] = ()
+    gpu: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "env_override", MappingProxyType(dict(self.env_override)))

@@ -9,6 +9,8 @@ metrics. Foreign exceptions are translated once, where the step that called them
 ::
 
     EnclaveError                     exit 1   anything not listed below
+    ├── CpuFallbackRefused           exit 1   a GPU run's model ended on the CPU (the run did
+    │                                         not allow it); the registry's class "enclave"
     ├── SpecError                    exit 10  the attested environment holds no valid run spec
     ├── AttestationUnavailable       exit 11  the launcher returned no usable token
     ├── DestinationError             exit 12  recipient key digest wrong, or the result
@@ -32,6 +34,7 @@ __all__ = [
     "AssetIntegrityError",
     "AssetRejected",
     "AttestationUnavailable",
+    "CpuFallbackRefused",
     "DestinationError",
     "EgressRefused",
     "EnclaveError",
@@ -46,6 +49,12 @@ class EnclaveError(Exception):
     """Base class of every error raised by :mod:`sealbench.enclave`."""
 
     exit_code: ClassVar[int] = 1
+
+
+class CpuFallbackRefused(EnclaveError):  # noqa: N818 - names the refusal
+    """The evidence attests a GPU, yet ONNX Runtime runs the model on its CPU provider, and the
+    run spec does not allow it (``SEALBENCH_ALLOW_CPU_FALLBACK``). Exit 1, as any enclave
+    error without its own code: the registry's failure classes are unchanged."""
 
 
 class SpecError(EnclaveError):

@@ -38,7 +38,10 @@ from typing import Final
 from sealbench.crypto.workload import ENV_BENCHMARK_ID, ENV_DATA_DIGEST, ENV_METRICS_VERSION
 from sealbench.enclave.spec import (
     ENDPOINT_ENV_NAMES,
+    ENV_ALLOW_CPU_FALLBACK,
+    ENV_IAM_WAIT,
     ENV_OVERRIDE_NAMES,
+    MAX_IAM_WAIT_S,
     ServiceEndpoints,
 )
 
@@ -158,6 +161,16 @@ OPERATOR_INPUTS: Final[tuple[OperatorInput, ...]] = (
          "the model the key is released for"),
     _env("SEALBENCH_RECIPIENT_DIGEST", _B, Rule.UID_FIELD, f"{_COND} (uid); enclave",
          "who can open the per-case results"),
+    _env(ENV_IAM_WAIT, _I, None, f"enclave (clamped to {MAX_IAM_WAIT_S} s)",
+         "how long the enclave retries a permission refusal that follows a successful token "
+         "exchange (a grant IAM has not applied yet), with backoff, before it fails the run: "
+         "each retry is the same request of the same attested workload to the same pinned "
+         "endpoint, which the owner's condition and grants judge again; a token exchange the "
+         "condition refuses is never retried; the longest wait is bounded whatever the value"),
+    _env(ENV_ALLOW_CPU_FALLBACK, _I, None, "enclave",
+         "decides only whether a run on a GPU VM whose model ends on ONNX Runtime's CPU provider "
+         "fails; the same bound model scores the same bound data either way, and the provider "
+         "is reported with the run"),
     *(
         _env(name, _P, Rule.ENDPOINT, f"{_COND}; enclave; registry result policy",
              "where the workload sends its attestation token or its access tokens")

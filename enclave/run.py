@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -30,8 +31,9 @@ from sealbench.cloud.errors import AttesterError
 from sealbench.crypto.attestation import FAILURE_AUDIENCE, failure_nonce
 from sealbench.enclave.access import AssetAccess, CloudAccess
 from sealbench.enclave.bounds import MemoryLimit, ProcessMemoryLimit
-from sealbench.enclave.errors import AttestationUnavailable, EnclaveError
+from sealbench.enclave.errors import AttestationUnavailable, CpuFallbackRefused, EnclaveError
 from sealbench.enclave.evaluation import evaluate, open_dataset
+from sealbench.enclave.grant_wait import GrantWait
 from sealbench.enclave.network import EgressGuard
 from sealbench.enclave.platforms import EvidenceSource
 from sealbench.enclave.publish import PublishedResult, publish, seal_results
@@ -135,6 +137,7 @@ def run_enclave(
     timer: StepTimer | None = None,
     memory: MemoryLimit | None = None,
     egress: EgressGuard | None = None,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> RunReport:
     """Run every step; raise :class:`EnclaveError` (after recording it) on any failure.
     ``attester`` is where the evidence comes from: the platforms' own sources
@@ -144,12 +147,14 @@ def run_enclave(
     (``memory``: the process's, :class:`~sealbench.enclave.bounds.ProcessMemoryLimit`, unless a
     caller bounds it otherwise). With ``egress`` (the process's guard, which the image's entry
     point installs), the process connects only to the run's checked endpoints once the run is
-    attested."""
+    attested. A permission refusal after a successful token exchange waits for IAM to apply
+    the grant (:mod:`~sealbench.enclave.grant_wait`, ``sleep`` between tries) for at most the
+    run spec's window."""
     timer = timer or StepTimer()
     progress = _Progress()
     try:
         return _run(environ, attester, access, make_runner, timer, progress,
-                    memory or ProcessMemoryLimit(), egress)
+                    memory or ProcessMemoryLimit(), egress, sleep)
     except EnclaveError as exc:
         _record_failure(progress, exc)
         raise
@@ -161,6 +166,32 @@ def run_enclave(
         raise error from exc
 
 
+def _available_providers() -> list[str]:
+    """ONNX Runtime's available providers (what the image's build offers on this machine)."""
+    try:
+        import onnxruntime  # type: ignore[import-untyped]
+    except ImportError:
+        return []
+    return [str(p) for p in onnxruntime.get_available_providers()]
+
+
+def _check_accelerator(run: AttestedRun, provider: ExecutionProvider | None) -> None:
+    """A run whose evidence attests a GPU fails when its model runs on ONNX Runtime's CPU
+    provider (the image did not find the driver, or the GPU is not usable), unless its spec
+    allows the fallback; the provider is reported either way."""
+    if not run.gpu_attested or provider is not ExecutionProvider.CPU:
+        return
+    if run.spec.cpu_fallback_allowed:
+        _log.warning("this VM has a GPU, yet the model runs on the CPU (allowed by the run)")
+        return
+    available = ", ".join(_available_providers()) or "none reported"
+    raise CpuFallbackRefused(
+        "asked for a GPU, ONNX Runtime is running on the CPU: providers available "
+        f"{available} (the image did not find the GPU driver or the GPU is not usable; "
+        "run again with --allow-cpu-fallback to accept the CPU)"
+    )
+
+
 def _run(
     environ: Mapping[str, str],
     attester: Attester | EvidenceSource,
@@ -170,6 +201,7 @@ def _run(
     progress: _Progress,
     memory: MemoryLimit,
     egress: EgressGuard | None,
+    sleep: Callable[[float], None],
 ) -> RunReport:
     _log.info("step 0/7: reading the run specification and the first attestation token")
     run = attest(environ, attester, timer)
@@ -178,14 +210,15 @@ def _run(
     progress.run_id = run.spec.run_id
     progress.attester = run.attester
     access = access_factory(run)
+    wait = GrantWait(run.spec.iam_wait_seconds, sleep)
     progress.step = "check the recipient key and the result destination"
     _log.info("step 1/7: %s", progress.step)
     with contextlib.suppress(EnclaveError):
         progress.destination = result_store(run, access)
-    destination = open_destination(run, access)
+    destination = open_destination(run, access, wait)
     progress.step = "obtain credentials and unwrap the keys"
     _log.info("step 2/7: %s", progress.step)
-    keys = release_keys(destination, access)
+    keys = release_keys(destination, access, wait)
     with memory.applied(run_limits_of(run.benchmark).memory_bytes):
         progress.step = "download, verify and load the model"
         _log.info("step 3/7: %s", progress.step)
@@ -193,6 +226,7 @@ def _run(
         provider = execution_provider_of(model.runner)
         if provider is not None:
             _log.info("the model runs on ONNX Runtime's %s", provider.value)
+        _check_accelerator(run, provider)
         progress.step = "verify the dataset manifest"
         _log.info("step 4/7: %s", progress.step)
         dataset = open_dataset(model)

@@ -27,6 +27,15 @@ Variables (all required unless a default is given)::
     SEALBENCH_STS_URL                token exchange URL       (absent: Google's STS)
     SEALBENCH_KMS_ENDPOINT           Cloud KMS API endpoint   (absent: Google's)
     SEALBENCH_STORAGE_ENDPOINT       Cloud Storage endpoint   (absent: Google's)
+    SEALBENCH_IAM_WAIT_S             seconds the enclave keeps retrying a key or storage
+                                     refusal while a fresh grant propagates (absent: 0, none;
+                                     at most 6 digits; honoured up to MAX_IAM_WAIT_S, 900)
+    SEALBENCH_ALLOW_CPU_FALLBACK     ``true``: a run on a GPU VM whose model ends on ONNX
+                                     Runtime's CPU provider goes on (absent or ``false``: fails)
+
+The last two are *inert* operator inputs (:mod:`sealbench.enclave.inputs` says why): they decide
+only how long the enclave waits before it reports a refusal, and whether a CPU fallback fails
+the run; they change nothing that is released, read, computed or sent.
 
 The three endpoint variables exist only so the very same image runs against the local mock
 cloud: they are where the workload sends its attestation token and its access tokens, so they are
@@ -54,9 +63,12 @@ __all__ = [
     "ENDPOINT_ENV_NAMES",
     "ENDPOINT_FIELDS",
     "ENDPOINT_PATTERN",
+    "ENV_ALLOW_CPU_FALLBACK",
+    "ENV_IAM_WAIT",
     "ENV_OVERRIDE_NAMES",
     "GOOGLE_ENDPOINTS",
     "KMS_KEY_PATTERN",
+    "MAX_IAM_WAIT_S",
     "POOL_PROVIDER_PATTERN",
     "STORAGE_URI_PATTERN",
     "AssetLocation",
@@ -80,6 +92,10 @@ GOOGLE_ATTESTATION_JWKS_URL: Final = (
     "https://www.googleapis.com/service_accounts/v1/metadata/jwk/"
     "signer@confidentialspace-sign.iam.gserviceaccount.com"
 )
+
+#: The longest wait for IAM to apply a grant the enclave honours, whatever the run spec says
+#: (Google: "typically 2 minutes, potentially 7 minutes or longer").
+MAX_IAM_WAIT_S: Final = 900
 
 _ID_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 #: A sealed asset's or result's location: ``gs://bucket[/prefix]`` or ``file:///abs/path`` (no
@@ -213,6 +229,21 @@ class RunSpec(BaseModel):
     sts_url: str | None = Field(default=None, pattern=_ENDPOINT_RE)
     kms_endpoint: str | None = Field(default=None, pattern=_ENDPOINT_RE)
     storage_endpoint: str | None = Field(default=None, pattern=_ENDPOINT_RE)
+    #: Seconds to keep retrying a permission refusal after a successful token exchange (a grant
+    #: written by a recent ``policy sync`` that IAM has not applied yet); decimal, clamped by
+    #: :attr:`iam_wait_seconds`. None: no wait.
+    iam_wait_s: str | None = Field(default=None, pattern=r"^[0-9]{1,6}$")
+    #: ``true``: a GPU run whose model runs on the CPU is not failed for it.
+    allow_cpu_fallback: str | None = Field(default=None, pattern=r"^(true|false)$")
+
+    @property
+    def iam_wait_seconds(self) -> int:
+        """The wait the enclave honours: the spec's, at most :data:`MAX_IAM_WAIT_S`."""
+        return min(int(self.iam_wait_s or 0), MAX_IAM_WAIT_S)
+
+    @property
+    def cpu_fallback_allowed(self) -> bool:
+        return self.allow_cpu_fallback == "true"
 
     @property
     def endpoints(self) -> ServiceEndpoints:
@@ -276,7 +307,7 @@ class RunSpec(BaseModel):
             _ENV["model_digest"]: self.model_digest,
             _ENV["recipient_digest"]: self.recipient_digest,
         }
-        for field in ENDPOINT_FIELDS:
+        for field in _OPTIONAL:
             value = getattr(self, field)
             if value is not None:
                 out[_ENV[field]] = value
@@ -313,13 +344,18 @@ _ENV: Final[dict[str, str]] = {
     "sts_url": "SEALBENCH_STS_URL",
     "kms_endpoint": "SEALBENCH_KMS_ENDPOINT",
     "storage_endpoint": "SEALBENCH_STORAGE_ENDPOINT",
+    "iam_wait_s": "SEALBENCH_IAM_WAIT_S",
+    "allow_cpu_fallback": "SEALBENCH_ALLOW_CPU_FALLBACK",
 }
-_OPTIONAL: Final = frozenset(ENDPOINT_FIELDS)
+_OPTIONAL: Final = (*ENDPOINT_FIELDS, "iam_wait_s", "allow_cpu_fallback")
 _TOP_LEVEL: Final = frozenset(RunSpec.model_fields) - {"dataset", "model"}
 
 #: Every environment variable the evaluation image lets the operator override (the value of the
 #: image label ``tee.launch_policy.allow_env_override``).
 ENV_OVERRIDE_NAMES: Final[tuple[str, ...]] = tuple(_ENV.values())
+#: The env override name of the IAM wait and of the CPU-fallback allowance.
+ENV_IAM_WAIT: Final = _ENV["iam_wait_s"]
+ENV_ALLOW_CPU_FALLBACK: Final = _ENV["allow_cpu_fallback"]
 #: The env override names of the three token destinations.
 ENDPOINT_ENV_NAMES: Final[tuple[str, ...]] = tuple(_ENV[f] for f in ENDPOINT_FIELDS)
 #: Google's own endpoints: what a production workload uses (its endpoint overrides absent).

@@ -57,6 +57,7 @@ from sealbench.enclave.errors import (
     SpecError,
     StorageFailure,
 )
+from sealbench.enclave.grant_wait import GrantWait
 from sealbench.enclave.inputs import TokenDestinationError, check_token_destinations
 from sealbench.enclave.platforms import (
     Evidence,
@@ -121,6 +122,8 @@ class AttestedRun:
     #: Where this run's tokens may go: the attesting platform's endpoints, checked against the
     #: spec's overrides (the only endpoints :class:`~sealbench.enclave.access.CloudAccess` uses).
     destinations: ServiceEndpoints
+    #: The evidence attests an accelerator attached to the VM (a GPU run).
+    gpu_attested: bool = False
 
 
 def read_spec(environ: Mapping[str, str]) -> tuple[RunSpec, Benchmark]:
@@ -172,7 +175,8 @@ def attest(
     except ValueError as exc:
         raise AttestationUnavailable("the token's image digest is not a sha256 digest") from exc
     return AttestedRun(
-        spec, benchmark, image_digest, evidence.attester, timer, destinations.endpoints
+        spec, benchmark, image_digest, evidence.attester, timer, destinations.endpoints,
+        gpu_attested=claims.gpu,
     )
 
 
@@ -206,8 +210,13 @@ def result_store(run: AttestedRun, access: AssetAccess) -> tuple[BlobStore, str]
         raise DestinationError(f"the result destination cannot be opened: {exc}") from exc
 
 
-def open_destination(run: AttestedRun, access: AssetAccess) -> ReadyDestination:
-    """Step 1: check the recipient key's digest, then write ``write-check.json``."""
+def open_destination(
+    run: AttestedRun, access: AssetAccess, wait: GrantWait | None = None
+) -> ReadyDestination:
+    """Step 1: check the recipient key's digest, then write ``write-check.json`` (a refusal
+    after a successful token exchange is retried while ``wait`` lasts: by default the run
+    spec's window, :class:`~sealbench.enclave.grant_wait.GrantWait`)."""
+    wait = wait or GrantWait(run.spec.iam_wait_seconds)
     try:
         run.spec.check_recipient()
     except RunSpecError as exc:
@@ -215,17 +224,18 @@ def open_destination(run: AttestedRun, access: AssetAccess) -> ReadyDestination:
     recipient = public_key_from_raw(run.spec.recipient_key_bytes)
     store, prefix = result_store(run, access)
     destination = ReadyDestination(run, recipient, store, prefix)
+    check = WriteCheck(run_id=run.spec.run_id).to_bytes()
     try:
-        store.put_bytes(
-            destination.name(WRITE_CHECK_OBJECT), WriteCheck(run_id=run.spec.run_id).to_bytes()
-        )
+        wait.call("dataset", lambda: store.put_bytes(destination.name(WRITE_CHECK_OBJECT), check))
     except CredentialError as exc:
         # The write uses the data owner's pool credential: its refusal is a key-release denial.
         raise KeyReleaseDenied(
             f"the dataset owner's pool refused this workload: {exc}{_sts_reason(exc)}"
         ) from exc
     except CloudError as exc:
-        raise DestinationError(f"the result destination refused the test write: {exc}") from exc
+        raise DestinationError(
+            f"the result destination refused the test write: {exc}{wait.outlasted()}"
+        ) from exc
     return destination
 
 
@@ -267,10 +277,11 @@ class UnwrappedKeys:
     model: OpenedAsset
 
 
-def _refused(what: str, exc: Exception) -> NoReturn:
+def _refused(what: str, exc: Exception, wait: GrantWait | None = None) -> NoReturn:
     if isinstance(exc, KeyAccessDenied | KeyNotFound | CredentialError | StorageAccessDenied):
+        waited = "" if wait is None else wait.outlasted()
         raise KeyReleaseDenied(
-            f"the {what} owner refused this workload: {exc}{_sts_reason(exc)}"
+            f"the {what} owner refused this workload: {exc}{_sts_reason(exc)}{waited}"
         ) from exc
     if isinstance(exc, ObjectNotFound):
         raise StorageFailure(f"the sealed {what} is incomplete: {exc}") from exc
@@ -289,27 +300,36 @@ def _unwrap(
     location: AssetLocation,
     digest: Sha256Digest,
     access: AssetAccess,
+    wait: GrantWait,
 ) -> OpenedAsset:
-    try:
+    def attempt() -> OpenedAsset:
         store, prefix = access.store(location.uri, location)
         record = store.get_bytes(join_name(prefix, DEK_OBJECT), _MAX_WRAPPED_KEY)
         wrapped = WrappedKey.from_bytes(record)
         dek = unwrap_key(
             access.key_wrapper(location), wrapped, asset_aad(kind, location.asset_id, digest)
         )
+        return OpenedAsset(location, store, prefix, dek)
+
+    try:
+        return wait.call(kind, attempt)
     except (CloudError, KeyFormatError, KeyUnwrapError) as exc:
-        _refused(kind, exc)
-    return OpenedAsset(location, store, prefix, dek)
+        _refused(kind, exc, wait)
 
 
-def release_keys(destination: ReadyDestination, access: AssetAccess) -> UnwrappedKeys:
+def release_keys(
+    destination: ReadyDestination, access: AssetAccess, wait: GrantWait | None = None
+) -> UnwrappedKeys:
     """Step 2: one credential per owner pool; unwrap each ``dek.wrapped`` through KMS with the
-    AAD that binds the asset id and its expected digest."""
+    AAD that binds the asset id and its expected digest. A permission refusal after a
+    successful token exchange (a grant IAM has not applied yet) is retried while ``wait``
+    lasts (by default the run spec's window); a refused exchange fails at once."""
     run = destination.run
     spec = run.spec
+    wait = wait or GrantWait(spec.iam_wait_seconds)
     with run.timer.measure("unwrap"):
-        dataset = _unwrap("dataset", spec.dataset, parse_digest(spec.data_digest), access)
-        model = _unwrap("model", spec.model, parse_digest(spec.model_digest), access)
+        dataset = _unwrap("dataset", spec.dataset, parse_digest(spec.data_digest), access, wait)
+        model = _unwrap("model", spec.model, parse_digest(spec.model_digest), access, wait)
     _log.info("step 2/7: both owners released their keys")
     return UnwrappedKeys(destination, dataset, model)
 
