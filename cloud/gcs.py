@@ -7,7 +7,9 @@ Whole-object transfers are checked with CRC32C: a download whose bytes do not ma
 the store keeps (an object altered at rest or in transit) raises
 :class:`~sealbench.cloud.errors.ObjectCorrupted` naming the object, as does an upload that the
 store received altered. Ranged reads (:meth:`GcsBlobStore.open_read`) carry no whole-object
-checksum; their callers authenticate what they read."""
+checksum; their callers authenticate what they read. When the library's own cleanup of a
+corrupted resumable upload fails (``objectCreator`` may not delete), the error is still
+:class:`~sealbench.cloud.errors.ObjectCorrupted`, the refused cleanup noted in its message."""
 
 from __future__ import annotations
 
@@ -82,6 +84,17 @@ class GcsBlobStore:
     def _translate(self, exc: Exception, name: str, action: str) -> NoReturn:
         if isinstance(exc, DataCorruption):
             raise ObjectCorrupted(name, self._where, action) from exc
+        corruption = exc.__context__
+        if isinstance(corruption, DataCorruption):
+            # google-cloud-storage deletes a resumable upload that failed its checksum; when that
+            # cleanup fails (a write-only objectCreator grant may not delete), its error would
+            # hide the corruption. The corruption is the error; the failed cleanup is noted.
+            detail = exc.message if isinstance(exc, gexc.GoogleAPIError) and hasattr(
+                exc, "message") else type(exc).__name__
+            raise ObjectCorrupted(
+                name, self._where, action,
+                cleanup=f"the corrupted object could not be deleted afterwards: {detail}",
+            ) from corruption
         if isinstance(exc, gexc.NotFound):
             raise ObjectNotFound(name, self._where) from exc
         if isinstance(exc, gexc.Forbidden | gexc.Unauthorized):

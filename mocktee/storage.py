@@ -22,7 +22,7 @@ import threading
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from sealbench.mocktee._http import POLL_INTERVAL_S, Request
 from sealbench.mocktee.identity import (
@@ -34,7 +34,7 @@ from sealbench.mocktee.identity import (
 )
 from sealbench.mocktee.state import MockState
 
-__all__ = ["EmulatorProcess", "StorageProxy", "free_port"]
+__all__ = ["ROLE_PERMISSIONS", "EmulatorProcess", "StorageProxy", "free_port", "roles_granting"]
 
 _log = logging.getLogger("sealbench.mocktee")
 
@@ -42,39 +42,72 @@ _log = logging.getLogger("sealbench.mocktee")
 EMULATOR_TIMEOUT_S = 120.0
 _COPY = 1 << 20
 _MAX_POLICY_BYTES = 256 * 1024
-_VIEW = (
-    "roles/storage.objectViewer",
-    "roles/storage.objectUser",
-    "roles/storage.objectAdmin",
-    "roles/storage.admin",
-    "roles/storage.legacyObjectReader",
-)
-_CREATE = (
-    "roles/storage.objectCreator",
-    "roles/storage.objectUser",
-    "roles/storage.objectAdmin",
-    "roles/storage.admin",
-)
-_DELETE = ("roles/storage.objectUser", "roles/storage.objectAdmin", "roles/storage.admin")
-_ADMIN = ("roles/storage.admin",)
+_OBJECTS_ALL = frozenset({
+    "storage.objects.get", "storage.objects.list", "storage.objects.create",
+    "storage.objects.delete", "storage.objects.update", "storage.objects.getIamPolicy",
+    "storage.objects.setIamPolicy",
+})
+_BUCKETS_ALL = frozenset({
+    "storage.buckets.get", "storage.buckets.update", "storage.buckets.getIamPolicy",
+    "storage.buckets.setIamPolicy", "storage.buckets.delete",
+})
+#: Google's predefined Cloud Storage roles and the permissions (of those the mock serves) each
+#: grants, as Google's "IAM roles for Cloud Storage" lists them. Note what they do NOT grant:
+#: ``objectViewer``, ``objectAdmin`` and ``objectUser`` never ``storage.buckets.get`` (bucket
+#: metadata); ``objectCreator`` neither reads, lists nor deletes, so it cannot replace an
+#: existing object (an overwrite needs ``storage.objects.delete`` too).
+ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
+    "roles/storage.objectViewer": frozenset({"storage.objects.get", "storage.objects.list"}),
+    "roles/storage.objectCreator": frozenset({"storage.objects.create"}),
+    "roles/storage.objectUser": frozenset({
+        "storage.objects.get", "storage.objects.list", "storage.objects.create",
+        "storage.objects.delete", "storage.objects.update",
+    }),
+    "roles/storage.objectAdmin": _OBJECTS_ALL,
+    "roles/storage.admin": _OBJECTS_ALL | _BUCKETS_ALL,
+    "roles/storage.legacyBucketReader": frozenset({
+        "storage.buckets.get", "storage.objects.list",
+    }),
+    "roles/storage.legacyBucketWriter": frozenset({
+        "storage.buckets.get", "storage.objects.list", "storage.objects.create",
+        "storage.objects.delete",
+    }),
+    "roles/storage.legacyBucketOwner": frozenset({
+        "storage.buckets.get", "storage.buckets.update", "storage.buckets.getIamPolicy",
+        "storage.buckets.setIamPolicy", "storage.objects.list", "storage.objects.create",
+        "storage.objects.delete",
+    }),
+    "roles/storage.legacyObjectReader": frozenset({"storage.objects.get"}),
+    "roles/storage.legacyObjectOwner": frozenset({
+        "storage.objects.get", "storage.objects.update", "storage.objects.getIamPolicy",
+        "storage.objects.setIamPolicy",
+    }),
+}
+
+
+def roles_granting(permission: str) -> tuple[str, ...]:
+    """The predefined roles that grant ``permission``."""
+    return tuple(role for role, held in ROLE_PERMISSIONS.items() if permission in held)
+
+
 _B = r"(?P<bucket>[-.\w]+)"
-_ROUTES: tuple[tuple[str, re.Pattern[str], str, tuple[str, ...]], ...] = (
-    ("GET", re.compile(rf"^/storage/v1/b/{_B}$"), "storage.buckets.get", _VIEW),
-    ("GET", re.compile(rf"^/storage/v1/b/{_B}/o$"), "storage.objects.list", _VIEW),
-    ("GET", re.compile(rf"^/storage/v1/b/{_B}/o/.+$"), "storage.objects.get", _VIEW),
-    ("GET", re.compile(rf"^/download/storage/v1/b/{_B}/o/.+$"), "storage.objects.get", _VIEW),
-    ("POST", re.compile(rf"^/upload/storage/v1/b/{_B}/o$"), "storage.objects.create", _CREATE),
-    ("PUT", re.compile(rf"^/upload/storage/v1/b/{_B}/o$"), "storage.objects.create", _CREATE),
-    ("DELETE", re.compile(rf"^/storage/v1/b/{_B}/o/.+$"), "storage.objects.delete", _DELETE),
-    ("PATCH", re.compile(rf"^/storage/v1/b/{_B}/o/.+$"), "storage.objects.update", _DELETE),
+_ROUTES: tuple[tuple[str, re.Pattern[str], str], ...] = (
+    ("GET", re.compile(rf"^/storage/v1/b/{_B}$"), "storage.buckets.get"),
+    ("GET", re.compile(rf"^/storage/v1/b/{_B}/o$"), "storage.objects.list"),
+    ("GET", re.compile(rf"^/storage/v1/b/{_B}/o/.+$"), "storage.objects.get"),
+    ("GET", re.compile(rf"^/download/storage/v1/b/{_B}/o/.+$"), "storage.objects.get"),
+    ("POST", re.compile(rf"^/upload/storage/v1/b/{_B}/o$"), "storage.objects.create"),
+    ("PUT", re.compile(rf"^/upload/storage/v1/b/{_B}/o$"), "storage.objects.create"),
+    ("DELETE", re.compile(rf"^/storage/v1/b/{_B}/o/.+$"), "storage.objects.delete"),
+    ("PATCH", re.compile(rf"^/storage/v1/b/{_B}/o/.+$"), "storage.objects.update"),
 )
+_UPLOAD = re.compile(rf"^/upload/storage/v1/b/{_B}/o$")
 _BUCKET_PATH = re.compile(rf"^/(?:upload/|download/)?storage/v1/b/{_B}(?:/.*)?$")
 _BUCKET_IAM = re.compile(rf"^/storage/v1/b/{_B}/iam$")
 _TEST_PERMISSIONS = re.compile(rf"^/storage/v1/b/{_B}/iam/testPermissions$")
-#: The roles that grant each permission ``testPermissions`` answers for.
-_PERMISSION_ROLES: dict[str, tuple[str, ...]] = {
-    permission: roles for _, _, permission, roles in _ROUTES
-}
+#: The most of an upload's body the proxy reads to learn the object's name (a multipart upload
+#: carries it in its first part; larger objects go resumable, whose first request is metadata).
+_MAX_INSPECTED_BODY = 64 * 1024 * 1024
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -92,6 +125,26 @@ def _gcs_error(code: int, message: str, reason: str) -> tuple[int, bytes]:
         }
     }
     return code, json.dumps(body).encode()
+
+
+def _upload_name(body: bytes, content_type: str) -> str | None:
+    """The object name an upload's first request names in its metadata: the JSON body of a
+    resumable upload's start, or the JSON first part of a ``multipart/related`` upload."""
+    metadata = body
+    if content_type.startswith("multipart/"):
+        boundary = content_type.partition("boundary=")[2].strip().strip('"').encode()
+        if not boundary:
+            return None
+        parts = body.split(b"--" + boundary)
+        if len(parts) < 2:
+            return None
+        metadata = parts[1].partition(b"\r\n\r\n")[2]
+    try:
+        parsed = json.loads(metadata or b"{}")
+    except ValueError:
+        return None
+    name = parsed.get("name") if isinstance(parsed, dict) else None
+    return name if isinstance(name, str) else None
 
 
 def _etag(serial: int) -> str:
@@ -155,16 +208,27 @@ class StorageProxy:
 
     # -- authorization ---------------------------------------------------------------------
 
-    def _is_admin(self, caller: Caller, bucket: str) -> bool:
+    def _holds(self, caller: Caller, bucket: str, permission: str) -> bool:
+        """Whether ``caller`` holds ``permission`` on ``bucket``: an owner of its project
+        (``roles/owner`` grants every storage permission), or a binding of the bucket's policy
+        in effect whose role grants it."""
         doc = self._state.read()
         project = doc["buckets"].get(bucket)
         if project is not None and self._identity.is_owner(caller, project):
             return True
-        return has_role(self._policy(doc, bucket), caller, _ADMIN)
+        return has_role(self._policy(doc, bucket), caller, roles_granting(permission))
 
     def _policy(self, doc: dict[str, Any], bucket: str) -> Mapping[str, Any] | None:
         """The bucket's IAM policy as permission checks see it now (propagation delay)."""
         return self._identity.policy_in_effect(doc["iam"].get(f"buckets/{bucket}"))
+
+    @staticmethod
+    def _denial(caller: Caller, permission: str, bucket: str) -> str:
+        return (
+            f"{caller.describe()} does not have {permission} access to the Google Cloud "
+            f"Storage bucket {bucket}. Permission '{permission}' denied on resource "
+            "(or it may not exist)."
+        )
 
     def _authorize(
         self, method: str, path: str, query: dict[str, str], caller: Caller
@@ -178,20 +242,39 @@ class StorageProxy:
                 f"{caller.describe()} does not have storage.buckets.create access to "
                 f"project {project}."
             )
-        for route_method, pattern, permission, roles in _ROUTES:
+        for route_method, pattern, permission in _ROUTES:
             match = pattern.match(path)
             if match and route_method == method:
                 bucket = match.group("bucket")
-                if self._is_admin(caller, bucket) or has_role(
-                    self._policy(self._state.read(), bucket), caller, roles
-                ):
+                if self._holds(caller, bucket, permission):
                     return None
-                return (
-                    f"{caller.describe()} does not have {permission} access to the Google Cloud "
-                    f"Storage bucket {bucket}. Permission '{permission}' denied on resource "
-                    "(or it may not exist)."
-                )
+                return self._denial(caller, permission, bucket)
         return f"{method} {path} is not served by the sealbench mock storage proxy."
+
+    def _overwrite_refusal(
+        self, bucket: str, name: str | None, caller: Caller
+    ) -> str | None:
+        """Cloud Storage's rule that replacing an existing object needs
+        ``storage.objects.delete`` as well as ``storage.objects.create``."""
+        if not name or self._holds(caller, bucket, "storage.objects.delete"):
+            return None
+        if not self._object_exists(bucket, name):
+            return None
+        return (
+            f"{caller.describe()} does not have storage.objects.delete access to the Google "
+            f"Cloud Storage object. Permission 'storage.objects.delete' denied on resource "
+            f"(or it may not exist): replacing the existing object {name} needs it."
+        )
+
+    def _object_exists(self, bucket: str, name: str) -> bool:
+        conn = http.client.HTTPConnection(*self._emulator, timeout=EMULATOR_TIMEOUT_S)
+        try:
+            conn.request("GET", f"/storage/v1/b/{quote(bucket, safe='')}/o/{quote(name, safe='')}")
+            response = conn.getresponse()
+            response.read()
+            return response.status == 200
+        finally:
+            conn.close()
 
     # -- serving ---------------------------------------------------------------------------
 
@@ -229,8 +312,16 @@ class StorageProxy:
             )
             return
         reason = self._authorize(handler.command, path, query, caller)
+        inspected: bytes | None = None
+        if reason is None and handler.command == "POST" and (m := _UPLOAD.match(path)):
+            name = query.get("name")
+            if name is None and length <= _MAX_INSPECTED_BODY:
+                inspected = handler.rfile.read(length)
+                name = _upload_name(inspected, headers.get("content-type", ""))
+            reason = self._overwrite_refusal(m.group("bucket"), name, caller)
         if reason is not None:
-            handler.rfile.read(length)
+            if inspected is None:
+                handler.rfile.read(length)
             _log.info("mock storage: denied %s %s to %s", handler.command, path, caller.describe())
             self._reply(handler, *_gcs_error(403, reason, "forbidden"))
             return
@@ -241,7 +332,7 @@ class StorageProxy:
                 doc["buckets"].setdefault(bucket, query.get("project", ""))
             self._forward(handler, length, body)
             return
-        self._forward(handler, length, None)
+        self._forward(handler, length, inspected)
 
     def _bucket_refusal(
         self, method: str, path: str, query: dict[str, str]
@@ -268,12 +359,7 @@ class StorageProxy:
         doc = self._state.read()
         if bucket not in doc["buckets"]:
             return _gcs_error(404, "The specified bucket does not exist.", "notFound")
-        admin = self._is_admin(caller, bucket)
-        policy = self._policy(doc, bucket)
-        held = [
-            p for p in asked
-            if p in _PERMISSION_ROLES and (admin or has_role(policy, caller, _PERMISSION_ROLES[p]))
-        ]
+        held = [p for p in asked if self._holds(caller, bucket, p)]
         answer: dict[str, Any] = {"kind": "storage#testIamPermissionsResponse"}
         if held:
             answer["permissions"] = held
@@ -282,11 +368,13 @@ class StorageProxy:
     def _bucket_iam(
         self, method: str, bucket: str, caller: Caller, body: bytes, requested: int = 0
     ) -> tuple[int, bytes]:
-        if not self._is_admin(caller, bucket):
+        permission = "storage.buckets.setIamPolicy" if method == "PUT" else (
+            "storage.buckets.getIamPolicy"
+        )
+        if not self._holds(caller, bucket, permission):
             return _gcs_error(
                 403,
-                f"{caller.describe()} does not have storage.buckets.getIamPolicy"
-                f" access to bucket {bucket}.",
+                f"{caller.describe()} does not have {permission} access to bucket {bucket}.",
                 "forbidden",
             )
         resource = f"buckets/{bucket}"
