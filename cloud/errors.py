@@ -27,6 +27,11 @@ against the ``KeyWrapper`` protocol catches them without knowing which wrapper i
     └── PolicyWriteError                the identity provider or an IAM policy cannot be written
         ├── PolicyInputError            an allowed workload or coordinate is invalid
         └── ConcurrentPolicyChange      the IAM policy changed underneath us (etag conflict)
+
+:func:`refused_after_exchange` tells a permission refusal of a request that carried a
+credential (HTTP 403 ``PERMISSION_DENIED`` from KMS or storage: how a grant IAM has not applied
+yet looks) from a refused token exchange (:class:`CredentialError`, the STS's reason) or an
+unauthenticated request (401).
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ __all__ = [
     "PolicyWriteError",
     "StorageAccessDenied",
     "StorageError",
+    "refused_after_exchange",
 ]
 
 
@@ -163,3 +169,18 @@ class PolicyInputError(PolicyWriteError):
 class ConcurrentPolicyChange(PolicyWriteError):  # noqa: N818 - the agreed public name
     """The IAM policy was changed by someone else between read and write (etag mismatch) more
     often than the writer is willing to retry."""
+
+
+def refused_after_exchange(exc: BaseException) -> bool:
+    """Whether ``exc`` is KMS's or storage's permission refusal (403) of a request made with a
+    credential the token exchange issued: the identity was recognised and a grant is missing,
+    or not yet applied. A refused exchange (:class:`CredentialError`) and an unauthenticated
+    request (401) are not. The HTTP status is read from the translated exception's cause
+    (google-api-core's ``code``); a refusal raised without one (a fake) counts."""
+    if not isinstance(exc, KeyAccessDenied | StorageAccessDenied):
+        return False
+    code = getattr(exc.__cause__, "code", None)
+    try:
+        return code is None or int(code) == 403
+    except (TypeError, ValueError):
+        return False
