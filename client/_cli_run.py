@@ -117,16 +117,43 @@ def policy_sync(
             "it (needed for results written to gs://, e.g. from Confidential Space)"
         ),
     ] = None,
+    watch: Annotated[
+        bool,
+        typer.Option(
+            "--watch",
+            help="keep syncing: every --interval, sync each of your sealed assets (or the one "
+            "named) whose approvals changed since its grants were last synced; Ctrl-C stops",
+        ),
+    ] = False,
+    interval: Annotated[
+        float,
+        typer.Option(min=0.1, help="with --watch: seconds between passes (failed passes back "
+                     "off, doubling, up to 15 minutes)"),
+    ] = 60.0,
+    once: Annotated[
+        bool,
+        typer.Option("--once", help="with --watch: one pass, then exit (for a scheduled job); "
+                     "exits non-zero when a sync failed"),
+    ] = False,
     mock_tee: MockTeeOpt = None,
     profile: ProfileOpt = None,
     json_out: JsonOpt = False,
-) -> owner.PolicySync:
+) -> owner.PolicySync | None:
     """Grant your key to exactly the workloads of approved (benchmark, dataset, model) triples,
-    and revoke the rest; bindings you made by hand are kept."""
-    if (dataset is None) == (model is None):
-        raise ConfigError("name exactly one of --dataset and --model")
-    if result_bucket is not None and dataset is None:
+    and revoke the rest; bindings you made by hand are kept. The registry is told which grants
+    were written, so it can list "policy sync needed" when approvals move on; --watch syncs
+    them as they do."""
+    if not watch and (dataset is None) == (model is None):
+        raise ConfigError("name exactly one of --dataset and --model (or use --watch)")
+    if dataset is not None and model is not None:
+        raise ConfigError("name at most one of --dataset and --model")
+    if once and not watch:
+        raise ConfigError("--once goes with --watch")
+    if result_bucket is not None and model is not None:
         raise ConfigError("--result-bucket goes with --dataset: results belong to the data owner")
+    if watch:
+        _policy_watch(dataset, model, result_bucket, interval, once, mock_tee, profile)
+        return None
     kind: AssetKind = "dataset" if dataset is not None else "model"
     asset_id = dataset if dataset is not None else model
     assert asset_id is not None
@@ -149,6 +176,7 @@ def policy_sync(
                 "added": list(report.result_bucket.added),
                 "removed": list(report.result_bucket.removed),
             },
+            "reported": {str(k): v for k, v in synced.reported.items()},
         })
         return synced
     table(
@@ -161,6 +189,51 @@ def policy_sync(
                 f"-{len(report.key.removed)} workloads"
                 + ("" if report.changed else " (nothing to change)"))
     return synced
+
+
+def _policy_watch(
+    dataset: int | None, model: int | None, result_bucket: str | None, interval: float,
+    once: bool, mock_tee: Path | None, profile: str | None,
+) -> None:
+    """``policy sync --watch``: :class:`~sealbench.client.policy_watch.PolicyWatch` with one
+    printed line per action; SIGINT and SIGTERM (a scheduler stopping the job) end it with
+    exit 130."""
+    from sealbench.client.policy_watch import PolicyWatch
+
+    assets: tuple[tuple[AssetKind, int], ...] | None = (
+        (("dataset", dataset),) if dataset is not None
+        else (("model", model),) if model is not None else None)
+    with session(profile) as s:
+        recipient = None
+        with contextlib.suppress(ConfigError):  # no result key: a model owner's profile
+            recipient = load_result_key(s.profile.secrets_dir).digest
+        watcher = PolicyWatch(
+            s.client, owner.owner_cloud(s.profile, s.client, mock_tee), assets=assets,
+            interval_s=interval, local_recipient=recipient, result_bucket=result_bucket,
+            on_line=lambda line: out().print(line, markup=False),
+        )
+        if once:
+            result = watcher.run_once()
+            if result.failures:
+                raise result.failures[0][2]
+            if not result.synced:
+                out().print("every grant follows its approvals: nothing to sync")
+            return
+        if threading.current_thread() is threading.main_thread():
+            def on_signal(*_: object) -> None:
+                watcher.stop.set()
+
+            previous = {sig: signal.signal(sig, on_signal)
+                        for sig in (signal.SIGINT, signal.SIGTERM)}
+        else:
+            previous = {}
+        try:
+            watcher.run()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    out().print("stopped watching")
+    raise typer.Exit(130)
 
 
 # -- run ---------------------------------------------------------------------------------------
@@ -365,7 +438,8 @@ def _run_plan(
                         for sig in (signal.SIGINT, signal.SIGTERM)}
             stack.callback(lambda: [signal.signal(k, v) for k, v in previous.items()])
         outcome = runner.run(plan)
-    return outcome, list(runner.errors)
+    # a refused key release names whose grants lag (asked while the session is open)
+    return outcome, runs.explain_refusals(client, runner.errors, outcome.records)
 
 
 def _breakdown(record: runs.RunRecord) -> str:

@@ -50,6 +50,8 @@ from sealbench.server.schemas import (
     DatasetCreate,
     DatasetPublic,
     ErrorBody,
+    GrantsReport,
+    GrantsStatus,
     Health,
     Inbox,
     Leaderboard,
@@ -362,6 +364,15 @@ class RegistryClient:
 
     def get_coordinates(self, kind: AssetKind, asset_id: int) -> CoordinatesPublic:
         return self._get(CoordinatesPublic, f"{API_PREFIX}/{_plural(kind)}/{asset_id}/coordinates")
+
+    def report_grants(self, kind: AssetKind, asset_id: int, body: GrantsReport) -> GrantsStatus:
+        """Record the grant set a ``policy sync`` wrote to the asset's key (its owner only)."""
+        return self._put(GrantsStatus, f"{API_PREFIX}/{_plural(kind)}/{asset_id}/grants", body)
+
+    def get_grants(self, kind: AssetKind, asset_id: int) -> GrantsStatus:
+        """Whether the asset's key grants follow its approvals (its owner and approved
+        parties)."""
+        return self._get(GrantsStatus, f"{API_PREFIX}/{_plural(kind)}/{asset_id}/grants")
 
     # -- associations --------------------------------------------------------------------------
 

@@ -173,8 +173,9 @@ class RunFailedError(ClientError):
 
 class KeyReleaseDeniedError(RunFailedError):
     default_hint = (
-        "the key owners' policies do not allow this workload: check that the dataset and model "
-        "associations are approved, then ask both owners to run 'sealbench policy sync'"
+        "the key owners' policies do not allow this workload: check that the dataset and the "
+        "model are approved in the benchmark; an owner whose grants lag sees 'policy sync "
+        "needed' in 'sealbench inbox'"
     )
 
 

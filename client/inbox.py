@@ -8,7 +8,8 @@ that accepts EXPERIMENTAL (confidential-GPU preview) images are marked (``experi
 :data:`EXPERIMENTAL_MARK` in the text), and :func:`consent_warning` is the line the owners'
 approval and association commands print before they consent to such a benchmark. A decision on a
 dataset says what each run will publish about its cases (the release's privacy loss per run, or
-EXACT figures, whose approval takes ``--consent-exact-release``).
+EXACT figures, whose approval takes ``--consent-exact-release``). An asset of the caller's whose
+key grants lag its approvals is listed as *policy sync needed*, with the command (issue 29).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from sealbench.client.runs import RunRecord
 from sealbench.server.schemas import (
     BenchmarkPublic,
     DatasetBudget,
+    GrantsStatus,
     Inbox,
     InboxEvaluation,
     InboxLink,
@@ -65,10 +67,12 @@ def privacy_cost(benchmark: BenchmarkPublic, spec: ReleaseSpec, budget: DatasetB
             f"{runs} such releases.")
 
 
-Action = Literal["decide", "approve benchmark", "run", "submit", "running", "waiting"]
+Action = Literal["decide", "policy sync needed", "approve benchmark", "run", "submit",
+                 "running", "waiting"]
 #: The order items are listed in: what only the caller can do first, waiting last.
 _ORDER: dict[Action, int] = {
-    "decide": 0, "approve benchmark": 1, "submit": 2, "run": 3, "running": 4, "waiting": 5,
+    "decide": 0, "policy sync needed": 1, "approve benchmark": 2, "submit": 3, "run": 4,
+    "running": 5, "waiting": 6,
 }
 
 
@@ -190,11 +194,23 @@ def _evaluation_item(e: InboxEvaluation, records: list[RunRecord]) -> InboxItem:
     return InboxItem("run", f"{what}: not evaluated yet", run)
 
 
+def _sync_needed(status: GrantsStatus) -> InboxItem:
+    when = ("never reported" if status.synced_at is None
+            else f"last synced {status.synced_at:%Y-%m-%d %H:%M} UTC")
+    return InboxItem(
+        "policy sync needed",
+        f"{status.asset_kind} {status.asset_name} (#{status.asset_id}): its approvals changed "
+        f"since its key's grants were written ({when}); until you sync, newly approved runs are "
+        f"refused its key ({status.required_count} workloads approved now)",
+        status.command)
+
+
 def merge(inbox: Inbox, records: Iterable[RunRecord]) -> InboxView:
     """The registry's ``inbox`` and this profile's run ``records`` as one to-do list (see the
     module docstring); evaluations with a verified result are counted, not listed."""
     ordered = sorted(records, key=lambda r: r.started_at)
     items = [_decision(link) for link in inbox.to_decide]
+    items += [_sync_needed(status) for status in inbox.syncs_needed]
     items += [
         InboxItem("approve benchmark",
                   f"benchmark {b.name} {b.version} (#{b.id}) by user {b.owner_id} is pending",

@@ -1,6 +1,7 @@
 """An asset owner's steps that touch its cloud: seal a dataset or model into its bucket and
 record the coordinates on the registry, and sync its key's policy with the registry's approved
-associations. Shared by ``sealbench dataset seal|model seal|policy sync`` and ``sealbench demo``.
+associations (reporting to the registry the grant set it wrote). Shared by ``sealbench dataset
+seal|model seal|policy sync`` and ``sealbench demo``.
 """
 
 from __future__ import annotations
@@ -8,7 +9,8 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -24,9 +26,10 @@ from sealbench.client.cloud import (
     gcp_credentials,
 )
 from sealbench.client.config import GcpSettings, ResolvedProfile
-from sealbench.client.errors import ConfigError, NotFoundError
-from sealbench.client.policy import AllowedWorkload, allowed_workloads
-from sealbench.server.schemas import CoordinatesPublic, CoordinatesUpdate
+from sealbench.client.errors import ConfigError, NotFoundError, RegistryError
+from sealbench.client.policy import AllowedWorkload, allowed_workloads, grants_digest
+from sealbench.crypto.digest import Sha256Digest
+from sealbench.server.schemas import CoordinatesPublic, CoordinatesUpdate, GrantsReport
 
 if TYPE_CHECKING:
     from sealbench.client.sealing import SealReport
@@ -224,19 +227,23 @@ def seal_asset(
 class PolicySync:
     grants: tuple[AllowedWorkload, ...]
     report: SyncReport
+    #: The grant-set digest reported to the registry for each asset whose grants the sync
+    #: wrote (the asset and those sharing its key), by asset id; an asset is missing when the
+    #: registry did not record its report (a warning says why).
+    reported: dict[int, Sha256Digest] = field(default_factory=dict)
 
 
 def _sharing_grants(
     client: RegistryClient, kind: AssetKind, asset_id: int, coords: CoordinatesPublic
-) -> tuple[AllowedWorkload, ...]:
+) -> dict[int, tuple[AllowedWorkload, ...]]:
     """The grants of ``asset_id`` and of every other asset of the caller's, of the same kind,
-    sealed under the same key and pool provider: the key's bindings and the provider's
-    condition are shared, so a sync must write all of them (syncing one dataset used to
-    revoke the workloads, and unpin the metrics version, of the owner's other datasets, e.g.
+    sealed under the same key and pool provider, by asset: the key's bindings and the
+    provider's condition are shared, so a sync must write all of them (syncing one dataset used
+    to revoke the workloads, and unpin the metrics version, of the owner's other datasets, e.g.
     a hospital in two benchmarks)."""
     me = client.me().id
     rows = client.list_datasets(me) if kind == "dataset" else client.list_models(me)
-    grants = list(allowed_workloads(client, kind, asset_id))
+    grants = {asset_id: allowed_workloads(client, kind, asset_id)}
     for row in rows:
         if row.id == asset_id or row.owner_id != me:
             continue
@@ -246,8 +253,29 @@ def _sharing_grants(
             continue  # not sealed: nothing to grant
         if (other.kms_key_name, other.wip_provider) == (coords.kms_key_name,
                                                         coords.wip_provider):
-            grants += allowed_workloads(client, kind, row.id)
-    return tuple(grants)
+            grants[row.id] = allowed_workloads(client, kind, row.id)
+    return grants
+
+
+def _report_grants(
+    client: RegistryClient, kind: AssetKind, by_asset: dict[int, tuple[AllowedWorkload, ...]],
+    synced_at: datetime,
+) -> dict[int, Sha256Digest]:
+    """Tell the registry which grant set the sync wrote for each asset; a refusal is a warning
+    (the grants are written: only the registry's view of them, and its "policy sync needed"
+    notice, stay behind)."""
+    reported: dict[int, Sha256Digest] = {}
+    for asset_id, grants in by_asset.items():
+        digest = grants_digest(grants)
+        try:
+            client.report_grants(kind, asset_id, GrantsReport(grants_digest=digest,
+                                                              synced_at=synced_at))
+        except RegistryError as exc:
+            log.warning("the registry did not record the grants of %s %d: %s", kind, asset_id,
+                        exc)
+            continue
+        reported[asset_id] = digest
+    return reported
 
 
 def sync_policy(
@@ -258,10 +286,13 @@ def sync_policy(
     *,
     local_recipient: str | None = None,
     result_bucket: str | None = None,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> PolicySync:
     """Grant the owner's key and bucket (and, for a dataset, object creation in
     ``result_bucket``) to exactly the workloads the registry's approved associations allow
-    (and revoke the ones no longer allowed); other bindings are kept."""
+    (and revoke the ones no longer allowed); other bindings are kept. Then report to the
+    registry, for each asset whose grants were written, the digest of its grant set and when
+    (so the registry can tell when approvals have moved on since)."""
     try:
         coords = client.get_coordinates(kind, asset_id)
     except NotFoundError as exc:
@@ -269,7 +300,8 @@ def sync_policy(
             f"{kind} {asset_id} has not been sealed yet, so it has no key to guard",
             hint=f"seal it first with 'sealbench {kind} seal ... --{kind} {asset_id}'",
         ) from exc
-    grants = _sharing_grants(client, kind, asset_id, coords)
+    by_asset = _sharing_grants(client, kind, asset_id, coords)
+    grants = tuple(g for asset_grants in by_asset.values() for g in asset_grants)
     if kind == "dataset" and local_recipient is not None:
         foreign = {g.identity.recipient_digest for g in grants} - {local_recipient}
         if foreign:
@@ -289,4 +321,4 @@ def sync_policy(
             str(g.benchmark_id) for g in grants if g.accept_experimental),
     )
     log.info("policy of %s %d: %d workloads", kind, asset_id, len(grants))
-    return PolicySync(grants, report)
+    return PolicySync(grants, report, _report_grants(client, kind, by_asset, now()))

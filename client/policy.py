@@ -11,6 +11,11 @@ may). ``recipient(D)`` is the result recipient digest D's owner registered
 plug-in pin are in the uid, so a key is never released for a pin or an EXPERIMENTAL allowance of
 another benchmark (issue 28).
 
+:func:`grants_digest` is what ``policy sync`` reports to the registry after writing an asset's
+grants; the registry computes the same digest over what the asset's current approvals require
+(:mod:`sealbench.server.services.grants`), so it can tell an owner, and a refused hospital, that a
+sync is due.
+
 The registry is trusted only for *which* pairs were approved: a compromised registry could add
 a pair, but the workload it adds still has to run the benchmark's image, read exactly the
 registered digests and seal to the registered recipient, and ``policy sync`` prints every
@@ -19,15 +24,23 @@ grant it writes so the owner can review them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sealbench.client.api import AssetKind, RegistryClient
 from sealbench.client.assets import recipient_of
-from sealbench.crypto.digest import parse_digest
-from sealbench.crypto.workload import WorkloadIdentity
-from sealbench.server.schemas import BenchmarkPublic
+from sealbench.client.errors import ClientError
+from sealbench.crypto.digest import Sha256Digest, parse_digest
+from sealbench.crypto.workload import WorkloadIdentity, grant_set_digest
+from sealbench.server.schemas import BenchmarkPublic, GrantsStatus
 
-__all__ = ["AllowedWorkload", "allowed_workloads"]
+__all__ = [
+    "AllowedWorkload",
+    "allowed_workloads",
+    "grants_digest",
+    "lag_notice",
+    "lagging_grants",
+]
 
 
 @dataclass(frozen=True)
@@ -93,3 +106,49 @@ def allowed_workloads(
                 )
             )
     return tuple(grants)
+
+
+def grants_digest(grants: Iterable[AllowedWorkload]) -> Sha256Digest:
+    """The digest of the grant set ``grants`` writes for one asset
+    (:func:`sealbench.crypto.workload.grant_set_digest`, as the registry computes it)."""
+    return grant_set_digest((g.identity, g.accept_experimental) for g in grants)
+
+
+def lagging_grants(
+    client: RegistryClient, pairs: Iterable[tuple[int, int]]
+) -> tuple[GrantsStatus, ...]:
+    """Of the models and datasets of ``pairs`` (dataset id, model id), those whose owner's
+    grants lag their approvals, as the registry tells (an asset it will not tell about is left
+    out: the lookup only explains a refusal, it must not hide it)."""
+    seen: set[tuple[AssetKind, int]] = set()
+    found: list[GrantsStatus] = []
+    for dataset_id, model_id in pairs:
+        for kind, asset_id in (("model", model_id), ("dataset", dataset_id)):
+            key: tuple[AssetKind, int] = (kind, asset_id)  # type: ignore[assignment]
+            if key in seen:
+                continue
+            seen.add(key)
+            try:
+                status = client.get_grants(*key)
+            except ClientError:
+                continue
+            if status.lagging:
+                found.append(status)
+    return tuple(found)
+
+
+def lag_notice(lagging: Iterable[GrantsStatus], me: int) -> str | None:
+    """Whose grants to sync, one clause per lagging asset (``me``: the caller's user id, whose
+    own assets it syncs itself); None when none lags."""
+    clauses = []
+    for s in lagging:
+        when = ("never reported a sync" if s.synced_at is None
+                else f"last synced {s.synced_at:%Y-%m-%d %H:%M} UTC")
+        if s.owner_id == me:
+            clauses.append(f"your {s.asset_kind} {s.asset_id}'s grants lag its approvals "
+                           f"({when}): run {s.command}")
+        else:
+            clauses.append(f"{s.asset_kind} {s.asset_id}'s owner (user {s.owner_id}) has not "
+                           f"synced its grants since your association was approved ({when}); "
+                           f"they run: {s.command}")
+    return "; ".join(clauses) or None

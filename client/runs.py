@@ -33,7 +33,7 @@ import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
@@ -81,6 +81,7 @@ __all__ = [
     "attested_failure",
     "build_spec",
     "execution_provider",
+    "explain_refusals",
     "fetch_run_result",
     "new_run_id",
     "not_approved",
@@ -512,8 +513,13 @@ _REFUSAL_CAUSES: Final = (
      "endpoints (a production run sets none)"),
     (("cmd_override",), "a command override is refused by design: launch the image as it is"),
     (("image_digest in",), "the key owners have not approved this image: check that the run uses "
-     "the benchmark's image digest, then ask both owners to run 'sealbench policy sync'"),
+     "the benchmark's image digest; an owner whose grants lag syncs them with 'sealbench policy "
+     "sync'"),
 )
+#: Clues of causes that are the run's own (the operator's), whatever the owners' grants.
+_OPERATOR_CAUSES: Final = ("dbgstat", "support_attributes", "hwmodel", "secboot",
+                           "SEALBENCH_STS_URL", "SEALBENCH_KMS_ENDPOINT",
+                           "SEALBENCH_STORAGE_ENDPOINT", "cmd_override")
 
 
 def _refusal_hint(reason: str) -> str | None:
@@ -524,15 +530,20 @@ def _refusal_hint(reason: str) -> str | None:
     return None
 
 
-def translate_launch_error(exc: Exception) -> Exception:
-    """The client error a failed launch stands for (by the enclave's exit code)."""
+def translate_launch_error(exc: Exception, *, lag: str | None = None) -> Exception:
+    """The client error a failed launch stands for (by the enclave's exit code). ``lag`` names
+    the owners whose grants lag the approvals (:func:`sealbench.client.policy.lag_notice`): a
+    key-release refusal then says whose sync is due, unless its reason names a cause of the
+    run's own (a debug image, an endpoint or command override, the hardware)."""
     from sealbench.client.launchers import EnclaveRunFailed
     from sealbench.enclave.errors import AssetIntegrityError, KeyReleaseDenied
 
     if isinstance(exc, EnclaveRunFailed):
         if exc.error_class is not None and issubclass(exc.error_class, KeyReleaseDenied):
+            own = any(clue in exc.reason for clue in _OPERATOR_CAUSES)
             return KeyReleaseDeniedError(
-                f"key release denied: {exc.reason}", hint=_refusal_hint(exc.reason)
+                f"key release denied: {exc.reason}",
+                hint=_refusal_hint(exc.reason) if own or lag is None else lag,
             )
         if exc.error_class is not None and issubclass(exc.error_class, AssetIntegrityError):
             return IntegrityError(f"the enclave refused an asset: {exc.reason}")
@@ -540,6 +551,27 @@ def translate_launch_error(exc: Exception) -> Exception:
     return RunFailedError(
         f"the run could not be launched: {exc}", hint=getattr(exc, "hint", None)
     )
+
+
+def explain_refusals(
+    client: RegistryClient, errors: Sequence[Exception], records: Sequence[RunRecord]
+) -> list[Exception]:
+    """``errors`` of a run plan, a key-release refusal among them translated with the owners
+    whose grants lag (asked of the registry for the pairs refused: ``records`` failed with
+    ``key_release_denied``); the other errors as they are."""
+    refused = sorted({(r.dataset_id, r.model_id) for r in records
+                      if r.status == "failed" and r.reason == "key_release_denied"})
+    if not refused:
+        return list(errors)
+    from sealbench.client.launchers import EnclaveRunFailed
+    from sealbench.client.policy import lag_notice, lagging_grants
+
+    try:
+        lag = lag_notice(lagging_grants(client, refused), client.me().id)
+    except ClientError:
+        lag = None
+    return [translate_launch_error(e, lag=lag) if isinstance(e, EnclaveRunFailed) else e
+            for e in errors]
 
 
 def open_run_result(
