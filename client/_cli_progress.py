@@ -78,6 +78,8 @@ class RunDisplay:
                 f"{event.delay_s:.0f} s: {event.message}", highlight=False, markup=False)
         elif event.kind == "running":
             self._bar.update(task, description=f"{label}: running")
+        elif event.kind == "waiting":
+            self._bar.update(task, description=f"{label}: waiting for IAM to apply the grant")
         elif event.kind == "progress":
             if event.step is not None:
                 self._bar.update(task, completed=event.step - 1 if event.step < _STEPS else _STEPS,

@@ -42,12 +42,16 @@ from sealbench.client.config import ResolvedProfile
 from sealbench.client.errors import ClientError, ConfigError, LogKeyNotPinnedError
 from sealbench.client.keys import init_result_key, load_result_key, load_result_private_key
 from sealbench.client.runner import (
+    DEFAULT_IAM_WAIT_S,
     Runner,
     RunOutcome,
     RunPlan,
     StageTimeouts,
+    iam_wait_window,
+    owners_synced_at,
     plan_runs,
     repair_stale_runs,
+    with_run_options,
 )
 from sealbench.server.schemas import ResultPublic
 
@@ -331,6 +335,20 @@ def run(
         str | None,
         typer.Option(help="confidential-space: gs://bucket/prefix for results (no mock TEE)"),
     ] = None,
+    allow_cpu_fallback: Annotated[
+        bool,
+        typer.Option("--allow-cpu-fallback",
+                     help="a GPU run whose model ends on ONNX Runtime's CPU provider goes on "
+                     "(default: it fails, naming the providers available)"),
+    ] = False,
+    iam_wait: Annotated[
+        int | None,
+        typer.Option(min=0, max=900,
+                     help="seconds a run may wait for IAM to apply a fresh grant (a key or "
+                     "bucket refusal right after an owner's policy sync) before it fails; "
+                     f"default: what is left of {DEFAULT_IAM_WAIT_S} s after the owners' last "
+                     "sync"),
+    ] = None,
     mock_tee: MockTeeOpt = None,
     profile: ProfileOpt = None,
     json_out: JsonOpt = False,
@@ -374,13 +392,17 @@ def run(
         client = s.client
 
         def make_spec(dataset_id: int, model_id: int, run_id: str) -> RunSpec:
-            return runs.build_spec(
+            spec = runs.build_spec(
                 client, run_id=run_id, benchmark_id=benchmark, dataset_id=dataset_id,
                 model_id=model_id, recipient=recipient,
                 result_dir=s.profile.data_dir / "results" / run_id,
                 endpoints=endpoints or owner.spec_endpoints(s.profile),
                 result_uri=f"{result_uri.rstrip('/')}/{run_id}" if result_uri else None,
             )
+            window = iam_wait if iam_wait is not None else iam_wait_window(
+                owners_synced_at(client, dataset_id, model_id), datetime.now(UTC))
+            return with_run_options(spec, iam_wait_s=window,
+                                    allow_cpu_fallback=allow_cpu_fallback)
 
         outcome, errors = _run_plan(
             plan, launcher, store, make_spec, client=client, tee=backend, parallel=parallel,

@@ -20,6 +20,10 @@ unfinished run ``interrupted`` (reason ``stopped``). Running the same plan again
 what is left; a record left unfinished by a process that died is repaired first
 (:meth:`RunStore.repair_stale <sealbench.client.runs.RunStore.repair_stale>`).
 
+A workload that waits for IAM to apply a grant (a key or storage refusal right after an owner's
+``policy sync``, :mod:`sealbench.enclave.grant_wait`) reports it as ``waiting`` events; the
+window it may wait is set in its run spec by the caller (``sealbench run``).
+
 Status reports never stop a run: a report the registry does not take is logged, and the next
 report of that run carries its whole state again (reports are numbered, so late ones are
 ignored by the registry).
@@ -64,10 +68,12 @@ from sealbench.client.runs import (
 from sealbench.client.runs import (
     new_run_id as default_run_id,
 )
+from sealbench.enclave.grant_wait import WAITING_MARK
 from sealbench.enclave.spec import RunSpec
 from sealbench.server.schemas.runs import MAX_BATCH, ExecutionProvider, RunReportItem
 
 __all__ = [
+    "DEFAULT_IAM_WAIT_S",
     "EventKind",
     "PlannedPair",
     "RetryPolicy",
@@ -76,19 +82,27 @@ __all__ = [
     "RunPlan",
     "Runner",
     "StageTimeouts",
+    "iam_wait_window",
+    "owners_synced_at",
     "plan_runs",
     "repair_stale_runs",
+    "with_run_options",
 ]
 
 _log = logging.getLogger("sealbench.client")
 
 EventKind = Literal[
-    "planned", "skipped", "repaired", "launching", "retry", "running", "progress",
+    "planned", "skipped", "repaired", "launching", "retry", "running", "progress", "waiting",
     "succeeded", "failed", "interrupted", "report_failed",
 ]
 _STEP = re.compile(r"step (\d)/(\d):")
 _CASES = re.compile(r"\((\d+) cases\)")
 _CASE_DONE = re.compile(r"case (\d+)/(\d+) done")
+#: The enclave's line while a grant propagates (:mod:`sealbench.enclave.grant_wait`).
+_WAITING = re.compile(
+    re.escape(WAITING_MARK) + r": the (dataset|model) owner's (key|storage) refused this "
+    r"workload; next try in (\d{1,4}) s \((\d{1,6}) of (\d{1,6}) s waited\)"
+)
 #: Seconds a stopping runner waits for its killed workloads to end before it returns anyway.
 STOP_GRACE_S: Final = 30.0
 #: Seconds between two looks at the stop flag while a stage runs.
@@ -137,6 +151,53 @@ class RunPlan:
     todo: tuple[PlannedPair, ...]
     done: tuple[RunRecord, ...]
     busy: tuple[RunRecord, ...] = ()
+
+
+#: How long after an owner's ``policy sync`` a run waits for IAM to apply the grant when the
+#: sync's time is not known (Google: "typically 2 minutes, potentially 7 minutes or longer").
+DEFAULT_IAM_WAIT_S: Final = 600
+
+
+def iam_wait_window(
+    synced_at: Sequence[datetime | None], now: datetime, *,
+    propagation_s: int = DEFAULT_IAM_WAIT_S,
+) -> int:
+    """Seconds a run started at ``now`` may wait for IAM to apply its owners' grants: what is
+    left of ``propagation_s`` after the most recent of their syncs (``synced_at``, one per
+    owner), or all of it when any sync's time is unknown (None). A grant written long ago has
+    nothing left to propagate: a refusal then fails at once. The enclave clamps it again
+    (:data:`~sealbench.enclave.spec.MAX_IAM_WAIT_S`)."""
+    if not synced_at or any(t is None for t in synced_at):
+        return propagation_s
+    latest = max(t if t.tzinfo else t.replace(tzinfo=UTC) for t in synced_at if t is not None)
+    left = propagation_s - (now - latest).total_seconds()
+    return max(0, min(propagation_s, int(left + 0.999)))
+
+
+def owners_synced_at(
+    client: RegistryClient, dataset_id: int, model_id: int
+) -> list[datetime | None]:
+    """When each owner's last ``policy sync`` wrote the pair's grants, as the registry has it
+    (``GET /{datasets,models}/N/grants``); None where the registry does not say (never
+    reported, no access, an older registry)."""
+    times: list[datetime | None] = []
+    for kind, asset_id in (("dataset", dataset_id), ("model", model_id)):
+        try:
+            status = client.get_grants(kind, asset_id)  # type: ignore[arg-type]
+        except ClientError as exc:
+            _log.info("no grant report for %s %d (%s)", kind, asset_id, type(exc).__name__)
+            times.append(None)
+            continue
+        times.append(status.synced_at)
+    return times
+
+
+def with_run_options(spec: RunSpec, *, iam_wait_s: int, allow_cpu_fallback: bool) -> RunSpec:
+    """``spec`` with the run's inert options: how long the enclave may wait for IAM to apply a
+    grant, and whether a GPU run may fall back to the CPU (absent when not allowed)."""
+    changes = {"iam_wait_s": str(max(0, iam_wait_s)) if iam_wait_s > 0 else None,
+               "allow_cpu_fallback": "true" if allow_cpu_fallback else None}
+    return RunSpec.model_validate({**spec.model_dump(), **changes})
 
 
 def plan_runs(
@@ -601,7 +662,9 @@ def _tear_down_one(workload: RunningWorkload, *, keep: bool, reap: bool = False)
 
 class _ProgressParser:
     """Turns the enclave's output lines into ``progress`` events, step timings and the
-    execution provider the model ran on (one of the known names, or None)."""
+    execution provider the model ran on (one of the known names, or None), and its waits for
+    IAM to apply a grant into ``waiting`` events (the message rebuilt from the parsed fields:
+    nothing else of the line travels on)."""
 
     def __init__(self, runner: Runner, slot: _Slot, timings: dict[str, float]) -> None:
         self._runner = runner
@@ -628,3 +691,11 @@ class _ProgressParser:
             fields.update(step=7, steps=7)
         if fields:
             self._runner._emit("progress", self._slot.record, **fields)
+        waiting = _WAITING.search(line)
+        if waiting:
+            owner, service, delay, waited, window = waiting.groups()
+            self._runner._emit(
+                "waiting", self._slot.record, delay_s=float(delay),
+                message=f"waiting for IAM to apply the grant: the {owner} owner's {service} "
+                f"refused this workload ({waited} of {window} s waited)",
+            )

@@ -97,6 +97,9 @@ def pairs(world: World) -> dict[str, Pair]:
     """Both benchmarks set up before any policy sync is final: each owner's condition then
     covers both, as a real owner's does."""
     ok(world.cli("hospital", "keys", "init"))
+    # a new project has GPUS_ALL_REGIONS 0 (as on Google): the hospital's increase, granted
+    world.inject(fault="quota-exceeded", project=world.owners["hospital"].project,
+                 metric="GPUS_ALL_REGIONS", limit=1)
     experimental = _pair(world, "gpu", "--tee", "mock", "--accept-experimental")
     stable_only = _pair(world, "stable", "--name", "brats-small-stable-only",
                         "--image-reference", STABLE_ONLY_REFERENCE,
@@ -109,10 +112,15 @@ def pairs(world: World) -> dict[str, Pair]:
     return {"experimental": experimental, "stable_only": stable_only}
 
 
-def _gpu_run(world: World, pair: Pair) -> tuple[int, str, dict[str, object]]:
+def _gpu_run(
+    world: World, pair: Pair, *, allow_cpu: bool = True
+) -> tuple[int, str, dict[str, object]]:
+    """The stand-in's "GPU VM" runs on this machine's CPU: the run allows the fallback unless
+    ``allow_cpu`` is False (issue 29: a GPU run that fell back to the CPU fails otherwise)."""
     ran = world.cli("hospital", "run", "--benchmark", str(pair.benchmark), "--dataset",
                     str(pair.dataset), "--model", str(pair.model), "--tee", "confidential-space",
-                    "--accelerator", ACCELERATOR)
+                    "--accelerator", ACCELERATOR, "--force",
+                    *(["--allow-cpu-fallback"] if allow_cpu else []))
     records = json.loads(ok(world.cli("hospital", "result", "ls", "--json")).stdout)
     mine = [r for r in records if r["benchmark_id"] == pair.benchmark]
     assert mine, records
@@ -138,6 +146,20 @@ def test_gpu_run_under_the_opt_in_is_accepted_by_the_registry(
     assert [(r["dataset_id"], r["model_id"]) for r in results] == [(pair.dataset, pair.model)]
     shown = ok(world.cli("authority", "benchmark", "show", str(pair.benchmark))).output
     assert "accepts EXPERIMENTAL images" in " ".join(shown.split())
+
+
+def test_gpu_run_on_the_cpu_fails_unless_the_run_allowed_it(
+    world: World, pairs: dict[str, Pair]
+) -> None:
+    """The token attests a GPU (``submods.nvidia_gpu``), ONNX Runtime ends on its CPU provider:
+    without ``--allow-cpu-fallback`` the enclave fails the run, naming the providers."""
+    code, output, record = _gpu_run(world, pairs["experimental"], allow_cpu=False)
+    flat = " ".join(output.split())
+    assert code == RUN_FAILED_EXIT, output
+    assert "asked for a GPU, ONNX Runtime is running on the CPU: providers available" in flat
+    assert "CPUExecutionProvider" in flat
+    assert record["status"] == "failed" and record["reason"] == "enclave", record
+    assert "asked for a GPU" in str(record["error"])
 
 
 def test_gpu_run_without_the_opt_in_is_refused_at_key_release(
