@@ -29,11 +29,12 @@ from sealbench.client._cli_common import (
     warn_privacy_cost,
 )
 from sealbench.client.api import AssetKind, RegistryClient
-from sealbench.client.errors import ConflictError, NotAllowedError, NotFoundError
+from sealbench.client.errors import ConfigError, ConflictError, NotAllowedError, NotFoundError
 from sealbench.client.keys import load_result_key
 from sealbench.server.schemas import (
     AssociationPublic,
     CoordinatesPublic,
+    DatasetCreate,
     DatasetPublic,
     ModelPublic,
 )
@@ -172,9 +173,21 @@ def dataset_register(
         body = assets.dataset_registration(
             prepared, name, recipient, bench, budget_epsilon=budget_epsilon,
             budget_delta=budget_delta, budget_group=budget_group)
-        twin = assets.already_registered(s.client.list_datasets(), body.digest, s.client.me().id)
+        me, listed = s.client.me().id, s.client.list_datasets()
+        named = next((d for d in listed if d.owner_id == me and d.name == name), None)
+        if named is not None:
+            return _registered_before(named, body, json_out)
+        twin = assets.already_registered(listed, body.digest, me)
         if twin:
             log.warning(twin)
+        if bench is not None:
+            minimum = assets.plugin_of(bench).small_cell_minimum
+            if body.case_count < minimum:
+                log.warning(
+                    "this dataset has %s; benchmark %d publishes no summary of fewer than %d "
+                    "cases, so every run on it would withhold its public figures (you would "
+                    "still open your own per-case results)", plural(body.case_count, "case"),
+                    bench.id, minimum)
         # what the registry will hold, shown before it leaves this machine (stderr under --json)
         preview = json.dumps(body.model_dump(mode="json", exclude_none=True), indent=2)
         typer.echo(f"the registry will receive exactly this:\n{preview}", err=json_out)
@@ -190,6 +203,30 @@ def dataset_register(
         out().print(f"privacy budget: epsilon {created.budget_epsilon:g} at delta "
                     f"{created.budget_delta:g}{group}")
     return created
+
+
+def _registered_before(named: DatasetPublic, body: DatasetCreate,
+                       json_out: bool) -> DatasetPublic:
+    """``dataset register`` run again: the same name and digest is the registration already
+    made (nothing is sent); the same name with other data is refused before anything is sent,
+    saying what differs."""
+    if named.digest != body.digest:
+        raise ConfigError(
+            f"you already have a dataset named {named.name!r} (dataset {named.id}, digest "
+            f"{named.digest[:19]}…) and this folder holds other data (digest "
+            f"{body.digest[:19]}…); nothing was sent",
+            hint="register it under another --name")
+    asked = {"budget epsilon": (body.budget_epsilon, named.budget_epsilon),
+             "budget delta": (body.budget_delta, named.budget_delta)}
+    differs = [f"{what} {had:g} (you asked {want:g})" for what, (want, had) in asked.items()
+               if want is not None and want != had]
+    if json_out:
+        emit_json(named)
+    else:
+        kept = f"; it keeps {', '.join(differs)}" if differs else ""
+        out().print(f"dataset {named.id} '{named.name}' is already registered with this "
+                    f"digest; nothing changed{kept}")
+    return named
 
 
 def _coords_line(kind: str, asset_id: int, c: CoordinatesPublic) -> str:

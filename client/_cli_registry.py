@@ -373,6 +373,14 @@ def _decide(
     kind, asset = _target(dataset, model)
     consents = False
     with session(profile) as s:
+        links = [a for a in s.client.list_associations(kind, benchmark) if a.asset_id == asset]
+        latest = max(links, key=lambda a: a.revision, default=None)
+        wanted = "approved" if approve else "rejected"
+        if latest is not None and latest.status == wanted and (
+                not consent_exact or latest.exact_release_consent):
+            out().print(f"{kind} {asset} in benchmark {benchmark} is already {wanted} "
+                        f"(revision {latest.revision}); nothing changed")
+            return
         if approve:
             bench = s.client.get_benchmark(benchmark)
             warn_experimental(bench)

@@ -637,6 +637,17 @@ def result_submit(
             r for r in s.client.list_results(record.benchmark_id)
             if (r.dataset_id, r.model_id) == (record.dataset_id, record.model_id)
         ]
+        twin = next((r for r in earlier
+                     if r.sealed_result_digest == opened.sealed_result_sha256), None)
+        if twin is not None:
+            runs.link_result(s.client, record, twin, runs.RunStore(s.profile.data_dir / "runs"))
+            if not json_out:
+                out().print(f"run {run_id} is already result {twin.id}, accepted "
+                            f"{twin.created_at:%Y-%m-%d %H:%M} UTC; nothing changed")
+            else:
+                emit_json(twin)
+            _receipt(profile, twin, opened, quiet=json_out)
+            return twin
         result = runs.submit_run_result(
             s.client, record, opened, runs.RunStore(s.profile.data_dir / "runs")
         )

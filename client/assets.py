@@ -330,6 +330,22 @@ def recipient_of(dataset: DatasetPublic) -> Sha256Digest:
         ) from exc
 
 
+#: How PyTorch files begin: ``torch.save`` and TorchScript write a zip archive, the legacy
+#: format a pickle (protocol 2 or later).
+_PYTORCH_MAGIC = (b"PK\x03\x04", b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")
+
+
+def _refuse_pytorch_file(path: Path, data: bytes) -> None:
+    """A PyTorch checkpoint or TorchScript file given where an ONNX model is expected is
+    pointed to ``sealbench model export`` (an ONNX file never starts like these)."""
+    if data.startswith(_PYTORCH_MAGIC) or path.suffix.lower() in (".pt", ".pth", ".ckpt"):
+        raise ConfigError(
+            f"{path.name} looks like a PyTorch file (weights or TorchScript), not an ONNX model",
+            hint=f"export it first: sealbench model export model.onnx --factory "
+                 f"module.path:ModelClass --weights {path} (see 'sealbench model export "
+                 "--help' and docs/model-export.md)")
+
+
 def model_registration(onnx: Path, name: str, version: str, plugin: Benchmark) -> ModelCreate:
     """Check ``onnx`` against the plug-in's model contract (refusing a model that does not
     fit), then build the registration with the file's SHA-256 and the I/O the check found."""
@@ -340,6 +356,7 @@ def model_registration(onnx: Path, name: str, version: str, plugin: Benchmark) -
             data = handle.read(plugin.model_contract.max_bytes + 1)
     except OSError as exc:
         raise ConfigError(f"cannot read {onnx}: {exc.strerror}") from exc
+    _refuse_pytorch_file(onnx, data)
     try:
         report = plugin.check_model(data)
     except ModelContractError as exc:

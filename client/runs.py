@@ -83,6 +83,7 @@ __all__ = [
     "execution_provider",
     "explain_refusals",
     "fetch_run_result",
+    "link_result",
     "new_run_id",
     "not_approved",
     "open_run_result",
@@ -671,6 +672,16 @@ def submit_run_result(
         attestation_token=opened.token,
     )
     result = client.submit_result(body)
+    link_result(client, record, result, store)
+    return result
+
+
+def link_result(client: RegistryClient, record: RunRecord, result: ResultPublic,
+                store: RunStore) -> None:
+    """Record that ``result`` holds ``record``'s run, here and on the registry (nothing to do
+    when the record already says so: a submission run again)."""
+    if record.result_id == result.id:
+        return
     linked = record.model_copy(update={"result_id": result.id, "seq": record.seq + 1})
     store.save(linked)
     try:
@@ -678,7 +689,6 @@ def submit_run_result(
     except ClientError as exc:  # the result is in; its link to the run can be reported later
         log.warning("could not link result %s to run %s on the registry: %s",
                     result.id, linked.run_id, exc)
-    return result
 
 
 _STEP_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")

@@ -8,6 +8,7 @@ is not run."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import subprocess
@@ -326,9 +327,14 @@ def test_run_open_submit_and_leaderboard(world: World) -> None:
     assert {c["result_id"] for c in json.loads(ok(cli(
         "benchmark", "progress", b, "--json", "--profile", "authority")).stdout)["cells"]
     } == {r["id"] for r in verified}
-    # the same submission twice is refused by the registry
+    # the same submission twice changes nothing and says which result holds it
     dup = cli("result", "submit", runs[0]["run_id"], "--profile", "hospital")
-    assert dup.exit_code == 4 and "already" in dup.output
+    assert dup.exit_code == 0, dup.output
+    held = re.search(r"is already result (\d+), accepted", dup.output)
+    assert held is not None and "nothing changed" in dup.output, dup.output
+    assert int(held[1]) in {r["id"] for r in verified}
+    assert len(json.loads(ok(cli("benchmark", "results", b, "--json", "--profile",
+                                 "authority")).stdout)) == len(verified)
     # the model owner may not read results
     assert ok(cli("benchmark", "results", b, "--json", "--profile", "lab-a")).output.strip() == "[]"
 

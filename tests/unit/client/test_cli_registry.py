@@ -366,6 +366,8 @@ def test_dataset_and_model_lifecycle_with_associations(cli: Cli, tmp_path: Path)
     reg = cli("dataset", "register", str(prepared), "--name", "h-ds", "--benchmark", str(bid),
               "--json", "--profile", "hospital")
     assert reg.exit_code == 0, reg.output
+    assert (f"this dataset has 2 cases; benchmark {bid} publishes no summary of fewer than 5"
+            in " ".join(reg.stderr.split()))
     did = json.loads(reg.stdout)["id"]
     onnx = tiny_onnx(tmp_path / "m.onnx")
     mreg = cli("model", "register", str(onnx), "--name", "tiny", "--version", "1",
@@ -382,6 +384,23 @@ def test_dataset_and_model_lifecycle_with_associations(cli: Cli, tmp_path: Path)
     assert own.exit_code == 4 and "initiator" in own.output
     assert "approved" in cli("association", "approve", "--benchmark", str(bid), "--dataset",
                              str(did), "--profile", "authority").output
+    twice = cli("association", "approve", "--benchmark", str(bid), "--dataset", str(did),
+                "--profile", "authority")
+    assert twice.exit_code == 0, twice.output
+    assert "is already approved (revision" in twice.output and "nothing changed" in twice.output
+    same = cli("dataset", "register", str(prepared), "--name", "h-ds", "--json", "--profile",
+               "hospital")
+    assert same.exit_code == 0, same.output
+    assert json.loads(same.stdout)["id"] == did  # the registration already made, nothing sent
+    other = tmp_path / "other"
+    assert cli("dataset", "synthesize", str(tmp_path / "raw2"), "--cases", "2", "--size",
+               "small", "--first-seed", "50").exit_code == 0
+    assert cli("dataset", "prepare", str(tmp_path / "raw2"), str(other), "--size", "small",
+               "--profile", "hospital").exit_code == 0
+    clash = cli("dataset", "register", str(other), "--name", "h-ds", "--profile", "hospital")
+    assert clash.exit_code == 3, clash.output
+    assert f"already have a dataset named 'h-ds' (dataset {did}" in " ".join(
+        clash.output.split()) and "nothing was sent" in clash.output
     again = cli("dataset", "associate", "--dataset", str(did), "--benchmark", str(bid),
                 "--profile", "hospital")
     assert again.exit_code == 0, again.output
@@ -407,6 +426,12 @@ def test_model_that_breaks_the_contract_is_refused_before_registering(cli: Cli,
     assert result.exit_code == 3
     assert "model contract" in result.output
     assert "bad" not in cli("model", "ls", "--profile", "modelco").output
+    checkpoint = tmp_path / "segresnet.pt"
+    checkpoint.write_bytes(b"PK\x03\x04" + bytes(60))  # torch.save writes a zip archive
+    pt = cli("model", "register", str(checkpoint), "--name", "pt", "--profile", "modelco")
+    assert pt.exit_code == 3
+    said = " ".join(pt.output.split())
+    assert "looks like a PyTorch file" in said and "sealbench model export" in said
 
 
 def test_results_and_leaderboard_of_a_fresh_benchmark_are_empty(cli: Cli, tmp_path: Path) -> None:
