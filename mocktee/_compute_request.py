@@ -8,9 +8,10 @@ migration (``onHostMaintenance: MIGRATE``) only for SEV on N2D and never with gu
 the boot image (the ``confidential-space-images`` families below); the service account (one of
 the project's own). Confidential GPUs (preview): ``a3-highgpu-1g`` only with TDX, with
 ``scheduling.provisioningModel: SPOT`` (``FLEX_START`` needs an instance template and a MIG
-resize request, which the mock has not), and ``guestAccelerators`` exactly one
-``nvidia-h100-80gb`` of count 1 in the request's zone; an accelerator on any other machine type
-is refused.
+resize request, which the mock has not), in a zone that has it (Compute's "does not exist in
+zone"; the mock's zones: :mod:`sealbench.mocktee._compute_catalog`), and ``guestAccelerators``
+exactly one ``nvidia-h100-80gb`` of count 1 in the request's zone; an accelerator on any other
+machine type is refused.
 
 The mock's own rules, which say so in their messages: the VM must be confidential; Shielded VM
 Secure Boot must be on; ``tee-image-reference`` must name a digest (the mock has no registry to
@@ -20,8 +21,9 @@ is sent); and the GPU families (``…-preview-cgpu``) boot exactly the GPU VMs, 
 families exactly the CPU ones.
 
 Quota: a CPU VM charges its vCPUs to ``{FAMILY}_CPUS``; a GPU VM charges its GPUs to
-:data:`GPU_QUOTA_METRIC` (Compute would charge a Spot VM to ``PREEMPTIBLE_NVIDIA_H100_GPUS``
-where that quota was granted; the mock has the one metric) and no CPUs.
+:data:`GPU_QUOTA_METRIC` and to the project-wide :data:`PROJECT_GPU_METRIC` (Compute would
+charge a Spot VM to ``PREEMPTIBLE_NVIDIA_H100_GPUS`` where that quota was granted; the mock has
+the one metric) and no CPUs.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from sealbench.mocktee import _compute_catalog as catalog
 from sealbench.mocktee._compute_vm import DIGEST_REFERENCE, metadata_items
 from sealbench.mocktee._http import Response, json_response
 
@@ -40,6 +43,7 @@ __all__ = [
     "GPU_ACCELERATOR",
     "GPU_MACHINE_TYPE",
     "GPU_QUOTA_METRIC",
+    "PROJECT_GPU_METRIC",
     "ComputeFault",
     "ValidInsert",
     "error",
@@ -51,6 +55,8 @@ CS_IMAGE_PROJECT: Final = "confidential-space-images"
 GPU_ACCELERATOR: Final = "nvidia-h100-80gb"
 GPU_MACHINE_TYPE: Final = "a3-highgpu-1g"
 GPU_QUOTA_METRIC: Final = "NVIDIA_H100_GPUS"
+#: The project-wide GPU quota every GPU VM also draws on (0 in a new project on Google Cloud).
+PROJECT_GPU_METRIC: Final = "GPUS_ALL_REGIONS"
 CPU_QUOTA_METRICS: Final = ("N2D_CPUS", "C2D_CPUS", "C3D_CPUS", "C3_CPUS")
 
 
@@ -94,8 +100,11 @@ class ComputeFault:
         return cls(429, "Rate Limit Exceeded", "rateLimitExceeded", "RATE_LIMIT_EXCEEDED")
 
     @classmethod
-    def quota_exceeded(cls, metric: str, limit: float, region: str) -> ComputeFault:
-        message = f"Quota '{metric}' exceeded.  Limit: {limit:.1f} in region {region}."
+    def quota_exceeded(cls, metric: str, limit: float, region: str | None) -> ComputeFault:
+        """Compute's message: ``in region R`` for a regional quota, ``globally`` for a
+        project-wide one (``region`` None)."""
+        where = f"in region {region}" if region else "globally"
+        message = f"Quota '{metric}' exceeded.  Limit: {limit:.1f} {where}."
         return cls(403, message, "quotaExceeded", "QUOTA_EXCEEDED")
 
     @classmethod
@@ -193,6 +202,9 @@ def validate_insert(
     if machine is None or machine_type is None or machine.group("zone") != zone:
         return error(400, "Invalid value for field 'resource.machineType'")
     type_name = machine.group("type")
+    if catalog.machine_type(project_id, zone, type_name) is None:
+        return _invalid("resource.machineType", machine.group(0),
+                        f"Machine type with name '{type_name}' does not exist in zone '{zone}'.")
     family = machine_type["family"] or machine_type["gpu_family"]
     gpus = int(machine_type["gpus"]) if machine_type["gpus"] else None
     confidential = (body.get("confidentialInstanceConfig") or {}).get("confidentialInstanceType")
@@ -270,7 +282,7 @@ def validate_insert(
             "sealbench mock has no registry to resolve tags",
         )
     quota = (
-        {GPU_QUOTA_METRIC: gpus}
+        {GPU_QUOTA_METRIC: gpus, PROJECT_GPU_METRIC: gpus}
         if gpus is not None
         else {f"{family.upper()}_CPUS": int(machine_type["cpus"])}
     )

@@ -3,6 +3,12 @@ launch specification derived from its metadata exactly as the Confidential Space
 derives it (``google/go-tpm-tools`` ``launcher/spec``), and the boot that runs the workload as a
 child process. INSECURE BY DESIGN: nothing here is measured by hardware.
 
+The image pull: given a pull check (:class:`~sealbench.mocktee.artifacts.MockArtifacts`), an
+Artifact Registry image whose repository does not grant the VM's service account a role with
+``downloadArtifacts`` is refused as the real launcher's pull is: :data:`PULL_FAILED` with the
+registry's "denied: Permission … denied on resource … (or it may not exist)" on the serial
+port, no workload, launcher exit 1.
+
 Boot, as the launcher does it: ``tee-env-NAME`` entries must all be allowed by the image's
 launch policy (:class:`ImagePolicy`), ``tee-cmd`` (a JSON string array) only if it allows a
 command override, ``tee-container-log-redirect`` only as its log-redirect label permits, and
@@ -48,9 +54,11 @@ from sealbench.mocktee.verifier import TokenMinter, WorkloadLaunch
 __all__ = [
     "LAUNCHER_EXIT",
     "LEGACY_LAUNCHER_EXIT",
+    "PULL_FAILED",
     "SERIAL_BUFFER_BYTES",
     "ImagePolicy",
     "MockVm",
+    "PullCheck",
     "SerialPort",
     "boot",
     "launch_from_metadata",
@@ -192,10 +200,19 @@ def launch_from_metadata(vm: MockVm, policy: ImagePolicy) -> tuple[WorkloadLaunc
     return launch, redirect in ("true", "serial")
 
 
+#: ``(image reference, service account)`` → why the pull is refused, or None (it may pull).
+PullCheck = Callable[[str, str], "str | None"]
+#: The launcher's line for a refused pull (go-tpm-tools ``launcher/container_runner.go`` wraps
+#: the registry's answer in "failed to pull image"; the wording around it is the mock's).
+PULL_FAILED = "Error: failed to pull image {reference}: {why}"
+
+
 def boot(
-    vm: MockVm, policy: ImagePolicy, minter: TokenMinter, python: str, work_root: Path | None
+    vm: MockVm, policy: ImagePolicy, minter: TokenMinter, python: str, work_root: Path | None,
+    pull: PullCheck | None = None,
 ) -> None:
-    """Run ``vm`` to its end (called on the VM's own thread)."""
+    """Run ``vm`` to its end (called on the VM's own thread). ``pull`` decides whether the
+    VM's service account may pull its image (None: no registry to ask, every pull works)."""
     vm.set_status("STAGING")
     vm.set_status("RUNNING")
     vm.serial.write_line("TEE container launcher initiating (INSECURE sealbench mock)")
@@ -206,6 +223,9 @@ def boot(
             f"Launch Spec: ImageRef:{launch.image_reference} RestartPolicy:Never "
             f"Hardened:{not vm.debug} LogRedirect:{redirect} Envs:{sorted(launch.env_overrides)}"
         )
+        refused = pull(launch.image_reference, launch.service_accounts[0]) if pull else None
+        if refused is not None:
+            raise ValueError(PULL_FAILED.format(reference=launch.image_reference, why=refused))
         if vm.gpu:
             driver = metadata_items(vm.body).get("tee-install-gpu-driver", "false")
             vm.serial.write_line(

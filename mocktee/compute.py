@@ -14,6 +14,16 @@ Routes (``/compute/v1/projects/{project}/zones/{zone}/…``, bearer token of a p
     GET    operations/{op}, POST operations/{op}/wait
     GET    /compute/v1/projects/{project}/regions/{region}   regions.get, with the CPU quotas
                                           and the confidential GPU quota
+    GET    /compute/v1/projects/{project}  projects.get, with ``GPUS_ALL_REGIONS`` (0 unless
+                                          raised: ``gpus_all_regions``, :meth:`set_quota`)
+    GET    …/zones/{zone}/machineTypes/{name}, …/zones/{zone}/acceleratorTypes/{name},
+           …/aggregated/acceleratorTypes   the zone catalogue
+                                          (:mod:`sealbench.mocktee._compute_catalog`)
+
+Given a :class:`~sealbench.mocktee.artifacts.MockArtifacts`, this port also serves Artifact
+Registry's ``/v1/projects/…/repositories`` routes, and a VM's boot pulls its image through it:
+an image in a repository that does not let the VM's service account download is refused as
+the launcher's pull is (serial line, launcher exit 1).
 
 Insert validates what the API validates (:mod:`sealbench.mocktee._compute_request`, where the
 rules and the mock's own ones are listed): the name; machine type vs. confidential instance
@@ -44,16 +54,19 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
+from sealbench.mocktee import _compute_catalog as catalog
 from sealbench.mocktee._compute_request import (
     CPU_QUOTA_METRICS,
     CS_IMAGE_PROJECT,
     GPU_QUOTA_METRIC,
+    PROJECT_GPU_METRIC,
     ComputeFault,
     validate_insert,
 )
 from sealbench.mocktee._compute_request import error as _error
 from sealbench.mocktee._compute_vm import ImagePolicy, MockVm, boot
 from sealbench.mocktee._http import Request, Response, json_response
+from sealbench.mocktee.artifacts import MockArtifacts
 from sealbench.mocktee.identity import Caller, Identity
 from sealbench.mocktee.verifier import TokenMinter
 
@@ -65,6 +78,13 @@ _ROUTE = re.compile(
 )
 _REGION_ROUTE = re.compile(
     r"^/compute/v1/projects/(?P<project>[^/]+)/regions/(?P<region>[a-z0-9-]+)$"
+)
+#: The read-only catalogue and project routes: ``projects.get`` (kind None), a zone's machine
+#: or accelerator type, and the aggregated list of accelerator types.
+_CATALOG_ROUTE = re.compile(
+    r"^/compute/v1/projects/(?P<project>[^/]+)"
+    r"(?:/zones/(?P<zone>[a-z0-9-]+)/(?P<kind>machineTypes|acceleratorTypes)/(?P<name>[a-z0-9-]+)"
+    r"|/aggregated/(?P<aggregated>acceleratorTypes))?$"
 )
 _QUOTA_METRICS = (*CPU_QUOTA_METRICS, GPU_QUOTA_METRIC)
 _API = "https://www.googleapis.com/compute/v1"
@@ -90,6 +110,8 @@ class MockCompute:
         image_policy: ImagePolicy | None = None,
         cpu_quota: int = 64,
         gpu_quota: int = 8,
+        gpus_all_regions: int = 0,
+        artifacts: MockArtifacts | None = None,
         work_root: Path | None = None,
         serial_after_stop: bool = False,
         shutdown_s: float = 2.0,
@@ -102,6 +124,8 @@ class MockCompute:
         self.image_policy = image_policy or ImagePolicy()
         self.cpu_quota = cpu_quota
         self.gpu_quota = gpu_quota
+        self.gpus_all_regions = gpus_all_regions
+        self._artifacts = artifacts
         self._work_root = work_root
         self._lock = threading.Lock()
         self._vms: dict[tuple[str, str, str], MockVm] = {}
@@ -140,7 +164,9 @@ class MockCompute:
             self._quota_overrides[(project_id, metric)] = limit
 
     def _limit(self, project_id: str, metric: str) -> int:
-        default = self.gpu_quota if metric == GPU_QUOTA_METRIC else self.cpu_quota
+        default = (self.gpu_quota if metric == GPU_QUOTA_METRIC
+                   else self.gpus_all_regions if metric == PROJECT_GPU_METRIC
+                   else self.cpu_quota)
         return self._quota_overrides.get((project_id, metric), default)
 
     def _usage(self, project_id: str, metric: str) -> int:
@@ -164,9 +190,45 @@ class MockCompute:
             "selfLink": f"{_API}/projects/{project_id}/regions/{region}",
         })
 
+    def _project(self, project_id: str, project_number: str) -> Response:
+        """``projects.get``: the project with its project-wide quotas (``GPUS_ALL_REGIONS``,
+        0 in a new project unless raised, as on Google Cloud)."""
+        with self._lock:
+            limit = self._limit(project_id, PROJECT_GPU_METRIC)
+            usage = self._usage(project_id, PROJECT_GPU_METRIC)
+        return json_response(200, {
+            "kind": "compute#project", "name": project_id, "id": project_number,
+            "quotas": [{"metric": PROJECT_GPU_METRIC, "limit": float(limit),
+                        "usage": float(usage)}],
+            "selfLink": f"{_API}/projects/{project_id}",
+        })
+
+    def _catalog(self, request: Request, found: re.Match[str], project: tuple[str, str]
+                 ) -> Response:
+        """``projects.get``, ``machineTypes.get``, ``acceleratorTypes.get`` and
+        ``acceleratorTypes.aggregatedList`` (see :mod:`sealbench.mocktee._compute_catalog`)."""
+        project_id, number = project
+        if found["aggregated"]:
+            return json_response(200, catalog.accelerator_zones(
+                project_id, request.query.get("filter", "")))
+        if found["kind"] is None:
+            return self._project(project_id, number)
+        zone, kind, name = found.group("zone", "kind", "name")
+        body = (catalog.machine_type if kind == "machineTypes" else catalog.accelerator_type)(
+            project_id, zone, name)
+        if body is None:
+            return _error(404, f"The resource 'projects/{project_id}/zones/{zone}/{kind}/"
+                          f"{name}' was not found", "notFound")
+        return json_response(200, body)
+
     def handle(self, request: Request) -> Response:
+        if self._artifacts is not None and self._artifacts.handles(request.path):
+            return self._artifacts.handle(request)
         match = _ROUTE.match(request.path)
         region = _REGION_ROUTE.match(request.path)
+        listed = _CATALOG_ROUTE.match(request.path)
+        if listed is not None and request.method == "GET":
+            return self._read_only(request, listed, listed.group("project"))
         if match is None and region is None:
             return _error(404, f"{request.method} {request.path} not found", "notFound")
         caller = self._identity.authenticate(request)
@@ -187,6 +249,27 @@ class MockCompute:
                 return ComputeFault.permission_denied("compute.regions.get", resource).response()
             return self._region(resolved[0], region.group("region"))
         assert match is not None
+        return self._instances(request, caller, match, resolved)
+
+    def _read_only(self, request: Request, listed: re.Match[str], project: str) -> Response:
+        caller = self._identity.authenticate(request)
+        if isinstance(caller, Response):
+            return caller
+        resolved = self._identity.resolve_project(project)
+        if resolved is None:
+            return _error(404, f"The resource 'projects/{project}' was not found", "notFound")
+        off = self._identity.service_disabled(project, "compute.googleapis.com")
+        if off is not None:
+            return off
+        if not self._identity.is_owner(caller, resolved[0]):
+            kind = listed["kind"] or listed["aggregated"]
+            permission = ("compute.projects.get" if kind is None
+                          else f"compute.{kind}.{'list' if listed['aggregated'] else 'get'}")
+            return ComputeFault.permission_denied(permission, f"projects/{resolved[0]}").response()
+        return self._catalog(request, listed, resolved)
+
+    def _instances(self, request: Request, caller: Caller, match: re.Match[str],
+                   resolved: tuple[str, str]) -> Response:
         zone, kind, name, sub = match.group("zone", "kind", "name", "sub")
         project_id, project_number = resolved
         method: Method = (
@@ -322,7 +405,8 @@ class MockCompute:
             ]
             if exceeded:
                 metric, limit = exceeded[0]
-                fault = ComputeFault.quota_exceeded(metric, limit, zone.rsplit("-", 1)[0])
+                fault = ComputeFault.quota_exceeded(
+                    metric, limit, None if metric == PROJECT_GPU_METRIC else zone.rsplit("-", 1)[0])
                 error: dict[str, Any] | None = {
                     "httpErrorStatusCode": 403,
                     "httpErrorMessage": "FORBIDDEN",
@@ -339,7 +423,8 @@ class MockCompute:
                 self._vms[key] = vm
                 thread = threading.Thread(
                     target=boot,
-                    args=(vm, self.image_policy, self._minter, self._python, self._work_root),
+                    args=(vm, self.image_policy, self._minter, self._python, self._work_root,
+                          self._artifacts.pull_refusal if self._artifacts else None),
                     name=f"mocktee-vm-{vm.name}",
                     daemon=True,
                 )

@@ -55,6 +55,7 @@ from sealbench.crypto.attestation import Jwks
 from sealbench.enclave.spec import ServiceEndpoints
 from sealbench.mocktee._http import HttpService, Request, Response, google_error, json_response
 from sealbench.mocktee.apis import MockProjectApis
+from sealbench.mocktee.artifacts import MockArtifacts
 from sealbench.mocktee.compute import MockCompute
 from sealbench.mocktee.iam import MockIam
 from sealbench.mocktee.identity import Identity
@@ -177,7 +178,9 @@ class MockCloud:
         self.sts = MockSts(self.state, self.identity, lambda: self._jwks, clock)
         self.iam = MockIam(self.state, self.identity, clock)
         self.kms = MockKms(self.state, self.identity, clock)
-        self.compute = MockCompute(self.identity, self.verifier, work_root=state_dir)
+        self.artifacts = MockArtifacts(self.state, self.identity)
+        self.compute = MockCompute(self.identity, self.verifier, work_root=state_dir,
+                                   artifacts=self.artifacts)
         self.apis = MockProjectApis(self.state, self.identity)
         self._services = [
             verifier_service,

@@ -26,12 +26,14 @@ __all__ = [
     "ComputePermissionDenied",
     "ComputeUnavailable",
     "ConfidentialSpaceError",
+    "ImagePullDenied",
     "ImageReferenceError",
     "QuotaExceeded",
     "VmSettings",
     "VmStoppedUnexpectedly",
     "VmTimeout",
     "image_digest_of",
+    "image_pull_denied",
     "instance_resource",
     "make_compute_clients",
     "translate_api_error",
@@ -58,6 +60,12 @@ _CAPACITY_REASONS = frozenset(
     {"ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", "STOCKOUT"}
 )
 _QUOTA_METRIC = re.compile(r"Quota '(?P<metric>[A-Z0-9_]+)' exceeded")
+#: Artifact Registry's refusal of the launcher's pull, as it appears on the serial port.
+_PULL_DENIED = re.compile(
+    r"failed to pull image.*?denied: Permission \"?artifactregistry\.repositories\."
+    r"downloadArtifacts\"? denied on resource \"?projects/(?P<project>[^/\s\"]+)/locations/"
+    r"(?P<location>[^/\s\"]+)/repositories/(?P<repository>[^/\s\"]+)"
+)
 
 
 class ConfidentialSpaceError(LaunchError):
@@ -104,6 +112,31 @@ class ComputeNotFound(ConfidentialSpaceError):  # noqa: N818
     """The project, zone, network, image or instance does not exist (or the API is off)."""
 
     failure_class = "not_found"
+
+
+class ImagePullDenied(ConfidentialSpaceError):  # noqa: N818
+    """The VM's launcher could not pull the image: its repository does not let the VM's
+    service account download it (``roles/artifactregistry.reader``)."""
+
+    failure_class = "permission"
+
+
+def image_pull_denied(lines: list[str], service_account: str) -> ImagePullDenied | None:
+    """The launcher's pull refusal among the serial ``lines`` as an error naming the repository,
+    the account and the grant that fixes it; None when the serial port shows none."""
+    for line in reversed(lines):
+        found = _PULL_DENIED.search(line)
+        if found is not None:
+            repository, location, project = found.group("repository", "location", "project")
+            return ImagePullDenied(
+                f"the VM could not pull the evaluation image: repository {repository} "
+                f"({location}, project {project}) does not let {service_account} download it",
+                hint=f"the image's owner grants it: gcloud artifacts repositories "
+                f"add-iam-policy-binding {repository} --location={location} "
+                f"--project={project} --member=serviceAccount:{service_account} "
+                "--role=roles/artifactregistry.reader ('sealbench doctor --benchmark B' "
+                "checks it)")
+    return None
 
 
 class VmTimeout(ConfidentialSpaceError):  # noqa: N818

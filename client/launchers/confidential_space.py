@@ -42,6 +42,7 @@ Errors (Google API errors translated once, here, each with a ``hint`` saying wha
     ├── EnclaveRunFailed              the workload ran and failed
     └── ConfidentialSpaceError        the VM could not be created, watched or deleted
         ├── ImageReferenceError       the image is named by tag, not digest
+        ├── ImagePullDenied           the launcher may not pull the image (repository IAM)
         ├── QuotaExceeded             CPU quota or API rate limit (403 QUOTA_EXCEEDED / 429)
         ├── CapacityUnavailable       the zone has no capacity for the machine type
         ├── ComputePermissionDenied   401/403, or no access to the service account
@@ -73,12 +74,14 @@ from sealbench.client.launchers._cs_resources import (
     ComputeNotFound,
     ComputePermissionDenied,
     ConfidentialSpaceError,
+    ImagePullDenied,
     ImageReferenceError,
     QuotaExceeded,
     VmSettings,
     VmStoppedUnexpectedly,
     VmTimeout,
     image_digest_of,
+    image_pull_denied,
     instance_resource,
     make_compute_clients,
     translate_api_error,
@@ -113,6 +116,7 @@ __all__ = [
     "ConfidentialSpaceError",
     "ConfidentialSpaceLauncher",
     "ConfidentialSpaceVm",
+    "ImagePullDenied",
     "ImageReferenceError",
     "QuotaExceeded",
     "VmSettings",
@@ -324,6 +328,9 @@ class ConfidentialSpaceVm:
         if not failed:
             elapsed = self._launcher.clock() - self._started
             return LaunchResult(self._launcher.image_digest, elapsed, None)
+        denied = image_pull_denied(self._lines, self._launcher.settings.service_account)
+        if denied is not None:  # the launcher could not pull the image
+            raise denied
         if not reasons:  # the launcher refused: its reason precedes its exit line
             exits = [i for i, x in enumerate(self._lines) if _EXIT_LINE.search(x)]
             before = [

@@ -66,6 +66,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
             )
             for name, n in (("hospital", "200000000002"), ("intruder", "900000000009"))
         )
+        cloud.artifacts.grant(REFERENCE, f"serviceAccount:{RUNNER}")  # the runner may pull
         yield Setup(cloud, hospital, intruder)
 
 

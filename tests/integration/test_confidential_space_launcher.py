@@ -232,6 +232,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             Sha256Digest("sha256:" + "0" * 64),
             Sha256Digest("sha256:" + "0" * 64),
         )
+        # the authority lets the hospital's runner pull its image (the launcher's pull needs it)
+        cloud.artifacts.grant(world.image_reference, f"serviceAccount:{RUNNER}")
         data = seal_dataset(
             _prepare(root),
             asset_id="ds-small",
@@ -347,3 +349,28 @@ def test_vm_launched_with_other_attested_facts_is_denied_its_keys(
             )
         )
         assert record.exit_code == KeyReleaseDenied.exit_code
+
+
+def test_a_runner_the_image_repository_does_not_let_pull_is_refused_with_the_grant(
+    world: World,
+) -> None:
+    """The launcher pulls the image as the VM's service account: a repository that does not
+    grant it roles/artifactregistry.reader refuses the pull, the workload never starts, and
+    the client names the repository, the account and the command that grants it (issue 29)."""
+    from sealbench.client.launchers.confidential_space import ImagePullDenied
+
+    private = f"us-docker.pkg.dev/authority/private/evaluation@{enclave_image_digest()}"
+    spec = world.spec()
+    lines: list[str] = []
+    launcher = world.launcher(image_reference=private)
+    with pytest.raises(ImagePullDenied) as info:
+        launcher.launch(spec, on_output=lines.append, timeout=600)
+    assert any('denied: Permission "artifactregistry.repositories.downloadArtifacts" denied on '
+               'resource "projects/authority/locations/us/repositories/private"' in x
+               for x in lines), lines
+    assert not any("workload started" in x for x in lines)
+    assert RUNNER in str(info.value)
+    assert ("gcloud artifacts repositories add-iam-policy-binding private --location=us "
+            f"--project=authority --member=serviceAccount:{RUNNER} "
+            "--role=roles/artifactregistry.reader") in info.value.hint
+    assert world.result_objects(spec) == []

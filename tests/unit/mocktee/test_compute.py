@@ -145,6 +145,8 @@ def make_api(
         # these tests read a VM's whole serial log, also after it stopped (Google does not
         # keep it readable: test_serial_port_is_gone_once_the_vm_stopped)
         options.setdefault("serial_after_stop", True)
+        # GPU tests need the project-wide GPU quota a new project lacks (test_compute_catalog)
+        options.setdefault("gpus_all_regions", 8)
         compute = MockCompute(identity, verifier, python=fake_python(program), **options)
         made.append(compute)
         return Api(compute, owner)
