@@ -50,3 +50,26 @@ def test_the_walkthrough_shows_every_step_from_profile_to_verified_result() -> N
 @pytest.mark.parametrize("argv", COMMANDS, ids=[" ".join(a)[:60] for a in COMMANDS])
 def test_every_walkthrough_command_parses(argv: tuple[str, ...]) -> None:
     _parse(argv)
+
+
+def _section(title: str) -> str:
+    text = PAGE.read_text()
+    start = text.index(title)
+    return text[start:text.index("\n## ", start)]
+
+
+def test_the_grants_job_runs_the_watch_once_as_its_own_account_without_a_key_file() -> None:
+    """Issue 29: grants follow approvals with nobody remembering. The recipe's job runs one
+    watch pass per execution, as a service account attached to the Cloud Run job (ADC from the
+    metadata server), with the registry token from Secret Manager; no key file, ever."""
+    recipe = _section("### Keep your grants following the approvals")
+    watches = [argv for argv in COMMANDS if argv[:2] == ("policy", "sync") and "--watch" in argv]
+    assert ("policy", "sync", "--watch", "--once", "--profile", "owner") in watches
+    assert any("--interval" in argv for argv in watches)
+    for needed in ("gcloud run jobs create", "--service-account $SYNC",
+                   "--set-secrets SEALBENCH_TOKEN=", "gcloud scheduler jobs create http",
+                   "jobs/sealbench-sync:run", "--oauth-service-account-email",
+                   "roles/run.invoker"):
+        assert needed in recipe, needed
+    for key_file in ("keys create", "GOOGLE_APPLICATION_CREDENTIALS", ".json"):
+        assert key_file not in recipe, key_file
