@@ -87,9 +87,9 @@ class GroupOutcome:
     global_nsd: float
 
 
-def _border_points(mask: BoolArray) -> npt.NDArray[np.intp]:
-    """Coordinates (N, 3) of the voxels of ``mask`` with a 6-neighbour outside it (or outside the
-    array): ``mask ^ binary_erosion(mask)`` with the cross-shaped structure."""
+def _border(mask: BoolArray) -> BoolArray:
+    """The voxels of ``mask`` with a 6-neighbour outside it (or outside the array):
+    ``mask ^ binary_erosion(mask)`` with the cross-shaped structure."""
     padded = np.pad(mask, 1)
     interior = mask.copy()
     for axis in range(3):
@@ -97,7 +97,7 @@ def _border_points(mask: BoolArray) -> npt.NDArray[np.intp]:
             index = [slice(1, -1)] * 3
             index[axis] = slice(shift, shift + mask.shape[axis])
             interior &= padded[tuple(index)]
-    return np.argwhere(mask & ~interior)
+    return mask & ~interior
 
 
 def _directed(source: npt.NDArray[np.intp], target: npt.NDArray[np.intp],
@@ -122,12 +122,9 @@ def _directed(source: npt.NDArray[np.intp], target: npt.NDArray[np.intp],
 def _surface(ref: BoolArray, pred: BoolArray, spacing: Spacing | None,
              ) -> tuple[float, float]:
     """HD95 and NSD of two non-empty masks (tolerance: the smallest spacing, 0.5 without)."""
-    ref_pts, pred_pts = _border_points(ref), _border_points(pred)
+    ref_set, pred_set = _border(ref), _border(pred)
+    ref_pts, pred_pts = np.argwhere(ref_set), np.argwhere(pred_set)
     scale = None if spacing is None else np.asarray(spacing, dtype=np.float64)
-    ref_set = np.zeros(ref.shape, dtype=bool)
-    ref_set[tuple(ref_pts.T)] = True
-    pred_set = np.zeros(pred.shape, dtype=bool)
-    pred_set[tuple(pred_pts.T)] = True
     ref_tree = cKDTree(ref_pts if scale is None else ref_pts * scale)
     pred_tree = cKDTree(pred_pts if scale is None else pred_pts * scale)
     sd_ref = _directed(ref_pts, pred_pts, pred_tree, pred_set, scale)

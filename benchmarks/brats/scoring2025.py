@@ -107,11 +107,13 @@ def _label_lut(labels: npt.NDArray[np.generic], name: str, allowed: frozenset[in
             raise InvalidPredictionError(f"the {name} holds non-integer values")
     elif arr.dtype.kind not in "iub":
         raise InvalidPredictionError(f"the {name} has dtype {arr.dtype}, expected integers")
-    if arr.dtype == np.uint8:
-        present = np.flatnonzero(np.bincount(arr.ravel(), minlength=256))
+    low, high = (int(arr.min()), int(arr.max())) if arr.size else (0, 0)
+    if low >= 0 and allowed >= set(range(high + 1)):
+        unknown: list[int] = []  # every value from 0 to the largest is allowed
     else:
-        present = np.unique(arr).astype(np.int64)
-    unknown = sorted(set(present.tolist()) - allowed)
+        present = (np.flatnonzero(np.bincount(arr.ravel(), minlength=256))
+                   if arr.dtype == np.uint8 else np.unique(arr).astype(np.int64))
+        unknown = sorted(set(present.tolist()) - allowed)
     if unknown:
         raise InvalidPredictionError(
             f"the {name} holds label values {unknown[:10]}, which no group of the scoring "
@@ -119,9 +121,8 @@ def _label_lut(labels: npt.NDArray[np.generic], name: str, allowed: frozenset[in
     return arr if arr.dtype == np.uint8 else arr.astype(np.uint8)
 
 
-def _box(ref: npt.NDArray[np.uint8], pred: npt.NDArray[np.uint8]) -> tuple[slice, ...] | None:
-    """The bounding box of everything labelled in either volume (``None``: both empty)."""
-    any_label = (ref != 0) | (pred != 0)
+def _box(any_label: npt.NDArray[np.bool_]) -> tuple[slice, ...] | None:
+    """The bounding box of ``any_label`` (``None``: it is empty)."""
     box = []
     for axis in range(3):
         others = tuple(a for a in range(3) if a != axis)
@@ -190,14 +191,20 @@ def score_case(prediction: npt.NDArray[np.generic], truth: npt.NDArray[np.generi
     if pred.shape != ref.shape:
         raise InvalidPredictionError(
             f"the prediction's shape {pred.shape} is not the ground truth's {ref.shape}")
-    box = _box(ref, pred)
+    # Every group lies in the box of what is labelled, and each in its own box within it: the
+    # figures do not depend on the crop (borders see zeros outside, distances are exact).
+    box = _box((ref != 0) | (pred != 0))
     empty: npt.NDArray[np.uint8] = np.zeros((1, 1, 1), dtype=np.uint8)
     ref_c, pred_c = (empty, empty) if box is None else (ref[box], pred[box])
     out: dict[str, dict[str, Any]] = {}
     for group in config.groups:
         lut = np.zeros(256, dtype=bool)
         lut[list(group.labels)] = True
-        outcome = score_group(lut[ref_c], lut[pred_c], space,
+        ref_g, pred_g = lut[ref_c], lut[pred_c]
+        inner = _box(ref_g | pred_g)
+        if inner is not None:
+            ref_g, pred_g = ref_g[inner], pred_g[inner]
+        outcome = score_group(ref_g, pred_g, space,
                               threshold=config.matching_threshold, rules=dict(config.rules))
         out[group.name] = group_dict(outcome, config, space)
     return out
