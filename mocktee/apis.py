@@ -6,11 +6,18 @@ on the mock IAM port, as on ``iam.googleapis.com``) and a token endpoint for
 plain ``authorized_user`` file always refreshes at Google). INSECURE BY
 DESIGN, like the rest of the mock.
 
+A new project has only Google's default APIs enabled (:data:`~sealbench.mocktee.identity.
+DEFAULT_ENABLED_SERVICES`); the Resource Manager routes answer 403 ``SERVICE_DISABLED`` until
+``cloudresourcemanager.googleapis.com`` is enabled in the project they name (Google checks the
+caller's quota project; the mock, which has none, checks the project named). Service Usage is
+on by default and always answers.
+
 Routes of :class:`MockProjectApis` (bearer token of a project owner, except ``/token``)::
 
     GET  /v1/projects/{p}/services/{service}              {"name", "state": ENABLED|DISABLED}
     POST /v1/projects/{p}/services/{service}:enable       → finished Operation
     POST /v1/projects/{p}/services/{service}:disable      → finished Operation
+    POST /v1/projects/{p}/services:batchEnable            {"serviceIds": [...]} → Operation
     GET  /v1/projects/{p}                                 projects.get: id and number
     POST /v1/projects/{p}:getIamPolicy                    the project policy (owners as roles/owner)
     POST /v1/projects/{p}:setIamPolicy                    {"policy": {...}} (etag checked)
@@ -39,6 +46,10 @@ from sealbench.mocktee.state import MockState, token_hash
 __all__ = ["MockProjectApis", "MockServiceAccounts"]
 
 _SERVICE = re.compile(r"^/v1/projects/([^/]+)/services/([a-z0-9.-]+)(?::(enable|disable))?$")
+_BATCH_ENABLE = re.compile(r"^/v1/projects/([^/]+)/services:batchEnable$")
+#: Google's limit on the services of one ``batchEnable`` request.
+_MAX_BATCH = 20
+_CRM = "cloudresourcemanager.googleapis.com"
 _PROJECT = re.compile(r"^/v1/projects/([^/:]+)$")
 _PROJECT_IAM = re.compile(r"^/v1/projects/([^/:]+):(getIamPolicy|setIamPolicy)$")
 _ACCOUNTS = re.compile(r"^/v1/projects/([^/]+)/serviceAccounts(?:/([^/:]+))?$")
@@ -66,11 +77,17 @@ class MockProjectApis:
             return caller
         if m := _SERVICE.match(request.path):
             return self._service(request, caller, *m.groups())
+        if (m := _BATCH_ENABLE.match(request.path)) and request.method == "POST":
+            return self._batch_enable(request, caller, m.group(1))
         if (m := _PROJECT.match(request.path)) and request.method == "GET":
+            if off := self._identity.service_disabled(m.group(1), _CRM):
+                return off
             return self._project(caller, m.group(1))
         if m := _PROJECT_IAM.match(request.path):
             if request.method != "POST":
                 return google_error(404, f"{request.method} {request.path} not found")
+            if off := self._identity.service_disabled(m.group(1), _CRM):
+                return off
             return self._project_iam(request, caller, m.group(1), m.group(2))
         return google_error(404, f"{request.method} {request.path} is not served by the mock")
 
@@ -100,6 +117,28 @@ class MockProjectApis:
         if request.method != "POST":
             return google_error(404, f"{request.method} {request.path} not found")
         self.set_service(project_id, service, enabled=verb == "enable")
+        return json_response(200, {"name": f"operations/mock.{secrets.token_hex(8)}",
+                                   "done": True})
+
+    def _batch_enable(self, request: Request, caller: Caller, project: str) -> Response:
+        """``services:batchEnable`` (what ``gcloud services enable A B C`` sends): all or
+        nothing, at most 20 services."""
+        resolved = self._identity.resolve_project(project)
+        if resolved is None or not self._identity.is_owner(caller, project):
+            return google_error(
+                403, f"Permission denied to enable services of project {project}."
+            )
+        body = request.json()
+        ids = body.get("serviceIds") if isinstance(body, dict) else None
+        if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
+            return google_error(400, "serviceIds must be a non-empty list of service names.")
+        if len(ids) > _MAX_BATCH:
+            return google_error(400, f"At most {_MAX_BATCH} services can be enabled at once.")
+        unknown = [i for i in ids if i not in SERVICE_TITLES]
+        if unknown:
+            return google_error(404, f"Service {unknown[0]} not found or permission denied.")
+        for service in ids:
+            self.set_service(resolved[0], service, enabled=True)
         return json_response(200, {"name": f"operations/mock.{secrets.token_hex(8)}",
                                    "done": True})
 

@@ -22,6 +22,7 @@ from sealbench.mocktee.state import MockState, token_hash
 
 __all__ = [
     "ACCESS_TOKEN_LIFETIME_S",
+    "DEFAULT_ENABLED_SERVICES",
     "SERVICE_TITLES",
     "Caller",
     "Identity",
@@ -34,8 +35,10 @@ __all__ = [
 ACCESS_TOKEN_LIFETIME_S = 3600
 _TOKEN_PREFIX = "mock-insecure."  # noqa: S105 - a prefix, not a secret
 
-#: The APIs the mock serves (all enabled in a new project, unlike Google Cloud, where an owner
-#: enables them; ``services/NAME:disable`` turns one off) and their titles in Google's errors.
+#: The APIs the mock serves and their titles in Google's errors. As in Google Cloud, a new
+#: project has only :data:`DEFAULT_ENABLED_SERVICES` enabled; every other one answers 403
+#: ``SERVICE_DISABLED`` until an owner enables it (``gcloud services enable``: Service Usage's
+#: ``services/NAME:enable`` or ``services:batchEnable``); ``services/NAME:disable`` turns one off.
 SERVICE_TITLES: dict[str, str] = {
     "cloudkms.googleapis.com": "Cloud Key Management Service (KMS) API",
     "storage.googleapis.com": "Cloud Storage API",
@@ -46,6 +49,14 @@ SERVICE_TITLES: dict[str, str] = {
     "cloudresourcemanager.googleapis.com": "Cloud Resource Manager API",
     "serviceusage.googleapis.com": "Service Usage API",
 }
+
+#: The APIs of :data:`SERVICE_TITLES` a new project has enabled without asking. Google enables a
+#: longer list by default in a project created with the console or gcloud (BigQuery, Logging,
+#: Monitoring, ...); of the APIs the mock serves, that list holds Cloud Storage and Service
+#: Usage. KMS, IAM, STS, Compute Engine, Confidential Computing and Resource Manager are off.
+DEFAULT_ENABLED_SERVICES: frozenset[str] = frozenset(
+    {"storage.googleapis.com", "serviceusage.googleapis.com"}
+)
 
 
 def pool_base(project_number: str, pool_id: str) -> str:
@@ -215,9 +226,15 @@ class Identity:
         return Caller(principal=record["principal"], members=frozenset(members))
 
     def create_project(self, project_id: str, project_number: str, owner: str) -> None:
+        """Register ``project_id`` (if new: with only :data:`DEFAULT_ENABLED_SERVICES` enabled)
+        and add ``owner`` to its owners."""
         if not project_number.isdigit() or not project_id:
             raise ValueError("project id must be non-empty and project number numeric")
         with self._state.edit() as doc:
+            if project_id not in doc["projects"]:  # a new project: Google's defaults only
+                doc["disabled_services"][project_id] = sorted(
+                    set(SERVICE_TITLES) - DEFAULT_ENABLED_SERVICES
+                )
             project = doc["projects"].setdefault(
                 project_id, {"number": project_number, "owners": []}
             )

@@ -1,12 +1,13 @@
 """Set up an asset owner in a running mock cloud the way an owner sets up Google Cloud by hand
-(``gcloud projects create``, ``gcloud kms keyrings/keys create``, ``gcloud storage buckets
-create``): a project with the owner, a KMS key ring and ``ENCRYPT_DECRYPT`` key, a bucket, and an
-owner access token. Everything goes through the mock's public REST endpoints (and its INSECURE
-control endpoint for the project and the token), so tests, ``sealbench demo`` and the CLI's
-``mock-tee up`` share one path; with it comes the service account the owner's VMs run as
-(``sealbench-runner@PROJECT``) and its project roles. The workload identity pool, provider and
-IAM bindings are not made here: that is the policy writer's job
-(:mod:`sealbench.cloud.policy_writer`)."""
+(``gcloud projects create``, ``gcloud services enable``, ``gcloud kms keyrings/keys create``,
+``gcloud storage buckets create``): a project with the owner, the APIs a sealbench owner uses
+enabled through Service Usage (a new project, as at Google, has them off), a KMS key ring and
+``ENCRYPT_DECRYPT`` key, a bucket, and an owner access token. Everything goes through the
+mock's public REST endpoints (and its INSECURE control endpoint for the project and the
+token), so tests, ``sealbench demo`` and the CLI's ``mock-tee up`` share one path; with it comes
+the service account the owner's VMs run as (``sealbench-runner@PROJECT``) and its project
+roles. The workload identity pool, provider and IAM bindings are not made here: that is the
+policy writer's job (:mod:`sealbench.cloud.policy_writer`)."""
 
 from __future__ import annotations
 
@@ -19,11 +20,13 @@ from typing import Any
 from sealbench.mocktee.server import MockEndpoints
 
 __all__ = [
+    "OWNER_SERVICES",
     "PROVISION_TIMEOUT_S",
     "RUNNER_ACCOUNT_ID",
     "RUNNER_ROLES",
     "OwnerSetup",
     "ProvisionError",
+    "enable_services",
     "provision_owner",
 ]
 
@@ -31,6 +34,19 @@ __all__ = [
 RUNNER_ACCOUNT_ID = "sealbench-runner"
 #: The project roles that account needs (the same list ``sealbench doctor`` checks).
 RUNNER_ROLES = ("roles/confidentialcomputing.workloadUser", "roles/logging.logWriter")
+
+#: The APIs an owner enables for sealbench (``gcloud services enable ...``): KMS, IAM and the
+#: STS for keys, pools and grants, Resource Manager for the project policy, Compute Engine and
+#: Confidential Computing for the VMs a data owner runs. Cloud Storage and Service Usage are on
+#: in a new project already.
+OWNER_SERVICES = (
+    "cloudkms.googleapis.com",
+    "iam.googleapis.com",
+    "sts.googleapis.com",
+    "cloudresourcemanager.googleapis.com",
+    "compute.googleapis.com",
+    "confidentialcomputing.googleapis.com",
+)
 
 #: Seconds allowed for each provisioning request.
 PROVISION_TIMEOUT_S = 30.0
@@ -85,8 +101,10 @@ def provision_owner(
     key_ring: str = "sealbench",
     key: str = "assets",
     bucket: str | None = None,
+    services: tuple[str, ...] = OWNER_SERVICES,
 ) -> OwnerSetup:
-    """Create (or reuse) the owner's project, key ring, key and bucket; return an owner token."""
+    """Create (or reuse) the owner's project, enable ``services`` in it, create its key ring,
+    key and bucket; return an owner token."""
     principal = f"user:{email}"
     _call(
         "POST",
@@ -98,6 +116,7 @@ def provision_owner(
             "access_token"
         ]
     )
+    enable_services(endpoints, project_id, token, services)
     parent = f"projects/{project_id}/locations/global"
     ring_name = f"{parent}/keyRings/{key_ring}"
     key_name = f"{ring_name}/cryptoKeys/{key}"
@@ -119,6 +138,21 @@ def provision_owner(
     if endpoints.apis is not None:
         _runner_account(endpoints, project_id, token)
     return OwnerSetup(principal, project_id, project_number, key_name, bucket, token)
+
+
+def enable_services(
+    endpoints: MockEndpoints,
+    project_id: str,
+    token: str,
+    services: tuple[str, ...] = OWNER_SERVICES,
+) -> None:
+    """Enable ``services`` in the project through Service Usage's ``services:batchEnable``, as
+    ``gcloud services enable`` does (``token``: a project owner's). A mock whose
+    ``endpoints.json`` predates the Service Usage API had every API on: nothing to do there."""
+    if endpoints.apis is None or not services:
+        return
+    _call("POST", f"{endpoints.apis}/v1/projects/{project_id}/services:batchEnable",
+          {"serviceIds": list(services)}, token)
 
 
 def _runner_account(endpoints: MockEndpoints, project_id: str, token: str) -> None:

@@ -21,7 +21,12 @@ Layout of the state directory (each file written atomically: temp + fsync + rena
      "service_accounts": {email: account}, "project_iam": {project_id: policy},
      "refresh_tokens": {sha256hex: principal}}
 
-A state written before the last four sections existed loads with them empty.
+A state written before the last four sections existed loads with them empty. A soft-deleted
+pool or provider keeps ``state: DELETED``, ``expireTime`` and ``purgeAt`` (epoch seconds) until
+purged; a KMS key's or bucket's policy keeps ``history`` (``[{"at", "bindings"}]``, its recent
+versions) for the IAM propagation delay; a new project's ``disabled_services`` lists every API
+the mock serves but Google's defaults (:data:`~sealbench.mocktee.identity.
+DEFAULT_ENABLED_SERVICES`).
 """
 
 from __future__ import annotations

@@ -96,6 +96,8 @@ class MockSts:
                 "/v1/TopLevel/token for the list of possible formats.",
             )
         provider_name, number, pool_id = match.group(1), match.group(2), match.group(3)
+        if off := self._identity.service_disabled(number, "sts.googleapis.com"):
+            return off  # the pool's project has not enabled the Security Token Service API
         doc = self._state.read()
         pool = doc["pools"].get(provider_name.split("/providers/")[0])
         provider = doc["providers"].get(provider_name)

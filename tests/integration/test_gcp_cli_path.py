@@ -35,6 +35,7 @@ import sealbench.client
 import sealbench.cloud
 from sealbench.client.cli import app
 from sealbench.client.local import create_accounts, registry_process
+from sealbench.mocktee.provision import enable_services
 from sealbench.mocktee.server import MockCloud, MockEndpoints
 
 ACCOUNTS = {
@@ -130,6 +131,8 @@ class World:
         ep = self.ep
         _post(f"{ep.control}/mock/v1/projects",
               {"projectId": project, "projectNumber": number, "owner": f"user:{email}"})
+        owner_token = _post(f"{ep.control}/mock/v1/ownerTokens", {"principal": f"user:{email}"})
+        enable_services(ep, project, str(owner_token["access_token"]))  # gcloud services enable
         refresh = _post(f"{ep.control}/mock/v1/refreshTokens", {"principal": f"user:{email}"})
         adc = self.tmp / f"adc-{profile}.json"
         adc.write_text(json.dumps({

@@ -29,6 +29,7 @@ from sealbench.client.launchers.confidential_space import (
     VmSettings,
 )
 from sealbench.enclave.spec import AssetLocation, RunSpec
+from sealbench.mocktee.provision import enable_services
 from sealbench.mocktee.server import MockCloud, MockEndpoints
 
 PROJECT, NUMBER, OWNER = "apis-gcp", "810000000081", "user:owner@apis.example"
@@ -50,6 +51,7 @@ def mock(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MockCloud]:
         ep = cloud.endpoints
         _post(f"{ep.control}/mock/v1/projects",
               {"projectId": PROJECT, "projectNumber": NUMBER, "owner": OWNER})
+        enable_services(ep, PROJECT, _token(ep))  # a new project has them off, as at Google
         yield cloud
 
 

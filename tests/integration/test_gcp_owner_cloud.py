@@ -25,6 +25,7 @@ from sealbench.cloud.kms import KmsKeyWrapper, make_kms_client
 from sealbench.crypto.digest import sha256_digest
 from sealbench.crypto.envelope import WrappedKey, asset_aad, unwrap_key
 from sealbench.crypto.workload import WorkloadIdentity
+from sealbench.mocktee.provision import enable_services
 from sealbench.mocktee.server import MockCloud
 
 PROJECT, NUMBER = "owner-gcp", "500000000005"
@@ -56,6 +57,7 @@ def _new_owner(mock: MockCloud, project: str, number: str,
     _control(f"{ep.control}/mock/v1/projects",
              {"projectId": project, "projectNumber": number, "owner": principal})
     token = _control(f"{ep.control}/mock/v1/ownerTokens", {"principal": principal})
+    enable_services(ep, project, token["access_token"])  # 'gcloud services enable ...'
     return GcpOwnerCloud(
         project_id=project,
         project_number=number,

@@ -11,7 +11,8 @@ from urllib.parse import urlencode
 import pytest
 
 from sealbench.mocktee._http import Request
-from sealbench.mocktee.identity import Identity
+from sealbench.mocktee.apis import MockProjectApis
+from sealbench.mocktee.identity import SERVICE_TITLES, Identity
 from sealbench.mocktee.state import MockState
 from sealbench.mocktee.verifier import MockVerifier
 
@@ -24,6 +25,17 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def create_project_with_apis(
+    identity: Identity, state: MockState, project_id: str, number: str, owner: str
+) -> None:
+    """A project whose owner has enabled every API the mock serves (a new project starts with
+    only Google's default APIs on, as at Google)."""
+    identity.create_project(project_id, number, owner)
+    apis = MockProjectApis(state, identity)
+    for service in SERVICE_TITLES:
+        apis.set_service(project_id, service, enabled=True)
 
 
 @pytest.fixture

@@ -22,7 +22,9 @@ from sealbench.mocktee._compute_vm import SERIAL_BUFFER_BYTES, ImagePolicy, Seri
 from sealbench.mocktee._http import Request, Response
 from sealbench.mocktee.compute import ComputeFault, MockCompute
 from sealbench.mocktee.identity import Identity
+from sealbench.mocktee.state import MockState
 from sealbench.mocktee.verifier import MockVerifier
+from tests.unit.mocktee.conftest import create_project_with_apis
 
 PROJECT, NUMBER, ZONE = "hospital", "200000000002", "us-central1-a"
 BASE = f"/compute/v1/projects/{PROJECT}/zones/{ZONE}"
@@ -129,9 +131,11 @@ def fake_python(tmp_path: Path) -> Callable[[str], str]:
 
 
 @pytest.fixture
-def owner(identity: Identity) -> str:
-    identity.create_project(PROJECT, NUMBER, "user:ops@hospital.example")
-    identity.create_project("elsewhere", "900000000009", "user:someone@else.example")
+def owner(identity: Identity, state: MockState) -> str:
+    create_project_with_apis(identity, state, PROJECT, NUMBER, "user:ops@hospital.example")
+    create_project_with_apis(
+        identity, state, "elsewhere", "900000000009", "user:someone@else.example"
+    )
     return identity.issue("user:ops@hospital.example")[0]
 
 

@@ -15,7 +15,7 @@ from sealbench.mocktee.iam import SOFT_DELETE_S, MockIam
 from sealbench.mocktee.identity import Identity
 from sealbench.mocktee.state import MockState
 from sealbench.mocktee.verifier import MockVerifier, WorkloadLaunch
-from tests.unit.mocktee.conftest import Clock, MakeRequest
+from tests.unit.mocktee.conftest import Clock, MakeRequest, create_project_with_apis
 from tests.unit.mocktee.test_services import OWNER, PROVIDER, _form, _sts
 
 BASE = "/v1/projects/111/locations/global/workloadIdentityPools"
@@ -31,7 +31,7 @@ def _json(response: Response) -> Any:
 
 @pytest.fixture
 def iam(state: MockState, identity: Identity, clock: Clock) -> MockIam:
-    identity.create_project("p1", "111", OWNER)
+    create_project_with_apis(identity, state, "p1", "111", OWNER)
     return MockIam(state, identity, clock)
 
 
@@ -134,7 +134,7 @@ def test_sts_refuses_a_deleted_provider_or_pool(
     sts = _sts(state, identity, verifier, clock)
     token = verifier.mint(WorkloadLaunch("sha256:" + "a" * 64, "ref"))
     assert sts.handle(make_request("POST", "/v1/token", form=_form(token))).status == 200
-    identity.create_project("p1", "111", OWNER)
+    create_project_with_apis(identity, state, "p1", "111", OWNER)
     owner, _ = identity.issue(OWNER)
     path = f"/v1/{PROVIDER}" if deleted == "provider" else f"/v1/{PROVIDER.split('/providers/')[0]}"
     iam = MockIam(state, identity, clock)

@@ -19,6 +19,7 @@ from sealbench.mocktee.kms import MockKms
 from sealbench.mocktee.state import MockState
 from sealbench.mocktee.sts import GRANT_TYPE, MockSts
 from sealbench.mocktee.verifier import MockVerifier, WorkloadLaunch
+from tests.unit.mocktee.conftest import create_project_with_apis
 
 MakeRequest = Callable[..., Request]
 RING = "projects/p1/locations/global/keyRings/r"
@@ -40,7 +41,7 @@ def _json(response: Response) -> Any:
 
 @pytest.fixture
 def kms(state: MockState, identity: Identity, make_request: MakeRequest) -> tuple[MockKms, str]:
-    identity.create_project("p1", "111", OWNER)
+    create_project_with_apis(identity, state, "p1", "111", OWNER)
     token, _ = identity.issue(OWNER)
     service = MockKms(state, identity)
     assert (
@@ -320,7 +321,7 @@ def test_malformed_sts_request_refused_with_google_error(
 def test_provider_with_invalid_cel_or_mapping_refused(
     state: MockState, identity: Identity, make_request: MakeRequest
 ) -> None:
-    identity.create_project("p1", "111", OWNER)
+    create_project_with_apis(identity, state, "p1", "111", OWNER)
     token, _ = identity.issue(OWNER)
     iam = MockIam(state, identity)
     base = "/v1/projects/111/locations/global/workloadIdentityPools"
