@@ -359,6 +359,7 @@ def run(
     Ctrl-C stops launching, tears down what runs and records it interrupted: the same command
     again resumes with what is left. --json prints one event per line."""
     from sealbench.client._cli_tee import CsOptions, make_launcher
+    from sealbench.client.launchers.trust import check_owner_trust, issuers_released_to
 
     backend = workflows.check_tee(tee)
     if (model is None) == (not all_models):
@@ -391,6 +392,8 @@ def run(
                          force=force)
         client = s.client
 
+        verifier = _tee_verifier(s.profile, endpoints, mock_tee)
+
         def make_spec(dataset_id: int, model_id: int, run_id: str) -> RunSpec:
             spec = runs.build_spec(
                 client, run_id=run_id, benchmark_id=benchmark, dataset_id=dataset_id,
@@ -401,8 +404,12 @@ def run(
             )
             window = iam_wait if iam_wait is not None else iam_wait_window(
                 owners_synced_at(client, dataset_id, model_id), datetime.now(UTC))
-            return with_run_options(spec, iam_wait_s=window,
+            spec = with_run_options(spec, iam_wait_s=window,
                                     allow_cpu_fallback=allow_cpu_fallback)
+            ids = {"dataset": dataset_id, "model": model_id}
+            check_owner_trust(spec, verifier, trusted_issuers=lambda kind: issuers_released_to(
+                _visible_results(client, benchmark), kind, ids[kind]))
+            return spec
 
         outcome, errors = _run_plan(
             plan, launcher, store, make_spec, client=client, tee=backend, parallel=parallel,
@@ -428,6 +435,28 @@ def run(
         first = errors[0]
         raise first if isinstance(first, ClientError) else runs.translate_launch_error(first)
     return [*outcome.skipped, *outcome.succeeded]
+
+
+def _tee_verifier(profile: ResolvedProfile, endpoints: Any, mock_tee: Path | None) -> Any:
+    """The verifier this profile's runs attest to: its mock-tee's, or Google's (or the
+    profile's ``attestation`` override)."""
+    from sealbench.client.launchers.trust import TeeVerifier
+
+    if endpoints is not None:
+        state = mock_tee or profile.profile.mock_tee
+        return TeeVerifier(endpoints.issuer, f"the mock-tee of {state}, yours")
+    gcp = profile.profile.gcp
+    source = gcp_key_source({} if gcp is None else gcp.api_endpoints)
+    google = gcp is None or "attestation" not in gcp.api_endpoints
+    return TeeVerifier(source.issuer, "Google's Confidential Space verifier" if google else
+                       "the attestation verifier your profile names")
+
+
+def _visible_results(client: RegistryClient, benchmark: int) -> tuple[Any, ...]:
+    try:
+        return client.list_results(benchmark)
+    except ClientError:
+        return ()
 
 
 def _run_plan(
