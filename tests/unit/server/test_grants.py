@@ -15,9 +15,15 @@ from alembic import command
 from fastapi.testclient import TestClient
 from sqlalchemy import inspect, text
 
+from sealbench.crypto.digest import Sha256Digest
 from sealbench.crypto.workload import WorkloadIdentity, grant_set_digest
 from sealbench.server.db import open_database
-from sealbench.server.migrate import alembic_config, current_revision, head_revision, upgrade_to_head
+from sealbench.server.migrate import (
+    alembic_config,
+    current_revision,
+    head_revision,
+    upgrade_to_head,
+)
 
 API = "/api/v1"
 PIN = "brats-2023-gli/1"
@@ -28,8 +34,8 @@ COORDS = {
 }
 
 
-def _recipient(label: str, h: Any) -> str:
-    return str(h.digest_of("recipient-" + label))
+def _recipient(label: str, h: Any) -> Sha256Digest:
+    return Sha256Digest(h.digest_of("recipient-" + label))
 
 
 def _hospital(client: TestClient, world: Any, h: Any, actor: Any, name: str) -> int:
@@ -182,6 +188,35 @@ def test_dataset_owner_grants_bind_the_dataset(client: TestClient, world: Any, h
         str(world.benchmark_id), PIN), False)])
     h.ok(_report(client, world.data_owner, "dataset", did, mine))
     assert _syncs(client, world.data_owner, h) == []
+
+
+def test_dashboard_inbox_lists_policy_sync_needed(
+    client: TestClient, sealed: Any, h: Any, make_user: Any, settings: Any, clock: Any,
+    jwks_fetcher: Any,
+) -> None:
+    """The dashboard renders the same list from the same service, with the command."""
+    import re
+
+    from sealbench.server.app import create_app
+    from sealbench.server.web import mount_dashboard
+
+    _hospital(client, sealed, h, make_user("new@hospital.test"), "site-b")
+    app = create_app(settings, clock=clock, jwks_fetcher=jwks_fetcher)
+    mount_dashboard(app, settings)
+    with TestClient(app) as web:
+        form = web.get("/ui/sign-in").text
+        csrf = re.search(r'name="csrf" value="([^"]+)"', form)
+        assert csrf is not None
+        signed = web.post("/ui/sign-in", data={"csrf": csrf.group(1),
+                                               "token": sealed.model_owner.token,
+                                               "next": "/ui/inbox"}, follow_redirects=False)
+        assert signed.status_code == 303, signed.text
+        page = web.get("/ui/inbox").text
+        assert 'id="syncs-needed"' in page and "Policy sync needed" in page
+        assert f"<code>sealbench policy sync --model {sealed.model_id}</code>" in page
+        h.ok(_report(client, sealed.model_owner, "model", sealed.model_id,
+                     _model_grants(sealed, h, ["site-a", "site-b"])))
+        assert 'id="syncs-needed"' not in web.get("/ui/inbox").text
 
 
 def test_clock_is_conftests(h: Any) -> None:
