@@ -15,9 +15,8 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
-from sealbench.client._cli_common import JsonOpt, ProfileOpt, emit_json, out, session
+from sealbench.client._cli_common import JsonOpt, ProfileOpt, emit_json, out, session, table
 from sealbench.server.schemas.leaderboard import PooledLeaderboard, PooledValuePublic, to_csv
 
 __all__ = ["OutputFormat", "benchmark_leaderboard", "print_table", "to_csv"]
@@ -51,22 +50,19 @@ def _interval(value: PooledValuePublic) -> str:
 
 def print_table(console: Console, board: PooledLeaderboard) -> None:
     label = next((m.label for m in board.metrics if m.key == board.metric), board.metric)
-    t = Table(title=f"leaderboard of benchmark {board.benchmark_id} ({board.plugin}): {label} "
-              f"pooled over sites ({board.direction} is better)", title_justify="left",
-              header_style="bold")
-    for column, justify in (("rank", "right"), ("model", "left"), ("pooled", "right"),
-                            ("95% CI", "right"), ("sites", "right"), ("cases", "right"),
-                            ("site range", "right"), ("I²", "right")):
-        t.add_column(column, justify=justify)  # type: ignore[arg-type]
+    rows = []
     for s in board.standings:
         v = s.values[0]
         rank = "-" if s.rank is None else f"{s.rank}{'=' if s.tied else ''}"
         span = "-" if v.site_min is None else f"{_fmt(v.site_min)} to {_fmt(v.site_max)}"
         model = f"{s.model_name} {s.model_version} (#{s.model_id})"
-        t.add_row(rank, model + (" ‡" if s.mock_tee else ""), _pooled(v),
-                  _interval(v), str(v.n_sites), str(v.n_cases), span,
-                  "-" if v.i2 is None else f"{v.i2:.0%}")
-    console.print(t)
+        rows.append((rank, model + (" ‡" if s.mock_tee else ""), _pooled(v), _interval(v),
+                     v.n_sites, v.n_cases, span, "-" if v.i2 is None else f"{v.i2:.0%}"))
+    table(f"leaderboard of benchmark {board.benchmark_id} ({board.plugin}): {label} pooled "
+          f"over sites ({board.direction} is better)",
+          ("rank", "model", "pooled", "95% CI", "sites", "cases", "site range", "I²"), rows,
+          right=frozenset({"rank", "pooled", "95% CI", "sites", "cases", "site range", "I²"}),
+          console=console)
     if any(s.values[0].pooled is not None and s.values[0].bias is not None
            for s in board.standings):
         console.print(BIAS_NOTE)

@@ -19,6 +19,7 @@ from sealbench.client._cli_common import (
     ProfileOpt,
     emit_json,
     out,
+    provider_label,
     session,
     table,
     user_label,
@@ -307,7 +308,7 @@ def benchmark_progress(
         ("model", "dataset", "status", "reason", "source", "provider", "run", "result",
          "updated"),
         ((f"{c.model_id} {c.model_name}", f"{c.dataset_id} {c.dataset_name}", c.status,
-          c.reason or "", _source(c), c.execution_provider or "", c.run_id or "",
+          c.reason or "", _source(c), provider_label(c.execution_provider), c.run_id or "",
           "" if c.result_id is None else c.result_id,
           "" if c.updated_at is None else c.updated_at.strftime("%Y-%m-%d %H:%M"))
          for c in board.cells),

@@ -23,6 +23,7 @@ from sealbench.client._cli_common import (
     log,
     out,
     progress_bar,
+    provider_label,
     session,
     table,
 )
@@ -147,12 +148,12 @@ def policy_sync(
     and revoke the rest; bindings you made by hand are kept. The registry is told which grants
     were written, so it can list "policy sync needed" when approvals move on; --watch syncs
     them as they do."""
+    if once and not watch:
+        raise ConfigError("--once goes with --watch")
     if not watch and (dataset is None) == (model is None):
         raise ConfigError("name exactly one of --dataset and --model (or use --watch)")
     if dataset is not None and model is not None:
         raise ConfigError("name at most one of --dataset and --model")
-    if once and not watch:
-        raise ConfigError("--once goes with --watch")
     if result_bucket is not None and model is not None:
         raise ConfigError("--result-bucket goes with --dataset: results belong to the data owner")
     if watch:
@@ -525,7 +526,7 @@ def result_ls(profile: ProfileOpt = None, json_out: JsonOpt = False) -> list[run
          "submitted as"),
         ((r.run_id, r.benchmark_id, r.dataset_id, r.model_id, r.status,
           "" if r.wall_seconds is None else f"{r.wall_seconds:.1f}",
-          r.execution_provider or "",
+          provider_label(r.execution_provider),
           "" if r.result_id is None else f"result {r.result_id}") for r in records),
     )
     return records
