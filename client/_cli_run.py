@@ -23,7 +23,6 @@ from sealbench.client._cli_common import (
     log,
     out,
     progress_bar,
-    provider_label,
     session,
     table,
 )
@@ -526,7 +525,7 @@ def result_ls(profile: ProfileOpt = None, json_out: JsonOpt = False) -> list[run
          "submitted as"),
         ((r.run_id, r.benchmark_id, r.dataset_id, r.model_id, r.status,
           "" if r.wall_seconds is None else f"{r.wall_seconds:.1f}",
-          provider_label(r.execution_provider),
+          r.execution_provider or "",
           "" if r.result_id is None else f"result {r.result_id}") for r in records),
     )
     return records

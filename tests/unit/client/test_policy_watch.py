@@ -207,3 +207,24 @@ def test_two_watchers_at_once_end_with_the_right_grants(setup: Setup) -> None:
     again = owner.sync_policy(setup.api["modelco"], setup.cloud, "model", setup.model)
     assert not again.report.changed  # both wrote the same, complete set
     assert len(again.grants) == 3
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--once"], "--once goes with --watch"),
+        ([], "name exactly one of --dataset and --model (or use --watch)"),
+        (["--watch", "--dataset", "1", "--model", "2"], "at most one of --dataset and --model"),
+        (["--watch", "--model", "2", "--result-bucket", "gs://b"], "--result-bucket goes with"),
+    ],
+)
+def test_policy_sync_options_that_do_not_go_together_are_refused(
+    cli_home: Path, argv: list[str], says: str
+) -> None:
+    from typer.testing import CliRunner
+
+    from sealbench.client.cli import app
+
+    result = CliRunner().invoke(app, ["policy", "sync", *argv])
+    assert result.exit_code == 3, result.output
+    assert says in " ".join(result.output.split())
