@@ -74,8 +74,8 @@ def test_kms_grant_applies_after_the_delay_and_a_revocation_too(
 
     policy = admin.get_iam_policy(request={"resource": owner.key_name})
     policy.bindings.add(role=DECRYPTER, members=[MEMBER])
+    granted = time.monotonic()  # before the write: the mock times the change after this
     admin.set_iam_policy(request={"resource": owner.key_name, "policy": policy})
-    granted = time.monotonic()
     # The new policy reads back at once, as Google's does; it is not in effect yet.
     read = admin.get_iam_policy(request={"resource": owner.key_name})
     assert any(b.role == DECRYPTER and MEMBER in b.members for b in read.bindings)
@@ -87,8 +87,8 @@ def test_kms_grant_applies_after_the_delay_and_a_revocation_too(
 
     current = admin.get_iam_policy(request={"resource": owner.key_name})
     del current.bindings[:]
-    admin.set_iam_policy(request={"resource": owner.key_name, "policy": current})
     revoked = time.monotonic()
+    admin.set_iam_policy(request={"resource": owner.key_name, "policy": current})
     assert decrypt() == b"dek"  # the revocation has not propagated yet
     assert time.monotonic() - revoked < DELAY_S
     assert _until_refused(decrypt, revoked) >= DELAY_S
@@ -111,8 +111,8 @@ def test_bucket_grant_applies_after_the_delay(mock: tuple[MockCloud, OwnerSetup]
     headers = {"Authorization": f"Bearer {owner.access_token}"}
     policy = requests.get(url, headers=headers, timeout=10).json()
     policy["bindings"].append({"role": "roles/storage.objectViewer", "members": [MEMBER]})
-    assert requests.put(url, json=policy, headers=headers, timeout=10).status_code == 200
     granted = time.monotonic()
+    assert requests.put(url, json=policy, headers=headers, timeout=10).status_code == 200
     with pytest.raises(StorageAccessDenied):
         reader.get_bytes("late.sealed", 100)
     assert time.monotonic() - granted < DELAY_S
