@@ -228,3 +228,24 @@ def test_policy_sync_options_that_do_not_go_together_are_refused(
     result = CliRunner().invoke(app, ["policy", "sync", *argv])
     assert result.exit_code == 3, result.output
     assert says in " ".join(result.output.split())
+
+
+def test_lag_notice_tells_the_caller_to_sync_its_own_asset_and_others_whose() -> None:
+    from datetime import UTC, datetime
+
+    from sealbench.server.schemas import GrantsStatus
+
+    def status(kind: str, asset: int, owner_id: int, synced: datetime | None) -> GrantsStatus:
+        return GrantsStatus(
+            asset_kind=kind, asset_id=asset, asset_name="x", owner_id=owner_id, sealed=True,  # type: ignore[arg-type]
+            required_digest=sha256_digest(b"now"), required_count=2, reported_digest=None,
+            synced_at=synced, lagging=True, command=f"sealbench policy sync --{kind} {asset}")
+
+    when = datetime(2026, 12, 4, 21, 0, tzinfo=UTC)
+    notice = lag_notice([status("model", 3, 4, when), status("dataset", 5, 9, None)], me=9)
+    assert notice == (
+        "model 3's owner (user 4) has not synced its grants since your association was approved "
+        "(last synced 2026-12-04 21:00 UTC); they run: sealbench policy sync --model 3; "
+        "your dataset 5's grants lag its approvals (never reported a sync): run sealbench "
+        "policy sync --dataset 5")
+    assert lag_notice([], me=9) is None
