@@ -5,7 +5,9 @@ rendering out."""
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -23,6 +25,7 @@ from sealbench.client._cli_common import (
     log,
     out,
     progress_bar,
+    provider_label,
     session,
     table,
 )
@@ -53,7 +56,7 @@ from sealbench.client.runner import (
     repair_stale_runs,
     with_run_options,
 )
-from sealbench.server.schemas import ResultPublic
+from sealbench.server.schemas import ResultCreate, ResultPublic
 
 if TYPE_CHECKING:
     from sealbench.client.launchers import Launcher
@@ -525,7 +528,7 @@ def result_ls(profile: ProfileOpt = None, json_out: JsonOpt = False) -> list[run
          "submitted as"),
         ((r.run_id, r.benchmark_id, r.dataset_id, r.model_id, r.status,
           "" if r.wall_seconds is None else f"{r.wall_seconds:.1f}",
-          r.execution_provider or "",
+          provider_label(r.execution_provider),
           "" if r.result_id is None else f"result {r.result_id}") for r in records),
     )
     return records
@@ -654,12 +657,16 @@ def result_fetch(
 @result_app.command("submit")
 def result_submit(
     run_id: Annotated[str, typer.Argument(help="run id (see 'sealbench result ls')")],
+    yes: Annotated[bool, typer.Option(
+        "--yes", help="send without asking (the request is still printed first)")] = False,
     profile: ProfileOpt = None,
     json_out: JsonOpt = False,
 ) -> ResultPublic:
     """Send the run's public summary, sealed-result digest and attestation token; the registry
-    verifies the attestation before accepting it. Its receipt (the proof that the registry
-    logged exactly this result) is then checked and kept ('sealbench audit prove ID')."""
+    verifies the attestation before accepting it. The exact request is printed before it is
+    sent; at a terminal you confirm it (--yes: no question). Its receipt (the proof that the
+    registry logged exactly this result) is then checked and kept ('sealbench audit prove
+    ID'). Submitting an accepted run again changes nothing."""
     with session(profile) as s:
         record, opened = _open(s.profile, run_id, lenient=True)
         earlier = [
@@ -677,8 +684,12 @@ def result_submit(
                 emit_json(twin)
             _receipt(profile, twin, opened, quiet=json_out)
             return twin
+        body = runs.result_submission(record, opened)
+        _preview_submission(body, json_out)
+        if not yes and sys.stdin.isatty() and not typer.confirm("send it?", default=True):
+            raise typer.Exit(1)
         result = runs.submit_run_result(
-            s.client, record, opened, runs.RunStore(s.profile.data_dir / "runs")
+            s.client, record, body, runs.RunStore(s.profile.data_dir / "runs")
         )
     if json_out:
         emit_json(result)
@@ -696,6 +707,17 @@ def result_submit(
         )
     _receipt(profile, result, opened, quiet=False)
     return result
+
+
+def _preview_submission(body: ResultCreate, json_out: bool) -> None:
+    """Print what the registry will receive (on stderr under --json): every figure of the
+    summary as sent; the attestation token (public, long, checked by the registry) by size."""
+    shown = body.model_dump(mode="json")
+    token = shown["attestation_token"]
+    shown["attestation_token"] = (f"{token[:16]}… ({len(token)} characters: the enclave's "
+                                  "attestation token, verified by the registry)")
+    typer.echo("the registry will receive exactly this:\n"
+               + json.dumps(shown, indent=2, ensure_ascii=False), err=json_out)
 
 
 def _receipt(profile: str | None, result: ResultPublic, opened: Any, *, quiet: bool) -> None:

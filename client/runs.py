@@ -91,6 +91,7 @@ __all__ = [
     "process_identity",
     "recorded_failure",
     "report_of",
+    "result_submission",
     "step_timings",
     "submit_run_result",
     "translate_launch_error",
@@ -657,12 +658,10 @@ def fetch_run_result(
     return fetched
 
 
-def submit_run_result(
-    client: RegistryClient, record: RunRecord, opened: OpenedResult, store: RunStore
-) -> ResultPublic:
-    """Send the public summary, the sealed result's digest and the result attestation token;
-    the registry verifies the token before storing anything."""
-    body = ResultCreate(
+def result_submission(record: RunRecord, opened: OpenedResult) -> ResultCreate:
+    """What ``result submit`` sends: the public summary, the sealed result's digest and the
+    result attestation token (the registry verifies the token before storing anything)."""
+    return ResultCreate(
         benchmark_id=record.benchmark_id,
         dataset_id=record.dataset_id,
         model_id=record.model_id,
@@ -671,6 +670,12 @@ def submit_run_result(
         sealed_result_digest=opened.sealed_result_sha256,
         attestation_token=opened.token,
     )
+
+
+def submit_run_result(
+    client: RegistryClient, record: RunRecord, body: ResultCreate, store: RunStore
+) -> ResultPublic:
+    """Send ``body`` (:func:`result_submission`) and link the accepted result to the run."""
     result = client.submit_result(body)
     link_result(client, record, result, store)
     return result

@@ -306,6 +306,10 @@ def test_run_open_submit_and_leaderboard(world: World) -> None:
         assert "BraTS-GLI-" in opened.output  # per-case rows, private to the hospital
         submitted = ok(cli("result", "submit", record["run_id"], "--profile", "hospital"))
         assert "attestation verified" in submitted.output
+        # what was sent is shown first: the summary's figures, the digest, the token by size
+        preview = submitted.output.split("the registry will receive exactly this:", 1)[1]
+        assert '"sealed_result_digest": "sha256:' in preview and '"aggregates"' in preview
+        assert "characters: the enclave's attestation token" in preview
     verified = json.loads(
         ok(cli("benchmark", "results", b, "--json", "--profile", "authority")).stdout
     )

@@ -43,12 +43,13 @@ import httpx
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
+from sealbench.benchmarks.brats.definition import load_definition
 from sealbench.benchmarks.release import InsecureFixedNoise
 from sealbench.client.api import RegistryClient
 from sealbench.client.launchers import LaunchResult, OutputFn
 from sealbench.client.local import create_accounts, registry_process
 from sealbench.client.runner import Runner, plan_runs
-from sealbench.client.runs import RunStore, submit_run_result
+from sealbench.client.runs import RunStore, result_submission, submit_run_result
 from sealbench.crypto.attestation import RESULT_AUDIENCE, Jwks, result_nonce
 from sealbench.crypto.digest import Sha256Digest, sha256_digest
 from sealbench.crypto.workload import ENV_DATA_DIGEST, ENV_MODEL_DIGEST, ENV_RECIPIENT_DIGEST
@@ -231,7 +232,8 @@ def _setup(url: str, tokens: dict[str, str], models: int, sites: int) -> dict[st
 
     authority = client("authority")
     b = authority.create_benchmark(BenchmarkCreate(
-        name="fets-sim", version="1", data_contract={"shape": [64, 64, 48]},
+        name="fets-sim", version="1",
+        data_contract=load_definition().contract.model_dump(mode="json"),
         metrics_spec={"metrics_id": "x"}, metrics_version=METRICS,
         image_reference=f"registry.test/fets/eval@{IMAGE}", image_digest=IMAGE,
     )).id
@@ -284,7 +286,8 @@ def _site(name: str, url: str, token: str, world: dict[str, Any], issuer: Issuer
                              model_digest=world["models"][record.model_id], sealed=sealed,
                              run_id=record.run_id, summary=summary)
         opened = SimpleNamespace(summary_json=summary, sealed_result_sha256=sealed, token=token)
-        submit_run_result(client, record, opened, store)  # type: ignore[arg-type]
+        body = result_submission(record, opened)  # type: ignore[arg-type]
+        submit_run_result(client, record, body, store)
     client.close()
     return len(outcome.records)
 
