@@ -272,7 +272,9 @@ class MockCloud:
     # -- what the real cloud does out of band ----------------------------------------------
 
     def create_project(self, project_id: str, project_number: str, owner: str) -> None:
-        """Register a project and its owner (``user:EMAIL``)."""
+        """Register a project and its owner (``user:EMAIL``). A new project has only Google's
+        default APIs on (:data:`~sealbench.mocktee.identity.DEFAULT_ENABLED_SERVICES`); its owner
+        enables the rest (:func:`sealbench.mocktee.provision.enable_services`)."""
         if not owner.startswith("user:"):
             raise ValueError("owners are user:EMAIL members")
         self.identity.create_project(project_id, project_number, owner)
