@@ -37,6 +37,7 @@ __all__ = [
     "Scoring2025",
     "group_dict",
     "score_case",
+    "score_stored_volumes",
     "summary_json",
 ]
 
@@ -208,6 +209,24 @@ def score_case(prediction: npt.NDArray[np.generic], truth: npt.NDArray[np.generi
                               threshold=config.matching_threshold, rules=dict(config.rules))
         out[group.name] = group_dict(outcome, config, space)
     return out
+
+
+def score_stored_volumes(prediction: npt.NDArray[np.generic], truth: npt.NDArray[np.generic],
+                         zooms: Sequence[float], config: Scoring2025,
+                         ) -> dict[str, dict[str, Any]]:
+    """:func:`score_case` of two NIfTI volumes as the official evaluator scores their files.
+
+    ``prediction`` and ``truth`` are the stored arrays, indexed (x, y, z) as nibabel returns
+    them, and ``zooms`` the header's voxel sizes (x, y, z). The official evaluator reads files
+    through SimpleITK, whose arrays are indexed (z, y, x), and passes the spacing as stored
+    (x, y, z): it numbers instances in that array's raster order and, on anisotropic data,
+    measures axis z with the x spacing (and x with the z one). To agree with its files exactly,
+    this scores the (z, y, x) arrays with the stored spacing, as it does. On isotropic grids
+    (BraTS: 1 mm) only the instance numbering differs from :func:`score_case` on (x, y, z), and
+    that matters only to break ties between equally good matchings."""
+    pred = np.ascontiguousarray(np.asarray(prediction).T)
+    ref = np.ascontiguousarray(np.asarray(truth).T)
+    return score_case(pred, ref, tuple(float(z) for z in zooms), config)
 
 
 def summary_json(rows: Sequence[tuple[str, Mapping[str, Mapping[str, Any]] | str]],
