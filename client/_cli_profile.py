@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 from pydantic import ValidationError
@@ -124,8 +124,9 @@ def profile_add(
         typer.Option(metavar="NAME=URL",
                      help="gcp: use URL instead of Google's endpoint for API NAME (kms, "
                      "storage, iam, sts, compute, serviceusage, cloudresourcemanager, "
-                     "attestation); repeat for several. For private endpoints or a test "
-                     "stand-in: key-release policies then pin them (docs/gcp-setup.md)"),
+                     "attestation, artifactregistry); repeat for several. For private "
+                     "endpoints or a test stand-in: key-release policies then pin them "
+                     "(docs/gcp-setup.md)"),
     ] = None,
 ) -> None:
     """Add (or replace) a profile; it becomes the current one unless --no-use. The registry is
@@ -476,17 +477,31 @@ def doctor(
     ] = None,
     accelerator: Annotated[
         str | None,
-        typer.Option(help="check for confidential GPU runs (as 'run --accelerator'): the GPU "
-                     "quota of their machine type instead of the CPU quota"),
+        typer.Option(help="check for confidential GPU runs (as 'run --accelerator'): the "
+                     "regional and all-regions GPU quotas and the zone instead of the CPU quota"),
+    ] = None,
+    probe_condition: Annotated[
+        bool,
+        typer.Option("--probe-condition",
+                     help="also ask Google whether it accepts the pool provider 'policy sync' "
+                     "writes for --dataset or --model now: creates it under a new id, reads it "
+                     "back and deletes it (the one check that writes)"),
+    ] = False,
+    dataset: Annotated[
+        int | None, typer.Option(help="with --probe-condition: the dataset whose policy")
+    ] = None,
+    model: Annotated[
+        int | None, typer.Option(help="with --probe-condition: the model whose policy")
     ] = None,
     profile: ProfileOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Check, read-only, what your runs need in your cloud (credentials, APIs enabled, KMS key,
-    bucket, pool provider; for a profile with a --zone or --service-account, the VMs' service
-    account and its roles and the CPU quota for their machine type, or the GPU quota with
-    --accelerator; the benchmark's image) and print the gcloud command that fixes each failure.
-    Exit 0 only when every check passes."""
+    """Check, read-only, what your runs need in your cloud (credentials, the APIs of your role,
+    KMS key, bucket, pool provider; for a profile with a --zone or --service-account, the one
+    that runs workloads: the VMs' service account and its roles, the CPU quota, or with
+    --accelerator the GPU quotas and zone, and with --benchmark its read access to the image)
+    and print the gcloud command that fixes each failure. Roles held under an IAM Condition or
+    through a group are shown as unverified. Exit 0 only when every check passes."""
     from sealbench.client import owner
     from sealbench.client.doctor import RunnerSettings, check_owner_cloud
     from sealbench.client.launchers.selection import LaunchSettingsError, gpu_machine
@@ -498,6 +513,9 @@ def doctor(
         except LaunchSettingsError as exc:
             raise ConfigError(str(exc), hint=exc.hint) from exc
         gpu = {"machine_type": machine_type, "accelerator": accelerator, "gpus": count}
+    if probe_condition and (dataset is None) == (model is None):
+        raise typer.BadParameter("name the asset whose policy to probe: --dataset D or --model M",
+                                 param_hint="'--probe-condition'")
 
     with session(profile) as s:
         cloud = owner.owner_cloud(s.profile, s.client, mock_tee)
@@ -516,15 +534,25 @@ def doctor(
                 MOCK_ZONE, f"sealbench-runner@{cloud.project_id}.iam.gserviceaccount.com", **gpu
             )
         checks = check_owner_cloud(cloud, bench, runner)
+        if probe_condition:
+            from sealbench.client._doctor_probe import probe_condition as probe
+
+            kind: Literal["dataset", "model"] = "dataset" if dataset is not None else "model"
+            checks.append(probe(s.client, cloud, kind, dataset if dataset is not None else
+                                model or 0))
     failed = [c for c in checks if not c.ok]
     if json_out:
-        emit_json([{"check": c.name, "ok": c.ok, "detail": c.detail, "fix": c.fix}
-                   for c in checks])
+        emit_json([{"check": c.name, "ok": c.ok, "verified": c.verified, "detail": c.detail,
+                    "fix": c.fix} for c in checks])
     else:
         table(f"doctor: profile {s.profile.name}", ("check", "", "found"),
-              ((c.name, "ok" if c.ok else "FAIL", c.detail) for c in checks))
+              ((c.name, ("ok" if c.verified else "ok?") if c.ok else "FAIL", c.detail)
+               for c in checks))
         for c in failed:
             out().print(f"fix {c.name}: {c.fix}")
+        for c in checks:
+            if c.ok and not c.verified and c.fix:
+                out().print(f"unverified {c.name}: to be sure, {c.fix}")
     if failed:
         raise typer.Exit(code=DOCTOR_EXIT)
 

@@ -140,6 +140,7 @@ class GoogleApis:
     compute: str = "https://compute.googleapis.com"
     serviceusage: str = "https://serviceusage.googleapis.com"
     cloudresourcemanager: str = "https://cloudresourcemanager.googleapis.com"
+    artifactregistry: str = "https://artifactregistry.googleapis.com"
 
     @classmethod
     def with_overrides(cls, overrides: Mapping[str, str]) -> GoogleApis:
@@ -513,4 +514,6 @@ def mock_apis(endpoints: MockEndpoints) -> GoogleApis:
         kms=endpoints.kms, storage=endpoints.storage, iam=endpoints.iam,
         compute=endpoints.compute or GoogleApis.compute, serviceusage=apis,
         cloudresourcemanager=endpoints.apis or GoogleApis.cloudresourcemanager,
+        # the mock serves Artifact Registry beside Compute (the VMs' image pulls ask it)
+        artifactregistry=endpoints.compute or GoogleApis.artifactregistry,
     )

@@ -86,7 +86,7 @@ _MAX_FILE = 1 << 20
 #: The Google APIs whose endpoint a profile may override (``--api-endpoint NAME=URL``).
 API_ENDPOINT_NAMES: Final = (
     "kms", "storage", "iam", "sts", "compute", "serviceusage", "cloudresourcemanager",
-    "attestation",
+    "attestation", "artifactregistry",
 )
 _ENDPOINT = re.compile(
     r"^(https://[A-Za-z0-9.-]+(:[0-9]{1,5})?|http://127\.0\.0\.1:[0-9]{1,5})(/[^\s@?#]*)?$"

@@ -100,6 +100,9 @@ def pairs(world: World) -> dict[str, Pair]:
     # a new project has GPUS_ALL_REGIONS 0 (as on Google): the hospital's increase, granted
     world.inject(fault="quota-exceeded", project=world.owners["hospital"].project,
                  metric="GPUS_ALL_REGIONS", limit=1)
+    # the authority lets the hospital's runner pull its stable-only image (the VM's pull needs it)
+    world.mock.artifacts.grant(STABLE_ONLY_REFERENCE,
+                               f"serviceAccount:{world.owners['hospital'].runner}")
     experimental = _pair(world, "gpu", "--tee", "mock", "--accept-experimental")
     stable_only = _pair(world, "stable", "--name", "brats-small-stable-only",
                         "--image-reference", STABLE_ONLY_REFERENCE,

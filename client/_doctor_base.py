@@ -1,0 +1,107 @@
+"""The pieces every ``sealbench doctor`` check is made of (for :mod:`sealbench.client.doctor`
+and its ``_doctor_*`` modules): :class:`Check`, :class:`RunnerSettings`, :func:`run_check`,
+which turns a probe and its failure into a check, and :func:`http_get` for the REST calls no
+client library makes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from sealbench.client.cloud import api_disabled
+from sealbench.client.errors import ClientError
+
+__all__ = ["Check", "ProbeRefused", "RunnerSettings", "enable_command", "http_get", "run_check"]
+
+_TIMEOUT_S: Final = 30.0
+
+
+class ProbeRefused(ClientError):  # noqa: N818 - reads as what happened
+    """A check found the resource but not what a run needs; ``fix`` overrides the check's."""
+
+    def __init__(self, message: str, fix: str | None = None) -> None:
+        super().__init__(message)
+        self.fix = fix
+
+
+@dataclass(frozen=True)
+class Check:
+    """One item: ``ok``, what was found, and (when not ok) the command that fixes it.
+    ``verified`` False: nothing found is wrong, but doctor could not confirm it (a role held
+    under an IAM Condition or through a group, a policy it may not read); ``fix`` then says what
+    would make it certain."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str | None = None
+    verified: bool = True
+
+
+@dataclass(frozen=True)
+class RunnerSettings:
+    """Where the owner's Confidential Space VMs run: zone, service account, machine type."""
+
+    zone: str | None
+    service_account: str | None
+    machine_type: str = "n2d-standard-2"
+    #: A confidential GPU (``--accelerator``), ``gpus`` of them: checked against the GPU quota.
+    accelerator: str | None = None
+    gpus: int = 0
+
+
+def enable_command(service: str, project: str) -> str:
+    return f"gcloud services enable {service} --project {project}"
+
+
+def run_check(
+    name: str, probe: Callable[[], str | tuple[str, str]], fix: str, project: str,
+    denied: str | None = None,
+) -> Check:
+    """``probe`` as a check: its failure with ``fix`` (``denied`` when the caller was refused,
+    the enabling command when an API is disabled). A probe returning ``(detail, fix)`` passed
+    unverified."""
+    from google.api_core import exceptions as gexc
+    from google.auth import exceptions as auth_exc
+
+    from sealbench.cloud.errors import CloudError
+
+    try:
+        found = probe()
+    except ProbeRefused as exc:
+        return Check(name, False, str(exc), exc.fix or fix)
+    except (gexc.GoogleAPIError, auth_exc.GoogleAuthError, CloudError, ClientError) as exc:
+        service = api_disabled(exc)
+        if service is not None:
+            return Check(name, False, f"the {service} API is disabled in project {project}",
+                         enable_command(service, project))
+        if isinstance(exc, gexc.NotFound):
+            return Check(name, False, f"not found: {reason(exc.message)}", fix)
+        if isinstance(exc, gexc.Forbidden):
+            return Check(name, False, f"permission denied: {reason(exc.message)}",
+                         denied or fix)
+        return Check(name, False, f"{type(exc).__name__}: {str(exc)[:300]}", fix)
+    if isinstance(found, tuple):
+        return Check(name, True, found[0], found[1], verified=False)
+    return Check(name, True, found)
+
+
+def reason(message: object) -> str:
+    """Google's error message without the ``METHOD URL:`` prefix the REST clients add."""
+    return re.sub(r"^(GET|POST|PUT|PATCH|DELETE) \S+: ", "", str(message))[:300]
+
+
+def http_get(session: Any, url: str, what: str, **kwargs: Any) -> dict[str, Any]:
+    """GET (or POST with ``json=``) ``url`` through the authorized session; Google's error
+    as a google-api-core exception (so :func:`run_check` reads it as it reads the client
+    libraries'). ``what`` names the resource for the reader of the code only."""
+    from google.api_core import exceptions as gexc
+
+    method = session.post if "json" in kwargs else session.get
+    reply = method(url, timeout=_TIMEOUT_S, **kwargs)
+    if reply.status_code != 200:
+        raise gexc.from_http_response(reply)  # type: ignore[no-untyped-call]
+    answer: dict[str, Any] = reply.json()
+    return answer
