@@ -3,11 +3,12 @@
 A :class:`BratsContract` is a versioned wire object published with the benchmark definition. Its
 :class:`LabelMap` says which integer is which tissue and derives the evaluated regions
 (WT whole tumour, TC tumour core, ET enhancing tumour) from it, so the same code scores the
-BraTS 2023+ convention {1 NETC, 2 SNFH, 3 ET} and the BraTS 2017-2022 one {1 NCR, 2 ED, 4 ET}.
+BraTS 2023+ convention {1 NETC, 2 SNFH, 3 ET} and the BraTS 2017-2022 one {1 NCR, 2 ED, 4 ET};
+the BraTS 2025 convention adds a fourth tissue, {4 RC} (resection cavity).
 
-Models always work in *class indices* 0..3 (background, non-enhancing core, surrounding FLAIR
-hyperintensity, enhancing tumour); :meth:`LabelMap.from_class_indices` turns them into the
-contract's label values.
+Models always work in *class indices* 0..K (background, non-enhancing core, surrounding FLAIR
+hyperintensity, enhancing tumour, and for 2025 resection cavity);
+:meth:`LabelMap.from_class_indices` turns them into the contract's label values.
 """
 
 from __future__ import annotations
@@ -22,8 +23,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 __all__ = [
     "BRATS2021_LABELS",
     "BRATS2023_LABELS",
+    "BRATS2025_LABELS",
     "BRATS_2023_GLI",
     "BRATS_2023_GLI_SMALL",
+    "BRATS_2025_GLI",
+    "BRATS_2025_MET",
     "REGIONS",
     "BratsContract",
     "LabelMap",
@@ -39,27 +43,38 @@ _FROZEN = ConfigDict(frozen=True, extra="forbid")
 class LabelMap(BaseModel):
     """Integer label of each tissue, in class-index order (background first).
 
-    ``tissues`` names the tissues of class indices 1..3; ``values`` gives their label values;
-    ``regions`` lists the label values that make up WT, TC and ET.
+    ``tissues`` names the tissues of class indices 1..K (3, or 4 with the 2025 resection
+    cavity); ``values`` gives their label values; ``regions`` lists the label values that make up
+    WT, TC and ET.
     """
 
     model_config = _FROZEN
 
-    name: Literal["brats2023", "brats2021"]
-    tissues: tuple[str, str, str]
-    values: tuple[int, int, int]
+    name: Literal["brats2023", "brats2021", "brats2025"]
+    tissues: tuple[str, ...]
+    values: tuple[int, ...]
     regions: dict[Region, tuple[int, ...]]
 
     @model_validator(mode="after")
     def _check(self) -> LabelMap:
-        if len(set(self.values)) != 3 or not all(0 < v < 256 for v in self.values):
-            raise ValueError(f"label values must be 3 distinct integers in 1..255: {self.values}")
+        k = len(self.values)
+        if k not in (3, 4) or len(self.tissues) != k:
+            raise ValueError(f"a label map names 3 or 4 tissues, one value each: {self.tissues} "
+                             f"-> {self.values}")
+        if len(set(self.values)) != k or not all(0 < v < 256 for v in self.values):
+            raise ValueError(f"label values must be {k} distinct integers in 1..255: "
+                             f"{self.values}")
         if set(self.regions) != set(REGIONS):
             raise ValueError(f"regions must be exactly {REGIONS}, received {tuple(self.regions)}")
         for region, vals in self.regions.items():
             if not vals or not set(vals) <= set(self.values):
                 raise ValueError(f"region {region} uses labels {vals} outside {self.values}")
         return self
+
+    @property
+    def n_classes(self) -> int:
+        """Class indices a model outputs: background and each tissue."""
+        return len(self.values) + 1
 
     @property
     def allowed_values(self) -> frozenset[int]:
@@ -73,12 +88,12 @@ class LabelMap(BaseModel):
         return lut[np.asarray(labels).astype(np.uint8, copy=False)]
 
     def from_class_indices(self, classes: npt.NDArray[np.integer]) -> npt.NDArray[np.uint8]:
-        """Map class indices 0..3 to this convention's label values (uint8)."""
+        """Map class indices 0..K to this convention's label values (uint8)."""
         lut = np.array((0, *self.values), dtype=np.uint8)
         return lut[np.asarray(classes)]
 
     def to_class_indices(self, labels: npt.NDArray[np.integer]) -> npt.NDArray[np.uint8]:
-        """Map label values to class indices 0..3; values outside the map raise ``ValueError``."""
+        """Map label values to class indices 0..K; values outside the map raise ``ValueError``."""
         arr = np.asarray(labels)
         present = {int(v) for v in np.unique(arr)}
         unknown = present - self.allowed_values
@@ -97,6 +112,14 @@ BRATS2023_LABELS = LabelMap(
     name="brats2023",
     tissues=("NETC", "SNFH", "ET"),
     values=(1, 2, 3),
+    regions={"WT": (1, 2, 3), "TC": (1, 3), "ET": (3,)},
+)
+#: BraTS 2025 (adult glioma post-treatment, metastases): the 2023 tissues and the resection
+#: cavity, label 4 (``BraTS_evaluation`` 0.0.10, ``config_gli.yaml`` / ``config_mets.yaml``).
+BRATS2025_LABELS = LabelMap(
+    name="brats2025",
+    tissues=("NETC", "SNFH", "ET", "RC"),
+    values=(1, 2, 3, 4),
     regions={"WT": (1, 2, 3), "TC": (1, 3), "ET": (3,)},
 )
 BRATS2021_LABELS = LabelMap(
@@ -179,3 +202,9 @@ BRATS_2023_GLI = BratsContract()
 #: The same tissues, modalities and labels on a 64x64x48 grid: the contract of the small demo
 #: benchmark (``brats-gli-synthetic-small``), never mixed with the real grid's benchmark.
 BRATS_2023_GLI_SMALL = BratsContract(shape=(64, 64, 48))
+#: BraTS 2025 adult glioma (pre- and post-treatment), 240x240x155 at 1 mm: ``brats-2025-gli/1``.
+BRATS_2025_GLI = BratsContract(case_id_pattern=r"BraTS-GLI-\d{5}-\d{3}",
+                               label_map=BRATS2025_LABELS)
+#: BraTS 2025 brain metastases, 240x240x155 at 1 mm: ``brats-2025-met/1``.
+BRATS_2025_MET = BratsContract(case_id_pattern=r"BraTS-MET-\d{5}-\d{3}",
+                               label_map=BRATS2025_LABELS)

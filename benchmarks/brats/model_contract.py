@@ -1,8 +1,9 @@
 """Check a model owner's ONNX model against the data contract before anything runs.
 
 The model must load in ONNX Runtime and have one float input ``[N, C, D, H, W]`` with
-``C`` = the contract's modality count, one output ``[N, K, D, H, W]`` with ``K`` = 4 classes
-(background and the three tissues, in class-index order), dynamic spatial axes (so that whole
+``C`` = the contract's modality count, one output ``[N, K, D, H, W]`` with ``K`` = the label
+map's classes (background and each tissue in class-index order: 4, or 5 with the BraTS 2025
+resection cavity), dynamic spatial axes (so that whole
 volumes and any window fit), and a default-domain opset in :data:`SUPPORTED_OPSETS`. Every
 mismatch is collected and reported together in :class:`ModelContractError`.
 
@@ -29,6 +30,7 @@ from .errors import ModelContractError
 __all__ = ["DOMAINS", "N_CLASSES", "SUPPORTED_OPSETS", "ModelContractReport",
            "check_model_contract", "read_opsets"]
 
+#: The output classes of the BraTS 2023 label map (a contract's own: ``label_map.n_classes``).
 N_CLASSES = 4
 SUPPORTED_OPSETS = range(17, 22)
 MAX_MODEL_BYTES = 512 * 1024 * 1024
@@ -97,8 +99,9 @@ def check_model_contract(model_bytes: bytes, contract: BratsContract) -> ModelCo
                                    f"{len(contract.modalities)} ({', '.join(contract.modalities)})")
         else:
             classes = size
-            if size != N_CLASSES:
-                differences.append(f"output classes {shape[1]}, expected {N_CLASSES} "
+            if size != contract.label_map.n_classes:
+                differences.append(f"output classes {shape[1]}, expected "
+                                   f"{contract.label_map.n_classes} "
                                    f"(background, {', '.join(contract.label_map.tissues)})")
     if differences:
         raise ModelContractError(tuple(differences))

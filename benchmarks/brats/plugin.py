@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, ClassVar, Final, Self
 
 import numpy as np
 import numpy.typing as npt
@@ -53,13 +53,14 @@ from .metrics import (
     MetricsSpec,
     score_or_fail,
 )
-from .model_contract import MAX_MODEL_BYTES, N_CLASSES, SUPPORTED_OPSETS, check_model_contract
+from .model_contract import MAX_MODEL_BYTES, SUPPORTED_OPSETS, check_model_contract
 from .normalise import normalise_modalities
 from .prepare import DATA_DIR, MANIFEST_FILE, prepare_dataset
 from .published import PublishedSummary
 from .synthetic import case_id_for, generate_case, write_case
 
-__all__ = ["PLUGIN", "PLUGIN_REF", "SMALL_PLUGIN_REF", "BratsBenchmark", "pin_of"]
+__all__ = ["LAYOUT", "PLUGIN", "PLUGIN_REF", "SMALL_PLUGIN_REF", "BratsBenchmark",
+           "model_contract_of", "pin_for", "pin_of"]
 
 PLUGIN_REF: Final = api.PluginRef("brats-2023-gli", "1")
 #: The version of a pin on another grid: ``1-<X>x<Y>x<Z>`` (at most 16 characters).
@@ -75,29 +76,28 @@ RUN_LIMITS: Final = api.RunLimits(case_seconds=900.0, run_seconds=48 * 3600.0,
 
 
 
-def pin_of(contract: BratsContract) -> api.PluginRef:
-    """The pin of ``contract``: ``brats-2023-gli/1`` on the real grid, ``brats-2023-gli/1-XxYxZ``
-    on another; ``ValueError`` when it differs from :data:`BRATS_2023_GLI` in more than its
-    shape (no pin names it)."""
-    if contract.with_shape(BRATS_2023_GLI.shape) != BRATS_2023_GLI:
-        differing = sorted(name for name in BratsContract.model_fields if name != "shape"
-                           and getattr(contract, name) != getattr(BRATS_2023_GLI, name))
-        raise ValueError(f"no {PLUGIN_REF.name} pin names a contract that differs in {differing}")
-    if contract.shape == BRATS_2023_GLI.shape:
-        return PLUGIN_REF
+def pin_for(name: str, base: BratsContract, contract: BratsContract) -> api.PluginRef:
+    """The pin of ``contract`` under the plug-in ``name`` whose version ``1`` is ``base``:
+    ``<name>/1`` on base's grid, ``<name>/1-XxYxZ`` on another; ``ValueError`` when it differs
+    from ``base`` in more than its shape (no pin names it)."""
+    if contract.with_shape(base.shape) != base:
+        differing = sorted(field for field in BratsContract.model_fields if field != "shape"
+                           and getattr(contract, field) != getattr(base, field))
+        raise ValueError(f"no {name} pin names a contract that differs in {differing}")
+    if contract.shape == base.shape:
+        return api.PluginRef(name, PLUGIN_REF.version)
     version = "1-" + "x".join(map(str, contract.shape))
     if not _GRID_VERSION.match(version):
         raise ValueError(f"the grid {contract.grid_text()} cannot be pinned (at most 9999 voxels "
                          "an axis)")
-    return api.PluginRef(PLUGIN_REF.name, version)
+    return api.PluginRef(name, version)
 
 
-def _pin_text(contract: BratsContract) -> str:
-    """The pin of ``contract`` in a message (a grid may be too large to pin)."""
-    try:
-        return str(pin_of(contract))
-    except ValueError:
-        return "no pin (the grid is too large)"
+def pin_of(contract: BratsContract) -> api.PluginRef:
+    """The pin of ``contract``: ``brats-2023-gli/1`` on the real grid, ``brats-2023-gli/1-XxYxZ``
+    on another; ``ValueError`` when it differs from :data:`BRATS_2023_GLI` in more than its
+    shape (no pin names it)."""
+    return pin_for(PLUGIN_REF.name, BRATS_2023_GLI, contract)
 
 
 #: The small demo benchmark's pin (``brats-small``, 64x64x48).
@@ -159,35 +159,51 @@ def _tensor(name: str | None, channels: int) -> api.TensorSpec:
     return api.TensorSpec(name, "float32", ("N", channels, "D", "H", "W"))
 
 
+def model_contract_of(contract: BratsContract) -> api.ModelContract:
+    """What a model must look like for ``contract``: its modalities in, its label map's classes
+    out, dynamic spatial axes."""
+    classes = contract.label_map.n_classes
+    return api.ModelContract(
+        inputs=(_tensor(None, len(contract.modalities)),),
+        outputs=(_tensor(None, classes),),
+        opsets=(SUPPORTED_OPSETS.start, SUPPORTED_OPSETS.stop - 1),
+        max_bytes=MAX_MODEL_BYTES,
+        description=(
+            f"one float input [N,{len(contract.modalities)},D,H,W] "
+            f"({', '.join(contract.modalities)}) and one float output [N,{classes},D,H,W] "
+            f"(background, {', '.join(contract.label_map.tissues)}) with dynamic spatial "
+            f"axes, opset {SUPPORTED_OPSETS.start}-{SUPPORTED_OPSETS.stop - 1}"),
+    )
+
+
+#: Where a prepared dataset keeps its parts (every BraTS pin's).
+LAYOUT: Final = api.PreparedLayout(data_dir=DATA_DIR, manifest_file=MANIFEST_FILE,
+                                   dataset_file=DATASET_FILE, statistics_file=STATISTICS_FILE,
+                                   cases_dir=CASES_DIR)
+
+
 class BratsBenchmark:
     """The BraTS 2023 GLI benchmark (contract, lesion-wise metrics) behind the interface, on the
     grid of its contract, which its :attr:`ref` names (:func:`pin_of`; ``ValueError`` for a
     contract no pin names)."""
 
+    #: The plug-in's name and the contract its version ``1`` names (a subclass, another pin,
+    #: names its own; :meth:`_bound` makes an instance of it on another grid).
+    plugin_name: ClassVar[str] = PLUGIN_REF.name
+    base_contract: ClassVar[BratsContract] = BRATS_2023_GLI
+
     def __init__(self, contract: BratsContract = BRATS_2023_GLI,
                  metrics: MetricsSpec = BRATS_2023_GLI_METRICS) -> None:
         self.contract = contract
         self.metrics = metrics
-        self.ref = pin_of(contract)
+        self.ref = pin_for(self.plugin_name, self.base_contract, contract)
         self.description = load_definition(contract, metrics).description
         self.presentation = PRESENTATION
         self.small_cell_minimum = SMALL_CELL_MINIMUM
         self.release_spec = published.release_spec(metrics)
         self.run_limits = RUN_LIMITS
-        self.layout = api.PreparedLayout(
-            data_dir=DATA_DIR, manifest_file=MANIFEST_FILE, dataset_file=DATASET_FILE,
-            statistics_file=STATISTICS_FILE, cases_dir=CASES_DIR)
-        self.model_contract = api.ModelContract(
-            inputs=(_tensor(None, len(contract.modalities)),),
-            outputs=(_tensor(None, N_CLASSES),),
-            opsets=(SUPPORTED_OPSETS.start, SUPPORTED_OPSETS.stop - 1),
-            max_bytes=MAX_MODEL_BYTES,
-            description=(
-                f"one float input [N,{len(contract.modalities)},D,H,W] "
-                f"({', '.join(contract.modalities)}) and one float output [N,{N_CLASSES},D,H,W] "
-                f"(background, {', '.join(contract.label_map.tissues)}) with dynamic spatial "
-                f"axes, opset {SUPPORTED_OPSETS.start}-{SUPPORTED_OPSETS.stop - 1}"),
-        )
+        self.layout = LAYOUT
+        self.model_contract = model_contract_of(contract)
         # The models of the shipped definitions on this contract (the small grid has its own),
         # else those of the full-size definition re-gridded.
         definitions = [d for d in (load() for load in SHIPPED_DEFINITIONS.values())
@@ -197,6 +213,17 @@ class BratsBenchmark:
         self._models = tuple(models.values())
         self.shipped_models = tuple(api.ShippedModel(m.name, m.sha256, m.description)
                                     for m in self._models)
+
+    def _bound(self, contract: BratsContract) -> Self:
+        """This plug-in on ``contract`` (another grid of :attr:`base_contract`)."""
+        return type(self)(contract, self.metrics)
+
+    def _pin_text(self, contract: BratsContract) -> str:
+        """The pin of ``contract`` in a message (a grid may be too large to pin)."""
+        try:
+            return str(pin_for(self.plugin_name, self.base_contract, contract))
+        except ValueError:
+            return "no pin (the grid is too large)"
 
     # -- data contract -------------------------------------------------------------------------
 
@@ -229,22 +256,22 @@ class BratsBenchmark:
                 f"read the raw cases in the {report.layout} layout: renamed and relabelled into "
                 "the contract's (BraTS2021_XXXXX becomes BraTS-GLI-XXXXX-000)",))
 
-    def pinned(self, version: str) -> BratsBenchmark:
+    def pinned(self, version: str) -> Self:
         """This plug-in on the grid the pin's ``version`` names (``1``: 240x240x155;
         ``1-64x64x48``); :class:`~sealbench.benchmarks.interface.PluginNotFoundError` for any
         other version (``1-240x240x155`` included: the real grid's pin is ``1``)."""
         found = _GRID_VERSION.match(version)
+        base = self.base_contract
         if version == PLUGIN_REF.version:
-            return self if self.contract == BRATS_2023_GLI else BratsBenchmark(
-                BRATS_2023_GLI, self.metrics)
+            return self if self.contract == base else self._bound(base)
         if found is None:
             raise api.PluginNotFoundError(
-                f"benchmark plug-in {PLUGIN_REF.name!r} is installed at version "
+                f"benchmark plug-in {self.plugin_name!r} is installed at version "
                 f"{PLUGIN_REF.version!r}, not {version!r} (it takes '1' for "
-                f"{BRATS_2023_GLI.grid_text()} or '1-<X>x<Y>x<Z>' for another grid)")
+                f"{base.grid_text()} or '1-<X>x<Y>x<Z>' for another grid)")
         x, y, z = (int(g) for g in found.groups())
-        bound = BratsBenchmark(BRATS_2023_GLI.with_shape((x, y, z)), self.metrics)
-        if str(bound.ref) != f"{PLUGIN_REF.name}/{version}":
+        bound = self._bound(base.with_shape((x, y, z)))
+        if str(bound.ref) != f"{self.plugin_name}/{version}":
             raise api.PluginNotFoundError(f"benchmark plug-in version {version!r} is not "
                                           f"canonical (it would be {bound.ref.version!r})")
         return bound
@@ -264,7 +291,7 @@ class BratsBenchmark:
             raise CaseContractError(
                 f"the dataset's cases are on the grid {stated.grid_text()}, but benchmark "
                 f"plug-in {self.ref} takes cases on {self.contract.grid_text()} only (cases on "
-                f"{stated.grid_text()} belong to a benchmark pinning {_pin_text(stated)})")
+                f"{stated.grid_text()} belong to a benchmark pinning {self._pin_text(stated)})")
         if stated != self.contract:
             differing = sorted(name for name in BratsContract.model_fields
                                if getattr(stated, name) != getattr(self.contract, name))
@@ -272,7 +299,7 @@ class BratsBenchmark:
                 f"the dataset was prepared under another contract (differs in {differing})")
         return self.contract
 
-    def with_data_contract(self, doc: Mapping[str, Any]) -> BratsBenchmark:
+    def with_data_contract(self, doc: Mapping[str, Any]) -> Self:
         """This plug-in, when ``doc`` is its contract (grid included: another grid is another
         pin, ``brats-small``'s is ``brats-2023-gli/1-64x64x48``); :class:`CaseContractError`
         naming what differs otherwise."""
@@ -286,7 +313,7 @@ class BratsBenchmark:
             raise CaseContractError(
                 f"the data contract's grid {registered.grid_text()} is not the grid of "
                 f"{self.ref} ({self.contract.grid_text()}); a benchmark on that grid pins "
-                f"{_pin_text(registered)}")
+                f"{self._pin_text(registered)}")
         if registered != self.contract:
             differing = sorted(name for name in BratsContract.model_fields
                                if getattr(registered, name) != getattr(self.contract, name))
@@ -305,7 +332,7 @@ class BratsBenchmark:
         return out
 
     def demo_variants(self) -> tuple[api.DemoVariant, ...]:
-        small = BratsBenchmark(BRATS_2023_GLI_SMALL, self.metrics)
+        small = self._bound(self.base_contract.with_shape(BRATS_2023_GLI_SMALL.shape))
         return (api.DemoVariant("small", small, self.contract.n_voxels / small.contract.n_voxels),
                 api.DemoVariant("full", self, 1.0))
 

@@ -31,10 +31,10 @@ from sealbench.benchmarks import interface as api
 from sealbench.benchmarks import release as rel
 from sealbench.crypto.canonical import canonical_json
 
-from .contract import Region
 from .metrics import CaseFailure, CaseResult, MetricsSpec
 
-__all__ = ["RELEASED_METRIC", "PublishedSummary", "figures", "pool", "publish", "release_spec"]
+__all__ = ["RELEASED_METRIC", "PublishedSummary", "figures", "pool", "pool_releases", "publish",
+           "release_spec"]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 #: The per-case metric a release carries, per region.
@@ -96,24 +96,28 @@ def _figure(ref: api.MetricRef, estimate: rel.Estimate) -> api.Figure:
     return api.Figure(ref, value, estimate.low, estimate.high)
 
 
-def _average(columns: Sequence[rel.ReleasedColumn]) -> rel.ReleasedColumn:
+def _average(columns: Sequence[rel.ReleasedColumn], metric: str = RELEASED_METRIC,
+             ) -> rel.ReleasedColumn:
     """The per-case mean over regions as one column: sums average, independent noise adds."""
     k = len(columns)
-    return rel.ReleasedColumn(key=RELEASED_METRIC, low=0.0, high=1.0,
+    return rel.ReleasedColumn(key=metric, low=0.0, high=1.0,
                               sum=sum(c.sum for c in columns) / k,
                               sd=math.sqrt(sum(c.sd ** 2 for c in columns)) / k)
 
 
-def _figures(releases: Sequence[rel.Release], regions: Sequence[Region]) -> list[api.Figure]:
+def _figures(releases: Sequence[rel.Release], groups: Sequence[str],
+             metrics: Sequence[str] = (RELEASED_METRIC,)) -> list[api.Figure]:
+    """Per metric: its figure per group, then its mean over the groups (no group)."""
     counts = [r.n_cases for r in releases]
     out: list[api.Figure] = []
-    for region in regions:
-        key = f"{RELEASED_METRIC}:{region}"
-        out.append(_figure(api.MetricRef(RELEASED_METRIC, region),
-                           rel.pooled_mean([r.column(key) for r in releases], counts)))
-    averages = [_average([r.column(f"{RELEASED_METRIC}:{g}") for g in regions])
-                for r in releases]
-    out.append(_figure(api.MetricRef(RELEASED_METRIC), rel.pooled_mean(averages, counts)))
+    for metric in metrics:
+        for group in groups:
+            key = f"{metric}:{group}"
+            out.append(_figure(api.MetricRef(metric, group),
+                               rel.pooled_mean([r.column(key) for r in releases], counts)))
+        averages = [_average([r.column(f"{metric}:{g}") for g in groups], metric)
+                    for r in releases]
+        out.append(_figure(api.MetricRef(metric), rel.pooled_mean(averages, counts)))
     return out
 
 
@@ -122,10 +126,11 @@ def figures(summary: PublishedSummary, spec: MetricsSpec) -> tuple[api.Figure, .
     return tuple(_figures([summary.release], spec.regions))
 
 
-def pool(summaries: Sequence[PublishedSummary], spec: MetricsSpec) -> api.PooledFigures:
-    """Every region's Dice and their mean pooled over sites (case-weighted, unbiased, with
-    intervals from sampling and every site's noise); ``ValueError`` for no summary or releases
-    of different content."""
+def pool_releases(summaries: Sequence[PublishedSummary], groups: Sequence[str],
+                  metrics: Sequence[str] = (RELEASED_METRIC,)) -> api.PooledFigures:
+    """Every group's figure of each metric, and each metric's mean over groups, pooled over
+    sites (case-weighted, unbiased, with intervals from sampling and every site's noise);
+    ``ValueError`` for no summary or releases of different content."""
     if not summaries:
         raise ValueError("pooling needs at least one summary")
     first = summaries[0].release
@@ -133,5 +138,10 @@ def pool(summaries: Sequence[PublishedSummary], spec: MetricsSpec) -> api.Pooled
     if len(shapes) != 1 or any(s.release.exact != first.exact for s in summaries):
         raise ValueError("the summaries release different content")
     releases = [s.release for s in summaries]
-    return api.PooledFigures(figures=tuple(_figures(releases, spec.regions)),
+    return api.PooledFigures(figures=tuple(_figures(releases, groups, metrics)),
                              n_sites=len(summaries), n_cases=sum(r.n_cases for r in releases))
+
+
+def pool(summaries: Sequence[PublishedSummary], spec: MetricsSpec) -> api.PooledFigures:
+    """Every region's Dice and their mean pooled over sites (:func:`pool_releases`)."""
+    return pool_releases(summaries, spec.regions)
