@@ -5,10 +5,10 @@ values, ``matches()`` in the condition) rest on limits Google does not document 
 ``policy sync`` would write for the current approvals, creates it as a throwaway provider with
 a unique id in the owner's pool, reads it back, and deletes it.
 
-The one doctor step that writes: a provider that exists for seconds and that no IAM binding
-names (bindings name ``principalSet://…/attribute.workload_uid/…`` of the pool, so a token
-federated through the probe's provider would be granted nothing more than through the real
-one; it is deleted before the probe returns, and a failed delete is reported with its
+The one doctor step that writes: a provider that exists for seconds (bindings name the pool's
+``principalSet://…/attribute.workload_uid/…`` sets, so a token federated through the probe's
+provider, whose condition is the real one's, gets nothing the real provider does not already
+allow; it is deleted before the probe returns, and a failed delete is reported with its
 command). A deleted provider stays ``DELETED`` for 30 days on Google and its id cannot be
 reused, so each probe takes a new id (:func:`probe_id`). What it does not settle: whether a
 token's mapped values pass at the token exchange, which only a run shows.
