@@ -202,9 +202,12 @@ def launch_from_metadata(vm: MockVm, policy: ImagePolicy) -> tuple[WorkloadLaunc
 
 #: ``(image reference, service account)`` → why the pull is refused, or None (it may pull).
 PullCheck = Callable[[str, str], "str | None"]
-#: The launcher's line for a refused pull (go-tpm-tools ``launcher/container_runner.go`` wraps
-#: the registry's answer in "failed to pull image"; the wording around it is the mock's).
-PULL_FAILED = "Error: failed to pull image {reference}: {why}"
+#: The launcher's line for a refused pull: go-tpm-tools ``launcher/container_runner.go`` wraps
+#: containerd's error in "cannot pull image: …" (containerd: ``failed to resolve reference …:
+#: pulling from host … failed with status code […]: 403 Forbidden``); the registry's own denial
+#: text in parentheses is the mock's addition (containerd may print the status only).
+PULL_FAILED = ('cannot pull image: failed to resolve reference "{reference}": pulling from host '
+               "{host} failed with status code [manifests {digest}]: 403 Forbidden ({why})")
 
 
 def boot(
@@ -225,7 +228,9 @@ def boot(
         )
         refused = pull(launch.image_reference, launch.service_accounts[0]) if pull else None
         if refused is not None:
-            raise ValueError(PULL_FAILED.format(reference=launch.image_reference, why=refused))
+            raise ValueError(PULL_FAILED.format(
+                reference=launch.image_reference, host=launch.image_reference.split("/", 1)[0],
+                digest=launch.image_digest, why=refused))
         if vm.gpu:
             driver = metadata_items(vm.body).get("tee-install-gpu-driver", "false")
             vm.serial.write_line(

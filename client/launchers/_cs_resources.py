@@ -60,12 +60,13 @@ _CAPACITY_REASONS = frozenset(
     {"ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", "STOCKOUT"}
 )
 _QUOTA_METRIC = re.compile(r"Quota '(?P<metric>[A-Z0-9_]+)' exceeded")
-#: Artifact Registry's refusal of the launcher's pull, as it appears on the serial port.
+#: The launcher's refused pull on the serial port: go-tpm-tools' "cannot pull image" (older:
+#: "failed to pull image") with a 401/403 status or the registry's "denied".
 _PULL_DENIED = re.compile(
-    r"failed to pull image.*?denied: Permission \"?artifactregistry\.repositories\."
-    r"downloadArtifacts\"? denied on resource \"?projects/(?P<project>[^/\s\"]+)/locations/"
-    r"(?P<location>[^/\s\"]+)/repositories/(?P<repository>[^/\s\"]+)"
-)
+    r"(?:cannot|failed to) pull (?:the )?image.*(?:40[13] (?:Forbidden|Unauthorized)|denied)")
+_AR_REPOSITORY = re.compile(
+    r"^(?P<location>[a-z0-9-]+)-docker\.pkg\.dev/(?P<project>[a-z0-9.:-]+)/"
+    r"(?P<repository>[a-z0-9._-]+)/")
 
 
 class ConfidentialSpaceError(LaunchError):
@@ -121,22 +122,28 @@ class ImagePullDenied(ConfidentialSpaceError):  # noqa: N818
     failure_class = "permission"
 
 
-def image_pull_denied(lines: list[str], service_account: str) -> ImagePullDenied | None:
-    """The launcher's pull refusal among the serial ``lines`` as an error naming the repository,
-    the account and the grant that fixes it; None when the serial port shows none."""
-    for line in reversed(lines):
-        found = _PULL_DENIED.search(line)
-        if found is not None:
-            repository, location, project = found.group("repository", "location", "project")
-            return ImagePullDenied(
-                f"the VM could not pull the evaluation image: repository {repository} "
-                f"({location}, project {project}) does not let {service_account} download it",
-                hint=f"the image's owner grants it: gcloud artifacts repositories "
-                f"add-iam-policy-binding {repository} --location={location} "
-                f"--project={project} --member=serviceAccount:{service_account} "
-                "--role=roles/artifactregistry.reader ('sealbench doctor --benchmark B' "
-                "checks it)")
-    return None
+def image_pull_denied(
+    lines: list[str], service_account: str, image_reference: str
+) -> ImagePullDenied | None:
+    """The launcher's refused pull among the serial ``lines`` as an error naming the image, the
+    account and (for Artifact Registry) the grant that fixes it; None when the serial port
+    shows none."""
+    if not any(_PULL_DENIED.search(line) for line in lines):
+        return None
+    found = _AR_REPOSITORY.match(image_reference)
+    if found is None:
+        return ImagePullDenied(
+            f"the VM could not pull the evaluation image {image_reference[:200]}: its registry "
+            f"refused {service_account}",
+            hint="the image's owner lets the VM's service account read the image")
+    repository, location, project = found.group("repository", "location", "project")
+    return ImagePullDenied(
+        f"the VM could not pull the evaluation image: repository {repository} ({location}, "
+        f"project {project}) does not let {service_account} download it",
+        hint=f"the image's owner grants it: gcloud artifacts repositories add-iam-policy-binding "
+        f"{repository} --location={location} --project={project} "
+        f"--member=serviceAccount:{service_account} --role=roles/artifactregistry.reader "
+        "('sealbench doctor --benchmark B' checks it)")
 
 
 class VmTimeout(ConfidentialSpaceError):  # noqa: N818

@@ -328,7 +328,9 @@ class ConfidentialSpaceVm:
         if not failed:
             elapsed = self._launcher.clock() - self._started
             return LaunchResult(self._launcher.image_digest, elapsed, None)
-        denied = image_pull_denied(self._lines, self._launcher.settings.service_account)
+        settings = self._launcher.settings
+        denied = image_pull_denied(self._lines, settings.service_account,
+                                   settings.image_reference)
         if denied is not None:  # the launcher could not pull the image
             raise denied
         if not reasons:  # the launcher refused: its reason precedes its exit line
