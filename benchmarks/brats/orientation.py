@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import nibabel as nib
 import numpy as np
+import numpy.typing as npt
 
 from .errors import CaseContractError
 
@@ -32,13 +33,13 @@ CANONICAL_AXES = ("R", "A", "S")
 OBLIQUE_TOLERANCE = 1e-4
 
 
-def axis_codes(affine: np.ndarray) -> tuple[str, str, str]:
+def axis_codes(affine: npt.NDArray[np.float64]) -> tuple[str, str, str]:
     """The anatomical direction of each voxel axis (``("L", "P", "S")`` for BraTS files)."""
     codes = nib.orientations.aff2axcodes(affine)  # type: ignore[no-untyped-call]
     return (str(codes[0]), str(codes[1]), str(codes[2]))
 
 
-def _obliquity(affine: np.ndarray) -> float:
+def _obliquity(affine: npt.NDArray[np.float64]) -> float:
     """The largest off-axis direction cosine of the voxel axes (0 when axis-aligned)."""
     linear = np.asarray(affine, dtype=np.float64)[:3, :3]
     norms = np.linalg.norm(linear, axis=0)

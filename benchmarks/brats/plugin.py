@@ -201,9 +201,7 @@ class BratsBenchmark:
         self.presentation = PRESENTATION
         self.small_cell_minimum = SMALL_CELL_MINIMUM
         self.release_spec = published.release_spec(metrics)
-        self.run_limits = RUN_LIMITS
-        self.layout = LAYOUT
-        self.model_contract = model_contract_of(contract)
+        self._init_machinery(contract)
         # The models of the shipped definitions on this contract (the small grid has its own),
         # else those of the full-size definition re-gridded.
         definitions = [d for d in (load() for load in SHIPPED_DEFINITIONS.values())
@@ -213,6 +211,13 @@ class BratsBenchmark:
         self._models = tuple(models.values())
         self.shipped_models = tuple(api.ShippedModel(m.name, m.sha256, m.description)
                                     for m in self._models)
+
+    def _init_machinery(self, contract: BratsContract) -> None:
+        """What every BraTS pin shares: the run limits, the prepared layout, the model contract
+        (the contract's modalities in, its label map's classes out)."""
+        self.run_limits = RUN_LIMITS
+        self.layout = LAYOUT
+        self.model_contract = model_contract_of(contract)
 
     def _bound(self, contract: BratsContract) -> Self:
         """This plug-in on ``contract`` (another grid of :attr:`base_contract`)."""
@@ -381,11 +386,7 @@ class BratsBenchmark:
         except ValidationError as exc:
             raise api.SummaryError(
                 f"not a {self.ref} summary ({exc.error_count()} errors)") from exc
-        if (summary.metrics_id, summary.metrics_version) != (self.metrics.metrics_id,
-                                                             self.metrics.version):
-            raise api.SummaryError(
-                f"summary of metrics {summary.metrics_id}/{summary.metrics_version}, expected "
-                f"{self.metrics.metrics_id}/{self.metrics.version}")
+        self._check_summary_ids(summary)
         if summary.n_cases != summary.release.n_cases:
             raise api.SummaryError("the summary's case count is not its release's")
         if not summary.release.matches(self.release_spec):
@@ -394,6 +395,14 @@ class BratsBenchmark:
                 f"loss: epsilon {self.release_spec.epsilon}, delta {self.release_spec.delta} "
                 "per release)")
         return summary
+
+    def _check_summary_ids(self, summary: PublishedSummary) -> None:
+        """Refuse a summary of another metric definition (id and version)."""
+        if (summary.metrics_id, summary.metrics_version) != (self.metrics.metrics_id,
+                                                             self.metrics.version):
+            raise api.SummaryError(
+                f"summary of metrics {summary.metrics_id}/{summary.metrics_version}, expected "
+                f"{self.metrics.metrics_id}/{self.metrics.version}")
 
     def parse_case_result(self, doc: Mapping[str, Any]) -> CaseResult:
         try:
@@ -426,11 +435,15 @@ class BratsBenchmark:
         modulo 100000, as case ids have five digits)."""
         ids = []
         for case_seed in range(seed, seed + n_cases):
-            case_id = case_id_for(case_seed % 100_000)
+            case_id = self._demo_case_id(case_seed % 100_000)
             write_case(generate_case(case_seed, self.contract.shape, self.contract), out_dir,
                        case_id, self.contract)
             ids.append(case_id)
         return tuple(ids)
+
+    def _demo_case_id(self, index: int) -> str:
+        """A demo case's id (``BraTS-GLI-<index>-000``)."""
+        return case_id_for(index)
 
     def demo_model_input(self, seed: int = 0, *, size_divisor: int = 16) -> api.DemoModelInput:
         """The synthetic case of ``seed`` on the small demo grid (whatever grid this plug-in is

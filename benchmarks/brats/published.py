@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict
 
 from sealbench.benchmarks import interface as api
@@ -69,7 +70,7 @@ class PublishedSummary(BaseModel):
         return canonical_json(self.model_dump(mode="json"))
 
 
-def contributions(results: Sequence[CaseResult], spec: MetricsSpec) -> np.ndarray:
+def contributions(results: Sequence[CaseResult], spec: MetricsSpec) -> npt.NDArray[np.float64]:
     """One row per case: its Dice per region (a failure's penalty, 0; non-finite: 0)."""
     rows = np.zeros((len(results), len(spec.regions)), dtype=np.float64)
     for i, result in enumerate(results):

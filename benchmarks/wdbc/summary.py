@@ -50,6 +50,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal, Self
 
 import numpy as np
+import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from sealbench.benchmarks import release as rel
@@ -180,7 +181,7 @@ class WdbcSummary(BaseModel):
         return canonical_json(self.to_json())
 
 
-def contributions(results: Sequence[WdbcCaseResult]) -> np.ndarray:
+def contributions(results: Sequence[WdbcCaseResult]) -> npt.NDArray[np.float64]:
     """One row per case in :data:`RELEASE_SPEC`'s order: the squared error of its penalised
     score (1 when unlabelled), then its one-hot score key."""
     rows = np.zeros((len(results), 1 + len(SCORE_KEYS)), dtype=np.float64)

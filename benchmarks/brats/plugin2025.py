@@ -1,0 +1,187 @@
+"""The BraTS 2025 pins as plug-ins: ``brats-2025-gli/1`` and ``brats-2025-met/1``.
+
+Each is the BraTS plug-in machinery (:class:`~.plugin.BratsBenchmark`: preparation, case
+layout, ONNX segmenter, pins per grid, exact releases) on a 2025 contract (the 2023 modalities
+and grid, label 4 RC added, ``BraTS-GLI-`` / ``BraTS-MET-`` case names) with the official 2025
+scoring (:mod:`.scoring2025`, :mod:`.results2025`) in place of the 2023 lesion-wise metrics. A
+model outputs five classes (background, NETC, SNFH, ET, RC). Declared in the entry-point group
+``sealbench.benchmarks`` as ``brats-2025-gli`` and ``brats-2025-met`` (``pyproject.toml``).
+
+No model ships with these pins yet, and their demo data are the 2023 generator's tumours (no
+resection cavity) under the 2025 names; the post-treatment and metastasis generators and
+reference models are issue 30's next steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, ClassVar, Final, Self
+
+import numpy as np
+from pydantic import Field, TypeAdapter, ValidationError
+
+from sealbench.benchmarks import interface as api
+from sealbench.benchmarks import release as rel
+
+from . import published
+from .cases import Case
+from .contract import BRATS_2025_GLI, BRATS_2025_MET, BratsContract
+from .errors import InvalidPredictionError
+from .metrics import CaseFailure
+from .plugin import SMALL_CELL_MINIMUM, BratsBenchmark, pin_for
+from .results2025 import RELEASED_2025, CaseResult2025, CaseScores2025, Metrics2025, contributions
+from .results2025 import release_spec as release_spec_2025
+from .scoring2025 import GLI_2025, MET_2025, Scoring2025, score_case
+
+__all__ = ["GLI_PLUGIN", "MET_PLUGIN", "Brats2025Benchmark", "Brats2025Gli", "Brats2025Met"]
+
+#: A full-size case's scoring takes well under a second; the 2023 pins' limits hold.
+_CASE_RESULT: Final[TypeAdapter[CaseResult2025]] = TypeAdapter(
+    Annotated[CaseScores2025 | CaseFailure, Field(discriminator="kind")])
+_H = api.Direction.HIGHER
+_METRICS: Final = (
+    api.MetricSpec("pq_dsc", "PQ", "", _H, False,
+                   "panoptic quality: mean Dice of the matched lesions x F1 of lesion detection "
+                   "(mean over cases, differentially private release)"),
+    api.MetricSpec("dsc", "Dice", "", _H, False,
+                   "voxel overlap over the whole group (mean over cases, differentially private "
+                   "release)"),
+)
+_GROUP_TEXT: Final = {
+    "netc": "non-enhancing tumour core", "snfh": "surrounding FLAIR hyperintensity",
+    "et": "enhancing tumour", "rc": "resection cavity", "tc": "tumour core (NETC + ET)",
+    "wt": "whole tumour (NETC + SNFH + ET)"}
+
+
+def _presentation(config: Scoring2025) -> api.Presentation:
+    groups = tuple(api.Group(g.name, g.name.upper(), _GROUP_TEXT[g.name])
+                   for g in config.groups)
+    return api.Presentation(metrics=_METRICS, groups=groups, headline=api.MetricRef("pq_dsc"),
+                            columns=tuple(api.MetricRef("pq_dsc", g.key) for g in groups))
+
+
+class Brats2025Benchmark(BratsBenchmark):
+    """A BraTS 2025 task behind the interface, on the grid of its contract (its :attr:`ref`:
+    ``<name>/1`` on 240x240x155, ``<name>/1-XxYxZ`` on another)."""
+
+    scoring: ClassVar[Scoring2025]
+    case_prefix: ClassVar[str]
+    title: ClassVar[str]
+
+    def __init__(self, contract: BratsContract | None = None) -> None:
+        contract = self.base_contract if contract is None else contract
+        config = self.scoring
+        self.contract = contract
+        self.spec = Metrics2025.of(config)
+        self.ref = pin_for(self.plugin_name, self.base_contract, contract)
+        self.description = (
+            f"{self.title} segmentation in the BraTS 2025 format: four MRI modalities "
+            f"({', '.join(contract.modalities)}) on {contract.grid_text()}; labels "
+            f"{', '.join(f'{t}={v}' for t, v in zip(contract.label_map.tissues, contract.label_map.values, strict=True))}; "  # noqa: E501
+            f"scored as the official evaluator ({config.source}) scores it: per group "
+            f"({', '.join(g.name for g in config.groups)}) instance-wise Dice, NSD and HD95 after "
+            "maximum bipartite matching, detection F1 and panoptic quality, and global Dice, "
+            "NSD and HD95.")
+        self.presentation = _presentation(config)
+        self.small_cell_minimum = SMALL_CELL_MINIMUM
+        self.release_spec = release_spec_2025(config)
+        self._init_machinery(contract)
+        self._models = ()
+        self.shipped_models = ()
+
+    def _bound(self, contract: BratsContract) -> Self:
+        return type(self)(contract)
+
+    def metrics_spec(self) -> api.JsonObject:
+        return self.spec.model_dump(mode="json")
+
+    def definitions(self) -> Mapping[str, api.JsonObject]:
+        """None yet: a definition binds a reference model, and none is trained for 2025."""
+        return {}
+
+    # -- scoring and summary -------------------------------------------------------------------
+
+    # The 2025 results are not the 2023 ones: these pins override the 2023 pin's result types
+    # (each is still an interface CaseResult), hence the ignores.
+    def score(self, case: Case, prediction: Any) -> CaseResult2025:  # type: ignore[override]
+        if case.seg is None:
+            return CaseFailure(case_id=case.case_id, reason="the case has no ground truth")
+        if not isinstance(prediction, np.ndarray):
+            return CaseFailure(case_id=case.case_id,
+                               reason=str(InvalidPredictionError("prediction is not an array")))
+        try:
+            groups = score_case(prediction, case.seg, self.contract.spacing_mm, self.scoring)
+        except InvalidPredictionError as exc:
+            return CaseFailure(case_id=case.case_id, reason=str(exc))
+        return CaseScores2025.from_official(case.case_id, self.scoring.task, groups)
+
+    def summarise(self, results: Sequence[api.CaseResult],
+                  noise: rel.NoiseSource) -> published.PublishedSummary:
+        ours = [r for r in results if isinstance(r, CaseScores2025 | CaseFailure)]
+        if len(ours) != len(results):
+            raise TypeError("results of another benchmark cannot be summarised here")
+        if not ours:
+            raise ValueError("cannot summarise zero cases")
+        made = rel.release(contributions(ours, self.scoring), self.release_spec, noise)
+        return published.PublishedSummary(metrics_id=self.spec.metrics_id,
+                                          metrics_version=self.spec.version,
+                                          n_cases=made.n_cases, release=made)
+
+    def _check_summary_ids(self, summary: published.PublishedSummary) -> None:
+        if (summary.metrics_id, summary.metrics_version) != (self.spec.metrics_id,
+                                                             self.spec.version):
+            raise api.SummaryError(
+                f"summary of metrics {summary.metrics_id}/{summary.metrics_version}, expected "
+                f"{self.spec.metrics_id}/{self.spec.version}")
+
+    def parse_case_result(  # type: ignore[override]
+            self, doc: Mapping[str, Any]) -> CaseResult2025:
+        try:
+            return _CASE_RESULT.validate_python(doc)
+        except ValidationError as exc:
+            raise api.SummaryError(
+                f"not a {self.ref} case result ({exc.error_count()} errors)") from exc
+
+    def _groups(self) -> tuple[str, ...]:
+        return tuple(g.name for g in self.scoring.groups)
+
+    def figures(self, summary: api.PublicSummary) -> tuple[api.Figure, ...]:
+        if not isinstance(summary, published.PublishedSummary):
+            raise TypeError("a summary of another benchmark")
+        return tuple(published.pool_releases([summary], self._groups(), RELEASED_2025).figures)
+
+    def pool(self, summaries: Sequence[api.PublicSummary]) -> api.PooledFigures:
+        ours = [x for x in summaries if isinstance(x, published.PublishedSummary)]
+        if len(ours) != len(summaries):
+            raise TypeError("summaries of another benchmark")
+        return published.pool_releases(ours, self._groups(), RELEASED_2025)
+
+    def _demo_case_id(self, index: int) -> str:
+        """``BraTS-<GLI|MET>-<index>-000``; the demo cases are the 2023 generator's tumours
+        (labels 1-3): the 2025 generators, with a resection cavity, are still to come."""
+        return f"{self.case_prefix}-{index:05d}-000"
+
+
+class Brats2025Gli(Brats2025Benchmark):
+    """``brats-2025-gli``: adult glioma, pre- and post-treatment (``config_gli``)."""
+
+    plugin_name = "brats-2025-gli"
+    base_contract = BRATS_2025_GLI
+    scoring = GLI_2025
+    case_prefix = "BraTS-GLI"
+    title = "Adult glioma (pre- and post-treatment)"
+
+
+class Brats2025Met(Brats2025Benchmark):
+    """``brats-2025-met``: brain metastases (``config_mets``)."""
+
+    plugin_name = "brats-2025-met"
+    base_contract = BRATS_2025_MET
+    scoring = MET_2025
+    case_prefix = "BraTS-MET"
+    title = "Brain metastases"
+
+
+#: The entry points' objects (``brats-2025-gli``, ``brats-2025-met``).
+GLI_PLUGIN: Final[api.Benchmark] = Brats2025Gli()
+MET_PLUGIN: Final[api.Benchmark] = Brats2025Met()
