@@ -352,6 +352,15 @@ def translate_api_error(
     if reasons & _QUOTA_REASONS or _QUOTA_METRIC.search(str(exc.message)):
         metric = _QUOTA_METRIC.search(str(exc.message))
         name = metric.group("metric") if metric else "the CPU quota of this machine family"
+        if name == "GPUS_ALL_REGIONS":  # project-wide, 0 in a new project
+            return QuotaExceeded(
+                message,
+                hint="request a quota increase for GPUS_ALL_REGIONS, the project's GPUs in all "
+                "regions (0 in a new project): gcloud beta quotas preferences create "
+                "--service=compute.googleapis.com --quota-id=GPUS-ALL-REGIONS-per-project "
+                f"--preferred-value=1 --project={settings.project} (or IAM & Admin → Quotas); "
+                "'sealbench doctor --accelerator ...' checks it",
+            )
         return QuotaExceeded(
             message,
             hint=f"request a quota increase for {name} in region {region} (IAM & Admin → "

@@ -34,3 +34,25 @@ def test_another_registry_is_named_without_an_artifact_registry_grant() -> None:
 
 def test_no_pull_failure_no_error() -> None:
     assert image_pull_denied(["workload finished with a non-zero return code"], SA, REF) is None
+
+
+def test_the_project_wide_gpu_quota_gets_its_own_request_command() -> None:
+    """A new project's GPUS_ALL_REGIONS is 0: Compute refuses the GPU VM 'globally', and the
+    hint asks for that quota, not a regional one (issue 29, item 4)."""
+    from google.api_core import exceptions as gexc
+
+    from sealbench.client.launchers._cs_resources import (
+        QuotaExceeded,
+        VmSettings,
+        translate_api_error,
+    )
+
+    settings = VmSettings(project="h-1", zone="us-central1-a", service_account=SA,
+                          image_reference=REF)
+    error = translate_api_error(
+        gexc.Forbidden("Quota 'GPUS_ALL_REGIONS' exceeded.  Limit: 0.0 globally."),  # type: ignore[no-untyped-call]
+        "creating the VM", settings)
+    assert isinstance(error, QuotaExceeded)
+    assert "--quota-id=GPUS-ALL-REGIONS-per-project --preferred-value=1 --project=h-1" in (
+        error.hint)
+    assert "in region" not in error.hint
