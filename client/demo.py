@@ -23,13 +23,13 @@ commands that remove it. ``--clean`` removes every demo folder there and nothing
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shlex
 import signal
 import sys
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -69,6 +69,8 @@ _HOSPITALS: Final = ("hospital-a", "hospital-b")
 _WDBC_CASES: Final = 100
 _SERVER_START_S: Final = 60.0
 _DEMO_TEES: Final = ("mock", "docker")
+#: The file under the work folder that holds every command's output (unless ``--verbose``).
+DEMO_LOG: Final = "demo.log"
 T = TypeVar("T")
 
 
@@ -77,17 +79,30 @@ class DemoOutcome:
     workdir: Path
     server: str
     benchmark_id: int
-    leaderboard: Any  # sealbench.client.workflows.LeaderboardView
+    #: The BraTS runs the hospitals made (``RunRecord``), the refusal the debug-image attack
+    #: met, and the second benchmark's part.
+    runs: tuple[Any, ...]
+    refusal: str
+    second: Any  # sealbench.client.demo_plugins.PluginDemoOutcome
 
 
 class _Narrator:
-    """Prints each step as the command line it stands for, then runs its implementation."""
+    """Prints each step as the command line it stands for, then runs its implementation: with
+    ``log`` (the default), whatever the command prints goes to that file, so the terminal shows
+    the command lines, the sections and the closing summary; without it (``--verbose``),
+    everything is printed."""
 
-    def __init__(self) -> None:
+    def __init__(self, log: Path | None = None) -> None:
         self.console = out()
+        self.log = log
 
     def section(self, title: str) -> None:
         self.console.print(Rule(title, style="cyan"))
+        self._write(f"\n== {title}\n")
+
+    def note(self, text: str) -> None:
+        self.console.print(text, highlight=False)
+        self._write(f"{text}\n")
 
     def step(self, argv: str, action: Callable[[], T]) -> T:
         """Print ``argv`` (written profile first, for readability here) as the command line a
@@ -95,15 +110,26 @@ class _Narrator:
         match = re.match(r"--profile (\S+) (.*)$", argv, re.S)
         line = f"{match.group(2)} --profile {match.group(1)}" if match else argv
         self.console.print(f"[bold green]$ sealbench {line}[/]", markup=True, highlight=False)
-        return action()
+        if self.log is None:
+            return action()
+        with self.log.open("a", encoding="utf-8") as log, \
+                contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+            print(f"$ sealbench {line}", flush=True)
+            return action()
+
+    def _write(self, text: str) -> None:
+        if self.log is not None:
+            with self.log.open("a", encoding="utf-8") as log:
+                log.write(text)
 
 
 def _play(
-    workdir: Path, cases: int, size: str, server: str, endpoints: Any, tee: str = "mock"
+    say: _Narrator, workdir: Path, cases: int, size: str, server: str, tee: str = "mock"
 ) -> DemoOutcome:
     from sealbench.client import _cli_assets as a
     from sealbench.client import _cli_registry as r
     from sealbench.client import _cli_run as x
+    from sealbench.client._cli_leaderboard import benchmark_leaderboard
     from sealbench.client.assets import SIZE_DEFINITIONS
     from sealbench.client.workflows import (
         _plugin_of_definition,
@@ -111,7 +137,6 @@ def _play(
         shipped_model_bytes,
     )
 
-    say = _Narrator()
     # Each grid has its own benchmark (contract, models, leaderboard): small cases are published
     # under brats-small, never registered in the full-size BraTS benchmark.
     shipped = SIZE_DEFINITIONS[size]
@@ -169,10 +194,9 @@ def _play(
     )
     minimum = _plugin_of_definition(definition).small_cell_minimum
     if cases < minimum:
-        say.console.print(f"note: {cases} case(s) per hospital is under the benchmark's "
-                          f"small-cell minimum of {minimum}: the enclave withholds every public "
-                          "summary (the hospitals still open their per-case results) and the "
-                          "leaderboard stays empty", highlight=False)
+        say.note(f"note: {cases} case(s) per hospital is under the benchmark's small-cell "
+                 f"minimum of {minimum}: the enclave withholds every public summary (the "
+                 "hospitals still open their per-case results) and the leaderboard stays empty")
     datasets: dict[str, int] = {}
     for index, profile in enumerate(_HOSPITALS):
         base = workdir / profile
@@ -190,7 +214,8 @@ def _play(
         name = f"{profile}-glioma"
         d = say.step(
             f"--profile {profile} dataset register {prepared} --name {name} --benchmark {b}",
-            partial(a.dataset_register, prepared, name=name, benchmark=b, profile=profile),
+            partial(a.dataset_register, prepared, name=name, benchmark=b, yes=True,
+                    profile=profile),
         ).id
         datasets[profile] = d
         say.step(
@@ -241,11 +266,12 @@ def _play(
             )
             say.step(
                 f"--profile {profile} result submit {record.run_id}",
-                partial(x.result_submit, record.run_id, profile=profile),
+                partial(x.result_submit, record.run_id, yes=True, profile=profile),
             )
 
     say.section("7. the authority reads the verified leaderboard")
-    board = say.step(f"--profile authority benchmark leaderboard {b}", lambda: _leaderboard(b))
+    say.step(f"--profile authority benchmark leaderboard {b}",
+             partial(benchmark_leaderboard, b, profile="authority"))
 
     say.section("8. an attack: the hospital launches a debug image to get at the model")
     attacker, victim = _HOSPITALS[0], models["model-ref"]
@@ -264,7 +290,8 @@ def _play(
             ),
         )
     except KeyReleaseDeniedError as exc:
-        say.console.print(f"[bold]refused, as it must be:[/] {exc}", markup=True)
+        refusal = str(exc)
+        say.note(f"refused, as it must be: {refusal}")
     else:
         raise ClientError("the debug image was released the keys: the policies are broken")
     say.step("--profile admin audit verify", lambda: r.audit_verify(profile="admin"))
@@ -272,9 +299,11 @@ def _play(
     # two disjoint sites, the two shipped classifiers (client/demo_plugins.py).
     from sealbench.client.demo_plugins import play_plugin_benchmark
 
-    play_plugin_benchmark(say, workdir, "wdbc", hospitals=_HOSPITALS,
-                          labs=("model-ref", "model-weak"), cases=_WDBC_CASES, tee=tee, number=9)
-    return DemoOutcome(workdir, server, b, board)
+    second = play_plugin_benchmark(say, workdir, "wdbc", hospitals=_HOSPITALS,
+                                   labs=("model-ref", "model-weak"), cases=_WDBC_CASES,
+                                   tee=tee, number=9)
+    runs = tuple(record for records in finished.values() for record in records)
+    return DemoOutcome(workdir, server, b, runs, refusal, second)
 
 
 def _ensure_image(say: _Narrator) -> None:
@@ -308,9 +337,13 @@ def _ensure_image(say: _Narrator) -> None:
 
 
 def _serve(server: str, profiles: Path) -> None:
-    """Say where the dashboard is and how to sign in, then wait for Ctrl-C (or SIGTERM)."""
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set())
+    """Say where the dashboard is, how to sign in and how to use the CLI against the servers
+    from another terminal (the export the profiles need, and how to put ``sealbench`` on the
+    PATH), then wait for Ctrl-C (or SIGTERM)."""
+    # A flag, not a threading.Event: a handler that takes a lock can interrupt the main
+    # thread while it holds that same lock (a second Ctrl-C inside Event.wait deadlocked).
+    stop: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, _frame: stop.append(signum))
                 for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         console = out()
@@ -318,22 +351,28 @@ def _serve(server: str, profiles: Path) -> None:
         console.print(f"dashboard             {server}/ui/")
         console.print(f"sign-in tokens        in {profiles} (one profile per role; sign in "
                       "with its token)")
+        console.print("the CLI, from another terminal:", highlight=False)
+        for line in _cli_lines(profiles.parent):
+            console.print(f"  {line}", highlight=False)
         console.print("serving the registry and the mock TEE until Ctrl-C")
         sys.stdout.flush()
-        stop.wait()
+        while not stop:
+            time.sleep(0.2)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
 
-def _leaderboard(benchmark_id: int) -> Any:
-    from sealbench.client import workflows
-    from sealbench.client._cli_common import session
-
-    with session("authority") as s:
-        board = workflows.leaderboard(s.client, benchmark_id)
-    workflows.print_leaderboard(out(), board)
-    return board
+def _cli_lines(config: Path) -> tuple[str, ...]:
+    """How another shell reaches a serving demo: its profiles' folder, and ``sealbench`` on the
+    PATH (this environment's, activated when it is a virtual environment)."""
+    bin_dir = Path(sys.executable).parent
+    activate = bin_dir / "activate"
+    on_path = (f"source {shlex.quote(str(activate))}" if activate.is_file()
+               else f"export PATH={shlex.quote(str(bin_dir))}:$PATH")
+    return (f"export {ENV_CONFIG_DIR}={shlex.quote(str(config))}",
+            f"{on_path}   # puts 'sealbench' on the PATH",
+            "sealbench profile ls; sealbench inbox --profile hospital-a")
 
 
 def _sealbench_command() -> str:
@@ -380,39 +419,49 @@ def _clean() -> demo_workdirs.CleanReport:
     return report
 
 
-def _epilogue(outcome: DemoOutcome, config: Path, mock_state: Path, server_data: Path) -> None:
+def _summary(outcome: DemoOutcome, tee: str, log: Path | None) -> None:
+    """What ran, what was refused and why, each benchmark's leaderboard (what
+    ``sealbench benchmark leaderboard B`` prints: the servers are still up) and where to look
+    next."""
+    from sealbench.client._cli_common import session
+    from sealbench.client._cli_leaderboard import print_table
+
     console = out()
-    console.print(Rule("where everything is", style="cyan"))
+    console.print(Rule("summary", style="cyan"))
+    parts = ((outcome.benchmark_id, outcome.runs), (outcome.second.benchmark_id,
+                                                     outcome.second.runs))
+    with session("authority") as s:
+        for benchmark_id, records in parts:
+            bench = s.client.get_benchmark(benchmark_id)
+            done = sum(r.status == "succeeded" for r in records)
+            sites = len({r.dataset_id for r in records})
+            models = len({r.model_id for r in records})
+            console.print(
+                f"benchmark {benchmark_id} {bench.name} ({bench.metrics_version}): {done} of "
+                f"{len(records)} runs succeeded on the {tee} TEE ({sites} hospitals x "
+                f"{models} models); the registry verified each result's attestation",
+                highlight=False)
+        console.print("refused: the debug-image attack got no keys "
+                      f"({_first_line(outcome.refusal)})", highlight=False)
+        console.print("the registry's audit log verified intact ('audit verify')")
+        for benchmark_id, _ in parts:
+            console.print()
+            print_table(console, s.client.pooled_leaderboard(benchmark_id))
+    console.print()
+    if log is not None:
+        console.print(f"every command's output  {log}  (--verbose prints it as it runs)",
+                      highlight=False)
     w = outcome.workdir
-    console.print(f"work directory        {w}")
-    console.print(f"registry database     {server_data / 'registry.sqlite3'}")
-    console.print(f"registry log          {w / 'server.log'}")
-    console.print(f"mock TEE state        {mock_state}")
-    console.print(
-        f"profiles, keys, runs  {config}  (one profile per role: {', '.join(DEMO_USERS)})"
-    )
-    console.print(f"hospital files        {w / 'hospital-a'}, {w / 'hospital-b'}")
-    console.print("\nexplore it (the demo stopped its servers; start them again first):")
-    env = f"SEALBENCH_CONFIG_DIR={shlex.quote(str(config))}"
-    port = outcome.server.rsplit(":", 1)[1]
-    bin_dir = Path(sys.executable).parent
-    sb = shlex.quote(str(bin_dir / "sealbench"))
-    server = shlex.quote(str(bin_dir / "sealbench-server"))
-    b = outcome.benchmark_id
-    for line in (
-        f"{sb} mock-tee up --state-dir {shlex.quote(str(mock_state))} &",
-        f"SEALBENCH_SERVER_DATA_DIR={shlex.quote(str(server_data))} "
-        f"SEALBENCH_SERVER_TRUSTED_ISSUERS='{_issuers_json(mock_state)}' "
-        f"{server} serve --port {port} &",
-        f"export {env}",
-        f"{sb} --help; {sb} profile ls",
-        f"{sb} benchmark leaderboard {b} --profile authority",
-        f"{sb} result ls --profile hospital-a",
-        f"{sb} association ls --benchmark {b} --profile authority",
-    ):
-        console.print(f"  {line}", highlight=False)
-    console.print("")
-    _print_removal(console, w, "this demo's files stay in its work directory")
+    console.print(f"work directory          {w}  (registry, mock TEE, profiles, hospital files)",
+                  highlight=False)
+    console.print(f"explore it              {_sealbench_command()} demo --explore "
+                  f"{shlex.quote(str(w))}  (its registry, dashboard and mock TEE, until "
+                  "Ctrl-C)", highlight=False)
+
+
+def _first_line(text: str, limit: int = 120) -> str:
+    line = text.splitlines()[0] if text else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _issuers_json(mock_state: Path) -> str:
@@ -444,25 +493,43 @@ def demo(
     serve: Annotated[
         bool,
         typer.Option("--serve", help="afterwards keep the registry, its dashboard and the mock "
-                     "TEE running until Ctrl-C"),
+                     "TEE running until Ctrl-C, to explore with the CLI and the dashboard"),
     ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", help="print every command's output as it runs (by default "
+                     "it goes to demo.log in the work folder, and the terminal shows the "
+                     "command lines and a closing summary)"),
+    ] = False,
+    explore: Annotated[
+        Path | None,
+        typer.Option("--explore", metavar="WORKDIR",
+                     help="start the registry, dashboard and mock TEE of a finished demo's work "
+                     "folder again (until Ctrl-C), with its profiles pointed at them; runs no "
+                     "demo"),
+    ] = None,
     clean: Annotated[
         bool,
         typer.Option("--clean", help="remove every work folder of earlier demos from the demo "
                      "folder (not --workdir ones, not a running demo's), say how much that "
                      "freed, and exit"),
     ] = False,
-) -> DemoOutcome | demo_workdirs.CleanReport:
+) -> DemoOutcome | demo_workdirs.CleanReport | None:
     """Run the whole confidential evaluation locally: registry, mock TEE, two hospitals, two
-    models, verified leaderboard, a refused attack. INSECURE mock: synthetic data only."""
+    models, verified leaderboard, a refused attack. INSECURE mock: synthetic data only. It ends
+    with a summary (what ran, what was refused, the leaderboards) and how to explore it."""
     from sealbench.client.assets import SIZES
     from sealbench.client.errors import ConfigError
     from sealbench.client.extras import require_extras
 
-    if clean:
-        if workdir is not None or serve:
-            raise typer.BadParameter("--clean removes earlier demos; it runs none",
-                                     param_hint="'--workdir' / '--serve'")
+    if clean or explore is not None:
+        if workdir is not None or serve or (clean and explore is not None):
+            raise typer.BadParameter("--clean and --explore run no demo; give one alone",
+                                     param_hint="'--clean' / '--explore'")
+        if explore is not None:
+            require_extras(("server", "mock"), "exploring a demo")
+            _explore(explore.resolve())
+            return None
         return _clean()
     if size not in SIZES:
         raise ConfigError(f"--size must be one of {', '.join(SIZES)}")
@@ -482,32 +549,39 @@ def demo(
         if any(root.iterdir()):
             raise ConfigError(f"{root} is not empty", hint="pass a new directory to --workdir")
     started = time.monotonic()
+    log = None if verbose else root / DEMO_LOG
     out().print(f"sealbench demo: everything goes under {root}")
+    if log is not None:
+        out().print(f"each command's output goes to {log}; the terminal shows the commands and "
+                    "a summary (--verbose: everything)", highlight=False)
     with demo_workdirs.claim(root):
         try:
-            outcome = _run(root, cases, size, tee, serve)
+            outcome = _run(root, cases, size, tee, serve, log)
         except BaseException:
+            if log is not None:
+                err_console().print(f"every command's output, up to the failure: {log}",
+                                    highlight=False)
             _print_removal(err_console(), root, "the demo's files stay for inspection")
             raise
-    out().print(f"\ndemo finished in {time.monotonic() - started:.0f} s")
+    out().print(f"demo finished in {time.monotonic() - started:.0f} s")
     return outcome
 
 
-def _run(root: Path, cases: int, size: str, tee: str, serve: bool) -> DemoOutcome:
+def _scope(root: Path) -> dict[str, str | None]:
+    """The environment the demo's commands see: its own profiles folder, nothing inherited."""
+    return {ENV_CONFIG_DIR: str(root / "config"), ENV_DATA_DIR: None, ENV_PROFILE: None,
+            ENV_SERVER: None, ENV_TOKEN: None}
+
+
+def _run(root: Path, cases: int, size: str, tee: str, serve: bool,
+         log: Path | None) -> DemoOutcome:
     """The demo in the claimed work folder ``root``."""
     from sealbench.client._cli_common import setup_logging
     from sealbench.client.config import Profile, ProfileStore
     from sealbench.mocktee import MockCloud
 
-    config, mock_state, server_data = root / "config", root / "mock-tee", root / "registry"
-    scope = {
-        ENV_CONFIG_DIR: str(config),
-        ENV_DATA_DIR: None,
-        ENV_PROFILE: None,
-        ENV_SERVER: None,
-        ENV_TOKEN: None,
-    }
-    with scoped_environ(scope), MockCloud(mock_state) as cloud:
+    mock_state, server_data = root / "mock-tee", root / "registry"
+    with scoped_environ(_scope(root)), MockCloud(mock_state) as cloud:
         setup_logging(False)
         tokens = create_accounts(server_data, DEMO_USERS)
         # The demo runs the registry, so it knows the log key: every profile pins it (no trust
@@ -521,10 +595,36 @@ def _run(root: Path, cases: int, size: str, tee: str, serve: bool) -> DemoOutcom
                     Profile(server=server, token=token, mock_tee=mock_state, log_key=log_key),
                     make_current=name == "authority",
                 )
+            say = _Narrator(log)
             if tee == "docker":
-                _ensure_image(_Narrator())
-            outcome = _play(root, cases, size, server, cloud.endpoints, tee)
+                _ensure_image(say)
+            outcome = _play(say, root, cases, size, server, tee)
+            _summary(outcome, tee, log)
             if serve:
                 _serve(server, store.path)
-    _epilogue(outcome, config, mock_state, server_data)
+    _print_removal(out(), root, "this demo's files stay in its work folder")
     return outcome
+
+
+def _explore(root: Path) -> None:
+    """``sealbench demo --explore WORKDIR``: serve a finished demo's registry (its database and
+    log key) and mock TEE (its state) again on free ports, the folder's profiles pointed at the
+    new registry address, until Ctrl-C."""
+    from sealbench.client.config import ProfileStore
+    from sealbench.client.errors import ConfigError
+    from sealbench.mocktee import MockCloud
+
+    mock_state, server_data = root / "mock-tee", root / "registry"
+    if not ((server_data / "registry.sqlite3").is_file() and mock_state.is_dir()
+            and (root / "config" / "profiles.json").is_file()):
+        raise ConfigError(f"{root} is not the work folder of a finished demo (no registry "
+                          "database, mock TEE state or profiles there)",
+                          hint="the demo prints its work folder first ('everything goes "
+                          "under ...'); 'sealbench demo' makes a new one")
+    with demo_workdirs.claim(root), scoped_environ(_scope(root)), \
+            MockCloud(mock_state) as cloud, \
+            registry_process(server_data, cloud.endpoints, root / "server.log") as server:
+        store = ProfileStore.from_environment(os.environ)
+        for name, _ in store.names():
+            store.update(name, server=server)
+        _serve(server, store.path)

@@ -31,11 +31,15 @@ class Narrator(Protocol):
 
     def step(self, argv: str, action: Callable[[], T]) -> T: ...
 
+    def note(self, text: str) -> None: ...
+
 
 @dataclass(frozen=True)
 class PluginDemoOutcome:
     benchmark_id: int
-    leaderboard: Any  # sealbench.client.workflows.LeaderboardView
+    #: The plug-in pin, and every run the hospitals made (``RunRecord``), in order.
+    plugin: str
+    runs: tuple[Any, ...]
 
 
 def play_plugin_benchmark(
@@ -55,7 +59,8 @@ def play_plugin_benchmark(
     from sealbench.client import _cli_registry as r
     from sealbench.client import _cli_run as x
     from sealbench.client import workflows
-    from sealbench.client._cli_common import out, session
+    from sealbench.client._cli_common import session
+    from sealbench.client._cli_leaderboard import benchmark_leaderboard
 
     definition = workflows.load_benchmark_definition(definition_name)
     extra = definition.model_extra or {}
@@ -91,14 +96,15 @@ def play_plugin_benchmark(
         base = workdir / definition_name / hospital
         raw, prepared = base / "raw", base / "prepared"
         ids = plugin.write_demo_dataset(raw, cases, seed=index)
-        out().print(f"{hospital} holds {len(ids)} cases of {plugin.ref} in {raw} (demo data "
-                    f"of site {index})")
+        say.note(f"{hospital} holds {len(ids)} cases of {plugin.ref} in {raw} (demo data of "
+                 f"site {index})")
         say.step(f"--profile {hospital} dataset prepare {raw} {prepared} --benchmark {b}",
                  partial(a.dataset_prepare, raw, prepared, benchmark=b, profile=hospital))
         name = f"{hospital}-{definition_name}"
         datasets[hospital] = d = say.step(
             f"--profile {hospital} dataset register {prepared} --name {name} --benchmark {b}",
-            partial(a.dataset_register, prepared, name=name, benchmark=b, profile=hospital),
+            partial(a.dataset_register, prepared, name=name, benchmark=b, yes=True,
+                    profile=hospital),
         ).id
         say.step(f"--profile {hospital} dataset seal {prepared} --dataset {d}",
                  partial(a.dataset_seal, prepared, dataset=d, profile=hospital))
@@ -116,6 +122,7 @@ def play_plugin_benchmark(
     for lab, m in models.items():
         say.step(f"--profile {lab} policy sync --model {m}",
                  partial(x.policy_sync, model=m, profile=lab))
+    runs: list[Any] = []
     for hospital, d in datasets.items():
         records = say.step(
             f"--profile {hospital} run --benchmark {b} --dataset {d} --all-models --parallel 2 "
@@ -123,17 +130,12 @@ def play_plugin_benchmark(
             partial(x.run, benchmark=b, dataset=d, all_models=True, parallel=2, tee=tee,
                     profile=hospital),
         )
+        runs.extend(records)
         for record in records:
             say.step(f"--profile {hospital} result open {record.run_id}",
                      partial(x.result_open, record.run_id, profile=hospital))
             say.step(f"--profile {hospital} result submit {record.run_id}",
-                     partial(x.result_submit, record.run_id, profile=hospital))
-
-    def leaderboard() -> Any:
-        with session("authority") as s:
-            board = workflows.leaderboard(s.client, b)
-        workflows.print_leaderboard(out(), board)
-        return board
-
-    board = say.step(f"--profile authority benchmark leaderboard {b}", leaderboard)
-    return PluginDemoOutcome(b, board)
+                     partial(x.result_submit, record.run_id, yes=True, profile=hospital))
+    say.step(f"--profile authority benchmark leaderboard {b}",
+             partial(benchmark_leaderboard, b, profile="authority"))
+    return PluginDemoOutcome(b, str(plugin.ref), tuple(runs))

@@ -6,7 +6,6 @@ passed in as a :class:`~sealbench.client.api.RegistryClient`."""
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,11 +13,9 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, ValidationError
-from rich.console import Console
-from rich.table import Table
 
 from sealbench.benchmarks.release import LocalExact
-from sealbench.client.api import AssetKind, RegistryClient
+from sealbench.client.api import AssetKind
 from sealbench.client.errors import ConfigError, IntegrityError, NotAvailableError
 from sealbench.client.extras import MissingExtraError, missing_extra
 from sealbench.server.schemas import (
@@ -37,7 +34,6 @@ __all__ = [
     "Backend",
     "DefinitionDocument",
     "EvaluationImage",
-    "LeaderboardView",
     "asset_kinds",
     "association_status",
     "audit_broken",
@@ -48,12 +44,8 @@ __all__ = [
     "column_titles",
     "docker_image_module",
     "evaluation_image",
-    "figure_value",
-    "leaderboard",
     "load_benchmark_definition",
-    "metric_ref",
     "plugin_for",
-    "print_leaderboard",
     "result_cells",
     "shipped_definitions",
     "shipped_model_bytes",
@@ -357,17 +349,6 @@ def summary_of(plugin: Benchmark, summary: Mapping[str, Any]) -> PublicSummary |
         return None
 
 
-def figure_value(plugin: Benchmark, summary: Mapping[str, Any], ref: MetricRef) -> float | None:
-    """The value of ``ref`` in a registry result's summary (None: absent or undefined)."""
-    parsed = summary_of(plugin, summary)
-    if parsed is None:
-        return None
-    for figure in plugin.figures(parsed):
-        if figure.ref == ref:
-            return figure.value
-    return None
-
-
 def summary_cases(plugin: Benchmark, summary: Mapping[str, Any]) -> int | None:
     """The number of cases a public summary aggregates."""
     parsed = summary_of(plugin, summary)
@@ -408,145 +389,6 @@ def case_cells(plugin: Benchmark, case: CaseResult) -> tuple[str, ...]:
     # the hospital's own case on its own machine: exact, no release noise
     figures = {f.ref: f.value for f in plugin.figures(plugin.summarise([case], LocalExact()))}
     return (case.case_id, "scored", *(_text(figures.get(ref)) for ref in columns))
-
-
-@dataclass(frozen=True)
-class LeaderboardView:
-    """Models x datasets: each cell the value of ``metric`` (the plug-in's headline unless
-    chosen) in the latest verified result."""
-
-    benchmark_id: int
-    metric: MetricRef
-    title: str
-    lower_is_better: bool
-    models: tuple[tuple[int, str], ...]
-    datasets: tuple[tuple[int, str], ...]
-    cells: Mapping[tuple[int, int], float]
-    #: (model, dataset) cells whose dataset or model was withdrawn after the result.
-    withdrawn: frozenset[tuple[int, int]] = frozenset()
-
-    def model_score(self, model_id: int) -> float | None:
-        values = [v for (m, _), v in self.cells.items() if m == model_id]
-        return sum(values) / len(values) if values else None
-
-    def ranked(self) -> list[tuple[int, str]]:
-        def key(item: tuple[int, str]) -> float:
-            score = self.model_score(item[0])
-            if score is None:
-                return math.inf
-            return score if self.lower_is_better else -score
-
-        return sorted(self.models, key=key)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "benchmark_id": self.benchmark_id,
-            "metric": self.metric.metric,
-            "group": self.metric.group,
-            "title": self.title,
-            "direction": "lower" if self.lower_is_better else "higher",
-            "rows": [
-                {
-                    "model_id": model_id,
-                    "model": label,
-                    "mean": _round(self.model_score(model_id)),
-                    "datasets": {
-                        str(dataset_id): _round(self.cells.get((model_id, dataset_id)))
-                        for dataset_id, _ in self.datasets
-                    },
-                }
-                for model_id, label in self.ranked()
-            ],
-            "datasets": {str(i): label for i, label in self.datasets},
-            "withdrawn": [
-                {"model_id": m, "dataset_id": d} for m, d in sorted(self.withdrawn)
-            ],
-        }
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 4)
-
-
-def metric_ref(plugin: Benchmark, metric: str | None, group: str | None = None) -> MetricRef:
-    """``metric`` (in ``group``) of the plug-in's presentation, or its headline; ConfigError
-    naming the metrics and groups there are."""
-    from sealbench.benchmarks.interface import Direction, MetricRef
-
-    shown = plugin.presentation
-    if metric is None and group is None:
-        return shown.headline
-    ref = MetricRef(metric or shown.headline.metric, group)
-    try:
-        spec = shown.metric(ref.metric)
-    except ValueError as exc:
-        raise ConfigError(f"--metric {ref.metric!r}: {exc}") from None
-    groups = [g.key for g in shown.groups]
-    if group is not None and group not in groups:
-        raise ConfigError(f"--group {group!r}: the benchmark's groups are {groups or 'none'}")
-    if spec.direction is Direction.NEUTRAL:
-        raise ConfigError(f"--metric {ref.metric!r} is a count, not ranked")
-    return ref
-
-
-def leaderboard(client: RegistryClient, benchmark_id: int, metric: str | None = None,
-                group: str | None = None) -> LeaderboardView:
-    from sealbench.benchmarks.interface import Direction
-
-    plugin = plugin_for(client.get_benchmark(benchmark_id))
-    ref = metric_ref(plugin, metric, group)
-    shown = plugin.presentation
-    title = (f"mean {ref.metric} over {', '.join(g.key for g in shown.groups)}"
-             if ref.group is None and shown.groups else shown.label(ref))
-    board = client.leaderboard(benchmark_id)
-    models: dict[int, str] = {}
-    datasets: dict[int, str] = {}
-    cells: dict[tuple[int, int], float] = {}
-    withdrawn: set[tuple[int, int]] = set()
-    for entry in board.entries:
-        if entry.withdrawn:
-            withdrawn.add((entry.model_id, entry.dataset_id))
-        models[entry.model_id] = f"{entry.model_name} {entry.model_version}"
-        datasets[entry.dataset_id] = entry.dataset_name
-        value = figure_value(plugin, entry.summary, ref)
-        if value is not None:
-            cells[(entry.model_id, entry.dataset_id)] = value
-    return LeaderboardView(
-        benchmark_id, ref, title, shown.metric(ref.metric).direction is Direction.LOWER,
-        tuple(sorted(models.items())), tuple(sorted(datasets.items())), cells,
-        frozenset(withdrawn),
-    )
-
-
-def print_leaderboard(console: Console, board: LeaderboardView) -> None:
-    t = Table(
-        title=f"leaderboard of benchmark {board.benchmark_id}: {board.title} "
-        "(verified results only)",
-        title_justify="left",
-        header_style="bold",
-    )
-    t.add_column("rank")
-    t.add_column("model")
-    for dataset_id, label in board.datasets:
-        t.add_column(f"{label} (#{dataset_id})", justify="right")
-    t.add_column("mean", justify="right")
-    for rank, (model_id, label) in enumerate(board.ranked(), start=1):
-        cells = [
-            (board.cells.get((model_id, d)), (model_id, d) in board.withdrawn)
-            for d, _ in board.datasets
-        ]
-        score = board.model_score(model_id)
-        t.add_row(
-            # no value (a release too noisy to read, or none published): no rank either
-            "-" if score is None else str(rank),
-            f"{label} (#{model_id})",
-            *("-" if c is None else f"{c:.4f}{' †' if gone else ''}" for c, gone in cells),
-            "-" if score is None else f"{score:.4f}",
-        )
-    console.print(t)
-    if board.withdrawn:
-        console.print("† its dataset or model was withdrawn from the benchmark after this "
-                      "result was verified")
 
 
 def audit_broken(result: AuditVerification) -> IntegrityError:

@@ -1,7 +1,8 @@
 """``sealbench demo --cases 5 --size small`` in a fresh environment (empty HOME, no sealbench
-variables): it must finish, refuse the debug-image attack, and print a leaderboard whose every
-cell equals what the registry stored (read back from the registry's database after the demo),
-then publish and evaluate the WDBC benchmark next to BraTS.
+variables): it must finish, refuse the debug-image attack, publish and evaluate the WDBC
+benchmark next to BraTS, and end with a short summary whose leaderboards are exactly what
+``sealbench benchmark leaderboard`` prints against its registry (served again by ``sealbench
+demo --explore``), every command's output kept in the log file it names.
 Its work folder is a new one in the demo folder of that HOME's cache, the demo ends naming the
 commands that remove it, and ``sealbench demo --clean`` does."""
 
@@ -20,33 +21,28 @@ from pathlib import Path
 import httpx
 import pytest
 
-_VALUE = r"([0-9.]+|-)"
-_ROW = re.compile(rf"^\W*(\d+|-)\W+(\S+) (\S+) \(#(\d+)\)\W+{_VALUE}\W+{_VALUE}\W+{_VALUE}\W*$")
+
+def _explore(script: Path, env: dict[str, str],
+             workdir: Path) -> tuple[subprocess.Popen[str], str]:
+    """``sealbench demo --explore WORKDIR`` started; returns it and its registry's URL."""
+    proc = subprocess.Popen([str(script), "demo", "--explore", str(workdir)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    lines = []
+    while True:
+        line = proc.stdout.readline()
+        assert line, "".join(lines)[-4000:]
+        lines.append(line)
+        found = re.match(r"^dashboard\s+(http://127\.0\.0\.1:\d+)/ui/\s*$", line)
+        if found:
+            return proc, found.group(1)
 
 
-def _stored_cells(database: Path, benchmark_id: int = 1) -> dict[tuple[int, int], float | None]:
-    """Mean Dice over WT, TC, ET of the latest result per (model, dataset) of the BraTS
-    benchmark (the demo's first), read from each stored release by the plug-in (None where the
-    release's noise allows no reading: at 5 cases, always)."""
-    from sealbench.benchmarks.interface import MetricRef
-    from sealbench.benchmarks.registry import load
-
-    with sqlite3.connect(database) as db:
-        (pin,) = db.execute("SELECT metrics_version FROM benchmarks WHERE id = ?",
-                            (benchmark_id,)).fetchone()
-    plugin = load(pin)
-    with sqlite3.connect(database) as db:
-        rows = db.execute(
-            "SELECT model_id, dataset_id, summary FROM results WHERE id IN "
-            "(SELECT max(id) FROM results WHERE benchmark_id = ? GROUP BY model_id, dataset_id)",
-            (benchmark_id,),
-        ).fetchall()
-    cells = {}
-    for model_id, dataset_id, summary in rows:
-        parsed = plugin.parse_summary(json.loads(summary)["aggregates"])
-        figures = {f.ref: f.value for f in plugin.figures(parsed)}
-        cells[(model_id, dataset_id)] = figures[MetricRef("dice")]
-    return cells
+def _stop(proc: subprocess.Popen[str]) -> str:
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, rest[-4000:]
+    return rest
 
 
 @pytest.mark.slow
@@ -76,27 +72,36 @@ def test_demo_leaderboard_matches_the_registry(tmp_path: Path) -> None:
     workdir = Path(found.group(1))
     assert workdir.parent == home / ".cache" / "sealbench" / "demo"  # the XDG cache of HOME
     assert "refused, as it must be" in out and "key release denied" in out
-    assert "audit chain intact" in out
-    board = out[out.index("leaderboard of benchmark") : out.index("8. an attack")]
-    printed = {}
-    datasets_header = [int(n) for n in re.findall(r"\(#(\d+)\)", board.splitlines()[2])]
-    for line in board.splitlines():
-        match = _ROW.match(line)
-        if match:
-            model_id = int(match.group(4))
-            values = [None if match.group(i) == "-" else float(match.group(i)) for i in (5, 6)]
-            for dataset_id, value in zip(datasets_header, values, strict=True):
-                printed[(model_id, dataset_id)] = value
+    # the terminal shows the commands and a summary; each command's output is in the log
+    log = workdir / "demo.log"
+    assert f"each command's output goes to {log}" in out
+    detail = log.read_text()
+    assert "audit chain intact" in detail and "audit chain intact" not in out
+    assert "the registry will receive exactly this" in detail
+    assert len(out.splitlines()) < 200, len(out.splitlines())
+    summary = out[out.index("─ summary ─") :]
+    assert "4 of 4 runs succeeded on the mock TEE (2 hospitals x 2 models)" in summary
+    assert "refused: the debug-image attack got no keys" in summary
+    assert "audit log verified intact" in summary
     with sqlite3.connect(workdir / "registry" / "registry.sqlite3") as db:
         (reference,) = db.execute("SELECT reference_model_id FROM benchmarks").fetchone()
+        verified = db.execute("SELECT count(*) FROM results WHERE benchmark_id = 1").fetchone()
     assert reference is not None  # the benchmark names its (shipped) reference model
-    stored = _stored_cells(workdir / "registry" / "registry.sqlite3")
-    assert len(stored) == 4  # two hospitals x two models, all verified
-    assert printed.keys() == stored.keys()
-    for key, value in stored.items():
-        assert printed[key] == (None if value is None else pytest.approx(value, abs=5e-5))
-    # the weaker model ranks below the reference model on both hospitals
-    assert "rank" in board
+    assert verified == (4,)  # two hospitals x two models, all verified
+    # each leaderboard of the summary is what 'sealbench benchmark leaderboard' prints
+    explorer, url = _explore(script, env, workdir)
+    try:
+        for benchmark_id in (1, 2):
+            typed = subprocess.run(
+                [str(script), "benchmark", "leaderboard", str(benchmark_id), "--profile",
+                 "authority"], env={**env, "SEALBENCH_CONFIG_DIR": str(workdir / "config")},
+                capture_output=True, text=True, timeout=120, check=False)
+            assert typed.returncode == 0, typed.stderr
+            assert typed.stdout in summary, (typed.stdout, summary)
+            assert "rank" in typed.stdout and "pooled" in typed.stdout
+        assert httpx.get(f"{url}/health", timeout=30).status_code == 200
+    finally:
+        _stop(explorer)
     # next to BraTS, the WDBC benchmark (real cases, two disjoint sites) was published,
     # evaluated for both models on both sites, and its leaderboard ranks by AUROC
     second = out[out.index("9. a second benchmark") :]
@@ -108,8 +113,9 @@ def test_demo_leaderboard_matches_the_registry(tmp_path: Path) -> None:
     assert len(summaries) == 4
     assert {s["n_cases"] for s in summaries} == {100}
     assert all(s["release"]["epsilon"] == 1.0 for s in summaries)  # releases, no exact AUROC
-    # the end says how to remove the work folder, and that command does
-    ending = out[out.index("where everything is") :]
+    # the end says how to explore and how to remove the work folder, and that command does
+    ending = out[out.index("─ summary ─") :]
+    assert f"{script} demo --explore {workdir}" in ending
     assert f"rm -rf {workdir}" in ending
     assert f"{script} demo --clean" in ending
     cleaned = subprocess.run(
@@ -223,6 +229,12 @@ def test_demo_serve_keeps_the_dashboard_up_until_interrupted(tmp_path: Path) -> 
         tokens_line = proc.stdout.readline()
         lines.append(tokens_line)
         assert str(workdir / "config") in tokens_line
+        # how to use the CLI against it is said while it serves, not after Ctrl-C
+        cli_lines = [proc.stdout.readline() for _ in range(4)]
+        lines.extend(cli_lines)
+        assert cli_lines[0].startswith("the CLI, from another terminal")
+        assert f"export SEALBENCH_CONFIG_DIR={workdir / 'config'}" in cli_lines[1]
+        assert "/bin/activate" in cli_lines[2] and "sealbench profile ls" in cli_lines[3]
         page = httpx.get(url, timeout=30, follow_redirects=True)  # to the sign-in page
         assert page.status_code == 200 and page.url.path.startswith("/ui/")
         _run_the_guides_against(script, env, workdir / "config", "".join(lines))

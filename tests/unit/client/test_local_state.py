@@ -9,9 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from sealbench.benchmarks.interface import MetricRef
-from sealbench.benchmarks.registry import load
-from sealbench.benchmarks.release import InsecureFixedNoise
 from sealbench.client.config import Profile, ProfileStore
 from sealbench.client.errors import (
     ConfigError,
@@ -23,7 +20,7 @@ from sealbench.client.errors import (
 from sealbench.client.keys import init_result_key, load_result_key, load_result_private_key
 from sealbench.client.launchers import EnclaveRunFailed
 from sealbench.client.runs import RunRecord, RunStore, new_run_id, translate_launch_error
-from sealbench.client.workflows import LeaderboardView, check_tee, figure_value
+from sealbench.client.workflows import check_tee
 from sealbench.crypto.sealing import public_key_digest
 
 SERVER = "http://127.0.0.1:8000"
@@ -153,22 +150,3 @@ def test_every_tee_backend_is_available_and_an_unknown_one_is_refused() -> None:
     assert "confidential-space" in info.value.hint
 
 
-def test_figure_value_reads_a_result_summary_through_its_plugin() -> None:
-    plugin = load("brats-2023-gli/1")
-    failures = [plugin.failure(f"BraTS-GLI-{i:05d}-000", "x") for i in range(2000)]
-    summary = {"aggregates": plugin.summarise(failures, InsecureFixedNoise()).to_json()}
-    assert figure_value(plugin, summary, MetricRef("dice")) == 0.0
-    assert figure_value(plugin, summary, MetricRef("dice", "TC")) == 0.0
-    few = {"aggregates": plugin.summarise(failures[:5], InsecureFixedNoise()).to_json()}
-    assert figure_value(plugin, few, MetricRef("dice", "TC")) is None  # noise: not informative
-    assert figure_value(plugin, {"aggregates": {}}, MetricRef("dice", "TC")) is None
-
-
-def test_leaderboard_ranks_by_metric_direction() -> None:
-    board = LeaderboardView(1, MetricRef("dice"), "Dice", False, ((1, "weak 1"), (2, "strong 1")),
-                            ((5, "h"),), {(1, 5): 0.4, (2, 5): 0.9})
-    assert [m for m, _ in board.ranked()] == [2, 1]
-    hd = LeaderboardView(1, MetricRef("hd95"), "HD95", True, ((1, "weak 1"), (2, "strong 1")),
-                         ((5, "h"),), {(1, 5): 40.0, (2, 5): 9.0})
-    assert [m for m, _ in hd.ranked()] == [2, 1]
-    assert board.to_json()["rows"][0]["mean"] == 0.9
