@@ -6,6 +6,7 @@ refused) which asset lags. Migration 0014 adds the report to existing coordinate
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -150,6 +151,16 @@ def test_only_the_owner_reports_grants(client: TestClient, sealed: Any, h: Any) 
     after = h.ok(client.get(f"{API}/models/{sealed.model_id}/grants",
                             headers=sealed.model_owner.headers))
     assert after["reported_digest"] == before["reported_digest"]
+
+
+def test_report_is_in_the_audit_log(client: TestClient, sealed: Any, h: Any) -> None:
+    """A report is an audit event under the owner's account (the digest and when, no more)."""
+    events = h.ok(client.get(f"{API}/audit?limit=200", headers=sealed.admin.headers))["items"]
+    [event] = [e for e in events if e["action"] == "model.grants"]
+    assert event["actor_id"] == sealed.model_owner.user_id
+    assert event["entity_id"] == str(sealed.model_id)
+    assert json.loads(event["payload"]) == {
+        "grants_digest": _model_grants(sealed, h, ["site-a"]), "synced_at": NOW.isoformat()}
 
 
 def test_report_from_the_future_refused(client: TestClient, sealed: Any, h: Any) -> None:
