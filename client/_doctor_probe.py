@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -92,7 +93,26 @@ def probe_condition(
     facts = (f"condition {len(body['attributeCondition'])} of 4096 characters, "
              f"{len(policy.workloads)} workloads"
              + (f", workload_uid values up to {max(uids)} characters" if uids else ""))
-    return probe_provider(cloud, policy.provider.pool_name, body, facts=facts)
+    checked = probe_provider(cloud, policy.provider.pool_name, body, facts=facts)
+    if not checked.ok:
+        return checked
+    return replace(checked, detail=f"{checked.detail}; {_compared(cloud, policy, body)}")
+
+
+def _compared(cloud: GcpOwnerCloud, policy: AssetPolicy, body: dict[str, Any]) -> str:
+    """Whether the pool's real provider already holds the probed condition and mapping."""
+    from google.api_core import exceptions as gexc
+    from google.auth.transport.requests import AuthorizedSession
+
+    session = AuthorizedSession(cloud.credentials())  # type: ignore[no-untyped-call]
+    try:
+        real = http_get(session, f"{cloud.apis.iam}/v1/{policy.provider.name}", "provider")
+    except gexc.GoogleAPIError:
+        return f"the pool's provider {policy.provider.provider_id} could not be read"
+    if all(real.get(k) == body[k] for k in ("attributeCondition", "attributeMapping")):
+        return f"provider {policy.provider.provider_id} holds the same (policy sync is current)"
+    return (f"provider {policy.provider.provider_id} holds another condition or mapping: "
+            "'sealbench policy sync' writes the current approvals")
 
 
 def probe_provider(

@@ -31,6 +31,9 @@ def test_probe_condition_on_a_model_owners_profile(world: World, ready: Ready) -
                                       "writes (condition ")
     assert "1 workloads, workload_uid values up to" in probe["detail"]
     assert "probe provider sbprobe-" in probe["detail"] and "deleted" in probe["detail"]
+    # what was probed is what policy sync wrote for the same approvals
+    assert probe["detail"].endswith("provider attestation holds the same (policy sync is "
+                                    "current)"), probe["detail"]
     # the lab's profile names a runner account it never created: that check alone fails
     assert {n for n, c in checks.items() if not c["ok"]} == {"runner service account"}
     assert code == CLOUD_EXIT
