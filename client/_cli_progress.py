@@ -34,8 +34,11 @@ class RunDisplay:
 
     def __init__(self, bar: Progress, total: int) -> None:
         self._bar = bar
-        self._overall: TaskID = bar.add_task("runs", total=total)
+        # nothing to run (every pair skipped): no empty 0/0 bar
+        self._overall: TaskID = bar.add_task("runs", total=total, visible=total > 0)
         self._tasks: dict[str, TaskID] = {}
+        #: The step each run last reported (a failed or stopped run's bar stays there).
+        self._steps: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def _label(self, event: RunEvent) -> str:
@@ -82,13 +85,22 @@ class RunDisplay:
             self._bar.update(task, description=f"{label}: waiting for IAM to apply the grant")
         elif event.kind == "progress":
             if event.step is not None:
-                self._bar.update(task, completed=event.step - 1 if event.step < _STEPS else _STEPS,
-                                 description=f"{label}: step {event.step}/{_STEPS}")
+                step = min(max(event.step, 1), _STEPS)  # never -1/7 or 8/7
+                self._steps[event.run_id or ""] = step
+                self._bar.update(task, completed=step - 1 if step < _STEPS else _STEPS,
+                                 description=f"{label}: step {step}/{_STEPS}")
             if event.cases_done is not None and event.cases_total:
                 self._bar.update(task, description=f"{label}: case {event.cases_done}/"
                                  f"{event.cases_total}")
-        elif event.kind in ("succeeded", "failed", "interrupted"):
-            word = {"succeeded": "finished", "failed": "failed", "interrupted": "stopped"}
-            self._bar.update(task, completed=_STEPS, description=f"{label}: {word[event.kind]}")
+        elif event.kind == "succeeded":
+            self._bar.update(task, completed=_STEPS, description=f"{label}: finished")
+            self._bar.advance(self._overall)
+        elif event.kind in ("failed", "interrupted"):
+            # the bar stays at the step the run reached: a failed run is not shown 7/7 done
+            word = "failed" if event.kind == "failed" else "stopped"
+            reached = self._steps.get(event.run_id or "")
+            at = (f" at step {reached}/{_STEPS}" if reached is not None
+                  else " before its first step")
+            self._bar.update(task, description=f"{label}: {word}{at}")
             self._bar.advance(self._overall)
 
