@@ -211,3 +211,16 @@ def test_a_refused_exchange_is_never_waited_for(world: Any) -> None:
     with pytest.raises(KeyReleaseDenied, match="rejected by the attribute condition"):
         _run(world, world.with_spec(iam_wait_s="900"), slept)
     assert slept == []
+
+
+def test_an_operator_cannot_stretch_the_wait_past_the_hard_maximum(world: Any) -> None:
+    """The window is the operator's input: a run spec asking for days waits at most
+    MAX_IAM_WAIT_S in all, then fails (a few dozen refused calls to the owner's key at most)."""
+    key = world.spec.model.kms_key
+    lagging = LaggingKey(world.access.wrappers[key], refusals=10_000)
+    world.access.wrappers[key] = lagging
+    slept: list[float] = []
+    with pytest.raises(KeyReleaseDenied, match=f"after waiting {MAX_IAM_WAIT_S} s"):
+        _run(world, world.with_spec(iam_wait_s="999999"), slept)
+    assert sum(slept) == MAX_IAM_WAIT_S
+    assert 10_000 - lagging.refusals == len(slept) + 1 < 40
