@@ -159,14 +159,17 @@ DEFAULT_IAM_WAIT_S: Final = 600
 
 
 def iam_wait_window(
-    synced_at: Sequence[datetime | None], now: datetime, *,
+    synced_at: Sequence[datetime | None] | None, now: datetime, *,
     propagation_s: int = DEFAULT_IAM_WAIT_S,
 ) -> int:
     """Seconds a run started at ``now`` may wait for IAM to apply its owners' grants: what is
     left of ``propagation_s`` after the most recent of their syncs (``synced_at``, one per
-    owner), or all of it when any sync's time is unknown (None). A grant written long ago has
+    owner), or all of it when any sync's time is unknown (None); nothing when ``synced_at`` is
+    None (an owner's grants lag: :func:`owners_synced_at`). A grant written long ago has
     nothing left to propagate: a refusal then fails at once. The enclave clamps it again
     (:data:`~sealbench.enclave.spec.MAX_IAM_WAIT_S`)."""
+    if synced_at is None:
+        return 0
     if not synced_at or any(t is None for t in synced_at):
         return propagation_s
     latest = max(t if t.tzinfo else t.replace(tzinfo=UTC) for t in synced_at if t is not None)
@@ -176,10 +179,12 @@ def iam_wait_window(
 
 def owners_synced_at(
     client: RegistryClient, dataset_id: int, model_id: int
-) -> list[datetime | None]:
+) -> list[datetime | None] | None:
     """When each owner's last ``policy sync`` wrote the pair's grants, as the registry has it
     (``GET /{datasets,models}/N/grants``); None where the registry does not say (never
-    reported, no access, an older registry)."""
+    reported, no access, an older registry). None in place of the list when an owner's grants
+    lag the approvals (the registry says so): the grant this run needs was never written, so
+    there is nothing to wait for and the run's refusal names that owner at once."""
     times: list[datetime | None] = []
     for kind, asset_id in (("dataset", dataset_id), ("model", model_id)):
         try:
@@ -188,6 +193,9 @@ def owners_synced_at(
             _log.info("no grant report for %s %d (%s)", kind, asset_id, type(exc).__name__)
             times.append(None)
             continue
+        if status.lagging:
+            _log.info("%s %d: its owner's grants lag the approvals; no IAM wait", kind, asset_id)
+            return None
         times.append(status.synced_at)
     return times
 
