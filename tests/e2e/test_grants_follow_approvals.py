@@ -176,7 +176,7 @@ def test_new_hospital_runs_once_the_model_owners_watch_syncs(flow: Flow) -> None
 
     # the hospital's run is refused, naming the model's owner and what it runs
     run = ("run", "--benchmark", b, "--dataset", d, "--model", m, "--profile", "hospital")
-    refused = cli(*run, "--iam-wait", "0")
+    refused = cli(*run)  # no IAM wait: the registry says the grant was never written
     assert refused.exit_code == 7, refused.output
     said = text(refused)
     assert f"model {m}'s owner (user " in said and "has not synced its grants" in said
