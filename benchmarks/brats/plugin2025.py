@@ -35,7 +35,7 @@ from .scoring2025 import GLI_2025, MET_2025, Scoring2025, score_case
 
 __all__ = ["GLI_PLUGIN", "MET_PLUGIN", "Brats2025Benchmark", "Brats2025Gli", "Brats2025Met"]
 
-#: A full-size case's scoring takes well under a second; the 2023 pins' limits hold.
+#: A case result of a 2025 pin: its scores or a flagged failure (a 2023 pin's).
 _CASE_RESULT: Final[TypeAdapter[CaseResult2025]] = TypeAdapter(
     Annotated[CaseScores2025 | CaseFailure, Field(discriminator="kind")])
 _H = api.Direction.HIGHER
@@ -74,10 +74,11 @@ class Brats2025Benchmark(BratsBenchmark):
         self.contract = contract
         self.spec = Metrics2025.of(config)
         self.ref = pin_for(self.plugin_name, self.base_contract, contract)
+        labels = zip(contract.label_map.tissues, contract.label_map.values, strict=True)
         self.description = (
             f"{self.title} segmentation in the BraTS 2025 format: four MRI modalities "
             f"({', '.join(contract.modalities)}) on {contract.grid_text()}; labels "
-            f"{', '.join(f'{t}={v}' for t, v in zip(contract.label_map.tissues, contract.label_map.values, strict=True))}; "  # noqa: E501
+            f"{', '.join(f'{t}={v}' for t, v in labels)}; "
             f"scored as the official evaluator ({config.source}) scores it: per group "
             f"({', '.join(g.name for g in config.groups)}) instance-wise Dice, NSD and HD95 after "
             "maximum bipartite matching, detection F1 and panoptic quality, and global Dice, "
