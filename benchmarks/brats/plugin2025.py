@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, ClassVar, Final, Self
 
 import numpy as np
+import numpy.typing as npt
 from pydantic import Field, TypeAdapter, ValidationError
 
 from sealbench.benchmarks import interface as api
@@ -31,7 +32,14 @@ from .metrics import CaseFailure
 from .plugin import SMALL_CELL_MINIMUM, BratsBenchmark, pin_for
 from .results2025 import RELEASED_2025, CaseResult2025, CaseScores2025, Metrics2025, contributions
 from .results2025 import release_spec as release_spec_2025
-from .scoring2025 import GLI_2025, MET_2025, Scoring2025, score_case
+from .scoring2025 import (
+    GLI_2025,
+    MET_2025,
+    Scoring2025,
+    score_case,
+    score_stored_volumes,
+    summary_json,
+)
 
 __all__ = ["GLI_PLUGIN", "MET_PLUGIN", "Brats2025Benchmark", "Brats2025Gli", "Brats2025Met"]
 
@@ -99,6 +107,22 @@ class Brats2025Benchmark(BratsBenchmark):
     def definitions(self) -> Mapping[str, api.JsonObject]:
         """None yet: a definition binds a reference model, and none is trained for 2025."""
         return {}
+
+    # -- scoring files outside an enclave (a challenge's validation phase) ---------------------
+
+    def score_volumes(self, prediction: npt.NDArray[np.generic], truth: npt.NDArray[np.generic],
+                      zooms: Sequence[float]) -> dict[str, dict[str, Any]]:
+        """One case's official per-group dictionaries from its stored NIfTI volumes ((x, y, z)
+        arrays and the header's zooms), as the official command scores the files
+        (:func:`.scoring2025.score_stored_volumes`); :class:`InvalidPredictionError` for a
+        label no group names or a shape mismatch. What ``benchmark score --pin`` calls."""
+        return score_stored_volumes(prediction, truth, zooms, self.scoring)
+
+    @staticmethod
+    def official_summary(rows: Sequence[tuple[str, Mapping[str, Mapping[str, Any]] | str]],
+                         missings: Sequence[str] = ()) -> dict[str, Any]:
+        """The official summary JSON of scored rows (:func:`.scoring2025.summary_json`)."""
+        return summary_json(rows, missings)
 
     # -- scoring and summary -------------------------------------------------------------------
 

@@ -154,3 +154,22 @@ def test_unscorable_2025_prediction_is_a_flagged_failure(plugins: PluginRegistry
     failure = plugin.score(case, wrong)
     assert failure.failed and "[7]" in failure.to_json()["reason"]
     assert plugin.score(case, "not an array").failed
+
+
+def test_volumes_on_disk_scored_through_the_plugin_as_the_scoring_scores_them(
+        plugins: PluginRegistry) -> None:
+    """What a ``benchmark score --pin`` command calls: the plug-in found by its pin scores stored
+    (x, y, z) volumes as the official command scores files, and renders the official summary."""
+    plugin = plugins.load("brats-2025-gli/1")
+    assert isinstance(plugin, Brats2025Benchmark)
+    rng = np.random.default_rng(5)
+    truth = rng.integers(0, 5, (9, 8, 7)).astype(np.uint8)
+    pred = np.roll(truth, 1, axis=2)
+    zooms = (0.9375, 1.0, 1.5)
+    groups = plugin.score_volumes(pred, truth, zooms)
+    reversed_axes = score_case(np.ascontiguousarray(pred.T), np.ascontiguousarray(truth.T),
+                               zooms, GLI_2025)
+    assert _same(groups, reversed_axes)
+    summary = plugin.official_summary([("BraTS-GLI-00001-000.nii.gz", groups)], ["x.nii.gz"])
+    assert summary["missings"] == ["x.nii.gz"]
+    assert list(summary["metrics"][0]) == [*groups, "subject_name"]
