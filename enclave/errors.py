@@ -53,7 +53,7 @@ class EnclaveError(Exception):
 
 class CpuFallbackRefused(EnclaveError):  # noqa: N818 - names the refusal
     """The evidence attests a GPU, yet ONNX Runtime runs the model on its CPU provider, and the
-    run spec does not allow it (``SEALBENCH_ALLOW_CPU_FALLBACK``). Exit 1, as any enclave
+    run spec does not allow it (``SEALBENCH_CPU_FALLBACK``). Exit 1, as any enclave
     error without its own code: the registry's failure classes are unchanged."""
 
 

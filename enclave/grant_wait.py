@@ -5,7 +5,7 @@ Google applies IAM changes "typically [in] 2 minutes, potentially 7 minutes or l
 started just after an owner's sync may find its token exchange accepted (the pool's condition
 holds) and KMS or storage still answering 403 ``PERMISSION_DENIED``. :class:`GrantWait` retries
 exactly that refusal (:func:`~sealbench.cloud.errors.refused_after_exchange`), with exponential
-backoff, for at most the run's window (``SEALBENCH_IAM_WAIT_S``, an *inert* operator input
+backoff, for at most the run's window (``SEALBENCH_IAM_WAIT``, an *inert* operator input
 clamped to :data:`~sealbench.enclave.spec.MAX_IAM_WAIT_S`; see :mod:`sealbench.enclave.inputs`).
 Everything else fails at once: a token exchange the STS refuses (its reason names the
 condition, the provider or the token), a missing key or object, an integrity failure.

@@ -27,15 +27,17 @@ Variables (all required unless a default is given)::
     SEALBENCH_STS_URL                token exchange URL       (absent: Google's STS)
     SEALBENCH_KMS_ENDPOINT           Cloud KMS API endpoint   (absent: Google's)
     SEALBENCH_STORAGE_ENDPOINT       Cloud Storage endpoint   (absent: Google's)
-    SEALBENCH_IAM_WAIT_S             seconds the enclave keeps retrying a key or storage
+    SEALBENCH_IAM_WAIT               seconds the enclave keeps retrying a key or storage
                                      refusal while a fresh grant propagates (absent: 0, none;
                                      at most 6 digits; honoured up to MAX_IAM_WAIT_S, 900)
-    SEALBENCH_ALLOW_CPU_FALLBACK     ``true``: a run on a GPU VM whose model ends on ONNX
+    SEALBENCH_CPU_FALLBACK           ``true``: a run on a GPU VM whose model ends on ONNX
                                      Runtime's CPU provider goes on (absent or ``false``: fails)
 
 The last two are *inert* operator inputs (:mod:`sealbench.enclave.inputs` says why): they decide
 only how long the enclave waits before it reports a refusal, and whether a CPU fallback fails
-the run; they change nothing that is released, read, computed or sent.
+the run; they change nothing that is released, read, computed or sent. Their names are short:
+every override name is listed in each owner's key-release condition, which Google caps at 4,096
+characters.
 
 The three endpoint variables exist only so the very same image runs against the local mock
 cloud: they are where the workload sends its attestation token and its access tokens, so they are
@@ -344,8 +346,8 @@ _ENV: Final[dict[str, str]] = {
     "sts_url": "SEALBENCH_STS_URL",
     "kms_endpoint": "SEALBENCH_KMS_ENDPOINT",
     "storage_endpoint": "SEALBENCH_STORAGE_ENDPOINT",
-    "iam_wait_s": "SEALBENCH_IAM_WAIT_S",
-    "allow_cpu_fallback": "SEALBENCH_ALLOW_CPU_FALLBACK",
+    "iam_wait_s": "SEALBENCH_IAM_WAIT",
+    "allow_cpu_fallback": "SEALBENCH_CPU_FALLBACK",
 }
 _OPTIONAL: Final = (*ENDPOINT_FIELDS, "iam_wait_s", "allow_cpu_fallback")
 _TOP_LEVEL: Final = frozenset(RunSpec.model_fields) - {"dataset", "model"}

@@ -1,6 +1,6 @@
 """A GPU run that fell back to the CPU fails unless the run allowed it (issue 29): the evidence
 attests a GPU (``submods.nvidia_gpu``), yet ONNX Runtime runs the model on its CPU provider (the
-image did not find the driver). ``SEALBENCH_ALLOW_CPU_FALLBACK=true`` (``sealbench run
+image did not find the driver). ``SEALBENCH_CPU_FALLBACK=true`` (``sealbench run
 --allow-cpu-fallback``) only decides whether that fails the run."""
 
 from __future__ import annotations

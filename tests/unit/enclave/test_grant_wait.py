@@ -117,25 +117,25 @@ def test_the_progress_line_says_waiting_and_names_no_secret(
 
 
 def test_the_window_is_an_inert_input_clamped_by_the_enclave(world: Any) -> None:
-    entry = ENV_INPUTS["SEALBENCH_IAM_WAIT_S"]
+    entry = ENV_INPUTS["SEALBENCH_IAM_WAIT"]
     assert entry.klass is InputClass.INERT and str(MAX_IAM_WAIT_S) in entry.enforced
     assert world.with_spec(iam_wait_s="999999").iam_wait_seconds == MAX_IAM_WAIT_S
     assert world.with_spec(iam_wait_s="120").iam_wait_seconds == 120
     assert world.spec.iam_wait_seconds == 0  # absent: no wait
-    assert ENV_INPUTS["SEALBENCH_ALLOW_CPU_FALLBACK"].klass is InputClass.INERT
+    assert ENV_INPUTS["SEALBENCH_CPU_FALLBACK"].klass is InputClass.INERT
 
 
 @pytest.mark.parametrize("value", ["-1", "1e9", "10 ", "9999999", "0x10"])
 def test_a_malformed_window_is_refused(world: Any, value: str) -> None:
-    environ = world.spec.to_environ() | {"SEALBENCH_IAM_WAIT_S": value}
-    with pytest.raises(RunSpecError, match="SEALBENCH_IAM_WAIT_S"):
+    environ = world.spec.to_environ() | {"SEALBENCH_IAM_WAIT": value}
+    with pytest.raises(RunSpecError, match="SEALBENCH_IAM_WAIT"):
         RunSpec.from_environ(environ)
 
 
 def test_the_spec_round_trips_both_inputs(world: Any) -> None:
     spec = world.with_spec(iam_wait_s="600", allow_cpu_fallback="true")
     assert RunSpec.from_environ(spec.to_environ()) == spec
-    assert "SEALBENCH_IAM_WAIT_S" not in world.spec.to_environ()
+    assert "SEALBENCH_IAM_WAIT" not in world.spec.to_environ()
 
 
 # -- a whole run ----------------------------------------------------------------------------------

@@ -171,8 +171,8 @@ TAMPER: dict[str, Callable[[dict[str, Any]], None]] = {
     "SEALBENCH_MODEL_DIGEST": _env("SEALBENCH_MODEL_DIGEST", _OTHER),
     "SEALBENCH_RECIPIENT_DIGEST": _env("SEALBENCH_RECIPIENT_DIGEST", _OTHER),
     # inert: the longest wait (clamped by the enclave) and the CPU allowance release the same
-    "SEALBENCH_IAM_WAIT_S": _env("SEALBENCH_IAM_WAIT_S", "999999"),
-    "SEALBENCH_ALLOW_CPU_FALLBACK": _env("SEALBENCH_ALLOW_CPU_FALLBACK", "true"),
+    "SEALBENCH_IAM_WAIT": _env("SEALBENCH_IAM_WAIT", "999999"),
+    "SEALBENCH_CPU_FALLBACK": _env("SEALBENCH_CPU_FALLBACK", "true"),
     **{
         name: _env(name, "https://attacker.example:8443/capture")
         for name in ENDPOINT_ENV_NAMES
