@@ -337,9 +337,10 @@ def list_page(
 
 def progress(session: Session, actor: Principal, benchmark_id: int) -> BenchmarkProgress:
     """Every approved (model, dataset) pair the caller may see, with its status for the
-    benchmark's current image: done (a verified result of that image: attested), else its
-    latest run's state as its data owner reported it (a claim, except a failure the enclave
-    attested), else pending."""
+    benchmark's current image: done (a verified result of that image: attested) with the run
+    that produced it (a later refused or failed attempt never stands for it), else its latest
+    run's state as its data owner reported it (a claim, except a failure the enclave attested),
+    else pending."""
     benchmark = get_or_404(session, Benchmark, benchmark_id, "benchmark")
     authority = benchmark.owner_id == actor.user_id
     datasets_q = approved_pairs_subquery("dataset")
@@ -363,6 +364,7 @@ def progress(session: Session, actor: Principal, benchmark_id: int) -> Benchmark
     image = benchmark.image_digest
     latest = _latest_runs(session, benchmark_id, image)
     done = _results_of_image(session, benchmark_id, image)
+    producers = _producing_runs(session, benchmark_id, image, done)
     cells = []
     for model_id, model_name, _, dataset_id, dataset_name, _ in visible:
         key = (model_id, dataset_id)
@@ -370,6 +372,9 @@ def progress(session: Session, actor: Principal, benchmark_id: int) -> Benchmark
         result_id = done.get(key)
         if result_id is not None:
             status: ProgressStatus = "done"
+            # the run behind the accepted result, never a later attempt (a refused or failed
+            # run after it is not what made the pair done)
+            run = producers.get(key)
         elif run is not None:
             status = _STATUS[run.state]
         else:
@@ -403,6 +408,31 @@ def _latest_runs(session: Session, benchmark_id: int, image: str) -> dict[tuple[
     )
     rows: Iterable[Run] = session.scalars(select(Run).join(newest, newest.c.id == Run.id))
     return {(r.model_id, r.dataset_id): r for r in rows}
+
+
+def _producing_runs(
+    session: Session, benchmark_id: int, image: str, done: Mapping[tuple[int, int], int]
+) -> dict[tuple[int, int], Run]:
+    """The run that produced each pair's accepted result (``done``: pair -> result id): the run
+    linked to that result, else the pair's latest succeeded run linked to no result (a client
+    that submitted but has not linked yet); a pair with neither has no run to show."""
+    if not done:
+        return {}
+    out: dict[tuple[int, int], Run] = {}
+    linked = session.scalars(select(Run).where(Run.result_id.in_(list(done.values()))))
+    for run in linked:
+        out[(run.model_id, run.dataset_id)] = run
+    unlinked: Iterable[Run] = session.scalars(
+        select(Run)
+        .where(Run.benchmark_id == benchmark_id, Run.image_digest == image,
+               Run.state == "succeeded", Run.result_id.is_(None))
+        .order_by(Run.id)
+    )
+    for run in unlinked:
+        key = (run.model_id, run.dataset_id)
+        if key in done and (key not in out or out[key].result_id is None):
+            out[key] = run
+    return out
 
 
 def _results_of_image(
