@@ -95,8 +95,8 @@ def check_owner_trust(
 ) -> None:
     """Raise :class:`UntrustedTeeError` naming the first owner whose pool provider the run's STS
     does not know. Only a run that names its STS (a platform other than Google's: a mock
-    cloud) is probed. ``trusted_issuers(kind)`` are the issuers the registry shows that owner's key
-    released to (its verified results'); they name the verifier its provider trusts."""
+    cloud) is probed. ``trusted_issuers(kind)`` are the issuers the registry shows that owner's
+    key released to (its verified results'); they name the verifier its provider trusts."""
     if spec.sts_url is None:
         return  # Google's STS, which every provider on Google Cloud is at
     sts_url = spec.sts_url
@@ -106,18 +106,20 @@ def check_owner_trust(
         if probe(sts_url, location.pool_provider) is not False:
             continue
         others = sorted({i for i in trusted_issuers(kind) if i != verifier.issuer})
-        trusts = (" and ".join(others) if others else
-                  "the verifier of the cloud its owner ran 'policy sync' against")
+        trusts = (f"its key has been released to runs attested by {' and '.join(others)}"
+                  if others else "its provider trusts the verifier of the cloud its owner ran "
+                  "'policy sync' against")
         raise UntrustedTeeError(
-            f"the {kind} owner's key cannot be released to this run: it trusts tokens from "
-            f"{trusts}; your TEE attests to {verifier.issuer} ({verifier.what}), whose STS "
-            f"({sts_url}) does not know the {kind} owner's pool provider "
-            f"{location.pool_provider}",
+            f"the {kind} owner's key cannot be released to this run: your TEE attests to "
+            f"{verifier.issuer} ({verifier.what}) and exchanges its token at {sts_url}, which "
+            f"does not know the {kind} owner's pool provider {location.pool_provider} (absent "
+            f"there, deleted or disabled); {trusts}",
             hint="run with the verifier the owners trust: the benchmark's shared mock-tee "
             "('sealbench run --mock-tee DIR' with the state directory of the registry's mock "
             "cloud) or Confidential Space ('--tee confidential-space' on a Google Cloud "
-            "profile). A mock-tee of your own attests whatever its operator asks, so no other "
-            "owner's key is released to it",
+            "profile); a mock-tee of your own attests whatever its operator asks, so no other "
+            "owner's key is released to it. If your TEE already uses that verifier, the "
+            f"{kind}'s owner re-creates its provider with 'sealbench policy sync'",
         )
 
 

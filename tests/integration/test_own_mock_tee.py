@@ -188,9 +188,12 @@ def test_the_issuer_the_owner_trusts_is_named_when_the_registry_shows_it() -> No
             probe=lambda _sts, provider: provider.startswith("projects/111/"),
             trusted_issuers=lambda kind: issuers_released_to(results, kind, 2))
     message = str(info.value)
-    assert message.startswith("the model owner's key cannot be released to this run: it trusts "
-                              "tokens from http://127.0.0.1:1111; your TEE attests to "
-                              "http://127.0.0.1:2222 (your own mock-tee)")
+    assert message.startswith("the model owner's key cannot be released to this run: your TEE "
+                              "attests to http://127.0.0.1:2222 (your own mock-tee) and "
+                              "exchanges its token at http://127.0.0.1:2222/v1/token, which does "
+                              "not know the model owner's pool provider projects/222/")
+    assert message.endswith("; its key has been released to runs attested by "
+                            "http://127.0.0.1:1111")
 
 
 def test_a_known_provider_or_no_answer_lets_the_run_go() -> None:
