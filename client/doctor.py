@@ -97,7 +97,7 @@ def check_owner_cloud(
         return f"valid ({who})" if who and who != "default" else "valid (your own account)"
 
     checks.append(run_check("credentials", credentials,
-                       "gcloud auth application-default login", project))
+                            "gcloud auth application-default login", project))
     if not checks[-1].ok:
         return checks
     session = AuthorizedSession(cloud.credentials())  # type: ignore[no-untyped-call]
@@ -107,8 +107,8 @@ def check_owner_cloud(
     def apis() -> str:
         disabled = []
         for service in wanted:
-            found = http_get(session, f"{cloud.apis.serviceusage}/v1/projects/{project}/services/"
-                         f"{service}", "service")
+            found = http_get(session, f"{cloud.apis.serviceusage}/v1/projects/{project}/"
+                             f"services/{service}", "service")
             if found.get("state") != "ENABLED":
                 disabled.append(service)
         if disabled:
@@ -171,6 +171,19 @@ def check_owner_cloud(
     def provider() -> str:
         name = cloud.pool_provider_name()
         found = http_get(session, f"{cloud.apis.iam}/v1/{name}", "pool provider")
+        pool, provider_id = name.split("/workloadIdentityPools/", 1)[1].split("/providers/")
+        if found.get("state") == "DELETED":  # soft-deleted: kept 30 days, federates nothing
+            raise ProbeRefused(
+                f"{name} is DELETED: no workload federates through it",
+                f"gcloud iam workload-identity-pools providers undelete {provider_id} "
+                f"--workload-identity-pool={pool} --location=global --project={project}, "
+                "then sealbench policy sync")
+        if found.get("disabled"):
+            raise ProbeRefused(
+                f"{name} is disabled: no workload federates through it",
+                f"gcloud iam workload-identity-pools providers update-oidc {provider_id} "
+                f"--workload-identity-pool={pool} --location=global --project={project} "
+                "--no-disabled")
         issuer = found.get("oidc", {}).get("issuerUri", "?")
         return f"{name} (trusts {issuer})"
 

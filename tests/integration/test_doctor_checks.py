@@ -280,3 +280,19 @@ def test_probe_condition_shows_googles_refusal(mock: MockCloud) -> None:
     missing = probe_provider(owner.cloud, policy.provider.pool_name.replace("sealbench", "none"),
                              provider_body(policy))
     assert not missing.ok and "no pool" in missing.detail and "policy sync" in (missing.fix or "")
+
+
+def test_a_soft_deleted_provider_is_no_provider(mock: MockCloud) -> None:
+    """Google keeps a deleted provider 30 days as DELETED (issue 29, item 6): doctor does not
+    read its presence as a working provider, and names the undelete."""
+    owner, policy = _synced_owner(mock, "deleted-gcp", "810000000008")
+    assert _checks(check_owner_cloud(owner.cloud))["pool provider"].ok
+    request = urllib.request.Request(f"{mock.endpoints.iam}/v1/{policy.provider.name}",
+                                     method="DELETE",
+                                     headers={"Authorization": f"Bearer {owner.token}"})
+    urllib.request.urlopen(request, timeout=30).close()
+    gone = _checks(check_owner_cloud(owner.cloud))["pool provider"]
+    assert not gone.ok and gone.detail.endswith("is DELETED: no workload federates through it")
+    assert (gone.fix or "").startswith(
+        "gcloud iam workload-identity-pools providers undelete attestation "
+        "--workload-identity-pool=sealbench --location=global --project=deleted-gcp")
