@@ -1,7 +1,8 @@
 """The reference and the guides cannot go stale: ``docs/cli.md`` is exactly what the CLI's own
 ``--help`` renders, and every command a role guide shows parses with the current CLI (command
-path, option names and types, required options). The read-only guide commands are also run
-against a live demo registry (``tests/e2e/test_demo.py``)."""
+path, option names and types, required options). The output a guide shows is compared with a
+real demo's, what varies between runs aside (``tests/e2e/test_guide_outputs.py``); here, that
+comparison itself."""
 
 from __future__ import annotations
 
@@ -11,7 +12,18 @@ from typing import Any
 import pytest
 import typer
 
-from sealbench.client._cli_doc import GuideCommand, guide_commands, introduction_of, render
+from sealbench.client._cli_doc import (
+    ELISION,
+    GUIDE_WORKDIR,
+    GuideCommand,
+    clean,
+    compare_guide,
+    guide_commands,
+    introduction_of,
+    mismatch,
+    regenerate_guide,
+    render,
+)
 from sealbench.client.cli import app
 
 DOCS = Path(__file__).resolve().parents[3] / "docs"
@@ -55,3 +67,89 @@ def test_every_guide_command_parses(command: GuideCommand) -> None:
 def test_a_stale_option_in_a_guide_would_be_caught() -> None:
     with pytest.raises(Exception, match=r"No such option"):
         _parse(("benchmark", "create", "--no-such-option", "x"))
+
+
+# -- the outputs the guides show: compared with a real demo's (tests/e2e/test_guide_outputs.py) --
+
+_TABLE_SHOWN = """\
+run run-20261202T105215-cf1dfaaf: benchmark 1, dataset 1, model 1; 2 cases, 0 failed
+attestation: signed by http://127.0.0.1:44495, image sha256:4f0dbd17b385…, binds this summary
+┏━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━┳━━━━━━━━━┓
+┃ case                ┃ outcome ┃ Dice WT ┃
+┡━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━╇━━━━━━━━━┩
+│ BraTS-GLI-00001-000 │ scored  │ 0.3851  │
+└─────────────────────┴─────────┴─────────┘"""
+
+_TABLE_REAL = """\
+WARNING  INSECURE platform insecure-mock attests this token
+run run-20261204T221434-f49369a3: benchmark 1, dataset 1, model 1; 2 cases, 0 failed
+attestation: signed by http://127.0.0.1:39001, image sha256:0f65ba870e78…, binds this summary
+  opening ━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━ 1/1 0:00:00
+┏━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━━┓
+┃ case                ┃ outcome  ┃ Dice WT  ┃
+┡━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━╇━━━━━━━━━━┩
+│ BraTS-GLI-00001-000 │ scored   │ 12.3851  │
+└─────────────────────┴──────────┴──────────┘"""
+
+
+def test_a_shown_output_matches_a_real_one_that_differs_only_in_what_varies() -> None:
+    # run ids, digests, ports, figures, column widths, log records and progress bars
+    assert mismatch(_TABLE_SHOWN, _TABLE_REAL) is None
+
+
+def test_a_stale_shown_output_fails_with_a_diff_naming_the_lines() -> None:
+    stale = _TABLE_SHOWN.replace("outcome", "HD95 WT")
+    diff = mismatch(stale, _TABLE_REAL)
+    assert diff is not None
+    assert "-┃ case ┃ HD95 WT ┃ Dice WT ┃" in diff and "+┃ case ┃ outcome ┃ Dice WT ┃" in diff
+
+
+def test_an_elision_line_stands_for_any_number_of_real_lines() -> None:
+    lines = _TABLE_SHOWN.splitlines()
+    assert mismatch("\n".join([*lines[:2], ELISION]), _TABLE_REAL) is None
+    assert mismatch("\n".join([lines[0], ELISION, lines[-1]]), _TABLE_REAL) is None
+    assert mismatch("\n".join([*lines[:2], ELISION, *lines[2:]]), _TABLE_REAL) is None  # none
+    assert mismatch("\n".join([lines[0], ELISION, "not printed"]), _TABLE_REAL) is not None
+
+
+def test_clean_shows_a_real_run_in_the_guides_work_folder_without_stderr_noise() -> None:
+    real = ("WARNING  INSECURE mock KMS: created\n         projects/x (kept)\n"
+            "  sealing ━━━━ 7/7 0:00:00\nsealed /tmp/pytest-1/demo/a  \n")
+    assert clean(real, "/tmp/pytest-1/demo") == f"sealed {GUIDE_WORKDIR}/a"
+
+
+def _guide(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "guide-x.md"
+    path.write_text(f"# x\n\n{body}")
+    return path
+
+
+def test_the_guides_are_compared_with_the_demo_log_and_rewritten_from_it(tmp_path: Path) -> None:
+    log = ("\n== 1. a section\n"
+           f"$ sealbench keys init --profile hospital-a\nresult key created: {tmp_path}/k.pem\n"
+           "recipient digest sha256:" + "a" * 64 + "\n"
+           "$ sealbench dataset seal /x --dataset 1 --profile hospital-a\n7 objects uploaded\n"
+           "  sealing dataset 1 ━━━━ 7/7 0:00:00\n\n== 2. another\n")
+    guide = _guide(tmp_path, (
+        "```\n$ sealbench keys init --profile hospital-a\n"
+        f"result key created: {GUIDE_WORKDIR}/k.pem\nrecipient digest sha256:" + "b" * 64 + "\n"
+        "```\n\n```\n$ sealbench dataset seal /x --dataset 1 --profile hospital-a\n"
+        "4 objects uploaded\n```\n\n<!-- output not checked: a placeholder server -->\n"
+        "```\n$ sealbench dataset seal /y --dataset 1 --profile hospital-a\n9 objects\n```\n"
+    ))
+    compared = compare_guide(guide, tmp_path, log)
+    assert [c.problem is None for c in compared] == [True, False, True]
+    assert compared[2].real is None and compared[2].why == "a placeholder server"
+    assert "-4 objects uploaded" in (compared[1].problem or "")
+    rewritten = regenerate_guide(guide, tmp_path, log)
+    assert "7 objects uploaded\n```" in rewritten and "9 objects" in rewritten
+    assert "b" * 64 in rewritten  # what still matches is kept as written
+    guide.write_text(rewritten)
+    assert all(c.problem is None for c in compare_guide(guide, tmp_path, log))
+
+
+def test_a_rewritten_output_keeps_its_elision(tmp_path: Path) -> None:
+    log = "$ sealbench dataset seal /x --dataset 1\n" + "".join(f"line {i}\n" for i in range(9))
+    shown = f"old\n{ELISION}\nend"
+    guide = _guide(tmp_path, f"```\n$ sealbench dataset seal /x --dataset 1\n{shown}\n```\n")
+    assert f"line 0\n{ELISION}\nline 8\n```" in regenerate_guide(guide, tmp_path, log)
