@@ -45,3 +45,27 @@ def test_probe_condition_needs_the_asset(world: World) -> None:
     assert "--dataset D or --model M" in " ".join(refused.output.split())
     both = world.cli("lab", "doctor", "--json")
     assert all("verified" in c for c in json.loads(both.stdout))
+
+
+def test_a_model_owners_profile_is_not_asked_for_compute(world: World, ready: Ready) -> None:
+    """A profile with no --zone and no --service-account runs no VMs (a model owner's): doctor
+    does not ask it for the Compute and Confidential Computing APIs, nor for runner checks."""
+    from sealbench.client.cli import app
+
+    lab, ep = world.owners["lab"], world.ep
+    endpoints = {"kms": ep.kms, "storage": ep.storage, "iam": ep.iam, "sts": ep.sts_token_url,
+                 "compute": ep.compute, "serviceusage": ep.apis,
+                 "cloudresourcemanager": ep.apis, "attestation": ep.issuer}
+    added = world.runner.invoke(app, [
+        "profile", "add", "lab-owner", "--server", world.url, "--token", world.tokens["lab"],
+        "--trust-on-first-use", "--no-use", "--cloud", "gcp", "--project", lab.project,
+        "--project-number", lab.number, "--bucket-location", "EU",
+        *(f"--api-endpoint={name}={url}" for name, url in endpoints.items()),
+    ], env={"GOOGLE_APPLICATION_CREDENTIALS": str(lab.adc)})
+    assert added.exit_code == 0, added.output
+    world.owners["lab-owner"] = lab
+    code, checks = doctor(world, "lab-owner")
+    assert code == 0, checks
+    assert checks["APIs enabled"]["detail"] == (
+        "4 enabled (cloudkms, storage, iam, sts; no runner: Compute not needed)")
+    assert not {"runner service account", "CPU quota", "GPU quota"} & set(checks)
