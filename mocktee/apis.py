@@ -20,7 +20,10 @@ Routes of :class:`MockProjectApis` (bearer token of a project owner, except ``/t
     POST /v1/projects/{p}/services:batchEnable            {"serviceIds": [...]} → Operation
     GET  /v1/projects/{p}                                 projects.get: id and number
     POST /v1/projects/{p}:getIamPolicy                    the project policy (owners as roles/owner)
-    POST /v1/projects/{p}:setIamPolicy                    {"policy": {...}} (etag checked)
+    POST /v1/projects/{p}:setIamPolicy                    {"policy": {...}} (etag checked;
+                                                          conditional bindings need version 3,
+                                                          are kept and never evaluated, and are
+                                                          read back only at version 3)
     POST /token                                           grant_type=refresh_token → access token
 
 Routes of :class:`MockServiceAccounts` (on the IAM port)::
@@ -40,7 +43,14 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from sealbench.mocktee._http import Request, Response, google_error, json_response
-from sealbench.mocktee.identity import ACCESS_TOKEN_LIFETIME_S, SERVICE_TITLES, Caller, Identity
+from sealbench.mocktee.identity import (
+    ACCESS_TOKEN_LIFETIME_S,
+    SERVICE_TITLES,
+    Caller,
+    Identity,
+    condition_refusal,
+    version_refusal,
+)
 from sealbench.mocktee.state import MockState, token_hash
 
 __all__ = ["MockProjectApis", "MockServiceAccounts"]
@@ -175,17 +185,27 @@ class MockProjectApis:
                 f"projects/{project}",
             )
         project_id = resolved[0]
-        if verb == "getIamPolicy":
-            return json_response(200, self.project_policy(project_id))
         body = request.json()
+        if verb == "getIamPolicy":  # a conditional binding is read at version 3 only
+            options = body.get("options") if isinstance(body, dict) else None
+            requested = (options if isinstance(options, dict) else {}).get(
+                "requestedPolicyVersion", 0)
+            found = self.project_policy(project_id)
+            refused = version_refusal(found["bindings"], requested if isinstance(
+                requested, int) else -1)
+            return google_error(400, refused) if refused else json_response(200, found)
         policy = body.get("policy") if isinstance(body, dict) else None
         if not isinstance(policy, dict) or not isinstance(policy.get("bindings", []), list):
             return google_error(400, "Invalid JSON payload: policy.bindings must be a list.")
         bindings = [
-            {"role": str(b["role"]), "members": sorted({str(m) for m in b["members"]})}
+            {"role": str(b["role"]), "members": sorted({str(m) for m in b["members"]}),
+             **({"condition": b["condition"]} if "condition" in b else {})}
             for b in policy.get("bindings", [])
             if isinstance(b, dict) and b.get("role") != "roles/owner" and b.get("members")
         ]
+        refused = condition_refusal(bindings, policy.get("version", 1))
+        if refused:  # kept, never evaluated: a conditional binding grants nothing here
+            return google_error(400, refused)
         if len(bindings) > _MAX_BINDINGS:
             return google_error(400, "The policy has too many bindings.")
         with self._state.edit() as doc:
@@ -204,8 +224,9 @@ class MockProjectApis:
         stored = doc["project_iam"].get(project_id, {})
         owners = doc["projects"].get(project_id, {}).get("owners", [])
         bindings = [{"role": "roles/owner", "members": sorted(owners)}] if owners else []
-        return {"version": 1, "etag": _etag(stored),
-                "bindings": bindings + list(stored.get("bindings", []))}
+        kept = list(stored.get("bindings", []))
+        return {"version": 3 if any("condition" in b for b in kept) else 1,
+                "etag": _etag(stored), "bindings": bindings + kept}
 
     # -- token endpoint (external_account_authorized_user ADC) ------------------------------
 

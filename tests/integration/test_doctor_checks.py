@@ -6,6 +6,7 @@ runner's read access to the evaluation image's Artifact Registry repository."""
 from __future__ import annotations
 
 import json
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from types import SimpleNamespace
@@ -296,3 +297,36 @@ def test_a_soft_deleted_provider_is_no_provider(mock: MockCloud) -> None:
     assert (gone.fix or "").startswith(
         "gcloud iam workload-identity-pools providers undelete attestation "
         "--workload-identity-pool=sealbench --location=global --project=deleted-gcp")
+
+
+def test_a_role_granted_only_under_a_condition_is_shown_with_it_and_not_counted(
+    mock: MockCloud,
+) -> None:
+    """The project policy is read at version 3: a conditional binding is kept, shown with its
+    condition, and never counted as certain (doctor does not evaluate IAM Conditions; the mock
+    keeps them and grants nothing by them, and refuses a version-1 read of them, as Google)."""
+    owner = Owner(mock, "cond-gcp", "810000000009")
+    owner.services(*OWNER_APIS, *RUNNER_APIS, "cloudresourcemanager.googleapis.com")
+    ep = mock.endpoints
+    _post(f"{ep.iam}/v1/projects/cond-gcp/serviceAccounts", {"accountId": "sealbench-runner"},
+          owner.token)
+    condition = {"title": "until 2027", "expression":
+                 'request.time < timestamp("2027-01-01T00:00:00Z")'}
+    policy = _post(f"{ep.apis}/v1/projects/cond-gcp:getIamPolicy", {}, owner.token)
+    policy["version"] = 3
+    policy["bindings"] += [
+        {"role": _ROLES[0], "members": [f"serviceAccount:{owner.runner}"]},
+        {"role": _ROLES[1], "members": [f"serviceAccount:{owner.runner}"],
+         "condition": condition},
+    ]
+    _post(f"{ep.apis}/v1/projects/cond-gcp:setIamPolicy", {"policy": policy}, owner.token)
+    with pytest.raises(urllib.error.HTTPError) as old:  # a version-1 read is refused
+        _post(f"{ep.apis}/v1/projects/cond-gcp:getIamPolicy", {}, owner.token)
+    assert old.value.code == 400
+    check = _checks(check_owner_cloud(owner.cloud, runner=owner.settings()))[
+        "runner service account"]
+    assert check.ok and not check.verified, check
+    assert check.detail == (
+        f"{owner.runner}: roles/logging.logWriter only under condition 'until 2027': "
+        'request.time < timestamp("2027-01-01T00:00:00Z")')
+    assert "--role=roles/logging.logWriter" in (check.fix or "")
