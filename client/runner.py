@@ -69,7 +69,7 @@ from sealbench.client.runs import (
     new_run_id as default_run_id,
 )
 from sealbench.enclave.grant_wait import WAITING_MARK
-from sealbench.enclave.spec import RunSpec
+from sealbench.enclave.spec import MAX_IAM_WAIT_S, RunSpec
 from sealbench.server.schemas.runs import MAX_BATCH, ExecutionProvider, RunReportItem
 
 __all__ = [
@@ -203,7 +203,7 @@ def owners_synced_at(
 def with_run_options(spec: RunSpec, *, iam_wait_s: int, allow_cpu_fallback: bool) -> RunSpec:
     """``spec`` with the run's inert options: how long the enclave may wait for IAM to apply a
     grant, and whether a GPU run may fall back to the CPU (absent when not allowed)."""
-    changes = {"iam_wait_s": str(max(0, iam_wait_s)) if iam_wait_s > 0 else None,
+    changes = {"iam_wait_s": str(min(iam_wait_s, MAX_IAM_WAIT_S)) if iam_wait_s > 0 else None,
                "allow_cpu_fallback": "true" if allow_cpu_fallback else None}
     return RunSpec.model_validate({**spec.model_dump(), **changes})
 
