@@ -224,3 +224,18 @@ def test_an_operator_cannot_stretch_the_wait_past_the_hard_maximum(world: Any) -
         _run(world, world.with_spec(iam_wait_s="999999"), slept)
     assert sum(slept) == MAX_IAM_WAIT_S
     assert 10_000 - lagging.refusals == len(slept) + 1 < 40
+
+
+def test_the_client_reads_the_enclave_s_waiting_line(caplog: pytest.LogCaptureFixture) -> None:
+    """The contract between the enclave's log line and the client's ``waiting`` event: the
+    runner's pattern reads each field of the line GrantWait writes (and nothing else)."""
+    from sealbench.client.runner import _WAITING
+
+    with caplog.at_level(logging.INFO, logger="sealbench.enclave"):
+        GrantWait(600, lambda _s: None).call(
+            "dataset", Flaky(StorageAccessDenied("denied"), _denied(), _denied()))
+    lines = [f"2026-12-04 22:00:00,000 INFO sealbench.enclave: {r.getMessage()}"
+             for r in caplog.records]
+    parsed = [m.groups() if (m := _WAITING.search(line)) else None for line in lines]
+    assert parsed == [("dataset", "storage", "2", "0", "600"), ("dataset", "key", "4", "2", "600"),
+                      ("dataset", "key", "8", "6", "600")]
