@@ -163,6 +163,7 @@ _VARYING = (
     (re.compile(r"\beyJ[\w.-]*…?"), "<token>"),
     (re.compile(r"\(\d+ characters\b"), "(<n> characters"),
     (re.compile(r"\b\d+ events\b"), "<n> events"),
+    (re.compile(r"\bevent \d+\b"), "event <n>"),
     (re.compile(r"\b(?:127\.0\.0\.1|localhost):\d+"), "127.0.0.1:<port>"),
     (re.compile(r"\b\d{4}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:Z|[+-]\d\d:?\d\d)?)?"),
      "<date>"),
@@ -196,9 +197,7 @@ def clean(output: str, workdir: str = GUIDE_WORKDIR) -> str:
         if _PROGRESS.search(line):
             continue
         lines.append(line.rstrip())
-    while lines and not lines[-1]:
-        lines.pop()
-    return "\n".join(lines)
+    return "\n".join(lines).strip("\n")
 
 
 def normalise(output: str) -> list[str]:
