@@ -684,7 +684,9 @@ class _ProgressParser:
         found = step_timings(line)
         if found:
             self._timings.update(found)
-            self.provider = execution_provider(line) or self.provider
+        # named as soon as the model is loaded, so a run that fails later (a GPU run on the
+        # CPU) still records the provider it had
+        self.provider = execution_provider(line) or self.provider
         fields: dict[str, object] = {}
         step = _STEP.search(line)
         if step:

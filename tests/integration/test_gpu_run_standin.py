@@ -163,6 +163,7 @@ def test_gpu_run_on_the_cpu_fails_unless_the_run_allowed_it(
     assert "CPUExecutionProvider" in flat
     assert record["status"] == "failed" and record["reason"] == "enclave", record
     assert "asked for a GPU" in str(record["error"])
+    assert record["execution_provider"] == "CPUExecutionProvider", record
 
 
 def test_gpu_run_without_the_opt_in_is_refused_at_key_release(
