@@ -7,7 +7,8 @@ The role guides' commands (``guide_commands``) and the outputs they show, compar
 demo's (``compare_guide``); ``python -m sealbench.client._cli_doc --guides WORKDIR
 docs/guide-*.md`` rewrites the shown outputs that no longer match from the demo serving from
 WORKDIR (``sealbench demo --size small --cases 5 --serve --workdir WORKDIR``, run at
-``COLUMNS=100``)."""
+``COLUMNS=100``); with ``--all`` it rewrites every checked output, so that the ids and digests
+of one guide come from one run."""
 
 from __future__ import annotations
 
@@ -313,13 +314,15 @@ def compare_guide(path: Path, workdir: Path, log: str | None = None) -> list[Sho
     return compared
 
 
-def regenerate_guide(path: Path, workdir: Path, log: str | None = None) -> str:
+def regenerate_guide(path: Path, workdir: Path, log: str | None = None, *,
+                     everything: bool = False) -> str:
     """The guide at ``path`` with each shown output that no longer matches its real one
-    replaced by the real one (an output that still matches is kept as written, elisions
-    included; a replaced one keeps as many lines before and after its first ``…`` as it had)."""
+    replaced by the real one (with ``everything``, every checked one, so that ids and digests
+    agree across the guide); an output that still matches is otherwise kept as written, and a
+    replaced one keeps as many lines before and after its first ``…`` as it had."""
     lines = path.read_text().splitlines()
     stale = [item for item in compare_guide(path, workdir, log)
-             if item.real is not None and item.problem is not None]
+             if item.real is not None and (everything or item.problem is not None)]
     for item in sorted(stale, key=lambda item: item.command.span, reverse=True):
         shown = [line.strip() for line in _shown(item.command).splitlines()]
         new = item.real[0].splitlines() if item.real else []
@@ -336,9 +339,11 @@ def regenerate_guide(path: Path, workdir: Path, log: str | None = None) -> str:
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--guides"] and len(argv) >= 3:
-        workdir = Path(argv[1])
-        for guide in argv[2:]:
-            Path(guide).write_text(regenerate_guide(Path(guide), workdir))
+        everything = "--all" in argv
+        workdir, *guides = [a for a in argv[1:] if a != "--all"]
+        for guide in guides:
+            Path(guide).write_text(regenerate_guide(Path(guide), Path(workdir),
+                                                    everything=everything))
             print(f"rewrote the stale outputs of {guide} from the demo in {workdir}")
         return 0
     path = Path(argv[0]) if argv else Path("docs/cli.md")
