@@ -20,7 +20,7 @@ from sealbench.server.routers._common import IdPath
 from sealbench.server.routers.results import SUMMARY_CACHE
 from sealbench.server.schemas.leaderboard import PooledLeaderboard, to_csv
 from sealbench.server.services import benchmarks, leaderboard
-from sealbench.server.web._charts import Forest, build_forest, forest_axis
+from sealbench.server.web._charts import Forest, axis_note, build_forest, forest_axis
 from sealbench.server.web._state import (
     DashboardState,
     registry_of,
@@ -48,18 +48,28 @@ def _forests(board: PooledLeaderboard) -> tuple[Forest, ...]:
     info = next(m for m in board.metrics if m.key == board.metric)
     names = {s.dataset_id: s.name for s in board.sites}
     values = [s.values[0] for s in board.standings]
-    lows = [x for v in values for s in v.sites for x in (s.value, s.ci95_low) if x is not None]
-    highs = [x for v in values for s in v.sites for x in (s.value, s.ci95_high) if x is not None]
+    # what is drawn: informative sites' estimates and intervals, and the pooled diamonds (a
+    # site that is not informative draws nothing, so its 0-1 interval must not set the axis)
+    drawn = [(x.value, x.ci95_low, x.ci95_high) for v in values for x in v.sites
+             if x.value is not None]
+    drawn += [(v.pooled, v.ci95_low, v.ci95_high) for v in values if v.pooled is not None]
+    lows = [x for value, low, _ in drawn for x in (value, low) if x is not None]
+    highs = [x for value, _, high in drawn for x in (value, high) if x is not None]
     bounded = not info.unit and info.direction != "neutral" and all(
         0.0 <= x <= 1.0 for x in lows + highs)
-    ticks = forest_axis(lows, highs, unit=info.unit, bounded=bounded)
+    core = [x for v in values if v.pooled is not None
+            for x in (v.pooled, v.ci95_low, v.ci95_high) if x is not None]
+    core += [value for value, _, _ in drawn if value is not None]
+    ticks = forest_axis(lows, highs, unit=info.unit, bounded=bounded, core=core)
+    note = axis_note(ticks, bounded=bounded)
     unit = f" {info.unit}" if info.unit else ""
     return tuple(
         build_forest(
             s.model_id, f"{s.model_name} {s.model_version}",
             [(names.get(x.dataset_id, f"#{x.dataset_id}"), x.value, x.ci95_low, x.ci95_high,
               x.mock_tee) for x in s.values[0].sites],
-            (s.values[0].pooled, s.values[0].ci95_low, s.values[0].ci95_high), ticks, unit)
+            (s.values[0].pooled, s.values[0].ci95_low, s.values[0].ci95_high), ticks, unit,
+            note)
         for s in board.standings)
 
 

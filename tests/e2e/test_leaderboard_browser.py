@@ -1,10 +1,11 @@
 """The pooled leaderboard page in a real headless Chromium (Debian's ``chromium`` driven by
 Playwright over CDP) against a registry served on a loopback port: the forest plots render (a
-pooled diamond and a site interval per row, the Dice axis from 0 to 1), the table equals the
-API, the per-region breakdown is the sites' releases pooled, a site whose release is too noisy
-to read shows no number, the mock-TEE badge shows, the layout holds on a phone-sized screen, the
-CSV download is the API's CSV, and no request leaves the registry (the Content-Security-Policy
-holds).
+pooled diamond and a site interval per row, on an axis chosen from the data that covers every
+drawn interval and says where it starts; a WDBC board's AUROCs of 0.93 to 0.99 spread over the
+axis instead of one clump at the right edge of 0 to 1), the table equals the API, the per-region
+breakdown is the sites' releases pooled, a site whose release is too noisy to read shows no
+number, the mock-TEE badge shows, the layout holds on a phone-sized screen, the CSV download is
+the API's CSV, and no request leaves the registry (the Content-Security-Policy holds).
 
 The stored summaries are BraTS version 2 summaries (a differentially private release of Dice per
 region) made with the insecure fixed noise source: zero noise offsets, so every figure has a
@@ -31,6 +32,8 @@ from playwright.sync_api import Browser, Page, sync_playwright
 from sealbench.benchmarks.brats import BRATS_2023_GLI_METRICS, CaseScores, RegionScores
 from sealbench.benchmarks.brats.plugin import PLUGIN
 from sealbench.benchmarks.release import Z95, InsecureFixedNoise
+from sealbench.benchmarks.wdbc.plugin import PLUGIN as WDBC
+from sealbench.benchmarks.wdbc.summary import WdbcCaseResult
 from sealbench.crypto.digest import sha256_digest
 from sealbench.server.app import create_app
 from sealbench.server.db import open_database
@@ -65,6 +68,8 @@ class Served:
     exact: dict[str, dict[str, float]]
     #: Dataset id by site name.
     sites: dict[str, int]
+    #: A WDBC benchmark whose models' AUROCs are 0.93 to 0.99 at two large sites.
+    wdbc_benchmark_id: int
 
     def api(self, path: str, **params: Any) -> Any:
         r = httpx.get(f"{self.url}/api/v1{path}", params=params, timeout=30,
@@ -85,6 +90,22 @@ def _cases(rng: np.random.Generator, n: int, dice: float) -> list[CaseScores]:
                 gt_volume_mm3=1.0, pred_volume_mm3=1.0)
         cases.append(CaseScores(case_id=f"c{i}", regions=regions))
     return cases
+
+
+#: WDBC-like models (name, separation of the classes' logits): AUROCs of about 0.93, 0.96 and
+#: 0.99; 20000 cases per site make each release's 95% interval about +-0.01 wide.
+WDBC_MODELS = (("logreg", 1.1), ("mlp", 1.35), ("boosted", 2.0))
+WDBC_CASES = 20_000
+
+
+def _wdbc_summary(rng: np.random.Generator, separation: float) -> dict[str, Any]:
+    malignant = rng.random(WDBC_CASES) < 0.37
+    logits = rng.normal(np.where(malignant, separation, -separation), 1.0)
+    scores = 1.0 / (1.0 + np.exp(-logits))
+    cases = [WdbcCaseResult(case_id=f"w{i}", malignant=bool(m), score=float(p))
+             for i, (m, p) in enumerate(zip(malignant, scores, strict=True))]
+    return {"format": "sealbench/result-summary", "version": 1, "metrics_version": "wdbc/1",
+            "aggregates": WDBC.summarise(cases, InsecureFixedNoise()).to_json()}
 
 
 def _summary(cases: list[CaseScores]) -> dict[str, Any]:
@@ -135,8 +156,23 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
                                   else CONFIDENTIAL_SPACE_ISSUER), nonce=f"{n:064x}"))
             exact[model.name] = {r: float(np.mean([c.regions[r].dice for c in everything]))
                                  for r in SPEC.regions}
+        wdbc = Benchmark(owner_id=user.id, name="wdbc", version="1", description="d",
+                         data_contract={}, metrics_spec={}, metrics_version="wdbc/1",
+                         image_reference="r", image_digest="sha256:" + "2" * 64,
+                         state="approved", created_at=NOW, updated_at=NOW)
+        s.add(wdbc)
+        s.flush()
+        for model, (_, separation) in zip(models, WDBC_MODELS, strict=True):
+            for site in sites[:2]:
+                n += 1
+                s.add(Result(
+                    benchmark_id=wdbc.id, dataset_id=site.id, model_id=model.id,
+                    submitted_by_id=user.id, summary=_wdbc_summary(rng, separation),
+                    sealed_result_digest=sha256_digest(f"s{n}".encode()),
+                    attestation_token="t", created_at=NOW, image_digest="sha256:" + "2" * 64,
+                    token_issuer=CONFIDENTIAL_SPACE_ISSUER, nonce=f"{n:064x}"))
         s.commit()
-        bench_id = bench.id
+        bench_id, wdbc_id = bench.id, wdbc.id
         site_ids = {site.name: site.id for site in sites}
     db.dispose()
     app = create_app(settings)
@@ -153,7 +189,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         assert time.monotonic() < deadline, "the registry did not start"
         time.sleep(0.05)
     try:
-        yield Served(f"http://127.0.0.1:{port}", token, bench_id, len(models), exact, site_ids)
+        yield Served(f"http://127.0.0.1:{port}", token, bench_id, len(models), exact, site_ids,
+                     wdbc_id)
     finally:
         server.should_exit = True
         thread.join(timeout=10)
@@ -171,14 +208,15 @@ def browser() -> Iterator[Browser]:
             b.close()
 
 
-def _open(browser: Browser, served: Served, width: int, problems: list[str]) -> Page:
+def _open(browser: Browser, served: Served, width: int, problems: list[str],
+          benchmark_id: int | None = None) -> Page:
     context = browser.new_context(viewport={"width": width, "height": 900}, accept_downloads=True)
     page = context.new_page()
     page.set_default_timeout(15_000)
     page.on("request", lambda r: None if r.url.startswith(served.url)
             else problems.append(f"request to {r.url}"))
     page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-    target = f"/ui/benchmarks/{served.benchmark_id}/pooled"
+    target = f"/ui/benchmarks/{benchmark_id or served.benchmark_id}/pooled"
     page.goto(served.url + target)
     page.fill("#token", served.token)
     with page.expect_navigation():
@@ -202,14 +240,27 @@ def test_forest_plots_and_table_equal_the_api(browser: Browser, served: Served) 
         assert row.locator("td.score").inner_text().strip() == f"{value['pooled']:.4f}"
     forests = page.locator("figure.forest")
     assert forests.count() == served.models
+    # the axis covers every drawn estimate and interval (hospital-c's is not drawn) and the
+    # pooled intervals, is labelled, and says where it starts when that is not 0
+    drawn = [x for st in api["standings"] for v in st["values"][:1]
+             for x in (v["pooled"], v["ci95_low"], v["ci95_high"],
+                       *(y for site in v["sites"] if site["value"] is not None
+                         for y in (site["value"], site["ci95_low"], site["ci95_high"])))]
     for i in range(forests.count()):
         forest = forests.nth(i)
         diamond = forest.locator("polygon.diamond").bounding_box()
         interval = forest.locator("line.ci").first.bounding_box()
         assert diamond is not None and diamond["width"] > 1 and diamond["height"] > 1
         assert interval is not None and interval["width"] > 1
-        ticks = forest.locator("text.tick").all_text_contents()
-        assert ticks[0] == "0" and ticks[-1] == "1"
+        ticks = [float(t) for t in forest.locator("text.tick").all_text_contents()]
+        assert len(ticks) >= 3 and ticks == sorted(ticks) and ticks[0] >= 0.0
+        assert ticks[-1] <= 1.0 and ticks[0] <= min(drawn) and max(drawn) <= ticks[-1]
+        assert forest.locator("polygon.ci-arrow").count() == 0  # nothing runs off the axis
+        note = forest.locator("text.axisnote")
+        if ticks[0] > 0:
+            assert note.text_content() == f"axis from {ticks[0]:g}, not 0: zoomed on the intervals"
+        else:
+            assert note.count() == 0
     weak = page.locator("table#pooled tbody tr", has_text="unet-weak")
     assert weak.locator(".badge-mock").first.is_visible()
     assert "mock TEE, not a confidential run" in weak.inner_text()
@@ -303,6 +354,41 @@ def test_a_site_too_noisy_to_read_shows_no_number(browser: Browser, served: Serv
             shown = forest.locator("g.site-row", has_text=name)
             assert shown.locator("rect.estimate").count() == 1
             assert shown.locator("line.ci").count() == 1
+    assert problems == []
+
+
+def _plot_x(forest: Any, selector: str) -> list[float]:
+    """Centres (page x) of the marks ``selector`` in one forest plot."""
+    boxes = [m.bounding_box() for m in forest.locator(selector).all()]
+    return [b["x"] + b["width"] / 2 for b in boxes if b is not None]
+
+
+def test_wdbc_forest_plot_spreads_the_models_over_the_axis(browser: Browser,
+                                                           served: Served) -> None:
+    """AUROCs of 0.93 to 0.99 with intervals about +-0.01: on a fixed 0-1 axis they were one
+    clump at the right edge. The axis is chosen from the data: the extreme estimates lie more
+    than 40% of the plot's width apart, every drawn interval fits, and the axis says it does not
+    start at 0."""
+    problems: list[str] = []
+    page = _open(browser, served, 1280, problems, served.wdbc_benchmark_id)
+    api = served.api(f"/benchmarks/{served.wdbc_benchmark_id}/leaderboard/pooled")
+    assert api["metric"] == "auroc"
+    values = [site["value"] for st in api["standings"] for site in st["values"][0]["sites"]]
+    assert len(values) == 6 and all(v is not None for v in values)
+    assert 0.9 < min(values) < 0.95 and 0.97 < max(values) < 1.0, values
+    forests = page.locator("figure.forest")
+    assert forests.count() == len(WDBC_MODELS)
+    axis = forests.first.locator("line.axis").bounding_box()
+    assert axis is not None and axis["width"] > 100
+    estimates = [x for i in range(forests.count())
+                 for x in _plot_x(forests.nth(i), "rect.estimate")]
+    assert len(estimates) == 6
+    assert max(estimates) - min(estimates) > 0.4 * axis["width"], (estimates, axis)
+    ticks = [float(t) for t in forests.first.locator("text.tick").all_text_contents()]
+    assert 0.5 < ticks[0] < min(values) and max(values) <= ticks[-1] <= 1.0
+    assert forests.first.locator("text.axisnote").text_content() == (
+        f"axis from {ticks[0]:g}, not 0: zoomed on the intervals")
+    assert page.locator("figure.forest polygon.ci-arrow").count() == 0
     assert problems == []
 
 

@@ -300,10 +300,13 @@ def test_chart_has_one_dot_per_result_region_and_metric(
 ) -> None:
     sign_in(web, world.bench_owner.token)
     page = web.get(f"/ui/benchmarks/{world.benchmark_id}/leaderboard").text
-    assert page.count("<svg") == 3  # WT, TC, ET
-    assert page.count("<circle") == 3  # one result x Dice (the release's one metric) per region
+    assert page.count('<figure class="chart">') == 3  # WT, TC, ET
+    # one result x Dice (the release's one metric) per region
+    assert page.count('<circle cx="') == 3
     assert "HD95" not in page and "interquartile" not in page
     assert page.count('<line class="interval"') == 3  # each dot's whisker: its 95% interval
+    # the legend and caption say what the marks are: a mean and its interval, not a spread
+    assert "mean, with its 95% interval" in page and "not a spread of the cases" in page
 
 
 def test_result_page_shows_the_release_and_its_intervals(
