@@ -111,8 +111,10 @@ __all__ = [
     "ReportsExecutionProvider",
     "RunLimits",
     "Runner",
+    "ScoresFiles",
     "ShippedModel",
     "ShipsDefinitions",
+    "StoredScores",
     "SummaryError",
     "TensorSpec",
     "bind_data_contract",
@@ -771,6 +773,47 @@ def bind_data_contract(benchmark: Benchmark, doc: Mapping[str, Any]) -> Benchmar
         raise CaseError(f"the data contract is not the one benchmark plug-in {benchmark.ref} "
                         "enforces")
     return benchmark
+
+
+class StoredScores(Protocol):
+    """Predictions on disk scored against truth on disk (:meth:`ScoresFiles.score_files`)."""
+
+    @property
+    def n_scored(self) -> int:
+        """Cases scored without error."""
+        ...
+
+    @property
+    def missings(self) -> tuple[str, ...]:
+        """Truth files no prediction was found for."""
+        ...
+
+    @property
+    def extras(self) -> tuple[str, ...]:
+        """Predictions no truth file claims."""
+        ...
+
+    def to_json(self) -> bytes:
+        """The scores as JSON (the task's official summary shape where it has one)."""
+        ...
+
+    def to_csv(self) -> bytes:
+        """The scores as CSV, a row per case then summary rows."""
+        ...
+
+
+@runtime_checkable
+class ScoresFiles(Protocol):
+    """Implemented by a plug-in that scores predictions stored as files against truth stored
+    as files, outside any enclave (``benchmark score --pin``: a challenge's validation
+    phase)."""
+
+    def score_files(self, truth_dir: Path, predictions_dir: Path, *, keep_going: bool = False,
+                    on_case: Callable[[str, int, int], None] | None = None) -> StoredScores:
+        """Every truth case scored against its prediction; :class:`CaseError` or
+        :class:`InvalidPredictionError` naming the case that cannot be scored (unless
+        ``keep_going``: an error row). ``on_case(name, done, total)`` after each case."""
+        ...
 
 
 @runtime_checkable

@@ -21,6 +21,7 @@ from sealbench.client._cli_model_export import model_check, model_export_command
 from sealbench.client._cli_profile import doctor, login, profile_app, whoami
 from sealbench.client._cli_registry import association_app, audit_app, benchmark_app
 from sealbench.client._cli_run import keys_app, mock_tee_app, policy_app, result_app, run
+from sealbench.client._cli_score import benchmark_score
 from sealbench.client._cli_tee import image_app
 from sealbench.client._cli_work import inbox, test
 from sealbench.client.demo import demo
@@ -83,6 +84,7 @@ app.command("whoami")(whoami)
 app.command("doctor")(doctor)
 app.command("inbox")(inbox)
 app.command("test")(test)
+benchmark_app.command("score")(benchmark_score)
 app.add_typer(benchmark_app, name="benchmark")
 dataset_app.command("budget")(dataset_budget)
 app.add_typer(dataset_app, name="dataset")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Final, Self
@@ -57,6 +57,7 @@ from .model_contract import MAX_MODEL_BYTES, SUPPORTED_OPSETS, check_model_contr
 from .normalise import normalise_modalities
 from .prepare import DATA_DIR, MANIFEST_FILE, prepare_dataset
 from .published import PublishedSummary
+from .score_files import FileScores, FolderScorer, lesionwise_2023_scorer, score_folders
 from .synthetic import case_id_for, generate_case, write_case
 
 __all__ = ["LAYOUT", "PLUGIN", "PLUGIN_REF", "SMALL_PLUGIN_REF", "BratsBenchmark",
@@ -369,6 +370,16 @@ class BratsBenchmark:
                                reason=str(InvalidPredictionError("prediction is not an array")))
         return score_or_fail(case.case_id, prediction, case.seg, self.metrics,
                              self.contract.spacing_mm)
+
+    def score_files(self, truth_dir: Path, predictions_dir: Path, *, keep_going: bool = False,
+                    on_case: Callable[[str, int, int], None] | None = None) -> FileScores:
+        """Predictions on disk scored against truth on disk with this pin's metrics, files
+        paired as the official evaluator pairs them (:func:`.score_files.score_folders`)."""
+        return score_folders(truth_dir, predictions_dir, self._folder_scorer(),
+                             keep_going=keep_going, on_case=on_case)
+
+    def _folder_scorer(self) -> FolderScorer:
+        return lesionwise_2023_scorer(self.metrics)
 
     def failure(self, case_id: str, reason: str) -> CaseFailure:
         return CaseFailure(case_id=case_id, reason=reason)

@@ -32,6 +32,7 @@ from .metrics import CaseFailure
 from .plugin import SMALL_CELL_MINIMUM, BratsBenchmark, pin_for
 from .results2025 import RELEASED_2025, CaseResult2025, CaseScores2025, Metrics2025, contributions
 from .results2025 import release_spec as release_spec_2025
+from .score_files import FolderScorer, official_2025_scorer
 from .scoring2025 import (
     GLI_2025,
     MET_2025,
@@ -115,8 +116,13 @@ class Brats2025Benchmark(BratsBenchmark):
         """One case's official per-group dictionaries from its stored NIfTI volumes ((x, y, z)
         arrays and the header's zooms), as the official command scores the files
         (:func:`.scoring2025.score_stored_volumes`); :class:`InvalidPredictionError` for a
-        label no group names or a shape mismatch. What ``benchmark score --pin`` calls."""
+        label no group names or a shape mismatch (``benchmark score --pin`` scores whole
+        folders through :meth:`score_files`)."""
         return score_stored_volumes(prediction, truth, zooms, self.scoring)
+
+    def _folder_scorer(self) -> FolderScorer:
+        """The official per-group dictionaries and the official parser's CSV."""
+        return official_2025_scorer(self.scoring)
 
     @staticmethod
     def official_summary(rows: Sequence[tuple[str, Mapping[str, Mapping[str, Any]] | str]],
