@@ -265,6 +265,8 @@ class ShownOutput:
     command: GuideCommand
     real: tuple[str, ...] | None
     why: str = ""
+    #: The arguments of the demo's command whose output is ``real[0]`` (when from its log).
+    ran: tuple[str, ...] = ()
 
     @property
     def problem(self) -> str | None:
@@ -307,10 +309,12 @@ def compare_guide(path: Path, workdir: Path, log: str | None = None) -> list[Sho
                 output += f"\n(exit code {code}, the guide shows {command.exit_code})"
             compared.append(ShownOutput(command, (clean(output, str(workdir)),)))
             continue
-        real = tuple(clean(out, str(workdir)) for argv, out in entries
-                     if _same_command(command.argv, argv, str(workdir)))
-        compared.append(ShownOutput(command, real or None,
-                                    "" if real else "neither a read nor a command the demo ran"))
+        same = [(argv, out) for argv, out in entries
+                if _same_command(command.argv, argv, str(workdir))]
+        compared.append(ShownOutput(
+            command, tuple(clean(out, str(workdir)) for _, out in same) or None,
+            "" if same else "neither a read nor a command the demo ran",
+            same[0][0] if same else ()))
     return compared
 
 
@@ -323,7 +327,11 @@ def regenerate_guide(path: Path, workdir: Path, log: str | None = None, *,
     lines = path.read_text().splitlines()
     stale = [item for item in compare_guide(path, workdir, log)
              if item.real is not None and (everything or item.problem is not None)]
+    renamed: dict[str, str] = {}  # the guide's run ids -> the demo's, in the commands rewritten
     for item in sorted(stale, key=lambda item: item.command.span, reverse=True):
+        for was, now in zip(item.command.argv, item.ran, strict=False):
+            if was != now and _VARYING[0][0].fullmatch(was) and _VARYING[0][0].fullmatch(now):
+                renamed[was] = now
         shown = [line.strip() for line in _shown(item.command).splitlines()]
         new = item.real[0].splitlines() if item.real else []
         if ELISION in shown:
@@ -334,7 +342,10 @@ def regenerate_guide(path: Path, workdir: Path, log: str | None = None, *,
         code = re.search(r"\(exit code \d+\)", item.command.output)
         start, end = item.command.span
         lines[start:end] = [*new, *([code.group(0)] if code else [])]
-    return "\n".join(lines) + "\n"
+    text = "\n".join(lines) + "\n"
+    for was, now in renamed.items():
+        text = text.replace(was, now)
+    return text
 
 
 def main(argv: list[str]) -> int:

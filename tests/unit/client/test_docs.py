@@ -153,3 +153,12 @@ def test_a_rewritten_output_keeps_its_elision(tmp_path: Path) -> None:
     shown = f"old\n{ELISION}\nend"
     guide = _guide(tmp_path, f"```\n$ sealbench dataset seal /x --dataset 1\n{shown}\n```\n")
     assert f"line 0\n{ELISION}\nline 8\n```" in regenerate_guide(guide, tmp_path, log)
+
+
+def test_a_rewritten_command_names_the_demo_s_run_everywhere_in_the_guide(tmp_path: Path) -> None:
+    old, new = "run-20261202T105215-cf1dfaaf", "run-20261204T221434-f49369a3"
+    log = f"$ sealbench result open {new} --profile hospital-a\nrun {new}: 5 cases\n"
+    guide = _guide(tmp_path, f"```\n$ sealbench result open {old} --profile hospital-a\n"
+                             f"run {old}: 2 cases\n```\n\nthen `sealbench result submit {old}`\n")
+    rewritten = regenerate_guide(guide, tmp_path, log)
+    assert old not in rewritten and rewritten.count(new) == 3
