@@ -48,12 +48,14 @@ SERVICE_TITLES: dict[str, str] = {
     "confidentialcomputing.googleapis.com": "Confidential Computing API",
     "cloudresourcemanager.googleapis.com": "Cloud Resource Manager API",
     "serviceusage.googleapis.com": "Service Usage API",
+    "artifactregistry.googleapis.com": "Artifact Registry API",
 }
 
 #: The APIs of :data:`SERVICE_TITLES` a new project has enabled without asking. Google enables a
 #: longer list by default in a project created with the console or gcloud (BigQuery, Logging,
 #: Monitoring, ...); of the APIs the mock serves, that list holds Cloud Storage and Service
-#: Usage. KMS, IAM, STS, Compute Engine, Confidential Computing and Resource Manager are off.
+#: Usage. KMS, IAM, STS, Compute Engine, Confidential Computing, Resource Manager and Artifact
+#: Registry are off.
 DEFAULT_ENABLED_SERVICES: frozenset[str] = frozenset(
     {"storage.googleapis.com", "serviceusage.googleapis.com"}
 )

@@ -46,6 +46,7 @@ OWNER_SERVICES = (
     "cloudresourcemanager.googleapis.com",
     "compute.googleapis.com",
     "confidentialcomputing.googleapis.com",
+    "artifactregistry.googleapis.com",  # where an authority keeps its evaluation images
 )
 
 #: Seconds allowed for each provisioning request.

@@ -173,7 +173,8 @@ def _benchmark(reference: str) -> Any:
 
 def test_the_runners_read_access_to_the_image_repository(mock: MockCloud) -> None:
     owner = Owner(mock, "pull-gcp", "810000000005")
-    owner.services(*OWNER_APIS, *RUNNER_APIS, "cloudresourcemanager.googleapis.com")
+    owner.services(*OWNER_APIS, *RUNNER_APIS, "cloudresourcemanager.googleapis.com",
+                   "artifactregistry.googleapis.com")
     owner.runner_account([{"role": r, "members": [f"serviceAccount:{owner.runner}"]}
                           for r in _ROLES])
     ar = mock.endpoints.compute

@@ -13,6 +13,7 @@ from sealbench.mocktee._http import Request, Response
 from sealbench.mocktee.artifacts import MockArtifacts
 from sealbench.mocktee.identity import Identity
 from sealbench.mocktee.state import MockState
+from tests.unit.mocktee.conftest import create_project_with_apis
 
 REPO = "projects/authority/locations/us/repositories/sealbench"
 IMAGE = "us-docker.pkg.dev/authority/sealbench/eval@sha256:" + "ab" * 32
@@ -27,7 +28,8 @@ def _call(ar: MockArtifacts, token: str, method: str, path: str, body: Any = Non
 
 
 def _setup(state: MockState, identity: Identity) -> tuple[MockArtifacts, str, str]:
-    identity.create_project("authority", "100000000001", "user:a@authority.example")
+    create_project_with_apis(identity, state, "authority", "100000000001",
+                             "user:a@authority.example")
     owner = identity.issue("user:a@authority.example")[0]
     other = identity.issue("user:it@hospital.example")[0]
     ar = MockArtifacts(state, identity)
@@ -91,3 +93,14 @@ def test_only_the_owner_reads_or_writes_the_policy_and_conditions_need_version_3
     created = _call(ar, other, "POST", "/v1/projects/authority/locations/us/repositories",
                     {}, repositoryId="mine")
     assert created.status == 403
+
+
+def test_the_api_is_off_in_a_new_project_until_enabled(state: MockState,
+                                                       identity: Identity) -> None:
+    identity.create_project("fresh", "100000000009", "user:a@fresh.example")
+    owner = identity.issue("user:a@fresh.example")[0]
+    refused = _call(MockArtifacts(state, identity), owner, "POST",
+                    "/v1/projects/fresh/locations/us/repositories", {"format": "DOCKER"},
+                    repositoryId="sealbench")
+    assert refused.status == 403 and b"SERVICE_DISABLED" in refused.body
+    assert b"Artifact Registry API has not been used in project 100000000009" in refused.body
