@@ -238,7 +238,9 @@ def _populate(
             "data_contract": BRATS_2023_GLI.model_dump(mode="json"),
             "metrics_spec": spec.model_dump(mode="json"),
             "metrics_version": PIN,
-            "image_reference": "europe-docker.pkg.dev/brats-authority/eval/sealbench-eval",
+            # pinned by digest, as a real benchmark publishes it: one long unbreakable line
+            "image_reference": "europe-west4-docker.pkg.dev/brats-authority/evaluation/"
+            f"sealbench_evaluation_image@{IMAGE_DIGEST}",
             "image_digest": IMAGE_DIGEST,
         },
     )
@@ -543,8 +545,21 @@ def test_authority_leaderboard_equals_the_api(
             shown = [t for t in titles if t.startswith(label)]
             assert len(shown) == 1 and region_dice(e)[region] in shown[0], (label, titles)
         for i in range(dots.count()):
-            whisker = dots.nth(i).locator("line").bounding_box()
+            dot = dots.nth(i)
+            whisker = dot.locator("line.interval").bounding_box()
             assert whisker is not None and whisker["width"] > 1  # the release's interval
+            # the dot (the mean) sits on its own interval, which ends in a cap at each end
+            circle = dot.locator("circle").bounding_box()
+            assert circle is not None
+            centre = circle["x"] + circle["width"] / 2
+            assert whisker["x"] - 0.5 <= centre <= whisker["x"] + whisker["width"] + 0.5
+            caps = [c.bounding_box() for c in dot.locator("line.cap").all()]
+            assert len(caps) == 2 and all(c is not None for c in caps)
+            assert "outside" not in (dot.get_attribute("class") or "")
+    # the legend and the caption say what the marks mean: a mean and its 95% interval
+    assert p.locator("#chart-legend li.key").inner_text().strip() == (
+        "mean, with its 95% interval")
+    assert "not a spread of the cases" in p.locator("#chart-caption").inner_text()
     shots.take(p, "leaderboard")
     with p.expect_navigation():
         p.locator(f"td.cell[data-result-id='{registry.result_ids[0]}'] a").click()
@@ -721,6 +736,215 @@ def test_authority_approves_a_pending_association_in_the_dashboard(
     )
     assert forged.status == 403 and "not sent by this site" in forged.text()
     assert _model_status(registry, untouched) == "pending"
+    assert page.problems == []
+
+
+# ---------------------------------------------------------------- layout and legibility (issue 31)
+
+#: What sticks out of a card: the page's own horizontal overflow, a card reaching outside
+#: ``main`` or wider than its box, and any element of a card outside it (an element inside a
+#: scroll container within the card, such as a wide table's wrapper or a JSON block, scrolls
+#: there by design and is left out).
+_OVERFLOW = """() => {
+  const out = [];
+  const root = document.documentElement;
+  if (root.scrollWidth > root.clientWidth + 1)
+    out.push(`the page scrolls sideways: scrollWidth ${root.scrollWidth} > ${root.clientWidth}`);
+  const scrolls = (e) => ['auto', 'scroll'].includes(getComputedStyle(e).overflowX);
+  const main = document.querySelector('main').getBoundingClientRect();
+  for (const card of document.querySelectorAll('main .card')) {
+    const c = card.getBoundingClientRect();
+    const name = (card.querySelector('h2, h3') || card).textContent.trim().slice(0, 30);
+    if (c.right > main.right + 1 || c.left < main.left - 1)
+      out.push(`card '${name}' [${c.left}, ${c.right}] is outside main`
+               + ` [${main.left}, ${main.right}]`);
+    if (!scrolls(card) && card.scrollWidth > card.clientWidth + 1)
+      out.push(`card '${name}': scrollWidth ${card.scrollWidth} > clientWidth ${card.clientWidth}`);
+    for (const e of card.querySelectorAll('*')) {
+      let scrolled = false;
+      for (let p = e.parentElement; p && p !== card.parentElement; p = p.parentElement)
+        if (scrolls(p)) { scrolled = true; break; }
+      if (scrolled) continue;
+      const r = e.getBoundingClientRect();
+      if (r.width === 0 && r.height === 0) continue;
+      if (r.right > c.right + 1 || r.left < c.left - 1)
+        out.push(`card '${name}': <${e.tagName.toLowerCase()} class="${e.getAttribute('class')}">`
+                 + ` [${Math.round(r.left)}, ${Math.round(r.right)}] is outside the card`
+                 + ` [${Math.round(c.left)}, ${Math.round(c.right)}]`);
+    }
+  }
+  return out.slice(0, 20);
+}"""
+
+
+def test_cards_fit_their_columns_at_1280_and_800_px(page: Watched, registry: Registry) -> None:
+    """At 1280 px the benchmark page's Governance card overflowed and was cut off: a long
+    image reference widened the first column. No card may be wider than its column, no element
+    of a card may stick out of it, and no page may scroll sideways, at 1280 and at 800 px."""
+    p = page.page
+    b = registry.benchmark_id
+    sign_in(p, registry, "authority", f"/ui/benchmarks/{b}")
+    pages = [f"/ui/benchmarks/{b}", f"/ui/benchmarks/{b}/leaderboard",
+             f"/ui/benchmarks/{b}/pooled", f"/ui/benchmarks/{b}/progress",
+             f"/ui/results/{registry.result_ids[0]}"]
+    for width in (1280, 800):
+        p.set_viewport_size({"width": width, "height": 900})
+        for target in pages:
+            p.goto(f"{registry.url}{target}")
+            assert p.evaluate(_OVERFLOW) == [], f"{target} at {width} px"
+        p.goto(f"{registry.url}/ui/benchmarks/{b}")
+        governance = p.locator("section.card", has_text="Governance").bounding_box()
+        image = p.locator("section.card", has_text="Evaluation image").bounding_box()
+        main = p.locator("main").bounding_box()
+        assert governance is not None and image is not None and main is not None
+        assert governance["x"] + governance["width"] <= main["x"] + main["width"] + 1
+        if width == 1280:  # side by side, equal halves
+            assert abs(governance["width"] - image["width"]) <= 1
+            assert governance["x"] > image["x"] + image["width"]
+    assert page.problems == []
+
+
+#: The text colour and the background layers (innermost first, up to the first opaque one) of
+#: every visible link and button and of each element inside one that holds text of its own.
+_COLOURS = """() => {
+  const out = [];
+  const rgba = (s) => {
+    const m = s.match(/rgba?\\(([^)]*)\\)/);
+    if (!m) return null;
+    const p = m[1].split(/[\\s,\\/]+/).filter(Boolean).map(parseFloat);
+    return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1];
+  };
+  const layers = (e) => {
+    const found = [];
+    for (let n = e; n; n = n.parentElement) {
+      const c = rgba(getComputedStyle(n).backgroundColor);
+      if (c && c[3] > 0) { found.push(c); if (c[3] >= 1) break; }
+    }
+    return found;
+  };
+  const ownText = (e) => [...e.childNodes].some(
+    (n) => n.nodeType === Node.TEXT_NODE && n.textContent.trim() !== '');
+  const seen = new Set();
+  for (const control of document.querySelectorAll('a, button, .btn')) {
+    for (const e of [control, ...control.querySelectorAll('*')]) {
+      if (seen.has(e) || !ownText(e) || e.getClientRects().length === 0) continue;
+      if (getComputedStyle(e).visibility === 'hidden') continue;
+      seen.add(e);
+      out.push({text: e.textContent.trim().slice(0, 40), tag: e.tagName.toLowerCase(),
+                cls: e.getAttribute('class') || '', fg: rgba(getComputedStyle(e).color),
+                bg: layers(e)});
+    }
+  }
+  return out;
+}"""
+
+
+def _linear(channel: float) -> float:
+    c = channel / 255
+    return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+
+def relative_luminance(rgb: tuple[float, float, float]) -> float:
+    """WCAG 2.x relative luminance of an sRGB colour (0-255 channels)."""
+    r, g, b = (_linear(c) for c in rgb)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast_ratio(a: tuple[float, float, float], b: tuple[float, float, float]) -> float:
+    """WCAG 2.x contrast ratio ``(L1 + 0.05) / (L2 + 0.05)``, L1 the lighter."""
+    high, low = sorted((relative_luminance(a), relative_luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def _over(top: list[float], below: tuple[float, float, float]) -> tuple[float, float, float]:
+    alpha = top[3]
+    r, g, b = (alpha * t + (1 - alpha) * u for t, u in zip(top[:3], below, strict=True))
+    return (r, g, b)
+
+
+def _effective(layers: list[list[float]]) -> tuple[float, float, float]:
+    """The colour the layers composite to over the white canvas (outermost first)."""
+    colour = (255.0, 255.0, 255.0)
+    for layer in reversed(layers):
+        colour = _over(layer, colour)
+    return colour
+
+
+def test_contrast_formula_matches_wcag_examples() -> None:
+    assert contrast_ratio((0, 0, 0), (255, 255, 255)) == pytest.approx(21.0)
+    assert contrast_ratio((255, 255, 255), (255, 255, 255)) == pytest.approx(1.0)
+    assert contrast_ratio((118, 118, 118), (255, 255, 255)) == pytest.approx(4.54, abs=0.01)
+    # the old Download CSV: the top bar's near-white quiet button on a white card
+    assert contrast_ratio((0xE6, 0xED, 0xF3), (255, 255, 255)) < 1.2
+
+
+def test_every_link_and_button_has_wcag_aa_contrast(page: Watched, registry: Registry) -> None:
+    """"Download CSV" was near-white on white. The rendered text colour of every link and
+    button (and of text inside one) against its effective background (its own or the first
+    non-transparent one behind it, composited) must reach 4.5:1 on every page."""
+    p = page.page
+    b = registry.benchmark_id
+    failures: list[str] = []
+    checked = 0
+
+    def check(target: str) -> None:
+        nonlocal checked
+        for item in p.evaluate(_COLOURS):
+            bg = _effective(item["bg"])
+            fg = _over(item["fg"], bg) if item["fg"][3] < 1 else tuple(item["fg"][:3])
+            ratio = contrast_ratio(fg, bg)  # type: ignore[arg-type]
+            checked += 1
+            if ratio < 4.5:
+                failures.append(f"{target}: <{item['tag']} class={item['cls']!r}> "
+                                f"{item['text']!r} {ratio:.2f}:1 (text {fg}, background {bg})")
+
+    p.goto(f"{registry.url}/ui/")
+    check("/ui/sign-in")
+    sign_in(p, registry, "authority", "/ui/")
+    for target in ("/ui/", f"/ui/benchmarks/{b}", f"/ui/benchmarks/{b}/leaderboard",
+                   f"/ui/benchmarks/{b}/pooled", f"/ui/benchmarks/{b}/progress", "/ui/inbox",
+                   "/ui/mine", f"/ui/results/{registry.result_ids[0]}"):
+        p.goto(f"{registry.url}{target}")
+        check(target)
+    csv = p.locator("#csv-download")
+    p.goto(f"{registry.url}/ui/benchmarks/{b}/pooled")
+    assert csv.is_visible() and csv.inner_text().strip() == "Download CSV"
+    with p.expect_navigation():
+        p.click("button:has-text('Sign out')")
+    sign_in(p, registry, "admin", "/ui/audit")
+    check("/ui/audit")
+    assert checked > 50
+    assert failures == [], "\n".join(failures)
+    assert page.problems == []
+
+
+def test_progress_cell_shows_the_run_of_the_accepted_result(
+    page: Watched, registry: Registry
+) -> None:
+    """The demo's refused debug-image attack run, reported after the pair's result, was listed
+    as the pair's "done" run. The cell shows the run that produced the accepted result."""
+    result = registry.api("authority", f"/results/{registry.result_ids[0]}")
+    pair = {"benchmark_id": registry.benchmark_id, "dataset_id": result["dataset_id"],
+            "model_id": result["model_id"], "image_digest": IMAGE_DIGEST, "tee": "mock"}
+
+    def report(run: str, **body: Any) -> None:
+        r = httpx.put(f"{registry.url}/api/v1/runs/{run}", json={**pair, **body},
+                      headers=registry.headers("hospital-a"), timeout=_TIMEOUT_S)
+        assert r.status_code == 200, r.text
+
+    report("run-accepted", state="succeeded", seq=1, result_id=result["id"],
+           execution_provider="CPUExecutionProvider")
+    report("run-debug-image", state="planned", seq=1)
+    report("run-debug-image", state="failed", seq=2, reason="key_release_denied")
+    p = page.page
+    sign_in(p, registry, "authority", f"/ui/benchmarks/{registry.benchmark_id}/progress")
+    cell = p.locator(f"td.cell[data-model-id='{result['model_id']}']"
+                     f"[data-dataset-id='{result['dataset_id']}']")
+    assert cell.get_attribute("data-status") == "done"
+    text = cell.inner_text()
+    assert "run-accepted" in text and f"result #{result['id']}" in text
+    assert "run-debug-image" not in text and "key_release_denied" not in text
+    assert "attested result" in text
     assert page.problems == []
 
 
