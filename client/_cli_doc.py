@@ -172,6 +172,7 @@ _VARYING = (
     (re.compile(r"\b(?:root|kid) [0-9a-f]{8,}…?"), "<hex>"),
     (re.compile(r"vm/sealbench-[0-9a-f]{6}(?:\+[0-9a-f]{8})?"), "<log origin>"),
     (re.compile(r"-?\d+\.\d+(?:e[+-]?\d+)?"), "<x.y>"),
+    (re.compile(r"\((?:[a-z]+ <x\.y> s(?:, )?)+"), "(<step times>"),  # the slowest steps first
     (re.compile(r"([━─═]){2,}"), r"\1"),
     (re.compile(r" {2,}"), " "),
 )
