@@ -317,7 +317,11 @@ def forest_axis(lows: list[float], highs: list[float], *, unit: str, bounded: bo
         reach = FOREST_REACH * max(inner_high - inner_low, FOREST_MIN_SPAN)
         low = max(min(low, inner_low), inner_low - reach)
         high = min(max(high, inner_high), inner_high + reach)
-    span = max(high - low, FOREST_MIN_SPAN)
+    if high - low < FOREST_MIN_SPAN:  # equal values still get a readable axis around them
+        low = max(min(low, high - FOREST_MIN_SPAN / 2), 0.0)
+        high = min(max(high, low + FOREST_MIN_SPAN), 1.0)
+        low = max(min(low, high - FOREST_MIN_SPAN), 0.0)
+    span = high - low
     lower = max(low - FOREST_PAD * span, 0.0)
     upper = min(high + FOREST_PAD * span, 1.0)
     if lower <= span:

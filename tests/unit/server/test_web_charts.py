@@ -111,6 +111,13 @@ def test_values_near_the_floor_keep_it_on_the_axis() -> None:
     assert axis_note(ticks, bounded=True) == ""
 
 
+def test_equal_values_get_a_readable_axis_around_them() -> None:
+    for value in (1.0, 0.97, 0.5):
+        ticks = forest_axis([value], [value], unit="", bounded=True, core=[value])
+        assert 0.0 <= ticks[0] <= value <= ticks[-1] <= 1.0
+        assert ticks[-1] - ticks[0] >= 0.02 and len(ticks) >= 3
+
+
 def test_a_distance_runs_from_zero() -> None:
     ticks = forest_axis([3.1, 7.0], [9.0, 17.4], unit="mm", bounded=False)
     assert ticks[0] == 0.0 and ticks[-1] >= 17.4
