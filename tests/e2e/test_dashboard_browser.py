@@ -17,6 +17,11 @@ hundreds of cases, enough for each release to be read; hospital-c holds 5 (the s
 minimum), whose release noise alone spans more than half of [0, 1]: its figures are not
 informative and the dashboard must show no number for them.
 
+Layout and legibility (issue 31 item 7): at 1280, 800 and 375 px no card is wider than its
+column and nothing sticks out of one; every link and button reaches WCAG's 4.5:1 contrast
+against its composited background; chart dots sit on their capped intervals; a done pair's
+progress cell names the run of its result, not a refused run reported after it.
+
 Screenshots go to the test's output directory; with ``SEALBENCH_UPDATE_SCREENSHOTS=1`` they are
 also copied to ``docs/img/dashboard-*.png``.
 """
