@@ -36,6 +36,7 @@ from __future__ import annotations
 import functools
 import gzip
 import importlib.util
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 
@@ -48,7 +49,7 @@ from .contract import BRATS_2023_GLI, BratsContract
 from .synthetic import SyntheticCase, _draw_foci, _smooth_field, brats_affine
 
 __all__ = ["TEMPLATE_FILES", "Template", "encode_png", "generate_anatomy_case", "load_template",
-           "preview_rgb"]
+           "preview_rgb", "render_modalities"]
 
 FloatArray = npt.NDArray[np.float32]
 Shape3 = tuple[int, int, int]
@@ -267,23 +268,51 @@ def generate_anatomy_case(seed: int, shape: Shape3 = BRATS_2023_GLI.shape,
     if mass_effect and n_lesions:
         maps = _mass_effect(np.random.default_rng([seed, 1]), classes, brain, maps, voxel_mm)
         gm, wm, csf = _tissues(maps)
+    lesion_means = {name: _MEANS.get(name, _MEANS["t1n"])[3:] for name in contract.modalities}
+    modalities = render_modalities(rng, maps, (gm, wm, csf), brain, classes, contract,
+                                   lesion_means)
+    classes[~brain] = 0
+    return SyntheticCase(seed=seed, modalities=modalities, classes=classes,
+                         affine=brats_affine(shape, contract.spacing_mm), n_lesions=n_lesions)
+
+
+def render_modalities(rng: np.random.Generator, maps: dict[str, FloatArray],
+                      healthy_fractions: tuple[FloatArray, FloatArray, FloatArray],
+                      brain: npt.NDArray[np.bool_], classes: npt.NDArray[np.uint8],
+                      contract: BratsContract, lesion_means: Mapping[str, Sequence[float]],
+                      ) -> dict[str, FloatArray]:
+    """The contract's modalities of a case: per-tissue means mixed by the tissue fractions
+    (``healthy_fractions``: GM, WM, CSF; lesion class ``k`` (1..K) with mean
+    ``lesion_means[modality][k - 1]``, its fraction the labels smoothed by a 0.8-voxel Gaussian),
+    T1-native keeping the template's texture when ``maps`` has ``t1``, a 10 % heterogeneity
+    field on lesions, a bias field, Rician noise and a per-modality scale; zero outside
+    ``brain``. Draws from ``rng`` in a fixed order (heterogeneity, then per modality: bias,
+    noise, scale)."""
+    shape: Shape3 = (classes.shape[0], classes.shape[1], classes.shape[2])
+    gm, wm, csf = healthy_fractions
+    n_tissues = len(next(iter(lesion_means.values())))
     tumour = [np.asarray(ndimage.gaussian_filter((classes == k).astype(np.float32), 0.8),
-                         dtype=np.float32) for k in (1, 2, 3)]
-    healthy = np.clip(1.0 - tumour[0] - tumour[1] - tumour[2], 0.0, 1.0)
+                         dtype=np.float32) for k in range(1, n_tissues + 1)]
+    rest = 1.0 - tumour[0]
+    for fraction in tumour[1:]:
+        rest = rest - fraction
+    healthy = np.clip(rest, 0.0, 1.0)
     fractions = [wm * healthy, gm * healthy, csf * healthy, *tumour]
     heterogeneity = 1.0 + 0.10 * _smooth_field(rng, shape, 30)
     t1_texture = maps["t1"] / np.float32(max(float(np.median(maps["t1"][wm > 0.9])), 1e-3)) \
-        if (wm > 0.9).any() else None
+        if "t1" in maps and (wm > 0.9).any() else None
     modalities: dict[str, FloatArray] = {}
     for name in contract.modalities:
         means = _MEANS.get(name, _MEANS["t1n"])
+        lesion_mean = lesion_means[name]
         if name == "t1n" and t1_texture is not None:
             image = t1_texture * healthy
         else:
             image = sum((f * np.float32(m) for f, m in zip(fractions[:3], means[:3],
                                                           strict=True)),
                         np.zeros(shape, dtype=np.float32))
-        lesion = sum((f * np.float32(m) for f, m in zip(fractions[3:], means[3:], strict=True)),
+        lesion = sum((f * np.float32(m)
+                      for f, m in zip(fractions[3:], lesion_mean, strict=True)),
                      np.zeros(shape, dtype=np.float32))
         image = image + lesion * heterogeneity
         image *= np.exp(0.15 * _smooth_field(rng, shape, 4))
@@ -295,18 +324,17 @@ def generate_anatomy_case(seed: int, shape: Shape3 = BRATS_2023_GLI.shape,
         np.maximum(image, 1.0, out=image)
         image[~brain] = 0.0
         modalities[name] = image.astype(np.float32, copy=False)
-    classes[~brain] = 0
-    return SyntheticCase(seed=seed, modalities=modalities, classes=classes,
-                         affine=brats_affine(shape, contract.spacing_mm), n_lesions=n_lesions)
+    return modalities
 
 
-_OVERLAY = {1: (220, 40, 40), 2: (40, 200, 60), 3: (250, 220, 30)}
+_OVERLAY = {1: (220, 40, 40), 2: (40, 200, 60), 3: (250, 220, 30), 4: (40, 170, 250)}
 
 
 def preview_rgb(case: SyntheticCase, z: int | None = None) -> npt.NDArray[np.uint8]:
     """An RGB strip of axial slice ``z`` (default: through the tumour's centre, else the middle):
     each modality (windowed at its 99.5th percentile in the brain), then FLAIR with the labels
-    overlaid (NETC red, SNFH green, ET yellow). Anterior is up, the patient's left is right."""
+    overlaid (NETC red, SNFH green, ET yellow, RC blue). Anterior is up, the patient's left is
+    right."""
     if z is None:
         tumour = np.argwhere(case.classes > 0)
         z = int(np.median(tumour[:, 2])) if len(tumour) else case.classes.shape[2] // 2

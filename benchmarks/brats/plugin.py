@@ -58,7 +58,7 @@ from .normalise import normalise_modalities
 from .prepare import DATA_DIR, MANIFEST_FILE, prepare_dataset
 from .published import PublishedSummary
 from .score_files import FileScores, FolderScorer, lesionwise_2023_scorer, score_folders
-from .synthetic import case_id_for, generate_case, write_case
+from .synthetic import SyntheticCase, case_id_for, generate_case, write_case
 
 __all__ = ["LAYOUT", "PLUGIN", "PLUGIN_REF", "SMALL_PLUGIN_REF", "BratsBenchmark",
            "model_contract_of", "pin_for", "pin_of"]
@@ -447,10 +447,13 @@ class BratsBenchmark:
         ids = []
         for case_seed in range(seed, seed + n_cases):
             case_id = self._demo_case_id(case_seed % 100_000)
-            write_case(generate_case(case_seed, self.contract.shape, self.contract), out_dir,
-                       case_id, self.contract)
+            write_case(self._demo_case(case_seed), out_dir, case_id, self.contract)
             ids.append(case_id)
         return tuple(ids)
+
+    def _demo_case(self, seed: int) -> SyntheticCase:
+        """The demo case of ``seed`` on this contract (the geometric 2023 generator)."""
+        return generate_case(seed, self.contract.shape, self.contract)
 
     def _demo_case_id(self, index: int) -> str:
         """A demo case's id (``BraTS-GLI-<index>-000``)."""

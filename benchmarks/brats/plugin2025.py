@@ -7,9 +7,8 @@ scoring (:mod:`.scoring2025`, :mod:`.results2025`) in place of the 2023 lesion-w
 model outputs five classes (background, NETC, SNFH, ET, RC). Declared in the entry-point group
 ``sealbench.benchmarks`` as ``brats-2025-gli`` and ``brats-2025-met`` (``pyproject.toml``).
 
-No model ships with these pins yet, and their demo data are the 2023 generator's tumours (no
-resection cavity) under the 2025 names; the post-treatment and metastasis generators and
-reference models are issue 30's next steps.
+Their demo data come from the task's generator (:mod:`.tasks2025`): post-treatment cases with a
+resection cavity for ``gli``, several metastases for ``met``. No model ships with these pins yet.
 """
 
 from __future__ import annotations
@@ -41,6 +40,8 @@ from .scoring2025 import (
     score_stored_volumes,
     summary_json,
 )
+from .synthetic import SyntheticCase
+from .tasks2025 import Kind, generate_task_case
 
 __all__ = ["GLI_PLUGIN", "MET_PLUGIN", "Brats2025Benchmark", "Brats2025Gli", "Brats2025Met"]
 
@@ -74,6 +75,7 @@ class Brats2025Benchmark(BratsBenchmark):
     ``<name>/1`` on 240x240x155, ``<name>/1-XxYxZ`` on another)."""
 
     scoring: ClassVar[Scoring2025]
+    demo_kind: ClassVar[Kind]
     case_prefix: ClassVar[str]
     title: ClassVar[str]
 
@@ -188,9 +190,15 @@ class Brats2025Benchmark(BratsBenchmark):
         return published.pool_releases(ours, self._groups(), RELEASED_2025)
 
     def _demo_case_id(self, index: int) -> str:
-        """``BraTS-<GLI|MET>-<index>-000``; the demo cases are the 2023 generator's tumours
-        (labels 1-3): the 2025 generators, with a resection cavity, are still to come."""
+        """``BraTS-<GLI|MET>-<index>-000``."""
         return f"{self.case_prefix}-{index:05d}-000"
+
+    def _demo_case(self, seed: int) -> SyntheticCase:
+        """The demo case of ``seed``: the task's generator (:mod:`.tasks2025`: a resection
+        cavity for ``gli``, several metastases for ``met``) on the geometric anatomy, which
+        needs no extra package (as the 2023 pin's demo data)."""
+        return generate_task_case(self.demo_kind, seed, self.contract.shape, self.contract,
+                                  anatomy="geometric")
 
 
 class Brats2025Gli(Brats2025Benchmark):
@@ -199,6 +207,7 @@ class Brats2025Gli(Brats2025Benchmark):
     plugin_name = "brats-2025-gli"
     base_contract = BRATS_2025_GLI
     scoring = GLI_2025
+    demo_kind = "post-treatment"
     case_prefix = "BraTS-GLI"
     title = "Adult glioma (pre- and post-treatment)"
 
@@ -209,6 +218,7 @@ class Brats2025Met(Brats2025Benchmark):
     plugin_name = "brats-2025-met"
     base_contract = BRATS_2025_MET
     scoring = MET_2025
+    demo_kind = "metastases"
     case_prefix = "BraTS-MET"
     title = "Brain metastases"
 

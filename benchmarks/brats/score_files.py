@@ -141,7 +141,8 @@ def _read(path: Path, case: str, part: str,
 def _directions(affine: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     linear = affine[:3, :3]
     norms = np.linalg.norm(linear, axis=0)
-    return linear / np.where(norms == 0, 1.0, norms)
+    out: npt.NDArray[np.float64] = linear / np.where(norms == 0, 1.0, norms)
+    return out
 
 
 def _score_pair(truth: Path, prediction: Path, case: str, scorer: FolderScorer) -> GroupDicts:
