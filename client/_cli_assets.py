@@ -82,9 +82,13 @@ def dataset_synthesize(
     cases: Annotated[int, typer.Option(help="number of cases")] = 3,
     size: SizeOpt = "full",
     first_seed: Annotated[int, typer.Option(help="seed of the first case")] = 1,
+    kind: Annotated[str, typer.Option(
+        help="glioma (BraTS 2023 labels, for 'brats'), post-treatment (a resection cavity, "
+        "label 4, for brats-2025-gli) or metastases (several small lesions, for "
+        "brats-2025-met)")] = "glioma",
 ) -> list[str]:
     """Write synthetic BraTS-like raw cases (no patient data) to try the workflow."""
-    plugin = assets.plugin_of(None, size)
+    plugin = assets.synthesis_plugin(kind, size)
     ids: list[str] = []
     with progress_bar() as bar:
         task = bar.add_task("generating cases", total=cases)

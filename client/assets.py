@@ -39,6 +39,7 @@ __all__ = [
     "RECIPIENT_STATISTIC",
     "SIZES",
     "SIZE_DEFINITIONS",
+    "SYNTHETIC_KINDS",
     "check_grid",
     "dataset_registration",
     "model_registration",
@@ -47,6 +48,7 @@ __all__ = [
     "prepared_digest",
     "recipient_of",
     "stated_grid",
+    "synthesis_plugin",
     "synthesize",
 ]
 
@@ -107,6 +109,36 @@ def plugin_of(benchmark: BenchmarkPublic | None, size: str | None = None) -> Ben
             f"{size} cases for a benchmark published from '--definition {SIZE_DEFINITIONS[size]}'",
         )
     return plugin
+
+
+#: ``dataset synthesize --kind``: each kind of case and the pin whose demo data it is (None: the
+#: shipped ``brats`` definition's plug-in, adult glioma as BraTS 2023 labels it).
+SYNTHETIC_KINDS: Final[dict[str, str | None]] = {
+    "glioma": None,
+    "post-treatment": "brats-2025-gli/1",
+    "metastases": "brats-2025-met/1",
+}
+
+
+def synthesis_plugin(kind: str, size: str) -> Benchmark:
+    """The plug-in whose demo data are cases of ``kind`` on the grid of ``size``: the shipped
+    definition's for ``glioma``, else the 2025 task's pin (its grid variant for ``small``)."""
+    from sealbench.benchmarks.interface import PluginNotFoundError
+    from sealbench.benchmarks.registry import load
+
+    if kind not in SYNTHETIC_KINDS:
+        raise ConfigError(f"--kind must be one of {', '.join(SYNTHETIC_KINDS)}, received "
+                          f"{kind!r}")
+    if size not in SIZES:
+        raise ConfigError(f"--size must be one of {', '.join(SIZES)}, received {size!r}")
+    pin, grid = SYNTHETIC_KINDS[kind], SIZES[size]
+    if pin is None:
+        return plugin_of(None, size)
+    ref = pin if grid is None else f"{pin}-{'x'.join(str(n) for n in grid)}"
+    try:
+        return load(ref)
+    except PluginNotFoundError as exc:
+        raise ConfigError(f"--kind {kind} needs benchmark plug-in {ref}: {exc}") from exc
 
 
 def synthesize(
