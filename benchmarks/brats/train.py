@@ -33,6 +33,10 @@ __all__ = ["TrainConfig", "check_parity", "export_onnx", "main", "train"]
 logger = logging.getLogger(__name__)
 
 N_CLASSES = 4
+#: Training cases: the 2023 generators (4 classes) and the 2025 tasks' ones (:mod:`.tasks2025`,
+#: on its geometric anatomy, as the 2025 pins' demo data; 5 classes, RC included).
+TASKS_2025 = ("post-treatment", "metastases")
+SYNTHETIC = ("cartoon", "anatomy", *TASKS_2025)
 OPSET = 17
 WARMUP_STEPS = 20
 #: Training case ``i`` has seed ``100000 + 1000 * seed + i``; tumour-free case ``j`` (the seed's
@@ -46,13 +50,19 @@ class TrainConfig:
     def __init__(self, *, seed: int = 0, channels: Sequence[int] = (8, 16, 32, 64),
                  steps: int = 300, batch: int = 2, crop: int = 64, n_cases: int = 8,
                  lr: float = 1e-3, threads: int = 2, synthetic: str = "cartoon",
-                 init: bytes | None = None, tumour_free: int = 0) -> None:
-        if synthetic not in ("cartoon", "anatomy"):
-            raise ValueError(f"synthetic must be 'cartoon' or 'anatomy', received {synthetic!r}")
+                 init: bytes | None = None, tumour_free: int = 0,
+                 grid: tuple[int, int, int] | None = None) -> None:
+        if synthetic not in SYNTHETIC:
+            raise ValueError(f"synthetic must be one of {', '.join(SYNTHETIC)}, received "
+                             f"{synthetic!r}")
         if not 0 <= n_cases <= TUMOUR_FREE_OFFSET or not 0 <= tumour_free <= TUMOUR_FREE_OFFSET:
             raise ValueError(f"cases and tumour-free cases must each be 0-{TUMOUR_FREE_OFFSET}")
         self.seed = seed
         self.synthetic = synthetic
+        #: The grid training cases are generated on (None: the generator's default, full size).
+        self.grid = grid
+        #: Output classes: 5 (with RC) for the 2025 tasks' cases, else 4.
+        self.n_classes = N_CLASSES + 1 if synthetic in TASKS_2025 else N_CLASSES
         self.init = init
         self.channels = tuple(channels)
         self.steps = steps
@@ -68,7 +78,8 @@ def _torch() -> Any:
     return importlib.import_module("torch")
 
 
-def init_params(channels: Sequence[int], generator: Any) -> dict[str, Any]:
+def init_params(channels: Sequence[int], generator: Any,
+                n_classes: int = N_CLASSES) -> dict[str, Any]:
     """Kaiming-initialised parameters, named as the ONNX initialisers will be."""
     torch = _torch()
     params: dict[str, Any] = {}
@@ -91,7 +102,7 @@ def init_params(channels: Sequence[int], generator: Any) -> dict[str, Any]:
         params[f"up{i}.b"] = torch.zeros(c).requires_grad_()
         conv(f"dec{i}a", 2 * c, c, 3)
         conv(f"dec{i}b", c, c, 3)
-    conv("head", channels[0], N_CLASSES, 1)
+    conv("head", channels[0], n_classes, 1)
     return params
 
 
@@ -156,7 +167,8 @@ def export_onnx(params: dict[str, Any], levels: int,
     graph = helper.make_graph(
         nodes, "brats_unet",
         [helper.make_tensor_value_info("input", tp.FLOAT, dims)],
-        [helper.make_tensor_value_info("logits", tp.FLOAT, ["N", N_CLASSES, "D", "H", "W"])],
+        [helper.make_tensor_value_info("logits", tp.FLOAT,
+                                       ["N", int(params["head.b"].shape[0]), "D", "H", "W"])],
         inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
@@ -195,9 +207,10 @@ def params_from_onnx(model_bytes: bytes, channels: Sequence[int]) -> dict[str, A
     ``ValueError`` when its initialisers are not those of a U-Net with ``channels``."""
     torch = _torch()
     onnx = importlib.import_module("onnx")
-    expected = init_params(channels, torch.Generator().manual_seed(0))
     found = {t.name: onnx.numpy_helper.to_array(t)
              for t in onnx.load_from_string(model_bytes).graph.initializer}
+    classes = int(found["head.b"].shape[0]) if "head.b" in found else N_CLASSES
+    expected = init_params(channels, torch.Generator().manual_seed(0), classes)
     shapes = {k: tuple(v.shape) for k, v in expected.items()}
     if {k: tuple(v.shape) for k, v in found.items()} != shapes:
         raise ValueError(f"the initial model is not a U-Net with channels {tuple(channels)}")
@@ -206,15 +219,27 @@ def params_from_onnx(model_bytes: bytes, channels: Sequence[int]) -> dict[str, A
 
 
 def _load_cases(cfg: TrainConfig) -> list[tuple[npt.NDArray[np.float16], npt.NDArray[np.uint8]]]:
-    generate = generate_case
+    generate: Any = generate_case
     if cfg.synthetic == "anatomy":
         from .anatomy import generate_anatomy_case as generate
+    elif cfg.synthetic in TASKS_2025:
+        from .contract import BRATS_2025_GLI, BRATS_2025_MET
+        from .tasks2025 import generate_task_case
+
+        contract = BRATS_2025_GLI if cfg.synthetic == "post-treatment" else BRATS_2025_MET
+        grid = cfg.grid or contract.shape
+
+        def generate(case_seed: int, foci: int | None = None) -> Any:
+            return generate_task_case(cfg.synthetic, case_seed, grid,  # type: ignore[arg-type]
+                                      contract.model_copy(update={"shape": grid}), foci=foci,
+                                      anatomy="geometric")
     base = 100_000 + cfg.seed * 1000
     wanted: list[tuple[int, int | None]] = [(base + i, None) for i in range(cfg.n_cases)]
     wanted += [(base + TUMOUR_FREE_OFFSET + j, 0) for j in range(cfg.tumour_free)]
     cases = []
     for case_seed, foci in wanted:
-        case = generate(case_seed, foci=foci)
+        case = (generate(case_seed, foci=foci) if cfg.grid is None or cfg.synthetic in TASKS_2025
+                else generate(case_seed, cfg.grid, foci=foci))
         image = normalise_modalities(case.modalities)
         mask = image.any(axis=0)
         idx = np.argwhere(mask)
@@ -261,7 +286,7 @@ def train(cfg: TrainConfig, snapshot_dir: Path | None = None, snapshot_every: in
     torch.use_deterministic_algorithms(True)
     start = time.monotonic()
     levels = len(cfg.channels)
-    params = (init_params(cfg.channels, torch.Generator().manual_seed(cfg.seed))
+    params = (init_params(cfg.channels, torch.Generator().manual_seed(cfg.seed), cfg.n_classes)
               if cfg.init is None else params_from_onnx(cfg.init, cfg.channels))
     if cfg.steps == 0:
         return export_onnx(params, levels, metadata)
@@ -281,10 +306,14 @@ def train(cfg: TrainConfig, snapshot_dir: Path | None = None, snapshot_every: in
         logits = forward(params, x, levels)
         ce = functional.cross_entropy(logits, y)
         prob = torch.softmax(logits, dim=1)[:, 1:]
-        onehot = functional.one_hot(y, N_CLASSES).permute(0, 4, 1, 2, 3)[:, 1:].float()
-        # Soft Dice on the three tumour regions (WT, TC, ET) as the metric scores them.
-        regions_p = torch.stack([prob.sum(1), prob[:, 0] + prob[:, 2], prob[:, 2]], 1)
-        regions_t = torch.stack([onehot.sum(1), onehot[:, 0] + onehot[:, 2], onehot[:, 2]], 1)
+        onehot = functional.one_hot(y, cfg.n_classes).permute(0, 4, 1, 2, 3)[:, 1:].float()
+        # Soft Dice on the tumour regions as the metric scores them: WT (NETC + SNFH + ET), TC
+        # (NETC + ET), ET, and RC when the cases have a resection cavity.
+        def regions(p: Any) -> Any:
+            parts = [p[:, :3].sum(1), p[:, 0] + p[:, 2], p[:, 2]]
+            return torch.stack([*parts, p[:, 3]] if p.shape[1] > 3 else parts, 1)
+
+        regions_p, regions_t = regions(prob), regions(onehot)
         inter = (regions_p * regions_t).sum((0, 2, 3, 4))
         denom = regions_p.sum((0, 2, 3, 4)) + regions_t.sum((0, 2, 3, 4))
         dice = (2 * inter + 1.0) / (denom + 1.0)
@@ -320,8 +349,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "of cases without tumour; more teaches the model healthy anatomy)")
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--synthetic", choices=("cartoon", "anatomy"), default="cartoon",
-                        help="training cases: the cartoon generator or the MNI-anatomy one")
+    parser.add_argument("--synthetic", choices=SYNTHETIC, default="cartoon",
+                        help="training cases: the cartoon generator, the MNI-anatomy one, or a "
+                             "2025 task's (post-treatment, metastases: a 5-class model)")
+    parser.add_argument("--grid", type=int, nargs=3, default=None, metavar=("X", "Y", "Z"),
+                        help="generate the training cases on this grid (e.g. 64 64 48, the "
+                             "small benchmarks'), not the full BraTS one")
     parser.add_argument("--init", type=Path, default=None,
                         help="start from this ONNX U-Net (one this module exported) instead of "
                              "random weights: fine-tuning")
@@ -349,6 +382,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                           batch=args.batch, crop=args.crop, n_cases=args.cases, lr=args.lr,
                           threads=args.threads, synthetic=args.synthetic,
                           tumour_free=args.tumour_free,
+                          grid=None if args.grid is None else tuple(args.grid),
                           init=None if args.init is None else args.init.read_bytes())
     except ValueError as exc:  # the configuration's own range checks, as a usage error
         parser.error(str(exc))
