@@ -182,11 +182,12 @@ def emit_json(value: Any) -> None:
     typer.echo(json.dumps(_jsonable(value), indent=2, sort_keys=True, default=str))
 
 
-#: Columns whose values are looked up or copied (ids, run ids, digests): they never wrap, so at
-#: 80 columns (CI logs, pipes) the other columns fold instead.
+#: Columns whose values are looked up or copied (ids, run ids, digests, names, pins): they never
+#: wrap (a name cut mid-word cannot be copied), so the other columns fold instead, or the table
+#: is stacked.
 _WHOLE_COLUMNS = frozenset({
     "id", "run", "run id", "digest", "image digest", "benchmark", "dataset", "model", "asset",
-    "owner", "initiated by", "last actor", "prepared for",
+    "owner", "initiated by", "last actor", "prepared for", "name", "metrics", "pin",
 })
 
 
