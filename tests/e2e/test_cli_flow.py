@@ -497,7 +497,7 @@ def test_doctor_passes_for_an_owner_whose_cloud_is_ready(world: World) -> None:
                                       "--profile", "hospital")).stdout)
     assert {c["check"] for c in checked} == {
         "credentials", "APIs enabled", "KMS key", "bucket", "pool provider",
-        "runner service account", "CPU quota", "image reference",
+        "runner service account", "CPU quota", "image reference", "runner image access",
     }
     assert all(c["ok"] for c in checked), checked
 
