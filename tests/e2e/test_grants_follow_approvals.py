@@ -21,14 +21,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner, Result
 
 from sealbench.client.cli import app
 from sealbench.client.local import create_accounts, publish_log_key, registry_process
 from sealbench.mocktee import MockCloud
+from tests.e2e.test_cli_flow import ok, tiny_onnx
 
 ACCOUNTS = {
     "admin": ("admin@grants.example", True),
@@ -42,21 +41,6 @@ ACCOUNTS = {
 class Flow:
     cli: Callable[..., Result]
     tmp: Path
-
-
-def tiny_onnx(path: Path) -> Path:
-    weight = np.random.default_rng(0).standard_normal((4, 4, 1, 1, 1)).astype(np.float32)
-    graph = helper.make_graph(
-        [helper.make_node("Conv", ["input", "w"], ["logits"], kernel_shape=[1, 1, 1])],
-        "tiny",
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 4, "D", "H", "W"])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 4, "D", "H", "W"])],
-        [numpy_helper.from_array(weight, "w")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    path.write_bytes(model.SerializeToString())
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -83,11 +67,6 @@ def flow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Flow]:
                 yield Flow(cli, tmp)
     finally:
         patch.undo()
-
-
-def ok(result: Result) -> Result:
-    assert result.exit_code == 0, result.output
-    return result
 
 
 def text(result: Result) -> str:
@@ -142,7 +121,7 @@ def test_new_hospital_runs_once_the_model_owners_watch_syncs(flow: Flow) -> None
                               "brats-small", "--json", "--profile", "authority")).stdout)["id"])
     ok(cli("benchmark", "approve", b, "--profile", "admin"))
     # the model owner joins and syncs its grants: nothing is approved on the data side yet
-    onnx = tiny_onnx(tmp / "lab-a.onnx")
+    onnx = tiny_onnx(tmp / "lab-a.onnx", 0)
     m = str(json.loads(ok(cli("model", "register", str(onnx), "--name", "lab-a", "--benchmark",
                               b, "--json", "--profile", "lab-a")).stdout)["id"])
     ok(cli("model", "seal", str(onnx), "--model", m, "--profile", "lab-a"))
