@@ -30,18 +30,9 @@ from sealbench.client.doctor import (
 )
 from sealbench.mocktee._compute_catalog import CONFIDENTIAL_GPU_ZONES
 from sealbench.mocktee.server import MockCloud
+from tests.integration.test_gcp_mock_apis import _post
 
 DIGEST = "sha256:" + "ab" * 32
-
-
-def _post(url: str, body: dict[str, Any], token: str | None = None) -> dict[str, Any]:
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers)
-    with urllib.request.urlopen(request, timeout=30) as response:
-        answer: dict[str, Any] = json.loads(response.read() or b"{}")
-        return answer
 
 
 @pytest.fixture(scope="module")
