@@ -14,7 +14,7 @@ DEMO_STAMP := $(VENV)/.installed-$(subst $(comma),-,$(DEMO_EXTRAS))
 # A venv that has every extra already has the demo's: `make demo` after `make test` installs
 # nothing more.
 DEMO_INSTALL = $(if $(wildcard $(STAMP)),$(STAMP),$(DEMO_STAMP))
-PACKAGES := crypto cloud mocktee server enclave benchmarks client
+PACKAGES := crypto contract platforms gcp mocktee server enclave benchmarks client
 PYTEST_ARGS ?=
 # setuptools' build-backend notices (editable install, data folders) are not ours to act on.
 PIP      := PYTHONWARNINGS=ignore $(PY) -m pip
@@ -74,7 +74,7 @@ lint: link
 	$(VENV)/bin/ruff check .
 
 typecheck: link
-	$(VENV)/bin/mypy -p sealbench.crypto -p sealbench.cloud -p sealbench.mocktee -p sealbench.server -p sealbench.enclave -p sealbench.benchmarks -p sealbench.client
+	$(VENV)/bin/mypy -p sealbench.crypto -p sealbench.contract -p sealbench.platforms -p sealbench.gcp -p sealbench.mocktee -p sealbench.server -p sealbench.enclave -p sealbench.benchmarks -p sealbench.client
 
 pytest: link
 	$(VENV)/bin/pytest $(PYTEST_ARGS)

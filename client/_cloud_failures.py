@@ -2,7 +2,7 @@
 :class:`~sealbench.client.errors.CloudError` the CLI prints: what failed, naming the resource
 (API, key, bucket, project), with the ``gcloud`` command that fixes it as the hint. Reads the
 cause chain: Google's ``SERVICE_DISABLED`` errors, the cloud adapters' errors
-(:mod:`sealbench.cloud.errors`), the REST messages of Cloud Storage and IAM, google-auth's."""
+(:mod:`sealbench.platforms.errors`), the REST messages of Cloud Storage and IAM, google-auth's."""
 
 from __future__ import annotations
 
@@ -47,7 +47,12 @@ def cloud_failure(
     other failures keep their own message and a generic hint."""
     from google.auth.exceptions import GoogleAuthError
 
-    from sealbench.cloud.errors import KeyAccessDenied, KeyNotFound, KmsError, StorageAccessDenied
+    from sealbench.platforms.errors import (
+        KeyAccessDenied,
+        KeyNotFound,
+        KmsError,
+        StorageAccessDenied,
+    )
 
     def text(e: BaseException) -> str:
         return str(getattr(e, "message", "") or e)

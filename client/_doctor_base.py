@@ -66,7 +66,7 @@ def run_check(
     from google.api_core import exceptions as gexc
     from google.auth import exceptions as auth_exc
 
-    from sealbench.cloud.errors import CloudError
+    from sealbench.platforms.errors import CloudError
 
     try:
         found = probe()

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 from sealbench.client._doctor_base import Check, http_get, reason
 
 if TYPE_CHECKING:
-    from sealbench.client.api import RegistryClient
     from sealbench.client.cloud import GcpOwnerCloud
-    from sealbench.cloud.policy import AssetPolicy
+    from sealbench.client.registry.api import RegistryClient
+    from sealbench.gcp.policy import AssetPolicy
 
 __all__ = ["NAME", "probe_condition", "probe_id", "probe_provider", "rendered_policy"]
 
@@ -49,12 +49,12 @@ def rendered_policy(
 ) -> AssetPolicy:
     """The policy ``policy sync`` would write for ``asset_id`` now: the approved workloads of
     it and of the owner's assets sharing its key and provider (as
-    :func:`sealbench.client.owner.sync_policy` gathers them), in the form
+    :func:`sealbench.client.assets.owner.sync_policy` gathers them), in the form
     :meth:`GcpOwnerCloud.sync_policy` builds."""
+    from sealbench.client.assets.owner import _sharing_grants
     from sealbench.client.cloud import pool_provider_from_name
-    from sealbench.client.owner import _sharing_grants
-    from sealbench.cloud.policy import AssetPolicy
-    from sealbench.cloud.storage import parse_storage_uri
+    from sealbench.gcp.policy import AssetPolicy
+    from sealbench.platforms.storage import parse_storage_uri
 
     coords = client.get_coordinates(kind, asset_id)
     grants = [g for found in _sharing_grants(client, kind, asset_id, coords).values()
@@ -79,8 +79,8 @@ def probe_condition(
     asset_id: int,
 ) -> Check:
     """The probe for the provider ``policy sync`` would write for ``asset_id``."""
-    from sealbench.cloud.errors import CloudError
-    from sealbench.cloud.policy import provider_body
+    from sealbench.gcp.policy import provider_body
+    from sealbench.platforms.errors import CloudError
 
     try:
         policy = rendered_policy(client, cloud, kind, asset_id)

@@ -37,13 +37,13 @@ from sealbench.server.schemas import CoordinatesPublic, CoordinatesUpdate
 if TYPE_CHECKING:  # the cloud SDKs load only when a command needs them
     from google.auth.credentials import Credentials
 
-    from sealbench.cloud.kms import KmsKeyWrapper
-    from sealbench.cloud.policy import PoolProvider
-    from sealbench.cloud.policy_writer import SyncReport
-    from sealbench.cloud.storage import BlobStore
-    from sealbench.crypto.workload import WorkloadIdentity
-    from sealbench.enclave.spec import ServiceEndpoints
+    from sealbench.contract.spec import ServiceEndpoints
+    from sealbench.contract.workload import WorkloadIdentity
+    from sealbench.gcp.kms import KmsKeyWrapper
+    from sealbench.gcp.policy import PoolProvider
+    from sealbench.gcp.policy_writer import SyncReport
     from sealbench.mocktee import MockEndpoints, OwnerSetup
+    from sealbench.platforms.storage import BlobStore
 
 __all__ = [
     "POOL_ID",
@@ -83,8 +83,8 @@ def mock_project_for(email: str) -> tuple[str, str]:
 
 
 def pool_provider_from_name(name: str) -> PoolProvider:
-    """A :class:`~sealbench.cloud.policy.PoolProvider` from its full resource name."""
-    from sealbench.cloud.policy import PoolProvider
+    """A :class:`~sealbench.gcp.policy.PoolProvider` from its full resource name."""
+    from sealbench.gcp.policy import PoolProvider
 
     match = _PROVIDER_NAME.match(name)
     if not match:
@@ -111,9 +111,9 @@ def confidential_space_platform(overrides: Mapping[str, str] | None = None) -> P
     """Google Cloud Confidential Space: Google's verifier, Google's endpoints; or, with a
     profile's endpoint ``overrides`` (``attestation``, ``sts``, ``kms``, ``storage``), the
     issuer and token destinations they name, pinned exactly."""
-    from sealbench.cloud.credentials import DEFAULT_STS_URL
-    from sealbench.cloud.policy import CONFIDENTIAL_SPACE_ISSUER_URI
-    from sealbench.enclave.spec import ServiceEndpoints
+    from sealbench.contract.spec import ServiceEndpoints
+    from sealbench.gcp.credentials import DEFAULT_STS_URL
+    from sealbench.gcp.policy import CONFIDENTIAL_SPACE_ISSUER_URI
 
     given = dict(overrides or {})
     issuer = given.get("attestation", CONFIDENTIAL_SPACE_ISSUER_URI)
@@ -265,8 +265,8 @@ class GcpOwnerCloud:
         from google.api_core import exceptions as gexc
         from google.auth import exceptions as auth_exc
 
-        from sealbench.cloud.gcs import make_storage_client
-        from sealbench.cloud.kms import make_kms_client
+        from sealbench.gcp.gcs import make_storage_client
+        from sealbench.gcp.kms import make_kms_client
 
         kms_client = make_kms_client(self.credentials(), self.apis.kms)
         parent = f"projects/{self.project_id}/locations/{self.location}"
@@ -334,15 +334,15 @@ class GcpOwnerCloud:
         return storage.create_bucket(self.bucket, location=self.bucket_location)
 
     def key_wrapper(self, key_name: str) -> KmsKeyWrapper:
-        from sealbench.cloud.kms import KmsKeyWrapper, make_kms_client
+        from sealbench.gcp.kms import KmsKeyWrapper, make_kms_client
 
         return KmsKeyWrapper(key_name, make_kms_client(self.credentials(), self.apis.kms))
 
     def blob_store(self, uri: str) -> tuple[BlobStore, str]:
         """``(store, prefix)`` for ``gs://bucket/prefix`` as the owner."""
-        from sealbench.cloud.errors import InvalidStorageUri
-        from sealbench.cloud.gcs import GcsBlobStore, make_storage_client
-        from sealbench.cloud.storage import open_storage_uri
+        from sealbench.gcp.gcs import GcsBlobStore, make_storage_client
+        from sealbench.platforms.errors import InvalidStorageUri
+        from sealbench.platforms.storage import open_storage_uri
 
         client = make_storage_client(self.project_id, self.credentials(), self.apis.storage)
         try:
@@ -363,11 +363,11 @@ class GcpOwnerCloud:
         """Write the pool provider (its condition pins the platform's issuer and endpoints; each
         workload's uid names its benchmark and plug-in pin) and the key's and bucket's (and
         ``result_bucket``'s) IAM bindings for ``workloads``; returns the writer's
-        :class:`~sealbench.cloud.policy_writer.SyncReport`."""
-        from sealbench.cloud.errors import CloudError as AdapterError
-        from sealbench.cloud.policy import AssetPolicy
-        from sealbench.cloud.policy_writer import PolicyWriter
-        from sealbench.cloud.storage import parse_storage_uri
+        :class:`~sealbench.gcp.policy_writer.SyncReport`."""
+        from sealbench.gcp.policy import AssetPolicy
+        from sealbench.gcp.policy_writer import PolicyWriter
+        from sealbench.platforms.errors import CloudError as AdapterError
+        from sealbench.platforms.storage import parse_storage_uri
 
         location = parse_storage_uri(coordinates.storage_uri)
         try:

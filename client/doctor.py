@@ -83,8 +83,8 @@ def check_owner_cloud(
     when given)."""
     from google.auth.transport.requests import AuthorizedSession, Request
 
-    from sealbench.cloud.gcs import make_storage_client
-    from sealbench.cloud.kms import make_kms_client
+    from sealbench.gcp.gcs import make_storage_client
+    from sealbench.gcp.kms import make_kms_client
 
     project, key = cloud.project_id, cloud.key_name
     checks: list[Check] = []

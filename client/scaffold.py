@@ -106,8 +106,8 @@ python -m pytest tests                # the plug-in through the interface, as th
 ```
 
 Build it into the evaluation image with
-`sealbench.client.image.build_image(engine, SEALBENCH_CHECKOUT, plugins=[Path("__NAME__")])`,
-then publish a definition naming `"plugin": "__NAME__/1"`.
+`sealbench.client.runs.image_build.build_image(engine, SEALBENCH_CHECKOUT,
+plugins=[Path("__NAME__")])`, then publish a definition naming `"plugin": "__NAME__/1"`.
 '''
 
 _TEST: Final = '''"""__NAME__ through the interface, as sealbench's enclave and registry use

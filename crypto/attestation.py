@@ -1,8 +1,8 @@
 """Platform-neutral verification of attestation tokens (signed JWTs): signature against a JWKS,
 time, audience and issuer. What the claims *say* (the claim schema of one TEE platform and its
 rules: debug state, hardware, image, overrides) is the platform's business
-(:class:`sealbench.cloud.platform.Platform`; Confidential Space's in
-:mod:`sealbench.cloud.confidential_space`).
+(:class:`sealbench.platforms.platform.Platform`; Confidential Space's in
+:mod:`sealbench.gcp.confidential_space`).
 
 :func:`verify_jwt` takes the compact JWS, a :class:`Jwks` and ``now``; it fetches nothing.
 Order of checks: shape and size → header (``alg`` must be ``RS256``; ``none``, ``HS256`` and

@@ -4,12 +4,12 @@ its production implementation :class:`CloudAccess`.
 :class:`CloudAccess` builds one workload credential per owner pool (google-auth identity-pool
 credentials that ask the run's attester for a fresh default token, the launcher socket inside the
 TEE, and exchange it at the run spec's STS URL; no token file is read), then
-a Cloud KMS :class:`~sealbench.cloud.kms.KmsKeyWrapper` for the owner's key and a
-:class:`~sealbench.cloud.gcs.GcsBlobStore` for ``gs://`` locations (or a
-:class:`~sealbench.cloud.LocalBlobStore` for ``file://``), all against the endpoints the run spec
-names, as :func:`sealbench.enclave.steps.attest` checked them against the platform that attested
-the run (it takes the :class:`~sealbench.enclave.steps.AttestedRun`, so no unchecked spec can
-reach it). Credentials are lazy: the token exchange happens on the
+a Cloud KMS :class:`~sealbench.gcp.kms.KmsKeyWrapper` for the owner's key and a
+:class:`~sealbench.gcp.gcs.GcsBlobStore` for ``gs://`` locations (or a
+:class:`~sealbench.platforms.LocalBlobStore` for ``file://``), all against the endpoints the run
+spec names, as :func:`sealbench.enclave.steps.attest` checked them against the platform that
+attested the run (it takes the :class:`~sealbench.enclave.steps.AttestedRun`, so no unchecked spec
+can reach it). Credentials are lazy: the token exchange happens on the
 first storage or KMS call.
 
 The result destination is written with the **data owner's** pool credential: the data owner
@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from sealbench.cloud import BlobStore, parse_storage_uri
+from sealbench.contract.spec import AssetLocation
 from sealbench.crypto.envelope import KeyWrapper
-from sealbench.enclave.spec import AssetLocation
+from sealbench.platforms import BlobStore, parse_storage_uri
 
 if TYPE_CHECKING:
     from google.auth.credentials import Credentials
@@ -54,7 +54,7 @@ class CloudAccess:
         self._credentials: dict[str, Credentials] = {}
 
     def _credential(self, owner: AssetLocation) -> Credentials:
-        from sealbench.cloud.credentials import workload_credentials_from_attester
+        from sealbench.gcp.credentials import workload_credentials_from_attester
 
         provider = owner.pool_provider
         if provider not in self._credentials:
@@ -64,7 +64,7 @@ class CloudAccess:
         return self._credentials[provider]
 
     def store(self, uri: str, owner: AssetLocation) -> tuple[BlobStore, str]:
-        from sealbench.cloud.gcs import GcsBlobStore, make_storage_client
+        from sealbench.gcp.gcs import GcsBlobStore, make_storage_client
 
         location = parse_storage_uri(uri)
         endpoint = self._destinations.storage_endpoint
@@ -76,7 +76,7 @@ class CloudAccess:
         return location.open(gcs)
 
     def key_wrapper(self, owner: AssetLocation) -> KeyWrapper:
-        from sealbench.cloud.kms import KmsKeyWrapper, make_kms_client
+        from sealbench.gcp.kms import KmsKeyWrapper, make_kms_client
 
         client = make_kms_client(self._credential(owner), self._destinations.kms_endpoint)
         return KmsKeyWrapper(owner.kms_key, client)

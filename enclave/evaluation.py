@@ -52,7 +52,6 @@ from sealbench.benchmarks.interface import (
     run_limits_of,
 )
 from sealbench.benchmarks.limits import TIMEOUT, LimitReason, case_guard
-from sealbench.cloud import CloudError, ObjectCorrupted
 from sealbench.crypto.digest import parse_digest
 from sealbench.crypto.errors import CryptoError, IntegrityError
 from sealbench.crypto.sealed_asset import (
@@ -64,6 +63,7 @@ from sealbench.crypto.sealed_asset import (
 )
 from sealbench.enclave.errors import AssetIntegrityError, AssetRejected, StorageFailure
 from sealbench.enclave.steps import VerifiedModel
+from sealbench.platforms import CloudError, ObjectCorrupted
 
 __all__ = ["CaseSlot", "Evaluation", "VerifiedDataset", "evaluate", "open_dataset", "prefetched"]
 

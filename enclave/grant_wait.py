@@ -4,9 +4,9 @@ not a failure.
 Google applies IAM changes "typically [in] 2 minutes, potentially 7 minutes or longer": a run
 started just after an owner's sync may find its token exchange accepted (the pool's condition
 holds) and KMS or storage still answering 403 ``PERMISSION_DENIED``. :class:`GrantWait` retries
-exactly that refusal (:func:`~sealbench.cloud.errors.refused_after_exchange`), with exponential
+exactly that refusal (:func:`~sealbench.platforms.errors.refused_after_exchange`), with exponential
 backoff, for at most the run's window (``SEALBENCH_IAM_WAIT``, an *inert* operator input
-clamped to :data:`~sealbench.enclave.spec.MAX_IAM_WAIT_S`; see :mod:`sealbench.enclave.inputs`).
+clamped to :data:`~sealbench.contract.spec.MAX_IAM_WAIT_S`; see :mod:`sealbench.contract.inputs`).
 Everything else fails at once: a token exchange the STS refuses (its reason names the
 condition, the provider or the token), a missing key or object, an integrity failure.
 
@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final, Literal, TypeVar
 
-from sealbench.cloud.errors import KeyAccessDenied, StorageAccessDenied, refused_after_exchange
+from sealbench.platforms.errors import KeyAccessDenied, StorageAccessDenied, refused_after_exchange
 
 __all__ = ["FIRST_DELAY_S", "MAX_DELAY_S", "WAITING_MARK", "GrantWait"]
 
@@ -58,7 +58,7 @@ class GrantWait:
     _delay: float = field(default=FIRST_DELAY_S, init=False)
 
     def call(self, owner: Owner, fn: Callable[[], T]) -> T:
-        """``fn()``; a refusal :func:`~sealbench.cloud.errors.refused_after_exchange` accepts is
+        """``fn()``; a refusal :func:`~sealbench.platforms.errors.refused_after_exchange` accepts is
         retried while the window lasts, then raised as is (:attr:`waited_s` says for how long);
         any other error is raised at once."""
         while True:

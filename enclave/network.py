@@ -13,7 +13,7 @@ naming the host for anything else. The policy has two phases:
    the endpoints of its tokens); no key, weight or case is in the process yet;
 2. once it is (:meth:`EgressGuard.pin`, from :func:`~sealbench.enclave.run.run_enclave`): the
    launcher's socket and the hosts and ports of the run's checked
-   :class:`~sealbench.enclave.spec.ServiceEndpoints` (Google's STS, Cloud KMS and Cloud Storage,
+   :class:`~sealbench.contract.spec.ServiceEndpoints` (Google's STS, Cloud KMS and Cloud Storage,
    or the mock's loopback URLs) and nothing else.
 
 A name lookup is allowed for a pinned host only (so no data leaves in a DNS query for another
@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from sealbench.cloud.attester import DEFAULT_SOCKET_PATH
+from sealbench.contract.spec import ENDPOINT_FIELDS, ServiceEndpoints
 from sealbench.enclave.errors import EgressRefused
-from sealbench.enclave.spec import ENDPOINT_FIELDS, ServiceEndpoints
+from sealbench.platforms.attester import DEFAULT_SOCKET_PATH
 
 __all__ = [
     "LAUNCHER_SOCKET_NAME",

@@ -17,16 +17,16 @@ refused before it is sent anywhere.
 
 The enclave reads the issuer of the token its launcher gave it (the launcher socket is the trusted
 channel inside the TEE) and asks the platform registry
-(:func:`sealbench.cloud.platform.platform_for_issuer`: the installed
-:class:`~sealbench.cloud.platform.Platform` implementations, found by entry point; this module
+(:func:`sealbench.platforms.platform.platform_for_issuer`: the installed
+:class:`~sealbench.platforms.platform.Platform` implementations, found by entry point; this module
 names none of them) for the one whose verifier that is. That platform maps the token's claims to
-the neutral :class:`~sealbench.cloud.platform.AttestedWorkload` (:func:`evidence_of`) and names
+the neutral :class:`~sealbench.platforms.platform.AttestedWorkload` (:func:`evidence_of`) and names
 its token destinations (:func:`resolve_platform`): fixed endpoints the run spec must not
 override (Confidential Space: Google's), or exact URLs the run spec must name (the INSECURE
 mock: those its verifier's discovery document names). A token of no installed platform is
 refused; the enclave sends it nowhere.
 
-:func:`sealbench.enclave.inputs.check_token_destinations` then compares the spec's endpoint
+:func:`sealbench.contract.inputs.check_token_destinations` then compares the spec's endpoint
 overrides with the result. This is defence in depth: the owners' key-release conditions pin the
 same endpoints, so a token sent elsewhere would federate to nothing anyway.
 """
@@ -38,9 +38,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sealbench.cloud.attester import Attester
-from sealbench.cloud.errors import AttesterError
-from sealbench.cloud.platform import (
+from sealbench.crypto.attestation import unverified_payload
+from sealbench.crypto.errors import AttestationError
+from sealbench.enclave.errors import AttestationUnavailable
+from sealbench.platforms.attester import Attester
+from sealbench.platforms.errors import AttesterError
+from sealbench.platforms.platform import (
     AttestedWorkload,
     Platform,
     TokenDestinations,
@@ -48,9 +51,6 @@ from sealbench.cloud.platform import (
     available_platforms,
     platform_for_issuer,
 )
-from sealbench.crypto.attestation import unverified_payload
-from sealbench.crypto.errors import AttestationError
-from sealbench.enclave.errors import AttestationUnavailable
 
 __all__ = [
     "Evidence",

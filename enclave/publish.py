@@ -1,12 +1,12 @@
 """Steps 6 and 7: seal the per-case results to the data owner, build the public summary, attest
-both with a second token and upload them (formats in :mod:`sealbench.enclave.result`).
+both with a second token and upload them (formats in :mod:`sealbench.contract.result`).
 
 **Small-cell rule** (issue 15): the per-case results are always sealed to the data owner, but the
 public summary is published only when it meets the benchmark plug-in's rule: at least
 ``small_cell_minimum`` cases, and a summary the plug-in's own ``parse_summary`` accepts (which
 refuses a histogram bin under its per-bin minimum). Otherwise the enclave publishes a
-**withheld** summary (:func:`~sealbench.enclave.result.public_summary`; a
-:class:`~sealbench.enclave.result.WithheldSummary` says the rule, the case count and the
+**withheld** summary (:func:`~sealbench.contract.result.public_summary`; a
+:class:`~sealbench.contract.result.WithheldSummary` says the rule, the case count and the
 minimum; no aggregates). The minimum is the plug-in's, so it is fixed by the
 plug-in pin (``SEALBENCH_METRICS_VERSION``) the key-release policy binds, never by an operator
 input."""
@@ -18,14 +18,7 @@ import logging
 from dataclasses import dataclass
 
 from sealbench.benchmarks.release import OpenDPGaussian
-from sealbench.cloud import CloudError
-from sealbench.cloud.errors import AttesterError
-from sealbench.crypto.attestation import RESULT_AUDIENCE, result_nonce
-from sealbench.crypto.digest import Sha256Digest, sha256_digest
-from sealbench.crypto.sealing import result_info, seal
-from sealbench.enclave.errors import AttestationUnavailable, ResultUploadError
-from sealbench.enclave.evaluation import Evaluation
-from sealbench.enclave.result import (
+from sealbench.contract.result import (
     SEALED_OBJECT,
     SUMMARY_OBJECT,
     TOKEN_OBJECT,
@@ -33,7 +26,14 @@ from sealbench.enclave.result import (
     ResultSummary,
     public_summary,
 )
+from sealbench.crypto.attestation import RESULT_AUDIENCE, result_nonce
+from sealbench.crypto.digest import Sha256Digest, sha256_digest
+from sealbench.crypto.sealing import result_info, seal
+from sealbench.enclave.errors import AttestationUnavailable, ResultUploadError
+from sealbench.enclave.evaluation import Evaluation
 from sealbench.enclave.steps import claims_of
+from sealbench.platforms import CloudError
+from sealbench.platforms.errors import AttesterError
 
 __all__ = ["PublishedResult", "SealedResult", "publish", "seal_results"]
 

@@ -1,5 +1,5 @@
 """One confidential evaluation from start to end: :func:`run_enclave` chains the steps and is the
-enclave's one error boundary. On failure it writes a :class:`~sealbench.enclave.result.
+enclave's one error boundary. On failure it writes a :class:`~sealbench.contract.result.
 FailureRecord` to the result destination (when one can be reached) and raises the
 :class:`~sealbench.enclave.errors.EnclaveError`, whose message is safe to print.
 
@@ -25,9 +25,7 @@ from sealbench.benchmarks.interface import (
     execution_provider_of,
     run_limits_of,
 )
-from sealbench.cloud import BlobStore, CloudError, join_name
-from sealbench.cloud.attester import Attester
-from sealbench.cloud.errors import AttesterError
+from sealbench.contract.result import FAILURE_OBJECT, FAILURE_TOKEN_OBJECT, FailureRecord
 from sealbench.crypto.attestation import FAILURE_AUDIENCE, failure_nonce
 from sealbench.enclave.access import AssetAccess, CloudAccess
 from sealbench.enclave.bounds import MemoryLimit, ProcessMemoryLimit
@@ -37,7 +35,6 @@ from sealbench.enclave.grant_wait import GrantWait
 from sealbench.enclave.network import EgressGuard
 from sealbench.enclave.platforms import EvidenceSource
 from sealbench.enclave.publish import PublishedResult, publish, seal_results
-from sealbench.enclave.result import FAILURE_OBJECT, FAILURE_TOKEN_OBJECT, FailureRecord
 from sealbench.enclave.steps import (
     AttestedRun,
     RunnerFactory,
@@ -49,6 +46,9 @@ from sealbench.enclave.steps import (
     result_store,
 )
 from sealbench.enclave.timing import StepTimer
+from sealbench.platforms import BlobStore, CloudError, join_name
+from sealbench.platforms.attester import Attester
+from sealbench.platforms.errors import AttesterError
 
 __all__ = ["AccessFactory", "RunReport", "run_enclave", "timings_line"]
 
@@ -69,7 +69,7 @@ class RunReport:
 
 
 def timings_line(timings: Mapping[str, float], provider: ExecutionProvider | None) -> str:
-    """The run's last log line, which the client parses (``sealbench.client.runs``)::
+    """The run's last log line, which the client parses (``sealbench.client.runs.single``)::
 
         done: step timings in seconds {"attest": 0.1, ...}; execution provider CPUExecutionProvider
 

@@ -21,21 +21,15 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 
 from sealbench.benchmarks.interface import Benchmark, BenchmarkError, Runner
 from sealbench.benchmarks.onnx_safety import UnsafeModelError, check_self_contained
-from sealbench.cloud import (
-    BlobStore,
-    CloudError,
-    CredentialError,
-    KeyAccessDenied,
-    KeyNotFound,
-    ObjectCorrupted,
-    ObjectNotFound,
-    ObjectTooLarge,
-    StorageAccessDenied,
-    StorageError,
-    join_name,
+from sealbench.contract.inputs import TokenDestinationError, check_token_destinations
+from sealbench.contract.result import WRITE_CHECK_OBJECT, WriteCheck
+from sealbench.contract.spec import (
+    ENV_OVERRIDE_NAMES,
+    AssetLocation,
+    RunSpec,
+    RunSpecError,
+    ServiceEndpoints,
 )
-from sealbench.cloud.attester import Attester
-from sealbench.cloud.platform import AttestedWorkload, TokenDestinations
 from sealbench.crypto.digest import Sha256Digest, parse_digest
 from sealbench.crypto.envelope import DataKey, WrappedKey, asset_aad, unwrap_key
 from sealbench.crypto.errors import IntegrityError, KeyFormatError, KeyUnwrapError
@@ -58,7 +52,6 @@ from sealbench.enclave.errors import (
     StorageFailure,
 )
 from sealbench.enclave.grant_wait import GrantWait
-from sealbench.enclave.inputs import TokenDestinationError, check_token_destinations
 from sealbench.enclave.platforms import (
     Evidence,
     EvidenceSource,
@@ -67,16 +60,23 @@ from sealbench.enclave.platforms import (
     evidence_from,
     evidence_of,
 )
-from sealbench.enclave.result import WRITE_CHECK_OBJECT, WriteCheck
 from sealbench.enclave.rules import benchmark_for
-from sealbench.enclave.spec import (
-    ENV_OVERRIDE_NAMES,
-    AssetLocation,
-    RunSpec,
-    RunSpecError,
-    ServiceEndpoints,
-)
 from sealbench.enclave.timing import StepTimer
+from sealbench.platforms import (
+    BlobStore,
+    CloudError,
+    CredentialError,
+    KeyAccessDenied,
+    KeyNotFound,
+    ObjectCorrupted,
+    ObjectNotFound,
+    ObjectTooLarge,
+    StorageAccessDenied,
+    StorageError,
+    join_name,
+)
+from sealbench.platforms.attester import Attester
+from sealbench.platforms.platform import AttestedWorkload, TokenDestinations
 
 __all__ = [
     "MAX_WEIGHTS_CIPHERTEXT",

@@ -36,7 +36,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from sealbench.enclave.spec import ENV_OVERRIDE_NAMES
+from sealbench.contract.spec import ENV_OVERRIDE_NAMES
 from sealbench.mocktee._http import Request, Response, UnixHttpService
 from sealbench.mocktee.state import warn_insecure_once
 from sealbench.mocktee.verifier import DEFAULT_AUDIENCE, TokenMinter, WorkloadLaunch
@@ -80,7 +80,7 @@ class LaunchPolicyViolation(ValueError):  # noqa: N818 - reads as the launcher's
 class ImagePolicy:
     """The image's launch-policy labels (``tee.launch_policy.*``) as the mock applies them. The
     default is the sealbench evaluation image's: ``allow_env_override`` =
-    :data:`sealbench.enclave.spec.ENV_OVERRIDE_NAMES` (what ``docker/Dockerfile`` writes), no
+    :data:`sealbench.contract.spec.ENV_OVERRIDE_NAMES` (what ``docker/Dockerfile`` writes), no
     command override, ``log_redirect=always``."""
 
     allow_env_override: frozenset[str] = frozenset(ENV_OVERRIDE_NAMES)

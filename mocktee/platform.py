@@ -1,5 +1,5 @@
-"""The INSECURE mock TEE as a :class:`~sealbench.cloud.platform.Platform` of its own (entry point
-``insecure-mock``), beside Confidential Space and never a branch inside it.
+"""The INSECURE mock TEE as a :class:`~sealbench.platforms.platform.Platform` of its own (entry
+point ``insecure-mock``), beside Confidential Space and never a branch inside it.
 
 The mock emulates Confidential Space: its verifier (:mod:`sealbench.mocktee.verifier`) signs the
 Confidential Space claim set, its STS evaluates Google's CEL, its IAM grants ``principalSet``
@@ -17,7 +17,7 @@ rules, and renders the production condition; what is its own:
 
 A mock token proves nothing about hardware: whoever holds the mock's state directory decides
 what it claims. The registry logs a warning whenever it picks this platform for a token
-(:func:`~sealbench.cloud.platform.platform_for_issuer`); merely installing it logs nothing, so a
+(:func:`~sealbench.platforms.platform.platform_for_issuer`); merely installing it logs nothing, so a
 production enclave that lists the installed platforms stays quiet.
 
 This module imports no mock service (no cel-python, no storage emulator): the evaluation image
@@ -34,8 +34,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from sealbench.cloud.attester import Attester, LauncherAttester
-from sealbench.cloud.confidential_space import (
+from sealbench.contract.inputs import ConditionContext, ConditionInputError
+from sealbench.contract.spec import ENV_OVERRIDE_NAMES, ServiceEndpoints
+from sealbench.crypto.attestation import Jwks
+from sealbench.gcp.confidential_space import (
     AttestationPolicy,
     attested_workload,
     claims_from_payload,
@@ -43,10 +45,8 @@ from sealbench.cloud.confidential_space import (
     render_condition,
     verify_token,
 )
-from sealbench.cloud.platform import AttestedWorkload, TokenDestinations, WorkloadRequirements
-from sealbench.crypto.attestation import Jwks
-from sealbench.enclave.inputs import ConditionContext, ConditionInputError
-from sealbench.enclave.spec import ENV_OVERRIDE_NAMES, ServiceEndpoints
+from sealbench.platforms.attester import Attester, LauncherAttester
+from sealbench.platforms.platform import AttestedWorkload, TokenDestinations, WorkloadRequirements
 
 __all__ = ["DISCOVERY_TIMEOUT_S", "MOCK_ENDPOINTS_MEMBER", "InsecureMockPlatform"]
 

@@ -7,7 +7,7 @@ mock's public REST endpoints (and its INSECURE control endpoint for the project 
 token), so tests, ``sealbench demo`` and the CLI's ``mock-tee up`` share one path; with it comes
 the service account the owner's VMs run as (``sealbench-runner@PROJECT``) and its project
 roles. The workload identity pool, provider and IAM bindings are not made here: that is the
-policy writer's job (:mod:`sealbench.cloud.policy_writer`)."""
+policy writer's job (:mod:`sealbench.gcp.policy_writer`)."""
 
 from __future__ import annotations
 

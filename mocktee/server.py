@@ -51,8 +51,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from sealbench.contract.spec import ServiceEndpoints
 from sealbench.crypto.attestation import Jwks
-from sealbench.enclave.spec import ServiceEndpoints
 from sealbench.mocktee._http import HttpService, Request, Response, google_error, json_response
 from sealbench.mocktee.apis import MockProjectApis
 from sealbench.mocktee.artifacts import MockArtifacts
@@ -126,7 +126,7 @@ class MockEndpoints:
 
     def service_endpoints(self) -> ServiceEndpoints:
         """The mock's STS, KMS and storage URLs: what a mock run's spec names and what the
-        mock's key-release conditions pin (:mod:`sealbench.enclave.inputs`)."""
+        mock's key-release conditions pin (:mod:`sealbench.contract.inputs`)."""
         return ServiceEndpoints(self.sts_token_url, self.kms, self.storage)
 
     def trusted_issuer(self) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The mock Security Token Service: ``POST /v1/token`` (RFC 8693 token exchange, form-encoded),
 as google-auth's identity-pool credentials call it. It looks up the workload identity pool
 provider named by ``audience``, verifies the attestation token against the mock verifier's JWKS
-with :func:`sealbench.cloud.confidential_space.verify_token` (issuer = the provider's ``issuerUri``,
+with :func:`sealbench.gcp.confidential_space.verify_token` (issuer = the provider's ``issuerUri``,
 audience = one of its ``allowedAudiences``), evaluates the provider's attribute mapping and
 attribute condition with cel-python, and issues an opaque, expiring access token bound to the
 mapped principal and attributes. Errors use Google's OAuth error JSON
@@ -18,9 +18,9 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs
 
-from sealbench.cloud.confidential_space import verify_token
 from sealbench.crypto.attestation import Jwks
 from sealbench.crypto.errors import AttestationError, AudienceMismatchError
+from sealbench.gcp.confidential_space import verify_token
 from sealbench.mocktee._http import Request, Response, json_response
 from sealbench.mocktee.cel import CelError, evaluate_bool, evaluate_string, explain_false
 from sealbench.mocktee.identity import Identity, federated_members

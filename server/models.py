@@ -287,7 +287,7 @@ class _Coordinates:
     wip_provider: Mapped[str] = mapped_column(String(512))
     updated_at: Mapped[datetime] = mapped_column(_TS)
     #: The grant set the owner's last ``policy sync`` wrote to this key
-    #: (:func:`sealbench.crypto.workload.grant_set_digest`); None: never reported (revision 0014).
+    #: (:func:`sealbench.contract.workload.grant_set_digest`); None: never reported (revision 0014).
     grants_digest: Mapped[str | None] = mapped_column(_DIGEST)
     grants_synced_at: Mapped[datetime | None] = mapped_column(_TS)
 

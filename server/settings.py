@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from sealbench.enclave.spec import ENDPOINT_PATTERN, ServiceEndpoints
+from sealbench.contract.spec import ENDPOINT_PATTERN, ServiceEndpoints
 
 __all__ = [
     "CONFIDENTIAL_SPACE_ISSUER",

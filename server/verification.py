@@ -3,10 +3,10 @@
 The token must come from a configured trusted issuer (Google's Confidential Space issuer by
 default; a local mock issuer only when the operator lists it), verify against that issuer's
 JWKS with audience ``sealbench-result``, and satisfy the rules of the issuer's TEE platform
-(:class:`~sealbench.cloud.platform.Platform`, named by
+(:class:`~sealbench.platforms.platform.Platform`, named by
 :attr:`~sealbench.server.settings.TrustedIssuer.platform` and found through the platform
 registry; this module names no implementation) plus
-:class:`~sealbench.cloud.platform.WorkloadRequirements` built from the registry: the benchmark's
+:class:`~sealbench.platforms.platform.WorkloadRequirements` built from the registry: the benchmark's
 image digest; the benchmark's id and metrics version and the dataset's and model's digests as
 attested env overrides (``SEALBENCH_BENCHMARK_ID``, ``SEALBENCH_METRICS_VERSION``,
 ``SEALBENCH_DATA_DIGEST``, ``SEALBENCH_MODEL_DIGEST``) — so a result computed for one benchmark
@@ -14,7 +14,7 @@ or metrics version cannot be filed under another that shares the image — and `
 :func:`~sealbench.crypto.attestation.result_nonce` of the submitted summary and sealed-result
 digest; the platform's production rules (Confidential Space: no debug image, confidential
 hardware with secure boot, no command override); no env override outside
-the evaluation image's allow-list (the run spec's names, :mod:`sealbench.enclave.spec`, the wire
+the evaluation image's allow-list (the run spec's names, :mod:`sealbench.contract.spec`, the wire
 contract the server may import); and the endpoint overrides absent for Google's issuer or equal
 to the configured mock's. Any failure raises :class:`~sealbench.server.errors.ResultRejectedError`
 naming it.
@@ -34,8 +34,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from sealbench.cloud.errors import CloudError
-from sealbench.cloud.platform import Platform, WorkloadRequirements, load_platform
+from sealbench.contract.spec import ENDPOINT_ENV_NAMES, ENV_OVERRIDE_NAMES
+from sealbench.contract.workload import ENV_DATA_DIGEST, ENV_MODEL_DIGEST
 from sealbench.crypto.attestation import (
     FAILURE_AUDIENCE,
     RESULT_AUDIENCE,
@@ -45,15 +45,15 @@ from sealbench.crypto.attestation import (
 from sealbench.crypto.canonical import canonical_json
 from sealbench.crypto.digest import parse_digest
 from sealbench.crypto.errors import CryptoError
-from sealbench.crypto.workload import ENV_DATA_DIGEST, ENV_MODEL_DIGEST
-from sealbench.enclave.spec import ENDPOINT_ENV_NAMES, ENV_OVERRIDE_NAMES
+from sealbench.platforms.errors import CloudError
+from sealbench.platforms.platform import Platform, WorkloadRequirements, load_platform
 from sealbench.server.errors import ConfigurationError, ResultRejectedError
 from sealbench.server.jwks import JwksCache
 from sealbench.server.settings import TrustedIssuer
 
 __all__ = ["ENV_BENCHMARK_ID", "ENV_METRICS_VERSION", "ResultVerifier", "VerifiedResult"]
 
-#: Run-specification variables (``sealbench.enclave.spec``) that bind a result to the benchmark
+#: Run-specification variables (``sealbench.contract.spec``) that bind a result to the benchmark
 #: and metrics version it was computed for. Named here because the server depends only on
 #: ``sealbench.crypto``; a test checks they equal the enclave's names.
 ENV_BENCHMARK_ID = "SEALBENCH_BENCHMARK_ID"

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationError, model_validator
 
-from sealbench.enclave.spec import KMS_KEY_PATTERN, POOL_PROVIDER_PATTERN, StorageUri
+from sealbench.contract.spec import KMS_KEY_PATTERN, POOL_PROVIDER_PATTERN, StorageUri
 from sealbench.server.schemas.budgets import MAX_BUDGET_DELTA, MAX_BUDGET_EPSILON
 from sealbench.server.schemas.common import (
     Digest,
@@ -140,7 +140,7 @@ class CoordinatesUpdate(WireModel):
     """Where the sealed asset and its key live (never the key itself).
 
     Each field is checked with the pattern the enclave's run spec applies to the same value
-    (:mod:`sealbench.enclave.spec`, the run-spec wire contract), so the registry stores only
+    (:mod:`sealbench.contract.spec`, the run-spec wire contract), so the registry stores only
     coordinates that a run could be launched with: a Cloud KMS crypto key name, a ``gs://`` (or
     ``file:///``) location without control characters, and a workload identity pool provider
     named by project number."""

@@ -16,7 +16,7 @@ __all__ = ["GrantsReport", "GrantsStatus"]
 
 class GrantsReport(WireModel):
     """The grant set one ``policy sync`` wrote for one asset: its digest
-    (:func:`sealbench.crypto.workload.grant_set_digest` over the workloads granted) and when."""
+    (:func:`sealbench.contract.workload.grant_set_digest` over the workloads granted) and when."""
 
     grants_digest: Digest
     synced_at: AwareDatetime = Field(description="when the sync wrote the grants (UTC)")

@@ -7,7 +7,7 @@ installed plug-in accepts (:meth:`~sealbench.benchmarks.interface.Benchmark.pars
 benchmark whose plug-in is not installed on the registry receives no result: nothing could say
 what its summaries mean.
 
-A **withheld** summary (the enclave's small-cell rule, :class:`sealbench.enclave.result.
+A **withheld** summary (the enclave's small-cell rule, :class:`sealbench.contract.result.
 WithheldSummary`: no aggregates, the rule and counts) is accepted as a withheld result when it
 is well formed and consistent with the plug-in's minimum; it is stored and never ranked.
 
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from sealbench.benchmarks.interface import Benchmark, BenchmarkError, PluginRef, PublicSummary
 from sealbench.benchmarks.registry import load
-from sealbench.enclave.result import ResultSummary
+from sealbench.contract.result import ResultSummary
 from sealbench.server.errors import InvalidRequestError, ResultRejectedError
 from sealbench.server.schemas.inbox import ReleaseTerms
 

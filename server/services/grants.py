@@ -2,9 +2,9 @@
 
 After ``sealbench policy sync`` wrote an asset's grants, its owner reports the digest of the
 grant set it wrote (:func:`report`); the registry computes, with the same function
-(:func:`sealbench.crypto.workload.grant_set_digest`), the grant set the asset's *current*
+(:func:`sealbench.contract.workload.grant_set_digest`), the grant set the asset's *current*
 approvals require (:func:`required_grants`, the registry's side of
-:func:`sealbench.client.policy.allowed_workloads`), so it knows whose grants lag: an approval
+:func:`sealbench.client.assets.grants.allowed_workloads`), so it knows whose grants lag: an approval
 (or a withdrawal) since the owner's last sync. The inbox lists those assets to their owners, and
 a data owner whose run was refused asks which of its run's assets lag (:func:`status`).
 
@@ -23,8 +23,8 @@ from typing import Final, cast
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from sealbench.contract.workload import WorkloadIdentity, grant_set_digest
 from sealbench.crypto.digest import Sha256Digest, parse_digest
-from sealbench.crypto.workload import WorkloadIdentity, grant_set_digest
 from sealbench.server.audit import append_event
 from sealbench.server.auth import Principal
 from sealbench.server.errors import InvalidRequestError, NotFoundError, PermissionDeniedError
@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 #: The dataset statistic holding the result recipient digest its owner registered (the same
-#: key as :data:`sealbench.client.assets.RECIPIENT_STATISTIC`; a test holds them equal).
+#: key as :data:`sealbench.client.assets.prepare.RECIPIENT_STATISTIC`; a test holds them equal).
 RECIPIENT_STATISTIC: Final = "result_recipient_digest"
 #: How far ahead of the registry's clock a reported sync time may be (clock skew).
 _MAX_SKEW: Final = timedelta(minutes=5)
@@ -100,7 +100,7 @@ class GrantState:
 def required_grants(session: Session, kind: Kind, asset_id: int) -> tuple[Grant, ...] | None:
     """Every grant the owner of ``kind`` ``asset_id`` should have written: for each approved
     benchmark in which the asset is approved, each approved asset of the other kind, as
-    :func:`sealbench.client.policy.allowed_workloads` computes them (a model owner's grant
+    :func:`sealbench.client.assets.grants.allowed_workloads` computes them (a model owner's grant
     leaves the dataset open). None when one cannot be built (a dataset without a result
     recipient digest: its owner's sync fails too)."""
     other_kind: Kind = "model" if kind == "dataset" else "dataset"

@@ -2,10 +2,10 @@
 
 One mock confidential cloud per session (in-process :class:`MockCloud`); a hospital and a model
 owner provisioned with the mock's helpers (project, KMS key, bucket, owner token); their assets
-sealed with ``sealbench.client.sealing`` through the real Cloud KMS and Cloud Storage clients;
-their workload identity pools, providers and IAM bindings written by ``sealbench.cloud``'s policy
-writer for exactly the workloads (image digest of the enclave code, data, model, recipient) the
-tests run; the hospital additionally grants those workloads ``objectCreator`` on its bucket for
+sealed with ``sealbench.client.assets.store`` through the real Cloud KMS and Cloud Storage clients;
+their workload identity pools, providers and IAM bindings written by ``sealbench.platforms``'s
+policy writer for exactly the workloads (image digest of the enclave code, data, model, recipient)
+the tests run; the hospital additionally grants those workloads ``objectCreator`` on its bucket for
 results. The enclave runs as a child process through ``MockProcessLauncher``, so every key is
 released by the production path: token file → STS (CEL condition) → KMS IAM.
 """
@@ -28,19 +28,19 @@ from onnx import TensorProto, helper, numpy_helper
 from sealbench.benchmarks.brats import BRATS_2023_GLI, BratsContract
 from sealbench.benchmarks.brats.prepare import prepare_dataset
 from sealbench.benchmarks.brats.synthetic import case_id_for, generate_case, write_case
-from sealbench.client.launchers import MockProcessLauncher
-from sealbench.client.results import OpenedResult, download_result, open_result
-from sealbench.client.sealing import seal_dataset, seal_model
-from sealbench.cloud.confidential_space import principal_set
-from sealbench.cloud.gcs import GcsBlobStore, make_storage_client
-from sealbench.cloud.kms import KmsKeyWrapper, make_kms_client
-from sealbench.cloud.policy import AssetPolicy, PoolProvider
-from sealbench.cloud.policy_writer import PolicyWriter
+from sealbench.client.assets.store import seal_dataset, seal_model
+from sealbench.client.runs.launchers import MockProcessLauncher
+from sealbench.client.runs.results import OpenedResult, download_result, open_result
+from sealbench.contract.spec import AssetLocation, RunSpec
+from sealbench.contract.workload import WorkloadIdentity
 from sealbench.crypto.digest import Sha256Digest
 from sealbench.crypto.envelope import WrappedKey, asset_aad, unwrap_key
 from sealbench.crypto.sealing import generate_recipient_key, public_key_digest, public_key_to_raw
-from sealbench.crypto.workload import WorkloadIdentity
-from sealbench.enclave.spec import AssetLocation, RunSpec
+from sealbench.gcp.confidential_space import principal_set
+from sealbench.gcp.gcs import GcsBlobStore, make_storage_client
+from sealbench.gcp.kms import KmsKeyWrapper, make_kms_client
+from sealbench.gcp.policy import AssetPolicy, PoolProvider
+from sealbench.gcp.policy_writer import PolicyWriter
 from sealbench.mocktee.provision import OwnerSetup, provision_owner
 from sealbench.mocktee.server import MockCloud
 
@@ -295,7 +295,7 @@ ENCLAVE_PAIRS = [("small", "tiny"), ("few", "tiny"), ("many", "tiny")]
 
 @pytest.fixture(scope="session")
 def enclave_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EnclaveWorld]:
-    from sealbench.client.launchers import enclave_image_digest
+    from sealbench.client.runs.launchers import enclave_image_digest
 
     root = tmp_path_factory.mktemp("enclave-e2e")
     with MockCloud(root / "state") as cloud:

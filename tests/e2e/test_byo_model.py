@@ -10,7 +10,8 @@ from typing import Any
 import torch
 from monai.networks.nets import SegResNet
 
-from sealbench.client import assets, model_export
+from sealbench.client.assets import model_export
+from sealbench.client.assets import prepare as assets
 from tests.e2e.conftest import ENCLAVE_PAIRS
 from tests.e2e.test_enclave_mock_tee import _check_matches_plain
 

@@ -25,7 +25,7 @@ from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner, Result
 
 from sealbench.client.cli import app
-from sealbench.client.local import create_accounts, publish_log_key, registry_process
+from sealbench.client.registry.local import create_accounts, publish_log_key, registry_process
 from sealbench.mocktee import MockCloud
 
 ACCOUNTS = {
@@ -423,7 +423,7 @@ def test_enclave_failure_record_is_attested_end_to_end(
     signs its failure record, the hospital's client reports it, the registry verifies it, and
     the model owner's progress shows an attested failure with the record's reason, not a
     hospital's claim."""
-    from sealbench.client._cli_common import session
+    from sealbench.client.cli.common import session
 
     ids = world.ids
     result = _run_with_a_tampered_case(world)

@@ -56,10 +56,10 @@ from sealbench.benchmarks.brats.metrics import MetricsSpec
 from sealbench.benchmarks.brats.plugin import PLUGIN
 from sealbench.benchmarks.brats.published import PublishedSummary
 from sealbench.benchmarks.release import Z95, InsecureFixedNoise, release
-from sealbench.client.local import free_port
+from sealbench.client.registry.local import free_port
+from sealbench.contract.workload import ENV_DATA_DIGEST, ENV_MODEL_DIGEST, ENV_RECIPIENT_DIGEST
 from sealbench.crypto.attestation import RESULT_AUDIENCE, Jwks, result_nonce
 from sealbench.crypto.digest import Sha256Digest, sha256_digest
-from sealbench.crypto.workload import ENV_DATA_DIGEST, ENV_MODEL_DIGEST, ENV_RECIPIENT_DIGEST
 from sealbench.server.db import open_database
 from sealbench.server.migrate import upgrade_to_head
 from sealbench.server.services.users import create_user

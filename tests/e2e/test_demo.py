@@ -160,7 +160,7 @@ def _run_the_guides_against(script: Path, env: dict[str, str], config: Path, dem
     """Every command the role guides show: the reads run against the serving demo and exit as
     the guide says; every other command is one the demo itself just ran (same command path),
     except the few that need another machine (``_ELSEWHERE``)."""
-    from sealbench.client._cli_doc import guide_commands
+    from sealbench.client.cli.doc import guide_commands
 
     docs = Path(__file__).resolve().parents[2] / "docs"
     commands = [c for g in sorted(docs.glob("guide-*.md")) for c in guide_commands(g)]

@@ -19,17 +19,17 @@ from sealbench.benchmarks.brats import (
     score_or_fail,
 )
 from sealbench.benchmarks.release import LocalExact
-from sealbench.client.launchers import EnclaveRunFailed
-from sealbench.client.results import download_result, open_result
-from sealbench.cloud.confidential_space import claims_from_payload
-from sealbench.crypto.attestation import Jwks, unverified_payload
-from sealbench.enclave.errors import AssetIntegrityError, KeyReleaseDenied
-from sealbench.enclave.result import (
+from sealbench.client.runs.launchers import EnclaveRunFailed
+from sealbench.client.runs.results import download_result, open_result
+from sealbench.contract.result import (
     FAILURE_OBJECT,
     FAILURE_TOKEN_OBJECT,
     WRITE_CHECK_OBJECT,
     FailureRecord,
 )
+from sealbench.crypto.attestation import Jwks, unverified_payload
+from sealbench.enclave.errors import AssetIntegrityError, KeyReleaseDenied
+from sealbench.gcp.confidential_space import claims_from_payload
 
 RESULT_OBJECTS = ["result.sealed", "result.token", "summary.json", "write-check.json"]
 
@@ -191,7 +191,7 @@ def test_registry_accepts_the_uploaded_result_and_refuses_an_altered_summary(
 
 
 def test_run_past_its_timeout_is_killed_and_reported(enclave_world: Any) -> None:
-    from sealbench.client.launchers import LaunchError
+    from sealbench.client.runs.launchers import LaunchError
 
     spec = enclave_world.spec("small", "tiny")
     with enclave_world.launcher().start(spec) as workload:

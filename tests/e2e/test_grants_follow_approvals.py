@@ -25,7 +25,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from sealbench.client.cli import app
-from sealbench.client.local import create_accounts, publish_log_key, registry_process
+from sealbench.client.registry.local import create_accounts, publish_log_key, registry_process
 from sealbench.mocktee import MockCloud
 from tests.e2e.test_cli_flow import ok, tiny_onnx
 

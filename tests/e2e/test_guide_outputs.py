@@ -9,7 +9,7 @@ its ``$ sealbench ...`` line). What differs between two honest runs (ids, digest
 dates, durations, figures drawn with privacy noise, table widths, the log records and progress
 bars on stderr) is normalised on both sides; a shown ``…`` line stands for any number of real
 lines, so a guide stays short where the output is long (a request preview, a run list). A
-block that no longer matches fails here with its diff; ``python -m sealbench.client._cli_doc
+block that no longer matches fails here with its diff; ``python -m sealbench.client.cli.doc
 --guides WORKDIR [--all] docs/guide-*.md``, against a demo serving from WORKDIR, rewrites the
 stale blocks from it (keeping their elisions), so fixing the docs is one command and the diff
 of the guide is reviewed like code. A guide was not made a pure template filled at build time:
@@ -36,7 +36,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from sealbench.client._cli_doc import (
+from sealbench.client.cli.doc import (
     GUIDE_COLUMNS,
     GUIDE_WORKDIR,
     ShownOutput,
@@ -100,7 +100,7 @@ def test_the_guides_show_what_the_commands_print(tmp_path: Path) -> None:
     assert not problems, (
         "\n\n".join(problems) + "\n\nthese outputs shown in the guides are stale: against a "
         "'sealbench demo --size small --cases 5 --serve --workdir WORKDIR' (COLUMNS=100), run "
-        "'python -m sealbench.client._cli_doc --guides WORKDIR docs/guide-*.md'"
+        "'python -m sealbench.client.cli.doc --guides WORKDIR docs/guide-*.md'"
     )
     unexplained = [f"{item.command.guide}: sealbench {' '.join(item.command.argv)}"
                    for item in compared if item.real is None and not item.command.unchecked]

@@ -21,14 +21,14 @@ from typing import Any
 
 import pytest
 
-from sealbench.client.launchers import EnclaveRunFailed
-from sealbench.cloud.credentials import workload_credentials
-from sealbench.cloud.errors import CloudError
-from sealbench.cloud.kms import KmsKeyWrapper, make_kms_client
+from sealbench.client.runs.launchers import EnclaveRunFailed
+from sealbench.contract.spec import RunSpec
 from sealbench.crypto.envelope import WrappedKey, asset_aad, unwrap_key
 from sealbench.enclave.errors import SpecError
-from sealbench.enclave.spec import RunSpec
+from sealbench.gcp.credentials import workload_credentials
+from sealbench.gcp.kms import KmsKeyWrapper, make_kms_client
 from sealbench.mocktee.launcher import LAUNCHER_ROOT, LaunchPolicyViolation
+from sealbench.platforms.errors import CloudError
 
 ENDPOINTS = {
     "sts_url": "SEALBENCH_STS_URL",
@@ -139,8 +139,8 @@ _OPERATOR = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from sealbench.client.launchers import MockProcessLauncher
-    from sealbench.enclave.spec import RunSpec
+    from sealbench.client.runs.launchers import MockProcessLauncher
+    from sealbench.contract.spec import RunSpec
     from sealbench.mocktee.launcher import MockLauncher, RemoteTokenMinter
 
     spec = RunSpec.model_validate_json(Path(sys.argv[1]).read_text())

@@ -20,7 +20,7 @@ from typer.testing import CliRunner, Result
 
 from sealbench.benchmarks.registry import PluginRegistry
 from sealbench.client.cli import app
-from sealbench.client.local import create_accounts, publish_log_key, registry_process
+from sealbench.client.registry.local import create_accounts, publish_log_key, registry_process
 from sealbench.mocktee import MockCloud
 
 ACCOUNTS = {

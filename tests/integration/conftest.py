@@ -9,10 +9,10 @@ that is possible the tier FAILS with the reason: it never skips and never passes
 engine.
 
 ``evaluation_image`` (session): the evaluation image, built once per session with
-:func:`sealbench.client.image.build_image` from a snapshot of the checkout (so an edit made by
-someone while the tests run cannot change the digest between two builds), on the cached offline
-base (made by debootstrap the first time, about a minute; Debian's ``debootstrap`` is installed
-the same way when missing).
+:func:`sealbench.client.runs.image_build.build_image` from a snapshot of the checkout (so an edit
+made by someone while the tests run cannot change the digest between two builds), on the cached
+offline base (made by debootstrap the first time, about a minute; Debian's ``debootstrap`` is
+installed the same way when missing).
 
 ``docker_world`` (session): an in-process mock cloud with a hospital and a model owner, three
 tiny synthetic cases and a tiny ONNX model sealed into their buckets through the real Google
@@ -42,16 +42,16 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from sealbench.benchmarks.brats import BRATS_2023_GLI, BratsContract
+from sealbench.contract.spec import AssetLocation, RunSpec
 from sealbench.crypto.digest import Sha256Digest
 from sealbench.crypto.sealing import public_key_digest, public_key_to_raw
-from sealbench.enclave.spec import AssetLocation, RunSpec
 from sealbench.mocktee.provision import OwnerSetup
 from sealbench.mocktee.server import MockCloud
 
 if TYPE_CHECKING:
     from docker import DockerClient
 
-    from sealbench.client.image import ImageBuildResult
+    from sealbench.client.runs.image_build import ImageBuildResult
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERD_START_TIMEOUT_S = 90.0
@@ -187,10 +187,10 @@ def sealbench_wheel(tmp_path_factory: pytest.TempPathFactory, source_snapshot: P
 
 @pytest.fixture(scope="session")
 def evaluation_image(docker_engine: DockerClient, source_snapshot: Path) -> ImageBuildResult:
-    """The :class:`~sealbench.client.image.ImageBuildResult` of this session's build."""
+    """The :class:`~sealbench.client.runs.image_build.ImageBuildResult` of this session's build."""
     import docker.errors
 
-    from sealbench.client.image import BASE_TAG, build_image
+    from sealbench.client.runs.image_build import BASE_TAG, build_image
 
     try:
         docker_engine.images.get(BASE_TAG)
@@ -289,9 +289,9 @@ class DockerWorld:
         from google.oauth2.credentials import Credentials
 
         from sealbench.client.cloud import pool_provider_from_name
-        from sealbench.cloud.policy import AssetPolicy
-        from sealbench.cloud.policy_writer import PolicyWriter
-        from sealbench.crypto.workload import WorkloadIdentity
+        from sealbench.contract.workload import WorkloadIdentity
+        from sealbench.gcp.policy import AssetPolicy
+        from sealbench.gcp.policy_writer import PolicyWriter
 
         workload = WorkloadIdentity(
             image_digest,
@@ -328,8 +328,8 @@ class DockerWorld:
 def _owner_store_and_wrapper(cloud: MockCloud, owner: OwnerSetup) -> tuple[Any, Any]:
     from google.oauth2.credentials import Credentials
 
-    from sealbench.cloud.gcs import GcsBlobStore, make_storage_client
-    from sealbench.cloud.kms import KmsKeyWrapper, make_kms_client
+    from sealbench.gcp.gcs import GcsBlobStore, make_storage_client
+    from sealbench.gcp.kms import KmsKeyWrapper, make_kms_client
 
     creds = Credentials(owner.access_token)  # type: ignore[no-untyped-call]
     store = GcsBlobStore(
@@ -346,7 +346,7 @@ def docker_world(
     policies naming ``evaluation_image``'s digest."""
     from sealbench.benchmarks.brats.prepare import prepare_dataset
     from sealbench.benchmarks.brats.synthetic import case_id_for, generate_case, write_case
-    from sealbench.client.sealing import seal_dataset, seal_model
+    from sealbench.client.assets.store import seal_dataset, seal_model
     from sealbench.crypto.sealing import generate_recipient_key
     from sealbench.mocktee.provision import provision_owner
 

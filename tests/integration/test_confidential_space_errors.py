@@ -17,8 +17,8 @@ from google.api_core import exceptions as gexc
 from google.cloud import compute_v1
 from google.oauth2.credentials import Credentials as OwnerCredentials
 
-from sealbench.client.launchers import EnclaveRunFailed
-from sealbench.client.launchers.confidential_space import (
+from sealbench.client.runs.launchers import EnclaveRunFailed
+from sealbench.client.runs.launchers.confidential_space import (
     CLOUD_PLATFORM_SCOPE,
     CS_DEBUG_IMAGE_FAMILY,
     CS_IMAGE_FAMILY,
@@ -37,11 +37,11 @@ from sealbench.client.launchers.confidential_space import (
     instance_resource,
     make_compute_clients,
 )
-from sealbench.cloud.platform import load_platform
-from sealbench.enclave.spec import AssetLocation, RunSpec
+from sealbench.contract.spec import AssetLocation, RunSpec
 from sealbench.mocktee.compute import ComputeFault
 from sealbench.mocktee.provision import OwnerSetup, provision_owner
 from sealbench.mocktee.server import MockCloud
+from sealbench.platforms.platform import load_platform
 
 DIGEST = "sha256:" + "5e" * 32
 REFERENCE = f"us-docker.pkg.dev/authority/sealbench/evaluation@{DIGEST}"
@@ -420,7 +420,7 @@ class GoneSerial(ScriptedInstances):
 def _with_result(instances: ScriptedInstances, tmp_path: Any, *objects: tuple[str, bytes],
                  **options: Any) -> ConfidentialSpaceVm:
     """A scripted VM whose run wrote ``objects`` at its result location (a local folder)."""
-    from sealbench.cloud.storage import LocalBlobStore
+    from sealbench.platforms.storage import LocalBlobStore
 
     store = LocalBlobStore(tmp_path)
     for name, data in objects:
@@ -459,7 +459,7 @@ def test_unreadable_serial_after_stop_is_judged_by_the_result(setup: Setup, tmp_
 
 
 def test_failure_record_decides_over_a_silent_serial_port(setup: Setup, tmp_path: Any) -> None:
-    from sealbench.enclave.result import FailureRecord
+    from sealbench.contract.result import FailureRecord
 
     record = FailureRecord(run_id="run-x", step="key release", error="KeyReleaseDenied",
                            reason="the dataset owner's pool refused this workload", exit_code=11)

@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 from google.cloud import compute_v1
 
-from sealbench.client.launchers.confidential_space import (
+from sealbench.client.runs.launchers.confidential_space import (
     ConfidentialSpaceError,
     VmSettings,
     instance_resource,
 )
-from sealbench.cloud import confidential_space as cs
+from sealbench.contract.inputs import ConditionContext
 from sealbench.crypto.errors import PolicyViolationError
-from sealbench.enclave.inputs import ConditionContext
+from sealbench.gcp import confidential_space as cs
 from tests.unit.cloud.test_confidential_space import (
     POLICY,
     jwks,
@@ -161,7 +161,7 @@ def test_result_token_policy_follows_the_same_rule(signing_key: Any, jwks: Any) 
 def test_launcher_selection_passes_the_accelerator() -> None:
     """What ``run --tee confidential-space --accelerator nvidia-h100-80gb`` builds (the CLI picks
     TDX for a GPU run; SEV is refused with a hint)."""
-    from sealbench.client.launchers.selection import (
+    from sealbench.client.runs.launchers.selection import (
         LaunchSettingsError,
         confidential_space_launcher,
     )
@@ -183,7 +183,7 @@ def test_platform_verify_takes_the_opt_in_from_the_requirements(
 ) -> None:
     """The registry's result verification path (WorkloadRequirements, which carries the
     benchmark's accept_experimental) reaches the same rule."""
-    from sealbench.cloud.platform import WorkloadRequirements
+    from sealbench.platforms.platform import WorkloadRequirements
     from tests.unit.cloud.test_confidential_space import NOW
 
     base = {"allowed_image_digests": POLICY.allowed_image_digests,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import base64
 
+from sealbench.contract.spec import ENV_OVERRIDE_NAMES, AssetLocation, RunSpec
 from sealbench.crypto.digest import sha256_digest
-from sealbench.enclave.spec import ENV_OVERRIDE_NAMES, AssetLocation, RunSpec
 from sealbench.server.verification import ENV_BENCHMARK_ID, ENV_METRICS_VERSION
 
 

@@ -20,11 +20,11 @@ from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner, Result
 
 from sealbench.client.cli import app
-from sealbench.client.local import create_accounts, publish_log_key, registry_process
+from sealbench.client.registry.local import create_accounts, publish_log_key, registry_process
 from sealbench.mocktee import MockCloud
 
 if TYPE_CHECKING:
-    from sealbench.client.image import ImageBuildResult
+    from sealbench.client.runs.image_build import ImageBuildResult
 
 pytestmark = pytest.mark.slow
 

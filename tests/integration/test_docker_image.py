@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from sealbench.client.image import (
+from sealbench.client.runs.image_build import (
     BASE_TAG,
     LABEL_ALLOW_ENV_OVERRIDE,
     LABEL_LOG_REDIRECT,
@@ -24,13 +24,13 @@ from sealbench.client.image import (
     find_source_root,
     fresh_local_image,
 )
-from sealbench.client.image_source import source_digest
-from sealbench.enclave.spec import ENV_OVERRIDE_NAMES
+from sealbench.client.runs.image_source import source_digest
+from sealbench.contract.spec import ENV_OVERRIDE_NAMES
 
 if TYPE_CHECKING:
     from docker import DockerClient
 
-    from sealbench.client.image import ImageBuildResult
+    from sealbench.client.runs.image_build import ImageBuildResult
 
 pytestmark = pytest.mark.slow
 

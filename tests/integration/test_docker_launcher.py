@@ -21,18 +21,18 @@ from sealbench.benchmarks.brats import (
     score_or_fail,
 )
 from sealbench.benchmarks.release import LocalExact
-from sealbench.client.launchers import EnclaveRunFailed, LaunchError
-from sealbench.client.launchers.docker import CONTAINER_LAUNCHER_DIR, DockerLauncher
-from sealbench.client.results import download_result, open_result
-from sealbench.cloud.confidential_space import claims_from_payload
-from sealbench.cloud.storage import open_storage_uri
+from sealbench.client.runs.launchers import EnclaveRunFailed, LaunchError
+from sealbench.client.runs.launchers.docker import CONTAINER_LAUNCHER_DIR, DockerLauncher
+from sealbench.client.runs.results import download_result, open_result
 from sealbench.crypto.attestation import Jwks, unverified_payload
 from sealbench.enclave.errors import KeyReleaseDenied
+from sealbench.gcp.confidential_space import claims_from_payload
+from sealbench.platforms.storage import open_storage_uri
 
 if TYPE_CHECKING:
     from docker import DockerClient
 
-    from sealbench.client.image import ImageBuildResult
+    from sealbench.client.runs.image_build import ImageBuildResult
 
 pytestmark = pytest.mark.slow
 
@@ -182,8 +182,8 @@ def test_token_capture_through_endpoint_override_in_the_image_releases_nothing(
     from google.auth.exceptions import GoogleAuthError
     from google.auth.transport.requests import Request
 
-    from sealbench.cloud.credentials import workload_credentials
     from sealbench.enclave.errors import SpecError
+    from sealbench.gcp.credentials import workload_credentials
 
     name = {
         "sts_url": "SEALBENCH_STS_URL",
@@ -223,7 +223,7 @@ def test_token_capture_through_endpoint_override_in_the_image_releases_nothing(
 def test_launch_policy_is_read_from_the_image_labels(
     docker_engine: DockerClient, evaluation_image: ImageBuildResult
 ) -> None:
-    from sealbench.enclave.spec import ENV_OVERRIDE_NAMES
+    from sealbench.contract.spec import ENV_OVERRIDE_NAMES
     from sealbench.mocktee.launcher import ImagePolicy, LaunchPolicyViolation
 
     labels = docker_engine.images.get(evaluation_image.digest).labels

@@ -206,9 +206,9 @@ def test_the_runners_read_access_to_the_image_repository(mock: MockCloud) -> Non
 
 def _synced_owner(mock: MockCloud, project: str, number: str) -> tuple[Owner, Any]:
     """An owner whose key, bucket, pool and provider policy sync wrote, and the policy."""
-    from sealbench.cloud.policy import AssetPolicy
+    from sealbench.contract.workload import WorkloadIdentity
     from sealbench.crypto.digest import sha256_digest
-    from sealbench.crypto.workload import WorkloadIdentity
+    from sealbench.gcp.policy import AssetPolicy
 
     owner = Owner(mock, project, number)
     owner.services(*OWNER_APIS, "cloudresourcemanager.googleapis.com")
@@ -240,7 +240,7 @@ def test_probe_condition_creates_the_real_provider_once_and_deletes_it(mock: Moc
     created under a new id, read back and deleted; a second probe takes another id (a deleted
     id cannot be reused for 30 days)."""
     from sealbench.client._doctor_probe import probe_provider
-    from sealbench.cloud.policy import provider_body
+    from sealbench.gcp.policy import provider_body
 
     owner, policy = _synced_owner(mock, "probe-gcp", "810000000006")
     body = provider_body(policy)
@@ -261,7 +261,7 @@ def test_probe_condition_creates_the_real_provider_once_and_deletes_it(mock: Moc
 
 def test_probe_condition_shows_googles_refusal(mock: MockCloud) -> None:
     from sealbench.client._doctor_probe import probe_provider
-    from sealbench.cloud.policy import provider_body
+    from sealbench.gcp.policy import provider_body
 
     owner, policy = _synced_owner(mock, "refused-gcp", "810000000007")
     body = {**provider_body(policy),

@@ -32,9 +32,9 @@ from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner, Result
 
 import sealbench.client
-import sealbench.cloud
+import sealbench.platforms
 from sealbench.client.cli import app
-from sealbench.client.local import create_accounts, registry_process
+from sealbench.client.registry.local import create_accounts, registry_process
 from sealbench.mocktee.provision import enable_services
 from sealbench.mocktee.server import MockCloud, MockEndpoints
 
@@ -206,7 +206,7 @@ def _mock_classes() -> list[type]:
     from importlib.metadata import entry_points
 
     found: dict[str, type] = {}
-    for package in (sealbench.client, sealbench.cloud):
+    for package in (sealbench.client, sealbench.platforms):
         for module in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
             loaded = importlib.import_module(module.name)
             for name, value in vars(loaded).items():

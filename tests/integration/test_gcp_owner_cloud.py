@@ -16,17 +16,17 @@ import pytest
 from google.oauth2.credentials import Credentials
 
 from sealbench.client import cloud as cloud_module
+from sealbench.client.assets.store import seal_model
 from sealbench.client.cloud import GcpOwnerCloud, insecure_mock_platform, mock_apis
 from sealbench.client.errors import ConfigError
-from sealbench.client.sealing import seal_model
-from sealbench.cloud.credentials import workload_credentials
-from sealbench.cloud.errors import CredentialError
-from sealbench.cloud.kms import KmsKeyWrapper, make_kms_client
+from sealbench.contract.workload import WorkloadIdentity
 from sealbench.crypto.digest import sha256_digest
 from sealbench.crypto.envelope import WrappedKey, asset_aad, unwrap_key
-from sealbench.crypto.workload import WorkloadIdentity
+from sealbench.gcp.credentials import workload_credentials
+from sealbench.gcp.kms import KmsKeyWrapper, make_kms_client
 from sealbench.mocktee.provision import enable_services
 from sealbench.mocktee.server import MockCloud
+from sealbench.platforms.errors import CredentialError
 
 PROJECT, NUMBER = "owner-gcp", "500000000005"
 IMAGE = sha256_digest(b"evaluation image")

@@ -18,7 +18,7 @@ import pytest
 import requests
 
 from sealbench.client.cli import app
-from sealbench.client.runner import iam_wait_window
+from sealbench.client.runs.batch import iam_wait_window
 from tests.integration.test_gcp_cli_path import World, ok, world
 
 __all__ = ["world"]  # the fixture, re-used

@@ -14,11 +14,11 @@ import requests
 from google.api_core import exceptions as gexc
 from google.oauth2.credentials import Credentials
 
-from sealbench.cloud.errors import StorageAccessDenied
-from sealbench.cloud.gcs import GcsBlobStore, make_storage_client
-from sealbench.cloud.kms import make_kms_client
+from sealbench.gcp.gcs import GcsBlobStore, make_storage_client
+from sealbench.gcp.kms import make_kms_client
 from sealbench.mocktee.provision import OwnerSetup, provision_owner
 from sealbench.mocktee.server import MockCloud
+from sealbench.platforms.errors import StorageAccessDenied
 
 DELAY_S = 3.0
 MEMBER = "user:late-grant@example.org"

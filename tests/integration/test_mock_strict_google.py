@@ -18,12 +18,12 @@ from google.auth.transport.requests import AuthorizedSession
 from google.cloud import storage  # type: ignore[attr-defined]
 from google.oauth2.credentials import Credentials
 
-from sealbench.cloud.errors import ObjectCorrupted, StorageAccessDenied
-from sealbench.cloud.gcs import GcsBlobStore, make_storage_client
-from sealbench.cloud.kms import make_kms_client
+from sealbench.gcp.gcs import GcsBlobStore, make_storage_client
+from sealbench.gcp.kms import make_kms_client
 from sealbench.mocktee.identity import DEFAULT_ENABLED_SERVICES, SERVICE_TITLES
 from sealbench.mocktee.provision import OWNER_SERVICES, OwnerSetup, enable_services, provision_owner
 from sealbench.mocktee.server import MockCloud
+from sealbench.platforms.errors import ObjectCorrupted, StorageAccessDenied
 
 PROJECT, NUMBER = "strict-google", "720000000072"
 

@@ -19,21 +19,21 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from google.oauth2.credentials import Credentials as OwnerCredentials
 
-from sealbench.cloud.attester import LauncherAttester
-from sealbench.cloud.credentials import workload_credentials, workload_credentials_from_attester
-from sealbench.cloud.errors import CloudError, CredentialError, KeyAccessDenied
-from sealbench.cloud.gcs import GcsBlobStore, make_storage_client
-from sealbench.cloud.kms import KmsKeyWrapper, make_kms_client
-from sealbench.cloud.policy import AssetPolicy, PoolProvider
-from sealbench.cloud.policy_writer import PolicyWriter
+from sealbench.contract.workload import WorkloadIdentity
 from sealbench.crypto.digest import Sha256Digest, sha256_digest
 from sealbench.crypto.envelope import DataKey, WrappedKey, asset_aad, unwrap_key, wrap_key
 from sealbench.crypto.streaming import decrypt_bytes, encrypt_bytes
-from sealbench.crypto.workload import WorkloadIdentity
+from sealbench.gcp.credentials import workload_credentials, workload_credentials_from_attester
+from sealbench.gcp.gcs import GcsBlobStore, make_storage_client
+from sealbench.gcp.kms import KmsKeyWrapper, make_kms_client
+from sealbench.gcp.policy import AssetPolicy, PoolProvider
+from sealbench.gcp.policy_writer import PolicyWriter
 from sealbench.mocktee.launcher import ImagePolicy
 from sealbench.mocktee.provision import OwnerSetup, provision_owner
 from sealbench.mocktee.server import MockCloud
 from sealbench.mocktee.verifier import WorkloadLaunch, build_claims
+from sealbench.platforms.attester import LauncherAttester
+from sealbench.platforms.errors import CloudError, CredentialError, KeyAccessDenied
 
 
 def _d(label: str) -> Sha256Digest:
@@ -269,7 +269,7 @@ def test_token_of_run_with_redirected_endpoint_denied_key(world: World, name: st
 
 def test_override_outside_allow_list_denied_key(world: World) -> None:
     # An image whose launch policy let LD_PRELOAD through: the condition still refuses.
-    from sealbench.enclave.spec import ENV_OVERRIDE_NAMES
+    from sealbench.contract.spec import ENV_OVERRIDE_NAMES
 
     permissive = ImagePolicy(allow_env_override=frozenset({*ENV_OVERRIDE_NAMES, "LD_PRELOAD"}))
     env = {**_env(world), "LD_PRELOAD": "/tmp/steal.so"}
@@ -283,7 +283,7 @@ def test_operator_raised_epsilon_denied_key(world: World) -> None:
     """An operator who tries to raise the release's privacy loss (or turn its noise off) has no
     input for it: the pin declares it. An override naming one, even through an image whose
     launch policy would let it through, is an override nobody granted."""
-    from sealbench.enclave.spec import ENV_OVERRIDE_NAMES
+    from sealbench.contract.spec import ENV_OVERRIDE_NAMES
 
     knobs = {"SEALBENCH_RELEASE_EPSILON": "100", "SEALBENCH_RELEASE_NOISE": "off"}
     permissive = ImagePolicy(allow_env_override=frozenset({*ENV_OVERRIDE_NAMES, *knobs}))
@@ -493,8 +493,8 @@ def test_env_override_smuggling_a_separator_denied_key(world: World) -> None:
 def test_issuer_discovery_serves_the_jwks_that_verifies_tokens(world: World) -> None:
     import requests
 
-    from sealbench.cloud.confidential_space import verify_token
     from sealbench.crypto.attestation import Jwks
+    from sealbench.gcp.confidential_space import verify_token
 
     issuer = world.cloud.endpoints.issuer
     config = requests.get(f"{issuer}/.well-known/openid-configuration", timeout=10).json()

@@ -11,17 +11,17 @@ import pytest
 import requests
 from google.oauth2.credentials import Credentials as OwnerCredentials
 
-from sealbench.cloud.confidential_space import principal_set
-from sealbench.cloud.policy import (
+from sealbench.contract.workload import WorkloadIdentity
+from sealbench.crypto.digest import sha256_digest
+from sealbench.gcp.confidential_space import principal_set
+from sealbench.gcp.policy import (
     BUCKET_ROLE,
     KEY_ROLE,
     RESULT_BUCKET_ROLE,
     AssetPolicy,
     PoolProvider,
 )
-from sealbench.cloud.policy_writer import PolicyWriter
-from sealbench.crypto.digest import sha256_digest
-from sealbench.crypto.workload import WorkloadIdentity
+from sealbench.gcp.policy_writer import PolicyWriter
 from sealbench.mocktee.provision import OwnerSetup, provision_owner
 from sealbench.mocktee.server import MockCloud
 
@@ -159,7 +159,7 @@ def test_provider_written_with_the_typed_condition(mock: tuple[MockCloud, OwnerS
 
 
 def test_policy_writer_refused_without_ownership(mock: tuple[MockCloud, OwnerSetup]) -> None:
-    from sealbench.cloud.errors import PolicyWriteError
+    from sealbench.platforms.errors import PolicyWriteError
 
     cloud, owner = mock
     stranger = cloud.owner_token("user:stranger@example.org")

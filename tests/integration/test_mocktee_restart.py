@@ -14,14 +14,14 @@ from pathlib import Path
 
 from google.oauth2.credentials import Credentials as OwnerCredentials
 
-from sealbench.cloud.credentials import workload_credentials
-from sealbench.cloud.gcs import GcsBlobStore, make_storage_client
-from sealbench.cloud.kms import KmsKeyWrapper, make_kms_client
-from sealbench.cloud.policy import AssetPolicy, PoolProvider
-from sealbench.cloud.policy_writer import PolicyWriter
+from sealbench.contract.workload import WorkloadIdentity
 from sealbench.crypto.digest import sha256_digest
 from sealbench.crypto.envelope import DataKey, WrappedKey, asset_aad, unwrap_key, wrap_key
-from sealbench.crypto.workload import WorkloadIdentity
+from sealbench.gcp.credentials import workload_credentials
+from sealbench.gcp.gcs import GcsBlobStore, make_storage_client
+from sealbench.gcp.kms import KmsKeyWrapper, make_kms_client
+from sealbench.gcp.policy import AssetPolicy, PoolProvider
+from sealbench.gcp.policy_writer import PolicyWriter
 from sealbench.mocktee.launcher import MockLauncher, RemoteTokenMinter
 from sealbench.mocktee.provision import provision_owner
 from sealbench.mocktee.server import MockEndpoints

@@ -11,10 +11,10 @@ import pytest
 import requests
 from google.oauth2.credentials import Credentials as OwnerCredentials
 
-from sealbench.cloud.errors import ObjectNotFound, StorageAccessDenied
-from sealbench.cloud.gcs import RESUMABLE_THRESHOLD, GcsBlobStore, make_storage_client
+from sealbench.gcp.gcs import RESUMABLE_THRESHOLD, GcsBlobStore, make_storage_client
 from sealbench.mocktee.provision import OwnerSetup, provision_owner
 from sealbench.mocktee.server import MockCloud
+from sealbench.platforms.errors import ObjectNotFound, StorageAccessDenied
 
 READER = "user:reader@example.org"
 

@@ -20,15 +20,15 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from sealbench.client.cli import app
-from sealbench.client.launchers.trust import (
+from sealbench.client.registry.local import create_accounts, publish_log_key, registry_process
+from sealbench.client.runs.launchers.trust import (
     TeeVerifier,
     UntrustedTeeError,
     check_owner_trust,
     issuers_released_to,
     sts_knows_provider,
 )
-from sealbench.client.local import create_accounts, publish_log_key, registry_process
-from sealbench.enclave.spec import AssetLocation, RunSpec
+from sealbench.contract.spec import AssetLocation, RunSpec
 from sealbench.mocktee import MockCloud
 from tests.e2e.test_cli_flow import tiny_onnx
 

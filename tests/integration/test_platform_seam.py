@@ -5,7 +5,7 @@ import in it (``import``, ``from … import``, at any depth, under ``TYPE_CHECKI
 ``importlib.import_module``/``__import__`` with a literal name) is checked against the
 implementation modules: the modules the ``sealbench.platforms`` entry points name, and the
 private (``_``-prefixed) modules of their package those import. Only the entry points (pyproject)
-name them; the cores reach a platform through :mod:`sealbench.cloud.platform`."""
+name them; the cores reach a platform through :mod:`sealbench.platforms.platform`."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from sealbench.cloud.platform import PLATFORM_GROUP
+from sealbench.platforms.platform import PLATFORM_GROUP
 
 REPO = Path(__file__).resolve().parents[2]
 CORES = ("crypto", "enclave", "server", "client")
@@ -64,9 +64,9 @@ def violations(source: str, forbidden: frozenset[str]) -> list[str]:
 def test_the_entry_points_name_both_implementations_and_their_private_modules() -> None:
     forbidden = implementation_modules()
     assert {
-        "sealbench.cloud.confidential_space",
-        "sealbench.cloud._cs_claims",
-        "sealbench.cloud._cs_cel",
+        "sealbench.gcp.confidential_space",
+        "sealbench.gcp._cs_claims",
+        "sealbench.gcp._cs_cel",
         "sealbench.mocktee.platform",
     } <= forbidden
 
@@ -74,12 +74,12 @@ def test_the_entry_points_name_both_implementations_and_their_private_modules() 
 @pytest.mark.parametrize(
     "source",
     [
-        "from sealbench.cloud.confidential_space import AttestationPolicy",
-        "from sealbench.cloud import confidential_space",
+        "from sealbench.gcp.confidential_space import AttestationPolicy",
+        "from sealbench.platforms import confidential_space",
         "import sealbench.mocktee.platform as p",
-        "def f():\n    from sealbench.cloud._cs_cel import render_condition",
+        "def f():\n    from sealbench.gcp._cs_cel import render_condition",
         "if TYPE_CHECKING:\n    from sealbench.mocktee.platform import InsecureMockPlatform",
-        "importlib.import_module('sealbench.cloud.confidential_space')",
+        "importlib.import_module('sealbench.gcp.confidential_space')",
     ],
 )
 def test_the_scan_sees_every_form_of_import(source: str) -> None:

@@ -186,9 +186,9 @@ def _with_load(
 
 def _client_verify(url: str, token: str, state: str, pace: float, queue: Any) -> None:
     """``sealbench audit verify --pace PACE`` as a client process runs it."""
-    from sealbench.client.api import RegistryClient
-    from sealbench.client.logstate import LogState
-    from sealbench.client.transparency import LogMonitor
+    from sealbench.client.registry.api import RegistryClient
+    from sealbench.client.registry.logstate import LogState
+    from sealbench.client.registry.transparency import LogMonitor
 
     with RegistryClient.connect(url, token) as client:
         monitor = LogMonitor(client, LogState(Path(state)), pinned=None)

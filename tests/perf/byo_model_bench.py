@@ -5,8 +5,8 @@
 
 Exports a SegResNet (random weights: speed and memory do not depend on the values; the MONAI
 BraTS recipe's blocks_down=(1, 2, 2, 4), blocks_up=(1, 1, 1), ``--init-filters`` 16 as there)
-with ``sealbench.client.model_export``, then runs each model over the same synthetic cases in a
-fresh child process and prints, side by side: model size, seconds per case, peak RSS of the
+with ``sealbench.client.assets.model_export``, then runs each model over the same synthetic cases in
+a fresh child process and prints, side by side: model size, seconds per case, peak RSS of the
 inference process, and the ONNX Runtime execution provider that ran. Record results in
 docs/performance.md.
 """
@@ -59,7 +59,8 @@ def main() -> None:
     import torch
     from monai.networks.nets import SegResNet
 
-    from sealbench.client import assets, model_export
+    from sealbench.client.assets import model_export
+    from sealbench.client.assets import prepare as assets
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--cases", type=int, default=3)

@@ -10,16 +10,16 @@ grows only with distinct images; members grow with approvals."""
 
 from __future__ import annotations
 
-from sealbench.cloud.errors import CloudError
-from sealbench.cloud.policy import (
+from sealbench.contract.workload import WorkloadIdentity
+from sealbench.crypto.digest import sha256_digest
+from sealbench.gcp.policy import (
     MAX_CONDITION_CHARS,
     AssetPolicy,
     PoolProvider,
     attribute_condition,
     condition_context,
 )
-from sealbench.crypto.digest import sha256_digest
-from sealbench.crypto.workload import WorkloadIdentity
+from sealbench.platforms.errors import CloudError
 
 POOL = PoolProvider("200000000002", "hospital-pool", "attestation")
 KEY = "projects/h/locations/global/keyRings/r/cryptoKeys/k"

@@ -111,20 +111,20 @@ def _bench(args: argparse.Namespace, root: Path) -> int:
     from sealbench.benchmarks.brats import BRATS_2023_GLI
     from sealbench.benchmarks.brats.prepare import prepare_dataset
     from sealbench.benchmarks.brats.synthetic import write_dataset
-    from sealbench.client.launchers import MockProcessLauncher, enclave_image_digest
-    from sealbench.client.sealing import seal_dataset, seal_model
-    from sealbench.cloud.confidential_space import principal_set
-    from sealbench.cloud.gcs import GcsBlobStore, make_storage_client
-    from sealbench.cloud.kms import KmsKeyWrapper, make_kms_client
-    from sealbench.cloud.policy import AssetPolicy, PoolProvider
-    from sealbench.cloud.policy_writer import PolicyWriter
+    from sealbench.client.assets.store import seal_dataset, seal_model
+    from sealbench.client.runs.launchers import MockProcessLauncher, enclave_image_digest
+    from sealbench.contract.spec import AssetLocation, RunSpec
+    from sealbench.contract.workload import WorkloadIdentity
     from sealbench.crypto.sealing import (
         generate_recipient_key,
         public_key_digest,
         public_key_to_raw,
     )
-    from sealbench.crypto.workload import WorkloadIdentity
-    from sealbench.enclave.spec import AssetLocation, RunSpec
+    from sealbench.gcp.confidential_space import principal_set
+    from sealbench.gcp.gcs import GcsBlobStore, make_storage_client
+    from sealbench.gcp.kms import KmsKeyWrapper, make_kms_client
+    from sealbench.gcp.policy import AssetPolicy, PoolProvider
+    from sealbench.gcp.policy_writer import PolicyWriter
     from sealbench.mocktee.provision import provision_owner
     from sealbench.mocktee.server import MockCloud
 
@@ -244,7 +244,7 @@ def _bench(args: argparse.Namespace, root: Path) -> int:
         lines: list[str] = []
         result = launcher.launch(spec, on_output=lines.append, timeout=3600)
     timings = {}
-    from sealbench.client.runs import step_timings
+    from sealbench.client.runs.single import step_timings
 
     for line in lines:
         if "step timings in seconds" in line:

@@ -9,10 +9,10 @@ a local attestation issuer (this script signs Confidential Space-shaped result t
 own RSA key and serves the key set on 127.0.0.1), registers 32 hospitals with one dataset each
 and 41 models, has the authority approve every association, then lets each site do what
 ``sealbench run --all-approved --parallel 8`` does: plan its 41 pairs, launch them through
-:class:`sealbench.client.runner.Runner` on a FAST FAKE backend (a launcher whose workloads end
+:class:`sealbench.client.runs.batch.Runner` on a FAST FAKE backend (a launcher whose workloads end
 after ``--run-seconds``: this measures orchestration and the registry, not an enclave), report
 every state to the registry, then submit each run's result (verified by the registry against
-the token) and link it to its run (:func:`sealbench.client.runs.submit_run_result`).
+the token) and link it to its run (:func:`sealbench.client.runs.single.submit_run_result`).
 ``--sites-at-once`` sites work concurrently, as independent hospitals would.
 
 It prints the total wall time, the registry requests per run (by kind), the registry's latency
@@ -45,15 +45,15 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from sealbench.benchmarks.brats.definition import load_definition
 from sealbench.benchmarks.release import InsecureFixedNoise
-from sealbench.client.api import RegistryClient
-from sealbench.client.launchers import LaunchResult, OutputFn
-from sealbench.client.local import create_accounts, registry_process
-from sealbench.client.runner import Runner, plan_runs
-from sealbench.client.runs import RunStore, result_submission, submit_run_result
+from sealbench.client.registry.api import RegistryClient
+from sealbench.client.registry.local import create_accounts, registry_process
+from sealbench.client.runs.batch import Runner, plan_runs
+from sealbench.client.runs.launchers import LaunchResult, OutputFn
+from sealbench.client.runs.single import RunStore, result_submission, submit_run_result
+from sealbench.contract.spec import AssetLocation, RunSpec
+from sealbench.contract.workload import ENV_DATA_DIGEST, ENV_MODEL_DIGEST, ENV_RECIPIENT_DIGEST
 from sealbench.crypto.attestation import RESULT_AUDIENCE, Jwks, result_nonce
 from sealbench.crypto.digest import Sha256Digest, sha256_digest
-from sealbench.crypto.workload import ENV_DATA_DIGEST, ENV_MODEL_DIGEST, ENV_RECIPIENT_DIGEST
-from sealbench.enclave.spec import AssetLocation, RunSpec
 from sealbench.server.schemas import BenchmarkCreate, DatasetCreate, ModelCreate
 
 IMAGE = sha256_digest(b"fets simulated evaluation image")

@@ -6,7 +6,7 @@ test (pytest collects nothing here)::
 
 - sealing: a file of ``--size-mb`` random bytes (the sealer never parses ONNX).
   old = ``read_bytes`` + ``sha256_digest`` + ``seal_weights`` (whole ciphertext) + ``put_bytes``;
-  new = :func:`sealbench.client.sealing.seal_model` (hash in chunks, ``encrypt_stream`` to a
+  new = :func:`sealbench.client.assets.store.seal_model` (hash in chunks, ``encrypt_stream`` to a
   temporary file, ``put_stream``).
 - enclave: a real ONNX model of that size (one float32 initializer ``W`` and ``Y = Gather(W, I)``,
   so ONNX Runtime must keep ``W``), sealed once into a local bucket. Measured: the enclave's
@@ -47,7 +47,6 @@ def _vmhwm_mib() -> float:
 def _child(mode: str, work: Path) -> None:
     import onnxruntime as ort
 
-    from sealbench.cloud import LocalBlobStore
     from sealbench.crypto.digest import Sha256Digest, sha256_digest
     from sealbench.crypto.envelope import (
         DataKey,
@@ -62,6 +61,7 @@ def _child(mode: str, work: Path) -> None:
         seal_weights,
     )
     from sealbench.enclave.steps import MAX_WEIGHTS_CIPHERTEXT, _sized
+    from sealbench.platforms import LocalBlobStore
 
     t0 = time.perf_counter()
     if mode == "seal-old":
@@ -77,7 +77,7 @@ def _child(mode: str, work: Path) -> None:
         )
         store.put_bytes("weights.sealed", seal_weights(dek, ASSET, weights))
     elif mode == "seal-new":
-        from sealbench.client.sealing import seal_model
+        from sealbench.client.assets.store import seal_model
 
         seal_model(
             work / "random.bin",
@@ -123,10 +123,10 @@ def _make_inputs(work: Path, size: int) -> None:
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    from sealbench.cloud import LocalBlobStore
     from sealbench.crypto.digest import sha256_file
     from sealbench.crypto.envelope import DataKey
     from sealbench.crypto.sealed_asset import seal_weights_stream
+    from sealbench.platforms import LocalBlobStore
 
     with (work / "random.bin").open("wb") as f:
         left = size

@@ -83,20 +83,20 @@ def _bench(args: argparse.Namespace, root: Path) -> int:
     from google.oauth2.credentials import Credentials as OwnerCredentials
 
     from sealbench.benchmarks.registry import PluginRegistry
-    from sealbench.client.launchers import MockProcessLauncher, enclave_image_digest
-    from sealbench.client.sealing import seal_dataset, seal_model
-    from sealbench.cloud.confidential_space import principal_set
-    from sealbench.cloud.gcs import GcsBlobStore, make_storage_client
-    from sealbench.cloud.kms import KmsKeyWrapper, make_kms_client
-    from sealbench.cloud.policy import AssetPolicy, PoolProvider
-    from sealbench.cloud.policy_writer import PolicyWriter
+    from sealbench.client.assets.store import seal_dataset, seal_model
+    from sealbench.client.runs.launchers import MockProcessLauncher, enclave_image_digest
+    from sealbench.contract.spec import AssetLocation, RunSpec
+    from sealbench.contract.workload import WorkloadIdentity
     from sealbench.crypto.sealing import (
         generate_recipient_key,
         public_key_digest,
         public_key_to_raw,
     )
-    from sealbench.crypto.workload import WorkloadIdentity
-    from sealbench.enclave.spec import AssetLocation, RunSpec
+    from sealbench.gcp.confidential_space import principal_set
+    from sealbench.gcp.gcs import GcsBlobStore, make_storage_client
+    from sealbench.gcp.kms import KmsKeyWrapper, make_kms_client
+    from sealbench.gcp.policy import AssetPolicy, PoolProvider
+    from sealbench.gcp.policy_writer import PolicyWriter
     from sealbench.mocktee.provision import provision_owner
     from sealbench.mocktee.server import MockCloud
 
@@ -175,7 +175,7 @@ def _bench(args: argparse.Namespace, root: Path) -> int:
         result = launcher.launch(spec, on_output=lines.append, timeout=600)
         summary = json.loads(hstore.get_bytes("results/wdbc-bench-1/summary.json", 1 << 20))
     timings: dict[str, float] = {}
-    from sealbench.client.runs import step_timings
+    from sealbench.client.runs.single import step_timings
 
     for line in lines:
         if "step timings in seconds" in line:

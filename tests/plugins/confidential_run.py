@@ -38,20 +38,20 @@ def main() -> int:
 
     from sealbench.benchmarks.registry import PluginRegistry
     from sealbench.benchmarks.release import LocalExact
-    from sealbench.client.results import download_result, open_result
-    from sealbench.client.sealing import seal_dataset, seal_model
-    from sealbench.cloud.confidential_space import principal_set
-    from sealbench.cloud.gcs import GcsBlobStore, make_storage_client
-    from sealbench.cloud.kms import KmsKeyWrapper, make_kms_client
-    from sealbench.cloud.policy import AssetPolicy, PoolProvider
-    from sealbench.cloud.policy_writer import PolicyWriter
+    from sealbench.client.assets.store import seal_dataset, seal_model
+    from sealbench.client.runs.results import download_result, open_result
+    from sealbench.contract.spec import AssetLocation, RunSpec
+    from sealbench.contract.workload import WorkloadIdentity
     from sealbench.crypto.sealing import (
         generate_recipient_key,
         public_key_digest,
         public_key_to_raw,
     )
-    from sealbench.crypto.workload import WorkloadIdentity
-    from sealbench.enclave.spec import AssetLocation, RunSpec
+    from sealbench.gcp.confidential_space import principal_set
+    from sealbench.gcp.gcs import GcsBlobStore, make_storage_client
+    from sealbench.gcp.kms import KmsKeyWrapper, make_kms_client
+    from sealbench.gcp.policy import AssetPolicy, PoolProvider
+    from sealbench.gcp.policy_writer import PolicyWriter
     from sealbench.mocktee.provision import provision_owner
     from sealbench.mocktee.server import MockCloud
 
@@ -82,14 +82,14 @@ def main() -> int:
         if args.tee == "docker":
             import docker
 
-            from sealbench.client.launchers.docker import DockerLauncher
+            from sealbench.client.runs.launchers.docker import DockerLauncher
 
             launcher = DockerLauncher(docker.from_env(timeout=900), cloud.launcher(), args.image)
             result_dir = root / "results"
             result_dir.mkdir()
             result_uri = result_dir.as_uri()
         else:
-            from sealbench.client.launchers import MockProcessLauncher, enclave_image_digest
+            from sealbench.client.runs.launchers import MockProcessLauncher, enclave_image_digest
 
             launcher = MockProcessLauncher(cloud.launcher(), image_digest=enclave_image_digest(),
                                            python=sys.executable, workdir_root=root / "runs")
@@ -129,7 +129,7 @@ def main() -> int:
         lines: list[str] = []
         launched = launcher.launch(spec, on_output=lines.append, timeout=600)
         if args.tee == "docker":
-            from sealbench.cloud.storage import open_storage_uri
+            from sealbench.platforms.storage import open_storage_uri
 
             store, prefix = open_storage_uri(result_uri)
             objects = download_result(store, prefix)
@@ -137,7 +137,7 @@ def main() -> int:
             objects = download_result(hstore, "results/run-1/")
         opened = open_result(objects, recipient, jwks=None)
     steps: dict[str, float] = {}
-    from sealbench.client.runs import step_timings
+    from sealbench.client.runs.single import step_timings
 
     for line in lines:
         if "step timings in seconds" in line:

@@ -1,6 +1,6 @@
 """Grant reports (issue 29): ``grants_digest`` and ``grants_synced_at`` on
 ``dataset_coordinates`` and ``model_coordinates``, the digest of the grant set
-(:func:`sealbench.crypto.workload.grant_set_digest`) the asset's owner last wrote to its key with
+(:func:`sealbench.contract.workload.grant_set_digest`) the asset's owner last wrote to its key with
 ``sealbench policy sync``, and when. Null for existing rows: no owner has reported one, so the
 registry compares the current approvals with the empty set (an asset with approved pairs shows
 as needing a sync until its owner syncs once with a client of this revision).

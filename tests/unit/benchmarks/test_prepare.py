@@ -36,7 +36,7 @@ from sealbench.benchmarks.brats.prepare import (
 )
 from sealbench.benchmarks.brats.statistics import dataset_statistics, read_statistics
 from sealbench.benchmarks.brats.synthetic import case_id_for
-from sealbench.client.assets import dataset_registration
+from sealbench.client.assets.prepare import dataset_registration
 from sealbench.crypto.digest import sha256_digest
 from sealbench.crypto.manifest import Manifest, build_manifest
 

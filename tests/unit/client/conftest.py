@@ -19,7 +19,7 @@ import uvicorn
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from sealbench.client.api import RegistryClient
+from sealbench.client.registry.api import RegistryClient
 from sealbench.crypto.digest import sha256_digest
 from sealbench.server.app import create_app
 from sealbench.server.db import open_database

@@ -3,12 +3,12 @@ to the key owners' conditions, for that benchmark's image only; without it nothi
 
 from __future__ import annotations
 
-from sealbench.client import workflows
-from sealbench.client.api import RegistryClient
-from sealbench.client.assets import RECIPIENT_STATISTIC
-from sealbench.client.policy import AllowedWorkload, allowed_workloads
-from sealbench.cloud.policy import AssetPolicy, PoolProvider, attribute_condition, condition_context
+from sealbench.client.assets.grants import AllowedWorkload, allowed_workloads
+from sealbench.client.assets.prepare import RECIPIENT_STATISTIC
+from sealbench.client.registry import workflows
+from sealbench.client.registry.api import RegistryClient
 from sealbench.crypto.digest import sha256_digest
+from sealbench.gcp.policy import AssetPolicy, PoolProvider, attribute_condition, condition_context
 from sealbench.server.schemas import BenchmarkCreate, DatasetCreate, ModelCreate
 
 POOL = PoolProvider("200000000002", "hospital-pool", "attestation")

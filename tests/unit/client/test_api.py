@@ -9,7 +9,6 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from sealbench.client.api import PAGE_SIZE, RegistryClient
 from sealbench.client.errors import (
     AuthenticationFailed,
     ConflictError,
@@ -20,6 +19,7 @@ from sealbench.client.errors import (
     ResultRejectedError,
     ServerUnavailableError,
 )
+from sealbench.client.registry.api import PAGE_SIZE, RegistryClient
 from sealbench.crypto.digest import sha256_digest
 from sealbench.server.schemas import (
     BenchmarkCreate,

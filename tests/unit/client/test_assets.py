@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sealbench.client import assets
+from sealbench.client.assets import prepare as assets
 
 
 def test_interrupted_synthesis_leaves_nothing_and_a_rerun_succeeds(tmp_path: Path) -> None:

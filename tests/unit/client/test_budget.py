@@ -15,9 +15,9 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from sealbench.benchmarks.release import rho_of
-from sealbench.client.api import RegistryClient
 from sealbench.client.cli import app
 from sealbench.client.errors import PrivacyBudgetExceeded, ResultRejectedError
+from sealbench.client.registry.api import RegistryClient
 from sealbench.crypto.digest import sha256_digest
 from sealbench.server.schemas import DatasetCreate, ResultCreate
 

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from sealbench.client.assets.owner import owner_cloud
 from sealbench.client.cli import app
 from sealbench.client.cloud import GcpOwnerCloud
-from sealbench.client.config import ProfileStore, ResolvedProfile
-from sealbench.client.owner import owner_cloud
+from sealbench.client.registry.profiles import ProfileStore, ResolvedProfile
 
 GCP = ["--cloud", "gcp", "--project", "hospital-a-prod", "--project-number", "123456789012",
        "--bucket", "hospital-a-sealed", "--zone", "europe-west4-a",
@@ -89,7 +89,7 @@ def test_a_gcp_profile_gives_the_production_owner_cloud(
         asked.append(impersonate)
         return object()
 
-    monkeypatch.setattr("sealbench.client.owner.gcp_credentials", adc)
+    monkeypatch.setattr("sealbench.client.assets.owner.gcp_credentials", adc)
     cloud = owner_cloud(
         ResolvedProfile("hospital", profile, cli_home / "s", cli_home / "d"), None, None  # type: ignore[arg-type]
     )
@@ -124,7 +124,7 @@ def test_endpoint_overrides_are_stored_shown_and_pinned_by_the_policy(
         "https://cloudkms.private.example", "https://sts.private.example/v1/token",
         "https://storage.googleapis.com",
     )
-    from sealbench.client.owner import run_endpoints
+    from sealbench.client.assets.owner import run_endpoints
 
     assert profile.gcp is not None
     spec = run_endpoints(profile.gcp)

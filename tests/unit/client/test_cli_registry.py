@@ -294,7 +294,7 @@ def test_confidential_space_benchmark_must_name_its_pushed_image(cli: Cli) -> No
 
 
 def test_benchmark_create_with_mock_tee_pins_the_enclave_code_digest(cli: Cli) -> None:
-    from sealbench.client.launchers import mock_image
+    from sealbench.client.runs.launchers import mock_image
 
     result = cli("benchmark", "create", "--tee", "mock", "--json", "--profile", "authority")
     assert result.exit_code == 0, result.output

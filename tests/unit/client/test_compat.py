@@ -17,7 +17,7 @@ import pytest
 
 from sealbench.benchmarks.brats import Case, InferenceError
 from sealbench.benchmarks.brats.definition import load_definition, load_model_bytes
-from sealbench.client.compat import (
+from sealbench.client.runs.compat import (
     CompatReport,
     ModelUnderTest,
     demo_variant,

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sealbench.client import demo_workdirs
 from sealbench.client.cli import app
-from sealbench.client.demo import removal_lines
-from sealbench.client.demo_workdirs import MARKER, claim, clean, demo_root, new_workdir
+from sealbench.client.demo import workdirs as demo_workdirs
+from sealbench.client.demo.flow import removal_lines
+from sealbench.client.demo.workdirs import MARKER, claim, clean, demo_root, new_workdir
 
 NOW = datetime(2025, 3, 4, 5, 6, 7)
 

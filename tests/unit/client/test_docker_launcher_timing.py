@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
+from sealbench.contract.spec import AssetLocation, RunSpec
 from sealbench.crypto.digest import sha256_digest
-from sealbench.enclave.spec import AssetLocation, RunSpec
 
 pytest.importorskip("docker")
 
-from sealbench.client.launchers.docker import DockerLauncher
+from sealbench.client.runs.launchers.docker import DockerLauncher
 
 IMAGE_ID = str(sha256_digest(b"image config"))
 CREATE_S, START_S, RUN_S = 5.0, 2.0, 3.0

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 import typer
 
-from sealbench.client._cli_doc import (
+from sealbench.client.cli import app
+from sealbench.client.cli.doc import (
     ELISION,
     GUIDE_WORKDIR,
     GuideCommand,
@@ -24,7 +25,6 @@ from sealbench.client._cli_doc import (
     regenerate_guide,
     render,
 )
-from sealbench.client.cli import app
 
 DOCS = Path(__file__).resolve().parents[3] / "docs"
 GUIDES = sorted(DOCS.glob("guide-*.md"))
@@ -34,7 +34,7 @@ COMMANDS = [c for guide in GUIDES for c in guide_commands(guide)]
 def test_cli_reference_is_generated_from_the_help() -> None:
     page = (DOCS / "cli.md").read_text()
     assert page == render(introduction_of(page)), (
-        "docs/cli.md is stale: run 'python -m sealbench.client._cli_doc docs/cli.md'"
+        "docs/cli.md is stale: run 'python -m sealbench.client.cli.doc docs/cli.md'"
     )
 
 

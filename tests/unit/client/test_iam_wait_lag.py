@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
-from sealbench.client.runner import iam_wait_window, owners_synced_at
+from sealbench.client.runs.batch import iam_wait_window, owners_synced_at
 
 NOW = datetime(2026, 12, 4, 22, 0, tzinfo=UTC)
 

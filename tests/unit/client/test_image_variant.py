@@ -13,8 +13,8 @@ from typing import Any
 import docker.errors
 import pytest
 
-from sealbench.client import image as image_module
-from sealbench.client.image import (
+from sealbench.client.runs import image_build as image_module
+from sealbench.client.runs.image_build import (
     LABEL_ACCELERATOR,
     AcceleratorMismatchError,
     build_arguments,

@@ -11,14 +11,14 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from sealbench.client import workflows
-from sealbench.client.api import RegistryClient
-from sealbench.client.assets import RECIPIENT_STATISTIC
-from sealbench.client.policy import AllowedWorkload, allowed_workloads
-from sealbench.cloud.confidential_space import uid_mapping_expression
-from sealbench.cloud.policy import AssetPolicy, PoolProvider, attribute_condition, condition_context
+from sealbench.client.assets.grants import AllowedWorkload, allowed_workloads
+from sealbench.client.assets.prepare import RECIPIENT_STATISTIC
+from sealbench.client.registry import workflows
+from sealbench.client.registry.api import RegistryClient
+from sealbench.contract.workload import WorkloadIdentity
 from sealbench.crypto.digest import sha256_digest
-from sealbench.crypto.workload import WorkloadIdentity
+from sealbench.gcp.confidential_space import uid_mapping_expression
+from sealbench.gcp.policy import AssetPolicy, PoolProvider, attribute_condition, condition_context
 from sealbench.mocktee.cel import evaluate_bool, evaluate_string
 from sealbench.server.schemas import BenchmarkCreate, DatasetCreate, ModelCreate
 
@@ -56,7 +56,7 @@ def _join(api: dict[str, RegistryClient], b: int, d: int, m: int, *, exact: bool
 
 
 def _policy(grants: tuple[AllowedWorkload, ...]) -> AssetPolicy:
-    """What ``sealbench policy sync`` writes for the hospital's pool (client/owner.py)."""
+    """What ``sealbench policy sync`` writes for the hospital's pool (client/assets/owner.py)."""
     return AssetPolicy(
         provider=POOL, key_name=KEY, bucket=None,
         workloads=frozenset(g.identity for g in grants), include_data=True,

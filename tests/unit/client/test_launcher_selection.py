@@ -2,7 +2,7 @@
 maps to the one installed platform whose ``launcher_backends`` names it, each launcher speaks
 only for such a platform and renders the run spec with that platform's ``launch_environment``;
 no module of the client outside ``client/launchers/`` imports a launcher implementation (the
-CLI goes through :mod:`sealbench.client.launchers.selection`)."""
+CLI goes through :mod:`sealbench.client.runs.launchers.selection`)."""
 
 from __future__ import annotations
 
@@ -12,19 +12,19 @@ from pathlib import Path
 import pytest
 
 import sealbench.client
-from sealbench.client.launchers.base import (
+from sealbench.client.runs.launchers.base import (
     LaunchError,
     check_backend,
     launch_environment,
     platform_for_backend,
 )
-from sealbench.cloud.platform import load_platform
+from sealbench.contract.spec import AssetLocation, RunSpec
 from sealbench.crypto.digest import sha256_digest
-from sealbench.enclave.spec import AssetLocation, RunSpec
+from sealbench.platforms.platform import load_platform
 
 CLIENT = Path(sealbench.client.__file__).resolve().parent
 IMPLEMENTATIONS = frozenset(
-    f"sealbench.client.launchers.{name}"
+    f"sealbench.client.runs.launchers.{name}"
     for name in ("mock", "docker", "confidential_space", "_cs_resources")
 )
 IMPLEMENTATION_CLASSES = frozenset(
@@ -41,7 +41,7 @@ def launcher_imports(source: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module:
             if node.module in IMPLEMENTATIONS:
                 found.add(node.module)
-            if node.module.startswith("sealbench.client.launchers"):
+            if node.module.startswith("sealbench.client.runs.launchers"):
                 found |= {a.name for a in node.names if a.name in IMPLEMENTATION_CLASSES}
                 found |= {
                     f"{node.module}.{a.name}"
@@ -63,17 +63,17 @@ def test_no_client_module_outside_the_launchers_imports_an_implementation() -> N
 
 def test_the_scan_sees_each_import_form() -> None:
     source = (
-        "from sealbench.client.launchers.docker import DockerLauncher\n"
-        "import sealbench.client.launchers.confidential_space\n"
+        "from sealbench.client.runs.launchers.docker import DockerLauncher\n"
+        "import sealbench.client.runs.launchers.confidential_space\n"
         "def f():\n"
-        "    from sealbench.client.launchers import MockProcessLauncher, mock\n"
+        "    from sealbench.client.runs.launchers import MockProcessLauncher, mock\n"
     )
     assert launcher_imports(source) == {
-        "sealbench.client.launchers.docker",
+        "sealbench.client.runs.launchers.docker",
         "DockerLauncher",
-        "sealbench.client.launchers.confidential_space",
+        "sealbench.client.runs.launchers.confidential_space",
         "MockProcessLauncher",
-        "sealbench.client.launchers.mock",
+        "sealbench.client.runs.launchers.mock",
     }
 
 
@@ -98,7 +98,7 @@ def test_a_launcher_never_speaks_for_another_platform() -> None:
     cs = load_platform("confidential-space")
     with pytest.raises(LaunchError, match="not started by the 'mock' launcher"):
         check_backend(cs, "mock")
-    from sealbench.client.launchers.mock import MockProcessLauncher
+    from sealbench.client.runs.launchers.mock import MockProcessLauncher
 
     with pytest.raises(LaunchError, match="confidential-space platform"):
         MockProcessLauncher(None, platform=cs)  # type: ignore[arg-type]

@@ -9,7 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from sealbench.client.config import Profile, ProfileStore
+from sealbench.client.assets.result_key import (
+    init_result_key,
+    load_result_key,
+    load_result_private_key,
+)
 from sealbench.client.errors import (
     ConfigError,
     IntegrityError,
@@ -17,10 +21,10 @@ from sealbench.client.errors import (
     NotAvailableError,
     RunFailedError,
 )
-from sealbench.client.keys import init_result_key, load_result_key, load_result_private_key
-from sealbench.client.launchers import EnclaveRunFailed
-from sealbench.client.runs import RunRecord, RunStore, new_run_id, translate_launch_error
-from sealbench.client.workflows import check_tee
+from sealbench.client.registry.profiles import Profile, ProfileStore
+from sealbench.client.registry.workflows import check_tee
+from sealbench.client.runs.launchers import EnclaveRunFailed
+from sealbench.client.runs.single import RunRecord, RunStore, new_run_id, translate_launch_error
 from sealbench.crypto.sealing import public_key_digest
 
 SERVER = "http://127.0.0.1:8000"

@@ -14,7 +14,8 @@ from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner
 
 from sealbench.benchmarks.interface import Benchmark
-from sealbench.client import assets, model_export
+from sealbench.client.assets import model_export
+from sealbench.client.assets import prepare as assets
 from sealbench.client.cli import app
 from sealbench.client.errors import ConfigError
 

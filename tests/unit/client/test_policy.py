@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 import pytest
 
-from sealbench.client.api import RegistryClient
-from sealbench.client.assets import RECIPIENT_STATISTIC
+from sealbench.client.assets.grants import allowed_workloads
+from sealbench.client.assets.prepare import RECIPIENT_STATISTIC
 from sealbench.client.errors import ConfigError
-from sealbench.client.policy import allowed_workloads
+from sealbench.client.registry.api import RegistryClient
 from sealbench.crypto.digest import sha256_digest
 from sealbench.server.schemas import BenchmarkCreate, DatasetCreate, ModelCreate
 

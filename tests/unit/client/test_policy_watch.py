@@ -15,16 +15,16 @@ from typing import Any
 
 import pytest
 
-from sealbench.client import owner
-from sealbench.client.api import RegistryClient
-from sealbench.client.assets import RECIPIENT_STATISTIC
+from sealbench.client.assets import owner
+from sealbench.client.assets.grants import lag_notice, lagging_grants
+from sealbench.client.assets.grants_watch import PolicyWatch
+from sealbench.client.assets.prepare import RECIPIENT_STATISTIC
 from sealbench.client.cloud import InsecureMockOwnerCloud
 from sealbench.client.errors import CloudError, KeyReleaseDeniedError
-from sealbench.client.inbox import merge
-from sealbench.client.launchers import EnclaveRunFailed
-from sealbench.client.policy import lag_notice, lagging_grants
-from sealbench.client.policy_watch import PolicyWatch
-from sealbench.client.runs import RunRecord, explain_refusals
+from sealbench.client.registry.api import RegistryClient
+from sealbench.client.registry.inbox import merge
+from sealbench.client.runs.launchers import EnclaveRunFailed
+from sealbench.client.runs.single import RunRecord, explain_refusals
 from sealbench.crypto.digest import sha256_digest
 from sealbench.enclave.errors import KeyReleaseDenied
 from sealbench.mocktee.server import MockCloud

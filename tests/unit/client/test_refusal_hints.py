@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from sealbench.client.errors import KeyReleaseDeniedError
-from sealbench.client.launchers import EnclaveRunFailed
-from sealbench.client.runs import translate_launch_error
+from sealbench.client.runs.launchers import EnclaveRunFailed
+from sealbench.client.runs.single import translate_launch_error
 from sealbench.enclave.errors import KeyReleaseDenied
 
 _DIAGNOSIS = "unauthorized_client ... [sealbench mock diagnosis: {clause} is false]"

@@ -10,8 +10,8 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress
 
-from sealbench.client._cli_progress import RunDisplay
-from sealbench.client.runner import RunEvent
+from sealbench.client.cli.progress import RunDisplay
+from sealbench.client.runs.batch import RunEvent
 
 
 def _event(kind: str, run: str, **fields: Any) -> RunEvent:

@@ -9,13 +9,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sealbench.client._cli_run import _breakdown
-from sealbench.client.api import RegistryClient
-from sealbench.client.launchers import EnclaveRunFailed, LaunchResult, OutputFn
-from sealbench.client.runner import RetryPolicy, Runner, plan_runs
-from sealbench.client.runs import RunRecord, RunStore, report_of
+from sealbench.client.cli.run import _breakdown
+from sealbench.client.registry.api import RegistryClient
+from sealbench.client.runs.batch import RetryPolicy, Runner, plan_runs
+from sealbench.client.runs.launchers import EnclaveRunFailed, LaunchResult, OutputFn
+from sealbench.client.runs.single import RunRecord, RunStore, report_of
+from sealbench.contract.spec import RunSpec
 from sealbench.crypto.digest import sha256_digest
-from sealbench.enclave.spec import RunSpec
 from sealbench.server.schemas import BenchmarkCreate, DatasetCreate, ModelCreate
 from tests.unit.client.test_runner import _spec
 

@@ -1,4 +1,4 @@
-"""The runner (:mod:`sealbench.client.runner`) with a scripted launcher: what it retries (a
+"""The runner (:mod:`sealbench.client.runs.batch`) with a scripted launcher: what it retries (a
 quota or capacity refusal at launch, with backoff) and never retries (a workload that ran and
 failed: refused key release, integrity), its bounded concurrency, its stage timeouts, how an
 interrupt tears down and records, resume, stale-record repair, and what the registry is told.
@@ -20,24 +20,24 @@ from typing import Any
 
 import pytest
 
-from sealbench.client.api import RegistryClient
-from sealbench.client.launchers import (
-    EnclaveRunFailed,
-    LaunchError,
-    LaunchResult,
-    OutputFn,
-    TransientLaunchError,
-)
-from sealbench.client.runner import (
+from sealbench.client.registry.api import RegistryClient
+from sealbench.client.runs.batch import (
     RetryPolicy,
     RunEvent,
     Runner,
     StageTimeouts,
     plan_runs,
 )
-from sealbench.client.runs import RunRecord, RunStore, process_identity, report_of
+from sealbench.client.runs.launchers import (
+    EnclaveRunFailed,
+    LaunchError,
+    LaunchResult,
+    OutputFn,
+    TransientLaunchError,
+)
+from sealbench.client.runs.single import RunRecord, RunStore, process_identity, report_of
+from sealbench.contract.spec import RunSpec
 from sealbench.crypto.digest import sha256_digest
-from sealbench.enclave.spec import RunSpec
 from sealbench.server.schemas import BenchmarkCreate, DatasetCreate, ModelCreate
 
 IMAGE = sha256_digest(b"evaluation image")
@@ -80,7 +80,7 @@ class ScriptedWorkload:
 
 @dataclass
 class ScriptedLauncher:
-    """A :class:`~sealbench.client.launchers.Launcher` whose n-th start of a model follows
+    """A :class:`~sealbench.client.runs.launchers.Launcher` whose n-th start of a model follows
     ``script[model_id][n]``: an exception raised at start, or the workload's outcome (None:
     success, an exception: how it fails); ``seconds`` is how long each workload runs."""
 
@@ -122,7 +122,7 @@ class ScriptedLauncher:
 
 def _spec(dataset_id: int, model_id: int, run_id: str) -> RunSpec:
     """Only what the runner and the scripted launcher read (no real enclave runs here)."""
-    from sealbench.enclave.spec import AssetLocation
+    from sealbench.contract.spec import AssetLocation
 
     def asset(asset_id: int) -> AssetLocation:
         return AssetLocation.model_construct(asset_id=str(asset_id))
@@ -243,7 +243,7 @@ def test_start_timeout_fails_the_run_and_tears_down_a_late_workload(tmp_path: Pa
 
 
 def test_workload_timeout_is_a_timeout_failure(tmp_path: Path) -> None:
-    from sealbench.client.launchers import LaunchTimeoutError
+    from sealbench.client.runs.launchers import LaunchTimeoutError
 
     launcher = ScriptedLauncher({1: [LaunchTimeoutError("did not finish within 1 s")]})
     store = RunStore(tmp_path)
@@ -424,7 +424,7 @@ def test_google_api_errors_say_whether_a_new_launch_may_succeed(
     or quota refusals, not a refusal that a new try cannot change."""
     from google.api_core import exceptions as gexc
 
-    from sealbench.client.launchers._cs_resources import VmSettings, translate_api_error
+    from sealbench.client.runs.launchers._cs_resources import VmSettings, translate_api_error
 
     settings = VmSettings(project="p", zone="us-central1-a",
                           service_account="runner@p.iam.gserviceaccount.com",
@@ -456,7 +456,7 @@ def test_enclaves_signed_failure_record_is_reported_with_its_token(tmp_path: Pat
     """A failed run whose result folder holds the enclave's failure record and its token
     reports both (the registry verifies them); a folder with a record but no token (a failure
     before attestation) reports a claim only."""
-    from sealbench.enclave.result import FAILURE_OBJECT, FAILURE_TOKEN_OBJECT, FailureRecord
+    from sealbench.contract.result import FAILURE_OBJECT, FAILURE_TOKEN_OBJECT, FailureRecord
 
     record = FailureRecord(run_id="r", step="download, verify and load the model",
                            error="AssetIntegrityError", reason="tampered", exit_code=14)

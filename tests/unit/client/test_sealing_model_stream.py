@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sealbench.client.sealing import SealingError, seal_model
-from sealbench.cloud import LocalBlobStore
+from sealbench.client.assets.store import SealingError, seal_model
 from sealbench.crypto.digest import sha256_digest
 from sealbench.crypto.envelope import (
     DataKey,
@@ -22,6 +21,7 @@ from sealbench.crypto.envelope import (
 )
 from sealbench.crypto.sealed_asset import MAX_WEIGHTS_BYTES, open_weights
 from sealbench.crypto.streaming import SEGMENT_SIZE
+from sealbench.platforms import LocalBlobStore
 
 KEY = "projects/p/locations/global/keyRings/r/cryptoKeys/k"
 WEIGHTS = os.urandom(2 * SEGMENT_SIZE + 777)

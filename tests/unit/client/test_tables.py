@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sealbench.client._cli_common import table
 from sealbench.client.cli import app
-from sealbench.client.config import ProfileStore
-from sealbench.client.runs import RunRecord, RunStore
+from sealbench.client.cli.common import table
+from sealbench.client.registry.profiles import ProfileStore
+from sealbench.client.runs.single import RunRecord, RunStore
 
 IMAGE = "sha256:" + "ab" * 32
 WIDTHS = (80, 120)

@@ -25,7 +25,6 @@ from sqlalchemy import TextClause, delete, select, text, update
 from typer.testing import CliRunner
 from typer.testing import Result as CliResult
 
-from sealbench.client.api import RegistryClient
 from sealbench.client.cli import app
 from sealbench.client.errors import (
     LogInconsistentError,
@@ -35,16 +34,17 @@ from sealbench.client.errors import (
     NotFoundError,
     TransparencyLogError,
 )
-from sealbench.client.logstate import LogState
-from sealbench.client.receipts import (
+from sealbench.client.registry.api import RegistryClient
+from sealbench.client.registry.logstate import LogState
+from sealbench.client.registry.receipts import (
     Receipt,
     expected_digests,
     fetch_receipt,
     prove_receipt,
     verify_receipt,
 )
-from sealbench.client.transparency import LogMonitor
-from sealbench.client.witness import Witness
+from sealbench.client.registry.transparency import LogMonitor
+from sealbench.client.registry.witness import Witness
 from sealbench.crypto import tlog
 from sealbench.crypto.digest import sha256_digest
 from sealbench.crypto.note import ALG_COSIGNATURE, SignerKey, VerifierKey, write_signer_key

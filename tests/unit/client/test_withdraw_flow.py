@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from sealbench.client import owner
-from sealbench.client.api import RegistryClient
-from sealbench.client.assets import RECIPIENT_STATISTIC
+from sealbench.client.assets import owner
+from sealbench.client.assets.prepare import RECIPIENT_STATISTIC
 from sealbench.client.cloud import InsecureMockOwnerCloud
 from sealbench.client.errors import NotAllowedError
-from sealbench.client.runs import approved_models
+from sealbench.client.registry.api import RegistryClient
+from sealbench.client.runs.single import approved_models
 from sealbench.crypto.digest import sha256_digest
 from sealbench.mocktee.server import MockCloud
 from sealbench.server.schemas import BenchmarkCreate, DatasetCreate, ModelCreate

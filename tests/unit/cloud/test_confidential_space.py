@@ -1,6 +1,6 @@
 """Confidential Space attestation tokens: verification (the platform-neutral JWT checks of
 :mod:`sealbench.crypto.attestation` followed by the Confidential Space claim schema) and the
-sealbench policy on them (:mod:`sealbench.cloud.confidential_space`), one test per attack.
+sealbench policy on them (:mod:`sealbench.gcp.confidential_space`), one test per attack.
 
 Tokens are signed here with a test RSA key by PyJWT (an independent JWS implementation); forged
 ones are assembled by hand. The two real Confidential Space payloads in
@@ -22,7 +22,6 @@ import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from sealbench.cloud import confidential_space as cs
 from sealbench.crypto import attestation as at
 from sealbench.crypto.errors import (
     AudienceMismatchError,
@@ -33,6 +32,7 @@ from sealbench.crypto.errors import (
     TokenInvalidError,
     TokenNotYetValidError,
 )
+from sealbench.gcp import confidential_space as cs
 
 KID = "test-kid-1"
 NOW = 1_800_000_000

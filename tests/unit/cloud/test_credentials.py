@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 from google.auth import identity_pool
 
-from sealbench.cloud.attester import LauncherAttester
-from sealbench.cloud.credentials import (
+from sealbench.gcp.credentials import (
     credential_config,
     provider_audience,
     workload_credentials,
 )
-from sealbench.cloud.errors import AttesterError, CredentialError
+from sealbench.platforms.attester import LauncherAttester
+from sealbench.platforms.errors import AttesterError, CredentialError
 
 PROVIDER = "projects/123/locations/global/workloadIdentityPools/pool-a/providers/prov-a"
 AUDIENCE = "//iam.googleapis.com/" + PROVIDER

@@ -1,5 +1,5 @@
 """GcsBlobStore translates google-cloud-storage's checksum failures into
-:class:`~sealbench.cloud.errors.ObjectCorrupted` naming the object. A fake HTTP transport (a
+:class:`~sealbench.platforms.errors.ObjectCorrupted` naming the object. A fake HTTP transport (a
 ``requests`` adapter) stands in for Cloud Storage, so the library's own CRC32C validation runs."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage  # type: ignore[attr-defined]
 from urllib3 import HTTPResponse
 
-import sealbench.cloud
-from sealbench.cloud.errors import ObjectCorrupted, StorageError
-from sealbench.cloud.gcs import GcsBlobStore
+import sealbench.platforms
+from sealbench.gcp.gcs import GcsBlobStore
+from sealbench.platforms.errors import ObjectCorrupted, StorageError
 
 BUCKET = "hospital-sealed"
 NAME = "datasets/7/cases/3f9a1c.sealed"
@@ -113,5 +113,5 @@ def test_upload_received_altered_reported_as_corrupted() -> None:
 
 def test_object_corrupted_is_a_public_storage_error() -> None:
     assert issubclass(ObjectCorrupted, StorageError)
-    assert "ObjectCorrupted" in sealbench.cloud.__all__
-    assert sealbench.cloud.ObjectCorrupted is ObjectCorrupted
+    assert "ObjectCorrupted" in sealbench.platforms.__all__
+    assert sealbench.platforms.ObjectCorrupted is ObjectCorrupted

@@ -11,9 +11,9 @@ import pytest
 from google.api_core import exceptions as gexc
 from google.auth import exceptions as auth_exc
 
-from sealbench.cloud.errors import KeyAccessDenied, KeyNotFound, KmsIntegrityError
-from sealbench.cloud.kms import TRANSIT_ATTEMPTS, KmsKeyWrapper
 from sealbench.crypto.errors import KeyUnwrapError
+from sealbench.gcp.kms import TRANSIT_ATTEMPTS, KmsKeyWrapper
+from sealbench.platforms.errors import KeyAccessDenied, KeyNotFound, KmsIntegrityError
 
 KEY = "projects/p/locations/global/keyRings/r/cryptoKeys/k"
 
@@ -155,7 +155,7 @@ def test_missing_key_reported_as_not_found() -> None:
 
 
 def test_sts_refusal_reported_without_the_token() -> None:
-    from sealbench.cloud.errors import CredentialError
+    from sealbench.platforms.errors import CredentialError
 
     error = auth_exc.OAuthError(
         "Error code unauthorized_client: The given credential is rejected by the attribute "

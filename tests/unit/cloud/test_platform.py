@@ -16,8 +16,16 @@ from typing import Any, ClassVar
 
 import pytest
 
-from sealbench.cloud.attester import DEFAULT_SOCKET_PATH, LauncherAttester
-from sealbench.cloud.platform import (
+from sealbench.contract.inputs import ConditionContext, ConditionInputError
+from sealbench.contract.spec import ENV_OVERRIDE_NAMES, GOOGLE_ENDPOINTS, ServiceEndpoints
+from sealbench.contract.workload import WorkloadIdentity
+from sealbench.crypto.attestation import RESULT_AUDIENCE, Jwks
+from sealbench.crypto.digest import sha256_digest
+from sealbench.crypto.errors import IssuerMismatchError, PolicyViolationError, TokenInvalidError
+from sealbench.mocktee.state import MockState
+from sealbench.mocktee.verifier import MockVerifier, WorkloadLaunch
+from sealbench.platforms.attester import DEFAULT_SOCKET_PATH, LauncherAttester
+from sealbench.platforms.platform import (
     PLATFORM_GROUP,
     AttestedWorkload,
     Platform,
@@ -27,14 +35,6 @@ from sealbench.cloud.platform import (
     load_platform,
     platform_for_issuer,
 )
-from sealbench.crypto.attestation import RESULT_AUDIENCE, Jwks
-from sealbench.crypto.digest import sha256_digest
-from sealbench.crypto.errors import IssuerMismatchError, PolicyViolationError, TokenInvalidError
-from sealbench.crypto.workload import WorkloadIdentity
-from sealbench.enclave.inputs import ConditionContext, ConditionInputError
-from sealbench.enclave.spec import ENV_OVERRIDE_NAMES, GOOGLE_ENDPOINTS, ServiceEndpoints
-from sealbench.mocktee.state import MockState
-from sealbench.mocktee.verifier import MockVerifier, WorkloadLaunch
 
 GOOGLE = "https://confidentialcomputing.googleapis.com"
 MOCK_ISSUER = "http://127.0.0.1:7000"
@@ -353,7 +353,7 @@ def test_launcher_backends() -> None:
 
 
 def test_choosing_the_mock_is_logged_as_insecure(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level("WARNING", logger="sealbench.cloud"):
+    with caplog.at_level("WARNING", logger="sealbench.platforms"):
         platform_for_issuer(GOOGLE)
         assert "INSECURE" not in caplog.text
         platform_for_issuer(MOCK_ISSUER)
@@ -368,7 +368,7 @@ def test_loading_every_platform_pulls_in_no_sdk_and_no_mock_service() -> None:
 
     code = (
         "import json, sys\n"
-        "from sealbench.cloud.platform import available_platforms\n"
+        "from sealbench.platforms.platform import available_platforms\n"
         "names = [p.name for p in available_platforms()]\n"
         "heavy = ('celpy', 'gcp_storage_emulator', 'google.cloud', 'google.auth',\n"
         "         'sealbench.mocktee.server', 'sealbench.mocktee.sts')\n"
@@ -385,11 +385,11 @@ def test_loading_every_platform_pulls_in_no_sdk_and_no_mock_service() -> None:
 def test_the_contract_names_googles_verifier_as_the_platform_does() -> None:
     """The client opens results against the contract's names for Google's verifier (it may not
     import the platform's implementation): they must be the platform's own."""
-    from sealbench.cloud.confidential_space import (
+    from sealbench.contract.spec import GOOGLE_ATTESTATION_ISSUER, GOOGLE_ATTESTATION_JWKS_URL
+    from sealbench.gcp.confidential_space import (
         CONFIDENTIAL_SPACE_ISSUER,
         CONFIDENTIAL_SPACE_JWKS_URL,
     )
-    from sealbench.enclave.spec import GOOGLE_ATTESTATION_ISSUER, GOOGLE_ATTESTATION_JWKS_URL
     from sealbench.server.settings import CONFIDENTIAL_SPACE_JWKS_URL as REGISTRY_JWKS_URL
 
     assert GOOGLE_ATTESTATION_ISSUER == CONFIDENTIAL_SPACE_ISSUER

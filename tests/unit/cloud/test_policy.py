@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from sealbench.cloud.confidential_space import principal_set
-from sealbench.cloud.errors import PolicyInputError
-from sealbench.cloud.policy import (
+from sealbench.contract.inputs import ConditionContext
+from sealbench.contract.workload import WorkloadIdentity
+from sealbench.crypto.digest import Sha256Digest, sha256_digest
+from sealbench.gcp.confidential_space import principal_set
+from sealbench.gcp.policy import (
     KEY_ROLE,
     AssetPolicy,
     PoolProvider,
@@ -16,9 +18,7 @@ from sealbench.cloud.policy import (
     merge_bindings,
     provider_body,
 )
-from sealbench.crypto.digest import Sha256Digest, sha256_digest
-from sealbench.crypto.workload import WorkloadIdentity
-from sealbench.enclave.inputs import ConditionContext
+from sealbench.platforms.errors import PolicyInputError
 
 
 def _d(label: str) -> Sha256Digest:
@@ -127,7 +127,7 @@ def test_model_owner_grants_the_dataless_uid() -> None:
 
 
 def test_google_provider_takes_no_endpoints_and_a_mock_provider_needs_them() -> None:
-    from sealbench.enclave.spec import ServiceEndpoints
+    from sealbench.contract.spec import ServiceEndpoints
 
     mock = ServiceEndpoints("http://127.0.0.1:1/v1/token", "http://127.0.0.1:2", "http://127.0.0.1:3")
     with pytest.raises(PolicyInputError, match="takes no endpoints"):

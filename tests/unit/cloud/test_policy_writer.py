@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import requests
 
-from sealbench.cloud.errors import ConcurrentPolicyChange, PolicyWriteError
-from sealbench.cloud.policy import AssetPolicy, PoolProvider, provider_body
-from sealbench.cloud.policy_writer import PolicyWriter
+from sealbench.contract.workload import WorkloadIdentity
 from sealbench.crypto.digest import sha256_digest
-from sealbench.crypto.workload import WorkloadIdentity
+from sealbench.gcp.policy import AssetPolicy, PoolProvider, provider_body
+from sealbench.gcp.policy_writer import PolicyWriter
+from sealbench.platforms.errors import ConcurrentPolicyChange, PolicyWriteError
 
 KEY = "projects/p/locations/global/keyRings/r/cryptoKeys/k"
 PROVIDER = PoolProvider("42", "pool-a", "prov-a")

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from sealbench.cloud.errors import (
+from sealbench.platforms.errors import (
     InvalidObjectName,
     InvalidStorageUri,
     ObjectNotFound,
     ObjectTooLarge,
     StorageError,
 )
-from sealbench.cloud.storage import (
+from sealbench.platforms.storage import (
     BlobStore,
     LocalBlobStore,
     join_name,

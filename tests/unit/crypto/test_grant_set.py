@@ -9,7 +9,7 @@ import hashlib
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sealbench.crypto.workload import GRANT_SET_VERSION, WorkloadIdentity, grant_set_digest
+from sealbench.contract.workload import GRANT_SET_VERSION, WorkloadIdentity, grant_set_digest
 
 IMAGE = "sha256:" + "1" * 64
 MODEL = "sha256:" + "e" * 64

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sealbench.cloud import confidential_space as cs
-from sealbench.crypto import workload as wl
+from sealbench.contract import workload as wl
 from sealbench.crypto.errors import PolicyViolationError
+from sealbench.gcp import confidential_space as cs
 
 IMAGE = "sha256:" + "1" * 64
 DATA = "sha256:" + "d" * 64

@@ -19,15 +19,15 @@ from onnx import TensorProto, helper, numpy_helper
 from sealbench.benchmarks.brats import BRATS_2023_GLI, BratsContract
 from sealbench.benchmarks.brats.prepare import prepare_dataset
 from sealbench.benchmarks.brats.synthetic import case_id_for, generate_case, write_case
-from sealbench.client.sealing import seal_dataset, seal_model
-from sealbench.cloud import BlobStore, LocalBlobStore, parse_storage_uri
-from sealbench.cloud.confidential_space import CONFIDENTIAL_SPACE_ISSUER
+from sealbench.client.assets.store import seal_dataset, seal_model
+from sealbench.contract.spec import AssetLocation, RunSpec
 from sealbench.crypto.digest import sha256_digest
 from sealbench.crypto.envelope import InsecureInMemoryKeyWrapper, KeyWrapper
 from sealbench.crypto.sealing import generate_recipient_key, public_key_digest, public_key_to_raw
 from sealbench.enclave.run import RunReport, run_enclave
-from sealbench.enclave.spec import AssetLocation, RunSpec
+from sealbench.gcp.confidential_space import CONFIDENTIAL_SPACE_ISSUER
 from sealbench.mocktee.verifier import WorkloadLaunch, build_claims
+from sealbench.platforms import BlobStore, LocalBlobStore, parse_storage_uri
 
 SMALL_SHAPE = (32, 32, 24)
 SMALL = BRATS_2023_GLI.with_shape(SMALL_SHAPE)
@@ -132,7 +132,7 @@ class RefusingStore:
         return getattr(self._inner, name)
 
     def put_bytes(self, name: str, data: bytes) -> None:
-        from sealbench.cloud import StorageAccessDenied
+        from sealbench.platforms import StorageAccessDenied
 
         raise StorageAccessDenied(f"permission denied to upload {name}")
 

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from sealbench.client.results import ResultVerificationError, download_result, open_result
-from sealbench.client.sealing import SealingError, seal_dataset
-from sealbench.cloud import LocalBlobStore, StorageError
+from sealbench.client.assets.store import SealingError, seal_dataset
+from sealbench.client.runs.results import ResultVerificationError, download_result, open_result
+from sealbench.contract.result import SEALED_OBJECT
 from sealbench.crypto.envelope import InsecureInMemoryKeyWrapper
 from sealbench.crypto.sealing import generate_recipient_key
-from sealbench.enclave.result import SEALED_OBJECT
+from sealbench.platforms import LocalBlobStore, StorageError
 
 KEY = "projects/p/locations/global/keyRings/r/cryptoKeys/k"
 

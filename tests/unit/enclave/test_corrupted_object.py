@@ -3,7 +3,7 @@ integrity failure of that object (exit 14, the object named), never an "internal
 
 The owners' sealed objects are copied into ``gcp-storage-emulator`` (in process, objects kept as
 files under its data directory, the checksums Cloud Storage keeps in its metadata) and read by
-the enclave through the production :class:`~sealbench.cloud.gcs.GcsBlobStore`. The emulator's
+the enclave through the production :class:`~sealbench.gcp.gcs.GcsBlobStore`. The emulator's
 checksum is the one recorded at upload, so a byte flipped in the file afterwards is what a disk
 or an insider with write access to the storage backend would do."""
 
@@ -17,20 +17,20 @@ from typing import Any
 import pytest
 from google.auth.credentials import AnonymousCredentials
 
-from sealbench.cloud import BlobStore, LocalBlobStore, ObjectCorrupted, open_storage_uri
-from sealbench.cloud.gcs import GcsBlobStore, make_storage_client
-from sealbench.crypto.envelope import KeyWrapper
-from sealbench.crypto.errors import IntegrityError
-from sealbench.enclave.errors import AssetIntegrityError
-from sealbench.enclave.result import (
+from sealbench.contract.result import (
     FAILURE_OBJECT,
     FAILURE_TOKEN_OBJECT,
     WRITE_CHECK_OBJECT,
     FailureRecord,
 )
+from sealbench.contract.spec import AssetLocation
+from sealbench.crypto.envelope import KeyWrapper
+from sealbench.crypto.errors import IntegrityError
+from sealbench.enclave.errors import AssetIntegrityError
 from sealbench.enclave.run import RunReport, run_enclave
-from sealbench.enclave.spec import AssetLocation
+from sealbench.gcp.gcs import GcsBlobStore, make_storage_client
 from sealbench.mocktee.storage import EmulatorProcess, free_port
+from sealbench.platforms import BlobStore, LocalBlobStore, ObjectCorrupted, open_storage_uri
 
 DATA_BUCKET = "hospital-sealed"
 MODEL_BUCKET = "modelco-sealed"

@@ -15,8 +15,8 @@ import numpy as np
 
 from sealbench.benchmarks.brats.published import contributions
 from sealbench.benchmarks.release import OpenDPGaussian, release
-from sealbench.client.results import download_result, open_result
-from sealbench.cloud import LocalBlobStore
+from sealbench.client.runs.results import download_result, open_result
+from sealbench.platforms import LocalBlobStore
 
 #: The victim's case (the seed the synthetic generator draws it from).
 TARGET_SEED = 7

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from sealbench.benchmarks.interface import ExecutionProvider
+from sealbench.contract.result import FAILURE_OBJECT
+from sealbench.contract.spec import RunSpec
 from sealbench.enclave.errors import CpuFallbackRefused
-from sealbench.enclave.result import FAILURE_OBJECT
 from sealbench.enclave.run import run_enclave
-from sealbench.enclave.spec import RunSpec
 
 
 def _gpu_run(world: Any, spec: RunSpec) -> Any:

@@ -11,19 +11,19 @@ from typing import Any
 import pytest
 from google.api_core import exceptions as gexc
 
-from sealbench.cloud.errors import (
+from sealbench.contract.inputs import ENV_INPUTS, InputClass
+from sealbench.contract.spec import MAX_IAM_WAIT_S, RunSpec, RunSpecError
+from sealbench.crypto.envelope import KeyWrapper
+from sealbench.enclave.errors import KeyReleaseDenied
+from sealbench.enclave.grant_wait import MAX_DELAY_S, WAITING_MARK, GrantWait
+from sealbench.enclave.run import run_enclave
+from sealbench.platforms.errors import (
     CredentialError,
     KeyAccessDenied,
     KeyNotFound,
     StorageAccessDenied,
     refused_after_exchange,
 )
-from sealbench.crypto.envelope import KeyWrapper
-from sealbench.enclave.errors import KeyReleaseDenied
-from sealbench.enclave.grant_wait import MAX_DELAY_S, WAITING_MARK, GrantWait
-from sealbench.enclave.inputs import ENV_INPUTS, InputClass
-from sealbench.enclave.run import run_enclave
-from sealbench.enclave.spec import MAX_IAM_WAIT_S, RunSpec, RunSpecError
 
 
 def _denied(key: str = "projects/p/locations/global/keyRings/r/cryptoKeys/k") -> KeyAccessDenied:
@@ -229,7 +229,7 @@ def test_an_operator_cannot_stretch_the_wait_past_the_hard_maximum(world: Any) -
 def test_the_client_reads_the_enclave_s_waiting_line(caplog: pytest.LogCaptureFixture) -> None:
     """The contract between the enclave's log line and the client's ``waiting`` event: the
     runner's pattern reads each field of the line GrantWait writes (and nothing else)."""
-    from sealbench.client.runner import _WAITING
+    from sealbench.client.runs.batch import _WAITING
 
     with caplog.at_level(logging.INFO, logger="sealbench.enclave"):
         GrantWait(600, lambda _s: None).call(

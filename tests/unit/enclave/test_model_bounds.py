@@ -34,15 +34,15 @@ from sealbench.benchmarks.registry import load
 from sealbench.benchmarks.wdbc.data import FEATURES, WdbcCase, write_raw_csv
 from sealbench.benchmarks.wdbc.plugin import PLUGIN as WDBC
 from sealbench.benchmarks.wdbc.plugin import WdbcBenchmark
-from sealbench.client.results import download_result, open_result
-from sealbench.client.sealing import seal_model
-from sealbench.cloud import LocalBlobStore
+from sealbench.client.assets.store import seal_model
+from sealbench.client.runs.results import download_result, open_result
+from sealbench.contract.spec import GOOGLE_ENDPOINTS
 from sealbench.crypto.digest import sha256_digest
 from sealbench.enclave import steps
 from sealbench.enclave.errors import AssetRejected, EgressRefused
 from sealbench.enclave.network import EgressGuard, EgressPolicy
 from sealbench.enclave.run import run_enclave
-from sealbench.enclave.spec import GOOGLE_ENDPOINTS
+from sealbench.platforms import LocalBlobStore
 from tests.unit.enclave.conftest import MODEL_KEY, SMALL, World, tiny_model
 
 F = TensorProto.FLOAT
@@ -339,7 +339,7 @@ _EGRESS_SCRIPT = textwrap.dedent("""
     import json, socket, sys
     from sealbench.enclave.errors import EgressRefused
     from sealbench.enclave.network import install_egress_guard
-    from sealbench.enclave.spec import GOOGLE_ENDPOINTS
+    from sealbench.contract.spec import GOOGLE_ENDPOINTS
 
     guard = install_egress_guard()
     guard.pin(GOOGLE_ENDPOINTS)  # what run_enclave does once the run is attested

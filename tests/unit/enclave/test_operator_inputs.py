@@ -16,12 +16,8 @@ from typing import Any
 
 import pytest
 
-from sealbench.cloud import _cs_cel
-from sealbench.cloud.confidential_space import render_condition, uid_mapping_expression
-from sealbench.crypto.digest import sha256_digest
-from sealbench.crypto.workload import WorkloadIdentity
-from sealbench.enclave import inputs
-from sealbench.enclave.inputs import (
+from sealbench.contract import inputs
+from sealbench.contract.inputs import (
     ENV_INPUTS,
     OPERATOR_INPUTS,
     ConditionContext,
@@ -30,7 +26,7 @@ from sealbench.enclave.inputs import (
     TokenDestinationError,
     check_token_destinations,
 )
-from sealbench.enclave.spec import (
+from sealbench.contract.spec import (
     ENDPOINT_ENV_NAMES,
     ENV_OVERRIDE_NAMES,
     AssetLocation,
@@ -38,6 +34,10 @@ from sealbench.enclave.spec import (
     RunSpecError,
     ServiceEndpoints,
 )
+from sealbench.contract.workload import WorkloadIdentity
+from sealbench.crypto.digest import sha256_digest
+from sealbench.gcp import _cs_cel
+from sealbench.gcp.confidential_space import render_condition, uid_mapping_expression
 from sealbench.mocktee.cel import evaluate_bool, evaluate_string
 
 IMAGE = sha256_digest(b"evaluation image")

@@ -17,13 +17,13 @@ from typing import Any, ClassVar
 
 import pytest
 
-from sealbench.cloud.attester import Attester, LauncherAttester
-from sealbench.cloud.platform import Platform, load_platform
+from sealbench.contract.spec import GOOGLE_ENDPOINTS
 from sealbench.crypto.digest import sha256_digest
 from sealbench.enclave.errors import AttestationUnavailable
 from sealbench.enclave.platforms import EvidenceSource, evidence_of, resolve_platform
-from sealbench.enclave.spec import GOOGLE_ENDPOINTS
 from sealbench.mocktee.verifier import WorkloadLaunch, build_claims
+from sealbench.platforms.attester import Attester, LauncherAttester
+from sealbench.platforms.platform import Platform, load_platform
 
 GOOGLE = "https://confidentialcomputing.googleapis.com"
 IMAGE = sha256_digest(b"image")

@@ -20,19 +20,19 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from typer.testing import CliRunner, Result
 
-from sealbench.client import attestation_keys
-from sealbench.client.attestation_keys import AttestationKeysUnavailableError
+from sealbench.client.assets.result_key import PRIVATE_KEY_FILE
 from sealbench.client.cli import app
-from sealbench.client.config import GcpSettings, Profile, ProfileStore
-from sealbench.client.keys import PRIVATE_KEY_FILE
-from sealbench.client.runs import RunRecord, RunStore
-from sealbench.cloud.confidential_space import (
+from sealbench.client.registry.profiles import GcpSettings, Profile, ProfileStore
+from sealbench.client.runs import attestation_keys
+from sealbench.client.runs.attestation_keys import AttestationKeysUnavailableError
+from sealbench.client.runs.single import RunRecord, RunStore
+from sealbench.contract.result import TOKEN_OBJECT
+from sealbench.crypto.attestation import Jwks
+from sealbench.crypto.sealing import save_private_key
+from sealbench.gcp.confidential_space import (
     CONFIDENTIAL_SPACE_ISSUER,
     CONFIDENTIAL_SPACE_JWKS_URL,
 )
-from sealbench.crypto.attestation import Jwks
-from sealbench.crypto.sealing import save_private_key
-from sealbench.enclave.result import TOKEN_OBJECT
 
 GOOGLE_KID = "google-test-key"
 UNVERIFIED = "UNVERIFIED: signature not checked"

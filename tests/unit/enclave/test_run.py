@@ -22,9 +22,8 @@ from sealbench.benchmarks.brats import (
     score_or_fail,
 )
 from sealbench.benchmarks.release import LocalExact
-from sealbench.client.results import download_result, open_result
-from sealbench.cloud import LocalBlobStore
-from sealbench.enclave.result import (
+from sealbench.client.runs.results import download_result, open_result
+from sealbench.contract.result import (
     FAILURE_OBJECT,
     FAILURE_TOKEN_OBJECT,
     SEALED_OBJECT,
@@ -33,6 +32,7 @@ from sealbench.enclave.result import (
     WRITE_CHECK_OBJECT,
     FailureRecord,
 )
+from sealbench.platforms import LocalBlobStore
 
 
 def plain_results(prepared: Path, model: bytes, contract: Any) -> list[CaseResult]:
@@ -122,8 +122,8 @@ def test_owner_refuses_a_withheld_summary_the_rule_does_not_give(
 ) -> None:
     """A withheld summary must be exactly what the small-cell rule withholds: five cases
     published cannot be passed off as withheld (nor three withheld as published)."""
-    from sealbench.client.results import ResultVerificationError, _check_consistent
-    from sealbench.enclave.result import PerCaseResults, ResultSummary, WithheldSummary
+    from sealbench.client.runs.results import ResultVerificationError, _check_consistent
+    from sealbench.contract.result import PerCaseResults, ResultSummary, WithheldSummary
 
     world = world_factory(tmp_path / "w", prepared=five_prepared)
     world.run()
@@ -268,7 +268,7 @@ def test_failure_before_attestation_is_not_signed(world: Any) -> None:
 
 
 def test_model_outside_the_benchmark_contract_rejected_before_any_case(world: Any) -> None:
-    from sealbench.client.sealing import seal_model
+    from sealbench.client.assets.store import seal_model
     from sealbench.enclave.errors import AssetRejected
 
     bucket = LocalBlobStore(world.root / "other-model-bucket")
@@ -295,9 +295,9 @@ def test_failure_record_goes_unsigned_when_the_attester_gives_no_failure_token(
 ) -> None:
     """An attester that refuses the failure token does not stop the record: it is written
     unsigned (a claim, as before), and the run's own error is what the caller gets."""
-    from sealbench.cloud.errors import AttesterError
     from sealbench.crypto.attestation import FAILURE_AUDIENCE
     from sealbench.enclave.run import run_enclave
+    from sealbench.platforms.errors import AttesterError
 
     attester = world.attester()
     minted = attester.token

@@ -160,8 +160,8 @@ def _attest_with(world: Any, spec: Any, issuer: str, resolve: Any) -> Any:
 
 
 def test_mock_attested_run_must_name_the_mocks_own_endpoints(world: Any) -> None:
-    from sealbench.cloud.platform import TokenDestinations
-    from sealbench.enclave.spec import ServiceEndpoints
+    from sealbench.contract.spec import ServiceEndpoints
+    from sealbench.platforms.platform import TokenDestinations
 
     mock = ServiceEndpoints(
         "http://127.0.0.1:7001/v1/token", "http://127.0.0.1:7002", "http://127.0.0.1:7003"

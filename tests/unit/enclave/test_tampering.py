@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from sealbench.cloud import LocalBlobStore
-from sealbench.crypto.envelope import WrappedKey
-from sealbench.enclave.errors import AssetIntegrityError, StorageFailure
-from sealbench.enclave.result import (
+from sealbench.contract.result import (
     FAILURE_OBJECT,
     FAILURE_TOKEN_OBJECT,
     WRITE_CHECK_OBJECT,
     FailureRecord,
 )
+from sealbench.crypto.envelope import WrappedKey
+from sealbench.enclave.errors import AssetIntegrityError, StorageFailure
+from sealbench.platforms import LocalBlobStore
 
 
 def _case_objects(world: Any) -> list[Path]:

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from sealbench.cloud.attester import LauncherAttester
-from sealbench.cloud.confidential_space import verify_token
 from sealbench.crypto.attestation import Jwks
+from sealbench.gcp.confidential_space import verify_token
 from sealbench.mocktee._http import Request
 from sealbench.mocktee.launcher import MockLauncher, handle_token_request
 from sealbench.mocktee.verifier import MockVerifier, WorkloadLaunch
+from sealbench.platforms.attester import LauncherAttester
 
 IMAGE = "sha256:" + "a" * 64
 MakeRequest = Callable[..., Request]

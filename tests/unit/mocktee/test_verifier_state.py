@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 import pytest
 
-from sealbench.cloud.confidential_space import AttestationPolicy, verify_token
 from sealbench.crypto.attestation import Jwks
 from sealbench.crypto.errors import IssuerMismatchError, PolicyViolationError
+from sealbench.gcp.confidential_space import AttestationPolicy, verify_token
 from sealbench.mocktee.cel import CelError, evaluate_string, explain_false
 from sealbench.mocktee.identity import Identity
 from sealbench.mocktee.state import MockState

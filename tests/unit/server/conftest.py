@@ -29,9 +29,9 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from fastapi.testclient import TestClient
 
 from sealbench.benchmarks.release import InsecureFixedNoise
+from sealbench.contract.workload import ENV_DATA_DIGEST, ENV_MODEL_DIGEST, ENV_RECIPIENT_DIGEST
 from sealbench.crypto.attestation import RESULT_AUDIENCE, Jwks, result_nonce
 from sealbench.crypto.digest import Sha256Digest, sha256_digest
-from sealbench.crypto.workload import ENV_DATA_DIGEST, ENV_MODEL_DIGEST, ENV_RECIPIENT_DIGEST
 from sealbench.server.app import create_app
 from sealbench.server.db import open_database
 from sealbench.server.errors import UpstreamUnavailableError

@@ -1,5 +1,5 @@
 """Asset coordinates are validated by the registry as the enclave's run spec will validate them
-(``sealbench.enclave.spec``): a value the enclave would refuse is refused at ``PUT`` with a 422,
+(``sealbench.contract.spec``): a value the enclave would refuse is refused at ``PUT`` with a 422,
 nothing is stored, and the bad value is not echoed back."""
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ from alembic import command
 from fastapi.testclient import TestClient
 from sqlalchemy import inspect, text
 
+from sealbench.contract.workload import WorkloadIdentity, grant_set_digest
 from sealbench.crypto.digest import Sha256Digest
-from sealbench.crypto.workload import WorkloadIdentity, grant_set_digest
 from sealbench.server.db import open_database
 from sealbench.server.migrate import (
     alembic_config,
@@ -235,7 +235,7 @@ def test_clock_is_conftests(h: Any) -> None:
 
 
 def test_recipient_statistic_is_the_clients() -> None:
-    from sealbench.client.assets import RECIPIENT_STATISTIC
+    from sealbench.client.assets.prepare import RECIPIENT_STATISTIC
     from sealbench.server.services.grants import RECIPIENT_STATISTIC as SERVER
 
     assert SERVER == RECIPIENT_STATISTIC

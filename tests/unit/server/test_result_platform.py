@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from sealbench.cloud.platform import AttestedWorkload, Platform, WorkloadRequirements, load_platform
 from sealbench.crypto.attestation import (
     FAILURE_AUDIENCE,
     RESULT_AUDIENCE,
@@ -24,6 +23,12 @@ from sealbench.crypto.canonical import canonical_json
 from sealbench.crypto.digest import sha256_digest
 from sealbench.mocktee.state import MockState
 from sealbench.mocktee.verifier import MockVerifier, WorkloadLaunch
+from sealbench.platforms.platform import (
+    AttestedWorkload,
+    Platform,
+    WorkloadRequirements,
+    load_platform,
+)
 from sealbench.server.errors import ConfigurationError, ResultRejectedError
 from sealbench.server.jwks import JwksCache
 from sealbench.server.settings import TrustedIssuer

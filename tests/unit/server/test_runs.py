@@ -325,7 +325,7 @@ def test_fabricated_integrity_failure_shown_to_the_model_owner_is_labelled_a_hos
 # -- attested failures (issue 28) ----------------------------------------------------------------
 
 def _record(run_id: str, error: str = "AssetIntegrityError") -> dict[str, Any]:
-    """A failure record as the enclave writes it (``sealbench.enclave.result.FailureRecord``)."""
+    """A failure record as the enclave writes it (``sealbench.contract.result.FailureRecord``)."""
     return {"format": "sealbench/run-failure", "version": 1, "run_id": run_id,
             "step": "download, verify and load the model", "error": error,
             "reason": "the sealed model does not match its digest", "exit_code": 14}

@@ -1,0 +1,324 @@
+"""An asset owner's steps that touch its cloud: seal a dataset or model into its bucket and
+record the coordinates on the registry, and sync its key's policy with the registry's approved
+associations (reporting to the registry the grant set it wrote). Shared by ``sealbench dataset
+seal|model seal|policy sync`` and ``sealbench demo``.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import ValidationError
+
+from sealbench.client.assets.grants import AllowedWorkload, allowed_workloads, grants_digest
+from sealbench.client.cloud import (
+    GcpOwnerCloud,
+    GoogleApis,
+    InsecureMockOwnerCloud,
+    OwnerCloud,
+    confidential_space_platform,
+    gcp_credentials,
+)
+from sealbench.client.errors import ConfigError, NotFoundError, RegistryError
+from sealbench.client.registry.api import AssetKind, RegistryClient
+from sealbench.client.registry.profiles import GcpSettings, ResolvedProfile
+from sealbench.crypto.digest import Sha256Digest
+from sealbench.server.schemas import CoordinatesPublic, CoordinatesUpdate, GrantsReport
+
+if TYPE_CHECKING:
+    from sealbench.client.assets.store import SealReport
+    from sealbench.contract.spec import ServiceEndpoints
+    from sealbench.gcp.policy_writer import SyncReport
+
+__all__ = [
+    "PolicySync",
+    "RunEndpoints",
+    "SealOutcome",
+    "gcp_owner_cloud",
+    "owner_cloud",
+    "run_endpoints",
+    "seal_asset",
+    "spec_endpoints",
+    "sync_policy",
+]
+
+log = logging.getLogger("sealbench.client")
+
+
+def owner_cloud(
+    profile: ResolvedProfile, client: RegistryClient, mock_tee: Path | None
+) -> OwnerCloud:
+    """The owner's cloud for ``profile``: its Google Cloud project (``gcp``, production:
+    Confidential Space, Google's endpoints, the owner's Application Default Credentials), or
+    its account in the INSECURE mock cloud (``--mock-tee`` or the profile's ``mock_tee``)."""
+    state = mock_tee or profile.profile.mock_tee
+    if state is not None:
+        return InsecureMockOwnerCloud.connect(Path(state), client.me().email)
+    if profile.profile.gcp is not None:
+        return gcp_owner_cloud(profile.profile.gcp)
+    raise ConfigError(
+        f"profile {profile.name} has no cloud configured",
+        hint="add one with 'sealbench profile add NAME --server URL --cloud gcp --project P "
+        "--project-number N' (Google Cloud), or '--mock-tee DIR' (the state directory of "
+        "'sealbench mock-tee up')",
+    )
+
+
+def gcp_owner_cloud(settings: GcpSettings) -> GcpOwnerCloud:
+    """The production owner cloud a profile's ``gcp`` settings name; the owner's Application
+    Default Credentials are looked up when a call first needs them. Endpoint overrides
+    (``api_endpoints``) replace Google's endpoints and, for ``attestation``, ``sts``, ``kms``
+    and ``storage``, what the key-release policy pins."""
+    if "attestation" in settings.api_endpoints:
+        log.warning("this profile trusts attestation tokens from %s instead of Google's "
+                    "Confidential Space verifier", settings.api_endpoints["attestation"])
+    return GcpOwnerCloud(
+        project_id=settings.project,
+        project_number=settings.project_number,
+        credentials_source=functools.cache(
+            functools.partial(gcp_credentials, settings.impersonate_service_account)
+        ),
+        location=settings.location,
+        key_ring=settings.key_ring,
+        key=settings.key,
+        bucket=settings.bucket or "",
+        bucket_location=settings.bucket_location,
+        pool_id=settings.pool,
+        provider_id=settings.provider,
+        apis=GoogleApis.with_overrides(settings.api_endpoints),
+        platform=confidential_space_platform(settings.api_endpoints),
+    )
+
+
+@dataclass(frozen=True)
+class RunEndpoints:
+    """The token destinations a profile's runs name in their run spec (what
+    :func:`sealbench.client.runs.single.build_spec` reads)."""
+
+    endpoints: ServiceEndpoints
+
+    def service_endpoints(self) -> ServiceEndpoints:
+        return self.endpoints
+
+
+def spec_endpoints(profile: ResolvedProfile) -> Any:
+    """:func:`run_endpoints` of a Google Cloud profile (None for any other). Typed ``Any`` as
+    the mock's endpoints are where ``sealbench run`` passes both to
+    :func:`~sealbench.client.runs.single.build_spec`, which reads only ``service_endpoints()``."""
+    gcp = profile.profile.gcp
+    return None if gcp is None or profile.profile.mock_tee else run_endpoints(gcp)
+
+
+def run_endpoints(settings: GcpSettings) -> RunEndpoints | None:
+    """What runs of a Google Cloud profile name as token destinations: None (Google's own)
+    unless the profile overrides them, and then exactly what its policies pin."""
+    pinned = confidential_space_platform(settings.api_endpoints).endpoints
+    return None if pinned is None else RunEndpoints(pinned)
+
+
+def gcp_owner_cloud_names(settings: GcpSettings) -> dict[str, str]:
+    """The key, bucket and pool provider a profile's ``gcp`` settings name (no credentials
+    needed: what ``profile show`` prints)."""
+    cloud = gcp_owner_cloud(settings)
+    return {
+        "KMS key": cloud.key_name,
+        "bucket": f"gs://{cloud.bucket}",
+        "bucket location": settings.bucket_location or "not chosen (required to create it)",
+        "KMS location": cloud.location,
+        "pool provider": cloud.pool_provider_name(),
+    }
+
+
+def coordinates(
+    cloud: OwnerCloud,
+    kind: AssetKind,
+    asset_id: int,
+    *,
+    kms_key: str | None,
+    storage: str | None,
+    pool_provider: str | None,
+) -> CoordinatesUpdate:
+    """The owner's defaults for the asset, with any option given replacing its field."""
+    default = cloud.default_coordinates(kind, asset_id)
+    try:
+        return CoordinatesUpdate(
+            kms_key_name=kms_key or default.kms_key_name,
+            storage_uri=storage or default.storage_uri,
+            wip_provider=pool_provider or default.wip_provider,
+        )
+    except ValidationError as exc:
+        option = {"kms_key_name": "--kms-key", "storage_uri": "--storage"}
+        field = str(exc.errors()[0]["loc"][0])
+        raise ConfigError(
+            f"{option.get(field, '--pool-provider')} is not valid: {exc.errors()[0]['msg']}",
+            hint="a key is projects/P/locations/L/keyRings/R/cryptoKeys/K, storage is "
+            "gs://BUCKET/PREFIX, a pool provider is projects/NUMBER/locations/global/"
+            "workloadIdentityPools/POOL/providers/PROVIDER",
+        ) from None
+
+
+@dataclass(frozen=True)
+class SealOutcome:
+    report: SealReport
+    coordinates: CoordinatesPublic
+
+
+def seal_asset(
+    client: RegistryClient,
+    cloud: OwnerCloud,
+    kind: Literal["dataset", "model"],
+    asset_id: int,
+    source: Path,
+    where: CoordinatesUpdate,
+    progress: Callable[[int, int], None] | None = None,
+) -> SealOutcome:
+    """Seal ``source`` (a prepared dataset directory or an ONNX file) as registry asset
+    ``asset_id`` to ``where``, after checking its digest is the registered one; then record
+    ``where`` as the asset's coordinates. Interrupted seals resume when run again."""
+    from sealbench.client.assets import store as sealing
+    from sealbench.client.assets.prepare import prepared_digest
+    from sealbench.crypto.digest import sha256_file
+
+    if kind == "dataset":
+        registered = client.get_dataset(asset_id).digest
+    else:
+        registered = client.get_model(asset_id).digest
+    try:
+        local = prepared_digest(source) if kind == "dataset" else sha256_file(source)
+    except OSError as exc:
+        raise ConfigError(f"cannot read {source}: {exc.strerror}") from exc
+    if local != registered:
+        raise ConfigError(
+            f"{source} has digest {local}, but {kind} {asset_id} was registered as {registered}",
+            hint=f"seal exactly what you registered, or register this {kind} anew",
+        )
+    from sealbench.client.cloud import cloud_failure
+    from sealbench.platforms.storage import parse_storage_uri
+
+    bucket = parse_storage_uri(where.storage_uri).bucket
+    own_bucket = bucket == cloud.default_coordinates(kind, asset_id).storage_uri[5:].split("/")[0]
+    cloud.ensure_key_and_bucket(key=where.kms_key_name == cloud.key_name, bucket=own_bucket)
+    store, prefix = cloud.blob_store(where.storage_uri)
+    wrapper = cloud.key_wrapper(where.kms_key_name)
+    seal = sealing.seal_dataset if kind == "dataset" else sealing.seal_model
+    try:
+        report = seal(
+            source, asset_id=str(asset_id), key_wrapper=wrapper, store=store, prefix=prefix,
+            progress=progress,
+        )
+    except sealing.SealingError as exc:
+        failure = cloud_failure(exc, f"sealing {kind} {asset_id}", project=cloud.project_id,
+                                bucket=bucket)
+        if failure.hint and failure.hint.startswith("'sealbench doctor'"):
+            failure.hint = ("fix the cause and run the same command again: sealing resumes "
+                            "where it stopped")
+        raise failure from exc
+    stored = client.put_coordinates(kind, asset_id, where)
+    return SealOutcome(report, stored)
+
+
+@dataclass(frozen=True)
+class PolicySync:
+    grants: tuple[AllowedWorkload, ...]
+    report: SyncReport
+    #: The grant-set digest reported to the registry for each asset whose grants the sync
+    #: wrote (the asset and those sharing its key), by asset id; an asset is missing when the
+    #: registry did not record its report (a warning says why).
+    reported: dict[int, Sha256Digest] = field(default_factory=dict)
+
+
+def _sharing_grants(
+    client: RegistryClient, kind: AssetKind, asset_id: int, coords: CoordinatesPublic
+) -> dict[int, tuple[AllowedWorkload, ...]]:
+    """The grants of ``asset_id`` and of every other asset of the caller's, of the same kind,
+    sealed under the same key and pool provider, by asset: the key's bindings and the
+    provider's condition are shared, so a sync must write all of them (syncing one dataset used
+    to revoke the workloads, and unpin the metrics version, of the owner's other datasets, e.g.
+    a hospital in two benchmarks)."""
+    me = client.me().id
+    rows = client.list_datasets(me) if kind == "dataset" else client.list_models(me)
+    grants = {asset_id: allowed_workloads(client, kind, asset_id)}
+    for row in rows:
+        if row.id == asset_id or row.owner_id != me:
+            continue
+        try:
+            other = client.get_coordinates(kind, row.id)
+        except NotFoundError:
+            continue  # not sealed: nothing to grant
+        if (other.kms_key_name, other.wip_provider) == (coords.kms_key_name,
+                                                        coords.wip_provider):
+            grants[row.id] = allowed_workloads(client, kind, row.id)
+    return grants
+
+
+def _report_grants(
+    client: RegistryClient, kind: AssetKind, by_asset: dict[int, tuple[AllowedWorkload, ...]],
+    synced_at: datetime,
+) -> dict[int, Sha256Digest]:
+    """Tell the registry which grant set the sync wrote for each asset; a refusal is a warning
+    (the grants are written: only the registry's view of them, and its "policy sync needed"
+    notice, stay behind)."""
+    reported: dict[int, Sha256Digest] = {}
+    for asset_id, grants in by_asset.items():
+        digest = grants_digest(grants)
+        try:
+            client.report_grants(kind, asset_id, GrantsReport(grants_digest=digest,
+                                                              synced_at=synced_at))
+        except RegistryError as exc:
+            log.warning("the registry did not record the grants of %s %d: %s", kind, asset_id,
+                        exc)
+            continue
+        reported[asset_id] = digest
+    return reported
+
+
+def sync_policy(
+    client: RegistryClient,
+    cloud: OwnerCloud,
+    kind: AssetKind,
+    asset_id: int,
+    *,
+    local_recipient: str | None = None,
+    result_bucket: str | None = None,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> PolicySync:
+    """Grant the owner's key and bucket (and, for a dataset, object creation in
+    ``result_bucket``) to exactly the workloads the registry's approved associations allow
+    (and revoke the ones no longer allowed); other bindings are kept. Then report to the
+    registry, for each asset whose grants were written, the digest of its grant set and when
+    (so the registry can tell when approvals have moved on since)."""
+    try:
+        coords = client.get_coordinates(kind, asset_id)
+    except NotFoundError as exc:
+        raise ConfigError(
+            f"{kind} {asset_id} has not been sealed yet, so it has no key to guard",
+            hint=f"seal it first with 'sealbench {kind} seal ... --{kind} {asset_id}'",
+        ) from exc
+    by_asset = _sharing_grants(client, kind, asset_id, coords)
+    grants = tuple(g for asset_grants in by_asset.values() for g in asset_grants)
+    if kind == "dataset" and local_recipient is not None:
+        foreign = {g.identity.recipient_digest for g in grants} - {local_recipient}
+        if foreign:
+            raise ConfigError(
+                f"dataset {asset_id} was registered with another result key than this "
+                "profile's",
+                hint="use the profile that registered the dataset, or register it again",
+            )
+    report = cloud.sync_policy(
+        coords,
+        frozenset(g.identity for g in grants),
+        include_data=kind == "dataset",
+        result_bucket=result_bucket,
+        experimental_gpu_images=frozenset(
+            g.identity.image_digest for g in grants if g.accept_experimental),
+        experimental_benchmark_ids=frozenset(
+            str(g.benchmark_id) for g in grants if g.accept_experimental),
+    )
+    log.info("policy of %s %d: %d workloads", kind, asset_id, len(grants))
+    return PolicySync(grants, report, _report_grants(client, kind, by_asset, now()))

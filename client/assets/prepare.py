@@ -1,0 +1,404 @@
+"""The data owner's and model owner's local steps before anything is sealed: synthesise or
+prepare a dataset against a benchmark's contract, and turn a prepared dataset or an ONNX model
+into the registry's registration request (digests and aggregates only, never data).
+
+A dataset's registration carries the owner's *result recipient digest* (SHA-256 of the HPKE
+result public key) under ``statistics["result_recipient_digest"]``: the model owner needs it to
+grant its key to the workloads that seal results to this hospital (the workload uid binds the
+recipient), and the registry's dataset schema has no dedicated field for it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from pydantic import ValidationError
+
+from sealbench.client.errors import ConfigError
+from sealbench.crypto.digest import Sha256Digest, parse_digest, sha256_file
+from sealbench.crypto.errors import CryptoError
+from sealbench.crypto.manifest import Manifest
+from sealbench.server.schemas import (
+    BenchmarkPublic,
+    DatasetCreate,
+    DatasetPublic,
+    ModelCreate,
+    ModelPublic,
+)
+
+if TYPE_CHECKING:  # numpy, nibabel and onnxruntime load only when a command needs them
+    from sealbench.benchmarks.interface import Benchmark, Prepared, PreparedLayout
+
+__all__ = [
+    "GRID_STATISTIC",
+    "RECIPIENT_STATISTIC",
+    "SIZES",
+    "SIZE_DEFINITIONS",
+    "SYNTHETIC_KINDS",
+    "check_grid",
+    "dataset_registration",
+    "model_registration",
+    "plugin_of",
+    "prepare",
+    "prepared_digest",
+    "recipient_of",
+    "stated_grid",
+    "synthesis_plugin",
+    "synthesize",
+]
+
+#: Key of the recipient digest in a registered dataset's ``statistics``.
+RECIPIENT_STATISTIC: Final = "result_recipient_digest"
+#: Key of the dataset's grid (``{"shape": [...], "spacing_mm": [...]}``) in its ``statistics``.
+GRID_STATISTIC: Final = "grid"
+#: Grids of synthetic cases: the full BraTS grid, or a small one for quick tries and tests.
+SIZES: Final[dict[str, tuple[int, int, int] | None]] = {"full": None, "small": (64, 64, 48)}
+#: The shipped definition whose contract each size is (``benchmark create --definition``).
+SIZE_DEFINITIONS: Final[dict[str, str]] = {"full": "brats", "small": "brats-small"}
+_MAX_JSON: Final = 4 << 20
+
+
+def _shipped_plugin(definition: str) -> Benchmark:
+    """The plug-in of a shipped definition, bound to its data contract."""
+    from sealbench.benchmarks.interface import BenchmarkError, bind_data_contract
+    from sealbench.benchmarks.registry import load
+    from sealbench.client.registry.workflows import load_benchmark_definition
+
+    doc = load_benchmark_definition(definition)
+    assert doc.plugin is not None  # load_benchmark_definition names it
+    try:
+        return bind_data_contract(load(doc.plugin), doc.contract)
+    except BenchmarkError as exc:
+        raise ConfigError(f"definition {definition}: {exc}") from exc
+
+
+def plugin_of(benchmark: BenchmarkPublic | None, size: str | None = None) -> Benchmark:
+    """The benchmark plug-in that synthesises and prepares data and checks models, bound to the
+    data contract to prepare for.
+
+    With a ``benchmark``: its plug-in on its registered contract; a ``size`` naming another
+    variant of the contract (another grid) is refused: data on another grid belongs to another
+    benchmark (``small`` cases to one published from ``brats-small``). Without one: the plug-in
+    of the shipped definition of ``size`` (``full``: brats, 240x240x155; ``small``:
+    brats-small, 64x64x48)."""
+    from sealbench.benchmarks.interface import ContractVariants
+    from sealbench.client.registry.workflows import plugin_for
+
+    if size is not None and size not in SIZES:
+        raise ConfigError(f"--size must be one of {', '.join(SIZES)}, received {size!r}")
+    if benchmark is None:
+        return _shipped_plugin(SIZE_DEFINITIONS[size or "full"])
+    plugin = plugin_for(benchmark)
+    if size is None:
+        return plugin
+    if not isinstance(plugin, ContractVariants):
+        raise ConfigError(f"--size is a BraTS grid; benchmark {benchmark.id} ({plugin.ref}) "
+                          "has none", hint="leave out --size")
+    sized = _shipped_plugin(SIZE_DEFINITIONS[size])
+    if sized.data_contract() != plugin.data_contract():
+        raise ConfigError(
+            f"--size {size} is the grid {_grid_text(sized.data_contract())}, but benchmark "
+            f"{benchmark.id} ({benchmark.name}) takes cases on "
+            f"{_grid_text(benchmark.data_contract)} only",
+            hint=f"leave out --size to prepare for the benchmark's grid, or prepare "
+            f"{size} cases for a benchmark published from '--definition {SIZE_DEFINITIONS[size]}'",
+        )
+    return plugin
+
+
+#: ``dataset synthesize --kind``: each kind of case and the pin whose demo data it is (None: the
+#: shipped ``brats`` definition's plug-in, adult glioma as BraTS 2023 labels it).
+SYNTHETIC_KINDS: Final[dict[str, str | None]] = {
+    "glioma": None,
+    "post-treatment": "brats-2025-gli/1",
+    "metastases": "brats-2025-met/1",
+}
+
+
+def synthesis_plugin(kind: str, size: str) -> Benchmark:
+    """The plug-in whose demo data are cases of ``kind`` on the grid of ``size``: the shipped
+    definition's for ``glioma``, else the 2025 task's pin (its grid variant for ``small``)."""
+    from sealbench.benchmarks.interface import PluginNotFoundError
+    from sealbench.benchmarks.registry import load
+
+    if kind not in SYNTHETIC_KINDS:
+        raise ConfigError(f"--kind must be one of {', '.join(SYNTHETIC_KINDS)}, received "
+                          f"{kind!r}")
+    if size not in SIZES:
+        raise ConfigError(f"--size must be one of {', '.join(SIZES)}, received {size!r}")
+    pin, grid = SYNTHETIC_KINDS[kind], SIZES[size]
+    if pin is None:
+        return plugin_of(None, size)
+    ref = pin if grid is None else f"{pin}-{'x'.join(str(n) for n in grid)}"
+    try:
+        return load(ref)
+    except PluginNotFoundError as exc:
+        raise ConfigError(f"--kind {kind} needs benchmark plug-in {ref}: {exc}") from exc
+
+
+def synthesize(
+    out_dir: Path, cases: int, plugin: Benchmark, *, first_seed: int = 1
+) -> Iterator[str]:
+    """Write ``cases`` synthetic raw cases (no patient data) into ``out_dir``; yields ids.
+    The cases are written into a temporary folder beside ``out_dir``, renamed into place only
+    when all are done, so an interrupted run leaves nothing that a re-run would refuse. The
+    cases are the plug-in's demo data, under its (bound) contract."""
+
+    if cases < 1:
+        raise ConfigError("--cases must be at least 1")
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise ConfigError(f"{out_dir} is not empty", hint="choose a new directory")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
+    try:
+        yield from plugin.write_demo_dataset(tmp, cases, seed=first_seed)
+        if out_dir.exists():
+            out_dir.rmdir()  # empty, checked above
+        tmp.rename(out_dir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def already_registered(
+    rows: Iterable[DatasetPublic | ModelPublic], digest: str, me: int
+) -> str | None:
+    """A warning naming every registered asset among ``rows`` with ``digest`` (the same bytes
+    registered again, by the caller or by anyone), or None."""
+    same = [r for r in rows if r.digest == digest]
+    if not same:
+        return None
+    named = ", ".join(
+        f"{r.id} '{r.name}' ({'yours' if r.owner_id == me else f'user {r.owner_id}'})"
+        for r in same
+    )
+    return f"the same digest is already registered as {named}; registering it again"
+
+
+class RejectedCasesError(ConfigError):
+    """Raw cases failed the contract and nothing was written (all of them, or any with
+    ``--strict``); ``rejected`` lists each case with its reason."""
+
+    def __init__(self, message: str, rejected: tuple[Any, ...], *, strict: bool) -> None:
+        reasons = "; ".join(f"{r.case}: {r.reason}" for r in rejected[:5])
+        more = f" (and {len(rejected) - 5} more)" if len(rejected) > 5 else ""
+        super().__init__(
+            f"{message}; nothing was written: {reasons}{more}",
+            hint="fix the cases listed (names, shapes, spacing, labels) and prepare again"
+            + ("" if not strict else ", or leave out --strict to prepare the others"),
+        )
+        self.rejected = rejected
+
+
+def prepare(
+    raw_dir: Path,
+    out_dir: Path,
+    plugin: Benchmark,
+    progress: Callable[[int, int], None] | None,
+    *,
+    strict: bool = False,
+) -> Prepared:
+    """Validate and prepare ``raw_dir`` into ``out_dir`` with the benchmark's plug-in; the
+    outcome lists rejected cases (:class:`RejectedCasesError` when nothing was written because
+    cases failed)."""
+    from sealbench.benchmarks.interface import PreparationError
+
+    try:
+        return plugin.prepare(raw_dir, out_dir, progress=progress, strict=strict)
+    except PreparationError as exc:
+        if exc.rejected:
+            raise RejectedCasesError(str(exc), exc.rejected, strict=strict) from exc
+        raise ConfigError(str(exc)) from exc
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read {path}: {exc.strerror}",
+            hint="pass the directory written by 'sealbench dataset prepare'",
+        ) from exc
+    if len(raw) > _MAX_JSON:
+        raise ConfigError(f"{path} is larger than {_MAX_JSON} bytes")
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{path} is not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} does not hold a JSON object")
+    return data
+
+
+def prepared_digest(prepared: Path, layout: PreparedLayout | None = None) -> Sha256Digest:
+    """The prepared dataset's identity: the digest of its canonical manifest."""
+    from sealbench.benchmarks.interface import PreparedLayout
+
+    manifest_file = (layout or PreparedLayout()).manifest_file
+    try:
+        return Manifest.from_bytes((prepared / manifest_file).read_bytes()).digest
+    except OSError as exc:
+        raise ConfigError(
+            f"{prepared} has no readable {manifest_file}",
+            hint="pass the directory written by 'sealbench dataset prepare'",
+        ) from exc
+    except CryptoError as exc:
+        raise ConfigError(f"{prepared / manifest_file} is not a valid manifest: {exc}") from exc
+
+
+def stated_grid(dataset_info: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The voxel grid a prepared dataset's ``dataset.json`` states in its contract
+    (``{"shape": [...], "spacing_mm": [...]}``), or None for a contract without one (tabular)."""
+    contract = dataset_info.get("contract")
+    if not isinstance(contract, Mapping) or "shape" not in contract:
+        return None
+    return {"shape": contract.get("shape"), "spacing_mm": contract.get("spacing_mm")}
+
+
+def _grid_text(grid: Mapping[str, Any]) -> str:
+    def join(values: Any, fmt: str) -> str:
+        return "x".join(format(v, fmt) for v in values) if isinstance(values, list) else "?"
+
+    return f"{join(grid.get('shape'), 'd')} at {join(grid.get('spacing_mm'), 'g')} mm"
+
+
+def check_grid(stated: Mapping[str, Any] | None, benchmark: BenchmarkPublic) -> None:
+    """Refuse (:class:`ConfigError`) a dataset whose cases are on another grid than the one
+    ``benchmark``'s data contract fixes (the registry refuses it too)."""
+    fixed: Mapping[str, Any] = benchmark.data_contract
+    if "shape" not in fixed:
+        return
+    same = stated is not None and (stated.get("shape"), stated.get("spacing_mm")) == (
+        fixed.get("shape"), fixed.get("spacing_mm"))
+    if not same:
+        stated_text = "no grid" if stated is None else f"the grid {_grid_text(stated)}"
+        raise ConfigError(
+            f"the dataset's cases are on {stated_text}, but benchmark {benchmark.id} "
+            f"({benchmark.name}) takes cases on {_grid_text(fixed)} only",
+            hint=f"prepare cases on {_grid_text(fixed)} for it ('dataset prepare "
+            f"--benchmark {benchmark.id}'), or register this dataset for a benchmark of its grid",
+        )
+
+
+def _refuse_old_statistics(doc: dict[str, Any]) -> None:
+    """Version 1 of the shipped plug-ins' ``statistics.json`` (``sealbench/<name>-statistics``)
+    listed per-case volumes and intensities and aggregates over a few cases: a dataset prepared
+    then must be prepared again before its statistics are sent anywhere."""
+    form, version = doc.get("format"), doc.get("version")
+    if (isinstance(form, str) and form.startswith("sealbench/") and form.endswith("-statistics")
+            and version == 1):
+        raise ConfigError(
+            f"the prepared dataset's statistics.json is {form} version 1, which lists values of "
+            "single cases; it is not sent",
+            hint="prepare the dataset again with 'sealbench dataset prepare' (version 2 holds "
+            "only counts and the contract's grid)")
+
+
+def dataset_registration(
+    prepared: Path, name: str, recipient_digest: Sha256Digest,
+    prepared_for: BenchmarkPublic | None, *, budget_epsilon: float | None = None,
+    budget_delta: float | None = None, budget_group: str | None = None,
+) -> DatasetCreate:
+    """The registration of a prepared dataset: its manifest digest, case count, the
+    preparation's counts (never a value of a case: an old document is refused) and grid
+    (``statistics["grid"]``, which the registry compares with the
+    benchmark's contract, when the contract has one), and its lifetime privacy budget
+    (``budget_*``; None: the registry's default, or the group's when joining ``budget_group``).
+    With ``prepared_for``, a dataset that its plug-in does not open under that benchmark's
+    contract, or on another grid, is refused here first."""
+    from sealbench.benchmarks.interface import BenchmarkError, PreparedLayout
+
+    plugin = None if prepared_for is None else plugin_of(prepared_for)
+    layout = PreparedLayout() if plugin is None else plugin.layout
+    dataset_file = prepared / layout.data_dir / layout.dataset_file
+    info = _read_json(dataset_file)
+    grid = stated_grid(info)
+    if prepared_for is not None and plugin is not None:
+        check_grid(grid, prepared_for)
+        try:
+            plugin.open_dataset(dataset_file.read_bytes())
+        except BenchmarkError as exc:
+            raise ConfigError(
+                f"the dataset was prepared under another data contract than benchmark "
+                f"{prepared_for.id}'s: {exc}",
+                hint=f"prepare it again with 'dataset prepare --benchmark {prepared_for.id}'",
+            ) from exc
+    preparation = _read_json(prepared / layout.data_dir / layout.statistics_file)
+    _refuse_old_statistics(preparation)
+    statistics: dict[str, Any] = {"preparation": preparation, RECIPIENT_STATISTIC: recipient_digest}
+    if grid is not None:
+        statistics[GRID_STATISTIC] = grid
+    try:
+        return DatasetCreate(
+            name=name,
+            digest=prepared_digest(prepared, layout),
+            case_count=int(info.get("n_cases", 0)),
+            statistics=statistics,
+            prepared_for_id=None if prepared_for is None else prepared_for.id,
+            budget_epsilon=budget_epsilon,
+            budget_delta=budget_delta,
+            budget_group=budget_group,
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first.get("loc", ()))
+        raise ConfigError(f"cannot register the dataset: {field}: {first.get('msg', '')}",
+                          hint="see 'sealbench dataset register --help'") from None
+
+
+def recipient_of(dataset: DatasetPublic) -> Sha256Digest:
+    """The result recipient digest a dataset's owner registered (see the module docstring)."""
+    value = dataset.statistics.get(RECIPIENT_STATISTIC)
+    try:
+        return parse_digest(str(value))
+    except (CryptoError, ValueError) as exc:
+        raise ConfigError(
+            f"dataset {dataset.id} was registered without a result recipient digest",
+            hint="its owner must run 'sealbench keys init' and register the dataset again",
+        ) from exc
+
+
+#: How PyTorch files begin: ``torch.save`` and TorchScript write a zip archive, the legacy
+#: format a pickle (protocol 2 or later).
+_PYTORCH_MAGIC = (b"PK\x03\x04", b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")
+
+
+def _refuse_pytorch_file(path: Path, data: bytes) -> None:
+    """A PyTorch checkpoint or TorchScript file given where an ONNX model is expected is
+    pointed to ``sealbench model export`` (an ONNX file never starts like these)."""
+    if data.startswith(_PYTORCH_MAGIC) or path.suffix.lower() in (".pt", ".pth", ".ckpt"):
+        raise ConfigError(
+            f"{path.name} looks like a PyTorch file (weights or TorchScript), not an ONNX model",
+            hint=f"export it first: sealbench model export model.onnx --factory "
+                 f"module.path:ModelClass --weights {path} (see 'sealbench model export "
+                 "--help' and docs/model-export.md)")
+
+
+def model_registration(onnx: Path, name: str, version: str, plugin: Benchmark) -> ModelCreate:
+    """Check ``onnx`` against the plug-in's model contract (refusing a model that does not
+    fit), then build the registration with the file's SHA-256 and the I/O the check found."""
+    from sealbench.benchmarks.interface import ModelContractError
+
+    try:
+        with onnx.open("rb") as handle:
+            data = handle.read(plugin.model_contract.max_bytes + 1)
+    except OSError as exc:
+        raise ConfigError(f"cannot read {onnx}: {exc.strerror}") from exc
+    _refuse_pytorch_file(onnx, data)
+    try:
+        report = plugin.check_model(data)
+    except ModelContractError as exc:
+        raise ConfigError(f"{onnx.name} does not meet the benchmark's model contract: {exc}",
+                          hint=f"export {plugin.model_contract.hint()}") from exc
+    io_contract = report.details or {
+        "inputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)}
+                   for t in report.inputs],
+        "outputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)}
+                    for t in report.outputs],
+        "opset": report.opset}
+    return ModelCreate(name=name, version=version, digest=sha256_file(onnx),
+                       io_contract=io_contract)

@@ -1,0 +1,472 @@
+"""``sealbench dataset ...`` and ``sealbench model ...``: what data owners and model owners do
+with their assets (prepare, register, seal, associate, list, show; a dataset's privacy budget
+is :mod:`._cli_budget`)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from sealbench.client.assets import owner
+from sealbench.client.assets import prepare as assets
+from sealbench.client.assets.result_key import load_result_key
+from sealbench.client.cli.budget import BudgetDeltaOpt, BudgetEpsilonOpt, BudgetGroupOpt
+from sealbench.client.cli.common import (
+    ConsentExactOpt,
+    JsonOpt,
+    ProfileOpt,
+    emit_json,
+    log,
+    out,
+    plural,
+    progress_bar,
+    session,
+    table,
+    user_label,
+    warn_experimental,
+    warn_privacy_cost,
+)
+from sealbench.client.errors import ConfigError, ConflictError, NotAllowedError, NotFoundError
+from sealbench.client.registry.api import AssetKind, RegistryClient
+from sealbench.server.schemas import (
+    AssociationPublic,
+    CoordinatesPublic,
+    DatasetCreate,
+    DatasetPublic,
+    ModelPublic,
+)
+
+__all__ = ["dataset_app", "model_app"]
+
+dataset_app = typer.Typer(help="Datasets (hospitals): prepare, register, seal, associate, list.")
+model_app = typer.Typer(help="Models (model owners): register, seal, associate, list.")
+
+MockTeeOpt = Annotated[
+    Path | None,
+    typer.Option(help="state directory of the mock TEE (default: the profile's)"),
+]
+KmsOpt = Annotated[
+    str | None,
+    typer.Option(help="KMS key projects/P/locations/L/keyRings/R/cryptoKeys/K (default: yours)"),
+]
+StorageOpt = Annotated[
+    str | None, typer.Option(help="where to upload: gs://BUCKET/PREFIX (default: yours)")
+]
+PoolOpt = Annotated[
+    str | None,
+    typer.Option(help="workload identity pool provider that guards the key (default: yours)"),
+]
+BenchmarkOpt = Annotated[int, typer.Option(help="benchmark id")]
+SizeOpt = Annotated[
+    str,
+    typer.Option(help="grid: full (BraTS 240x240x155, benchmark 'brats') or small (64x64x48, "
+                 "benchmark 'brats-small', for quick tries)"),
+]
+PrepareSizeOpt = Annotated[
+    str | None,
+    typer.Option(help="without --benchmark: the shipped contract to prepare for, full (BraTS "
+                 "240x240x155) or small (brats-small, 64x64x48); with it, the benchmark's grid "
+                 "decides and a --size naming another grid is refused"),
+]
+
+
+# -- dataset -----------------------------------------------------------------------------------
+
+
+@dataset_app.command("synthesize")
+def dataset_synthesize(
+    out_dir: Annotated[Path, typer.Argument(help="new directory for the raw cases")],
+    cases: Annotated[int, typer.Option(help="number of cases")] = 3,
+    size: SizeOpt = "full",
+    first_seed: Annotated[int, typer.Option(help="seed of the first case")] = 1,
+    kind: Annotated[str, typer.Option(
+        help="glioma (BraTS 2023 labels, for 'brats'), post-treatment (a resection cavity, "
+        "label 4, for brats-2025-gli) or metastases (several small lesions, for "
+        "brats-2025-met)")] = "glioma",
+) -> list[str]:
+    """Write synthetic BraTS-like raw cases (no patient data) to try the workflow."""
+    plugin = assets.synthesis_plugin(kind, size)
+    ids: list[str] = []
+    with progress_bar() as bar:
+        task = bar.add_task("generating cases", total=cases)
+        for case_id in assets.synthesize(out_dir, cases, plugin, first_seed=first_seed):
+            ids.append(case_id)
+            bar.advance(task)
+    out().print(f"{plural(len(ids), 'synthetic case')} in {out_dir}")
+    return ids
+
+
+@dataset_app.command("prepare")
+def dataset_prepare(
+    raw_dir: Annotated[Path, typer.Argument(help="raw cases, one folder per case (BraTS names)")],
+    out_dir: Annotated[Path, typer.Argument(help="new directory for the prepared dataset")],
+    benchmark: Annotated[
+        int | None, typer.Option(help="prepare for this benchmark's contract (default: BraTS)")
+    ] = None,
+    size: PrepareSizeOpt = None,
+    strict: Annotated[
+        bool, typer.Option(help="write nothing and exit 3 if any case fails the contract")
+    ] = False,
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> object:
+    """Validate and normalise raw cases against the contract; reports every rejected case
+    (kept out of the prepared dataset; with --strict, any rejection fails the command).
+
+    Raw folders in the BraTS 2023 or the BraTS 2021 layout (one release per folder) are read;
+    every prepared case is RAS+ and on the contract's grid: a case on another grid, or an
+    oblique one, is rejected with its reason, never resampled."""
+    bench = None
+    if benchmark is not None:
+        with session(profile) as s:
+            bench = s.client.get_benchmark(benchmark)
+    plugin = assets.plugin_of(bench, size)
+    with progress_bar() as bar:
+        task = bar.add_task("preparing cases", total=None)
+        prepared = assets.prepare(
+            raw_dir, out_dir, plugin, lambda d, t: bar.update(task, completed=d, total=t),
+            strict=strict)
+    if json_out:
+        emit_json(prepared)
+        return prepared
+    rejected = (f", {plural(len(prepared.rejected), 'case')} rejected"
+                if prepared.rejected else "")
+    for note in prepared.notes:
+        out().print(note)
+    out().print(f"prepared {plural(len(prepared.accepted), 'case')}{rejected} into "
+                f"{out_dir}; digest {prepared.dataset_digest}")
+    if prepared.rejected:
+        table("rejected cases", ("case", "reason"),
+              ((r.case, r.reason) for r in prepared.rejected))
+    return prepared
+
+
+def _dataset_rows(rows: tuple[DatasetPublic, ...], me: int) -> None:
+    table(
+        "datasets",
+        ("id", "name", "owner", "cases", "prepared for", "digest"),
+        ((d.id, d.name, user_label(d.owner_id, me), d.case_count, d.prepared_for_id,
+          d.digest[:19] + "…") for d in rows),
+    )
+
+
+@dataset_app.command("register")
+def dataset_register(
+    prepared: Annotated[Path, typer.Argument(help="directory written by 'dataset prepare'")],
+    name: Annotated[str, typer.Option(help="dataset name on the registry")],
+    benchmark: Annotated[int | None, typer.Option(help="benchmark it was prepared for")] = None,
+    budget_epsilon: BudgetEpsilonOpt = None,
+    budget_delta: BudgetDeltaOpt = None,
+    budget_group: BudgetGroupOpt = None,
+    yes: Annotated[bool, typer.Option(
+        "--yes", help="send without asking (the request is still printed first)")] = False,
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> DatasetPublic:
+    """Register a prepared dataset: its manifest digest, case count, grid and the preparation's
+    counts (never data, nothing about a case), your result key's digest (run 'sealbench keys
+    init' first) and its lifetime privacy budget. The exact request is printed before it is
+    sent; at a terminal you confirm it (--yes: no question). With --benchmark, a dataset
+    prepared under another contract (another grid) is refused."""
+    with session(profile) as s:
+        recipient = load_result_key(s.profile.secrets_dir).digest
+        bench = None if benchmark is None else s.client.get_benchmark(benchmark)
+        body = assets.dataset_registration(
+            prepared, name, recipient, bench, budget_epsilon=budget_epsilon,
+            budget_delta=budget_delta, budget_group=budget_group)
+        me, listed = s.client.me().id, s.client.list_datasets()
+        named = next((d for d in listed if d.owner_id == me and d.name == name), None)
+        if named is not None:
+            return _registered_before(named, body, json_out)
+        twin = assets.already_registered(listed, body.digest, me)
+        if twin:
+            log.warning(twin)
+        if bench is not None:
+            minimum = assets.plugin_of(bench).small_cell_minimum
+            if body.case_count < minimum:
+                log.warning(
+                    "this dataset has %s; benchmark %d publishes no summary of fewer than %d "
+                    "cases, so every run on it would withhold its public figures (you would "
+                    "still open your own per-case results)", plural(body.case_count, "case"),
+                    bench.id, minimum)
+        # what the registry will hold, shown before it leaves this machine (stderr under --json)
+        preview = json.dumps(body.model_dump(mode="json", exclude_none=True), indent=2)
+        typer.echo(f"the registry will receive exactly this:\n{preview}", err=json_out)
+        if not yes and sys.stdin.isatty() and not typer.confirm("send it?", default=True):
+            raise typer.Exit(1)
+        created = s.client.register_dataset(body)
+    if json_out:
+        emit_json(created)
+    else:
+        out().print(f"dataset {created.id} registered: {created.name}, "
+                    f"{plural(created.case_count, 'case')}, digest {created.digest}")
+        group = "" if budget_group is None else f" (shared by budget group {budget_group})"
+        out().print(f"privacy budget: epsilon {created.budget_epsilon:g} at delta "
+                    f"{created.budget_delta:g}{group}")
+    return created
+
+
+def _registered_before(named: DatasetPublic, body: DatasetCreate,
+                       json_out: bool) -> DatasetPublic:
+    """``dataset register`` run again: the same name and digest is the registration already
+    made (nothing is sent); the same name with other data is refused before anything is sent,
+    saying what differs."""
+    if named.digest != body.digest:
+        raise ConfigError(
+            f"you already have a dataset named {named.name!r} (dataset {named.id}, digest "
+            f"{named.digest[:19]}…) and this folder holds other data (digest "
+            f"{body.digest[:19]}…); nothing was sent",
+            hint="register it under another --name")
+    asked = {"budget epsilon": (body.budget_epsilon, named.budget_epsilon),
+             "budget delta": (body.budget_delta, named.budget_delta)}
+    differs = [f"{what} {had:g} (you asked {want:g})" for what, (want, had) in asked.items()
+               if want is not None and want != had]
+    if json_out:
+        emit_json(named)
+    else:
+        kept = f"; it keeps {', '.join(differs)}" if differs else ""
+        out().print(f"dataset {named.id} '{named.name}' is already registered with this "
+                    f"digest; nothing changed{kept}")
+    return named
+
+
+def _coords_line(kind: str, asset_id: int, c: CoordinatesPublic) -> str:
+    return (f"{kind} {asset_id} sealed to {c.storage_uri}\n  key {c.kms_key_name}\n"
+            f"  guarded by {c.wip_provider}")
+
+
+def _seal(
+    kind: AssetKind, asset_id: int, source: Path, profile: str | None, mock_tee: Path | None,
+    kms_key: str | None, storage: str | None, pool_provider: str | None, json_out: bool,
+) -> owner.SealOutcome:
+    with session(profile) as s:
+        cloud = owner.owner_cloud(s.profile, s.client, mock_tee)
+        where = owner.coordinates(
+            cloud, kind, asset_id, kms_key=kms_key, storage=storage, pool_provider=pool_provider
+        )
+        with progress_bar() as bar:
+            task = bar.add_task(f"sealing {kind} {asset_id}", total=None)
+            outcome = owner.seal_asset(
+                s.client, cloud, kind, asset_id, source, where,
+                lambda d, t: bar.update(task, completed=d, total=t),
+            )
+    r = outcome.report
+    if json_out:
+        emit_json({"coordinates": outcome.coordinates, "objects": r.objects,
+                   "uploaded": r.uploaded, "reused": r.reused, "resumed": r.resumed_key,
+                   "digest": r.digest})
+    else:
+        resumed = f", {r.reused} already there (resumed)" if r.reused else ""
+        out().print(f"{plural(r.uploaded, 'object')} uploaded{resumed}")
+        out().print(_coords_line(kind, asset_id, outcome.coordinates))
+    return outcome
+
+
+@dataset_app.command("seal")
+def dataset_seal(
+    prepared: Annotated[Path, typer.Argument(help="directory written by 'dataset prepare'")],
+    dataset: Annotated[int, typer.Option(help="registered dataset id")],
+    kms_key: KmsOpt = None,
+    storage: StorageOpt = None,
+    pool_provider: PoolOpt = None,
+    mock_tee: MockTeeOpt = None,
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> owner.SealOutcome:
+    """Encrypt every case with a fresh key, wrap the key with your KMS key, upload to your
+    bucket and record where on the registry. Resumes if interrupted."""
+    return _seal("dataset", dataset, prepared, profile, mock_tee, kms_key, storage,
+                 pool_provider, json_out)
+
+
+def _associate(
+    kind: AssetKind, asset_id: int, benchmark: int, profile: str | None, *,
+    consent_exact: bool = False,
+) -> AssociationPublic:
+    with session(profile) as s:
+        bench = s.client.get_benchmark(benchmark)
+        warn_experimental(bench)
+        if kind == "dataset" and s.client.get_dataset(asset_id).owner_id == s.client.me().id:
+            # the data owner asks to join: it reads what each run publishes and consents
+            warn_privacy_cost(s.client, bench, asset_id, consent_exact=consent_exact)
+        try:
+            row = s.client.request_association(
+                kind, benchmark, asset_id,
+                exact_release_consent=consent_exact and kind == "dataset")
+        except ConflictError:
+            # Asking again for a link that is pending or approved changes nothing: say so.
+            current = next(
+                (a for a in s.client.list_associations(kind, benchmark)
+                 if a.asset_id == asset_id and a.status in ("pending", "approved")),
+                None,
+            )
+            if current is None:
+                raise
+            out().print(
+                f"{kind} {asset_id} is already {current.status} in benchmark {benchmark}; "
+                "nothing changed"
+            )
+            return current
+    tail = "" if row.status == "approved" else "; the benchmark's owner approves it"
+    out().print(f"{kind} {asset_id} → benchmark {benchmark}: {row.status}{tail}")
+    return row
+
+
+@dataset_app.command("associate")
+def dataset_associate(
+    dataset: Annotated[int, typer.Option(help="dataset id")],
+    benchmark: BenchmarkOpt,
+    consent_exact_release: ConsentExactOpt = False,
+    profile: ProfileOpt = None,
+) -> AssociationPublic:
+    """Ask to join a benchmark with a dataset. What each run will publish about the dataset's
+    cases (its privacy cost, or EXACT figures) is printed first; a benchmark publishing exact
+    figures is joined only with --consent-exact-release."""
+    return _associate("dataset", dataset, benchmark, profile,
+                      consent_exact=consent_exact_release)
+
+
+def _coordinates_if_visible(
+    client: RegistryClient, kind: AssetKind, asset_id: int
+) -> CoordinatesPublic | None:
+    try:
+        return client.get_coordinates(kind, asset_id)
+    except (NotAllowedError, NotFoundError):
+        return None
+
+
+@dataset_app.command("ls")
+def dataset_ls(
+    mine: Annotated[bool, typer.Option("--mine", help="only datasets you own")] = False,
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> tuple[DatasetPublic, ...]:
+    """List registered datasets."""
+    with session(profile) as s:
+        me = s.client.me().id
+        rows = s.client.list_datasets(me if mine else None)
+    emit_json(rows) if json_out else _dataset_rows(rows, me)
+    return rows
+
+
+@dataset_app.command("show")
+def dataset_show(
+    dataset: Annotated[int, typer.Argument(help="dataset id")],
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> DatasetPublic:
+    """One dataset, and where it is sealed if you may see that (owner or approved party)."""
+    with session(profile) as s:
+        row = s.client.get_dataset(dataset)
+        coords = _coordinates_if_visible(s.client, "dataset", dataset)
+    if json_out:
+        emit_json({"dataset": row, "coordinates": coords})
+        return row
+    out().print(
+        f"dataset {row.id}: {row.name} (owner {row.owner_id}), {plural(row.case_count, 'case')}"
+    )
+    out().print(f"digest {row.digest}")
+    out().print(f"result recipient {row.statistics.get(assets.RECIPIENT_STATISTIC, '-')}")
+    if coords is not None:
+        out().print(_coords_line("dataset", row.id, coords))
+    return row
+
+
+# -- model -------------------------------------------------------------------------------------
+
+
+@model_app.command("register")
+def model_register(
+    onnx: Annotated[Path, typer.Argument(help="the ONNX model file")],
+    name: Annotated[str, typer.Option(help="model name")],
+    version: Annotated[str, typer.Option(help="model version")] = "1",
+    benchmark: Annotated[
+        int | None, typer.Option(help="check against this benchmark's contract (default BraTS)")
+    ] = None,
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> ModelPublic:
+    """Check the ONNX model against the benchmark's model contract, then register its digest."""
+    with session(profile) as s:
+        bench = s.client.get_benchmark(benchmark) if benchmark is not None else None
+        body = assets.model_registration(onnx, name, version, assets.plugin_of(bench))
+        twin = assets.already_registered(s.client.list_models(), body.digest, s.client.me().id)
+        if twin:
+            log.warning(twin)
+        created = s.client.register_model(body)
+    if json_out:
+        emit_json(created)
+    else:
+        out().print(f"model {created.id} registered: {created.name} {created.version}, "
+                    f"digest {created.digest}")
+    return created
+
+
+@model_app.command("seal")
+def model_seal(
+    onnx: Annotated[Path, typer.Argument(help="the registered ONNX model file")],
+    model: Annotated[int, typer.Option(help="registered model id")],
+    kms_key: KmsOpt = None,
+    storage: StorageOpt = None,
+    pool_provider: PoolOpt = None,
+    mock_tee: MockTeeOpt = None,
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> owner.SealOutcome:
+    """Encrypt the weights with a fresh key wrapped by your KMS key, upload them to your bucket
+    and record where on the registry."""
+    return _seal("model", model, onnx, profile, mock_tee, kms_key, storage, pool_provider,
+                 json_out)
+
+
+@model_app.command("associate")
+def model_associate(
+    model: Annotated[int, typer.Option(help="model id")],
+    benchmark: BenchmarkOpt,
+    profile: ProfileOpt = None,
+) -> AssociationPublic:
+    """Ask to join a benchmark with a model."""
+    return _associate("model", model, benchmark, profile)
+
+
+@model_app.command("ls")
+def model_ls(
+    mine: Annotated[bool, typer.Option("--mine", help="only models you own")] = False,
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> tuple[ModelPublic, ...]:
+    """List registered models."""
+    with session(profile) as s:
+        me = s.client.me().id
+        rows = s.client.list_models(me if mine else None)
+    if json_out:
+        emit_json(rows)
+    else:
+        table("models", ("id", "name", "version", "owner", "digest"),
+              ((m.id, m.name, m.version, user_label(m.owner_id, me), m.digest[:19] + "…")
+               for m in rows))
+    return rows
+
+
+@model_app.command("show")
+def model_show(
+    model: Annotated[int, typer.Argument(help="model id")],
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> ModelPublic:
+    """One model, and where it is sealed if you may see that (owner or approved party)."""
+    with session(profile) as s:
+        row = s.client.get_model(model)
+        coords = _coordinates_if_visible(s.client, "model", model)
+    if json_out:
+        emit_json({"model": row, "coordinates": coords})
+        return row
+    out().print(f"model {row.id}: {row.name} {row.version} (owner {row.owner_id})")
+    out().print(f"digest {row.digest}; io {row.io_contract}")
+    if coords is not None:
+        out().print(_coords_line("model", row.id, coords))
+    return row

@@ -1,0 +1,354 @@
+"""What every ``sealbench`` command shares: the common options (``--profile``, ``--json``), the
+session (resolved profile and registry client), output helpers (tables, JSON, progress bars) and
+the one error boundary (:class:`BoundaryGroup`), which prints a client error's cause and hint and
+exits with its documented code; ``sealbench -v`` shows the traceback."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+import typer
+import typer.core
+from pydantic import BaseModel
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+from typer._click.core import Context as ClickContext  # typer vendors click
+
+from sealbench.benchmarks.interface import EXACT_SUFFIX
+from sealbench.client.errors import EXIT_CODES, ClientError, ConfigError
+from sealbench.client.extras import missing_extra
+from sealbench.client.registry.api import RegistryClient
+from sealbench.client.registry.inbox import consent_warning, privacy_cost
+from sealbench.client.registry.profiles import ProfileStore, ResolvedProfile
+from sealbench.server.schemas import BenchmarkPublic
+
+__all__ = [
+    "BoundaryGroup",
+    "ConsentExactOpt",
+    "JsonOpt",
+    "ProfileOpt",
+    "Session",
+    "emit_json",
+    "err_console",
+    "exit_codes_help",
+    "out",
+    "progress_bar",
+    "provider_label",
+    "session",
+    "table",
+    "warn_experimental",
+    "warn_privacy_cost",
+]
+
+log = logging.getLogger("sealbench.client")
+
+ProfileOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--profile",
+        "-p",
+        help="profile to act as (default: $SEALBENCH_PROFILE, else the current one)",
+        show_default=False,
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print machine-readable JSON")]
+
+
+#: The data owner's explicit consent to a benchmark that publishes exact (non-private) figures.
+ConsentExactOpt = Annotated[bool, typer.Option(
+    "--consent-exact-release",
+    help="consent to a benchmark whose pin ends in '-exact': each run publishes this dataset's "
+         "figures exactly, without noise and without a privacy bound (refused without it)")]
+
+
+def out() -> Console:
+    """The console for results (stdout). Created per call so test runners can swap streams."""
+    return Console(highlight=False, soft_wrap=True, markup=False)
+
+
+def warn_experimental(benchmark: BenchmarkPublic) -> None:
+    """Print :func:`~sealbench.client.registry.inbox.consent_warning` (when there is one) before an
+    owner's consent to ``benchmark``."""
+    warning = consent_warning(benchmark)
+    if warning is not None:
+        out().print(warning, style="bold red", markup=False, highlight=False, soft_wrap=True)
+
+
+def warn_privacy_cost(client: RegistryClient, benchmark: BenchmarkPublic, dataset_id: int,
+                      *, consent_exact: bool = False) -> None:
+    """Print :func:`~sealbench.client.registry.inbox.privacy_cost` before a data owner consents to
+    ``benchmark`` for dataset ``dataset_id`` (the cost read from the benchmark's plug-in, the
+    budget from the registry); say how to see it when the plug-in is not installed here. A
+    benchmark that publishes exact figures (its pin ends in ``-exact``, or its plug-in says so)
+    is refused here unless ``consent_exact`` (``--consent-exact-release``): :class:`ConfigError`
+    naming the flag, before anything is sent."""
+    from sealbench.client.extras import MissingExtraError
+    from sealbench.client.registry.workflows import plugin_for
+
+    exact = benchmark.metrics_version.endswith(EXACT_SUFFIX)
+    try:
+        spec = plugin_for(benchmark).release_spec
+    except (ConfigError, MissingExtraError):
+        if not exact:
+            out().print(f"PRIVACY: each run publishes a release that spends dataset "
+                        f"{dataset_id}'s privacy budget; this machine lacks the benchmark's "
+                        f"plug-in to say how much ('sealbench dataset budget {dataset_id}' "
+                        "shows it once associated)")
+        else:
+            out().print(f"PRIVACY: benchmark {benchmark.name} {benchmark.version} "
+                        f"(#{benchmark.id}) publishes EXACT (not differentially private) "
+                        "figures of your cases.", style="bold red")
+    else:
+        exact = exact or spec.exact
+        out().print(privacy_cost(benchmark, spec, client.dataset_budget(dataset_id)),
+                    style="bold red" if exact else "bold", markup=False, highlight=False,
+                    soft_wrap=True)
+    if exact and not consent_exact:
+        raise ConfigError(
+            f"benchmark {benchmark.id} publishes each site's figures exactly (pin "
+            f"{benchmark.metrics_version}): no noise and no bound on what they reveal about a "
+            "patient. Nothing was sent. If your data governance allows it, consent explicitly by "
+            "running the same command with --consent-exact-release")
+
+
+def err_console() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+
+
+def exit_codes_help() -> str:
+    rows = "\n".join(f"  {code}  {text}" for code, text in EXIT_CODES)
+    return f"\b\nExit codes:\n{rows}"
+
+
+@dataclass
+class Session:
+    """The resolved profile and a lazily connected registry client for one command."""
+
+    profile: ResolvedProfile
+    store: ProfileStore
+    _client: RegistryClient | None = field(default=None, repr=False)
+
+    @property
+    def client(self) -> RegistryClient:
+        if self._client is None:
+            self._client = RegistryClient.connect(self.profile.server, self.profile.token)
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+
+@contextmanager
+def session(profile: str | None) -> Iterator[Session]:
+    store = ProfileStore.from_environment(os.environ)
+    current = Session(store.resolve(profile), store)
+    try:
+        yield current
+    finally:
+        current.close()
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return value
+
+
+def emit_json(value: Any) -> None:
+    typer.echo(json.dumps(_jsonable(value), indent=2, sort_keys=True, default=str))
+
+
+#: Columns whose values are looked up or copied (ids, run ids, digests, names, pins): they never
+#: wrap (a name cut mid-word cannot be copied), so the other columns fold instead, or the table
+#: is stacked.
+_WHOLE_COLUMNS = frozenset({
+    "id", "run", "run id", "digest", "image digest", "benchmark", "dataset", "model", "asset",
+    "owner", "initiated by", "last actor", "prepared for", "name", "metrics", "pin",
+})
+
+
+#: The narrowest a folding column may become before a table is stacked instead: below this a
+#: word is cut into pieces too small to read (a 9-column table at 80 columns once gave each
+#: column one character).
+_MIN_FOLDED = 12
+
+
+def _fits(console_width: int, columns: Sequence[str], cells: list[list[str]]) -> bool:
+    """Whether a boxed table of ``cells`` reads at ``console_width``: whole columns at their
+    widest value, folding ones at their widest or :data:`_MIN_FOLDED`, whichever is less."""
+    need = 3 * len(columns) + 1  # borders and one space of padding each side
+    for index, column in enumerate(columns):
+        widest = max([len(column), *(len(row[index]) for row in cells)])
+        need += widest if column in _WHOLE_COLUMNS else min(widest, _MIN_FOLDED)
+    return need <= console_width
+
+
+def _stacked(console: Console, title: str | None, columns: Sequence[str],
+             cells: list[list[str]]) -> None:
+    """What a table too wide for the console becomes: per row, its first field on a line of its
+    own, then its other non-empty fields as ``column: value`` joined by `` · `` and wrapped at
+    the console's width (a field too long for a line puts its value alone on the next line,
+    never cut)."""
+    if title:
+        console.print(title, style="bold")
+    room = console.width - 2
+    for row in cells:
+        console.print(f"{columns[0]}: {row[0]}")
+        line = ""
+        for column, value in zip(columns[1:], row[1:], strict=True):
+            if not value:
+                continue
+            field = f"{column}: {value}"
+            if line and len(line) + 3 + len(field) <= room:
+                line += " · " + field
+                continue
+            if line:
+                console.print(f"  {line}")
+            line = field
+            if len(field) > room:  # the value alone on the next line, whole
+                console.print(f"  {column}:")
+                console.print(f"    {value}")
+                line = ""
+        if line:
+            console.print(f"  {line}")
+
+
+def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[object]], *,
+          right: frozenset[str] = frozenset(), console: Console | None = None) -> None:
+    """Print ``rows`` as a table under ``title`` (``right``: columns aligned right, figures)
+    on ``console`` (default :func:`out`); when it cannot read at the console's width (see
+    :func:`_fits`), as stacked blocks, one per row. Ids, run ids and digests are never cut."""
+    cells = [["" if cell is None else str(cell) for cell in row] for row in rows]
+    console = console or out()
+    if cells and not _fits(console.width, columns, cells):
+        _stacked(console, title, columns, cells)
+        return
+    t = Table(title=title, title_justify="left", header_style="bold")
+    for index, column in enumerate(columns):
+        justify: Literal["left", "right"] = "right" if column in right else "left"
+        if column in _WHOLE_COLUMNS:
+            widest = max((len(row[index]) for row in cells), default=0)
+            t.add_column(column, no_wrap=True, min_width=max(widest, len(column)),
+                         justify=justify)
+        else:
+            t.add_column(column, overflow="fold", justify=justify)
+    for row in cells:
+        t.add_row(*row)
+    console.print(t)
+
+
+def provider_label(provider: str | None) -> str:
+    """An ONNX Runtime execution provider as a table shows it: ``CPU`` for
+    ``CPUExecutionProvider``."""
+    return "" if provider is None else provider.removesuffix("ExecutionProvider")
+
+
+def user_label(user_id: int | None, me: int | None) -> str:
+    """A user id as tables show it: ``3 (you)`` when it is the caller's."""
+    if user_id is None:
+        return "-"
+    return f"{user_id} (you)" if user_id == me else str(user_id)
+
+
+def progress_bar(transient: bool = False) -> Progress:
+    """A rich progress bar for long work (sealing, preparation, runs)."""
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console(),
+        transient=transient,
+    )
+
+
+def setup_logging(verbose: bool) -> None:
+    from sealbench.mocktee.state import warn_insecure_once
+
+    warn_insecure_once.cache_clear()  # each INSECURE notice once per command
+    logger = logging.getLogger("sealbench")
+    for handler in list(logger.handlers):
+        if getattr(handler, "_sealbench_cli", False):
+            logger.removeHandler(handler)
+    handler = RichHandler(console=err_console(), show_time=False, show_path=False)
+    handler._sealbench_cli = True  # type: ignore[attr-defined]
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG if verbose else logging.WARNING)
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 case``, ``2 cases`` (English nouns that take an s)."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def report_error(exc: BaseException, verbose: bool) -> int:
+    """Print ``exc`` as the boundary does and return the exit code."""
+    console = err_console()
+    if isinstance(exc, ClientError):
+        if verbose:
+            log.error("traceback", exc_info=exc)
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True, highlight=False)
+        if exc.hint:
+            console.print(f"[bold]what to do:[/] {escape(exc.hint)}", markup=True, highlight=False)
+        return exc.exit_code
+    log.error("unexpected %s", type(exc).__name__, exc_info=exc if verbose else None)
+    console.print(
+        f"[bold red]error:[/] unexpected {type(exc).__name__}: {escape(str(exc))}", markup=True
+    )
+    console.print(
+        "[bold]what to do:[/] run again as 'sealbench -v ...' and report the traceback",
+        markup=True,
+    )
+    return 1
+
+
+class BoundaryGroup(typer.core.TyperGroup):
+    """The CLI's one error boundary: every command runs inside :meth:`invoke`."""
+
+    def invoke(self, ctx: ClickContext) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, typer.TyperException):
+            raise
+        except Exception as exc:  # the CLI's one boundary; anything else is a bug to report
+            verbose = bool(ctx.obj and getattr(ctx.obj, "verbose", False))
+            shown: BaseException = missing_extra(exc) or exc  # a package of an absent extra
+            raise typer.Exit(report_error(shown, verbose)) from exc
+
+
+def with_progress(
+    description: str, total: int | None
+) -> tuple[Progress, Callable[[int, int], None]]:
+    """A started progress bar and a ``(done, total)`` callback that advances it."""
+    bar = progress_bar()
+    task = bar.add_task(description, total=total)
+
+    def update(done: int, total_now: int) -> None:
+        bar.update(task, completed=done, total=total_now)
+
+    return bar, update

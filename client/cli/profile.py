@@ -1,0 +1,562 @@
+"""``sealbench profile|login|whoami``: the registry accounts on this machine, the cloud each one
+uses (the INSECURE mock or a Google Cloud project) and the transparency-log key pinned for its
+registry. Each command parses options, calls :mod:`sealbench.client.registry.profiles` and the
+registry
+client, and renders."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import typer
+from pydantic import ValidationError
+
+from sealbench.client.cli.audit import parse_key, pin_profile_log
+from sealbench.client.cli.common import (
+    JsonOpt,
+    ProfileOpt,
+    emit_json,
+    log,
+    out,
+    session,
+    table,
+)
+from sealbench.client.cloud import GcpOwnerCloud
+from sealbench.client.errors import (
+    AuthenticationFailed,
+    ClientError,
+    ConfigError,
+    TransparencyLogError,
+)
+from sealbench.client.registry.api import RegistryClient
+from sealbench.client.registry.profiles import (
+    GcpSettings,
+    Profile,
+    ProfileStore,
+    registry_url,
+    unknown_profile,
+)
+
+__all__ = ["doctor", "login", "profile_app", "whoami"]
+
+profile_app = typer.Typer(help="Registry accounts on this machine (stored with mode 0600).")
+
+
+def _store() -> ProfileStore:
+    return ProfileStore.from_environment(os.environ)
+
+
+# -- profile -----------------------------------------------------------------------------------
+
+
+@profile_app.command("add")
+def profile_add(
+    name: Annotated[str, typer.Argument(help="a name for this account, e.g. hospital-a")],
+    server: Annotated[str, typer.Option(help="registry URL, e.g. https://registry.example.org")],
+    token: Annotated[
+        str | None,
+        typer.Option(help="API token from the registry operator (prompted when omitted)"),
+    ] = None,
+    mock_tee: Annotated[
+        Path | None,
+        typer.Option(help="state directory of a running 'sealbench mock-tee up'"),
+    ] = None,
+    use: Annotated[bool, typer.Option("--use/--no-use", help="make it the current profile")] = True,
+    log_key: Annotated[
+        str | None,
+        typer.Option(metavar="KEY",
+                     help="the registry's transparency-log key, given to you out of band by its "
+                     "operator ('sealbench-server key show' prints it): every checkpoint you "
+                     "are shown must be signed by it"),
+    ] = None,
+    trust_on_first_use: Annotated[
+        bool,
+        typer.Option("--trust-on-first-use",
+                     help="instead of --log-key, pin the key the registry publishes now "
+                     "(recorded in the profile; a registry that already rewrote its log "
+                     "would pass). With neither, audit checks and receipts are refused"),
+    ] = False,
+    witness: Annotated[
+        list[str] | None,
+        typer.Option(metavar="KEY",
+                     help="a witness key ('sealbench audit witness' prints it) that must have "
+                     "cosigned the log you are shown; repeat for several"),
+    ] = None,
+    cloud: Annotated[
+        str | None,
+        typer.Option(help="your cloud: 'gcp' (Google Cloud, with --project) or 'mock' (with "
+                     "--mock-tee); default: from the options given"),
+    ] = None,
+    project: Annotated[str | None, typer.Option(help="gcp: your project id")] = None,
+    project_number: Annotated[
+        str | None,
+        typer.Option(help="gcp: its number (default: looked up with your credentials, as "
+                     "'gcloud projects describe P' prints it)"),
+    ] = None,
+    location: Annotated[str, typer.Option(help="gcp: KMS location")] = "global",
+    key_ring: Annotated[str, typer.Option(help="gcp: KMS key ring")] = "sealbench",
+    key: Annotated[str, typer.Option(help="gcp: KMS key")] = "assets",
+    bucket: Annotated[
+        str | None, typer.Option(help="gcp: your bucket (default: PROJECT-sealbench)")
+    ] = None,
+    bucket_location: Annotated[
+        str | None,
+        typer.Option(help="gcp: where your bucket is created if it does not exist (EU, "
+                     "europe-west4, US, ...): your data's residency, required to create one")
+    ] = None,
+    pool: Annotated[str, typer.Option(help="gcp: workload identity pool id")] = "sealbench",
+    impersonate_service_account: Annotated[
+        str | None,
+        typer.Option(help="gcp: act as this service account (your ADC must be allowed to)"),
+    ] = None,
+    zone: Annotated[
+        str | None, typer.Option(help="gcp: zone of your Confidential Space VMs")
+    ] = None,
+    service_account: Annotated[
+        str | None, typer.Option(help="gcp: the service account your VMs run as")
+    ] = None,
+    machine_type: Annotated[
+        str | None, typer.Option(help="gcp: the VMs' machine type (doctor checks its quota)")
+    ] = None,
+    api_endpoint: Annotated[
+        list[str] | None,
+        typer.Option(metavar="NAME=URL",
+                     help="gcp: use URL instead of Google's endpoint for API NAME (kms, "
+                     "storage, iam, sts, compute, serviceusage, cloudresourcemanager, "
+                     "attestation, artifactregistry); repeat for several. For private "
+                     "endpoints or a test stand-in: key-release policies then pin them "
+                     "(docs/gcp-setup.md)"),
+    ] = None,
+) -> None:
+    """Add (or replace) a profile; it becomes the current one unless --no-use. The registry is
+    asked whether it accepts the token (a refusal is a warning: the profile is saved) and its
+    transparency log is checked against the log key you give (--log-key, from the registry's
+    operator) or, with --trust-on-first-use, against the key it publishes now, pinned: every
+    checkpoint you are shown later must be signed by it."""
+    url = _server_option(server)
+    if log_key and trust_on_first_use:
+        raise typer.BadParameter("give the key or trust it on first use, not both",
+                                 param_hint="'--log-key' / '--trust-on-first-use'")
+    gcp = _gcp_settings(
+        cloud, mock_tee, project=project, project_number=project_number, location=location,
+        key_ring=key_ring, key=key, bucket=bucket, bucket_location=bucket_location, pool=pool,
+        impersonate_service_account=impersonate_service_account, zone=zone,
+        service_account=service_account, machine_type=machine_type,
+        api_endpoints=_endpoint_overrides(api_endpoint or []),
+    )
+    if token is None:
+        token = typer.prompt("API token", hide_input=True)
+    store = _store()
+    before = dict(store.names()).get(name)
+    profile = Profile(
+        server=url,
+        token=token or None,
+        mock_tee=mock_tee.resolve() if mock_tee else None,
+        gcp=gcp,
+        log_key=parse_key(log_key, "--log-key").to_string() if log_key else None,
+        trust_on_first_use=trust_on_first_use,
+        witnesses=tuple(parse_key(w, "--witness").to_string() for w in witness or ()),
+    )
+    store.add(name, profile, make_current=use)
+    out().print(f"profile {name} saved ({url}){' and in use' if use else ''}")
+    if not log_key and not trust_on_first_use:
+        log.warning("no transparency-log key is pinned for %s: 'audit' checks and result "
+                    "receipts are refused until you add the profile again with --log-key KEY "
+                    "(ask the registry's operator: 'sealbench-server key show' prints it) or "
+                    "--trust-on-first-use", url)
+    if not token:
+        _warn_unless_reachable(url)
+        return
+    _warn_unless_accepted(url, token)
+    if log_key or trust_on_first_use:
+        _pin_log_key(store, name, trust_on_first_use=trust_on_first_use,
+                     replaced=before is not None and (before.server, before.log_key) != (
+                         profile.server, profile.log_key))
+
+
+def _pin_log_key(
+    store: ProfileStore, name: str, *, trust_on_first_use: bool, replaced: bool
+) -> None:
+    try:
+        pinned = pin_profile_log(store, name, replaced=replaced)
+    except AuthenticationFailed:
+        return  # already warned about the token
+    except ClientError as exc:
+        if isinstance(exc, TransparencyLogError):  # the log itself failed: never a warning
+            raise
+        how = "pinned on first use" if trust_on_first_use else "checked against it then"
+        log.warning("could not check the registry's log now (%s); its key is %s", exc, how)
+        return
+    if pinned is None:
+        return
+    if trust_on_first_use:
+        out().print(f"pinned the registry's transparency-log key {pinned.label} on first use "
+                    "(recorded in the profile; compare it with the operator's "
+                    "'sealbench-server key show')")
+    else:
+        out().print(f"the registry's log is signed by the key you gave ({pinned.label})")
+
+
+def _endpoint_overrides(given: list[str]) -> dict[str, str] | None:
+    """``--api-endpoint NAME=URL`` options as ``{NAME: URL}`` (None when none are given)."""
+    overrides: dict[str, str] = {}
+    for item in given:
+        name, sep, url = item.partition("=")
+        if not sep or not name or not url:
+            raise typer.BadParameter(f"{item[:80]!r} is not NAME=URL",
+                                     param_hint="'--api-endpoint'")
+        if name in overrides:
+            raise typer.BadParameter(f"{name} is given twice", param_hint="'--api-endpoint'")
+        overrides[name] = url
+    return overrides or None
+
+
+def _gcp_settings(
+    cloud: str | None, mock_tee: Path | None, *, project: str | None,
+    **options: str | dict[str, str] | None,
+) -> GcpSettings | None:
+    """The profile's Google Cloud settings from ``--cloud gcp`` and its options (None for the
+    mock); a usage error names what is missing or malformed."""
+    chosen = cloud or ("gcp" if project else "mock" if mock_tee else None)
+    if chosen not in (None, "gcp", "mock"):
+        raise typer.BadParameter("expected gcp or mock", param_hint="'--cloud'")
+    if chosen == "mock":
+        if project:
+            raise typer.BadParameter("the mock cloud takes --mock-tee, not --project")
+        return None
+    if chosen is None:
+        return None
+    if mock_tee:
+        raise typer.BadParameter("Google Cloud takes --project, not --mock-tee")
+    if not project:
+        raise typer.BadParameter("--cloud gcp needs --project", param_hint="'--cloud'")
+    given = {k: v for k, v in options.items() if v is not None}
+    try:  # checked before anything is looked up
+        settings = GcpSettings.model_validate(
+            {"project": project, "project_number": "0", **given}
+        )
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        option = "--" + str(err["loc"][0]).replace("_", "-").removesuffix("s")
+        if option == "--api-endpoint":
+            raise typer.BadParameter(err["msg"].removeprefix("Value error, "),
+                                     param_hint=option) from None
+        raise typer.BadParameter(f"not a valid value ({err['msg']})", param_hint=option) from None
+    if "project_number" in given:
+        return settings
+    return settings.model_copy(update={"project_number": _look_up_number(settings)})
+
+
+def _look_up_number(settings: GcpSettings) -> str:
+    """The project's number, asked of Resource Manager with the credentials the profile will
+    use (its endpoint override honoured); a usage error saying how to pass it otherwise."""
+    from sealbench.client.cloud import GoogleApis, gcp_credentials, project_number_of
+
+    project = settings.project
+    try:
+        credentials = gcp_credentials(settings.impersonate_service_account)
+        return project_number_of(project, credentials, GoogleApis.with_overrides(
+            settings.api_endpoints).cloudresourcemanager)
+    except ClientError as exc:
+        raise typer.BadParameter(
+            f"could not look up the number of project {project} ({exc}); pass it: "
+            f"--project-number $(gcloud projects describe {project} "
+            "--format='value(projectNumber)')",
+            param_hint="'--project-number'",
+        ) from None
+
+
+def _server_option(server: str) -> str:
+    try:
+        return registry_url(server)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="'--server'") from None
+
+
+def _warn_unless_accepted(url: str, token: str) -> None:
+    """Ask the registry who the token is; say so when it is refused or unreachable."""
+    try:
+        with RegistryClient.connect(url, token) as client:
+            me = client.me()
+    except AuthenticationFailed:
+        log.warning(
+            "the registry at %s did not accept this token; fix it with 'sealbench login "
+            "--token ...'",
+            url,
+        )
+    except ClientError as exc:
+        log.warning("could not check the token with the registry at %s: %s%s", url, exc,
+                    _plain_http_hint(url, exc))
+    else:
+        out().print(f"the registry accepts it: signed in as {me.email} (user {me.id})")
+
+
+def _warn_unless_reachable(url: str) -> None:
+    """Without a token, ask the registry's ``/health`` once; say so when it does not answer."""
+    try:
+        with RegistryClient.connect(url, None) as client:
+            client.health()
+    except ClientError as exc:
+        log.warning("the registry at %s does not answer: %s%s; the profile is saved as "
+                    "given", url, exc, _plain_http_hint(url, exc))
+
+
+def _plain_http_hint(url: str, exc: ClientError) -> str:
+    """When an https URL failed its TLS handshake and the same host answers plain HTTP (the
+    demo's and a local server's case), the sentence that says so; else nothing."""
+    if not url.startswith("https://") or "SSL" not in str(exc):
+        return ""
+    plain = "http://" + url.removeprefix("https://")
+    try:
+        with RegistryClient.connect(plain, None) as client:
+            client.health()
+    except ClientError:
+        return ""
+    return (f". It answers plain HTTP at {plain}: add the profile again with --server "
+            f"{plain}")
+
+
+@profile_app.command("use")
+def profile_use(name: Annotated[str, typer.Argument(help="profile name")]) -> None:
+    """Make NAME the current profile."""
+    _store().use(name)
+    out().print(f"now using profile {name}")
+
+
+@profile_app.command("ls")
+def profile_ls(json_out: JsonOpt = False) -> None:
+    """List profiles (tokens are never shown)."""
+    store = _store()
+    current = store.current()
+    rows = [
+        {
+            "name": name,
+            "current": name == current,
+            "server": p.server,
+            "token": "set" if p.token else "missing",
+            "mock_tee": str(p.mock_tee) if p.mock_tee else None,
+        }
+        for name, p in store.names()
+    ]
+    if json_out:
+        emit_json(rows)
+        return
+    table(
+        f"profiles in {store.path}",
+        ("", "name", "server", "token", "mock TEE"),
+        (("*" if r["current"] else "", r["name"], r["server"], r["token"], r["mock_tee"])
+         for r in rows),
+    )
+
+
+@profile_app.command("show")
+def profile_show(
+    name: Annotated[str | None, typer.Argument(help="profile name (default: the current)")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """What a profile will touch: its registry, pinned log key, and its cloud's key, bucket,
+    workload identity pool and VM settings (never the token)."""
+    store = _store()
+    chosen = name or store.current()
+    profiles = dict(store.names())
+    if chosen is None or chosen not in profiles:
+        raise unknown_profile(chosen, profiles)
+    rows = profile_touches(profiles[chosen])
+    if json_out:
+        emit_json({"name": chosen, **rows})
+        return
+    table(f"profile {chosen}", ("what", "value"), sorted(rows.items()))
+
+
+def _log_key_shown(profile: Profile) -> str:
+    """The profile's log key and how it was pinned."""
+    if profile.trust_on_first_use:
+        return (f"{profile.log_key} (trusted on first use)" if profile.log_key
+                else "trusted on first use, not pinned yet")
+    if profile.log_key:
+        return f"{profile.log_key} (given out of band)"
+    return "none: audit checks refused (add the profile again with --log-key KEY)"
+
+
+def profile_touches(profile: Profile) -> dict[str, str]:
+    """The resources a profile's commands use, as ``{what: value}``."""
+    rows = {
+        "registry": profile.server,
+        "token": "set" if profile.token else "missing",
+        "log key": _log_key_shown(profile),
+    }
+    if profile.mock_tee is not None:
+        rows["cloud"] = f"INSECURE mock TEE in {profile.mock_tee}"
+    elif profile.gcp is not None:
+        from sealbench.client.assets.owner import gcp_owner_cloud_names
+        from sealbench.client.cloud import confidential_space_platform
+
+        rows["cloud"] = f"Google Cloud project {profile.gcp.project} ({profile.gcp.project_number})"
+        rows.update(gcp_owner_cloud_names(profile.gcp))
+        rows["attestation issuer"] = confidential_space_platform(
+            profile.gcp.api_endpoints
+        ).issuer_uri
+        rows["credentials"] = (
+            f"ADC impersonating {profile.gcp.impersonate_service_account}"
+            if profile.gcp.impersonate_service_account else "Application Default Credentials"
+        )
+        rows["VM zone"] = profile.gcp.zone or "(pass --zone)"
+        rows["VM service account"] = profile.gcp.service_account or "(pass --service-account)"
+        rows["VM machine type"] = profile.gcp.machine_type
+        for api, url in sorted(profile.gcp.api_endpoints.items()):
+            rows[f"{api} endpoint"] = url
+    else:
+        rows["cloud"] = "none (add --cloud gcp ... or --mock-tee DIR)"
+    return rows
+
+
+@profile_app.command("rm")
+def profile_rm(name: Annotated[str, typer.Argument(help="profile name")]) -> None:
+    """Remove a profile (its keys and run records stay on disk)."""
+    _store().remove(name)
+    out().print(f"profile {name} removed")
+
+
+# -- login / whoami ----------------------------------------------------------------------------
+
+
+def login(
+    token: Annotated[
+        str | None, typer.Option(help="API token (prompted when omitted)", show_default=False)
+    ] = None,
+    server: Annotated[
+        str | None, typer.Option(help="registry URL (needed when the profile is new)")
+    ] = None,
+    profile: ProfileOpt = None,
+) -> None:
+    """Store a token in a profile, after checking the registry accepts it."""
+    store = _store()
+    name = profile or store.current() or "default"
+    known = dict(store.names())
+    url = _server_option(server) if server else (known[name].server if name in known else "")
+    if not url:
+        raise ConfigError(
+            f"profile {name!r} does not exist yet", hint="pass --server URL to create it"
+        )
+    if token is None:
+        token = typer.prompt("API token", hide_input=True)
+    with RegistryClient.connect(url, token) as client:
+        me = client.me()
+    mock = known[name].mock_tee if name in known else None
+    gcp = known[name].gcp if name in known else None
+    same = name in known and known[name].server == url  # keep the log key pinned for it
+    store.add(name, Profile(server=url, token=token, mock_tee=mock, gcp=gcp,
+                            log_key=known[name].log_key if same else None,
+                            trust_on_first_use=known[name].trust_on_first_use if same else False,
+                            witnesses=known[name].witnesses if same else ()),
+              make_current=True)
+    out().print(f"signed in to {url} as {me.email} (user {me.id}); profile {name} saved")
+
+
+def whoami(profile: ProfileOpt = None, json_out: JsonOpt = False) -> None:
+    """Show the active profile, the registry and the account it signs in as."""
+    with session(profile) as s:
+        me = s.client.me()
+        version = s.client.version()
+    if json_out:
+        emit_json({"profile": s.profile.name, "server": s.profile.server, "user": me,
+                   "server_version": version})
+        return
+    admin = " (admin)" if me.is_admin else ""
+    out().print(f"profile {s.profile.name}: {me.email}{admin}, user {me.id}")
+    out().print(f"registry {s.profile.server} (sealbench {version.version}, API {version.api})")
+
+
+def doctor(
+    benchmark: Annotated[
+        int | None, typer.Option(help="also check this benchmark's image is named by digest")
+    ] = None,
+    mock_tee: Annotated[
+        Path | None, typer.Option(help="state directory of the mock TEE (default: the profile's)")
+    ] = None,
+    accelerator: Annotated[
+        str | None,
+        typer.Option(help="check for confidential GPU runs (as 'run --accelerator'): the "
+                     "regional and all-regions GPU quotas and the zone instead of the CPU quota"),
+    ] = None,
+    probe_condition: Annotated[
+        bool,
+        typer.Option("--probe-condition",
+                     help="also ask Google whether it accepts the pool provider 'policy sync' "
+                     "writes for --dataset or --model now: creates it under a new id, reads it "
+                     "back and deletes it (the one check that writes)"),
+    ] = False,
+    dataset: Annotated[
+        int | None, typer.Option(help="with --probe-condition: the dataset whose policy")
+    ] = None,
+    model: Annotated[
+        int | None, typer.Option(help="with --probe-condition: the model whose policy")
+    ] = None,
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Check, read-only, what your runs need in your cloud (credentials, the APIs of your role,
+    KMS key, bucket, pool provider; for a profile with a --zone or --service-account, the one
+    that runs workloads: the VMs' service account and its roles, the CPU quota, or with
+    --accelerator the GPU quotas and zone, and with --benchmark its read access to the image)
+    and print the gcloud command that fixes each failure. Roles held under an IAM Condition or
+    through a group are shown as unverified. Exit 0 only when every check passes."""
+    from sealbench.client.assets import owner
+    from sealbench.client.doctor import RunnerSettings, check_owner_cloud
+    from sealbench.client.runs.launchers.selection import LaunchSettingsError, gpu_machine
+
+    gpu: dict[str, Any] = {}
+    if accelerator is not None:
+        try:
+            machine_type, count = gpu_machine(accelerator)
+        except LaunchSettingsError as exc:
+            raise ConfigError(str(exc), hint=exc.hint) from exc
+        gpu = {"machine_type": machine_type, "accelerator": accelerator, "gpus": count}
+    if probe_condition and (dataset is None) == (model is None):
+        raise typer.BadParameter("name the asset whose policy to probe: --dataset D or --model M",
+                                 param_hint="'--probe-condition'")
+
+    with session(profile) as s:
+        cloud = owner.owner_cloud(s.profile, s.client, mock_tee)
+        bench = s.client.get_benchmark(benchmark) if benchmark is not None else None
+        assert isinstance(cloud, GcpOwnerCloud)  # the mock's account is one too
+        gcp = s.profile.profile.gcp
+        runner: RunnerSettings | None = None
+        if gcp is not None and not (mock_tee or s.profile.profile.mock_tee):
+            if gcp.zone or gcp.service_account:  # a profile that runs VMs (the hospital's)
+                runner = RunnerSettings(gcp.zone, gcp.service_account,
+                                        **({"machine_type": gcp.machine_type} | gpu))
+        else:  # the mock's defaults, as 'run --tee confidential-space' uses them
+            from sealbench.client.cli.tee import MOCK_ZONE
+
+            runner = RunnerSettings(
+                MOCK_ZONE, f"sealbench-runner@{cloud.project_id}.iam.gserviceaccount.com", **gpu
+            )
+        checks = check_owner_cloud(cloud, bench, runner)
+        if probe_condition:
+            from sealbench.client._doctor_probe import probe_condition as probe
+
+            kind: Literal["dataset", "model"] = "dataset" if dataset is not None else "model"
+            checks.append(probe(s.client, cloud, kind, dataset if dataset is not None else
+                                model or 0))
+    failed = [c for c in checks if not c.ok]
+    if json_out:
+        emit_json([{"check": c.name, "ok": c.ok, "verified": c.verified, "detail": c.detail,
+                    "fix": c.fix} for c in checks])
+    else:
+        table(f"doctor: profile {s.profile.name}", ("check", "", "found"),
+              ((c.name, ("ok" if c.verified else "ok?") if c.ok else "FAIL", c.detail)
+               for c in checks))
+        for c in failed:
+            out().print(f"fix {c.name}: {c.fix}")
+        for c in checks:
+            if c.ok and not c.verified and c.fix:
+                out().print(f"unverified {c.name}: to be sure, {c.fix}")
+    if failed:
+        raise typer.Exit(code=DOCTOR_EXIT)
+
+
+#: ``sealbench doctor``'s exit code when a check fails (a cloud problem, as exit 7 is).
+DOCTOR_EXIT = 7

@@ -1,0 +1,438 @@
+"""``sealbench benchmark|association|audit``: the commands that only talk to the registry
+(profiles, login and whoami are in :mod:`sealbench.client.cli.profile`). Each parses options,
+calls :mod:`sealbench.client.registry.api` or :mod:`sealbench.client.registry.workflows`, and
+renders."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from sealbench.benchmarks.interface import EXACT_SUFFIX
+from sealbench.client.cli.audit import audit_app, audit_verify
+from sealbench.client.cli.common import (
+    ConsentExactOpt,
+    JsonOpt,
+    ProfileOpt,
+    emit_json,
+    out,
+    provider_label,
+    session,
+    table,
+    user_label,
+    warn_experimental,
+    warn_privacy_cost,
+)
+from sealbench.client.cli.leaderboard import benchmark_leaderboard
+from sealbench.client.errors import (
+    ConfigError,
+)
+from sealbench.client.registry import workflows
+from sealbench.client.registry.api import AssetKind
+from sealbench.client.registry.profiles import ProfileStore
+from sealbench.server.schemas import AssociationPublic, BenchmarkPublic
+from sealbench.server.schemas.runs import ProgressCell
+
+__all__ = [
+    "association_app",
+    "audit_app",
+    "audit_verify",
+    "benchmark_app",
+]
+
+benchmark_app = typer.Typer(
+    help="Benchmarks: publish, approve, close, read results and leaderboards."
+)
+association_app = typer.Typer(
+    help="Links between a benchmark and datasets/models: list, approve, reject, withdraw."
+)
+
+
+def _store() -> ProfileStore:
+    return ProfileStore.from_environment(os.environ)
+
+
+# -- benchmark ---------------------------------------------------------------------------------
+
+
+def _benchmark_rows(rows: tuple[BenchmarkPublic, ...], me: int) -> None:
+    table(
+        "benchmarks",
+        ("id", "name", "version", "state", "owner", "metrics", "image digest"),
+        ((b.id, b.name, b.version, b.state + ("" if b.closed_at is None else ", closed"),
+          user_label(b.owner_id, me), b.metrics_version, b.image_digest[:19] + "…")
+         for b in rows),
+    )
+
+
+@benchmark_app.command("ls")
+def benchmark_ls(
+    state: Annotated[
+        str | None, typer.Option(help="pending, approved, rejected or retired")
+    ] = None,
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """List benchmarks."""
+    with session(profile) as s:
+        rows = s.client.list_benchmarks(workflows.benchmark_state(state))
+        me = s.client.me().id
+    emit_json(rows) if json_out else _benchmark_rows(rows, me)
+
+
+@benchmark_app.command("show")
+def benchmark_show(
+    benchmark_id: Annotated[int, typer.Argument(help="benchmark id")],
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Show one benchmark with its data contract and metrics spec."""
+    with session(profile) as s:
+        b = s.client.get_benchmark(benchmark_id)
+    if json_out:
+        emit_json(b)
+        return
+    console = out()
+    console.print(f"benchmark {b.id}: {b.name} {b.version} [{b.state}]")
+    console.print(b.description)
+    console.print(f"evaluation image {b.image_reference}\n  digest {b.image_digest}")
+    reference = "-" if b.reference_model_id is None else b.reference_model_id
+    console.print(f"metrics {b.metrics_version}; reference model {reference}")
+    if b.closed_at is not None:
+        console.print(f"closed to new associations since {b.closed_at:%Y-%m-%d %H:%M} UTC "
+                      f"(by user {b.closed_by_id})")
+    shape = b.data_contract.get("shape")
+    console.print(f"data contract: modalities {b.data_contract.get('modalities')}, grid {shape}")
+    if b.accept_experimental:
+        console.print("accepts EXPERIMENTAL images: runs on confidential-GPU preview images "
+                      "(GPU cc_mode ON) are released keys besides STABLE ones")
+    if b.metrics_version.endswith(EXACT_SUFFIX):
+        console.print("publishes EXACT figures: each site's results are released without noise "
+                      "and without a privacy bound; every dataset's owner consents to it "
+                      "(--consent-exact-release)")
+
+
+@benchmark_app.command("create")
+def benchmark_create(
+    definition: Annotated[
+        str,
+        typer.Option(help="'brats' for the shipped BraTS benchmark (240x240x155), 'brats-small' "
+                     "for its small demo benchmark (64x64x48), or a definition JSON file"),
+    ] = "brats",
+    tee: Annotated[
+        str,
+        typer.Option(help="take the image digest of this TEE backend's evaluation image"),
+    ] = "mock",
+    image_reference: Annotated[
+        str | None, typer.Option(help="evaluation image reference (overrides --tee)")
+    ] = None,
+    image_digest: Annotated[
+        str | None, typer.Option(help="evaluation image digest sha256:… (overrides --tee)")
+    ] = None,
+    reference_model: Annotated[
+        int | None, typer.Option(help="registry id of the reference model")
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option(help="publish under this name (a variant of the definition)")
+    ] = None,
+    version: Annotated[
+        str | None, typer.Option(help="publish as this version (a variant of the definition)")
+    ] = None,
+    publish_leaderboard: Annotated[
+        bool, typer.Option(help="publish the leaderboard: every signed-in user sees every "
+                           "model's pooled and per-site values (default: a model owner sees "
+                           "only its own model's; 'benchmark publish-leaderboard' changes it)")
+    ] = False,
+    accept_experimental: Annotated[
+        bool, typer.Option(help="also accept confidential-GPU preview images (EXPERIMENTAL, "
+                           "GPU cc_mode ON) for the benchmark's image; owners see it before "
+                           "approving")
+    ] = False,
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> BenchmarkPublic:
+    """Publish a benchmark (an admin must approve it before anyone can join). A variant needs no
+    Python: 'sealbench benchmark definition export brats > my.json', edit it, then
+    'benchmark create --definition my.json', or rename the shipped one with --name/--version."""
+    body = workflows.benchmark_body(
+        workflows.load_benchmark_definition(definition, name=name, version=version),
+        image=workflows.evaluation_image(tee, image_reference, image_digest),
+        reference_model_id=reference_model,
+        leaderboard_published=publish_leaderboard, accept_experimental=accept_experimental,
+    )
+    with session(profile) as s:
+        created = s.client.create_benchmark(body)
+    if json_out:
+        emit_json(created)
+        return created
+    out().print(f"benchmark {created.id} created: {created.name} {created.version} "
+                f"[{created.state}]; an admin approves it with "
+                f"'sealbench benchmark approve {created.id}'")
+    return created
+
+
+definition_app = typer.Typer(help="Benchmark definitions: export one to start a variant.")
+benchmark_app.add_typer(definition_app, name="definition")
+
+
+@definition_app.command("export")
+def definition_export(
+    definition: Annotated[
+        str, typer.Argument(help="a definition an installed plug-in ships ('brats', "
+                            "'brats-small', ...) or a definition JSON file")
+    ] = "brats",
+) -> None:
+    """Print a benchmark definition as JSON (redirect it to a file, edit it, and publish it
+    with 'sealbench benchmark create --definition FILE')."""
+    loaded = workflows.load_benchmark_definition(definition)
+    typer.echo(loaded.model_dump_json(indent=2))
+
+
+@benchmark_app.command("init")
+def benchmark_init(
+    name: Annotated[str, typer.Argument(help="the plug-in's name (lower case, e.g. my-task)")],
+    dest: Annotated[
+        Path, typer.Option(help="folder to create the package in (as DEST/NAME)")
+    ] = Path(),
+) -> Path:
+    """Scaffold a benchmark plug-in package to start from: a complete, working example written
+    against the public interface (docs/benchmark-authoring.md), with its entry point and a
+    test. 'pip install ./NAME' makes it a benchmark sealbench finds by name."""
+    from sealbench.client.scaffold import package_name, scaffold_plugin
+
+    made = scaffold_plugin(name, dest)
+    out().print(f"created {made}: edit src/{package_name(name)}/plugin.py, then "
+                f"'pip install -e {made}' and 'python -m pytest {made}/tests'")
+    return made
+
+
+@benchmark_app.command("approve")
+def benchmark_approve(
+    benchmark_id: Annotated[int, typer.Argument(help="benchmark id")],
+    profile: ProfileOpt = None,
+) -> BenchmarkPublic:
+    """Approve a pending benchmark (registry admins only)."""
+    with session(profile) as s:
+        b = s.client.approve_benchmark(benchmark_id)
+    out().print(f"benchmark {b.id} is {b.state}")
+    return b
+
+
+@benchmark_app.command("publish-leaderboard")
+def benchmark_publish_leaderboard(
+    benchmark_id: Annotated[int, typer.Argument(help="benchmark id")],
+    withdraw: Annotated[
+        bool, typer.Option("--withdraw", help="stop publishing it: a model owner sees only its "
+                           "own model's values again")
+    ] = False,
+    profile: ProfileOpt = None,
+) -> BenchmarkPublic:
+    """Publish the benchmark's leaderboard (its owner or an admin): every signed-in user sees
+    every model's pooled and per-site values; --withdraw stops publishing it."""
+    with session(profile) as s:
+        b = s.client.publish_leaderboard(benchmark_id, not withdraw)
+    if b.leaderboard_published:
+        out().print(f"benchmark {b.id} publishes its leaderboard: every signed-in user sees "
+                    "every model's pooled and per-site values")
+    else:
+        out().print(f"benchmark {b.id} does not publish its leaderboard: a model owner sees "
+                    "only its own model's values")
+    return b
+
+
+@benchmark_app.command("close")
+def benchmark_close(
+    benchmark_id: Annotated[int, typer.Argument(help="benchmark id")],
+    profile: ProfileOpt = None,
+) -> BenchmarkPublic:
+    """Close an approved benchmark to new associations (its owner or an admin): no request,
+    invitation or approval gets in any more; approved datasets and models keep running."""
+    with session(profile) as s:
+        b = s.client.close_benchmark(benchmark_id)
+    out().print(f"benchmark {b.id} is closed to new associations; its "
+                "approved datasets and models keep running and submitting results")
+    return b
+
+
+@benchmark_app.command("results")
+def benchmark_results(
+    benchmark_id: Annotated[int, typer.Argument(help="benchmark id")],
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Verified results of a benchmark (aggregates only; per-case values stay with hospitals)."""
+    with session(profile) as s:
+        rows = s.client.list_results(benchmark_id)
+        plugin = None if json_out else workflows.plugin_for(s.client.get_benchmark(benchmark_id))
+    if plugin is None:
+        emit_json(rows)
+        return
+    table(
+        f"verified results of benchmark {benchmark_id}",
+        ("id", "dataset", "model", "cases", *workflows.column_titles(plugin), "issuer", "at",
+         "withdrawn"),
+        ((r.id, r.dataset_id, r.model_id, workflows.summary_cases(plugin, r.summary),
+          *workflows.result_cells(plugin, r.summary), r.token_issuer,
+          r.created_at.strftime("%Y-%m-%d %H:%M"), ", ".join(r.withdrawn) or "-")
+         for r in rows),
+    )
+
+
+benchmark_app.command("leaderboard")(benchmark_leaderboard)
+
+
+@benchmark_app.command("progress")
+def benchmark_progress(
+    benchmark_id: Annotated[int, typer.Argument(help="benchmark id")],
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Per approved (model, dataset): pending, planned, running, failed (with its failure
+    class), interrupted or done with the benchmark's current image, and the ONNX Runtime
+    execution provider its latest run said it ran on. Done is attested (a verified result), and
+    so is a failure the enclave signed (its failure record, verified by the registry: "attested
+    failure"); every other status and reason is as the hospital's client reported it, a claim
+    the registry cannot check. The authority sees every pair, a data or model owner the pairs
+    of its assets."""
+    with session(profile) as s:
+        board = s.client.benchmark_progress(benchmark_id)
+    if json_out:
+        emit_json(board)
+        return
+    counts = ", ".join(f"{n} {status}" for status, n in sorted(board.counts.items()))
+    table(
+        f"progress of benchmark {benchmark_id} (image {board.image_digest[:19]}…): "
+        f"{counts or 'no approved pair'}",
+        ("model", "dataset", "status", "reason", "source", "provider", "run", "result",
+         "updated"),
+        ((f"{c.model_id} {c.model_name}", f"{c.dataset_id} {c.dataset_name}", c.status,
+          c.reason or "", _source(c), provider_label(c.execution_provider), c.run_id or "",
+          "" if c.result_id is None else c.result_id,
+          "" if c.updated_at is None else c.updated_at.strftime("%Y-%m-%d %H:%M"))
+         for c in board.cells),
+    )
+    if any(c.reported_by_id is not None and not c.attested for c in board.cells):
+        out().print("statuses and reasons marked 'reported by hospital' are the hospital's "
+                    "client's claims: the registry cannot check them (only a verified result "
+                    "or an attested failure is the enclave's own account)")
+
+
+def _source(cell: ProgressCell) -> str:
+    """Who vouches for a progress cell: the registry's verified result, the enclave's attested
+    failure record, or the hospital."""
+    if cell.attested:
+        return "attested failure" if cell.status == "failed" else "attested result"
+    if cell.reported_by_id is not None:
+        return f"reported by hospital (user {cell.reported_by_id})"
+    return ""
+
+
+# -- association -------------------------------------------------------------------------------
+
+
+def _assoc_rows(title: str, rows: list[AssociationPublic]) -> None:
+    table(
+        title,
+        ("benchmark", "kind", "asset", "status", "revision", "initiated by", "last actor"),
+        ((a.benchmark_id, a.asset_kind, a.asset_id, a.status, a.revision, a.initiated_by_id,
+          a.actor_id) for a in rows),
+    )
+
+
+def _target(dataset: int | None, model: int | None) -> tuple[AssetKind, int]:
+    if (dataset is None) == (model is None):
+        raise ConfigError("name exactly one of --dataset and --model")
+    return ("dataset", dataset) if dataset is not None else ("model", model)  # type: ignore[return-value]
+
+
+@association_app.command("ls")
+def association_ls(
+    benchmark: Annotated[int, typer.Option(help="benchmark id")],
+    kind: Annotated[str | None, typer.Option(help="dataset or model (default both)")] = None,
+    status: Annotated[
+        str | None, typer.Option(help="pending, approved, rejected or withdrawn")
+    ] = None,
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Current state of every link of a benchmark."""
+    kinds: tuple[AssetKind, ...] = workflows.asset_kinds(kind)
+    with session(profile) as s:
+        rows = [
+            a for k in kinds
+            for a in s.client.list_associations(k, benchmark, workflows.association_status(status))
+        ]
+    emit_json(rows) if json_out else _assoc_rows(f"associations of benchmark {benchmark}", rows)
+
+
+def _decide(
+    approve: bool, benchmark: int, dataset: int | None, model: int | None, profile: str | None,
+    *, consent_exact: bool = False,
+) -> None:
+    kind, asset = _target(dataset, model)
+    consents = False
+    with session(profile) as s:
+        links = [a for a in s.client.list_associations(kind, benchmark) if a.asset_id == asset]
+        latest = max(links, key=lambda a: a.revision, default=None)
+        wanted = "approved" if approve else "rejected"
+        if latest is not None and latest.status == wanted and (
+                not consent_exact or latest.exact_release_consent):
+            out().print(f"{kind} {asset} in benchmark {benchmark} is already {wanted} "
+                        f"(revision {latest.revision}); nothing changed")
+            return
+        if approve:
+            bench = s.client.get_benchmark(benchmark)
+            warn_experimental(bench)
+            if kind == "dataset" and bench.owner_id != s.client.me().id:
+                # the data owner consents: it reads what each run costs its dataset's budget
+                warn_privacy_cost(s.client, bench, asset, consent_exact=consent_exact)
+                consents = consent_exact
+        row = s.client.decide_association(kind, benchmark, asset, approve=approve,
+                                          exact_release_consent=consents)
+    out().print(f"{kind} {asset} in benchmark {benchmark}: {row.status}")
+
+
+@association_app.command("approve")
+def association_approve(
+    benchmark: Annotated[int, typer.Option(help="benchmark id")],
+    dataset: Annotated[int | None, typer.Option(help="dataset id")] = None,
+    model: Annotated[int | None, typer.Option(help="model id")] = None,
+    consent_exact_release: ConsentExactOpt = False,
+    profile: ProfileOpt = None,
+) -> None:
+    """Approve a pending link (only the side that did not initiate it may). A dataset's owner
+    reads what each run will publish about its cases first; a benchmark publishing exact
+    figures is approved only with --consent-exact-release."""
+    _decide(True, benchmark, dataset, model, profile, consent_exact=consent_exact_release)
+
+
+@association_app.command("reject")
+def association_reject(
+    benchmark: Annotated[int, typer.Option(help="benchmark id")],
+    dataset: Annotated[int | None, typer.Option(help="dataset id")] = None,
+    model: Annotated[int | None, typer.Option(help="model id")] = None,
+    profile: ProfileOpt = None,
+) -> None:
+    """Reject a pending link (only the side that did not initiate it may)."""
+    _decide(False, benchmark, dataset, model, profile)
+
+
+@association_app.command("withdraw")
+def association_withdraw(
+    benchmark: Annotated[int, typer.Option(help="benchmark id")],
+    dataset: Annotated[int | None, typer.Option(help="your dataset id")] = None,
+    model: Annotated[int | None, typer.Option(help="your model id")] = None,
+    profile: ProfileOpt = None,
+) -> AssociationPublic:
+    """Withdraw your dataset or model from a benchmark (a pending or approved link): no new run
+    uses it, your next 'policy sync' revokes the key grants, verified results stay (marked)."""
+    kind, asset = _target(dataset, model)
+    with session(profile) as s:
+        row = s.client.withdraw_association(kind, benchmark, asset)
+    out().print(f"{kind} {asset} withdrawn from benchmark {benchmark}; run 'sealbench policy sync "
+                f"--{kind} {asset}' to revoke the key grants it had")
+    return row
+

@@ -1,0 +1,1 @@
+"""``sealbench demo``: the whole confidential flow on one machine, on the library."""

@@ -1,0 +1,141 @@
+"""The demo's second benchmark: any installed plug-in's shipped definition played end to end with
+the same commands as BraTS (``sealbench demo`` plays ``wdbc``, breast-cancer diagnosis on real
+cases, next to BraTS).
+
+Same roles as the BraTS part: the authority publishes the definition and the admin approves it;
+the two labs register, seal and associate the plug-in's shipped models (reference first); each
+hospital writes the plug-in's demo data (:meth:`write_demo_dataset` with the hospital's index
+as seed: for WDBC, two disjoint sites with different case mixes), prepares, registers, seals and
+associates it; the authority approves, every owner syncs its policy, the hospitals run every
+model on the TEE, open and submit the results, and the authority reads the leaderboard, ranked
+by the plug-in's headline metric.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+__all__ = ["PluginDemoOutcome", "play_plugin_benchmark"]
+
+T = TypeVar("T")
+
+
+class Narrator(Protocol):
+    """What the demo's narrator offers (:class:`sealbench.client.demo.flow._Narrator`)."""
+
+    def section(self, title: str) -> None: ...
+
+    def step(self, argv: str, action: Callable[[], T]) -> T: ...
+
+    def note(self, text: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class PluginDemoOutcome:
+    benchmark_id: int
+    #: The plug-in pin, and every run the hospitals made (``RunRecord``), in order.
+    plugin: str
+    runs: tuple[Any, ...]
+
+
+def play_plugin_benchmark(
+    say: Narrator,
+    workdir: Path,
+    definition_name: str,
+    *,
+    hospitals: Sequence[str],
+    labs: Sequence[str],
+    cases: int,
+    tee: str,
+    number: int,
+) -> PluginDemoOutcome:
+    """Publish ``definition_name`` and evaluate every lab's shipped model on every hospital's
+    demo data; ``number`` numbers the demo's section."""
+    from sealbench.client.cli import assets as a
+    from sealbench.client.cli import registry as r
+    from sealbench.client.cli import run as x
+    from sealbench.client.cli.common import session
+    from sealbench.client.cli.leaderboard import benchmark_leaderboard
+    from sealbench.client.registry import workflows
+
+    definition = workflows.load_benchmark_definition(definition_name)
+    extra = definition.model_extra or {}
+    shipped = [extra["reference_model"], *extra.get("baseline_models", ())][: len(labs)]
+    say.section(f"{number}. a second benchmark, {definition.name} ({definition.plugin}): "
+                "published, joined and evaluated with the same commands")
+    bench = say.step(
+        f"--profile authority benchmark create --definition {definition_name} --tee {tee}",
+        lambda: r.benchmark_create(definition=definition_name, tee=tee, profile="authority"),
+    )
+    b = bench.id
+    say.step(f"--profile admin benchmark approve {b}",
+             lambda: r.benchmark_approve(b, profile="admin"))
+    models: dict[str, int] = {}
+    for lab, ref in zip(labs, shipped, strict=False):
+        onnx = workdir / definition_name / lab / f"{ref['name']}.onnx"
+        onnx.parent.mkdir(parents=True, exist_ok=True)
+        onnx.write_bytes(workflows.shipped_model_bytes(definition, ref["name"]))
+        models[lab] = m = say.step(
+            f"--profile {lab} model register {onnx} --name {ref['name']} --version 1.0 "
+            f"--benchmark {b}",
+            partial(a.model_register, onnx, name=ref["name"], version="1.0", benchmark=b,
+                    profile=lab),
+        ).id
+        say.step(f"--profile {lab} model seal {onnx} --model {m}",
+                 partial(a.model_seal, onnx, model=m, profile=lab))
+        say.step(f"--profile {lab} model associate --model {m} --benchmark {b}",
+                 partial(a.model_associate, model=m, benchmark=b, profile=lab))
+    with session("authority") as s:
+        plugin = workflows.plugin_for(s.client.get_benchmark(b))
+    datasets: dict[str, int] = {}
+    for index, hospital in enumerate(hospitals):
+        base = workdir / definition_name / hospital
+        raw, prepared = base / "raw", base / "prepared"
+        ids = plugin.write_demo_dataset(raw, cases, seed=index)
+        say.note(f"{hospital} holds {len(ids)} cases of {plugin.ref} in {raw} (demo data of "
+                 f"site {index})")
+        say.step(f"--profile {hospital} dataset prepare {raw} {prepared} --benchmark {b}",
+                 partial(a.dataset_prepare, raw, prepared, benchmark=b, profile=hospital))
+        name = f"{hospital}-{definition_name}"
+        datasets[hospital] = d = say.step(
+            f"--profile {hospital} dataset register {prepared} --name {name} --benchmark {b}",
+            partial(a.dataset_register, prepared, name=name, benchmark=b, yes=True,
+                    profile=hospital),
+        ).id
+        say.step(f"--profile {hospital} dataset seal {prepared} --dataset {d}",
+                 partial(a.dataset_seal, prepared, dataset=d, profile=hospital))
+        say.step(f"--profile {hospital} dataset associate --dataset {d} --benchmark {b}",
+                 partial(a.dataset_associate, dataset=d, benchmark=b, profile=hospital))
+    for d in datasets.values():
+        say.step(f"--profile authority association approve --benchmark {b} --dataset {d}",
+                 partial(r.association_approve, benchmark=b, dataset=d, profile="authority"))
+    for m in models.values():
+        say.step(f"--profile authority association approve --benchmark {b} --model {m}",
+                 partial(r.association_approve, benchmark=b, model=m, profile="authority"))
+    for hospital, d in datasets.items():
+        say.step(f"--profile {hospital} policy sync --dataset {d}",
+                 partial(x.policy_sync, dataset=d, profile=hospital))
+    for lab, m in models.items():
+        say.step(f"--profile {lab} policy sync --model {m}",
+                 partial(x.policy_sync, model=m, profile=lab))
+    runs: list[Any] = []
+    for hospital, d in datasets.items():
+        records = say.step(
+            f"--profile {hospital} run --benchmark {b} --dataset {d} --all-models --parallel 2 "
+            f"--tee {tee}",
+            partial(x.run, benchmark=b, dataset=d, all_models=True, parallel=2, tee=tee,
+                    profile=hospital),
+        )
+        runs.extend(records)
+        for record in records:
+            say.step(f"--profile {hospital} result open {record.run_id}",
+                     partial(x.result_open, record.run_id, profile=hospital))
+            say.step(f"--profile {hospital} result submit {record.run_id}",
+                     partial(x.result_submit, record.run_id, yes=True, profile=hospital))
+    say.step(f"--profile authority benchmark leaderboard {b}",
+             partial(benchmark_leaderboard, b, profile="authority"))
+    return PluginDemoOutcome(b, str(plugin.ref), tuple(runs))

@@ -1,0 +1,411 @@
+"""The registry-side steps every role takes, as library functions the CLI commands and
+``sealbench demo`` both call: building a benchmark from its definition, registering prepared
+datasets and checked models, and reading leaderboards. Pure where possible; the registry is
+passed in as a :class:`~sealbench.client.registry.api.RegistryClient`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from sealbench.benchmarks.release import LocalExact
+from sealbench.client.errors import ConfigError, IntegrityError, NotAvailableError
+from sealbench.client.extras import MissingExtraError, missing_extra
+from sealbench.client.registry.api import AssetKind
+from sealbench.server.schemas import (
+    AssociationStatus,
+    AuditVerification,
+    BenchmarkCreate,
+    BenchmarkPublic,
+    BenchmarkState,
+)
+
+if TYPE_CHECKING:
+    from sealbench.benchmarks.interface import Benchmark, CaseResult, MetricRef, PublicSummary
+
+__all__ = [
+    "TEE_BACKENDS",
+    "Backend",
+    "DefinitionDocument",
+    "EvaluationImage",
+    "asset_kinds",
+    "association_status",
+    "audit_broken",
+    "benchmark_body",
+    "benchmark_state",
+    "case_cells",
+    "case_columns",
+    "column_titles",
+    "docker_image_module",
+    "evaluation_image",
+    "load_benchmark_definition",
+    "plugin_for",
+    "result_cells",
+    "shipped_definitions",
+    "shipped_model_bytes",
+    "summary_cases",
+    "summary_of",
+]
+
+#: Every ``--tee`` backend and whether this version implements it.
+TEE_BACKENDS: Final[dict[str, bool]] = {"mock": True, "docker": True, "confidential-space": True}
+Backend = Literal["mock", "docker", "confidential-space"]
+_STATES: Final = ("pending", "approved", "rejected", "retired")
+_STATUSES: Final = ("pending", "approved", "rejected", "withdrawn")
+
+
+def benchmark_state(value: str | None) -> BenchmarkState | None:
+    if value is not None and value not in _STATES:
+        raise ConfigError(f"--state must be one of {', '.join(_STATES)}, received {value!r}")
+    return cast("BenchmarkState | None", value)
+
+
+def association_status(value: str | None) -> AssociationStatus | None:
+    if value is not None and value not in _STATUSES:
+        raise ConfigError(f"--status must be one of {', '.join(_STATUSES)}, received {value!r}")
+    return cast("AssociationStatus | None", value)
+
+
+def asset_kinds(value: str | None) -> tuple[AssetKind, ...]:
+    if value is None:
+        return ("dataset", "model")
+    if value not in ("dataset", "model"):
+        raise ConfigError(f"--kind must be dataset or model, received {value!r}")
+    return (cast("AssetKind", value),)
+
+
+def check_tee(tee: str) -> Backend:
+    """The backend name, or an error that says which exist and which are not available."""
+    if tee not in TEE_BACKENDS:
+        raise ConfigError(
+            f"unknown TEE backend {tee!r}", hint=f"use one of {', '.join(TEE_BACKENDS)}"
+        )
+    if not TEE_BACKENDS[tee]:
+        raise NotAvailableError(
+            f"the {tee} backend is not available in this version of sealbench",
+            hint="use one of "
+            + ", ".join(name for name, available in TEE_BACKENDS.items() if available),
+        )
+    return cast("Backend", tee)
+
+
+@dataclass(frozen=True)
+class EvaluationImage:
+    reference: str
+    digest: str
+
+
+def evaluation_image(
+    tee: str, reference: str | None = None, digest: str | None = None
+) -> EvaluationImage:
+    """The evaluation image a benchmark pins: explicit ``reference``/``digest``, else the image
+    of the ``tee`` backend: for ``mock``, the digest derived from the enclave code it runs; for
+    ``docker``, the local image ``sealbench-eval:latest`` (its image ID, which the Docker
+    launcher attests), refused as stale unless it was built from the checkout found around the
+    working directory or the installed code (not checked without a checkout);
+    ``confidential-space`` needs the pushed image named explicitly."""
+    if reference and digest:
+        return EvaluationImage(reference, digest)
+    if reference or digest:
+        raise ConfigError("pass both --image-reference and --image-digest, or neither")
+    backend = check_tee(tee)
+    if backend == "docker":
+        image_module = docker_image_module()
+        engine = image_module.connect_engine()
+        source = image_module.checkout_source()
+        found = (
+            image_module.local_image(engine)
+            if source is None
+            else image_module.fresh_local_image(engine, source)
+        )
+        return EvaluationImage(found.reference, found.digest)
+    if backend == "confidential-space":
+        raise ConfigError(
+            "a Confidential Space benchmark names its pushed image explicitly",
+            hint="pass --image-reference REPO@sha256:… and --image-digest sha256:… "
+            "(see docs/image.md)",
+        )
+    from sealbench.client.runs.launchers import mock_image
+
+    image = mock_image()
+    return EvaluationImage(image.reference, image.digest)
+
+
+def docker_image_module() -> ModuleType:
+    """:mod:`sealbench.client.runs.image_build` (it needs the Docker SDK of the ``docker``
+    extra)."""
+    try:
+        import sealbench.client.runs.image_build as image_module
+    except ImportError as exc:
+        raise NotAvailableError(
+            f"the Docker backend needs the Docker SDK ({exc.name} is not installed)",
+            hint="pip install 'sealbench[docker]'",
+        ) from exc
+    return image_module
+
+
+class DefinitionDocument(BaseModel):
+    """A benchmark definition as published (``sealbench/benchmark-definition`` version 1): what
+    the registry stores is ``contract`` and ``metrics`` as the plug-in ``plugin``
+    (``<name>/<version>``) reads them. Other members (reference and baseline models, the
+    evaluation image) are kept as they are."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    format: Literal["sealbench/benchmark-definition"] = "sealbench/benchmark-definition"
+    format_version: Literal[1] = 1
+    plugin: str | None = None
+    name: str
+    version: str
+    description: str = ""
+    contract: dict[str, Any]
+    metrics: dict[str, Any]
+
+
+def shipped_definitions() -> dict[str, dict[str, Any]]:
+    """The definitions the installed plug-ins ship, by the short name ``--definition`` takes."""
+    from sealbench.benchmarks.interface import ShipsDefinitions
+    from sealbench.benchmarks.registry import PluginRegistry
+
+    registry = PluginRegistry()
+    found: dict[str, dict[str, Any]] = {}
+    for ref in registry.available():
+        plugin = registry.get(ref.name)
+        if isinstance(plugin, ShipsDefinitions):
+            found.update(plugin.definitions())
+    return found
+
+
+def _unloadable_plugin_extra() -> MissingExtraError | None:
+    """The missing extra that keeps an installed plug-in from loading (its shipped definitions
+    are then unknown, and a name the user took from the docs would read as a typo)."""
+    from sealbench.benchmarks.interface import BenchmarkError
+    from sealbench.benchmarks.registry import PluginRegistry
+
+    registry = PluginRegistry()
+    for name in registry.names():
+        try:
+            registry.get(name)
+        except BenchmarkError as exc:
+            missing = missing_extra(exc)
+            if missing is not None:
+                return missing
+    return None
+
+
+def _plugin_of_definition(doc: DefinitionDocument) -> Benchmark:
+    """The installed plug-in the definition names (or, for a definition without ``plugin``,
+    the one installed plug-in whose metrics spec it carries), bound to its contract."""
+    from sealbench.benchmarks.interface import BenchmarkError, bind_data_contract
+    from sealbench.benchmarks.registry import PluginRegistry
+
+    registry = PluginRegistry()
+    try:
+        if doc.plugin is not None:
+            plugin = registry.load(doc.plugin)
+        else:
+            matching = [registry.get(r.name) for r in registry.available()
+                        if registry.get(r.name).metrics_spec() == doc.metrics]
+            if len(matching) != 1:
+                raise ConfigError(
+                    f"definition {doc.name} names no benchmark plug-in and its metrics match "
+                    f"{len(matching)} installed ones",
+                    hint="add \"plugin\": \"<name>/<version>\" to the definition")
+            plugin = matching[0]
+        bound = bind_data_contract(plugin, doc.contract)
+    except BenchmarkError as exc:
+        raise ConfigError(f"definition {doc.name}: {exc}",
+                          hint="export a shipped definition and edit it") from exc
+    if doc.metrics != bound.metrics_spec() and not _private_twin_metrics(registry, bound, doc):
+        raise ConfigError(f"definition {doc.name}: its metrics differ from what plug-in "
+                          f"{plugin.ref} scores", hint="keep the exported metrics as they are")
+    return bound
+
+
+def _private_twin_metrics(registry: Any, bound: Benchmark, doc: DefinitionDocument) -> bool:
+    """Whether ``bound`` is an exact-release pin (``<version>-exact``) and ``doc`` carries the
+    metrics of its private pin: an exported definition whose ``plugin`` was switched to the
+    exact pin (the pin decides the release; its metrics then state it)."""
+    from sealbench.benchmarks.interface import EXACT_SUFFIX, BenchmarkError, bind_data_contract
+
+    if not (bound.release_spec.exact and bound.ref.version.endswith(EXACT_SUFFIX)):
+        return False
+    try:
+        private = bind_data_contract(
+            registry.load(f"{bound.ref.name}/{bound.ref.version.removesuffix(EXACT_SUFFIX)}"),
+            doc.contract)
+    except BenchmarkError:
+        return False
+    return bool(doc.metrics == private.metrics_spec())
+
+
+def load_benchmark_definition(
+    name_or_path: str, *, name: str | None = None, version: str | None = None
+) -> DefinitionDocument:
+    """A definition an installed plug-in ships (``brats``; ``brats-small``, its 64x64x48 demo
+    benchmark; ...) or a definition JSON file, published under ``name`` and ``version`` when
+    they are given (a variant). Its plug-in must be installed and accept its contract and
+    metrics; the returned document names it under ``plugin``."""
+    renamed = {k: v for k, v in (("name", name), ("version", version)) if v is not None}
+    shipped = shipped_definitions()
+    try:
+        if name_or_path in shipped:
+            raw: dict[str, Any] = shipped[name_or_path]
+        else:
+            raw = json_file(Path(name_or_path))
+        doc = DefinitionDocument.model_validate({**raw, **renamed})
+    except ConfigError as exc:
+        if name_or_path not in shipped and not Path(name_or_path).exists():
+            missing = _unloadable_plugin_extra()
+            if missing is not None:
+                raise missing from exc
+        raise ConfigError(
+            f"cannot read benchmark definition {name_or_path}: {exc}",
+            hint=f"pass --definition {' or '.join(sorted(shipped)) or 'NAME'} or the path of a "
+            "definition JSON file",
+        ) from exc
+    except ValidationError as exc:
+        raise ConfigError(
+            f"{name_or_path} is not a benchmark definition ({exc.error_count()} errors)",
+            hint="export a shipped one with 'sealbench benchmark definition export' and edit it",
+        ) from exc
+    plugin = _plugin_of_definition(doc)
+    return doc.model_copy(update={"plugin": str(plugin.ref), "metrics": plugin.metrics_spec()})
+
+
+def shipped_model_bytes(definition: DefinitionDocument, name: str) -> bytes:
+    """The bytes of model ``name`` of a shipped definition (its reference or a baseline), from
+    the plug-in that ships the model with the same SHA-256."""
+    from sealbench.benchmarks.registry import load
+
+    extra = definition.model_extra or {}
+    refs = [extra.get("reference_model"), *(extra.get("baseline_models") or ())]
+    digest = next((r.get("sha256") for r in refs if isinstance(r, dict) and r.get("name") == name),
+                  None)
+    if definition.plugin is None or digest is None:
+        raise ConfigError(f"definition {definition.name} ships no model named {name!r}")
+    plugin = load(definition.plugin)
+    for shipped in plugin.shipped_models:
+        if shipped.sha256 == digest:
+            return plugin.model_bytes(shipped.name)
+    raise ConfigError(f"plug-in {plugin.ref} does not ship model {name!r} ({digest})")
+
+
+def benchmark_body(
+    definition: DefinitionDocument, *, image: EvaluationImage, reference_model_id: int | None,
+    leaderboard_published: bool = False, accept_experimental: bool = False,
+) -> BenchmarkCreate:
+    """The registry request publishing ``definition`` with ``image``, pinned to its plug-in
+    (``leaderboard_published``: every signed-in user sees every model's values)."""
+    plugin = definition.plugin or str(_plugin_of_definition(definition).ref)
+    return BenchmarkCreate(
+        name=definition.name,
+        version=definition.version,
+        description=definition.description,
+        data_contract=definition.contract,
+        metrics_spec=definition.metrics,
+        metrics_version=plugin,
+        image_reference=image.reference,
+        image_digest=image.digest,
+        reference_model_id=reference_model_id,
+        leaderboard_published=leaderboard_published,
+        accept_experimental=accept_experimental,
+    )
+
+
+# -- results -----------------------------------------------------------------------------------
+
+
+def plugin_for(benchmark: BenchmarkPublic) -> Benchmark:
+    """The installed plug-in ``benchmark`` pins, bound to its registered data contract."""
+    from sealbench.benchmarks.interface import BenchmarkError, bind_data_contract
+    from sealbench.benchmarks.registry import load
+
+    try:
+        return bind_data_contract(load(benchmark.metrics_version), benchmark.data_contract)
+    except BenchmarkError as exc:
+        raise ConfigError(
+            f"benchmark {benchmark.id} ({benchmark.name}): {exc}",
+            hint="install the benchmark's plug-in (or upgrade sealbench) to read its results",
+        ) from exc
+
+
+def summary_of(plugin: Benchmark, summary: Mapping[str, Any]) -> PublicSummary | None:
+    """The public summary of a registry result (a run's ``ResultSummary`` JSON, or a bare
+    summary) validated by ``plugin``; None when it does not validate."""
+    from sealbench.benchmarks.interface import SummaryError
+
+    aggregates = summary.get("aggregates", summary)
+    if not isinstance(aggregates, Mapping):
+        return None
+    try:
+        return plugin.parse_summary(aggregates)
+    except SummaryError:
+        return None
+
+
+def summary_cases(plugin: Benchmark, summary: Mapping[str, Any]) -> int | None:
+    """The number of cases a public summary aggregates."""
+    parsed = summary_of(plugin, summary)
+    return None if parsed is None else parsed.n_cases
+
+
+def column_titles(plugin: Benchmark) -> tuple[str, ...]:
+    """Titles of the plug-in's compact columns (``Dice WT``, ``AUROC``)."""
+    shown = plugin.presentation
+    return tuple(shown.label(ref) for ref in shown.columns)
+
+
+def _text(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def result_cells(plugin: Benchmark, summary: Mapping[str, Any]) -> tuple[str, ...]:
+    """The compact columns' values of a registry result's summary."""
+    parsed = summary_of(plugin, summary)
+    figures = {} if parsed is None else {f.ref: f.value for f in plugin.figures(parsed)}
+    return tuple(_text(figures.get(ref)) for ref in plugin.presentation.columns)
+
+
+def case_columns(plugin: Benchmark) -> tuple[MetricRef, ...]:
+    """The compact columns a per-case table shows: those of per-case metrics (a dataset-level
+    metric has no per-case value)."""
+    shown = plugin.presentation
+    return tuple(ref for ref in shown.columns if not shown.metric(ref.metric).dataset_level)
+
+
+def case_cells(plugin: Benchmark, case: CaseResult) -> tuple[str, ...]:
+    """One private per-case row: the case id, ``scored`` or ``failed: <reason>``, then its
+    values of :func:`case_columns` (from the summary of that case alone; blank if failed)."""
+    columns = case_columns(plugin)
+    if case.failed:
+        reason = case.to_json().get("reason")
+        return (case.case_id, f"failed: {reason or 'no reason given'}", *("",) * len(columns))
+    # the hospital's own case on its own machine: exact, no release noise
+    figures = {f.ref: f.value for f in plugin.figures(plugin.summarise([case], LocalExact()))}
+    return (case.case_id, "scored", *(_text(figures.get(ref)) for ref in columns))
+
+
+def audit_broken(result: AuditVerification) -> IntegrityError:
+    return IntegrityError(
+        f"the registry's audit chain is broken at event {result.first_broken_seq}: "
+        f"{result.reason}",
+        hint="the registry database was modified outside the application: stop using it and "
+        "tell the registry operator",
+    )
+
+
+def json_file(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read JSON from {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} does not hold a JSON object")
+    return data

@@ -1,0 +1,268 @@
+"""The platform seam: what differs between one TEE platform and another, behind one interface.
+
+A :class:`Platform` knows how its workload gets evidence (:meth:`~Platform.attester`), how that
+evidence is verified and mapped to the platform-neutral :class:`AttestedWorkload`
+(:meth:`~Platform.evidence`, :meth:`~Platform.verify`, with the platform's own rules: debug
+state, hardware, image, overrides), how the run spec reaches the workload
+(:meth:`~Platform.launch_environment`), how an owner's key-release policy is written
+(:meth:`~Platform.key_release_condition`, :meth:`~Platform.grantee`), where a workload it
+attests may send tokens to reach assets and keys (:meth:`~Platform.token_destinations`), and
+which client launchers start its workloads (:attr:`~Platform.launcher_backends`).
+
+Implementations declare themselves as entry points of the group ``sealbench.platforms`` (as
+``keyring`` backends do) and are found by name (:func:`load_platform`) or by the issuer of a
+token (:func:`platform_for_issuer`); the cores (``crypto``, ``enclave``, ``server``, ``client``)
+take a platform as an argument or ask this registry, and never import an implementation (a test
+scans them). The two shipped ones:
+
+- ``confidential-space`` → :class:`sealbench.gcp.confidential_space.ConfidentialSpacePlatform`
+- ``insecure-mock`` → :class:`sealbench.mocktee.platform.InsecureMockPlatform` (its own issuer;
+  proves nothing about hardware)
+
+Errors: :class:`UnknownPlatformError` (a :class:`~sealbench.platforms.errors.CloudError`) when no
+platform has the name or issues the token; verification raises
+:class:`~sealbench.crypto.errors.AttestationError` subclasses.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
+from types import MappingProxyType
+from typing import Final, Protocol, runtime_checkable
+
+from sealbench.contract.inputs import ConditionContext
+from sealbench.contract.spec import ServiceEndpoints
+from sealbench.crypto.attestation import Jwks
+from sealbench.crypto.digest import parse_digest
+from sealbench.platforms.attester import Attester
+from sealbench.platforms.errors import CloudError
+
+__all__ = [
+    "PLATFORM_GROUP",
+    "AttestedWorkload",
+    "Platform",
+    "TokenDestinations",
+    "UnknownPlatformError",
+    "WorkloadRequirements",
+    "available_platforms",
+    "installed_launcher_backends",
+    "load_platform",
+    "platform_for_issuer",
+    "platforms_for_backend",
+]
+
+#: The entry-point group implementations register under (``name = "module:Class"``).
+PLATFORM_GROUP: Final = "sealbench.platforms"
+
+_log = logging.getLogger("sealbench.platforms")
+
+
+class UnknownPlatformError(CloudError):
+    """No registered platform has that name, or issues that token."""
+
+
+@dataclass(frozen=True)
+class AttestedWorkload:
+    """What every platform's evidence says about a workload, in the JWT/EAT claim names
+    (RFC 7519 ``iss``/``aud``, RFC 9711 ``eat_nonce``): who attested it, for whom, the image
+    that runs (``image_digest``, a sha256 digest) and the environment the operator passed
+    (``env_override``, the run spec: see :meth:`Platform.launch_environment`), and whether the
+    evidence attests an accelerator attached to the VM (``gpu``: Confidential Space's
+    ``submods.nvidia_gpu``)."""
+
+    iss: str
+    aud: str
+    image_digest: str
+    env_override: Mapping[str, str] = field(default_factory=dict)
+    eat_nonce: tuple[str, ...] = ()
+    gpu: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "env_override", MappingProxyType(dict(self.env_override)))
+
+
+@dataclass(frozen=True)
+class TokenDestinations:
+    """Where a workload attested by one verifier may send tokens (STS, KMS, storage), and how
+    its run spec must say so: ``fixed`` is the platform's own endpoints, which the run spec must
+    not name (Confidential Space: Google's; its endpoint overrides absent); otherwise the run
+    spec must name exactly ``endpoints`` (the INSECURE mock's)."""
+
+    endpoints: ServiceEndpoints
+    fixed: bool
+
+    @property
+    def spec_overrides(self) -> ServiceEndpoints | None:
+        """The endpoint overrides a run spec must carry: None when they must be absent."""
+        return None if self.fixed else self.endpoints
+
+
+@dataclass(frozen=True)
+class WorkloadRequirements:
+    """What a relying party requires of an attested workload beyond the platform's own rules:
+
+    - the image digest is one of ``allowed_image_digests`` (at least one; each a digest);
+    - the env overrides hold every key of ``expected_env_overrides`` with exactly that value,
+      and no other name unless it is in ``allowed_extra_env_overrides`` (an override nobody
+      named is one nobody reviewed);
+    - ``expected_nonce`` (when set) is one of the evidence's nonces.
+    """
+
+    allowed_image_digests: frozenset[str]
+    expected_env_overrides: Mapping[str, str] = field(default_factory=dict)
+    expected_nonce: str | None = None
+    allowed_extra_env_overrides: frozenset[str] = frozenset()
+    #: The benchmark accepts confidential-GPU preview images (issue 18): the platform may then
+    #: accept its preview attestation (Confidential Space: EXPERIMENTAL with GPU cc_mode ON).
+    accept_experimental_gpu: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.allowed_image_digests:
+            raise ValueError("the requirements must allow at least one image digest")
+        for digest in self.allowed_image_digests:
+            parse_digest(digest)
+        object.__setattr__(
+            self, "expected_env_overrides", MappingProxyType(dict(self.expected_env_overrides))
+        )
+
+
+@runtime_checkable
+class Platform(Protocol):
+    """One TEE platform (see the module docstring). Every method is pure unless it says
+    otherwise; verification raises, it never returns a bool."""
+
+    @property
+    def name(self) -> str:
+        """The entry-point name (``confidential-space``, ``insecure-mock``)."""
+        ...
+
+    @property
+    def insecure(self) -> bool:
+        """True when its evidence proves nothing about hardware (a mock)."""
+        ...
+
+    @property
+    def launcher_backends(self) -> tuple[str, ...]:
+        """The client's launcher backends (``sealbench run --tee``) that start its workloads."""
+        ...
+
+    def issues(self, issuer: str) -> bool:
+        """Whether ``issuer`` is this platform's attestation verifier."""
+        ...
+
+    def attester(self, launcher_dir: Path | None = None) -> Attester:
+        """The evidence source inside the TEE (Confidential Space: the launcher socket)."""
+        ...
+
+    def token_destinations(self, issuer: str) -> TokenDestinations:
+        """Where a workload attested by ``issuer`` may send tokens to reach assets and keys,
+        fixed (the platform's own: no run-spec override allowed) or named exactly by the run
+        spec; :class:`ValueError` for an issuer not its own. May do I/O (the mock reads its
+        issuer's discovery document)."""
+        ...
+
+    def evidence(self, payload: Mapping[str, object]) -> AttestedWorkload:
+        """Map a token payload (verified, or read over the TEE's trusted channel) to the
+        neutral view; raises :class:`~sealbench.crypto.errors.TokenInvalidError` when it does
+        not follow the platform's claim schema. Applies no rule."""
+        ...
+
+    def verify(
+        self,
+        token: str,
+        jwks: Jwks,
+        *,
+        issuer: str,
+        audience: str,
+        now: float,
+        requirements: WorkloadRequirements | None = None,
+    ) -> AttestedWorkload:
+        """Verify the token (signature, time, audience, issuer), map it to the claim schema,
+        and, when ``requirements`` is given, apply the platform's production rules and then
+        ``requirements``; raises :class:`~sealbench.crypto.errors.AttestationError`."""
+        ...
+
+    def launch_environment(self, run_spec: Mapping[str, str]) -> dict[str, str]:
+        """How the run spec (``SEALBENCH_*`` variables) reaches the workload: the launch
+        settings that make the platform attest exactly these variables."""
+        ...
+
+    def key_release_condition(self, context: ConditionContext) -> str:
+        """An owner's key-release condition, rendered from
+        :data:`~sealbench.contract.inputs.OPERATOR_INPUTS` for ``context`` in the platform's
+        policy language."""
+        ...
+
+    def grantee(self, pool: str, uid: str) -> str:
+        """The principal an owner grants its key and bucket to, for the workloads whose
+        :meth:`~sealbench.contract.workload.WorkloadIdentity.uid` is ``uid`` and whose tokens are
+        exchanged at ``pool``."""
+        ...
+
+
+@functools.cache
+def _registered() -> Mapping[str, EntryPoint]:
+    """The group's entry points by name, read once per process (scanning every installed
+    distribution's metadata costs tens of milliseconds)."""
+    return MappingProxyType({ep.name: ep for ep in entry_points(group=PLATFORM_GROUP)})
+
+
+def load_platform(name: str) -> Platform:
+    """The registered platform called ``name`` (a fresh instance)."""
+    ep = _registered().get(name)
+    if ep is None:
+        known = ", ".join(sorted(_registered())) or "none"
+        raise UnknownPlatformError(
+            f"no TEE platform named {name!r} is installed (installed: {known})"
+        )
+    platform = ep.load()()
+    if not isinstance(platform, Platform) or platform.name != name:
+        raise UnknownPlatformError(f"entry point {name!r} ({ep.value}) is not a sealbench Platform")
+    return platform
+
+
+def available_platforms() -> tuple[Platform, ...]:
+    """Every registered platform, by name."""
+    return tuple(load_platform(name) for name in sorted(_registered()))
+
+
+def installed_launcher_backends() -> Mapping[str, tuple[str, ...]]:
+    """Each registered platform's launcher backends, by platform name, read from each class's
+    ``launcher_backends`` without constructing any platform (a production run never constructs
+    the mock's); a class that computes the attribute per instance is constructed to read it."""
+    found: dict[str, tuple[str, ...]] = {}
+    for name, ep in sorted(_registered().items()):
+        backends = inspect.getattr_static(ep.load(), "launcher_backends", None)
+        if not isinstance(backends, tuple):
+            backends = load_platform(name).launcher_backends
+        found[name] = tuple(str(b) for b in backends)
+    return MappingProxyType(found)
+
+
+def platforms_for_backend(backend: str) -> tuple[str, ...]:
+    """The names of the registered platforms whose launcher backends include ``backend``
+    (constructing none, see :func:`installed_launcher_backends`)."""
+    return tuple(n for n, b in installed_launcher_backends().items() if backend in b)
+
+
+def platform_for_issuer(issuer: str, platforms: Iterable[Platform] | None = None) -> Platform:
+    """The one platform (of ``platforms``, default: every registered one) whose verifier is
+    ``issuer``; :class:`UnknownPlatformError` when none or several claim it."""
+    candidates: Sequence[Platform] = (
+        available_platforms() if platforms is None else tuple(platforms)
+    )
+    owners = [p for p in candidates if p.issues(issuer)]
+    if len(owners) != 1:
+        what = "no platform" if not owners else f"{len(owners)} platforms"
+        raise UnknownPlatformError(
+            f"the issuer {issuer[:80]!r} is the verifier of {what} known here"
+        )
+    if owners[0].insecure:
+        _log.warning("INSECURE platform %s attests this token", owners[0].name)
+    return owners[0]
