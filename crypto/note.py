@@ -37,11 +37,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import hashlib
 import os
 import re
-import secrets
 import stat
 import struct
 from collections.abc import Iterable, Sequence
@@ -60,6 +58,7 @@ from sealbench.crypto.errors import (
     NoteSignatureError,
     UnknownKeyError,
 )
+from sealbench.crypto.files import write_private
 from sealbench.crypto.tlog import HASH_SIZE, MAX_TREE_SIZE
 
 __all__ = [
@@ -489,25 +488,7 @@ class KeyEndorsement:
 def write_signer_key(path: Path, key: SignerKey, *, overwrite: bool = False) -> None:
     """Write ``key`` to ``path`` with mode 0600 through an exclusive temporary file; without
     ``overwrite`` an existing file is never replaced (``FileExistsError``)."""
-    data = (key.to_string() + "\n").encode("ascii")
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(tmp, flags, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), 0o600)
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        if overwrite:
-            tmp.replace(path)
-        else:
-            path.hardlink_to(tmp)
-            tmp.unlink()
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        raise
+    write_private(path, (key.to_string() + "\n").encode("ascii"), overwrite=overwrite)
 
 
 def read_signer_key(path: Path) -> SignerKey:

@@ -41,7 +41,6 @@ refused by :func:`load_private_key` when group or others have any permission on 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
 import stat
@@ -57,6 +56,7 @@ from sealbench.crypto import streaming
 from sealbench.crypto.canonical import canonical_json
 from sealbench.crypto.digest import Sha256Digest, parse_digest, sha256_digest
 from sealbench.crypto.errors import InsecureKeyFileError, IntegrityError, KeyFormatError
+from sealbench.crypto.files import write_private
 
 __all__ = [
     "DIRECT_THRESHOLD",
@@ -182,31 +182,7 @@ def save_private_key(
     an existing key is never replaced: ``FileExistsError``; atomic rename otherwise). No moment
     exists where ``path`` holds a partial key or looser permissions.
     """
-    path = Path(path)
-    data = private_key_to_pem(key, passphrase)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(tmp, flags, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), 0o600)
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        if overwrite:
-            tmp.replace(path)
-        else:
-            path.hardlink_to(tmp)
-            tmp.unlink()
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    write_private(path, private_key_to_pem(key, passphrase), overwrite=overwrite)
 
 
 def load_private_key(path: Path, *, passphrase: bytes | None = None) -> X25519PrivateKey:

@@ -37,6 +37,7 @@ from types import TracebackType
 from typing import Any
 
 from sealbench.contract.spec import ENV_OVERRIDE_NAMES
+from sealbench.crypto.files import write_private
 from sealbench.mocktee._http import Request, Response, UnixHttpService
 from sealbench.mocktee.state import warn_insecure_once
 from sealbench.mocktee.verifier import DEFAULT_AUDIENCE, TokenMinter, WorkloadLaunch
@@ -268,15 +269,8 @@ class LaunchedWorkload:
 
     def _refresh_token_file(self) -> float:
         token = self._mint(DEFAULT_AUDIENCE, ())
-        tmp = self.token_file.with_name(f".{TOKEN_FILE_NAME}.{secrets.token_hex(6)}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(token.encode())
-            self._give(tmp)
-            tmp.replace(self.token_file)  # atomic, 0600 and owned as it should be throughout
-        finally:
-            tmp.unlink(missing_ok=True)
+        # atomic, 0600 and owned as it should be throughout
+        write_private(self.token_file, token.encode(), owner_uid=self._owner)
         return _token_lifetime(token)
 
     def _refresh_loop(self, lifetime: float) -> None:

@@ -36,12 +36,12 @@ import functools
 import hashlib
 import json
 import logging
-import os
-import secrets
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from sealbench.crypto.files import write_private
 
 __all__ = ["STATE_VERSION", "MockState", "atomic_write", "token_hash", "warn_insecure_once"]
 
@@ -57,16 +57,7 @@ def warn_insecure_once(logger_name: str, message: str) -> None:
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
     """Write ``data`` to ``path`` atomically: temp file in the same directory, fsync, rename."""
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_private(path, data, mode=mode)
 
 
 def token_hash(token: str) -> str:

@@ -17,7 +17,6 @@ directories are 0700.
 from __future__ import annotations
 
 import json
-import os
 import secrets
 from collections.abc import Mapping
 from datetime import datetime
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Final
 
 from sealbench.client.errors import ConfigError
+from sealbench.crypto import files
 from sealbench.crypto.note import Checkpoint, Note
 from sealbench.crypto.tlog import HASH_SIZE
 
@@ -48,17 +48,7 @@ _MAX_LEAVES: Final = HASH_SIZE << 26  # 64 Mi events
 
 def write_private(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        tmp.replace(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    files.write_private(path, data)
 
 
 def _read(path: Path, limit: int) -> bytes | None:

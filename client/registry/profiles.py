@@ -37,7 +37,6 @@ import difflib
 import json
 import os
 import re
-import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +53,7 @@ from pydantic import (
 )
 
 from sealbench.client.errors import ConfigError
+from sealbench.crypto.files import write_private
 
 __all__ = [
     "API_ENDPOINT_NAMES",
@@ -258,21 +258,6 @@ def _check_name(name: str) -> str:
     return name
 
 
-def _write_private(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` with mode 0600 through an exclusive temporary file."""
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        tmp.replace(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 class ProfileStore:
     """Reads and writes ``profiles.json`` in ``root``; ``environ`` supplies the overrides."""
 
@@ -309,7 +294,7 @@ class ProfileStore:
     def _save(self, content: _File) -> None:
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         data = json.dumps(content.model_dump(mode="json"), indent=2, sort_keys=True).encode()
-        _write_private(self.path, data + b"\n")
+        write_private(self.path, data + b"\n")
 
     def names(self) -> tuple[tuple[str, Profile], ...]:
         return tuple(sorted(self._load().profiles.items()))

@@ -19,22 +19,22 @@ _MOCKISH = re.compile(r"^(Insecure)?Mock[A-Z]\w*$")
 #: module (relative to client/) → the mock classes it may name, and why.
 ALLOWED: dict[str, frozenset[str]] = {
     # selection: the owner cloud a profile names (Google Cloud, or the mock's account)
-    "owner.py": frozenset({"InsecureMockOwnerCloud"}),
+    "assets/owner.py": frozenset({"InsecureMockOwnerCloud"}),
     # the mock owner cloud's own module: it reads the running mock's endpoints
     "cloud.py": frozenset({"MockEndpoints"}),
     # selection: the launcher of 'run --tee mock|docker|confidential-space', for the platform
     # whose launcher backends name it
-    "launchers/selection.py": frozenset({"MockLauncher", "MockProcessLauncher"}),
+    "runs/launchers/selection.py": frozenset({"MockLauncher", "MockProcessLauncher"}),
     # entry points: 'sealbench mock-tee up' runs the mock; a mock profile's endpoints
-    "_cli_run.py": frozenset({"MockCloud", "MockEndpoints"}),
+    "cli/run.py": frozenset({"MockCloud", "MockEndpoints"}),
     # entry point: 'sealbench demo' runs the whole mock cloud locally
-    "demo.py": frozenset({"MockCloud", "MockEndpoints"}),
+    "demo/flow.py": frozenset({"MockCloud", "MockEndpoints"}),
     # the run spec names a mock profile's endpoints (a type annotation)
-    "runs.py": frozenset({"MockEndpoints"}),
+    "runs/single.py": frozenset({"MockEndpoints"}),
     # the launcher implementations: the mock process launcher, and Docker attested by the mock
-    "launchers/__init__.py": frozenset({"MockProcessLauncher"}),
-    "launchers/mock.py": frozenset({"MockLauncher"}),
-    "launchers/docker.py": frozenset({"MockLauncher"}),
+    "runs/launchers/__init__.py": frozenset({"MockProcessLauncher"}),
+    "runs/launchers/mock.py": frozenset({"MockLauncher"}),
+    "runs/launchers/docker.py": frozenset({"MockLauncher"}),
 }
 
 
@@ -85,13 +85,13 @@ def test_only_entry_points_and_selection_modules_import_mock_classes() -> None:
 
 
 def test_the_scan_sees_an_import_of_the_mock_owner_cloud(tmp_path: Path) -> None:
-    command = CLIENT / "_cli_assets.py"
+    command = CLIENT / "cli" / "assets.py"
     source = command.read_text() + (
         "\n\ndef _x() -> None:\n"
         "    from sealbench.client.cloud import InsecureMockOwnerCloud\n"
         "    from sealbench.mocktee import MockCloud, provision_owner\n"
     )
-    copy = tmp_path / "_cli_assets.py"
+    copy = tmp_path / "assets.py"
     copy.write_text(source)
     assert mock_imports(copy) == {"InsecureMockOwnerCloud", "MockCloud"}
     assert mock_imports(command) == set()
