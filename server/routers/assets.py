@@ -2,12 +2,21 @@
 confidential-computing coordinates (PUT by its owner; GET by its owner or approved parties),
 the grants its owner's last ``policy sync`` wrote (PUT by its owner; GET, like the coordinates,
 says whether they lag its approvals), and a dataset's privacy budget (GET, read like the
-dataset itself)."""
+dataset itself).
 
-from __future__ import annotations
+No ``from __future__ import annotations`` here: the routes of :func:`asset_router` are
+annotated with the schema classes of their kind, which FastAPI must see as classes."""
 
-from fastapi import APIRouter
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
+from fastapi import APIRouter, Path
+from pydantic import BaseModel
+from sqlalchemy.orm import Session
+
+from sealbench.server.auth import Principal
 from sealbench.server.deps import (
     CurrentUser,
     Limit,
@@ -33,19 +42,31 @@ from sealbench.server.schemas import (
     ReleaseCostPublic,
 )
 from sealbench.server.services import assets, budgets, grants
+from sealbench.server.services._common import PageOf
 
 __all__ = ["datasets_router", "models_router"]
 
-datasets_router = APIRouter(prefix="/datasets", tags=["datasets"], responses=ERRORS)
-models_router = APIRouter(prefix="/models", tags=["models"], responses=ERRORS)
+_REPORT_DOC = ("Record the digest of the grant set your 'sealbench policy sync' wrote to the "
+               "asset's key, and when (only the asset's owner; the asset must be sealed).")
+_STATUS_DOC = ("Whether the grants the asset's owner last reported are the ones its current "
+               "approvals require ('lagging': a 'sealbench policy sync' is due); readable by "
+               "the owner and approved parties, like the coordinates.")
+
+CreateT = TypeVar("CreateT", bound=BaseModel)
+PublicT = TypeVar("PublicT", bound=BaseModel)
 
 
-def _dataset(row: object) -> DatasetPublic:
-    return DatasetPublic.model_validate(row, from_attributes=True)
+@dataclass(frozen=True)
+class AssetRoutes(Generic[CreateT, PublicT]):
+    """What differs between ``/datasets`` and ``/models``: the kind, the wire schemas and the
+    service functions. :func:`asset_router` builds the same routes from it for both kinds."""
 
-
-def _model(row: object) -> ModelPublic:
-    return ModelPublic.model_validate(row, from_attributes=True)
+    kind: Literal["dataset", "model"]
+    create_schema: type[CreateT]
+    public_schema: type[PublicT]
+    create: Callable[[Session, Principal, CreateT, datetime], object]
+    list_rows: Callable[..., PageOf[Any]]
+    get: Callable[[Session, int], object]
 
 
 def _coords(kind: str, row: DatasetCoordinates | ModelCoordinates) -> CoordinatesPublic:
@@ -59,38 +80,110 @@ def _coords(kind: str, row: DatasetCoordinates | ModelCoordinates) -> Coordinate
     )
 
 
-@datasets_router.post("", status_code=201)
-async def register_dataset(
-    body: DatasetCreate, session: SessionDep, user: CurrentUser, now: NowDep
-) -> DatasetPublic:
-    return await in_thread(
-        session, lambda: _dataset(assets.create_dataset(session, user, body, now))
+def grants_status(state: grants.GrantState) -> GrantsStatus:
+    return GrantsStatus(
+        asset_kind=state.kind,
+        asset_id=state.asset.id,
+        asset_name=state.asset.name,
+        owner_id=state.asset.owner_id,
+        sealed=state.coordinates is not None,
+        required_digest=state.required,
+        required_count=state.required_count,
+        reported_digest=state.reported,
+        synced_at=state.synced_at,
+        lagging=state.lagging,
+        command=state.command,
     )
 
 
-@datasets_router.get("")
-async def list_datasets(
-    session: SessionDep,
-    _user: CurrentUser,
-    owner_id: OptionalId = None,
-    limit: Limit = 50,
-    offset: Offset = 0,
-) -> Page[DatasetPublic]:
-    return await in_thread(
-        session,
-        lambda: to_page(
-            assets.list_datasets(session, owner_id=owner_id, limit=limit, offset=offset),
-            _dataset,
-            Page[DatasetPublic],
-        ),
-    )
+def asset_router(spec: AssetRoutes[CreateT, PublicT]) -> APIRouter:
+    """``/{kind}s``: register, list, read, the coordinates and the grants of one asset kind.
+    The path parameter keeps its kind's name (``{dataset_id}``, ``{model_id}``) in the URL
+    templates and the OpenAPI document."""
+    kind = spec.kind
+    router = APIRouter(prefix=f"/{kind}s", tags=[f"{kind}s"], responses=ERRORS)
+    one = f"/{{{kind}_id}}"
+    AssetId = Annotated[int, Path(alias=f"{kind}_id", ge=1, le=2**31 - 1)]  # noqa: N806
+    Create = spec.create_schema  # noqa: N806
+    Public = spec.public_schema  # noqa: N806
+
+    def public(row: object) -> PublicT:
+        return Public.model_validate(row, from_attributes=True)
+
+    @router.post("", status_code=201, name=f"register_{kind}", response_model=Public)
+    async def register(body: Create, session: SessionDep, user: CurrentUser,  # type: ignore[valid-type]
+                       now: NowDep) -> PublicT:
+        return await in_thread(session, lambda: public(spec.create(session, user, body, now)))
+
+    @router.get("", name=f"list_{kind}s", response_model=Page[Public])  # type: ignore[valid-type]
+    async def list_assets(
+        session: SessionDep,
+        _user: CurrentUser,
+        owner_id: OptionalId = None,
+        limit: Limit = 50,
+        offset: Offset = 0,
+    ) -> Page[PublicT]:
+        return await in_thread(
+            session,
+            lambda: to_page(
+                spec.list_rows(session, owner_id=owner_id, limit=limit, offset=offset),
+                public,
+                Page[Public],  # type: ignore[valid-type]
+            ),
+        )
+
+    @router.get(one, name=f"get_{kind}", response_model=Public)
+    async def get(asset_id: AssetId, session: SessionDep, _user: CurrentUser) -> PublicT:
+        return await in_thread(session, lambda: public(spec.get(session, asset_id)))
+
+    @router.put(f"{one}/coordinates", name=f"put_{kind}_coordinates")
+    async def put_coordinates(
+        asset_id: AssetId,
+        body: CoordinatesUpdate,
+        session: SessionDep,
+        user: CurrentUser,
+        now: NowDep,
+    ) -> CoordinatesPublic:
+        return await in_thread(session, lambda: _coords(
+            kind, assets.put_coordinates(session, user, kind, asset_id, body, now)))
+
+    @router.get(f"{one}/coordinates", name=f"get_{kind}_coordinates")
+    async def get_coordinates(
+        asset_id: AssetId, session: SessionDep, user: CurrentUser
+    ) -> CoordinatesPublic:
+        return await in_thread(session, lambda: _coords(
+            kind, assets.get_coordinates(session, user, kind, asset_id)))
+
+    @router.put(f"{one}/grants", name=f"put_{kind}_grants", description=_REPORT_DOC)
+    async def put_grants(
+        asset_id: AssetId,
+        body: GrantsReport,
+        session: SessionDep,
+        user: CurrentUser,
+        now: NowDep,
+    ) -> GrantsStatus:
+        return await in_thread(session, lambda: grants_status(
+            grants.report(session, user, kind, asset_id, body, now)))
+
+    @router.get(f"{one}/grants", name=f"get_{kind}_grants", description=_STATUS_DOC)
+    async def get_grants(
+        asset_id: AssetId, session: SessionDep, user: CurrentUser
+    ) -> GrantsStatus:
+        return await in_thread(session, lambda: grants_status(
+            grants.status(session, user, kind, asset_id)))
+
+    return router
 
 
-@datasets_router.get("/{dataset_id}")
-async def get_dataset(dataset_id: IdPath, session: SessionDep, _user: CurrentUser) -> DatasetPublic:
-    return await in_thread(session, lambda: _dataset(assets.get_dataset(session, dataset_id)))
+datasets_router = asset_router(AssetRoutes(
+    "dataset", DatasetCreate, DatasetPublic,
+    assets.create_dataset, assets.list_datasets, assets.get_dataset))
+models_router = asset_router(AssetRoutes(
+    "model", ModelCreate, ModelPublic,
+    assets.create_model, assets.list_models, assets.get_model))
 
 
+# A dataset's privacy budget: the one route only datasets have.
 def _cost(ledger: budgets.Ledger, cost: budgets.ReleaseCost) -> ReleaseCostPublic:
     rho = cost.spec.rho
     return ReleaseCostPublic(
@@ -138,139 +231,3 @@ async def get_dataset_budget(
     budgets and debits are privacy-loss figures, never results."""
     return await in_thread(
         session, lambda: _budget(budgets.readout(session, dataset_id, registry.plugins)))
-
-
-@datasets_router.put("/{dataset_id}/coordinates")
-async def put_dataset_coordinates(
-    dataset_id: IdPath,
-    body: CoordinatesUpdate,
-    session: SessionDep,
-    user: CurrentUser,
-    now: NowDep,
-) -> CoordinatesPublic:
-    return await in_thread(
-        session,
-        lambda: _coords(
-            "dataset", assets.put_coordinates(session, user, "dataset", dataset_id, body, now)
-        ),
-    )
-
-
-@datasets_router.get("/{dataset_id}/coordinates")
-async def get_dataset_coordinates(
-    dataset_id: IdPath, session: SessionDep, user: CurrentUser
-) -> CoordinatesPublic:
-    return await in_thread(
-        session,
-        lambda: _coords("dataset", assets.get_coordinates(session, user, "dataset", dataset_id)),
-    )
-
-
-@models_router.post("", status_code=201)
-async def register_model(
-    body: ModelCreate, session: SessionDep, user: CurrentUser, now: NowDep
-) -> ModelPublic:
-    return await in_thread(session, lambda: _model(assets.create_model(session, user, body, now)))
-
-
-@models_router.get("")
-async def list_models(
-    session: SessionDep,
-    _user: CurrentUser,
-    owner_id: OptionalId = None,
-    limit: Limit = 50,
-    offset: Offset = 0,
-) -> Page[ModelPublic]:
-    return await in_thread(
-        session,
-        lambda: to_page(
-            assets.list_models(session, owner_id=owner_id, limit=limit, offset=offset),
-            _model,
-            Page[ModelPublic],
-        ),
-    )
-
-
-@models_router.get("/{model_id}")
-async def get_model(model_id: IdPath, session: SessionDep, _user: CurrentUser) -> ModelPublic:
-    return await in_thread(session, lambda: _model(assets.get_model(session, model_id)))
-
-
-@models_router.put("/{model_id}/coordinates")
-async def put_model_coordinates(
-    model_id: IdPath,
-    body: CoordinatesUpdate,
-    session: SessionDep,
-    user: CurrentUser,
-    now: NowDep,
-) -> CoordinatesPublic:
-    return await in_thread(
-        session,
-        lambda: _coords(
-            "model", assets.put_coordinates(session, user, "model", model_id, body, now)
-        ),
-    )
-
-
-@models_router.get("/{model_id}/coordinates")
-async def get_model_coordinates(
-    model_id: IdPath, session: SessionDep, user: CurrentUser
-) -> CoordinatesPublic:
-    return await in_thread(
-        session, lambda: _coords("model", assets.get_coordinates(session, user, "model", model_id))
-    )
-
-
-def grants_status(state: grants.GrantState) -> GrantsStatus:
-    return GrantsStatus(
-        asset_kind=state.kind,
-        asset_id=state.asset.id,
-        asset_name=state.asset.name,
-        owner_id=state.asset.owner_id,
-        sealed=state.coordinates is not None,
-        required_digest=state.required,
-        required_count=state.required_count,
-        reported_digest=state.reported,
-        synced_at=state.synced_at,
-        lagging=state.lagging,
-        command=state.command,
-    )
-
-
-_REPORT_DOC = ("Record the digest of the grant set your 'sealbench policy sync' wrote to the "
-               "asset's key, and when (only the asset's owner; the asset must be sealed).")
-_STATUS_DOC = ("Whether the grants the asset's owner last reported are the ones its current "
-               "approvals require ('lagging': a 'sealbench policy sync' is due); readable by "
-               "the owner and approved parties, like the coordinates.")
-
-
-@datasets_router.put("/{dataset_id}/grants", description=_REPORT_DOC)
-async def put_dataset_grants(
-    dataset_id: IdPath, body: GrantsReport, session: SessionDep, user: CurrentUser, now: NowDep
-) -> GrantsStatus:
-    return await in_thread(session, lambda: grants_status(
-        grants.report(session, user, "dataset", dataset_id, body, now)))
-
-
-@datasets_router.get("/{dataset_id}/grants", description=_STATUS_DOC)
-async def get_dataset_grants(
-    dataset_id: IdPath, session: SessionDep, user: CurrentUser
-) -> GrantsStatus:
-    return await in_thread(session, lambda: grants_status(
-        grants.status(session, user, "dataset", dataset_id)))
-
-
-@models_router.put("/{model_id}/grants", description=_REPORT_DOC)
-async def put_model_grants(
-    model_id: IdPath, body: GrantsReport, session: SessionDep, user: CurrentUser, now: NowDep
-) -> GrantsStatus:
-    return await in_thread(session, lambda: grants_status(
-        grants.report(session, user, "model", model_id, body, now)))
-
-
-@models_router.get("/{model_id}/grants", description=_STATUS_DOC)
-async def get_model_grants(
-    model_id: IdPath, session: SessionDep, user: CurrentUser
-) -> GrantsStatus:
-    return await in_thread(session, lambda: grants_status(
-        grants.status(session, user, "model", model_id)))
