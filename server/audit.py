@@ -30,6 +30,7 @@ from sealbench.crypto.tlog import CompactRange
 from sealbench.server.audit_format import (
     AUDIT_FORMAT_VERSION,
     GENESIS_HASH,
+    AuditRecord,
     event_hash,
     event_leaf_hash,
 )
@@ -54,23 +55,10 @@ __all__ = [
 _BATCH = 500
 
 
-class ChainLink(Protocol):
-    """What verification reads from a stored event (an :class:`AuditEvent` row satisfies it)."""
+class ChainLink(AuditRecord, Protocol):
+    """What verification reads from a stored event: the record (:class:`AuditRecord`, the one
+    audit protocol) and its links in the hash chain. An :class:`AuditEvent` row satisfies it."""
 
-    @property
-    def seq(self) -> int: ...
-    @property
-    def actor_id(self) -> int | None: ...
-    @property
-    def action(self) -> str: ...
-    @property
-    def entity_type(self) -> str: ...
-    @property
-    def entity_id(self) -> str: ...
-    @property
-    def payload(self) -> str: ...
-    @property
-    def occurred_at(self) -> str: ...
     @property
     def prev_hash(self) -> str: ...
     @property
