@@ -402,8 +402,8 @@ class __CLASS__:
             doc = json.loads(dataset_json[: 1 << 16])
         except ValueError as exc:
             raise api.CaseError("dataset.json is not JSON") from exc
-        if not isinstance(doc, dict) or doc.get("format") != _FORMAT \
-                or doc.get("contract") != _CONTRACT:
+        if (not isinstance(doc, dict) or doc.get("format") != _FORMAT
+                or doc.get("contract") != _CONTRACT):
             raise api.CaseError("the dataset was not prepared for __NAME__/1")
         return _Layout()
 
@@ -454,8 +454,8 @@ class __CLASS__:
         return Summary(made.n_cases, made)
 
     def parse_summary(self, doc: Mapping[str, Any]) -> Summary:
-        if set(doc) != {"summary_id", "version", "n_cases", "release"} \
-                or doc["summary_id"] != "__NAME__/summary" or doc["version"] != 2:
+        if (set(doc) != {"summary_id", "version", "n_cases", "release"}
+                or doc["summary_id"] != "__NAME__/summary" or doc["version"] != 2):
             raise api.SummaryError("not a __NAME__/summary version 2 document")
         try:
             made = Release.from_json(doc["release"])

@@ -1,1 +1,1 @@
-"""tiny2dseg: a 2D binary segmentation benchmark plug-in for sealbench (a test of the seam)."""
+"""The tiny2dseg benchmark plug-in for sealbench."""

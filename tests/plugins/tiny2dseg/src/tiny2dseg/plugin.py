@@ -1,8 +1,11 @@
-"""tiny2dseg/1: segment the bright disc in a small noisy grey-level image.
+"""tiny2dseg/1: a benchmark plug-in made by ``sealbench benchmark init``.
 
-Written only against ``sealbench.benchmarks.interface`` (and ``sealbench.crypto.manifest`` for
-the dataset digest), as any third party would: sealbench's enclave, registry and CLI find it
-through the entry point ``tiny2dseg`` in the group ``sealbench.benchmarks``.
+It starts as a complete, working example (segment the bright disc in small noisy grey-level
+images, Dice per case) written only against ``sealbench.benchmarks.interface``: change the data
+contract, the model contract, the scoring and the summary into your task's, keep the rules of
+docs/benchmark-authoring.md (bounded parsed input, deterministic preparation, failures
+penalised, a public summary of aggregates only), and bump the version in ``ref`` whenever a
+number could change.
 
 - Raw data: one folder per case, ``<case_id>/image.npy`` (float32, 32x32, values in [0, 1]) and
   ``<case_id>/mask.npy`` (uint8, 32x32, 0 or 1). Preparation copies valid cases into
@@ -39,7 +42,7 @@ from sealbench.benchmarks.release import (
 )
 from sealbench.crypto.manifest import build_manifest
 
-__all__ = ["PLUGIN", "TinySegBenchmark"]
+__all__ = ["PLUGIN", "Tiny2dsegBenchmark"]
 
 SIZE: Final = 32
 MAX_NPY_BYTES: Final = 64 * 1024
@@ -51,14 +54,14 @@ _ID_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
 
 
 @dataclass(frozen=True)
-class TinyCase:
+class Case:
     case_id: str
     image: np.ndarray
     mask: np.ndarray
 
 
 @dataclass(frozen=True)
-class TinyResult:
+class CaseScore:
     case_id: str
     dice: float
     reason: str | None = None
@@ -77,7 +80,7 @@ RELEASE_SPEC: Final = ReleaseSpec((Column("dice", 0.0, 1.0),))
 
 
 @dataclass(frozen=True)
-class TinySummary:
+class Summary:
     n_cases: int
     release: Release
 
@@ -103,12 +106,12 @@ def _npy(data: bytes, dtype: str, what: str) -> np.ndarray:
     return np.asarray(array)
 
 
-def _check_case(case_id: str, image: np.ndarray, mask: np.ndarray) -> TinyCase:
+def _check_case(case_id: str, image: np.ndarray, mask: np.ndarray) -> Case:
     if not np.all(np.isfinite(image)) or image.min() < 0 or image.max() > 1:
         raise api.CaseError("image values must be finite and in [0, 1]")
     if not np.isin(mask, (0, 1)).all():
         raise api.CaseError("mask values must be 0 or 1")
-    return TinyCase(case_id, image, mask)
+    return Case(case_id, image, mask)
 
 
 def _to_npy(array: np.ndarray) -> bytes:
@@ -128,7 +131,7 @@ class _Layout:
             grouped.setdefault(parts[1], []).append(path)
         return {case_id: tuple(sorted(files)) for case_id, files in grouped.items()}
 
-    def load(self, files: Mapping[str, bytes]) -> TinyCase:
+    def load(self, files: Mapping[str, bytes]) -> Case:
         grouped = self.group(files)
         if len(grouped) != 1:
             raise api.CaseError("a case object must hold exactly one case")
@@ -145,7 +148,7 @@ class _Runner:
         self._session = session
         self._input = session.get_inputs()[0].name
 
-    def predict(self, case: TinyCase) -> np.ndarray:
+    def predict(self, case: Case) -> np.ndarray:
         try:
             [logits] = self._session.run(None, {self._input: case.image[None, None]})
         except Exception as exc:  # ONNX Runtime's own exception types
@@ -160,7 +163,7 @@ def _dice(pred: np.ndarray, truth: np.ndarray) -> float:
     return 1.0 if total == 0 else 2.0 * int((pred & truth).sum()) / total
 
 
-class TinySegBenchmark:
+class Tiny2dsegBenchmark:
     """The tiny2dseg/1 plug-in."""
 
     def __init__(self) -> None:
@@ -239,8 +242,8 @@ class TinySegBenchmark:
             doc = json.loads(dataset_json[: 1 << 16])
         except ValueError as exc:
             raise api.CaseError("dataset.json is not JSON") from exc
-        if not isinstance(doc, dict) or doc.get("format") != _FORMAT \
-                or doc.get("contract") != _CONTRACT:
+        if (not isinstance(doc, dict) or doc.get("format") != _FORMAT
+                or doc.get("contract") != _CONTRACT):
             raise api.CaseError("the dataset was not prepared for tiny2dseg/1")
         return _Layout()
 
@@ -273,26 +276,26 @@ class TinySegBenchmark:
     def load_model(self, model_bytes: bytes) -> _Runner:
         return _Runner(self._session(model_bytes))
 
-    def score(self, case: TinyCase, prediction: Any) -> TinyResult:
+    def score(self, case: Case, prediction: Any) -> CaseScore:
         if not isinstance(prediction, np.ndarray) or prediction.shape != case.mask.shape:
-            return TinyResult(case.case_id, 0.0, "prediction is not a mask of the image's size")
-        return TinyResult(case.case_id, _dice(prediction.astype(bool), case.mask.astype(bool)))
+            return CaseScore(case.case_id, 0.0, "prediction is not a mask of the image's size")
+        return CaseScore(case.case_id, _dice(prediction.astype(bool), case.mask.astype(bool)))
 
-    def failure(self, case_id: str, reason: str) -> TinyResult:
-        return TinyResult(case_id, 0.0, reason)
+    def failure(self, case_id: str, reason: str) -> CaseScore:
+        return CaseScore(case_id, 0.0, reason)
 
-    def summarise(self, results: Sequence[api.CaseResult], noise: NoiseSource) -> TinySummary:
+    def summarise(self, results: Sequence[api.CaseResult], noise: NoiseSource) -> Summary:
         if not results:
             raise ValueError("cannot summarise zero cases")
-        dice = np.array([[r.dice] for r in results if isinstance(r, TinyResult)])
+        dice = np.array([[r.dice] for r in results if isinstance(r, CaseScore)])
         if len(dice) != len(results):
             raise TypeError("results of another benchmark")
         made = release(dice, RELEASE_SPEC, noise)
-        return TinySummary(made.n_cases, made)
+        return Summary(made.n_cases, made)
 
-    def parse_summary(self, doc: Mapping[str, Any]) -> TinySummary:
-        if set(doc) != {"summary_id", "version", "n_cases", "release"} \
-                or doc["summary_id"] != "tiny2dseg/summary" or doc["version"] != 2:
+    def parse_summary(self, doc: Mapping[str, Any]) -> Summary:
+        if (set(doc) != {"summary_id", "version", "n_cases", "release"}
+                or doc["summary_id"] != "tiny2dseg/summary" or doc["version"] != 2):
             raise api.SummaryError("not a tiny2dseg/summary version 2 document")
         try:
             made = Release.from_json(doc["release"])
@@ -300,16 +303,16 @@ class TinySegBenchmark:
             raise api.SummaryError(str(exc)) from exc
         if not made.matches(RELEASE_SPEC) or made.n_cases != doc["n_cases"]:
             raise api.SummaryError("the summary's release is not the one tiny2dseg declares")
-        return TinySummary(made.n_cases, made)
+        return Summary(made.n_cases, made)
 
-    def parse_case_result(self, doc: Mapping[str, Any]) -> TinyResult:
+    def parse_case_result(self, doc: Mapping[str, Any]) -> CaseScore:
         try:
-            return TinyResult(str(doc["case_id"]), float(doc["dice"]), doc.get("reason"))
+            return CaseScore(str(doc["case_id"]), float(doc["dice"]), doc.get("reason"))
         except (KeyError, TypeError, ValueError) as exc:
             raise api.SummaryError("not a tiny2dseg case result") from exc
 
     def figures(self, summary: api.PublicSummary) -> tuple[api.Figure, ...]:
-        if not isinstance(summary, TinySummary):
+        if not isinstance(summary, Summary):
             raise TypeError("a summary of another benchmark")
         mean = column_mean(summary.release, "dice")
         return (api.Figure(api.MetricRef("dice"), mean.shown if mean.informative else None,
@@ -338,4 +341,4 @@ class TinySegBenchmark:
         return tuple(ids)
 
 
-PLUGIN: Final[api.Benchmark] = TinySegBenchmark()
+PLUGIN: Final[api.Benchmark] = Tiny2dsegBenchmark()
