@@ -22,7 +22,7 @@ from typing import Final
 
 from pydantic import ValidationError
 
-from sealbench.contract.inputs import ConditionContext, ConditionInputError
+from sealbench.contract.inputs import ConditionContext
 from sealbench.contract.spec import (
     ENV_OVERRIDE_NAMES,
     GOOGLE_ATTESTATION_JWKS_URL,
@@ -57,7 +57,12 @@ from sealbench.gcp._cs_claims import (
     Submods,
 )
 from sealbench.platforms.attester import Attester, LauncherAttester
-from sealbench.platforms.platform import AttestedWorkload, TokenDestinations, WorkloadRequirements
+from sealbench.platforms.platform import (
+    AttestedWorkload,
+    TokenDestinations,
+    WorkloadRequirements,
+    check_endpoint_pin,
+)
 
 __all__ = [
     "CONFIDENTIAL_HWMODELS",
@@ -316,11 +321,7 @@ class ConfidentialSpacePlatform:
         return {f"{LAUNCH_ENV_PREFIX}{name}": value for name, value in sorted(run_spec.items())}
 
     def key_release_condition(self, context: ConditionContext) -> str:
-        if context.endpoints is not None:
-            raise ConditionInputError(
-                "a Confidential Space condition pins Google's endpoints (overrides absent); "
-                "it takes no endpoints"
-            )
+        check_endpoint_pin(context.endpoints, fixed=True, subject="a Confidential Space condition")
         return render_condition(context)
 
     def grantee(self, pool: str, uid: str) -> str:

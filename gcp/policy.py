@@ -36,13 +36,15 @@ from typing import Any
 from sealbench.contract.inputs import ConditionContext, ConditionInputError
 from sealbench.contract.spec import ServiceEndpoints
 from sealbench.contract.workload import WorkloadIdentity
-from sealbench.gcp._cs_cel import (
-    WORKLOAD_UID_ATTRIBUTE,
-    principal_set,
-    render_condition,
-    uid_mapping_expression,
-)
+from sealbench.gcp._cs_cel import WORKLOAD_UID_ATTRIBUTE, uid_mapping_expression
+from sealbench.gcp.confidential_space import ConfidentialSpacePlatform
 from sealbench.platforms.errors import PolicyInputError
+from sealbench.platforms.platform import (
+    Platform,
+    UnknownPlatformError,
+    check_endpoint_pin,
+    platform_for_issuer,
+)
 
 __all__ = [
     "BUCKET_ROLE",
@@ -154,16 +156,14 @@ class AssetPolicy:
         if not _URL.fullmatch(self.issuer_uri):
             raise PolicyInputError(f"{self.issuer_uri!r} is not an issuer URL")
         google = self.issuer_uri.rstrip("/") == CONFIDENTIAL_SPACE_ISSUER_URI.rstrip("/")
-        if google and self.endpoints is not None:
-            raise PolicyInputError(
-                "a Confidential Space provider pins Google's endpoints (overrides absent); "
-                "it takes no endpoints"
-            )
-        if not google and self.endpoints is None:
-            raise PolicyInputError(
-                f"the issuer {self.issuer_uri!r} is not Google's: name the endpoints its "
-                "workloads may send tokens to"
-            )
+        subject = (
+            "a Confidential Space provider" if google
+            else f"the issuer {self.issuer_uri!r} is not Google's: its provider"
+        )
+        try:
+            check_endpoint_pin(self.endpoints, fixed=google, subject=subject)
+        except ConditionInputError as exc:
+            raise PolicyInputError(str(exc)) from exc
         for workload in self.workloads:
             if not isinstance(workload, WorkloadIdentity):
                 raise PolicyInputError("workloads must be WorkloadIdentity values")
@@ -178,9 +178,20 @@ class AssetPolicy:
             return frozenset(w.uid() for w in self.workloads)
         return frozenset(w.without_data().uid() for w in self.workloads)
 
+    def platform(self) -> Platform:
+        """The platform whose verifier is the provider's issuer (found by entry point): it
+        renders the key-release condition and names the grantees."""
+        try:
+            return platform_for_issuer(self.issuer_uri.rstrip("/"))
+        except UnknownPlatformError as exc:
+            raise PolicyInputError(str(exc)) from exc
+
     def members(self) -> frozenset[str]:
-        p = self.provider
-        return frozenset(principal_set(p.project_number, p.pool_id, uid) for uid in self.uids())
+        platform, pool = self.platform(), self.provider.pool_name
+        try:
+            return frozenset(platform.grantee(pool, uid) for uid in self.uids())
+        except ValueError as exc:
+            raise PolicyInputError(str(exc)) from exc
 
 
 def attribute_mapping(include_data: bool) -> dict[str, str]:
@@ -191,10 +202,13 @@ def attribute_mapping(include_data: bool) -> dict[str, str]:
     }
 
 
-def attribute_condition(context: ConditionContext) -> str:
-    """The provider's attribute condition (see the module docstring), within Google's limit."""
+def attribute_condition(context: ConditionContext, platform: Platform | None = None) -> str:
+    """The provider's attribute condition (see the module docstring), rendered by ``platform``'s
+    :meth:`~sealbench.platforms.platform.Platform.key_release_condition` (default: Confidential
+    Space's), within Google's limit."""
+    renderer = ConfidentialSpacePlatform() if platform is None else platform
     try:
-        condition = render_condition(context)
+        condition = renderer.key_release_condition(context)
     except (ConditionInputError, ValueError) as exc:
         raise PolicyInputError(str(exc)) from exc
     if len(condition) > MAX_CONDITION_CHARS:
@@ -222,7 +236,7 @@ def provider_body(policy: AssetPolicy) -> dict[str, Any]:
         "displayName": _DISPLAY_NAME,
         "disabled": False,
         "attributeMapping": attribute_mapping(policy.include_data),
-        "attributeCondition": attribute_condition(condition_context(policy)),
+        "attributeCondition": attribute_condition(condition_context(policy), policy.platform()),
         "oidc": {
             "issuerUri": policy.issuer_uri,
             "allowedAudiences": list(policy.allowed_audiences),

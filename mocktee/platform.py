@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from sealbench.contract.inputs import ConditionContext, ConditionInputError
+from sealbench.contract.inputs import ConditionContext
 from sealbench.contract.spec import ENV_OVERRIDE_NAMES, ServiceEndpoints
 from sealbench.crypto.attestation import Jwks
 from sealbench.gcp.confidential_space import (
@@ -46,7 +46,12 @@ from sealbench.gcp.confidential_space import (
     verify_token,
 )
 from sealbench.platforms.attester import Attester, LauncherAttester
-from sealbench.platforms.platform import AttestedWorkload, TokenDestinations, WorkloadRequirements
+from sealbench.platforms.platform import (
+    AttestedWorkload,
+    TokenDestinations,
+    WorkloadRequirements,
+    check_endpoint_pin,
+)
 
 __all__ = ["DISCOVERY_TIMEOUT_S", "MOCK_ENDPOINTS_MEMBER", "InsecureMockPlatform"]
 
@@ -136,10 +141,7 @@ class InsecureMockPlatform:
 
     def key_release_condition(self, context: ConditionContext) -> str:
         """The production condition with the mock cloud's endpoints pinned (required)."""
-        if context.endpoints is None:
-            raise ConditionInputError(
-                "a mock condition must pin the mock cloud's endpoints (name them)"
-            )
+        check_endpoint_pin(context.endpoints, fixed=False, subject="a mock condition")
         return render_condition(context)
 
     def grantee(self, pool: str, uid: str) -> str:

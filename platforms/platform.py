@@ -36,7 +36,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Final, Protocol, runtime_checkable
 
-from sealbench.contract.inputs import ConditionContext
+from sealbench.contract.inputs import ConditionContext, ConditionInputError
 from sealbench.contract.spec import ServiceEndpoints
 from sealbench.crypto.attestation import Jwks
 from sealbench.crypto.digest import parse_digest
@@ -51,6 +51,7 @@ __all__ = [
     "UnknownPlatformError",
     "WorkloadRequirements",
     "available_platforms",
+    "check_endpoint_pin",
     "installed_launcher_backends",
     "load_platform",
     "platform_for_issuer",
@@ -101,6 +102,23 @@ class TokenDestinations:
     def spec_overrides(self) -> ServiceEndpoints | None:
         """The endpoint overrides a run spec must carry: None when they must be absent."""
         return None if self.fixed else self.endpoints
+
+
+def check_endpoint_pin(endpoints: ServiceEndpoints | None, *, fixed: bool, subject: str) -> None:
+    """The endpoint rule, written once: a key-release condition for a verifier whose token
+    destinations are ``fixed`` (the platform's own, Google's for Confidential Space) pins them by
+    the endpoint overrides' *absence*, so it takes no ``endpoints``; for any other verifier (the
+    INSECURE mock's) it pins exactly the ``endpoints`` its workloads may send tokens to, which
+    must be named (see :class:`TokenDestinations`, the same rule seen from the enclave).
+    ``subject`` names the condition in the :class:`ConditionInputError` raised otherwise."""
+    if fixed and endpoints is not None:
+        raise ConditionInputError(
+            f"{subject} pins the platform's own endpoints (overrides absent); it takes no endpoints"
+        )
+    if not fixed and endpoints is None:
+        raise ConditionInputError(
+            f"{subject} must pin the endpoints its workloads may send tokens to (name them)"
+        )
 
 
 @dataclass(frozen=True)
