@@ -27,7 +27,6 @@ from sealbench.benchmarks.interface import (
 )
 from sealbench.contract.result import FAILURE_OBJECT, FAILURE_TOKEN_OBJECT, FailureRecord
 from sealbench.crypto.attestation import FAILURE_AUDIENCE, failure_nonce
-from sealbench.enclave.access import AssetAccess, CloudAccess
 from sealbench.enclave.bounds import MemoryLimit, ProcessMemoryLimit
 from sealbench.enclave.errors import AttestationUnavailable, CpuFallbackRefused, EnclaveError
 from sealbench.enclave.evaluation import evaluate, open_dataset
@@ -47,6 +46,7 @@ from sealbench.enclave.steps import (
 )
 from sealbench.enclave.timing import StepTimer
 from sealbench.platforms import BlobStore, CloudError, join_name
+from sealbench.platforms.access import AssetAccess
 from sealbench.platforms.attester import Attester
 from sealbench.platforms.errors import AttesterError
 
@@ -128,11 +128,20 @@ def _record_failure(progress: _Progress, error: EnclaveError) -> None:
         _log.warning("the failure record could not be written (%s)", type(exc).__name__)
 
 
+def platform_access(run: AttestedRun) -> AssetAccess:
+    """The asset access the platform that attested ``run`` hands out
+    (:meth:`~sealbench.platforms.platform.Platform.asset_access`), against the run's checked
+    token destinations."""
+    if run.platform is None:
+        raise EnclaveError("the run names no attesting platform to reach its assets through")
+    return run.platform.asset_access(run.destinations, run.attester)
+
+
 def run_enclave(
     environ: Mapping[str, str],
     attester: Attester | EvidenceSource,
     *,
-    access: AccessFactory = CloudAccess,
+    access: AccessFactory | None = None,
     make_runner: RunnerFactory | None = None,
     timer: StepTimer | None = None,
     memory: MemoryLimit | None = None,
@@ -195,7 +204,7 @@ def _check_accelerator(run: AttestedRun, provider: ExecutionProvider | None) -> 
 def _run(
     environ: Mapping[str, str],
     attester: Attester | EvidenceSource,
-    access_factory: AccessFactory,
+    access_factory: AccessFactory | None,
     make_runner: RunnerFactory | None,
     timer: StepTimer,
     progress: _Progress,
@@ -209,7 +218,7 @@ def _run(
         egress.pin(run.destinations)
     progress.run_id = run.spec.run_id
     progress.attester = run.attester
-    access = access_factory(run)
+    access = (access_factory or platform_access)(run)
     wait = GrantWait(run.spec.iam_wait_seconds, sleep)
     progress.step = "check the recipient key and the result destination"
     _log.info("step 1/7: %s", progress.step)

@@ -41,7 +41,6 @@ from sealbench.crypto.sealed_asset import (
     weights_ciphertext_size,
 )
 from sealbench.crypto.sealing import public_key_from_raw
-from sealbench.enclave.access import AssetAccess
 from sealbench.enclave.errors import (
     AssetIntegrityError,
     AssetRejected,
@@ -75,8 +74,9 @@ from sealbench.platforms import (
     StorageError,
     join_name,
 )
+from sealbench.platforms.access import AssetAccess
 from sealbench.platforms.attester import Attester
-from sealbench.platforms.platform import AttestedWorkload, TokenDestinations
+from sealbench.platforms.platform import AttestedWorkload, Platform, TokenDestinations
 
 __all__ = [
     "MAX_WEIGHTS_CIPHERTEXT",
@@ -120,10 +120,12 @@ class AttestedRun:
     attester: Attester
     timer: StepTimer
     #: Where this run's tokens may go: the attesting platform's endpoints, checked against the
-    #: spec's overrides (the only endpoints :class:`~sealbench.enclave.access.CloudAccess` uses).
+    #: spec's overrides (the only endpoints the platform's asset access uses).
     destinations: ServiceEndpoints
     #: The evidence attests an accelerator attached to the VM (a GPU run).
     gpu_attested: bool = False
+    #: The platform that attested the run: it hands out the run's asset access.
+    platform: Platform | None = None
 
 
 def read_spec(environ: Mapping[str, str]) -> tuple[RunSpec, Benchmark]:
@@ -176,7 +178,7 @@ def attest(
         raise AttestationUnavailable("the token's image digest is not a sha256 digest") from exc
     return AttestedRun(
         spec, benchmark, image_digest, evidence.attester, timer, destinations.endpoints,
-        gpu_attested=claims.gpu,
+        gpu_attested=claims.gpu, platform=evidence.platform,
     )
 
 

@@ -27,6 +27,7 @@ from sealbench.contract.spec import (
     ENV_OVERRIDE_NAMES,
     GOOGLE_ATTESTATION_JWKS_URL,
     GOOGLE_ENDPOINTS,
+    ServiceEndpoints,
 )
 from sealbench.contract.workload import WorkloadIdentity
 from sealbench.crypto.attestation import Jwks, show_claim, verify_jwt
@@ -56,6 +57,7 @@ from sealbench.gcp._cs_claims import (
     NvidiaGpuSubmod,
     Submods,
 )
+from sealbench.platforms.access import AssetAccess
 from sealbench.platforms.attester import Attester, LauncherAttester
 from sealbench.platforms.platform import (
     AttestedWorkload,
@@ -332,3 +334,8 @@ class ConfidentialSpacePlatform:
             )
         return principal_set(match["number"], match["pool"], uid)
 
+    def asset_access(self, destinations: ServiceEndpoints, attester: Attester) -> AssetAccess:
+        """Google's workload identity federation, Cloud KMS and Cloud Storage."""
+        from sealbench.gcp.access import CloudAccess
+
+        return CloudAccess(destinations, attester)

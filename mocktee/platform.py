@@ -45,6 +45,7 @@ from sealbench.gcp.confidential_space import (
     render_condition,
     verify_token,
 )
+from sealbench.platforms.access import AssetAccess
 from sealbench.platforms.attester import Attester, LauncherAttester
 from sealbench.platforms.platform import (
     AttestedWorkload,
@@ -151,3 +152,10 @@ class InsecureMockPlatform:
                 f"{pool[:120]!r} is not projects/NUMBER/locations/global/workloadIdentityPools/P"
             )
         return principal_set(match["number"], match["pool"], uid)
+
+    def asset_access(self, destinations: ServiceEndpoints, attester: Attester) -> AssetAccess:
+        """Google's workload identity federation, Cloud KMS and Cloud Storage (the mock
+        serves the same APIs at its own endpoints)."""
+        from sealbench.gcp.access import CloudAccess
+
+        return CloudAccess(destinations, attester)

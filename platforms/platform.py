@@ -40,6 +40,7 @@ from sealbench.contract.inputs import ConditionContext, ConditionInputError
 from sealbench.contract.spec import ServiceEndpoints
 from sealbench.crypto.attestation import Jwks
 from sealbench.crypto.digest import parse_digest
+from sealbench.platforms.access import AssetAccess
 from sealbench.platforms.attester import Attester
 from sealbench.platforms.errors import CloudError
 
@@ -221,6 +222,14 @@ class Platform(Protocol):
         """The principal an owner grants its key and bucket to, for the workloads whose
         :meth:`~sealbench.contract.workload.WorkloadIdentity.uid` is ``uid`` and whose tokens are
         exchanged at ``pool``."""
+        ...
+
+    # -- the adapters it hands out (each built on demand; the cores name no implementation) --
+
+    def asset_access(self, destinations: ServiceEndpoints, attester: Attester) -> AssetAccess:
+        """Inside the TEE: how the attested workload opens each owner's storage and key,
+        acting through ``attester`` (its later tokens) against ``destinations`` (the token
+        destinations the run spec names, checked against this platform's)."""
         ...
 
 

@@ -1,5 +1,6 @@
-"""How the enclave reaches each owner's storage and key: the :class:`AssetAccess` interface and
-its production implementation :class:`CloudAccess`.
+"""Google's :class:`~sealbench.platforms.access.AssetAccess`: how the enclave reaches each owner's
+storage and key on Google Cloud (and on the mock, which serves the same APIs), what
+:meth:`~sealbench.gcp.confidential_space.ConfidentialSpacePlatform.asset_access` hands out.
 
 :class:`CloudAccess` builds one workload credential per owner pool (google-auth identity-pool
 credentials that ask the run's attester for a fresh default token, the launcher socket inside the
@@ -7,10 +8,9 @@ TEE, and exchange it at the run spec's STS URL; no token file is read), then
 a Cloud KMS :class:`~sealbench.gcp.kms.KmsKeyWrapper` for the owner's key and a
 :class:`~sealbench.gcp.gcs.GcsBlobStore` for ``gs://`` locations (or a
 :class:`~sealbench.platforms.LocalBlobStore` for ``file://``), all against the endpoints the run
-spec names, as :func:`sealbench.enclave.steps.attest` checked them against the platform that
-attested the run (it takes the :class:`~sealbench.enclave.steps.AttestedRun`, so no unchecked spec
-can reach it). Credentials are lazy: the token exchange happens on the
-first storage or KMS call.
+spec names, as the enclave checked them against the platform that attested the run (it takes the
+attested run's checked destinations, so no unchecked spec can reach it). Credentials are lazy:
+the token exchange happens on the first storage or KMS call.
 
 The result destination is written with the **data owner's** pool credential: the data owner
 grants its workloads ``roles/storage.objectCreator`` on the result bucket.
@@ -18,39 +18,25 @@ grants its workloads ``roles/storage.objectCreator`` on the result bucket.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
-from sealbench.contract.spec import AssetLocation
+from sealbench.contract.spec import AssetLocation, ServiceEndpoints
 from sealbench.crypto.envelope import KeyWrapper
-from sealbench.platforms import BlobStore, parse_storage_uri
+from sealbench.platforms.attester import Attester
+from sealbench.platforms.storage import BlobStore, parse_storage_uri
 
 if TYPE_CHECKING:
     from google.auth.credentials import Credentials
 
-    from sealbench.enclave.steps import AttestedRun
-
-__all__ = ["AssetAccess", "CloudAccess"]
-
-
-class AssetAccess(Protocol):
-    """Opens an owner's storage and key on behalf of the attested workload."""
-
-    def store(self, uri: str, owner: AssetLocation) -> tuple[BlobStore, str]:
-        """``(store, prefix)`` of ``uri``, acting as a workload federated through ``owner``'s
-        pool."""
-        ...
-
-    def key_wrapper(self, owner: AssetLocation) -> KeyWrapper:
-        """``owner``'s KMS key, acting as a workload federated through ``owner``'s pool."""
-        ...
+__all__ = ["CloudAccess"]
 
 
 class CloudAccess:
     """:class:`AssetAccess` over Google Cloud (or the mock, whose endpoints the spec names)."""
 
-    def __init__(self, run: AttestedRun) -> None:
-        self._destinations = run.destinations  # checked against the attesting platform
-        self._attester = run.attester
+    def __init__(self, destinations: ServiceEndpoints, attester: Attester) -> None:
+        self._destinations = destinations  # checked against the attesting platform
+        self._attester = attester
         self._credentials: dict[str, Credentials] = {}
 
     def _credential(self, owner: AssetLocation) -> Credentials:
