@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Final
+from typing import Any, Final
 
 from pydantic import ValidationError
 
@@ -59,6 +59,7 @@ from sealbench.gcp._cs_claims import (
 )
 from sealbench.platforms.access import AssetAccess
 from sealbench.platforms.attester import Attester, LauncherAttester
+from sealbench.platforms.launcher import Launcher, check_backend
 from sealbench.platforms.platform import (
     AttestedWorkload,
     TokenDestinations,
@@ -339,3 +340,16 @@ class ConfidentialSpacePlatform:
         from sealbench.gcp.access import CloudAccess
 
         return CloudAccess(destinations, attester)
+
+    def launcher(self, backend: str, **options: Any) -> Launcher:
+        """``confidential-space``: a Confidential Space VM on Compute Engine (the options of
+        :func:`sealbench.gcp.launcher.build_launcher`)."""
+        check_backend(self, backend)
+        from sealbench.gcp.launcher import build_launcher
+
+        return build_launcher(self, **options)
+
+    def gpu_machine(self, accelerator: str) -> tuple[str, int]:
+        from sealbench.gcp.launcher import gpu_machine
+
+        return gpu_machine(accelerator)

@@ -1,5 +1,5 @@
 """The mock Compute Engine API: the ``instances`` and ``zoneOperations`` REST endpoints that the
-Confidential Space launcher (``sealbench.client.runs.launchers.confidential_space``) calls, each
+Confidential Space launcher (``sealbench.gcp.launcher``) calls, each
 instance a mock Confidential Space VM (:mod:`sealbench.mocktee._compute_vm`). INSECURE BY
 DESIGN: the "VM" is a child process on this machine, its tokens are signed by the mock verifier.
 

@@ -32,7 +32,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from sealbench.contract.inputs import ConditionContext
 from sealbench.contract.spec import ENV_OVERRIDE_NAMES, ServiceEndpoints
@@ -47,6 +47,7 @@ from sealbench.gcp.confidential_space import (
 )
 from sealbench.platforms.access import AssetAccess
 from sealbench.platforms.attester import Attester, LauncherAttester
+from sealbench.platforms.launcher import Launcher, LaunchSettingsError, check_backend
 from sealbench.platforms.platform import (
     AttestedWorkload,
     TokenDestinations,
@@ -159,3 +160,28 @@ class InsecureMockPlatform:
         from sealbench.gcp.access import CloudAccess
 
         return CloudAccess(destinations, attester)
+
+    def launcher(self, backend: str, **options: Any) -> Launcher:
+        """``mock``: the enclave as a child process (options ``control_url``, ``debug``);
+        ``docker``: the evaluation image on a Docker engine (options ``engine``,
+        ``control_url``, ``image``, ``debug``). Both are attested by the running mock verifier
+        whose control endpoint is ``control_url``."""
+        check_backend(self, backend)
+        from sealbench.mocktee.launcher import MockLauncher, RemoteTokenMinter
+
+        minter = MockLauncher(RemoteTokenMinter(options.pop("control_url")))
+        debug = bool(options.pop("debug", False))
+        if backend == "mock":
+            from sealbench.mocktee.process_launcher import MockProcessLauncher
+
+            return MockProcessLauncher(minter, debug=debug, platform=self, **options)
+        from sealbench.mocktee.docker_launcher import DockerLauncher
+
+        engine, image = options.pop("engine"), options.pop("image")
+        return DockerLauncher(engine, minter, image, debug=debug, platform=self, **options)
+
+    def gpu_machine(self, accelerator: str) -> tuple[str, int]:
+        raise LaunchSettingsError(
+            f"the INSECURE mock's launchers start no {accelerator!r} machine",
+            hint="a confidential GPU run needs --tee confidential-space",
+        )

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from types import MappingProxyType
-from typing import Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 from sealbench.contract.inputs import ConditionContext, ConditionInputError
 from sealbench.contract.spec import ServiceEndpoints
@@ -43,6 +43,9 @@ from sealbench.crypto.digest import parse_digest
 from sealbench.platforms.access import AssetAccess
 from sealbench.platforms.attester import Attester
 from sealbench.platforms.errors import CloudError
+
+if TYPE_CHECKING:
+    from sealbench.platforms.launcher import Launcher
 
 __all__ = [
     "PLATFORM_GROUP",
@@ -225,6 +228,20 @@ class Platform(Protocol):
         ...
 
     # -- the adapters it hands out (each built on demand; the cores name no implementation) --
+
+    def launcher(self, backend: str, **options: Any) -> Launcher:
+        """On the client: the :class:`~sealbench.platforms.launcher.Launcher` of one of its
+        :attr:`launcher_backends`, built from the backend's ``options`` (keyword settings each
+        backend documents); a :class:`~sealbench.platforms.launcher.LaunchError` for a backend
+        not its own, a :class:`~sealbench.platforms.launcher.LaunchSettingsError` for settings
+        that cannot work."""
+        ...
+
+    def gpu_machine(self, accelerator: str) -> tuple[str, int]:
+        """``(machine type, accelerator count)`` of the confidential GPU machine its launchers
+        start for ``accelerator``; :class:`~sealbench.platforms.launcher.LaunchSettingsError`
+        for one it does not launch."""
+        ...
 
     def asset_access(self, destinations: ServiceEndpoints, attester: Attester) -> AssetAccess:
         """Inside the TEE: how the attested workload opens each owner's storage and key,

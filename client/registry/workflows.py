@@ -18,6 +18,7 @@ from sealbench.benchmarks.release import LocalExact
 from sealbench.client.errors import ConfigError, IntegrityError, NotAvailableError
 from sealbench.client.extras import MissingExtraError, missing_extra
 from sealbench.client.registry.api import AssetKind
+from sealbench.client.runs.launchers.selection import TeeBackend
 from sealbench.server.schemas import (
     AssociationStatus,
     AuditVerification,
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
     from sealbench.benchmarks.interface import Benchmark, CaseResult, MetricRef, PublicSummary
 
 __all__ = [
-    "TEE_BACKENDS",
     "Backend",
     "DefinitionDocument",
     "EvaluationImage",
@@ -53,9 +53,8 @@ __all__ = [
     "summary_of",
 ]
 
-#: Every ``--tee`` backend and whether this version implements it.
-TEE_BACKENDS: Final[dict[str, bool]] = {"mock": True, "docker": True, "confidential-space": True}
-Backend = Literal["mock", "docker", "confidential-space"]
+#: Every ``--tee`` backend this version ships.
+Backend = TeeBackend
 _STATES: Final = ("pending", "approved", "rejected", "retired")
 _STATUSES: Final = ("pending", "approved", "rejected", "withdrawn")
 
@@ -81,18 +80,13 @@ def asset_kinds(value: str | None) -> tuple[AssetKind, ...]:
 
 
 def check_tee(tee: str) -> Backend:
-    """The backend name, or an error that says which exist and which are not available."""
-    if tee not in TEE_BACKENDS:
+    """The backend, or an error that says which exist."""
+    try:
+        return TeeBackend(tee)
+    except ValueError:
         raise ConfigError(
-            f"unknown TEE backend {tee!r}", hint=f"use one of {', '.join(TEE_BACKENDS)}"
-        )
-    if not TEE_BACKENDS[tee]:
-        raise NotAvailableError(
-            f"the {tee} backend is not available in this version of sealbench",
-            hint="use one of "
-            + ", ".join(name for name, available in TEE_BACKENDS.items() if available),
-        )
-    return cast("Backend", tee)
+            f"unknown TEE backend {tee!r}", hint=f"use one of {', '.join(TeeBackend)}"
+        ) from None
 
 
 @dataclass(frozen=True)

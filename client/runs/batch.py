@@ -48,12 +48,6 @@ from pydantic import BaseModel, ConfigDict, JsonValue
 
 from sealbench.client.errors import ClientError
 from sealbench.client.registry.api import RegistryClient
-from sealbench.client.runs.launchers.base import (
-    Launcher,
-    LaunchError,
-    LaunchTimeoutError,
-    RunningWorkload,
-)
 from sealbench.client.runs.single import (
     RunRecord,
     RunStore,
@@ -70,6 +64,12 @@ from sealbench.client.runs.single import (
 )
 from sealbench.contract.spec import MAX_IAM_WAIT_S, RunSpec
 from sealbench.enclave.grant_wait import WAITING_MARK
+from sealbench.platforms.launcher import (
+    Launcher,
+    LaunchError,
+    LaunchTimeoutError,
+    RunningWorkload,
+)
 from sealbench.server.schemas.runs import MAX_BATCH, ExecutionProvider, RunReportItem
 
 __all__ = [

@@ -29,7 +29,6 @@ from sealbench.benchmarks.brats import BRATS_2023_GLI, BratsContract
 from sealbench.benchmarks.brats.prepare import prepare_dataset
 from sealbench.benchmarks.brats.synthetic import case_id_for, generate_case, write_case
 from sealbench.client.assets.store import seal_dataset, seal_model
-from sealbench.client.runs.launchers import MockProcessLauncher
 from sealbench.client.runs.results import OpenedResult, download_result, open_result
 from sealbench.contract.spec import AssetLocation, RunSpec
 from sealbench.contract.workload import WorkloadIdentity
@@ -41,6 +40,7 @@ from sealbench.gcp.gcs import GcsBlobStore, make_storage_client
 from sealbench.gcp.kms import KmsKeyWrapper, make_kms_client
 from sealbench.gcp.policy import AssetPolicy, PoolProvider
 from sealbench.gcp.policy_writer import PolicyWriter
+from sealbench.mocktee.process_launcher import MockProcessLauncher
 from sealbench.mocktee.provision import OwnerSetup, provision_owner
 from sealbench.mocktee.server import MockCloud
 

@@ -139,7 +139,7 @@ _OPERATOR = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from sealbench.client.runs.launchers import MockProcessLauncher
+    from sealbench.mocktee.process_launcher import MockProcessLauncher
     from sealbench.contract.spec import RunSpec
     from sealbench.mocktee.launcher import MockLauncher, RemoteTokenMinter
 

@@ -18,7 +18,8 @@ from google.cloud import compute_v1
 from google.oauth2.credentials import Credentials as OwnerCredentials
 
 from sealbench.client.runs.launchers import EnclaveRunFailed
-from sealbench.client.runs.launchers.confidential_space import (
+from sealbench.contract.spec import AssetLocation, RunSpec
+from sealbench.gcp.launcher import (
     CLOUD_PLATFORM_SCOPE,
     CS_DEBUG_IMAGE_FAMILY,
     CS_IMAGE_FAMILY,
@@ -37,7 +38,6 @@ from sealbench.client.runs.launchers.confidential_space import (
     instance_resource,
     make_compute_clients,
 )
-from sealbench.contract.spec import AssetLocation, RunSpec
 from sealbench.mocktee.compute import ComputeFault
 from sealbench.mocktee.provision import OwnerSetup, provision_owner
 from sealbench.mocktee.server import MockCloud

@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 from google.cloud import compute_v1
 
-from sealbench.client.runs.launchers.confidential_space import (
+from sealbench.contract.inputs import ConditionContext
+from sealbench.crypto.errors import PolicyViolationError
+from sealbench.gcp import confidential_space as cs
+from sealbench.gcp.launcher import (
     ConfidentialSpaceError,
     VmSettings,
     instance_resource,
 )
-from sealbench.contract.inputs import ConditionContext
-from sealbench.crypto.errors import PolicyViolationError
-from sealbench.gcp import confidential_space as cs
 from tests.unit.cloud.test_confidential_space import (
     POLICY,
     jwks,

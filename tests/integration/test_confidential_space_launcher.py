@@ -31,11 +31,6 @@ from sealbench.benchmarks.brats.prepare import prepare_dataset
 from sealbench.benchmarks.brats.synthetic import case_id_for, generate_case, write_case
 from sealbench.client.assets.store import seal_dataset, seal_model
 from sealbench.client.runs.launchers import EnclaveRunFailed, enclave_image_digest
-from sealbench.client.runs.launchers.confidential_space import (
-    ConfidentialSpaceLauncher,
-    VmSettings,
-    make_compute_clients,
-)
 from sealbench.client.runs.results import download_result, open_result
 from sealbench.contract.result import FAILURE_OBJECT, FailureRecord
 from sealbench.contract.spec import AssetLocation, RunSpec
@@ -47,6 +42,11 @@ from sealbench.enclave.errors import KeyReleaseDenied
 from sealbench.gcp.confidential_space import claims_from_payload
 from sealbench.gcp.gcs import GcsBlobStore, make_storage_client
 from sealbench.gcp.kms import KmsKeyWrapper, make_kms_client
+from sealbench.gcp.launcher import (
+    ConfidentialSpaceLauncher,
+    VmSettings,
+    make_compute_clients,
+)
 from sealbench.gcp.policy import AssetPolicy, PoolProvider
 from sealbench.gcp.policy_writer import PolicyWriter
 from sealbench.mocktee.provision import OwnerSetup, provision_owner
@@ -357,7 +357,7 @@ def test_a_runner_the_image_repository_does_not_let_pull_is_refused_with_the_gra
     """The launcher pulls the image as the VM's service account: a repository that does not
     grant it roles/artifactregistry.reader refuses the pull, the workload never starts, and
     the client names the repository, the account and the command that grants it (issue 29)."""
-    from sealbench.client.runs.launchers.confidential_space import ImagePullDenied
+    from sealbench.gcp.launcher import ImagePullDenied
 
     private = f"us-docker.pkg.dev/authority/private/evaluation@{enclave_image_digest()}"
     spec = world.spec()

@@ -22,11 +22,11 @@ from sealbench.benchmarks.brats import (
 )
 from sealbench.benchmarks.release import LocalExact
 from sealbench.client.runs.launchers import EnclaveRunFailed, LaunchError
-from sealbench.client.runs.launchers.docker import CONTAINER_LAUNCHER_DIR, DockerLauncher
 from sealbench.client.runs.results import download_result, open_result
 from sealbench.crypto.attestation import Jwks, unverified_payload
 from sealbench.enclave.errors import KeyReleaseDenied
 from sealbench.gcp.confidential_space import claims_from_payload
+from sealbench.mocktee.docker_launcher import CONTAINER_LAUNCHER_DIR, DockerLauncher
 from sealbench.platforms.storage import open_storage_uri
 
 if TYPE_CHECKING:

@@ -23,12 +23,12 @@ from google.auth.transport.requests import AuthorizedSession, Request
 from google.cloud import compute_v1
 from google.oauth2.credentials import Credentials
 
-from sealbench.client.runs.launchers.confidential_space import (
+from sealbench.contract.spec import AssetLocation, RunSpec
+from sealbench.gcp.launcher import (
     ComputeNotFound,
     ConfidentialSpaceLauncher,
     VmSettings,
 )
-from sealbench.contract.spec import AssetLocation, RunSpec
 from sealbench.mocktee.provision import enable_services
 from sealbench.mocktee.server import MockCloud, MockEndpoints
 

@@ -35,7 +35,7 @@ from google.cloud import compute_v1
 from google.oauth2.credentials import Credentials
 
 from sealbench.client.cli import app
-from sealbench.client.runs.launchers.confidential_space import (
+from sealbench.gcp.launcher import (
     VmSettings,
     instance_resource,
     make_compute_clients,

@@ -112,7 +112,6 @@ def _bench(args: argparse.Namespace, root: Path) -> int:
     from sealbench.benchmarks.brats.prepare import prepare_dataset
     from sealbench.benchmarks.brats.synthetic import write_dataset
     from sealbench.client.assets.store import seal_dataset, seal_model
-    from sealbench.client.runs.launchers import MockProcessLauncher, enclave_image_digest
     from sealbench.contract.spec import AssetLocation, RunSpec
     from sealbench.contract.workload import WorkloadIdentity
     from sealbench.crypto.sealing import (
@@ -125,6 +124,8 @@ def _bench(args: argparse.Namespace, root: Path) -> int:
     from sealbench.gcp.kms import KmsKeyWrapper, make_kms_client
     from sealbench.gcp.policy import AssetPolicy, PoolProvider
     from sealbench.gcp.policy_writer import PolicyWriter
+    from sealbench.mocktee.image import enclave_image_digest
+    from sealbench.mocktee.process_launcher import MockProcessLauncher
     from sealbench.mocktee.provision import provision_owner
     from sealbench.mocktee.server import MockCloud
 

@@ -82,14 +82,15 @@ def main() -> int:
         if args.tee == "docker":
             import docker
 
-            from sealbench.client.runs.launchers.docker import DockerLauncher
+            from sealbench.mocktee.docker_launcher import DockerLauncher
 
             launcher = DockerLauncher(docker.from_env(timeout=900), cloud.launcher(), args.image)
             result_dir = root / "results"
             result_dir.mkdir()
             result_uri = result_dir.as_uri()
         else:
-            from sealbench.client.runs.launchers import MockProcessLauncher, enclave_image_digest
+            from sealbench.mocktee.image import enclave_image_digest
+            from sealbench.mocktee.process_launcher import MockProcessLauncher
 
             launcher = MockProcessLauncher(cloud.launcher(), image_digest=enclave_image_digest(),
                                            python=sys.executable, workdir_root=root / "runs")

@@ -1,13 +1,19 @@
-"""TEE launchers: start the evaluation workload for a run specification and report how it ended.
+"""TEE launchers as the client uses them: start the evaluation workload for a run specification
+and report how it ended.
 
-- :class:`Launcher` — the interface (mock process today; Docker and Confidential Space VM later)
-- :class:`MockProcessLauncher` — INSECURE: ``python -m sealbench.enclave`` as a child process
-  wired to a running mock TEE (tests, ``sealbench demo``)
-- :func:`enclave_image_digest` — the mock backend's "image digest": a manifest digest of the
-  code the enclave runs
+- :class:`Launcher` — the interface (:mod:`sealbench.platforms.launcher`); each platform builds
+  its own backends (:mod:`~sealbench.client.runs.launchers.selection` picks one by ``--tee``)
+- :func:`enclave_image_digest` — the mock backends' "image digest": a manifest digest of the
+  code the enclave runs (:mod:`sealbench.mocktee.image`)
 """
 
-from sealbench.client.runs.launchers.base import (
+from sealbench.mocktee.image import (
+    IMAGE_PACKAGES,
+    MockImage,
+    enclave_image_digest,
+    mock_image,
+)
+from sealbench.platforms.launcher import (
     EnclaveRunFailed,
     Launcher,
     LaunchError,
@@ -18,13 +24,6 @@ from sealbench.client.runs.launchers.base import (
     TransientLaunchError,
     error_for_exit_code,
 )
-from sealbench.client.runs.launchers.image import (
-    IMAGE_PACKAGES,
-    MockImage,
-    enclave_image_digest,
-    mock_image,
-)
-from sealbench.client.runs.launchers.mock import MockProcessLauncher
 
 __all__ = [
     "IMAGE_PACKAGES",
@@ -34,7 +33,6 @@ __all__ = [
     "LaunchTimeoutError",
     "Launcher",
     "MockImage",
-    "MockProcessLauncher",
     "OutputFn",
     "RunningWorkload",
     "TransientLaunchError",

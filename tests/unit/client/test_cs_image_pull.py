@@ -4,7 +4,7 @@ repository, the VM's account and the grant (issue 29, item 7): in the form go-tp
 
 from __future__ import annotations
 
-from sealbench.client.runs.launchers._cs_resources import image_pull_denied
+from sealbench.gcp._cs_resources import image_pull_denied
 
 SA = "sealbench-runner@h.iam.gserviceaccount.com"
 REF = "europe-west4-docker.pkg.dev/auth-1/bench/eval@sha256:" + "ab" * 32
@@ -41,7 +41,7 @@ def test_the_project_wide_gpu_quota_gets_its_own_request_command() -> None:
     hint asks for that quota, not a regional one (issue 29, item 4)."""
     from google.api_core import exceptions as gexc
 
-    from sealbench.client.runs.launchers._cs_resources import (
+    from sealbench.gcp._cs_resources import (
         QuotaExceeded,
         VmSettings,
         translate_api_error,

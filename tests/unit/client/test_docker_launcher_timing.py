@@ -18,7 +18,7 @@ from sealbench.crypto.digest import sha256_digest
 
 pytest.importorskip("docker")
 
-from sealbench.client.runs.launchers.docker import DockerLauncher
+from sealbench.mocktee.docker_launcher import DockerLauncher
 
 IMAGE_ID = str(sha256_digest(b"image config"))
 CREATE_S, START_S, RUN_S = 5.0, 2.0, 3.0

@@ -1,8 +1,9 @@
 """``sealbench run --tee BACKEND`` reaches a launcher through the platform registry: the backend
 maps to the one installed platform whose ``launcher_backends`` names it, each launcher speaks
 only for such a platform and renders the run spec with that platform's ``launch_environment``;
-no module of the client outside ``client/launchers/`` imports a launcher implementation (the
-CLI goes through :mod:`sealbench.client.runs.launchers.selection`)."""
+no module of the client imports a launcher implementation (they live in their platforms'
+packages, ``gcp/`` and ``mocktee/``; the CLI goes through
+:mod:`sealbench.client.runs.launchers.selection`, which asks the platform to build one)."""
 
 from __future__ import annotations
 
@@ -12,20 +13,25 @@ from pathlib import Path
 import pytest
 
 import sealbench.client
-from sealbench.client.runs.launchers.base import (
+from sealbench.client.runs.launchers.selection import TeeBackend, build_launcher
+from sealbench.contract.spec import AssetLocation, RunSpec
+from sealbench.crypto.digest import sha256_digest
+from sealbench.platforms.launcher import (
     LaunchError,
     check_backend,
     launch_environment,
     platform_for_backend,
 )
-from sealbench.contract.spec import AssetLocation, RunSpec
-from sealbench.crypto.digest import sha256_digest
 from sealbench.platforms.platform import load_platform
 
 CLIENT = Path(sealbench.client.__file__).resolve().parent
 IMPLEMENTATIONS = frozenset(
-    f"sealbench.client.runs.launchers.{name}"
-    for name in ("mock", "docker", "confidential_space", "_cs_resources")
+    {
+        "sealbench.mocktee.process_launcher",
+        "sealbench.mocktee.docker_launcher",
+        "sealbench.gcp.launcher",
+        "sealbench.gcp._cs_resources",
+    }
 )
 IMPLEMENTATION_CLASSES = frozenset(
     {"MockProcessLauncher", "DockerLauncher", "ConfidentialSpaceLauncher", "VmSettings"}
@@ -41,7 +47,7 @@ def launcher_imports(source: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module:
             if node.module in IMPLEMENTATIONS:
                 found.add(node.module)
-            if node.module.startswith("sealbench.client.runs.launchers"):
+            if node.module.startswith(("sealbench.client", "sealbench.gcp", "sealbench.mocktee")):
                 found |= {a.name for a in node.names if a.name in IMPLEMENTATION_CLASSES}
                 found |= {
                     f"{node.module}.{a.name}"
@@ -51,29 +57,28 @@ def launcher_imports(source: str) -> set[str]:
     return found
 
 
-def test_no_client_module_outside_the_launchers_imports_an_implementation() -> None:
+def test_no_client_module_imports_an_implementation() -> None:
     offenders = {
         path.relative_to(CLIENT).as_posix(): sorted(found)
         for path in sorted(CLIENT.rglob("*.py"))
-        if "launchers" not in path.relative_to(CLIENT).parts
-        and (found := launcher_imports(path.read_text()))
+        if (found := launcher_imports(path.read_text()))
     }
     assert offenders == {}
 
 
 def test_the_scan_sees_each_import_form() -> None:
     source = (
-        "from sealbench.client.runs.launchers.docker import DockerLauncher\n"
-        "import sealbench.client.runs.launchers.confidential_space\n"
+        "from sealbench.mocktee.docker_launcher import DockerLauncher\n"
+        "import sealbench.gcp.launcher\n"
         "def f():\n"
-        "    from sealbench.client.runs.launchers import MockProcessLauncher, mock\n"
+        "    from sealbench.mocktee import MockProcessLauncher, process_launcher\n"
     )
     assert launcher_imports(source) == {
-        "sealbench.client.runs.launchers.docker",
+        "sealbench.mocktee.docker_launcher",
         "DockerLauncher",
-        "sealbench.client.runs.launchers.confidential_space",
+        "sealbench.gcp.launcher",
         "MockProcessLauncher",
-        "sealbench.client.runs.launchers.mock",
+        "sealbench.mocktee.process_launcher",
     }
 
 
@@ -98,7 +103,7 @@ def test_a_launcher_never_speaks_for_another_platform() -> None:
     cs = load_platform("confidential-space")
     with pytest.raises(LaunchError, match="not started by the 'mock' launcher"):
         check_backend(cs, "mock")
-    from sealbench.client.runs.launchers.mock import MockProcessLauncher
+    from sealbench.mocktee.process_launcher import MockProcessLauncher
 
     with pytest.raises(LaunchError, match="confidential-space platform"):
         MockProcessLauncher(None, platform=cs)  # type: ignore[arg-type]
@@ -136,3 +141,20 @@ def test_choosing_the_production_launcher_constructs_no_mock_platform(
     assert platform_for_backend("confidential-space").name == "confidential-space"
     with pytest.raises(AssertionError, match="constructed"):
         platform_for_backend("mock")  # the check above can fail
+
+
+def test_the_tee_backends_are_the_shipped_platforms_backends() -> None:
+    assert {b.value for b in TeeBackend} == {"mock", "docker", "confidential-space"}
+    assert TeeBackend.DOCKER.platform.name == "insecure-mock"
+    assert TeeBackend.CONFIDENTIAL_SPACE.platform.name == "confidential-space"
+
+
+def test_each_backend_builds_a_typed_launcher_of_its_platform() -> None:
+    from sealbench.mocktee.process_launcher import MockProcessLauncher
+
+    launcher = TeeBackend.MOCK.launcher(control_url="http://127.0.0.1:1")
+    assert isinstance(launcher, MockProcessLauncher)
+    with pytest.raises(LaunchError, match="'nitro'"):
+        build_launcher("nitro")
+    with pytest.raises(LaunchError, match="not started by the 'mock' launcher"):
+        load_platform("confidential-space").launcher("mock")

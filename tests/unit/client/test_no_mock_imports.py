@@ -22,19 +22,14 @@ ALLOWED: dict[str, frozenset[str]] = {
     "assets/owner.py": frozenset({"InsecureMockOwnerCloud"}),
     # the mock owner cloud's own module: it reads the running mock's endpoints
     "cloud.py": frozenset({"MockEndpoints"}),
-    # selection: the launcher of 'run --tee mock|docker|confidential-space', for the platform
-    # whose launcher backends name it
-    "runs/launchers/selection.py": frozenset({"MockLauncher", "MockProcessLauncher"}),
     # entry points: 'sealbench mock-tee up' runs the mock; a mock profile's endpoints
     "cli/run.py": frozenset({"MockCloud", "MockEndpoints"}),
     # entry point: 'sealbench demo' runs the whole mock cloud locally
     "demo/flow.py": frozenset({"MockCloud", "MockEndpoints"}),
     # the run spec names a mock profile's endpoints (a type annotation)
     "runs/single.py": frozenset({"MockEndpoints"}),
-    # the launcher implementations: the mock process launcher, and Docker attested by the mock
-    "runs/launchers/__init__.py": frozenset({"MockProcessLauncher"}),
-    "runs/launchers/mock.py": frozenset({"MockLauncher"}),
-    "runs/launchers/docker.py": frozenset({"MockLauncher"}),
+    # the mock backends' image (a digest of the enclave's code), what a mock benchmark pins
+    "runs/launchers/__init__.py": frozenset({"MockImage"}),
 }
 
 

@@ -424,7 +424,7 @@ def test_google_api_errors_say_whether_a_new_launch_may_succeed(
     or quota refusals, not a refusal that a new try cannot change."""
     from google.api_core import exceptions as gexc
 
-    from sealbench.client.runs.launchers._cs_resources import VmSettings, translate_api_error
+    from sealbench.gcp._cs_resources import VmSettings, translate_api_error
 
     settings = VmSettings(project="p", zone="us-central1-a",
                           service_account="runner@p.iam.gserviceaccount.com",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sealbench.client.runs.launchers.image import package_entries
+from sealbench.mocktee.image import package_entries
 from sealbench.crypto.manifest import Manifest
 
 

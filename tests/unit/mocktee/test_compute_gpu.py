@@ -56,7 +56,7 @@ def test_the_launchers_gpu_request_is_accepted_as_sent(make_api: Callable[..., A
     stand-in checks the request the client sends, not one made up for it)."""
     from google.cloud import compute_v1
 
-    from sealbench.client.runs.launchers.confidential_space import VmSettings, instance_resource
+    from sealbench.gcp.launcher import VmSettings, instance_resource
 
     settings = VmSettings(project=PROJECT, zone=ZONE,
                           service_account=f"runner@{PROJECT}.iam.gserviceaccount.com",

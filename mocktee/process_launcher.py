@@ -9,7 +9,7 @@ For each run :class:`MockProcessLauncher`:
    socket and token file, with the run spec's environment as the attested env overrides (what
    its platform's :meth:`~sealbench.platforms.platform.Platform.launch_environment` makes of the
    spec; the platform is the one whose ``launcher_backends`` names ``mock``) and
-   :func:`~sealbench.client.runs.launchers.image.enclave_image_digest` as the image digest;
+   :func:`~sealbench.mocktee.image.enclave_image_digest` as the image digest;
 2. starts the child with exactly that environment (plus ``PATH`` and a private ``TMPDIR``; the
    parent's environment is not inherited) and ``--launcher-dir`` naming the socket's folder;
 3. streams the child's stdout (progress lines) to ``on_output``, keeps the last stderr line as
@@ -33,7 +33,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from sealbench.client.runs.launchers.base import (
+from sealbench.contract.spec import RunSpec
+from sealbench.mocktee.image import enclave_image_digest
+from sealbench.mocktee.launcher import LaunchedWorkload, MockLauncher, private_launcher_dir
+from sealbench.mocktee.state import warn_insecure_once
+from sealbench.platforms.launcher import (
     EnclaveRunFailed,
     LaunchError,
     LaunchResult,
@@ -44,10 +48,6 @@ from sealbench.client.runs.launchers.base import (
     launch_environment,
     platform_for_backend,
 )
-from sealbench.client.runs.launchers.image import enclave_image_digest
-from sealbench.contract.spec import RunSpec
-from sealbench.mocktee.launcher import LaunchedWorkload, MockLauncher, private_launcher_dir
-from sealbench.mocktee.state import warn_insecure_once
 from sealbench.platforms.platform import Platform
 
 __all__ = ["BACKEND", "DEFAULT_TIMEOUT_S", "MockProcessLauncher", "MockProcessWorkload"]
@@ -173,7 +173,7 @@ class MockProcessWorkload:
 
 
 class MockProcessLauncher:
-    """INSECURE :class:`~sealbench.client.runs.launchers.base.Launcher` running the enclave as a
+    """INSECURE :class:`~sealbench.platforms.launcher.Launcher` running the enclave as a
     child process against a mock TEE. ``workdir_root`` is where each run's working directory
     (and its ``TMPDIR``) is created; each is removed when the run ends unless ``keep_workdir``.
     ``platform`` (default: the installed one whose launchers include ``mock``) decides how the

@@ -1,7 +1,7 @@
 """The pure half of the Confidential Space launcher: the VM settings, the ``Instance`` to insert
 (:func:`instance_resource`), the image-reference check, the launcher's errors, and the one place
 Google API errors become them, each with a ``hint`` naming what to grant, request or change (the
-tree is drawn in :mod:`sealbench.client.runs.launchers.confidential_space`)."""
+tree is drawn in :mod:`sealbench.gcp.launcher`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from google.api_core.client_options import ClientOptions
 from google.auth.credentials import Credentials
 from google.cloud import compute_v1
 
-from sealbench.client.runs.launchers.base import LaunchError
+from sealbench.platforms.launcher import LaunchError
 
 __all__ = [
     "CLOUD_PLATFORM_SCOPE",

@@ -51,7 +51,14 @@ from docker import DockerClient
 from docker.models.containers import Container
 from docker.types import Mount
 
-from sealbench.client.runs.launchers.base import (
+from sealbench.contract.spec import RunSpec
+from sealbench.mocktee.launcher import (
+    ImagePolicy,
+    LaunchedWorkload,
+    MockLauncher,
+    private_launcher_dir,
+)
+from sealbench.platforms.launcher import (
     EnclaveRunFailed,
     LaunchError,
     LaunchResult,
@@ -60,13 +67,6 @@ from sealbench.client.runs.launchers.base import (
     enclave_reason,
     launch_environment,
     platform_for_backend,
-)
-from sealbench.contract.spec import RunSpec
-from sealbench.mocktee.launcher import (
-    ImagePolicy,
-    LaunchedWorkload,
-    MockLauncher,
-    private_launcher_dir,
 )
 from sealbench.platforms.platform import Platform
 
@@ -307,7 +307,7 @@ class DockerWorkload:
 
 
 class DockerLauncher:
-    """INSECURE :class:`~sealbench.client.runs.launchers.base.Launcher` running the evaluation
+    """INSECURE :class:`~sealbench.platforms.launcher.Launcher` running the evaluation
     image ``image`` (a tag or an image ID) on the Docker engine ``client``, attested by the
     mock launcher ``launcher`` with the digest of the image actually run. ``clock`` times each
     run from the creation of its container. ``platform`` (default: the installed one whose

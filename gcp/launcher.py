@@ -60,16 +60,19 @@ import re
 import secrets
 import time
 from collections.abc import Callable
-from typing import Final, TypeVar
+from typing import Final, Literal, TypeVar
 
 from google.api_core import exceptions as gexc
 from google.auth.credentials import Credentials
 from google.cloud import compute_v1
 
-from sealbench.client.runs.launchers._cs_resources import (
+from sealbench.contract.result import FAILURE_OBJECT, TOKEN_OBJECT, FailureRecord
+from sealbench.contract.spec import RunSpec
+from sealbench.gcp._cs_resources import (
     CLOUD_PLATFORM_SCOPE,
     CS_DEBUG_IMAGE_FAMILY,
     CS_IMAGE_FAMILY,
+    GPU_MACHINES,
     CapacityUnavailable,
     ComputeNotFound,
     ComputePermissionDenied,
@@ -86,18 +89,17 @@ from sealbench.client.runs.launchers._cs_resources import (
     make_compute_clients,
     translate_api_error,
 )
-from sealbench.client.runs.launchers.base import (
+from sealbench.platforms.launcher import (
     EnclaveRunFailed,
     LaunchError,
     LaunchResult,
+    LaunchSettingsError,
     OutputFn,
     check_backend,
     enclave_reason,
     launch_environment,
     platform_for_backend,
 )
-from sealbench.contract.result import FAILURE_OBJECT, TOKEN_OBJECT, FailureRecord
-from sealbench.contract.spec import RunSpec
 from sealbench.platforms.platform import Platform
 from sealbench.platforms.storage import BlobStore, join_name
 
@@ -122,6 +124,8 @@ __all__ = [
     "VmSettings",
     "VmStoppedUnexpectedly",
     "VmTimeout",
+    "build_launcher",
+    "gpu_machine",
     "image_digest_of",
     "instance_resource",
     "make_compute_clients",
@@ -371,7 +375,7 @@ class ConfidentialSpaceVm:
 
 
 class ConfidentialSpaceLauncher:
-    """:class:`~sealbench.client.runs.launchers.base.Launcher` for Confidential Space VMs. Pass
+    """:class:`~sealbench.platforms.launcher.Launcher` for Confidential Space VMs. Pass
     ``credentials`` (and ``api_endpoint`` for a stand-in), or ready ``clients``; ``sleep`` and
     ``clock`` are injectable so that polling is tested without waiting. ``platform`` (default:
     the installed one whose launchers include ``confidential-space``) renders the run spec
@@ -501,3 +505,51 @@ class ConfidentialSpaceLauncher:
     ) -> LaunchResult:
         return self.start(spec, on_output=on_output).wait(timeout)
 
+
+def gpu_machine(accelerator: str) -> tuple[str, int]:
+    """``(machine type, GPU count)`` of a confidential GPU VM for ``--accelerator``;
+    :class:`LaunchSettingsError` for an accelerator sealbench does not launch."""
+    if accelerator not in GPU_MACHINES:
+        raise LaunchSettingsError(f"unknown accelerator {accelerator!r}",
+                                  hint=f"use one of {', '.join(sorted(GPU_MACHINES))}")
+    return GPU_MACHINES[accelerator]
+
+
+def build_launcher(
+    platform: Platform,
+    *,
+    project: str,
+    zone: str,
+    service_account: str,
+    image_reference: str,
+    tee: Literal["SEV", "TDX"],
+    debug: bool,
+    accelerator: str | None = None,
+    keep_vm: bool,
+    credentials: Credentials | None,
+    api_endpoint: str | None,
+    result_store: ResultStore | None = None,
+    poll_interval: float | None = None,
+) -> ConfidentialSpaceLauncher:
+    """The ``confidential-space`` backend (what
+    :meth:`~sealbench.gcp.confidential_space.ConfidentialSpacePlatform.launcher` builds): a
+    Confidential Space VM in ``project``/``zone``; settings that cannot work (an image named by
+    tag, ...) raise :class:`LaunchSettingsError`."""
+    try:
+        settings = VmSettings(
+            project=project,
+            zone=zone,
+            service_account=service_account,
+            image_reference=image_reference,
+            tee=tee,
+            debug=debug,
+            keep_vm=keep_vm,
+            accelerator=accelerator,
+        )
+    except ConfidentialSpaceError as exc:
+        raise LaunchSettingsError(str(exc), hint=exc.hint) from exc
+    return ConfidentialSpaceLauncher(
+        settings, credentials=credentials, api_endpoint=api_endpoint, platform=platform,
+        result_store=result_store,
+        poll_interval=POLL_INTERVAL_S if poll_interval is None else poll_interval,
+    )

@@ -42,6 +42,7 @@ __all__ = [
     "EnclaveRunFailed",
     "LaunchError",
     "LaunchResult",
+    "LaunchSettingsError",
     "LaunchTimeoutError",
     "Launcher",
     "OutputFn",
@@ -100,6 +101,14 @@ class LaunchError(Exception):
     failure_class: ClassVar[str] = "launch"
     #: Whether launching again may succeed (the runner retries these, with backoff).
     retryable: ClassVar[bool] = False
+
+
+class LaunchSettingsError(LaunchError):
+    """The launcher's settings are refused before anything starts; ``hint`` says what to do."""
+
+    def __init__(self, message: str, *, hint: str) -> None:
+        super().__init__(message)
+        self.hint = hint
 
 
 class LaunchTimeoutError(LaunchError):
