@@ -24,8 +24,10 @@ token last, so the token's presence marks a complete result. Every document is c
 (sealbench.crypto.canonical_json) of the model below; readers parse with ``from_bytes``, which
 caps sizes and refuses unknown members and versions. The benchmark-specific parts (the
 summary's ``aggregates``, each per-case entry) are JSON objects in the schema of the plug-in
-``metrics_version`` names (``<name>/<version>``); :meth:`ResultSummary.summary` and
-:meth:`PerCaseResults.results` validate them with that plug-in.
+``metrics_version`` names (``<name>/<version>``);
+:func:`sealbench.benchmarks.results.summary_aggregates` and
+:func:`~sealbench.benchmarks.results.case_results` validate them with that plug-in (this module
+knows no plug-in).
 
 What the data owner submits to the registry is ``summary.json`` as a JSON object, the SHA-256
 of ``result.sealed`` and ``result.token`` (server.schemas.ResultCreate).
@@ -33,20 +35,10 @@ of ``result.sealed`` and ``result.token`` (server.schemas.ResultCreate).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, Final, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sealbench.benchmarks.interface import (
-    Benchmark,
-    CaseResult,
-    PublicSummary,
-    SmallCellError,
-    SummaryError,
-    check_small_cells,
-)
-from sealbench.benchmarks.release import NoiseSource
 from sealbench.crypto.canonical import canonical_json
 
 __all__ = [
@@ -62,7 +54,6 @@ __all__ = [
     "ResultSummary",
     "WithheldSummary",
     "WriteCheck",
-    "public_summary",
 ]
 
 WRITE_CHECK_OBJECT: Final = "write-check.json"
@@ -110,12 +101,6 @@ class WriteCheck(_Document):
     format: Literal["sealbench/write-check"] = "sealbench/write-check"
     version: Literal[1] = 1
     run_id: str = Field(pattern=_ID)
-
-
-def _check_plugin(metrics_version: str, benchmark: Benchmark) -> None:
-    if str(benchmark.ref) != metrics_version:
-        raise ResultFormatError(
-            f"the document is of benchmark plug-in {metrics_version!r}, not {benchmark.ref}")
 
 
 class WithheldSummary(BaseModel):
@@ -166,38 +151,6 @@ class ResultSummary(_Document):
                                     "aggregates")
         return doc
 
-    def summary(self, benchmark: Benchmark) -> PublicSummary:
-        """The aggregates validated by ``benchmark`` (the plug-in ``metrics_version`` pins);
-        :class:`ResultFormatError` otherwise (a withheld summary has none)."""
-        _check_plugin(self.metrics_version, benchmark)
-        if self.withheld is not None:
-            raise ResultFormatError("the summary was withheld (small-cell rule): no aggregates")
-        try:
-            return benchmark.parse_summary(self.aggregates)
-        except SummaryError as exc:
-            raise ResultFormatError(f"invalid summary: {exc}") from exc
-
-
-def public_summary(
-    benchmark: Benchmark, results: Sequence[CaseResult], noise: NoiseSource
-) -> tuple[dict[str, object], WithheldSummary | None]:
-    """The aggregates to publish (the plug-in's release, noise drawn from ``noise``), or none
-    and why they are withheld (the small-cell rule in the publish module's docstring). The data
-    owner's ``result open`` recomputes this without noise and checks the published release
-    against it."""
-    summary = benchmark.summarise(results, noise)
-    minimum = benchmark.small_cell_minimum
-    try:
-        check_small_cells(benchmark, summary)
-    except SmallCellError:
-        return {}, WithheldSummary(rule="cases", n_cases=summary.n_cases, minimum=minimum)
-    doc = summary.to_json()
-    try:
-        benchmark.parse_summary(doc)
-    except SummaryError:
-        return {}, WithheldSummary(rule="bins", n_cases=summary.n_cases, minimum=minimum)
-    return doc, None
-
 
 class PerCaseResults(_Document):
     """The private per-case results (version 1), sealed to the data owner. ``cases`` is sorted
@@ -214,14 +167,6 @@ class PerCaseResults(_Document):
     image_digest: str
     cases: tuple[dict[str, Any], ...]
 
-    def results(self, benchmark: Benchmark) -> tuple[CaseResult, ...]:
-        """The cases validated by ``benchmark``; :class:`ResultFormatError` otherwise."""
-        _check_plugin(self.metrics_version, benchmark)
-        try:
-            return tuple(benchmark.parse_case_result(case) for case in self.cases)
-        except SummaryError as exc:
-            raise ResultFormatError(f"invalid per-case result: {exc}") from exc
-
 
 class FailureRecord(_Document):
     """Why a run failed (version 1): the step, the error class and its safe one-line reason.
@@ -229,7 +174,7 @@ class FailureRecord(_Document):
     attested signs the record's exact bytes with a token (``failure.token``, see the module
     docstring), so the registry can tell the enclave's account from a hospital's claim; the
     record therefore holds nothing secret and no case data (the error messages' rule,
-    :mod:`sealbench.enclave.errors`)."""
+    :mod:`sealbench.contract.errors`)."""
 
     format: Literal["sealbench/run-failure"] = "sealbench/run-failure"
     version: Literal[1] = 1

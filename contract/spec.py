@@ -58,7 +58,16 @@ from typing import Annotated, Final, NewType
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from sealbench.contract.workload import BENCHMARK_ID_PATTERN, PIN_PATTERN
+from sealbench.contract.locations import storage_uri_problem
+from sealbench.contract.workload import (
+    BENCHMARK_ID_PATTERN,
+    ENV_BENCHMARK_ID,
+    ENV_DATA_DIGEST,
+    ENV_METRICS_VERSION,
+    ENV_MODEL_DIGEST,
+    ENV_RECIPIENT_DIGEST,
+    PIN_PATTERN,
+)
 from sealbench.crypto.digest import Sha256Digest, parse_digest, sha256_digest
 
 __all__ = [
@@ -162,13 +171,9 @@ class RunSpecError(ValueError):
 def _storage_uri(value: str) -> str:
     """Beyond the pattern, what the enclave's storage layer will accept when it opens the
     location (no ``.``/``..``/empty segment, a valid bucket name, no reserved prefix)."""
-    from sealbench.platforms.errors import InvalidStorageUri
-    from sealbench.platforms.storage import parse_storage_uri
-
-    try:
-        parse_storage_uri(value)
-    except InvalidStorageUri as exc:
-        raise ValueError(str(exc).split(": ", 1)[-1]) from None
+    problem = storage_uri_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
     return value
 
 
@@ -328,8 +333,8 @@ def _problem(msg: str) -> str:
 
 _ENV: Final[dict[str, str]] = {
     "run_id": "SEALBENCH_RUN_ID",
-    "benchmark_id": "SEALBENCH_BENCHMARK_ID",
-    "metrics_version": "SEALBENCH_METRICS_VERSION",
+    "benchmark_id": ENV_BENCHMARK_ID,
+    "metrics_version": ENV_METRICS_VERSION,
     "dataset_id": "SEALBENCH_DATASET_ID",
     "dataset_uri": "SEALBENCH_DATASET_URI",
     "dataset_kms_key": "SEALBENCH_DATASET_KMS_KEY",
@@ -340,9 +345,9 @@ _ENV: Final[dict[str, str]] = {
     "model_pool_provider": "SEALBENCH_MODEL_POOL_PROVIDER",
     "result_uri": "SEALBENCH_RESULT_URI",
     "recipient_public_key": "SEALBENCH_RECIPIENT_PUBLIC_KEY",
-    "data_digest": "SEALBENCH_DATA_DIGEST",
-    "model_digest": "SEALBENCH_MODEL_DIGEST",
-    "recipient_digest": "SEALBENCH_RECIPIENT_DIGEST",
+    "data_digest": ENV_DATA_DIGEST,
+    "model_digest": ENV_MODEL_DIGEST,
+    "recipient_digest": ENV_RECIPIENT_DIGEST,
     "sts_url": "SEALBENCH_STS_URL",
     "kms_endpoint": "SEALBENCH_KMS_ENDPOINT",
     "storage_endpoint": "SEALBENCH_STORAGE_ENDPOINT",

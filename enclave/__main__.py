@@ -16,7 +16,7 @@ connection or name lookup, by the enclave, a plug-in or a model's runtime, is re
 
 Output: progress logs on stdout (logger ``sealbench.enclave``: steps and counts, never case ids,
 metrics, keys or tokens). Exit 0 on success; otherwise the exit code of the
-:class:`~sealbench.enclave.errors.EnclaveError` and one line ``sealbench-enclave: <reason> (exit
+:class:`~sealbench.contract.errors.EnclaveError` and one line ``sealbench-enclave: <reason> (exit
 <code>)`` on
 stderr.
 """
@@ -30,7 +30,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from sealbench.enclave.errors import EnclaveError
+from sealbench.contract.errors import EnclaveError
 from sealbench.enclave.network import install_egress_guard
 from sealbench.enclave.platforms import EvidenceSource
 from sealbench.enclave.run import run_enclave

@@ -9,7 +9,7 @@ decodes object ``i+1`` while the cases of object ``i`` are predicted and scored,
 cases of about two objects are in memory.
 
 Failure rules: a digest or authentication failure (tampered, swapped, substituted, truncated
-object) raises :class:`~sealbench.enclave.errors.AssetIntegrityError` and aborts the run; a case
+object) raises :class:`~sealbench.contract.errors.AssetIntegrityError` and aborts the run; a case
 that authenticates but cannot be decoded, or whose inference fails, becomes a flagged
 :meth:`failure <sealbench.benchmarks.interface.Benchmark.failure>` of the benchmark plug-in,
 with its reason, and is penalised in the aggregates; nothing is skipped.
@@ -25,7 +25,7 @@ far and every case not yet predicted is flagged ``timeout``.
 The data contract, grid included, is the pinned plug-in's (the pin is attested): a dataset
 whose ``dataset.json`` states another contract or grid (``brats-2023-gli/1`` is 240x240x155,
 ``brats-2023-gli/1-64x64x48`` the small grid) is refused before any case is read
-(:class:`~sealbench.enclave.errors.AssetRejected`, the whole run), and a case whose volumes are
+(:class:`~sealbench.contract.errors.AssetRejected`, the whole run), and a case whose volumes are
 on another grid than that contract's fails to load: a flagged failure with the shapes in its
 reason. How case files group
 and load, and how a case is scored, is the plug-in's (:mod:`sealbench.benchmarks.interface`).
@@ -52,6 +52,7 @@ from sealbench.benchmarks.interface import (
     run_limits_of,
 )
 from sealbench.benchmarks.limits import TIMEOUT, LimitReason, case_guard
+from sealbench.contract.errors import AssetIntegrityError, AssetRejected, StorageFailure
 from sealbench.crypto.digest import parse_digest
 from sealbench.crypto.errors import CryptoError, IntegrityError
 from sealbench.crypto.sealed_asset import (
@@ -61,7 +62,6 @@ from sealbench.crypto.sealed_asset import (
     open_bundle,
     open_index,
 )
-from sealbench.enclave.errors import AssetIntegrityError, AssetRejected, StorageFailure
 from sealbench.enclave.steps import VerifiedModel
 from sealbench.platforms import CloudError, ObjectCorrupted
 

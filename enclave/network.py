@@ -4,7 +4,7 @@
 is loaded) adds an audit hook (:func:`sys.addaudithook`; it cannot be removed, so there is one
 per process) that checks every ``socket.getaddrinfo``, ``socket.connect``, ``socket.sendto`` and
 ``socket.sendmsg`` of the process, whoever makes it (the enclave, a plug-in, a library), against
-the current :class:`EgressPolicy`, and raises :class:`~sealbench.enclave.errors.EgressRefused`
+the current :class:`EgressPolicy`, and raises :class:`~sealbench.contract.errors.EgressRefused`
 naming the host for anything else. The policy has two phases:
 
 1. until the run is attested (:meth:`EgressGuard.attesting`): the launcher's Unix socket
@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from sealbench.contract.errors import EgressRefused
 from sealbench.contract.spec import ENDPOINT_FIELDS, ServiceEndpoints
-from sealbench.enclave.errors import EgressRefused
 from sealbench.platforms.attester import DEFAULT_SOCKET_PATH
 
 __all__ = [

@@ -38,9 +38,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from sealbench.contract.errors import AttestationUnavailable
 from sealbench.crypto.attestation import unverified_payload
 from sealbench.crypto.errors import AttestationError
-from sealbench.enclave.errors import AttestationUnavailable
 from sealbench.platforms.attester import Attester
 from sealbench.platforms.errors import AttesterError
 from sealbench.platforms.platform import (

@@ -5,7 +5,7 @@ both with a second token and upload them (formats in :mod:`sealbench.contract.re
 public summary is published only when it meets the benchmark plug-in's rule: at least
 ``small_cell_minimum`` cases, and a summary the plug-in's own ``parse_summary`` accepts (which
 refuses a histogram bin under its per-bin minimum). Otherwise the enclave publishes a
-**withheld** summary (:func:`~sealbench.contract.result.public_summary`; a
+**withheld** summary (:func:`~sealbench.benchmarks.results.public_summary`; a
 :class:`~sealbench.contract.result.WithheldSummary` says the rule, the case count and the
 minimum; no aggregates). The minimum is the plug-in's, so it is fixed by the
 plug-in pin (``SEALBENCH_METRICS_VERSION``) the key-release policy binds, never by an operator
@@ -18,18 +18,18 @@ import logging
 from dataclasses import dataclass
 
 from sealbench.benchmarks.release import OpenDPGaussian
+from sealbench.benchmarks.results import public_summary
+from sealbench.contract.errors import AttestationUnavailable, ResultUploadError
 from sealbench.contract.result import (
     SEALED_OBJECT,
     SUMMARY_OBJECT,
     TOKEN_OBJECT,
     PerCaseResults,
     ResultSummary,
-    public_summary,
 )
 from sealbench.crypto.attestation import RESULT_AUDIENCE, result_nonce
 from sealbench.crypto.digest import Sha256Digest, sha256_digest
 from sealbench.crypto.sealing import result_info, seal
-from sealbench.enclave.errors import AttestationUnavailable, ResultUploadError
 from sealbench.enclave.evaluation import Evaluation
 from sealbench.enclave.steps import claims_of
 from sealbench.platforms import CloudError

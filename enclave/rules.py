@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from sealbench.benchmarks.interface import Benchmark, BenchmarkError, PluginRef
 from sealbench.benchmarks.registry import load
-from sealbench.enclave.errors import SpecError
+from sealbench.contract.errors import SpecError
 
 __all__ = ["PluginFinder", "benchmark_for"]
 

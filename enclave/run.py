@@ -1,7 +1,7 @@
 """One confidential evaluation from start to end: :func:`run_enclave` chains the steps and is the
 enclave's one error boundary. On failure it writes a :class:`~sealbench.contract.result.
 FailureRecord` to the result destination (when one can be reached) and raises the
-:class:`~sealbench.enclave.errors.EnclaveError`, whose message is safe to print.
+:class:`~sealbench.contract.errors.EnclaveError`, whose message is safe to print.
 
 A run that fails after it attested also attests its failure record: it asks the platform's
 attester for a token of audience ``sealbench-failure`` whose ``eat_nonce`` is
@@ -25,10 +25,10 @@ from sealbench.benchmarks.interface import (
     execution_provider_of,
     run_limits_of,
 )
+from sealbench.contract.errors import AttestationUnavailable, CpuFallbackRefused, EnclaveError
 from sealbench.contract.result import FAILURE_OBJECT, FAILURE_TOKEN_OBJECT, FailureRecord
 from sealbench.crypto.attestation import FAILURE_AUDIENCE, failure_nonce
 from sealbench.enclave.bounds import MemoryLimit, ProcessMemoryLimit
-from sealbench.enclave.errors import AttestationUnavailable, CpuFallbackRefused, EnclaveError
 from sealbench.enclave.evaluation import evaluate, open_dataset
 from sealbench.enclave.grant_wait import GrantWait
 from sealbench.enclave.network import EgressGuard

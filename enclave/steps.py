@@ -21,6 +21,15 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 
 from sealbench.benchmarks.interface import Benchmark, BenchmarkError, Runner
 from sealbench.benchmarks.onnx_safety import UnsafeModelError, check_self_contained
+from sealbench.contract.errors import (
+    AssetIntegrityError,
+    AssetRejected,
+    AttestationUnavailable,
+    DestinationError,
+    KeyReleaseDenied,
+    SpecError,
+    StorageFailure,
+)
 from sealbench.contract.inputs import TokenDestinationError, check_token_destinations
 from sealbench.contract.result import WRITE_CHECK_OBJECT, WriteCheck
 from sealbench.contract.spec import (
@@ -41,15 +50,6 @@ from sealbench.crypto.sealed_asset import (
     weights_ciphertext_size,
 )
 from sealbench.crypto.sealing import public_key_from_raw
-from sealbench.enclave.errors import (
-    AssetIntegrityError,
-    AssetRejected,
-    AttestationUnavailable,
-    DestinationError,
-    KeyReleaseDenied,
-    SpecError,
-    StorageFailure,
-)
 from sealbench.enclave.grant_wait import GrantWait
 from sealbench.enclave.platforms import (
     Evidence,

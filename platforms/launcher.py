@@ -1,5 +1,5 @@
 """The :class:`Launcher` interface, what a finished run reports, and the errors a failed run
-maps to (one per enclave exit code, see :mod:`sealbench.enclave.errors`).
+maps to (one per enclave exit code, see :mod:`sealbench.contract.errors`).
 
 Every :class:`LaunchError` names its ``failure_class`` (what the registry's run status reports,
 :data:`sealbench.server.schemas.runs.FailureClass`) and whether a new launch may succeed
@@ -19,8 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import ClassVar, Final, Protocol
 
-from sealbench.contract.spec import RunSpec
-from sealbench.enclave.errors import (
+from sealbench.contract.errors import (
     AssetIntegrityError,
     AssetRejected,
     AttestationUnavailable,
@@ -31,6 +30,7 @@ from sealbench.enclave.errors import (
     SpecError,
     StorageFailure,
 )
+from sealbench.contract.spec import RunSpec
 from sealbench.platforms.platform import (
     Platform,
     installed_launcher_backends,

@@ -35,7 +35,12 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from sealbench.contract.spec import ENDPOINT_ENV_NAMES, ENV_OVERRIDE_NAMES
-from sealbench.contract.workload import ENV_DATA_DIGEST, ENV_MODEL_DIGEST
+from sealbench.contract.workload import (
+    ENV_BENCHMARK_ID,
+    ENV_DATA_DIGEST,
+    ENV_METRICS_VERSION,
+    ENV_MODEL_DIGEST,
+)
 from sealbench.crypto.attestation import (
     FAILURE_AUDIENCE,
     RESULT_AUDIENCE,
@@ -51,13 +56,8 @@ from sealbench.server.errors import ConfigurationError, ResultRejectedError
 from sealbench.server.jwks import JwksCache
 from sealbench.server.settings import TrustedIssuer
 
-__all__ = ["ENV_BENCHMARK_ID", "ENV_METRICS_VERSION", "ResultVerifier", "VerifiedResult"]
+__all__ = ["ResultVerifier", "VerifiedResult"]
 
-#: Run-specification variables (``sealbench.contract.spec``) that bind a result to the benchmark
-#: and metrics version it was computed for. Named here because the server depends only on
-#: ``sealbench.crypto``; a test checks they equal the enclave's names.
-ENV_BENCHMARK_ID = "SEALBENCH_BENCHMARK_ID"
-ENV_METRICS_VERSION = "SEALBENCH_METRICS_VERSION"
 #: Run-spec overrides a result token may carry with any value: the image's allow-list less the
 #: endpoints, which are pinned per issuer (:class:`~sealbench.server.settings.TrustedIssuer`).
 _OTHER_RUN_SPEC_NAMES = frozenset(ENV_OVERRIDE_NAMES) - set(ENDPOINT_ENV_NAMES)

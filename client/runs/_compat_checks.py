@@ -98,7 +98,7 @@ def plugin_of(benchmark: BenchmarkPublic) -> Benchmark | None:
     """The installed plug-in ``benchmark`` pins, bound to its registered data contract (None
     when it is not installed or refuses the contract)."""
     from sealbench.benchmarks.interface import BenchmarkError, bind_data_contract
-    from sealbench.enclave.errors import SpecError
+    from sealbench.contract.errors import SpecError
     from sealbench.enclave.rules import benchmark_for
 
     try:
@@ -111,7 +111,7 @@ def plugin_of(benchmark: BenchmarkPublic) -> Benchmark | None:
 def _benchmark_check(benchmark: BenchmarkPublic) -> tuple[Check, Benchmark | None]:
     from sealbench.benchmarks.interface import BenchmarkError, bind_data_contract
     from sealbench.benchmarks.registry import available
-    from sealbench.enclave.errors import SpecError
+    from sealbench.contract.errors import SpecError
     from sealbench.enclave.rules import benchmark_for
 
     try:

@@ -18,7 +18,7 @@ private key, and checks, in order:
    release of the per-case results: re-aggregating them without noise gives the same summary
    but for the released sums, each within six noise standard deviations of the exact one (the
    noise the enclave drew is never known, not even to the hospital); or, for a **withheld**
-   summary (the enclave's small-cell rule, :func:`sealbench.contract.result.public_summary`),
+   summary (the enclave's small-cell rule, :func:`sealbench.benchmarks.results.public_summary`),
    exactly the same withholding (rule, case count, minimum). The owner still gets every per-case
    result and, in :attr:`OpenedResult.aggregates`, their aggregate computed locally (never
    submitted: the registry receives the withheld summary the token binds).
@@ -37,6 +37,8 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from sealbench.benchmarks.interface import Benchmark, BenchmarkError, CaseResult, PublicSummary
 from sealbench.benchmarks.registry import load as load_benchmark
 from sealbench.benchmarks.release import LocalExact, Release, ReleaseError
+from sealbench.benchmarks.results import case_results, summary_aggregates
+from sealbench.contract.errors import AttestationUnavailable
 from sealbench.contract.result import (
     MAX_DOCUMENT_BYTES,
     MAX_TOKEN_BYTES,
@@ -51,7 +53,6 @@ from sealbench.crypto.attestation import RESULT_AUDIENCE, Jwks, result_nonce
 from sealbench.crypto.digest import Sha256Digest, sha256_digest
 from sealbench.crypto.errors import CryptoError
 from sealbench.crypto.sealing import open_sealed, result_info
-from sealbench.enclave.errors import AttestationUnavailable
 from sealbench.enclave.steps import claims_of
 from sealbench.platforms import BlobStore, CloudError, join_name
 from sealbench.platforms.platform import AttestedWorkload, UnknownPlatformError, platform_for_issuer
@@ -188,7 +189,7 @@ def _check_consistent(
             raise ResultVerificationError(f"summary and sealed result differ in {field}")
     try:
         benchmark = load_benchmark(per_case.metrics_version)
-        cases = per_case.results(benchmark)
+        cases = case_results(per_case, benchmark)
         if not cases:
             raise ResultVerificationError("the sealed result holds no case")
         # the hospital's own exact figures: the release the enclave made, without its noise
@@ -202,7 +203,7 @@ def _check_consistent(
                     "the summary is withheld, but not as the small-cell rule withholds the "
                     "sealed results")
             return benchmark, local, cases
-        aggregates = summary.summary(benchmark)
+        aggregates = summary_aggregates(summary, benchmark)
     except (BenchmarkError, ResultFormatError) as exc:
         raise ResultVerificationError(str(exc)) from exc
     if len(cases) < minimum or not _release_of(aggregates.to_json(), local.to_json()):

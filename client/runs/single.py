@@ -538,7 +538,7 @@ def translate_launch_error(exc: Exception, *, lag: str | None = None) -> Excepti
     key-release refusal then says whose sync is due, unless its reason names a cause of the
     run's own (a debug image, an endpoint or command override, the hardware)."""
     from sealbench.client.runs.launchers import EnclaveRunFailed
-    from sealbench.enclave.errors import AssetIntegrityError, KeyReleaseDenied
+    from sealbench.contract.errors import AssetIntegrityError, KeyReleaseDenied
 
     if isinstance(exc, EnclaveRunFailed):
         if exc.error_class is not None and issubclass(exc.error_class, KeyReleaseDenied):

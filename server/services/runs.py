@@ -63,7 +63,7 @@ __all__ = ["ERROR_CLASSES", "list_page", "progress", "report", "report_many"]
 
 _log = logging.getLogger("sealbench.server")
 
-#: The failure class of each enclave error a failure record names (``sealbench.enclave.errors``;
+#: The failure class of each enclave error a failure record names (``sealbench.contract.errors``;
 #: the exit codes the client maps); any other name is the enclave's generic ``enclave``.
 ERROR_CLASSES: Final[Mapping[str, FailureClass]] = {
     "EnclaveError": "enclave",

@@ -21,6 +21,7 @@ from sealbench.benchmarks.brats import (
 from sealbench.benchmarks.release import LocalExact
 from sealbench.client.runs.launchers import EnclaveRunFailed
 from sealbench.client.runs.results import download_result, open_result
+from sealbench.contract.errors import AssetIntegrityError, KeyReleaseDenied
 from sealbench.contract.result import (
     FAILURE_OBJECT,
     FAILURE_TOKEN_OBJECT,
@@ -28,7 +29,6 @@ from sealbench.contract.result import (
     FailureRecord,
 )
 from sealbench.crypto.attestation import Jwks, unverified_payload
-from sealbench.enclave.errors import AssetIntegrityError, KeyReleaseDenied
 from sealbench.gcp.confidential_space import claims_from_payload
 
 RESULT_OBJECTS = ["result.sealed", "result.token", "summary.json", "write-check.json"]
@@ -206,7 +206,7 @@ def test_small_dataset_run_under_the_full_size_pin_is_refused(enclave_world: Any
     """The owners approve the full-size pin too, so the keys are released; the enclave, bound
     to brats-2023-gli/1 by the attested run spec, refuses the 32x32x24 dataset before any
     case, uploads no result, and the failure record says why."""
-    from sealbench.enclave.errors import AssetRejected
+    from sealbench.contract.errors import AssetRejected
 
     world = enclave_world
     spec = world.spec("small", "tiny", pin="brats-2023-gli/1")

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from sealbench.client.runs.launchers import EnclaveRunFailed
+from sealbench.contract.errors import SpecError
 from sealbench.contract.spec import RunSpec
 from sealbench.crypto.envelope import WrappedKey, asset_aad, unwrap_key
-from sealbench.enclave.errors import SpecError
 from sealbench.gcp.credentials import workload_credentials
 from sealbench.gcp.kms import KmsKeyWrapper, make_kms_client
 from sealbench.mocktee.launcher import LAUNCHER_ROOT, LaunchPolicyViolation

@@ -32,13 +32,13 @@ from sealbench.benchmarks.brats.synthetic import case_id_for, generate_case, wri
 from sealbench.client.assets.store import seal_dataset, seal_model
 from sealbench.client.runs.launchers import EnclaveRunFailed, enclave_image_digest
 from sealbench.client.runs.results import download_result, open_result
+from sealbench.contract.errors import KeyReleaseDenied
 from sealbench.contract.result import FAILURE_OBJECT, FailureRecord
 from sealbench.contract.spec import AssetLocation, RunSpec
 from sealbench.contract.workload import WorkloadIdentity
 from sealbench.crypto.attestation import Jwks, unverified_payload
 from sealbench.crypto.digest import Sha256Digest
 from sealbench.crypto.sealing import generate_recipient_key, public_key_digest, public_key_to_raw
-from sealbench.enclave.errors import KeyReleaseDenied
 from sealbench.gcp.confidential_space import claims_from_payload
 from sealbench.gcp.gcs import GcsBlobStore, make_storage_client
 from sealbench.gcp.kms import KmsKeyWrapper, make_kms_client

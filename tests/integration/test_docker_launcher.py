@@ -23,8 +23,8 @@ from sealbench.benchmarks.brats import (
 from sealbench.benchmarks.release import LocalExact
 from sealbench.client.runs.launchers import EnclaveRunFailed, LaunchError
 from sealbench.client.runs.results import download_result, open_result
+from sealbench.contract.errors import KeyReleaseDenied
 from sealbench.crypto.attestation import Jwks, unverified_payload
-from sealbench.enclave.errors import KeyReleaseDenied
 from sealbench.gcp.confidential_space import claims_from_payload
 from sealbench.mocktee.docker_launcher import CONTAINER_LAUNCHER_DIR, DockerLauncher
 from sealbench.platforms.storage import open_storage_uri
@@ -182,7 +182,7 @@ def test_token_capture_through_endpoint_override_in_the_image_releases_nothing(
     from google.auth.exceptions import GoogleAuthError
     from google.auth.transport.requests import Request
 
-    from sealbench.enclave.errors import SpecError
+    from sealbench.contract.errors import SpecError
     from sealbench.gcp.credentials import workload_credentials
 
     name = {

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from sealbench.enclave.errors import SpecError
+from sealbench.contract.errors import SpecError
 
 pytestmark = pytest.mark.slow
 

@@ -25,8 +25,8 @@ from sealbench.client.registry.api import RegistryClient
 from sealbench.client.registry.inbox import merge
 from sealbench.client.runs.launchers import EnclaveRunFailed
 from sealbench.client.runs.single import RunRecord, explain_refusals
+from sealbench.contract.errors import KeyReleaseDenied
 from sealbench.crypto.digest import sha256_digest
-from sealbench.enclave.errors import KeyReleaseDenied
 from sealbench.mocktee.server import MockCloud
 from sealbench.server.schemas import BenchmarkCreate, DatasetCreate, ModelCreate
 

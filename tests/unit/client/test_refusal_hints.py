@@ -7,7 +7,7 @@ import pytest
 from sealbench.client.errors import KeyReleaseDeniedError
 from sealbench.client.runs.launchers import EnclaveRunFailed
 from sealbench.client.runs.single import translate_launch_error
-from sealbench.enclave.errors import KeyReleaseDenied
+from sealbench.contract.errors import KeyReleaseDenied
 
 _DIAGNOSIS = "unauthorized_client ... [sealbench mock diagnosis: {clause} is false]"
 

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from google.auth.credentials import AnonymousCredentials
 
+from sealbench.contract.errors import AssetIntegrityError
 from sealbench.contract.result import (
     FAILURE_OBJECT,
     FAILURE_TOKEN_OBJECT,
@@ -26,7 +27,6 @@ from sealbench.contract.result import (
 from sealbench.contract.spec import AssetLocation
 from sealbench.crypto.envelope import KeyWrapper
 from sealbench.crypto.errors import IntegrityError
-from sealbench.enclave.errors import AssetIntegrityError
 from sealbench.enclave.run import RunReport, run_enclave
 from sealbench.gcp.gcs import GcsBlobStore, make_storage_client
 from sealbench.mocktee.storage import EmulatorProcess, free_port

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from sealbench.benchmarks.interface import ExecutionProvider
+from sealbench.contract.errors import CpuFallbackRefused
 from sealbench.contract.result import FAILURE_OBJECT
 from sealbench.contract.spec import RunSpec
-from sealbench.enclave.errors import CpuFallbackRefused
 from sealbench.enclave.run import run_enclave
 
 

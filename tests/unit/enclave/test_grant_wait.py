@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from google.api_core import exceptions as gexc
 
+from sealbench.contract.errors import KeyReleaseDenied
 from sealbench.contract.inputs import ENV_INPUTS, InputClass
 from sealbench.contract.spec import MAX_IAM_WAIT_S, RunSpec, RunSpecError
 from sealbench.crypto.envelope import KeyWrapper
-from sealbench.enclave.errors import KeyReleaseDenied
 from sealbench.enclave.grant_wait import MAX_DELAY_S, WAITING_MARK, GrantWait
 from sealbench.enclave.run import run_enclave
 from sealbench.platforms.errors import (

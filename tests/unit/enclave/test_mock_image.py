@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sealbench.mocktee.image import package_entries
 from sealbench.crypto.manifest import Manifest
+from sealbench.mocktee.image import package_entries
 
 
 def _digest(root: Path) -> str:

@@ -36,10 +36,10 @@ from sealbench.benchmarks.wdbc.plugin import PLUGIN as WDBC
 from sealbench.benchmarks.wdbc.plugin import WdbcBenchmark
 from sealbench.client.assets.store import seal_model
 from sealbench.client.runs.results import download_result, open_result
+from sealbench.contract.errors import AssetRejected, EgressRefused
 from sealbench.contract.spec import GOOGLE_ENDPOINTS
 from sealbench.crypto.digest import sha256_digest
 from sealbench.enclave import steps
-from sealbench.enclave.errors import AssetRejected, EgressRefused
 from sealbench.enclave.network import EgressGuard, EgressPolicy
 from sealbench.enclave.run import run_enclave
 from sealbench.platforms import LocalBlobStore
@@ -337,7 +337,7 @@ def test_onnx_runtime_writes_no_telemetry_to_disk(tmp_path: Path) -> None:
 
 _EGRESS_SCRIPT = textwrap.dedent("""
     import json, socket, sys
-    from sealbench.enclave.errors import EgressRefused
+    from sealbench.contract.errors import EgressRefused
     from sealbench.enclave.network import install_egress_guard
     from sealbench.contract.spec import GOOGLE_ENDPOINTS
 

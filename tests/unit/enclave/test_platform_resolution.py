@@ -17,9 +17,9 @@ from typing import Any, ClassVar
 
 import pytest
 
+from sealbench.contract.errors import AttestationUnavailable
 from sealbench.contract.spec import GOOGLE_ENDPOINTS
 from sealbench.crypto.digest import sha256_digest
-from sealbench.enclave.errors import AttestationUnavailable
 from sealbench.enclave.platforms import EvidenceSource, evidence_of, resolve_platform
 from sealbench.mocktee.verifier import WorkloadLaunch, build_claims
 from sealbench.platforms.attester import Attester, LauncherAttester

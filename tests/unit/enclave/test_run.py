@@ -258,7 +258,7 @@ def test_failure_record_written_and_no_result_uploaded(world: Any) -> None:
 
 
 def test_failure_before_attestation_is_not_signed(world: Any) -> None:
-    from sealbench.enclave.errors import SpecError
+    from sealbench.contract.errors import SpecError
 
     spec = world.with_spec(metrics_version="no-such-plugin/1")
     with pytest.raises(SpecError):
@@ -269,7 +269,7 @@ def test_failure_before_attestation_is_not_signed(world: Any) -> None:
 
 def test_model_outside_the_benchmark_contract_rejected_before_any_case(world: Any) -> None:
     from sealbench.client.assets.store import seal_model
-    from sealbench.enclave.errors import AssetRejected
+    from sealbench.contract.errors import AssetRejected
 
     bucket = LocalBlobStore(world.root / "other-model-bucket")
     (world.root / "not-onnx.onnx").write_bytes(b"these bytes are not an ONNX model")

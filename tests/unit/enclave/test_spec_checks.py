@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from sealbench.contract.errors import DestinationError, SpecError
 from sealbench.crypto.digest import sha256_digest
-from sealbench.enclave.errors import DestinationError, SpecError
 from sealbench.enclave.rules import benchmark_for
 from sealbench.enclave.run import run_enclave
 
@@ -183,7 +183,7 @@ def test_mock_attested_run_must_name_the_mocks_own_endpoints(world: Any) -> None
 
 
 def test_token_of_an_unknown_platform_is_sent_nowhere(world: Any) -> None:
-    from sealbench.enclave.errors import AttestationUnavailable
+    from sealbench.contract.errors import AttestationUnavailable
     from sealbench.enclave.platforms import resolve_platform
 
     with pytest.raises(AttestationUnavailable, match="no platform"):

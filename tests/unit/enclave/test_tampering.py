@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from sealbench.contract.errors import AssetIntegrityError, StorageFailure
 from sealbench.contract.result import (
     FAILURE_OBJECT,
     FAILURE_TOKEN_OBJECT,
@@ -16,7 +17,6 @@ from sealbench.contract.result import (
     FailureRecord,
 )
 from sealbench.crypto.envelope import WrappedKey
-from sealbench.enclave.errors import AssetIntegrityError, StorageFailure
 from sealbench.platforms import LocalBlobStore
 
 

@@ -14,9 +14,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 from sealbench.benchmarks.interface import BenchmarkError
 from sealbench.client.assets.store import seal_model
+from sealbench.contract.errors import AssetIntegrityError, AssetRejected, StorageFailure
 from sealbench.crypto.errors import IntegrityError
 from sealbench.crypto.streaming import SEGMENT_SIZE
-from sealbench.enclave.errors import AssetIntegrityError, AssetRejected, StorageFailure
 from sealbench.enclave.steps import MAX_WEIGHTS_CIPHERTEXT
 from sealbench.platforms import LocalBlobStore, ObjectTooLarge
 

@@ -1,4 +1,6 @@
-"""Errors raised by :mod:`sealbench.enclave`, each with the process exit code it maps to.
+"""The enclave run's failures, each with the process exit code it maps to: the contract between the
+workload and whatever launched it (a launcher maps the exit code back to the class, the registry
+files the class as the failure's kind).
 
 Every failure of a run is an :class:`EnclaveError`. Its message is what reaches stderr and the
 failure record at the result destination, so it is built by the enclave from safe parts only: it

@@ -1,0 +1,160 @@
+"""A third TEE platform for tests: neither Google's nor the mock, installed only by entry point
+(tests/integration/test_third_platform.py writes its ``*.dist-info`` into a temporary folder on
+``sys.path``). It implements every member of :class:`sealbench.platforms.platform.Platform` in the
+smallest way that lets a test see which adapter the cores reached: it records, it attests
+nothing. The cores must reach it through the registry alone: no module of theirs names it.
+
+The file is copied next to the ``*.dist-info`` as the module ``sealbench_double_platform`` (the
+entry point's target), so it imports nothing from the tests.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from sealbench.contract.inputs import ConditionContext
+from sealbench.contract.spec import AssetLocation, RunSpec, ServiceEndpoints
+from sealbench.crypto.attestation import Jwks
+from sealbench.crypto.envelope import KeyWrapper
+from sealbench.platforms.access import AssetAccess
+from sealbench.platforms.attester import Attester
+from sealbench.platforms.launcher import (
+    Launcher,
+    LaunchResult,
+    LaunchSettingsError,
+    OutputFn,
+    RunningWorkload,
+    check_backend,
+)
+from sealbench.platforms.platform import (
+    AttestedWorkload,
+    TokenDestinations,
+    WorkloadRequirements,
+    check_endpoint_pin,
+)
+from sealbench.platforms.storage import BlobStore, LocalBlobStore
+
+NAME: Final = "double"
+BACKEND: Final = "double-enclave"
+ISSUER: Final = "https://verifier.double.invalid"
+IMAGE: Final = "sha256:" + "d" * 64
+ENDPOINTS: Final = ServiceEndpoints(
+    "https://sts.double.invalid/token", "https://kms.double.invalid", "https://blob.double.invalid"
+)
+
+
+def token(payload: Mapping[str, object]) -> str:
+    """An unsigned compact JWS with ``payload`` (the double's evidence proves nothing)."""
+    def part(value: object) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+
+    return f"{part({'alg': 'none'})}.{part(dict(payload))}.c2ln"
+
+
+@dataclass
+class DoubleAttester:
+    """Hands out the double's tokens."""
+
+    def token(self, audience: str | None = None, nonces: Sequence[str] = ()) -> str:
+        return token({"iss": ISSUER, "aud": audience or "double", "image": IMAGE})
+
+
+@dataclass
+class DoubleAccess:
+    """The double's :class:`AssetAccess`: a local folder per owner; records each call."""
+
+    destinations: ServiceEndpoints
+    attester: Attester
+    root: Path = field(default_factory=lambda: Path("."))
+    calls: list[str] = field(default_factory=list)
+
+    def store(self, uri: str, owner: AssetLocation) -> tuple[BlobStore, str]:
+        self.calls.append(f"store {uri}")
+        return LocalBlobStore(self.root), ""
+
+    def key_wrapper(self, owner: AssetLocation) -> KeyWrapper:
+        self.calls.append(f"key {owner.kms_key}")
+        raise NotImplementedError("the double releases no key")
+
+
+@dataclass
+class DoubleLauncher:
+    """The double's :class:`Launcher`: starts nothing."""
+
+    platform: DoublePlatform
+    options: Mapping[str, Any]
+
+    @property
+    def image_digest(self) -> str:
+        return IMAGE
+
+    def start(self, spec: RunSpec, *, on_output: OutputFn | None = None) -> RunningWorkload:
+        raise NotImplementedError("the double starts no workload")
+
+    def launch(
+        self, spec: RunSpec, *, timeout: float | None = None, on_output: OutputFn | None = None
+    ) -> LaunchResult:
+        raise NotImplementedError("the double starts no workload")
+
+
+class DoublePlatform:
+    """A third platform (see the module docstring)."""
+
+    name: Final = NAME
+    insecure: Final = True
+    launcher_backends: Final = (BACKEND,)
+
+    def issues(self, issuer: str) -> bool:
+        return issuer == ISSUER
+
+    def attester(self, launcher_dir: Path | None = None) -> Attester:
+        if launcher_dir is not None:
+            raise ValueError("the double's evidence comes from nowhere in particular")
+        return DoubleAttester()
+
+    def token_destinations(self, issuer: str) -> TokenDestinations:
+        if not self.issues(issuer):
+            raise ValueError(f"{issuer!r} is not the double's verifier")
+        return TokenDestinations(ENDPOINTS, fixed=False)
+
+    def evidence(self, payload: Mapping[str, object]) -> AttestedWorkload:
+        return AttestedWorkload(
+            iss=str(payload["iss"]), aud=str(payload["aud"]), image_digest=str(payload["image"])
+        )
+
+    def verify(
+        self,
+        token: str,
+        jwks: Jwks,
+        *,
+        issuer: str,
+        audience: str,
+        now: float,
+        requirements: WorkloadRequirements | None = None,
+    ) -> AttestedWorkload:
+        raise NotImplementedError("the double verifies nothing")
+
+    def launch_environment(self, run_spec: Mapping[str, str]) -> dict[str, str]:
+        return {f"double-{k}": v for k, v in run_spec.items()}
+
+    def key_release_condition(self, context: ConditionContext) -> str:
+        check_endpoint_pin(context.endpoints, fixed=False, subject="a double condition")
+        return f"double: images {sorted(context.image_digests)}"
+
+    def grantee(self, pool: str, uid: str) -> str:
+        return f"principalSet://iam.googleapis.com/{pool}/attribute.workload_uid/{uid}"
+
+    def asset_access(self, destinations: ServiceEndpoints, attester: Attester) -> AssetAccess:
+        return DoubleAccess(destinations, attester)
+
+    def launcher(self, backend: str, **options: Any) -> Launcher:
+        check_backend(self, backend)
+        return DoubleLauncher(self, options)
+
+    def gpu_machine(self, accelerator: str) -> tuple[str, int]:
+        raise LaunchSettingsError("the double has no GPU", hint="none")
