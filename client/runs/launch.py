@@ -1,0 +1,260 @@
+"""``sealbench run`` as library calls: :func:`prepare_runs` resolves a profile's
+:class:`~sealbench.client.runs.options.RunOptions` into a plan, a launcher and each run's
+specification; :meth:`PreparedRuns.execute` runs them with
+:class:`~sealbench.client.runs.batch.Runner` (SIGINT and SIGTERM interrupting it);
+:func:`run_evaluations` is both. The command, the demo and the tests only render the events."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sealbench.client.assets import owner
+from sealbench.client.assets.result_key import load_result_key
+from sealbench.client.errors import ClientError, ConfigError
+from sealbench.client.registry import workflows
+from sealbench.client.registry.api import RegistryClient
+from sealbench.client.registry.profiles import ResolvedProfile
+from sealbench.client.runs import single
+from sealbench.client.runs.attestation_keys import gcp_key_source
+from sealbench.client.runs.batch import (
+    RunEvent,
+    Runner,
+    RunOutcome,
+    RunPlan,
+    iam_wait_window,
+    owners_synced_at,
+    plan_runs,
+    with_run_options,
+)
+from sealbench.client.runs.options import RunOptions
+
+if TYPE_CHECKING:
+    from sealbench.client.runs.launchers import Launcher
+    from sealbench.contract.spec import RunSpec
+
+__all__ = [
+    "LauncherFactory",
+    "PreparedRuns",
+    "RunBatch",
+    "interrupt_on_signals",
+    "mock_endpoints",
+    "prepare_runs",
+    "run_evaluations",
+    "tee_verifier",
+]
+
+
+class LauncherFactory(Protocol):
+    """Builds the launcher of a backend for a profile (``sealbench.client.cli.tee.make_launcher``
+    is the one the command uses)."""
+
+    def __call__(
+        self, backend: workflows.Backend, *, profile: ResolvedProfile, client: RegistryClient,
+        benchmark_id: int, endpoints: Any, mock_tee: Path | None, debug: bool,
+        image: str | None, cs: Any,
+    ) -> Any: ...
+
+
+def _default_launcher_factory() -> tuple[LauncherFactory, Callable[..., Any]]:
+    # The launchers' profile settings still live beside ``sealbench image build``.
+    from sealbench.client.cli.tee import CsOptions, make_launcher
+
+    return make_launcher, CsOptions
+
+
+def mock_endpoints(profile: ResolvedProfile, mock_tee: Path | None) -> Any:
+    """The running mock TEE's endpoints (``mock_tee``, else the profile's state directory);
+    :class:`ConfigError` when none is configured or running."""
+    from sealbench.mocktee import MockEndpoints
+
+    state = mock_tee or profile.profile.mock_tee
+    if state is None:
+        raise ConfigError(
+            f"profile {profile.name} has no mock TEE configured",
+            hint="pass --mock-tee DIR (the state directory of 'sealbench mock-tee up')",
+        )
+    try:
+        return MockEndpoints.load(Path(state))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(
+            f"no running mock TEE found in {state}",
+            hint="start it with 'sealbench mock-tee up --state-dir DIR'",
+        ) from exc
+
+
+def tee_verifier(profile: ResolvedProfile, endpoints: Any, mock_tee: Path | None) -> Any:
+    """The verifier this profile's runs attest to: its mock-tee's, or Google's (or the
+    profile's ``attestation`` override)."""
+    from sealbench.client.runs.launchers.trust import TeeVerifier
+
+    if endpoints is not None:
+        state = mock_tee or profile.profile.mock_tee
+        return TeeVerifier(endpoints.issuer, f"the mock-tee of {state}, yours")
+    gcp = profile.profile.gcp
+    source = gcp_key_source({} if gcp is None else gcp.api_endpoints)
+    google = gcp is None or "attestation" not in gcp.api_endpoints
+    return TeeVerifier(source.issuer, "Google's Confidential Space verifier" if google else
+                       "the attestation verifier your profile names")
+
+
+def _visible_results(client: RegistryClient, benchmark: int) -> tuple[Any, ...]:
+    try:
+        return client.list_results(benchmark)
+    except ClientError:
+        return ()
+
+
+@contextlib.contextmanager
+def interrupt_on_signals(interrupt: Callable[[], None]) -> Iterator[None]:
+    """Within the block, SIGINT and SIGTERM call ``interrupt`` (only on the main thread: other
+    threads cannot set handlers); the previous handlers are put back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, lambda *_: interrupt())
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@dataclass(frozen=True)
+class RunBatch:
+    """How a batch of runs ended: the runner's outcome and its errors (a refused key release
+    explained with whose grants lag)."""
+
+    outcome: RunOutcome
+    errors: tuple[Exception, ...]
+
+    @property
+    def records(self) -> list[single.RunRecord]:
+        """The pairs skipped (already evaluated) and the runs that succeeded."""
+        return [*self.outcome.skipped, *self.outcome.succeeded]
+
+    @property
+    def interrupted(self) -> bool:
+        return self.outcome.interrupted
+
+    def raise_first_error(self) -> None:
+        """Raise the first error of the batch as a client error (none: return)."""
+        if self.errors:
+            first = self.errors[0]
+            raise first if isinstance(first, ClientError) else single.translate_launch_error(first)
+
+
+@dataclass(frozen=True)
+class PreparedRuns:
+    """What :func:`prepare_runs` resolved: the plan, the launcher, the run store and each run's
+    specification (``make_spec(dataset_id, model_id, run_id)``)."""
+
+    options: RunOptions
+    backend: workflows.Backend
+    plan: RunPlan
+    launcher: Launcher
+    store: single.RunStore
+    make_spec: Callable[[int, int, str], RunSpec]
+    client: RegistryClient
+
+    def execute(
+        self, *, on_event: Callable[[RunEvent], None] | None = None, handle_signals: bool = True
+    ) -> RunBatch:
+        """Run the plan, ``on_event`` receiving each event; with ``handle_signals``, SIGINT and
+        SIGTERM (on the main thread) interrupt the runner."""
+        o = self.options
+        runner = Runner(
+            self.launcher, self.store, self.make_spec, client=self.client, tee=self.backend,
+            parallel=o.parallel, timeouts=o.timeouts, keep_on_interrupt=o.keep_vm,
+            on_event=on_event,
+        )
+        with interrupt_on_signals(runner.interrupt) if handle_signals else contextlib.nullcontext():
+            outcome = runner.run(self.plan)
+        # a refused key release names whose grants lag (asked while the client is open)
+        errors = single.explain_refusals(self.client, runner.errors, outcome.records)
+        return RunBatch(outcome, tuple(errors))
+
+
+def prepare_runs(
+    profile: ResolvedProfile,
+    client: RegistryClient,
+    options: RunOptions,
+    *,
+    launcher_factory: LauncherFactory | None = None,
+) -> PreparedRuns:
+    """Check ``options``, find the approved pairs, build the backend's launcher and plan the
+    runs not yet done (all of them with ``force``); each run's specification is sealed to the
+    profile's result key and checked against what its owners trust."""
+    from sealbench.client.runs.launchers.trust import check_owner_trust, issuers_released_to
+
+    backend = workflows.check_tee(options.tee)
+    options.check()
+    default_factory, cs_options = _default_launcher_factory()
+    make_launcher = launcher_factory or default_factory
+    o = options
+    cs = cs_options(o.project, o.zone, o.service_account, o.image_reference, o.tdx, o.keep_vm,
+                    o.debug, o.compute_endpoint, o.accelerator)
+    benchmark = o.benchmark
+    pairs = single.approved_pairs(client, benchmark, o.dataset, o.model)
+    recipient = load_result_key(profile.secrets_dir)
+    mock_profile = bool(o.mock_tee or profile.profile.mock_tee)
+    production = backend == "confidential-space" and not mock_profile
+    result_uri = o.result_uri
+    gcp = profile.profile.gcp
+    if production and not result_uri and gcp is not None:
+        result_uri = f"gs://{owner.gcp_owner_cloud(gcp).bucket}/results"
+    if production and not result_uri:
+        raise ConfigError("a Confidential Space VM writes its result to Cloud Storage",
+                          hint="pass --result-uri gs://BUCKET/PREFIX")
+    endpoints = None if production else mock_endpoints(profile, o.mock_tee)
+    launcher = make_launcher(
+        backend, profile=profile, client=client, benchmark_id=benchmark,
+        endpoints=endpoints, mock_tee=o.mock_tee, debug=o.insecure_debug_image,
+        image=o.image, cs=cs,
+    )
+    store = single.RunStore(profile.data_dir / "runs")
+    metrics_version = client.get_benchmark(benchmark).metrics_version
+    plan = plan_runs(store, benchmark_id=benchmark, pairs=pairs,
+                     image_digest=launcher.image_digest, metrics_version=metrics_version,
+                     force=o.force)
+    verifier = tee_verifier(profile, endpoints, o.mock_tee)
+
+    def make_spec(dataset_id: int, model_id: int, run_id: str) -> RunSpec:
+        spec = single.build_spec(
+            client, run_id=run_id, benchmark_id=benchmark, dataset_id=dataset_id,
+            model_id=model_id, recipient=recipient,
+            result_dir=profile.data_dir / "results" / run_id,
+            endpoints=endpoints or owner.spec_endpoints(profile),
+            result_uri=f"{result_uri.rstrip('/')}/{run_id}" if result_uri else None,
+        )
+        window = o.iam_wait_s if o.iam_wait_s is not None else iam_wait_window(
+            owners_synced_at(client, dataset_id, model_id), datetime.now(UTC))
+        spec = with_run_options(spec, iam_wait_s=window,
+                                allow_cpu_fallback=o.allow_cpu_fallback)
+        ids = {"dataset": dataset_id, "model": model_id}
+        check_owner_trust(spec, verifier, trusted_issuers=lambda kind: issuers_released_to(
+            _visible_results(client, benchmark), kind, ids[kind]))
+        return spec
+
+    return PreparedRuns(o, backend, plan, launcher, store, make_spec, client)
+
+
+def run_evaluations(
+    profile: ResolvedProfile,
+    client: RegistryClient,
+    options: RunOptions,
+    *,
+    on_event: Callable[[RunEvent], None] | None = None,
+    handle_signals: bool = True,
+    launcher_factory: LauncherFactory | None = None,
+) -> RunBatch:
+    """:func:`prepare_runs`, then :meth:`PreparedRuns.execute`."""
+    prepared = prepare_runs(profile, client, options, launcher_factory=launcher_factory)
+    return prepared.execute(on_event=on_event, handle_signals=handle_signals)
