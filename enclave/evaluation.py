@@ -62,6 +62,7 @@ from sealbench.crypto.sealed_asset import (
     open_bundle,
     open_index,
 )
+from sealbench.enclave.progress import case_done, cases_counted
 from sealbench.enclave.steps import VerifiedModel
 from sealbench.platforms import CloudError, ObjectCorrupted
 
@@ -172,7 +173,7 @@ def open_dataset(model: VerifiedModel) -> VerifiedDataset:
         slots += [CaseSlot(obj, case_id, tuple(files)) for case_id, files in grouped.items()]
     if not slots:
         raise AssetRejected("the dataset holds no cases")
-    _log.info("step 4/7: dataset manifest verified (%d cases)", len(slots))
+    cases_counted(len(slots))
     return VerifiedDataset(model, index, layout, tuple(slots))
 
 
@@ -297,7 +298,7 @@ def evaluate(dataset: VerifiedDataset) -> Evaluation:
             else:
                 result = item
             results.append(result)
-            _log.info("step 5/7: case %d/%d done", len(results), total)
+            case_done(len(results), total)
     done = {r.case_id for r in results}
     late = [slot.case_id for slot in dataset.cases if slot.case_id not in done]
     if late:

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final, Literal, TypeVar
 
+from sealbench.enclave.progress import grant_waiting
 from sealbench.platforms.errors import KeyAccessDenied, StorageAccessDenied, refused_after_exchange
 
 __all__ = ["FIRST_DELAY_S", "MAX_DELAY_S", "WAITING_MARK", "GrantWait"]
@@ -72,11 +73,7 @@ class GrantWait:
                 self._delay = min(self._delay * 2, MAX_DELAY_S)
                 service = "key" if isinstance(exc, KeyAccessDenied) else "storage"
                 self.tries += 1
-                _log.info(
-                    "%s: the %s owner's %s refused this workload; next try in %.0f s "
-                    "(%.0f of %.0f s waited)",
-                    WAITING_MARK, owner, service, delay, self.waited_s, self.window_s,
-                )
+                grant_waiting(WAITING_MARK, owner, service, delay, self.waited_s, self.window_s)
                 self.sleep(delay)
                 self.waited_s += delay
 

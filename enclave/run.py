@@ -33,6 +33,7 @@ from sealbench.enclave.evaluation import evaluate, open_dataset
 from sealbench.enclave.grant_wait import GrantWait
 from sealbench.enclave.network import EgressGuard
 from sealbench.enclave.platforms import EvidenceSource
+from sealbench.enclave.progress import model_loaded, run_done, step_started
 from sealbench.enclave.publish import PublishedResult, publish, seal_results
 from sealbench.enclave.steps import (
     AttestedRun,
@@ -212,7 +213,8 @@ def _run(
     egress: EgressGuard | None,
     sleep: Callable[[float], None],
 ) -> RunReport:
-    _log.info("step 0/7: reading the run specification and the first attestation token")
+    step_started(
+        0, progress.step, "reading the run specification and the first attestation token")
     run = attest(environ, attester, timer)
     if egress is not None:
         egress.pin(run.destinations)
@@ -221,33 +223,34 @@ def _run(
     access = (access_factory or platform_access)(run)
     wait = GrantWait(run.spec.iam_wait_seconds, sleep)
     progress.step = "check the recipient key and the result destination"
-    _log.info("step 1/7: %s", progress.step)
+    step_started(1, progress.step)
     with contextlib.suppress(EnclaveError):
         progress.destination = result_store(run, access)
     destination = open_destination(run, access, wait)
     progress.step = "obtain credentials and unwrap the keys"
-    _log.info("step 2/7: %s", progress.step)
+    step_started(2, progress.step)
     keys = release_keys(destination, access, wait)
     with memory.applied(run_limits_of(run.benchmark).memory_bytes):
         progress.step = "download, verify and load the model"
-        _log.info("step 3/7: %s", progress.step)
+        step_started(3, progress.step)
         model = load_model(keys) if make_runner is None else load_model(keys, make_runner)
         provider = execution_provider_of(model.runner)
         if provider is not None:
-            _log.info("the model runs on ONNX Runtime's %s", provider.value)
+            model_loaded(provider.value)
         _check_accelerator(run, provider)
         progress.step = "verify the dataset manifest"
-        _log.info("step 4/7: %s", progress.step)
+        step_started(4, progress.step)
         dataset = open_dataset(model)
         progress.step = "segment and score the cases"
-        _log.info("step 5/7: %s", progress.step)
+        step_started(5, progress.step)
         evaluation = evaluate(dataset)
     progress.step = "seal the per-case results"
-    _log.info("step 6/7: %s", progress.step)
+    step_started(6, progress.step)
     sealed = seal_results(evaluation)
     progress.step = "attest and upload the result"
-    _log.info("step 7/7: %s", progress.step)
+    step_started(7, progress.step)
     published = publish(sealed)
     timings = timer.totals()
-    _log.info("%s", timings_line(timings, provider))
+    run_done(timings, None if provider is None else provider.value,
+             timings_line(timings, provider))
     return RunReport(published, timings, provider)
