@@ -1,7 +1,8 @@
-"""How ``sealbench run`` shows the runner's events (:class:`~sealbench.client.runs.batch.RunEvent`):
-one rich progress line per run and an overall bar on a terminal, or one JSON event per line
-(``--json``) for scripts. Rendering only: what happens is decided by
-:mod:`sealbench.client.runs.batch`."""
+"""How ``sealbench run`` shows the runner's events
+(:class:`~sealbench.client.runs.batch.RunnerEvent`): one rich progress line per run and an overall
+bar on a terminal, or one JSON event per line (``--json``) for scripts. Rendering only: what
+happens is decided by :mod:`sealbench.client.runs.batch`, which builds its ``progress`` events
+from the enclave's typed event lines (:mod:`sealbench.contract.events`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import threading
 import typer
 from rich.progress import Progress, TaskID
 
-from sealbench.client.runs.batch import RunEvent
+from sealbench.client.runs.batch import RunnerEvent
 
 __all__ = ["JsonEvents", "RunDisplay"]
 
@@ -23,7 +24,7 @@ class JsonEvents:
     def __init__(self) -> None:
         self._lock = threading.Lock()
 
-    def __call__(self, event: RunEvent) -> None:
+    def __call__(self, event: RunnerEvent) -> None:
         with self._lock:
             typer.echo(event.model_dump_json())
 
@@ -41,10 +42,10 @@ class RunDisplay:
         self._steps: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def _label(self, event: RunEvent) -> str:
+    def _label(self, event: RunnerEvent) -> str:
         return f"model {event.model_id} x dataset {event.dataset_id}"
 
-    def _task(self, event: RunEvent) -> TaskID:
+    def _task(self, event: RunnerEvent) -> TaskID:
         run_id = event.run_id or ""
         if run_id not in self._tasks:
             self._tasks[run_id] = self._bar.add_task(
@@ -52,11 +53,11 @@ class RunDisplay:
             )
         return self._tasks[run_id]
 
-    def __call__(self, event: RunEvent) -> None:
+    def __call__(self, event: RunnerEvent) -> None:
         with self._lock:
             self._show(event)
 
-    def _show(self, event: RunEvent) -> None:
+    def _show(self, event: RunnerEvent) -> None:
         label = self._label(event)
         say = self._bar.console.print
         if event.kind == "skipped":

@@ -2,7 +2,7 @@
 not yet evaluated with the current image, launch them on a TEE backend with bounded
 concurrency, retry launches that may succeed on a new try, stop cleanly on interrupt, and
 report every state to the registry. ``sealbench run``, the demo and the tests call it; they
-only render its :class:`RunEvent` stream.
+only render its :class:`RunnerEvent` stream.
 
 Each pair becomes a run with its own id, record (:class:`~sealbench.client.runs.single.RunStore`)
 and registry status (``planned`` → ``launching`` → ``running`` → ``succeeded`` | ``failed`` |
@@ -20,9 +20,12 @@ unfinished run ``interrupted`` (reason ``stopped``). Running the same plan again
 what is left; a record left unfinished by a process that died is repaired first
 (:meth:`RunStore.repair_stale <sealbench.client.runs.single.RunStore.repair_stale>`).
 
-A workload that waits for IAM to apply a grant (a key or storage refusal right after an owner's
-``policy sync``, :mod:`sealbench.enclave.grant_wait`) reports it as ``waiting`` events; the
-window it may wait is set in its run spec by the caller (``sealbench run``).
+The workload's progress comes from the enclave's typed event lines
+(:mod:`sealbench.contract.events`; its prose lines are for people and are not parsed): ``progress``
+events (its step, its cases), its step timings and execution provider. A workload that waits for
+IAM to apply a grant (a key or storage refusal right after an owner's ``policy sync``,
+:mod:`sealbench.enclave.grant_wait`) reports it as ``waiting`` events; the window it may wait is
+set in its run spec by the caller (``sealbench run``).
 
 Status reports never stop a run: a report the registry does not take is logged, and the next
 report of that run carries its whole state again (reports are numbered, so late ones are
@@ -36,7 +39,6 @@ import logging
 import os
 import queue
 import random
-import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -52,18 +54,25 @@ from sealbench.client.runs.single import (
     RunRecord,
     RunStore,
     attested_failure,
-    execution_provider,
     owner_alive,
     process_identity,
+    provider_of,
     recorded_failure,
     report_of,
-    step_timings,
+    timings_of,
 )
 from sealbench.client.runs.single import (
     new_run_id as default_run_id,
 )
+from sealbench.contract.events import (
+    CaseDone,
+    CasesCounted,
+    GrantWaiting,
+    RunDone,
+    StepStarted,
+    parse_event,
+)
 from sealbench.contract.spec import MAX_IAM_WAIT_S, RunSpec
-from sealbench.enclave.grant_wait import WAITING_MARK
 from sealbench.platforms.launcher import (
     Launcher,
     LaunchError,
@@ -77,10 +86,10 @@ __all__ = [
     "EventKind",
     "PlannedPair",
     "RetryPolicy",
-    "RunEvent",
     "RunOutcome",
     "RunPlan",
     "Runner",
+    "RunnerEvent",
     "StageTimeouts",
     "iam_wait_window",
     "owners_synced_at",
@@ -95,22 +104,19 @@ EventKind = Literal[
     "planned", "skipped", "repaired", "launching", "retry", "running", "progress", "waiting",
     "succeeded", "failed", "interrupted", "report_failed",
 ]
-_STEP = re.compile(r"step (\d)/(\d):")
-_CASES = re.compile(r"\((\d+) cases\)")
-_CASE_DONE = re.compile(r"case (\d+)/(\d+) done")
-#: The enclave's line while a grant propagates (:mod:`sealbench.enclave.grant_wait`).
-_WAITING = re.compile(
-    re.escape(WAITING_MARK) + r": the (dataset|model) owner's (key|storage) refused this "
-    r"workload; next try in (\d{1,4}) s \((\d{1,6}) of (\d{1,6}) s waited\)"
-)
+#: The steps of an enclave run (its ``step`` events state it; this stands for a ``done`` event
+#: that comes without one).
+_STEPS: Final = 7
 #: Seconds a stopping runner waits for its killed workloads to end before it returns anyway.
 STOP_GRACE_S: Final = 30.0
 #: Seconds between two looks at the stop flag while a stage runs.
 _TICK_S: Final = 0.2
 
 
-class RunEvent(BaseModel):
-    """One thing that happened to one run (``sealbench run --json`` prints one per line).
+class RunnerEvent(BaseModel):
+    """One thing that happened to one run (``sealbench run --json`` prints one per line); not
+    the enclave's own progress events (:data:`sealbench.contract.events.RunEvent`), which the
+    runner turns into ``progress`` and ``waiting`` ones.
     ``message`` is for the local operator only (it may quote the enclave's error); the
     registry is told only the typed fields of :func:`~sealbench.client.runs.single.report_of`."""
 
@@ -332,7 +338,7 @@ class Runner:
         retry: RetryPolicy | None = None,
         timeouts: StageTimeouts | None = None,
         keep_on_interrupt: bool = False,
-        on_event: Callable[[RunEvent], None] | None = None,
+        on_event: Callable[[RunnerEvent], None] | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         rand: Callable[[], float] = random.random,
         new_run_id: Callable[[datetime], str] | None = None,
@@ -635,7 +641,7 @@ class Runner:
     def _emit(self, kind: EventKind, record: RunRecord, **fields: object) -> None:
         if self._on_event is None:
             return
-        event = RunEvent.model_validate({
+        event = RunnerEvent.model_validate({
             "kind": kind, "benchmark_id": record.benchmark_id, "dataset_id": record.dataset_id,
             "model_id": record.model_id, "run_id": record.run_id, "at": self._clock(),
             **{k: v for k, v in fields.items() if v is not None},
@@ -669,43 +675,49 @@ def _tear_down_one(workload: RunningWorkload, *, keep: bool, reap: bool = False)
 
 
 class _ProgressParser:
-    """Turns the enclave's output lines into ``progress`` events, step timings and the
-    execution provider the model ran on (one of the known names, or None), and its waits for
-    IAM to apply a grant into ``waiting`` events (the message rebuilt from the parsed fields:
-    nothing else of the line travels on)."""
+    """Turns the enclave's event lines (:func:`~sealbench.contract.events.parse_event`; any
+    other line is ignored) into ``progress`` events, step timings and the execution provider
+    the model ran on (one of the known names, or None), and its waits for IAM to apply a grant
+    into ``waiting`` events (the message built from the event's typed fields: nothing else of
+    the line travels on)."""
 
     def __init__(self, runner: Runner, slot: _Slot, timings: dict[str, float]) -> None:
         self._runner = runner
         self._slot = slot
         self._timings = timings
         self.provider: ExecutionProvider | None = None
+        #: The step the enclave last said it started (its cases are counted and done in one).
+        self._step: tuple[int, int] | None = None
 
     def __call__(self, line: str) -> None:
-        found = step_timings(line)
-        if found:
-            self._timings.update(found)
+        event = parse_event(line)
+        if event is None:
+            return
+        self._timings.update(timings_of(event))
         # named as soon as the model is loaded, so a run that fails later (a GPU run on the
         # CPU) still records the provider it had
-        self.provider = execution_provider(line) or self.provider
-        fields: dict[str, object] = {}
-        step = _STEP.search(line)
-        if step:
-            fields.update(step=int(step.group(1)), steps=int(step.group(2)))
-        cases = _CASES.search(line)
-        if cases:
-            fields["cases_total"] = int(cases.group(1))
-        done = _CASE_DONE.search(line)
-        if done:
-            fields.update(cases_done=int(done.group(1)), cases_total=int(done.group(2)))
-        if "step 7/7: result attested" in line:
-            fields.update(step=7, steps=7)
-        if fields:
-            self._runner._emit("progress", self._slot.record, **fields)
-        waiting = _WAITING.search(line)
-        if waiting:
-            owner, service, delay, waited, window = waiting.groups()
+        self.provider = provider_of(event) or self.provider
+        step: dict[str, object] = {}
+        if self._step is not None:
+            step = {"step": self._step[0], "steps": self._step[1]}
+        if isinstance(event, StepStarted):
+            self._step = (event.index, event.total)
+            self._progress(step=event.index, steps=event.total)
+        elif isinstance(event, CasesCounted):
+            self._progress(**step, cases_total=event.total)
+        elif isinstance(event, CaseDone):
+            self._progress(**step, cases_done=event.index, cases_total=event.total)
+        elif isinstance(event, RunDone):
+            # the result is attested and uploaded: the last step is complete
+            total = self._step[1] if self._step is not None else _STEPS
+            self._progress(step=total, steps=total)
+        elif isinstance(event, GrantWaiting):
             self._runner._emit(
-                "waiting", self._slot.record, delay_s=float(delay),
-                message=f"waiting for IAM to apply the grant: the {owner} owner's {service} "
-                f"refused this workload ({waited} of {window} s waited)",
+                "waiting", self._slot.record, delay_s=float(event.next_try_s),
+                message=f"waiting for IAM to apply the grant: the {event.owner} owner's "
+                f"{event.service} refused this workload ({event.waited_s} of {event.window_s} "
+                "s waited)",
             )
+
+    def _progress(self, **fields: object) -> None:
+        self._runner._emit("progress", self._slot.record, **fields)

@@ -24,8 +24,8 @@ from sealbench.client.registry.profiles import ResolvedProfile
 from sealbench.client.runs import single
 from sealbench.client.runs.attestation_keys import gcp_key_source
 from sealbench.client.runs.batch import (
-    RunEvent,
     Runner,
+    RunnerEvent,
     RunOutcome,
     RunPlan,
     iam_wait_window,
@@ -165,7 +165,7 @@ class PreparedRuns:
     client: RegistryClient
 
     def execute(
-        self, *, on_event: Callable[[RunEvent], None] | None = None, handle_signals: bool = True
+        self, *, on_event: Callable[[RunnerEvent], None] | None = None, handle_signals: bool = True
     ) -> RunBatch:
         """Run the plan, ``on_event`` receiving each event; with ``handle_signals``, SIGINT and
         SIGTERM (on the main thread) interrupt the runner."""
@@ -251,7 +251,7 @@ def run_evaluations(
     client: RegistryClient,
     options: RunOptions,
     *,
-    on_event: Callable[[RunEvent], None] | None = None,
+    on_event: Callable[[RunnerEvent], None] | None = None,
     handle_signals: bool = True,
     launcher_factory: LauncherFactory | None = None,
 ) -> RunBatch:

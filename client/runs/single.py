@@ -54,6 +54,7 @@ from sealbench.client.errors import (
     RunFailedError,
 )
 from sealbench.client.registry.api import AssetKind, RegistryClient
+from sealbench.contract.events import ModelLoaded, RunDone, RunEvent, parse_event
 from sealbench.server.schemas import ResultCreate, ResultPublic
 from sealbench.server.schemas.runs import (
     EXECUTION_PROVIDERS,
@@ -89,11 +90,13 @@ __all__ = [
     "open_run_result",
     "owner_alive",
     "process_identity",
+    "provider_of",
     "recorded_failure",
     "report_of",
     "result_submission",
     "step_timings",
     "submit_run_result",
+    "timings_of",
     "translate_launch_error",
 ]
 
@@ -462,45 +465,35 @@ def attested_failure(
     return record, token
 
 
-_TIMINGS = re.compile(r"step timings in seconds (\{.*\})")
-
-
 def step_timings(line: str) -> dict[str, float]:
-    """The enclave's per-step totals from its last progress line (``{"infer": 12.3, ...}``);
-    empty for any other line."""
-    found = _TIMINGS.search(line)
-    return {} if found is None else _parse_timings(found.group(1))
+    """The enclave's per-step totals (``{"infer": 12.3, ...}``) from its ``done`` event line
+    (:mod:`sealbench.contract.events`); empty for any other line."""
+    return timings_of(parse_event(line))
 
 
-_PROVIDER = re.compile(r"(?:step timings in seconds \{.*\}; execution provider |"
-                       r"the model runs on ONNX Runtime's )([A-Za-z]{1,40})\s*$")
+def timings_of(event: RunEvent | None) -> dict[str, float]:
+    """The per-step totals a ``done`` event carries (rounded to 10 ms); empty for any other
+    event."""
+    if not isinstance(event, RunDone):
+        return {}
+    return {name: round(seconds, 2) for name, seconds in event.timings.items()}
 
 
 def execution_provider(line: str) -> ExecutionProvider | None:
-    """The execution provider the enclave names, in its last progress line
-    (``...; execution provider CUDAExecutionProvider``) or as soon as the model is loaded
-    (``the model runs on ONNX Runtime's CUDAExecutionProvider``: on Confidential Space the last
-    lines may never be read, the serial port going away with the VM), when it is one of the
-    known :data:`~sealbench.server.schemas.runs.ExecutionProvider` names; None otherwise (any
-    other line, or a name outside the set: the enclave's text never reaches the registry as
-    is)."""
-    found = _PROVIDER.search(line)
-    if found is None or found.group(1) not in EXECUTION_PROVIDERS:
+    """The execution provider the enclave names in an event line (:func:`provider_of`); None
+    for any other line."""
+    return provider_of(parse_event(line))
+
+
+def provider_of(event: RunEvent | None) -> ExecutionProvider | None:
+    """The execution provider an event names: the ``done`` event at the end of a run, or the
+    ``model_loaded`` event as soon as the model is loaded (on Confidential Space the last lines
+    may never be read, the serial port going away with the VM), when it is one of the known
+    :data:`~sealbench.server.schemas.runs.ExecutionProvider` names; None otherwise (any other
+    event, or a name outside the set: the enclave's text never reaches the registry as is)."""
+    if not isinstance(event, RunDone | ModelLoaded) or event.provider not in EXECUTION_PROVIDERS:
         return None
-    return cast("ExecutionProvider", found.group(1))
-
-
-def _parse_timings(text: str) -> dict[str, float]:
-    """The enclave's per-step totals (``{"infer": 12.3, ...}``); anything else is ignored."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    return {
-        str(k): round(float(v), 2) for k, v in data.items() if isinstance(v, int | float)
-    }
+    return cast("ExecutionProvider", event.provider)
 
 
 #: The likely cause of a key-release refusal, by the clause its reason names (the mock's STS

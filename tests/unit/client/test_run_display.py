@@ -11,11 +11,11 @@ from rich.console import Console
 from rich.progress import Progress
 
 from sealbench.client.cli.progress import RunDisplay
-from sealbench.client.runs.batch import RunEvent
+from sealbench.client.runs.batch import RunnerEvent
 
 
-def _event(kind: str, run: str, **fields: Any) -> RunEvent:
-    return RunEvent(kind=kind, benchmark_id=1, dataset_id=2, model_id=int(run[-1]), run_id=run,
+def _event(kind: str, run: str, **fields: Any) -> RunnerEvent:
+    return RunnerEvent(kind=kind, benchmark_id=1, dataset_id=2, model_id=int(run[-1]), run_id=run,
                     at=datetime(2026, 12, 4, tzinfo=UTC), **fields)
 
 

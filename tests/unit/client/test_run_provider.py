@@ -14,14 +14,18 @@ from sealbench.client.registry.api import RegistryClient
 from sealbench.client.runs.batch import RetryPolicy, Runner, plan_runs
 from sealbench.client.runs.launchers import EnclaveRunFailed, LaunchResult, OutputFn
 from sealbench.client.runs.single import RunRecord, RunStore, report_of
+from sealbench.contract.events import CasesCounted, ModelLoaded, RunDone, StepStarted
 from sealbench.contract.spec import RunSpec
 from sealbench.crypto.digest import sha256_digest
 from sealbench.server.schemas import BenchmarkCreate, DatasetCreate, ModelCreate
 from tests.unit.client.test_runner import _spec
 
 IMAGE = sha256_digest(b"evaluation image")
-CUDA_LINE = ('done: step timings in seconds {"infer": 1.5, "load": 0.5}; '
-             "execution provider CUDAExecutionProvider")
+CUDA_LINE = RunDone(timings={"infer": 1.5, "load": 0.5},
+                    provider="CUDAExecutionProvider").to_line()
+#: What the enclave logged before its event lines, and still logs for people: no longer read.
+PROSE_LINE = ('done: step timings in seconds {"infer": 1.5, "load": 0.5}; '
+              "execution provider CUDAExecutionProvider")
 
 
 class _Workload:
@@ -76,8 +80,9 @@ def _run(launcher: _Launcher, store: RunStore, models: tuple[int, ...], *, bench
 
 def test_provider_lands_in_the_record_the_report_and_the_summary_line(tmp_path: Path) -> None:
     store = RunStore(tmp_path)
-    [record] = _run(_Launcher({1: ("step 5/7: segment and score the cases (2 cases)",
-                                   CUDA_LINE)}), store, (1,))
+    [record] = _run(_Launcher({1: (
+        StepStarted(index=5, total=7, name="segment and score the cases").to_line(),
+        CasesCounted(total=2).to_line(), CUDA_LINE)}), store, (1,))
     assert record.status == "succeeded"
     assert record.execution_provider == "CUDAExecutionProvider"
     assert store.get(record.run_id).execution_provider == "CUDAExecutionProvider"  # on disk
@@ -88,14 +93,23 @@ def test_provider_lands_in_the_record_the_report_and_the_summary_line(tmp_path: 
 
 
 def test_a_failed_run_keeps_the_provider_it_ran_on(tmp_path: Path) -> None:
-    launcher = _Launcher({1: (CUDA_LINE,)}, {1: EnclaveRunFailed(1, "enclave error", None)})
+    # said as soon as the model is loaded: the run's last lines may never be read
+    loaded = ModelLoaded(provider="CUDAExecutionProvider").to_line()
+    launcher = _Launcher({1: (loaded,)}, {1: EnclaveRunFailed(1, "enclave error", None)})
     [record] = _run(launcher, RunStore(tmp_path), (1,))
     assert (record.status, record.execution_provider) == ("failed", "CUDAExecutionProvider")
 
 
+def test_prose_lines_are_not_read(tmp_path: Path) -> None:
+    lines = (PROSE_LINE, "the model runs on ONNX Runtime's CUDAExecutionProvider",
+             "step 5/7: case 1/2 done")
+    [record] = _run(_Launcher({1: lines}), RunStore(tmp_path), (1,))
+    assert record.status == "succeeded" and record.execution_provider is None
+    assert record.step_seconds is not None and set(record.step_seconds) == {"launch"}
+
+
 def test_an_unknown_provider_is_not_recorded_nor_reported(tmp_path: Path) -> None:
-    line = ('done: step timings in seconds {"infer": 1.5}; '
-            "execution provider PatientNameExecutionProvider")
+    line = RunDone(timings={"infer": 1.5}, provider="PatientNameExecutionProvider").to_line()
     [record] = _run(_Launcher({1: (line,)}), RunStore(tmp_path), (1,))
     assert record.execution_provider is None and record.step_seconds is not None
     assert "PatientName" not in report_of(record).model_dump_json()

@@ -23,8 +23,8 @@ import pytest
 from sealbench.client.registry.api import RegistryClient
 from sealbench.client.runs.batch import (
     RetryPolicy,
-    RunEvent,
     Runner,
+    RunnerEvent,
     StageTimeouts,
     plan_runs,
 )
@@ -36,6 +36,7 @@ from sealbench.client.runs.launchers import (
     TransientLaunchError,
 )
 from sealbench.client.runs.single import RunRecord, RunStore, process_identity, report_of
+from sealbench.contract.events import RunDone, StepStarted
 from sealbench.contract.spec import RunSpec
 from sealbench.crypto.digest import sha256_digest
 from sealbench.server.schemas import BenchmarkCreate, DatasetCreate, ModelCreate
@@ -66,8 +67,8 @@ class ScriptedWorkload:
     def wait(self, timeout: float | None = None) -> LaunchResult:
         try:
             if self._on_output is not None:
-                self._on_output("step 5/7: segment and score the cases (2 cases)")
-                self._on_output('done: step timings in seconds {"infer": 1.5, "Bad-Name": 2}')
+                self._on_output(StepStarted(index=5, total=7, name="score").to_line())
+                self._on_output(RunDone(timings={"infer": 1.5, "Bad-Name": 2.0}).to_line())
             if self.killed.wait(self._seconds):
                 raise EnclaveRunFailed(-9, "killed by signal 9", None)
             if isinstance(self._outcome, Exception):
@@ -131,7 +132,7 @@ def _spec(dataset_id: int, model_id: int, run_id: str) -> RunSpec:
                                    model=asset(model_id), result_uri="file:///nowhere/result")
 
 
-def _runner(launcher: ScriptedLauncher, store: RunStore, events: list[RunEvent],
+def _runner(launcher: ScriptedLauncher, store: RunStore, events: list[RunnerEvent],
             **options: Any) -> Runner:
     options.setdefault("retry", RetryPolicy(attempts=3, first_delay_s=0.02))
     options.setdefault("client", None)
@@ -146,7 +147,7 @@ def _plan(store: RunStore, models: tuple[int, ...], *, benchmark: int = 1, datas
                      image_digest=IMAGE, metrics_version="brats-2023-gli/1", force=force)
 
 
-def _kinds(events: list[RunEvent], model: int) -> list[str]:
+def _kinds(events: list[RunnerEvent], model: int) -> list[str]:
     return [e.kind for e in events if e.model_id == model and e.kind != "progress"]
 
 
@@ -154,7 +155,7 @@ def test_quota_refusal_retried_with_backoff_then_succeeds(tmp_path: Path) -> Non
     quota = TransientLaunchError("403 QUOTA_EXCEEDED: CPUS")
     quota_cls = type("QuotaExceeded", (TransientLaunchError,), {"failure_class": "quota"})
     launcher = ScriptedLauncher({1: [quota_cls("quota"), quota, None]})
-    events: list[RunEvent] = []
+    events: list[RunnerEvent] = []
     store = RunStore(tmp_path)
     outcome = _runner(launcher, store, events).run(_plan(store, (1,)))
     assert _kinds(events, 1) == ["planned", "launching", "retry", "launching", "retry",
@@ -185,7 +186,7 @@ def test_attestation_or_integrity_failure_never_retried(
     tmp_path: Path, code: int, reason: str
 ) -> None:
     launcher = ScriptedLauncher({1: [EnclaveRunFailed(code, "refused", None)]})
-    events: list[RunEvent] = []
+    events: list[RunnerEvent] = []
     store = RunStore(tmp_path)
     runner = _runner(launcher, store, events)
     outcome = runner.run(_plan(store, (1,)))
@@ -251,9 +252,9 @@ def test_workload_timeout_is_a_timeout_failure(tmp_path: Path) -> None:
     assert (outcome.records[0].status, outcome.records[0].reason) == ("failed", "timeout")
 
 
-def _interrupt_when_running(runner: Runner, events: list[RunEvent], count: int) -> Callable[
-        [RunEvent], None]:
-    def on_event(event: RunEvent) -> None:
+def _interrupt_when_running(runner: Runner, events: list[RunnerEvent], count: int) -> Callable[
+        [RunnerEvent], None]:
+    def on_event(event: RunnerEvent) -> None:
         events.append(event)
         if sum(e.kind == "running" for e in events) == count:
             runner.interrupt()
@@ -263,7 +264,7 @@ def _interrupt_when_running(runner: Runner, events: list[RunEvent], count: int) 
 def test_interrupt_tears_down_records_interrupted_and_resume_finishes(tmp_path: Path) -> None:
     launcher = ScriptedLauncher(seconds=60)
     store = RunStore(tmp_path)
-    events: list[RunEvent] = []
+    events: list[RunnerEvent] = []
     runner = _runner(launcher, store, [], parallel=2)
     runner._on_event = _interrupt_when_running(runner, events, 2)
     started = time.monotonic()
@@ -283,7 +284,7 @@ def test_interrupt_tears_down_records_interrupted_and_resume_finishes(tmp_path: 
 def test_interrupt_with_keep_leaves_workloads_running(tmp_path: Path) -> None:
     launcher = ScriptedLauncher(seconds=60)
     store = RunStore(tmp_path)
-    events: list[RunEvent] = []
+    events: list[RunnerEvent] = []
     runner = _runner(launcher, store, [], keep_on_interrupt=True)
     runner._on_event = _interrupt_when_running(runner, events, 1)
     outcome = runner.run(_plan(store, (1,)))
@@ -373,7 +374,7 @@ def test_runner_reports_every_state_and_the_authority_sees_progress(
     assert {r.status for r in outcome.records} == {"succeeded", "failed"}
     # an interrupted one, and a stale one repaired by the next run
     launcher = ScriptedLauncher(seconds=60)
-    events: list[RunEvent] = []
+    events: list[RunnerEvent] = []
     runner = _runner(launcher, store, [], client=api["hospital"])
     runner._on_event = _interrupt_when_running(runner, events, 1)
     runner.run(_plan(store, (stopped_model,), benchmark=b, dataset=d))
