@@ -11,7 +11,9 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
@@ -41,10 +43,13 @@ from sealbench.server.schemas import BenchmarkPublic
 
 __all__ = [
     "BoundaryGroup",
+    "ClientFactory",
     "ConsentExactOpt",
     "JsonOpt",
+    "MockTeeOpt",
     "ProfileOpt",
     "Session",
+    "connect_registry",
     "emit_json",
     "err_console",
     "exit_codes_help",
@@ -53,6 +58,7 @@ __all__ = [
     "provider_label",
     "session",
     "table",
+    "using_client_factory",
     "warn_experimental",
     "warn_privacy_cost",
 ]
@@ -69,6 +75,11 @@ ProfileOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print machine-readable JSON")]
+#: ``--mock-tee DIR``: the commands that may use a mock TEE (policy sync, run, result fetch).
+MockTeeOpt = Annotated[
+    Path | None,
+    typer.Option(help="state directory of the mock TEE (default: the profile's)"),
+]
 
 
 #: The data owner's explicit consent to a benchmark that publishes exact (non-private) figures.
@@ -137,18 +148,46 @@ def exit_codes_help() -> str:
     return f"\b\nExit codes:\n{rows}"
 
 
+#: Builds the registry client of a session from its resolved profile.
+ClientFactory = Callable[[ResolvedProfile], RegistryClient]
+
+
+def connect_registry(profile: ResolvedProfile) -> RegistryClient:
+    """The real client: its own connection pool to the profile's server, with its token."""
+    return RegistryClient.connect(profile.server, profile.token)
+
+
+#: The factory :func:`session` uses when none is passed (tests set another with
+#: :func:`using_client_factory`, to run commands in-process against an ASGI registry).
+_CLIENT_FACTORY: ContextVar[ClientFactory] = ContextVar(
+    "sealbench_client_factory", default=connect_registry
+)
+
+
+@contextmanager
+def using_client_factory(factory: ClientFactory) -> Iterator[None]:
+    """Within the block, every :func:`session` without its own factory builds its client with
+    ``factory`` (e.g. over a FastAPI ``TestClient``'s transport, for in-process CLI tests)."""
+    token = _CLIENT_FACTORY.set(factory)
+    try:
+        yield
+    finally:
+        _CLIENT_FACTORY.reset(token)
+
+
 @dataclass
 class Session:
     """The resolved profile and a lazily connected registry client for one command."""
 
     profile: ResolvedProfile
     store: ProfileStore
+    connect: ClientFactory = field(default=connect_registry, repr=False)
     _client: RegistryClient | None = field(default=None, repr=False)
 
     @property
     def client(self) -> RegistryClient:
         if self._client is None:
-            self._client = RegistryClient.connect(self.profile.server, self.profile.token)
+            self._client = self.connect(self.profile)
         return self._client
 
     def close(self) -> None:
@@ -157,9 +196,12 @@ class Session:
 
 
 @contextmanager
-def session(profile: str | None) -> Iterator[Session]:
+def session(profile: str | None, *, connect: ClientFactory | None = None) -> Iterator[Session]:
+    """The session of one command as ``profile`` (None: the current one); its client is built
+    on first use by ``connect`` (default: :func:`connect_registry`, or the factory set by
+    :func:`using_client_factory`) and closed at the end."""
     store = ProfileStore.from_environment(os.environ)
-    current = Session(store.resolve(profile), store)
+    current = Session(store.resolve(profile), store, connect or _CLIENT_FACTORY.get())
     try:
         yield current
     finally:

@@ -22,8 +22,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     "assets/owner.py": frozenset({"InsecureMockOwnerCloud"}),
     # the mock owner cloud's own module: it reads the running mock's endpoints
     "cloud.py": frozenset({"MockEndpoints"}),
-    # entry points: 'sealbench mock-tee up' runs the mock; a mock profile's endpoints
-    "cli/run.py": frozenset({"MockCloud", "MockEndpoints"}),
+    # entry point: 'sealbench mock-tee up' runs the mock
+    "cli/mock_tee.py": frozenset({"MockCloud"}),
+    # a mock profile's endpoints (where its runs attest and its results are checked)
+    "runs/launch.py": frozenset({"MockEndpoints"}),
     # entry point: 'sealbench demo' runs the whole mock cloud locally
     "demo/flow.py": frozenset({"MockCloud", "MockEndpoints"}),
     # the run spec names a mock profile's endpoints (a type annotation)

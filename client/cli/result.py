@@ -1,0 +1,222 @@
+"""``sealbench result``: the results of your runs: list, open locally, fetch, submit. Thin:
+options in, :mod:`sealbench.client.runs.local_results` called, rendering out."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+
+from sealbench.client.assets import owner
+from sealbench.client.cli.audit import keep_receipt
+from sealbench.client.cli.common import (
+    JsonOpt,
+    MockTeeOpt,
+    ProfileOpt,
+    emit_json,
+    log,
+    out,
+    provider_label,
+    session,
+    table,
+)
+from sealbench.client.errors import LogKeyNotPinnedError
+from sealbench.client.registry import workflows
+from sealbench.client.runs import single as runs
+from sealbench.client.runs.batch import repair_stale_runs
+from sealbench.client.runs.local_results import (
+    SubmissionDeclined,
+    open_local_result,
+    run_store,
+    submit_local_result,
+)
+from sealbench.server.schemas import ResultCreate, ResultPublic
+
+__all__ = ["result_app", "result_fetch", "result_ls", "result_open", "result_submit"]
+
+result_app = typer.Typer(help="Results of your runs: list, open locally, submit to the registry.")
+
+RunIdArg = Annotated[str, typer.Argument(help="run id (see 'sealbench result ls')")]
+
+
+@result_app.command("ls")
+def result_ls(profile: ProfileOpt = None, json_out: JsonOpt = False) -> list[runs.RunRecord]:
+    """Runs launched from this machine with this profile, and whether they were submitted."""
+    with session(profile) as s:
+        store = run_store(s.profile)
+        if any(r.active for r in store.all()):  # left unfinished by a process that ended?
+            repair_stale_runs(store, s.client, datetime.now(UTC))
+        records = store.all()
+    if json_out:
+        emit_json(records)
+        return records
+    table(
+        "runs",
+        ("run", "benchmark", "dataset", "model", "status", "seconds", "provider",
+         "submitted as"),
+        ((r.run_id, r.benchmark_id, r.dataset_id, r.model_id, r.status,
+          "" if r.wall_seconds is None else f"{r.wall_seconds:.1f}",
+          provider_label(r.execution_provider),
+          "" if r.result_id is None else f"result {r.result_id}") for r in records),
+    )
+    return records
+
+
+UnverifiedOpt = Annotated[
+    bool,
+    typer.Option("--unverified",
+                 help="open the result even when the attestation verifier's keys cannot be "
+                 "fetched (offline, none cached): its signature is then NOT checked, and the "
+                 "output says so"),
+]
+
+
+@result_app.command("open")
+def result_open(
+    run_id: RunIdArg,
+    unverified: UnverifiedOpt = False,
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> Any:
+    """Verify and decrypt a run's result locally: per-case scores stay on this machine. The
+    result token's signature is checked against the keys of the profile's attestation verifier
+    (Google's, fetched and cached; the mock's), and the command refuses when they cannot be
+    had, unless --unverified."""
+    from sealbench.client.runs.results import UNVERIFIED
+
+    with session(profile) as s:
+        record, opened = open_local_result(s.profile, run_id, unverified=unverified)
+    attestation = (f"signature verified: signed by {opened.claims.iss}"
+                   if opened.signature_verified else UNVERIFIED)
+    if json_out:
+        emit_json({"summary": opened.summary_json, "per_case": opened.per_case,
+                   "signature_verified": opened.signature_verified,
+                   "attestation": attestation})
+        return opened
+    if not opened.signature_verified:
+        out().print(f"[bold red]{UNVERIFIED}[/]: nothing proves an enclave produced this result "
+                    "(opened with --unverified)")
+    agg = opened.aggregates
+    out().print(f"run {run_id}: benchmark {record.benchmark_id}, dataset {record.dataset_id}, "
+                f"model {record.model_id}; {agg.n_cases} cases, "
+                f"{sum(c.failed for c in opened.cases)} failed")
+    signed = (f"signed by {opened.claims.iss}, " if opened.signature_verified
+              else f"{UNVERIFIED}, ")
+    out().print(f"attestation: {signed}image {opened.claims.image_digest[:19]}"
+                "…, binds this summary and sealed result")
+    held = opened.summary.withheld
+    if held is not None:
+        why = (f"{held.n_cases} case(s), the benchmark's minimum is {held.minimum}"
+               if held.rule == "cases" else "a histogram bin under the plug-in's minimum")
+        out().print(f"public summary withheld by the enclave (small-cell rule: {why}): "
+                    "submitting it files a withheld result, never ranked; the per-case results "
+                    "below are yours")
+    shown = opened.benchmark.presentation
+    table(
+        "per-case results (private to you)"
+        + ("" if opened.signature_verified else f" ({UNVERIFIED})"),
+        ("case", "outcome",
+         *(shown.label(ref) for ref in workflows.case_columns(opened.benchmark))),
+        (workflows.case_cells(opened.benchmark, case) for case in opened.cases),
+    )
+    return opened
+
+
+@result_app.command("fetch")
+def result_fetch(
+    run_id: RunIdArg,
+    mock_tee: MockTeeOpt = None,
+    profile: ProfileOpt = None,
+) -> runs.RunRecord:
+    """Copy a run's result from its Cloud Storage destination (where a Confidential Space VM
+    writes it) to this machine, with your own cloud credentials; then 'result open' it."""
+    with session(profile) as s:
+        store = run_store(s.profile)
+        record = store.get(run_id)
+        cloud = owner.owner_cloud(s.profile, s.client, mock_tee)
+        fetched = runs.fetch_run_result(
+            record, cloud.blob_store, s.profile.data_dir / "results", store
+        )
+    where = fetched.result_uri.removeprefix("file://")
+    out().print(f"run {run_id}: result in {where}; open it with 'sealbench result open {run_id}'")
+    return fetched
+
+
+@result_app.command("submit")
+def result_submit(
+    run_id: RunIdArg,
+    yes: Annotated[bool, typer.Option(
+        "--yes", help="send without asking (the request is still printed first)")] = False,
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> ResultPublic:
+    """Send the run's public summary, sealed-result digest and attestation token; the registry
+    verifies the attestation before accepting it. The exact request is printed before it is
+    sent; at a terminal you confirm it (--yes: no question). Its receipt (the proof that the
+    registry logged exactly this result) is then checked and kept ('sealbench audit prove
+    ID'). Submitting an accepted run again changes nothing."""
+
+    def confirm(body: ResultCreate) -> bool:
+        _preview_submission(body, json_out)
+        return yes or not sys.stdin.isatty() or typer.confirm("send it?", default=True)
+
+    with session(profile) as s:
+        try:
+            submitted = submit_local_result(s.profile, s.client, run_id, confirm=confirm)
+        except SubmissionDeclined:
+            raise typer.Exit(1) from None
+    result, record, opened = submitted.result, submitted.record, submitted.opened
+    if submitted.already_submitted:
+        if not json_out:
+            out().print(f"run {run_id} is already result {result.id}, accepted "
+                        f"{result.created_at:%Y-%m-%d %H:%M} UTC; nothing changed")
+        else:
+            emit_json(result)
+        _receipt(profile, result, opened, quiet=json_out)
+        return result
+    if json_out:
+        emit_json(result)
+        _receipt(profile, result, opened, quiet=True)
+        return result
+    out().print(f"result {result.id} accepted: attestation verified (issuer "
+                f"{result.token_issuer}, image {result.image_digest[:19]}…)")
+    latest = submitted.superseded
+    if latest is not None:
+        same = "same image" if latest.image_digest == result.image_digest else "another image"
+        out().print(
+            f"it supersedes result {latest.id} of {latest.created_at:%Y-%m-%d %H:%M} UTC "
+            f"({same}) for dataset {record.dataset_id} and model {record.model_id} on the "
+            "leaderboard"
+        )
+    _receipt(profile, result, opened, quiet=False)
+    return result
+
+
+def _preview_submission(body: ResultCreate, json_out: bool) -> None:
+    """Print what the registry will receive (on stderr under --json): every figure of the
+    summary as sent; the attestation token (public, long, checked by the registry) by size."""
+    shown = body.model_dump(mode="json")
+    token = shown["attestation_token"]
+    shown["attestation_token"] = (f"{token[:16]}… ({len(token)} characters: the enclave's "
+                                  "attestation token, verified by the registry)")
+    typer.echo("the registry will receive exactly this:\n"
+               + json.dumps(shown, indent=2, ensure_ascii=False), err=json_out)
+
+
+def _receipt(profile: str | None, result: ResultPublic, opened: Any, *, quiet: bool) -> None:
+    """Fetch, check and keep the receipt of an accepted result (not without a pinned log key:
+    the result is in, and 'audit prove' checks its receipt once a key is pinned)."""
+    with session(profile) as s:
+        try:
+            receipt, path = keep_receipt(s, result.id, opened)
+        except LogKeyNotPinnedError as exc:
+            log.warning("the receipt of result %s is not checked: %s; %s", result.id, exc,
+                        exc.hint)
+            return
+    if not quiet:
+        out().print(f"receipt kept in {path}: event {receipt.event.seq} of the registry's log, "
+                    f"proven in its checkpoint of {receipt.tree_size} events "
+                    f"('sealbench audit prove {result.id}' shows it)")
