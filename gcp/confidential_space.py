@@ -60,6 +60,7 @@ from sealbench.gcp._cs_claims import (
 from sealbench.platforms.access import AssetAccess
 from sealbench.platforms.attester import Attester, LauncherAttester
 from sealbench.platforms.launcher import Launcher, check_backend
+from sealbench.platforms.owner_cloud import OwnerCloud
 from sealbench.platforms.platform import (
     AttestedWorkload,
     TokenDestinations,
@@ -353,3 +354,10 @@ class ConfidentialSpacePlatform:
         from sealbench.gcp.launcher import gpu_machine
 
         return gpu_machine(accelerator)
+
+    def owner_cloud(self, **settings: Any) -> OwnerCloud:
+        """The owner's Google Cloud project: the settings of
+        :func:`sealbench.gcp.owner_cloud.gcp_owner_cloud` (a profile's ``gcp`` settings)."""
+        from sealbench.gcp.owner_cloud import gcp_owner_cloud
+
+        return gcp_owner_cloud(**settings)

@@ -48,6 +48,7 @@ from sealbench.gcp.confidential_space import (
 from sealbench.platforms.access import AssetAccess
 from sealbench.platforms.attester import Attester, LauncherAttester
 from sealbench.platforms.launcher import Launcher, LaunchSettingsError, check_backend
+from sealbench.platforms.owner_cloud import OwnerCloud
 from sealbench.platforms.platform import (
     AttestedWorkload,
     TokenDestinations,
@@ -185,3 +186,11 @@ class InsecureMockPlatform:
             f"the INSECURE mock's launchers start no {accelerator!r} machine",
             hint="a confidential GPU run needs --tee confidential-space",
         )
+
+    def owner_cloud(self, **settings: Any) -> OwnerCloud:
+        """One owner's account in the running mock cloud: settings ``state_dir`` (the mock's
+        state directory) and ``email`` (the owner's registry email); see
+        :class:`sealbench.mocktee.owner_cloud.InsecureMockOwnerCloud`."""
+        from sealbench.mocktee.owner_cloud import InsecureMockOwnerCloud
+
+        return InsecureMockOwnerCloud.connect(Path(settings["state_dir"]), settings["email"])

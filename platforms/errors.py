@@ -52,6 +52,8 @@ __all__ = [
     "ObjectCorrupted",
     "ObjectNotFound",
     "ObjectTooLarge",
+    "OwnerCloudError",
+    "OwnerSettingsError",
     "PolicyInputError",
     "PolicyWriteError",
     "StorageAccessDenied",
@@ -169,6 +171,21 @@ class PolicyInputError(PolicyWriteError):
 class ConcurrentPolicyChange(PolicyWriteError):  # noqa: N818 - the agreed public name
     """The IAM policy was changed by someone else between read and write (etag mismatch) more
     often than the writer is willing to retry."""
+
+
+class OwnerCloudError(CloudError):
+    """An owner's cloud operation failed (or cannot start), translated once where it happened
+    into one line naming the resource, with ``hint``: the command that fixes it. The client
+    shows it as its own ``CloudError`` (exit 7)."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+class OwnerSettingsError(OwnerCloudError):
+    """The owner's settings (a profile's cloud, an option) cannot work; the client shows it as
+    its ``ConfigError`` (exit 3)."""
 
 
 def refused_after_exchange(exc: BaseException) -> bool:

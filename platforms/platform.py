@@ -7,7 +7,8 @@ state, hardware, image, overrides), how the run spec reaches the workload
 (:meth:`~Platform.launch_environment`), how an owner's key-release policy is written
 (:meth:`~Platform.key_release_condition`, :meth:`~Platform.grantee`), where a workload it
 attests may send tokens to reach assets and keys (:meth:`~Platform.token_destinations`), and
-which client launchers start its workloads (:attr:`~Platform.launcher_backends`).
+which client launchers start its workloads (:attr:`~Platform.launcher_backends`), and the asset
+owner's cloud account the client seals into and writes policies in (:meth:`~Platform.owner_cloud`).
 
 Implementations declare themselves as entry points of the group ``sealbench.platforms`` (as
 ``keyring`` backends do) and are found by name (:func:`load_platform`) or by the issuer of a
@@ -46,6 +47,7 @@ from sealbench.platforms.errors import CloudError
 
 if TYPE_CHECKING:
     from sealbench.platforms.launcher import Launcher
+    from sealbench.platforms.owner_cloud import OwnerCloud
 
 __all__ = [
     "PLATFORM_GROUP",
@@ -247,6 +249,15 @@ class Platform(Protocol):
         """Inside the TEE: how the attested workload opens each owner's storage and key,
         acting through ``attester`` (its later tokens) against ``destinations`` (the token
         destinations the run spec names, checked against this platform's)."""
+        ...
+
+    def owner_cloud(self, **settings: Any) -> OwnerCloud:
+        """On the client: the asset owner's cloud account
+        (:class:`~sealbench.platforms.owner_cloud.OwnerCloud`), from the keyword ``settings``
+        each platform documents (a profile's); built without I/O unless a setting must be
+        looked up. :class:`~sealbench.platforms.errors.OwnerSettingsError` for settings that
+        cannot work, :class:`~sealbench.platforms.errors.OwnerCloudError` for a failed
+        look-up."""
         ...
 
 

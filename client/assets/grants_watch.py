@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from sealbench.client.assets.owner import PolicySync, sync_policy
-from sealbench.client.cloud import OwnerCloud
 from sealbench.client.errors import ClientError
 from sealbench.client.registry.api import AssetKind, RegistryClient
+from sealbench.platforms.owner_cloud import OwnerCloud
 
 __all__ = ["DEFAULT_INTERVAL_S", "MAX_BACKOFF_S", "PassResult", "PolicyWatch"]
 

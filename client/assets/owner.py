@@ -6,41 +6,37 @@ seal|model seal|policy sync`` and ``sealbench demo``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pydantic import ValidationError
 
 from sealbench.client.assets.grants import AllowedWorkload, allowed_workloads, grants_digest
-from sealbench.client.cloud import (
-    GcpOwnerCloud,
-    GoogleApis,
-    InsecureMockOwnerCloud,
-    OwnerCloud,
-    confidential_space_platform,
-    gcp_credentials,
-)
-from sealbench.client.errors import ConfigError, NotFoundError, RegistryError
+from sealbench.client.errors import CloudError, ConfigError, NotFoundError, RegistryError
 from sealbench.client.registry.api import AssetKind, RegistryClient
 from sealbench.client.registry.profiles import GcpSettings, ResolvedProfile
 from sealbench.crypto.digest import Sha256Digest
+from sealbench.platforms.errors import OwnerCloudError, OwnerSettingsError
+from sealbench.platforms.owner_cloud import OwnerCloud, PolicyReport
 from sealbench.server.schemas import CoordinatesPublic, CoordinatesUpdate, GrantsReport
 
 if TYPE_CHECKING:
     from sealbench.client.assets.store import SealReport
     from sealbench.contract.spec import ServiceEndpoints
-    from sealbench.gcp.policy_writer import SyncReport
 
 __all__ = [
     "PolicySync",
     "RunEndpoints",
     "SealOutcome",
+    "client_errors",
     "gcp_owner_cloud",
+    "look_up_project_number",
     "owner_cloud",
     "run_endpoints",
     "seal_asset",
@@ -51,15 +47,62 @@ __all__ = [
 log = logging.getLogger("sealbench.client")
 
 
+@contextlib.contextmanager
+def client_errors() -> Iterator[None]:
+    """The owner cloud's failures as the client's errors, with their message and hint:
+    :class:`~sealbench.platforms.errors.OwnerSettingsError` as :class:`ConfigError` (exit 3),
+    any other :class:`~sealbench.platforms.errors.OwnerCloudError` as :class:`CloudError`
+    (exit 7)."""
+    try:
+        yield
+    except OwnerSettingsError as exc:
+        raise ConfigError(str(exc), hint=exc.hint) from exc
+    except OwnerCloudError as exc:
+        raise CloudError(str(exc), hint=exc.hint) from exc
+
+
+class _ClientFacing:
+    """An owner cloud whose every call raises the client's errors (:func:`client_errors`)."""
+
+    def __init__(self, cloud: OwnerCloud) -> None:
+        self._cloud = cloud
+
+    def __repr__(self) -> str:
+        return repr(self._cloud)
+
+    def __getattr__(self, name: str) -> Any:
+        with client_errors():
+            found = getattr(self._cloud, name)
+        if not callable(found):
+            return found
+
+        @functools.wraps(found)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with client_errors():
+                return found(*args, **kwargs)
+
+        return call
+
+
+def _client_facing(build: Callable[[], OwnerCloud]) -> OwnerCloud:
+    with client_errors():
+        return cast(OwnerCloud, _ClientFacing(build()))
+
+
 def owner_cloud(
     profile: ResolvedProfile, client: RegistryClient, mock_tee: Path | None
 ) -> OwnerCloud:
-    """The owner's cloud for ``profile``: its Google Cloud project (``gcp``, production:
-    Confidential Space, Google's endpoints, the owner's Application Default Credentials), or
-    its account in the INSECURE mock cloud (``--mock-tee`` or the profile's ``mock_tee``)."""
+    """The owner's cloud for ``profile``, as its platform hands it out: its Google Cloud
+    project (``gcp``, production: Confidential Space, Google's endpoints, the owner's
+    Application Default Credentials), or its account in the INSECURE mock cloud
+    (``--mock-tee`` or the profile's ``mock_tee``)."""
+    from sealbench.client.runs.launchers.selection import TeeBackend
+
     state = mock_tee or profile.profile.mock_tee
     if state is not None:
-        return InsecureMockOwnerCloud.connect(Path(state), client.me().email)
+        email = client.me().email
+        return _client_facing(lambda: TeeBackend.MOCK.platform.owner_cloud(
+            state_dir=Path(state), email=email))
     if profile.profile.gcp is not None:
         return gcp_owner_cloud(profile.profile.gcp)
     raise ConfigError(
@@ -70,7 +113,28 @@ def owner_cloud(
     )
 
 
-def gcp_owner_cloud(settings: GcpSettings) -> GcpOwnerCloud:
+def _gcp_cloud(settings: GcpSettings, **changes: Any) -> OwnerCloud:
+    """The Confidential Space platform's owner cloud for a profile's ``gcp`` settings."""
+    from sealbench.client.runs.launchers.selection import TeeBackend
+
+    options: dict[str, Any] = {
+        "project": settings.project,
+        "project_number": settings.project_number,
+        "impersonate_service_account": settings.impersonate_service_account,
+        "location": settings.location,
+        "key_ring": settings.key_ring,
+        "key": settings.key,
+        "bucket": settings.bucket,
+        "bucket_location": settings.bucket_location,
+        "pool": settings.pool,
+        "provider": settings.provider,
+        "api_endpoints": settings.api_endpoints,
+    } | changes
+    return _client_facing(
+        lambda: TeeBackend.CONFIDENTIAL_SPACE.platform.owner_cloud(**options))
+
+
+def gcp_owner_cloud(settings: GcpSettings) -> OwnerCloud:
     """The production owner cloud a profile's ``gcp`` settings name; the owner's Application
     Default Credentials are looked up when a call first needs them. Endpoint overrides
     (``api_endpoints``) replace Google's endpoints and, for ``attestation``, ``sts``, ``kms``
@@ -78,22 +142,19 @@ def gcp_owner_cloud(settings: GcpSettings) -> GcpOwnerCloud:
     if "attestation" in settings.api_endpoints:
         log.warning("this profile trusts attestation tokens from %s instead of Google's "
                     "Confidential Space verifier", settings.api_endpoints["attestation"])
-    return GcpOwnerCloud(
-        project_id=settings.project,
-        project_number=settings.project_number,
-        credentials_source=functools.cache(
-            functools.partial(gcp_credentials, settings.impersonate_service_account)
-        ),
-        location=settings.location,
-        key_ring=settings.key_ring,
-        key=settings.key,
-        bucket=settings.bucket or "",
-        bucket_location=settings.bucket_location,
-        pool_id=settings.pool,
-        provider_id=settings.provider,
-        apis=GoogleApis.with_overrides(settings.api_endpoints),
-        platform=confidential_space_platform(settings.api_endpoints),
-    )
+    return _gcp_cloud(settings)
+
+
+def look_up_project_number(settings: GcpSettings) -> str:
+    """The number of the profile's project, asked of the cloud with the credentials the
+    profile will use (its endpoint overrides honoured)."""
+    cloud = _gcp_cloud(settings, project_number=None)  # the platform looks it up
+    return str(cloud.project_number)  # type: ignore[attr-defined]
+
+
+def gcp_issuer(settings: GcpSettings) -> str:
+    """The attestation issuer the key-release policies of a profile's project trust."""
+    return _gcp_cloud(settings).issuer_uri
 
 
 @dataclass(frozen=True)
@@ -118,21 +179,14 @@ def spec_endpoints(profile: ResolvedProfile) -> Any:
 def run_endpoints(settings: GcpSettings) -> RunEndpoints | None:
     """What runs of a Google Cloud profile name as token destinations: None (Google's own)
     unless the profile overrides them, and then exactly what its policies pin."""
-    pinned = confidential_space_platform(settings.api_endpoints).endpoints
+    pinned = _gcp_cloud(settings).pinned_endpoints
     return None if pinned is None else RunEndpoints(pinned)
 
 
 def gcp_owner_cloud_names(settings: GcpSettings) -> dict[str, str]:
     """The key, bucket and pool provider a profile's ``gcp`` settings name (no credentials
     needed: what ``profile show`` prints)."""
-    cloud = gcp_owner_cloud(settings)
-    return {
-        "KMS key": cloud.key_name,
-        "bucket": f"gs://{cloud.bucket}",
-        "bucket location": settings.bucket_location or "not chosen (required to create it)",
-        "KMS location": cloud.location,
-        "pool provider": cloud.pool_provider_name(),
-    }
+    return gcp_owner_cloud(settings).names()
 
 
 def coordinates(
@@ -198,14 +252,15 @@ def seal_asset(
             f"{source} has digest {local}, but {kind} {asset_id} was registered as {registered}",
             hint=f"seal exactly what you registered, or register this {kind} anew",
         )
-    from sealbench.client.cloud import cloud_failure
     from sealbench.platforms.storage import parse_storage_uri
 
     bucket = parse_storage_uri(where.storage_uri).bucket
-    own_bucket = bucket == cloud.default_coordinates(kind, asset_id).storage_uri[5:].split("/")[0]
-    cloud.ensure_key_and_bucket(key=where.kms_key_name == cloud.key_name, bucket=own_bucket)
-    store, prefix = cloud.blob_store(where.storage_uri)
-    wrapper = cloud.key_wrapper(where.kms_key_name)
+    with client_errors():
+        own_bucket = (bucket == cloud.default_coordinates(kind, asset_id)
+                      .storage_uri[5:].split("/")[0])
+        cloud.ensure_key_and_bucket(key=where.kms_key_name == cloud.key_name, bucket=own_bucket)
+        store, prefix = cloud.blob_store(where.storage_uri)
+        wrapper = cloud.key_wrapper(where.kms_key_name)
     seal = sealing.seal_dataset if kind == "dataset" else sealing.seal_model
     try:
         report = seal(
@@ -213,8 +268,8 @@ def seal_asset(
             progress=progress,
         )
     except sealing.SealingError as exc:
-        failure = cloud_failure(exc, f"sealing {kind} {asset_id}", project=cloud.project_id,
-                                bucket=bucket)
+        shown = cloud.failure(exc, f"sealing {kind} {asset_id}", bucket=bucket)
+        failure = CloudError(str(shown), hint=shown.hint)
         if failure.hint and failure.hint.startswith("'sealbench doctor'"):
             failure.hint = ("fix the cause and run the same command again: sealing resumes "
                             "where it stopped")
@@ -226,7 +281,7 @@ def seal_asset(
 @dataclass(frozen=True)
 class PolicySync:
     grants: tuple[AllowedWorkload, ...]
-    report: SyncReport
+    report: PolicyReport
     #: The grant-set digest reported to the registry for each asset whose grants the sync
     #: wrote (the asset and those sharing its key), by asset id; an asset is missing when the
     #: registry did not record its report (a warning says why).
@@ -310,15 +365,16 @@ def sync_policy(
                 "profile's",
                 hint="use the profile that registered the dataset, or register it again",
             )
-    report = cloud.sync_policy(
-        coords,
-        frozenset(g.identity for g in grants),
-        include_data=kind == "dataset",
-        result_bucket=result_bucket,
-        experimental_gpu_images=frozenset(
-            g.identity.image_digest for g in grants if g.accept_experimental),
-        experimental_benchmark_ids=frozenset(
-            str(g.benchmark_id) for g in grants if g.accept_experimental),
-    )
+    with client_errors():
+        report = cloud.sync_policy(
+            coords,
+            frozenset(g.identity for g in grants),
+            include_data=kind == "dataset",
+            result_bucket=result_bucket,
+            experimental_gpu_images=frozenset(
+                g.identity.image_digest for g in grants if g.accept_experimental),
+            experimental_benchmark_ids=frozenset(
+                str(g.benchmark_id) for g in grants if g.accept_experimental),
+        )
     log.info("policy of %s %d: %d workloads", kind, asset_id, len(grants))
     return PolicySync(grants, report, _report_grants(client, kind, by_asset, now()))

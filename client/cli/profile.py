@@ -23,7 +23,6 @@ from sealbench.client.cli.common import (
     session,
     table,
 )
-from sealbench.client.cloud import GcpOwnerCloud
 from sealbench.client.errors import (
     AuthenticationFailed,
     ClientError,
@@ -252,13 +251,11 @@ def _gcp_settings(
 def _look_up_number(settings: GcpSettings) -> str:
     """The project's number, asked of Resource Manager with the credentials the profile will
     use (its endpoint override honoured); a usage error saying how to pass it otherwise."""
-    from sealbench.client.cloud import GoogleApis, gcp_credentials, project_number_of
+    from sealbench.client.assets.owner import look_up_project_number
 
     project = settings.project
     try:
-        credentials = gcp_credentials(settings.impersonate_service_account)
-        return project_number_of(project, credentials, GoogleApis.with_overrides(
-            settings.api_endpoints).cloudresourcemanager)
+        return look_up_project_number(settings)
     except ClientError as exc:
         raise typer.BadParameter(
             f"could not look up the number of project {project} ({exc}); pass it: "
@@ -390,14 +387,11 @@ def profile_touches(profile: Profile) -> dict[str, str]:
     if profile.mock_tee is not None:
         rows["cloud"] = f"INSECURE mock TEE in {profile.mock_tee}"
     elif profile.gcp is not None:
-        from sealbench.client.assets.owner import gcp_owner_cloud_names
-        from sealbench.client.cloud import confidential_space_platform
+        from sealbench.client.assets.owner import gcp_issuer, gcp_owner_cloud_names
 
         rows["cloud"] = f"Google Cloud project {profile.gcp.project} ({profile.gcp.project_number})"
         rows.update(gcp_owner_cloud_names(profile.gcp))
-        rows["attestation issuer"] = confidential_space_platform(
-            profile.gcp.api_endpoints
-        ).issuer_uri
+        rows["attestation issuer"] = gcp_issuer(profile.gcp)
         rows["credentials"] = (
             f"ADC impersonating {profile.gcp.impersonate_service_account}"
             if profile.gcp.impersonate_service_account else "Application Default Credentials"
@@ -521,7 +515,6 @@ def doctor(
     with session(profile) as s:
         cloud = owner.owner_cloud(s.profile, s.client, mock_tee)
         bench = s.client.get_benchmark(benchmark) if benchmark is not None else None
-        assert isinstance(cloud, GcpOwnerCloud)  # the mock's account is one too
         gcp = s.profile.profile.gcp
         runner: RunnerSettings | None = None
         if gcp is not None and not (mock_tee or s.profile.profile.mock_tee):
@@ -536,7 +529,7 @@ def doctor(
             )
         checks = check_owner_cloud(cloud, bench, runner)
         if probe_condition:
-            from sealbench.client._doctor_probe import probe_condition as probe
+            from sealbench.client.doctor import probe_condition as probe
 
             kind: Literal["dataset", "model"] = "dataset" if dataset is not None else "model"
             checks.append(probe(s.client, cloud, kind, dataset if dataset is not None else

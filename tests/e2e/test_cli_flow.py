@@ -395,7 +395,7 @@ def test_debug_image_denied_key(world: World) -> None:
 def _run_with_a_tampered_case(world: World) -> Result:
     """The hospital's run with one bit of one sealed case flipped in its bucket (restored
     after)."""
-    from sealbench.client.cloud import InsecureMockOwnerCloud
+    from sealbench.mocktee.owner_cloud import InsecureMockOwnerCloud
 
     cloud = InsecureMockOwnerCloud.connect(world.mock_state, ACCOUNTS["hospital"][0])
     store, prefix = cloud.blob_store(f"gs://{cloud.setup.bucket}/datasets/{world.ids['d']}")
@@ -445,7 +445,7 @@ def test_enclave_failure_record_is_attested_end_to_end(
 
 
 def test_policy_sync_lets_the_approved_workloads_write_results_to_a_bucket(world: World) -> None:
-    from sealbench.client.cloud import InsecureMockOwnerCloud
+    from sealbench.mocktee.owner_cloud import InsecureMockOwnerCloud
 
     cli, d = world.cli, str(world.ids["d"])
     bucket = InsecureMockOwnerCloud.connect(world.mock_state, ACCOUNTS["hospital"][0]).setup.bucket
@@ -473,7 +473,7 @@ def test_confidential_space_result_in_a_bucket_is_fetched_opened_and_submitted(
 ) -> None:
     """The VM writes its result to the hospital's result bucket (granted by policy sync);
     'result fetch' copies it here with the hospital's own cloud credentials."""
-    from sealbench.client.cloud import InsecureMockOwnerCloud
+    from sealbench.mocktee.owner_cloud import InsecureMockOwnerCloud
 
     cli, d = world.cli, str(world.ids["d"])
     bucket = InsecureMockOwnerCloud.connect(world.mock_state, ACCOUNTS["hospital"][0]).setup.bucket

@@ -288,8 +288,8 @@ class DockerWorld:
         """Both owners allow exactly the workload of ``image_digest`` on these assets."""
         from google.oauth2.credentials import Credentials
 
-        from sealbench.client.cloud import pool_provider_from_name
         from sealbench.contract.workload import WorkloadIdentity
+        from sealbench.gcp.owner_cloud import pool_provider_from_name
         from sealbench.gcp.policy import AssetPolicy
         from sealbench.gcp.policy_writer import PolicyWriter
 

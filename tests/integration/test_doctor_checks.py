@@ -15,20 +15,11 @@ from typing import Any, cast
 import pytest
 from google.oauth2.credentials import Credentials
 
-from sealbench.client.cloud import (
-    GcpOwnerCloud,
-    insecure_mock_platform,
-    mock_apis,
-    pool_provider_from_name,
-)
-from sealbench.client.doctor import (
-    OWNER_APIS,
-    RUNNER_APIS,
-    Check,
-    RunnerSettings,
-    check_owner_cloud,
-)
+from sealbench.client.doctor import Check, RunnerSettings, check_owner_cloud
+from sealbench.gcp.doctor import OWNER_APIS, RUNNER_APIS
+from sealbench.gcp.owner_cloud import GcpOwnerCloud, pool_provider_from_name
 from sealbench.mocktee._compute_catalog import CONFIDENTIAL_GPU_ZONES
+from sealbench.mocktee.owner_cloud import insecure_mock_platform, mock_apis
 from sealbench.mocktee.server import MockCloud
 from tests.integration.test_gcp_mock_apis import _post
 
@@ -239,7 +230,7 @@ def test_probe_condition_creates_the_real_provider_once_and_deletes_it(mock: Moc
     """``doctor --probe-condition`` (issue 29, item 5): the provider body policy sync writes is
     created under a new id, read back and deleted; a second probe takes another id (a deleted
     id cannot be reused for 30 days)."""
-    from sealbench.client._doctor_probe import probe_provider
+    from sealbench.gcp._doctor_probe import probe_provider
     from sealbench.gcp.policy import provider_body
 
     owner, policy = _synced_owner(mock, "probe-gcp", "810000000006")
@@ -260,7 +251,7 @@ def test_probe_condition_creates_the_real_provider_once_and_deletes_it(mock: Moc
 
 
 def test_probe_condition_shows_googles_refusal(mock: MockCloud) -> None:
-    from sealbench.client._doctor_probe import probe_provider
+    from sealbench.gcp._doctor_probe import probe_provider
     from sealbench.gcp.policy import provider_body
 
     owner, policy = _synced_owner(mock, "refused-gcp", "810000000007")

@@ -15,18 +15,17 @@ from pathlib import Path
 import pytest
 from google.oauth2.credentials import Credentials
 
-from sealbench.client import cloud as cloud_module
 from sealbench.client.assets.store import seal_model
-from sealbench.client.cloud import GcpOwnerCloud, insecure_mock_platform, mock_apis
-from sealbench.client.errors import ConfigError
 from sealbench.contract.workload import WorkloadIdentity
 from sealbench.crypto.digest import sha256_digest
 from sealbench.crypto.envelope import WrappedKey, asset_aad, unwrap_key
 from sealbench.gcp.credentials import workload_credentials
 from sealbench.gcp.kms import KmsKeyWrapper, make_kms_client
+from sealbench.gcp.owner_cloud import GcpOwnerCloud
+from sealbench.mocktee.owner_cloud import InsecureMockOwnerCloud, insecure_mock_platform, mock_apis
 from sealbench.mocktee.provision import enable_services
 from sealbench.mocktee.server import MockCloud
-from sealbench.platforms.errors import CredentialError
+from sealbench.platforms.errors import CredentialError, OwnerSettingsError
 
 PROJECT, NUMBER = "owner-gcp", "500000000005"
 IMAGE = sha256_digest(b"evaluation image")
@@ -73,7 +72,7 @@ def no_mock_owner_class(monkeypatch: pytest.MonkeyPatch) -> None:
     def forbidden(*args: object, **kwargs: object) -> None:
         raise AssertionError("the GCP path constructed an InsecureMock owner cloud")
 
-    monkeypatch.setattr(cloud_module.InsecureMockOwnerCloud, "__init__", forbidden)
+    monkeypatch.setattr(InsecureMockOwnerCloud, "__init__", forbidden)
 
 
 @pytest.fixture
@@ -137,7 +136,7 @@ def test_owner_creates_key_and_bucket_seals_syncs_and_the_approved_workload_gets
 
 
 def test_a_production_owner_pins_googles_issuer_and_no_endpoints() -> None:
-    from sealbench.client.cloud import confidential_space_platform
+    from sealbench.gcp.owner_cloud import confidential_space_platform
 
     platform = confidential_space_platform()
     assert platform.issuer_uri == "https://confidentialcomputing.googleapis.com/"
@@ -189,7 +188,7 @@ def test_bucket_never_created_in_googles_default_location_by_omission(
     data residency is its own choice, so without --bucket-location nothing is created (the key
     is, as before) and the error says how to choose (issue 29)."""
     owner = _new_owner(mock, "nowhere-gcp", "600000000016", bucket_location=None)
-    with pytest.raises(ConfigError, match="no location is chosen") as info:
+    with pytest.raises(OwnerSettingsError, match="no location is chosen") as info:
         owner.ensure_key_and_bucket()
     assert "--bucket-location" in (info.value.hint or "")
     created = _new_owner(mock, "eu-gcp", "600000000017").ensure_key_and_bucket()

@@ -31,6 +31,7 @@ from sealbench.platforms.launcher import (
     RunningWorkload,
     check_backend,
 )
+from sealbench.platforms.owner_cloud import OwnerCloud
 from sealbench.platforms.platform import (
     AttestedWorkload,
     TokenDestinations,
@@ -158,3 +159,6 @@ class DoublePlatform:
 
     def gpu_machine(self, accelerator: str) -> tuple[str, int]:
         raise LaunchSettingsError("the double has no GPU", hint="none")
+
+    def owner_cloud(self, **settings: Any) -> OwnerCloud:
+        raise NotImplementedError("the double has no owner cloud")

@@ -18,10 +18,6 @@ _MOCKISH = re.compile(r"^(Insecure)?Mock[A-Z]\w*$")
 
 #: module (relative to client/) → the mock classes it may name, and why.
 ALLOWED: dict[str, frozenset[str]] = {
-    # selection: the owner cloud a profile names (Google Cloud, or the mock's account)
-    "assets/owner.py": frozenset({"InsecureMockOwnerCloud"}),
-    # the mock owner cloud's own module: it reads the running mock's endpoints
-    "cloud.py": frozenset({"MockEndpoints"}),
     # entry point: 'sealbench mock-tee up' runs the mock
     "cli/mock_tee.py": frozenset({"MockCloud"}),
     # a mock profile's endpoints (where its runs attest and its results are checked)
@@ -85,7 +81,7 @@ def test_the_scan_sees_an_import_of_the_mock_owner_cloud(tmp_path: Path) -> None
     command = CLIENT / "cli" / "assets.py"
     source = command.read_text() + (
         "\n\ndef _x() -> None:\n"
-        "    from sealbench.client.cloud import InsecureMockOwnerCloud\n"
+        "    from sealbench.mocktee.owner_cloud import InsecureMockOwnerCloud\n"
         "    from sealbench.mocktee import MockCloud, provision_owner\n"
     )
     copy = tmp_path / "assets.py"

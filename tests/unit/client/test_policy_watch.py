@@ -19,7 +19,6 @@ from sealbench.client.assets import owner
 from sealbench.client.assets.grants import lag_notice, lagging_grants
 from sealbench.client.assets.grants_watch import PolicyWatch
 from sealbench.client.assets.prepare import RECIPIENT_STATISTIC
-from sealbench.client.cloud import InsecureMockOwnerCloud
 from sealbench.client.errors import CloudError, KeyReleaseDeniedError
 from sealbench.client.registry.api import RegistryClient
 from sealbench.client.registry.inbox import merge
@@ -27,8 +26,14 @@ from sealbench.client.runs.launchers import EnclaveRunFailed
 from sealbench.client.runs.single import RunRecord, explain_refusals
 from sealbench.contract.errors import KeyReleaseDenied
 from sealbench.crypto.digest import sha256_digest
+from sealbench.mocktee.owner_cloud import InsecureMockOwnerCloud
 from sealbench.mocktee.server import MockCloud
-from sealbench.server.schemas import BenchmarkCreate, DatasetCreate, ModelCreate
+from sealbench.server.schemas import (
+    BenchmarkCreate,
+    CoordinatesUpdate,
+    DatasetCreate,
+    ModelCreate,
+)
 
 
 @dataclass
@@ -63,7 +68,8 @@ def setup(api: dict[str, RegistryClient], benchmark_body: Callable[..., Benchmar
     api["authority"].decide_association("model", b, m, approve=True)
     with MockCloud(tmp_path / "mock"):
         cloud = InsecureMockOwnerCloud.connect(tmp_path / "mock", "modelco@test.example")
-        api["modelco"].put_coordinates("model", m, cloud.default_coordinates("model", m))
+        api["modelco"].put_coordinates("model", m, CoordinatesUpdate.model_validate(
+            cloud.default_coordinates("model", m), from_attributes=True))
         s = Setup(api, cloud, b, 0, m)
         s.dataset = s.new_hospital("site-a")
         owner.sync_policy(api["modelco"], cloud, "model", m)

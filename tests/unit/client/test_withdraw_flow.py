@@ -11,13 +11,18 @@ import pytest
 
 from sealbench.client.assets import owner
 from sealbench.client.assets.prepare import RECIPIENT_STATISTIC
-from sealbench.client.cloud import InsecureMockOwnerCloud
 from sealbench.client.errors import NotAllowedError
 from sealbench.client.registry.api import RegistryClient
 from sealbench.client.runs.single import approved_models
 from sealbench.crypto.digest import sha256_digest
+from sealbench.mocktee.owner_cloud import InsecureMockOwnerCloud
 from sealbench.mocktee.server import MockCloud
-from sealbench.server.schemas import BenchmarkCreate, DatasetCreate, ModelCreate
+from sealbench.server.schemas import (
+    BenchmarkCreate,
+    CoordinatesUpdate,
+    DatasetCreate,
+    ModelCreate,
+)
 
 RECIPIENT = sha256_digest(b"hospital result key")
 
@@ -48,7 +53,8 @@ def test_policy_sync_revokes_the_grant_of_a_withdrawn_model(
     b, d, m = _approved_pair(api, benchmark_body)
     with MockCloud(tmp_path / "mock") as _cloud:
         cloud = InsecureMockOwnerCloud.connect(tmp_path / "mock", "modelco@test.example")
-        api["modelco"].put_coordinates("model", m, cloud.default_coordinates("model", m))
+        api["modelco"].put_coordinates("model", m, CoordinatesUpdate.model_validate(
+            cloud.default_coordinates("model", m), from_attributes=True))
         first = owner.sync_policy(api["modelco"], cloud, "model", m)
         assert [(g.benchmark_id, g.dataset_id, g.model_id) for g in first.grants] == [(b, d, m)]
         granted = first.grants[0].identity.uid()

@@ -20,16 +20,17 @@ import secrets
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final
 
-from sealbench.client._doctor_base import Check, http_get, reason
+from sealbench.gcp._doctor_base import Check, http_get, reason
 
 if TYPE_CHECKING:
-    from sealbench.client.cloud import GcpOwnerCloud
-    from sealbench.client.registry.api import RegistryClient
+    from sealbench.contract.workload import WorkloadIdentity
+    from sealbench.gcp.owner_cloud import GcpOwnerCloud
     from sealbench.gcp.policy import AssetPolicy
+    from sealbench.platforms.owner_cloud import Coordinates
 
-__all__ = ["NAME", "probe_condition", "probe_id", "probe_provider", "rendered_policy"]
+__all__ = ["NAME", "probe_condition", "probe_id", "probe_provider"]
 
 #: The check's name in doctor's output.
 NAME: Final = "condition probe"
@@ -43,47 +44,29 @@ def probe_id(now: datetime | None = None) -> str:
     return f"sbprobe-{stamp}-{secrets.token_hex(2)}"
 
 
-def rendered_policy(
-    client: RegistryClient, cloud: GcpOwnerCloud, kind: Literal["dataset", "model"],
-    asset_id: int,
-) -> AssetPolicy:
-    """The policy ``policy sync`` would write for ``asset_id`` now: the approved workloads of
-    it and of the owner's assets sharing its key and provider (as
-    :func:`sealbench.client.assets.owner.sync_policy` gathers them), in the form
-    :meth:`GcpOwnerCloud.sync_policy` builds."""
-    from sealbench.client.assets.owner import _sharing_grants
-    from sealbench.client.cloud import pool_provider_from_name
-    from sealbench.gcp.policy import AssetPolicy
-    from sealbench.platforms.storage import parse_storage_uri
-
-    coords = client.get_coordinates(kind, asset_id)
-    grants = [g for found in _sharing_grants(client, kind, asset_id, coords).values()
-              for g in found]
-    return AssetPolicy(
-        provider=pool_provider_from_name(coords.wip_provider),
-        key_name=coords.kms_key_name,
-        bucket=parse_storage_uri(coords.storage_uri).bucket,
-        workloads=frozenset(g.identity for g in grants),
-        include_data=kind == "dataset",
-        issuer_uri=cloud.platform.issuer_uri,
-        endpoints=cloud.platform.endpoints,
-        experimental_gpu_images=frozenset(
-            g.identity.image_digest for g in grants if g.accept_experimental),
-        experimental_benchmark_ids=frozenset(
-            str(g.benchmark_id) for g in grants if g.accept_experimental),
-    )
-
-
 def probe_condition(
-    client: RegistryClient, cloud: GcpOwnerCloud, kind: Literal["dataset", "model"],
-    asset_id: int,
+    cloud: GcpOwnerCloud,
+    coordinates: Coordinates,
+    workloads: frozenset[WorkloadIdentity],
+    *,
+    include_data: bool,
+    experimental_gpu_images: frozenset[str] = frozenset(),
+    experimental_benchmark_ids: frozenset[str] = frozenset(),
 ) -> Check:
-    """The probe for the provider ``policy sync`` would write for ``asset_id``."""
+    """The probe for the provider ``policy sync`` would write for ``workloads`` (the approved
+    workloads of an asset and of the owner's assets sharing its key and provider, as the client
+    gathers them), in the form :meth:`GcpOwnerCloud.asset_policy` builds."""
+    from sealbench.gcp.owner_cloud import pool_provider_from_name
     from sealbench.gcp.policy import provider_body
     from sealbench.platforms.errors import CloudError
 
+    pool_provider_from_name(coordinates.wip_provider)  # a bad name is the caller's, not a check
     try:
-        policy = rendered_policy(client, cloud, kind, asset_id)
+        policy = cloud.asset_policy(
+            coordinates, workloads, include_data=include_data,
+            experimental_gpu_images=experimental_gpu_images,
+            experimental_benchmark_ids=experimental_benchmark_ids,
+        )
         body = provider_body(policy)
     except CloudError as exc:  # refused before Google is asked (e.g. over 4,096 characters)
         return Check(NAME, False, f"sealbench cannot render the condition: {exc}",

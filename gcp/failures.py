@@ -1,14 +1,14 @@
 """Failures in an owner's Google Cloud project, translated once into the one-line
-:class:`~sealbench.client.errors.CloudError` the CLI prints: what failed, naming the resource
-(API, key, bucket, project), with the ``gcloud`` command that fixes it as the hint. Reads the
-cause chain: Google's ``SERVICE_DISABLED`` errors, the cloud adapters' errors
+:class:`~sealbench.platforms.errors.OwnerCloudError` the CLI prints: what failed, naming the
+resource (API, key, bucket, project), with the ``gcloud`` command that fixes it as the hint.
+Reads the cause chain: Google's ``SERVICE_DISABLED`` errors, the cloud adapters' errors
 (:mod:`sealbench.platforms.errors`), the REST messages of Cloud Storage and IAM, google-auth's."""
 
 from __future__ import annotations
 
 import re
 
-from sealbench.client.errors import CloudError
+from sealbench.platforms.errors import OwnerCloudError as CloudError
 
 __all__ = ["api_disabled", "cloud_failure"]
 
@@ -41,10 +41,10 @@ _KEY_STATE = re.compile(r"current state is: (DESTROYED|DESTROY_SCHEDULED|DISABLE
 def cloud_failure(
     exc: BaseException, doing: str, *, project: str, bucket: str | None = None
 ) -> CloudError:
-    """The one-line :class:`CloudError` for a failure in the owner's project while ``doing``:
-    what failed, naming the resource, and as its hint the ``gcloud`` command that fixes it
-    (a disabled API, a refused key or bucket, a missing or destroyed key, a missing bucket);
-    other failures keep their own message and a generic hint."""
+    """The one-line :class:`~sealbench.platforms.errors.OwnerCloudError` for a failure in the
+    owner's project while ``doing``: what failed, naming the resource, and as its hint the
+    ``gcloud`` command that fixes it (a disabled API, a refused key or bucket, a missing or
+    destroyed key, a missing bucket); other failures keep their own message and a generic hint."""
     from google.auth.exceptions import GoogleAuthError
 
     from sealbench.platforms.errors import (

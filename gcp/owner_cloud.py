@@ -1,38 +1,30 @@
-"""An asset owner's cloud account as the client uses it (the :class:`OwnerCloud` interface):
+"""An asset owner's Google Cloud project as the client uses it (the
+:class:`~sealbench.platforms.owner_cloud.OwnerCloud` the Confidential Space platform hands out):
 where its KMS key, bucket and workload identity pool are, and the production clients (Cloud
 KMS, Cloud Storage, the IAM REST API through google-auth's authorized session) acting as the
-owner. Failures are translated here, once, into one-line :class:`CloudError` s naming the
-resource with the ``gcloud`` command that fixes them (:func:`cloud_failure`).
+owner. Failures are translated here, once, into one-line
+:class:`~sealbench.platforms.errors.OwnerCloudError` s naming the resource with the ``gcloud``
+command that fixes them (:func:`~sealbench.gcp.failures.cloud_failure`).
 
-Two implementations: :class:`GcpOwnerCloud`, the owner's Google Cloud project (Application
-Default Credentials, optionally impersonating; Google's endpoints unless a profile overrides
-them, the only other difference the clients see), and :class:`InsecureMockOwnerCloud`, the same
-class with the local mock's endpoints, an owner token from its INSECURE control endpoint and
-the mock's platform (``sealbench mock-tee up``), which provisions the owner's project, key and
-bucket on first use.
-
-Naming in the mock, derived from the owner's registry email so that each owner is separate::
-
-    project      sb-<slug of the email>            (number: 12 digits from its SHA-256)
-    KMS key      projects/<project>/locations/global/keyRings/sealbench/cryptoKeys/assets
-    bucket       <project>-assets                  (assets under datasets/<id>/, models/<id>/)
-    pool         projects/<number>/locations/global/workloadIdentityPools/sealbench
-                 /providers/attestation
+:class:`GcpOwnerCloud` is the owner's Google Cloud project (Application Default Credentials,
+optionally impersonating; Google's endpoints unless a profile overrides them, the only other
+difference the clients see); the INSECURE mock's account
+(:class:`sealbench.mocktee.owner_cloud.InsecureMockOwnerCloud`) is the same class with the local
+mock's endpoints, an owner token and the mock's platform.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal
 
-from sealbench.client._cloud_failures import api_disabled, cloud_failure
-from sealbench.client.errors import CloudError, ConfigError
-from sealbench.server.schemas import CoordinatesPublic, CoordinatesUpdate
+from sealbench.gcp.failures import api_disabled, cloud_failure
+from sealbench.platforms.errors import OwnerCloudError as CloudError
+from sealbench.platforms.errors import OwnerSettingsError as ConfigError
+from sealbench.platforms.owner_cloud import AssetCoordinates, Check, Coordinates, RunnerSettings
 
 if TYPE_CHECKING:  # the cloud SDKs load only when a command needs them
     from google.auth.credentials import Credentials
@@ -40,9 +32,8 @@ if TYPE_CHECKING:  # the cloud SDKs load only when a command needs them
     from sealbench.contract.spec import ServiceEndpoints
     from sealbench.contract.workload import WorkloadIdentity
     from sealbench.gcp.kms import KmsKeyWrapper
-    from sealbench.gcp.policy import PoolProvider
+    from sealbench.gcp.policy import AssetPolicy, PoolProvider
     from sealbench.gcp.policy_writer import SyncReport
-    from sealbench.mocktee import MockEndpoints, OwnerSetup
     from sealbench.platforms.storage import BlobStore
 
 __all__ = [
@@ -50,16 +41,10 @@ __all__ = [
     "PROVIDER_ID",
     "GcpOwnerCloud",
     "GoogleApis",
-    "InsecureMockOwnerCloud",
-    "OwnerCloud",
     "PlatformPolicy",
-    "api_disabled",
-    "cloud_failure",
     "confidential_space_platform",
     "gcp_credentials",
-    "insecure_mock_platform",
-    "mock_apis",
-    "mock_project_for",
+    "gcp_owner_cloud",
     "pool_provider_from_name",
     "project_number_of",
 ]
@@ -72,14 +57,6 @@ _PROVIDER_NAME = re.compile(
     r"^projects/([0-9]+)/locations/global/workloadIdentityPools/([a-z0-9-]{4,32})"
     r"/providers/([a-z0-9-]{4,32})$"
 )
-
-
-def mock_project_for(email: str) -> tuple[str, str]:
-    """(project id, project number) of an owner in the mock, from its email."""
-    slug = re.sub(r"[^a-z0-9]+", "-", email.lower()).strip("-")[:20].strip("-") or "owner"
-    digest = hashlib.sha256(email.lower().encode()).hexdigest()
-    number = 10**11 + int(digest[:15], 16) % (9 * 10**11)
-    return f"sb-{slug}-{digest[:6]}", str(number)
 
 
 def pool_provider_from_name(name: str) -> PoolProvider:
@@ -151,44 +128,6 @@ class GoogleApis:
         return cls(**{k: v.rstrip("/") for k, v in overrides.items() if k in names})
 
 
-class OwnerCloud(Protocol):
-    """What an asset owner does in its own cloud: its key and bucket, sealing into them, the
-    coordinates it records on the registry, and the key-release policy it syncs."""
-
-    @property
-    def project_id(self) -> str: ...
-
-    @property
-    def key_name(self) -> str: ...
-
-    def credentials(self) -> Credentials:
-        """The owner's own credentials (also what launches its Confidential Space VMs)."""
-        ...
-
-    def default_coordinates(
-        self, kind: Literal["dataset", "model"], asset_id: int
-    ) -> CoordinatesUpdate: ...
-
-    def ensure_key_and_bucket(self, *, key: bool = True, bucket: bool = True) -> list[str]:
-        """Locate the owner's own key and bucket, creating what is missing."""
-        ...
-
-    def key_wrapper(self, key_name: str) -> KmsKeyWrapper: ...
-
-    def blob_store(self, uri: str) -> tuple[BlobStore, str]: ...
-
-    def sync_policy(
-        self,
-        coordinates: CoordinatesPublic | CoordinatesUpdate,
-        workloads: frozenset[WorkloadIdentity],
-        *,
-        include_data: bool,
-        result_bucket: str | None = None,
-        experimental_gpu_images: frozenset[str] = frozenset(),
-        experimental_benchmark_ids: frozenset[str] = frozenset(),
-    ) -> SyncReport: ...
-
-
 @dataclass(frozen=True)
 class GcpOwnerCloud:
     """An owner's Google Cloud project: a KMS key ring and key, a bucket and a workload identity
@@ -249,10 +188,29 @@ class GcpOwnerCloud:
             f"{self.pool_id}/providers/{self.provider_id}"
         )
 
+    @property
+    def pinned_endpoints(self) -> ServiceEndpoints | None:
+        return self.platform.endpoints
+
+    def names(self) -> dict[str, str]:
+        """The key, bucket and pool provider (no credentials needed: ``profile show``)."""
+        return {
+            "KMS key": self.key_name,
+            "bucket": f"gs://{self.bucket}",
+            "bucket location": self.bucket_location or "not chosen (required to create it)",
+            "KMS location": self.location,
+            "pool provider": self.pool_provider_name(),
+        }
+
+    def failure(
+        self, exc: BaseException, doing: str, *, bucket: str | None = None
+    ) -> CloudError:
+        return cloud_failure(exc, doing, project=self.project_id, bucket=bucket)
+
     def default_coordinates(
         self, kind: Literal["dataset", "model"], asset_id: int
-    ) -> CoordinatesUpdate:
-        return CoordinatesUpdate(
+    ) -> AssetCoordinates:
+        return AssetCoordinates(
             kms_key_name=self.key_name,
             storage_uri=f"gs://{self.bucket}/{kind}s/{asset_id}",
             wip_provider=self.pool_provider_name(),
@@ -352,7 +310,7 @@ class GcpOwnerCloud:
 
     def sync_policy(
         self,
-        coordinates: CoordinatesPublic | CoordinatesUpdate,
+        coordinates: Coordinates,
         workloads: frozenset[WorkloadIdentity],
         *,
         include_data: bool,
@@ -364,27 +322,16 @@ class GcpOwnerCloud:
         workload's uid names its benchmark and plug-in pin) and the key's and bucket's (and
         ``result_bucket``'s) IAM bindings for ``workloads``; returns the writer's
         :class:`~sealbench.gcp.policy_writer.SyncReport`."""
-        from sealbench.gcp.policy import AssetPolicy
         from sealbench.gcp.policy_writer import PolicyWriter
         from sealbench.platforms.errors import CloudError as AdapterError
         from sealbench.platforms.storage import parse_storage_uri
 
         location = parse_storage_uri(coordinates.storage_uri)
-        try:
-            policy = AssetPolicy(
-                provider=pool_provider_from_name(coordinates.wip_provider),
-                key_name=coordinates.kms_key_name,
-                bucket=location.bucket,
-                workloads=workloads,
-                include_data=include_data,
-                issuer_uri=self.platform.issuer_uri,
-                result_bucket=result_bucket,
-                endpoints=self.platform.endpoints,
-                experimental_gpu_images=experimental_gpu_images,
-                experimental_benchmark_ids=experimental_benchmark_ids,
-            )
-        except AdapterError as exc:
-            raise ConfigError(str(exc), hint="check the bucket and key names") from exc
+        policy = self.asset_policy(
+            coordinates, workloads, include_data=include_data, result_bucket=result_bucket,
+            experimental_gpu_images=experimental_gpu_images,
+            experimental_benchmark_ids=experimental_benchmark_ids,
+        )
         writer = PolicyWriter.from_credentials(
             self.credentials(),
             iam_url=self.apis.iam,
@@ -396,6 +343,67 @@ class GcpOwnerCloud:
         except AdapterError as exc:
             raise cloud_failure(exc, "writing the key-release policy", project=self.project_id,
                                 bucket=location.bucket) from exc
+
+    def asset_policy(
+        self,
+        coordinates: Coordinates,
+        workloads: frozenset[WorkloadIdentity],
+        *,
+        include_data: bool,
+        result_bucket: str | None = None,
+        experimental_gpu_images: frozenset[str] = frozenset(),
+        experimental_benchmark_ids: frozenset[str] = frozenset(),
+    ) -> AssetPolicy:
+        """The :class:`~sealbench.gcp.policy.AssetPolicy` :meth:`sync_policy` writes (and
+        ``doctor --probe-condition`` probes) for ``workloads``."""
+        from sealbench.gcp.policy import AssetPolicy
+        from sealbench.platforms.errors import CloudError as AdapterError
+        from sealbench.platforms.storage import parse_storage_uri
+
+        location = parse_storage_uri(coordinates.storage_uri)
+        try:
+            return AssetPolicy(
+                provider=pool_provider_from_name(coordinates.wip_provider),
+                key_name=coordinates.kms_key_name,
+                bucket=location.bucket,
+                workloads=workloads,
+                include_data=include_data,
+                issuer_uri=self.platform.issuer_uri,
+                result_bucket=result_bucket,
+                endpoints=self.platform.endpoints,
+                experimental_gpu_images=experimental_gpu_images,
+                experimental_benchmark_ids=experimental_benchmark_ids,
+            )
+        except ConfigError:
+            raise
+        except AdapterError as exc:
+            raise ConfigError(str(exc), hint="check the bucket and key names") from exc
+
+    def doctor_checks(
+        self, runner: RunnerSettings | None = None, image_reference: str | None = None
+    ) -> list[Check]:
+        """``sealbench doctor``'s checks of this project (:mod:`sealbench.gcp.doctor`)."""
+        from sealbench.gcp.doctor import check_owner_cloud
+
+        return check_owner_cloud(self, runner, image_reference)
+
+    def probe_condition(
+        self,
+        coordinates: Coordinates,
+        workloads: frozenset[WorkloadIdentity],
+        *,
+        include_data: bool,
+        experimental_gpu_images: frozenset[str] = frozenset(),
+        experimental_benchmark_ids: frozenset[str] = frozenset(),
+    ) -> Check:
+        """``doctor --probe-condition`` (:mod:`sealbench.gcp._doctor_probe`)."""
+        from sealbench.gcp._doctor_probe import probe_condition
+
+        return probe_condition(
+            self, coordinates, workloads, include_data=include_data,
+            experimental_gpu_images=experimental_gpu_images,
+            experimental_benchmark_ids=experimental_benchmark_ids,
+        )
 
 
 def project_number_of(
@@ -448,72 +456,47 @@ def gcp_credentials(impersonate_service_account: str | None = None) -> Credentia
     return result
 
 
-@dataclass(frozen=True)
-class InsecureMockOwnerCloud(GcpOwnerCloud):
-    """One owner's account in the INSECURE local mock cloud (never for real data): the mock
-    provisions the owner's project, key and bucket and hands it an owner token; everything else
-    is :class:`GcpOwnerCloud`, the production code, with the mock's endpoints, that token and
-    the mock's platform (its own issuer, its exact endpoints pinned)."""
+def gcp_owner_cloud(
+    *,
+    project: str,
+    project_number: str | None = None,
+    impersonate_service_account: str | None = None,
+    location: str = "global",
+    key_ring: str = "sealbench",
+    key: str = "assets",
+    bucket: str | None = None,
+    bucket_location: str | None = None,
+    pool: str = POOL_ID,
+    provider: str = PROVIDER_ID,
+    api_endpoints: Mapping[str, str] | None = None,
+) -> GcpOwnerCloud:
+    """The production owner cloud a profile's ``gcp`` settings name; the owner's Application
+    Default Credentials (impersonating ``impersonate_service_account`` when set) are looked up
+    when a call first needs them. A ``project_number`` of None is asked of Resource Manager now
+    (:func:`project_number_of`, with those credentials). Endpoint overrides
+    (``api_endpoints``) replace Google's endpoints and, for ``attestation``, ``sts``, ``kms``
+    and ``storage``, what the key-release policy pins."""
+    import functools
 
-    endpoints: MockEndpoints = field(kw_only=True)
-    setup: OwnerSetup = field(kw_only=True, repr=False)  # holds an owner token: never log it
-
-    @classmethod
-    def connect(cls, state_dir: Path, email: str) -> InsecureMockOwnerCloud:
-        """Read the running mock's endpoints from ``state_dir`` and provision the owner."""
-        from google.oauth2.credentials import Credentials as OwnerToken
-
-        from sealbench.mocktee import MockEndpoints, ProvisionError, provision_owner
-        from sealbench.mocktee.state import warn_insecure_once
-
-        try:
-            endpoints = MockEndpoints.load(state_dir)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ConfigError(
-                f"no running mock TEE found in {state_dir}",
-                hint="start one with 'sealbench mock-tee up --state-dir DIR' and pass that "
-                "directory with --mock-tee (or 'sealbench profile add ... --mock-tee DIR')",
-            ) from exc
-        project_id, number = mock_project_for(email)
-        try:
-            setup = provision_owner(
-                endpoints, email=email, project_id=project_id, project_number=number
-            )
-        except ProvisionError as exc:
-            raise CloudError(
-                f"the mock cloud refused to set up {email}: {exc}",
-                hint="check that 'sealbench mock-tee up' is still running",
-            ) from exc
-        warn_insecure_once("sealbench.client", "INSECURE mock cloud: never for real data")
-        log.info("using the mock cloud in %s for %s", state_dir, email)
-        token = OwnerToken(setup.access_token)  # type: ignore[no-untyped-call]
-        return cls(
-            project_id=setup.project_id,
-            project_number=setup.project_number,
-            credentials_source=lambda: token,
-            platform=insecure_mock_platform(endpoints),
-            key_ring=setup.key_name.split("/keyRings/")[1].split("/")[0],
-            key=setup.key_name.rsplit("/", 1)[1],
-            bucket=setup.bucket,
-            apis=mock_apis(endpoints),
-            endpoints=endpoints,
-            setup=setup,
-        )
-
-
-def insecure_mock_platform(endpoints: MockEndpoints) -> PlatformPolicy:
-    """The INSECURE mock: its own verifier as the issuer, its exact endpoints pinned."""
-    return PlatformPolicy("insecure-mock", f"{endpoints.issuer}/", endpoints.service_endpoints())
-
-
-def mock_apis(endpoints: MockEndpoints) -> GoogleApis:
-    """The mock's Google-compatible KMS, Storage, IAM, Compute, Service Usage and Resource
-    Manager endpoints."""
-    apis = endpoints.apis or GoogleApis.serviceusage
-    return GoogleApis(
-        kms=endpoints.kms, storage=endpoints.storage, iam=endpoints.iam,
-        compute=endpoints.compute or GoogleApis.compute, serviceusage=apis,
-        cloudresourcemanager=endpoints.apis or GoogleApis.cloudresourcemanager,
-        # the mock serves Artifact Registry beside Compute (the VMs' image pulls ask it)
-        artifactregistry=endpoints.compute or GoogleApis.artifactregistry,
+    overrides = dict(api_endpoints or {})
+    if "attestation" in overrides:
+        log.warning("this profile trusts attestation tokens from %s instead of Google's "
+                    "Confidential Space verifier", overrides["attestation"])
+    apis = GoogleApis.with_overrides(overrides)
+    credentials = functools.cache(functools.partial(gcp_credentials, impersonate_service_account))
+    if project_number is None:
+        project_number = project_number_of(project, credentials(), apis.cloudresourcemanager)
+    return GcpOwnerCloud(
+        project_id=project,
+        project_number=project_number,
+        credentials_source=credentials,
+        location=location,
+        key_ring=key_ring,
+        key=key,
+        bucket=bucket or "",
+        bucket_location=bucket_location,
+        pool_id=pool,
+        provider_id=provider,
+        apis=apis,
+        platform=confidential_space_platform(overrides),
     )

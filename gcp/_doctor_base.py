@@ -1,4 +1,4 @@
-"""The pieces every ``sealbench doctor`` check is made of (for :mod:`sealbench.client.doctor`
+"""The pieces every ``sealbench doctor`` check is made of (for :mod:`sealbench.gcp.doctor`
 and its ``_doctor_*`` modules): :class:`Check`, :class:`RunnerSettings`, :func:`run_check`,
 which turns a probe and its failure into a check, and :func:`http_get` for the REST calls no
 client library makes."""
@@ -7,49 +7,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Final
 
-from sealbench.client.cloud import api_disabled
-from sealbench.client.errors import ClientError
+from sealbench.gcp.failures import api_disabled
+from sealbench.platforms.errors import OwnerCloudError
+from sealbench.platforms.owner_cloud import Check, RunnerSettings
 
 __all__ = ["Check", "ProbeRefused", "RunnerSettings", "enable_command", "http_get", "run_check"]
 
 _TIMEOUT_S: Final = 30.0
 
 
-class ProbeRefused(ClientError):  # noqa: N818 - reads as what happened
+class ProbeRefused(OwnerCloudError):  # noqa: N818 - reads as what happened
     """A check found the resource but not what a run needs; ``fix`` overrides the check's."""
 
     def __init__(self, message: str, fix: str | None = None) -> None:
         super().__init__(message)
         self.fix = fix
-
-
-@dataclass(frozen=True)
-class Check:
-    """One item: ``ok``, what was found, and (when not ok) the command that fixes it.
-    ``verified`` False: nothing found is wrong, but doctor could not confirm it (a role held
-    under an IAM Condition or through a group, a policy it may not read); ``fix`` then says what
-    would make it certain."""
-
-    name: str
-    ok: bool
-    detail: str
-    fix: str | None = None
-    verified: bool = True
-
-
-@dataclass(frozen=True)
-class RunnerSettings:
-    """Where the owner's Confidential Space VMs run: zone, service account, machine type."""
-
-    zone: str | None
-    service_account: str | None
-    machine_type: str = "n2d-standard-2"
-    #: A confidential GPU (``--accelerator``), ``gpus`` of them: checked against the GPU quota.
-    accelerator: str | None = None
-    gpus: int = 0
 
 
 def enable_command(service: str, project: str) -> str:
@@ -72,7 +46,7 @@ def run_check(
         found = probe()
     except ProbeRefused as exc:
         return Check(name, False, str(exc), exc.fix or fix)
-    except (gexc.GoogleAPIError, auth_exc.GoogleAuthError, CloudError, ClientError) as exc:
+    except (gexc.GoogleAPIError, auth_exc.GoogleAuthError, CloudError) as exc:
         service = api_disabled(exc)
         if service is not None:
             return Check(name, False, f"the {service} API is disabled in project {project}",
@@ -82,10 +56,22 @@ def run_check(
         if isinstance(exc, gexc.Forbidden):
             return Check(name, False, f"permission denied: {reason(exc.message)}",
                          denied or fix)
-        return Check(name, False, f"{type(exc).__name__}: {str(exc)[:300]}", fix)
+        return Check(name, False, f"{_shown_type(exc)}: {str(exc)[:300]}", fix)
     if isinstance(found, tuple):
         return Check(name, True, found[0], found[1], verified=False)
     return Check(name, True, found)
+
+
+def _shown_type(exc: BaseException) -> str:
+    """The failure's type as doctor names it: an owner-cloud error under the name the client
+    shows it by (``CloudError``, ``ConfigError``)."""
+    from sealbench.platforms.errors import OwnerSettingsError
+
+    if isinstance(exc, OwnerSettingsError):
+        return "ConfigError"
+    if isinstance(exc, OwnerCloudError):
+        return "CloudError"
+    return type(exc).__name__
 
 
 def reason(message: object) -> str:

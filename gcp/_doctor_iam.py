@@ -1,4 +1,4 @@
-"""What ``sealbench doctor`` reads in IAM policies (for :mod:`sealbench.client.doctor`): which
+"""What ``sealbench doctor`` reads in IAM policies (for :mod:`sealbench.gcp.doctor`): which
 roles a member holds and how sure doctor can be of it (:func:`role_grants`, pure), the runner
 service account's project roles, and its read access to the evaluation image's Artifact
 Registry repository.
@@ -18,10 +18,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from sealbench.client._doctor_base import Check, ProbeRefused, RunnerSettings, http_get, run_check
+from sealbench.gcp._doctor_base import Check, ProbeRefused, RunnerSettings, http_get, run_check
 
 if TYPE_CHECKING:
-    from sealbench.client.cloud import GcpOwnerCloud
+    from sealbench.gcp.owner_cloud import GcpOwnerCloud
 
 __all__ = [
     "READER_ROLES",

@@ -1,4 +1,4 @@
-"""``sealbench doctor``'s Compute checks (for :mod:`sealbench.client.doctor`): the CPU quota of
+"""``sealbench doctor``'s Compute checks (for :mod:`sealbench.gcp.doctor`): the CPU quota of
 the VMs' machine family in their region, or for confidential GPU runs the regional H100 quota,
 the project-wide ``GPUS_ALL_REGIONS`` quota (0 in a new project on Google Cloud: a GPU VM is
 refused until it is raised) and whether the zone has the confidential GPU at all.
@@ -17,10 +17,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Final
 
-from sealbench.client._doctor_base import Check, ProbeRefused, RunnerSettings, run_check
+from sealbench.gcp._doctor_base import Check, ProbeRefused, RunnerSettings, run_check
 
 if TYPE_CHECKING:
-    from sealbench.client.cloud import GcpOwnerCloud
+    from sealbench.gcp.owner_cloud import GcpOwnerCloud
 
 __all__ = ["SUPPORTED_ZONES_PAGE", "gpu_quota_metrics", "quota_checks"]
 

@@ -5,7 +5,7 @@ count only where asked (an image repository)."""
 
 from __future__ import annotations
 
-from sealbench.client._doctor_iam import repository_of, role_grants
+from sealbench.gcp._doctor_iam import repository_of, role_grants
 
 SA = "serviceAccount:runner@h.iam.gserviceaccount.com"
 ROLES = ("roles/confidentialcomputing.workloadUser", "roles/logging.logWriter")
