@@ -17,6 +17,7 @@ import typer
 from sealbench.client.cli.assets import dataset_app, model_app
 from sealbench.client.cli.budget import dataset_budget
 from sealbench.client.cli.common import BoundaryGroup, exit_codes_help, out, setup_logging
+from sealbench.client.cli.demo import demo
 from sealbench.client.cli.keys import keys_app
 from sealbench.client.cli.mock_tee import mock_tee_app
 from sealbench.client.cli.model_export import model_check, model_export_command
@@ -28,7 +29,6 @@ from sealbench.client.cli.run import run as run_command
 from sealbench.client.cli.score import benchmark_score
 from sealbench.client.cli.tee import image_app
 from sealbench.client.cli.work import inbox, test
-from sealbench.client.demo.flow import demo
 
 __all__ = ["app", "main"]
 

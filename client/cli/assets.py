@@ -4,6 +4,7 @@ is :mod:`._cli_budget`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -11,9 +12,8 @@ from typing import Annotated
 
 import typer
 
-from sealbench.client.assets import owner
+from sealbench.client.assets import lifecycle, owner
 from sealbench.client.assets import prepare as assets
-from sealbench.client.assets.result_key import load_result_key
 from sealbench.client.cli.budget import BudgetDeltaOpt, BudgetEpsilonOpt, BudgetGroupOpt
 from sealbench.client.cli.common import (
     ConsentExactOpt,
@@ -30,10 +30,11 @@ from sealbench.client.cli.common import (
     warn_experimental,
     warn_privacy_cost,
 )
-from sealbench.client.errors import ConfigError, ConflictError, NotAllowedError, NotFoundError
+from sealbench.client.errors import NotAllowedError, NotFoundError
 from sealbench.client.registry.api import AssetKind, RegistryClient
 from sealbench.server.schemas import (
     AssociationPublic,
+    BenchmarkPublic,
     CoordinatesPublic,
     DatasetCreate,
     DatasetPublic,
@@ -89,13 +90,10 @@ def dataset_synthesize(
         "brats-2025-met)")] = "glioma",
 ) -> list[str]:
     """Write synthetic BraTS-like raw cases (no patient data) to try the workflow."""
-    plugin = assets.synthesis_plugin(kind, size)
-    ids: list[str] = []
     with progress_bar() as bar:
         task = bar.add_task("generating cases", total=cases)
-        for case_id in assets.synthesize(out_dir, cases, plugin, first_seed=first_seed):
-            ids.append(case_id)
-            bar.advance(task)
+        ids = lifecycle.synthesize_dataset(out_dir, cases, size=size, first_seed=first_seed,
+                                           kind=kind, on_case=lambda _: bar.advance(task))
     out().print(f"{plural(len(ids), 'synthetic case')} in {out_dir}")
     return ids
 
@@ -120,16 +118,13 @@ def dataset_prepare(
     Raw folders in the BraTS 2023 or the BraTS 2021 layout (one release per folder) are read;
     every prepared case is RAS+ and on the contract's grid: a case on another grid, or an
     oblique one, is rejected with its reason, never resampled."""
-    bench = None
-    if benchmark is not None:
-        with session(profile) as s:
-            bench = s.client.get_benchmark(benchmark)
-    plugin = assets.plugin_of(bench, size)
-    with progress_bar() as bar:
+    with contextlib.ExitStack() as stack:
+        client = None if benchmark is None else stack.enter_context(session(profile)).client
+        bar = stack.enter_context(progress_bar())
         task = bar.add_task("preparing cases", total=None)
-        prepared = assets.prepare(
-            raw_dir, out_dir, plugin, lambda d, t: bar.update(task, completed=d, total=t),
-            strict=strict)
+        prepared = lifecycle.prepare_dataset(
+            client, raw_dir, out_dir, benchmark=benchmark, size=size, strict=strict,
+            progress=lambda d, t: bar.update(task, completed=d, total=t))
     if json_out:
         emit_json(prepared)
         return prepared
@@ -172,33 +167,21 @@ def dataset_register(
     init' first) and its lifetime privacy budget. The exact request is printed before it is
     sent; at a terminal you confirm it (--yes: no question). With --benchmark, a dataset
     prepared under another contract (another grid) is refused."""
-    with session(profile) as s:
-        recipient = load_result_key(s.profile.secrets_dir).digest
-        bench = None if benchmark is None else s.client.get_benchmark(benchmark)
-        body = assets.dataset_registration(
-            prepared, name, recipient, bench, budget_epsilon=budget_epsilon,
-            budget_delta=budget_delta, budget_group=budget_group)
-        me, listed = s.client.me().id, s.client.list_datasets()
-        named = next((d for d in listed if d.owner_id == me and d.name == name), None)
-        if named is not None:
-            return _registered_before(named, body, json_out)
-        twin = assets.already_registered(listed, body.digest, me)
-        if twin:
-            log.warning(twin)
-        if bench is not None:
-            minimum = assets.plugin_of(bench).small_cell_minimum
-            if body.case_count < minimum:
-                log.warning(
-                    "this dataset has %s; benchmark %d publishes no summary of fewer than %d "
-                    "cases, so every run on it would withhold its public figures (you would "
-                    "still open your own per-case results)", plural(body.case_count, "case"),
-                    bench.id, minimum)
+    def review(body: DatasetCreate) -> None:
         # what the registry will hold, shown before it leaves this machine (stderr under --json)
         preview = json.dumps(body.model_dump(mode="json", exclude_none=True), indent=2)
         typer.echo(f"the registry will receive exactly this:\n{preview}", err=json_out)
         if not yes and sys.stdin.isatty() and not typer.confirm("send it?", default=True):
             raise typer.Exit(1)
-        created = s.client.register_dataset(body)
+
+    with session(profile) as s:
+        done = lifecycle.register_dataset(
+            s.profile, s.client, prepared, name, benchmark=benchmark,
+            budget_epsilon=budget_epsilon, budget_delta=budget_delta, budget_group=budget_group,
+            review=review, warn=log.warning)
+    if done.already:
+        return _registered_before(done, json_out)
+    created = done.dataset
     if json_out:
         emit_json(created)
     else:
@@ -210,21 +193,10 @@ def dataset_register(
     return created
 
 
-def _registered_before(named: DatasetPublic, body: DatasetCreate,
-                       json_out: bool) -> DatasetPublic:
+def _registered_before(done: lifecycle.DatasetRegistration, json_out: bool) -> DatasetPublic:
     """``dataset register`` run again: the same name and digest is the registration already
-    made (nothing is sent); the same name with other data is refused before anything is sent,
-    saying what differs."""
-    if named.digest != body.digest:
-        raise ConfigError(
-            f"you already have a dataset named {named.name!r} (dataset {named.id}, digest "
-            f"{named.digest[:19]}…) and this folder holds other data (digest "
-            f"{body.digest[:19]}…); nothing was sent",
-            hint="register it under another --name")
-    asked = {"budget epsilon": (body.budget_epsilon, named.budget_epsilon),
-             "budget delta": (body.budget_delta, named.budget_delta)}
-    differs = [f"{what} {had:g} (you asked {want:g})" for what, (want, had) in asked.items()
-               if want is not None and want != had]
+    made (nothing is sent), saying which budget it keeps."""
+    named, differs = done.dataset, done.kept()
     if json_out:
         emit_json(named)
     else:
@@ -243,17 +215,12 @@ def _seal(
     kind: AssetKind, asset_id: int, source: Path, profile: str | None, mock_tee: Path | None,
     kms_key: str | None, storage: str | None, pool_provider: str | None, json_out: bool,
 ) -> owner.SealOutcome:
-    with session(profile) as s:
-        cloud = owner.owner_cloud(s.profile, s.client, mock_tee)
-        where = owner.coordinates(
-            cloud, kind, asset_id, kms_key=kms_key, storage=storage, pool_provider=pool_provider
-        )
-        with progress_bar() as bar:
-            task = bar.add_task(f"sealing {kind} {asset_id}", total=None)
-            outcome = owner.seal_asset(
-                s.client, cloud, kind, asset_id, source, where,
-                lambda d, t: bar.update(task, completed=d, total=t),
-            )
+    with session(profile) as s, progress_bar() as bar:
+        task = bar.add_task(f"sealing {kind} {asset_id}", total=None)
+        outcome = lifecycle.seal_owned_asset(
+            s.profile, s.client, kind, asset_id, source, mock_tee=mock_tee, kms_key=kms_key,
+            storage=storage, pool_provider=pool_provider,
+            progress=lambda d, t: bar.update(task, completed=d, total=t))
     r = outcome.report
     if json_out:
         emit_json({"coordinates": outcome.coordinates, "objects": r.objects,
@@ -287,30 +254,21 @@ def _associate(
     kind: AssetKind, asset_id: int, benchmark: int, profile: str | None, *,
     consent_exact: bool = False,
 ) -> AssociationPublic:
-    with session(profile) as s:
-        bench = s.client.get_benchmark(benchmark)
+    def consent(client: RegistryClient, bench: BenchmarkPublic, dataset: int | None) -> None:
         warn_experimental(bench)
-        if kind == "dataset" and s.client.get_dataset(asset_id).owner_id == s.client.me().id:
+        if dataset is not None:
             # the data owner asks to join: it reads what each run publishes and consents
-            warn_privacy_cost(s.client, bench, asset_id, consent_exact=consent_exact)
-        try:
-            row = s.client.request_association(
-                kind, benchmark, asset_id,
-                exact_release_consent=consent_exact and kind == "dataset")
-        except ConflictError:
-            # Asking again for a link that is pending or approved changes nothing: say so.
-            current = next(
-                (a for a in s.client.list_associations(kind, benchmark)
-                 if a.asset_id == asset_id and a.status in ("pending", "approved")),
-                None,
-            )
-            if current is None:
-                raise
-            out().print(
-                f"{kind} {asset_id} is already {current.status} in benchmark {benchmark}; "
-                "nothing changed"
-            )
-            return current
+            warn_privacy_cost(client, bench, dataset, consent_exact=consent_exact)
+
+    with session(profile) as s:
+        done = lifecycle.associate_asset(s.client, kind, asset_id, benchmark,
+                                         consent_exact=consent_exact, consent=consent)
+    row = done.row
+    if done.already:
+        # Asking again for a link that is pending or approved changes nothing: say so.
+        out().print(f"{kind} {asset_id} is already {row.status} in benchmark {benchmark}; "
+                    "nothing changed")
+        return row
     tail = "" if row.status == "approved" else "; the benchmark's owner approves it"
     out().print(f"{kind} {asset_id} → benchmark {benchmark}: {row.status}{tail}")
     return row
@@ -392,12 +350,8 @@ def model_register(
 ) -> ModelPublic:
     """Check the ONNX model against the benchmark's model contract, then register its digest."""
     with session(profile) as s:
-        bench = s.client.get_benchmark(benchmark) if benchmark is not None else None
-        body = assets.model_registration(onnx, name, version, assets.plugin_of(bench))
-        twin = assets.already_registered(s.client.list_models(), body.digest, s.client.me().id)
-        if twin:
-            log.warning(twin)
-        created = s.client.register_model(body)
+        created = lifecycle.register_model(s.client, onnx, name, version, benchmark=benchmark,
+                                           warn=log.warning)
     if json_out:
         emit_json(created)
     else:

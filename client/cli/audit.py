@@ -25,19 +25,24 @@ from sealbench.client.cli.common import (
 )
 from sealbench.client.errors import ConfigError
 from sealbench.client.registry.api import RegistryClient
-from sealbench.client.registry.logstate import LogState, write_private
-from sealbench.client.registry.profiles import ProfileStore, ResolvedProfile
+from sealbench.client.registry.audit_log import (
+    keep_result_receipt,
+    log_state,
+    parse_key,
+    profile_monitor,
+    receipts_of,
+    verify_audit_log,
+)
+from sealbench.client.registry.logstate import write_private
+from sealbench.client.registry.profiles import ProfileStore
 from sealbench.client.registry.receipts import (
     Receipt,
-    ReceiptStore,
-    expected_digests,
     fetch_receipt,
     load_receipt,
     prove_receipt,
 )
 from sealbench.client.registry.transparency import DEFAULT_PACE, LogMonitor
 from sealbench.client.registry.witness import Witness, witness_key, witness_state
-from sealbench.crypto.errors import CryptoError
 from sealbench.crypto.note import VerifierKey
 
 if TYPE_CHECKING:
@@ -60,43 +65,9 @@ audit_app = typer.Typer(
 )
 
 
-def parse_key(text: str, what: str) -> VerifierKey:
-    try:
-        return VerifierKey.from_string(text)
-    except CryptoError as exc:
-        raise ConfigError(f"{what} is not a verifier key (name+keyid+key): {exc}") from exc
-
-
-def log_state(profile: ResolvedProfile) -> LogState:
-    return LogState(profile.secrets_dir / "log")
-
-
-def receipts_of(profile: ResolvedProfile) -> ReceiptStore:
-    return ReceiptStore(profile.data_dir / "receipts")
-
-
-def _monitor(
-    client: RegistryClient, profile: ResolvedProfile, store: ProfileStore
-) -> LogMonitor:
-    state = log_state(profile)
-    stored = profile.profile.log_key or state.pinned()
-    pinned = parse_key(stored, "the profile's log key") if stored else None
-    witnesses = [parse_key(w, "a witness key") for w in profile.profile.witnesses]
-
-    def on_pin(key: VerifierKey) -> None:
-        if profile.name in dict(store.names()):
-            store.update(profile.name, log_key=key.to_string())
-        else:
-            state.pin(key.to_string())
-
-    return LogMonitor(client, state, pinned=pinned,
-                      trust_on_first_use=profile.profile.trust_on_first_use,
-                      witnesses=witnesses, on_pin=on_pin)
-
-
 def monitor_for(s: Session) -> LogMonitor:
     """The log monitor of the session's profile."""
-    return _monitor(s.client, s.profile, s.store)
+    return profile_monitor(s.client, s.profile, s.store)
 
 
 def pin_profile_log(store: ProfileStore, name: str, *, replaced: bool) -> VerifierKey | None:
@@ -111,7 +82,7 @@ def pin_profile_log(store: ProfileStore, name: str, *, replaced: bool) -> Verifi
         aside = state.root.with_name(f"log.replaced-{datetime.now(UTC):%Y%m%dT%H%M%SZ}")
         shutil.move(state.root, aside)
     with RegistryClient.connect(profile.server, profile.token) as client:
-        monitor = _monitor(client, profile, store)
+        monitor = profile_monitor(client, profile, store)
         monitor.refresh()
     return monitor.pinned
 
@@ -133,19 +104,18 @@ def audit_verify(
     and extends the last one you verified; then every event (admins only) matches its chain
     link, its leaf and that checkpoint. Exit 10 names the first event that breaks."""
     with session(profile) as s:
-        monitor = monitor_for(s)
         bar, update = with_progress("verifying the audit log", None)
         with bar:
-            report = monitor.verify_log(update, pace=pace)
+            check = verify_audit_log(s.client, s.profile, s.store, progress=update, pace=pace)
+    report, signer = check.report, check.signer
     cp = report.checkpoint
-    signer = monitor.pinned.label if monitor.pinned else "?"
     if json_out:
         emit_json({"events": report.events, "origin": cp.origin, "tree_size": cp.size,
                    "root": cp.root_hash.hex(),
                    "previous_size": None if report.previous is None else report.previous.size,
-                   "log_key_trusted_on_first_use": monitor.trusted_on_first_use})
+                   "log_key_trusted_on_first_use": check.trusted_on_first_use})
         return
-    if monitor.trusted_on_first_use:
+    if check.trusted_on_first_use:
         out().print(f"TRUST ON FIRST USE: the log key {signer} is the one the registry itself "
                     "published when this profile first asked, not one given out of band: a "
                     "registry that rewrote its log before then would pass; compare it with the "
@@ -306,7 +276,4 @@ def audit_compare(
 def keep_receipt(s: Session, result_id: int, opened: OpenedResult) -> tuple[Receipt, Path]:
     """After ``result submit``: fetch the result's receipt, check it proves exactly the result
     this machine holds (its digests) in the log this profile verified, and keep it."""
-    expected = expected_digests(opened.sealed_result_sha256, opened.summary_json, opened.token)
-    receipt = fetch_receipt(monitor_for(s), s.client.audit_receipt(result_id),
-                            registry=s.profile.server, expected=expected)
-    return receipt, receipts_of(s.profile).save(receipt)
+    return keep_result_receipt(s.client, s.profile, s.store, result_id, opened)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Final, cast
 
 import typer
 
@@ -27,13 +27,19 @@ from sealbench.client.cli.common import (
     warn_privacy_cost,
 )
 from sealbench.client.cli.leaderboard import benchmark_leaderboard
+from sealbench.client.cli.render import column_titles, result_cells
 from sealbench.client.errors import (
     ConfigError,
 )
-from sealbench.client.registry import workflows
-from sealbench.client.registry.api import AssetKind
+from sealbench.client.registry import governance, workflows
+from sealbench.client.registry.api import AssetKind, RegistryClient
 from sealbench.client.registry.profiles import ProfileStore
-from sealbench.server.schemas import AssociationPublic, BenchmarkPublic
+from sealbench.server.schemas import (
+    AssociationPublic,
+    AssociationStatus,
+    BenchmarkPublic,
+    BenchmarkState,
+)
 from sealbench.server.schemas.runs import ProgressCell
 
 __all__ = [
@@ -51,8 +57,32 @@ association_app = typer.Typer(
 )
 
 
+_STATES: Final = ("pending", "approved", "rejected", "retired")
+_STATUSES: Final = ("pending", "approved", "rejected", "withdrawn")
+
+
 def _store() -> ProfileStore:
     return ProfileStore.from_environment(os.environ)
+
+
+def benchmark_state(value: str | None) -> BenchmarkState | None:
+    if value is not None and value not in _STATES:
+        raise ConfigError(f"--state must be one of {', '.join(_STATES)}, received {value!r}")
+    return cast("BenchmarkState | None", value)
+
+
+def association_status(value: str | None) -> AssociationStatus | None:
+    if value is not None and value not in _STATUSES:
+        raise ConfigError(f"--status must be one of {', '.join(_STATUSES)}, received {value!r}")
+    return cast("AssociationStatus | None", value)
+
+
+def asset_kinds(value: str | None) -> tuple[AssetKind, ...]:
+    if value is None:
+        return ("dataset", "model")
+    if value not in ("dataset", "model"):
+        raise ConfigError(f"--kind must be dataset or model, received {value!r}")
+    return (cast("AssetKind", value),)
 
 
 # -- benchmark ---------------------------------------------------------------------------------
@@ -78,7 +108,7 @@ def benchmark_ls(
 ) -> None:
     """List benchmarks."""
     with session(profile) as s:
-        rows = s.client.list_benchmarks(workflows.benchmark_state(state))
+        rows = s.client.list_benchmarks(benchmark_state(state))
         me = s.client.me().id
     emit_json(rows) if json_out else _benchmark_rows(rows, me)
 
@@ -157,14 +187,12 @@ def benchmark_create(
     """Publish a benchmark (an admin must approve it before anyone can join). A variant needs no
     Python: 'sealbench benchmark definition export brats > my.json', edit it, then
     'benchmark create --definition my.json', or rename the shipped one with --name/--version."""
-    body = workflows.benchmark_body(
-        workflows.load_benchmark_definition(definition, name=name, version=version),
-        image=workflows.evaluation_image(tee, image_reference, image_digest),
-        reference_model_id=reference_model,
-        leaderboard_published=publish_leaderboard, accept_experimental=accept_experimental,
-    )
     with session(profile) as s:
-        created = s.client.create_benchmark(body)
+        created = governance.create_benchmark(
+            s.client, definition, tee=tee, image_reference=image_reference,
+            image_digest=image_digest, reference_model=reference_model, name=name,
+            version=version, publish_leaderboard=publish_leaderboard,
+            accept_experimental=accept_experimental)
     if json_out:
         emit_json(created)
         return created
@@ -216,7 +244,7 @@ def benchmark_approve(
 ) -> BenchmarkPublic:
     """Approve a pending benchmark (registry admins only)."""
     with session(profile) as s:
-        b = s.client.approve_benchmark(benchmark_id)
+        b = governance.approve_benchmark(s.client, benchmark_id)
     out().print(f"benchmark {b.id} is {b.state}")
     return b
 
@@ -272,10 +300,10 @@ def benchmark_results(
         return
     table(
         f"verified results of benchmark {benchmark_id}",
-        ("id", "dataset", "model", "cases", *workflows.column_titles(plugin), "issuer", "at",
+        ("id", "dataset", "model", "cases", *column_titles(plugin), "issuer", "at",
          "withdrawn"),
         ((r.id, r.dataset_id, r.model_id, workflows.summary_cases(plugin, r.summary),
-          *workflows.result_cells(plugin, r.summary), r.token_issuer,
+          *result_cells(plugin, r.summary), r.token_issuer,
           r.created_at.strftime("%Y-%m-%d %H:%M"), ", ".join(r.withdrawn) or "-")
          for r in rows),
     )
@@ -359,11 +387,11 @@ def association_ls(
     json_out: JsonOpt = False,
 ) -> None:
     """Current state of every link of a benchmark."""
-    kinds: tuple[AssetKind, ...] = workflows.asset_kinds(kind)
+    kinds: tuple[AssetKind, ...] = asset_kinds(kind)
     with session(profile) as s:
         rows = [
             a for k in kinds
-            for a in s.client.list_associations(k, benchmark, workflows.association_status(status))
+            for a in s.client.list_associations(k, benchmark, association_status(status))
         ]
     emit_json(rows) if json_out else _assoc_rows(f"associations of benchmark {benchmark}", rows)
 
@@ -373,25 +401,21 @@ def _decide(
     *, consent_exact: bool = False,
 ) -> None:
     kind, asset = _target(dataset, model)
-    consents = False
+
+    def consent(client: RegistryClient, bench: BenchmarkPublic, owned: int | None) -> None:
+        warn_experimental(bench)
+        if owned is not None:
+            # the data owner consents: it reads what each run costs its dataset's budget
+            warn_privacy_cost(client, bench, owned, consent_exact=consent_exact)
+
     with session(profile) as s:
-        links = [a for a in s.client.list_associations(kind, benchmark) if a.asset_id == asset]
-        latest = max(links, key=lambda a: a.revision, default=None)
-        wanted = "approved" if approve else "rejected"
-        if latest is not None and latest.status == wanted and (
-                not consent_exact or latest.exact_release_consent):
-            out().print(f"{kind} {asset} in benchmark {benchmark} is already {wanted} "
-                        f"(revision {latest.revision}); nothing changed")
-            return
-        if approve:
-            bench = s.client.get_benchmark(benchmark)
-            warn_experimental(bench)
-            if kind == "dataset" and bench.owner_id != s.client.me().id:
-                # the data owner consents: it reads what each run costs its dataset's budget
-                warn_privacy_cost(s.client, bench, asset, consent_exact=consent_exact)
-                consents = consent_exact
-        row = s.client.decide_association(kind, benchmark, asset, approve=approve,
-                                          exact_release_consent=consents)
+        done = governance.decide_association(s.client, kind, benchmark, asset, approve=approve,
+                                             consent_exact=consent_exact, consent=consent)
+    row = done.row
+    if done.already:
+        out().print(f"{kind} {asset} in benchmark {benchmark} is already {row.status} "
+                    f"(revision {row.revision}); nothing changed")
+        return
     out().print(f"{kind} {asset} in benchmark {benchmark}: {row.status}")
 
 

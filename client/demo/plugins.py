@@ -1,6 +1,7 @@
 """The demo's second benchmark: any installed plug-in's shipped definition played end to end with
-the same commands as BraTS (``sealbench demo`` plays ``wdbc``, breast-cancer diagnosis on real
-cases, next to BraTS).
+the same steps as BraTS (the library calls of the same commands, made by
+:class:`~sealbench.client.demo.participants.Participants`; ``sealbench demo`` plays ``wdbc``,
+breast-cancer diagnosis on real cases, next to BraTS).
 
 Same roles as the BraTS part: the authority publishes the definition and the admin approves it;
 the two labs register, seal and associate the plug-in's shipped models (reference first); each
@@ -17,7 +18,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from sealbench.client.demo.participants import Participants
 
 __all__ = ["PluginDemoOutcome", "play_plugin_benchmark"]
 
@@ -44,6 +48,7 @@ class PluginDemoOutcome:
 
 def play_plugin_benchmark(
     say: Narrator,
+    who: Participants,
     workdir: Path,
     definition_name: str,
     *,
@@ -55,12 +60,8 @@ def play_plugin_benchmark(
 ) -> PluginDemoOutcome:
     """Publish ``definition_name`` and evaluate every lab's shipped model on every hospital's
     demo data; ``number`` numbers the demo's section."""
-    from sealbench.client.cli import assets as a
-    from sealbench.client.cli import registry as r
-    from sealbench.client.cli import run as x
-    from sealbench.client.cli.common import session
-    from sealbench.client.cli.leaderboard import benchmark_leaderboard
     from sealbench.client.registry import workflows
+    from sealbench.client.runs.options import RunOptions
 
     definition = workflows.load_benchmark_definition(definition_name)
     extra = definition.model_extra or {}
@@ -69,11 +70,10 @@ def play_plugin_benchmark(
                 "published, joined and evaluated with the same commands")
     bench = say.step(
         f"--profile authority benchmark create --definition {definition_name} --tee {tee}",
-        lambda: r.benchmark_create(definition=definition_name, tee=tee, profile="authority"),
+        partial(who.benchmark_create, "authority", definition_name, tee=tee),
     )
     b = bench.id
-    say.step(f"--profile admin benchmark approve {b}",
-             lambda: r.benchmark_approve(b, profile="admin"))
+    say.step(f"--profile admin benchmark approve {b}", partial(who.benchmark_approve, "admin", b))
     models: dict[str, int] = {}
     for lab, ref in zip(labs, shipped, strict=False):
         onnx = workdir / definition_name / lab / f"{ref['name']}.onnx"
@@ -82,15 +82,14 @@ def play_plugin_benchmark(
         models[lab] = m = say.step(
             f"--profile {lab} model register {onnx} --name {ref['name']} --version 1.0 "
             f"--benchmark {b}",
-            partial(a.model_register, onnx, name=ref["name"], version="1.0", benchmark=b,
-                    profile=lab),
+            partial(who.model_register, lab, onnx, name=ref["name"], version="1.0",
+                    benchmark=b),
         ).id
         say.step(f"--profile {lab} model seal {onnx} --model {m}",
-                 partial(a.model_seal, onnx, model=m, profile=lab))
+                 partial(who.seal, lab, "model", m, onnx))
         say.step(f"--profile {lab} model associate --model {m} --benchmark {b}",
-                 partial(a.model_associate, model=m, benchmark=b, profile=lab))
-    with session("authority") as s:
-        plugin = workflows.plugin_for(s.client.get_benchmark(b))
+                 partial(who.associate, lab, "model", m, b))
+    plugin = workflows.plugin_for(who.client("authority").get_benchmark(b))
     datasets: dict[str, int] = {}
     for index, hospital in enumerate(hospitals):
         base = workdir / definition_name / hospital
@@ -99,43 +98,42 @@ def play_plugin_benchmark(
         say.note(f"{hospital} holds {len(ids)} cases of {plugin.ref} in {raw} (demo data of "
                  f"site {index})")
         say.step(f"--profile {hospital} dataset prepare {raw} {prepared} --benchmark {b}",
-                 partial(a.dataset_prepare, raw, prepared, benchmark=b, profile=hospital))
+                 partial(who.dataset_prepare, hospital, raw, prepared, benchmark=b))
         name = f"{hospital}-{definition_name}"
         datasets[hospital] = d = say.step(
             f"--profile {hospital} dataset register {prepared} --name {name} --benchmark {b}",
-            partial(a.dataset_register, prepared, name=name, benchmark=b, yes=True,
-                    profile=hospital),
+            partial(who.dataset_register, hospital, prepared, name=name, benchmark=b),
         ).id
         say.step(f"--profile {hospital} dataset seal {prepared} --dataset {d}",
-                 partial(a.dataset_seal, prepared, dataset=d, profile=hospital))
+                 partial(who.seal, hospital, "dataset", d, prepared))
         say.step(f"--profile {hospital} dataset associate --dataset {d} --benchmark {b}",
-                 partial(a.dataset_associate, dataset=d, benchmark=b, profile=hospital))
+                 partial(who.associate, hospital, "dataset", d, b))
     for d in datasets.values():
         say.step(f"--profile authority association approve --benchmark {b} --dataset {d}",
-                 partial(r.association_approve, benchmark=b, dataset=d, profile="authority"))
+                 partial(who.association_approve, "authority", b, dataset=d))
     for m in models.values():
         say.step(f"--profile authority association approve --benchmark {b} --model {m}",
-                 partial(r.association_approve, benchmark=b, model=m, profile="authority"))
+                 partial(who.association_approve, "authority", b, model=m))
     for hospital, d in datasets.items():
         say.step(f"--profile {hospital} policy sync --dataset {d}",
-                 partial(x.policy_sync, dataset=d, profile=hospital))
+                 partial(who.policy_sync, hospital, "dataset", d))
     for lab, m in models.items():
         say.step(f"--profile {lab} policy sync --model {m}",
-                 partial(x.policy_sync, model=m, profile=lab))
+                 partial(who.policy_sync, lab, "model", m))
     runs: list[Any] = []
     for hospital, d in datasets.items():
         records = say.step(
             f"--profile {hospital} run --benchmark {b} --dataset {d} --all-models --parallel 2 "
             f"--tee {tee}",
-            partial(x.run, benchmark=b, dataset=d, all_models=True, parallel=2, tee=tee,
-                    profile=hospital),
+            partial(who.run, hospital, RunOptions(benchmark=b, dataset=d, all_approved=True,
+                                                  parallel=2, tee=tee)),
         )
         runs.extend(records)
         for record in records:
             say.step(f"--profile {hospital} result open {record.run_id}",
-                     partial(x.result_open, record.run_id, profile=hospital))
+                     partial(who.result_open, hospital, record.run_id))
             say.step(f"--profile {hospital} result submit {record.run_id}",
-                     partial(x.result_submit, record.run_id, yes=True, profile=hospital))
+                     partial(who.result_submit, hospital, record.run_id))
     say.step(f"--profile authority benchmark leaderboard {b}",
-             partial(benchmark_leaderboard, b, profile="authority"))
+             partial(who.leaderboard, "authority", b))
     return PluginDemoOutcome(b, str(plugin.ref), tuple(runs))

@@ -50,8 +50,9 @@ MARKER: Final = ".sealbench-demo"
 _NAME: Final = re.compile(r"\d{8}-\d{6}-[0-9a-f]{6}")
 
 
-def demo_root(environ: Mapping[str, str] = os.environ) -> Path:
-    """``$SEALBENCH_DEMO_DIR``, else ``<user cache dir>/demo``."""
+def demo_root(environ: Mapping[str, str]) -> Path:
+    """``$SEALBENCH_DEMO_DIR`` of ``environ`` (the caller's environment), else
+    ``<user cache dir>/demo``."""
     override = environ.get(ENV_DEMO_DIR)
     if override:
         return Path(override).expanduser()

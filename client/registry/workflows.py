@@ -1,7 +1,9 @@
-"""The registry-side steps every role takes, as library functions the CLI commands and
-``sealbench demo`` both call: building a benchmark from its definition, registering prepared
-datasets and checked models, and reading leaderboards. Pure where possible; the registry is
-passed in as a :class:`~sealbench.client.registry.api.RegistryClient`."""
+"""Benchmark definitions and the plug-ins they pin, as library functions the CLI commands and
+``sealbench demo`` both call: loading a definition (shipped or a file) and the request that
+publishes it, the evaluation image a benchmark pins, a registered benchmark's plug-in and the
+public summaries it validates. No rendering and no command-line flags: those are in
+:mod:`sealbench.client.cli` (:mod:`~sealbench.client.cli.render`); the registry is passed in as
+a :class:`~sealbench.client.registry.api.RegistryClient` where one is needed."""
 
 from __future__ import annotations
 
@@ -10,73 +12,53 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Final, Literal, cast
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from sealbench.benchmarks.release import LocalExact
 from sealbench.client.errors import ConfigError, IntegrityError, NotAvailableError
 from sealbench.client.extras import MissingExtraError, missing_extra
-from sealbench.client.registry.api import AssetKind
 from sealbench.client.runs.launchers.selection import TeeBackend
 from sealbench.server.schemas import (
-    AssociationStatus,
     AuditVerification,
     BenchmarkCreate,
     BenchmarkPublic,
-    BenchmarkState,
 )
 
 if TYPE_CHECKING:
-    from sealbench.benchmarks.interface import Benchmark, CaseResult, MetricRef, PublicSummary
+    from sealbench.benchmarks.interface import Benchmark, PublicSummary
 
 __all__ = [
     "Backend",
     "DefinitionDocument",
     "EvaluationImage",
-    "asset_kinds",
-    "association_status",
     "audit_broken",
     "benchmark_body",
-    "benchmark_state",
-    "case_cells",
-    "case_columns",
-    "column_titles",
+    "check_tee",
     "docker_image_module",
     "evaluation_image",
     "load_benchmark_definition",
     "plugin_for",
-    "result_cells",
     "shipped_definitions",
     "shipped_model_bytes",
     "summary_cases",
     "summary_of",
 ]
 
-#: Every ``--tee`` backend this version ships.
+#: Every ``--tee`` backend this version ships (the one list: the launchers' enum).
 Backend = TeeBackend
-_STATES: Final = ("pending", "approved", "rejected", "retired")
-_STATUSES: Final = ("pending", "approved", "rejected", "withdrawn")
+#: Rendering that moved to :mod:`sealbench.client.cli.render`, reached through this module
+#: until its last caller imports it from there.
+_MOVED_TO_RENDER: Final = frozenset({"case_cells", "case_columns", "column_titles",
+                                     "result_cells"})
 
 
-def benchmark_state(value: str | None) -> BenchmarkState | None:
-    if value is not None and value not in _STATES:
-        raise ConfigError(f"--state must be one of {', '.join(_STATES)}, received {value!r}")
-    return cast("BenchmarkState | None", value)
+def __getattr__(name: str) -> Any:
+    if name in _MOVED_TO_RENDER:
+        import importlib
 
-
-def association_status(value: str | None) -> AssociationStatus | None:
-    if value is not None and value not in _STATUSES:
-        raise ConfigError(f"--status must be one of {', '.join(_STATUSES)}, received {value!r}")
-    return cast("AssociationStatus | None", value)
-
-
-def asset_kinds(value: str | None) -> tuple[AssetKind, ...]:
-    if value is None:
-        return ("dataset", "model")
-    if value not in ("dataset", "model"):
-        raise ConfigError(f"--kind must be dataset or model, received {value!r}")
-    return (cast("AssetKind", value),)
+        return getattr(importlib.import_module("sealbench.client.cli.render"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def check_tee(tee: str) -> Backend:
@@ -348,42 +330,6 @@ def summary_cases(plugin: Benchmark, summary: Mapping[str, Any]) -> int | None:
     """The number of cases a public summary aggregates."""
     parsed = summary_of(plugin, summary)
     return None if parsed is None else parsed.n_cases
-
-
-def column_titles(plugin: Benchmark) -> tuple[str, ...]:
-    """Titles of the plug-in's compact columns (``Dice WT``, ``AUROC``)."""
-    shown = plugin.presentation
-    return tuple(shown.label(ref) for ref in shown.columns)
-
-
-def _text(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4f}"
-
-
-def result_cells(plugin: Benchmark, summary: Mapping[str, Any]) -> tuple[str, ...]:
-    """The compact columns' values of a registry result's summary."""
-    parsed = summary_of(plugin, summary)
-    figures = {} if parsed is None else {f.ref: f.value for f in plugin.figures(parsed)}
-    return tuple(_text(figures.get(ref)) for ref in plugin.presentation.columns)
-
-
-def case_columns(plugin: Benchmark) -> tuple[MetricRef, ...]:
-    """The compact columns a per-case table shows: those of per-case metrics (a dataset-level
-    metric has no per-case value)."""
-    shown = plugin.presentation
-    return tuple(ref for ref in shown.columns if not shown.metric(ref.metric).dataset_level)
-
-
-def case_cells(plugin: Benchmark, case: CaseResult) -> tuple[str, ...]:
-    """One private per-case row: the case id, ``scored`` or ``failed: <reason>``, then its
-    values of :func:`case_columns` (from the summary of that case alone; blank if failed)."""
-    columns = case_columns(plugin)
-    if case.failed:
-        reason = case.to_json().get("reason")
-        return (case.case_id, f"failed: {reason or 'no reason given'}", *("",) * len(columns))
-    # the hospital's own case on its own machine: exact, no release noise
-    figures = {f.ref: f.value for f in plugin.figures(plugin.summarise([case], LocalExact()))}
-    return (case.case_id, "scored", *(_text(figures.get(ref)) for ref in columns))
 
 
 def audit_broken(result: AuditVerification) -> IntegrityError:

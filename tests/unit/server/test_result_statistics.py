@@ -20,7 +20,7 @@ from sqlalchemy import select
 
 from sealbench.benchmarks import interface as api
 from sealbench.benchmarks.registry import load
-from sealbench.client.cli.leaderboard import BIAS_NOTE, print_table
+from sealbench.client.cli.render import BIAS_NOTE, print_table
 from sealbench.crypto.digest import sha256_digest
 from sealbench.server.db import open_database
 from sealbench.server.migrate import upgrade_to_head

@@ -1,0 +1,203 @@
+"""The demo's participants acting through the library: each method is one ``sealbench`` command
+the demo narrates, done by the library function that command calls (never the command), as the
+profile it names in the demo's own :class:`~sealbench.client.registry.profiles.ProfileStore`.
+Each prints a short account of what it did (the demo's log), and the leaderboard exactly as
+``sealbench benchmark leaderboard`` prints it (:func:`sealbench.client.cli.render.print_table`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+
+from sealbench.client.assets import lifecycle
+from sealbench.client.assets.policy import sync_asset_policy
+from sealbench.client.assets.result_key import init_result_key
+from sealbench.client.cli.render import print_table
+from sealbench.client.errors import ConfigError
+from sealbench.client.registry import audit_log, governance, workflows
+from sealbench.client.registry.api import AssetKind, RegistryClient
+from sealbench.client.registry.inbox import consent_warning, privacy_cost
+from sealbench.client.registry.profiles import ProfileStore, ResolvedProfile
+from sealbench.client.runs.launch import run_evaluations
+from sealbench.client.runs.local_results import open_local_result, submit_local_result
+from sealbench.client.runs.options import RunOptions
+from sealbench.server.schemas import BenchmarkPublic, DatasetCreate, DatasetPublic, ModelPublic
+
+if TYPE_CHECKING:
+    from sealbench.client.runs.single import RunRecord
+
+__all__ = ["Participants", "console"]
+
+
+def console() -> Console:
+    """A console on whatever stdout is now (the demo's log while a step runs)."""
+    return Console(highlight=False, soft_wrap=True, markup=False)
+
+
+def _say(text: str) -> None:
+    console().print(text)
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+class Participants:
+    """Every profile of ``store`` (one per role), each with its own registry client, opened on
+    first use and closed by :meth:`close`."""
+
+    def __init__(self, store: ProfileStore) -> None:
+        self.store = store
+        self._clients: dict[str, RegistryClient] = {}
+
+    def profile(self, who: str) -> ResolvedProfile:
+        return self.store.resolve(who)
+
+    def client(self, who: str) -> RegistryClient:
+        if who not in self._clients:
+            profile = self.profile(who)
+            self._clients[who] = RegistryClient.connect(profile.server, profile.token)
+        return self._clients[who]
+
+    def close(self) -> None:
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()
+
+    # -- the benchmark's authority and the registry's admin -----------------------------------
+
+    def benchmark_create(self, who: str, definition: str, *, tee: str,
+                         reference_model: int | None = None) -> BenchmarkPublic:
+        created = governance.create_benchmark(self.client(who), definition, tee=tee,
+                                              reference_model=reference_model)
+        _say(f"benchmark {created.id} created: {created.name} {created.version} "
+             f"[{created.state}]")
+        return created
+
+    def benchmark_approve(self, who: str, benchmark: int) -> BenchmarkPublic:
+        b = governance.approve_benchmark(self.client(who), benchmark)
+        _say(f"benchmark {b.id} is {b.state}")
+        return b
+
+    def association_approve(self, who: str, benchmark: int, *, dataset: int | None = None,
+                            model: int | None = None) -> None:
+        kind: AssetKind = "dataset" if dataset is not None else "model"
+        asset = dataset if dataset is not None else model
+        assert asset is not None
+        done = governance.decide_association(self.client(who), kind, benchmark, asset,
+                                             approve=True, consent=_consent)
+        _say(f"{kind} {asset} in benchmark {benchmark}: {done.row.status}"
+             + ("; nothing changed" if done.already else ""))
+
+    def leaderboard(self, who: str, benchmark: int) -> None:
+        """What ``sealbench benchmark leaderboard BENCHMARK`` prints."""
+        print_table(console(), self.client(who).pooled_leaderboard(benchmark))
+
+    def audit_verify(self, who: str) -> None:
+        check = audit_log.verify_audit_log(self.client(who), self.profile(who), self.store)
+        cp = check.report.checkpoint
+        _say(f"audit chain intact: {check.report.events} events")
+        _say(f"transparency log {cp.origin}: checkpoint of {cp.size} events (root "
+             f"{cp.root_hash.hex()[:16]}…) signed by {check.signer}")
+
+    # -- model owners and data owners ---------------------------------------------------------
+
+    def model_register(self, who: str, onnx: Path, *, name: str, version: str,
+                       benchmark: int | None = None) -> ModelPublic:
+        created = lifecycle.register_model(self.client(who), onnx, name, version,
+                                           benchmark=benchmark, warn=_say)
+        _say(f"model {created.id} registered: {created.name} {created.version}, "
+             f"digest {created.digest}")
+        return created
+
+    def seal(self, who: str, kind: AssetKind, asset: int, source: Path) -> None:
+        outcome = lifecycle.seal_owned_asset(self.profile(who), self.client(who), kind, asset,
+                                             source)
+        c = outcome.coordinates
+        _say(f"{_plural(outcome.report.uploaded, 'object')} uploaded")
+        _say(f"{kind} {asset} sealed to {c.storage_uri}\n  key {c.kms_key_name}\n"
+             f"  guarded by {c.wip_provider}")
+
+    def associate(self, who: str, kind: AssetKind, asset: int, benchmark: int) -> None:
+        done = lifecycle.associate_asset(self.client(who), kind, asset, benchmark,
+                                         consent=_consent)
+        _say(f"{kind} {asset} → benchmark {benchmark}: {done.row.status}"
+             + ("; nothing changed" if done.already else ""))
+
+    def keys_init(self, who: str) -> str:
+        key = init_result_key(self.profile(who).secrets_dir)
+        _say(f"result key created: {key.private_path} (0600)\nrecipient digest {key.digest}")
+        return key.digest
+
+    @staticmethod
+    def dataset_synthesize(raw: Path, *, cases: int, size: str, first_seed: int) -> list[str]:
+        ids = lifecycle.synthesize_dataset(raw, cases, size=size, first_seed=first_seed)
+        _say(f"{_plural(len(ids), 'synthetic case')} in {raw}")
+        return ids
+
+    def dataset_prepare(self, who: str, raw: Path, prepared: Path, *, benchmark: int) -> None:
+        done = lifecycle.prepare_dataset(self.client(who), raw, prepared, benchmark=benchmark)
+        for note in done.notes:
+            _say(note)
+        _say(f"prepared {_plural(len(done.accepted), 'case')} into {prepared}; digest "
+             f"{done.dataset_digest}")
+
+    def dataset_register(self, who: str, prepared: Path, *, name: str,
+                         benchmark: int) -> DatasetPublic:
+        def review(body: DatasetCreate) -> None:
+            preview = json.dumps(body.model_dump(mode="json", exclude_none=True), indent=2)
+            _say(f"the registry will receive exactly this:\n{preview}")
+
+        done = lifecycle.register_dataset(self.profile(who), self.client(who), prepared, name,
+                                          benchmark=benchmark, review=review, warn=_say)
+        d = done.dataset
+        _say(f"dataset {d.id} registered: {d.name}, {_plural(d.case_count, 'case')}, digest "
+             f"{d.digest}")
+        return d
+
+    def policy_sync(self, who: str, kind: AssetKind, asset: int) -> None:
+        synced = sync_asset_policy(self.profile(who), self.client(who), kind, asset)
+        _say(f"{kind} {asset}: {_plural(len(synced.grants), 'workload')} granted")
+
+    # -- hospitals: runs and results ----------------------------------------------------------
+
+    def run(self, who: str, options: RunOptions) -> list[RunRecord]:
+        batch = run_evaluations(self.profile(who), self.client(who), options)
+        for record in batch.outcome.records:
+            _say(f"run {record.run_id}: dataset {record.dataset_id} x model {record.model_id} "
+                 f"{record.status}")
+        batch.raise_first_error()
+        return batch.records
+
+    def result_open(self, who: str, run_id: str) -> None:
+        _, opened = open_local_result(self.profile(who), run_id)
+        _say(f"run {run_id}: {_plural(len(opened.cases), 'case')} opened (private, on this "
+             "machine)")
+
+    def result_submit(self, who: str, run_id: str) -> None:
+        profile, client = self.profile(who), self.client(who)
+        done = submit_local_result(profile, client, run_id)
+        if done.already_submitted:
+            _say(f"run {run_id} is result {done.result.id} already; nothing sent")
+            return
+        _say(f"result {done.result.id} submitted and verified by the registry")
+        _, path = audit_log.keep_result_receipt(client, profile, self.store, done.result.id,
+                                                done.opened)
+        _say(f"receipt kept in {path}")
+
+
+def _consent(client: RegistryClient, bench: BenchmarkPublic, dataset: int | None) -> None:
+    """What an owner reads before consenting (the demo consents to no exact release)."""
+    warning = consent_warning(bench)
+    if warning is not None:
+        _say(warning)
+    if dataset is None:
+        return
+    spec: Any = workflows.plugin_for(bench).release_spec
+    _say(privacy_cost(bench, spec, client.dataset_budget(dataset)))
+    if spec.exact:
+        raise ConfigError(f"benchmark {bench.id} publishes exact figures: the demo does not "
+                          "consent to that")

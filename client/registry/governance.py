@@ -1,0 +1,77 @@
+"""What a benchmark's authority and the registry's admin decide, as library functions the
+``sealbench benchmark ...`` and ``sealbench association ...`` commands and ``sealbench demo``
+both call: publish a benchmark from its definition, approve it, and approve or reject a link
+between a benchmark and a dataset or model. Printing is the caller's."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sealbench.client.registry import workflows
+from sealbench.client.registry.api import AssetKind, RegistryClient
+from sealbench.server.schemas import AssociationPublic, BenchmarkPublic
+
+__all__ = ["Decision", "approve_benchmark", "create_benchmark", "decide_association"]
+
+#: Called before an owner's consent to a benchmark, with the client, the benchmark and the
+#: dataset id whose owner consents (None otherwise): prints what is consented to, raises to
+#: refuse (:data:`sealbench.client.assets.lifecycle.ConsentCheck`).
+ConsentCheck = Callable[[RegistryClient, BenchmarkPublic, "int | None"], None]
+
+
+def create_benchmark(
+    client: RegistryClient, definition: str = "brats", *, tee: str = "mock",
+    image_reference: str | None = None, image_digest: str | None = None,
+    reference_model: int | None = None, name: str | None = None, version: str | None = None,
+    publish_leaderboard: bool = False, accept_experimental: bool = False,
+) -> BenchmarkPublic:
+    """Publish ``definition`` (a shipped definition's name or a definition JSON file, renamed
+    by ``name``/``version``) pinned to the ``tee`` backend's evaluation image (or the one named
+    explicitly), naming ``reference_model``; an admin approves it before anyone can join."""
+    body = workflows.benchmark_body(
+        workflows.load_benchmark_definition(definition, name=name, version=version),
+        image=workflows.evaluation_image(tee, image_reference, image_digest),
+        reference_model_id=reference_model,
+        leaderboard_published=publish_leaderboard, accept_experimental=accept_experimental,
+    )
+    return client.create_benchmark(body)
+
+
+def approve_benchmark(client: RegistryClient, benchmark_id: int) -> BenchmarkPublic:
+    """Approve a pending benchmark (registry admins only)."""
+    return client.approve_benchmark(benchmark_id)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """``row``: the link as decided; ``already``: it was so before (nothing changed)."""
+
+    row: AssociationPublic
+    already: bool
+
+
+def decide_association(
+    client: RegistryClient, kind: AssetKind, benchmark: int, asset: int, *, approve: bool,
+    consent_exact: bool = False, consent: ConsentCheck | None = None,
+) -> Decision:
+    """Approve (or reject) the link of asset ``asset`` to ``benchmark`` (only the side that did
+    not initiate it may). A link already so decided (with the exact-release consent asked for)
+    changes nothing. Before an approval ``consent`` runs (its dataset id set when the approver
+    is the dataset's owner: it consents to what each run publishes)."""
+    links = [a for a in client.list_associations(kind, benchmark) if a.asset_id == asset]
+    latest = max(links, key=lambda a: a.revision, default=None)
+    wanted = "approved" if approve else "rejected"
+    if latest is not None and latest.status == wanted and (
+            not consent_exact or latest.exact_release_consent):
+        return Decision(latest, already=True)
+    consents = False
+    if approve:
+        bench = client.get_benchmark(benchmark)
+        owner_consents = kind == "dataset" and bench.owner_id != client.me().id
+        if consent is not None:
+            consent(client, bench, asset if owner_consents else None)
+        consents = owner_consents and consent_exact
+    row = client.decide_association(kind, benchmark, asset, approve=approve,
+                                    exact_release_consent=consents)
+    return Decision(row, already=False)
