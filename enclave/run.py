@@ -70,7 +70,8 @@ class RunReport:
 
 
 def timings_line(timings: Mapping[str, float], provider: ExecutionProvider | None) -> str:
-    """The run's last log line, which the client parses (``sealbench.client.runs.single``)::
+    """The run's last log line, for people (the client reads the ``done`` event written next to
+    it, :mod:`sealbench.contract.events`)::
 
         done: step timings in seconds {"attest": 0.1, ...}; execution provider CPUExecutionProvider
 
