@@ -16,11 +16,10 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from sealbench.client.errors import ConfigError, IntegrityError, NotAvailableError
+from sealbench.client.errors import ConfigError, NotAvailableError
 from sealbench.client.extras import MissingExtraError, missing_extra
 from sealbench.client.runs.launchers.selection import TeeBackend
 from sealbench.server.schemas import (
-    AuditVerification,
     BenchmarkCreate,
     BenchmarkPublic,
 )
@@ -32,7 +31,6 @@ __all__ = [
     "Backend",
     "DefinitionDocument",
     "EvaluationImage",
-    "audit_broken",
     "benchmark_body",
     "check_tee",
     "docker_image_module",
@@ -330,15 +328,6 @@ def summary_cases(plugin: Benchmark, summary: Mapping[str, Any]) -> int | None:
     """The number of cases a public summary aggregates."""
     parsed = summary_of(plugin, summary)
     return None if parsed is None else parsed.n_cases
-
-
-def audit_broken(result: AuditVerification) -> IntegrityError:
-    return IntegrityError(
-        f"the registry's audit chain is broken at event {result.first_broken_seq}: "
-        f"{result.reason}",
-        hint="the registry database was modified outside the application: stop using it and "
-        "tell the registry operator",
-    )
 
 
 def json_file(path: Path) -> dict[str, Any]:
