@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
+from sealbench.mocktee.constants import COMPUTE_API, GPU_ACCELERATOR
+
 __all__ = [
     "CONFIDENTIAL_GPU_ZONES",
     "accelerator_type",
@@ -26,8 +28,8 @@ __all__ = [
 
 #: The mock's zones with confidential H100s (``a3-highgpu-1g`` TDX + ``nvidia-h100-80gb``).
 CONFIDENTIAL_GPU_ZONES: Final = ("us-central1-a", "us-east5-a", "europe-west4-c")
-_API = "https://www.googleapis.com/compute/v1"
-_GPU = "nvidia-h100-80gb"
+_API = COMPUTE_API
+_GPU = GPU_ACCELERATOR
 _A3_TYPE = re.compile(r"^a3-highgpu-(?P<gpus>[1248])g$")
 _CPU_TYPE = re.compile(r"^(?P<family>n2d|c2d|c3d|c3)-(?P<kind>standard|highmem|highcpu)-"
                        r"(?P<cpus>\d+)$")

@@ -36,6 +36,7 @@ from typing import Any, Final
 from sealbench.mocktee import _compute_catalog as catalog
 from sealbench.mocktee._compute_vm import DIGEST_REFERENCE, metadata_items
 from sealbench.mocktee._http import Response, json_response
+from sealbench.mocktee.constants import GPU_ACCELERATOR
 
 __all__ = [
     "CPU_QUOTA_METRICS",
@@ -52,7 +53,6 @@ __all__ = [
 
 CS_IMAGE_PROJECT: Final = "confidential-space-images"
 #: The confidential GPU the mock knows: an H100 in confidential-computing mode, one per A3 TDX VM.
-GPU_ACCELERATOR: Final = "nvidia-h100-80gb"
 GPU_MACHINE_TYPE: Final = "a3-highgpu-1g"
 GPU_QUOTA_METRIC: Final = "NVIDIA_H100_GPUS"
 #: The project-wide GPU quota every GPU VM also draws on (0 in a new project on Google Cloud).

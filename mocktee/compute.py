@@ -67,6 +67,7 @@ from sealbench.mocktee._compute_request import error as _error
 from sealbench.mocktee._compute_vm import ImagePolicy, MockVm, boot
 from sealbench.mocktee._http import Request, Response, json_response
 from sealbench.mocktee.artifacts import MockArtifacts
+from sealbench.mocktee.constants import COMPUTE_API
 from sealbench.mocktee.identity import Caller, Identity
 from sealbench.mocktee.verifier import TokenMinter
 
@@ -87,7 +88,7 @@ _CATALOG_ROUTE = re.compile(
     r"|/aggregated/(?P<aggregated>acceleratorTypes))?$"
 )
 _QUOTA_METRICS = (*CPU_QUOTA_METRICS, GPU_QUOTA_METRIC)
-_API = "https://www.googleapis.com/compute/v1"
+_API = COMPUTE_API
 Method = Literal["insert", "get", "serialPort", "delete", "operations"]
 _VERBS = {"insert": "create", "serialPort": "getSerialPortOutput"}
 

@@ -52,6 +52,7 @@ from docker.models.containers import Container
 from docker.types import Mount
 
 from sealbench.contract.spec import RunSpec
+from sealbench.mocktee.constants import LAUNCH_TIMEOUT_S, MAX_FAILURE_REASON
 from sealbench.mocktee.launcher import (
     ImagePolicy,
     LaunchedWorkload,
@@ -86,14 +87,14 @@ BACKEND: Final = "docker"
 #: Where Confidential Space mounts the launcher's socket folder inside the container.
 CONTAINER_LAUNCHER_DIR: Final = "/run/container_launcher"
 #: Seconds a run may take before its container is killed.
-DEFAULT_TIMEOUT_S: Final = 3600.0
+DEFAULT_TIMEOUT_S: Final = LAUNCH_TIMEOUT_S
 DEFAULT_MEMORY_LIMIT: Final = "4g"
 DEFAULT_TMPFS_SIZE: Final = "1g"
 _PIDS_LIMIT: Final = 256
 #: Output kept in memory: the last stderr lines (for the failure reason), and one line's length.
 _STDERR_LINES: Final = 100
 _MAX_LINE: Final = 16 * 1024
-_MAX_REASON: Final = 2000
+_MAX_REASON: Final = MAX_FAILURE_REASON
 _SIGKILL_EXIT: Final = 128 + 9
 #: Scratch inside the container (a tmpfs: nothing reaches a disk).
 _SCRATCH: Final = "/tmp"  # noqa: S108 - a path inside the container, not on this machine

@@ -34,6 +34,7 @@ from types import TracebackType
 from typing import IO
 
 from sealbench.contract.spec import RunSpec
+from sealbench.mocktee.constants import LAUNCH_TIMEOUT_S, MAX_FAILURE_REASON
 from sealbench.mocktee.image import enclave_image_digest
 from sealbench.mocktee.launcher import LaunchedWorkload, MockLauncher, private_launcher_dir
 from sealbench.mocktee.state import warn_insecure_once
@@ -58,8 +59,8 @@ BACKEND = "mock"
 _log = logging.getLogger("sealbench.client")
 
 #: Seconds a mock run may take before it is killed.
-DEFAULT_TIMEOUT_S = 3600.0
-_MAX_REASON = 2000
+DEFAULT_TIMEOUT_S = LAUNCH_TIMEOUT_S
+_MAX_REASON = MAX_FAILURE_REASON
 
 
 class MockProcessWorkload:

@@ -27,6 +27,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from sealbench.mocktee._http import Request, Response, google_error, json_response
+from sealbench.mocktee.constants import MOCK_ZONE
 from sealbench.mocktee.platform import MOCK_ENDPOINTS_MEMBER
 from sealbench.mocktee.state import MockState, atomic_write
 
@@ -80,7 +81,7 @@ class WorkloadLaunch:
     swversion: str = "251001"
     project_id: str = "mock-operator-project"
     project_number: str = "100000000001"
-    zone: str = "us-central1-a"
+    zone: str = MOCK_ZONE
     instance_name: str = "sealbench-mock-tee"
     instance_id: str = "7000000000000000001"
     service_accounts: tuple[str, ...] = ("runner@mock-operator-project.iam.gserviceaccount.com",)
