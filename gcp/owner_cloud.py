@@ -475,13 +475,11 @@ def gcp_owner_cloud(
     when a call first needs them. A ``project_number`` of None is asked of Resource Manager now
     (:func:`project_number_of`, with those credentials). Endpoint overrides
     (``api_endpoints``) replace Google's endpoints and, for ``attestation``, ``sts``, ``kms``
-    and ``storage``, what the key-release policy pins."""
+    and ``storage``, what the key-release policy pins (the client warns of a replaced
+    verifier)."""
     import functools
 
     overrides = dict(api_endpoints or {})
-    if "attestation" in overrides:
-        log.warning("this profile trusts attestation tokens from %s instead of Google's "
-                    "Confidential Space verifier", overrides["attestation"])
     apis = GoogleApis.with_overrides(overrides)
     credentials = functools.cache(functools.partial(gcp_credentials, impersonate_service_account))
     if project_number is None:
