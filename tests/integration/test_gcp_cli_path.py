@@ -201,17 +201,20 @@ def doctor(world: World, profile: str, *extra: str) -> tuple[int, dict[str, dict
 
 def _mock_classes() -> list[type]:
     """Every ``InsecureMock*`` class of sealbench the client could reach: the client and the
-    cloud adapters (the mock implementations of the owner-cloud and launcher seams) and every
+    cloud adapters, the mock's owner cloud (what the mock platform hands out) and every
     installed TEE platform (the stand-in's own, ``insecure-mock``)."""
     from importlib.metadata import entry_points
 
     found: dict[str, type] = {}
+    names = ["sealbench.mocktee.owner_cloud"]
     for package in (sealbench.client, sealbench.platforms):
-        for module in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
-            loaded = importlib.import_module(module.name)
-            for name, value in vars(loaded).items():
-                if name.startswith("InsecureMock") and inspect.isclass(value):
-                    found[f"{value.__module__}.{value.__qualname__}"] = value
+        names += [m.name for m in pkgutil.walk_packages(package.__path__, f"{package.__name__}.")
+                  if not m.name.endswith(".__main__")]  # importing __main__ runs the CLI
+    for module_name in names:
+        loaded = importlib.import_module(module_name)
+        for name, value in vars(loaded).items():
+            if name.startswith("InsecureMock") and inspect.isclass(value):
+                found[f"{value.__module__}.{value.__qualname__}"] = value
     for point in entry_points(group="sealbench.platforms"):
         value = point.load()
         if inspect.isclass(value) and value.__name__.startswith("InsecureMock"):
@@ -249,8 +252,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                 # later constructions in this session fail with "object.__new__() takes exactly
                 # one argument").
                 for cls in classes:
-                    where = (world.stand_in_platform if cls.__module__.startswith(
-                        "sealbench.mocktee") else patch)
+                    where = (world.stand_in_platform
+                             if cls.__module__ == "sealbench.mocktee.platform" else patch)
                     where.setattr(cls, "__init__", forbidden)
                 world.new_owner("hospital", "hospital", "hospital-gcp", "210000000021",
                                 runner_account=True)
