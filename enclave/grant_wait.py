@@ -10,9 +10,9 @@ clamped to :data:`~sealbench.contract.spec.MAX_IAM_WAIT_S`; see :mod:`sealbench.
 Everything else fails at once: a token exchange the STS refuses (its reason names the
 condition, the provider or the token), a missing key or object, an integrity failure.
 
-While it waits it logs one progress line per try, which the client shows as "waiting for IAM
-to apply the grant" (:data:`WAITING_MARK` is the contract; the line names the owner and the
-service, never a key, a principal or a token)::
+While it waits it writes one ``waiting`` run event per try
+(:class:`sealbench.contract.events.GrantWaiting`: the contract the client reads) and logs this line
+for people, naming the owner and the service, never a key, a principal or a token::
 
     waiting for IAM to apply the grant: the model owner's key refused this workload; next try
     in 4 s (6 of 600 s waited)                                            (one line, wrapped here)

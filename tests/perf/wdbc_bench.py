@@ -179,8 +179,7 @@ def _bench(args: argparse.Namespace, root: Path) -> int:
     from sealbench.client.runs.single import step_timings
 
     for line in lines:
-        if "step timings in seconds" in line:
-            timings = step_timings(line)
+        timings = step_timings(line) or timings  # the enclave's "done" event
     tee_s, tee_rss = result.wall_seconds, result.peak_rss_bytes or 0
     aggregates = plugin.parse_summary(summary.get("aggregates", summary))
     shown = {f.ref.metric: f for f in plugin.figures(aggregates)}

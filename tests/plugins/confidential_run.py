@@ -141,8 +141,7 @@ def main() -> int:
     from sealbench.client.runs.single import step_timings
 
     for line in lines:
-        if "step timings in seconds" in line:
-            steps = step_timings(line)
+        steps = step_timings(line) or steps  # the enclave's "done" event
     print(json.dumps({
         "pin": pin, "image_digest": image, "attested_image": opened.claims.image_digest,
         "attested_pin": opened.claims.env_override.get("SEALBENCH_METRICS_VERSION"),
