@@ -113,3 +113,25 @@ def test_errors_keep_their_exit_codes(cli: Cli) -> None:
     assert made.exit_code == 0, made.output
     digest = made.stdout.split("recipient digest ")[1].strip()
     assert json.loads(cli("keys", "show", "--json").stdout)["recipient_digest"] == digest
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("policy", "sync"), "name exactly one of --dataset and --model (or use --watch)"),
+        (("policy", "sync", "--dataset", "1", "--once"), "--once goes with --watch"),
+        (("policy", "sync", "--model", "1", "--result-bucket", "b"),
+         "--result-bucket goes with --dataset: results belong to the data owner"),
+        (("run", "--benchmark", "1", "--dataset", "1"),
+         "name --model ID or --all-approved (not both)"),
+        (("run", "--benchmark", "1", "--model", "1"),
+         "name --dataset ID (or --all-approved for each of your datasets)"),
+        (("run", "--benchmark", "1", "--all-approved", "--tee", "nowhere"),
+         "unknown TEE backend 'nowhere'"),
+    ],
+)
+def test_the_split_commands_refuse_as_before(cli: Cli, args: tuple[str, ...],
+                                             message: str) -> None:
+    refused = cli(*args)
+    assert refused.exit_code == 3, refused.output
+    assert message in " ".join(refused.stderr.split())
