@@ -4,7 +4,7 @@ A plug-in is the task (data contract and preparation, case grouping, model contr
 runner, per-case scoring, aggregation into the public summary, the summary's schema and
 presentation, a demo-data generator). It is found by name through the entry-point group
 ``sealbench.benchmarks`` (:mod:`sealbench.benchmarks.registry`) and pinned by name and version
-(:class:`PluginRef`, written ``<name>/<version>``, the string the run spec carries as
+(:class:`BenchmarkPin`, written ``<name>/<version>``, the string the run spec carries as
 ``SEALBENCH_METRICS_VERSION``). The enclave, the registry, the CLI and the dashboard speak only
 this module's types; none imports a plug-in by name.
 
@@ -64,7 +64,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Protocol, Self, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar, runtime_checkable
+
+from sealbench.contract.pin import BenchmarkPin
 
 if TYPE_CHECKING:  # numpy-free at run time: the registry's readers import this module
     from .release import NoiseSource, Release, ReleaseSpec
@@ -72,8 +74,10 @@ if TYPE_CHECKING:  # numpy-free at run time: the registry's readers import this 
 __all__ = [
     "DEFAULT_RUN_LIMITS",
     "EXACT_SUFFIX",
+    "GRID_TOLERANCE_MM",
     "Benchmark",
     "BenchmarkError",
+    "BenchmarkPin",
     "CaseError",
     "CaseRejection",
     "CaseResult",
@@ -86,6 +90,9 @@ __all__ = [
     "ExactReleases",
     "ExecutionProvider",
     "Figure",
+    "FixesGrid",
+    "Grid",
+    "GridError",
     "Group",
     "InferenceError",
     "InvalidPredictionError",
@@ -97,7 +104,6 @@ __all__ = [
     "ModelContractError",
     "ModelReport",
     "PluginNotFoundError",
-    "PluginRef",
     "PooledFigures",
     "PoolingNotSupportedError",
     "PreparationError",
@@ -121,6 +127,7 @@ __all__ = [
     "check_small_cells",
     "exact_copy",
     "execution_provider_of",
+    "grid_of",
     "release_of",
     "run_limits_of",
 ]
@@ -130,12 +137,12 @@ JsonObject = dict[str, Any]
 #: Called after each case with (cases done, cases in total).
 ProgressFn = Callable[[int, int], None]
 
-_NAME: Final = re.compile(r"^[a-z0-9][a-z0-9._-]{0,47}$")
-_VERSION: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,15}$")
 _KEY: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,47}$")
 #: What a pin's version ends with when its releases are exact (``wdbc/1-exact``): the choice is
 #: in the pin, so the owners' key-release conditions and approvals bind it (:class:`ExactReleases`).
 EXACT_SUFFIX: Final = "-exact"
+#: Spacings closer than this (mm) are the same grid (both come from one contract's JSON).
+GRID_TOLERANCE_MM: Final = 1e-6
 
 
 # -- errors ------------------------------------------------------------------------------------
@@ -189,36 +196,6 @@ class SmallCellError(BenchmarkError):
 
 class PluginNotFoundError(BenchmarkError):
     """No installed benchmark plug-in has the requested name (or that version)."""
-
-
-# -- identity ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, order=True)
-class PluginRef:
-    """A plug-in pinned by name and version, written ``<name>/<version>`` (``brats-2023-gli/1``):
-    the string a registry benchmark stores and a run spec carries."""
-
-    name: str
-    version: str
-
-    def __post_init__(self) -> None:
-        if not _NAME.match(self.name):
-            raise ValueError(f"invalid benchmark plug-in name {self.name!r} (expected "
-                             "lower-case letters, digits, '.', '_', '-'; at most 48)")
-        if not _VERSION.match(self.version):
-            raise ValueError(f"invalid benchmark plug-in version {self.version!r}")
-
-    @classmethod
-    def parse(cls, text: str) -> Self:
-        """``<name>/<version>`` or ``ValueError`` saying what was expected."""
-        name, sep, version = text.partition("/")
-        if not sep:
-            raise ValueError(f"benchmark plug-in {text!r}: expected <name>/<version>")
-        return cls(name, version)
-
-    def __str__(self) -> str:
-        return f"{self.name}/{self.version}"
 
 
 # -- presentation: the summary's schema as people read it ------------------------------------
@@ -480,9 +457,9 @@ def exact_copy(plugin: _P) -> _P:
     :meth:`ExactReleases.exact_release` may return."""
     source: Any = plugin
     bound: Any = copy.copy(plugin)
-    ref: PluginRef = source.ref
+    ref: BenchmarkPin = source.ref
     spec: ReleaseSpec = source.release_spec
-    bound.ref = PluginRef(ref.name, ref.version + EXACT_SUFFIX)
+    bound.ref = BenchmarkPin(ref.name, ref.version + EXACT_SUFFIX)
     bound.release_spec = replace(spec, exact=True)
     bound.description = (
         f"{source.description} EXACT RELEASE: this pin publishes each site's "
@@ -602,7 +579,7 @@ class Benchmark(Protocol):
     """A benchmark plug-in. Everything a core needs from a task goes through these members."""
 
     @property
-    def ref(self) -> PluginRef:
+    def ref(self) -> BenchmarkPin:
         """Name and version, the pin in registry and run spec."""
         ...
 
@@ -762,6 +739,55 @@ class ContractVariants(Protocol):
     def demo_variants(self) -> tuple[DemoVariant, ...]:
         """Variants demo data may be generated under (the first is the smallest)."""
         ...
+
+
+class GridError(BenchmarkError):
+    """A data contract states a grid its plug-in cannot read."""
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A voxel grid: the number of voxels along each axis and, when stated, their size (mm)."""
+
+    shape: tuple[int, ...]
+    spacing_mm: tuple[float, ...] | None = None
+
+    def text(self) -> str:
+        """``240x240x155 at 1x1x1 mm``, for messages."""
+        spacing = "" if self.spacing_mm is None else (
+            " at " + "x".join(f"{s:g}" for s in self.spacing_mm) + " mm")
+        return "x".join(map(str, self.shape)) + spacing
+
+    def admits(self, other: Grid, tolerance_mm: float = GRID_TOLERANCE_MM) -> bool:
+        """Whether cases on ``other`` are on this grid: the same shape and, when this grid fixes
+        a spacing, the same spacing (within ``tolerance_mm``: both come from JSON)."""
+        if other.shape != self.shape:
+            return False
+        if self.spacing_mm is None:
+            return True
+        return other.spacing_mm is not None and len(other.spacing_mm) == len(self.spacing_mm) \
+            and all(abs(a - b) <= tolerance_mm
+                    for a, b in zip(other.spacing_mm, self.spacing_mm, strict=True))
+
+
+@runtime_checkable
+class FixesGrid(Protocol):
+    """Implemented by a plug-in whose cases are volumes on one voxel grid that its data contract
+    fixes (BraTS). The registry and the client ask it, through :func:`grid_of`, whether a dataset
+    fits a benchmark; neither reads the contract's keys itself. A plug-in without it (tabular
+    data) fixes no grid, and any dataset fits as far as the grid goes."""
+
+    def grid_of(self, contract: Mapping[str, Any]) -> Grid | None:
+        """The grid ``contract`` fixes (a registered benchmark's data contract, or the one a
+        prepared dataset states): None when it names none, :class:`GridError` when it states
+        one this plug-in cannot read."""
+        ...
+
+
+def grid_of(benchmark: Benchmark, contract: Mapping[str, Any]) -> Grid | None:
+    """The grid ``contract`` fixes, as ``benchmark``'s plug-in reads it (None for a plug-in that
+    fixes no grid); :class:`GridError` when it cannot read it."""
+    return benchmark.grid_of(contract) if isinstance(benchmark, FixesGrid) else None
 
 
 def bind_data_contract(benchmark: Benchmark, doc: Mapping[str, Any]) -> Benchmark:

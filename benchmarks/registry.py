@@ -36,9 +36,9 @@ from .interface import (
     EXACT_SUFFIX,
     Benchmark,
     BenchmarkError,
+    BenchmarkPin,
     ExactReleases,
     PluginNotFoundError,
-    PluginRef,
 )
 
 __all__ = [
@@ -127,14 +127,13 @@ class PluginRegistry:
         self._loaded[name] = plugin
         return plugin
 
-    def load(self, ref: PluginRef | str) -> Benchmark:
-        """The plug-in pinned by ``ref`` (``<name>/<version>``): :class:`PluginNotFoundError` when
-        none of that name is installed or the installed one has another version."""
-        if isinstance(ref, str):
-            try:
-                ref = PluginRef.parse(ref)
-            except ValueError as exc:
-                raise PluginNotFoundError(str(exc)) from None
+    def load(self, ref: BenchmarkPin) -> Benchmark:
+        """The plug-in pinned by ``ref``: :class:`PluginNotFoundError` when none of that name is
+        installed or the installed one has another version. The pin is parsed where it enters
+        (:meth:`BenchmarkPin.parse`), never here."""
+        if not isinstance(ref, BenchmarkPin):
+            raise TypeError(f"expected a BenchmarkPin, not {type(ref).__name__} (parse the text "
+                            "where it enters: BenchmarkPin.parse)")
         if ref.version.endswith(EXACT_SUFFIX) and len(ref.version) > len(EXACT_SUFFIX):
             return self._exact(ref)
         plugin = self.get(ref.name)
@@ -153,10 +152,10 @@ class PluginRegistry:
             self._variants[key] = variant
         return self._variants[key]
 
-    def _exact(self, ref: PluginRef) -> Benchmark:
+    def _exact(self, ref: BenchmarkPin) -> Benchmark:
         key = str(ref)
         if key not in self._variants:
-            base = self.load(PluginRef(ref.name, ref.version[: -len(EXACT_SUFFIX)]))
+            base = self.load(BenchmarkPin(ref.name, ref.version[: -len(EXACT_SUFFIX)]))
             if not isinstance(base, ExactReleases) or base.release_spec.exact:
                 raise PluginNotFoundError(
                     f"benchmark plug-in {ref.name!r} offers no exact release (pinned {ref})")
@@ -168,7 +167,7 @@ class PluginRegistry:
             self._variants[key] = variant
         return self._variants[key]
 
-    def available(self) -> tuple[PluginRef, ...]:
+    def available(self) -> tuple[BenchmarkPin, ...]:
         """The refs of every installed plug-in that loads (one that fails is logged)."""
         refs = []
         for name in self.names():
@@ -189,11 +188,11 @@ def _registry() -> PluginRegistry:
     return _default
 
 
-def load(ref: PluginRef | str) -> Benchmark:
+def load(ref: BenchmarkPin) -> Benchmark:
     """The installed plug-in pinned by ``ref`` (see :meth:`PluginRegistry.load`)."""
     return _registry().load(ref)
 
 
-def available() -> tuple[PluginRef, ...]:
+def available() -> tuple[BenchmarkPin, ...]:
     """The refs of the installed plug-ins."""
     return _registry().available()

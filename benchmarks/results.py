@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from sealbench.benchmarks.interface import (
     Benchmark,
+    BenchmarkPin,
     CaseResult,
     PublicSummary,
     SmallCellError,
@@ -29,8 +30,8 @@ from sealbench.contract.result import (
 __all__ = ["case_results", "public_summary", "summary_aggregates"]
 
 
-def _check_plugin(metrics_version: str, benchmark: Benchmark) -> None:
-    if str(benchmark.ref) != str(metrics_version):
+def _check_plugin(metrics_version: BenchmarkPin, benchmark: Benchmark) -> None:
+    if benchmark.ref != metrics_version:
         raise ResultFormatError(
             f"the document is of benchmark plug-in {str(metrics_version)!r}, not {benchmark.ref}")
 

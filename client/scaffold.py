@@ -22,7 +22,7 @@ from sealbench.client.errors import ConfigError
 
 __all__ = ["PLUGIN_NAME", "package_name", "scaffold_plugin"]
 
-#: A plug-in's name, as :class:`sealbench.benchmarks.interface.PluginRef` accepts it.
+#: A plug-in's name, as :class:`sealbench.benchmarks.interface.BenchmarkPin` accepts it.
 PLUGIN_NAME: Final = re.compile(r"^[a-z][a-z0-9._-]{0,47}$")
 
 
@@ -327,7 +327,7 @@ class __CLASS__:
     """The __NAME__/1 plug-in."""
 
     def __init__(self) -> None:
-        self.ref = api.PluginRef("__NAME__", "1")
+        self.ref = api.BenchmarkPin("__NAME__", "1")
         self.description = "Segment the bright disc in 32x32 noisy images; Dice per case."
         self.presentation = api.Presentation(
             metrics=(api.MetricSpec("dice", "Dice", "", api.Direction.HIGHER, False,

@@ -39,6 +39,7 @@ from typing import Any, Final, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sealbench.contract.pin import Pin
 from sealbench.crypto.canonical import canonical_json
 
 __all__ = [
@@ -131,7 +132,7 @@ class ResultSummary(_Document):
     version: Literal[1] = 1
     run_id: str = Field(pattern=_ID)
     benchmark_id: str = Field(pattern=_ID)
-    metrics_version: str
+    metrics_version: Pin
     aggregates: dict[str, Any]
     withheld: WithheldSummary | None = None
 
@@ -163,7 +164,7 @@ class PerCaseResults(_Document):
     benchmark_id: str = Field(pattern=_ID)
     dataset_id: str = Field(pattern=_ID)
     model_id: str = Field(pattern=_ID)
-    metrics_version: str
+    metrics_version: Pin
     image_digest: str
     cases: tuple[dict[str, Any], ...]
 

@@ -59,6 +59,7 @@ from typing import Annotated, Final, NewType
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from sealbench.contract.locations import storage_uri_problem
+from sealbench.contract.pin import Pin
 from sealbench.contract.workload import (
     BENCHMARK_ID_PATTERN,
     ENV_BENCHMARK_ID,
@@ -66,7 +67,6 @@ from sealbench.contract.workload import (
     ENV_METRICS_VERSION,
     ENV_MODEL_DIGEST,
     ENV_RECIPIENT_DIGEST,
-    PIN_PATTERN,
 )
 from sealbench.crypto.digest import Sha256Digest, parse_digest, sha256_digest
 
@@ -224,7 +224,7 @@ class RunSpec(BaseModel):
     #: The registry's id of the benchmark (decimal) and its plug-in pin: both are fields of the
     #: workload uid the owners' grants name (:mod:`sealbench.contract.workload`).
     benchmark_id: str = Field(pattern=BENCHMARK_ID_PATTERN)
-    metrics_version: str = Field(pattern=PIN_PATTERN)
+    metrics_version: Pin
     dataset: AssetLocation
     model: AssetLocation
     result_uri: StorageUri
@@ -307,7 +307,7 @@ class RunSpec(BaseModel):
         out = {
             _ENV["run_id"]: self.run_id,
             _ENV["benchmark_id"]: self.benchmark_id,
-            _ENV["metrics_version"]: self.metrics_version,
+            _ENV["metrics_version"]: str(self.metrics_version),
             _ENV["result_uri"]: self.result_uri,
             _ENV["recipient_public_key"]: self.recipient_public_key,
             _ENV["data_digest"]: self.data_digest,

@@ -38,6 +38,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from sealbench.contract.pin import PIN_PATTERN
 from sealbench.crypto.digest import Sha256Digest, parse_digest, sha256_digest
 from sealbench.crypto.errors import PolicyViolationError
 
@@ -50,7 +51,6 @@ __all__ = [
     "ENV_RECIPIENT_DIGEST",
     "GRANT_SET_VERSION",
     "NO_DATA",
-    "PIN_PATTERN",
     "UID_SEPARATOR",
     "WorkloadIdentity",
     "grant_set_digest",
@@ -64,8 +64,6 @@ ENV_METRICS_VERSION: Final = "SEALBENCH_METRICS_VERSION"
 
 #: A benchmark id in a uid: a registry id, decimal, no leading zero (RE2- and CEL-compatible).
 BENCHMARK_ID_PATTERN: Final = "^[1-9][0-9]{0,17}$"
-#: A plug-in pin in a uid (the shape of :class:`sealbench.benchmarks.interface.PluginRef`).
-PIN_PATTERN: Final = "^[a-z0-9][a-z0-9._-]{0,47}/[A-Za-z0-9][A-Za-z0-9._-]{0,15}$"
 _BENCHMARK_ID: Final = re.compile(BENCHMARK_ID_PATTERN)
 _PIN: Final = re.compile(PIN_PATTERN)
 

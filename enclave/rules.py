@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sealbench.benchmarks.interface import Benchmark, BenchmarkError, PluginRef
+from sealbench.benchmarks.interface import Benchmark, BenchmarkError, BenchmarkPin
 from sealbench.benchmarks.registry import load
 from sealbench.contract.errors import SpecError
 
 __all__ = ["PluginFinder", "benchmark_for"]
 
 #: Resolves a pin to an installed plug-in (the entry-point registry; tests pass their own).
-PluginFinder = Callable[[PluginRef | str], Benchmark]
+PluginFinder = Callable[[BenchmarkPin], Benchmark]
 
 
-def benchmark_for(pin: str, find: PluginFinder = load) -> Benchmark:
+def benchmark_for(pin: BenchmarkPin, find: PluginFinder = load) -> Benchmark:
     """The installed plug-in ``pin`` names, or :class:`SpecError` saying why not."""
     try:
         return find(pin)

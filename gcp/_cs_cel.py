@@ -42,6 +42,7 @@ from sealbench.contract.inputs import (
     OperatorInput,
     Rule,
 )
+from sealbench.contract.pin import PIN_PATTERN
 from sealbench.contract.spec import ENV_OVERRIDE_NAMES
 from sealbench.contract.workload import (
     BENCHMARK_ID_PATTERN,
@@ -51,7 +52,6 @@ from sealbench.contract.workload import (
     ENV_MODEL_DIGEST,
     ENV_RECIPIENT_DIGEST,
     NO_DATA,
-    PIN_PATTERN,
     UID_SEPARATOR,
     WorkloadIdentity,
 )

@@ -20,7 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import configure_mappers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from sealbench.benchmarks.interface import BenchmarkError, PluginRef
+from sealbench.benchmarks.interface import BenchmarkError
 from sealbench.benchmarks.registry import load as load_plugin
 from sealbench.server.auth import Authenticator
 from sealbench.server.db import Database, open_database
@@ -125,8 +125,8 @@ def _warm_plugins(db: Database, plugins: PluginLookup) -> None:
         pins = session.scalars(select(Benchmark.metrics_version).distinct()).all()
         for pin in pins:
             try:
-                plugins(PluginRef.parse(pin))
-            except (BenchmarkError, ValueError) as exc:
+                plugins(pin)
+            except BenchmarkError as exc:
                 log.warning("benchmark plug-in %s not loaded at start: %s", pin, exc)
         recent = session.execute(select(Benchmark.id, Benchmark.owner_id)
                                  .order_by(Benchmark.id.desc()).limit(_WARM_BOARDS)).all()

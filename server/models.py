@@ -33,8 +33,9 @@ from sqlalchemy import (
     false,
 )
 from sqlalchemy.engine import Dialect
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, validates
 
+from sealbench.contract.pin import BenchmarkPin
 from sealbench.server.schemas.budgets import DEFAULT_BUDGET_DELTA, DEFAULT_BUDGET_EPSILON
 
 __all__ = [
@@ -98,6 +99,22 @@ class UtcDateTime(TypeDecorator[datetime]):
 _TS = UtcDateTime()
 
 
+class PinColumn(TypeDecorator[BenchmarkPin]):
+    """A benchmark pin, stored as its text ``<name>/<version>`` and read back typed: the row holds
+    the pin once (migration 0015), and no reader parses it again."""
+
+    impl = String(64)
+    cache_ok = True
+
+    def process_bind_param(self, value: BenchmarkPin | str | None, dialect: Dialect) -> str | None:
+        if value is None:
+            return None
+        return str(value if isinstance(value, BenchmarkPin) else BenchmarkPin.parse(value))
+
+    def process_result_value(self, value: str | None, dialect: Dialect) -> BenchmarkPin | None:
+        return None if value is None else BenchmarkPin.parse(value)
+
+
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=_NAMING)
     type_annotation_map = {dict[str, Any]: JSON}  # noqa: RUF012
@@ -159,12 +176,6 @@ class WebSession(Base):
     expires_at: Mapped[datetime] = mapped_column(_TS, index=True)
 
 
-def _pin_part(context: Any, index: int) -> str:
-    """Name (0) or version (1) of the plug-in pin ``<name>/<version>`` being inserted."""
-    name, _, version = str(context.get_current_parameters()["metrics_version"]).partition("/")
-    return (name[:48], version[:16] or "0")[index]
-
-
 class Benchmark(Base):
     __tablename__ = "benchmarks"
 
@@ -175,12 +186,8 @@ class Benchmark(Base):
     description: Mapped[str] = mapped_column(Text)
     data_contract: Mapped[dict[str, Any]]
     metrics_spec: Mapped[dict[str, Any]]
-    metrics_version: Mapped[str] = mapped_column(String(64))
-    #: The benchmark plug-in ``metrics_version`` pins (``<name>/<version>``), kept apart so the
-    #: registry can list and validate by plug-in (migration 0006).
-    plugin_name: Mapped[str] = mapped_column(String(48), default=lambda ctx: _pin_part(ctx, 0))
-    plugin_version: Mapped[str] = mapped_column(String(16),
-                                                default=lambda ctx: _pin_part(ctx, 1))
+    #: The benchmark plug-in it pins, stored once (migration 0015 dropped the name/version copies).
+    metrics_version: Mapped[BenchmarkPin] = mapped_column(PinColumn())
     image_reference: Mapped[str] = mapped_column(String(512))
     image_digest: Mapped[str] = mapped_column(_DIGEST)
     reference_model_id: Mapped[int | None] = mapped_column(ForeignKey("models.id"))
@@ -204,6 +211,11 @@ class Benchmark(Base):
                                                       server_default=false())
 
     __table_args__ = (UniqueConstraint("name", "version", name="uq_benchmarks_name_version"),)
+
+    @validates("metrics_version")
+    def _pin(self, _key: str, value: BenchmarkPin | str) -> BenchmarkPin:
+        """The pin typed from the moment it is set (a row built from text holds the type too)."""
+        return value if isinstance(value, BenchmarkPin) else BenchmarkPin.parse(value)
 
 
 class Dataset(Base):

@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from sealbench.contract.pin import BenchmarkPin
 from sealbench.contract.spec import ENDPOINT_ENV_NAMES, ENV_OVERRIDE_NAMES
 from sealbench.contract.workload import (
     ENV_BENCHMARK_ID,
@@ -136,7 +137,7 @@ class ResultVerifier:
         *,
         image_digest: str,
         benchmark_id: str,
-        metrics_version: str,
+        metrics_version: BenchmarkPin,
         dataset_digest: str,
         model_digest: str,
         summary: Mapping[str, object],
@@ -162,7 +163,7 @@ class ResultVerifier:
         record: Mapping[str, object],
         image_digest: str,
         benchmark_id: str,
-        metrics_version: str,
+        metrics_version: BenchmarkPin,
         dataset_digest: str,
         model_digest: str,
         accept_experimental_gpu: bool = False,
@@ -192,7 +193,7 @@ class ResultVerifier:
         *,
         image_digest: str,
         benchmark_id: str,
-        metrics_version: str,
+        metrics_version: BenchmarkPin,
         dataset_digest: str,
         model_digest: str,
         accept_experimental_gpu: bool,
@@ -211,7 +212,7 @@ class ResultVerifier:
                 allowed_image_digests=frozenset({image_digest}),
                 expected_env_overrides={
                     ENV_BENCHMARK_ID: benchmark_id,
-                    ENV_METRICS_VERSION: metrics_version,
+                    ENV_METRICS_VERSION: str(metrics_version),
                     ENV_DATA_DIGEST: dataset_digest,
                     ENV_MODEL_DIGEST: model_digest,
                     # Google's issuer: no endpoint override at all; the mock's: its own URLs.

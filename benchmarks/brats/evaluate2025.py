@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from sealbench.benchmarks import registry
+from sealbench.contract.pin import BenchmarkPin
 
 from .evaluate import prepared_case
 from .inference import OnnxSegmenter
@@ -82,7 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Command line: print the figures as JSON."""
     parser = argparse.ArgumentParser(prog="python -m sealbench.benchmarks.brats.evaluate2025",
                                      description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--pin", required=True, help="e.g. brats-2025-gli/1-64x64x48")
+    parser.add_argument("--pin", required=True, type=BenchmarkPin.parse,
+                        help="e.g. brats-2025-gli/1-64x64x48")
     parser.add_argument("--model", action="append", required=True, metavar="NAME=FILE")
     parser.add_argument("--seed", type=int, default=900_000)
     parser.add_argument("--cases", type=int, default=12)

@@ -63,7 +63,7 @@ from .synthetic import SyntheticCase, case_id_for, generate_case, write_case
 __all__ = ["LAYOUT", "PLUGIN", "PLUGIN_REF", "SMALL_PLUGIN_REF", "BratsBenchmark",
            "model_contract_of", "pin_for", "pin_of"]
 
-PLUGIN_REF: Final = api.PluginRef("brats-2023-gli", "1")
+PLUGIN_REF: Final = api.BenchmarkPin("brats-2023-gli", "1")
 #: The version of a pin on another grid: ``1-<X>x<Y>x<Z>`` (at most 16 characters).
 _GRID_VERSION: Final = re.compile(r"^1-([1-9][0-9]{0,3})x([1-9][0-9]{0,3})x([1-9][0-9]{0,3})$")
 _MAX_DATASET_JSON: Final = 1 << 20
@@ -77,7 +77,7 @@ RUN_LIMITS: Final = api.RunLimits(case_seconds=900.0, run_seconds=48 * 3600.0,
 
 
 
-def pin_for(name: str, base: BratsContract, contract: BratsContract) -> api.PluginRef:
+def pin_for(name: str, base: BratsContract, contract: BratsContract) -> api.BenchmarkPin:
     """The pin of ``contract`` under the plug-in ``name`` whose version ``1`` is ``base``:
     ``<name>/1`` on base's grid, ``<name>/1-XxYxZ`` on another; ``ValueError`` when it differs
     from ``base`` in more than its shape (no pin names it)."""
@@ -86,15 +86,15 @@ def pin_for(name: str, base: BratsContract, contract: BratsContract) -> api.Plug
                            and getattr(contract, field) != getattr(base, field))
         raise ValueError(f"no {name} pin names a contract that differs in {differing}")
     if contract.shape == base.shape:
-        return api.PluginRef(name, PLUGIN_REF.version)
+        return api.BenchmarkPin(name, PLUGIN_REF.version)
     version = "1-" + "x".join(map(str, contract.shape))
     if not _GRID_VERSION.match(version):
         raise ValueError(f"the grid {contract.grid_text()} cannot be pinned (at most 9999 voxels "
                          "an axis)")
-    return api.PluginRef(name, version)
+    return api.BenchmarkPin(name, version)
 
 
-def pin_of(contract: BratsContract) -> api.PluginRef:
+def pin_of(contract: BratsContract) -> api.BenchmarkPin:
     """The pin of ``contract``: ``brats-2023-gli/1`` on the real grid, ``brats-2023-gli/1-XxYxZ``
     on another; ``ValueError`` when it differs from :data:`BRATS_2023_GLI` in more than its
     shape (no pin names it)."""
@@ -127,6 +127,11 @@ PRESENTATION: Final = api.Presentation(
 )
 _CASE_RESULT: Final[TypeAdapter[CaseResult]] = TypeAdapter(
     Annotated[CaseScores | CaseFailure, Field(discriminator="kind")])
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 @dataclass(frozen=True)
@@ -304,6 +309,29 @@ class BratsBenchmark:
             raise CaseContractError(
                 f"the dataset was prepared under another contract (differs in {differing})")
         return self.contract
+
+    def grid_of(self, contract: Mapping[str, Any]) -> api.Grid | None:
+        """The grid a BraTS contract fixes: its ``shape`` and ``spacing_mm`` (the contract's own
+        keys; a contract without ``shape`` fixes none). Read leniently, so that a registered
+        contract can be compared before it is validated whole: :class:`~api.GridError` when
+        ``shape`` is not a list of positive voxel counts or ``spacing_mm`` not one of positive
+        millimetres of the same length."""
+        if "shape" not in contract:
+            return None
+        shape, spacing = contract.get("shape"), contract.get("spacing_mm")
+        if not (isinstance(shape, list | tuple) and 1 <= len(shape) <= 4
+                and all(isinstance(n, int) and not isinstance(n, bool) and 0 < n <= 1_000_000
+                        for n in shape)):
+            raise api.GridError(f"the grid shape {_short(shape)} is not a list of positive "
+                                "voxel counts")
+        if spacing is None:
+            return api.Grid(tuple(shape))
+        if not (isinstance(spacing, list | tuple) and len(spacing) == len(shape)
+                and all(isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < 1e6
+                        for v in spacing)):
+            raise api.GridError(f"the grid spacing {_short(spacing)} is not {len(shape)} "
+                                "positive millimetres")
+        return api.Grid(tuple(shape), tuple(float(v) for v in spacing))
 
     def with_data_contract(self, doc: Mapping[str, Any]) -> Self:
         """This plug-in, when ``doc`` is its contract (grid included: another grid is another

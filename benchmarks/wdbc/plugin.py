@@ -30,7 +30,7 @@ from .prepared import CONTRACT, LAYOUT, RAW_FILE, WdbcLayout, open_dataset, prep
 
 __all__ = ["PLUGIN", "PLUGIN_REF", "SHIPPED_MODELS", "WdbcBenchmark"]
 
-PLUGIN_REF: Final = api.PluginRef("wdbc", "1")
+PLUGIN_REF: Final = api.BenchmarkPin("wdbc", "1")
 #: The registry name of the shipped definition.
 DEFINITION_NAME: Final = "wdbc-diagnosis"
 #: The fewest cases the benchmark admits in a published summary (issue 15 enforces it).

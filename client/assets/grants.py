@@ -97,11 +97,11 @@ def allowed_workloads(
                 model_digest=parse_digest(model(model_id)),
                 recipient_digest=parse_digest(recipient),
                 benchmark_id=str(benchmark.id),
-                metrics_version=benchmark.metrics_version,
+                metrics_version=str(benchmark.metrics_version),
             )
             grants.append(
                 AllowedWorkload(
-                    benchmark.id, dataset_id, model_id, identity, benchmark.metrics_version,
+                    benchmark.id, dataset_id, model_id, identity, str(benchmark.metrics_version),
                     benchmark.accept_experimental,
                 )
             )

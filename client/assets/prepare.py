@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 from pydantic import ValidationError
 
 from sealbench.client.errors import ConfigError
+from sealbench.contract.pin import BenchmarkPin
 from sealbench.crypto.digest import Sha256Digest, parse_digest, sha256_file
 from sealbench.crypto.errors import CryptoError
 from sealbench.crypto.manifest import Manifest
@@ -32,7 +33,7 @@ from sealbench.server.schemas import (
 )
 
 if TYPE_CHECKING:  # numpy, nibabel and onnxruntime load only when a command needs them
-    from sealbench.benchmarks.interface import Benchmark, Prepared, PreparedLayout
+    from sealbench.benchmarks.interface import Benchmark, Grid, Prepared, PreparedLayout
 
 __all__ = [
     "GRID_STATISTIC",
@@ -102,9 +103,9 @@ def plugin_of(benchmark: BenchmarkPublic | None, size: str | None = None) -> Ben
     sized = _shipped_plugin(SIZE_DEFINITIONS[size])
     if sized.data_contract() != plugin.data_contract():
         raise ConfigError(
-            f"--size {size} is the grid {_grid_text(sized.data_contract())}, but benchmark "
+            f"--size {size} is the grid {_grid_text(sized, sized.data_contract())}, but benchmark "
             f"{benchmark.id} ({benchmark.name}) takes cases on "
-            f"{_grid_text(benchmark.data_contract)} only",
+            f"{_grid_text(plugin, benchmark.data_contract)} only",
             hint=f"leave out --size to prepare for the benchmark's grid, or prepare "
             f"{size} cases for a benchmark published from '--definition {SIZE_DEFINITIONS[size]}'",
         )
@@ -134,7 +135,7 @@ def synthesis_plugin(kind: str, size: str) -> Benchmark:
     pin, grid = SYNTHETIC_KINDS[kind], SIZES[size]
     if pin is None:
         return plugin_of(None, size)
-    ref = pin if grid is None else f"{pin}-{'x'.join(str(n) for n in grid)}"
+    ref = BenchmarkPin.parse(pin if grid is None else f"{pin}-{'x'.join(str(n) for n in grid)}")
     try:
         return load(ref)
     except PluginNotFoundError as exc:
@@ -250,38 +251,64 @@ def prepared_digest(prepared: Path, layout: PreparedLayout | None = None) -> Sha
         raise ConfigError(f"{prepared / manifest_file} is not a valid manifest: {exc}") from exc
 
 
-def stated_grid(dataset_info: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The voxel grid a prepared dataset's ``dataset.json`` states in its contract
-    (``{"shape": [...], "spacing_mm": [...]}``), or None for a contract without one (tabular)."""
+def _grid_text(plugin: Benchmark, contract: Mapping[str, Any]) -> str:
+    from sealbench.benchmarks.interface import GridError, grid_of
+
+    try:
+        grid = grid_of(plugin, contract)
+    except GridError:
+        return "an unreadable grid"
+    return "no grid" if grid is None else grid.text()
+
+
+def stated_grid(dataset_info: Mapping[str, Any], plugin: Benchmark | None = None) -> Grid | None:
+    """The voxel grid a prepared dataset's ``dataset.json`` states in its contract, as
+    ``plugin`` reads it (:func:`~sealbench.benchmarks.interface.grid_of`); None for a plug-in
+    that fixes no grid. Without a plug-in (a dataset registered for no benchmark) the contract's
+    own ``shape``/``spacing_mm`` are stated as written, and the registry's plug-in reads them
+    when the dataset is associated."""
+    from sealbench.benchmarks.interface import Grid, GridError, grid_of
+
     contract = dataset_info.get("contract")
-    if not isinstance(contract, Mapping) or "shape" not in contract:
+    if not isinstance(contract, Mapping):
         return None
-    return {"shape": contract.get("shape"), "spacing_mm": contract.get("spacing_mm")}
+    if plugin is not None:
+        try:
+            return grid_of(plugin, contract)
+        except GridError as exc:
+            raise ConfigError(f"the prepared dataset's contract: {exc}") from exc
+    shape, spacing = contract.get("shape"), contract.get("spacing_mm")
+    if not isinstance(shape, list) or not all(isinstance(n, int) for n in shape):
+        return None
+    if not isinstance(spacing, list) or not all(isinstance(v, int | float) for v in spacing):
+        return Grid(tuple(shape))
+    return Grid(tuple(shape), tuple(float(v) for v in spacing))
 
 
-def _grid_text(grid: Mapping[str, Any]) -> str:
-    def join(values: Any, fmt: str) -> str:
-        return "x".join(format(v, fmt) for v in values) if isinstance(values, list) else "?"
+def grid_json(grid: Grid) -> dict[str, Any]:
+    """``{"shape": [...], "spacing_mm": [...]}``: a grid as a registration states it."""
+    return {"shape": list(grid.shape),
+            "spacing_mm": None if grid.spacing_mm is None else list(grid.spacing_mm)}
 
-    return f"{join(grid.get('shape'), 'd')} at {join(grid.get('spacing_mm'), 'g')} mm"
 
-
-def check_grid(stated: Mapping[str, Any] | None, benchmark: BenchmarkPublic) -> None:
+def check_grid(stated: Grid | None, benchmark: BenchmarkPublic, plugin: Benchmark) -> None:
     """Refuse (:class:`ConfigError`) a dataset whose cases are on another grid than the one
-    ``benchmark``'s data contract fixes (the registry refuses it too)."""
-    fixed: Mapping[str, Any] = benchmark.data_contract
-    if "shape" not in fixed:
+    ``benchmark``'s data contract fixes, as its plug-in reads it (the registry refuses it too)."""
+    from sealbench.benchmarks.interface import GridError, grid_of
+
+    try:
+        fixed = grid_of(plugin, benchmark.data_contract)
+    except GridError as exc:
+        raise ConfigError(f"benchmark {benchmark.id}'s data contract: {exc}") from exc
+    if fixed is None or (stated is not None and fixed.admits(stated)):
         return
-    same = stated is not None and (stated.get("shape"), stated.get("spacing_mm")) == (
-        fixed.get("shape"), fixed.get("spacing_mm"))
-    if not same:
-        stated_text = "no grid" if stated is None else f"the grid {_grid_text(stated)}"
-        raise ConfigError(
-            f"the dataset's cases are on {stated_text}, but benchmark {benchmark.id} "
-            f"({benchmark.name}) takes cases on {_grid_text(fixed)} only",
-            hint=f"prepare cases on {_grid_text(fixed)} for it ('dataset prepare "
-            f"--benchmark {benchmark.id}'), or register this dataset for a benchmark of its grid",
-        )
+    stated_text = "no grid" if stated is None else f"the grid {stated.text()}"
+    raise ConfigError(
+        f"the dataset's cases are on {stated_text}, but benchmark {benchmark.id} "
+        f"({benchmark.name}) takes cases on {fixed.text()} only",
+        hint=f"prepare cases on {fixed.text()} for it ('dataset prepare "
+        f"--benchmark {benchmark.id}'), or register this dataset for a benchmark of its grid",
+    )
 
 
 def _refuse_old_statistics(doc: dict[str, Any]) -> None:
@@ -316,9 +343,9 @@ def dataset_registration(
     layout = PreparedLayout() if plugin is None else plugin.layout
     dataset_file = prepared / layout.data_dir / layout.dataset_file
     info = _read_json(dataset_file)
-    grid = stated_grid(info)
+    grid = stated_grid(info, plugin)
     if prepared_for is not None and plugin is not None:
-        check_grid(grid, prepared_for)
+        check_grid(grid, prepared_for, plugin)
         try:
             plugin.open_dataset(dataset_file.read_bytes())
         except BenchmarkError as exc:
@@ -331,7 +358,7 @@ def dataset_registration(
     _refuse_old_statistics(preparation)
     statistics: dict[str, Any] = {"preparation": preparation, RECIPIENT_STATISTIC: recipient_digest}
     if grid is not None:
-        statistics[GRID_STATISTIC] = grid
+        statistics[GRID_STATISTIC] = grid_json(grid)
     try:
         return DatasetCreate(
             name=name,

@@ -39,6 +39,7 @@ from sealbench.client.extras import missing_extra
 from sealbench.client.registry.api import RegistryClient
 from sealbench.client.registry.inbox import consent_warning, privacy_cost
 from sealbench.client.registry.profiles import ProfileStore, ResolvedProfile
+from sealbench.contract.pin import BenchmarkPin
 from sealbench.server.schemas import BenchmarkPublic
 
 __all__ = [
@@ -113,7 +114,7 @@ def warn_privacy_cost(client: RegistryClient, benchmark: BenchmarkPublic, datase
     from sealbench.client.extras import MissingExtraError
     from sealbench.client.registry.workflows import plugin_for
 
-    exact = benchmark.metrics_version.endswith(EXACT_SUFFIX)
+    exact = benchmark.metrics_version.version.endswith(EXACT_SUFFIX)
     try:
         spec = plugin_for(benchmark).release_spec
     except (ConfigError, MissingExtraError):
@@ -209,6 +210,8 @@ def session(profile: str | None, *, connect: ClientFactory | None = None) -> Ite
 
 
 def _jsonable(value: Any) -> Any:
+    if isinstance(value, BenchmarkPin):  # a pin is its text on every wire
+        return str(value)
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

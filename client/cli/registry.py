@@ -139,7 +139,7 @@ def benchmark_show(
     if b.accept_experimental:
         console.print("accepts EXPERIMENTAL images: runs on confidential-GPU preview images "
                       "(GPU cc_mode ON) are released keys besides STABLE ones")
-    if b.metrics_version.endswith(EXACT_SUFFIX):
+    if b.metrics_version.version.endswith(EXACT_SUFFIX):
         console.print("publishes EXACT figures: each site's results are released without noise "
                       "and without a privacy bound; every dataset's owner consents to it "
                       "(--consent-exact-release)")

@@ -15,6 +15,7 @@ import typer
 from sealbench.benchmarks import registry
 from sealbench.benchmarks.interface import (
     BenchmarkError,
+    BenchmarkPin,
     PluginNotFoundError,
     ScoresFiles,
     StoredScores,
@@ -32,8 +33,8 @@ def score_files(pin: str, truth: Path, predictions: Path, *,
     """The plug-in pinned by ``pin`` scoring ``predictions`` against ``truth``; ConfigError for
     a pin that is not installed or has no file scorer, or a case that cannot be scored."""
     try:
-        plugin = registry.load(pin)
-    except PluginNotFoundError as exc:
+        plugin = registry.load(BenchmarkPin.parse(pin))
+    except (PluginNotFoundError, ValueError) as exc:
         raise ConfigError(str(exc), hint="'sealbench benchmark score' takes an installed pin, "
                           "e.g. brats-2025-gli/1 or brats-2023-gli/1") from exc
     if not isinstance(plugin, ScoresFiles):

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from sealbench.client.errors import ConfigError, NotAvailableError
 from sealbench.client.extras import MissingExtraError, missing_extra
 from sealbench.client.runs.launchers.selection import TeeBackend
+from sealbench.contract.pin import BenchmarkPin, Pin
 from sealbench.server.schemas import (
     BenchmarkCreate,
     BenchmarkPublic,
@@ -134,7 +135,7 @@ class DefinitionDocument(BaseModel):
 
     format: Literal["sealbench/benchmark-definition"] = "sealbench/benchmark-definition"
     format_version: Literal[1] = 1
-    plugin: str | None = None
+    plugin: Pin | None = None
     name: str
     version: str
     description: str = ""
@@ -212,7 +213,8 @@ def _private_twin_metrics(registry: Any, bound: Benchmark, doc: DefinitionDocume
         return False
     try:
         private = bind_data_contract(
-            registry.load(f"{bound.ref.name}/{bound.ref.version.removesuffix(EXACT_SUFFIX)}"),
+            registry.load(BenchmarkPin(bound.ref.name,
+                                       bound.ref.version.removesuffix(EXACT_SUFFIX))),
             doc.contract)
     except BenchmarkError:
         return False
@@ -250,7 +252,7 @@ def load_benchmark_definition(
             hint="export a shipped one with 'sealbench benchmark definition export' and edit it",
         ) from exc
     plugin = _plugin_of_definition(doc)
-    return doc.model_copy(update={"plugin": str(plugin.ref), "metrics": plugin.metrics_spec()})
+    return doc.model_copy(update={"plugin": plugin.ref, "metrics": plugin.metrics_spec()})
 
 
 def shipped_model_bytes(definition: DefinitionDocument, name: str) -> bytes:
@@ -277,7 +279,7 @@ def benchmark_body(
 ) -> BenchmarkCreate:
     """The registry request publishing ``definition`` with ``image``, pinned to its plug-in
     (``leaderboard_published``: every signed-in user sees every model's values)."""
-    plugin = definition.plugin or str(_plugin_of_definition(definition).ref)
+    plugin = definition.plugin or _plugin_of_definition(definition).ref
     return BenchmarkCreate(
         name=definition.name,
         version=definition.version,

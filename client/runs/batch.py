@@ -72,6 +72,7 @@ from sealbench.contract.events import (
     StepStarted,
     parse_event,
 )
+from sealbench.contract.pin import BenchmarkPin
 from sealbench.contract.spec import MAX_IAM_WAIT_S, RunSpec
 from sealbench.platforms.launcher import (
     Launcher,
@@ -153,7 +154,7 @@ class RunPlan:
 
     benchmark_id: int
     image_digest: str
-    metrics_version: str
+    metrics_version: BenchmarkPin
     todo: tuple[PlannedPair, ...]
     done: tuple[RunRecord, ...]
     busy: tuple[RunRecord, ...] = ()
@@ -220,7 +221,7 @@ def plan_runs(
     benchmark_id: int,
     pairs: Sequence[tuple[int, int]],
     image_digest: str,
-    metrics_version: str,
+    metrics_version: BenchmarkPin,
     force: bool = False,
 ) -> RunPlan:
     """The plan for ``pairs`` (approved (dataset, model) pairs, see
@@ -240,7 +241,7 @@ def plan_runs(
             continue
         previous = None if force else store.succeeded(
             benchmark_id, dataset_id, model_id,
-            image_digest=image_digest, metrics_version=metrics_version,
+            image_digest=image_digest, metrics_version=str(metrics_version),
         )
         if previous is None:
             todo.append(PlannedPair(dataset_id, model_id))
@@ -424,7 +425,7 @@ class Runner:
             run_id=run_id, benchmark_id=plan.benchmark_id, dataset_id=pair.dataset_id,
             model_id=pair.model_id, tee=self._tee, image_digest=plan.image_digest,
             result_uri=spec_uri, status="planned", started_at=now, owner_pid=self._owner[0],
-            owner_started=self._owner[1], metrics_version=plan.metrics_version, seq=1,
+            owner_started=self._owner[1], metrics_version=str(plan.metrics_version), seq=1,
         )
         slot = _Slot(record)
         with self._slots_lock:

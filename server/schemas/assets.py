@@ -56,12 +56,6 @@ class DatasetGrid(WireModel):
                              f"received {self.spacing_mm}")
         return self
 
-    def text(self) -> str:
-        """``240x240x155 at 1x1x1 mm`` for messages."""
-        spacing = "" if self.spacing_mm is None else (
-            " at " + "x".join(f"{s:g}" for s in self.spacing_mm) + " mm")
-        return "x".join(map(str, self.shape)) + spacing
-
 
 class DatasetCreate(WireModel):
     name: Name

@@ -70,9 +70,7 @@ class BenchmarkPublic(WireModel):
     description: str
     data_contract: JsonOut
     metrics_spec: JsonOut
-    metrics_version: str
-    plugin_name: str = Field(description="the benchmark plug-in metrics_version pins")
-    plugin_version: str
+    metrics_version: MetricsVersion = Field(description="the benchmark plug-in it pins")
     image_reference: str
     image_digest: str
     reference_model_id: int | None

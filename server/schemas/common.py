@@ -7,6 +7,8 @@ from typing import Annotated, Generic, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, StringConstraints
 
+from sealbench.contract.pin import Pin
+
 __all__ = [
     "Digest",
     "ErrorBody",
@@ -26,7 +28,8 @@ __all__ = [
 Digest = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")]
 Version = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")]
-MetricsVersion = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+/-]{0,63}$")]
+#: A benchmark pin on the wire: the text ``<name>/<version>``, held typed.
+MetricsVersion = Pin
 Id = Annotated[int, Field(ge=1, le=2**31 - 1)]
 
 _MAX_JSON_NODES = 10_000

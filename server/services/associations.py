@@ -27,7 +27,7 @@ from typing import Literal, cast
 from sqlalchemy import Select, Subquery, and_, func, or_, select
 from sqlalchemy.orm import Session
 
-from sealbench.benchmarks.interface import EXACT_SUFFIX, BenchmarkError, PluginRef
+from sealbench.benchmarks.interface import EXACT_SUFFIX, BenchmarkError
 from sealbench.benchmarks.registry import load as load_plugin
 from sealbench.server.audit import append_event
 from sealbench.server.auth import Principal
@@ -143,10 +143,7 @@ def publishes_exact(benchmark: Benchmark, plugins: PluginLookup = load_plugin) -
     """Whether ``benchmark``'s pin publishes exact (non-private) figures: its version ends in
     ``-exact``, or its installed plug-in declares an exact release (a pin whose plug-in is not
     installed is judged by its name alone)."""
-    try:
-        ref = PluginRef.parse(benchmark.metrics_version)
-    except ValueError:
-        return False
+    ref = benchmark.metrics_version
     if ref.version.endswith(EXACT_SUFFIX):
         return True
     try:

@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from sealbench.benchmarks.interface import Benchmark, BenchmarkError, PluginRef, PublicSummary
+from sealbench.benchmarks.interface import Benchmark, BenchmarkError, BenchmarkPin, PublicSummary
 from sealbench.benchmarks.registry import load
 from sealbench.contract.result import ResultSummary
-from sealbench.server.errors import InvalidRequestError, ResultRejectedError
+from sealbench.server.errors import ResultRejectedError
 from sealbench.server.schemas.inbox import ReleaseTerms
 
 if TYPE_CHECKING:
@@ -34,7 +34,6 @@ __all__ = [
     "RESULT_SUMMARY_FORMAT",
     "PluginLookup",
     "declared_release",
-    "parse_pin",
     "plugin_of",
     "release_terms",
     "validate_summary",
@@ -42,41 +41,37 @@ __all__ = [
 ]
 
 #: The plug-in a pin names; :class:`BenchmarkError` when there is none.
-PluginLookup: TypeAlias = Callable[[PluginRef], Benchmark]
+PluginLookup: TypeAlias = Callable[[BenchmarkPin], Benchmark]
 
 RESULT_SUMMARY_FORMAT = "sealbench/result-summary"
 
 
-def parse_pin(metrics_version: str) -> PluginRef:
-    """The plug-in a benchmark pins (``<name>/<version>``); 422 when it is not one."""
-    try:
-        return PluginRef.parse(metrics_version)
-    except ValueError as exc:
-        raise InvalidRequestError(f"metrics_version: {exc}") from None
-
-
-def plugin_of(metrics_version: str, plugins: PluginLookup = load) -> Benchmark:
+def plugin_of(metrics_version: BenchmarkPin, plugins: PluginLookup = load) -> Benchmark:
     """The installed plug-in ``metrics_version`` pins; 422 (``result_rejected``) naming it when
     it is not installed."""
     try:
-        return plugins(parse_pin(metrics_version))
+        return plugins(metrics_version)
     except BenchmarkError as exc:
         raise ResultRejectedError(
             f"the registry cannot validate results of this benchmark: {exc}") from None
 
 
-def declared_release(metrics_version: str, plugins: PluginLookup = load) -> ReleaseSpec | None:
+def declared_release(
+    metrics_version: BenchmarkPin, plugins: PluginLookup = load
+) -> ReleaseSpec | None:
     """The release a benchmark's installed plug-in declares; None when the plug-in is not
     installed here or declares none."""
     try:
-        plugin = plugins(parse_pin(metrics_version))
-    except (BenchmarkError, InvalidRequestError):
+        plugin = plugins(metrics_version)
+    except BenchmarkError:
         return None
     spec: ReleaseSpec | None = getattr(plugin, "release_spec", None)
     return spec
 
 
-def release_terms(metrics_version: str, plugins: PluginLookup = load) -> ReleaseTerms | None:
+def release_terms(
+    metrics_version: BenchmarkPin, plugins: PluginLookup = load
+) -> ReleaseTerms | None:
     """What each run of a benchmark pinning ``metrics_version`` publishes (its plug-in's
     declared release), or None when the plug-in is not installed here."""
     spec = declared_release(metrics_version, plugins)
@@ -88,7 +83,7 @@ def release_terms(metrics_version: str, plugins: PluginLookup = load) -> Release
 
 
 def validate_summary(
-    metrics_version: str, summary: Mapping[str, Any], plugins: PluginLookup = load
+    metrics_version: BenchmarkPin, summary: Mapping[str, Any], plugins: PluginLookup = load
 ) -> PublicSummary | None:
     """The public summary inside a submitted ``summary.json``, validated by the benchmark's
     plug-in, or None for a withheld one (:func:`withheld_of`); 422 saying what is wrong (never
@@ -97,7 +92,7 @@ def validate_summary(
     if summary.get("format") != RESULT_SUMMARY_FORMAT or summary.get("version") != 1:
         raise ResultRejectedError(f"summary: expected a {RESULT_SUMMARY_FORMAT} version 1 "
                                   "document (the run's summary.json)")
-    if summary.get("metrics_version") != metrics_version:
+    if summary.get("metrics_version") != str(metrics_version):
         raise ResultRejectedError(
             f"summary: computed with another benchmark plug-in than {metrics_version}")
     if withheld_of(plugin, summary):

@@ -3,7 +3,7 @@ its owner or an admin retires it, or closes an approved one to new associations 
 stays approved and its existing links keep running).
 
 A benchmark's pin must match its definition: when the pinned plug-in is installed here, the grid
-its data contract declares (``shape``, ``spacing_mm``) must be the plug-in's (the grid is part of
+its data contract declares, as the plug-in reads it, must be the plug-in's (the grid is part of
 the pin: a ``brats-2023-gli/1`` benchmark cannot declare 64x64x48, which is
 ``brats-2023-gli/1-64x64x48``). The enclave enforces the pinned grid on every case whatever the
 registry stored; this check keeps the registry's statement of the grid, which datasets are
@@ -17,6 +17,9 @@ from typing import Any
 from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
+from sealbench.benchmarks.interface import BenchmarkError, GridError, grid_of
+from sealbench.benchmarks.registry import load
+from sealbench.contract.pin import BenchmarkPin
 from sealbench.server.audit import append_event
 from sealbench.server.auth import Principal
 from sealbench.server.errors import (
@@ -28,51 +31,34 @@ from sealbench.server.errors import (
 from sealbench.server.models import Benchmark, Model
 from sealbench.server.schemas import BenchmarkCreate, BenchmarkState
 from sealbench.server.services._common import PageOf, commit, flush, get_or_404, rows_page
-from sealbench.server.services.benchmark_plugins import parse_pin
-
-_GRID_KEYS = ("shape", "spacing_mm")
 
 
-def _check_pin_matches_contract(metrics_version: str, data_contract: dict[str, Any]) -> None:
+def _check_pin_matches_contract(
+    metrics_version: BenchmarkPin, data_contract: dict[str, Any]
+) -> None:
     """422 when the installed plug-in ``metrics_version`` pins fixes another grid than
-    ``data_contract`` declares. A plug-in not installed here is not checked (the registry
-    refuses its results anyway); one whose contract fixes no grid (tabular) neither."""
-    from sealbench.benchmarks.interface import BenchmarkError
-    from sealbench.benchmarks.registry import load
-
+    ``data_contract`` declares (the plug-in reads both: :func:`grid_of`). A plug-in not
+    installed here is not checked (the registry refuses its results anyway); one that fixes no
+    grid (tabular) neither."""
     try:
         plugin = load(metrics_version)
-        pinned = plugin.data_contract()
+        pinned = grid_of(plugin, plugin.data_contract())
     except BenchmarkError:
         return
-    fixed = {key: pinned[key] for key in _GRID_KEYS if key in pinned}
-    if not fixed:
+    if pinned is None:
         return
-    declared = {key: data_contract.get(key) for key in fixed}
-    if _as_floats(declared) != _as_floats(fixed):
+    try:
+        declared = grid_of(plugin, data_contract)
+    except GridError as exc:
+        raise InvalidRequestError(f"data_contract: {exc}") from None
+    if declared is None or (declared.spacing_mm is None and pinned.spacing_mm is not None) \
+            or not pinned.admits(declared):
+        stated = "no grid" if declared is None else declared.text()
         raise InvalidRequestError(
             f"data_contract: benchmark plug-in {metrics_version} takes cases on the grid "
-            f"{_grid_text(fixed)}, but the contract declares {_grid_text(declared)}; the grid "
-            "is part of the pin (pin the plug-in's variant of that grid, or declare its own)")
+            f"{pinned.text()}, but the contract declares {stated}; the grid is part of the pin "
+            "(pin the plug-in's variant of that grid, or declare its own)")
 
-
-def _as_floats(grid: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in grid.items():
-        try:
-            out[key] = tuple(float(v) for v in value)
-        except (TypeError, ValueError):
-            out[key] = repr(value)
-    return out
-
-
-def _grid_text(grid: dict[str, Any]) -> str:
-    shape, spacing = grid.get("shape"), grid.get("spacing_mm")
-    if not isinstance(shape, list | tuple) or not isinstance(spacing, list | tuple | None):
-        return "an unreadable grid"
-    text = "x".join(str(v) for v in shape)
-    text = text if spacing is None else f"{text} at {'x'.join(str(v) for v in spacing)} mm"
-    return text if len(text) <= 80 else "a grid of another shape"
 
 __all__ = ["approve", "close", "create", "get", "list_page", "set_state"]
 
@@ -83,7 +69,6 @@ def create(session: Session, actor: Principal, body: BenchmarkCreate, now: datet
     )
     if session.scalars(taken).first() is not None:
         raise ConflictError(f"benchmark {body.name} version {body.version} already exists")
-    plugin = parse_pin(body.metrics_version)
     _check_pin_matches_contract(body.metrics_version, dict(body.data_contract))
     if body.reference_model_id is not None and session.get(Model, body.reference_model_id) is None:
         raise InvalidRequestError(f"reference model {body.reference_model_id} does not exist")
@@ -95,8 +80,6 @@ def create(session: Session, actor: Principal, body: BenchmarkCreate, now: datet
         data_contract=dict(body.data_contract),
         metrics_spec=dict(body.metrics_spec),
         metrics_version=body.metrics_version,
-        plugin_name=plugin.name,
-        plugin_version=plugin.version,
         image_reference=body.image_reference,
         image_digest=body.image_digest,
         reference_model_id=body.reference_model_id,
@@ -118,7 +101,7 @@ def create(session: Session, actor: Principal, body: BenchmarkCreate, now: datet
             "name": row.name,
             "version": row.version,
             "image_digest": row.image_digest,
-            "metrics_version": row.metrics_version,
+            "metrics_version": str(row.metrics_version),
             "leaderboard_published": row.leaderboard_published,
             "accept_experimental": row.accept_experimental,
         },

@@ -129,7 +129,7 @@ def required_grants(session: Session, kind: Kind, asset_id: int) -> tuple[Grant,
                 recipient_digest=parse_digest(
                     str(dataset.statistics.get(RECIPIENT_STATISTIC))),
                 benchmark_id=str(benchmark.id),
-                metrics_version=benchmark.metrics_version,
+                metrics_version=str(benchmark.metrics_version),
             )
         except ValueError:
             return None

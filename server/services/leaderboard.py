@@ -502,7 +502,7 @@ def pooled_board(session: Session, actor: Principal, benchmark_id: int, cache: S
         plugin = load_plugin(bench.metrics_version)
     except (api.BenchmarkError, ValueError) as exc:
         raise InvalidStateError(
-            f"benchmark {benchmark_id}'s metrics version {bench.metrics_version!r} names no "
+            f"benchmark {benchmark_id}'s metrics version {str(bench.metrics_version)!r} names no "
             "installed benchmark plug-in, so its results cannot be pooled") from exc
     rows = _rows(session, actor, bench, plugin, cache, sites)
     scope = ("every result (you are the benchmark's authority)"

@@ -34,6 +34,7 @@ from sealbench.benchmarks.interface import (
 )
 from sealbench.benchmarks.registry import load
 from sealbench.benchmarks.release import Release
+from sealbench.contract.pin import BenchmarkPin
 
 __all__ = [
     "Board",
@@ -92,7 +93,7 @@ class View:
         field(default_factory=dict, compare=False))
 
     @classmethod
-    def of(cls, metrics_version: str) -> View:
+    def of(cls, metrics_version: BenchmarkPin) -> View:
         """The view of benchmarks pinning ``metrics_version`` (``<name>/<version>``)."""
         try:
             return cls(load(metrics_version))

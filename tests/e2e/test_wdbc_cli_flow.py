@@ -21,6 +21,7 @@ from typer.testing import CliRunner, Result
 from sealbench.benchmarks.registry import PluginRegistry
 from sealbench.client.cli import app
 from sealbench.client.registry.local import create_accounts, publish_log_key, registry_process
+from sealbench.contract.pin import BenchmarkPin
 from sealbench.mocktee import MockCloud
 
 ACCOUNTS = {
@@ -226,7 +227,7 @@ def test_dashboard_leaderboard_shows_each_sites_auroc(
     from sealbench.benchmarks.interface import MetricRef
     from sealbench.benchmarks.registry import load
 
-    plugin = load("wdbc/1")
+    plugin = load(BenchmarkPin.parse("wdbc/1"))
     for result in evaluated:
         figures = {f.ref: f for f in plugin.figures(plugin.parse_summary(_summary(result)))}
         auroc = figures[MetricRef("auroc")]

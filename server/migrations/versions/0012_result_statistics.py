@@ -69,12 +69,13 @@ def _backfill(conn: sa.Connection) -> None:
     # the services' own functions: the rows are exactly what accepting the results now writes
     from sealbench.benchmarks.interface import BenchmarkError
     from sealbench.benchmarks.registry import load
+    from sealbench.contract.pin import BenchmarkPin
     from sealbench.server.services import result_statistics as rs
 
     for bench_id, pin in conn.execute(sa.select(_benchmarks.c.id, _benchmarks.c.metrics_version)
                                       .order_by(_benchmarks.c.id)).all():
         try:
-            plugin = load(pin)
+            plugin = load(BenchmarkPin.parse(pin))
         except (BenchmarkError, ValueError) as exc:
             _log.warning("result statistics of benchmark %s not backfilled: %s", bench_id, exc)
             continue

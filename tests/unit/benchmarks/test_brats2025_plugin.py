@@ -23,6 +23,7 @@ from sealbench.benchmarks.brats.results2025 import CaseScores2025, contributions
 from sealbench.benchmarks.brats.scoring2025 import GLI_2025, MET_2025, score_case
 from sealbench.benchmarks.registry import PluginRegistry
 from sealbench.benchmarks.release import InsecureFixedNoise, LocalExact
+from sealbench.contract.pin import BenchmarkPin
 from sealbench.crypto.canonical import canonical_json
 
 
@@ -46,24 +47,25 @@ def _same(a: Any, b: Any) -> bool:
 ])
 def test_2025_pins_found_by_entry_point_beside_2023(plugins: PluginRegistry, name: str,
                                                     contract: Any, groups: tuple[str, ...]) -> None:
-    plugin = plugins.load(f"{name}/1")
+    plugin = plugins.load(BenchmarkPin.parse(f"{name}/1"))
     assert str(plugin.ref) == f"{name}/1"
     assert plugin.data_contract() == contract.model_dump(mode="json")
     assert tuple(g.key for g in plugin.presentation.groups) == groups
     assert plugin.model_contract.outputs[0].shape[1] == 5  # background, NETC, SNFH, ET, RC
     assert plugin.metrics_spec()["source"].startswith("BraTS_evaluation 0.0.10")
-    small = plugins.load(f"{name}/1-64x64x48")
+    small = plugins.load(BenchmarkPin.parse(f"{name}/1-64x64x48"))
     assert small.data_contract()["shape"] == [64, 64, 48]
-    exact = plugins.load(f"{name}/1-exact")
+    exact = plugins.load(BenchmarkPin.parse(f"{name}/1-exact"))
     assert exact.release_spec.exact and exact.release_spec.columns == plugin.release_spec.columns
-    old = plugins.load("brats-2023-gli/1")
+    old = plugins.load(BenchmarkPin.parse("brats-2023-gli/1"))
     assert old.data_contract() == BRATS_2023_GLI.model_dump(mode="json")
     assert [c.key for c in old.release_spec.columns] == ["dice:WT", "dice:TC", "dice:ET"]
 
 
 def test_a_dataset_of_one_pin_is_refused_by_another(plugins: PluginRegistry) -> None:
-    gli, met = plugins.load("brats-2025-gli/1"), plugins.load("brats-2025-met/1")
-    old = plugins.load("brats-2023-gli/1")
+    gli = plugins.load(BenchmarkPin.parse("brats-2025-gli/1"))
+    met = plugins.load(BenchmarkPin.parse("brats-2025-met/1"))
+    old = plugins.load(BenchmarkPin.parse("brats-2023-gli/1"))
     for reader, writer in ((gli, met), (met, gli), (old, gli), (gli, old)):
         doc = json.dumps({"contract": writer.data_contract()}).encode()
         with pytest.raises(api.CaseError, match="another contract"):
@@ -72,7 +74,7 @@ def test_a_dataset_of_one_pin_is_refused_by_another(plugins: PluginRegistry) -> 
 
 def test_prepared_2025_case_scored_as_the_scoring_scores_it(
         plugins: PluginRegistry, tmp_path: Path, make_model: Callable[..., bytes]) -> None:
-    plugin = plugins.load("brats-2025-met/1-64x64x48")
+    plugin = plugins.load(BenchmarkPin.parse("brats-2025-met/1-64x64x48"))
     assert isinstance(plugin, Brats2025Benchmark)
     ids = plugin.write_demo_dataset(tmp_path / "raw", 2, seed=41)
     assert ids == ("BraTS-MET-00041-000", "BraTS-MET-00042-000")
@@ -126,7 +128,7 @@ def test_release_carries_global_dice_and_pq_per_group_nan_as_one_failure_as_zero
 
 
 def test_pooled_figures_are_the_case_weighted_means(plugins: PluginRegistry) -> None:
-    plugin = plugins.load("brats-2025-gli/1-exact")
+    plugin = plugins.load(BenchmarkPin.parse("brats-2025-gli/1-exact"))
     truth = np.zeros((10, 10, 10), dtype=np.uint8)
     truth[2:5, 2:5, 2:5] = 3
     half = truth.copy()
@@ -144,7 +146,7 @@ def test_pooled_figures_are_the_case_weighted_means(plugins: PluginRegistry) -> 
 
 
 def test_unscorable_2025_prediction_is_a_flagged_failure(plugins: PluginRegistry) -> None:
-    plugin = plugins.load("brats-2025-gli/1-64x64x48")
+    plugin = plugins.load(BenchmarkPin.parse("brats-2025-gli/1-64x64x48"))
     from sealbench.benchmarks.brats.cases import Case
 
     seg = np.zeros((64, 64, 48), dtype=np.uint8)
@@ -160,7 +162,7 @@ def test_volumes_on_disk_scored_through_the_plugin_as_the_scoring_scores_them(
         plugins: PluginRegistry) -> None:
     """What a ``benchmark score --pin`` command calls: the plug-in found by its pin scores stored
     (x, y, z) volumes as the official command scores files, and renders the official summary."""
-    plugin = plugins.load("brats-2025-gli/1")
+    plugin = plugins.load(BenchmarkPin.parse("brats-2025-gli/1"))
     assert isinstance(plugin, Brats2025Benchmark)
     rng = np.random.default_rng(5)
     truth = rng.integers(0, 5, (9, 8, 7)).astype(np.uint8)

@@ -17,6 +17,7 @@ from sealbench.benchmarks.brats import BratsContract, load_case_from_bytes, scor
 from sealbench.benchmarks.brats.plugin import PLUGIN_REF, BratsBenchmark
 from sealbench.benchmarks.registry import PluginRegistry, load
 from sealbench.benchmarks.release import InsecureFixedNoise, LocalExact, rho_of
+from sealbench.contract.pin import BenchmarkPin
 from sealbench.crypto.manifest import Manifest
 
 
@@ -26,7 +27,7 @@ def plugin(small_contract: BratsContract) -> BratsBenchmark:
 
 
 def test_installed_plugin_found_by_name_and_version() -> None:
-    plugin = load("brats-2023-gli/1")
+    plugin = load(BenchmarkPin.parse("brats-2023-gli/1"))
     assert plugin.ref == PLUGIN_REF
     assert plugin.presentation.headline == api.MetricRef("dice")
     assert [c.group for c in plugin.presentation.columns] == ["WT", "TC", "ET"]
@@ -34,7 +35,7 @@ def test_installed_plugin_found_by_name_and_version() -> None:
 
 def test_other_version_of_installed_plugin_refused() -> None:
     with pytest.raises(api.PluginNotFoundError, match="installed at version '1', not '2'"):
-        PluginRegistry().load("brats-2023-gli/2")
+        PluginRegistry().load(BenchmarkPin.parse("brats-2023-gli/2"))
 
 
 def test_prepared_dataset_scored_as_the_package_scores_it(

@@ -13,6 +13,7 @@ from sealbench.benchmarks.registry import PluginRegistry
 from sealbench.benchmarks.release import LocalExact, OpenDPGaussian
 from sealbench.benchmarks.wdbc.data import load_wdbc
 from sealbench.benchmarks.wdbc.model import Prediction
+from sealbench.contract.pin import BenchmarkPin
 
 
 @pytest.fixture(scope="module")
@@ -25,25 +26,26 @@ def plugins() -> PluginRegistry:
 def test_an_exact_pin_binds_an_exact_release_of_the_same_content(
     plugins: PluginRegistry, pin: str
 ) -> None:
-    exact = plugins.load(pin)
+    exact = plugins.load(BenchmarkPin.parse(pin))
     private = plugins.load(pin.removesuffix(api.EXACT_SUFFIX))
     assert str(exact.ref) == pin and exact.release_spec.exact
     assert not private.release_spec.exact and private.release_spec.epsilon == 1.0
     assert exact.release_spec.columns == private.release_spec.columns
     assert exact.release_spec.categories == private.release_spec.categories
     assert "EXACT RELEASE" in exact.description and "EXACT" not in private.description
-    assert plugins.load(pin) is exact  # bound once
+    assert plugins.load(BenchmarkPin.parse(pin)) is exact  # bound once
 
 
 @pytest.mark.parametrize("pin", ["wdbc/1-exact-exact", "wdbc/2-exact", "nope/1-exact"])
 def test_no_exact_variant_of_what_is_not_a_private_pin(plugins: PluginRegistry,
                                                        pin: str) -> None:
     with pytest.raises(api.PluginNotFoundError):
-        plugins.load(pin)
+        plugins.load(BenchmarkPin.parse(pin))
 
 
 def test_each_variant_reads_only_its_own_releases(plugins: PluginRegistry) -> None:
-    exact, private = plugins.load("wdbc/1-exact"), plugins.load("wdbc/1")
+    exact = plugins.load(BenchmarkPin.parse("wdbc/1-exact"))
+    private = plugins.load(BenchmarkPin.parse("wdbc/1"))
     cases = load_wdbc()[:150]
     rng = np.random.default_rng(3)
     scores = np.clip([(0.8 if c.malignant else 0.2) + rng.normal(0, 0.25) for c in cases], 0, 1)

@@ -28,6 +28,7 @@ from sealbench.benchmarks.brats.errors import CaseError
 from sealbench.benchmarks.brats.score_files import pair_files
 from sealbench.benchmarks.brats.scoring2025 import GLI_2025, MET_2025
 from sealbench.benchmarks.interface import ScoresFiles
+from sealbench.contract.pin import BenchmarkPin
 
 ZOOMS = (1.0, 1.0, 1.0)
 
@@ -41,7 +42,7 @@ def _write(path: Path, labels: np.ndarray, zooms: tuple[float, ...] = ZOOMS,
 def _generated(tmp_path: Path, pin: str, n: int, seed: int) -> tuple[Path, Path]:
     """Truth: the pin's demo cases' label files; predictions: each truth shifted by one voxel
     and with one lesion's worth of labels dropped, named as a team would name them."""
-    plugin = registry.load(pin)
+    plugin = registry.load(BenchmarkPin.parse(pin))
     raw = tmp_path / "raw"
     ids = plugin.write_demo_dataset(raw, n, seed=seed)
     truth, preds = tmp_path / "truth", tmp_path / "preds"
@@ -78,7 +79,7 @@ def test_two_predictions_claiming_one_case_refused() -> None:
 def test_generated_cases_scored_end_to_end(pin: str, tmp_path: Path) -> None:
     truth, preds = _generated(tmp_path, pin, 3, seed=11)
     (truth / "BraTS-GLI-00077-000.nii.gz").write_bytes((truth.iterdir().__next__()).read_bytes())
-    plugin = registry.load(pin)
+    plugin = registry.load(BenchmarkPin.parse(pin))
     assert isinstance(plugin, ScoresFiles)
     seen: list[tuple[str, int, int]] = []
     scores = plugin.score_files(truth, preds, on_case=lambda *a: seen.append(a))
@@ -100,7 +101,7 @@ def test_unreadable_prediction_named(tmp_path: Path) -> None:
     truth, preds = _generated(tmp_path, "brats-2025-gli/1-64x64x48", 2, seed=3)
     victim = sorted(preds.iterdir())[1]
     victim.write_bytes(b"\x1f\x8b not really gzip")
-    plugin = registry.load("brats-2025-gli/1-64x64x48")
+    plugin = registry.load(BenchmarkPin.parse("brats-2025-gli/1-64x64x48"))
     assert isinstance(plugin, ScoresFiles)
     with pytest.raises(InvalidPredictionError, match=f"BraTS-GLI-00004-000.*{victim.name}.*"
                        "not a readable NIfTI"):
@@ -118,7 +119,7 @@ def test_shape_mismatch_and_foreign_label_named(tmp_path: Path) -> None:
     labels[2:4, 2:4, 2:4] = 3
     _write(truth / "BraTS-MET-00001-000.nii.gz", labels)
     _write(preds / "00001-000.nii.gz", labels[:, :, :5])
-    plugin = registry.load("brats-2025-met/1")
+    plugin = registry.load(BenchmarkPin.parse("brats-2025-met/1"))
     assert isinstance(plugin, ScoresFiles)
     with pytest.raises(InvalidPredictionError, match=r"BraTS-MET-00001-000.*shape \(8, 8, 5\)"):
         plugin.score_files(truth, preds)
@@ -198,7 +199,7 @@ def test_json_equals_the_official_commands_summary(pin: str, config: str,
     _write(preds / "x-00051-000.nii.gz", spot)
     shutil.copy(next(truth.iterdir()), truth / "BraTS-GLI-00060-000.nii.gz")  # no prediction
     theirs = _official_main(truth, preds, config, tmp_path / "official.json")
-    plugin = registry.load(pin)
+    plugin = registry.load(BenchmarkPin.parse(pin))
     assert isinstance(plugin, ScoresFiles)
     scores = plugin.score_files(truth, preds)
     assert all("error" not in row for row in theirs["metrics"])
@@ -217,7 +218,7 @@ def test_csv_equals_the_official_parsers(tmp_path: Path) -> None:
     with contextlib.redirect_stdout(io.StringIO()):
         parser.parse_seg_results(str(official_json), str(tmp_path / "official.csv"))
     theirs = list(csv.DictReader((tmp_path / "official.csv").open()))
-    plugin = registry.load("brats-2025-gli/1-64x64x48")
+    plugin = registry.load(BenchmarkPin.parse("brats-2025-gli/1-64x64x48"))
     assert isinstance(plugin, ScoresFiles)
     ours = list(csv.DictReader(io.StringIO(plugin.score_files(truth, preds).to_csv().decode())))
     assert list(ours[0]) == list(theirs[0])

@@ -25,6 +25,7 @@ from sealbench.benchmarks.brats.tasks2025 import (
     generate_post_treatment_case,
     main,
 )
+from sealbench.contract.pin import BenchmarkPin
 
 SMALL = (64, 64, 48)
 NETC, SNFH, ET, RC = 1, 2, 3, 4
@@ -119,7 +120,7 @@ def _digest(folder: Path) -> str:
 @pytest.mark.parametrize("pin", ["brats-2025-gli/1-64x64x48", "brats-2025-met/1-64x64x48"])
 def test_demo_data_are_the_tasks_cases_and_the_same_seed_the_same_bytes(
         pin: str, tmp_path: Path) -> None:
-    plugin = registry.load(pin)
+    plugin = registry.load(BenchmarkPin.parse(pin))
     first = plugin.write_demo_dataset(tmp_path / "a", 3, seed=7)
     again = plugin.write_demo_dataset(tmp_path / "b", 3, seed=7)
     other = plugin.write_demo_dataset(tmp_path / "c", 3, seed=8)
@@ -134,7 +135,7 @@ def test_demo_data_are_the_tasks_cases_and_the_same_seed_the_same_bytes(
 ])
 def test_cases_prepare_under_the_2025_contracts(pin: str, generate: object,
                                                 expected: set[int]) -> None:
-    plugin = registry.load(pin)
+    plugin = registry.load(BenchmarkPin.parse(pin))
     assert isinstance(plugin, BratsBenchmark) and callable(generate)
     prefix = "BraTS-GLI" if "gli" in pin else "BraTS-MET"
     with tempfile.TemporaryDirectory() as work:

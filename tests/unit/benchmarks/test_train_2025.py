@@ -9,6 +9,7 @@ from sealbench.benchmarks import registry
 from sealbench.benchmarks.brats.evaluate2025 import evaluate_2025
 from sealbench.benchmarks.brats.model_contract import check_model_contract
 from sealbench.benchmarks.brats.plugin2025 import Brats2025Benchmark
+from sealbench.contract.pin import BenchmarkPin
 
 pytest.importorskip("torch", reason="the train extra")
 
@@ -23,7 +24,7 @@ def test_five_class_model_trained_and_evaluated_on_the_pin(task: str, pin: str) 
     assert cfg.n_classes == 5
     model = train(cfg)
     check_parity(model, cfg.channels)
-    plugin = registry.load(pin)
+    plugin = registry.load(BenchmarkPin.parse(pin))
     assert isinstance(plugin, Brats2025Benchmark)
     assert check_model_contract(model, plugin.contract).output_classes == 5
     figures = evaluate_2025({"tiny": model}, plugin, seed=5, n_cases=1)["tiny"]

@@ -169,7 +169,7 @@ def _prepared(tmp_path: Path, bid: int) -> Path:
         id=bid, owner_id=1, name="x", version="1", description="",
         data_contract=definition.contract.model_dump(mode="json"),
         metrics_spec=definition.metrics.model_dump(mode="json"),
-        metrics_version="brats-2023-gli/1", plugin_name="brats-2023-gli", plugin_version="1",
+        metrics_version="brats-2023-gli/1",
         image_reference="x", image_digest=IMAGE,
         reference_model_id=None, state="approved", approved_by_id=None, approved_at=None,
         created_at=now, updated_at=now,

@@ -35,8 +35,7 @@ def _benchmark(**override: Any) -> BenchmarkPublic:
         "id": 7, "owner_id": 1, "name": "brats", "version": "1", "description": "",
         "data_contract": definition.contract.model_dump(mode="json"),
         "metrics_spec": definition.metrics.model_dump(mode="json"),
-        "metrics_version": "brats-2023-gli/1", "plugin_name": "brats-2023-gli",
-        "plugin_version": "1", "image_reference": "x",
+        "metrics_version": "brats-2023-gli/1", "image_reference": "x",
         "image_digest": "sha256:" + "1" * 64, "reference_model_id": None, "state": "approved",
         "approved_by_id": None, "approved_at": None, "created_at": NOW, "updated_at": NOW,
     }

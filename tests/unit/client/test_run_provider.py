@@ -15,6 +15,7 @@ from sealbench.client.runs.batch import RetryPolicy, Runner, plan_runs
 from sealbench.client.runs.launchers import EnclaveRunFailed, LaunchResult, OutputFn
 from sealbench.client.runs.single import RunRecord, RunStore, report_of
 from sealbench.contract.events import CasesCounted, ModelLoaded, RunDone, StepStarted
+from sealbench.contract.pin import BenchmarkPin
 from sealbench.contract.spec import RunSpec
 from sealbench.crypto.digest import sha256_digest
 from sealbench.server.schemas import BenchmarkCreate, DatasetCreate, ModelCreate
@@ -74,7 +75,7 @@ def _run(launcher: _Launcher, store: RunStore, models: tuple[int, ...], *, bench
     runner = Runner(launcher, store, _spec, tee="mock", client=client,  # type: ignore[arg-type]
                     retry=RetryPolicy(attempts=1), rand=lambda: 0.0)
     plan = plan_runs(store, benchmark_id=benchmark, pairs=[(dataset, m) for m in models],
-                     image_digest=IMAGE, metrics_version="brats-2023-gli/1")
+                     image_digest=IMAGE, metrics_version=BenchmarkPin.parse("brats-2023-gli/1"))
     return list(runner.run(plan).records)
 
 

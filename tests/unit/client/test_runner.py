@@ -37,6 +37,7 @@ from sealbench.client.runs.launchers import (
 )
 from sealbench.client.runs.single import RunRecord, RunStore, process_identity, report_of
 from sealbench.contract.events import RunDone, StepStarted
+from sealbench.contract.pin import BenchmarkPin
 from sealbench.contract.spec import RunSpec
 from sealbench.crypto.digest import sha256_digest
 from sealbench.server.schemas import BenchmarkCreate, DatasetCreate, ModelCreate
@@ -144,7 +145,8 @@ def _runner(launcher: ScriptedLauncher, store: RunStore, events: list[RunnerEven
 def _plan(store: RunStore, models: tuple[int, ...], *, benchmark: int = 1, dataset: int = 10,
           force: bool = False) -> Any:
     return plan_runs(store, benchmark_id=benchmark, pairs=[(dataset, m) for m in models],
-                     image_digest=IMAGE, metrics_version="brats-2023-gli/1", force=force)
+                     image_digest=IMAGE, metrics_version=BenchmarkPin.parse("brats-2023-gli/1"),
+                     force=force)
 
 
 def _kinds(events: list[RunnerEvent], model: int) -> list[str]:
@@ -301,7 +303,7 @@ def test_plan_skips_pairs_evaluated_with_this_image_only(tmp_path: Path) -> None
     assert [r.model_id for r in plan.done] == [1]
     other_image = plan_runs(store, benchmark_id=1, pairs=[(10, 1)],
                             image_digest=sha256_digest(b"new image"),
-                            metrics_version="brats-2023-gli/1")
+                            metrics_version=BenchmarkPin.parse("brats-2023-gli/1"))
     assert [p.model_id for p in other_image.todo] == [1]
     assert [p.model_id for p in _plan(store, (1,), force=True).todo] == [1]
 

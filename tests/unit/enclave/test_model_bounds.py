@@ -37,6 +37,7 @@ from sealbench.benchmarks.wdbc.plugin import WdbcBenchmark
 from sealbench.client.assets.store import seal_model
 from sealbench.client.runs.results import download_result, open_result
 from sealbench.contract.errors import AssetRejected, EgressRefused
+from sealbench.contract.pin import BenchmarkPin
 from sealbench.contract.spec import GOOGLE_ENDPOINTS
 from sealbench.crypto.digest import sha256_digest
 from sealbench.enclave import steps
@@ -222,7 +223,7 @@ def test_unknown_op_domain_is_refused(world: World) -> None:
 
 
 def test_shipped_models_are_self_contained() -> None:
-    for plugin in (load("brats-2023-gli/1"), WDBC):
+    for plugin in (load(BenchmarkPin.parse("brats-2023-gli/1")), WDBC):
         for shipped in plugin.shipped_models:
             plugin.check_model(plugin.model_bytes(shipped.name))
 
@@ -251,7 +252,7 @@ def _wdbc_world(root: Path, world_factory: Any, features: dict[str, float]) -> W
 
 def _limited(monkeypatch: pytest.MonkeyPatch, limits: api.RunLimits) -> None:
     """The run's plug-in is WDBC with ``limits`` (as a plug-in release declaring them)."""
-    def benchmark_for(pin: str) -> Any:
+    def benchmark_for(pin: BenchmarkPin) -> Any:
         plugin = load(pin)
         copy = type(plugin).__new__(type(plugin))
         copy.__dict__.update(plugin.__dict__, run_limits=limits)

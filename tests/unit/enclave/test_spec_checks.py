@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from sealbench.contract.errors import DestinationError, SpecError
+from sealbench.contract.pin import BenchmarkPin
 from sealbench.crypto.digest import sha256_digest
 from sealbench.enclave.rules import benchmark_for
 from sealbench.enclave.run import run_enclave
@@ -80,7 +81,7 @@ def test_dataset_prepared_under_another_label_map_rejected() -> None:
     from sealbench.benchmarks.brats import BRATS2021_LABELS, BRATS_2023_GLI
     from sealbench.benchmarks.interface import CaseError
 
-    plugin = benchmark_for("brats-2023-gli/1")
+    plugin = benchmark_for(BenchmarkPin.parse("brats-2023-gli/1"))
     other = BRATS_2023_GLI.model_copy(update={"label_map": BRATS2021_LABELS})
     doc = json.dumps({"contract": other.model_dump(mode="json")}).encode()
     with pytest.raises(CaseError, match="label_map"):
@@ -89,7 +90,7 @@ def test_dataset_prepared_under_another_label_map_rejected() -> None:
     off_grid = json.dumps({"contract": small.model_dump(mode="json")}).encode()
     with pytest.raises(CaseError, match="grid 32x32x24"):  # the grid is the pin's
         plugin.open_dataset(off_grid)
-    pinned = benchmark_for("brats-2023-gli/1-32x32x24")
+    pinned = benchmark_for(BenchmarkPin.parse("brats-2023-gli/1-32x32x24"))
     assert pinned.open_dataset(off_grid).contract == small  # type: ignore[attr-defined]
 
 

@@ -29,6 +29,7 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from fastapi.testclient import TestClient
 
 from sealbench.benchmarks.release import InsecureFixedNoise
+from sealbench.contract.pin import BenchmarkPin
 from sealbench.contract.workload import ENV_DATA_DIGEST, ENV_MODEL_DIGEST, ENV_RECIPIENT_DIGEST
 from sealbench.crypto.attestation import RESULT_AUDIENCE, Jwks, result_nonce
 from sealbench.crypto.digest import Sha256Digest, sha256_digest
@@ -333,7 +334,7 @@ def valid_summary() -> dict[str, Any]:
     registry refuses any other."""
     from sealbench.benchmarks.registry import load
 
-    plugin = load("brats-2023-gli/1")
+    plugin = load(BenchmarkPin.parse("brats-2023-gli/1"))
     failed = plugin.failure("BraTS-GLI-00001-000", "x")
     return {"format": "sealbench/result-summary", "version": 1, "run_id": "run-1",
             "benchmark_id": "1", "metrics_version": "brats-2023-gli/1",
@@ -354,7 +355,7 @@ def brats_aggregates(dice: float | dict[str, float], n_cases: int = 2000, *,
     from sealbench.benchmarks.registry import load
     from sealbench.benchmarks.release import release
 
-    plugin = load("brats-2023-gli/1")
+    plugin = load(BenchmarkPin.parse("brats-2023-gli/1"))
     spec = plugin.release_spec
     keys = [c.key.split(":", 1)[1] for c in spec.columns]
     means = dict.fromkeys(keys, dice) if isinstance(dice, float | int) else dice

@@ -10,10 +10,11 @@ from fastapi.testclient import TestClient
 
 from sealbench.benchmarks.registry import load as load_benchmark
 from sealbench.benchmarks.release import InsecureFixedNoise, Release
+from sealbench.contract.pin import BenchmarkPin
 
 API = "/api/v1"
 SEALED = "sha256:" + "7" * 64
-_BRATS = load_benchmark("brats-2023-gli/1")
+_BRATS = load_benchmark(BenchmarkPin.parse("brats-2023-gli/1"))
 
 
 def _summary(**override: Any) -> dict[str, Any]:
@@ -46,7 +47,8 @@ def _nothing_stored(client: TestClient, world: Any) -> None:
 def test_benchmark_stores_the_plugin_it_pins(client: TestClient, world: Any) -> None:
     row = client.get(f"{API}/benchmarks/{world.benchmark_id}",
                      headers=world.bench_owner.headers).json()
-    assert (row["plugin_name"], row["plugin_version"]) == ("brats-2023-gli", "1")
+    assert row["metrics_version"] == "brats-2023-gli/1"
+    assert "plugin_name" not in row and "plugin_version" not in row  # the pin, stored once
 
 
 def test_benchmark_pinning_no_plugin_refused(client: TestClient, world: Any, h: Any) -> None:

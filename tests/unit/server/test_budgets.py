@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from sealbench.benchmarks.interface import PluginRef, SummaryError
+from sealbench.benchmarks.interface import BenchmarkPin, SummaryError
 from sealbench.benchmarks.registry import load
 from sealbench.benchmarks.release import (
     Column,
@@ -79,7 +79,7 @@ class ReleasingPlugin:
     plug-in without releases) and leaves the check against :attr:`release_spec` to the
     registry."""
 
-    ref = PluginRef.parse(PIN)
+    ref = BenchmarkPin.parse(PIN)
     small_cell_minimum = 1
 
     def __init__(self, spec: ReleaseSpec) -> None:

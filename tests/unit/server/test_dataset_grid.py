@@ -104,17 +104,25 @@ def test_benchmark_without_a_grid_takes_any_dataset(
     assert _register(client, world, h, "vox", {"grid": SMALL}, tabular).status_code == 201
 
 
-def test_unreadable_benchmark_grid_refuses_rather_than_accepts(
+def test_unreadable_benchmark_grid_is_refused_by_the_plugin(
         client: TestClient, world: Any, h: Any) -> None:
-    broken = _benchmark(client, world, h, {"shape": "large"})
-    refused = _register(client, world, h, "any", {"grid": SMALL}, broken)
-    assert refused.status_code == 422
-    assert "cannot read" in refused.json()["message"]
+    body = {**h.benchmark_body(name=f"grid-{next(_names)}"), "metrics_version": "brats-2023-gli/1",
+            "data_contract": {"modalities": ["t1n", "t1c", "t2w", "t2f"], "shape": "large"}}
+    refused = client.post("/api/v1/benchmarks", json=body, headers=world.bench_owner.headers)
+    assert refused.status_code == 422, refused.text
+    assert "'large' is not a list of positive voxel counts" in refused.json()["message"]
+
+
+def test_a_plugin_not_installed_here_is_not_asked(client: TestClient, world: Any, h: Any) -> None:
+    """The registry reads no grid itself: a benchmark of a plug-in it lacks (whose results it
+    refuses anyway) takes any grid at registration; the enclave checks every case."""
+    foreign = _benchmark(client, world, h, {"shape": "large"})
+    assert _register(client, world, h, "any", {"grid": SMALL}, foreign).status_code == 201
 
 
 @pytest.mark.parametrize(("pin", "contract", "declared"), [
-    ("brats-2023-gli/1", SMALL, "64x64x48 at 1.0x1.0x1.0 mm"),
-    ("brats-2023-gli/1-64x64x48", FULL, "240x240x155 at 1.0x1.0x1.0 mm"),
+    ("brats-2023-gli/1", SMALL, "64x64x48 at 1x1x1 mm"),
+    ("brats-2023-gli/1-64x64x48", FULL, "240x240x155 at 1x1x1 mm"),
     ("brats-2023-gli/1", {"shape": [240, 240, 155]}, "240x240x155"),  # spacing left out
 ])
 def test_benchmark_whose_pin_fixes_another_grid_is_refused(

@@ -16,6 +16,7 @@ from sqlalchemy import select
 from sealbench.benchmarks.brats.published import PublishedSummary
 from sealbench.benchmarks.registry import load
 from sealbench.benchmarks.release import LocalExact, OpenDPGaussian, release
+from sealbench.contract.pin import BenchmarkPin
 from sealbench.server.db import open_database
 from sealbench.server.models import BenchmarkDataset
 
@@ -122,7 +123,7 @@ def test_models_need_no_consent_and_private_benchmarks_ignore_it(
 
 
 def _exact_summary(bid: int, n_cases: int = 12) -> dict[str, Any]:
-    plugin = load(EXACT_PIN)
+    plugin = load(BenchmarkPin.parse(EXACT_PIN))
     rows = np.random.default_rng(4).uniform(0.6, 0.95, size=(n_cases, 3))
     made = release(rows, plugin.release_spec, OpenDPGaussian())  # an exact pin draws no noise
     metrics = plugin.metrics  # type: ignore[attr-defined]

@@ -29,6 +29,7 @@ from sealbench.benchmarks.brats import BRATS_2023_GLI_METRICS, CaseScores, Regio
 from sealbench.benchmarks.registry import load as load_plugin
 from sealbench.benchmarks.release import InsecureFixedNoise
 from sealbench.benchmarks.wdbc import summary as wdbc_summary
+from sealbench.contract.pin import BenchmarkPin
 from sealbench.crypto.digest import sha256_digest
 from sealbench.server.app import create_app
 from sealbench.server.db import open_database
@@ -38,7 +39,7 @@ from sealbench.server.settings import CONFIDENTIAL_SPACE_ISSUER, ServerSettings
 from sealbench.server.web import mount_dashboard
 
 SPEC = BRATS_2023_GLI_METRICS
-BRATS = load_plugin("brats-2023-gli/1")
+BRATS = load_plugin(BenchmarkPin.parse("brats-2023-gli/1"))
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 _seq = itertools.count(1)
 
@@ -397,7 +398,7 @@ def test_wdbc_pooled_sensitivity_equals_the_raw_cases(client: TestClient, make_u
     """Through the plug-in's interface only (its summary is its own business): with zero
     noise offsets the pooled sensitivity is the raw cases' (0.5 is a bin edge), with an
     interval around it."""
-    wdbc = load_plugin("wdbc/1")
+    wdbc = load_plugin(BenchmarkPin.parse("wdbc/1"))
     board = _world(client, make_user, database_url, "wdbc/1")
     rng = np.random.default_rng(3)
     labels_all: list[np.ndarray] = []

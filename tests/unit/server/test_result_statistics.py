@@ -21,6 +21,7 @@ from sqlalchemy import select
 from sealbench.benchmarks import interface as api
 from sealbench.benchmarks.registry import load
 from sealbench.client.cli.render import BIAS_NOTE, print_table
+from sealbench.contract.pin import BenchmarkPin
 from sealbench.crypto.digest import sha256_digest
 from sealbench.server.db import open_database
 from sealbench.server.migrate import upgrade_to_head
@@ -32,7 +33,7 @@ from sealbench.server.services.leaderboard import SummaryCache
 from sealbench.server.web import mount_dashboard
 
 API = "/api/v1"
-BRATS = load("brats-2023-gli/1")
+BRATS = load(BenchmarkPin.parse("brats-2023-gli/1"))
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -277,7 +278,7 @@ def test_stored_form_round_trips_and_refuses_another_pin() -> None:
                           rs.StoredPool(frozenset({3, 5}), {"dice:WT": replace(fig, bias=None)}))
     row = rs.encode(5, BRATS, stats)
     assert rs.decode(BRATS, row) == stats
-    assert rs.decode(load("wdbc/1"), row) is None
+    assert rs.decode(load(BenchmarkPin.parse("wdbc/1")), row) is None
     row.format = rs.FORMAT + 1
     assert rs.decode(BRATS, row) is None
 

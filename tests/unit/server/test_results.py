@@ -12,12 +12,13 @@ from fastapi.testclient import TestClient
 
 from sealbench.benchmarks.registry import load as load_benchmark
 from sealbench.benchmarks.release import InsecureFixedNoise
+from sealbench.contract.pin import BenchmarkPin
 from sealbench.server.app import create_app
 from sealbench.server.settings import ServerSettings, TrustedIssuer
 
 API = "/api/v1"
 #: A run's summary.json that the benchmark's plug-in (brats-2023-gli/1) validates.
-_BRATS = load_benchmark("brats-2023-gli/1")
+_BRATS = load_benchmark(BenchmarkPin.parse("brats-2023-gli/1"))
 SUMMARY: dict[str, Any] = {
     "format": "sealbench/result-summary", "version": 1, "run_id": "run-1", "benchmark_id": "1",
     "metrics_version": "brats-2023-gli/1",

@@ -17,6 +17,7 @@ from sqlalchemy import delete, select, text, update
 
 from sealbench.benchmarks.registry import load as load_benchmark
 from sealbench.benchmarks.release import InsecureFixedNoise
+from sealbench.contract.pin import BenchmarkPin
 from sealbench.crypto import tlog
 from sealbench.crypto.note import (
     ALG_COSIGNATURE,
@@ -39,7 +40,7 @@ from sealbench.server.schemas.audit import AuditEventPublic
 
 API = "/api/v1"
 #: A run's summary.json that the benchmark's plug-in (brats-2023-gli/1) validates.
-_BRATS = load_benchmark("brats-2023-gli/1")
+_BRATS = load_benchmark(BenchmarkPin.parse("brats-2023-gli/1"))
 SUMMARY: dict[str, Any] = {
     "format": "sealbench/result-summary", "version": 1, "run_id": "run-1", "benchmark_id": "1",
     "metrics_version": "brats-2023-gli/1",

@@ -15,6 +15,7 @@ import pytest
 
 from sealbench.benchmarks.interface import MetricRef
 from sealbench.benchmarks.release import Release, column_mean
+from sealbench.contract.pin import BenchmarkPin
 from sealbench.server.web._charts import build_charts, nice_ticks
 from sealbench.server.web._sessions import tokens_match
 from sealbench.server.web._state import safe_next
@@ -58,7 +59,7 @@ def test_redirect_inside_the_dashboard_kept() -> None:
     assert safe_next("/ui/benchmarks/3/leaderboard?x=1") == "/ui/benchmarks/3/leaderboard?x=1"
 
 
-BRATS = View.of("brats-2023-gli/1")
+BRATS = View.of(BenchmarkPin.parse("brats-2023-gli/1"))
 #: Enough cases that every figure of a release is informative at the pin's epsilon.
 MANY = 2000
 
@@ -100,7 +101,7 @@ def test_bare_public_summary_is_read_too(h: Any) -> None:
 
 
 def test_benchmark_without_its_plugin_shows_nothing(h: Any) -> None:
-    unknown = View.of("brats-1999/1")
+    unknown = View.of(BenchmarkPin.parse("brats-1999/1"))
     assert unknown.plugin is None and unknown.groups == ()
     assert unknown.value(h.brats_summary(0.5, MANY), MetricRef("dice")) is None
 

@@ -167,7 +167,7 @@ class Tiny2dsegBenchmark:
     """The tiny2dseg/1 plug-in."""
 
     def __init__(self) -> None:
-        self.ref = api.PluginRef("tiny2dseg", "1")
+        self.ref = api.BenchmarkPin("tiny2dseg", "1")
         self.description = "Segment the bright disc in 32x32 noisy images; Dice per case."
         self.presentation = api.Presentation(
             metrics=(api.MetricSpec("dice", "Dice", "", api.Direction.HIGHER, False,
