@@ -15,6 +15,7 @@ from sealbench.client.assets.grants import AllowedWorkload, allowed_workloads
 from sealbench.client.assets.prepare import RECIPIENT_STATISTIC
 from sealbench.client.registry import workflows
 from sealbench.client.registry.api import RegistryClient
+from sealbench.contract.pin import BenchmarkPin
 from sealbench.contract.workload import WorkloadIdentity
 from sealbench.crypto.digest import sha256_digest
 from sealbench.gcp.confidential_space import uid_mapping_expression
@@ -34,8 +35,9 @@ def _benchmark(api: dict[str, RegistryClient], name: str, *, pin_variant: str = 
     body: BenchmarkCreate = workflows.benchmark_body(
         definition, image=workflows.EvaluationImage(f"r/eval@{IMAGE}", IMAGE),
         reference_model_id=None, accept_experimental=accept_experimental)
-    body = body.model_copy(update={"name": name,
-                                   "metrics_version": body.metrics_version + pin_variant})
+    pin = body.metrics_version
+    body = body.model_copy(update={
+        "name": name, "metrics_version": BenchmarkPin(pin.name, pin.version + pin_variant)})
     b = api["authority"].create_benchmark(body).id
     api["admin"].approve_benchmark(b)
     return b
@@ -120,7 +122,8 @@ def _grants(api: dict[str, RegistryClient], ids: dict[str, int]) -> AssetPolicy:
 
 
 def _pin(api: dict[str, RegistryClient], b: int) -> str:
-    return api["hospital"].get_benchmark(b).metrics_version
+    """The benchmark's pin as the uid carries it (text)."""
+    return str(api["hospital"].get_benchmark(b).metrics_version)
 
 
 def test_approved_runs_are_released(api: dict[str, RegistryClient]) -> None:
