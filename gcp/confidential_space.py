@@ -281,7 +281,8 @@ class ConfidentialSpacePlatform:
     def __repr__(self) -> str:
         return "ConfidentialSpacePlatform()"
 
-    def issues(self, issuer: str) -> bool:
+    @classmethod
+    def issues(cls, issuer: str) -> bool:
         return issuer == CONFIDENTIAL_SPACE_ISSUER
 
     def attester(self, launcher_dir: Path | None = None) -> Attester:

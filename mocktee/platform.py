@@ -80,7 +80,8 @@ class InsecureMockPlatform:
     def __repr__(self) -> str:
         return "InsecureMockPlatform()"
 
-    def issues(self, issuer: str) -> bool:
+    @classmethod
+    def issues(cls, issuer: str) -> bool:
         return _LOOPBACK_ISSUER.fullmatch(issuer) is not None
 
     def attester(self, launcher_dir: Path | None = None) -> Attester:

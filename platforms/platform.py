@@ -30,7 +30,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
@@ -176,8 +176,11 @@ class Platform(Protocol):
         """The client's launcher backends (``sealbench run --tee``) that start its workloads."""
         ...
 
-    def issues(self, issuer: str) -> bool:
-        """Whether ``issuer`` is this platform's attestation verifier."""
+    @classmethod
+    def issues(cls, issuer: str) -> bool:
+        """Whether ``issuer`` is this platform's attestation verifier: known to the class, so
+        that finding the platform of an issuer constructs no other platform (a production
+        client or enclave never constructs the mock's)."""
         ...
 
     def attester(self, launcher_dir: Path | None = None) -> Attester:
@@ -309,10 +312,11 @@ def platforms_for_backend(backend: str) -> tuple[str, ...]:
 def platform_for_issuer(issuer: str, platforms: Iterable[Platform] | None = None) -> Platform:
     """The one platform (of ``platforms``, default: every registered one) whose verifier is
     ``issuer``; :class:`UnknownPlatformError` when none or several claim it."""
-    candidates: Sequence[Platform] = (
-        available_platforms() if platforms is None else tuple(platforms)
-    )
-    owners = [p for p in candidates if p.issues(issuer)]
+    if platforms is None:
+        classes = {name: ep.load() for name, ep in sorted(_registered().items())}
+        owners = [load_platform(name) for name, cls in classes.items() if cls.issues(issuer)]
+    else:
+        owners = [p for p in platforms if p.issues(issuer)]
     if len(owners) != 1:
         what = "no platform" if not owners else f"{len(owners)} platforms"
         raise UnknownPlatformError(

@@ -101,7 +101,7 @@ class World:
     tmp: Path
     url: str
     tokens: dict[str, str]
-    #: forbids the stand-in's own attestation platform until a result token is read
+    #: forbids the stand-in's own attestation platform until a condition is rendered for it
     stand_in_platform: pytest.MonkeyPatch
     runner: CliRunner = field(default_factory=CliRunner)
     ids: dict[str, int] = field(default_factory=dict)
@@ -320,6 +320,13 @@ def ready(world: World, benchmark: int) -> Ready:
     ok(cli("hospital", "dataset", "associate", "--dataset", d, "--benchmark", b))
     for kind, asset in (("--dataset", d), ("--model", str(mid))):
         ok(cli("authority", "association", "approve", "--benchmark", b, kind, asset))
+    # Up to here nothing constructed any InsecureMock* class. A key-release condition is
+    # rendered by the platform whose verifier attests the workloads (Platform.
+    # key_release_condition, found by issuer): these profiles trust the stand-in's verifier, so
+    # only the stand-in's own platform may now be constructed, to render the condition (with
+    # its endpoints pinned) and read the result token; the owner-cloud and launcher mocks stay
+    # forbidden. With Google's verifier the lookup constructs Confidential Space's alone.
+    world.stand_in_platform.undo()
     synced = json.loads(ok(cli("hospital", "policy", "sync", "--dataset", d, "--result-bucket",
                                hospital.bucket, "--json")).stdout)
     ok(cli("lab", "policy", "sync", "--model", str(mid)))
@@ -335,11 +342,6 @@ def flow(world: World, ready: Ready) -> Flow:
                  "--tee", "confidential-space")).output
     run_id = json.loads(ok(cli("hospital", "result", "ls", "--json")).stdout)[-1]["run_id"]
     fetched = ok(cli("hospital", "result", "fetch", run_id)).output
-    # Up to here nothing constructed any InsecureMock* class. The result token was signed by
-    # the stand-in's verifier (the VM ran on the Compute stand-in), and a token is read by the
-    # platform of its issuer: only the stand-in's own platform may now be constructed, to read
-    # it; the owner-cloud and launcher mocks stay forbidden.
-    world.stand_in_platform.undo()
     return Flow(
         ready=ready,
         ran=ran,

@@ -75,7 +75,7 @@ def test_the_entry_points_name_both_implementations_and_their_private_modules() 
     "source",
     [
         "from sealbench.gcp.confidential_space import AttestationPolicy",
-        "from sealbench.platforms import confidential_space",
+        "from sealbench.gcp import confidential_space",
         "import sealbench.mocktee.platform as p",
         "def f():\n    from sealbench.gcp._cs_cel import render_condition",
         "if TYPE_CHECKING:\n    from sealbench.mocktee.platform import InsecureMockPlatform",

@@ -110,7 +110,8 @@ class DoublePlatform:
     insecure: Final = True
     launcher_backends: Final = (BACKEND,)
 
-    def issues(self, issuer: str) -> bool:
+    @classmethod
+    def issues(cls, issuer: str) -> bool:
         return issuer == ISSUER
 
     def attester(self, launcher_dir: Path | None = None) -> Attester:

@@ -115,6 +115,17 @@ def test_unknown_platform_name_lists_the_installed_ones() -> None:
         load_platform("nitro")
 
 
+def test_finding_googles_platform_constructs_no_other(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``issues`` is known to the class: a production lookup never constructs the mock's."""
+    from sealbench.mocktee.platform import InsecureMockPlatform
+
+    def forbidden(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the mock's platform was constructed")
+
+    monkeypatch.setattr(InsecureMockPlatform, "__init__", forbidden)
+    assert platform_for_issuer(GOOGLE).name == "confidential-space"
+
+
 def test_each_issuer_belongs_to_exactly_its_platform() -> None:
     assert platform_for_issuer(GOOGLE).name == "confidential-space"
     assert platform_for_issuer(MOCK_ISSUER).name == "insecure-mock"
