@@ -22,9 +22,11 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("benchmarks", schema=None) as batch_op:
-        batch_op.drop_column("plugin_version")
-        batch_op.drop_column("plugin_name")
+    # In place on both backends (SQLite 3.35+ drops a plain column without rebuilding the
+    # table): a batch rebuild would drop ``benchmarks`` while results and associations refer
+    # to it, which SQLite's foreign keys refuse.
+    for column in ("plugin_version", "plugin_name"):
+        op.execute(f"ALTER TABLE benchmarks DROP COLUMN {column}")
 
 
 def downgrade() -> None:

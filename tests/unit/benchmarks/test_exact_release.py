@@ -27,7 +27,7 @@ def test_an_exact_pin_binds_an_exact_release_of_the_same_content(
     plugins: PluginRegistry, pin: str
 ) -> None:
     exact = plugins.load(BenchmarkPin.parse(pin))
-    private = plugins.load(pin.removesuffix(api.EXACT_SUFFIX))
+    private = plugins.load(BenchmarkPin.parse(pin.removesuffix(api.EXACT_SUFFIX)))
     assert str(exact.ref) == pin and exact.release_spec.exact
     assert not private.release_spec.exact and private.release_spec.epsilon == 1.0
     assert exact.release_spec.columns == private.release_spec.columns

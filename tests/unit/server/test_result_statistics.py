@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from fastapi.testclient import TestClient
 from rich.console import Console
 from sqlalchemy import select
@@ -25,7 +26,7 @@ from sealbench.contract.pin import BenchmarkPin
 from sealbench.crypto.digest import sha256_digest
 from sealbench.server.db import open_database
 from sealbench.server.migrate import upgrade_to_head
-from sealbench.server.models import Benchmark, Dataset, Model, Result, ResultStatistics
+from sealbench.server.models import Dataset, Model, Result, ResultStatistics
 from sealbench.server.routers import results as results_router
 from sealbench.server.schemas.leaderboard import PooledLeaderboard
 from sealbench.server.services import result_statistics as rs
@@ -301,20 +302,28 @@ def test_migration_backfills_statistics_of_existing_results(at_0011: str, h: Any
             user = User(email="a@test", is_admin=False, created_at=NOW)
             session.add(user)
             session.flush()
-            bench = Benchmark(owner_id=user.id, name="b", version="1", description="d",
-                              data_contract={}, metrics_spec={},
-                              metrics_version="brats-2023-gli/1", image_reference="r",
-                              image_digest="sha256:" + "1" * 64, state="approved",
-                              created_at=NOW, updated_at=NOW)
+            # the benchmarks row as revision 0011 has it (the pin stored three times until 0015)
+            bench_id = session.execute(sa.insert(sa.table(
+                "benchmarks", *(sa.column(c) for c in (
+                    "owner_id", "name", "version", "description", "data_contract",
+                    "metrics_spec", "metrics_version", "plugin_name", "plugin_version",
+                    "image_reference", "image_digest", "state", "created_at", "updated_at",
+                    "leaderboard_published", "accept_experimental")))).values(
+                owner_id=user.id, name="b", version="1", description="d", data_contract="{}",
+                metrics_spec="{}", metrics_version="brats-2023-gli/1",
+                plugin_name="brats-2023-gli", plugin_version="1", image_reference="r",
+                image_digest="sha256:" + "1" * 64, state="approved", created_at=NOW,
+                updated_at=NOW, leaderboard_published=False, accept_experimental=False,
+            ).returning(sa.column("id"))).scalar_one()
             ds = [Dataset(owner_id=user.id, name=f"s{i}", digest=sha256_digest(f"d{i}".encode()),
                           case_count=5, statistics={}, state="registered", created_at=NOW)
                   for i in range(2)]
             model = Model(owner_id=user.id, name="m", version="1", digest=sha256_digest(b"m"),
                           format="onnx", io_contract={}, state="registered", created_at=NOW)
-            session.add_all([bench, *ds, model])
+            session.add_all([*ds, model])
             session.flush()
             # site 0 twice (the later one is the latest), site 1 once
-            rows = [Result(benchmark_id=bench.id, dataset_id=ds[i].id, model_id=model.id,
+            rows = [Result(benchmark_id=bench_id, dataset_id=ds[i].id, model_id=model.id,
                            submitted_by_id=user.id, summary=doc,
                            sealed_result_digest=sha256_digest(f"s{n}".encode()),
                            attestation_token="h.p.s", token_issuer="https://mock.invalid",
