@@ -12,6 +12,7 @@ from collections.abc import Callable
 from sealbench.benchmarks.interface import Benchmark, BenchmarkError, BenchmarkPin
 from sealbench.benchmarks.registry import load
 from sealbench.contract.errors import SpecError
+from sealbench.contract.workload import ENV_METRICS_VERSION
 
 __all__ = ["PluginFinder", "benchmark_for"]
 
@@ -24,4 +25,4 @@ def benchmark_for(pin: BenchmarkPin, find: PluginFinder = load) -> Benchmark:
     try:
         return find(pin)
     except BenchmarkError as exc:
-        raise SpecError(f"SEALBENCH_METRICS_VERSION: {exc}") from None
+        raise SpecError(f"{ENV_METRICS_VERSION}: {exc}") from None

@@ -522,7 +522,7 @@ def doctor(
                 runner = RunnerSettings(gcp.zone, gcp.service_account,
                                         **({"machine_type": gcp.machine_type} | gpu))
         else:  # the mock's defaults, as 'run --tee confidential-space' uses them
-            from sealbench.client.cli.tee import MOCK_ZONE
+            from sealbench.client.runs.launchers.for_profile import MOCK_ZONE
 
             runner = RunnerSettings(
                 MOCK_ZONE, f"sealbench-runner@{cloud.project_id}.iam.gserviceaccount.com", **gpu

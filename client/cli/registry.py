@@ -149,9 +149,10 @@ def benchmark_show(
 def benchmark_create(
     definition: Annotated[
         str,
-        typer.Option(help="'brats' for the shipped BraTS benchmark (240x240x155), 'brats-small' "
-                     "for its small demo benchmark (64x64x48), or a definition JSON file"),
-    ] = "brats",
+        typer.Option(help="a definition an installed plug-in ships ('sealbench benchmark "
+                     "definition ls': 'brats' for BraTS 2023 on 240x240x155, 'brats-small' on "
+                     "64x64x48, 'wdbc', ...) or a definition JSON file"),
+    ],
     tee: Annotated[
         str,
         typer.Option(help="take the image digest of this TEE backend's evaluation image"),
@@ -206,12 +207,27 @@ definition_app = typer.Typer(help="Benchmark definitions: export one to start a 
 benchmark_app.add_typer(definition_app, name="definition")
 
 
+@definition_app.command("ls")
+def definition_ls(json_out: JsonOpt = False) -> list[dict[str, str]]:
+    """List the definitions the installed plug-ins ship: what 'benchmark create --definition'
+    and 'benchmark definition export' take by name."""
+    rows = [{"definition": name, "plugin": str(doc.get("plugin", "")),
+             "name": str(doc.get("name", "")), "version": str(doc.get("version", ""))}
+            for name, doc in sorted(workflows.shipped_definitions().items())]
+    if json_out:
+        emit_json(rows)
+    else:
+        table("Shipped benchmark definitions", ("definition", "pin", "name", "version"),
+              ([r["definition"], r["plugin"], r["name"], r["version"]] for r in rows))
+    return rows
+
+
 @definition_app.command("export")
 def definition_export(
     definition: Annotated[
         str, typer.Argument(help="a definition an installed plug-in ships ('brats', "
                             "'brats-small', ...) or a definition JSON file")
-    ] = "brats",
+    ],
 ) -> None:
     """Print a benchmark definition as JSON (redirect it to a file, edit it, and publish it
     with 'sealbench benchmark create --definition FILE')."""

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from sealbench.client.assets import owner
+from sealbench.client.cli import render
 from sealbench.client.cli.audit import keep_receipt
 from sealbench.client.cli.common import (
     JsonOpt,
@@ -24,7 +25,6 @@ from sealbench.client.cli.common import (
     table,
 )
 from sealbench.client.errors import LogKeyNotPinnedError
-from sealbench.client.registry import workflows
 from sealbench.client.runs import single as runs
 from sealbench.client.runs.batch import repair_stale_runs
 from sealbench.client.runs.local_results import (
@@ -119,8 +119,8 @@ def result_open(
         "per-case results (private to you)"
         + ("" if opened.signature_verified else f" ({UNVERIFIED})"),
         ("case", "outcome",
-         *(shown.label(ref) for ref in workflows.case_columns(opened.benchmark))),
-        (workflows.case_cells(opened.benchmark, case) for case in opened.cases),
+         *(shown.label(ref) for ref in render.case_columns(opened.benchmark))),
+        (render.case_cells(opened.benchmark, case) for case in opened.cases),
     )
     return opened
 

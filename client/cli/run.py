@@ -173,23 +173,3 @@ def _breakdown(record: runs.RunRecord) -> str:
     if record.execution_provider is not None:
         parts.append(f"on {record.execution_provider}")
     return f" ({'; '.join(parts)})" if parts else ""
-
-
-#: Commands that lived in this module before it was split by noun, by name → their module now.
-#: Only until the demo (client/demo/) calls the library instead (issue 26); new code imports
-#: them from their module.
-_MOVED = {
-    "keys_app": "keys", "keys_init": "keys", "keys_show": "keys",
-    "policy_app": "policy", "policy_sync": "policy",
-    "result_app": "result", "result_ls": "result", "result_open": "result",
-    "result_fetch": "result", "result_submit": "result",
-    "mock_tee_app": "mock_tee", "mock_tee_up": "mock_tee",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        import importlib
-
-        return getattr(importlib.import_module(f"sealbench.client.cli.{_MOVED[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,7 +21,7 @@ ConsentCheck = Callable[[RegistryClient, BenchmarkPublic, "int | None"], None]
 
 
 def create_benchmark(
-    client: RegistryClient, definition: str = "brats", *, tee: str = "mock",
+    client: RegistryClient, definition: str, *, tee: str = "mock",
     image_reference: str | None = None, image_digest: str | None = None,
     reference_model: int | None = None, name: str | None = None, version: str | None = None,
     publish_leaderboard: bool = False, accept_experimental: bool = False,

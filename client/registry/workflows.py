@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from sealbench.benchmarks.interface import Benchmark, PublicSummary
 
 __all__ = [
-    "Backend",
     "DefinitionDocument",
     "EvaluationImage",
     "benchmark_body",
@@ -44,23 +43,7 @@ __all__ = [
     "summary_of",
 ]
 
-#: Every ``--tee`` backend this version ships (the one list: the launchers' enum).
-Backend = TeeBackend
-#: Rendering that moved to :mod:`sealbench.client.cli.render`, reached through this module
-#: until its last caller imports it from there.
-_MOVED_TO_RENDER: Final = frozenset({"case_cells", "case_columns", "column_titles",
-                                     "result_cells"})
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED_TO_RENDER:
-        import importlib
-
-        return getattr(importlib.import_module("sealbench.client.cli.render"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def check_tee(tee: str) -> Backend:
+def check_tee(tee: str) -> TeeBackend:
     """The backend, or an error that says which exist."""
     try:
         return TeeBackend(tee)

@@ -33,6 +33,7 @@ from sealbench.client.runs.batch import (
     plan_runs,
     with_run_options,
 )
+from sealbench.client.runs.launchers.selection import TeeBackend
 from sealbench.client.runs.options import RunOptions
 
 if TYPE_CHECKING:
@@ -52,19 +53,18 @@ __all__ = [
 
 
 class LauncherFactory(Protocol):
-    """Builds the launcher of a backend for a profile (``sealbench.client.cli.tee.make_launcher``
-    is the one the command uses)."""
+    """Builds the launcher of a backend for a profile
+    (:func:`sealbench.client.runs.launchers.for_profile.make_launcher` by default)."""
 
     def __call__(
-        self, backend: workflows.Backend, *, profile: ResolvedProfile, client: RegistryClient,
+        self, backend: TeeBackend, *, profile: ResolvedProfile, client: RegistryClient,
         benchmark_id: int, endpoints: Any, mock_tee: Path | None, debug: bool,
         image: str | None, cs: Any,
-    ) -> Any: ...
+    ) -> Launcher: ...
 
 
 def _default_launcher_factory() -> tuple[LauncherFactory, Callable[..., Any]]:
-    # The launchers' profile settings still live beside ``sealbench image build``.
-    from sealbench.client.cli.tee import CsOptions, make_launcher
+    from sealbench.client.runs.launchers.for_profile import CsOptions, make_launcher
 
     return make_launcher, CsOptions
 
@@ -157,7 +157,7 @@ class PreparedRuns:
     specification (``make_spec(dataset_id, model_id, run_id)``)."""
 
     options: RunOptions
-    backend: workflows.Backend
+    backend: TeeBackend
     plan: RunPlan
     launcher: Launcher
     store: single.RunStore

@@ -55,6 +55,7 @@ from sealbench.client.errors import (
 )
 from sealbench.client.registry.api import AssetKind, RegistryClient
 from sealbench.contract.events import ModelLoaded, RunDone, RunEvent, parse_event
+from sealbench.contract.spec import ENDPOINT_ENV_NAMES
 from sealbench.server.schemas import ResultCreate, ResultPublic
 from sealbench.server.schemas.runs import (
     EXECUTION_PROVIDERS,
@@ -503,7 +504,7 @@ _REFUSAL_CAUSES: Final = (
      "a shell in the VM): run the production image, without --insecure-debug-image or --debug"),
     (("hwmodel", "secboot"), "the machine is not confidential hardware with secure boot: use an "
      "AMD SEV / SEV-SNP or Intel TDX confidential VM (Confidential Space sets secure boot)"),
-    (("SEALBENCH_STS_URL", "SEALBENCH_KMS_ENDPOINT", "SEALBENCH_STORAGE_ENDPOINT"),
+    (ENDPOINT_ENV_NAMES,
      "the run names token endpoints the key owners did not pin: run it with the platform's own "
      "endpoints (a production run sets none)"),
     (("cmd_override",), "a command override is refused by design: launch the image as it is"),
@@ -513,8 +514,7 @@ _REFUSAL_CAUSES: Final = (
 )
 #: Clues of causes that are the run's own (the operator's), whatever the owners' grants.
 _OPERATOR_CAUSES: Final = ("dbgstat", "support_attributes", "hwmodel", "secboot",
-                           "SEALBENCH_STS_URL", "SEALBENCH_KMS_ENDPOINT",
-                           "SEALBENCH_STORAGE_ENDPOINT", "cmd_override")
+                           *ENDPOINT_ENV_NAMES, "cmd_override")
 
 
 def _refusal_hint(reason: str) -> str | None:

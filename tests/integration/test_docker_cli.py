@@ -184,7 +184,8 @@ def test_benchmark_refuses_an_image_built_from_other_sources(
     with (edited / "enclave" / "run.py").open("a") as handle:
         handle.write("\n# edited after the image was built\n")
     monkeypatch.chdir(edited)
-    result = cli_world.cli("benchmark", "create", "--tee", "docker", "--profile", "authority")
+    result = cli_world.cli("benchmark", "create", "--definition", "brats",
+                           "--tee", "docker", "--profile", "authority")
     assert result.exit_code == 3, result.output
     assert "was built from other sources" in result.output
     assert "sealbench image build" in result.output

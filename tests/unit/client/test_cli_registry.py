@@ -282,13 +282,15 @@ def test_docker_benchmark_without_an_engine_says_how_to_start_one(
     cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-such-docker.sock")
-    result = cli("benchmark", "create", "--tee", "docker", "--profile", "authority")
+    result = cli("benchmark", "create", "--definition", "brats",
+                 "--tee", "docker", "--profile", "authority")
     assert result.exit_code == 3, result.output
     assert "cannot reach a Docker engine" in result.output and "dockerd" in result.output
 
 
 def test_confidential_space_benchmark_must_name_its_pushed_image(cli: Cli) -> None:
-    result = cli("benchmark", "create", "--tee", "confidential-space", "--profile", "authority")
+    result = cli("benchmark", "create", "--definition", "brats",
+                 "--tee", "confidential-space", "--profile", "authority")
     assert result.exit_code == 3
     assert "--image-reference" in result.output and "--image-digest" in result.output
 
@@ -296,7 +298,8 @@ def test_confidential_space_benchmark_must_name_its_pushed_image(cli: Cli) -> No
 def test_benchmark_create_with_mock_tee_pins_the_enclave_code_digest(cli: Cli) -> None:
     from sealbench.client.runs.launchers import mock_image
 
-    result = cli("benchmark", "create", "--tee", "mock", "--json", "--profile", "authority")
+    result = cli("benchmark", "create", "--definition", "brats",
+                 "--tee", "mock", "--json", "--profile", "authority")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["image_digest"] == mock_image().digest
 
