@@ -130,6 +130,11 @@ class OwnerCloud(Protocol):
     def project_id(self) -> str: ...
 
     @property
+    def project_number(self) -> str:
+        """The project's number (what workload identity pool names carry)."""
+        ...
+
+    @property
     def key_name(self) -> str: ...
 
     @property

@@ -149,7 +149,7 @@ def look_up_project_number(settings: GcpSettings) -> str:
     """The number of the profile's project, asked of the cloud with the credentials the
     profile will use (its endpoint overrides honoured)."""
     cloud = _gcp_cloud(settings, project_number=None)  # the platform looks it up
-    return str(cloud.project_number)  # type: ignore[attr-defined]
+    return cloud.project_number
 
 
 def gcp_issuer(settings: GcpSettings) -> str:
