@@ -1,6 +1,7 @@
 """Platform-neutral token verification (:func:`verify_jwt`): signature, issuer, audience and time,
 and nothing about what the claims say, so a token of any TEE platform's schema verifies; the
-platform maps it (tests/unit/platforms, tests/unit/gcp). Tokens are signed by PyJWT, an independent implementation."""
+platform maps it (tests/unit/platforms, tests/unit/gcp). Tokens are signed by PyJWT, an
+independent implementation."""
 
 from __future__ import annotations
 
