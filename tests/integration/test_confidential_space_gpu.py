@@ -24,7 +24,8 @@ from sealbench.gcp.launcher import (
     VmSettings,
     instance_resource,
 )
-from tests.unit.cloud.test_confidential_space import (
+from tests.unit.enclave.test_operator_inputs import IMAGE, _claims, _released
+from tests.unit.gcp.test_confidential_space import (
     POLICY,
     jwks,
     production_payload,
@@ -32,7 +33,6 @@ from tests.unit.cloud.test_confidential_space import (
     signing_key,
     verify,
 )
-from tests.unit.enclave.test_operator_inputs import IMAGE, _claims, _released
 
 __all__ = ["jwks", "signing_key"]  # the fixtures, re-used
 
@@ -184,7 +184,7 @@ def test_platform_verify_takes_the_opt_in_from_the_requirements(
     """The registry's result verification path (WorkloadRequirements, which carries the
     benchmark's accept_experimental) reaches the same rule."""
     from sealbench.platforms.platform import WorkloadRequirements
-    from tests.unit.cloud.test_confidential_space import NOW
+    from tests.unit.gcp.test_confidential_space import NOW
 
     base = {"allowed_image_digests": POLICY.allowed_image_digests,
             "expected_env_overrides": POLICY.expected_env_overrides,
