@@ -5,7 +5,6 @@ is :mod:`._cli_budget`)."""
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -14,6 +13,7 @@ import typer
 
 from sealbench.client.assets import lifecycle, owner
 from sealbench.client.assets import prepare as assets
+from sealbench.client.cli import render
 from sealbench.client.cli.budget import BudgetDeltaOpt, BudgetEpsilonOpt, BudgetGroupOpt
 from sealbench.client.cli.common import (
     ConsentExactOpt,
@@ -169,8 +169,7 @@ def dataset_register(
     prepared under another contract (another grid) is refused."""
     def review(body: DatasetCreate) -> None:
         # what the registry will hold, shown before it leaves this machine (stderr under --json)
-        preview = json.dumps(body.model_dump(mode="json", exclude_none=True), indent=2)
-        typer.echo(f"the registry will receive exactly this:\n{preview}", err=json_out)
+        typer.echo(render.exact_request(body), err=json_out)
         if not yes and sys.stdin.isatty() and not typer.confirm("send it?", default=True):
             raise typer.Exit(1)
 
@@ -185,11 +184,7 @@ def dataset_register(
     if json_out:
         emit_json(created)
     else:
-        out().print(f"dataset {created.id} registered: {created.name}, "
-                    f"{plural(created.case_count, 'case')}, digest {created.digest}")
-        group = "" if budget_group is None else f" (shared by budget group {budget_group})"
-        out().print(f"privacy budget: epsilon {created.budget_epsilon:g} at delta "
-                    f"{created.budget_delta:g}{group}")
+        render.dataset_registered(out(), created, budget_group)
     return created
 
 
@@ -263,15 +258,8 @@ def _associate(
     with session(profile) as s:
         done = lifecycle.associate_asset(s.client, kind, asset_id, benchmark,
                                          consent_exact=consent_exact, consent=consent)
-    row = done.row
-    if done.already:
-        # Asking again for a link that is pending or approved changes nothing: say so.
-        out().print(f"{kind} {asset_id} is already {row.status} in benchmark {benchmark}; "
-                    "nothing changed")
-        return row
-    tail = "" if row.status == "approved" else "; the benchmark's owner approves it"
-    out().print(f"{kind} {asset_id} → benchmark {benchmark}: {row.status}{tail}")
-    return row
+    render.association(out(), kind, asset_id, benchmark, done.row, already=done.already)
+    return done.row
 
 
 @dataset_app.command("associate")

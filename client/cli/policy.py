@@ -12,6 +12,7 @@ import typer
 
 from sealbench.client.assets import owner
 from sealbench.client.assets.policy import policy_watcher, sync_asset_policy
+from sealbench.client.cli import render
 from sealbench.client.cli.common import (
     JsonOpt,
     MockTeeOpt,
@@ -19,7 +20,6 @@ from sealbench.client.cli.common import (
     emit_json,
     out,
     session,
-    table,
 )
 from sealbench.client.errors import ConfigError
 from sealbench.client.registry.api import AssetKind
@@ -97,15 +97,7 @@ def policy_sync(
             "reported": {str(k): v for k, v in synced.reported.items()},
         })
         return synced
-    table(
-        f"workloads allowed to use {kind} {asset_id}'s key",
-        ("benchmark", "dataset", "model", "image"),
-        ((g.benchmark_id, g.dataset_id, g.model_id, g.identity.image_digest[:19] + "…")
-         for g in synced.grants),
-    )
-    out().print(f"policy synced: provider {report.provider}, key +{len(report.key.added)} "
-                f"-{len(report.key.removed)} workloads"
-                + ("" if report.changed else " (nothing to change)"))
+    render.policy_synced(out(), kind, asset_id, synced)
     return synced
 
 

@@ -12,6 +12,7 @@ from typing import Annotated, Final, cast
 import typer
 
 from sealbench.benchmarks.interface import EXACT_SUFFIX
+from sealbench.client.cli import render
 from sealbench.client.cli.audit import audit_app, audit_verify
 from sealbench.client.cli.common import (
     ConsentExactOpt,
@@ -197,9 +198,7 @@ def benchmark_create(
     if json_out:
         emit_json(created)
         return created
-    out().print(f"benchmark {created.id} created: {created.name} {created.version} "
-                f"[{created.state}]; an admin approves it with "
-                f"'sealbench benchmark approve {created.id}'")
+    render.benchmark_created(out(), created)
     return created
 
 

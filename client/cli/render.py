@@ -6,9 +6,12 @@ comes from the registry or the plug-in."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
 from rich.console import Console
 
 from sealbench.benchmarks.release import LocalExact
@@ -18,15 +21,30 @@ from sealbench.server.schemas.leaderboard import PooledLeaderboard, PooledValueP
 
 if TYPE_CHECKING:
     from sealbench.benchmarks.interface import Benchmark, CaseResult, MetricRef
+    from sealbench.client.assets.owner import PolicySync
+    from sealbench.client.runs.local_results import Submission
+    from sealbench.client.runs.results import OpenedResult
+    from sealbench.client.runs.single import RunRecord
+    from sealbench.server.schemas import AssociationPublic, BenchmarkPublic, DatasetPublic
 
 __all__ = [
     "BIAS_NOTE",
     "MOCK_BADGE",
+    "association",
+    "benchmark_created",
+    "breakdown",
     "case_cells",
     "case_columns",
     "column_titles",
+    "dataset_registered",
+    "exact_request",
+    "opened_result",
+    "policy_synced",
     "print_table",
+    "receipt_kept",
     "result_cells",
+    "run_outcomes",
+    "submission_accepted",
 ]
 
 MOCK_BADGE = "mock TEE, not a confidential run"
@@ -115,3 +133,148 @@ def case_cells(plugin: Benchmark, case: CaseResult) -> tuple[str, ...]:
     # the hospital's own case on its own machine: exact, no release noise
     figures = {f.ref: f.value for f in plugin.figures(plugin.summarise([case], LocalExact()))}
     return (case.case_id, "scored", *(_text(figures.get(ref)) for ref in columns))
+
+
+# -- what each step of a participant's walk prints (the commands and the demo alike) ----------
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def benchmark_created(console: Console, created: BenchmarkPublic) -> None:
+    """``benchmark create``'s line."""
+    console.print(f"benchmark {created.id} created: {created.name} {created.version} "
+                  f"[{created.state}]; an admin approves it with "
+                  f"'sealbench benchmark approve {created.id}'", markup=False)
+
+
+def exact_request(body: BaseModel, *, sized_member: str | None = None) -> str:
+    """What the registry will receive, printed before it is sent (``dataset register``,
+    ``result submit``); an attestation token (public, long, checked by the registry) by size."""
+    shown = body.model_dump(mode="json", exclude_none=sized_member is None)
+    if sized_member is not None:
+        token = shown[sized_member]
+        shown[sized_member] = (f"{token[:16]}… ({len(token)} characters: the enclave's "
+                               "attestation token, verified by the registry)")
+    return ("the registry will receive exactly this:\n"
+            + json.dumps(shown, indent=2, ensure_ascii=False))
+
+
+def dataset_registered(console: Console, created: DatasetPublic,
+                       budget_group: str | None = None) -> None:
+    """``dataset register``'s lines."""
+    console.print(f"dataset {created.id} registered: {created.name}, "
+                  f"{_plural(created.case_count, 'case')}, digest {created.digest}")
+    group = "" if budget_group is None else f" (shared by budget group {budget_group})"
+    console.print(f"privacy budget: epsilon {created.budget_epsilon:g} at delta "
+                  f"{created.budget_delta:g}{group}")
+
+
+def association(console: Console, kind: str, asset_id: int, benchmark: int,
+                row: AssociationPublic, *, already: bool) -> None:
+    """``dataset associate`` / ``model associate``'s line."""
+    if already:  # asking again for a pending or approved link changes nothing: say so
+        console.print(f"{kind} {asset_id} is already {row.status} in benchmark {benchmark}; "
+                      "nothing changed")
+        return
+    tail = "" if row.status == "approved" else "; the benchmark's owner approves it"
+    console.print(f"{kind} {asset_id} → benchmark {benchmark}: {row.status}{tail}")
+
+
+def policy_synced(console: Console, kind: str, asset_id: int, synced: PolicySync) -> None:
+    """``policy sync``'s table of the workloads granted and its summary line."""
+    report = synced.report
+    table(
+        f"workloads allowed to use {kind} {asset_id}'s key",
+        ("benchmark", "dataset", "model", "image"),
+        ((g.benchmark_id, g.dataset_id, g.model_id, g.identity.image_digest[:19] + "…")
+         for g in synced.grants),
+        console=console,
+    )
+    console.print(f"policy synced: provider {report.provider}, key +{len(report.key.added)} "
+                  f"-{len(report.key.removed)} workloads"
+                  + ("" if report.changed else " (nothing to change)"))
+
+
+def breakdown(record: RunRecord) -> str:
+    """`` (infer 12.0 s, score 3.1 s; on CUDAExecutionProvider)``: the two or three longest
+    steps of the enclave and the execution provider it said ran the model."""
+    parts = []
+    if record.step_seconds:
+        longest = sorted(record.step_seconds.items(), key=lambda kv: -kv[1])[:3]
+        parts.append(", ".join(f"{name} {seconds:.1f} s" for name, seconds in longest))
+    if record.execution_provider is not None:
+        parts.append(f"on {record.execution_provider}")
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def run_outcomes(console: Console, records: Iterable[RunRecord]) -> None:
+    """``run``'s line per finished run."""
+    for record in records:
+        if record.status == "succeeded":
+            console.print(f"model {record.model_id}: run {record.run_id} succeeded in "
+                          f"{record.wall_seconds or 0:.1f} s{breakdown(record)}; open it "
+                          f"with 'sealbench result open {record.run_id}'")
+        elif record.status == "failed":
+            console.print(f"model {record.model_id}: run {record.run_id} failed "
+                          f"({record.reason}): {record.error}", markup=False)
+
+
+def opened_result(console: Console, run_id: str, record: RunRecord,
+                  opened: OpenedResult) -> None:
+    """``result open``'s account of a result and its private per-case table."""
+    from sealbench.client.runs.results import UNVERIFIED
+
+    if not opened.signature_verified:
+        console.print(f"[bold red]{UNVERIFIED}[/]: nothing proves an enclave produced this "
+                      "result (opened with --unverified)")
+    agg = opened.aggregates
+    console.print(f"run {run_id}: benchmark {record.benchmark_id}, dataset {record.dataset_id}, "
+                  f"model {record.model_id}; {agg.n_cases} cases, "
+                  f"{sum(c.failed for c in opened.cases)} failed")
+    signed = (f"signed by {opened.claims.iss}, " if opened.signature_verified
+              else f"{UNVERIFIED}, ")
+    console.print(f"attestation: {signed}image {opened.claims.image_digest[:19]}"
+                  "…, binds this summary and sealed result")
+    held = opened.summary.withheld
+    if held is not None:
+        why = (f"{held.n_cases} case(s), the benchmark's minimum is {held.minimum}"
+               if held.rule == "cases" else "a histogram bin under the plug-in's minimum")
+        console.print(f"public summary withheld by the enclave (small-cell rule: {why}): "
+                      "submitting it files a withheld result, never ranked; the per-case "
+                      "results below are yours")
+    shown = opened.benchmark.presentation
+    table(
+        "per-case results (private to you)"
+        + ("" if opened.signature_verified else f" ({UNVERIFIED})"),
+        ("case", "outcome", *(shown.label(ref) for ref in case_columns(opened.benchmark))),
+        (case_cells(opened.benchmark, case) for case in opened.cases),
+        console=console,
+    )
+
+
+def submission_accepted(console: Console, submitted: Submission) -> None:
+    """``result submit``'s account of an accepted result (and of the one it supersedes)."""
+    result, record = submitted.result, submitted.record
+    if submitted.already_submitted:
+        console.print(f"run {record.run_id} is already result {result.id}, accepted "
+                      f"{result.created_at:%Y-%m-%d %H:%M} UTC; nothing changed")
+        return
+    console.print(f"result {result.id} accepted: attestation verified (issuer "
+                  f"{result.token_issuer}, image {result.image_digest[:19]}…)")
+    latest = submitted.superseded
+    if latest is not None:
+        same = "same image" if latest.image_digest == result.image_digest else "another image"
+        console.print(
+            f"it supersedes result {latest.id} of {latest.created_at:%Y-%m-%d %H:%M} UTC "
+            f"({same}) for dataset {record.dataset_id} and model {record.model_id} on the "
+            "leaderboard"
+        )
+
+
+def receipt_kept(console: Console, result_id: int, receipt: Any, path: Path) -> None:
+    """``result submit``'s line once the receipt is checked and kept."""
+    console.print(f"receipt kept in {path}: event {receipt.event.seq} of the registry's log, "
+                  f"proven in its checkpoint of {receipt.tree_size} events "
+                  f"('sealbench audit prove {result_id}' shows it)")

@@ -3,7 +3,6 @@ options in, :mod:`sealbench.client.runs.local_results` called, rendering out."""
 
 from __future__ import annotations
 
-import json
 import sys
 from datetime import UTC, datetime
 from typing import Annotated, Any
@@ -96,32 +95,7 @@ def result_open(
                    "signature_verified": opened.signature_verified,
                    "attestation": attestation})
         return opened
-    if not opened.signature_verified:
-        out().print(f"[bold red]{UNVERIFIED}[/]: nothing proves an enclave produced this result "
-                    "(opened with --unverified)")
-    agg = opened.aggregates
-    out().print(f"run {run_id}: benchmark {record.benchmark_id}, dataset {record.dataset_id}, "
-                f"model {record.model_id}; {agg.n_cases} cases, "
-                f"{sum(c.failed for c in opened.cases)} failed")
-    signed = (f"signed by {opened.claims.iss}, " if opened.signature_verified
-              else f"{UNVERIFIED}, ")
-    out().print(f"attestation: {signed}image {opened.claims.image_digest[:19]}"
-                "…, binds this summary and sealed result")
-    held = opened.summary.withheld
-    if held is not None:
-        why = (f"{held.n_cases} case(s), the benchmark's minimum is {held.minimum}"
-               if held.rule == "cases" else "a histogram bin under the plug-in's minimum")
-        out().print(f"public summary withheld by the enclave (small-cell rule: {why}): "
-                    "submitting it files a withheld result, never ranked; the per-case results "
-                    "below are yours")
-    shown = opened.benchmark.presentation
-    table(
-        "per-case results (private to you)"
-        + ("" if opened.signature_verified else f" ({UNVERIFIED})"),
-        ("case", "outcome",
-         *(shown.label(ref) for ref in render.case_columns(opened.benchmark))),
-        (render.case_cells(opened.benchmark, case) for case in opened.cases),
-    )
+    render.opened_result(out(), run_id, record, opened)
     return opened
 
 
@@ -168,42 +142,19 @@ def result_submit(
             submitted = submit_local_result(s.profile, s.client, run_id, confirm=confirm)
         except SubmissionDeclined:
             raise typer.Exit(1) from None
-    result, record, opened = submitted.result, submitted.record, submitted.opened
-    if submitted.already_submitted:
-        if not json_out:
-            out().print(f"run {run_id} is already result {result.id}, accepted "
-                        f"{result.created_at:%Y-%m-%d %H:%M} UTC; nothing changed")
-        else:
-            emit_json(result)
-        _receipt(profile, result, opened, quiet=json_out)
-        return result
+    result, opened = submitted.result, submitted.opened
     if json_out:
         emit_json(result)
-        _receipt(profile, result, opened, quiet=True)
-        return result
-    out().print(f"result {result.id} accepted: attestation verified (issuer "
-                f"{result.token_issuer}, image {result.image_digest[:19]}…)")
-    latest = submitted.superseded
-    if latest is not None:
-        same = "same image" if latest.image_digest == result.image_digest else "another image"
-        out().print(
-            f"it supersedes result {latest.id} of {latest.created_at:%Y-%m-%d %H:%M} UTC "
-            f"({same}) for dataset {record.dataset_id} and model {record.model_id} on the "
-            "leaderboard"
-        )
-    _receipt(profile, result, opened, quiet=False)
+    else:
+        render.submission_accepted(out(), submitted)
+    _receipt(profile, result, opened, quiet=json_out)
     return result
 
 
 def _preview_submission(body: ResultCreate, json_out: bool) -> None:
     """Print what the registry will receive (on stderr under --json): every figure of the
     summary as sent; the attestation token (public, long, checked by the registry) by size."""
-    shown = body.model_dump(mode="json")
-    token = shown["attestation_token"]
-    shown["attestation_token"] = (f"{token[:16]}… ({len(token)} characters: the enclave's "
-                                  "attestation token, verified by the registry)")
-    typer.echo("the registry will receive exactly this:\n"
-               + json.dumps(shown, indent=2, ensure_ascii=False), err=json_out)
+    typer.echo(render.exact_request(body, sized_member="attestation_token"), err=json_out)
 
 
 def _receipt(profile: str | None, result: ResultPublic, opened: Any, *, quiet: bool) -> None:
@@ -217,6 +168,4 @@ def _receipt(profile: str | None, result: ResultPublic, opened: Any, *, quiet: b
                         exc.hint)
             return
     if not quiet:
-        out().print(f"receipt kept in {path}: event {receipt.event.seq} of the registry's log, "
-                    f"proven in its checkpoint of {receipt.tree_size} events "
-                    f"('sealbench audit prove {result.id}' shows it)")
+        render.receipt_kept(out(), result.id, receipt, path)

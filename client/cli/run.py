@@ -21,6 +21,7 @@ from sealbench.client.cli.common import (
     session,
 )
 from sealbench.client.cli.progress import JsonEvents, RunDisplay
+from sealbench.client.cli.render import run_outcomes as render_outcomes
 from sealbench.client.runs import single as runs
 from sealbench.client.runs.batch import DEFAULT_IAM_WAIT_S, StageTimeouts
 from sealbench.client.runs.launch import prepare_runs
@@ -145,14 +146,7 @@ def run(
                 render = RunDisplay(bar, len(prepared.plan.todo))
             batch = prepared.execute(on_event=render)
     if not json_out:
-        for record in batch.outcome.records:
-            if record.status == "succeeded":
-                out().print(f"model {record.model_id}: run {record.run_id} succeeded in "
-                            f"{record.wall_seconds or 0:.1f} s{_breakdown(record)}; open it "
-                            f"with 'sealbench result open {record.run_id}'")
-            elif record.status == "failed":
-                out().print(f"model {record.model_id}: run {record.run_id} failed "
-                            f"({record.reason}): {record.error}", markup=False)
+        render_outcomes(out(), batch.outcome.records)
     if batch.interrupted:
         left = [r for r in batch.outcome.records if r.status == "interrupted"]
         if not json_out:
@@ -161,15 +155,3 @@ def run(
         raise typer.Exit(130)
     batch.raise_first_error()
     return batch.records
-
-
-def _breakdown(record: runs.RunRecord) -> str:
-    """`` (infer 12.0 s, score 3.1 s; on CUDAExecutionProvider)``: the two or three longest
-    steps of the enclave and the execution provider it said ran the model."""
-    parts = []
-    if record.step_seconds:
-        longest = sorted(record.step_seconds.items(), key=lambda kv: -kv[1])[:3]
-        parts.append(", ".join(f"{name} {seconds:.1f} s" for name, seconds in longest))
-    if record.execution_provider is not None:
-        parts.append(f"on {record.execution_provider}")
-    return f" ({'; '.join(parts)})" if parts else ""

@@ -6,7 +6,6 @@ Each prints a short account of what it did (the demo's log), and the leaderboard
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +14,7 @@ from rich.console import Console
 from sealbench.client.assets import lifecycle
 from sealbench.client.assets.policy import sync_asset_policy
 from sealbench.client.assets.result_key import init_result_key
+from sealbench.client.cli import render
 from sealbench.client.cli.render import print_table
 from sealbench.client.errors import ConfigError
 from sealbench.client.registry import audit_log, governance, workflows
@@ -24,7 +24,13 @@ from sealbench.client.registry.profiles import ProfileStore, ResolvedProfile
 from sealbench.client.runs.launch import run_evaluations
 from sealbench.client.runs.local_results import open_local_result, submit_local_result
 from sealbench.client.runs.options import RunOptions
-from sealbench.server.schemas import BenchmarkPublic, DatasetCreate, DatasetPublic, ModelPublic
+from sealbench.server.schemas import (
+    BenchmarkPublic,
+    DatasetCreate,
+    DatasetPublic,
+    ModelPublic,
+    ResultCreate,
+)
 
 if TYPE_CHECKING:
     from sealbench.client.runs.single import RunRecord
@@ -73,8 +79,7 @@ class Participants:
                          reference_model: int | None = None) -> BenchmarkPublic:
         created = governance.create_benchmark(self.client(who), definition, tee=tee,
                                               reference_model=reference_model)
-        _say(f"benchmark {created.id} created: {created.name} {created.version} "
-             f"[{created.state}]")
+        render.benchmark_created(console(), created)
         return created
 
     def benchmark_approve(self, who: str, benchmark: int) -> BenchmarkPublic:
@@ -124,8 +129,7 @@ class Participants:
     def associate(self, who: str, kind: AssetKind, asset: int, benchmark: int) -> None:
         done = lifecycle.associate_asset(self.client(who), kind, asset, benchmark,
                                          consent=_consent)
-        _say(f"{kind} {asset} → benchmark {benchmark}: {done.row.status}"
-             + ("; nothing changed" if done.already else ""))
+        render.association(console(), kind, asset, benchmark, done.row, already=done.already)
 
     def keys_init(self, who: str) -> str:
         key = init_result_key(self.profile(who).secrets_dir)
@@ -148,45 +152,42 @@ class Participants:
     def dataset_register(self, who: str, prepared: Path, *, name: str,
                          benchmark: int) -> DatasetPublic:
         def review(body: DatasetCreate) -> None:
-            preview = json.dumps(body.model_dump(mode="json", exclude_none=True), indent=2)
-            _say(f"the registry will receive exactly this:\n{preview}")
+            console().print(render.exact_request(body), markup=False, highlight=False,
+                            soft_wrap=True)
 
         done = lifecycle.register_dataset(self.profile(who), self.client(who), prepared, name,
                                           benchmark=benchmark, review=review, warn=_say)
-        d = done.dataset
-        _say(f"dataset {d.id} registered: {d.name}, {_plural(d.case_count, 'case')}, digest "
-             f"{d.digest}")
-        return d
+        render.dataset_registered(console(), done.dataset)
+        return done.dataset
 
     def policy_sync(self, who: str, kind: AssetKind, asset: int) -> None:
         synced = sync_asset_policy(self.profile(who), self.client(who), kind, asset)
-        _say(f"{kind} {asset}: {_plural(len(synced.grants), 'workload')} granted")
+        render.policy_synced(console(), kind, asset, synced)
 
     # -- hospitals: runs and results ----------------------------------------------------------
 
     def run(self, who: str, options: RunOptions) -> list[RunRecord]:
         batch = run_evaluations(self.profile(who), self.client(who), options)
-        for record in batch.outcome.records:
-            _say(f"run {record.run_id}: dataset {record.dataset_id} x model {record.model_id} "
-                 f"{record.status}")
+        render.run_outcomes(console(), batch.outcome.records)
         batch.raise_first_error()
         return batch.records
 
     def result_open(self, who: str, run_id: str) -> None:
-        _, opened = open_local_result(self.profile(who), run_id)
-        _say(f"run {run_id}: {_plural(len(opened.cases), 'case')} opened (private, on this "
-             "machine)")
+        record, opened = open_local_result(self.profile(who), run_id)
+        render.opened_result(console(), run_id, record, opened)
 
     def result_submit(self, who: str, run_id: str) -> None:
         profile, client = self.profile(who), self.client(who)
-        done = submit_local_result(profile, client, run_id)
-        if done.already_submitted:
-            _say(f"run {run_id} is result {done.result.id} already; nothing sent")
-            return
-        _say(f"result {done.result.id} submitted and verified by the registry")
-        _, path = audit_log.keep_result_receipt(client, profile, self.store, done.result.id,
-                                                done.opened)
-        _say(f"receipt kept in {path}")
+        def confirm(body: ResultCreate) -> bool:
+            console().print(render.exact_request(body, sized_member="attestation_token"),
+                            markup=False, highlight=False, soft_wrap=True)
+            return True
+
+        done = submit_local_result(profile, client, run_id, confirm=confirm)
+        render.submission_accepted(console(), done)
+        receipt, path = audit_log.keep_result_receipt(client, profile, self.store,
+                                                      done.result.id, done.opened)
+        render.receipt_kept(console(), done.result.id, receipt, path)
 
 
 def _consent(client: RegistryClient, bench: BenchmarkPublic, dataset: int | None) -> None:

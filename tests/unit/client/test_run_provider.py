@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sealbench.client.cli.run import _breakdown
+from sealbench.client.cli.render import breakdown as _breakdown
 from sealbench.client.registry.api import RegistryClient
 from sealbench.client.runs.batch import RetryPolicy, Runner, plan_runs
 from sealbench.client.runs.launchers import EnclaveRunFailed, LaunchResult, OutputFn
