@@ -14,8 +14,18 @@ from rich.console import Console
 from sealbench.client.assets import lifecycle
 from sealbench.client.assets.policy import sync_asset_policy
 from sealbench.client.assets.result_key import init_result_key
-from sealbench.client.cli import render
-from sealbench.client.cli.render import print_table
+from sealbench.client.cli.render import (
+    association,
+    benchmark_created,
+    dataset_registered,
+    exact_request,
+    opened_result,
+    policy_synced,
+    print_table,
+    receipt_kept,
+    run_outcomes,
+    submission_accepted,
+)
 from sealbench.client.errors import ConfigError
 from sealbench.client.registry import audit_log, governance, workflows
 from sealbench.client.registry.api import AssetKind, RegistryClient
@@ -79,7 +89,7 @@ class Participants:
                          reference_model: int | None = None) -> BenchmarkPublic:
         created = governance.create_benchmark(self.client(who), definition, tee=tee,
                                               reference_model=reference_model)
-        render.benchmark_created(console(), created)
+        benchmark_created(console(), created)
         return created
 
     def benchmark_approve(self, who: str, benchmark: int) -> BenchmarkPublic:
@@ -129,7 +139,7 @@ class Participants:
     def associate(self, who: str, kind: AssetKind, asset: int, benchmark: int) -> None:
         done = lifecycle.associate_asset(self.client(who), kind, asset, benchmark,
                                          consent=_consent)
-        render.association(console(), kind, asset, benchmark, done.row, already=done.already)
+        association(console(), kind, asset, benchmark, done.row, already=done.already)
 
     def keys_init(self, who: str) -> str:
         key = init_result_key(self.profile(who).secrets_dir)
@@ -152,42 +162,42 @@ class Participants:
     def dataset_register(self, who: str, prepared: Path, *, name: str,
                          benchmark: int) -> DatasetPublic:
         def review(body: DatasetCreate) -> None:
-            console().print(render.exact_request(body), markup=False, highlight=False,
+            console().print(exact_request(body), markup=False, highlight=False,
                             soft_wrap=True)
 
         done = lifecycle.register_dataset(self.profile(who), self.client(who), prepared, name,
                                           benchmark=benchmark, review=review, warn=_say)
-        render.dataset_registered(console(), done.dataset)
+        dataset_registered(console(), done.dataset)
         return done.dataset
 
     def policy_sync(self, who: str, kind: AssetKind, asset: int) -> None:
         synced = sync_asset_policy(self.profile(who), self.client(who), kind, asset)
-        render.policy_synced(console(), kind, asset, synced)
+        policy_synced(console(), kind, asset, synced)
 
     # -- hospitals: runs and results ----------------------------------------------------------
 
     def run(self, who: str, options: RunOptions) -> list[RunRecord]:
         batch = run_evaluations(self.profile(who), self.client(who), options)
-        render.run_outcomes(console(), batch.outcome.records)
+        run_outcomes(console(), batch.outcome.records)
         batch.raise_first_error()
         return batch.records
 
     def result_open(self, who: str, run_id: str) -> None:
         record, opened = open_local_result(self.profile(who), run_id)
-        render.opened_result(console(), run_id, record, opened)
+        opened_result(console(), run_id, record, opened)
 
     def result_submit(self, who: str, run_id: str) -> None:
         profile, client = self.profile(who), self.client(who)
         def confirm(body: ResultCreate) -> bool:
-            console().print(render.exact_request(body, sized_member="attestation_token"),
+            console().print(exact_request(body, sized_member="attestation_token"),
                             markup=False, highlight=False, soft_wrap=True)
             return True
 
         done = submit_local_result(profile, client, run_id, confirm=confirm)
-        render.submission_accepted(console(), done)
+        submission_accepted(console(), done)
         receipt, path = audit_log.keep_result_receipt(client, profile, self.store,
                                                       done.result.id, done.opened)
-        render.receipt_kept(console(), done.result.id, receipt, path)
+        receipt_kept(console(), done.result.id, receipt, path)
 
 
 def _consent(client: RegistryClient, bench: BenchmarkPublic, dataset: int | None) -> None:
