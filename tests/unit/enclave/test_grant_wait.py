@@ -226,16 +226,16 @@ def test_an_operator_cannot_stretch_the_wait_past_the_hard_maximum(world: Any) -
     assert 10_000 - lagging.refusals == len(slept) + 1 < 40
 
 
-def test_the_client_reads_the_enclave_s_waiting_line(caplog: pytest.LogCaptureFixture) -> None:
-    """The contract between the enclave's log line and the client's ``waiting`` event: the
-    runner's pattern reads each field of the line GrantWait writes (and nothing else)."""
-    from sealbench.client.runs.batch import _WAITING
+def test_the_client_reads_the_enclave_s_waiting_events(capsys: pytest.CaptureFixture[str]) -> None:
+    """The contract between GrantWait and the client's ``waiting`` progress: one typed
+    ``waiting`` event per try on the enclave's output, each field as the client reads it
+    (:func:`sealbench.contract.events.parse_event`), and nothing else."""
+    from sealbench.contract.events import GrantWaiting, parse_event
 
-    with caplog.at_level(logging.INFO, logger="sealbench.enclave"):
-        GrantWait(600, lambda _s: None).call(
-            "dataset", Flaky(StorageAccessDenied("denied"), _denied(), _denied()))
-    lines = [f"2026-12-04 22:00:00,000 INFO sealbench.enclave: {r.getMessage()}"
-             for r in caplog.records]
-    parsed = [m.groups() if (m := _WAITING.search(line)) else None for line in lines]
-    assert parsed == [("dataset", "storage", "2", "0", "600"), ("dataset", "key", "4", "2", "600"),
-                      ("dataset", "key", "8", "6", "600")]
+    GrantWait(600, lambda _s: None).call(
+        "dataset", Flaky(StorageAccessDenied("denied"), _denied(), _denied()))
+    events = [parse_event(line) for line in capsys.readouterr().out.splitlines()]
+    waits = [(e.owner, e.service, e.next_try_s, e.waited_s, e.window_s)
+             for e in events if isinstance(e, GrantWaiting)]
+    assert waits == [("dataset", "storage", 2, 0, 600), ("dataset", "key", 4, 2, 600),
+                     ("dataset", "key", 8, 6, 600)]
