@@ -823,8 +823,17 @@ class StoredScores(Protocol):
         """The scores as JSON (the task's official summary shape where it has one)."""
         ...
 
-    def to_csv(self) -> bytes:
-        """The scores as CSV, a row per case then summary rows."""
+    @property
+    def csv_modes(self) -> tuple[str, ...]:
+        """The CSV layouts :meth:`to_csv` writes, the default first (a 2025 BraTS pin:
+        ``seg`` and ``mets``, the official parser's two modes)."""
+        ...
+
+    def to_csv(self, mode: str | None = None,
+               options: Mapping[str, float] | None = None) -> bytes:
+        """The scores as CSV, a row per case then summary rows, in layout ``mode`` (default:
+        the first of :attr:`csv_modes`) with its numeric ``options``; ``ValueError`` for a
+        mode not offered or an option it does not take."""
         ...
 
 

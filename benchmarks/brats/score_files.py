@@ -25,13 +25,14 @@ Errors::
 from __future__ import annotations
 
 import csv
+import inspect
 import io
 import json
 import math
 import re
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -44,6 +45,9 @@ from .metrics import CaseFailure, MetricsSpec, RegionScores, score_case
 from .scoring2025 import Scoring2025, score_stored_volumes
 
 __all__ = [
+    "DEFAULT_CSV_MODE",
+    "METS_OVERLAP_THRESHOLD",
+    "METS_VOLUME_THRESHOLD",
     "SUBJECT_ID",
     "FileScores",
     "FolderScorer",
@@ -51,6 +55,7 @@ __all__ = [
     "lesionwise_2023_scorer",
     "official_2025_scorer",
     "official_csv_columns",
+    "official_mets_csv_columns",
     "official_missing_value",
     "pair_files",
     "score_folders",
@@ -59,6 +64,8 @@ __all__ = [
 #: The official evaluator's subject id in a file name (``evaluation.py``).
 SUBJECT_ID: Final = re.compile(r"(\d{5}(?:-\d{3})?|\d{4}-\d{1,3})")
 _SUFFIX: Final = ".nii.gz"
+#: The CSV layout :meth:`FileScores.to_csv` writes by default (the official parser's ``seg``).
+DEFAULT_CSV_MODE: Final = "seg"
 #: The official check of prediction against reference spacing (panoptica's sitk check).
 _SPACING_TOLERANCE: Final = 1e-3
 #: The largest NIfTI file read (a 240x240x155 float64 volume is 71 MB uncompressed).
@@ -81,6 +88,9 @@ class FolderScorer:
     score: Callable[[Volume, Volume, tuple[float, ...]], GroupDicts]
     csv_columns: Callable[[Mapping[str, Mapping[str, Any]]], CsvRow]
     missing_value: Callable[[str], float]
+    #: Other CSV layouts by name (the 2025 pins: the official parser's ``mets`` mode), each a
+    #: row function taking the subject's groups and the mode's numeric options.
+    other_csv: Mapping[str, Callable[..., CsvRow]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -200,12 +210,39 @@ class FileScores:
         """The summary as the official command writes it (indent 4, NaN and Infinity bare)."""
         return json.dumps(self.summary(), indent=4).encode()
 
-    def csv_rows(self) -> list[dict[str, Any]]:
+    @property
+    def csv_modes(self) -> tuple[str, ...]:
+        """The CSV layouts :meth:`to_csv` writes, the default first."""
+        return (DEFAULT_CSV_MODE, *self.scorer.other_csv)
+
+    def _columns(self, mode: str | None,
+                 options: Mapping[str, float]) -> Callable[[Mapping[str, Any]], CsvRow]:
+        if mode is None or mode == DEFAULT_CSV_MODE:
+            if options:
+                raise ValueError(f"the {DEFAULT_CSV_MODE} CSV takes no options "
+                                 f"({', '.join(sorted(options))} given)")
+            return self.scorer.csv_columns
+        if mode not in self.scorer.other_csv:
+            raise ValueError(f"no CSV mode {mode!r}; this pin writes "
+                             f"{', '.join(self.csv_modes)}")
+        columns = self.scorer.other_csv[mode]
+        accepted = [p.name for p in inspect.signature(columns).parameters.values()
+                    if p.kind is inspect.Parameter.KEYWORD_ONLY]
+        unknown = sorted(set(options) - set(accepted))
+        if unknown:
+            raise ValueError(f"the {mode} CSV takes the options {', '.join(accepted) or 'none'}, "
+                             f"not {', '.join(unknown)}")
+        return lambda groups: columns(groups, **options)
+
+    def csv_rows(self, mode: str | None = None,
+                 options: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
         """The parser's rows: scored subjects, missing ones (error rows are skipped, as the
         parser skips them), then ``mean``, ``std`` (n-1) and ``median`` over each column's
-        finite-or-infinite values (NaN skipped)."""
+        finite-or-infinite values (NaN skipped). ``mode`` picks a layout of
+        :attr:`csv_modes` (``ValueError`` for another, or for options it does not take)."""
+        row_of = self._columns(mode, options or {})
         rows: list[dict[str, Any]] = [
-            {"subject_id": name, **self.scorer.csv_columns(result)}
+            {"subject_id": name, **row_of(result)}
             for name, result in self.rows if not isinstance(result, str)]
         columns = [k for k in rows[0] if k != "subject_id"] if rows else []
         rows += [{"subject_id": name, **{c: self.scorer.missing_value(c) for c in columns}}
@@ -220,9 +257,10 @@ class FileScores:
             stats["median"][column] = statistics.median(values) if values else None
         return [*rows, *stats.values()] if rows else []
 
-    def to_csv(self) -> bytes:
-        """The parser's CSV (an empty cell where the parser writes NaN)."""
-        rows = self.csv_rows()
+    def to_csv(self, mode: str | None = None, options: Mapping[str, float] | None = None) -> bytes:
+        """The parser's CSV (an empty cell where the parser writes NaN), in ``mode``'s layout
+        (:meth:`csv_rows`)."""
+        rows = self.csv_rows(mode, options)
         if not rows:
             return b""
         buffer = io.StringIO()
@@ -261,6 +299,108 @@ def official_csv_columns(groups: Mapping[str, Mapping[str, Any]]) -> CsvRow:
     return row
 
 
+#: The official parser's ``mets`` defaults: a reference lesion of at least this many ``volume``
+#: units is large; a matched small lesion counts as detected from this instance Dice on.
+METS_VOLUME_THRESHOLD: Final = 20.0
+METS_OVERLAP_THRESHOLD: Final = 0.1
+
+
+def _rates(tp: int, fp: int, fn: int) -> tuple[float, float, float]:
+    """Precision, recall and F1 with 0 for an empty denominator (the parser's rule)."""
+    prec = tp / (tp + fp) if tp + fp else 0
+    rec = tp / (tp + fn) if tp + fn else 0
+    f1 = 2 * tp / (2 * tp + fp + fn) if 2 * tp + fp + fn else 0
+    return prec, rec, f1
+
+
+def official_mets_csv_columns(groups: Mapping[str, Mapping[str, Any]], *,
+                              vol_threshold: float = METS_VOLUME_THRESHOLD,
+                              overlap_threshold: float = METS_OVERLAP_THRESHOLD) -> CsvRow:
+    """One subject's row of the official parser's metastases mode (``brats-parse-metrics
+    mets``): per group, the detection counts of all lesions; then the reference lesions split
+    by ``volume`` at ``vol_threshold`` into large and small ones.
+
+    Large lesions: a matched one is detected when its Dice reaches ``overlap_threshold``;
+    every predicted lesion left unmatched (``fp``) is a large false positive; lesion-wise Dice,
+    HD95 and NSD are the mean and population std over the large lesions (an unmatched one
+    and each false positive counting Dice 0, NSD 0, HD95 373; infinite HD95s left out),
+    NaN when there are none. Small lesions: detection counts and rates only, matched ones
+    detected from ``overlap_threshold`` on, the same false positives. Then global Dice, NSD
+    and HD95 (infinite as 373)."""
+    row: CsvRow = {}
+    nan = math.nan
+    for group, values in groups.items():
+        for stem, key in _OFFICIAL_COLUMNS[:6]:
+            row[f"{stem}_{group}"] = values.get(key, nan)
+        num_fp = int(values.get("fp", 0))
+        large_dsc: list[float] = []
+        large_hd95: list[float] = []
+        large_nsd: list[float] = []
+        large_tp = large_fn = small_tp = small_fn = 0
+        any_large = any_small = False
+        for lesion in values.get("reference_instances", []):
+            volume = lesion.get("volume")
+            if volume is None:
+                continue
+            large = volume >= vol_threshold
+            any_large, any_small = any_large or large, any_small or not large
+            dsc = lesion.get("sq_dsc")
+            matched = lesion.get("is_matched") == 1
+            detected = matched and dsc is not None and dsc >= overlap_threshold
+            if large:
+                large_tp += detected
+                large_fn += not detected
+                if matched:
+                    large_dsc.append(dsc)
+                    large_hd95.append(lesion.get("sq_hd95"))
+                    large_nsd.append(lesion.get("sq_nsd"))
+                else:
+                    large_dsc.append(0)
+                    large_nsd.append(0)
+                    large_hd95.append(_HD95_PENALTY)
+            elif not matched or dsc is not None:  # a matched small lesion without Dice: neither
+                small_tp += detected
+                small_fn += not detected
+        large_dsc += [0] * num_fp
+        large_nsd += [0] * num_fp
+        large_hd95 += [_HD95_PENALTY] * num_fp
+        stems = ("tp", "fp", "fn", "prec", "rec", "f1")
+        large_values = ((large_tp, num_fp, large_fn, *_rates(large_tp, num_fp, large_fn))
+                        if any_large else (nan,) * 6)
+        row.update({f"large_instance_{s}_{group}": v
+                    for s, v in zip(stems, large_values, strict=True)})
+        if values.get("n_ref_instances", 0) == 0 or not any_large:
+            lesionwise: tuple[Any, ...] = (nan,) * 6
+        else:
+            finite_hd95 = [v for v in large_hd95 if v is not None and not math.isinf(v)]
+            lesionwise = (*_mean_pstd(large_dsc, 0, 0),
+                          *_mean_pstd(finite_hd95, _HD95_PENALTY, 0),
+                          *_mean_pstd(large_nsd, 0, 0))
+        row.update({f"lesionwise_{m}_{s}_{group}": v for (m, s), v in zip(
+            (("dsc", "mean"), ("dsc", "std"), ("hd95", "mean"), ("hd95", "std"),
+             ("nsd", "mean"), ("nsd", "std")), lesionwise, strict=True)})
+        small_values = ((small_tp, small_fn, num_fp, *_rates(small_tp, num_fp, small_fn))
+                        if any_small else (nan,) * 6)
+        row.update({f"small_instance_{s}_{group}": v for s, v in zip(
+            ("tp", "fn", "fp", "prec", "rec", "f1"), small_values, strict=True)})
+        for stem, key in _OFFICIAL_COLUMNS[6:9]:
+            value = values.get(key, nan)
+            if key == "global_bin_hd95" and value is not None and math.isinf(value):
+                value = _HD95_PENALTY
+            row[f"{stem}_{group}"] = value
+    return row
+
+
+def _mean_pstd(values: Sequence[float], empty_mean: float,
+               empty_std: float) -> tuple[float, float]:
+    """Mean and population standard deviation (numpy's ``mean``/``std``), or the given
+    values for an empty list."""
+    if not values:
+        return empty_mean, empty_std
+    array = np.asarray(values, dtype=np.float64)
+    return float(np.mean(array)), float(np.std(array))
+
+
 def official_missing_value(column: str) -> float:
     """A missing subject's value in the official parser: 373 for an HD95 that is not a
     standard deviation, else 0."""
@@ -273,7 +413,8 @@ def official_2025_scorer(config: Scoring2025) -> FolderScorer:
     def score(pred: Volume, truth: Volume, zooms: tuple[float, ...]) -> GroupDicts:
         return score_stored_volumes(pred, truth, zooms, config)
 
-    return FolderScorer(score, official_csv_columns, official_missing_value)
+    return FolderScorer(score, official_csv_columns, official_missing_value,
+                        {"mets": official_mets_csv_columns})
 
 
 def _integers(array: Volume, part: str) -> Volume:

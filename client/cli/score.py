@@ -5,6 +5,7 @@ this module resolves the pin, shows progress and writes the output atomically.""
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -70,6 +71,22 @@ def write_atomically(path: Path, data: bytes) -> None:
         raise
 
 
+def _csv_options(given: list[str]) -> dict[str, float]:
+    """``NAME=NUMBER`` pairs as a mapping; ConfigError for anything else or a repeated name."""
+    options: dict[str, float] = {}
+    for item in given:
+        name, sep, value = item.partition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if not sep or not name or math.isnan(number) or name in options:
+            raise ConfigError(f"--csv-option {item!r} is not NAME=NUMBER (each name once)",
+                              hint="e.g. --csv-option vol_threshold=20")
+        options[name] = number
+    return options
+
+
 def benchmark_score(
     pin: Annotated[str, typer.Option(help="the plug-in pin whose metrics to use, e.g. "
                                      "brats-2025-gli/1, brats-2025-met/1, brats-2023-gli/1")],
@@ -86,14 +103,31 @@ def benchmark_score(
     keep_going: Annotated[bool, typer.Option(help="record a case that cannot be scored as an "
                                              "error row (as the official evaluator does) "
                                              "instead of stopping")] = False,
+    csv_mode: Annotated[str | None, typer.Option(
+        help="with --format csv, the table's layout: 'seg' (default; the official parser's "
+             "'seg') or, for the 2025 pins, 'mets' (its metastases mode: lesions split into "
+             "large and small by volume)")] = None,
+    csv_option: Annotated[list[str] | None, typer.Option(
+        help="NAME=NUMBER, an option of --csv-mode (repeatable); mets takes vol_threshold "
+             "(default 20) and overlap_threshold (default 0.1), as the official parser's "
+             "--vol_threshold and --overlap_threshold")] = None,
 ) -> StoredScores:
     """Score predictions on disk against truth on disk with a pin's metrics, outside any
     enclave (a challenge's validation phase). Files are paired by case id as the official
     BraTS evaluator pairs them; a truth case without a prediction is listed in 'missings'."""
     if output_format not in ("json", "csv"):
         raise ConfigError(f"--format must be json or csv, received {output_format!r}")
+    if output_format != "csv" and (csv_mode is not None or csv_option):
+        raise ConfigError("--csv-mode and --csv-option apply to --format csv")
+    options = _csv_options(csv_option or [])
     scores = score_files(pin, truth, predictions, keep_going=keep_going)
-    data = scores.to_json() + b"\n" if output_format == "json" else scores.to_csv()
+    if output_format == "json":
+        data = scores.to_json() + b"\n"
+    else:
+        try:
+            data = scores.to_csv(csv_mode, options)
+        except ValueError as exc:
+            raise ConfigError(str(exc), hint="see 'sealbench benchmark score --help'") from exc
     console = err_console()
     if scores.missings:
         console.print(f"{plural(len(scores.missings), 'truth case')} without a prediction "

@@ -207,20 +207,46 @@ def test_json_equals_the_official_commands_summary(pin: str, config: str,
     _close(theirs, json.loads(scores.to_json()), "summary")
 
 
+_CSV_CASES = [
+    # pin, official config, parser mode, our options, the parser's arguments
+    ("brats-2025-gli/1-64x64x48", "gli", "seg", {}, {}),
+    ("brats-2025-met/1-64x64x48", "mets", "mets", {},
+     {"vol_threshold": 20.0, "overlap_threshold": 0.1}),
+    # thresholds that put the generated metastases on both sides and reject weak matches
+    ("brats-2025-met/1-64x64x48", "mets", "mets",
+     {"vol_threshold": 60.0, "overlap_threshold": 0.6},
+     {"vol_threshold": 60.0, "overlap_threshold": 0.6}),
+    ("brats-2025-gli/1-64x64x48", "gli", "mets", {"vol_threshold": 200.0},
+     {"vol_threshold": 200.0, "overlap_threshold": 0.1}),
+]
+
+
 @pytest.mark.filterwarnings("ignore:invalid value encountered")
-def test_csv_equals_the_official_parsers(tmp_path: Path) -> None:
+@pytest.mark.filterwarnings("ignore:Mean of empty slice")
+@pytest.mark.parametrize(("pin", "config", "mode", "options", "arguments"), _CSV_CASES)
+def test_csv_equals_the_official_parsers(pin: str, config: str, mode: str,
+                                         options: dict[str, float], arguments: dict[str, float],
+                                         tmp_path: Path) -> None:
     pytest.importorskip("panoptica", reason="the official evaluator (dev extra)")
     parser = pytest.importorskip("brats_evaluation.metrics_parser")
-    truth, preds = _generated(tmp_path, "brats-2025-gli/1-64x64x48", 4, seed=31)
-    shutil.copy(next(truth.iterdir()), truth / "BraTS-GLI-00060-000.nii.gz")  # no prediction
+    truth, preds = _generated(tmp_path, pin, 4, seed=31)
+    prefix = next(truth.iterdir()).name.rsplit("-", 2)[0]
+    shutil.copy(next(truth.iterdir()), truth / f"{prefix}-00060-000.nii.gz")  # no prediction
     official_json = tmp_path / "official.json"
-    _official_main(truth, preds, "gli", official_json)
+    _official_main(truth, preds, config, official_json)
     with contextlib.redirect_stdout(io.StringIO()):
-        parser.parse_seg_results(str(official_json), str(tmp_path / "official.csv"))
+        if mode == "seg":
+            parser.parse_seg_results(str(official_json), str(tmp_path / "official.csv"))
+        else:
+            parser.parse_mets_results(str(official_json), arguments["vol_threshold"],
+                                      arguments["overlap_threshold"],
+                                      str(tmp_path / "official.csv"))
     theirs = list(csv.DictReader((tmp_path / "official.csv").open()))
-    plugin = registry.load(BenchmarkPin.parse("brats-2025-gli/1-64x64x48"))
+    plugin = registry.load(BenchmarkPin.parse(pin))
     assert isinstance(plugin, ScoresFiles)
-    ours = list(csv.DictReader(io.StringIO(plugin.score_files(truth, preds).to_csv().decode())))
+    scores = plugin.score_files(truth, preds)
+    assert scores.csv_modes == ("seg", "mets")
+    ours = list(csv.DictReader(io.StringIO(scores.to_csv(mode, options).decode())))
     assert list(ours[0]) == list(theirs[0])
     assert len(ours) == len(theirs)
     for mine, official in zip(ours, theirs, strict=True):
@@ -233,3 +259,19 @@ def test_csv_equals_the_official_parsers(tmp_path: Path) -> None:
             assert (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-9,
                                                                      abs_tol=1e-12), (
                 mine["subject_id"], column, a, b)
+    if mode == "mets":  # the rows split lesions both ways somewhere, or the case proves little
+        assert any(r[k] for r in ours[:4] for k in r if k.startswith("large_instance_tp"))
+
+
+def test_csv_mode_and_options_checked(tmp_path: Path) -> None:
+    truth, preds = _generated(tmp_path, "brats-2025-met/1-64x64x48", 1, seed=5)
+    scores = registry.load(BenchmarkPin.parse("brats-2025-met/1-64x64x48")).score_files(  # type: ignore[attr-defined]
+        truth, preds)
+    assert scores.to_csv("mets") == scores.to_csv("mets", {"vol_threshold": 20.0})
+    with pytest.raises(ValueError, match="no CSV mode 'lesions'; this pin writes seg, mets"):
+        scores.to_csv("lesions")
+    with pytest.raises(ValueError, match="takes the options vol_threshold, overlap_threshold, "
+                                         "not volume"):
+        scores.to_csv("mets", {"volume": 3.0})
+    with pytest.raises(ValueError, match="seg CSV takes no options"):
+        scores.to_csv("seg", {"vol_threshold": 3.0})

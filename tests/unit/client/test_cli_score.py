@@ -87,3 +87,26 @@ def test_pin_without_a_file_scorer_refused(runner: CliRunner, cli_home: Path,
     assert code == 3 and "does not score files" in stderr
     code, _, stderr = _score(runner, truth, preds, pin="brats-2031-gli/1")
     assert code == 3
+
+
+def test_mets_csv_mode_with_thresholds(runner: CliRunner, cli_home: Path,
+                                       tmp_path: Path) -> None:
+    truth, preds = _folders(tmp_path)
+    code, stdout, stderr = _score(runner, truth, preds, "--format", "csv", "--csv-mode", "mets",
+                                  "--csv-option", "vol_threshold=10", pin="brats-2025-met/1")
+    assert code == 0, stderr
+    rows = list(csv.DictReader(io.StringIO(stdout)))
+    assert [r["subject_id"] for r in rows] == [
+        "BraTS-GLI-00001-000.nii.gz", "BraTS-GLI-00002-000.nii.gz",
+        "BraTS-GLI-00003-000.nii.gz", "mean", "std", "median"]
+    # the 8-voxel lesion is small at 10 and the 36-voxel core large
+    assert rows[0]["small_instance_fn_tc"] in ("0", "1") and rows[0]["large_instance_tp_tc"]
+    for bad, message in ((["--csv-option", "vol_threshold"], "is not NAME=NUMBER"),
+                         (["--csv-option", "size=3"], "not size"),
+                         (["--csv-mode", "lesions"], "no CSV mode 'lesions'")):
+        code, stdout, stderr = _score(runner, truth, preds, "--format", "csv",
+                                      *(["--csv-mode", "mets"] if "--csv-mode" not in bad
+                                        else []), *bad, pin="brats-2025-met/1")
+        assert code != 0 and message in stderr and not stdout, (bad, stderr)
+    code, _, stderr = _score(runner, truth, preds, "--csv-mode", "mets", pin="brats-2025-met/1")
+    assert code != 0 and "apply to --format csv" in stderr
