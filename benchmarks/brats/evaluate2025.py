@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from sealbench.benchmarks import registry
+from sealbench.benchmarks import release as rel
 from sealbench.contract.pin import BenchmarkPin
 
 from .evaluate import prepared_case
@@ -40,13 +41,17 @@ def _mean(values: Sequence[float]) -> float | None:
 
 
 def evaluate_2025(models: Mapping[str, bytes], plugin: Brats2025Benchmark, *, seed: int,
-                  n_cases: int, tumour_free: int = 0) -> dict[str, dict[str, Any]]:
+                  n_cases: int, tumour_free: int = 0,
+                  sites: int = 0) -> dict[str, dict[str, Any]]:
     """Per model: per group the mean global Dice (``dsc``) and ``pq_dsc`` over the held-out
     cases of seeds ``seed..seed+n_cases-1`` (then ``tumour_free`` tumour-free ones from
-    ``seed + 10000``), the NaN count, the failures and the seconds per case."""
+    ``seed + 10000``), the NaN count, the failures and the seconds per case; with ``sites``,
+    also the private and exact pooled releases of the cases dealt to that many sites
+    (:func:`released_and_pooled`)."""
     plan: list[tuple[int, int | None]] = [(seed + i, None) for i in range(n_cases)]
     plan += [(seed + 10_000 + j, 0) for j in range(tumour_free)]
-    segmenters = {name: OnnxSegmenter(data, plugin.contract, postprocess=None)
+    # as the enclave's runner segments (:meth:`.plugin2025.Brats2025Benchmark.load_model`)
+    segmenters = {name: OnnxSegmenter(data, plugin.contract, undeclared=None)
                   for name, data in models.items()}
     scores: dict[str, list[CaseScores2025]] = {name: [] for name in models}
     failures = dict.fromkeys(models, 0)
@@ -76,7 +81,30 @@ def evaluate_2025(models: Mapping[str, bytes], plugin: Brats2025Benchmark, *, se
                              "nan": sum(math.isnan(v) for v in pq)}
         out[name] = {"groups": groups, "failures": failures[name], "cases": len(plan),
                      "seconds_per_case": round(seconds[name] / max(1, len(plan)), 3)}
+        if sites:
+            out[name]["released"] = released_and_pooled(plugin, rows, sites)
     return out
+
+
+def released_and_pooled(plugin: Brats2025Benchmark, rows: Sequence[CaseScores2025],
+                        sites: int) -> dict[str, Any]:
+    """The cases dealt round-robin to ``sites`` sites; each site's summary released as an
+    enclave releases it (the pin's release spec, OpenDP's Gaussian noise) and the releases
+    pooled by the plug-in as the leaderboard pools them; beside it the same pooling of exact
+    releases. Per figure: ``[value, low, high]``."""
+    dealt = [list(rows[i::sites]) for i in range(sites)]
+
+    def pooled(noise: rel.NoiseSource) -> dict[str, list[float | None]]:
+        summaries = [plugin.summarise(site, noise) for site in dealt if site]
+        figures = plugin.pool(summaries).figures
+        return {str(f.ref): [_round(f.value), _round(f.low), _round(f.high)] for f in figures}
+
+    return {"sites": sites, "private": pooled(rel.OpenDPGaussian()),
+            "exact": pooled(rel.LocalExact())}
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -89,6 +117,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=900_000)
     parser.add_argument("--cases", type=int, default=12)
     parser.add_argument("--tumour-free", type=int, default=0)
+    parser.add_argument("--sites", type=int, default=0,
+                        help="also deal the cases to this many sites, release each site's "
+                             "summary with differentially private noise as an enclave does and "
+                             "pool them as the leaderboard does")
     args = parser.parse_args(argv)
     plugin = registry.load(args.pin)
     if not isinstance(plugin, Brats2025Benchmark):
@@ -99,8 +131,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not path:
             parser.error(f"--model takes NAME=FILE, received {item!r}")
         models[name] = Path(path).read_bytes()
+    if args.sites < 0:
+        parser.error("--sites must be 0 or more")
     figures = evaluate_2025(models, plugin, seed=args.seed, n_cases=args.cases,
-                            tumour_free=args.tumour_free)
+                            tumour_free=args.tumour_free, sites=args.sites)
     print(json.dumps(figures, indent=1))
     return 0
 

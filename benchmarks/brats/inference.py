@@ -33,7 +33,13 @@ from .contract import BratsContract
 from .errors import InferenceError
 from .model_contract import DOMAINS, ModelContractReport, check_model_contract
 from .normalise import normalise_modalities
-from .postprocess import PostProcess, declared, remove_small_components
+from .postprocess import (
+    DEFAULT_POSTPROCESS,
+    METADATA_KEY,
+    PostProcess,
+    declared,
+    remove_small_components,
+)
 
 __all__ = ["OnnxSegmenter", "Segmenter", "brain_box", "choose_providers", "gaussian_importance",
            "remove_small_components",
@@ -121,6 +127,7 @@ class OnnxSegmenter:
                  roi: Shape3 = (128, 128, 128), overlap: float = 0.125, size_divisor: int = 16,
                  max_whole_voxels: int = 6_000_000, crop: bool = True,
                  postprocess: PostProcess | Literal["declared"] | None = "declared",
+                 undeclared: PostProcess | None = DEFAULT_POSTPROCESS,
                  threads: int | None = None, providers: list[str] | None = None) -> None:
         self.report: ModelContractReport = check_model_contract(model_bytes, contract)
         if not 0.0 <= overlap < 1.0:
@@ -145,8 +152,11 @@ class OnnxSegmenter:
             raise InferenceError("ONNX Runtime could not create a session") from exc
         logger.info("ONNX Runtime session on %s", self._session.get_providers()[0])
         metadata = dict(self._session.get_modelmeta().custom_metadata_map or {})
-        #: The model's declared post-processing (applied unless ``postprocess`` overrides it).
-        self.declared_postprocess: PostProcess = declared(metadata)
+        #: The model's declared post-processing (applied unless ``postprocess`` overrides it);
+        #: ``undeclared`` for a model that declares none (the 2025 pins: none, as the 2023
+        #: default is tuned for four classes).
+        self.declared_postprocess: PostProcess | None = (
+            declared(metadata) if METADATA_KEY in metadata else undeclared)
         self.postprocess: PostProcess | None = (self.declared_postprocess
                                                 if postprocess == "declared" else postprocess)
 

@@ -202,9 +202,15 @@ def check_parity(model_bytes: bytes, channels: Sequence[int], rtol: float = 1e-5
     return diff
 
 
-def params_from_onnx(model_bytes: bytes, channels: Sequence[int]) -> dict[str, Any]:
+def params_from_onnx(model_bytes: bytes, channels: Sequence[int],
+                     n_classes: int | None = None, seed: int = 0) -> dict[str, Any]:
     """Trainable parameters read from an ONNX file this module exported (to fine-tune it);
-    ``ValueError`` when its initialisers are not those of a U-Net with ``channels``."""
+    ``ValueError`` when its initialisers are not those of a U-Net with ``channels``.
+
+    With ``n_classes`` one more than the file's (a 4-class BraTS 2023 model fine-tuned for a
+    2025 task, which adds RC), the head gains one output row, Kaiming-initialised from
+    ``seed``, its bias at the background's minus 4 so that the new class starts rare; every
+    other weight is the file's."""
     torch = _torch()
     onnx = importlib.import_module("onnx")
     found = {t.name: onnx.numpy_helper.to_array(t)
@@ -214,6 +220,14 @@ def params_from_onnx(model_bytes: bytes, channels: Sequence[int]) -> dict[str, A
     shapes = {k: tuple(v.shape) for k, v in expected.items()}
     if {k: tuple(v.shape) for k, v in found.items()} != shapes:
         raise ValueError(f"the initial model is not a U-Net with channels {tuple(channels)}")
+    if n_classes is not None and n_classes not in (classes, classes + 1):
+        raise ValueError(f"the initial model has {classes} classes; it can start a model of "
+                         f"{classes} or {classes + 1}, not {n_classes}")
+    if n_classes == classes + 1:
+        fresh = init_params(channels, torch.Generator().manual_seed(seed), n_classes)
+        found["head.w"] = np.concatenate(
+            [found["head.w"], fresh["head.w"].detach().numpy()[-1:]], axis=0)
+        found["head.b"] = np.concatenate([found["head.b"], found["head.b"][:1] - 4.0])
     return {k: torch.from_numpy(found[k].astype(np.float32).copy()).requires_grad_()
             for k in expected}
 
@@ -287,7 +301,8 @@ def train(cfg: TrainConfig, snapshot_dir: Path | None = None, snapshot_every: in
     start = time.monotonic()
     levels = len(cfg.channels)
     params = (init_params(cfg.channels, torch.Generator().manual_seed(cfg.seed), cfg.n_classes)
-              if cfg.init is None else params_from_onnx(cfg.init, cfg.channels))
+              if cfg.init is None else params_from_onnx(cfg.init, cfg.channels, cfg.n_classes,
+                                                        cfg.seed))
     if cfg.steps == 0:
         return export_onnx(params, levels, metadata)
     cases = _load_cases(cfg)
@@ -357,7 +372,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "small benchmarks'), not the full BraTS one")
     parser.add_argument("--init", type=Path, default=None,
                         help="start from this ONNX U-Net (one this module exported) instead of "
-                             "random weights: fine-tuning")
+                             "random weights: fine-tuning; a 4-class (2023) model can start a "
+                             "2025 task's 5-class one (the head gains an RC row)")
     parser.add_argument("--postprocess", default=None, metavar="JSON",
                         help="declare this post-processing in the model's metadata, e.g. "
                              '\'{"min_component_mm3": 50, "et_min_mm3": 100}\' (the '
