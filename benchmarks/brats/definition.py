@@ -13,25 +13,39 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from importlib import resources
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sealbench.crypto.canonical import canonical_json
 from sealbench.crypto.digest import Sha256Digest, parse_digest, sha256_digest
 
-from .contract import BRATS_2023_GLI, BRATS_2023_GLI_SMALL, BratsContract
+from .contract import (
+    BRATS_2023_GLI,
+    BRATS_2023_GLI_SMALL,
+    BRATS_2025_GLI,
+    BRATS_2025_MET,
+    BratsContract,
+)
 from .errors import ModelDigestMismatchError
 from .metrics import BRATS_2023_GLI_METRICS, MetricsSpec
+from .results2025 import Metrics2025
+from .scoring2025 import GLI_2025, MET_2025
 
 __all__ = [
+    "GLI_2025_REFERENCE_MODEL",
+    "GLI_2025_WEAK_MODEL",
+    "MET_2025_REFERENCE_MODEL",
+    "MET_2025_WEAK_MODEL",
     "REFERENCE_MODEL",
+    "SHIPPED_2025_DEFINITIONS",
     "SHIPPED_DEFINITIONS",
     "SMALL_REFERENCE_MODEL",
     "SMALL_WEAK_MODEL",
     "WEAK_MODEL",
     "BenchmarkDefinition",
     "ModelReference",
+    "load_2025_definition",
     "load_definition",
     "load_model_bytes",
     "load_small_definition",
@@ -45,6 +59,11 @@ WEAK_MODEL = "brats_unet_weak"
 #: The small benchmark's models: registered, associated and ranked under their own names.
 SMALL_REFERENCE_MODEL = "brats_small_unet"
 SMALL_WEAK_MODEL = "brats_small_unet_weak"
+#: The 2025 pins' models (five classes: RC added), one pair per task.
+GLI_2025_REFERENCE_MODEL = "brats25_gli_unet"
+GLI_2025_WEAK_MODEL = "brats25_gli_unet_weak"
+MET_2025_REFERENCE_MODEL = "brats25_met_unet"
+MET_2025_WEAK_MODEL = "brats25_met_unet_weak"
 
 # SHA-256 of the shipped ONNX files, recorded when they were trained (docs/benchmarks.md).
 _DIGESTS = {
@@ -52,6 +71,14 @@ _DIGESTS = {
     WEAK_MODEL: "sha256:18bc56267d59fb3f191b244aee02d33a48caa60c965222804a5604f027823a2c",
     # The 600-step cartoon-trained U-Net (brats_unet before it was fine-tuned on anatomy).
     SMALL_WEAK_MODEL: "sha256:b9b7303b8c91182e37cc91741289080527a2c7c725228478ec3473c82a08002c",
+    # The 2025 pins' U-Nets (docs/benchmarks.md section 16): brats_unet fine-tuned per task (gli
+    # step 400, met step 300 of the same recipe) and a 60-step run from random weights.
+    GLI_2025_REFERENCE_MODEL:
+        "sha256:0fcafc7ce103835045c665526691e7aaaf2d602826a448a339e0cfb0be0e0d47",
+    GLI_2025_WEAK_MODEL: "sha256:60a666d0493b48f70bae7e2e7d45b1e370fd099d8dbcfabb043c66bddb2bf9fd",
+    MET_2025_REFERENCE_MODEL:
+        "sha256:4808eef0406907fb39cf956df0deb9f3c8da47d6e346b4b10250ba3f4346bffc",
+    MET_2025_WEAK_MODEL: "sha256:f12e1aa4118f133ba27ce2aecbce58f4d45aa47065a9486cd0dac03e8d28eb5e",
 }
 
 
@@ -82,7 +109,8 @@ class BenchmarkDefinition(BaseModel):
     version: str
     description: str
     contract: BratsContract
-    metrics: MetricsSpec
+    #: The 2023 lesion-wise metrics or a 2025 task's official ones, told apart by ``metrics_id``.
+    metrics: Annotated[MetricsSpec | Metrics2025, Field(discriminator="metrics_id")]
     reference_model: ModelReference
     baseline_models: tuple[ModelReference, ...] = ()
     evaluation_image_reference: str | None = None
@@ -176,16 +204,62 @@ def load_small_definition() -> BenchmarkDefinition:
     )
 
 
-#: Definitions shipped with sealbench, by the name ``benchmark create --definition`` takes.
+_TASKS_2025: dict[str, tuple[str, BratsContract, Metrics2025, str, str, str]] = {
+    "gli": ("brats-2025-gli-synthetic", BRATS_2025_GLI, Metrics2025.of(GLI_2025),
+            GLI_2025_REFERENCE_MODEL, GLI_2025_WEAK_MODEL,
+            "Adult glioma, pre- and post-treatment, in the BraTS 2025 format: labels NETC=1, "
+            "SNFH=2, ET=3, RC=4 (resection cavity); scored on NETC, SNFH, ET, RC, TC and WT as "
+            "the official BraTS_evaluation 0.0.10 config_gli scores it"),
+    "met": ("brats-2025-met-synthetic", BRATS_2025_MET, Metrics2025.of(MET_2025),
+            MET_2025_REFERENCE_MODEL, MET_2025_WEAK_MODEL,
+            "Brain metastases in the BraTS 2025 format: labels NETC=1, SNFH=2, ET=3, RC=4; "
+            "scored on ET, RC, TC and WT as the official BraTS_evaluation 0.0.10 config_mets "
+            "scores it"),
+}
+
+
+def load_2025_definition(task: Literal["gli", "met"]) -> BenchmarkDefinition:
+    """A shipped BraTS 2025 benchmark on synthetic data: ``gli`` (post-treatment glioma, pin
+    ``brats-2025-gli/1``) or ``met`` (metastases, ``brats-2025-met/1``), each with its reference
+    U-Net (the 2023 reference fine-tuned on the task's cases, its head widened to RC) and a
+    weak baseline (docs/benchmarks.md section 16)."""
+    name, contract, metrics, reference, weak, text = _TASKS_2025[task]
+    return BenchmarkDefinition(
+        name=name,
+        version="1.0.0",
+        description=(f"{text}: four MRI modalities (t1n, t1c, t2w, t2f) at 1 mm on "
+                     "240x240x155; per group, lesion-wise Dice, NSD and HD95 after maximum "
+                     "bipartite matching, detection F1, panoptic quality and global Dice."),
+        contract=contract,
+        metrics=metrics,
+        reference_model=ModelReference(
+            name=reference, file=f"{reference}.onnx", sha256=_DIGESTS[reference],
+            description=f"3D U-Net (8,16,32,64), five classes: brats_unet fine-tuned (head "
+                        f"widened to RC) on 16 synthetic {task} cases and 4 tumour-free ones, "
+                        f"the snapshot best on a validation split"),
+        baseline_models=(ModelReference(
+            name=weak, file=f"{weak}.onnx", sha256=_DIGESTS[weak],
+            description=f"the same network trained from random weights for 60 steps on 4 of the "
+                        f"same {task} cases (deliberately weaker)"),),
+    )
+
+
+#: Definitions shipped with sealbench, by the name ``benchmark create --definition`` takes:
+#: the BraTS 2023 pin's (``brats-2023-gli``) ...
 SHIPPED_DEFINITIONS: dict[str, Callable[[], BenchmarkDefinition]] = {
     "brats": load_definition,
     "brats-small": load_small_definition,
+}
+#: ... and the 2025 pins' (``brats-2025-gli``, ``brats-2025-met``), each shipped by its plug-in.
+SHIPPED_2025_DEFINITIONS: dict[str, Callable[[], BenchmarkDefinition]] = {
+    "brats-2025-gli": lambda: load_2025_definition("gli"),
+    "brats-2025-met": lambda: load_2025_definition("met"),
 }
 
 
 def shipped_definition(name: str) -> BenchmarkDefinition:
     """The shipped definition called ``name`` (``KeyError`` if none)."""
-    return SHIPPED_DEFINITIONS[name]()
+    return {**SHIPPED_DEFINITIONS, **SHIPPED_2025_DEFINITIONS}[name]()
 
 
 def load_model_bytes(ref: ModelReference) -> bytes:

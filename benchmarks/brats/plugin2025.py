@@ -8,7 +8,8 @@ model outputs five classes (background, NETC, SNFH, ET, RC). Declared in the ent
 ``sealbench.benchmarks`` as ``brats-2025-gli`` and ``brats-2025-met`` (``pyproject.toml``).
 
 Their demo data come from the task's generator (:mod:`.tasks2025`): post-treatment cases with a
-resection cavity for ``gli``, several metastases for ``met``. No model ships with these pins yet.
+resection cavity for ``gli``, several metastases for ``met``. Each ships a definition with a
+reference U-Net and a weak baseline (:func:`.definition.load_2025_definition`).
 """
 
 from __future__ import annotations
@@ -26,9 +27,11 @@ from sealbench.benchmarks import release as rel
 from . import published
 from .cases import Case
 from .contract import BRATS_2025_GLI, BRATS_2025_MET, BratsContract
+from .definition import SHIPPED_2025_DEFINITIONS, BenchmarkDefinition
 from .errors import InvalidPredictionError
+from .inference import OnnxSegmenter
 from .metrics import CaseFailure
-from .plugin import SMALL_CELL_MINIMUM, BratsBenchmark, pin_for
+from .plugin import SMALL_CELL_MINIMUM, BratsBenchmark, _Runner, pin_for
 from .results2025 import RELEASED_2025, CaseResult2025, CaseScores2025, Metrics2025, contributions
 from .results2025 import release_spec as release_spec_2025
 from .score_files import FolderScorer, official_2025_scorer
@@ -98,8 +101,11 @@ class Brats2025Benchmark(BratsBenchmark):
         self.small_cell_minimum = SMALL_CELL_MINIMUM
         self.release_spec = release_spec_2025(config)
         self._init_machinery(contract)
-        self._models = ()
-        self.shipped_models = ()
+        # The task's shipped models (trained on the full grid; on another grid, as they are).
+        self._models = tuple({m.name: m for d in self._shipped().values()
+                              for m in (d.reference_model, *d.baseline_models)}.values())
+        self.shipped_models = tuple(api.ShippedModel(m.name, m.sha256, m.description)
+                                    for m in self._models)
 
     def _bound(self, contract: BratsContract) -> Self:
         return type(self)(contract)
@@ -107,9 +113,25 @@ class Brats2025Benchmark(BratsBenchmark):
     def metrics_spec(self) -> api.JsonObject:
         return self.spec.model_dump(mode="json")
 
+    def _shipped(self) -> dict[str, BenchmarkDefinition]:
+        """The shipped definitions of this task (:data:`.definition.SHIPPED_2025_DEFINITIONS`
+        whose metrics are this pin's)."""
+        return {name: d for name, d in ((n, load()) for n, load in
+                                         SHIPPED_2025_DEFINITIONS.items())
+                if d.metrics == self.spec}
+
     def definitions(self) -> Mapping[str, api.JsonObject]:
-        """None yet: a definition binds a reference model, and none is trained for 2025."""
-        return {}
+        """The task's shipped definition (``brats-2025-gli`` or ``brats-2025-met``), with its
+        pin."""
+        return {name: {**d.model_dump(mode="json"),
+                       "plugin": str(pin_for(self.plugin_name, self.base_contract, d.contract))}
+                for name, d in self._shipped().items()}
+
+    def load_model(self, model_bytes: bytes) -> _Runner:
+        """The model's segmenter, its output post-processed only as the model declares (the
+        2023 default is tuned for four classes: a 2025 model that declares nothing gets none,
+        as ``evaluate2025`` scores it)."""
+        return _Runner(OnnxSegmenter(model_bytes, self.contract, undeclared=None))
 
     # -- scoring files outside an enclave (a challenge's validation phase) ---------------------
 

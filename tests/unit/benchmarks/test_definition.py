@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from sealbench.benchmarks import registry
 from sealbench.benchmarks.brats.definition import (
     REFERENCE_MODEL,
+    SHIPPED_2025_DEFINITIONS,
+    SHIPPED_DEFINITIONS,
     WEAK_MODEL,
     BenchmarkDefinition,
     ModelReference,
@@ -13,6 +16,8 @@ from sealbench.benchmarks.brats.definition import (
     load_model_bytes,
 )
 from sealbench.benchmarks.brats.errors import ModelDigestMismatchError
+from sealbench.benchmarks.brats.results2025 import Metrics2025
+from sealbench.contract.pin import BenchmarkPin
 from sealbench.crypto.digest import sha256_digest
 
 
@@ -23,6 +28,43 @@ def test_shipped_models_match_their_recorded_digests() -> None:
         data = load_model_bytes(ref)
         assert sha256_digest(data) == ref.sha256
         assert len(data) < 4 * 1024 * 1024
+
+
+#: Each shipped definition's pin.
+PINS = {"brats": "brats-2023-gli/1", "brats-small": "brats-2023-gli/1-64x64x48",
+        "brats-2025-gli": "brats-2025-gli/1", "brats-2025-met": "brats-2025-met/1"}
+
+
+def test_every_shipped_definition_has_a_pin_here() -> None:
+    assert set(PINS) == {*SHIPPED_DEFINITIONS, *SHIPPED_2025_DEFINITIONS}
+
+
+@pytest.mark.parametrize("name", sorted(PINS))
+def test_every_shipped_definition_binds_models_its_pin_accepts(name: str) -> None:
+    """Each shipped definition (2023 and 2025 pins) round-trips, its models' bytes match their
+    digests, and its pin's plug-in accepts them and offers them as shipped models."""
+    definition = {**SHIPPED_DEFINITIONS, **SHIPPED_2025_DEFINITIONS}[name]()
+    assert BenchmarkDefinition.model_validate_json(definition.to_canonical_json()) == definition
+    pin = BenchmarkPin.parse(PINS[name])
+    plugin = registry.load(pin)
+    assert plugin.definitions()[name]["plugin"] == str(pin)  # type: ignore[attr-defined]
+    assert plugin.metrics_spec() == definition.metrics.model_dump(mode="json")
+    offered = {m.name: m.sha256 for m in plugin.shipped_models}
+    for ref in (definition.reference_model, *definition.baseline_models):
+        data = load_model_bytes(ref)
+        assert sha256_digest(data) == ref.sha256 == offered[ref.name]
+        report = plugin.check_model(data)
+        assert report.outputs[0].shape[1] == (5 if isinstance(definition.metrics, Metrics2025)
+                                              else 4)
+
+
+def test_2025_definitions_carry_the_official_configs_metrics() -> None:
+    gli, met = (SHIPPED_2025_DEFINITIONS[n]() for n in ("brats-2025-gli", "brats-2025-met"))
+    assert isinstance(gli.metrics, Metrics2025) and isinstance(met.metrics, Metrics2025)
+    assert gli.metrics.task == "gli" and set(gli.metrics.groups) == {
+        "netc", "snfh", "et", "rc", "tc", "wt"}
+    assert met.metrics.task == "mets" and set(met.metrics.groups) == {"et", "rc", "tc", "wt"}
+    assert gli.contract.label_map.values == met.contract.label_map.values == (1, 2, 3, 4)
 
 
 def test_tampered_model_is_refused() -> None:

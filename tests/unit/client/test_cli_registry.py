@@ -221,6 +221,23 @@ def test_authority_publishes_a_variant_without_python(cli: Cli, tmp_path: Path) 
     assert json.loads(renamed.stdout)["version"] == load_definition().version
 
 
+def test_definitions_of_every_installed_pin_listed_and_published(cli: Cli) -> None:
+    listed = cli("benchmark", "definition", "ls", "--json")
+    assert listed.exit_code == 0, listed.output
+    pins = {row["definition"]: row["plugin"] for row in json.loads(listed.stdout)}
+    assert pins == {"brats": "brats-2023-gli/1", "brats-small": "brats-2023-gli/1-64x64x48",
+                    "brats-2025-gli": "brats-2025-gli/1", "brats-2025-met": "brats-2025-met/1",
+                    "wdbc": "wdbc/1"}
+    n = next(_names)
+    created = cli("benchmark", "create", "--definition", "brats-2025-met",
+                  "--name", f"brats-met-{n}", "--image-reference", f"example/eval@{IMAGE}",
+                  "--image-digest", IMAGE, "--json", "--profile", "authority")
+    assert created.exit_code == 0, created.output
+    row = json.loads(created.stdout)
+    assert row["metrics_version"] == "brats-2025-met/1"
+    assert row["metrics_spec"]["metrics_id"] == "sealbench/brats-2025"
+
+
 def test_input_error_gets_its_own_hint_or_none(cli: Cli) -> None:
     result = cli("benchmark", "ls", "--state", "bogus", "--profile", "authority")
     assert result.exit_code == 3, result.output

@@ -223,7 +223,9 @@ def test_unknown_op_domain_is_refused(world: World) -> None:
 
 
 def test_shipped_models_are_self_contained() -> None:
-    for plugin in (load(BenchmarkPin.parse("brats-2023-gli/1")), WDBC):
+    pins = ("brats-2023-gli/1", "brats-2025-gli/1", "brats-2025-met/1")
+    for plugin in (*(load(BenchmarkPin.parse(pin)) for pin in pins), WDBC):
+        assert plugin.shipped_models, plugin.ref
         for shipped in plugin.shipped_models:
             plugin.check_model(plugin.model_bytes(shipped.name))
 
