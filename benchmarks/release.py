@@ -495,7 +495,8 @@ def pooled_mean(columns: Sequence[ReleasedColumn], counts: Sequence[int]) -> Est
     plus the sampling variance ``s² / N``, where ``s²`` is bounded by Bhatia-Davis
     ``(high - μ)(μ - low)`` at the least favourable ``μ`` within two noise standard errors of the
     estimate (the release holds no second moment, so the sampling term is conservative; at small
-    ``N`` the noise dominates it). Interval: estimate ± 1.96·√(variance), clipped to the range."""
+    ``N`` the noise dominates it). Interval: the estimate clipped to the range ± 1.96·√(variance),
+    clipped to the range."""
     if not columns or len(columns) != len(counts):
         raise ValueError("pooling needs one case count per released column (at least one)")
     bounds = {(c.low, c.high) for c in columns}
@@ -513,7 +514,12 @@ def pooled_mean(columns: Sequence[ReleasedColumn], counts: Sequence[int]) -> Est
     variance = (high - worst) * (worst - low)
     sampling_se = math.sqrt(max(variance, 0.0) / n)
     half = Z95 * math.sqrt(noise_se ** 2 + sampling_se ** 2)
-    return Estimate(value, _clip(value - half, low, high), _clip(value + half, low, high),
+    # Centred on the estimate clipped to the range: the mean lies in the range, so clipping
+    # only moves the centre towards it (coverage never drops), and a noise draw past a bound
+    # no longer collapses the interval onto that bound (a value-less figure shown as
+    # "[1.00, 1.00]" would read as certainty).
+    centre = _clip(value, low, high)
+    return Estimate(value, _clip(centre - half, low, high), _clip(centre + half, low, high),
                     noise_se, sampling_se, n, (low, high))
 
 

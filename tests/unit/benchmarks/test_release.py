@@ -20,6 +20,7 @@ from sealbench.benchmarks.release import (
     LocalExact,
     OpenDPGaussian,
     Release,
+    ReleasedColumn,
     ReleaseError,
     ReleaseSpec,
     column_mean,
@@ -190,3 +191,17 @@ def test_exact_release_intervals_cover_from_sampling_alone() -> None:
         assert estimate.informative
         covered += estimate.low <= population <= estimate.high
     assert covered / 400 >= 0.93
+
+
+def test_noise_past_a_bound_does_not_collapse_the_interval_onto_it() -> None:
+    """A site whose noisy sum lands far above the range (a weak model's Dice near 0, noise of
+    sd 13 on a sum over 5 cases): the interval is centred on the clipped estimate, so it
+    still says how little is known instead of reading "[1, 1]"; the unclipped value stays for
+    pooling."""
+    column = ReleasedColumn(key="dice", low=0.0, high=1.0, sum=19.0, sd=13.0)
+    estimate = pooled_mean([column], [5])
+    assert estimate.value == pytest.approx(3.8) and estimate.shown == 1.0
+    assert not estimate.informative
+    assert estimate.high == 1.0 and estimate.low == 0.0
+    inside = pooled_mean([column.model_copy(update={"sum": 2.5, "sd": 0.1})], [5])
+    assert inside.low < 0.5 < inside.high and inside.high - inside.low < 0.9
