@@ -10,6 +10,8 @@ twice may see a commit in between, which no read path here depends on. Everythin
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,8 +56,8 @@ def _sqlite_engine(url: str) -> Engine:
         # Let SQLAlchemy emit BEGIN itself (below) rather than the driver's implicit one.
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA journal_mode=WAL")
         cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        _enable_wal(cur)
         cur.execute("PRAGMA foreign_keys=ON")
         cur.execute("PRAGMA synchronous=NORMAL")
         cur.close()
@@ -69,6 +71,25 @@ def _sqlite_engine(url: str) -> Engine:
             conn.exec_driver_sql("BEGIN")
 
     return engine
+
+
+def _enable_wal(cur: Any) -> None:
+    """Switch the database to WAL (persistent, so once per file). On a brand-new file several
+    processes may race to switch it (replicas or migration jobs started together); the switch
+    promotes a shared lock to an exclusive one, and SQLite answers "database is locked" at once
+    instead of calling the busy handler when that could deadlock. The switch is therefore
+    retried, within the busy timeout, until this or another connection has made it."""
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    delay = 0.005
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() + delay > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.2)
 
 
 def open_database(url: str, *, pool_size: int = 10) -> Database:

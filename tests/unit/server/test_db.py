@@ -4,6 +4,7 @@ or losing an update."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -21,6 +22,28 @@ def test_sqlite_runs_in_wal_mode_with_busy_timeout(tmp_path: Path) -> None:
         assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == SQLITE_BUSY_TIMEOUT_MS
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
     db.dispose()
+
+
+def test_switch_to_wal_waits_for_a_writer_in_rollback_mode(tmp_path: Path) -> None:
+    """A second process opening a database still in rollback mode while another holds its write
+    lock (migration jobs started together on a new file): SQLite refuses the switch to WAL at
+    once ("database is locked", no busy handler, as it could deadlock); the engine retries
+    within the busy timeout and opens once the writer commits."""
+    path = tmp_path / "r.sqlite3"
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("CREATE TABLE t (x)")
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("INSERT INTO t VALUES (1)")
+    threading.Timer(0.5, lambda: other.execute("COMMIT")).start()
+    db = open_database(f"sqlite:///{path}")
+    started = time.monotonic()
+    with db.engine.connect() as conn:
+        waited = time.monotonic() - started
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("SELECT x FROM t").scalar() == 1
+    assert waited >= 0.3  # it waited for the commit, it did not skip the switch
+    db.dispose()
+    other.close()
 
 
 def test_sqlite_writers_read_modify_write_without_lost_update(tmp_path: Path) -> None:
