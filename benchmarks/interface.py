@@ -106,6 +106,7 @@ __all__ = [
     "PluginNotFoundError",
     "PooledFigures",
     "PoolingNotSupportedError",
+    "PoolsExactly",
     "PreparationError",
     "Prepared",
     "PreparedLayout",
@@ -445,6 +446,25 @@ class ExactReleases(Protocol):
     def exact_release(self) -> Benchmark:
         """This plug-in with ``release_spec.exact`` set and ``ref.version`` ending in
         :data:`EXACT_SUFFIX`; everything else unchanged."""
+        ...
+
+
+@runtime_checkable
+class PoolsExactly(Protocol):
+    """Implemented by a plug-in whose pooled release (several sites' exact per-case results
+    pooled inside an attested aggregator, :mod:`sealbench.benchmarks.pooling`) carries more
+    than its ordinary summary of all those cases would: WDBC adds the Mann-Whitney pair count
+    so that the pooled AUROC is read from the raw scores. A plug-in without it pools by
+    :meth:`Benchmark.summarise` over the union of the cases."""
+
+    def pooled_summary(self, results: Sequence[CaseResult], noise: NoiseSource) -> PublicSummary:
+        """The public summary of all ``results`` (every site's cases together): one release of
+        the pooled release spec, noise drawn once from ``noise``; ``ValueError`` for none."""
+        ...
+
+    def parse_pooled_summary(self, doc: Mapping[str, Any]) -> PublicSummary:
+        """A pooled summary document validated against the pooled release spec;
+        :class:`SummaryError`."""
         ...
 
 

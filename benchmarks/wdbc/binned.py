@@ -62,6 +62,7 @@ __all__ = [
     "Counts",
     "auroc",
     "auroc_binning_bound",
+    "auroc_from_pairs",
     "score_bin",
     "sensitivity",
     "specificity",
@@ -223,6 +224,37 @@ def auroc(counts: Counts) -> BinnedEstimate:
     bounds = _roots(d * d - z2 * c2, -2 * num * d - z2 * c1,
                     num * num - z2 * (c0 + d * d * sampling_var))
     return _estimate(value, bounds, max(noise_var, 0.0), sampling_var, counts, (sp, sn))
+
+
+def auroc_from_pairs(pairs: float, pairs_variance: float, malignant: float, benign: float,
+                     product_variance: float, counts: Counts) -> BinnedEstimate:
+    """The AUROC of the raw scores from a released Mann-Whitney count (what a pooled release
+    carries, :mod:`.summary`): ``U / (P·N)`` with ``U`` = ``pairs`` (noise variance
+    ``pairs_variance``) and the class totals ``malignant``, ``benign`` (their product's noise
+    variance ``product_variance``, independent of ``U``'s); exact in method (no binning). The
+    interval is Fieller's on the pivot ``U - A·P·N`` plus DeLong's sampling variance on the
+    bins ``counts`` (the raw scores do not leave the aggregator). Informative when both totals
+    are at least :data:`MIN_TOTAL_SD` noise standard deviations of the product's and the
+    interval is bounded and (under noise) at most half the range."""
+    if malignant <= 0 or benign <= 0:
+        return _undefined(counts)
+    d = malignant * benign
+    value = pairs / d
+    noise_var = (pairs_variance + product_variance * value * value) / (d * d)
+    sampling_var = _delong_variance(np.maximum(np.asarray(counts.malignant), 0.0),
+                                    np.maximum(np.asarray(counts.benign), 0.0))
+    z2 = Z95 * Z95
+    bounds = _roots(d * d - z2 * product_variance, -2 * pairs * d,
+                    pairs * pairs - z2 * (pairs_variance + d * d * sampling_var))
+    noisy = pairs_variance > 0 or product_variance > 0
+    if bounds is None:
+        low, high = 0.0, 1.0
+    else:
+        low, high = (min(max(x, 0.0), 1.0) for x in bounds)
+    enough = bounds is not None and d >= MIN_TOTAL_SD * math.sqrt(product_variance)
+    informative = enough and not (noisy and high - low > 0.5)
+    return BinnedEstimate(value, low, high, math.sqrt(max(noise_var, 0.0)),
+                          math.sqrt(sampling_var), informative)
 
 
 def auroc_binning_bound(counts: Counts) -> float:

@@ -179,10 +179,24 @@ class WdbcBenchmark:
         return s.summarise(results, str(self.ref), noise, self.release_spec)
 
     def parse_summary(self, doc: Mapping[str, Any]) -> s.WdbcSummary:
-        summary = s.parse_summary(doc, self.release_spec)
+        return self._parse(doc, self.release_spec)
+
+    def _parse(self, doc: Mapping[str, Any], spec: rel.ReleaseSpec) -> s.WdbcSummary:
+        summary = s.parse_summary(doc, spec)
         if summary.plugin != str(self.ref):
             raise api.SummaryError(f"summary of {summary.plugin}, expected {self.ref}")
         return summary
+
+    # pooled in an aggregator (api.PoolsExactly): the pair count makes the AUROC exact
+
+    def pooled_summary(self, results: Sequence[api.CaseResult],
+                       noise: rel.NoiseSource) -> s.WdbcSummary:
+        if not all(isinstance(r, s.WdbcCaseResult) for r in results):
+            raise TypeError("results of another benchmark cannot be pooled here")
+        return s.pooled_summary(results, str(self.ref), noise, self.release_spec)
+
+    def parse_pooled_summary(self, doc: Mapping[str, Any]) -> s.WdbcSummary:
+        return self._parse(doc, s.pooled_release_spec(self.release_spec))
 
     def parse_case_result(self, doc: Mapping[str, Any]) -> s.WdbcCaseResult:
         return s.parse_case_result(doc)
