@@ -160,14 +160,23 @@ def _roots(a: float, b: float, c: float) -> tuple[float, float] | None:
 def _estimate(value: float, bounds: tuple[float, float] | None, noise_var: float,
               sampling_var: float, counts: Counts, totals: tuple[float, ...]) -> BinnedEstimate:
     """The estimate with its interval clipped to [0, 1] (the whole range when there is none)
-    and the informative rule of the module docstring."""
+    and the informative rule of the module docstring (every class total at least
+    :data:`MIN_TOTAL_SD` noise standard deviations of a total)."""
+    enough = min(totals) >= MIN_TOTAL_SD * counts.total_sd()
+    return _shown(value, bounds, noise_var, sampling_var, noisy=counts.variance > 0,
+                  enough=enough)
+
+
+def _shown(value: float, bounds: tuple[float, float] | None, noise_var: float,
+           sampling_var: float, *, noisy: bool, enough: bool) -> BinnedEstimate:
+    """The estimate with its interval clipped to [0, 1] (the whole range when there is none),
+    informative when ``enough`` signal stands above the noise, the interval is bounded and
+    (under noise) at most half the range."""
     if bounds is None:
         low, high = 0.0, 1.0
     else:
         low, high = (min(max(x, 0.0), 1.0) for x in bounds)
-    noisy = counts.variance > 0
-    enough = bounds is not None and min(totals) >= MIN_TOTAL_SD * counts.total_sd()
-    informative = enough and not (noisy and high - low > 0.5)
+    informative = bounds is not None and enough and not (noisy and high - low > 0.5)
     return BinnedEstimate(value, low, high, math.sqrt(noise_var), math.sqrt(sampling_var),
                           informative)
 
@@ -233,9 +242,9 @@ def auroc_from_pairs(pairs: float, pairs_variance: float, malignant: float, beni
     ``pairs_variance``) and the class totals ``malignant``, ``benign`` (their product's noise
     variance ``product_variance``, independent of ``U``'s); exact in method (no binning). The
     interval is Fieller's on the pivot ``U - A·P·N`` plus DeLong's sampling variance on the
-    bins ``counts`` (the raw scores do not leave the aggregator). Informative when both totals
-    are at least :data:`MIN_TOTAL_SD` noise standard deviations of the product's and the
-    interval is bounded and (under noise) at most half the range."""
+    bins ``counts`` (the raw scores do not leave the aggregator). Informative when ``P·N`` is at
+    least :data:`MIN_TOTAL_SD` of its noise standard deviations and the interval is bounded and
+    (under noise) at most half the range."""
     if malignant <= 0 or benign <= 0:
         return _undefined(counts)
     d = malignant * benign
@@ -246,15 +255,9 @@ def auroc_from_pairs(pairs: float, pairs_variance: float, malignant: float, beni
     z2 = Z95 * Z95
     bounds = _roots(d * d - z2 * product_variance, -2 * pairs * d,
                     pairs * pairs - z2 * (pairs_variance + d * d * sampling_var))
-    noisy = pairs_variance > 0 or product_variance > 0
-    if bounds is None:
-        low, high = 0.0, 1.0
-    else:
-        low, high = (min(max(x, 0.0), 1.0) for x in bounds)
-    enough = bounds is not None and d >= MIN_TOTAL_SD * math.sqrt(product_variance)
-    informative = enough and not (noisy and high - low > 0.5)
-    return BinnedEstimate(value, low, high, math.sqrt(max(noise_var, 0.0)),
-                          math.sqrt(sampling_var), informative)
+    return _shown(value, bounds, max(noise_var, 0.0), sampling_var,
+                  noisy=pairs_variance > 0 or product_variance > 0,
+                  enough=d >= MIN_TOTAL_SD * math.sqrt(product_variance))
 
 
 def auroc_binning_bound(counts: Counts) -> float:

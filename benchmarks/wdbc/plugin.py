@@ -94,6 +94,11 @@ class _Runner:
         return api.ExecutionProvider(self._model.providers[0])
 
 
+def _check_ours(results: Sequence[api.CaseResult], action: str) -> None:
+    if not all(isinstance(r, s.WdbcCaseResult) for r in results):
+        raise TypeError(f"results of another benchmark cannot be {action} here")
+
+
 class WdbcBenchmark:
     """The WDBC diagnostic classification benchmark behind the interface."""
 
@@ -174,8 +179,7 @@ class WdbcBenchmark:
 
     def summarise(self, results: Sequence[api.CaseResult],
                   noise: rel.NoiseSource) -> s.WdbcSummary:
-        if not all(isinstance(r, s.WdbcCaseResult) for r in results):
-            raise TypeError("results of another benchmark cannot be summarised here")
+        _check_ours(results, "summarised")
         return s.summarise(results, str(self.ref), noise, self.release_spec)
 
     def parse_summary(self, doc: Mapping[str, Any]) -> s.WdbcSummary:
@@ -191,8 +195,7 @@ class WdbcBenchmark:
 
     def pooled_summary(self, results: Sequence[api.CaseResult],
                        noise: rel.NoiseSource) -> s.WdbcSummary:
-        if not all(isinstance(r, s.WdbcCaseResult) for r in results):
-            raise TypeError("results of another benchmark cannot be pooled here")
+        _check_ours(results, "pooled")
         return s.pooled_summary(results, str(self.ref), noise, self.release_spec)
 
     def parse_pooled_summary(self, doc: Mapping[str, Any]) -> s.WdbcSummary:

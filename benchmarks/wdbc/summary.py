@@ -237,17 +237,15 @@ def pair_shares(results: Sequence[WdbcCaseResult]) -> npt.NDArray[np.float64]:
     at most ``N - 1`` and ``U / N`` by less than 1, the bound
     :attr:`~sealbench.benchmarks.release.ReleaseSpec.sensitivity` assumes for a bounded column
     scaled to [0, 1]. Every share is in [0, 1), so clipping changes nothing."""
-    scores = [r.penalised_score() for r in results]
-    benign = np.sort(np.asarray([sc for sc, r in zip(scores, results, strict=True)
-                                 if sc is not None and r.malignant is False], dtype=np.float64))
-    n = len(results)
-    shares = np.zeros(n, dtype=np.float64)
-    for i, (score, result) in enumerate(zip(scores, results, strict=True)):
-        if score is None or not result.malignant:
-            continue
-        below = np.searchsorted(benign, score, side="left")
-        ties = np.searchsorted(benign, score, side="right") - below
-        shares[i] = (below + ties / 2) / n
+    scores = np.asarray([np.nan if (sc := r.penalised_score()) is None else sc
+                         for r in results], dtype=np.float64)
+    labelled = ~np.isnan(scores)
+    malignant = labelled & np.asarray([r.malignant is True for r in results])
+    benign = np.sort(scores[labelled & ~malignant])
+    below = np.searchsorted(benign, scores[malignant], side="left")
+    ties = np.searchsorted(benign, scores[malignant], side="right") - below
+    shares = np.zeros(len(results), dtype=np.float64)
+    shares[malignant] = (below + ties / 2) / len(results)
     return shares
 
 
