@@ -149,6 +149,16 @@ def _wdbc_scored() -> _Scored:
                    tuple(np.arange(a, b) for a, b in itertools.pairwise(bounds)), scores, rows)
 
 
+def _board_sites(rng: np.random.Generator, scored: _Scored,
+                 scale: tuple[int, int] | None) -> Sequence[np.ndarray]:
+    """One board's sites as case indices: the demo's own sites (``scale`` None), or ``scale``
+    = (sites, cases per site) drawn with replacement from the held-out cases."""
+    if scale is None:
+        return scored.sites
+    count, per_site = scale
+    return [rng.integers(0, len(scored.labels), per_site) for _ in range(count)]
+
+
 def _wdbc_board(sites: Sequence[np.ndarray], epsilon: float | None,
                 noise: NoiseSource) -> tuple[Shown, int]:
     """One model's pooled AUROC from one release per site (its rows), and how many sites
@@ -202,11 +212,7 @@ def _wdbc(runs: int, large_runs: int, scenarios: dict[str, tuple[int, int] | Non
         table = {epsilon: _Row() for epsilon in (*epsilons, None)}  # None: the exact release
         halves, gaps, n_sites = [], [], 0
         for _ in range(boards_run):
-            if scale is None:
-                sites: Sequence[np.ndarray] = scored.sites
-            else:
-                count, per_site = scale
-                sites = [rng.integers(0, len(scored.labels), per_site) for _ in range(count)]
+            sites = _board_sites(rng, scored, scale)
             n_sites = len(sites)
             every = np.concatenate(sites)
             truth = {m: exact_auroc(scored.labels[every], p[every]).value

@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from privacy_bench import MODELS, _cases, _outcome, _summary, _wdbc_scored
+from privacy_bench import MODELS, _board_sites, _cases, _outcome, _summary, _wdbc_scored
 
 from sealbench.benchmarks import pooling
 from sealbench.benchmarks.brats.metrics import BRATS_2023_GLI_METRICS, CaseScores, RegionScores
@@ -150,11 +150,7 @@ def _wdbc(runs: int, epsilons: Sequence[float]) -> None:
             table = {m: _Row() for m in METHODS}
             used = 0
             for _ in range(runs):
-                if scale is None:
-                    sites: Sequence[np.ndarray] = scored.sites
-                else:
-                    count, per_site = scale
-                    sites = [rng.integers(0, len(scored.labels), per_site) for _ in range(count)]
+                sites = _board_sites(rng, scored, scale)
                 every = np.concatenate(sites)
                 exact: dict[str, Shown] = {}
                 private: dict[str, Shown] = {}
