@@ -172,6 +172,10 @@ class GcpOwnerCloud:
     def issuer_uri(self) -> str:
         return self.platform.issuer_uri
 
+    @property
+    def result_prefix(self) -> str:
+        return f"gs://{self.bucket}/results"
+
     def credentials(self) -> Credentials:
         return self.credentials_source()
 

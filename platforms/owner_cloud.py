@@ -143,6 +143,12 @@ class OwnerCloud(Protocol):
         ...
 
     @property
+    def result_prefix(self) -> str:
+        """Where its production runs write results unless told otherwise: a storage URI under
+        :attr:`bucket` (Google: ``gs://BUCKET/results``)."""
+        ...
+
+    @property
     def issuer_uri(self) -> str:
         """The attestation issuer the owner's key-release policy trusts."""
         ...

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from sealbench.client.assets.grants import AllowedWorkload, allowed_workloads, grants_digest
 from sealbench.client.errors import CloudError, ConfigError, NotFoundError, RegistryError
 from sealbench.client.registry.api import AssetKind, RegistryClient
-from sealbench.client.registry.profiles import GcpSettings, ResolvedProfile
+from sealbench.client.registry.profiles import GcpSettings, PlatformAccount, ResolvedProfile
 from sealbench.crypto.digest import Sha256Digest
 from sealbench.platforms.errors import OwnerCloudError, OwnerSettingsError
 from sealbench.platforms.owner_cloud import OwnerCloud, PolicyReport
@@ -34,7 +34,9 @@ __all__ = [
     "PolicySync",
     "RunEndpoints",
     "SealOutcome",
+    "account_owner_cloud",
     "client_errors",
+    "default_result_uri",
     "gcp_owner_cloud",
     "look_up_project_number",
     "owner_cloud",
@@ -94,8 +96,9 @@ def owner_cloud(
 ) -> OwnerCloud:
     """The owner's cloud for ``profile``, as its platform hands it out: its Google Cloud
     project (``gcp``, production: Confidential Space, Google's endpoints, the owner's
-    Application Default Credentials), or its account in the INSECURE mock cloud
-    (``--mock-tee`` or the profile's ``mock_tee``)."""
+    Application Default Credentials), its account in the INSECURE mock cloud (``--mock-tee``
+    or the profile's ``mock_tee``), or its account on another installed platform
+    (``account``, :func:`account_owner_cloud`)."""
     from sealbench.client.runs.launchers.selection import TeeBackend
 
     state = mock_tee or profile.profile.mock_tee
@@ -105,6 +108,8 @@ def owner_cloud(
             state_dir=Path(state), email=email))
     if profile.profile.gcp is not None:
         return gcp_owner_cloud(profile.profile.gcp)
+    if profile.profile.account is not None:
+        return account_owner_cloud(profile.profile.account)
     raise ConfigError(
         f"profile {profile.name} has no cloud configured",
         hint="add one with 'sealbench profile add NAME --server URL --cloud gcp --project P "
@@ -132,6 +137,20 @@ def _gcp_cloud(settings: GcpSettings, **changes: Any) -> OwnerCloud:
     } | changes
     return _client_facing(
         lambda: TeeBackend.CONFIDENTIAL_SPACE.platform.owner_cloud(**options))
+
+
+def account_owner_cloud(account: PlatformAccount) -> OwnerCloud:
+    """The owner cloud of a profile's account on an installed platform this version does not
+    ship, built by that platform (found by its entry-point name) from the account's settings;
+    a :class:`ConfigError` when the platform is not installed here."""
+    from sealbench.platforms.platform import UnknownPlatformError, load_platform
+
+    try:
+        platform = load_platform(account.platform)
+    except UnknownPlatformError as exc:
+        raise ConfigError(str(exc), hint=f"install the package that provides the "
+                          f"{account.platform!r} platform") from exc
+    return _client_facing(lambda: platform.owner_cloud(**account.settings))
 
 
 def gcp_owner_cloud(settings: GcpSettings) -> OwnerCloud:
@@ -169,11 +188,30 @@ class RunEndpoints:
 
 
 def spec_endpoints(profile: ResolvedProfile) -> Any:
-    """:func:`run_endpoints` of a Google Cloud profile (None for any other). Typed ``Any`` as
-    the mock's endpoints are where ``sealbench run`` passes both to
+    """What runs of a profile's own cloud name as token destinations (:func:`run_endpoints` of
+    a Google Cloud profile; for another platform's account, what its owner cloud pins; None for
+    the mock's profile, whose endpoints ``sealbench run`` reads from the running mock). Typed
+    ``Any`` as the mock's endpoints are where ``sealbench run`` passes both to
     :func:`~sealbench.client.runs.single.build_spec`, which reads only ``service_endpoints()``."""
-    gcp = profile.profile.gcp
-    return None if gcp is None or profile.profile.mock_tee else run_endpoints(gcp)
+    if profile.profile.mock_tee is not None:
+        return None
+    if profile.profile.gcp is not None:
+        return run_endpoints(profile.profile.gcp)
+    if profile.profile.account is not None:
+        pinned = account_owner_cloud(profile.profile.account).pinned_endpoints
+        return None if pinned is None else RunEndpoints(pinned)
+    return None
+
+
+def default_result_uri(profile: ResolvedProfile) -> str | None:
+    """Where a production run of ``profile`` writes its result unless ``--result-uri`` says
+    otherwise: ``results/`` in the owner's own bucket, as its platform spells a storage URI
+    (None without a cloud of its own)."""
+    if profile.profile.gcp is not None:
+        return gcp_owner_cloud(profile.profile.gcp).result_prefix
+    if profile.profile.account is not None:
+        return account_owner_cloud(profile.profile.account).result_prefix
+    return None
 
 
 def run_endpoints(settings: GcpSettings) -> RunEndpoints | None:
@@ -256,8 +294,8 @@ def seal_asset(
 
     bucket = parse_storage_uri(where.storage_uri).bucket
     with client_errors():
-        own_bucket = (bucket == cloud.default_coordinates(kind, asset_id)
-                      .storage_uri[5:].split("/")[0])
+        own_bucket = bucket == parse_storage_uri(
+            cloud.default_coordinates(kind, asset_id).storage_uri).bucket
         cloud.ensure_key_and_bucket(key=where.kms_key_name == cloud.key_name, bucket=own_bucket)
         store, prefix = cloud.blob_store(where.storage_uri)
         wrapper = cloud.key_wrapper(where.kms_key_name)

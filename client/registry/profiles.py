@@ -64,6 +64,7 @@ __all__ = [
     "ENV_TOKEN",
     "PROFILES_FILE",
     "GcpSettings",
+    "PlatformAccount",
     "Profile",
     "ProfileStore",
     "ResolvedProfile",
@@ -83,6 +84,7 @@ _ENV_PROFILE_NAME: Final = "env"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _URL = re.compile(r"^https?://[^\s/]+(/[^\s]*)?$")
 _MAX_FILE = 1 << 20
+_SETTING_KEY = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 #: The Google APIs whose endpoint a profile may override (``--api-endpoint NAME=URL``).
 API_ENDPOINT_NAMES: Final = (
     "kms", "storage", "iam", "sts", "compute", "serviceusage", "cloudresourcemanager",
@@ -199,9 +201,33 @@ class GcpSettings(BaseModel):
         return value
 
 
+class PlatformAccount(BaseModel):
+    """The owner's account on an installed platform that this version does not ship (Google
+    Cloud has :class:`GcpSettings`, the mock a state directory): the platform's entry-point name
+    and its settings as that platform documents them, handed as they are to its
+    :meth:`~sealbench.platforms.platform.Platform.owner_cloud` and to its launchers. Settings
+    name resources, never credentials (a profile is not a secret store)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    platform: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,39}$")
+    settings: dict[str, str] = Field(default_factory=dict, max_length=32)
+
+    @field_validator("settings")
+    @classmethod
+    def _plain_settings(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, item in value.items():
+            if not _SETTING_KEY.match(key):
+                raise ValueError(f"setting {key[:40]!r} is not a lower-case identifier")
+            if len(item) > 1024:
+                raise ValueError(f"setting {key}: longer than 1024 characters")
+        return value
+
+
 class Profile(BaseModel):
     """One registry account. ``token`` is a secret: it is excluded from ``repr``. Its cloud is
-    the INSECURE mock (``mock_tee``, a state directory) or Google Cloud (``gcp``), not both."""
+    the INSECURE mock (``mock_tee``, a state directory), Google Cloud (``gcp``) or another
+    installed platform (``account``): one at most."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -209,6 +235,7 @@ class Profile(BaseModel):
     token: str | None = Field(default=None, repr=False, max_length=8192)
     mock_tee: Path | None = None
     gcp: GcpSettings | None = None
+    account: PlatformAccount | None = None
     log_key: str | None = Field(default=None, max_length=400)
     #: The user chose (``profile add --trust-on-first-use``) to pin whatever log key the
     #: registry publishes when first asked, instead of a key given out of band; kept after the
@@ -218,8 +245,10 @@ class Profile(BaseModel):
 
     @model_validator(mode="after")
     def _one_cloud(self) -> Profile:
-        if self.mock_tee is not None and self.gcp is not None:
-            raise ValueError("a profile uses the mock TEE or Google Cloud, not both")
+        clouds = [self.mock_tee is not None, self.gcp is not None, self.account is not None]
+        if sum(clouds) > 1:
+            raise ValueError("a profile uses one cloud: the mock TEE, Google Cloud or another "
+                             "installed platform's account")
         return self
 
 

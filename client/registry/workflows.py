@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from sealbench.client.errors import ConfigError, NotAvailableError
 from sealbench.client.extras import MissingExtraError, missing_extra
-from sealbench.client.runs.launchers.selection import TeeBackend
+from sealbench.client.runs.launchers.selection import TeeBackend, installed_backends
 from sealbench.contract.pin import BenchmarkPin, Pin
 from sealbench.server.schemas import (
     BenchmarkCreate,
@@ -43,14 +43,15 @@ __all__ = [
     "summary_of",
 ]
 
-def check_tee(tee: str) -> TeeBackend:
-    """The backend, or an error that says which exist."""
-    try:
-        return TeeBackend(tee)
-    except ValueError:
+def check_tee(tee: str) -> str:
+    """The backend (a shipped :class:`TeeBackend` or one an installed platform brings), or an
+    error that says which are installed."""
+    known = installed_backends()
+    if tee not in known:
         raise ConfigError(
-            f"unknown TEE backend {tee!r}", hint=f"use one of {', '.join(TeeBackend)}"
-        ) from None
+            f"unknown TEE backend {tee[:40]!r}", hint=f"use one of {', '.join(known)}"
+        )
+    return tee
 
 
 @dataclass(frozen=True)
@@ -83,9 +84,9 @@ def evaluation_image(
             else image_module.fresh_local_image(engine, source)
         )
         return EvaluationImage(found.reference, found.digest)
-    if backend == "confidential-space":
+    if backend != TeeBackend.MOCK:  # a real TEE runs the image pushed to a registry
         raise ConfigError(
-            "a Confidential Space benchmark names its pushed image explicitly",
+            f"a benchmark for --tee {backend} names its pushed image explicitly",
             hint="pass --image-reference REPO@sha256:… and --image-digest sha256:… "
             "(see docs/image.md)",
         )

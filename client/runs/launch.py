@@ -33,7 +33,7 @@ from sealbench.client.runs.batch import (
     plan_runs,
     with_run_options,
 )
-from sealbench.client.runs.launchers.selection import TeeBackend
+from sealbench.client.runs.launchers.selection import LOCAL_MOCK_BACKENDS
 from sealbench.client.runs.options import RunOptions
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ class LauncherFactory(Protocol):
     (:func:`sealbench.client.runs.launchers.for_profile.make_launcher` by default)."""
 
     def __call__(
-        self, backend: TeeBackend, *, profile: ResolvedProfile, client: RegistryClient,
+        self, backend: str, *, profile: ResolvedProfile, client: RegistryClient,
         benchmark_id: int, endpoints: Any, mock_tee: Path | None, debug: bool,
         image: str | None, cs: Any,
     ) -> Launcher: ...
@@ -97,6 +97,10 @@ def tee_verifier(profile: ResolvedProfile, endpoints: Any, mock_tee: Path | None
     if endpoints is not None:
         state = mock_tee or profile.profile.mock_tee
         return TeeVerifier(endpoints.issuer, f"the mock-tee of {state}, yours")
+    account = profile.profile.account
+    if account is not None:
+        issuer = owner.account_owner_cloud(account).issuer_uri.rstrip("/")
+        return TeeVerifier(issuer, f"the {account.platform} verifier your profile names")
     gcp = profile.profile.gcp
     source = gcp_key_source({} if gcp is None else gcp.api_endpoints)
     google = gcp is None or "attestation" not in gcp.api_endpoints
@@ -157,7 +161,7 @@ class PreparedRuns:
     specification (``make_spec(dataset_id, model_id, run_id)``)."""
 
     options: RunOptions
-    backend: TeeBackend
+    backend: str
     plan: RunPlan
     launcher: Launcher
     store: single.RunStore
@@ -205,14 +209,16 @@ def prepare_runs(
     pairs = single.approved_pairs(client, benchmark, o.dataset, o.model)
     recipient = load_result_key(profile.secrets_dir)
     mock_profile = bool(o.mock_tee or profile.profile.mock_tee)
-    production = backend == "confidential-space" and not mock_profile
+    # a TEE that is not the mock's (its processes and containers, or a mock profile's
+    # Confidential Space VMs on this machine) writes its result to the owner's storage
+    production = backend not in LOCAL_MOCK_BACKENDS and not mock_profile
     result_uri = o.result_uri
-    gcp = profile.profile.gcp
-    if production and not result_uri and gcp is not None:
-        result_uri = f"gs://{owner.gcp_owner_cloud(gcp).bucket}/results"
     if production and not result_uri:
-        raise ConfigError("a Confidential Space VM writes its result to Cloud Storage",
-                          hint="pass --result-uri gs://BUCKET/PREFIX")
+        result_uri = owner.default_result_uri(profile)
+    if production and not result_uri:
+        raise ConfigError(f"a run on --tee {backend} writes its result to cloud storage",
+                          hint="pass --result-uri (gs://BUCKET/PREFIX on Google Cloud), or "
+                          "add a profile with your cloud account")
     endpoints = None if production else mock_endpoints(profile, o.mock_tee)
     launcher = make_launcher(
         backend, profile=profile, client=client, benchmark_id=benchmark,

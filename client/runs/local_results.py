@@ -9,6 +9,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from sealbench.client.assets import owner
 from sealbench.client.assets.result_key import load_result_private_key
 from sealbench.client.registry.api import RegistryClient
 from sealbench.client.registry.profiles import ResolvedProfile
@@ -51,6 +52,11 @@ def verifier_key_source(profile: ResolvedProfile) -> KeySource:
         return mock_key_source(mock_endpoints(profile, None))
     if profile.profile.gcp is not None:
         return gcp_key_source(profile.profile.gcp.api_endpoints)
+    account = profile.profile.account
+    if account is not None:  # its issuer's key set, found by OpenID discovery
+        issuer = owner.account_owner_cloud(account).issuer_uri.rstrip("/")
+        return KeySource(issuer, None, hint=f"check that {issuer} answers, or pass "
+                         "--unverified to open the result without checking its signature")
     raise AttestationKeysUnavailableError(
         f"profile {profile.name} names no cloud, so no attestation verifier to check the "
         "result's signature with",

@@ -113,7 +113,9 @@ class RunReport(WireModel):
     seq: int = Field(ge=0, le=2**31 - 1)
     reason: RunReason | None = None
     image_digest: Digest
-    tee: Literal["mock", "docker", "confidential-space", "fake"]
+    #: The launcher backend that ran it (``sealbench run --tee``): a shipped one or one an
+    #: installed platform brings, so a name, not a list (the registry runs no launcher).
+    tee: str = Field(pattern=r"^[a-z][a-z0-9-]{0,31}$")
     attempts: int = Field(default=0, ge=0, le=100)
     step_seconds: dict[StepName, Seconds] = Field(default_factory=dict)
     #: Which execution provider ran the model, as the enclave logged it (absent: not known).

@@ -6,48 +6,21 @@ and the enclave's asset access reach its adapters, while no module of the cores 
 
 from __future__ import annotations
 
-import importlib
-import shutil
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
 import pytest
 
 from sealbench.platforms import platform as registry
-from sealbench.platforms.platform import PLATFORM_GROUP, load_platform, platform_for_issuer
+from sealbench.platforms.platform import load_platform, platform_for_issuer
 
-HERE = Path(__file__).resolve().parent
-DOUBLE_SOURCE = HERE.parent / "platforms_double" / "double_platform.py"
+REPO = Path(__file__).resolve().parents[2]
 MODULE = "sealbench_double_platform"
-REPO = HERE.parents[1]
-
-
-def _install(site: Path) -> None:
-    """What ``pip install`` of a one-module distribution leaves: the module and its metadata."""
-    shutil.copyfile(DOUBLE_SOURCE, site / f"{MODULE}.py")
-    info = site / "sealbench_double_platform-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: sealbench-double-platform\nVersion: 0.1\n"
-    )
-    (info / "entry_points.txt").write_text(
-        f"[{PLATFORM_GROUP}]\ndouble = {MODULE}:DoublePlatform\n"
-    )
 
 
 @pytest.fixture
-def double(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
-    _install(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    importlib.invalidate_caches()
-    registry._registered.cache_clear()
-    try:
-        yield importlib.import_module(MODULE)
-    finally:
-        sys.modules.pop(MODULE, None)
-        registry._registered.cache_clear()
+def double(third_platform: ModuleType) -> ModuleType:
+    return third_platform
 
 
 def test_the_registry_finds_it_by_name_and_by_issuer(double: ModuleType) -> None:

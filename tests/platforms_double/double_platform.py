@@ -15,23 +15,26 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from sealbench.contract.inputs import ConditionContext
 from sealbench.contract.spec import AssetLocation, RunSpec, ServiceEndpoints
+from sealbench.contract.workload import WorkloadIdentity
 from sealbench.crypto.attestation import Jwks
 from sealbench.crypto.envelope import KeyWrapper
 from sealbench.platforms.access import AssetAccess
 from sealbench.platforms.attester import Attester
+from sealbench.platforms.errors import OwnerCloudError, OwnerSettingsError
 from sealbench.platforms.launcher import (
     Launcher,
+    LaunchError,
     LaunchResult,
     LaunchSettingsError,
     OutputFn,
     RunningWorkload,
     check_backend,
 )
-from sealbench.platforms.owner_cloud import OwnerCloud
+from sealbench.platforms.owner_cloud import AssetCoordinates, Check, Coordinates, OwnerCloud
 from sealbench.platforms.platform import (
     AttestedWorkload,
     TokenDestinations,
@@ -95,12 +98,117 @@ class DoubleLauncher:
         return IMAGE
 
     def start(self, spec: RunSpec, *, on_output: OutputFn | None = None) -> RunningWorkload:
-        raise NotImplementedError("the double starts no workload")
+        self.platform.started.append(spec)
+        raise LaunchError("the double starts no workload")
 
     def launch(
         self, spec: RunSpec, *, timeout: float | None = None, on_output: OutputFn | None = None
     ) -> LaunchResult:
-        raise NotImplementedError("the double starts no workload")
+        self.platform.started.append(spec)
+        raise LaunchError("the double starts no workload")
+
+
+@dataclass(frozen=True)
+class DoubleChanges:
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.removed)
+
+
+@dataclass(frozen=True)
+class DoublePolicyReport:
+    """What the double's policy sync wrote: the condition its platform rendered."""
+
+    provider: str
+    condition: str
+    key: DoubleChanges
+    pool_created: bool = False
+    bucket: DoubleChanges | None = None
+    result_bucket: DoubleChanges | None = None
+
+    @property
+    def changed(self) -> bool:
+        return self.key.changed
+
+
+@dataclass
+class DoubleOwnerCloud:
+    """The double's :class:`OwnerCloud`: one account named by its settings (``account``,
+    ``root``: a local folder standing for its bucket); records each policy it is asked to sync
+    (in :attr:`DoublePlatform.synced`), rendered by its platform."""
+
+    platform: DoublePlatform
+    account: str
+    root: Path
+
+    # The run spec's asset locations still take the first platform's resource shapes (a
+    # Cloud KMS key name, a pool provider name, gs:// or file:/// storage): the double's fit
+    # them, its "bucket" being the local folder ``root``.
+    project_id = property(lambda self: self.account)
+    project_number = property(lambda self: "42")
+    key_name = property(lambda self: f"projects/{self.account}/locations/double/keyRings/"
+                        f"double/cryptoKeys/{self.account}")
+    bucket = property(lambda self: f"{self.account}-bucket")
+    result_prefix = property(lambda self: f"{self.root.resolve().as_uri()}/results")
+    issuer_uri = property(lambda self: f"{ISSUER}/")
+    pinned_endpoints = property(lambda self: ENDPOINTS)
+
+    def credentials(self) -> Any:
+        return None
+
+    def names(self) -> dict[str, str]:
+        return {"key": self.key_name, "bucket": self.bucket}
+
+    def default_coordinates(self, kind: str, asset_id: int) -> AssetCoordinates:
+        return AssetCoordinates(
+            self.key_name, f"{self.root.resolve().as_uri()}/{kind}s/{asset_id}",
+            "projects/42/locations/global/workloadIdentityPools/double/providers/double")
+
+    def ensure_key_and_bucket(self, *, key: bool = True, bucket: bool = True) -> list[str]:
+        return []
+
+    def key_wrapper(self, key_name: str) -> KeyWrapper:
+        raise NotImplementedError("the double wraps no key")
+
+    def blob_store(self, uri: str) -> tuple[BlobStore, str]:
+        return LocalBlobStore(self.root), uri.rsplit("/", 1)[-1]
+
+    def failure(self, exc: BaseException, doing: str, *, bucket: str | None = None
+                ) -> OwnerCloudError:
+        return OwnerCloudError(f"double: {doing}: {exc}")
+
+    def sync_policy(
+        self,
+        coordinates: Coordinates,
+        workloads: frozenset[WorkloadIdentity],
+        *,
+        include_data: bool,
+        result_bucket: str | None = None,
+        experimental_gpu_images: frozenset[str] = frozenset(),
+        experimental_benchmark_ids: frozenset[str] = frozenset(),
+    ) -> DoublePolicyReport:
+        condition = self.platform.key_release_condition(ConditionContext(
+            frozenset(w.image_digest for w in workloads), include_data, ENDPOINTS))
+        report = DoublePolicyReport(
+            coordinates.wip_provider, condition,
+            DoubleChanges(added=tuple(sorted(
+                self.platform.grantee(coordinates.wip_provider, w.uid()) for w in workloads))),
+        )
+        self.platform.synced.append(report)
+        return report
+
+    def doctor_checks(self, runner: Any = None, image_reference: str | None = None
+                      ) -> list[Check]:
+        return [Check("double account", True, self.account)]
+
+    def probe_condition(self, coordinates: Coordinates, workloads: frozenset[WorkloadIdentity],
+                        **_: Any) -> Check:
+        condition = self.platform.key_release_condition(ConditionContext(
+            frozenset(w.image_digest for w in workloads), True, ENDPOINTS))
+        return Check("double condition", True, condition)
 
 
 class DoublePlatform:
@@ -109,6 +217,12 @@ class DoublePlatform:
     name: Final = NAME
     insecure: Final = True
     launcher_backends: Final = (BACKEND,)
+
+    #: The run specs its launchers were asked to start (across instances: the client builds
+    #: a fresh platform per lookup).
+    started: ClassVar[list[RunSpec]] = []
+    #: The policies its owner clouds synced.
+    synced: ClassVar[list[DoublePolicyReport]] = []
 
     @classmethod
     def issues(cls, issuer: str) -> bool:
@@ -162,4 +276,8 @@ class DoublePlatform:
         raise LaunchSettingsError("the double has no GPU", hint="none")
 
     def owner_cloud(self, **settings: Any) -> OwnerCloud:
-        raise NotImplementedError("the double has no owner cloud")
+        unknown = set(settings) - {"account", "root"}
+        if unknown or "account" not in settings:
+            raise OwnerSettingsError(f"the double takes account= and root= (got "
+                                     f"{sorted(settings)})", hint="profile add --setting")
+        return DoubleOwnerCloud(self, settings["account"], Path(settings.get("root", ".")))

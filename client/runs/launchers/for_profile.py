@@ -56,7 +56,7 @@ def mock_launcher(endpoints: Any, *, debug: bool = False) -> Launcher:
 
 
 def make_launcher(
-    backend: TeeBackend,
+    backend: str,
     *,
     profile: ResolvedProfile,
     client: RegistryClient,
@@ -76,11 +76,40 @@ def make_launcher(
         platform_for_backend(backend)
     except LaunchError as exc:
         raise ConfigError(str(exc), hint="install the platform that provides it") from exc
-    if backend == "mock":
+    if backend == TeeBackend.MOCK:
         return mock_launcher(endpoints, debug=debug)
-    if backend == "docker":
+    if backend == TeeBackend.DOCKER:
         return _docker_launcher(client, benchmark_id, endpoints, debug, image)
-    return _cs_launcher(profile, client, benchmark_id, endpoints, mock_tee, debug, cs)
+    if backend == TeeBackend.CONFIDENTIAL_SPACE:
+        return _cs_launcher(profile, client, benchmark_id, endpoints, mock_tee, debug, cs)
+    return _platform_launcher(backend, profile, client, benchmark_id, debug)
+
+
+def _platform_launcher(
+    backend: str, profile: ResolvedProfile, client: RegistryClient, benchmark_id: int,
+    debug: bool,
+) -> Launcher:
+    """The launcher of a backend this version does not ship, built by the installed platform
+    that names it from the platform-neutral options every such launcher takes
+    (:meth:`~sealbench.platforms.platform.Platform.launcher`): the benchmark's image, the
+    profile's account settings on that platform, and ``debug``."""
+    from sealbench.client.runs.launchers.selection import (
+        LaunchSettingsError,
+        build_launcher,
+        platform_for_backend,
+    )
+
+    benchmark = client.get_benchmark(benchmark_id)
+    account = profile.profile.account
+    platform = platform_for_backend(backend).name
+    settings = dict(account.settings) if account and account.platform == platform else {}
+    try:
+        return build_launcher(
+            backend, image_reference=benchmark.image_reference,
+            image_digest=benchmark.image_digest, settings=settings, debug=debug,
+        )
+    except LaunchSettingsError as exc:
+        raise ConfigError(str(exc), hint=exc.hint) from exc
 
 
 def _docker_launcher(

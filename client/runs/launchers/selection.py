@@ -1,6 +1,7 @@
 """Which launcher starts a run (the CLI goes through this module; a test scans it).
 
-``sealbench run --tee BACKEND`` names a launcher backend (:class:`TeeBackend`, the shipped ones).
+``sealbench run --tee BACKEND`` names a launcher backend (:class:`TeeBackend`, the shipped ones,
+or one an installed platform brings: :func:`installed_backends`).
 The backend maps, through the platform registry
 (:func:`~sealbench.platforms.launcher.platform_for_backend`: the one installed
 :class:`~sealbench.platforms.platform.Platform` whose ``launcher_backends`` names it), to the
@@ -22,21 +23,23 @@ when chosen: the Docker SDK and google-cloud-compute are optional extras):
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from sealbench.platforms.launcher import Launcher, LaunchSettingsError, platform_for_backend
-from sealbench.platforms.platform import Platform
+from sealbench.platforms.platform import Platform, installed_launcher_backends
 
 if TYPE_CHECKING:
     from google.auth.credentials import Credentials
 
 __all__ = [
+    "LOCAL_MOCK_BACKENDS",
     "LaunchSettingsError",
     "TeeBackend",
     "build_launcher",
     "confidential_space_launcher",
     "docker_launcher",
     "gpu_machine",
+    "installed_backends",
     "mock_process_launcher",
     "platform_for_backend",
 ]
@@ -58,6 +61,19 @@ class TeeBackend(StrEnum):
     def launcher(self, **options: Any) -> Launcher:
         """This backend's launcher, built by its platform from ``options``."""
         return build_launcher(self.value, **options)
+
+
+#: The backends that run on this machine and attest to the running mock TEE (its endpoints are
+#: what their run specs name, and their results stay in a local folder).
+LOCAL_MOCK_BACKENDS: Final = frozenset({TeeBackend.MOCK.value, TeeBackend.DOCKER.value})
+
+
+def installed_backends() -> tuple[str, ...]:
+    """Every ``--tee`` backend of the installed platforms: the shipped ones (in
+    :class:`TeeBackend` order) first, then the others by name (no platform constructed)."""
+    named = {b for backends in installed_launcher_backends().values() for b in backends}
+    shipped = tuple(b.value for b in TeeBackend if b.value in named)
+    return shipped + tuple(sorted(named - set(shipped)))
 
 
 def build_launcher(backend: str, **options: Any) -> Launcher:
