@@ -8,6 +8,10 @@ may name a step, an environment variable, a key or pool resource name, an opaque
 a count; it never holds key bytes, tokens, case identifiers, image intensities or per-case
 metrics. Foreign exceptions are translated once, where the step that called them catches them.
 
+Each class also has a stable ``code`` (:data:`FAILURE_CODES`; ``key_release_denied``,
+``integrity``, ...): the name the enclave's ``failed`` event states with the exit code
+(:class:`sealbench.contract.events.RunFailed`), so that a client keys on it, never on the prose.
+
 ::
 
     EnclaveError                     exit 1   anything not listed below
@@ -30,9 +34,10 @@ metrics. Foreign exceptions are translated once, where the step that called them
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Final
 
 __all__ = [
+    "FAILURE_CODES",
     "AssetIntegrityError",
     "AssetRejected",
     "AttestationUnavailable",
@@ -44,6 +49,7 @@ __all__ = [
     "ResultUploadError",
     "SpecError",
     "StorageFailure",
+    "error_for_code",
 ]
 
 
@@ -51,6 +57,9 @@ class EnclaveError(Exception):
     """Base class of every error raised by :mod:`sealbench.enclave`."""
 
     exit_code: ClassVar[int] = 1
+    #: The failure's stable name (:data:`FAILURE_CODES`): what the enclave's ``failed`` event
+    #: (:class:`sealbench.contract.events.RunFailed`) states, and what a client keys on.
+    code: ClassVar[str] = "enclave"
 
 
 class CpuFallbackRefused(EnclaveError):  # noqa: N818 - names the refusal
@@ -58,54 +67,64 @@ class CpuFallbackRefused(EnclaveError):  # noqa: N818 - names the refusal
     run spec does not allow it (``SEALBENCH_CPU_FALLBACK``). Exit 1, as any enclave
     error without its own code: the registry's failure classes are unchanged."""
 
+    code = "cpu_fallback_refused"
+
 
 class SpecError(EnclaveError):
     """The run specification is missing, malformed, names an unknown metrics version, or
     differs from the attested environment overrides. Raised before any key is requested."""
 
     exit_code = 10
+    code = "spec"
 
 
 class AttestationUnavailable(EnclaveError):  # noqa: N818 - the agreed public name
     """The launcher did not return a token, or its claims cannot be read."""
 
     exit_code = 11
+    code = "attestation_unavailable"
 
 
 class DestinationError(EnclaveError):
     """The recipient key does not match its digest, or the destination refused the test write."""
 
     exit_code = 12
+    code = "destination"
 
 
 class KeyReleaseDenied(EnclaveError):  # noqa: N818 - the agreed public name
     """An owner's workload identity pool or KMS key refused this workload."""
 
     exit_code = 13
+    code = "key_release_denied"
 
 
 class AssetIntegrityError(EnclaveError):
     """A sealed object failed authentication or a digest check. The whole run aborts."""
 
     exit_code = 14
+    code = "integrity"
 
 
 class AssetRejected(EnclaveError):  # noqa: N818 - the agreed public name
     """The model or dataset authenticated but cannot be evaluated under the benchmark."""
 
     exit_code = 15
+    code = "asset_rejected"
 
 
 class StorageFailure(EnclaveError):  # noqa: N818 - the agreed public name
     """An object of a sealed asset could not be read."""
 
     exit_code = 16
+    code = "storage"
 
 
 class ResultUploadError(EnclaveError):
     """The result attestation could not be obtained or the result not uploaded."""
 
     exit_code = 17
+    code = "result_upload"
 
 
 class EgressRefused(EnclaveError, PermissionError):  # noqa: N818 - names the refusal
@@ -113,3 +132,30 @@ class EgressRefused(EnclaveError, PermissionError):  # noqa: N818 - names the re
     (:mod:`sealbench.enclave.network`). Its message names the host, nothing else."""
 
     exit_code = 18
+    code = "egress_refused"
+
+
+#: Every failure of a run, by its :attr:`~EnclaveError.code`.
+_BY_CODE: Final[dict[str, type[EnclaveError]]] = {
+    cls.code: cls
+    for cls in (
+        EnclaveError,
+        CpuFallbackRefused,
+        SpecError,
+        AttestationUnavailable,
+        DestinationError,
+        KeyReleaseDenied,
+        AssetIntegrityError,
+        AssetRejected,
+        StorageFailure,
+        ResultUploadError,
+        EgressRefused,
+    )
+}
+#: The failure codes, each naming one class above (a new code is a new version of the events).
+FAILURE_CODES: Final = tuple(_BY_CODE)
+
+
+def error_for_code(code: str) -> type[EnclaveError] | None:
+    """The failure class ``code`` names; None for a code no class has."""
+    return _BY_CODE.get(code)

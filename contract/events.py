@@ -3,7 +3,7 @@ prose.
 
 The enclave writes one event per progress point on its standard output, as one line::
 
-    sealbench-event: {"v":1,"event":"case_done","index":3,"total":20}
+    sealbench-event: {"v":2,"event":"case_done","index":3,"total":20}
 
 the fixed :data:`EVENT_MARKER` at the start of the line, then one JSON object with the format
 version ``v`` (:data:`EVENT_VERSION`) and the discriminator ``event``:
@@ -17,11 +17,21 @@ version ``v`` (:data:`EVENT_VERSION`) and the discriminator ``event``:
                   ``next_try_s``, and the ``waited_s`` of the run's ``window_s``
 ``model_loaded``  the model is loaded on ONNX Runtime's execution ``provider``
 ``done``          the run ended: the seconds per step (``timings``) and the ``provider``
+``failed``        the run failed: its ``exit_code``, the failure's ``code``
+                  (:data:`~sealbench.contract.errors.FAILURE_CODES`, the code's own exit
+                  code), the public one-line ``reason`` (what the enclave's stderr line
+                  ``sealbench-enclave: <reason> (exit N)`` says) and, for a key-release
+                  refusal whose reason names the condition's clause, that clause's ``rule``
+                  (:class:`~sealbench.contract.inputs.Rule`); else ``null``
 ================  ==================================================================
+
+Version 2 added ``failed`` (version 1 had the other six).
 
 Events carry **no secret and nothing of the data**: no key, token or principal, no case id, no
 metric, no image intensity; only counts, indices, whole seconds, step names and execution
-provider names. They are a display aid, never evidence: the process's output is the operator's
+provider names, and a failure's public reason (the enclave's error messages' rule,
+:mod:`sealbench.contract.errors`, which is why the same text is already on stderr and in the
+failure record). They are a display aid, never evidence: the process's output is the operator's
 (anyone who launches the workload can print any line), so the result and its attestation token
 decide a run, never an event. :func:`parse_event` therefore reads hostile lines: it never
 raises, refuses a line over :data:`MAX_EVENT_LINE_CHARS`, a line that does not start with the
@@ -36,16 +46,21 @@ from typing import Annotated, Final, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
+from sealbench.contract.errors import KeyReleaseDenied, error_for_code
+from sealbench.contract.inputs import Rule
+
 __all__ = [
     "EVENT_MARKER",
     "EVENT_VERSION",
     "MAX_EVENT_LINE_CHARS",
+    "MAX_FAILURE_REASON_CHARS",
     "CaseDone",
     "CasesCounted",
     "GrantWaiting",
     "ModelLoaded",
     "RunDone",
     "RunEvent",
+    "RunFailed",
     "StepStarted",
     "parse_event",
 ]
@@ -53,9 +68,12 @@ __all__ = [
 #: What starts every event line (nothing else of the enclave's output starts with it).
 EVENT_MARKER: Final = "sealbench-event: "
 #: The format's version (``v``); a reader drops the events of any other version.
-EVENT_VERSION: Final = 1
+EVENT_VERSION: Final = 2
 #: The longest line :func:`parse_event` reads (the longest event, ``done``, is far shorter).
 MAX_EVENT_LINE_CHARS: Final = 4096
+#: The longest failure ``reason`` (the failure record's own bound); the enclave shortens one
+#: further when its escaped JSON would not fit the line.
+MAX_FAILURE_REASON_CHARS: Final = 2000
 
 #: A count of cases (far above any benchmark's dataset; the registry's own bound is lower).
 _MAX_CASES: Final = 10_000_000
@@ -76,7 +94,7 @@ _StepSeconds = Annotated[float, Field(ge=0, le=_MAX_SECONDS, allow_inf_nan=False
 class _Event(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
-    v: Literal[1] = EVENT_VERSION
+    v: Literal[2] = EVENT_VERSION
 
     def to_line(self) -> str:
         """The event's line as the enclave writes it (no newline): the marker, then the JSON."""
@@ -149,9 +167,36 @@ class RunDone(_Event):
     provider: _Provider | None = None
 
 
+class RunFailed(_Event):
+    """The run failed: the process exits ``exit_code``, the failure's ``code`` (whose class has
+    that exit code, :func:`~sealbench.contract.errors.error_for_code`), its public ``reason``
+    on one line, and the key-release condition's ``rule`` a refusal's reason names (only with
+    ``key_release_denied``; ``None`` when the reason names none, as Google's STS does not)."""
+
+    event: Literal["failed"] = "failed"
+    exit_code: Annotated[int, Field(ge=1, le=125)]
+    code: Annotated[str, Field(pattern=r"^[a-z_]{1,40}$")]
+    #: Printable text on one line: no control character (C0, DEL or C1).
+    reason: Annotated[
+        str, Field(pattern=r"^[^\x00-\x1f\x7f-\x9f]+$", max_length=MAX_FAILURE_REASON_CHARS)
+    ]
+    rule: Rule | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        error = error_for_code(self.code)
+        if error is None:
+            raise ValueError(f"unknown failure code {self.code!r}")
+        if error.exit_code != self.exit_code:
+            raise ValueError(f"{self.code} exits {error.exit_code}, not {self.exit_code}")
+        if self.rule is not None and not issubclass(error, KeyReleaseDenied):
+            raise ValueError("only a key-release refusal names a rule")
+        return self
+
+
 #: Any event of this version, told apart by its ``event`` member.
 RunEvent = Annotated[
-    StepStarted | CasesCounted | CaseDone | GrantWaiting | ModelLoaded | RunDone,
+    StepStarted | CasesCounted | CaseDone | GrantWaiting | ModelLoaded | RunDone | RunFailed,
     Field(discriminator="event"),
 ]
 

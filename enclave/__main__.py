@@ -15,10 +15,11 @@ launcher's socket and the loopback interface, then only the run's checked endpoi
 connection or name lookup, by the enclave, a plug-in or a model's runtime, is refused.
 
 Output: progress logs on stdout (logger ``sealbench.enclave``: steps and counts, never case ids,
-metrics, keys or tokens). Exit 0 on success; otherwise the exit code of the
-:class:`~sealbench.contract.errors.EnclaveError` and one line ``sealbench-enclave: <reason> (exit
-<code>)`` on
-stderr.
+metrics, keys or tokens) next to their typed events (:mod:`sealbench.enclave.progress`). Exit 0
+on success; otherwise the exit code of the :class:`~sealbench.contract.errors.EnclaveError`, its
+``failed`` event on stdout (:class:`~sealbench.contract.events.RunFailed`: exit code, failure
+code, reason; what a client reads) and one line ``sealbench-enclave: <reason> (exit <code>)`` on
+stderr (for the operator).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from pathlib import Path
 from sealbench.contract.errors import EnclaveError
 from sealbench.enclave.network import install_egress_guard
 from sealbench.enclave.platforms import EvidenceSource
+from sealbench.enclave.progress import run_failed
 from sealbench.enclave.run import run_enclave
 
 __all__ = ["main"]
@@ -62,8 +64,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         run_enclave(os.environ, EvidenceSource(args.launcher_dir), egress=egress)
     except EnclaveError as exc:
-        # The exit code closes the line: Confidential Space reports only its launcher's exit
-        # code, so the client reads the enclave's from the serial port.
+        # The typed event is what a client reads (Confidential Space reports only its
+        # launcher's exit code: the enclave's reaches the client in the event, on the serial
+        # port); the prose line is the operator's, unchanged.
+        run_failed(exc)
         print(f"sealbench-enclave: {exc} (exit {exc.exit_code})".replace("\n", " "),
               file=sys.stderr, flush=True)
         return exc.exit_code

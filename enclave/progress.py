@@ -12,6 +12,7 @@ execution provider names; never a case id, a metric, a key or a token.
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import threading
 from collections.abc import Mapping
@@ -19,15 +20,21 @@ from typing import cast
 
 from pydantic import BaseModel, ValidationError
 
+from sealbench.contract.errors import EnclaveError, KeyReleaseDenied
 from sealbench.contract.events import (
+    MAX_EVENT_LINE_CHARS,
+    MAX_FAILURE_REASON_CHARS,
     CaseDone,
     CasesCounted,
     GrantWaiting,
     ModelLoaded,
     RunDone,
     RunEvent,
+    RunFailed,
     StepStarted,
 )
+from sealbench.contract.inputs import Rule
+from sealbench.contract.spec import ENDPOINT_ENV_NAMES
 
 __all__ = [
     "STEPS",
@@ -36,7 +43,9 @@ __all__ = [
     "emit",
     "grant_waiting",
     "model_loaded",
+    "refusal_rule",
     "run_done",
+    "run_failed",
     "step_started",
 ]
 
@@ -110,3 +119,51 @@ def run_done(timings: Mapping[str, float], provider: str | None, line: str) -> N
     the execution provider."""
     _log.info("%s", line)
     _emit(RunDone, timings=dict(timings), provider=provider)
+
+
+#: The key-release condition's clauses a refusal's reason may name, by the rule each enforces
+#: (first match wins). The reason is the token exchange's own error text (the mock's STS names
+#: the clause that is false; Google's names none, and then no rule is stated): a foreign text,
+#: translated into the contract's :class:`~sealbench.contract.inputs.Rule` once, here, so that
+#: the client keys on the rule and never reads the prose.
+_REFUSAL_CLAUSES: tuple[tuple[tuple[str, ...], Rule], ...] = (
+    (("dbgstat", "support_attributes"), Rule.PRODUCTION_IMAGE),
+    (("hwmodel",), Rule.HARDWARE),
+    (("secboot",), Rule.SECURE_BOOT),
+    (ENDPOINT_ENV_NAMES, Rule.ENDPOINT),
+    (("cmd_override",), Rule.NO_COMMAND),
+    (("image_digest in",), Rule.IMAGE),
+)
+#: Control characters (C0, DEL, C1): an event's reason is one printable line.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def refusal_rule(error: EnclaveError) -> Rule | None:
+    """The rule of the key-release condition a refusal's reason names; None for any other
+    failure, and for a refusal whose reason names no clause."""
+    if not isinstance(error, KeyReleaseDenied):
+        return None
+    reason = str(error)
+    for clues, rule in _REFUSAL_CLAUSES:
+        if any(clue in reason for clue in clues):
+            return rule
+    return None
+
+
+def run_failed(error: EnclaveError) -> None:
+    """The run failed with ``error``: its ``failed`` event (exit code, failure code, the public
+    reason on one line, the refused rule), written before the prose line
+    ``sealbench-enclave: <reason> (exit N)`` that :mod:`sealbench.enclave.__main__` prints on
+    stderr. The reason is shortened to fit the event's line, never dropped."""
+    reason = _CONTROL.sub(" ", str(error)).strip() or type(error).__name__
+    reason = reason[:MAX_FAILURE_REASON_CHARS]
+    fields = {"exit_code": error.exit_code, "code": error.code, "rule": refusal_rule(error)}
+    try:
+        event = RunFailed.model_validate({**fields, "reason": reason})
+        while len(event.to_line()) > MAX_EVENT_LINE_CHARS:  # quotes and backslashes escaped
+            reason = reason[: len(reason) * 3 // 4]
+            event = RunFailed.model_validate({**fields, "reason": reason})
+    except ValidationError:
+        _log.warning("the failure event was not written (%s)", type(error).__name__)
+        return
+    emit(event)

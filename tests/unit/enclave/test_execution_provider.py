@@ -97,7 +97,7 @@ def test_timings_line_without_provider_is_the_old_line() -> None:
 @pytest.mark.parametrize("line", [
     RunDone(timings={"infer": 1.0}, provider="EvilExecutionProvider").to_line(),
     ModelLoaded(provider="EvilExecutionProvider").to_line(),
-    'sealbench-event: {"v":1,"event":"done","timings":{"infer":1.0},'
+    'sealbench-event: {"v":2,"event":"done","timings":{"infer":1.0},'
     '"provider":"CUDAExecutionProvider x"}',
     RunDone(timings={"infer": 1.0}).to_line(),
     'done: step timings in seconds {"infer": 1.0}; execution provider CUDAExecutionProvider',

@@ -120,6 +120,12 @@ def test_entry_point_without_spec_exits_10_with_one_line_naming_the_field(tmp_pa
     assert done.returncode == 10
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("sealbench-enclave: ")
     assert "SEALBENCH_RUN_ID: missing" in done.stderr
+    # the failure as the client reads it: the typed event on stdout, with the same reason
+    from sealbench.contract.events import RunFailed, parse_event
+
+    [failed] = [e for e in map(parse_event, done.stdout.splitlines()) if isinstance(e, RunFailed)]
+    assert (failed.exit_code, failed.code, failed.rule) == (10, "spec", None)
+    assert done.stderr == f"sealbench-enclave: {failed.reason} (exit 10)\n"
 
 
 def test_entry_point_without_launcher_exits_11_before_keys(world: Any, tmp_path: Any) -> None:
