@@ -27,7 +27,7 @@ from sealbench.server.schemas import (
 )
 
 if TYPE_CHECKING:
-    from sealbench.benchmarks.interface import Prepared
+    from sealbench.benchmarks.interface import Benchmark, Prepared
 
 __all__ = [
     "Association",
@@ -35,6 +35,7 @@ __all__ = [
     "DatasetRegistration",
     "Progress",
     "associate_asset",
+    "contract_plugin",
     "prepare_dataset",
     "register_dataset",
     "register_model",
@@ -50,13 +51,32 @@ Progress = Callable[[int, int], None]
 Warn = Callable[[str], None]
 
 
+def contract_plugin(
+    client: RegistryClient | None, *, benchmark: int | None = None,
+    definition: str | None = None,
+) -> Benchmark:
+    """The plug-in to work under: benchmark ``benchmark``'s (read with ``client``) on its
+    registered contract, or ``definition``'s (a shipped definition or a definition file); one of
+    the two is needed (:func:`~sealbench.client.assets.prepare.plugin_of`)."""
+    bench = None
+    if benchmark is not None:
+        if client is None:
+            raise ConfigError("working under a registered benchmark needs the registry")
+        bench = client.get_benchmark(benchmark)
+    return assets.plugin_of(bench, definition)
+
+
 def synthesize_dataset(
-    out_dir: Path, cases: int, *, size: str = "full", first_seed: int = 1,
-    kind: str = "glioma", on_case: Callable[[str], None] | None = None,
+    client: RegistryClient | None, out_dir: Path, cases: int, *, benchmark: int | None = None,
+    definition: str | None = None, variant: str | None = None, first_seed: int = 1,
+    on_case: Callable[[str], None] | None = None,
 ) -> list[str]:
-    """Write ``cases`` synthetic raw cases of ``kind`` on the ``size`` grid into ``out_dir``
-    (no patient data); returns their ids, ``on_case`` called after each."""
-    plugin = assets.synthesis_plugin(kind, size)
+    """Write ``cases`` synthetic raw cases (no patient data) into ``out_dir``: the demo data of
+    benchmark ``benchmark``'s plug-in (read with ``client``) or of ``definition``'s, under the
+    plug-in's demo ``variant`` when one is named; returns their ids, ``on_case`` called after
+    each."""
+    plugin = assets.demo_variant(
+        contract_plugin(client, benchmark=benchmark, definition=definition), variant)
     ids: list[str] = []
     for case_id in assets.synthesize(out_dir, cases, plugin, first_seed=first_seed):
         ids.append(case_id)
@@ -67,16 +87,11 @@ def synthesize_dataset(
 
 def prepare_dataset(
     client: RegistryClient | None, raw_dir: Path, out_dir: Path, *, benchmark: int | None = None,
-    size: str | None = None, strict: bool = False, progress: Progress | None = None,
+    definition: str | None = None, strict: bool = False, progress: Progress | None = None,
 ) -> Prepared:
     """Validate and prepare ``raw_dir`` into ``out_dir`` against benchmark ``benchmark``'s
-    contract (read with ``client``), else the shipped one ``size`` names (BraTS by default)."""
-    bench = None
-    if benchmark is not None:
-        if client is None:
-            raise ConfigError("preparing for a benchmark needs the registry")
-        bench = client.get_benchmark(benchmark)
-    plugin = assets.plugin_of(bench, size)
+    contract (read with ``client``), or against ``definition``'s."""
+    plugin = contract_plugin(client, benchmark=benchmark, definition=definition)
     return assets.prepare(raw_dir, out_dir, plugin, progress, strict=strict)
 
 
@@ -144,12 +159,13 @@ def register_dataset(
 
 def register_model(
     client: RegistryClient, onnx: Path, name: str, version: str = "1", *,
-    benchmark: int | None = None, warn: Warn = _log.warning,
+    benchmark: int | None = None, definition: str | None = None, warn: Warn = _log.warning,
 ) -> ModelPublic:
-    """Check the ONNX model against benchmark ``benchmark``'s model contract (BraTS by default)
-    and register its digest; ``warn`` receives the same digest registered before."""
-    bench = client.get_benchmark(benchmark) if benchmark is not None else None
-    body = assets.model_registration(onnx, name, version, assets.plugin_of(bench))
+    """Check the ONNX model against the model contract of benchmark ``benchmark`` or of
+    ``definition`` (one of the two) and register its digest; ``warn`` receives the same digest
+    registered before."""
+    plugin = contract_plugin(client, benchmark=benchmark, definition=definition)
+    body = assets.model_registration(onnx, name, version, plugin)
     twin = assets.already_registered(client.list_models(), body.digest, client.me().id)
     if twin:
         warn(twin)

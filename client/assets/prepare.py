@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Final
 from pydantic import ValidationError
 
 from sealbench.client.errors import ConfigError
-from sealbench.contract.pin import BenchmarkPin
 from sealbench.crypto.digest import Sha256Digest, parse_digest, sha256_file
 from sealbench.crypto.errors import CryptoError
 from sealbench.crypto.manifest import Manifest
@@ -38,18 +37,16 @@ if TYPE_CHECKING:  # numpy, nibabel and onnxruntime load only when a command nee
 __all__ = [
     "GRID_STATISTIC",
     "RECIPIENT_STATISTIC",
-    "SIZES",
-    "SIZE_DEFINITIONS",
-    "SYNTHETIC_KINDS",
     "check_grid",
     "dataset_registration",
+    "definition_plugin",
+    "demo_variant",
     "model_registration",
     "plugin_of",
     "prepare",
     "prepared_digest",
     "recipient_of",
     "stated_grid",
-    "synthesis_plugin",
     "synthesize",
 ]
 
@@ -57,15 +54,13 @@ __all__ = [
 RECIPIENT_STATISTIC: Final = "result_recipient_digest"
 #: Key of the dataset's grid (``{"shape": [...], "spacing_mm": [...]}``) in its ``statistics``.
 GRID_STATISTIC: Final = "grid"
-#: Grids of synthetic cases: the full BraTS grid, or a small one for quick tries and tests.
-SIZES: Final[dict[str, tuple[int, int, int] | None]] = {"full": None, "small": (64, 64, 48)}
-#: The shipped definition whose contract each size is (``benchmark create --definition``).
-SIZE_DEFINITIONS: Final[dict[str, str]] = {"full": "brats", "small": "brats-small"}
 _MAX_JSON: Final = 4 << 20
 
 
-def _shipped_plugin(definition: str) -> Benchmark:
-    """The plug-in of a shipped definition, bound to its data contract."""
+def definition_plugin(definition: str) -> Benchmark:
+    """The plug-in of ``definition`` (a definition an installed plug-in ships, or a definition
+    file: :func:`~sealbench.client.registry.workflows.load_benchmark_definition`), bound to its
+    data contract."""
     from sealbench.benchmarks.interface import BenchmarkError, bind_data_contract
     from sealbench.benchmarks.registry import load
     from sealbench.client.registry.workflows import load_benchmark_definition
@@ -78,68 +73,47 @@ def _shipped_plugin(definition: str) -> Benchmark:
         raise ConfigError(f"definition {definition}: {exc}") from exc
 
 
-def plugin_of(benchmark: BenchmarkPublic | None, size: str | None = None) -> Benchmark:
+def plugin_of(benchmark: BenchmarkPublic | None, definition: str | None = None) -> Benchmark:
     """The benchmark plug-in that synthesises and prepares data and checks models, bound to the
-    data contract to prepare for.
+    data contract to work under: ``benchmark``'s plug-in on its registered contract, or the
+    plug-in of ``definition`` (``--definition``: a shipped definition or a definition file) on
+    the definition's contract. Exactly one of the two is needed: the client names no benchmark
+    of its own, and a definition beside a benchmark would be a second contract."""
+    from sealbench.client.registry.workflows import plugin_for, shipped_definitions
 
-    With a ``benchmark``: its plug-in on its registered contract; a ``size`` naming another
-    variant of the contract (another grid) is refused: data on another grid belongs to another
-    benchmark (``small`` cases to one published from ``brats-small``). Without one: the plug-in
-    of the shipped definition of ``size`` (``full``: brats, 240x240x155; ``small``:
-    brats-small, 64x64x48)."""
-    from sealbench.benchmarks.interface import ContractVariants
-    from sealbench.client.registry.workflows import plugin_for
-
-    if size is not None and size not in SIZES:
-        raise ConfigError(f"--size must be one of {', '.join(SIZES)}, received {size!r}")
-    if benchmark is None:
-        return _shipped_plugin(SIZE_DEFINITIONS[size or "full"])
-    plugin = plugin_for(benchmark)
-    if size is None:
-        return plugin
-    if not isinstance(plugin, ContractVariants):
-        raise ConfigError(f"--size is a BraTS grid; benchmark {benchmark.id} ({plugin.ref}) "
-                          "has none", hint="leave out --size")
-    sized = _shipped_plugin(SIZE_DEFINITIONS[size])
-    if sized.data_contract() != plugin.data_contract():
+    if benchmark is not None and definition is not None:
         raise ConfigError(
-            f"--size {size} is the grid {_grid_text(sized, sized.data_contract())}, but benchmark "
-            f"{benchmark.id} ({benchmark.name}) takes cases on "
-            f"{_grid_text(plugin, benchmark.data_contract)} only",
-            hint=f"leave out --size to prepare for the benchmark's grid, or prepare "
-            f"{size} cases for a benchmark published from '--definition {SIZE_DEFINITIONS[size]}'",
-        )
-    return plugin
+            f"--benchmark {benchmark.id} and --definition {definition} each name a contract",
+            hint="pass --benchmark to work under a registered benchmark's contract, or "
+            "--definition without it")
+    if benchmark is not None:
+        return plugin_for(benchmark)
+    if definition is not None:
+        return definition_plugin(definition)
+    shipped = ", ".join(sorted(shipped_definitions())) or "none installed"
+    raise ConfigError(
+        "name the contract to work under: --benchmark ID (a registered benchmark) or "
+        f"--definition NAME (shipped definitions: {shipped})",
+        hint="'sealbench benchmark definition ls' lists the shipped definitions")
 
 
-#: ``dataset synthesize --kind``: each kind of case and the pin whose demo data it is (None: the
-#: shipped ``brats`` definition's plug-in, adult glioma as BraTS 2023 labels it).
-SYNTHETIC_KINDS: Final[dict[str, str | None]] = {
-    "glioma": None,
-    "post-treatment": "brats-2025-gli/1",
-    "metastases": "brats-2025-met/1",
-}
+def demo_variant(plugin: Benchmark, variant: str | None) -> Benchmark:
+    """``plugin`` itself (``variant`` None), or the demo variant of its contract called
+    ``variant`` (``--variant``: BraTS offers ``small``, its 64x64x48 grid) as the plug-in
+    offers it (:class:`~sealbench.benchmarks.interface.ContractVariants`)."""
+    from sealbench.benchmarks.interface import ContractVariants
 
-
-def synthesis_plugin(kind: str, size: str) -> Benchmark:
-    """The plug-in whose demo data are cases of ``kind`` on the grid of ``size``: the shipped
-    definition's for ``glioma``, else the 2025 task's pin (its grid variant for ``small``)."""
-    from sealbench.benchmarks.interface import PluginNotFoundError
-    from sealbench.benchmarks.registry import load
-
-    if kind not in SYNTHETIC_KINDS:
-        raise ConfigError(f"--kind must be one of {', '.join(SYNTHETIC_KINDS)}, received "
-                          f"{kind!r}")
-    if size not in SIZES:
-        raise ConfigError(f"--size must be one of {', '.join(SIZES)}, received {size!r}")
-    pin, grid = SYNTHETIC_KINDS[kind], SIZES[size]
-    if pin is None:
-        return plugin_of(None, size)
-    ref = BenchmarkPin.parse(pin if grid is None else f"{pin}-{'x'.join(str(n) for n in grid)}")
-    try:
-        return load(ref)
-    except PluginNotFoundError as exc:
-        raise ConfigError(f"--kind {kind} needs benchmark plug-in {ref}: {exc}") from exc
+    if variant is None:
+        return plugin
+    offered = plugin.demo_variants() if isinstance(plugin, ContractVariants) else ()
+    found = next((v.benchmark for v in offered if v.name == variant), None)
+    if found is None:
+        names = ", ".join(v.name for v in offered)
+        raise ConfigError(
+            f"--variant {variant}: benchmark plug-in {plugin.ref} offers "
+            + (f"the demo variants {names}" if names else "no demo variants"),
+            hint="leave out --variant for cases on the contract's own grid")
+    return found
 
 
 def synthesize(
@@ -249,16 +223,6 @@ def prepared_digest(prepared: Path, layout: PreparedLayout | None = None) -> Sha
         ) from exc
     except CryptoError as exc:
         raise ConfigError(f"{prepared / manifest_file} is not a valid manifest: {exc}") from exc
-
-
-def _grid_text(plugin: Benchmark, contract: Mapping[str, Any]) -> str:
-    from sealbench.benchmarks.interface import GridError, grid_of
-
-    try:
-        grid = grid_of(plugin, contract)
-    except GridError:
-        return "an unreadable grid"
-    return "no grid" if grid is None else grid.text()
 
 
 def stated_grid(dataset_info: Mapping[str, Any], plugin: Benchmark | None = None) -> Grid | None:

@@ -41,7 +41,7 @@ from sealbench.server.schemas import (
     ModelPublic,
 )
 
-__all__ = ["dataset_app", "model_app"]
+__all__ = ["DefinitionOpt", "dataset_app", "model_app"]
 
 dataset_app = typer.Typer(help="Datasets (hospitals): prepare, register, seal, associate, list.")
 model_app = typer.Typer(help="Models (model owners): register, seal, associate, list.")
@@ -62,16 +62,21 @@ PoolOpt = Annotated[
     typer.Option(help="workload identity pool provider that guards the key (default: yours)"),
 ]
 BenchmarkOpt = Annotated[int, typer.Option(help="benchmark id")]
-SizeOpt = Annotated[
-    str,
-    typer.Option(help="grid: full (BraTS 240x240x155, benchmark 'brats') or small (64x64x48, "
-                 "benchmark 'brats-small', for quick tries)"),
+ContractBenchmarkOpt = Annotated[
+    int | None,
+    typer.Option("--benchmark", help="work under this registered benchmark's contract (its "
+                 "plug-in pin)"),
 ]
-PrepareSizeOpt = Annotated[
+DefinitionOpt = Annotated[
     str | None,
-    typer.Option(help="without --benchmark: the shipped contract to prepare for, full (BraTS "
-                 "240x240x155) or small (brats-small, 64x64x48); with it, the benchmark's grid "
-                 "decides and a --size naming another grid is refused"),
+    typer.Option(help="without --benchmark: work under this definition's contract, one an "
+                 "installed plug-in ships ('sealbench benchmark definition ls') or a definition "
+                 "JSON file"),
+]
+VariantOpt = Annotated[
+    str | None,
+    typer.Option(help="a demo variant the plug-in offers for quick cases (a smaller grid, "
+                 "say: only a benchmark of that variant takes them); see the plug-in's docs"),
 ]
 
 
@@ -82,48 +87,50 @@ PrepareSizeOpt = Annotated[
 def dataset_synthesize(
     out_dir: Annotated[Path, typer.Argument(help="new directory for the raw cases")],
     cases: Annotated[int, typer.Option(help="number of cases")] = 3,
-    size: SizeOpt = "full",
+    benchmark: ContractBenchmarkOpt = None,
+    definition: DefinitionOpt = None,
+    variant: VariantOpt = None,
     first_seed: Annotated[int, typer.Option(help="seed of the first case")] = 1,
-    kind: Annotated[str, typer.Option(
-        help="glioma (BraTS 2023 labels, for 'brats'), post-treatment (a resection cavity, "
-        "label 4, for brats-2025-gli) or metastases (several small lesions, for "
-        "brats-2025-met)")] = "glioma",
+    profile: ProfileOpt = None,
 ) -> list[str]:
-    """Write synthetic BraTS-like raw cases (no patient data) to try the workflow."""
-    with progress_bar() as bar:
+    """Write synthetic raw cases (no patient data) to try the workflow: the demo data of the
+    plug-in of --benchmark or --definition (one of them is needed), in its raw layout."""
+    with contextlib.ExitStack() as stack:
+        client = None if benchmark is None else stack.enter_context(session(profile)).client
+        bar = stack.enter_context(progress_bar())
         task = bar.add_task("generating cases", total=cases)
-        ids = lifecycle.synthesize_dataset(out_dir, cases, size=size, first_seed=first_seed,
-                                           kind=kind, on_case=lambda _: bar.advance(task))
+        ids = lifecycle.synthesize_dataset(
+            client, out_dir, cases, benchmark=benchmark, definition=definition, variant=variant,
+            first_seed=first_seed, on_case=lambda _: bar.advance(task))
     out().print(f"{plural(len(ids), 'synthetic case')} in {out_dir}")
     return ids
 
 
 @dataset_app.command("prepare")
 def dataset_prepare(
-    raw_dir: Annotated[Path, typer.Argument(help="raw cases, one folder per case (BraTS names)")],
+    raw_dir: Annotated[Path, typer.Argument(help="raw cases, in the layout the plug-in reads")],
     out_dir: Annotated[Path, typer.Argument(help="new directory for the prepared dataset")],
-    benchmark: Annotated[
-        int | None, typer.Option(help="prepare for this benchmark's contract (default: BraTS)")
-    ] = None,
-    size: PrepareSizeOpt = None,
+    benchmark: ContractBenchmarkOpt = None,
+    definition: DefinitionOpt = None,
     strict: Annotated[
         bool, typer.Option(help="write nothing and exit 3 if any case fails the contract")
     ] = False,
     profile: ProfileOpt = None,
     json_out: JsonOpt = False,
 ) -> object:
-    """Validate and normalise raw cases against the contract; reports every rejected case
-    (kept out of the prepared dataset; with --strict, any rejection fails the command).
+    """Validate and normalise raw cases against the contract of --benchmark or --definition
+    (one of them is needed); reports every rejected case (kept out of the prepared dataset;
+    with --strict, any rejection fails the command).
 
-    Raw folders in the BraTS 2023 or the BraTS 2021 layout (one release per folder) are read;
-    every prepared case is RAS+ and on the contract's grid: a case on another grid, or an
-    oblique one, is rejected with its reason, never resampled."""
+    The plug-in reads its raw layout (see its docs); an imaging plug-in puts every prepared case
+    on the contract's grid: a case on another grid, or an oblique one, is rejected with its
+    reason, never resampled."""
     with contextlib.ExitStack() as stack:
         client = None if benchmark is None else stack.enter_context(session(profile)).client
         bar = stack.enter_context(progress_bar())
         task = bar.add_task("preparing cases", total=None)
         prepared = lifecycle.prepare_dataset(
-            client, raw_dir, out_dir, benchmark=benchmark, size=size, strict=strict,
+            client, raw_dir, out_dir, benchmark=benchmark, definition=definition, strict=strict,
             progress=lambda d, t: bar.update(task, completed=d, total=t))
     if json_out:
         emit_json(prepared)
@@ -330,16 +337,17 @@ def model_register(
     onnx: Annotated[Path, typer.Argument(help="the ONNX model file")],
     name: Annotated[str, typer.Option(help="model name")],
     version: Annotated[str, typer.Option(help="model version")] = "1",
-    benchmark: Annotated[
-        int | None, typer.Option(help="check against this benchmark's contract (default BraTS)")
-    ] = None,
+    benchmark: ContractBenchmarkOpt = None,
+    definition: DefinitionOpt = None,
     profile: ProfileOpt = None,
     json_out: JsonOpt = False,
 ) -> ModelPublic:
-    """Check the ONNX model against the benchmark's model contract, then register its digest."""
+    """Check the ONNX model against the model contract of --benchmark or --definition (one of
+    them is needed: a reference model is registered before its benchmark exists), then register
+    its digest."""
     with session(profile) as s:
         created = lifecycle.register_model(s.client, onnx, name, version, benchmark=benchmark,
-                                           warn=log.warning)
+                                           definition=definition, warn=log.warning)
     if json_out:
         emit_json(created)
     else:

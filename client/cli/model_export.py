@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from sealbench.client.assets import prepare as assets
-from sealbench.client.cli.assets import SizeOpt
 from sealbench.client.cli.common import JsonOpt, emit_json, out
 from sealbench.client.errors import ConfigError
 
@@ -32,6 +31,11 @@ KwargsOpt = Annotated[
 WeightsOpt = Annotated[
     Path | None,
     typer.Option("--weights", help="state dict saved with torch.save (read weights-only)"),
+]
+DefinitionOpt = Annotated[
+    str | None,
+    typer.Option(help="the model contract of this definition: one an installed plug-in ships "
+                 "('sealbench benchmark definition ls') or a definition JSON file (required)"),
 ]
 AtolOpt = Annotated[float, typer.Option(help="parity tolerance on the outputs (absolute)")]
 
@@ -65,7 +69,7 @@ def model_export_command(
     factory: FactoryOpt = None,
     kwargs: KwargsOpt = None,
     weights: WeightsOpt = None,
-    size: SizeOpt = "full",
+    definition: DefinitionOpt = None,
     opset: Annotated[int, typer.Option(help="ONNX opset")] = 18,
     atol: AtolOpt = 1e-3,
     as_json: JsonOpt = False,
@@ -81,7 +85,7 @@ def model_export_command(
     except ImportError as exc:
         raise ConfigError("model export needs PyTorch",
                           hint="pip install 'sealbench[train]'") from exc
-    plugin = assets.plugin_of(None, size)
+    plugin = assets.plugin_of(None, definition)
     model_export = _library()
     module = model_export.load_torch_module(factory, model_export.parse_kwargs(kwargs), weights)
     check = model_export.export_module(module, plugin, output, opset=opset, atol=atol)
@@ -93,13 +97,13 @@ def model_check(
     factory: FactoryOpt = None,
     kwargs: KwargsOpt = None,
     weights: WeightsOpt = None,
-    size: SizeOpt = "full",
+    definition: DefinitionOpt = None,
     atol: AtolOpt = 1e-3,
     as_json: JsonOpt = False,
 ) -> None:
     """Check an ONNX model against the benchmark's model contract and run it at two spatial
     sizes; with --factory (and --weights), also compare it with the PyTorch model."""
-    plugin = assets.plugin_of(None, size)
+    plugin = assets.plugin_of(None, definition)
     try:
         with onnx.open("rb") as handle:
             data = handle.read(plugin.model_contract.max_bytes + 1)

@@ -56,6 +56,7 @@ from sealbench.client.registry.profiles import ENV_CONFIG_DIR, Profile, ProfileS
 from sealbench.client.runs.options import RunOptions
 
 __all__ = [
+    "DEMO_DEFINITIONS",
     "DEMO_LOG",
     "DEMO_TEES",
     "DEMO_USERS",
@@ -81,6 +82,10 @@ DEMO_USERS: Final[dict[str, tuple[str, bool]]] = {
 _HOSPITALS: Final = ("hospital-a", "hospital-b")
 #: Real WDBC cases each hospital holds in the demo's second benchmark.
 _WDBC_CASES: Final = 100
+#: ``sealbench demo --size``: the shipped definition the demo's BraTS part publishes, and whose
+#: demo data the hospitals synthesise: each grid is its own benchmark (contract, models,
+#: leaderboard), so small cases are published under brats-small, never in the full-size one.
+DEMO_DEFINITIONS: Final[dict[str, str]] = {"full": "brats", "small": "brats-small"}
 #: The TEE backends the demo runs on (``--tee``).
 DEMO_TEES: Final = ("mock", "docker")
 #: The file under the work folder that holds every command's output (unless ``--verbose``).
@@ -142,16 +147,13 @@ def _play(
     say: _Narrator, who: Participants, workdir: Path, cases: int, size: str, server: str,
     tee: str = "mock",
 ) -> DemoOutcome:
-    from sealbench.client.assets.prepare import SIZE_DEFINITIONS
     from sealbench.client.registry.workflows import (
         _plugin_of_definition,
         load_benchmark_definition,
         shipped_model_bytes,
     )
 
-    # Each grid has its own benchmark (contract, models, leaderboard): small cases are published
-    # under brats-small, never registered in the full-size BraTS benchmark.
-    shipped = SIZE_DEFINITIONS[size]
+    shipped = DEMO_DEFINITIONS[size]
     definition = load_benchmark_definition(shipped)
     shipped_models = definition.model_extra or {}
     weak = shipped_models["baseline_models"][0]["name"]
@@ -166,8 +168,10 @@ def _play(
                 "BraTS naming it; the registry admin approves it")
     ref_onnx, ref_name = onnx_of["model-ref"]
     reference = say.step(
-        f"--profile model-ref model register {ref_onnx} --name {ref_name} --version 1.0",
-        partial(who.model_register, "model-ref", ref_onnx, name=ref_name, version="1.0"),
+        f"--profile model-ref model register {ref_onnx} --name {ref_name} --version 1.0 "
+        f"--definition {shipped}",
+        partial(who.model_register, "model-ref", ref_onnx, name=ref_name, version="1.0",
+                definition=shipped),
     ).id
     bench = say.step(
         f"--profile authority benchmark create --definition {shipped} --tee {tee} "
@@ -208,8 +212,10 @@ def _play(
         say.step(f"--profile {profile} keys init", partial(who.keys_init, profile))
         seed = 1 + index * 1000
         say.step(
-            f"dataset synthesize {raw} --cases {cases} --size {size} --first-seed {seed}",
-            partial(who.dataset_synthesize, raw, cases=cases, size=size, first_seed=seed),
+            f"--profile {profile} dataset synthesize {raw} --cases {cases} --benchmark {b} "
+            f"--first-seed {seed}",
+            partial(who.dataset_synthesize, profile, raw, cases=cases, benchmark=b,
+                    first_seed=seed),
         )
         say.step(
             f"--profile {profile} dataset prepare {raw} {prepared} --benchmark {b}",
@@ -459,10 +465,8 @@ def _first_line(text: str, limit: int = 120) -> str:
 
 def check_settings(cases: int, size: str, tee: str) -> None:
     """Refuse a demo that cannot run (:class:`ConfigError`, naming the option)."""
-    from sealbench.client.assets.prepare import SIZES
-
-    if size not in SIZES:
-        raise ConfigError(f"--size must be one of {', '.join(SIZES)}")
+    if size not in DEMO_DEFINITIONS:
+        raise ConfigError(f"--size must be one of {', '.join(DEMO_DEFINITIONS)}")
     if cases < 1:
         raise ConfigError("--cases must be at least 1")
     if tee not in DEMO_TEES:

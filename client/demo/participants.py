@@ -121,9 +121,10 @@ class Participants:
     # -- model owners and data owners ---------------------------------------------------------
 
     def model_register(self, who: str, onnx: Path, *, name: str, version: str,
-                       benchmark: int | None = None) -> ModelPublic:
+                       benchmark: int | None = None, definition: str | None = None
+                       ) -> ModelPublic:
         created = lifecycle.register_model(self.client(who), onnx, name, version,
-                                           benchmark=benchmark, warn=_say)
+                                           benchmark=benchmark, definition=definition, warn=_say)
         _say(f"model {created.id} registered: {created.name} {created.version}, "
              f"digest {created.digest}")
         return created
@@ -146,9 +147,10 @@ class Participants:
         _say(f"result key created: {key.private_path} (0600)\nrecipient digest {key.digest}")
         return key.digest
 
-    @staticmethod
-    def dataset_synthesize(raw: Path, *, cases: int, size: str, first_seed: int) -> list[str]:
-        ids = lifecycle.synthesize_dataset(raw, cases, size=size, first_seed=first_seed)
+    def dataset_synthesize(self, who: str, raw: Path, *, cases: int, benchmark: int,
+                           first_seed: int) -> list[str]:
+        ids = lifecycle.synthesize_dataset(self.client(who), raw, cases, benchmark=benchmark,
+                                           first_seed=first_seed)
         _say(f"{_plural(len(ids), 'synthetic case')} in {raw}")
         return ids
 

@@ -25,7 +25,7 @@ def test_exported_segresnet_evaluated_confidentially(enclave_world: Any, tmp_pat
     torch.manual_seed(18)
     network = SegResNet(**SEGRESNET_KWARGS)
     out = tmp_path / "segresnet.onnx"
-    check = model_export.export_module(network, assets.plugin_of(None, "small"), out)
+    check = model_export.export_module(network, assets.definition_plugin("brats-small"), out)
     assert check.parity is not None and check.parity.max_abs_diff < 1e-3
     enclave_world.seal_model("segresnet", out.read_bytes())
     try:

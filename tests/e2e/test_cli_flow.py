@@ -181,7 +181,8 @@ def publish_register_seal_associate_approve_sync(world: World) -> None:
     assert swapped.exit_code == 3 and "registered as" in swapped.output
     ok(cli("keys", "init", "--profile", "hospital"))
     raw, prepared = tmp / "raw", tmp / "prepared"
-    ok(cli("dataset", "synthesize", str(raw), "--cases", "1", "--size", "small"))
+    ok(cli("dataset", "synthesize", str(raw), "--cases", "1", "--benchmark", b, "--profile",
+           "hospital"))
     ok(
         cli(
             "dataset",
@@ -190,8 +191,6 @@ def publish_register_seal_associate_approve_sync(world: World) -> None:
             str(prepared),
             "--benchmark",
             b,
-            "--size",
-            "small",
             "--profile",
             "hospital",
         )

@@ -135,8 +135,9 @@ def test_new_hospital_runs_once_the_model_owners_watch_syncs(flow: Flow) -> None
     # a new hospital joins; the authority approves it; the hospital syncs its own grants
     ok(cli("keys", "init", "--profile", "hospital"))
     raw, prepared = tmp / "raw", tmp / "prepared"
-    ok(cli("dataset", "synthesize", str(raw), "--cases", "1", "--size", "small"))
-    ok(cli("dataset", "prepare", str(raw), str(prepared), "--benchmark", b, "--size", "small",
+    ok(cli("dataset", "synthesize", str(raw), "--cases", "1", "--benchmark", b, "--profile",
+           "hospital"))
+    ok(cli("dataset", "prepare", str(raw), str(prepared), "--benchmark", b,
            "--profile", "hospital"))
     d = str(json.loads(ok(cli("dataset", "register", str(prepared), "--name", "h-glioma",
                               "--benchmark", b, "--json", "--profile", "hospital")).stdout)["id"])

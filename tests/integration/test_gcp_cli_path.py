@@ -307,10 +307,8 @@ def ready(world: World, benchmark: int) -> Ready:
     # hospital: its dataset, sealed into its own project
     ok(cli("hospital", "keys", "init"))
     raw, prepared = tmp / "raw", tmp / "prepared"
-    ok(world.runner.invoke(app, ["dataset", "synthesize", str(raw), "--cases", "1",
-                                 "--size", "small"]))
-    ok(cli("hospital", "dataset", "prepare", str(raw), str(prepared), "--benchmark", b,
-           "--size", "small"))
+    ok(cli("hospital", "dataset", "synthesize", str(raw), "--cases", "1", "--benchmark", b))
+    ok(cli("hospital", "dataset", "prepare", str(raw), str(prepared), "--benchmark", b))
     ids["d"] = json.loads(ok(cli("hospital", "dataset", "register", str(prepared), "--name",
                                  "h-gcp", "--benchmark", b, "--json")).stdout)["id"]
     d = str(ids["d"])

@@ -34,7 +34,6 @@ from google.api_core import exceptions as gexc
 from google.cloud import compute_v1
 from google.oauth2.credentials import Credentials
 
-from sealbench.client.cli import app
 from sealbench.gcp.launcher import (
     VmSettings,
     instance_resource,
@@ -76,10 +75,8 @@ def _pair(world: World, tag: str, *create: str) -> Pair:
     ok(cli("lab", "model", "seal", str(onnx), "--model", str(mid)))
     ok(cli("lab", "model", "associate", "--model", str(mid), "--benchmark", b))
     raw, prepared = tmp / f"raw-{tag}", tmp / f"prepared-{tag}"
-    ok(world.runner.invoke(app, ["dataset", "synthesize", str(raw), "--cases", "1", "--size",
-                                 "small"]))
-    ok(cli("hospital", "dataset", "prepare", str(raw), str(prepared), "--benchmark", b,
-           "--size", "small"))
+    ok(cli("hospital", "dataset", "synthesize", str(raw), "--cases", "1", "--benchmark", b))
+    ok(cli("hospital", "dataset", "prepare", str(raw), str(prepared), "--benchmark", b))
     d = str(json.loads(ok(cli("hospital", "dataset", "register", str(prepared), "--name",
                               f"h-{tag}", "--benchmark", b, "--json")).stdout)["id"])
     ok(cli("hospital", "dataset", "seal", str(prepared), "--dataset", d, "--json"))

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 import requests
 
-from sealbench.client.cli import app
 from sealbench.client.runs.batch import iam_wait_window
 from tests.integration.test_gcp_cli_path import World, ok, world
 
@@ -54,10 +53,8 @@ def fresh(world: World) -> dict[str, str]:
     ok(cli("lab", "model", "associate", "--model", str(mid), "--benchmark", b))
     ok(cli("hospital", "keys", "init"))
     raw, prepared = tmp / "raw-late", tmp / "prepared-late"
-    ok(world.runner.invoke(app, ["dataset", "synthesize", str(raw), "--cases", "1", "--size",
-                                 "small"]))
-    ok(cli("hospital", "dataset", "prepare", str(raw), str(prepared), "--benchmark", b,
-           "--size", "small"))
+    ok(cli("hospital", "dataset", "synthesize", str(raw), "--cases", "1", "--benchmark", b))
+    ok(cli("hospital", "dataset", "prepare", str(raw), str(prepared), "--benchmark", b))
     d = str(json.loads(ok(cli("hospital", "dataset", "register", str(prepared), "--name",
                               "h-late", "--benchmark", b, "--json")).stdout)["id"])
     ok(cli("hospital", "dataset", "seal", str(prepared), "--dataset", d, "--json"))

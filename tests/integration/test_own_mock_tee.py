@@ -95,8 +95,9 @@ def _setup(world: Clouds, tmp: Path) -> None:
     ok(cli("model", "associate", "--model", m, "--benchmark", b, "--profile", "lab"))
     ok(cli("keys", "init", "--profile", "hospital"))
     raw, prepared = tmp / "raw", tmp / "prepared"
-    ok(cli("dataset", "synthesize", str(raw), "--cases", "1", "--size", "small"))
-    ok(cli("dataset", "prepare", str(raw), str(prepared), "--benchmark", b, "--size", "small",
+    ok(cli("dataset", "synthesize", str(raw), "--cases", "1", "--benchmark", b,
+           "--profile", "hospital"))
+    ok(cli("dataset", "prepare", str(raw), str(prepared), "--benchmark", b,
            "--profile", "hospital"))
     d = str(json.loads(ok(cli("dataset", "register", str(prepared), "--name", "h", "--benchmark",
                               b, "--json", "--profile", "hospital")).stdout)["id"])

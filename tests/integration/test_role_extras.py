@@ -233,7 +233,8 @@ def test_client_extra_runs_every_help_and_the_registry_commands(
     _ok([sealbench, "result", "ls"], env, tmp_path)
     assert "hospital" in _ok([sealbench, "profile", "ls"], env, tmp_path)
     for argv, extra in (
-        (["dataset", "synthesize", "raw", "--cases", "1", "--size", "small"], "enclave"),
+        (["dataset", "synthesize", "raw", "--cases", "1", "--definition", "brats-small"],
+         "enclave"),
         (["benchmark", "create", "--definition", "brats"], "enclave"),
         (["mock-tee", "up", "--state-dir", "mock"], "mock"),
         (["image", "build"], "docker"),

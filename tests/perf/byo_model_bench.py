@@ -79,7 +79,8 @@ def main() -> None:
                             init_filters=args.init_filters, blocks_down=(1, 2, 2, 4),
                             blocks_up=(1, 1, 1))
         start = time.perf_counter()
-        check = model_export.export_module(network, assets.plugin_of(None, "small"), segresnet)
+        check = model_export.export_module(network, assets.definition_plugin("brats-small"),
+                                           segresnet)
         export_s = time.perf_counter() - start
         assert check.parity is not None
         print(f"grid {'x'.join(map(str, shape))}, {args.cases} cases, {args.threads} threads; "

@@ -11,7 +11,7 @@ from sealbench.client.assets import prepare as assets
 
 
 def test_interrupted_synthesis_leaves_nothing_and_a_rerun_succeeds(tmp_path: Path) -> None:
-    contract = assets.plugin_of(None, "small")
+    contract = assets.definition_plugin("brats-small")
     out = tmp_path / "raw"
     cases = assets.synthesize(out, 3, contract)
     with pytest.raises(KeyboardInterrupt):
@@ -29,5 +29,5 @@ def test_interrupted_synthesis_leaves_nothing_and_a_rerun_succeeds(tmp_path: Pat
 def test_synthesis_into_an_existing_empty_folder(tmp_path: Path) -> None:
     out = tmp_path / "raw"
     out.mkdir()
-    ids = list(assets.synthesize(out, 1, assets.plugin_of(None, "small")))
+    ids = list(assets.synthesize(out, 1, assets.definition_plugin("brats-small")))
     assert [p.name for p in out.iterdir()] == ids

@@ -42,9 +42,9 @@ def cli(runner: CliRunner, cli_home: Path, live_registry: Any) -> Cli:
 def prepared(cli: Cli, tmp_path: Path) -> Path:
     """One small synthetic case, prepared, and the hospital's result key."""
     raw, out = tmp_path / "raw", tmp_path / "prepared"
-    assert cli("dataset", "synthesize", str(raw), "--cases", "1", "--size", "small",
+    assert cli("dataset", "synthesize", str(raw), "--cases", "1", "--definition", "brats-small",
                "--first-seed", "4242").exit_code == 0
-    done = cli("dataset", "prepare", str(raw), str(out), "--size", "small", "--profile",
+    done = cli("dataset", "prepare", str(raw), str(out), "--definition", "brats-small", "--profile",
                "hospital")
     assert done.exit_code == 0, done.output
     assert cli("keys", "init", "--profile", "hospital").exit_code == 0

@@ -85,11 +85,12 @@ def test_benchmark_ls_lists_the_registered_benchmark(
 def test_model_register_then_show(cli: Cli, tmp_path: Path) -> None:
     onnx = _tiny_onnx(tmp_path / "m.onnx")
     registered = cli("model", "register", str(onnx), "--name", "tiny", "--json",
-                     "--profile", "modelco")
+                     "--definition", "brats", "--profile", "modelco")
     assert registered.exit_code == 0, registered.output
     body = json.loads(registered.stdout)
     assert body["digest"] == sha256_digest(onnx.read_bytes())
-    again = cli("model", "register", str(onnx), "--name", "again", "--profile", "modelco")
+    again = cli("model", "register", str(onnx), "--name", "again", "--definition", "brats",
+                "--profile", "modelco")
     assert again.exit_code == 0, again.output
     assert f"already registered as {body['id']} 'tiny' (yours)" in " ".join(again.output.split())
 

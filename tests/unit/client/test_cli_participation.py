@@ -88,7 +88,8 @@ def _benchmark(cli: Cli, tmp_path: Path, *extra: str) -> int:
 
 def _register_model(cli: Cli, onnx: Path, profile: str = "modelco") -> int:
     return int(_json(cli("model", "register", str(onnx), "--name", f"m{next(_names)}",
-                         "--version", "1", "--json", "--profile", profile))["id"])
+                         "--version", "1", "--definition", "brats", "--json", "--profile",
+                         profile))["id"])
 
 
 def _checks(result: Result) -> dict[str, str]:

@@ -16,13 +16,13 @@ def test_prepare_json_is_an_object_with_each_rejection(cli_home: Path, tmp_path:
     runner = CliRunner()
     raw, prepared = tmp_path / "raw", tmp_path / "prepared"
     made = runner.invoke(app, ["dataset", "synthesize", str(raw), "--cases", "2",
-                               "--size", "small"])
+                               "--definition", "brats-small"])
     assert made.exit_code == 0, made.output
     (raw / ".DS_Store").write_bytes(b"\0\0\0\1Bud1")
     broken = sorted(p for p in raw.iterdir() if p.is_dir())[1]
     next(broken.glob("*-t2w.nii.gz")).unlink()
-    result = runner.invoke(app, ["dataset", "prepare", str(raw), str(prepared), "--size",
-                                 "small", "--json"])
+    result = runner.invoke(app, ["dataset", "prepare", str(raw), str(prepared), "--definition",
+                                 "brats-small", "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert isinstance(report, dict)

@@ -183,15 +183,17 @@ def test_listing_at_80_columns_keeps_ids_and_digests_whole_and_marks_the_caller(
 def test_registering_the_same_digest_again_warns_and_names_it(cli: Cli, tmp_path: Path) -> None:
     onnx = tiny_onnx(tmp_path / "m.onnx", seed=1234)  # bytes no other test registers
     first = cli("model", "register", str(onnx), "--name", "original", "--json",
-                "--profile", "modelco")
+                "--definition", "brats", "--profile", "modelco")
     assert first.exit_code == 0, first.output
     assert "already registered" not in first.output
     mid = json.loads(first.stdout)["id"]
     owner = json.loads(first.stdout)["owner_id"]
-    mine = cli("model", "register", str(onnx), "--name", "again", "--profile", "modelco")
+    mine = cli("model", "register", str(onnx), "--name", "again", "--definition", "brats",
+               "--profile", "modelco")
     assert mine.exit_code == 0, mine.output
     assert f"already registered as {mid} 'original' (yours)" in " ".join(mine.output.split())
-    theirs = cli("model", "register", str(onnx), "--name", "copy", "--profile", "hospital")
+    theirs = cli("model", "register", str(onnx), "--name", "copy", "--definition", "brats",
+                 "--profile", "hospital")
     assert theirs.exit_code == 0, theirs.output
     assert f"{mid} 'original' (user {owner})" in " ".join(theirs.output.split())
 
@@ -338,19 +340,20 @@ def test_small_cases_are_refused_by_a_full_size_benchmark(cli: Cli, tmp_path: Pa
     in a 240x240x155 benchmark (they belong to a brats-small one)."""
     full = _approved_benchmark(cli, tmp_path)
     raw, prepared = tmp_path / "raw", tmp_path / "prepared"
-    assert cli("dataset", "synthesize", str(raw), "--cases", "1", "--size", "small").exit_code == 0
-    sized = cli("dataset", "prepare", str(raw), str(prepared), "--benchmark", str(full),
-                "--size", "small", "--profile", "hospital")
-    assert sized.exit_code == 3, sized.output
-    assert "64x64x48" in sized.output and "240x240x155" in sized.output
-    assert "brats-small" in sized.output and not prepared.exists()
+    assert cli("dataset", "synthesize", str(raw), "--cases", "1", "--definition",
+               "brats-small").exit_code == 0
+    # a definition beside the benchmark would be a second contract: refused, nothing written
+    both = cli("dataset", "prepare", str(raw), str(prepared), "--benchmark", str(full),
+               "--definition", "brats-small", "--profile", "hospital")
+    assert both.exit_code == 3, both.output
+    assert "each name a contract" in both.output and not prepared.exists()
     # for the full benchmark's contract, every small case is rejected for its grid
     for_full = cli("dataset", "prepare", str(raw), str(prepared), "--benchmark", str(full),
                    "--profile", "hospital")
     assert for_full.exit_code == 3, for_full.output
     assert "differs from the contract's" in for_full.output and not prepared.exists()
     # prepared for the small contract, it cannot be registered for the full benchmark
-    assert cli("dataset", "prepare", str(raw), str(prepared), "--size", "small",
+    assert cli("dataset", "prepare", str(raw), str(prepared), "--definition", "brats-small",
                "--profile", "hospital").exit_code == 0
     assert cli("keys", "init", "--profile", "hospital").exit_code == 0
     reg = cli("dataset", "register", str(prepared), "--name", "small-in-full", "--benchmark",
@@ -363,7 +366,8 @@ def test_small_cases_are_refused_by_a_full_size_benchmark(cli: Cli, tmp_path: Pa
 def test_dataset_and_model_lifecycle_with_associations(cli: Cli, tmp_path: Path) -> None:
     bid = _approved_benchmark(cli, tmp_path, shipped="brats-small")
     raw, prepared = tmp_path / "raw", tmp_path / "prepared"
-    made = cli("dataset", "synthesize", str(raw), "--cases", "2", "--size", "small")
+    made = cli("dataset", "synthesize", str(raw), "--cases", "2", "--benchmark", str(bid),
+               "--profile", "hospital")
     assert made.exit_code == 0, made.output
     # one broken case is rejected with its reason, the others are prepared
     broken = raw / "BraTS-GLI-09999-000"
@@ -375,7 +379,7 @@ def test_dataset_and_model_lifecycle_with_associations(cli: Cli, tmp_path: Path)
     assert "1 of 3 raw cases failed" in strict.output and "BraTS-GLI-09999-000" in strict.output
     assert not prepared.exists()
     prep = cli("dataset", "prepare", str(raw), str(prepared), "--benchmark", str(bid),
-               "--size", "small", "--profile", "hospital")  # agrees with brats-small's grid
+               "--profile", "hospital")
     assert prep.exit_code == 0, prep.output
     assert "prepared 2 cases, 1 case rejected" in prep.output
     assert "BraTS-GLI-09999-000" in prep.output
@@ -413,10 +417,10 @@ def test_dataset_and_model_lifecycle_with_associations(cli: Cli, tmp_path: Path)
     assert same.exit_code == 0, same.output
     assert json.loads(same.stdout)["id"] == did  # the registration already made, nothing sent
     other = tmp_path / "other"
-    assert cli("dataset", "synthesize", str(tmp_path / "raw2"), "--cases", "2", "--size",
-               "small", "--first-seed", "50").exit_code == 0
-    assert cli("dataset", "prepare", str(tmp_path / "raw2"), str(other), "--size", "small",
-               "--profile", "hospital").exit_code == 0
+    assert cli("dataset", "synthesize", str(tmp_path / "raw2"), "--cases", "2", "--definition",
+               "brats-small", "--first-seed", "50").exit_code == 0
+    assert cli("dataset", "prepare", str(tmp_path / "raw2"), str(other), "--definition",
+               "brats-small", "--profile", "hospital").exit_code == 0
     clash = cli("dataset", "register", str(other), "--name", "h-ds", "--profile", "hospital")
     assert clash.exit_code == 3, clash.output
     assert f"already have a dataset named 'h-ds' (dataset {did}" in " ".join(
@@ -442,13 +446,15 @@ def test_dataset_and_model_lifecycle_with_associations(cli: Cli, tmp_path: Path)
 def test_model_that_breaks_the_contract_is_refused_before_registering(cli: Cli,
                                                                      tmp_path: Path) -> None:
     onnx = tiny_onnx(tmp_path / "three.onnx", in_channels=3)
-    result = cli("model", "register", str(onnx), "--name", "bad", "--profile", "modelco")
+    result = cli("model", "register", str(onnx), "--name", "bad", "--definition", "brats",
+                 "--profile", "modelco")
     assert result.exit_code == 3
     assert "model contract" in result.output
     assert "bad" not in cli("model", "ls", "--profile", "modelco").output
     checkpoint = tmp_path / "segresnet.pt"
     checkpoint.write_bytes(b"PK\x03\x04" + bytes(60))  # torch.save writes a zip archive
-    pt = cli("model", "register", str(checkpoint), "--name", "pt", "--profile", "modelco")
+    pt = cli("model", "register", str(checkpoint), "--name", "pt", "--definition", "brats",
+             "--profile", "modelco")
     assert pt.exit_code == 3
     said = " ".join(pt.output.split())
     assert "looks like a PyTorch file" in said and "sealbench model export" in said

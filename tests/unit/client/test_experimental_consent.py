@@ -101,7 +101,8 @@ def _created(cli: Cli, tmp_path: Path, *extra: str) -> int:
 def _model(cli: Cli, tmp_path: Path) -> int:
     onnx = onnx_file(tmp_path / f"m{next(_names)}.onnx")
     return int(json.loads(_ok(cli("model", "register", str(onnx), "--name", f"m{next(_names)}",
-                                  "--version", "1", "--json", "--profile", "modelco")).stdout)
+                                  "--version", "1", "--definition", "brats", "--json",
+                                  "--profile", "modelco")).stdout)
                ["id"])
 
 

@@ -145,7 +145,8 @@ def _run_without(blocked: tuple[str, ...], argv: list[str], tmp_path: Path) -> t
     ("blocked", "argv", "extra"),
     [
         (("nibabel", "numpy", "scipy", "onnxruntime"), ["dataset", "synthesize", "raw",
-                                                        "--cases", "1", "--size", "small"],
+                                                        "--cases", "1", "--definition",
+                                                        "brats-small"],
          "enclave"),
         (("celpy", "gcp_storage_emulator"), ["mock-tee", "up", "--state-dir", "state"], "mock"),
     ],

@@ -22,7 +22,7 @@ from sealbench.client.errors import ConfigError
 
 @pytest.fixture(scope="module")
 def plugin() -> Benchmark:
-    return assets.plugin_of(None, "small")
+    return assets.definition_plugin("brats-small")
 
 
 class TinySeg(torch.nn.Module):
@@ -130,7 +130,8 @@ def test_cli_export_then_check_with_parity(tmp_path: Path, plugin: Benchmark) ->
     torch.save(TinySeg().state_dict(), weights)
     out = tmp_path / "m.onnx"
     runner = CliRunner()
-    factory = ["--factory", f"{__name__}:TinySeg", "--weights", str(weights), "--size", "small"]
+    factory = ["--factory", f"{__name__}:TinySeg", "--weights", str(weights), "--definition",
+               "brats-small"]
     result = runner.invoke(app, ["model", "export", str(out), *factory])
     assert result.exit_code == 0, result.output
     assert "meets the model contract" in result.output and "parity with PyTorch" in result.output
@@ -140,7 +141,7 @@ def test_cli_export_then_check_with_parity(tmp_path: Path, plugin: Benchmark) ->
     assert doc["parity"]["max_abs_diff"] < 1e-4 and doc["opset"] == 18
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"not onnx")
-    result = runner.invoke(app, ["model", "check", str(bad), "--size", "small"])
+    result = runner.invoke(app, ["model", "check", str(bad), "--definition", "brats-small"])
     assert result.exit_code == 3 and "not a loadable ONNX model" in result.output
 
 
@@ -213,7 +214,8 @@ def test_cli_check_says_which_input_parity_used(tmp_path: Path) -> None:
     torch.manual_seed(2)
     torch.save(TinySeg().state_dict(), weights)
     out = tmp_path / "m.onnx"
-    factory = ["--factory", f"{__name__}:TinySeg", "--weights", str(weights), "--size", "small"]
+    factory = ["--factory", f"{__name__}:TinySeg", "--weights", str(weights), "--definition",
+               "brats-small"]
     result = CliRunner().invoke(app, ["model", "export", str(out), *factory])
     assert result.exit_code == 0, result.output
     flat = " ".join(result.output.split())
