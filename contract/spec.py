@@ -24,9 +24,9 @@ Variables (all required unless a default is given)::
     SEALBENCH_DATA_DIGEST            expected manifest digest of the dataset (sha256:…)
     SEALBENCH_MODEL_DIGEST           expected digest of the ONNX weights (sha256:…)
     SEALBENCH_RECIPIENT_DIGEST       expected digest of the recipient public key (sha256:…)
-    SEALBENCH_STS_URL                token exchange URL       (absent: Google's STS)
-    SEALBENCH_KMS_ENDPOINT           Cloud KMS API endpoint   (absent: Google's)
-    SEALBENCH_STORAGE_ENDPOINT       Cloud Storage endpoint   (absent: Google's)
+    SEALBENCH_STS_URL                token exchange URL       (absent: the platform's own,
+    SEALBENCH_KMS_ENDPOINT           key service endpoint      Google's on Confidential Space)
+    SEALBENCH_STORAGE_ENDPOINT       storage endpoint
     SEALBENCH_IAM_WAIT               seconds the enclave keeps retrying a key or storage
                                      refusal while a fresh grant propagates (absent: 0, none;
                                      at most 6 digits; honoured up to MAX_IAM_WAIT_S, 900)
@@ -77,7 +77,6 @@ __all__ = [
     "ENV_ALLOW_CPU_FALLBACK",
     "ENV_IAM_WAIT",
     "ENV_OVERRIDE_NAMES",
-    "GOOGLE_ENDPOINTS",
     "KMS_KEY_PATTERN",
     "MAX_IAM_WAIT_S",
     "POOL_PROVIDER_PATTERN",
@@ -90,19 +89,6 @@ __all__ = [
 ]
 
 RunId = NewType("RunId", str)
-
-GOOGLE_STS_URL: Final = "https://sts.googleapis.com/v1/token"
-GOOGLE_KMS_ENDPOINT: Final = "https://cloudkms.googleapis.com"
-GOOGLE_STORAGE_ENDPOINT: Final = "https://storage.googleapis.com"
-#: Google's Confidential Space attestation verifier, the issuer of its tokens.
-GOOGLE_ATTESTATION_ISSUER: Final = "https://confidentialcomputing.googleapis.com"
-#: Where Google publishes the key set its Confidential Space verifier signs tokens with (as
-#: ``jwks_uri`` in the issuer's OpenID discovery document): what a relying party that opens a
-#: result checks its token against.
-GOOGLE_ATTESTATION_JWKS_URL: Final = (
-    "https://www.googleapis.com/service_accounts/v1/metadata/jwk/"
-    "signer@confidentialspace-sign.iam.gserviceaccount.com"
-)
 
 #: The longest wait for IAM to apply a grant the enclave honours, whatever the run spec says
 #: (Google: "typically 2 minutes, potentially 7 minutes or longer").
@@ -208,10 +194,6 @@ class AssetLocation(BaseModel):
     kms_key: str = Field(pattern=_KMS_KEY_RE)
     pool_provider: str = Field(pattern=_PROVIDER_RE)
 
-    @property
-    def sts_audience(self) -> str:
-        """The STS ``audience`` for this owner's workload identity pool provider."""
-        return "//iam.googleapis.com/" + self.pool_provider
 
 
 class RunSpec(BaseModel):
@@ -232,7 +214,8 @@ class RunSpec(BaseModel):
     data_digest: Digest
     model_digest: Digest
     recipient_digest: Digest
-    #: Endpoint overrides; None (the variable absent) means Google's, as in production.
+    #: Endpoint overrides; None (the variable absent) means the attesting platform's own fixed
+    #: destinations (Google's, on Confidential Space), as in production.
     sts_url: str | None = Field(default=None, pattern=_ENDPOINT_RE)
     kms_endpoint: str | None = Field(default=None, pattern=_ENDPOINT_RE)
     storage_endpoint: str | None = Field(default=None, pattern=_ENDPOINT_RE)
@@ -251,15 +234,6 @@ class RunSpec(BaseModel):
     @property
     def cpu_fallback_allowed(self) -> bool:
         return self.allow_cpu_fallback == "true"
-
-    @property
-    def endpoints(self) -> ServiceEndpoints:
-        """Where this run's tokens go: each override, or Google's endpoint where it is absent."""
-        return ServiceEndpoints(
-            sts_url=self.sts_url or GOOGLE_ENDPOINTS.sts_url,
-            kms_endpoint=self.kms_endpoint or GOOGLE_ENDPOINTS.kms_endpoint,
-            storage_endpoint=self.storage_endpoint or GOOGLE_ENDPOINTS.storage_endpoint,
-        )
 
     @property
     def recipient_key_bytes(self) -> bytes:
@@ -365,7 +339,3 @@ ENV_IAM_WAIT: Final = _ENV["iam_wait_s"]
 ENV_ALLOW_CPU_FALLBACK: Final = _ENV["allow_cpu_fallback"]
 #: The env override names of the three token destinations.
 ENDPOINT_ENV_NAMES: Final[tuple[str, ...]] = tuple(_ENV[f] for f in ENDPOINT_FIELDS)
-#: Google's own endpoints: what a production workload uses (its endpoint overrides absent).
-GOOGLE_ENDPOINTS: Final = ServiceEndpoints(
-    GOOGLE_STS_URL, GOOGLE_KMS_ENDPOINT, GOOGLE_STORAGE_ENDPOINT
-)

@@ -16,10 +16,14 @@ from typing import Final
 
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, field_validator
 
+from sealbench.contract.spec import ServiceEndpoints
+
 __all__ = [
     "CONFIDENTIAL_HWMODELS",
     "CONFIDENTIAL_SPACE_ISSUER",
+    "CONFIDENTIAL_SPACE_JWKS_URL",
     "EXPERIMENTAL_SUPPORT_ATTRIBUTE",
+    "GOOGLE_ENDPOINTS",
     "REQUIRED_DBGSTAT",
     "REQUIRED_GPU_CC_MODE",
     "REQUIRED_SUPPORT_ATTRIBUTE",
@@ -36,6 +40,19 @@ __all__ = [
 
 #: Google's attestation verifier (tokens carry it without a trailing slash).
 CONFIDENTIAL_SPACE_ISSUER: Final = "https://confidentialcomputing.googleapis.com"
+#: Where Google publishes the key set its Confidential Space verifier signs tokens with (as
+#: ``jwks_uri`` in the issuer's OpenID discovery document): what a relying party that opens a
+#: result checks its token against.
+CONFIDENTIAL_SPACE_JWKS_URL: Final = (
+    "https://www.googleapis.com/service_accounts/v1/metadata/jwk/"
+    "signer@confidentialspace-sign.iam.gserviceaccount.com"
+)
+#: Google's own token destinations: what a production workload uses (its run spec's endpoint
+#: overrides absent).
+GOOGLE_ENDPOINTS: Final = ServiceEndpoints(
+    "https://sts.googleapis.com/v1/token", "https://cloudkms.googleapis.com",
+    "https://storage.googleapis.com",
+)
 #: The audience of the launcher's default token (what Google's STS accepts).
 STS_AUDIENCE: Final = "https://sts.googleapis.com"
 REQUIRED_SWNAME: Final = "CONFIDENTIAL_SPACE"

@@ -23,12 +23,7 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from sealbench.contract.inputs import ConditionContext
-from sealbench.contract.spec import (
-    ENV_OVERRIDE_NAMES,
-    GOOGLE_ATTESTATION_JWKS_URL,
-    GOOGLE_ENDPOINTS,
-    ServiceEndpoints,
-)
+from sealbench.contract.spec import ENV_OVERRIDE_NAMES, ServiceEndpoints
 from sealbench.contract.workload import WorkloadIdentity
 from sealbench.crypto.attestation import Jwks, show_claim, verify_jwt
 from sealbench.crypto.digest import parse_digest
@@ -43,7 +38,9 @@ from sealbench.gcp._cs_cel import (
 from sealbench.gcp._cs_claims import (
     CONFIDENTIAL_HWMODELS,
     CONFIDENTIAL_SPACE_ISSUER,
+    CONFIDENTIAL_SPACE_JWKS_URL,
     EXPERIMENTAL_SUPPORT_ATTRIBUTE,
+    GOOGLE_ENDPOINTS,
     REQUIRED_DBGSTAT,
     REQUIRED_GPU_CC_MODE,
     REQUIRED_SUPPORT_ATTRIBUTE,
@@ -64,6 +61,7 @@ from sealbench.platforms.owner_cloud import OwnerCloud
 from sealbench.platforms.platform import (
     AttestedWorkload,
     TokenDestinations,
+    VerifierKeys,
     WorkloadRequirements,
     check_endpoint_pin,
 )
@@ -97,9 +95,6 @@ __all__ = [
     "workload_identity",
 ]
 
-#: Where Google publishes the key set its Confidential Space verifier signs tokens with (as
-#: ``jwks_uri`` in the issuer's OpenID discovery document).
-CONFIDENTIAL_SPACE_JWKS_URL: Final = GOOGLE_ATTESTATION_JWKS_URL
 #: The instance-metadata prefix that makes the launcher set (and attest) an env override.
 LAUNCH_ENV_PREFIX: Final = "tee-env-"
 _POOL = re.compile(
@@ -276,6 +271,7 @@ class ConfidentialSpacePlatform:
 
     name: Final = "confidential-space"
     insecure: Final = False
+    verifier: Final = VerifierKeys(CONFIDENTIAL_SPACE_ISSUER, CONFIDENTIAL_SPACE_JWKS_URL)
     launcher_backends: Final = ("confidential-space",)
 
     def __repr__(self) -> str:

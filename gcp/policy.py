@@ -37,6 +37,7 @@ from sealbench.contract.inputs import ConditionContext, ConditionInputError
 from sealbench.contract.spec import ServiceEndpoints
 from sealbench.contract.workload import WorkloadIdentity
 from sealbench.gcp._cs_cel import WORKLOAD_UID_ATTRIBUTE, uid_mapping_expression
+from sealbench.gcp._cs_claims import CONFIDENTIAL_SPACE_ISSUER
 from sealbench.gcp.confidential_space import ConfidentialSpacePlatform
 from sealbench.platforms.errors import PolicyInputError
 from sealbench.platforms.platform import (
@@ -71,7 +72,7 @@ BUCKET_ROLE = "roles/storage.objectViewer"
 #: sealed result, summary, token, write check, failure record), never read or delete them.
 RESULT_BUCKET_ROLE = "roles/storage.objectCreator"
 #: What Google's own Terraform sets as the provider issuer (tokens carry it without the slash).
-CONFIDENTIAL_SPACE_ISSUER_URI = "https://confidentialcomputing.googleapis.com/"
+CONFIDENTIAL_SPACE_ISSUER_URI = CONFIDENTIAL_SPACE_ISSUER + "/"
 STS_AUDIENCE = "https://sts.googleapis.com"
 #: Google's documented limit on an attribute condition.
 MAX_CONDITION_CHARS = 4096

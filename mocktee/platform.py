@@ -75,6 +75,8 @@ class InsecureMockPlatform:
 
     name: Final = "insecure-mock"
     insecure: Final = True
+    #: Each running mock has its own verifier (its ``endpoints.json`` names it).
+    verifier: Final = None
     launcher_backends: Final = ("mock", "docker")
 
     def __repr__(self) -> str:

@@ -55,7 +55,9 @@ __all__ = [
     "Platform",
     "TokenDestinations",
     "UnknownPlatformError",
+    "VerifierKeys",
     "WorkloadRequirements",
+    "attests_hardware",
     "available_platforms",
     "check_endpoint_pin",
     "installed_launcher_backends",
@@ -92,6 +94,16 @@ class AttestedWorkload:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "env_override", MappingProxyType(dict(self.env_override)))
+
+
+@dataclass(frozen=True)
+class VerifierKeys:
+    """Where a platform's attestation verifier publishes the keys its tokens are signed with:
+    ``issuer`` is the ``iss`` its tokens carry, ``jwks_url`` the key set (None: named by the
+    issuer's OpenID discovery document)."""
+
+    issuer: str
+    jwks_url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -169,6 +181,14 @@ class Platform(Protocol):
     @property
     def insecure(self) -> bool:
         """True when its evidence proves nothing about hardware (a mock)."""
+        ...
+
+    @property
+    def verifier(self) -> VerifierKeys | None:
+        """Its attestation verifier, where that is one service for every deployment (Google's
+        for Confidential Space: what a registry trusts by default and a client checks results
+        against); None where each deployment runs its own (the mock's, named by its endpoints
+        file)."""
         ...
 
     @property
@@ -307,6 +327,21 @@ def platforms_for_backend(backend: str) -> tuple[str, ...]:
     """The names of the registered platforms whose launcher backends include ``backend``
     (constructing none, see :func:`installed_launcher_backends`)."""
     return tuple(n for n, b in installed_launcher_backends().items() if backend in b)
+
+
+def attests_hardware(issuer: str) -> bool:
+    """Whether ``issuer`` is the verifier of an installed platform whose evidence is about
+    confidential hardware: False for a mock's issuer (``insecure``) and for an issuer no
+    installed platform claims. Constructs no platform unless its class computes ``insecure``
+    per instance (see :func:`installed_launcher_backends`)."""
+    for name, ep in sorted(_registered().items()):
+        cls = ep.load()
+        if cls.issues(issuer):
+            insecure = inspect.getattr_static(cls, "insecure", None)
+            if not isinstance(insecure, bool):
+                insecure = load_platform(name).insecure
+            return not insecure
+    return False
 
 
 def platform_for_issuer(issuer: str, platforms: Iterable[Platform] | None = None) -> Platform:

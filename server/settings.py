@@ -19,16 +19,15 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from sealbench.contract.spec import ENDPOINT_PATTERN, ServiceEndpoints
 
 __all__ = [
-    "CONFIDENTIAL_SPACE_ISSUER",
-    "CONFIDENTIAL_SPACE_JWKS_URL",
+    "DEFAULT_PLATFORM",
     "IssuerEndpoints",
     "OidcSettings",
     "ServerSettings",
     "TrustedIssuer",
 ]
 
-CONFIDENTIAL_SPACE_ISSUER = "https://confidentialcomputing.googleapis.com"
-CONFIDENTIAL_SPACE_JWKS_URL = "https://www.googleapis.com/service_accounts/v1/metadata/jwk/signer@confidentialspace-sign.iam.gserviceaccount.com"
+#: The platform whose verifier a registry trusts unless its settings say otherwise.
+DEFAULT_PLATFORM = "confidential-space"
 
 
 class IssuerEndpoints(BaseModel):
@@ -58,7 +57,7 @@ class TrustedIssuer(BaseModel):
     issuer: str = Field(min_length=1)
     jwks_url: str = Field(min_length=1)
     endpoints: IssuerEndpoints | None = None
-    platform: str = Field(default="confidential-space", pattern=r"^[a-z0-9][a-z0-9-]{0,39}$")
+    platform: str = Field(default=DEFAULT_PLATFORM, pattern=r"^[a-z0-9][a-z0-9-]{0,39}$")
 
 
 class OidcSettings(BaseModel):
@@ -73,7 +72,13 @@ class OidcSettings(BaseModel):
 
 
 def _default_issuers() -> tuple[TrustedIssuer, ...]:
-    return (TrustedIssuer(issuer=CONFIDENTIAL_SPACE_ISSUER, jwks_url=CONFIDENTIAL_SPACE_JWKS_URL),)
+    """The verifier of :data:`DEFAULT_PLATFORM`, as that platform publishes it."""
+    from sealbench.platforms.platform import load_platform
+
+    keys = load_platform(DEFAULT_PLATFORM).verifier
+    if keys is None or keys.jwks_url is None:
+        return ()
+    return (TrustedIssuer(issuer=keys.issuer, jwks_url=keys.jwks_url, platform=DEFAULT_PLATFORM),)
 
 
 class ServerSettings(BaseSettings):

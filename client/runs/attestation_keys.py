@@ -94,14 +94,15 @@ def mock_key_source(endpoints: _MockVerifier) -> KeySource:
 def gcp_key_source(api_endpoints: Mapping[str, str]) -> KeySource:
     """Google's Confidential Space verifier (its published key set), or the ``attestation``
     endpoint override of a profile (its key set found by OpenID discovery)."""
-    # the platform-neutral contract names Google's verifier keys (the client may not import a
-    # platform's implementation); its issuer is the registry's trusted default
-    from sealbench.contract.spec import GOOGLE_ATTESTATION_ISSUER as CONFIDENTIAL_SPACE_ISSUER
-    from sealbench.contract.spec import GOOGLE_ATTESTATION_JWKS_URL as CONFIDENTIAL_SPACE_JWKS_URL
+    # the platform publishes its verifier (the client imports no platform implementation)
+    from sealbench.client.runs.launchers.selection import TeeBackend
 
+    google = TeeBackend.CONFIDENTIAL_SPACE.platform.verifier
+    if google is None:  # Confidential Space has one verifier for every deployment
+        raise AttestationKeysUnavailableError("the Confidential Space platform names no verifier")
     override = api_endpoints.get("attestation")
-    if override is None or override.rstrip("/") == CONFIDENTIAL_SPACE_ISSUER:
-        return KeySource(CONFIDENTIAL_SPACE_ISSUER, CONFIDENTIAL_SPACE_JWKS_URL,
+    if override is None or override.rstrip("/") == google.issuer:
+        return KeySource(google.issuer, google.jwks_url,
                          hint="check this machine reaches www.googleapis.com, or pass "
                          "--unverified to open the result without checking its signature")
     return KeySource(override.rstrip("/"), None,

@@ -38,8 +38,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from sealbench.benchmarks import interface as api
+from sealbench.platforms.platform import attests_hardware
 from sealbench.server.models import Result, ResultStatistics
-from sealbench.server.settings import CONFIDENTIAL_SPACE_ISSUER
 
 __all__ = [
     "FORMAT",
@@ -98,8 +98,9 @@ def read(plugin: api.Benchmark, doc: Any, issuer: str
          ) -> tuple[Statistics, api.PublicSummary | None]:
     """A stored summary (bare, or inside a run summary's ``aggregates``) read by the plug-in:
     its statistics and the parsed summary (None when withheld or unreadable); ``issuer`` is the
-    result token's (only Google's attests a confidential run)."""
-    mock = issuer != CONFIDENTIAL_SPACE_ISSUER
+    result token's (only the verifier of a platform that is not a mock attests a confidential
+    run)."""
+    mock = not attests_hardware(issuer)
     held = doc.get("withheld") if isinstance(doc, dict) else None
     if isinstance(held, dict):
         why = ("a histogram bin under the plug-in's minimum" if held.get("rule") == "bins"

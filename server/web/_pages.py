@@ -17,13 +17,13 @@ from fastapi import APIRouter, Query, Request
 from sqlalchemy.orm import Session
 from starlette.responses import Response
 
+from sealbench.platforms.platform import attests_hardware
 from sealbench.server.auth import Principal
 from sealbench.server.models import Benchmark, BenchmarkDataset, BenchmarkModel, Result
 from sealbench.server.routers._common import IdPath
 from sealbench.server.services import assets, associations, benchmarks, results
 from sealbench.server.services._common import PageOf
 from sealbench.server.services.benchmark_plugins import release_terms
-from sealbench.server.settings import CONFIDENTIAL_SPACE_ISSUER
 from sealbench.server.web._charts import build_charts
 from sealbench.server.web._state import DashboardState, registry_of, render_page
 from sealbench.server.web._views import BoardEntry, View, build_board, summary_counts
@@ -234,8 +234,8 @@ def benchmark_pages(state: DashboardState) -> APIRouter:
                 "release": view.release(row.summary),
                 "claims": _token_claims(row.attestation_token),
                 "image_matches": row.image_digest == bench.image_digest,
-                # only Google's Confidential Space verifier attests a confidential run
-                "mock_tee": row.token_issuer != CONFIDENTIAL_SPACE_ISSUER,
+                # only the verifier of a platform that is not a mock attests a confidential run
+                "mock_tee": not attests_hardware(row.token_issuer),
                 "withdrawn": results.withdrawn_sides(session, [row]).get(row.id, ()),
                 "submitter": owner_label(row.submitted_by_id, viewer),
                 "nav": "benchmarks",

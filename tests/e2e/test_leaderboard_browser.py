@@ -35,13 +35,14 @@ from sealbench.benchmarks.release import Z95, InsecureFixedNoise
 from sealbench.benchmarks.wdbc.plugin import PLUGIN as WDBC
 from sealbench.benchmarks.wdbc.summary import WdbcCaseResult
 from sealbench.crypto.digest import sha256_digest
+from sealbench.gcp.confidential_space import CONFIDENTIAL_SPACE_ISSUER
 from sealbench.server.app import create_app
 from sealbench.server.db import open_database
 from sealbench.server.migrate import upgrade_to_head
 from sealbench.server.models import Benchmark, Dataset, Model, Result
 from sealbench.server.schemas.leaderboard import PooledLeaderboard, to_csv
 from sealbench.server.services.users import create_user
-from sealbench.server.settings import CONFIDENTIAL_SPACE_ISSUER, ServerSettings
+from sealbench.server.settings import ServerSettings
 from sealbench.server.web import mount_dashboard
 
 CHROMIUM = Path("/usr/bin/chromium")

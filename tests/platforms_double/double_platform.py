@@ -38,6 +38,7 @@ from sealbench.platforms.owner_cloud import AssetCoordinates, Check, Coordinates
 from sealbench.platforms.platform import (
     AttestedWorkload,
     TokenDestinations,
+    VerifierKeys,
     WorkloadRequirements,
     check_endpoint_pin,
 )
@@ -216,6 +217,7 @@ class DoublePlatform:
 
     name: Final = NAME
     insecure: Final = True
+    verifier: Final = VerifierKeys(ISSUER)
     launcher_backends: Final = (BACKEND,)
 
     #: The run specs its launchers were asked to start (across instances: the client builds

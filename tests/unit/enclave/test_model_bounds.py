@@ -38,11 +38,11 @@ from sealbench.client.assets.store import seal_model
 from sealbench.client.runs.results import download_result, open_result
 from sealbench.contract.errors import AssetRejected, EgressRefused
 from sealbench.contract.pin import BenchmarkPin
-from sealbench.contract.spec import GOOGLE_ENDPOINTS
 from sealbench.crypto.digest import sha256_digest
 from sealbench.enclave import steps
 from sealbench.enclave.network import EgressGuard, EgressPolicy
 from sealbench.enclave.run import run_enclave
+from sealbench.gcp._cs_claims import GOOGLE_ENDPOINTS
 from sealbench.platforms import LocalBlobStore
 from tests.unit.enclave.conftest import MODEL_KEY, SMALL, World, tiny_model
 
@@ -342,7 +342,7 @@ _EGRESS_SCRIPT = textwrap.dedent("""
     import json, socket, sys
     from sealbench.contract.errors import EgressRefused
     from sealbench.enclave.network import install_egress_guard
-    from sealbench.contract.spec import GOOGLE_ENDPOINTS
+    from sealbench.gcp._cs_claims import GOOGLE_ENDPOINTS
 
     guard = install_egress_guard()
     guard.pin(GOOGLE_ENDPOINTS)  # what run_enclave does once the run is attested

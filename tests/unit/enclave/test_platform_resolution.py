@@ -18,9 +18,9 @@ from typing import Any, ClassVar
 import pytest
 
 from sealbench.contract.errors import AttestationUnavailable
-from sealbench.contract.spec import GOOGLE_ENDPOINTS
 from sealbench.crypto.digest import sha256_digest
 from sealbench.enclave.platforms import EvidenceSource, evidence_of, resolve_platform
+from sealbench.gcp._cs_claims import GOOGLE_ENDPOINTS
 from sealbench.mocktee.verifier import WorkloadLaunch, build_claims
 from sealbench.platforms.attester import Attester, LauncherAttester
 from sealbench.platforms.platform import Platform, load_platform

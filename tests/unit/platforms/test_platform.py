@@ -12,16 +12,18 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import ModuleType
 from typing import Any, ClassVar
 
 import pytest
 
 from sealbench.contract.inputs import ConditionContext, ConditionInputError
-from sealbench.contract.spec import ENV_OVERRIDE_NAMES, GOOGLE_ENDPOINTS, ServiceEndpoints
+from sealbench.contract.spec import ENV_OVERRIDE_NAMES, ServiceEndpoints
 from sealbench.contract.workload import WorkloadIdentity
 from sealbench.crypto.attestation import RESULT_AUDIENCE, Jwks
 from sealbench.crypto.digest import sha256_digest
 from sealbench.crypto.errors import IssuerMismatchError, PolicyViolationError, TokenInvalidError
+from sealbench.gcp._cs_claims import GOOGLE_ENDPOINTS
 from sealbench.mocktee.state import MockState
 from sealbench.mocktee.verifier import MockVerifier, WorkloadLaunch
 from sealbench.platforms.attester import DEFAULT_SOCKET_PATH, LauncherAttester
@@ -393,15 +395,35 @@ def test_loading_every_platform_pulls_in_no_sdk_and_no_mock_service() -> None:
     assert loaded == []
 
 
-def test_the_contract_names_googles_verifier_as_the_platform_does() -> None:
-    """The client opens results against the contract's names for Google's verifier (it may not
-    import the platform's implementation): they must be the platform's own."""
-    from sealbench.contract.spec import GOOGLE_ATTESTATION_ISSUER, GOOGLE_ATTESTATION_JWKS_URL
+def test_googles_verifier_is_named_once_by_its_platform() -> None:
+    """The registry's default trust, the client's result checks and the platform's own token
+    verification name one verifier, the one Google's platform publishes; the mock publishes
+    none (each running mock has its own) and the third platform is reached the same way."""
+    from sealbench.client.runs.attestation_keys import gcp_key_source
     from sealbench.gcp.confidential_space import (
         CONFIDENTIAL_SPACE_ISSUER,
         CONFIDENTIAL_SPACE_JWKS_URL,
+        ConfidentialSpacePlatform,
     )
-    from sealbench.server.settings import CONFIDENTIAL_SPACE_JWKS_URL as REGISTRY_JWKS_URL
+    from sealbench.mocktee.platform import InsecureMockPlatform
+    from sealbench.server.settings import ServerSettings
 
-    assert GOOGLE_ATTESTATION_ISSUER == CONFIDENTIAL_SPACE_ISSUER
-    assert GOOGLE_ATTESTATION_JWKS_URL == CONFIDENTIAL_SPACE_JWKS_URL == REGISTRY_JWKS_URL
+    keys = ConfidentialSpacePlatform.verifier
+    assert (keys.issuer, keys.jwks_url) == (CONFIDENTIAL_SPACE_ISSUER, CONFIDENTIAL_SPACE_JWKS_URL)
+    [trusted] = ServerSettings().trusted_issuers
+    assert (trusted.issuer, trusted.jwks_url, trusted.platform) == (
+        keys.issuer, keys.jwks_url, "confidential-space")
+    source = gcp_key_source({})
+    assert (source.issuer, source.jwks_url) == (keys.issuer, keys.jwks_url)
+    assert InsecureMockPlatform.verifier is None
+
+
+def test_only_a_platform_that_is_not_a_mock_attests_hardware(
+    third_platform: ModuleType,
+) -> None:
+    from sealbench.gcp.confidential_space import CONFIDENTIAL_SPACE_ISSUER
+    from sealbench.platforms.platform import attests_hardware
+
+    assert attests_hardware(CONFIDENTIAL_SPACE_ISSUER)
+    assert not attests_hardware(third_platform.ISSUER)  # the double says it is insecure
+    assert not attests_hardware("https://attestation.test.invalid")  # nobody's

@@ -31,11 +31,12 @@ from sealbench.benchmarks.release import InsecureFixedNoise
 from sealbench.benchmarks.wdbc import summary as wdbc_summary
 from sealbench.contract.pin import BenchmarkPin
 from sealbench.crypto.digest import sha256_digest
+from sealbench.gcp.confidential_space import CONFIDENTIAL_SPACE_ISSUER
 from sealbench.server.app import create_app
 from sealbench.server.db import open_database
 from sealbench.server.models import Benchmark, Dataset, Model, Result
 from sealbench.server.schemas.leaderboard import PooledLeaderboard, to_csv
-from sealbench.server.settings import CONFIDENTIAL_SPACE_ISSUER, ServerSettings
+from sealbench.server.settings import ServerSettings
 from sealbench.server.web import mount_dashboard
 
 SPEC = BRATS_2023_GLI_METRICS
