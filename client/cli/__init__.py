@@ -14,21 +14,26 @@ from typing import Annotated
 
 import typer
 
+from sealbench.client.cli.account import login, whoami
 from sealbench.client.cli.assets import dataset_app, model_app
+from sealbench.client.cli.association import association_app
+from sealbench.client.cli.audit import audit_app
+from sealbench.client.cli.benchmark import benchmark_app
 from sealbench.client.cli.budget import dataset_budget
 from sealbench.client.cli.common import BoundaryGroup, exit_codes_help, out, setup_logging
 from sealbench.client.cli.demo import demo
+from sealbench.client.cli.doctor import doctor
+from sealbench.client.cli.image import image_app
+from sealbench.client.cli.inbox import inbox
 from sealbench.client.cli.keys import keys_app
 from sealbench.client.cli.mock_tee import mock_tee_app
 from sealbench.client.cli.model_export import model_check, model_export_command
 from sealbench.client.cli.policy import policy_app
-from sealbench.client.cli.profile import doctor, login, profile_app, whoami
-from sealbench.client.cli.registry import association_app, audit_app, benchmark_app
+from sealbench.client.cli.profile import profile_app
 from sealbench.client.cli.result import result_app
 from sealbench.client.cli.run import run as run_command
 from sealbench.client.cli.score import benchmark_score
-from sealbench.client.cli.tee import image_app
-from sealbench.client.cli.work import inbox, test
+from sealbench.client.cli.test import test
 
 __all__ = ["app", "main"]
 

@@ -54,6 +54,7 @@ __all__ = [
     "emit_json",
     "err_console",
     "exit_codes_help",
+    "one_of",
     "out",
     "progress_bar",
     "provider_label",
@@ -304,6 +305,14 @@ def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[obj
     for row in cells:
         t.add_row(*row)
     console.print(t)
+
+
+def one_of(value: str | None, choices: Sequence[str], option: str) -> str | None:
+    """``value`` when it is None or one of ``choices``; a ConfigError naming ``option`` and the
+    choices otherwise."""
+    if value is not None and value not in choices:
+        raise ConfigError(f"{option} must be one of {', '.join(choices)}, received {value!r}")
+    return value
 
 
 def provider_label(provider: str | None) -> str:

@@ -1,34 +1,21 @@
-"""``sealbench profile|login|whoami``: the registry accounts on this machine, the cloud each one
-uses (the INSECURE mock or a Google Cloud project) and the transparency-log key pinned for its
-registry. Each command parses options, calls :mod:`sealbench.client.registry.profiles` and the
-registry
-client, and renders."""
+"""``sealbench profile``: the registry accounts on this machine, the cloud each one uses (the
+INSECURE mock or a Google Cloud project) and the transparency-log key pinned for its registry.
+Each command parses options, calls :mod:`sealbench.client.registry.profiles` and the registry
+client, and renders. ``login`` and ``whoami`` are in :mod:`sealbench.client.cli.account`,
+``doctor`` in :mod:`sealbench.client.cli.doctor`."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated
 
 import typer
 from pydantic import ValidationError
 
 from sealbench.client.cli.audit import parse_key, pin_profile_log
-from sealbench.client.cli.common import (
-    JsonOpt,
-    ProfileOpt,
-    emit_json,
-    log,
-    out,
-    session,
-    table,
-)
-from sealbench.client.errors import (
-    AuthenticationFailed,
-    ClientError,
-    ConfigError,
-    TransparencyLogError,
-)
+from sealbench.client.cli.common import JsonOpt, emit_json, log, out, table
+from sealbench.client.errors import AuthenticationFailed, ClientError, TransparencyLogError
 from sealbench.client.registry.api import RegistryClient
 from sealbench.client.registry.profiles import (
     GcpSettings,
@@ -38,12 +25,13 @@ from sealbench.client.registry.profiles import (
     unknown_profile,
 )
 
-__all__ = ["doctor", "login", "profile_app", "whoami"]
+__all__ = ["profile_app", "profile_store", "profile_touches", "server_option"]
 
 profile_app = typer.Typer(help="Registry accounts on this machine (stored with mode 0600).")
 
 
-def _store() -> ProfileStore:
+def profile_store() -> ProfileStore:
+    """The profiles of this machine, where the environment says they are."""
     return ProfileStore.from_environment(os.environ)
 
 
@@ -134,7 +122,7 @@ def profile_add(
     transparency log is checked against the log key you give (--log-key, from the registry's
     operator) or, with --trust-on-first-use, against the key it publishes now, pinned: every
     checkpoint you are shown later must be signed by it."""
-    url = _server_option(server)
+    url = server_option(server)
     if log_key and trust_on_first_use:
         raise typer.BadParameter("give the key or trust it on first use, not both",
                                  param_hint="'--log-key' / '--trust-on-first-use'")
@@ -147,7 +135,7 @@ def profile_add(
     )
     if token is None:
         token = typer.prompt("API token", hide_input=True)
-    store = _store()
+    store = profile_store()
     before = dict(store.names()).get(name)
     profile = Profile(
         server=url,
@@ -265,7 +253,8 @@ def _look_up_number(settings: GcpSettings) -> str:
         ) from None
 
 
-def _server_option(server: str) -> str:
+def server_option(server: str) -> str:
+    """``--server`` as a registry root URL; a usage error naming the option otherwise."""
     try:
         return registry_url(server)
     except ValueError as exc:
@@ -318,14 +307,14 @@ def _plain_http_hint(url: str, exc: ClientError) -> str:
 @profile_app.command("use")
 def profile_use(name: Annotated[str, typer.Argument(help="profile name")]) -> None:
     """Make NAME the current profile."""
-    _store().use(name)
+    profile_store().use(name)
     out().print(f"now using profile {name}")
 
 
 @profile_app.command("ls")
 def profile_ls(json_out: JsonOpt = False) -> None:
     """List profiles (tokens are never shown)."""
-    store = _store()
+    store = profile_store()
     current = store.current()
     rows = [
         {
@@ -355,7 +344,7 @@ def profile_show(
 ) -> None:
     """What a profile will touch: its registry, pinned log key, and its cloud's key, bucket,
     workload identity pool and VM settings (never the token)."""
-    store = _store()
+    store = profile_store()
     chosen = name or store.current()
     profiles = dict(store.names())
     if chosen is None or chosen not in profiles:
@@ -409,147 +398,5 @@ def profile_touches(profile: Profile) -> dict[str, str]:
 @profile_app.command("rm")
 def profile_rm(name: Annotated[str, typer.Argument(help="profile name")]) -> None:
     """Remove a profile (its keys and run records stay on disk)."""
-    _store().remove(name)
+    profile_store().remove(name)
     out().print(f"profile {name} removed")
-
-
-# -- login / whoami ----------------------------------------------------------------------------
-
-
-def login(
-    token: Annotated[
-        str | None, typer.Option(help="API token (prompted when omitted)", show_default=False)
-    ] = None,
-    server: Annotated[
-        str | None, typer.Option(help="registry URL (needed when the profile is new)")
-    ] = None,
-    profile: ProfileOpt = None,
-) -> None:
-    """Store a token in a profile, after checking the registry accepts it."""
-    store = _store()
-    name = profile or store.current() or "default"
-    known = dict(store.names())
-    url = _server_option(server) if server else (known[name].server if name in known else "")
-    if not url:
-        raise ConfigError(
-            f"profile {name!r} does not exist yet", hint="pass --server URL to create it"
-        )
-    if token is None:
-        token = typer.prompt("API token", hide_input=True)
-    with RegistryClient.connect(url, token) as client:
-        me = client.me()
-    mock = known[name].mock_tee if name in known else None
-    gcp = known[name].gcp if name in known else None
-    same = name in known and known[name].server == url  # keep the log key pinned for it
-    store.add(name, Profile(server=url, token=token, mock_tee=mock, gcp=gcp,
-                            log_key=known[name].log_key if same else None,
-                            trust_on_first_use=known[name].trust_on_first_use if same else False,
-                            witnesses=known[name].witnesses if same else ()),
-              make_current=True)
-    out().print(f"signed in to {url} as {me.email} (user {me.id}); profile {name} saved")
-
-
-def whoami(profile: ProfileOpt = None, json_out: JsonOpt = False) -> None:
-    """Show the active profile, the registry and the account it signs in as."""
-    with session(profile) as s:
-        me = s.client.me()
-        version = s.client.version()
-    if json_out:
-        emit_json({"profile": s.profile.name, "server": s.profile.server, "user": me,
-                   "server_version": version})
-        return
-    admin = " (admin)" if me.is_admin else ""
-    out().print(f"profile {s.profile.name}: {me.email}{admin}, user {me.id}")
-    out().print(f"registry {s.profile.server} (sealbench {version.version}, API {version.api})")
-
-
-def doctor(
-    benchmark: Annotated[
-        int | None, typer.Option(help="also check this benchmark's image is named by digest")
-    ] = None,
-    mock_tee: Annotated[
-        Path | None, typer.Option(help="state directory of the mock TEE (default: the profile's)")
-    ] = None,
-    accelerator: Annotated[
-        str | None,
-        typer.Option(help="check for confidential GPU runs (as 'run --accelerator'): the "
-                     "regional and all-regions GPU quotas and the zone instead of the CPU quota"),
-    ] = None,
-    probe_condition: Annotated[
-        bool,
-        typer.Option("--probe-condition",
-                     help="also ask Google whether it accepts the pool provider 'policy sync' "
-                     "writes for --dataset or --model now: creates it under a new id, reads it "
-                     "back and deletes it (the one check that writes)"),
-    ] = False,
-    dataset: Annotated[
-        int | None, typer.Option(help="with --probe-condition: the dataset whose policy")
-    ] = None,
-    model: Annotated[
-        int | None, typer.Option(help="with --probe-condition: the model whose policy")
-    ] = None,
-    profile: ProfileOpt = None,
-    json_out: JsonOpt = False,
-) -> None:
-    """Check, read-only, what your runs need in your cloud (credentials, the APIs of your role,
-    KMS key, bucket, pool provider; for a profile with a --zone or --service-account, the one
-    that runs workloads: the VMs' service account and its roles, the CPU quota, or with
-    --accelerator the GPU quotas and zone, and with --benchmark its read access to the image)
-    and print the gcloud command that fixes each failure. Roles held under an IAM Condition or
-    through a group are shown as unverified. Exit 0 only when every check passes."""
-    from sealbench.client.assets import owner
-    from sealbench.client.doctor import RunnerSettings, check_owner_cloud
-    from sealbench.client.runs.launchers.selection import LaunchSettingsError, gpu_machine
-
-    gpu: dict[str, Any] = {}
-    if accelerator is not None:
-        try:
-            machine_type, count = gpu_machine(accelerator)
-        except LaunchSettingsError as exc:
-            raise ConfigError(str(exc), hint=exc.hint) from exc
-        gpu = {"machine_type": machine_type, "accelerator": accelerator, "gpus": count}
-    if probe_condition and (dataset is None) == (model is None):
-        raise typer.BadParameter("name the asset whose policy to probe: --dataset D or --model M",
-                                 param_hint="'--probe-condition'")
-
-    with session(profile) as s:
-        cloud = owner.owner_cloud(s.profile, s.client, mock_tee)
-        bench = s.client.get_benchmark(benchmark) if benchmark is not None else None
-        gcp = s.profile.profile.gcp
-        runner: RunnerSettings | None = None
-        if gcp is not None and not (mock_tee or s.profile.profile.mock_tee):
-            if gcp.zone or gcp.service_account:  # a profile that runs VMs (the hospital's)
-                runner = RunnerSettings(gcp.zone, gcp.service_account,
-                                        **({"machine_type": gcp.machine_type} | gpu))
-        else:  # the mock's defaults, as 'run --tee confidential-space' uses them
-            from sealbench.client.runs.launchers.for_profile import MOCK_ZONE
-
-            runner = RunnerSettings(
-                MOCK_ZONE, f"sealbench-runner@{cloud.project_id}.iam.gserviceaccount.com", **gpu
-            )
-        checks = check_owner_cloud(cloud, bench, runner)
-        if probe_condition:
-            from sealbench.client.doctor import probe_condition as probe
-
-            kind: Literal["dataset", "model"] = "dataset" if dataset is not None else "model"
-            checks.append(probe(s.client, cloud, kind, dataset if dataset is not None else
-                                model or 0))
-    failed = [c for c in checks if not c.ok]
-    if json_out:
-        emit_json([{"check": c.name, "ok": c.ok, "verified": c.verified, "detail": c.detail,
-                    "fix": c.fix} for c in checks])
-    else:
-        table(f"doctor: profile {s.profile.name}", ("check", "", "found"),
-              ((c.name, ("ok" if c.verified else "ok?") if c.ok else "FAIL", c.detail)
-               for c in checks))
-        for c in failed:
-            out().print(f"fix {c.name}: {c.fix}")
-        for c in checks:
-            if c.ok and not c.verified and c.fix:
-                out().print(f"unverified {c.name}: to be sure, {c.fix}")
-    if failed:
-        raise typer.Exit(code=DOCTOR_EXIT)
-
-
-#: ``sealbench doctor``'s exit code when a check fails (a cloud problem, as exit 7 is).
-DOCTOR_EXIT = 7

@@ -1,11 +1,11 @@
-"""``sealbench benchmark|association|audit``: the commands that only talk to the registry
-(profiles, login and whoami are in :mod:`sealbench.client.cli.profile`). Each parses options,
-calls :mod:`sealbench.client.registry.api` or :mod:`sealbench.client.registry.workflows`, and
+"""``sealbench benchmark``: publish, approve and close benchmarks, their definitions, results,
+leaderboards and progress (``benchmark score`` is in :mod:`sealbench.client.cli.score`). Each
+command parses options, calls :mod:`sealbench.client.registry.api`,
+:mod:`~sealbench.client.registry.governance` or :mod:`~sealbench.client.registry.workflows`, and
 renders."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated, Final, cast
 
@@ -13,80 +13,34 @@ import typer
 
 from sealbench.benchmarks.interface import EXACT_SUFFIX
 from sealbench.client.cli import render
-from sealbench.client.cli.audit import audit_app, audit_verify
 from sealbench.client.cli.common import (
-    ConsentExactOpt,
     JsonOpt,
     ProfileOpt,
     emit_json,
+    one_of,
     out,
     provider_label,
     session,
     table,
     user_label,
-    warn_experimental,
-    warn_privacy_cost,
 )
 from sealbench.client.cli.leaderboard import benchmark_leaderboard
 from sealbench.client.cli.render import column_titles, result_cells
-from sealbench.client.errors import (
-    ConfigError,
-)
 from sealbench.client.registry import governance, workflows
-from sealbench.client.registry.api import AssetKind, RegistryClient
-from sealbench.client.registry.profiles import ProfileStore
-from sealbench.server.schemas import (
-    AssociationPublic,
-    AssociationStatus,
-    BenchmarkPublic,
-    BenchmarkState,
-)
+from sealbench.server.schemas import BenchmarkPublic, BenchmarkState
 from sealbench.server.schemas.runs import ProgressCell
 
-__all__ = [
-    "association_app",
-    "audit_app",
-    "audit_verify",
-    "benchmark_app",
-]
+__all__ = ["benchmark_app"]
 
 benchmark_app = typer.Typer(
     help="Benchmarks: publish, approve, close, read results and leaderboards."
 )
-association_app = typer.Typer(
-    help="Links between a benchmark and datasets/models: list, approve, reject, withdraw."
-)
-
 
 _STATES: Final = ("pending", "approved", "rejected", "retired")
-_STATUSES: Final = ("pending", "approved", "rejected", "withdrawn")
-
-
-def _store() -> ProfileStore:
-    return ProfileStore.from_environment(os.environ)
 
 
 def benchmark_state(value: str | None) -> BenchmarkState | None:
-    if value is not None and value not in _STATES:
-        raise ConfigError(f"--state must be one of {', '.join(_STATES)}, received {value!r}")
-    return cast("BenchmarkState | None", value)
-
-
-def association_status(value: str | None) -> AssociationStatus | None:
-    if value is not None and value not in _STATUSES:
-        raise ConfigError(f"--status must be one of {', '.join(_STATUSES)}, received {value!r}")
-    return cast("AssociationStatus | None", value)
-
-
-def asset_kinds(value: str | None) -> tuple[AssetKind, ...]:
-    if value is None:
-        return ("dataset", "model")
-    if value not in ("dataset", "model"):
-        raise ConfigError(f"--kind must be dataset or model, received {value!r}")
-    return (cast("AssetKind", value),)
-
-
-# -- benchmark ---------------------------------------------------------------------------------
+    return cast("BenchmarkState | None", one_of(value, _STATES, "--state"))
 
 
 def _benchmark_rows(rows: tuple[BenchmarkPublic, ...], me: int) -> None:
@@ -371,107 +325,3 @@ def _source(cell: ProgressCell) -> str:
     if cell.reported_by_id is not None:
         return f"reported by hospital (user {cell.reported_by_id})"
     return ""
-
-
-# -- association -------------------------------------------------------------------------------
-
-
-def _assoc_rows(title: str, rows: list[AssociationPublic]) -> None:
-    table(
-        title,
-        ("benchmark", "kind", "asset", "status", "revision", "initiated by", "last actor"),
-        ((a.benchmark_id, a.asset_kind, a.asset_id, a.status, a.revision, a.initiated_by_id,
-          a.actor_id) for a in rows),
-    )
-
-
-def _target(dataset: int | None, model: int | None) -> tuple[AssetKind, int]:
-    if (dataset is None) == (model is None):
-        raise ConfigError("name exactly one of --dataset and --model")
-    return ("dataset", dataset) if dataset is not None else ("model", model)  # type: ignore[return-value]
-
-
-@association_app.command("ls")
-def association_ls(
-    benchmark: Annotated[int, typer.Option(help="benchmark id")],
-    kind: Annotated[str | None, typer.Option(help="dataset or model (default both)")] = None,
-    status: Annotated[
-        str | None, typer.Option(help="pending, approved, rejected or withdrawn")
-    ] = None,
-    profile: ProfileOpt = None,
-    json_out: JsonOpt = False,
-) -> None:
-    """Current state of every link of a benchmark."""
-    kinds: tuple[AssetKind, ...] = asset_kinds(kind)
-    with session(profile) as s:
-        rows = [
-            a for k in kinds
-            for a in s.client.list_associations(k, benchmark, association_status(status))
-        ]
-    emit_json(rows) if json_out else _assoc_rows(f"associations of benchmark {benchmark}", rows)
-
-
-def _decide(
-    approve: bool, benchmark: int, dataset: int | None, model: int | None, profile: str | None,
-    *, consent_exact: bool = False,
-) -> None:
-    kind, asset = _target(dataset, model)
-
-    def consent(client: RegistryClient, bench: BenchmarkPublic, owned: int | None) -> None:
-        warn_experimental(bench)
-        if owned is not None:
-            # the data owner consents: it reads what each run costs its dataset's budget
-            warn_privacy_cost(client, bench, owned, consent_exact=consent_exact)
-
-    with session(profile) as s:
-        done = governance.decide_association(s.client, kind, benchmark, asset, approve=approve,
-                                             consent_exact=consent_exact, consent=consent)
-    row = done.row
-    if done.already:
-        out().print(f"{kind} {asset} in benchmark {benchmark} is already {row.status} "
-                    f"(revision {row.revision}); nothing changed")
-        return
-    out().print(f"{kind} {asset} in benchmark {benchmark}: {row.status}")
-
-
-@association_app.command("approve")
-def association_approve(
-    benchmark: Annotated[int, typer.Option(help="benchmark id")],
-    dataset: Annotated[int | None, typer.Option(help="dataset id")] = None,
-    model: Annotated[int | None, typer.Option(help="model id")] = None,
-    consent_exact_release: ConsentExactOpt = False,
-    profile: ProfileOpt = None,
-) -> None:
-    """Approve a pending link (only the side that did not initiate it may). A dataset's owner
-    reads what each run will publish about its cases first; a benchmark publishing exact
-    figures is approved only with --consent-exact-release."""
-    _decide(True, benchmark, dataset, model, profile, consent_exact=consent_exact_release)
-
-
-@association_app.command("reject")
-def association_reject(
-    benchmark: Annotated[int, typer.Option(help="benchmark id")],
-    dataset: Annotated[int | None, typer.Option(help="dataset id")] = None,
-    model: Annotated[int | None, typer.Option(help="model id")] = None,
-    profile: ProfileOpt = None,
-) -> None:
-    """Reject a pending link (only the side that did not initiate it may)."""
-    _decide(False, benchmark, dataset, model, profile)
-
-
-@association_app.command("withdraw")
-def association_withdraw(
-    benchmark: Annotated[int, typer.Option(help="benchmark id")],
-    dataset: Annotated[int | None, typer.Option(help="your dataset id")] = None,
-    model: Annotated[int | None, typer.Option(help="your model id")] = None,
-    profile: ProfileOpt = None,
-) -> AssociationPublic:
-    """Withdraw your dataset or model from a benchmark (a pending or approved link): no new run
-    uses it, your next 'policy sync' revokes the key grants, verified results stay (marked)."""
-    kind, asset = _target(dataset, model)
-    with session(profile) as s:
-        row = s.client.withdraw_association(kind, benchmark, asset)
-    out().print(f"{kind} {asset} withdrawn from benchmark {benchmark}; run 'sealbench policy sync "
-                f"--{kind} {asset}' to revoke the key grants it had")
-    return row
-
