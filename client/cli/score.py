@@ -1,74 +1,21 @@
 """``sealbench benchmark score``: predictions on disk scored against truth on disk with a pin's
-metrics, outside any enclave (a challenge's validation phase). The scoring is the plug-in's
-(:class:`~sealbench.benchmarks.interface.ScoresFiles`, found through the plug-in registry);
-this module resolves the pin, shows progress and writes the output atomically."""
+metrics, outside any enclave (a challenge's validation phase). Thin: options in, the library's
+scorer (:mod:`sealbench.client.assets.score`) under a progress bar, the scores out."""
 
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 import typer
 
-from sealbench.benchmarks import registry
-from sealbench.benchmarks.interface import (
-    BenchmarkError,
-    BenchmarkPin,
-    PluginNotFoundError,
-    ScoresFiles,
-    StoredScores,
-)
+from sealbench.benchmarks.interface import StoredScores
+from sealbench.client.assets.score import file_scorer, write_scores
 from sealbench.client.cli.common import err_console, plural, progress_bar
 from sealbench.client.errors import ConfigError
 
-__all__ = ["benchmark_score", "score_files", "write_atomically"]
-
-Format = Literal["json", "csv"]
-
-
-def score_files(pin: str, truth: Path, predictions: Path, *,
-                keep_going: bool = False) -> StoredScores:
-    """The plug-in pinned by ``pin`` scoring ``predictions`` against ``truth``; ConfigError for
-    a pin that is not installed or has no file scorer, or a case that cannot be scored."""
-    try:
-        plugin = registry.load(BenchmarkPin.parse(pin))
-    except (PluginNotFoundError, ValueError) as exc:
-        raise ConfigError(str(exc), hint="'sealbench benchmark score' takes an installed pin, "
-                          "e.g. brats-2025-gli/1 or brats-2023-gli/1") from exc
-    if not isinstance(plugin, ScoresFiles):
-        raise ConfigError(f"benchmark plug-in {plugin.ref} does not score files on disk",
-                          hint="use a pin whose plug-in has a file scorer (brats-2023-gli/1, "
-                          "brats-2025-gli/1, brats-2025-met/1 and their grid variants)")
-    with progress_bar(transient=True) as bar:
-        task = bar.add_task(f"scoring with {plugin.ref}", total=None)
-
-        def advance(_name: str, done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        try:
-            return plugin.score_files(truth, predictions, keep_going=keep_going,
-                                      on_case=advance)
-        except BenchmarkError as exc:
-            raise ConfigError(str(exc), hint="fix or remove that file and run again, or pass "
-                              "--keep-going to record it as an error row as the official "
-                              "evaluator does") from exc
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """``data`` written to a temporary file beside ``path`` and renamed over it: a reader
-    never sees a half-written file, and a failure leaves none."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        Path(tmp).replace(path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+__all__ = ["benchmark_score"]
 
 
 def _csv_options(given: list[str]) -> dict[str, float]:
@@ -120,7 +67,14 @@ def benchmark_score(
     if output_format != "csv" and (csv_mode is not None or csv_option):
         raise ConfigError("--csv-mode and --csv-option apply to --format csv")
     options = _csv_options(csv_option or [])
-    scores = score_files(pin, truth, predictions, keep_going=keep_going)
+    scorer = file_scorer(pin)
+    with progress_bar(transient=True) as bar:
+        task = bar.add_task(f"scoring with {scorer.ref}", total=None)
+
+        def advance(_name: str, done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        scores = scorer.score(truth, predictions, keep_going=keep_going, on_case=advance)
     if output_format == "json":
         data = scores.to_json() + b"\n"
     else:
@@ -138,6 +92,6 @@ def benchmark_score(
     if output is None:
         typer.echo(data.decode(), nl=False)
     else:
-        write_atomically(output, data)
+        write_scores(output, data)
         console.print(f"{plural(scores.n_scored, 'case')} scored; {output_format} in {output}")
     return scores
