@@ -289,6 +289,11 @@ class ConfidentialSpacePlatform:
             )
         return LauncherAttester()
 
+    def knows_provider(self, sts_url: str, provider: str) -> bool | None:
+        from sealbench.gcp.sts_probe import sts_knows_provider
+
+        return sts_knows_provider(sts_url, provider)
+
     def token_destinations(self, issuer: str) -> TokenDestinations:
         """Google's STS, Cloud KMS and Cloud Storage, fixed: a run spec names none of them."""
         if not self.issues(issuer):

@@ -96,6 +96,12 @@ class InsecureMockPlatform:
             return LauncherAttester()
         return LauncherAttester(launcher_dir / SOCKET_NAME, launcher_dir / TOKEN_FILE_NAME)
 
+    def knows_provider(self, sts_url: str, provider: str) -> bool | None:
+        """The mock's STS imitates Google's: probed as Google's is."""
+        from sealbench.gcp.sts_probe import sts_knows_provider
+
+        return sts_knows_provider(sts_url, provider)
+
     def token_destinations(self, issuer: str) -> TokenDestinations:
         """The endpoints the mock verifier ``issuer`` names in its discovery document; raises
         :class:`ValueError` for another issuer or a document that does not name them."""

@@ -235,6 +235,13 @@ class Platform(Protocol):
         ``requirements``; raises :class:`~sealbench.crypto.errors.AttestationError`."""
         ...
 
+    def knows_provider(self, sts_url: str, provider: str) -> bool | None:
+        """On the client, before a launch: whether the token service at ``sts_url`` (a run's
+        STS override) knows an owner's federation ``provider`` (True), refuses it as unknown
+        (False: no key of that owner can be released to the run), or gave no usable answer
+        (None: the run decides). Asked with a probe that carries no secret; does I/O."""
+        ...
+
     def launch_environment(self, run_spec: Mapping[str, str]) -> dict[str, str]:
         """How the run spec (``SEALBENCH_*`` variables) reaches the workload: the launch
         settings that make the platform attest exactly these variables."""

@@ -26,9 +26,9 @@ from sealbench.client.runs.launchers.trust import (
     UntrustedTeeError,
     check_owner_trust,
     issuers_released_to,
-    sts_knows_provider,
 )
 from sealbench.contract.spec import AssetLocation, RunSpec
+from sealbench.gcp.sts_probe import sts_knows_provider
 from sealbench.mocktee import MockCloud
 from tests.e2e.test_cli_flow import tiny_onnx
 

@@ -257,6 +257,9 @@ class DoublePlatform:
     ) -> AttestedWorkload:
         raise NotImplementedError("the double verifies nothing")
 
+    def knows_provider(self, sts_url: str, provider: str) -> bool | None:
+        return None  # the double has no token service to ask
+
     def launch_environment(self, run_spec: Mapping[str, str]) -> dict[str, str]:
         return {f"double-{k}": v for k, v in run_spec.items()}
 

@@ -10,9 +10,10 @@ know the other owners' providers: every launch failed at key release with ``inva
 while each ``doctor`` check was green.
 
 :func:`check_owner_trust` asks the run's STS, before anything is launched, whether it knows each
-owner's provider: a token exchange with a probe token (no secret: ``probe.probe.probe``) that
-any STS refuses, ``invalid_target`` when the provider is not there (Google's and the mock's
-answer for a pool or provider that does not exist or is deleted), another refusal when it is.
+owner's provider, through the platform of the run's verifier
+(:meth:`~sealbench.platforms.platform.Platform.knows_provider`: on Confidential Space and the mock
+cloud, a token exchange with a probe token that any STS refuses, ``invalid_target`` when the
+provider is not there).
 Only a definite ``invalid_target`` refuses the launch (:class:`UntrustedTeeError`); a probe that
 cannot reach the STS leaves the decision to the run itself. The issuer the owner's key does
 trust is named when the registry shows it: the issuer of a verified result of that asset.
@@ -20,29 +21,21 @@ trust is named when the registry shows it: the issuer of a verified result of th
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Literal
 
 from sealbench.client.errors import ConfigError
 from sealbench.contract.spec import AssetLocation, RunSpec
 
 __all__ = [
-    "PROBE_TOKEN",
     "ProviderProbe",
     "TeeVerifier",
     "UntrustedTeeError",
     "check_owner_trust",
     "issuers_released_to",
-    "sts_knows_provider",
 ]
 
-_log = logging.getLogger("sealbench.client")
-
-#: The subject token of the probe: a well-formed JWT shape that no verifier issued.
-PROBE_TOKEN: Final = "probe.probe.probe"  # noqa: S105 - a probe, no secret
-_PROBE_TIMEOUT_S: Final = 10.0
 
 #: ``(sts_url, pool provider) -> True`` (the STS knows it), ``False`` (``invalid_target``) or
 #: ``None`` (no answer that says either).
@@ -62,35 +55,22 @@ class TeeVerifier:
     what: str
 
 
-def sts_knows_provider(sts_url: str, pool_provider: str) -> bool | None:
-    """Ask ``sts_url`` to exchange :data:`PROBE_TOKEN` at ``pool_provider``: ``False`` for
-    ``invalid_target``, ``True`` for another OAuth refusal, ``None`` for no usable answer."""
-    import requests
+def _probe_of(issuer: str) -> ProviderProbe:
+    """The probe of the platform whose verifier is ``issuer`` (one that answers nothing when no
+    installed platform claims it: the run itself then decides)."""
+    from sealbench.platforms.platform import UnknownPlatformError, platform_for_issuer
 
-    form = {
-        "grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
-        "audience": f"//iam.googleapis.com/{pool_provider}",
-        "scope": "https://www.googleapis.com/auth/cloud-platform",
-        "requested_token_type": "urn:ietf:params:oauth:token-type:access_token",
-        "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
-        "subject_token": PROBE_TOKEN,
-    }
     try:
-        answer = requests.post(sts_url, data=form, timeout=_PROBE_TIMEOUT_S)
-        error = answer.json().get("error") if answer.status_code in (400, 401, 403) else None
-    except (requests.RequestException, ValueError, AttributeError) as exc:
-        _log.info("the STS probe got no answer (%s)", type(exc).__name__)
-        return None
-    if not isinstance(error, str):
-        return None
-    return error != "invalid_target"
+        return platform_for_issuer(issuer).knows_provider
+    except UnknownPlatformError:
+        return lambda _sts, _provider: None
 
 
 def check_owner_trust(
     spec: RunSpec,
     verifier: TeeVerifier,
     *,
-    probe: ProviderProbe = sts_knows_provider,
+    probe: ProviderProbe | None = None,
     trusted_issuers: Callable[[Literal["dataset", "model"]], Iterable[str]] = lambda _k: (),
 ) -> None:
     """Raise :class:`UntrustedTeeError` naming the first owner whose pool provider the run's STS
@@ -98,8 +78,9 @@ def check_owner_trust(
     cloud) is probed. ``trusted_issuers(kind)`` are the issuers the registry shows that owner's
     key released to (its verified results'); they name the verifier its provider trusts."""
     if spec.sts_url is None:
-        return  # Google's STS, which every provider on Google Cloud is at
+        return  # the platform's own STS (Google's), which every provider on it is at
     sts_url = spec.sts_url
+    probe = probe or _probe_of(verifier.issuer)
     owners: tuple[tuple[Literal["dataset", "model"], AssetLocation], ...] = (
         ("dataset", spec.dataset), ("model", spec.model))
     for kind, location in owners:
