@@ -27,9 +27,13 @@ For each run :class:`ConfidentialSpaceLauncher`:
    serial output to read after that, and the launcher's last lines may never have been read):
    the enclave's failure record (``failure.json``) gives the failure and its exit code, its
    result token (``result.token``, written last) a success; only when neither is there does the
-   serial port speak, as a hint: the enclave's own line ``sealbench-enclave: <reason> (exit
-   <code>)``, the launcher's refusal before its exit line, or a VM that stopped without either
-   (:class:`VmStoppedUnexpectedly`, never an unchecked success). Without a result store
+   serial port speak, as a hint: the enclave's ``failed`` event
+   (:class:`~sealbench.contract.events.RunFailed`, read with
+   :func:`~sealbench.contract.events.parse_event` like its progress events), the launcher's
+   refusal before its exit line, or a VM that stopped without either
+   (:class:`VmStoppedUnexpectedly`, never an unchecked success). The failure record's exit
+   code and reason take the event's failure code and refused rule when the event states the
+   same exit code. Without a result store
    (``result_store``), the serial port alone decides and an unreadable one is an error;
 5. deletes the VM unless ``keep_vm`` (also after a failure, timeout or :meth:`kill`).
 
@@ -66,6 +70,7 @@ from google.api_core import exceptions as gexc
 from google.auth.credentials import Credentials
 from google.cloud import compute_v1
 
+from sealbench.contract.events import RunFailed, parse_event
 from sealbench.contract.result import FAILURE_OBJECT, TOKEN_OBJECT, FailureRecord
 from sealbench.contract.spec import RunSpec
 from sealbench.gcp._cs_resources import (
@@ -96,7 +101,6 @@ from sealbench.platforms.launcher import (
     LaunchSettingsError,
     OutputFn,
     check_backend,
-    enclave_reason,
     launch_environment,
     platform_for_backend,
 )
@@ -146,10 +150,14 @@ FAST_POLL_S: Final = 1.0
 FAST_POLL_WINDOW_S: Final = 180.0
 #: Seconds a whole run (boot, image pull, evaluation) may take before the VM is deleted.
 DEFAULT_TIMEOUT_S: Final = 6 * 3600.0
+# The serial port carries two voices. The enclave's is typed: its events (the ``failed`` one
+# included) are read with parse_event, never its prose. The Confidential Space launcher's
+# (Google's go-tpm-tools, not ours: it has no event format) is matched by pattern, below and in
+# image_pull_denied: its exit line, its "workload failed" line and its refusal before exiting.
 #: The launcher's last line, in its current (``msg="…" exit_code=N``) and former format.
 _EXIT_LINE = re.compile(
     r'TEE container launcher exiting(?:, exit code: |"?\s.*?\bexit_code=)"?(?P<code>\d+)')
-_REASON_PREFIX: Final = "sealbench-enclave: "
+#: The launcher's line for a workload that exited non-zero.
 _WORKLOAD_FAILED: Final = "workload finished with a non-zero return code"
 
 _DONE_STATES: Final = frozenset({"TERMINATED", "STOPPED", "SUSPENDED"})
@@ -157,6 +165,13 @@ _MAX_REASON: Final = 2000
 _T = TypeVar("_T")
 #: Opens a result URI as ``(store, prefix)`` with the caller's credentials.
 ResultStore = Callable[[str], tuple[BlobStore, str]]
+
+
+def _failed(event: RunFailed) -> EnclaveRunFailed:
+    """The failure the enclave's ``failed`` event states (its exit code: the launcher reports
+    only its own)."""
+    return EnclaveRunFailed(event.exit_code, event.reason[:_MAX_REASON], None,
+                            code=event.code, rule=event.rule)
 
 
 class ConfidentialSpaceVm:
@@ -265,6 +280,11 @@ class ConfidentialSpaceVm:
         if self._on_output is not None:
             self._on_output(line)
 
+    def _failure_event(self) -> RunFailed | None:
+        """The enclave's last ``failed`` event on the serial port, if any."""
+        events = [e for e in map(parse_event, self._lines) if isinstance(e, RunFailed)]
+        return events[-1] if events else None
+
     def _launcher_exit_code(self) -> int | None:
         codes = [m.group("code") for m in map(_EXIT_LINE.search, self._lines) if m]
         return int(codes[-1]) if codes else None
@@ -274,7 +294,11 @@ class ConfidentialSpaceVm:
         hint (see the module docstring)."""
         found = self._result_state()
         if isinstance(found, FailureRecord):
-            raise EnclaveRunFailed(found.exit_code, found.reason[:_MAX_REASON], None)
+            event = self._failure_event()
+            if event is None or event.exit_code != found.exit_code:
+                raise EnclaveRunFailed(found.exit_code, found.reason[:_MAX_REASON], None)
+            raise EnclaveRunFailed(found.exit_code, found.reason[:_MAX_REASON], None,
+                                   code=event.code, rule=event.rule)
         if found == "result":
             if exit_code not in (None, 0, 4):
                 _log.warning("the launcher reported exit code %s but the enclave wrote its result",
@@ -290,10 +314,9 @@ class ConfidentialSpaceVm:
                     f"result{where}",
                     hint="the result was deleted or written elsewhere: run again")
             return outcome
-        reasons = [x.split(_REASON_PREFIX, 1)[1] for x in self._lines if _REASON_PREFIX in x]
-        if reasons:  # the enclave said why before the serial port went away
-            reason, code = enclave_reason(reasons[-1])
-            raise EnclaveRunFailed(code or 1, reason[:_MAX_REASON], None)
+        event = self._failure_event()
+        if event is not None:  # the enclave said why before the serial port went away
+            raise _failed(event)
         if not self._serial_ok and found == "unreadable":
             raise VmStoppedUnexpectedly(
                 f"VM {self.instance_name} is {status}; neither its result{where} nor its serial "
@@ -323,11 +346,11 @@ class ConfidentialSpaceVm:
             return "unreadable"
 
     def _outcome(self, launcher_code: int) -> LaunchResult:
-        reasons = [x.split(_REASON_PREFIX, 1)[1] for x in self._lines if _REASON_PREFIX in x]
+        event = self._failure_event()
         failed = (
             launcher_code not in (0, 4)
             or any(_WORKLOAD_FAILED in x for x in self._lines)
-            or (launcher_code == 4 and bool(reasons))
+            or (launcher_code == 4 and event is not None)
         )
         if not failed:
             elapsed = self._launcher.clock() - self._started
@@ -337,15 +360,17 @@ class ConfidentialSpaceVm:
                                    settings.image_reference)
         if denied is not None:  # the launcher could not pull the image
             raise denied
-        if not reasons:  # the launcher refused: its reason precedes its exit line
+        if event is None:
+            # the launcher refused, or the workload died without its event: the launcher's
+            # exit status (1: Confidential Space reports no other) and its last word before its
+            # exit line
             exits = [i for i, x in enumerate(self._lines) if _EXIT_LINE.search(x)]
             before = [
                 x for x in self._lines[: exits[-1]] if x.strip() and _WORKLOAD_FAILED not in x
             ]
             reasons = before[-1:] or ["the launcher exited with an error"]
             raise EnclaveRunFailed(1, reasons[-1].strip()[:_MAX_REASON], None)
-        reason, code = enclave_reason(reasons[-1])
-        raise EnclaveRunFailed(code or 1, reason[:_MAX_REASON], None)
+        raise _failed(event)
 
     def _delete(self, *, force: bool) -> None:
         settings = self._launcher.settings

@@ -16,10 +16,11 @@ For each run :class:`DockerLauncher`:
    where) and asks the mock launcher for a workload socket and token file with that digest and
    the spec's environment as attested env overrides; the socket's folder is bind-mounted
    read-only at ``/run/container_launcher`` (where the real launcher puts it);
-3. starts the container, streams its stdout lines to ``on_output`` and keeps stderr's last line
-   as the failure reason, waits, maps the exit code to :class:`EnclaveRunFailed` (the enclave's
-   exit codes, or 137 with ``OOMKilled`` for the memory limit), and always removes the
-   container and the socket. The memory figure it reports (``peak_rss_bytes``) is the
+3. starts the container, streams its stdout lines to ``on_output``, reads the failure from the
+   enclave's ``failed`` event there (a container that dies without one: its exit code, and
+   stderr's last line as the reason), waits, maps the exit code to :class:`EnclaveRunFailed`
+   (the enclave's exit codes, or 137 with ``OOMKilled`` for the memory limit), and always
+   removes the container and the socket. The memory figure it reports (``peak_rss_bytes``) is the
    container's cgroup peak: resident memory plus page cache and the ``/tmp`` tmpfs, which is
    what the memory limit counts. The wall time it reports (``wall_seconds``) runs from the
    creation of the container to its exit: container creation and start-up are part of what a
@@ -61,11 +62,12 @@ from sealbench.mocktee.launcher import (
 )
 from sealbench.platforms.launcher import (
     EnclaveRunFailed,
+    FailureWatch,
     LaunchError,
     LaunchResult,
     OutputFn,
     check_backend,
-    enclave_reason,
+    failure_from_exit,
     launch_environment,
     platform_for_backend,
 )
@@ -185,10 +187,13 @@ class DockerWorkload:
         self._result: LaunchResult | EnclaveRunFailed | None = None
         self._closed = False
         self._peak_memory: int | None = None
+        #: The enclave's ``failed`` event, read from its stdout on the way to ``on_output``.
+        self._failure = FailureWatch(on_output)
         stream = self._attach(logs=True)
         container.start()
         self._reader = threading.Thread(
-            target=self._pump, args=(stream, on_output), name="sealbench-docker-logs", daemon=True
+            target=self._pump, args=(stream, self._failure), name="sealbench-docker-logs",
+            daemon=True,
         )
         self._reader.start()
         self._sampler = threading.Thread(
@@ -269,15 +274,17 @@ class DockerWorkload:
         wall = self._clock() - self._started
         if code == 0:
             return LaunchResult(self._image_digest, wall, self._peak_memory)
-        lines = [line.strip() for line in self._stderr if line.strip()]
-        reason = enclave_reason(lines[-1])[0] if lines else f"exited {code} without a reason"
-        if code == _SIGKILL_EXIT and not lines:
-            reason = "killed (SIGKILL)"
+        failed = failure_from_exit(code, self._failure.event, self._stderr, self._peak_memory,
+                                   max_reason=_MAX_REASON)
+        killed = None
+        if code == _SIGKILL_EXIT and failed.code is None and not any(
+                line.strip() for line in self._stderr):
+            killed = "killed (SIGKILL)"
         with contextlib.suppress(docker.errors.DockerException):
             self._container.reload()
             if self._container.attrs.get("State", {}).get("OOMKilled"):
-                reason = f"killed: the container reached its memory limit ({self._memory_limit})"
-        return EnclaveRunFailed(code, reason[:_MAX_REASON], self._peak_memory)
+                killed = f"killed: the container reached its memory limit ({self._memory_limit})"
+        return failed if killed is None else EnclaveRunFailed(code, killed, self._peak_memory)
 
     def close(self) -> None:
         """Remove the container and stop the launcher socket (idempotent)."""

@@ -12,9 +12,11 @@ For each run :class:`MockProcessLauncher`:
    :func:`~sealbench.mocktee.image.enclave_image_digest` as the image digest;
 2. starts the child with exactly that environment (plus ``PATH`` and a private ``TMPDIR``; the
    parent's environment is not inherited) and ``--launcher-dir`` naming the socket's folder;
-3. streams the child's stdout (progress lines) to ``on_output``, keeps the last stderr line as
-   the failure reason, and reports the child's exit code (as :class:`EnclaveRunFailed`) and
-   peak resident memory (``wait4`` rusage of that child alone).
+3. streams the child's stdout (progress lines) to ``on_output``, reads the failure from the
+   enclave's ``failed`` event there (:class:`~sealbench.platforms.launcher.FailureWatch`; a
+   child that dies without one is reported by its exit code, its last stderr line as the
+   reason), and reports the child's exit code (as :class:`EnclaveRunFailed`) and peak resident
+   memory (``wait4`` rusage of that child alone).
 """
 
 from __future__ import annotations
@@ -40,12 +42,13 @@ from sealbench.mocktee.launcher import LaunchedWorkload, MockLauncher, private_l
 from sealbench.mocktee.state import warn_insecure_once
 from sealbench.platforms.launcher import (
     EnclaveRunFailed,
+    FailureWatch,
     LaunchError,
     LaunchResult,
     LaunchTimeoutError,
     OutputFn,
     check_backend,
-    enclave_reason,
+    failure_from_exit,
     launch_environment,
     platform_for_backend,
 )
@@ -85,8 +88,11 @@ class MockProcessWorkload:
         self._started = time.monotonic()
         self._stderr: list[str] = []
         self._result: LaunchResult | LaunchError | None = None
+        #: The enclave's ``failed`` event, read from its stdout on the way to ``on_output``.
+        self._failure = FailureWatch(on_output)
         self._readers = [
-            threading.Thread(target=self._pump, args=(process.stdout, on_output), daemon=True),
+            threading.Thread(target=self._pump, args=(process.stdout, self._failure),
+                             daemon=True),
             threading.Thread(
                 target=self._pump, args=(process.stderr, self._stderr.append), daemon=True
             ),
@@ -152,11 +158,10 @@ class MockProcessWorkload:
         peak = usage.ru_maxrss * 1024  # Linux reports KiB
         if code == 0:
             return LaunchResult(self._image_digest, time.monotonic() - self._started, peak)
-        lines = [line.strip() for line in self._stderr if line.strip()]
-        reason = enclave_reason(lines[-1])[0] if lines else f"exited {code} without a reason"
         if code < 0:
-            reason = f"killed by signal {-code}"
-        return EnclaveRunFailed(code, reason[:_MAX_REASON], peak)
+            return EnclaveRunFailed(code, f"killed by signal {-code}", peak)
+        return failure_from_exit(code, self._failure.event, self._stderr, peak,
+                                 max_reason=_MAX_REASON)
 
     def __enter__(self) -> MockProcessWorkload:
         return self

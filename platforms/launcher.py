@@ -14,8 +14,7 @@ and failed, so never an attestation or integrity failure)::
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Final, Protocol
 
@@ -30,6 +29,8 @@ from sealbench.contract.errors import (
     SpecError,
     StorageFailure,
 )
+from sealbench.contract.events import RunFailed, parse_event
+from sealbench.contract.inputs import Rule
 from sealbench.contract.spec import RunSpec
 from sealbench.platforms.platform import (
     Platform,
@@ -40,6 +41,7 @@ from sealbench.platforms.platform import (
 
 __all__ = [
     "EnclaveRunFailed",
+    "FailureWatch",
     "LaunchError",
     "LaunchResult",
     "LaunchSettingsError",
@@ -49,8 +51,8 @@ __all__ = [
     "RunningWorkload",
     "TransientLaunchError",
     "check_backend",
-    "enclave_reason",
     "error_for_exit_code",
+    "failure_from_exit",
     "launch_environment",
     "platform_for_backend",
 ]
@@ -72,20 +74,6 @@ _BY_EXIT_CODE: dict[int, type[EnclaveError]] = {
         ResultUploadError,
     )
 }
-
-
-#: The end of the enclave's stderr line ``sealbench-enclave: <reason> (exit <code>)``.
-_EXIT_SUFFIX = re.compile(r"^(?P<reason>.*) \(exit (?P<code>\d{1,3})\)$")
-
-
-def enclave_reason(line: str) -> tuple[str, int | None]:
-    """``(reason, exit code)`` of the enclave's last stderr line: the code it states when it
-    is one the enclave uses (stripped from the reason), else ``None`` (older images state
-    none)."""
-    stated = _EXIT_SUFFIX.match(line.strip())
-    if stated is None or error_for_exit_code(int(stated["code"])) is None:
-        return line.strip(), None
-    return stated["reason"], int(stated["code"])
 
 
 def error_for_exit_code(code: int) -> type[EnclaveError] | None:
@@ -139,11 +127,19 @@ _ENCLAVE_FAILURE: Final = {
 
 class EnclaveRunFailed(LaunchError):  # noqa: N818 - reads as the event it reports
     """The workload ran and exited non-zero. ``error_class`` is the enclave error its exit code
-    stands for (None when it was killed); ``reason`` is its one-line stderr message."""
+    stands for (None when it was killed); ``reason`` is the enclave's public reason (its
+    ``failed`` event's) or, without an event, what the launcher knows. ``code`` is the failure
+    code the event states (None without one) and ``rule`` the key-release rule a refusal names
+    (:class:`~sealbench.contract.events.RunFailed`): what a client keys its advice on."""
 
-    def __init__(self, exit_code: int, reason: str, peak_rss_bytes: int | None) -> None:
+    def __init__(
+        self, exit_code: int, reason: str, peak_rss_bytes: int | None, *,
+        code: str | None = None, rule: Rule | None = None,
+    ) -> None:
         self.exit_code = exit_code
         self.reason = reason
+        self.code = code
+        self.rule = rule
         self.error_class = error_for_exit_code(exit_code)
         self.peak_rss_bytes = peak_rss_bytes
         self.failure_class = (  # type: ignore[misc]  # per instance: by exit code
@@ -151,6 +147,39 @@ class EnclaveRunFailed(LaunchError):  # noqa: N818 - reads as the event it repor
         )
         kind = self.error_class.__name__ if self.error_class else "killed or crashed"
         super().__init__(f"the enclave failed (exit {exit_code}, {kind}): {reason}")
+
+
+class FailureWatch:
+    """Reads the workload's output lines for its ``failed`` event
+    (:func:`~sealbench.contract.events.parse_event`; any other line passes untouched) and hands
+    each line on to ``on_output``. :attr:`event` is the last failure event seen."""
+
+    def __init__(self, on_output: OutputFn | None = None) -> None:
+        self._on_output = on_output
+        self.event: RunFailed | None = None
+
+    def __call__(self, line: str) -> None:
+        event = parse_event(line)
+        if isinstance(event, RunFailed):
+            self.event = event
+        if self._on_output is not None:
+            self._on_output(line)
+
+
+def failure_from_exit(
+    exit_code: int, event: RunFailed | None, stderr: Sequence[str], peak_rss_bytes: int | None,
+    *, max_reason: int,
+) -> EnclaveRunFailed:
+    """The failure of a workload that exited ``exit_code``: its ``failed`` event's reason, code
+    and rule when the event states that exit code; otherwise (it died without one, or the event
+    does not match how it ended) the failure by exit code alone, with its last non-empty
+    ``stderr`` line as is (or ``exited N without a reason``)."""
+    if event is not None and event.exit_code == exit_code:
+        return EnclaveRunFailed(exit_code, event.reason[:max_reason], peak_rss_bytes,
+                                code=event.code, rule=event.rule)
+    lines = [line.strip() for line in stderr if line.strip()]
+    reason = lines[-1] if lines else f"exited {exit_code} without a reason"
+    return EnclaveRunFailed(exit_code, reason[:max_reason], peak_rss_bytes)
 
 
 @dataclass(frozen=True)

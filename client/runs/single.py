@@ -33,7 +33,7 @@ import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
@@ -55,7 +55,7 @@ from sealbench.client.errors import (
 )
 from sealbench.client.registry.api import AssetKind, RegistryClient
 from sealbench.contract.events import ModelLoaded, RunDone, RunEvent, parse_event
-from sealbench.contract.spec import ENDPOINT_ENV_NAMES
+from sealbench.contract.inputs import Rule
 from sealbench.server.schemas import ResultCreate, ResultPublic
 from sealbench.server.schemas.runs import (
     EXECUTION_PROVIDERS,
@@ -497,48 +497,47 @@ def provider_of(event: RunEvent | None) -> ExecutionProvider | None:
     return cast("ExecutionProvider", event.provider)
 
 
-#: The likely cause of a key-release refusal, by the clause its reason names (the mock's STS
-#: names the failing clause; Google's does not, and then the generic advice stands).
-_REFUSAL_CAUSES: Final = (
-    (("dbgstat", "support_attributes"), "a debug image is refused by design (its operator has "
-     "a shell in the VM): run the production image, without --insecure-debug-image or --debug"),
-    (("hwmodel", "secboot"), "the machine is not confidential hardware with secure boot: use an "
-     "AMD SEV / SEV-SNP or Intel TDX confidential VM (Confidential Space sets secure boot)"),
-    (ENDPOINT_ENV_NAMES,
-     "the run names token endpoints the key owners did not pin: run it with the platform's own "
-     "endpoints (a production run sets none)"),
-    (("cmd_override",), "a command override is refused by design: launch the image as it is"),
-    (("image_digest in",), "the key owners have not approved this image: check that the run uses "
-     "the benchmark's image digest; an owner whose grants lag syncs them with 'sealbench policy "
-     "sync'"),
-)
-#: Clues of causes that are the run's own (the operator's), whatever the owners' grants.
-_OPERATOR_CAUSES: Final = ("dbgstat", "support_attributes", "hwmodel", "secboot",
-                           *ENDPOINT_ENV_NAMES, "cmd_override")
-
-
-def _refusal_hint(reason: str) -> str | None:
-    """Advice for the cause ``reason`` names; None leaves the generic hint."""
-    for clues, advice in _REFUSAL_CAUSES:
-        if any(clue in reason for clue in clues):
-            return advice
-    return None
+#: The likely cause of a key-release refusal, by the rule of the key owners' condition the
+#: enclave's ``failed`` event names (:class:`~sealbench.contract.events.RunFailed`: the enclave
+#: reads the clause from the token exchange's error; the mock's STS names it, Google's does
+#: not, and then the generic advice stands).
+_REFUSAL_ADVICE: Final[Mapping[Rule, str]] = {
+    Rule.PRODUCTION_IMAGE: "a debug image is refused by design (its operator has a shell in the "
+    "VM): run the production image, without --insecure-debug-image or --debug",
+    **dict.fromkeys(
+        (Rule.HARDWARE, Rule.SECURE_BOOT),
+        "the machine is not confidential hardware with secure boot: use an AMD SEV / SEV-SNP or "
+        "Intel TDX confidential VM (Confidential Space sets secure boot)"),
+    Rule.ENDPOINT: "the run names token endpoints the key owners did not pin: run it with the "
+    "platform's own endpoints (a production run sets none)",
+    Rule.NO_COMMAND: "a command override is refused by design: launch the image as it is",
+    Rule.IMAGE: "the key owners have not approved this image: check that the run uses the "
+    "benchmark's image digest; an owner whose grants lag syncs them with 'sealbench policy "
+    "sync'",
+}
+#: Rules a run breaks by its own launch (the operator's), whatever the owners' grants.
+_OPERATOR_RULES: Final = frozenset(
+    {Rule.PRODUCTION_IMAGE, Rule.HARDWARE, Rule.SECURE_BOOT, Rule.ENDPOINT, Rule.NO_COMMAND})
 
 
 def translate_launch_error(exc: Exception, *, lag: str | None = None) -> Exception:
     """The client error a failed launch stands for (by the enclave's exit code). ``lag`` names
     the owners whose grants lag the approvals (:func:`sealbench.client.assets.grants.lag_notice`): a
-    key-release refusal then says whose sync is due, unless its reason names a cause of the
-    run's own (a debug image, an endpoint or command override, the hardware)."""
+    key-release refusal then says whose sync is due, unless the enclave's ``failed`` event names
+    a rule the run broke by its own launch (a debug image, an endpoint or command override, the
+    hardware): the advice keys on the event's failure code and rule, never on the reason's
+    text."""
     from sealbench.client.runs.launchers import EnclaveRunFailed
     from sealbench.contract.errors import AssetIntegrityError, KeyReleaseDenied
 
     if isinstance(exc, EnclaveRunFailed):
         if exc.error_class is not None and issubclass(exc.error_class, KeyReleaseDenied):
-            own = any(clue in exc.reason for clue in _OPERATOR_CAUSES)
+            # the rule the enclave's event names (never the reason's prose)
+            rule = exc.rule if exc.code == KeyReleaseDenied.code else None
+            advice = None if rule is None else _REFUSAL_ADVICE.get(rule)
             return KeyReleaseDeniedError(
                 f"key release denied: {exc.reason}",
-                hint=_refusal_hint(exc.reason) if own or lag is None else lag,
+                hint=advice if rule in _OPERATOR_RULES or lag is None else lag,
             )
         if exc.error_class is not None and issubclass(exc.error_class, AssetIntegrityError):
             return IntegrityError(f"the enclave refused an asset: {exc.reason}")

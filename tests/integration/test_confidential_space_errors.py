@@ -18,6 +18,8 @@ from google.cloud import compute_v1
 from google.oauth2.credentials import Credentials as OwnerCredentials
 
 from sealbench.client.runs.launchers import EnclaveRunFailed
+from sealbench.contract.events import RunFailed, parse_event
+from sealbench.contract.inputs import Rule
 from sealbench.contract.spec import AssetLocation, RunSpec
 from sealbench.gcp.launcher import (
     CLOUD_PLATFORM_SCOPE,
@@ -245,11 +247,12 @@ def test_failed_workload_reports_the_enclave_reason_and_deletes_the_vm(setup: Se
     vm = launcher(setup).start(spec(setup, "err-fail"), on_output=lines.append)
     with pytest.raises(EnclaveRunFailed) as info:
         vm.wait(timeout=120)
-    enclave_lines = [x for x in lines if x.startswith("sealbench-enclave: ")]
-    assert enclave_lines and enclave_lines[-1].endswith(f" (exit {info.value.exit_code})")
+    events = [e for e in map(parse_event, lines) if isinstance(e, RunFailed)]
+    assert events and events[-1].exit_code == info.value.exit_code
     assert info.value.exit_code != 1 and info.value.error_class is not None
-    assert info.value.reason == enclave_lines[-1].removeprefix("sealbench-enclave: ").rsplit(
-        " (exit ", 1)[0]
+    assert info.value.reason == events[-1].reason and info.value.code == events[-1].code
+    # the operator's prose line is still there
+    assert f"sealbench-enclave: {events[-1].reason} (exit {info.value.exit_code})" in lines
     assert gone(setup, vm.instance_name)
 
 
@@ -357,6 +360,8 @@ def test_lost_serial_output_is_said_and_lines_split_across_reads_are_joined(setu
 
 
 def test_debug_vm_that_held_after_a_failed_workload_is_a_failure(setup: Setup) -> None:
+    """Even without the enclave's event (it died before writing one), with the launcher's
+    status and its last word."""
     serial = (
         "sealbench-enclave: the dataset owner's pool refused this workload: dbgstat\n"
         "workload finished with a non-zero return code\n"
@@ -367,6 +372,26 @@ def test_debug_vm_that_held_after_a_failed_workload_is_a_failure(setup: Setup) -
         scripted(instances, debug=True).wait(timeout=60)
     assert info.value.exit_code == 1 and "dbgstat" in info.value.reason
     assert instances.deleted == ["vm-scripted"]  # the debug VM would run forever
+
+
+def test_the_enclave_failure_comes_from_its_event_on_the_serial_port(setup: Setup) -> None:
+    """The launcher reports exit 4 (debug hold); the enclave's exit code, failure code and
+    refused rule come from its ``failed`` event, read as typed data among the serial lines."""
+    event = RunFailed(exit_code=13, code="key_release_denied", rule=Rule.PRODUCTION_IMAGE,
+                      reason="the dataset owner's pool refused this workload: dbgstat")
+    serial = (
+        f"{event.to_line()}\r\n"
+        f"sealbench-enclave: {event.reason} (exit 13)\n"
+        "workload finished with a non-zero return code\n"
+        "TEE container launcher exiting, exit code: 4 (VM remains running)\n"
+    )
+    instances = ScriptedInstances(["RUNNING"], [(0, serial)])
+    with pytest.raises(EnclaveRunFailed) as info:
+        scripted(instances, debug=True).wait(timeout=60)
+    failed = info.value
+    assert (failed.exit_code, failed.code, failed.rule) == (13, "key_release_denied",
+                                                            Rule.PRODUCTION_IMAGE)
+    assert failed.reason == event.reason and failed.failure_class == "key_release_denied"
 
 
 def test_keep_vm_keeps_the_vm_after_success(setup: Setup) -> None:

@@ -25,6 +25,7 @@ from sealbench.client.registry.inbox import merge
 from sealbench.client.runs.launchers import EnclaveRunFailed
 from sealbench.client.runs.single import RunRecord, explain_refusals
 from sealbench.contract.errors import KeyReleaseDenied
+from sealbench.contract.inputs import Rule
 from sealbench.crypto.digest import sha256_digest
 from sealbench.mocktee.owner_cloud import InsecureMockOwnerCloud
 from sealbench.mocktee.server import MockCloud
@@ -134,7 +135,7 @@ def test_refusal_for_a_debug_image_keeps_its_own_cause(setup: Setup) -> None:
         status="failed", reason="key_release_denied")
     [error] = explain_refusals(setup.api["hospital"], [EnclaveRunFailed(
         KeyReleaseDenied.exit_code, "refused: assertion.dbgstat == 'disabled-since-boot' is "
-        "false", None)], [refused])
+        "false", None, code=KeyReleaseDenied.code, rule=Rule.PRODUCTION_IMAGE)], [refused])
     assert "debug image is refused by design" in str(error.hint)  # type: ignore[attr-defined]
 
 
