@@ -232,26 +232,13 @@ def open_destination(
     except CredentialError as exc:
         # The write uses the data owner's pool credential: its refusal is a key-release denial.
         raise KeyReleaseDenied(
-            f"the dataset owner's pool refused this workload: {exc}{_sts_reason(exc)}"
+            f"the dataset owner's pool refused this workload: {exc}"
         ) from exc
     except CloudError as exc:
         raise DestinationError(
             f"the result destination refused the test write: {exc}{wait.outlasted()}"
         ) from exc
     return destination
-
-
-def _sts_reason(exc: BaseException) -> str:
-    """The token exchange's own error text (google-auth's first argument: the STS error code and
-    description, never a token), when the storage adapter kept it only as the cause."""
-    cause = exc.__cause__
-    while cause is not None:
-        if type(cause).__module__.startswith("google.auth") and cause.args:
-            first = cause.args[0]
-            if isinstance(first, str):
-                return f" ({first[:600]})"
-        cause = cause.__cause__
-    return ""
 
 
 # -- step 2: credentials and keys --------------------------------------------------------------
@@ -283,7 +270,7 @@ def _refused(what: str, exc: Exception, wait: GrantWait | None = None) -> NoRetu
     if isinstance(exc, KeyAccessDenied | KeyNotFound | CredentialError | StorageAccessDenied):
         waited = "" if wait is None else wait.outlasted()
         raise KeyReleaseDenied(
-            f"the {what} owner refused this workload: {exc}{_sts_reason(exc)}{waited}"
+            f"the {what} owner refused this workload: {exc}{waited}"
         ) from exc
     if isinstance(exc, ObjectNotFound):
         raise StorageFailure(f"the sealed {what} is incomplete: {exc}") from exc

@@ -25,6 +25,7 @@ from google.auth import exceptions as auth_exc
 from google.auth import identity_pool
 from google.auth.credentials import Credentials
 
+from sealbench.gcp._cs_claims import GOOGLE_ENDPOINTS
 from sealbench.platforms.attester import DEFAULT_TOKEN_FILE, Attester
 from sealbench.platforms.errors import AttesterError, CredentialError
 
@@ -35,11 +36,12 @@ __all__ = [
     "AttesterTokenSupplier",
     "credential_config",
     "provider_audience",
+    "safe_auth_reason",
     "workload_credentials",
     "workload_credentials_from_attester",
 ]
 
-DEFAULT_STS_URL = "https://sts.googleapis.com/v1/token"
+DEFAULT_STS_URL = GOOGLE_ENDPOINTS.sts_url
 JWT_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:jwt"  # noqa: S105 - a type URN
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 
@@ -133,3 +135,11 @@ def workload_credentials_from_attester(
         raise CredentialError(f"cannot build credentials for {audience}: {exc}") from exc
     scoped: Credentials = creds.with_scopes(list(scopes))
     return scoped
+
+
+def safe_auth_reason(exc: auth_exc.GoogleAuthError) -> str:
+    """The token exchange's own error text (google-auth's first argument: the STS error code and
+    description), never a token; at most 600 characters."""
+    first = exc.args[0] if exc.args else type(exc).__name__
+    text = first if isinstance(first, str) else type(exc).__name__
+    return text if len(text) <= 600 else text[:597] + "..."

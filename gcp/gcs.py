@@ -24,6 +24,7 @@ from google.auth import exceptions as auth_exc
 from google.cloud import storage  # type: ignore[attr-defined]
 from google.cloud.storage.exceptions import DataCorruption  # type: ignore[import-untyped]
 
+from sealbench.gcp.credentials import safe_auth_reason
 from sealbench.platforms.errors import (
     CredentialError,
     ObjectCorrupted,
@@ -102,7 +103,8 @@ class GcsBlobStore:
                 f"permission denied to {action} {name} in {self._where}: {exc.message}"
             ) from exc
         if isinstance(exc, auth_exc.GoogleAuthError):
-            raise CredentialError(f"no credential to {action} {name} in {self._where}") from exc
+            raise CredentialError(f"no credential to {action} {name} in {self._where} "
+                                  f"({safe_auth_reason(exc)})") from exc
         raise StorageError(f"cannot {action} {name} in {self._where}: {exc}") from exc
 
     def put_stream(self, name: str, src: BinaryIO, size: int | None = None) -> None:

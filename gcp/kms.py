@@ -16,6 +16,7 @@ from google.api_core.client_options import ClientOptions
 from google.auth import exceptions as auth_exc
 from google.cloud import kms
 
+from sealbench.gcp.credentials import safe_auth_reason
 from sealbench.platforms.errors import (
     CredentialError,
     KeyAccessDenied,
@@ -116,7 +117,7 @@ class KmsKeyWrapper:
         if isinstance(exc, auth_exc.GoogleAuthError):
             raise CredentialError(
                 f"cannot obtain a credential to {operation} with {self._key_name}: "
-                f"{_safe_auth_reason(exc)}"
+                f"{safe_auth_reason(exc)}"
             ) from exc
         if isinstance(exc, gexc.GoogleAPICallError):
             raise KmsError(
@@ -210,10 +211,3 @@ def _retrying_transit(call: Callable[[], bytes]) -> bytes:
                     f"{exc} ({TRANSIT_ATTEMPTS} attempts)", key_name=exc.key_name) from exc
             _log.warning("KMS checksum mismatch (%s); retrying", exc)
     raise AssertionError("unreachable")
-
-
-def _safe_auth_reason(exc: auth_exc.GoogleAuthError) -> str:
-    """The STS error code and description (google-auth's first argument), never a token."""
-    first = exc.args[0] if exc.args else type(exc).__name__
-    text = first if isinstance(first, str) else type(exc).__name__
-    return text if len(text) <= 600 else text[:597] + "..."

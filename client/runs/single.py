@@ -712,7 +712,7 @@ def report_of(record: RunRecord) -> RunReport:
         seq=record.seq,
         reason=reason if record.status in ("failed", "interrupted") else None,  # type: ignore[arg-type]
         image_digest=record.image_digest,
-        tee=record.tee,  # type: ignore[arg-type]
+        tee=record.tee,
         attempts=min(record.attempts, 100),
         step_seconds=dict(list(steps.items())[:32]),
         execution_provider=(record.execution_provider
