@@ -1,7 +1,7 @@
 """``sealbench doctor``'s checks of an owner's Google Cloud project (what
 :meth:`GcpOwnerCloud.doctor_checks <sealbench.gcp.owner_cloud.GcpOwnerCloud.doctor_checks>`
-returns; the client's :mod:`sealbench.client.doctor` adds the platform-neutral ones and renders
-them): read-only checks of what an owner's runs need in its cloud, each with the ``gcloud``
+returns; the client's :mod:`sealbench.client.assets.doctor` adds the platform-neutral ones and
+renders them): read-only checks of what an owner's runs need in its cloud, each with the ``gcloud``
 command that fixes a failure. :func:`check_owner_cloud` returns one
 :class:`~sealbench.platforms.owner_cloud.Check` per item and never changes anything (the KMS
 probe encrypts a constant, which writes nothing); :mod:`sealbench.gcp._doctor_probe` holds the

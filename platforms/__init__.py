@@ -1,19 +1,19 @@
-"""The boundary to key management, object storage and identity federation: Google Cloud
-implementations (Cloud KMS, Cloud Storage, google-auth external_account credentials, policy
-writer) and local ones (a filesystem bucket).
+"""The platform seam: what every TEE platform implements, and nothing of any one of them.
 
-This package module re-exports only the interfaces and the SDK-free pieces, so that importing it
-pulls in no cloud SDK. The Google Cloud adapters live in their modules:
+- :mod:`~sealbench.platforms.platform` — the :class:`Platform` interface (attestation, token
+  destinations, key-release conditions, the adapters it hands out) and its entry-point registry
+  (group ``sealbench.platforms``);
+- :mod:`~sealbench.platforms.launcher` — :class:`Launcher`, how the client starts a workload;
+- :mod:`~sealbench.platforms.access` — :class:`AssetAccess`, how the enclave opens an owner's
+  storage and key;
+- :mod:`~sealbench.platforms.owner_cloud` — :class:`OwnerCloud`, an asset owner's account;
+- :mod:`~sealbench.platforms.attester`, :mod:`~sealbench.platforms.storage`,
+  :mod:`~sealbench.platforms.errors` — evidence sources, object storage (with the local
+  filesystem bucket) and the errors every implementation raises.
 
-- :mod:`sealbench.gcp.gcs` — ``GcsBlobStore``, ``make_storage_client``
-- :mod:`sealbench.gcp.kms` — ``KmsKeyWrapper``, ``make_kms_client``
-- :mod:`sealbench.gcp.credentials` — ``workload_credentials``,
-  ``workload_credentials_from_attester``
-- :mod:`sealbench.gcp.policy` — the workload identity provider and IAM policy writer
-
-The platform seam (SDK-free): :mod:`sealbench.platforms.platform` — the ``Platform`` interface and
-its entry-point registry; :mod:`sealbench.gcp.confidential_space` — the Confidential Space
-implementation (claim schema, rules, CEL and ``principalSet``).
+The implementations live in their own packages, found by entry point: Google's Confidential
+Space in :mod:`sealbench.gcp`, the INSECURE mock in :mod:`sealbench.mocktee`. Importing this
+package pulls in no cloud SDK.
 """
 
 from sealbench.platforms.attester import Attester, LauncherAttester

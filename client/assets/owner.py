@@ -42,6 +42,7 @@ __all__ = [
     "owner_cloud",
     "run_endpoints",
     "seal_asset",
+    "sharing_grants",
     "spec_endpoints",
     "sync_policy",
 ]
@@ -326,7 +327,7 @@ class PolicySync:
     reported: dict[int, Sha256Digest] = field(default_factory=dict)
 
 
-def _sharing_grants(
+def sharing_grants(
     client: RegistryClient, kind: AssetKind, asset_id: int, coords: CoordinatesPublic
 ) -> dict[int, tuple[AllowedWorkload, ...]]:
     """The grants of ``asset_id`` and of every other asset of the caller's, of the same kind,
@@ -393,7 +394,7 @@ def sync_policy(
             f"{kind} {asset_id} has not been sealed yet, so it has no key to guard",
             hint=f"seal it first with 'sealbench {kind} seal ... --{kind} {asset_id}'",
         ) from exc
-    by_asset = _sharing_grants(client, kind, asset_id, coords)
+    by_asset = sharing_grants(client, kind, asset_id, coords)
     grants = tuple(g for asset_grants in by_asset.values() for g in asset_grants)
     if kind == "dataset" and local_recipient is not None:
         foreign = {g.identity.recipient_digest for g in grants} - {local_recipient}

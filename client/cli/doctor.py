@@ -1,5 +1,5 @@
 """``sealbench doctor``: a read-only check of what your runs need in your cloud, with the
-gcloud command that fixes each failure. Parses options, calls :mod:`sealbench.client.doctor`,
+gcloud command that fixes each failure. Parses options, calls :mod:`sealbench.client.assets.doctor`,
 and renders."""
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def doctor(
     and print the gcloud command that fixes each failure. Roles held under an IAM Condition or
     through a group are shown as unverified. Exit 0 only when every check passes."""
     from sealbench.client.assets import owner
-    from sealbench.client.doctor import RunnerSettings, check_owner_cloud
+    from sealbench.client.assets.doctor import RunnerSettings, check_owner_cloud
     from sealbench.client.runs.launchers.selection import LaunchSettingsError, gpu_machine
 
     gpu: dict[str, Any] = {}
@@ -81,7 +81,7 @@ def doctor(
             )
         checks = check_owner_cloud(cloud, bench, runner)
         if probe_condition:
-            from sealbench.client.doctor import probe_condition as probe
+            from sealbench.client.assets.doctor import probe_condition as probe
 
             kind: Literal["dataset", "model"] = "dataset" if dataset is not None else "model"
             checks.append(probe(s.client, cloud, kind, dataset if dataset is not None else

@@ -90,7 +90,7 @@ def evaluation_image(
             hint="pass --image-reference REPO@sha256:… and --image-digest sha256:… "
             "(see docs/image.md)",
         )
-    from sealbench.client.runs.launchers import mock_image
+    from sealbench.mocktee.image import mock_image
 
     image = mock_image()
     return EvaluationImage(image.reference, image.digest)

@@ -295,7 +295,7 @@ ENCLAVE_PAIRS = [("small", "tiny"), ("few", "tiny"), ("many", "tiny")]
 
 @pytest.fixture(scope="session")
 def enclave_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EnclaveWorld]:
-    from sealbench.client.runs.launchers import enclave_image_digest
+    from sealbench.mocktee.image import enclave_image_digest
 
     root = tmp_path_factory.mktemp("enclave-e2e")
     with MockCloud(root / "state") as cloud:

@@ -30,7 +30,7 @@ from sealbench.benchmarks.brats import BRATS_2023_GLI
 from sealbench.benchmarks.brats.prepare import prepare_dataset
 from sealbench.benchmarks.brats.synthetic import case_id_for, generate_case, write_case
 from sealbench.client.assets.store import seal_dataset, seal_model
-from sealbench.client.runs.launchers import EnclaveRunFailed, enclave_image_digest
+from sealbench.client.runs.launchers import EnclaveRunFailed
 from sealbench.client.runs.results import download_result, open_result
 from sealbench.contract.errors import KeyReleaseDenied
 from sealbench.contract.result import FAILURE_OBJECT, FailureRecord
@@ -49,6 +49,7 @@ from sealbench.gcp.launcher import (
 )
 from sealbench.gcp.policy import AssetPolicy, PoolProvider
 from sealbench.gcp.policy_writer import PolicyWriter
+from sealbench.mocktee.image import enclave_image_digest
 from sealbench.mocktee.provision import OwnerSetup, provision_owner
 from sealbench.mocktee.server import MockCloud
 from sealbench.platforms.storage import parse_storage_uri

@@ -15,7 +15,7 @@ from typing import Any, cast
 import pytest
 from google.oauth2.credentials import Credentials
 
-from sealbench.client.doctor import Check, RunnerSettings, check_owner_cloud
+from sealbench.client.assets.doctor import Check, RunnerSettings, check_owner_cloud
 from sealbench.gcp.doctor import OWNER_APIS, RUNNER_APIS
 from sealbench.gcp.owner_cloud import GcpOwnerCloud, pool_provider_from_name
 from sealbench.mocktee._compute_catalog import CONFIDENTIAL_GPU_ZONES

@@ -150,7 +150,7 @@ def _by_name(checks: list[object]) -> dict[str, object]:
 def test_doctor_names_each_missing_piece_and_its_fix_then_passes(
     mock: MockCloud, no_mock_owner_class: None
 ) -> None:
-    from sealbench.client.doctor import check_owner_cloud
+    from sealbench.client.assets.doctor import check_owner_cloud
 
     owner = _new_owner(mock, "doctor-gcp", "700000000007")
 

@@ -315,7 +315,7 @@ def test_confidential_space_benchmark_must_name_its_pushed_image(cli: Cli) -> No
 
 
 def test_benchmark_create_with_mock_tee_pins_the_enclave_code_digest(cli: Cli) -> None:
-    from sealbench.client.runs.launchers import mock_image
+    from sealbench.mocktee.image import mock_image
 
     result = cli("benchmark", "create", "--definition", "brats",
                  "--tee", "mock", "--json", "--profile", "authority")

@@ -55,10 +55,10 @@ def probe_condition(
     write for ``asset_id`` now, for the approved workloads of it and of the owner's assets
     sharing its key and provider (as :func:`sealbench.client.assets.owner.sync_policy` gathers
     them)."""
-    from sealbench.client.assets.owner import _sharing_grants, client_errors
+    from sealbench.client.assets.owner import client_errors, sharing_grants
 
     coords = client.get_coordinates(kind, asset_id)
-    grants = [g for found in _sharing_grants(client, kind, asset_id, coords).values()
+    grants = [g for found in sharing_grants(client, kind, asset_id, coords).values()
               for g in found]
     with client_errors():
         return cloud.probe_condition(
