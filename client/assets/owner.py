@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 from pydantic import ValidationError
 
@@ -40,6 +40,7 @@ __all__ = [
     "gcp_owner_cloud",
     "look_up_project_number",
     "owner_cloud",
+    "platform_account",
     "run_endpoints",
     "seal_asset",
     "sharing_grants",
@@ -152,6 +153,35 @@ def account_owner_cloud(account: PlatformAccount) -> OwnerCloud:
         raise ConfigError(str(exc), hint=f"install the package that provides the "
                           f"{account.platform!r} platform") from exc
     return _client_facing(lambda: platform.owner_cloud(**account.settings))
+
+
+#: The platforms whose accounts a profile holds in settings of their own (``gcp``, and the
+#: mock's state directory), not as a :class:`PlatformAccount`.
+_OWN_SETTINGS: Final = {"confidential-space": "--cloud gcp", "insecure-mock": "--mock-tee DIR"}
+
+
+def platform_account(platform: str, settings: dict[str, str]) -> PlatformAccount:
+    """A profile's account on the installed platform ``platform`` (one this version does not
+    ship), its ``settings`` checked by that platform (it builds the owner cloud from them, without
+    I/O); a :class:`ConfigError` saying what is wrong otherwise."""
+    from sealbench.platforms.platform import installed_launcher_backends
+
+    if platform in _OWN_SETTINGS:
+        raise ConfigError(f"a {platform} account is not given as settings",
+                          hint=f"use {_OWN_SETTINGS[platform]}")
+    installed = sorted(set(installed_launcher_backends()) - set(_OWN_SETTINGS))
+    if platform not in installed:
+        raise ConfigError(
+            f"no TEE platform named {platform[:40]!r} is installed",
+            hint=("installed besides Google Cloud and the mock: " + ", ".join(installed))
+            if installed else "use --cloud gcp or --mock-tee DIR, or install the platform",
+        )
+    try:
+        account = PlatformAccount(platform=platform, settings=settings)
+    except ValidationError as exc:
+        raise ConfigError(f"cannot use these settings: {exc.errors()[0]['msg']}") from None
+    account_owner_cloud(account).names()  # the platform refuses settings it cannot use
+    return account
 
 
 def gcp_owner_cloud(settings: GcpSettings) -> OwnerCloud:

@@ -15,10 +15,16 @@ from pydantic import ValidationError
 
 from sealbench.client.cli.audit import parse_key, pin_profile_log
 from sealbench.client.cli.common import JsonOpt, emit_json, log, out, table
-from sealbench.client.errors import AuthenticationFailed, ClientError, TransparencyLogError
+from sealbench.client.errors import (
+    AuthenticationFailed,
+    ClientError,
+    ConfigError,
+    TransparencyLogError,
+)
 from sealbench.client.registry.api import RegistryClient
 from sealbench.client.registry.profiles import (
     GcpSettings,
+    PlatformAccount,
     Profile,
     ProfileStore,
     registry_url,
@@ -73,8 +79,15 @@ def profile_add(
     ] = None,
     cloud: Annotated[
         str | None,
-        typer.Option(help="your cloud: 'gcp' (Google Cloud, with --project) or 'mock' (with "
-                     "--mock-tee); default: from the options given"),
+        typer.Option(help="your cloud: 'gcp' (Google Cloud, with --project), 'mock' (with "
+                     "--mock-tee), or the name of another installed TEE platform (with "
+                     "--setting for each of its settings); default: from the options given"),
+    ] = None,
+    setting: Annotated[
+        list[str] | None,
+        typer.Option(metavar="KEY=VALUE",
+                     help="another platform's account setting (--cloud NAME), as that "
+                     "platform documents it; repeat for several. Never a credential"),
     ] = None,
     project: Annotated[str | None, typer.Option(help="gcp: your project id")] = None,
     project_number: Annotated[
@@ -126,12 +139,14 @@ def profile_add(
     if log_key and trust_on_first_use:
         raise typer.BadParameter("give the key or trust it on first use, not both",
                                  param_hint="'--log-key' / '--trust-on-first-use'")
-    gcp = _gcp_settings(
+    settings = _pairs(setting or [], "--setting")
+    account = _account(cloud, settings, mock_tee=mock_tee, project=project)
+    gcp = None if account else _gcp_settings(
         cloud, mock_tee, project=project, project_number=project_number, location=location,
         key_ring=key_ring, key=key, bucket=bucket, bucket_location=bucket_location, pool=pool,
         impersonate_service_account=impersonate_service_account, zone=zone,
         service_account=service_account, machine_type=machine_type,
-        api_endpoints=_endpoint_overrides(api_endpoint or []),
+        api_endpoints=_pairs(api_endpoint or [], "--api-endpoint", "NAME=URL") or None,
     )
     if token is None:
         token = typer.prompt("API token", hide_input=True)
@@ -142,6 +157,7 @@ def profile_add(
         token=token or None,
         mock_tee=mock_tee.resolve() if mock_tee else None,
         gcp=gcp,
+        account=account,
         log_key=parse_key(log_key, "--log-key").to_string() if log_key else None,
         trust_on_first_use=trust_on_first_use,
         witnesses=tuple(parse_key(w, "--witness").to_string() for w in witness or ()),
@@ -186,18 +202,41 @@ def _pin_log_key(
         out().print(f"the registry's log is signed by the key you gave ({pinned.label})")
 
 
-def _endpoint_overrides(given: list[str]) -> dict[str, str] | None:
-    """``--api-endpoint NAME=URL`` options as ``{NAME: URL}`` (None when none are given)."""
-    overrides: dict[str, str] = {}
+def _pairs(given: list[str], option: str, shape: str = "KEY=VALUE") -> dict[str, str]:
+    """Repeated ``KEY=VALUE`` options (``shape`` says how the option's help spells them) as
+    ``{KEY: VALUE}``; a usage error for a malformed or repeated one."""
+    pairs: dict[str, str] = {}
     for item in given:
-        name, sep, url = item.partition("=")
-        if not sep or not name or not url:
-            raise typer.BadParameter(f"{item[:80]!r} is not NAME=URL",
-                                     param_hint="'--api-endpoint'")
-        if name in overrides:
-            raise typer.BadParameter(f"{name} is given twice", param_hint="'--api-endpoint'")
-        overrides[name] = url
-    return overrides or None
+        name, sep, value = item.partition("=")
+        if not sep or not name or not value:
+            raise typer.BadParameter(f"{item[:80]!r} is not {shape}", param_hint=f"'{option}'")
+        if name in pairs:
+            raise typer.BadParameter(f"{name} is given twice", param_hint=f"'{option}'")
+        pairs[name] = value
+    return pairs
+
+
+def _account(
+    cloud: str | None, settings: dict[str, str], *, mock_tee: Path | None, project: str | None
+) -> PlatformAccount | None:
+    """The account on another installed platform that ``--cloud NAME --setting ...`` names
+    (None for Google Cloud and the mock)."""
+    if cloud in (None, "gcp", "mock"):
+        if settings:
+            raise typer.BadParameter("--setting goes with --cloud NAME of another installed "
+                                     "platform", param_hint="'--setting'")
+        return None
+    from sealbench.client.assets.owner import platform_account
+
+    assert cloud is not None
+    if mock_tee or project:
+        raise typer.BadParameter(f"the {cloud} platform takes --setting, not --mock-tee or "
+                                 "--project", param_hint="'--cloud'")
+    try:
+        return platform_account(cloud, settings)
+    except ConfigError as exc:
+        hint = f" ({exc.hint})" if exc.hint else ""
+        raise typer.BadParameter(f"{exc}{hint}", param_hint="'--cloud' / '--setting'") from None
 
 
 def _gcp_settings(
@@ -207,8 +246,6 @@ def _gcp_settings(
     """The profile's Google Cloud settings from ``--cloud gcp`` and its options (None for the
     mock); a usage error names what is missing or malformed."""
     chosen = cloud or ("gcp" if project else "mock" if mock_tee else None)
-    if chosen not in (None, "gcp", "mock"):
-        raise typer.BadParameter("expected gcp or mock", param_hint="'--cloud'")
     if chosen == "mock":
         if project:
             raise typer.BadParameter("the mock cloud takes --mock-tee, not --project")
@@ -390,6 +427,13 @@ def profile_touches(profile: Profile) -> dict[str, str]:
         rows["VM machine type"] = profile.gcp.machine_type
         for api, url in sorted(profile.gcp.api_endpoints.items()):
             rows[f"{api} endpoint"] = url
+    elif profile.account is not None:
+        from sealbench.client.assets.owner import account_owner_cloud
+
+        cloud = account_owner_cloud(profile.account)
+        rows["cloud"] = f"an account on the {profile.account.platform} platform"
+        rows.update(cloud.names())
+        rows["attestation issuer"] = cloud.issuer_uri
     else:
         rows["cloud"] = "none (add --cloud gcp ... or --mock-tee DIR)"
     return rows

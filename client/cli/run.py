@@ -49,7 +49,8 @@ def run(
                           "or VM)")
     ] = 1,
     tee: Annotated[
-        str, typer.Option(help="TEE backend: mock, docker or confidential-space")
+        str, typer.Option(help="TEE backend: mock, docker, confidential-space, or one that "
+                          "another installed platform brings")
     ] = "mock",
     force: Annotated[
         bool, typer.Option("--force", help="run again even if a run already succeeded")

@@ -58,7 +58,7 @@ def test_gcp_profile_is_stored_and_shows_what_it_touches(
          "could not look up the number of project hospital-a-prod"),
         (["--cloud", "gcp"], "--cloud gcp needs --project"),
         (["--cloud", "gcp", "--project", "Bad_Project", "--project-number", "1"], "--project"),
-        (["--cloud", "aws"], "expected gcp or mock"),
+        (["--cloud", "aws"], "no TEE platform named 'aws' is installed"),
         (["--project", "hospital-a-prod", "--project-number", "1", "--mock-tee", "/tmp/x"],
          "not --mock-tee"),
     ],

@@ -180,3 +180,48 @@ def test_policy_sync_renders_its_condition(
     assert report.condition.startswith("double: images [")
     assert json.loads(image.stdout)["image_digest"] in report.condition
     assert report.key.added and all(m.startswith("principalSet://") for m in report.key.added)
+
+
+def _add(runner: CliRunner, *args: str) -> Result:
+    return runner.invoke(app, ["profile", "add", "acct", "--server", "http://127.0.0.1:9",
+                               "--token", "t", "--no-use", *args])
+
+
+def test_profile_add_takes_an_account_on_it(
+    third_platform: ModuleType, runner: CliRunner, cli_home: Path, tmp_path: Path
+) -> None:
+    added = _add(runner, "--cloud", third_platform.NAME, "--setting", "account=lab",
+                 "--setting", f"root={tmp_path}")
+    assert added.exit_code == 0, added.output
+    saved = dict(ProfileStore.from_environment(os.environ).names())["acct"]
+    assert saved.account == PlatformAccount(
+        platform=third_platform.NAME, settings={"account": "lab", "root": str(tmp_path)})
+    shown = runner.invoke(app, ["profile", "show", "acct", "--json"])
+    assert shown.exit_code == 0, shown.output
+    rows = json.loads(shown.stdout)
+    assert rows["cloud"] == "an account on the double platform"
+    assert rows["bucket"] == "lab-bucket"
+    assert rows["attestation issuer"] == f"{third_platform.ISSUER}/"
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (("--cloud", "nitro"), 2, "no TEE platform named 'nitro' is installed"),
+        (("--cloud", "double", "--setting", "bogus=1"), 2, "the double takes account="),
+        (("--cloud", "double", "--setting", "account"), 2, "'account' is not KEY=VALUE"),
+        (("--cloud", "double", "--setting", "account=a", "--setting", "account=b"), 2,
+         "account is given twice"),
+        (("--setting", "account=a"), 2, "--setting goes with --cloud NAME"),
+        (("--cloud", "confidential-space", "--setting", "a=b"), 2, "use --cloud gcp"),
+        (("--cloud", "double", "--project", "my-project-1"), 2, "takes --setting, not"),
+    ],
+)
+def test_profile_add_refuses_an_account_it_cannot_use(
+    third_platform: ModuleType, runner: CliRunner, cli_home: Path, args: tuple[str, ...],
+    code: int, message: str,
+) -> None:
+    refused = _add(runner, *args)
+    assert refused.exit_code == code, refused.output
+    assert message in " ".join(refused.output.split())
+    assert "acct" not in dict(ProfileStore.from_environment(os.environ).names())
