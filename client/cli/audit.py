@@ -46,7 +46,7 @@ from sealbench.client.registry.witness import Witness, witness_key, witness_stat
 from sealbench.crypto.note import VerifierKey
 
 if TYPE_CHECKING:
-    from sealbench.client.runs.results import OpenedResult
+    from sealbench.client.runs.result_open import OpenedResult
 
 __all__ = [
     "audit_app",

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from sealbench.benchmarks.interface import Benchmark, CaseResult, MetricRef
     from sealbench.client.assets.owner import PolicySync
     from sealbench.client.runs.local_results import Submission
-    from sealbench.client.runs.results import OpenedResult
+    from sealbench.client.runs.result_open import OpenedResult
     from sealbench.client.runs.single import RunRecord
     from sealbench.server.schemas import AssociationPublic, BenchmarkPublic, DatasetPublic
 
@@ -224,7 +224,7 @@ def run_outcomes(console: Console, records: Iterable[RunRecord]) -> None:
 def opened_result(console: Console, run_id: str, record: RunRecord,
                   opened: OpenedResult) -> None:
     """``result open``'s account of a result and its private per-case table."""
-    from sealbench.client.runs.results import UNVERIFIED
+    from sealbench.client.runs.result_open import UNVERIFIED
 
     if not opened.signature_verified:
         console.print(f"[bold red]{UNVERIFIED}[/]: nothing proves an enclave produced this "

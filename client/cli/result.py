@@ -84,7 +84,7 @@ def result_open(
     result token's signature is checked against the keys of the profile's attestation verifier
     (Google's, fetched and cached; the mock's), and the command refuses when they cannot be
     had, unless --unverified."""
-    from sealbench.client.runs.results import UNVERIFIED
+    from sealbench.client.runs.result_open import UNVERIFIED
 
     with session(profile) as s:
         record, opened = open_local_result(s.profile, run_id, unverified=unverified)

@@ -25,7 +25,7 @@ from sealbench.crypto.errors import CryptoError
 from sealbench.crypto.note import VerifierKey
 
 if TYPE_CHECKING:
-    from sealbench.client.runs.results import OpenedResult
+    from sealbench.client.runs.result_open import OpenedResult
 
 __all__ = [
     "AuditCheck",

@@ -25,7 +25,7 @@ from sealbench.client.runs.attestation_keys import (
     token_kid,
 )
 from sealbench.client.runs.launch import mock_endpoints
-from sealbench.client.runs.results import OpenedResult
+from sealbench.client.runs.result_open import OpenedResult
 from sealbench.server.schemas import ResultCreate, ResultPublic
 
 __all__ = [

@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
     from sealbench.client.runs.attestation_keys import IssuerKeys
-    from sealbench.client.runs.results import OpenedResult
+    from sealbench.client.runs.result_open import OpenedResult
     from sealbench.contract.spec import RunSpec
     from sealbench.mocktee import MockEndpoints
     from sealbench.platforms.storage import BlobStore
@@ -575,13 +575,17 @@ def open_run_result(
     *,
     now: Callable[[], float] = time.time,
 ) -> OpenedResult:
-    """Download and open a succeeded run's result (:func:`sealbench.client.runs.results.open_result`
-    checks: the token's signature and lifetime against the attestation verifier's key set that
-    ``keys`` returns for the token (:meth:`sealbench.client.runs.attestation_keys.KeyCache.get` for
+    """Download and open a succeeded run's result
+    (:func:`sealbench.client.runs.result_open.open_result` checks: the token's signature and
+    lifetime against the attestation verifier's key set that ``keys`` returns for the token (:meth:`sealbench.client.runs.attestation_keys.KeyCache.get` for
     the profile's platform), nonce binding, decryption, consistency). ``keys`` is None only on
     the user's explicit ``--unverified``: the signature is then not checked, and the opened
     result says so (``signature_verified`` False)."""
-    from sealbench.client.runs.results import ResultVerificationError, download_result, open_result
+    from sealbench.client.runs.result_open import (
+        ResultVerificationError,
+        download_result,
+        open_result,
+    )
 
     if record.status != "succeeded":
         raise ConfigError(
@@ -613,7 +617,7 @@ def fetch_run_result(
     through ``open_store`` (the owner's own cloud), and record the local copy; the copy is
     written to a temporary folder and renamed only when complete. ``result open`` and
     ``result submit`` then work on it."""
-    from sealbench.client.runs.results import ResultVerificationError, download_result
+    from sealbench.client.runs.result_open import ResultVerificationError, download_result
     from sealbench.contract.result import SEALED_OBJECT, SUMMARY_OBJECT, TOKEN_OBJECT
 
     if record.status != "succeeded":

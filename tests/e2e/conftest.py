@@ -29,7 +29,7 @@ from sealbench.benchmarks.brats import BRATS_2023_GLI, BratsContract
 from sealbench.benchmarks.brats.prepare import prepare_dataset
 from sealbench.benchmarks.brats.synthetic import case_id_for, generate_case, write_case
 from sealbench.client.assets.store import seal_dataset, seal_model
-from sealbench.client.runs.results import OpenedResult, download_result, open_result
+from sealbench.client.runs.result_open import OpenedResult, download_result, open_result
 from sealbench.contract.spec import AssetLocation, RunSpec
 from sealbench.contract.workload import WorkloadIdentity
 from sealbench.crypto.digest import Sha256Digest

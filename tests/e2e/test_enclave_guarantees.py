@@ -95,7 +95,7 @@ def test_rerun_gives_bit_identical_per_case_metrics_and_summary(enclave_world: A
     ]
     assert summaries[0] == summaries[1]
     a = enclave_world.open_result(first).per_case
-    from sealbench.client.runs.results import download_result, open_result
+    from sealbench.client.runs.result_open import download_result, open_result
 
     b = open_result(
         download_result(store, f"results/{first.run_id}-again/"), enclave_world.recipient

@@ -20,7 +20,7 @@ from sealbench.benchmarks.brats import (
 )
 from sealbench.benchmarks.release import LocalExact
 from sealbench.client.runs.launchers import EnclaveRunFailed
-from sealbench.client.runs.results import download_result, open_result
+from sealbench.client.runs.result_open import download_result, open_result
 from sealbench.contract.errors import AssetIntegrityError, KeyReleaseDenied
 from sealbench.contract.result import (
     FAILURE_OBJECT,

@@ -31,7 +31,7 @@ from sealbench.benchmarks.brats.prepare import prepare_dataset
 from sealbench.benchmarks.brats.synthetic import case_id_for, generate_case, write_case
 from sealbench.client.assets.store import seal_dataset, seal_model
 from sealbench.client.runs.launchers import EnclaveRunFailed
-from sealbench.client.runs.results import download_result, open_result
+from sealbench.client.runs.result_open import download_result, open_result
 from sealbench.contract.errors import KeyReleaseDenied
 from sealbench.contract.result import FAILURE_OBJECT, FailureRecord
 from sealbench.contract.spec import AssetLocation, RunSpec

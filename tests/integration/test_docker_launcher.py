@@ -22,7 +22,7 @@ from sealbench.benchmarks.brats import (
 )
 from sealbench.benchmarks.release import LocalExact
 from sealbench.client.runs.launchers import EnclaveRunFailed, LaunchError
-from sealbench.client.runs.results import download_result, open_result
+from sealbench.client.runs.result_open import download_result, open_result
 from sealbench.contract.errors import KeyReleaseDenied
 from sealbench.crypto.attestation import Jwks, unverified_payload
 from sealbench.gcp.confidential_space import claims_from_payload

@@ -39,7 +39,7 @@ def main() -> int:
     from sealbench.benchmarks.registry import PluginRegistry
     from sealbench.benchmarks.release import LocalExact
     from sealbench.client.assets.store import seal_dataset, seal_model
-    from sealbench.client.runs.results import download_result, open_result
+    from sealbench.client.runs.result_open import download_result, open_result
     from sealbench.contract.spec import AssetLocation, RunSpec
     from sealbench.contract.workload import WorkloadIdentity
     from sealbench.crypto.sealing import (

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from sealbench.client.assets.store import SealingError, seal_dataset
-from sealbench.client.runs.results import ResultVerificationError, download_result, open_result
+from sealbench.client.runs.result_open import ResultVerificationError, download_result, open_result
 from sealbench.contract.result import SEALED_OBJECT
 from sealbench.crypto.envelope import InsecureInMemoryKeyWrapper
 from sealbench.crypto.sealing import generate_recipient_key

@@ -15,7 +15,7 @@ import numpy as np
 
 from sealbench.benchmarks.brats.published import contributions
 from sealbench.benchmarks.release import OpenDPGaussian, release
-from sealbench.client.runs.results import download_result, open_result
+from sealbench.client.runs.result_open import download_result, open_result
 from sealbench.platforms import LocalBlobStore
 
 #: The victim's case (the seed the synthetic generator draws it from).

@@ -35,7 +35,7 @@ from sealbench.benchmarks.wdbc.data import FEATURES, WdbcCase, write_raw_csv
 from sealbench.benchmarks.wdbc.plugin import PLUGIN as WDBC
 from sealbench.benchmarks.wdbc.plugin import WdbcBenchmark
 from sealbench.client.assets.store import seal_model
-from sealbench.client.runs.results import download_result, open_result
+from sealbench.client.runs.result_open import download_result, open_result
 from sealbench.contract.errors import AssetRejected, EgressRefused
 from sealbench.contract.pin import BenchmarkPin
 from sealbench.crypto.digest import sha256_digest

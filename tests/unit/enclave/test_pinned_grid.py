@@ -13,7 +13,7 @@ import pytest
 
 from sealbench.benchmarks.brats import BRATS_2023_GLI, CaseFailure
 from sealbench.benchmarks.brats.synthetic import case_id_for, generate_case, write_case
-from sealbench.client.runs.results import download_result, open_result
+from sealbench.client.runs.result_open import download_result, open_result
 from sealbench.contract.errors import AssetRejected
 from sealbench.contract.result import FAILURE_OBJECT, SUMMARY_OBJECT, FailureRecord
 from sealbench.platforms import LocalBlobStore

@@ -22,7 +22,7 @@ from sealbench.benchmarks.brats import (
     score_or_fail,
 )
 from sealbench.benchmarks.release import LocalExact
-from sealbench.client.runs.results import download_result, open_result
+from sealbench.client.runs.result_open import download_result, open_result
 from sealbench.contract.result import (
     FAILURE_OBJECT,
     FAILURE_TOKEN_OBJECT,
@@ -122,7 +122,7 @@ def test_owner_refuses_a_withheld_summary_the_rule_does_not_give(
 ) -> None:
     """A withheld summary must be exactly what the small-cell rule withholds: five cases
     published cannot be passed off as withheld (nor three withheld as published)."""
-    from sealbench.client.runs.results import ResultVerificationError, _check_consistent
+    from sealbench.client.runs.result_open import ResultVerificationError, _check_consistent
     from sealbench.contract.result import PerCaseResults, ResultSummary, WithheldSummary
 
     world = world_factory(tmp_path / "w", prepared=five_prepared)
