@@ -577,8 +577,9 @@ def open_run_result(
 ) -> OpenedResult:
     """Download and open a succeeded run's result
     (:func:`sealbench.client.runs.result_open.open_result` checks: the token's signature and
-    lifetime against the attestation verifier's key set that ``keys`` returns for the token (:meth:`sealbench.client.runs.attestation_keys.KeyCache.get` for
-    the profile's platform), nonce binding, decryption, consistency). ``keys`` is None only on
+    lifetime against the attestation verifier's key set that ``keys`` returns for the token
+    (:meth:`sealbench.client.runs.attestation_keys.KeyCache.get` for the profile's platform),
+    nonce binding, decryption, consistency). ``keys`` is None only on
     the user's explicit ``--unverified``: the signature is then not checked, and the opened
     result says so (``signature_verified`` False)."""
     from sealbench.client.runs.result_open import (
