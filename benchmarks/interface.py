@@ -6,7 +6,10 @@ presentation, a demo-data generator). It is found by name through the entry-poin
 ``sealbench.benchmarks`` (:mod:`sealbench.benchmarks.registry`) and pinned by name and version
 (:class:`BenchmarkPin`, written ``<name>/<version>``, the string the run spec carries as
 ``SEALBENCH_METRICS_VERSION``). The enclave, the registry, the CLI and the dashboard speak only
-this module's types; none imports a plug-in by name.
+this module's types; none imports a plug-in by name. The errors, the presentation and most
+optional capabilities are in :mod:`~sealbench.benchmarks.errors`,
+:mod:`~sealbench.benchmarks.presentation` and :mod:`~sealbench.benchmarks.capabilities`,
+re-exported here: a plug-in (and every core) imports this module only.
 
 How a run uses a plug-in (the enclave's steps 3 to 6)::
 
@@ -59,13 +62,48 @@ Errors every plug-in raises (its own subclasses are fine)::
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar, runtime_checkable
 
+from sealbench.benchmarks.capabilities import (
+    GRID_TOLERANCE_MM,
+    ContractVariants,
+    DemoModelInput,
+    DemoVariant,
+    FixesGrid,
+    Grid,
+    GridError,
+    ProvidesDemoModelInput,
+    ScoresFiles,
+    ShipsDefinitions,
+    StoredScores,
+    bind_data_contract,
+    grid_of,
+)
+from sealbench.benchmarks.errors import (
+    BenchmarkError,
+    CaseError,
+    InferenceError,
+    InvalidPredictionError,
+    ModelContractError,
+    PluginNotFoundError,
+    PoolingNotSupportedError,
+    PreparationError,
+    SmallCellError,
+    SummaryError,
+)
+from sealbench.benchmarks.presentation import (
+    Direction,
+    Figure,
+    Group,
+    MetricRef,
+    MetricSpec,
+    PooledFigures,
+    Presentation,
+)
 from sealbench.contract.pin import BenchmarkPin
 
 if TYPE_CHECKING:  # numpy-free at run time: the registry's readers import this module
@@ -121,6 +159,7 @@ __all__ = [
     "ScoresFiles",
     "ShippedModel",
     "ShipsDefinitions",
+    "SmallCellError",
     "StoredScores",
     "SummaryError",
     "TensorSpec",
@@ -138,184 +177,15 @@ JsonObject = dict[str, Any]
 #: Called after each case with (cases done, cases in total).
 ProgressFn = Callable[[int, int], None]
 
-_KEY: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,47}$")
 #: What a pin's version ends with when its releases are exact (``wdbc/1-exact``): the choice is
 #: in the pin, so the owners' key-release conditions and approvals bind it (:class:`ExactReleases`).
 EXACT_SUFFIX: Final = "-exact"
-#: Spacings closer than this (mm) are the same grid (both come from one contract's JSON).
-GRID_TOLERANCE_MM: Final = 1e-6
 
 
-# -- errors ------------------------------------------------------------------------------------
-
-
-class BenchmarkError(Exception):
-    """Base of every error a benchmark plug-in raises through this interface."""
-
-
-class CaseError(BenchmarkError):
-    """One case, or the dataset's layout, does not meet the data contract. Messages name no
-    patient data (the enclave shows them to the operator)."""
-
-
-class InvalidPredictionError(BenchmarkError):
-    """A prediction cannot be scored against its ground truth."""
-
-
-class ModelContractError(BenchmarkError):
-    """A model does not meet the benchmark's model contract; ``differences`` names each
-    mismatch."""
-
-    def __init__(self, differences: tuple[str, ...]) -> None:
-        self.differences = differences
-        super().__init__("model does not fit the contract: " + "; ".join(differences))
-
-
-class InferenceError(BenchmarkError):
-    """The runner could not load the model or run a case."""
-
-
-class PreparationError(BenchmarkError):
-    """A raw dataset cannot be prepared; nothing was written. ``rejected`` lists the cases that
-    failed the contract when that is the reason (empty otherwise)."""
-
-    rejected: tuple[CaseRejection, ...] = ()
-
-
-class SummaryError(BenchmarkError):
-    """A summary document does not validate against the plug-in's schema."""
-
-
-class PoolingNotSupportedError(BenchmarkError):
-    """The plug-in's summaries carry no sufficient statistics to pool sites from."""
-
-
-class SmallCellError(BenchmarkError):
-    """A summary describes fewer cases than the benchmark's small-cell minimum: it must not be
-    published, pooled or shown."""
-
-
-class PluginNotFoundError(BenchmarkError):
-    """No installed benchmark plug-in has the requested name (or that version)."""
-
-
-# -- presentation: the summary's schema as people read it ------------------------------------
-
-
-class Direction(StrEnum):
-    """Which way a metric is better."""
-
-    HIGHER = "higher"
-    LOWER = "lower"
-    #: A count or a descriptive figure: not ranked.
-    NEUTRAL = "neutral"
-
-
-@dataclass(frozen=True)
-class MetricSpec:
-    """One metric of the summary. ``dataset_level`` metrics are computed from all cases at once
-    (AUROC, calibration), never a mean of per-case values; the others are aggregated per case
-    (mean and spread)."""
-
-    key: str
-    label: str
-    unit: str
-    direction: Direction
-    dataset_level: bool
-    description: str = ""
-
-    def __post_init__(self) -> None:
-        if not _KEY.match(self.key):
-            raise ValueError(f"invalid metric key {self.key!r}")
-
-
-@dataclass(frozen=True)
-class Group:
-    """A group the summary reports metrics for: a region (``WT``), a class (``malignant``)."""
-
-    key: str
-    label: str
-    description: str = ""
-
-    def __post_init__(self) -> None:
-        if not _KEY.match(self.key):
-            raise ValueError(f"invalid group key {self.key!r}")
-
-
-@dataclass(frozen=True)
-class MetricRef:
-    """A metric, in a group when the summary has groups (``group`` None otherwise)."""
-
-    metric: str
-    group: str | None = None
-
-    def __str__(self) -> str:
-        return self.metric if self.group is None else f"{self.metric} {self.group}"
-
-
-@dataclass(frozen=True)
-class Presentation:
-    """How the summary is shown: its metrics and groups, the headline metric the leaderboard
-    ranks by, and the columns a compact listing (CLI table, dashboard) shows, in order."""
-
-    metrics: tuple[MetricSpec, ...]
-    groups: tuple[Group, ...]
-    headline: MetricRef
-    columns: tuple[MetricRef, ...]
-
-    def __post_init__(self) -> None:
-        keys = [m.key for m in self.metrics]
-        groups = [g.key for g in self.groups]
-        if not keys or len(set(keys)) != len(keys) or len(set(groups)) != len(groups):
-            raise ValueError("a presentation needs distinct metric keys (at least one) and "
-                             "distinct group keys")
-        for ref in (self.headline, *self.columns):
-            self.metric(ref.metric)
-            if ref.group is not None and ref.group not in groups:
-                raise ValueError(f"unknown group {ref.group!r} (groups: {groups})")
-        if self.metric(self.headline.metric).direction is Direction.NEUTRAL:
-            raise ValueError("the headline metric must have a direction")
-
-    def metric(self, key: str) -> MetricSpec:
-        """The metric called ``key`` or ``ValueError``."""
-        for spec in self.metrics:
-            if spec.key == key:
-                return spec
-        raise ValueError(f"unknown metric {key!r} (metrics: {[m.key for m in self.metrics]})")
-
-    def label(self, ref: MetricRef) -> str:
-        """``Dice WT``, ``AUROC``: the column title of ``ref``."""
-        spec = self.metric(ref.metric)
-        if ref.group is None:
-            return spec.label
-        return f"{spec.label} {next(g.label for g in self.groups if g.key == ref.group)}"
-
-
-@dataclass(frozen=True)
-class Figure:
-    """One shown value of a summary: ``value`` (a mean for per-case metrics, the dataset's
-    value for dataset-level ones), with its 95% interval or spread where the plug-in has one.
-    ``value`` is None where the metric is undefined on this data (a class absent). ``bias`` is
-    the largest error the plug-in's method of computing the value can make beside noise and
-    sampling (e.g. an AUROC read from score bins), shown with the value; None where the method
-    is exact."""
-
-    ref: MetricRef
-    value: float | None
-    low: float | None = None
-    high: float | None = None
-    spread: float | None = None
-    bias: float | None = None
-
-
-@dataclass(frozen=True)
-class PooledFigures:
-    """What pooling several sites' summaries gives (issue 15): case-weighted pooled figures
-    with their intervals, the number of sites and cases pooled."""
-
-    figures: tuple[Figure, ...]
-    n_sites: int
-    n_cases: int
+# The errors (:mod:`~sealbench.benchmarks.errors`), the presentation
+# (:mod:`~sealbench.benchmarks.presentation`) and most optional capabilities
+# (:mod:`~sealbench.benchmarks.capabilities`) live in their own modules and are re-exported here:
+# a plug-in imports this module only.
 
 
 # -- hand-offs ---------------------------------------------------------------------------------
@@ -704,182 +574,6 @@ class Benchmark(Protocol):
     def write_demo_dataset(self, out_dir: Path, n_cases: int, *, seed: int = 0) -> tuple[str, ...]:
         """Write ``n_cases`` synthetic raw cases into ``out_dir`` (for tests, the demo and the
         compatibility check); returns their case ids."""
-        ...
-
-
-# -- a model input from demo data (optional) -------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DemoModelInput:
-    """One case of the plug-in's demo-data generator as its runner feeds the model: ``array``
-    is a float32 array of the model contract's input shape with batch 1 (BraTS:
-    ``[1, 4, D, H, W]``, normalised, cropped and padded as the segmenter does), ``description``
-    says which case it is (no patient data: demo data is synthetic)."""
-
-    array: Any
-    description: str
-
-
-@runtime_checkable
-class ProvidesDemoModelInput(Protocol):
-    """Implemented by a plug-in that can hand a model a realistic input built from its demo
-    data (``model check`` compares ONNX with PyTorch on it rather than on noise)."""
-
-    def demo_model_input(self, seed: int = 0) -> DemoModelInput:
-        """The model input of the demo case of ``seed``."""
-        ...
-
-
-# -- variants of a data contract (optional) ---------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DemoVariant:
-    """A variant of the benchmark for quick demo data (BraTS: a small grid): its plug-in bound
-    to the variant's contract, and how many times more one case costs under the registered
-    contract (to estimate the real time per case)."""
-
-    name: str
-    benchmark: Benchmark
-    cost_scale: float
-
-
-@runtime_checkable
-class ContractVariants(Protocol):
-    """Implemented by a plug-in whose registered benchmarks may publish variants of its data
-    contract (BraTS: the same tissues and labels on another grid). A plug-in without variants
-    accepts only its own :meth:`Benchmark.data_contract`."""
-
-    def with_data_contract(self, doc: Mapping[str, Any]) -> Benchmark:
-        """The plug-in bound to a registered benchmark's data contract; :class:`CaseError`
-        when the document is not a variant this plug-in scores."""
-        ...
-
-    def demo_variants(self) -> tuple[DemoVariant, ...]:
-        """Variants demo data may be generated under (the first is the smallest)."""
-        ...
-
-
-class GridError(BenchmarkError):
-    """A data contract states a grid its plug-in cannot read."""
-
-
-@dataclass(frozen=True)
-class Grid:
-    """A voxel grid: the number of voxels along each axis and, when stated, their size (mm)."""
-
-    shape: tuple[int, ...]
-    spacing_mm: tuple[float, ...] | None = None
-
-    def text(self) -> str:
-        """``240x240x155 at 1x1x1 mm``, for messages."""
-        spacing = "" if self.spacing_mm is None else (
-            " at " + "x".join(f"{s:g}" for s in self.spacing_mm) + " mm")
-        return "x".join(map(str, self.shape)) + spacing
-
-    def admits(self, other: Grid, tolerance_mm: float = GRID_TOLERANCE_MM) -> bool:
-        """Whether cases on ``other`` are on this grid: the same shape and, when this grid fixes
-        a spacing, the same spacing (within ``tolerance_mm``: both come from JSON)."""
-        if other.shape != self.shape:
-            return False
-        if self.spacing_mm is None:
-            return True
-        return other.spacing_mm is not None and len(other.spacing_mm) == len(self.spacing_mm) \
-            and all(abs(a - b) <= tolerance_mm
-                    for a, b in zip(other.spacing_mm, self.spacing_mm, strict=True))
-
-
-@runtime_checkable
-class FixesGrid(Protocol):
-    """Implemented by a plug-in whose cases are volumes on one voxel grid that its data contract
-    fixes (BraTS). The registry and the client ask it, through :func:`grid_of`, whether a dataset
-    fits a benchmark; neither reads the contract's keys itself. A plug-in without it (tabular
-    data) fixes no grid, and any dataset fits as far as the grid goes."""
-
-    def grid_of(self, contract: Mapping[str, Any]) -> Grid | None:
-        """The grid ``contract`` fixes (a registered benchmark's data contract, or the one a
-        prepared dataset states): None when it names none, :class:`GridError` when it states
-        one this plug-in cannot read."""
-        ...
-
-
-def grid_of(benchmark: Benchmark, contract: Mapping[str, Any]) -> Grid | None:
-    """The grid ``contract`` fixes, as ``benchmark``'s plug-in reads it (None for a plug-in that
-    fixes no grid); :class:`GridError` when it cannot read it."""
-    return benchmark.grid_of(contract) if isinstance(benchmark, FixesGrid) else None
-
-
-def bind_data_contract(benchmark: Benchmark, doc: Mapping[str, Any]) -> Benchmark:
-    """``benchmark`` as a registered benchmark with data contract ``doc`` uses it;
-    :class:`CaseError` when the plug-in does not accept that contract."""
-    if isinstance(benchmark, ContractVariants):
-        return benchmark.with_data_contract(doc)
-    if dict(doc) != benchmark.data_contract():
-        raise CaseError(f"the data contract is not the one benchmark plug-in {benchmark.ref} "
-                        "enforces")
-    return benchmark
-
-
-class StoredScores(Protocol):
-    """Predictions on disk scored against truth on disk (:meth:`ScoresFiles.score_files`)."""
-
-    @property
-    def n_scored(self) -> int:
-        """Cases scored without error."""
-        ...
-
-    @property
-    def missings(self) -> tuple[str, ...]:
-        """Truth files no prediction was found for."""
-        ...
-
-    @property
-    def extras(self) -> tuple[str, ...]:
-        """Predictions no truth file claims."""
-        ...
-
-    def to_json(self) -> bytes:
-        """The scores as JSON (the task's official summary shape where it has one)."""
-        ...
-
-    @property
-    def csv_modes(self) -> tuple[str, ...]:
-        """The CSV layouts :meth:`to_csv` writes, the default first (a 2025 BraTS pin:
-        ``seg`` and ``mets``, the official parser's two modes)."""
-        ...
-
-    def to_csv(self, mode: str | None = None,
-               options: Mapping[str, float] | None = None) -> bytes:
-        """The scores as CSV, a row per case then summary rows, in layout ``mode`` (default:
-        the first of :attr:`csv_modes`) with its numeric ``options``; ``ValueError`` for a
-        mode not offered or an option it does not take."""
-        ...
-
-
-@runtime_checkable
-class ScoresFiles(Protocol):
-    """Implemented by a plug-in that scores predictions stored as files against truth stored
-    as files, outside any enclave (``benchmark score --pin``: a challenge's validation
-    phase)."""
-
-    def score_files(self, truth_dir: Path, predictions_dir: Path, *, keep_going: bool = False,
-                    on_case: Callable[[str, int, int], None] | None = None) -> StoredScores:
-        """Every truth case scored against its prediction; :class:`CaseError` or
-        :class:`InvalidPredictionError` naming the case that cannot be scored (unless
-        ``keep_going``: an error row). ``on_case(name, done, total)`` after each case."""
-        ...
-
-
-@runtime_checkable
-class ShipsDefinitions(Protocol):
-    """Implemented by a plug-in that ships ready-to-publish benchmark definitions
-    (``benchmark create --definition brats``)."""
-
-    def definitions(self) -> Mapping[str, JsonObject]:
-        """Definition documents by the short name the CLI takes (``sealbench/benchmark-definition``
-        version 1: name, version, description, contract, metrics, reference and baseline models;
-        the plug-in's pin under ``plugin``)."""
         ...
 
 
