@@ -266,7 +266,10 @@ class Platform(Protocol):
         :attr:`launcher_backends`, built from the backend's ``options`` (keyword settings each
         backend documents); a :class:`~sealbench.platforms.launcher.LaunchError` for a backend
         not its own, a :class:`~sealbench.platforms.launcher.LaunchSettingsError` for settings
-        that cannot work."""
+        that cannot work. ``sealbench run`` builds a backend it does not ship with these
+        options only: ``image_reference`` and ``image_digest`` (the benchmark's pinned image),
+        ``settings`` (the profile's account on this platform, ``profile add --cloud NAME
+        --setting KEY=VALUE``; empty without one) and ``debug``."""
         ...
 
     def gpu_machine(self, accelerator: str) -> tuple[str, int]:
