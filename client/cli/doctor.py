@@ -69,7 +69,9 @@ def doctor(
         bench = s.client.get_benchmark(benchmark) if benchmark is not None else None
         gcp = s.profile.profile.gcp
         runner: RunnerSettings | None = None
-        if gcp is not None and not (mock_tee or s.profile.profile.mock_tee):
+        if s.profile.profile.account is not None:
+            pass  # another platform's account: its owner cloud's own checks, no Compute VMs
+        elif gcp is not None and not (mock_tee or s.profile.profile.mock_tee):
             if gcp.zone or gcp.service_account:  # a profile that runs VMs (the hospital's)
                 runner = RunnerSettings(gcp.zone, gcp.service_account,
                                         **({"machine_type": gcp.machine_type} | gpu))

@@ -203,7 +203,8 @@ class DoubleOwnerCloud:
 
     def doctor_checks(self, runner: Any = None, image_reference: str | None = None
                       ) -> list[Check]:
-        return [Check("double account", True, self.account)]
+        runs = [] if runner is None else [Check("double VMs", True, str(runner.zone))]
+        return [Check("double account", True, self.account), *runs]
 
     def probe_condition(self, coordinates: Coordinates, workloads: frozenset[WorkloadIdentity],
                         **_: Any) -> Check:

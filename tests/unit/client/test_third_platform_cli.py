@@ -225,3 +225,13 @@ def test_profile_add_refuses_an_account_it_cannot_use(
     assert refused.exit_code == code, refused.output
     assert message in " ".join(refused.output.split())
     assert "acct" not in dict(ProfileStore.from_environment(os.environ).names())
+
+
+def test_doctor_runs_its_checks(
+    third_platform: ModuleType, cli: Callable[..., Result]
+) -> None:
+    checked = cli("doctor", "--json")
+    assert checked.exit_code == 0, checked.output
+    rows = {r["check"]: r for r in json.loads(checked.stdout)}
+    assert rows["double account"]["ok"] and rows["double account"]["detail"] == "hosp"
+    assert "double VMs" not in rows  # no Compute VM settings invented for it (the mock's)
