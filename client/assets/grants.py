@@ -50,9 +50,9 @@ class AllowedWorkload:
     benchmark_id: int
     dataset_id: int
     model_id: int
+    #: The workload the grant names; its ``metrics_version`` is the benchmark's pin as the uid
+    #: (and so the key-release condition) carries it.
     identity: WorkloadIdentity
-    #: The benchmark's metrics version, which the key-release condition pins.
-    metrics_version: str
     #: The benchmark accepts confidential-GPU preview (EXPERIMENTAL) images (issue 18).
     accept_experimental: bool = False
 
@@ -101,8 +101,7 @@ def allowed_workloads(
             )
             grants.append(
                 AllowedWorkload(
-                    benchmark.id, dataset_id, model_id, identity, str(benchmark.metrics_version),
-                    benchmark.accept_experimental,
+                    benchmark.id, dataset_id, model_id, identity, benchmark.accept_experimental,
                 )
             )
     return tuple(grants)
