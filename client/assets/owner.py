@@ -34,6 +34,7 @@ __all__ = [
     "PolicySync",
     "RunEndpoints",
     "SealOutcome",
+    "account_issuer",
     "account_owner_cloud",
     "client_errors",
     "default_result_uri",
@@ -182,6 +183,11 @@ def platform_account(platform: str, settings: dict[str, str]) -> PlatformAccount
         raise ConfigError(f"cannot use these settings: {exc.errors()[0]['msg']}") from None
     account_owner_cloud(account).names()  # the platform refuses settings it cannot use
     return account
+
+
+def account_issuer(account: PlatformAccount) -> str:
+    """The attestation issuer (the ``iss`` its tokens carry) that an account's policies trust."""
+    return account_owner_cloud(account).issuer_uri.rstrip("/")
 
 
 def gcp_owner_cloud(settings: GcpSettings) -> OwnerCloud:

@@ -99,7 +99,7 @@ def tee_verifier(profile: ResolvedProfile, endpoints: Any, mock_tee: Path | None
         return TeeVerifier(endpoints.issuer, f"the mock-tee of {state}, yours")
     account = profile.profile.account
     if account is not None:
-        issuer = owner.account_owner_cloud(account).issuer_uri.rstrip("/")
+        issuer = owner.account_issuer(account)
         return TeeVerifier(issuer, f"the {account.platform} verifier your profile names")
     gcp = profile.profile.gcp
     source = gcp_key_source({} if gcp is None else gcp.api_endpoints)

@@ -54,7 +54,7 @@ def verifier_key_source(profile: ResolvedProfile) -> KeySource:
         return gcp_key_source(profile.profile.gcp.api_endpoints)
     account = profile.profile.account
     if account is not None:  # its issuer's key set, found by OpenID discovery
-        issuer = owner.account_owner_cloud(account).issuer_uri.rstrip("/")
+        issuer = owner.account_issuer(account)
         return KeySource(issuer, None, hint=f"check that {issuer} answers, or pass "
                          "--unverified to open the result without checking its signature")
     raise AttestationKeysUnavailableError(

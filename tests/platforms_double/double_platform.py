@@ -21,7 +21,7 @@ from sealbench.contract.inputs import ConditionContext
 from sealbench.contract.spec import AssetLocation, RunSpec, ServiceEndpoints
 from sealbench.contract.workload import WorkloadIdentity
 from sealbench.crypto.attestation import Jwks
-from sealbench.crypto.envelope import KeyWrapper
+from sealbench.crypto.envelope import InsecureInMemoryKeyWrapper, KeyWrapper
 from sealbench.platforms.access import AssetAccess
 from sealbench.platforms.attester import Attester
 from sealbench.platforms.errors import OwnerCloudError, OwnerSettingsError
@@ -172,7 +172,8 @@ class DoubleOwnerCloud:
         return []
 
     def key_wrapper(self, key_name: str) -> KeyWrapper:
-        raise NotImplementedError("the double wraps no key")
+        """A key held in this process (the double has no key service)."""
+        return InsecureInMemoryKeyWrapper(key_name)
 
     def blob_store(self, uri: str) -> tuple[BlobStore, str]:
         return LocalBlobStore(self.root), uri.rsplit("/", 1)[-1]

@@ -113,6 +113,8 @@ def test_the_profile_account_is_its_owner_cloud(
 ) -> None:
     cloud = owner.owner_cloud(hospital, client=None, mock_tee=None)  # type: ignore[arg-type]
     assert cloud.names()["bucket"] == "hosp-bucket"
+    wrapper = cloud.key_wrapper(cloud.key_name)
+    assert wrapper.unwrap(wrapper.wrap(b"k" * 32, b"aad"), b"aad") == b"k" * 32
     root = Path(hospital.profile.account.settings["root"])  # type: ignore[union-attr]
     assert owner.default_result_uri(hospital) == f"{root.resolve().as_uri()}/results"
     assert owner.spec_endpoints(hospital).service_endpoints() == third_platform.ENDPOINTS
