@@ -135,11 +135,17 @@ class ResultSummary(_Document):
     metrics_version: Pin
     aggregates: dict[str, Any]
     withheld: WithheldSummary | None = None
+    #: The commitment (``sha256:`` of its bytes) to the site's exact statistics sealed for the
+    #: benchmark's aggregator (``pool.sealed``, :mod:`sealbench.contract.pool`); None (left out
+    #: of the canonical JSON) when the run sealed none. The result token binds it with the rest.
+    pool_statistics: str | None = Field(default=None, pattern=r"^sha256:[0-9a-f]{64}$")
 
     def to_bytes(self) -> bytes:
         doc = self.model_dump(mode="json")
         if doc["withheld"] is None:
             del doc["withheld"]
+        if doc["pool_statistics"] is None:
+            del doc["pool_statistics"]
         elif doc["aggregates"]:
             raise ResultFormatError("a withheld summary carries no aggregates")
         return canonical_json(doc)

@@ -1,0 +1,282 @@
+"""The aggregator workload's contract (issue 27): what a site's enclave leaves for it, what it is
+told, and what it publishes. Platform-neutral, like the rest of :mod:`sealbench.contract`.
+
+A benchmark that pools inside the TEE has a second approved workload, its **aggregator image**
+(by digest, consented to by each data owner when it associates, like the evaluation image). The
+flow::
+
+    site enclave (each run)          writes, beside result.sealed at its result prefix,
+                                     pool.sealed: the site's exact per-case results
+                                     (benchmarks.pooling's statistics document) encrypted under a
+                                     key derived from the dataset's DEK
+                                     (:mod:`sealbench.crypto.pool_statistics`), and puts the
+                                     document's commitment (sha256: of its bytes) in the public
+                                     summary's ``pool_statistics`` member, which the result token
+                                     binds (the token's nonce hashes the summary)
+    registry                         stores the summary (so the commitment) with the accepted
+                                     result; it never sees the document
+    authority (sealbench benchmark pool)
+                                     writes a PoolInputs document (the accepted results to pool:
+                                     run, dataset location, statistics location, commitment)
+                                     and launches the aggregator with an AggregateSpec naming it
+                                     by location and digest
+    aggregator (inside the TEE)      attests, is released each site's dataset key by the site's
+                                     own key-release condition (which admits the aggregator
+                                     image's uid), checks each document against its commitment,
+                                     pools exactly (benchmarks.pooling.pool_exact), draws the
+                                     release noise once, and writes pooled.json (PooledRelease)
+                                     and pooled.token (audience sealbench-pool, nonce
+                                     :func:`pooled_nonce` of pooled.json's bytes)
+    registry                         verifies the token (issuer, the approved aggregator image,
+                                     the nonce), refuses a release whose inputs are not exactly
+                                     the accepted results it was asked to pool, with their
+                                     stored commitments, and debits every included dataset
+
+The aggregator's workload uid reuses :class:`~sealbench.contract.workload.WorkloadIdentity`:
+``<aggregator image>::-::<model digest>::<PUBLIC_RECIPIENT_DIGEST>::<benchmark>::<pin>``. The
+dataset field is ``-`` (it pools many datasets; each owner's grant names the aggregator for the
+models it evaluated), and the recipient is the public release's marker
+(:data:`PUBLIC_RECIPIENT_DIGEST`): its release goes to everyone, sealed to no one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from typing import Annotated, Final, Literal, Self
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from sealbench.contract.pin import Pin
+from sealbench.contract.result import MAX_DOCUMENT_BYTES, ResultFormatError
+from sealbench.contract.spec import ENDPOINT_PATTERN, AssetLocation, RunSpecError, StorageUri
+from sealbench.contract.workload import (
+    BENCHMARK_ID_PATTERN,
+    ENV_BENCHMARK_ID,
+    ENV_METRICS_VERSION,
+    ENV_MODEL_DIGEST,
+    ENV_RECIPIENT_DIGEST,
+)
+from sealbench.crypto.canonical import canonical_json
+from sealbench.crypto.digest import Sha256Digest, parse_digest, sha256_digest
+
+__all__ = [
+    "AGGREGATE_ENV_NAMES",
+    "ENV_POOL_INPUTS_DIGEST",
+    "ENV_POOL_INPUTS_URI",
+    "MAX_POOL_INPUTS",
+    "POOLED_RELEASE_OBJECT",
+    "POOLED_TOKEN_OBJECT",
+    "POOL_AUDIENCE",
+    "POOL_INPUTS_OBJECT",
+    "POOL_STATISTICS_OBJECT",
+    "PUBLIC_RECIPIENT_DIGEST",
+    "AggregateSpec",
+    "PoolInput",
+    "PoolInputs",
+    "PooledInput",
+    "PooledRelease",
+    "pooled_nonce",
+]
+
+#: Beside a site's result objects: its statistics, encrypted for the aggregator.
+POOL_STATISTICS_OBJECT: Final = "pool.sealed"
+#: Under the pool's result prefix: the inputs the authority names, the release, its token.
+POOL_INPUTS_OBJECT: Final = "pool-inputs.json"
+POOLED_RELEASE_OBJECT: Final = "pooled.json"
+POOLED_TOKEN_OBJECT: Final = "pooled.token"  # noqa: S105 - an object name
+#: The audience of the aggregator's release token (no pool accepts it).
+POOL_AUDIENCE: Final = "sealbench-pool"
+_POOL_PURPOSE: Final = "sealbench-pooled-release-v1"
+
+#: The recipient field of the aggregator's workload uid: its release is public, sealed to no key.
+PUBLIC_RECIPIENT_DIGEST: Final[Sha256Digest] = sha256_digest(b"sealbench/public-release/v1")
+
+#: The most results one pool reads (FeTS: 32 sites per model; room for 1,000-site studies).
+MAX_POOL_INPUTS: Final = 1000
+
+ENV_POOL_INPUTS_URI: Final = "SEALBENCH_POOL_INPUTS_URI"
+ENV_POOL_INPUTS_DIGEST: Final = "SEALBENCH_POOL_INPUTS_DIGEST"
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+_COMMITMENT = r"^sha256:[0-9a-f]{64}$"
+
+
+def _digest(value: str) -> Sha256Digest:
+    return parse_digest(value)
+
+
+Digest = Annotated[str, AfterValidator(_digest)]
+
+
+class _Document(BaseModel):
+    model_config = _FROZEN
+
+    def to_bytes(self) -> bytes:
+        return canonical_json(self.model_dump(mode="json"))
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Self:
+        if len(data) > MAX_DOCUMENT_BYTES:
+            raise ResultFormatError(f"{cls.__name__} of {len(data)} bytes exceeds the cap")
+        try:
+            return cls.model_validate_json(data)
+        except ValidationError as exc:
+            raise ResultFormatError(
+                f"malformed {cls.__name__}: {exc.error_count()} errors") from exc
+
+
+class PoolInput(BaseModel):
+    """One accepted result to pool: its run, the dataset whose key unwraps the statistics, where
+    the statistics are (the run's result location) and the commitment the site's attested
+    summary carries."""
+
+    model_config = _FROZEN
+    run_id: str = Field(pattern=_ID)
+    dataset: AssetLocation
+    data_digest: Digest
+    statistics_uri: StorageUri
+    commitment: str = Field(pattern=_COMMITMENT)
+
+
+class PoolInputs(_Document):
+    """What the authority asks the aggregator to pool (``pool-inputs.json``): one model's
+    accepted results in one benchmark, each run and each dataset at most once."""
+
+    format: Literal["sealbench/pool-inputs"] = "sealbench/pool-inputs"
+    version: Literal[1] = 1
+    pool_id: str = Field(pattern=_ID)
+    benchmark_id: str = Field(pattern=BENCHMARK_ID_PATTERN)
+    metrics_version: Pin
+    model_id: str = Field(pattern=_ID)
+    model_digest: Digest
+    inputs: tuple[PoolInput, ...] = Field(min_length=1, max_length=MAX_POOL_INPUTS)
+
+    @model_validator(mode="after")
+    def _distinct(self) -> Self:
+        runs = [i.run_id for i in self.inputs]
+        if len(set(runs)) != len(runs):
+            raise ValueError("a run appears twice among the inputs")
+        datasets = [i.dataset.asset_id for i in self.inputs]
+        if len(set(datasets)) != len(datasets):
+            raise ValueError("a dataset appears twice among the inputs (one result per dataset)")
+        return self
+
+    def digest(self) -> Sha256Digest:
+        """What :data:`ENV_POOL_INPUTS_DIGEST` names and the release repeats."""
+        return sha256_digest(self.to_bytes())
+
+
+class PooledInput(BaseModel):
+    """One input as the release states it was used: the run and the commitment it matched."""
+
+    model_config = _FROZEN
+    run_id: str = Field(pattern=_ID)
+    dataset_id: str = Field(pattern=_ID)
+    commitment: str = Field(pattern=_COMMITMENT)
+
+
+class PooledRelease(_Document):
+    """The aggregator's public release (``pooled.json``): the pooled summary of one model over
+    exactly the listed inputs (the plug-in's pooled aggregates, noise drawn once), the inputs
+    document's digest, and the attested image is in the token that binds it."""
+
+    format: Literal["sealbench/pooled-release"] = "sealbench/pooled-release"
+    version: Literal[1] = 1
+    pool_id: str = Field(pattern=_ID)
+    benchmark_id: str = Field(pattern=BENCHMARK_ID_PATTERN)
+    metrics_version: Pin
+    model_id: str = Field(pattern=_ID)
+    model_digest: Digest
+    inputs_digest: Digest
+    inputs: tuple[PooledInput, ...] = Field(min_length=1, max_length=MAX_POOL_INPUTS)
+    n_cases: int = Field(ge=1)
+    aggregates: dict[str, object]
+
+
+def pooled_nonce(release: bytes) -> str:
+    """The ``eat_nonce`` a pooled-release token carries: hex SHA-256 over the canonical JSON
+    ``{"pooled_release_sha256": <sha256:hex of release>, "purpose": "sealbench-pooled-release-v1"}``
+    where ``release`` is the exact bytes of ``pooled.json``. Domain-separated from the result
+    and failure nonces (other members; another audience too)."""
+    document = canonical_json({
+        "pooled_release_sha256": "sha256:" + hashlib.sha256(release).hexdigest(),
+        "purpose": _POOL_PURPOSE,
+    })
+    return hashlib.sha256(document).hexdigest()
+
+
+class AggregateSpec(BaseModel):
+    """One aggregator run, read only from the attested environment (its own image's
+    ``allow_env_override`` label is :data:`AGGREGATE_ENV_NAMES`). The uid fields (benchmark,
+    pin, model digest, the public recipient marker) are what the sites' grants name; the inputs
+    document is bound by its digest, which the release repeats and the registry checks."""
+
+    model_config = _FROZEN
+
+    run_id: str = Field(pattern=_ID)
+    benchmark_id: str = Field(pattern=BENCHMARK_ID_PATTERN)
+    metrics_version: Pin
+    model_digest: Digest
+    recipient_digest: Digest
+    inputs_uri: StorageUri
+    inputs_digest: Digest
+    result_uri: StorageUri
+    sts_url: str | None = Field(default=None, pattern=ENDPOINT_PATTERN)
+    kms_endpoint: str | None = Field(default=None, pattern=ENDPOINT_PATTERN)
+    storage_endpoint: str | None = Field(default=None, pattern=ENDPOINT_PATTERN)
+    iam_wait_s: str | None = Field(default=None, pattern=r"^[0-9]{1,6}$")
+
+    @model_validator(mode="after")
+    def _public(self) -> Self:
+        if self.recipient_digest != PUBLIC_RECIPIENT_DIGEST:
+            raise ValueError("an aggregator's release is public: its recipient digest must be "
+                             "the public-release marker")
+        return self
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> AggregateSpec:
+        """Parse the spec from ``environ`` (only :data:`AGGREGATE_ENV_NAMES` are read);
+        :class:`~sealbench.contract.spec.RunSpecError` naming the first bad variable."""
+        values = {field: environ[name] for field, name in _ENV.items() if name in environ}
+        for field, name in _ENV.items():
+            if field not in values and field not in _OPTIONAL:
+                raise RunSpecError(name, "missing")
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field = str(err["loc"][0]) if err["loc"] else "recipient_digest"
+            problem = re.sub(r"^Value error, ", "", err["msg"])
+            raise RunSpecError(_ENV.get(field, field), problem) from None
+
+    def to_environ(self) -> dict[str, str]:
+        """The attested env overrides that encode this spec."""
+        out: dict[str, str] = {}
+        for field, name in _ENV.items():
+            value = getattr(self, field)
+            if value is not None:
+                out[name] = str(value)
+        return out
+
+
+_ENV: Final[dict[str, str]] = {
+    "run_id": "SEALBENCH_RUN_ID",
+    "benchmark_id": ENV_BENCHMARK_ID,
+    "metrics_version": ENV_METRICS_VERSION,
+    "model_digest": ENV_MODEL_DIGEST,
+    "recipient_digest": ENV_RECIPIENT_DIGEST,
+    "inputs_uri": ENV_POOL_INPUTS_URI,
+    "inputs_digest": ENV_POOL_INPUTS_DIGEST,
+    "result_uri": "SEALBENCH_RESULT_URI",
+    "sts_url": "SEALBENCH_STS_URL",
+    "kms_endpoint": "SEALBENCH_KMS_ENDPOINT",
+    "storage_endpoint": "SEALBENCH_STORAGE_ENDPOINT",
+    "iam_wait_s": "SEALBENCH_IAM_WAIT",
+}
+_OPTIONAL: Final = frozenset({"sts_url", "kms_endpoint", "storage_endpoint", "iam_wait_s"})
+
+#: Every env override the aggregator image allows (its ``allow_env_override`` label).
+AGGREGATE_ENV_NAMES: Final[tuple[str, ...]] = tuple(_ENV.values())
