@@ -19,6 +19,7 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
+    CheckConstraint,
     DateTime,
     Double,
     ForeignKey,
@@ -57,6 +58,8 @@ __all__ = [
     "LogKey",
     "Model",
     "ModelCoordinates",
+    "PooledInput",
+    "PooledRelease",
     "PrivacyDebit",
     "Result",
     "ResultStatistics",
@@ -209,6 +212,11 @@ class Benchmark(Base):
     #: EXPERIMENTAL, GPU cc_mode ON) for this benchmark's image (issue 18; migration 0008).
     accept_experimental: Mapped[bool] = mapped_column(Boolean, default=False,
                                                       server_default=false())
+    #: The benchmark's aggregator image (issue 27; migration 0016): the second approved
+    #: workload, which pools the sites' sealed exact statistics inside the TEE. Each data owner's
+    #: grants admit it (for the models the dataset is evaluated with) when it associates; NULL:
+    #: the benchmark does not pool in the TEE.
+    aggregator_image_digest: Mapped[str | None] = mapped_column(_DIGEST)
 
     __table_args__ = (UniqueConstraint("name", "version", name="uq_benchmarks_name_version"),)
 
@@ -391,12 +399,51 @@ class ResultStatistics(Base):
     pool: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
+class PooledRelease(Base):
+    """A TEE-pooled release (issue 27): the aggregator's public ``pooled.json`` for one model
+    over the accepted results it lists (:class:`PooledInput`), verified against its attestation
+    token (audience ``sealbench-pool``, the benchmark's approved aggregator image, nonce
+    :func:`sealbench.contract.pool.pooled_nonce` of the release's exact bytes)."""
+
+    __tablename__ = "pooled_releases"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    benchmark_id: Mapped[int] = mapped_column(ForeignKey("benchmarks.id"), index=True)
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id"), index=True)
+    submitted_by_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    #: The release document (``sealbench/pooled-release`` v1) as JSON.
+    release: Mapped[dict[str, Any]]
+    inputs_digest: Mapped[str] = mapped_column(_DIGEST)
+    attestation_token: Mapped[str] = mapped_column(Text)
+    token_issuer: Mapped[str] = mapped_column(String(512))
+    image_digest: Mapped[str] = mapped_column(_DIGEST)
+    nonce: Mapped[str] = mapped_column(String(64), unique=True)
+    n_sites: Mapped[int] = mapped_column(Integer)
+    n_cases: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(_TS)
+
+
+class PooledInput(Base):
+    """One accepted result a pooled release used, with the commitment it matched; a result is
+    pooled at most once (the unique ``result_id``)."""
+
+    __tablename__ = "pooled_inputs"
+
+    pooled_release_id: Mapped[int] = mapped_column(ForeignKey("pooled_releases.id"),
+                                                   primary_key=True)
+    result_id: Mapped[int] = mapped_column(ForeignKey("results.id"), primary_key=True,
+                                           unique=True)
+    commitment: Mapped[str] = mapped_column(_DIGEST)
+
+
 class PrivacyDebit(Base):
     """The privacy loss of one accepted result's release, charged to its dataset's ledger (the
     dataset's own, or its budget group's when ``budget_group_id`` is set) in the transaction
     that stored the result; ``audit_seq`` is the ``privacy.debit`` event that logged it. An
     exact (non-private) release is recorded with ``exact`` and no rho, epsilon or delta. One
-    debit per result at most (the unique ``result_id``)."""
+    debit per result at most (the unique ``result_id``). A TEE-pooled release debits each
+    dataset it includes once, with ``pooled_release_id`` set and no ``result_id`` (migration
+    0016); one debit per (pooled release, dataset)."""
 
     __tablename__ = "privacy_debits"
 
@@ -405,13 +452,21 @@ class PrivacyDebit(Base):
     budget_group_id: Mapped[int | None] = mapped_column(ForeignKey("budget_groups.id"),
                                                         index=True)
     benchmark_id: Mapped[int] = mapped_column(ForeignKey("benchmarks.id"))
-    result_id: Mapped[int] = mapped_column(ForeignKey("results.id"), unique=True)
+    result_id: Mapped[int | None] = mapped_column(ForeignKey("results.id"), unique=True)
+    pooled_release_id: Mapped[int | None] = mapped_column(ForeignKey("pooled_releases.id"))
     exact: Mapped[bool] = mapped_column(Boolean)
     rho: Mapped[float | None] = mapped_column(Double)
     epsilon: Mapped[float | None] = mapped_column(Double)
     delta: Mapped[float | None] = mapped_column(Double)
     audit_seq: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(_TS)
+
+    __table_args__ = (
+        UniqueConstraint("pooled_release_id", "dataset_id",
+                         name="uq_privacy_debits_pooled_release_dataset"),
+        CheckConstraint("(result_id IS NULL) <> (pooled_release_id IS NULL)",
+                        name="one_release"),
+    )
 
 
 class AuditEvent(Base):
