@@ -50,7 +50,13 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from sealbench.contract.pin import Pin
 from sealbench.contract.result import MAX_DOCUMENT_BYTES, ResultFormatError
-from sealbench.contract.spec import ENDPOINT_PATTERN, AssetLocation, RunSpecError, StorageUri
+from sealbench.contract.spec import (
+    ENDPOINT_PATTERN,
+    POOL_PROVIDER_PATTERN,
+    AssetLocation,
+    RunSpecError,
+    StorageUri,
+)
 from sealbench.contract.workload import (
     BENCHMARK_ID_PATTERN,
     ENV_BENCHMARK_ID,
@@ -65,6 +71,7 @@ __all__ = [
     "AGGREGATE_ENV_NAMES",
     "ENV_POOL_INPUTS_DIGEST",
     "ENV_POOL_INPUTS_URI",
+    "ENV_RESULT_POOL_PROVIDER",
     "MAX_POOL_INPUTS",
     "POOLED_RELEASE_OBJECT",
     "POOLED_TOKEN_OBJECT",
@@ -98,6 +105,7 @@ MAX_POOL_INPUTS: Final = 1000
 
 ENV_POOL_INPUTS_URI: Final = "SEALBENCH_POOL_INPUTS_URI"
 ENV_POOL_INPUTS_DIGEST: Final = "SEALBENCH_POOL_INPUTS_DIGEST"
+ENV_RESULT_POOL_PROVIDER: Final = "SEALBENCH_RESULT_POOL_PROVIDER"
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 _ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
@@ -224,6 +232,9 @@ class AggregateSpec(BaseModel):
     inputs_uri: StorageUri
     inputs_digest: Digest
     result_uri: StorageUri
+    #: The authority's pool provider, through which the aggregator reads the inputs document
+    #: and writes its release (cloud storage); None where both are ``file://`` (the local mock).
+    result_pool_provider: str | None = Field(default=None, pattern=POOL_PROVIDER_PATTERN)
     sts_url: str | None = Field(default=None, pattern=ENDPOINT_PATTERN)
     kms_endpoint: str | None = Field(default=None, pattern=ENDPOINT_PATTERN)
     storage_endpoint: str | None = Field(default=None, pattern=ENDPOINT_PATTERN)
@@ -271,12 +282,14 @@ _ENV: Final[dict[str, str]] = {
     "inputs_uri": ENV_POOL_INPUTS_URI,
     "inputs_digest": ENV_POOL_INPUTS_DIGEST,
     "result_uri": "SEALBENCH_RESULT_URI",
+    "result_pool_provider": ENV_RESULT_POOL_PROVIDER,
     "sts_url": "SEALBENCH_STS_URL",
     "kms_endpoint": "SEALBENCH_KMS_ENDPOINT",
     "storage_endpoint": "SEALBENCH_STORAGE_ENDPOINT",
     "iam_wait_s": "SEALBENCH_IAM_WAIT",
 }
-_OPTIONAL: Final = frozenset({"sts_url", "kms_endpoint", "storage_endpoint", "iam_wait_s"})
+_OPTIONAL: Final = frozenset({"result_pool_provider", "sts_url", "kms_endpoint",
+                               "storage_endpoint", "iam_wait_s"})
 
 #: Every env override the aggregator image allows (its ``allow_env_override`` label).
 AGGREGATE_ENV_NAMES: Final[tuple[str, ...]] = tuple(_ENV.values())

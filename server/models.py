@@ -377,6 +377,10 @@ class Result(Base):
     image_digest: Mapped[str] = mapped_column(_DIGEST)
     nonce: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(_TS)
+    #: Where the run left its objects (the run spec's result location), as the data owner
+    #: reported it: the aggregator reads the site's ``pool.sealed`` there (issue 27; migration
+    #: 0016). NULL for results submitted without it: they cannot be pooled in the TEE.
+    result_uri: Mapped[str | None] = mapped_column(String(1024))
 
 
 class ResultStatistics(Base):

@@ -1,10 +1,15 @@
-"""TEE pooling (issue 27): a benchmark's aggregator image (``benchmarks.aggregator_image_digest``,
-NULL for every existing benchmark: none pools in the TEE yet), the pooled releases the registry
-verified (``pooled_releases``) and the accepted results each used (``pooled_inputs``, a result
-at most once), and debits that belong to a pooled release rather than to one result
-(``privacy_debits.pooled_release_id``; ``result_id`` becomes nullable, exactly one of the two is
-set). ``privacy_debits`` is rebuilt on SQLite (no table refers to it); every existing debit
-keeps its result.
+"""TEE pooling (issue 27).
+
+- ``benchmarks.aggregator_image_digest``: the benchmark's aggregator image; NULL for every
+  existing benchmark (none pools in the TEE yet).
+- ``results.result_uri``: where the result's run left its objects; NULL for existing results
+  (they cannot be pooled in the TEE).
+- ``pooled_releases``: the pooled releases the registry verified; ``pooled_inputs``: the
+  accepted results each used (a result at most once).
+- ``privacy_debits.pooled_release_id``: a debit that belongs to a pooled release rather than to
+  one result; ``result_id`` becomes nullable and exactly one of the two is set.
+  ``privacy_debits`` is rebuilt on SQLite (no table refers to it); every existing debit keeps
+  its result.
 
 Revision ID: 0016
 Revises: 0015
@@ -28,6 +33,7 @@ def upgrade() -> None:
     # In place on SQLite (a nullable column without a default): no rebuild of ``benchmarks``,
     # which other tables refer to.
     op.execute("ALTER TABLE benchmarks ADD COLUMN aggregator_image_digest VARCHAR(71)")
+    op.execute("ALTER TABLE results ADD COLUMN result_uri VARCHAR(1024)")
     op.create_table(
         "pooled_releases",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -95,4 +101,5 @@ def downgrade() -> None:
         batch_op.drop_column("pooled_release_id")
     op.drop_table("pooled_inputs")
     op.drop_table("pooled_releases")
+    op.execute("ALTER TABLE results DROP COLUMN result_uri")
     op.execute("ALTER TABLE benchmarks DROP COLUMN aggregator_image_digest")
