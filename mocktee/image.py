@@ -9,6 +9,13 @@ the installed packages the enclave imports — ``sealbench.enclave``, ``sealbenc
 ``*.pyc`` files are left out: they are derived from the sources. Changing one byte of that code
 changes the digest, so key owners' policies written for one version of the code do not release
 keys to another, as with a real image digest.
+
+The benchmark's **aggregator** (issue 27) is a second workload of the same code, started with
+another fixed command (``python -m sealbench.enclave.aggregate``): as with two images built from
+one tree with different entry points, its digest differs from the evaluation's,
+:func:`aggregator_image_digest`, the SHA-256 of the canonical JSON ``{"code": <evaluation
+digest>, "entry": "sealbench.enclave.aggregate"}``. A key owner's grant for one never admits the
+other.
 """
 
 from __future__ import annotations
@@ -20,19 +27,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from sealbench.crypto.canonical import canonical_json
 from sealbench.crypto.digest import Sha256Digest
 from sealbench.crypto.manifest import Manifest, ManifestEntry
 
 __all__ = [
+    "AGGREGATOR_MODULE",
+    "EVALUATION_MODULE",
     "IMAGE_PACKAGES",
     "MockImage",
+    "aggregator_image_digest",
     "enclave_image_digest",
     "image_manifest",
+    "mock_aggregator_image",
     "mock_image",
     "package_entries",
 ]
 
 IMAGE_PACKAGES: Final = ("enclave", "contract", "crypto", "platforms", "gcp", "benchmarks")
+#: The module each mock "image" runs (its fixed command, ``python -m <module>``).
+EVALUATION_MODULE: Final = "sealbench.enclave"
+AGGREGATOR_MODULE: Final = "sealbench.enclave.aggregate"
 
 
 def package_entries(package: str, root: Path) -> list[ManifestEntry]:
@@ -77,6 +92,14 @@ def enclave_image_digest() -> Sha256Digest:
     return image_manifest().digest
 
 
+def aggregator_image_digest(code: Sha256Digest | None = None) -> Sha256Digest:
+    """The mock digest of the aggregator "image" over the same code (module docstring);
+    ``code`` is the evaluation digest when the caller already has it."""
+    code = code or enclave_image_digest()
+    document = canonical_json({"code": code, "entry": AGGREGATOR_MODULE})
+    return Sha256Digest("sha256:" + hashlib.sha256(document).hexdigest())
+
+
 @dataclass(frozen=True)
 class MockImage:
     """The mock backend's evaluation image: a reference naming the digest, and the digest."""
@@ -89,3 +112,9 @@ def mock_image() -> MockImage:
     """The image the mock backend runs now (reference ``sealbench.local/evaluation@<digest>``)."""
     digest = enclave_image_digest()
     return MockImage(f"sealbench.local/evaluation@{digest}", digest)
+
+
+def mock_aggregator_image() -> MockImage:
+    """The aggregator the mock backend runs now (``sealbench.local/aggregator@<digest>``)."""
+    digest = aggregator_image_digest()
+    return MockImage(f"sealbench.local/aggregator@{digest}", digest)

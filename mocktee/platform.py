@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from sealbench.contract.inputs import ConditionContext
+from sealbench.contract.pool import AGGREGATE_ENV_NAMES
 from sealbench.contract.spec import ENV_OVERRIDE_NAMES, ServiceEndpoints
 from sealbench.crypto.attestation import Jwks
 from sealbench.gcp.confidential_space import (
@@ -146,7 +147,7 @@ class InsecureMockPlatform:
 
     def launch_environment(self, run_spec: Mapping[str, str]) -> dict[str, str]:
         """The mock launcher's ``env_overrides``: the variables themselves."""
-        unknown = sorted(set(run_spec) - set(ENV_OVERRIDE_NAMES))
+        unknown = sorted(set(run_spec) - set(ENV_OVERRIDE_NAMES) - set(AGGREGATE_ENV_NAMES))
         if unknown:
             raise ValueError(f"not run-spec variables: {unknown}")
         return dict(sorted(run_spec.items()))

@@ -35,10 +35,22 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
+from sealbench.contract.pool import AGGREGATE_ENV_NAMES, AggregateSpec
 from sealbench.contract.spec import RunSpec
+from sealbench.crypto.digest import Sha256Digest
 from sealbench.mocktee.constants import LAUNCH_TIMEOUT_S, MAX_FAILURE_REASON
-from sealbench.mocktee.image import enclave_image_digest
-from sealbench.mocktee.launcher import LaunchedWorkload, MockLauncher, private_launcher_dir
+from sealbench.mocktee.image import (
+    AGGREGATOR_MODULE,
+    EVALUATION_MODULE,
+    aggregator_image_digest,
+    enclave_image_digest,
+)
+from sealbench.mocktee.launcher import (
+    ImagePolicy,
+    LaunchedWorkload,
+    MockLauncher,
+    private_launcher_dir,
+)
 from sealbench.mocktee.state import warn_insecure_once
 from sealbench.platforms.launcher import (
     EnclaveRunFailed,
@@ -64,6 +76,8 @@ _log = logging.getLogger("sealbench.client")
 #: Seconds a mock run may take before it is killed.
 DEFAULT_TIMEOUT_S = LAUNCH_TIMEOUT_S
 _MAX_REASON = MAX_FAILURE_REASON
+#: The aggregator image's launch policy: its own spec's variables only, no command override.
+_AGGREGATOR_POLICY = ImagePolicy(allow_env_override=frozenset(AGGREGATE_ENV_NAMES))
 
 
 class MockProcessWorkload:
@@ -214,7 +228,26 @@ class MockProcessLauncher:
         return f"sealbench.local/evaluation@{self._image_digest}"
 
     def start(self, spec: RunSpec, *, on_output: OutputFn | None = None) -> MockProcessWorkload:
-        environ = launch_environment(self._platform, spec)
+        return self._start(launch_environment(self._platform, spec), self._image_digest,
+                           self.image_reference, EVALUATION_MODULE, None, on_output)
+
+    @property
+    def aggregator_image_digest(self) -> str:
+        """The digest the aggregator "image" of this code attests (:mod:`~sealbench.mocktee.
+        image`)."""
+        return aggregator_image_digest(Sha256Digest(self._image_digest))
+
+    def start_aggregator(self, spec: AggregateSpec, *,
+                         on_output: OutputFn | None = None) -> MockProcessWorkload:
+        """Start the benchmark's aggregator (issue 27) as its own attested workload: its
+        image digest and fixed command, its spec as the attested env overrides."""
+        digest = self.aggregator_image_digest
+        return self._start(launch_environment(self._platform, spec), digest,
+                           f"sealbench.local/aggregator@{digest}", AGGREGATOR_MODULE,
+                           _AGGREGATOR_POLICY, on_output)
+
+    def _start(self, environ: dict[str, str], image_digest: str, reference: str, module: str,
+               policy: ImagePolicy | None, on_output: OutputFn | None) -> MockProcessWorkload:
         if self._workdir_root is not None:
             self._workdir_root.mkdir(parents=True, exist_ok=True)
         socket_dir = private_launcher_dir()  # 0700; stale ones of dead runs are removed
@@ -222,11 +255,12 @@ class MockProcessLauncher:
         (workdir / "tmp").mkdir()
         try:
             launched = self._launcher.start_workload(
-                self._image_digest,
-                self.image_reference,
+                image_digest,
+                reference,
                 environ,
                 self._debug,
                 socket_dir=socket_dir,
+                policy=policy,
             )
         except Exception as exc:  # the mock's own failures, whatever they are
             shutil.rmtree(socket_dir, ignore_errors=True)
@@ -241,7 +275,7 @@ class MockProcessLauncher:
         }
         try:
             process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
-                [self._python, "-m", "sealbench.enclave", "--launcher-dir", str(socket_dir)],
+                [self._python, "-m", module, "--launcher-dir", str(socket_dir)],
                 cwd=workdir,
                 env=child_env,
                 stdin=subprocess.DEVNULL,
@@ -260,7 +294,7 @@ class MockProcessLauncher:
             socket_dir,
             workdir,
             not self._keep,
-            self._image_digest,
+            image_digest,
             on_output,
         )
 

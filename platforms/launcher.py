@@ -31,6 +31,7 @@ from sealbench.contract.errors import (
 )
 from sealbench.contract.events import RunFailed, parse_event
 from sealbench.contract.inputs import Rule
+from sealbench.contract.pool import AggregateSpec
 from sealbench.contract.spec import RunSpec
 from sealbench.platforms.platform import (
     Platform,
@@ -256,7 +257,7 @@ def check_backend(platform: Platform, backend: str) -> Platform:
     return platform
 
 
-def launch_environment(platform: Platform, spec: RunSpec) -> dict[str, str]:
+def launch_environment(platform: Platform, spec: RunSpec | AggregateSpec) -> dict[str, str]:
     """The launch settings that make ``platform`` attest exactly ``spec``'s variables
     (:meth:`~sealbench.platforms.platform.Platform.launch_environment`): the mock's env overrides,
     Confidential Space's ``tee-env-*`` instance metadata."""
