@@ -18,8 +18,9 @@ interval to the exact board's on the same cases. Shown: figures informative enou
 Ranking (the board's rank-group rule, ``privacy_bench._outcome``) against the order of the two
 models on all the board's cases exactly: right, tied (or not shown), wrong.
 
-FeTS scale: 41 models x 32 sites x 50 cases. For each model the aggregator opens 32 statistics
-documents (commitment check, JSON, the plug-in's per-case parser) and pools them under one
+FeTS scale: 41 models x 32 sites x 50 cases. For each model the aggregator decrypts 32
+``pool.sealed`` objects and opens the statistics documents (commitment check, JSON, the plug-in's
+per-case parser) and pools them under one
 OpenDP release; time and the peak of Python allocations (tracemalloc) over all 41 models.
 
     python tests/perf/tee_pooling_bench.py [--runs 200] [--epsilon 1 --epsilon 2]
@@ -46,6 +47,8 @@ from sealbench.benchmarks.interface import MetricRef
 from sealbench.benchmarks.registry import PluginRegistry
 from sealbench.benchmarks.release import LocalExact, OpenDPGaussian
 from sealbench.benchmarks.wdbc import summary as ws
+from sealbench.crypto.envelope import DataKey
+from sealbench.crypto.pool_statistics import decrypt_statistics, encrypt_statistics
 
 Shown = tuple[float | None, float, float]
 METHODS = ("per-site", "TEE")
@@ -206,7 +209,8 @@ def _fets(models: int = 41, sites: int = 32, per_site: int = 50) -> None:
                                               score=float(rng.random())),
     }
     print(f"aggregator at FeTS scale: {models} models x {sites} sites x {per_site} cases "
-          "(statistics documents opened and pooled under one OpenDP release per model)")
+          "(pool.sealed decrypted, statistics documents opened and pooled under one OpenDP release "
+          "per model)")
     for name, make in makers.items():
         plugin = plugins.get(name)
         # the documents the sites sealed (not timed: written in the sites' enclaves)
@@ -216,14 +220,19 @@ def _fets(models: int = 41, sites: int = 32, per_site: int = 50) -> None:
             for k in range(sites):
                 run = f"m{m}-s{k}"
                 results = [make(f"{run}-c{i}") for i in range(per_site)]
-                docs.append((run, *pooling.seal_statistics(plugin.ref, run, results)))  # type: ignore[arg-type]
+                doc, commitment = pooling.seal_statistics(plugin.ref, run, results)  # type: ignore[arg-type]
+                dek = DataKey.generate()
+                blob = encrypt_statistics(dek, run, commitment, doc)
+                docs.append((run, dek, blob, commitment))
             sealed.append(docs)
-        size = sum(len(doc) for _, doc, _ in sealed[0])
+        size = sum(len(blob) for _, _, blob, _ in sealed[0])
         tracemalloc.start()
         started = time.perf_counter()
         for docs in sealed:
-            stats = [pooling.open_statistics(plugin, doc, commitment, run_id=run)
-                     for run, doc, commitment in docs]
+            stats = [pooling.open_statistics(
+                         plugin, decrypt_statistics(dek, run, commitment, blob), commitment,
+                         run_id=run)
+                     for run, dek, blob, commitment in docs]
             pooling.pool_exact(plugin, stats, OpenDPGaussian())
         elapsed = time.perf_counter() - started
         _, peak = tracemalloc.get_traced_memory()
