@@ -144,10 +144,10 @@ class ResultSummary(_Document):
         doc = self.model_dump(mode="json")
         if doc["withheld"] is None:
             del doc["withheld"]
-        if doc["pool_statistics"] is None:
-            del doc["pool_statistics"]
         elif doc["aggregates"]:
             raise ResultFormatError("a withheld summary carries no aggregates")
+        if doc["pool_statistics"] is None:
+            del doc["pool_statistics"]
         return canonical_json(doc)
 
     @classmethod
