@@ -13,7 +13,11 @@ This module is that computation and the documents it reads:
 - :class:`SiteStatistics` is what a site's enclave seals for the aggregator: the pin, the run
   and every case's exact result (the plug-in's per-case result documents: for WDBC each case's
   label and score, so a pooled AUROC is exact; for BraTS each case's region scores). Its
-  canonical JSON's SHA-256 is the site's **commitment**; :func:`open_statistics` refuses a
+  canonical JSON's SHA-256 is the site's **commitment**. The document also holds 32 random
+  bytes (``salt``, fresh per document): the commitment is public (the attested summary carries
+  it), and without the salt anyone who can guess the whole document (an all-failed run is
+  case ids and fixed reasons; a model owner scoring a public dataset can reproduce its
+  scores) could confirm the guess against it. :func:`open_statistics` refuses a
   document whose digest is not the commitment it is asked for (a stale or substituted object)
   or whose results the plug-in does not parse.
 - :func:`pool_exact` pools the sites' results into one public summary: the plug-in's own
@@ -33,8 +37,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from sealbench.crypto.canonical import canonical_json
@@ -44,6 +50,7 @@ from .release import NoiseSource
 
 __all__ = [
     "MAX_STATISTICS_BYTES",
+    "SALT_BYTES",
     "STATISTICS_FORMAT",
     "STATISTICS_VERSION",
     "PoolingError",
@@ -60,6 +67,13 @@ STATISTICS_VERSION: Final = 1
 #: The largest statistics document an aggregator reads (a 50,000-case site of 2025 BraTS results
 #: is about 40 MiB; anything larger is refused before parsing).
 MAX_STATISTICS_BYTES: Final = 256 << 20
+#: The salt's size in bytes (hex in the document).
+SALT_BYTES: Final = 32
+_SALT = re.compile(rf"^[0-9a-f]{{{2 * SALT_BYTES}}}$")
+
+
+def _fresh_salt() -> str:
+    return secrets.token_hex(SALT_BYTES)
 
 
 class PoolingError(ValueError):
@@ -70,11 +84,13 @@ class PoolingError(ValueError):
 class SiteStatistics:
     """One site's exact per-case results for the aggregator: the pin they were scored under,
     the run that produced them, and the results (failures included: they are penalised in the
-    pooled release as in the site's own)."""
+    pooled release as in the site's own), and the document's salt (module docstring; fresh
+    unless given)."""
 
     pin: api.BenchmarkPin
     run_id: str
     results: tuple[api.CaseResult, ...]
+    salt: str = field(default_factory=_fresh_salt, repr=False)
 
     def to_canonical_json(self) -> bytes:
         return canonical_json({
@@ -82,6 +98,7 @@ class SiteStatistics:
             "version": STATISTICS_VERSION,
             "pin": str(self.pin),
             "run_id": self.run_id,
+            "salt": self.salt,
             "cases": [r.to_json() for r in self.results],
         })
 
@@ -94,7 +111,7 @@ def commitment_of(document: bytes) -> str:
 def seal_statistics(pin: api.BenchmarkPin, run_id: str,
                     results: Sequence[api.CaseResult]) -> tuple[bytes, str]:
     """The document a site's enclave seals for the aggregator, and its commitment (what the
-    site's attested result carries and the registry stores)."""
+    site's attested result carries and the registry stores), under a fresh salt."""
     if not results:
         raise PoolingError("a site with no case results has nothing to pool")
     document = SiteStatistics(pin, run_id, tuple(results)).to_canonical_json()
@@ -125,6 +142,9 @@ def open_statistics(plugin: api.Benchmark, document: bytes, commitment: str, *,
     if doc.get("pin") != str(plugin.ref):
         raise PoolingError(f"run {run_id}: statistics scored under {doc.get('pin')!r}, not "
                            f"{plugin.ref}")
+    salt = doc.get("salt")
+    if not isinstance(salt, str) or not _SALT.match(salt):
+        raise PoolingError(f"run {run_id}: the statistics carry no {SALT_BYTES}-byte salt")
     cases = doc.get("cases")
     if not isinstance(cases, list) or not cases:
         raise PoolingError(f"run {run_id}: the statistics hold no cases")
@@ -133,7 +153,7 @@ def open_statistics(plugin: api.Benchmark, document: bytes, commitment: str, *,
     except (api.SummaryError, TypeError, ValueError) as exc:
         raise PoolingError(f"run {run_id}: a case result does not parse under "
                            f"{plugin.ref}") from exc
-    return SiteStatistics(plugin.ref, run_id, results)
+    return SiteStatistics(plugin.ref, run_id, results, salt)
 
 
 def pool_exact(plugin: api.Benchmark, sites: Sequence[SiteStatistics],
