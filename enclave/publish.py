@@ -9,7 +9,16 @@ refuses a histogram bin under its per-bin minimum). Otherwise the enclave publis
 :class:`~sealbench.contract.result.WithheldSummary` says the rule, the case count and the
 minimum; no aggregates). The minimum is the plug-in's, so it is fixed by the
 plug-in pin (``SEALBENCH_METRICS_VERSION``) the key-release policy binds, never by an operator
-input."""
+input.
+
+**Pool statistics** (issue 27): every run also seals its exact per-case results (all of them,
+failed cases included) for the benchmark's aggregator: the statistics document of
+:func:`~sealbench.benchmarks.pooling.seal_statistics` (salted), encrypted under a key derived
+from the dataset's DEK (:func:`~sealbench.crypto.pool_statistics.encrypt_statistics`, whose AAD
+binds the run id and the commitment), uploaded as ``pool.sealed``. The document's commitment
+goes into the public summary (``pool_statistics``), withheld or not, so the result token binds
+it; the summary holds nothing else of it. A plug-in whose results do not fit the document fails
+the run (:class:`StatisticsUnsealable`), naming no value."""
 
 from __future__ import annotations
 
@@ -17,9 +26,11 @@ import json
 import logging
 from dataclasses import dataclass
 
+from sealbench.benchmarks.pooling import seal_statistics
 from sealbench.benchmarks.release import OpenDPGaussian
 from sealbench.benchmarks.results import public_summary
-from sealbench.contract.errors import AttestationUnavailable, ResultUploadError
+from sealbench.contract.errors import AttestationUnavailable, EnclaveError, ResultUploadError
+from sealbench.contract.pool import POOL_STATISTICS_OBJECT
 from sealbench.contract.result import (
     SEALED_OBJECT,
     SUMMARY_OBJECT,
@@ -29,26 +40,50 @@ from sealbench.contract.result import (
 )
 from sealbench.crypto.attestation import RESULT_AUDIENCE, result_nonce
 from sealbench.crypto.digest import Sha256Digest, sha256_digest
+from sealbench.crypto.pool_statistics import encrypt_statistics
 from sealbench.crypto.sealing import result_info, seal
 from sealbench.enclave.evaluation import Evaluation
 from sealbench.enclave.steps import claims_of
 from sealbench.platforms import CloudError
 from sealbench.platforms.errors import AttesterError
 
-__all__ = ["PublishedResult", "SealedResult", "publish", "seal_results"]
+__all__ = ["PublishedResult", "SealedResult", "StatisticsUnsealable", "publish", "seal_results"]
 
 _log = logging.getLogger("sealbench.enclave")
 
 
+class StatisticsUnsealable(EnclaveError):  # noqa: N818 - names the refusal
+    """The plug-in's per-case results cannot be put into the pool statistics document (a
+    plug-in defect). Exit 1 and code ``enclave``, as any enclave error without its own."""
+
+
 @dataclass(frozen=True)
 class SealedResult:
-    """The sealed per-case results and the public summary, not yet attested."""
+    """The sealed per-case results, the sealed pool statistics (``pool.sealed``) and the public
+    summary (carrying the statistics' commitment), not yet attested."""
 
     evaluation: Evaluation
     summary: ResultSummary
     summary_bytes: bytes
     sealed: bytes
     sealed_digest: Sha256Digest
+    statistics: bytes
+
+
+def _seal_statistics(evaluation: Evaluation) -> tuple[bytes, str]:
+    """``pool.sealed`` and its document's commitment. The plain document is one local of this
+    call: only its ciphertext outlives it."""
+    keys = evaluation.dataset.model.keys
+    run = keys.destination.run
+    run_id = run.spec.run_id
+    try:
+        document, commitment = seal_statistics(run.benchmark.ref, run_id, evaluation.results)
+    except Exception as exc:  # the plug-in's results: whatever they raise, translated once
+        raise StatisticsUnsealable(
+            "the per-case results cannot be sealed for the benchmark's aggregator "
+            f"({type(exc).__name__}; a plug-in defect)"
+        ) from exc
+    return encrypt_statistics(keys.dataset.dek, run_id, commitment, document), commitment
 
 
 def seal_results(evaluation: Evaluation) -> SealedResult:
@@ -70,6 +105,7 @@ def seal_results(evaluation: Evaluation) -> SealedResult:
         )
         info = result_info(spec.run_id, spec.benchmark_id, run.image_digest)
         sealed = seal(per_case.to_bytes(), destination.recipient, info)
+        statistics, commitment = _seal_statistics(evaluation)
         # the release's noise: OpenDP's Gaussian mechanism, from the OS's randomness inside the
         # TEE, fresh per run; its scale is the plug-in's (the pin), never an operator input
         aggregates, withheld = public_summary(run.benchmark, evaluation.results,
@@ -80,12 +116,14 @@ def seal_results(evaluation: Evaluation) -> SealedResult:
             metrics_version=spec.metrics_version,
             aggregates=aggregates,
             withheld=withheld,
+            pool_statistics=commitment,
         )
-    _log.info("step 6/7: results sealed to the recipient")
+    _log.info("step 6/7: results sealed to the recipient, statistics sealed for the aggregator")
     if withheld is not None:
         _log.info("step 6/7: public summary withheld (small-cell rule: %d case(s), minimum %d)",
                   withheld.n_cases, withheld.minimum)
-    return SealedResult(evaluation, summary, summary.to_bytes(), sealed, sha256_digest(sealed))
+    return SealedResult(evaluation, summary, summary.to_bytes(), sealed, sha256_digest(sealed),
+                        statistics)
 
 
 @dataclass(frozen=True)
@@ -98,8 +136,10 @@ class PublishedResult:
 
 
 def publish(result: SealedResult) -> PublishedResult:
-    """Step 7: a second token (audience ``sealbench-result``, ``eat_nonce`` binding summary and
-    sealed-result digest), then upload sealed result, summary and token, in that order."""
+    """Step 7: a second token (audience ``sealbench-result``, ``eat_nonce`` binding summary (so
+    the statistics' commitment) and sealed-result digest), then upload sealed result, pool
+    statistics, summary and token, in that order (the token's presence marks a complete
+    result)."""
     destination = result.evaluation.dataset.model.keys.destination
     run = destination.run
     nonce = result_nonce(json.loads(result.summary_bytes), result.sealed_digest)
@@ -117,6 +157,8 @@ def publish(result: SealedResult) -> PublishedResult:
     with run.timer.measure("upload"):
         try:
             destination.store.put_bytes(destination.name(SEALED_OBJECT), result.sealed)
+            destination.store.put_bytes(destination.name(POOL_STATISTICS_OBJECT),
+                                        result.statistics)
             destination.store.put_bytes(destination.name(SUMMARY_OBJECT), result.summary_bytes)
             destination.store.put_bytes(destination.name(TOKEN_OBJECT), token.encode("ascii"))
         except CloudError as exc:
