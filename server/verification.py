@@ -23,6 +23,14 @@ naming it.
 at audience ``sealbench-failure`` with ``eat_nonce`` equal to
 :func:`~sealbench.crypto.attestation.failure_nonce` of the record's canonical JSON; neither kind
 of token passes as the other.
+
+:meth:`ResultVerifier.verify_pooled` checks the benchmark's aggregator's release token (issue 27)
+the same way, at audience ``sealbench-pool`` with ``eat_nonce`` equal to
+:func:`~sealbench.contract.pool.pooled_nonce` of the release's exact bytes, against the
+benchmark's **aggregator** image, with the aggregate spec's uid fields as attested overrides (the
+benchmark id and pin, the model digest, the public-release recipient marker) and the pool-inputs
+digest the release repeats; no data digest (it pools many datasets) and no override outside the
+aggregator image's allow-list (:data:`~sealbench.contract.pool.AGGREGATE_ENV_NAMES`).
 """
 
 from __future__ import annotations
@@ -35,12 +43,20 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from sealbench.contract.pin import BenchmarkPin
+from sealbench.contract.pool import (
+    AGGREGATE_ENV_NAMES,
+    ENV_POOL_INPUTS_DIGEST,
+    POOL_AUDIENCE,
+    PUBLIC_RECIPIENT_DIGEST,
+    pooled_nonce,
+)
 from sealbench.contract.spec import ENDPOINT_ENV_NAMES, ENV_OVERRIDE_NAMES
 from sealbench.contract.workload import (
     ENV_BENCHMARK_ID,
     ENV_DATA_DIGEST,
     ENV_METRICS_VERSION,
     ENV_MODEL_DIGEST,
+    ENV_RECIPIENT_DIGEST,
 )
 from sealbench.crypto.attestation import (
     FAILURE_AUDIENCE,
@@ -62,6 +78,11 @@ __all__ = ["ResultVerifier", "VerifiedResult"]
 #: Run-spec overrides a result token may carry with any value: the image's allow-list less the
 #: endpoints, which are pinned per issuer (:class:`~sealbench.server.settings.TrustedIssuer`).
 _OTHER_RUN_SPEC_NAMES = frozenset(ENV_OVERRIDE_NAMES) - set(ENDPOINT_ENV_NAMES)
+#: The aggregator's overrides that bear on nothing the registry checks (its run id, where it read
+#: the inputs and wrote the release, the authority's pool, the IAM wait).
+_OTHER_AGGREGATE_NAMES = frozenset(AGGREGATE_ENV_NAMES) - set(ENDPOINT_ENV_NAMES) - {
+    ENV_BENCHMARK_ID, ENV_METRICS_VERSION, ENV_MODEL_DIGEST, ENV_RECIPIENT_DIGEST,
+    ENV_POOL_INPUTS_DIGEST}
 
 
 @dataclass(frozen=True)
@@ -87,6 +108,17 @@ def _unverified_claims(token: str) -> tuple[str, str]:
     if not isinstance(issuer, str) or not isinstance(kid, str):
         raise ResultRejectedError("the attestation token lacks an issuer or key id")
     return issuer, kid
+
+
+def _evaluation(benchmark_id: str, metrics_version: BenchmarkPin, dataset_digest: str,
+                model_digest: str) -> dict[str, str]:
+    """The evaluation's attested overrides a result or failure token must carry."""
+    return {
+        ENV_BENCHMARK_ID: benchmark_id,
+        ENV_METRICS_VERSION: str(metrics_version),
+        ENV_DATA_DIGEST: dataset_digest,
+        ENV_MODEL_DIGEST: model_digest,
+    }
 
 
 class ResultVerifier:
@@ -152,8 +184,8 @@ class ResultVerifier:
             raise ResultRejectedError(f"the result attestation was refused: {exc}") from exc
         return self._verify(
             token, RESULT_AUDIENCE, nonce, "result", image_digest=image_digest,
-            benchmark_id=benchmark_id, metrics_version=metrics_version,
-            dataset_digest=dataset_digest, model_digest=model_digest,
+            expected=_evaluation(benchmark_id, metrics_version, dataset_digest, model_digest),
+            allowed_extra=_OTHER_RUN_SPEC_NAMES,
             accept_experimental_gpu=accept_experimental_gpu)
 
     def verify_failure(
@@ -180,8 +212,38 @@ class ResultVerifier:
             raise ResultRejectedError(f"the failure attestation was refused: {exc}") from exc
         return self._verify(
             token, FAILURE_AUDIENCE, nonce, "failure", image_digest=image_digest,
-            benchmark_id=benchmark_id, metrics_version=metrics_version,
-            dataset_digest=dataset_digest, model_digest=model_digest,
+            expected=_evaluation(benchmark_id, metrics_version, dataset_digest, model_digest),
+            allowed_extra=_OTHER_RUN_SPEC_NAMES,
+            accept_experimental_gpu=accept_experimental_gpu)
+
+    def verify_pooled(
+        self,
+        token: str,
+        *,
+        release: bytes,
+        aggregator_image_digest: str,
+        benchmark_id: str,
+        metrics_version: BenchmarkPin,
+        model_digest: str,
+        inputs_digest: str,
+        accept_experimental_gpu: bool = False,
+    ) -> VerifiedResult:
+        """A pooled-release token (the aggregator's, issue 27): audience ``sealbench-pool``,
+        nonce :func:`~sealbench.contract.pool.pooled_nonce` of ``release`` (the exact bytes of
+        ``pooled.json``), the benchmark's aggregator image, the aggregate spec's uid fields and
+        ``inputs_digest`` as attested overrides, and the platform's production rules. Neither a
+        result nor a failure token passes (other audiences and nonces)."""
+        return self._verify(
+            token, POOL_AUDIENCE, pooled_nonce(release), "pooled release",
+            image_digest=aggregator_image_digest,
+            expected={
+                ENV_BENCHMARK_ID: benchmark_id,
+                ENV_METRICS_VERSION: str(metrics_version),
+                ENV_MODEL_DIGEST: model_digest,
+                ENV_RECIPIENT_DIGEST: PUBLIC_RECIPIENT_DIGEST,
+                ENV_POOL_INPUTS_DIGEST: inputs_digest,
+            },
+            allowed_extra=_OTHER_AGGREGATE_NAMES,
             accept_experimental_gpu=accept_experimental_gpu)
 
     def _verify(
@@ -192,10 +254,8 @@ class ResultVerifier:
         what: str,
         *,
         image_digest: str,
-        benchmark_id: str,
-        metrics_version: BenchmarkPin,
-        dataset_digest: str,
-        model_digest: str,
+        expected: Mapping[str, str],
+        allowed_extra: frozenset[str],
         accept_experimental_gpu: bool,
     ) -> VerifiedResult:
         issuer, kid = _unverified_claims(token)
@@ -211,18 +271,15 @@ class ResultVerifier:
             requirements = WorkloadRequirements(
                 allowed_image_digests=frozenset({image_digest}),
                 expected_env_overrides={
-                    ENV_BENCHMARK_ID: benchmark_id,
-                    ENV_METRICS_VERSION: str(metrics_version),
-                    ENV_DATA_DIGEST: dataset_digest,
-                    ENV_MODEL_DIGEST: model_digest,
+                    **expected,
                     # Google's issuer: no endpoint override at all; the mock's: its own URLs.
                     **endpoints,
                 },
                 expected_nonce=nonce,
-                # The run specification's other overrides (URIs, run id, the recipient) do not
-                # bear on which benchmark, image, data and model produced the summary; any name
-                # outside the image's allow-list (the run spec's names) is refused.
-                allowed_extra_env_overrides=_OTHER_RUN_SPEC_NAMES,
+                # The spec's other overrides (URIs, run id, the recipient) do not bear on which
+                # benchmark, image, data and model produced the document; any name outside the
+                # image's allow-list (the spec's names) is refused.
+                allowed_extra_env_overrides=allowed_extra,
                 accept_experimental_gpu=accept_experimental_gpu,
             )
             workload = platform.verify(

@@ -144,6 +144,10 @@ class RunRecord(BaseModel):
     #: or neither; absent: the enclave attested no failure, or none could be read).
     failure_record: dict[str, JsonValue] | None = None
     failure_token: str | None = None
+    #: The run spec's result location when ``result_uri`` now names a local copy of the
+    #: objects (``result fetch``): where the run left them, and where a benchmark's aggregator
+    #: reads the site's sealed statistics (issue 27). None: ``result_uri`` is that location.
+    spec_result_uri: str | None = None
 
     @property
     def active(self) -> bool:
@@ -650,14 +654,16 @@ def fetch_run_result(
         tmp.rename(target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    fetched = record.model_copy(update={"result_uri": target.resolve().as_uri()})
+    fetched = record.model_copy(update={"result_uri": target.resolve().as_uri(),
+                                        "spec_result_uri": record.result_uri})
     store.save(fetched)
     return fetched
 
 
 def result_submission(record: RunRecord, opened: OpenedResult) -> ResultCreate:
-    """What ``result submit`` sends: the public summary, the sealed result's digest and the
-    result attestation token (the registry verifies the token before storing anything)."""
+    """What ``result submit`` sends: the public summary, the sealed result's digest, the
+    result attestation token (the registry verifies the token before storing anything) and
+    the run spec's result location (where the run left its objects)."""
     return ResultCreate(
         benchmark_id=record.benchmark_id,
         dataset_id=record.dataset_id,
@@ -666,6 +672,8 @@ def result_submission(record: RunRecord, opened: OpenedResult) -> ResultCreate:
         summary=cast("dict[str, JsonValue]", opened.summary_json),
         sealed_result_digest=opened.sealed_result_sha256,
         attestation_token=opened.token,
+        # where the run left its objects (a pooling benchmark's aggregator reads there)
+        result_uri=record.spec_result_uri or record.result_uri,
     )
 
 

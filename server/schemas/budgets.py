@@ -48,7 +48,10 @@ class BudgetDebitPublic(WireModel):
     ``privacy.debit`` event of the transparency log that records it (its inclusion proof is
     ``GET /api/v1/audit/inclusion?seq=...``)."""
 
-    result_id: int
+    result_id: int | None = Field(description="the result whose release this is (None: a "
+                                  "TEE-pooled release's debit)")
+    pooled_release_id: int | None = Field(
+        default=None, description="the TEE-pooled release that included the dataset (issue 27)")
     dataset_id: int
     benchmark_id: int
     exact: bool = Field(description="an exact (non-private) release: no rho, epsilon or delta")

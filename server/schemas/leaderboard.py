@@ -5,12 +5,13 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, Protocol
 
 from pydantic import Field
 
 from sealbench.server.schemas.assets import AssetKind
-from sealbench.server.schemas.common import WireModel
+from sealbench.server.schemas.common import JsonOut, WireModel
 
 __all__ = [
     "CSV_FIXED",
@@ -20,6 +21,7 @@ __all__ = [
     "SitePublic",
     "SiteValuePublic",
     "StandingPublic",
+    "TeePooledPublic",
     "WithheldPublic",
     "to_csv",
 ]
@@ -74,6 +76,24 @@ class PooledValuePublic(WireModel):
     i2: float | None = Field(description="heterogeneity between sites (0 to 1)")
     sites: tuple[SiteValuePublic, ...]
     bias: float | None = Field(default=None, description=_BIAS)
+    tee_pooled: bool = Field(
+        default=False, description="the value is a TEE-pooled release's (issue 27: the sites' "
+        "exact statistics pooled inside the benchmark's attested aggregator, noise drawn once), "
+        "not a pool of the sites' own releases; n_sites is the release's")
+    pooled_release_id: int | None = Field(
+        default=None, description="the TEE-pooled release (GET /benchmarks/{id}/pooled-releases)")
+    pooled_at: datetime | None = None
+
+
+class TeePooledPublic(WireModel):
+    """A model's TEE-pooled release as the board shows it (its attestation is on the release)."""
+
+    tee_pooled: bool = True
+    pooled_release_id: int
+    pooled_at: datetime
+    n_sites: int
+    n_cases: int
+    aggregates: JsonOut
 
 
 class StandingPublic(WireModel):
@@ -84,6 +104,9 @@ class StandingPublic(WireModel):
     tied: bool
     mock_tee: bool
     values: tuple[PooledValuePublic, ...] = Field(description="the ranked metric first")
+    tee_pooled: TeePooledPublic | None = Field(
+        default=None, description="the model's latest TEE-pooled release, whose figures its "
+        "values show (None: its values pool the sites' releases)")
 
 
 class WithheldPublic(WireModel):

@@ -6,6 +6,7 @@ from datetime import datetime
 
 from pydantic import Field
 
+from sealbench.contract.spec import StorageUri
 from sealbench.server.schemas.assets import AssetKind
 from sealbench.server.schemas.common import Digest, Id, JsonObject, JsonOut, WireModel
 
@@ -19,6 +20,10 @@ class ResultCreate(WireModel):
     summary: JsonObject = Field(description="public aggregate metrics, exactly as attested")
     sealed_result_digest: Digest
     attestation_token: str = Field(min_length=1, max_length=16_384)
+    result_uri: StorageUri | None = Field(
+        default=None, description="where the run left its objects (its run spec's result "
+        "location): a benchmark that pools in the TEE has its aggregator read the site's sealed "
+        "statistics there; without it the result cannot be pooled in the TEE")
 
 
 class ResultPublic(WireModel):
@@ -34,6 +39,7 @@ class ResultPublic(WireModel):
     image_digest: str
     nonce: str
     created_at: datetime
+    result_uri: str | None = Field(default=None, description="where the run left its objects")
     withdrawn: tuple[AssetKind, ...] = Field(
         default=(),
         description="the sides (dataset, model) whose association with the benchmark was "

@@ -44,6 +44,7 @@ from sealbench.server.models import (
     BudgetGroup,
     Dataset,
     DatasetBudgetGroup,
+    PooledRelease,
     PrivacyDebit,
     Result,
 )
@@ -58,8 +59,10 @@ __all__ = [
     "Ledger",
     "ReleaseCost",
     "charge",
+    "charge_pooled",
     "checked_release",
     "join_group",
+    "ledger_of",
     "lock_ledger",
     "readout",
     "registration_budget",
@@ -230,6 +233,17 @@ def lock_ledger(session: Session, dataset: Dataset) -> LockedLedger:
     return LockedLedger(dataset.id, group, Ledger(budget, math.fsum(r for r in spent if r)))
 
 
+def ledger_of(session: Session, dataset: Dataset) -> LockedLedger:
+    """``dataset``'s ledger as it stands, read without locking (what a listing reports: whether
+    one more release fits now; the charge itself locks, :func:`lock_ledger`)."""
+    group = _group_of(session, dataset.id)
+    budget = (Budget(group.budget_epsilon, group.budget_delta) if group is not None
+              else Budget(dataset.budget_epsilon, dataset.budget_delta))
+    spent = session.scalars(select(PrivacyDebit.rho).where(
+        _debits_where(dataset.id, group), PrivacyDebit.rho.is_not(None))).all()
+    return LockedLedger(dataset.id, group, Ledger(budget, math.fsum(r for r in spent if r)))
+
+
 def charge(
     session: Session, actor: Principal, locked: LockedLedger, result: Result, release: Release,
     now: datetime,
@@ -237,7 +251,28 @@ def charge(
     """Charge ``release`` (of the flushed ``result``) to the locked ledger and log it
     (``privacy.debit``), in the caller's transaction (not committed here);
     :class:`PrivacyBudgetExceededError` when it does not fit, before anything is written."""
+    return _charge(session, actor, locked, release, now, benchmark_id=result.benchmark_id,
+                   result_id=result.id, pooled_release_id=None)
+
+
+def charge_pooled(
+    session: Session, actor: Principal, locked: LockedLedger, pooled: PooledRelease,
+    release: Release, now: datetime,
+) -> PrivacyDebit:
+    """Charge a TEE-pooled ``release`` (of the flushed ``pooled`` row) to one included
+    dataset's locked ledger, once, and log it like :func:`charge` (``privacy.debit`` with
+    ``pooled_release_id`` instead of ``result_id``); not committed here."""
+    return _charge(session, actor, locked, release, now, benchmark_id=pooled.benchmark_id,
+                   result_id=None, pooled_release_id=pooled.id)
+
+
+def _charge(
+    session: Session, actor: Principal, locked: LockedLedger, release: Release, now: datetime,
+    *, benchmark_id: int, result_id: int | None, pooled_release_id: int | None,
+) -> PrivacyDebit:
     after = locked.after(release)
+    owner = ({"result_id": result_id} if pooled_release_id is None
+             else {"pooled_release_id": pooled_release_id})
     event = append_event(
         session,
         actor_id=actor.user_id,
@@ -248,8 +283,8 @@ def charge(
             "dataset_id": locked.dataset_id,
             "budget_group": None if locked.group is None else locked.group.name,
             "budget_group_id": None if locked.group is None else locked.group.id,
-            "result_id": result.id,
-            "benchmark_id": result.benchmark_id,
+            **owner,
+            "benchmark_id": benchmark_id,
             "mechanism": release.mechanism,
             "rho": release.rho,
             "epsilon": release.epsilon,
@@ -266,7 +301,8 @@ def charge(
     debit = PrivacyDebit(
         dataset_id=locked.dataset_id,
         budget_group_id=None if locked.group is None else locked.group.id,
-        benchmark_id=result.benchmark_id, result_id=result.id, exact=release.exact,
+        benchmark_id=benchmark_id, result_id=result_id, pooled_release_id=pooled_release_id,
+        exact=release.exact,
         rho=release.rho, epsilon=release.epsilon, delta=release.delta,
         audit_seq=event.seq, created_at=now)
     session.add(debit)

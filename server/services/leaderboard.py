@@ -2,6 +2,16 @@
 evaluated on, from the public summaries' sufficient statistics (never a case), with 95%
 intervals, between-site spread and rank groups that do not order models by noise.
 
+**TEE-pooled figures** (issue 27): a model with a verified pooled release
+(:mod:`.pooling`: the benchmark's attested aggregator pooled the sites' exact statistics and
+drew the noise once) shows its latest release's figures instead of the pool of its sites'
+releases, marked ``tee_pooled`` with the release's id, time, site count and aggregates; it
+ranks by them, and it stands on the board even when every one of its sites was too small to
+publish alone (withheld). Models without one keep the pool of their sites' releases. Who sees a
+pooled release follows the board's rule below (the authority, the model's owner, or everyone
+when the board is published); a board filtered to some sites shows no TEE-pooled figure (the
+release covers its own sites, not the subset).
+
 The benchmark plug-in (found by the benchmark's ``metrics_version``, never imported by name)
 computes every figure: :meth:`~sealbench.benchmarks.interface.Benchmark.pool` over one model's
 sites gives the pooled figure, :meth:`~sealbench.benchmarks.interface.Benchmark.figures` of one
@@ -72,18 +82,22 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any, Final
 
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from sealbench.benchmarks import interface as api
+from sealbench.benchmarks.pooling import parse_pooled_summary
 from sealbench.benchmarks.registry import load as load_plugin
+from sealbench.platforms.platform import attests_hardware
 from sealbench.server.auth import Principal
 from sealbench.server.errors import InvalidRequestError, InvalidStateError
 from sealbench.server.models import Benchmark, Dataset, Model, Result, ResultStatistics
 from sealbench.server.services._common import get_or_404
+from sealbench.server.services.pooling import visible_releases
 from sealbench.server.services.result_statistics import (
     Statistics,
     decode,
@@ -104,6 +118,7 @@ __all__ = [
     "SiteValue",
     "Standing",
     "SummaryCache",
+    "TeePooled",
     "Withheld",
     "build",
     "metric_key",
@@ -167,6 +182,26 @@ class PooledValue:
     sites: tuple[SiteValue, ...]
     #: The pooled value's method error (see :attr:`SiteValue.bias`).
     bias: float | None = None
+    #: The value is a TEE-pooled release's (:class:`TeePooled`), not a pool of site releases.
+    tee_pooled: bool = False
+    pooled_release_id: int | None = None
+    pooled_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class TeePooled:
+    """A model's latest verified TEE-pooled release, as the board shows it."""
+
+    pooled_release_id: int
+    pooled_at: datetime
+    model_name: str
+    model_version: str
+    n_sites: int
+    n_cases: int
+    mock_tee: bool
+    aggregates: Mapping[str, Any]
+    figures: Mapping[str, api.Figure]
+    tee_pooled: bool = True
 
 
 @dataclass(frozen=True)
@@ -178,6 +213,7 @@ class Standing:
     tied: bool
     mock_tee: bool
     values: tuple[PooledValue, ...]
+    tee_pooled: TeePooled | None = None
 
 
 @dataclass(frozen=True)
@@ -412,11 +448,14 @@ def _pooled_value(key: str, rows: Sequence[_Row], fig: api.Figure | None, n_case
 def build(bench_id: int, plugin: api.Benchmark, rows: Sequence[_Row], *, metric: str | None,
           scope: str, withdrawn: dict[int, tuple[str, ...]] | None = None,
           every_metric: bool = False, also: Sequence[str] = (), with_breakdown: bool = False,
-          pool: Callable[[Sequence[_Row]], Mapping[str, api.Figure]]) -> Board:
+          pool: Callable[[Sequence[_Row]], Mapping[str, api.Figure]],
+          tee: Mapping[int, TeePooled] | None = None) -> Board:
     """Arrange readable results into the pooled board ranked by ``metric`` (default: the
     plug-in's headline), each model with that metric's values, then those of ``also`` (or of
-    every metric), ``pool`` giving the pooled figures of one model's rows;
-    :class:`InvalidRequestError` naming the valid metrics for an unknown one."""
+    every metric), ``pool`` giving the pooled figures of one model's rows, ``tee`` the models'
+    TEE-pooled releases (their figures replace the pool of the rows; a model with one stands
+    even without poolable rows); :class:`InvalidRequestError` naming the valid metrics for an
+    unknown one."""
     p = plugin.presentation
     refs = [api.MetricRef(m.key) for m in p.metrics] + [
         api.MetricRef(m.key, g.key) for m in p.metrics for g in p.groups]
@@ -452,23 +491,35 @@ def build(bench_id: int, plugin: api.Benchmark, rows: Sequence[_Row], *, metric:
     standings: list[Standing] = []
     headline_values: list[tuple[int, float | None, float | None, float | None]] = []
     names = {r.model_id: (r.model_name, r.model_version) for r in rows}
-    for model_id in sorted(by_model):
-        mrows = by_model[model_id]
-        pooled = pool(mrows)
-        n_cases = sum(r.stats.n_cases for r in mrows)
+    tee = tee or {}
+    for model_id in sorted(set(by_model) | set(tee)):
+        mrows = by_model.get(model_id, [])
+        release = tee.get(model_id)
+        if release is None:
+            pooled = pool(mrows)
+            n_cases = sum(r.stats.n_cases for r in mrows)
+        else:
+            pooled, n_cases = release.figures, release.n_cases
         values = tuple(_pooled_value(key, mrows, pooled.get(key), n_cases, withdrawn)
                        for key in keys)
+        if release is not None:
+            values = tuple(replace(v, n_sites=release.n_sites, tee_pooled=True,
+                                   pooled_release_id=release.pooled_release_id,
+                                   pooled_at=release.pooled_at) for v in values)
         main = values[0]
         headline_values.append((model_id, main.pooled, main.ci95_low, main.ci95_high))
-        name, version = names[model_id]
-        standings.append(Standing(model_id, name, version, None, False,
-                                  any(r.mock_tee for r in mrows), tuple(values)))
+        fallback = ("", "") if release is None else (release.model_name, release.model_version)
+        name, version = names.get(model_id, fallback)
+        mock = (any(r.mock_tee for r in mrows) if release is None
+                else release.mock_tee or any(r.mock_tee for r in mrows))
+        standings.append(Standing(model_id, name, version, None, False, mock, tuple(values),
+                                  release))
     direction = infos[chosen].direction
     ranks = ({} if direction == api.Direction.NEUTRAL.value
              else _rank(headline_values, direction == api.Direction.HIGHER.value))
     ranked = [
         Standing(s.model_id, s.model_name, s.model_version, *ranks.get(s.model_id, (None, False)),
-                 s.mock_tee, s.values)
+                 s.mock_tee, s.values, s.tee_pooled)
         for s in standings]
     ranked.sort(key=lambda s: (s.rank is None, s.rank or 0, _order(s, direction), s.model_id))
     return Board(bench_id, str(plugin.ref), chosen, metric_key(p.headline), direction,
@@ -514,9 +565,34 @@ def pooled_board(session: Session, actor: Principal, benchmark_id: int, cache: S
     def pool(mrows: Sequence[_Row]) -> Mapping[str, api.Figure]:
         return cache.pooled(plugin, mrows, lambda ids: _summaries(session, plugin, ids))
 
+    tee = {} if sites is not None else _tee_pooled(session, actor, bench, plugin)
     return build(benchmark_id, plugin, rows, metric=metric, scope=scope,
                  withdrawn={k: tuple(v) for k, v in marks.items()}, every_metric=every_metric,
-                 also=also, with_breakdown=with_breakdown, pool=pool)
+                 also=also, with_breakdown=with_breakdown, pool=pool, tee=tee)
+
+
+def _tee_pooled(session: Session, actor: Principal, bench: Benchmark, plugin: api.Benchmark
+                ) -> dict[int, TeePooled]:
+    """Each model's latest pooled release ``actor`` may see, with the plug-in's figures of it
+    (a release the installed plug-in no longer reads is not shown)."""
+    latest: dict[int, Any] = {}
+    for row in visible_releases(session, actor, bench):
+        latest[row.model_id] = row  # ascending ids: the last is the latest
+    out: dict[int, TeePooled] = {}
+    for model_id, row in latest.items():
+        aggregates = row.release.get("aggregates") if isinstance(row.release, dict) else None
+        try:
+            figures = plugin.figures(parse_pooled_summary(plugin, aggregates))
+        except (api.BenchmarkError, TypeError, ValueError):
+            continue
+        model = session.get(Model, model_id)
+        if model is None:
+            continue
+        out[model_id] = TeePooled(
+            row.id, row.created_at, model.name, model.version, row.n_sites, row.n_cases,
+            not attests_hardware(row.token_issuer), dict(aggregates or {}),
+            {metric_key(f.ref): f for f in figures})
+    return out
 
 
 @dataclass(frozen=True)

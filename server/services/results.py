@@ -105,6 +105,7 @@ def submit(
         image_digest=verified.image_digest,
         nonce=verified.nonce,
         created_at=now,
+        result_uri=body.result_uri,
     )
     session.add(row)
     flush(session, "result")
