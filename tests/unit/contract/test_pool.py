@@ -22,7 +22,7 @@ from sealbench.contract.pool import (
     PoolInputs,
     pooled_nonce,
 )
-from sealbench.contract.result import ResultFormatError
+from sealbench.contract.result import ResultFormatError, ResultSummary, WithheldSummary
 from sealbench.contract.spec import AssetLocation, RunSpecError
 from sealbench.crypto.attestation import failure_nonce, result_nonce
 from sealbench.crypto.digest import sha256_digest
@@ -193,3 +193,39 @@ def test_pooled_nonce_is_domain_separated() -> None:
     assert nonce != result_nonce(json.loads(release), sha256_digest(release))
     assert nonce != hashlib.sha256(release).hexdigest()
     assert failure_nonce(release) != result_nonce(json.loads(release), sha256_digest(release))
+
+
+def _summary(**changes: Any) -> ResultSummary:
+    values: dict[str, Any] = {"run_id": "run-1", "benchmark_id": "7",
+                              "metrics_version": "wdbc/1", "aggregates": {"n_cases": 50}}
+    return ResultSummary.model_validate({**values, **changes})
+
+
+def test_summary_carries_the_commitment_published_or_withheld() -> None:
+    """The commitment is a member of the canonical summary (so the result nonce covers it),
+    beside aggregates or beside a withheld note; absent when None, as summaries read before."""
+    published = _summary(pool_statistics=_commitment(1))
+    data = published.to_bytes()
+    assert json.loads(data)["pool_statistics"] == _commitment(1)
+    assert ResultSummary.from_bytes(data) == published
+    withheld = _summary(aggregates={}, pool_statistics=_commitment(1),
+                        withheld=WithheldSummary(rule="cases", n_cases=3, minimum=5))
+    assert ResultSummary.from_bytes(withheld.to_bytes()) == withheld
+    assert "pool_statistics" not in json.loads(_summary().to_bytes())
+    sealed = sha256_digest(b"sealed")
+    assert (result_nonce(json.loads(data), sealed)
+            != result_nonce(json.loads(_summary(pool_statistics=_commitment(2)).to_bytes()),
+                            sealed))
+
+
+def test_withheld_summary_with_aggregates_still_refused() -> None:
+    for commitment in (None, _commitment(1)):
+        held = _summary(pool_statistics=commitment,
+                        withheld=WithheldSummary(rule="cases", n_cases=3, minimum=5))
+        with pytest.raises(ResultFormatError, match="a withheld summary carries no aggregates"):
+            held.to_bytes()
+
+
+def test_summary_refuses_a_malformed_commitment() -> None:
+    with pytest.raises(ValidationError):
+        _summary(pool_statistics="sha256:" + "Z" * 64)
