@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import io
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import BinaryIO, Final, Literal, NoReturn
 
@@ -86,10 +86,12 @@ __all__ = [
     "UnwrappedKeys",
     "VerifiedModel",
     "attest",
+    "attested_evidence",
     "claims_of",
     "load_model",
     "open_destination",
     "release_keys",
+    "unwrap_asset",
 ]
 
 _log = logging.getLogger("sealbench.enclave")
@@ -158,13 +160,32 @@ def attest(
     overrides must fit that platform's token destinations (``resolve`` overrides the lookup;
     no token has left the TEE yet), and its image digest is what the result will be bound to."""
     spec, benchmark = read_spec(environ)
+    evidence, destinations, image_digest = attested_evidence(
+        environ, ENV_OVERRIDE_NAMES, source, timer, resolve)
+    return AttestedRun(
+        spec, benchmark, image_digest, evidence.attester, timer, destinations.endpoints,
+        gpu_attested=evidence.workload.gpu, platform=evidence.platform,
+    )
+
+
+def attested_evidence(
+    environ: Mapping[str, str],
+    names: Iterable[str],
+    source: Attester | EvidenceSource,
+    timer: StepTimer,
+    resolve: PlatformResolver | None = None,
+) -> tuple[Evidence, TokenDestinations, Sha256Digest]:
+    """The first token (see :func:`attest`), checked: its env overrides equal ``environ`` for
+    every one of ``names`` (the workload's allowed overrides: the evaluation's or the
+    aggregator's), its endpoint overrides fit its platform's token destinations; with those
+    destinations and the token's image digest."""
     with timer.measure("attest"):
         evidence: Evidence = (
             source.first() if isinstance(source, EvidenceSource) else evidence_from(source)
         )
     claims = evidence.workload
     attested = claims.env_override
-    differing = sorted(n for n in ENV_OVERRIDE_NAMES if environ.get(n) != attested.get(n))
+    differing = sorted(n for n in names if environ.get(n) != attested.get(n))
     if differing:
         raise SpecError(f"the environment differs from the attested env overrides in {differing}")
     destinations = _destinations(evidence, resolve)
@@ -176,10 +197,7 @@ def attest(
         image_digest = parse_digest(claims.image_digest)
     except ValueError as exc:
         raise AttestationUnavailable("the token's image digest is not a sha256 digest") from exc
-    return AttestedRun(
-        spec, benchmark, image_digest, evidence.attester, timer, destinations.endpoints,
-        gpu_attested=claims.gpu, platform=evidence.platform,
-    )
+    return evidence, destinations, image_digest
 
 
 def _destinations(evidence: Evidence, resolve: PlatformResolver | None) -> TokenDestinations:
@@ -207,7 +225,7 @@ class ReadyDestination:
 def result_store(run: AttestedRun, access: AssetAccess) -> tuple[BlobStore, str]:
     """The destination store, acting through the data owner's pool."""
     try:
-        return access.store(run.spec.result_uri, run.spec.dataset)
+        return access.store(run.spec.result_uri, run.spec.dataset.pool_provider)
     except CloudError as exc:
         raise DestinationError(f"the result destination cannot be opened: {exc}") from exc
 
@@ -284,15 +302,18 @@ def _refused(what: str, exc: Exception, wait: GrantWait | None = None) -> NoRetu
     raise KeyReleaseDenied(f"the {what} key was not released: {exc}") from exc
 
 
-def _unwrap(
+def unwrap_asset(
     kind: Literal["dataset", "model"],
     location: AssetLocation,
     digest: Sha256Digest,
     access: AssetAccess,
     wait: GrantWait,
 ) -> OpenedAsset:
+    """``location``'s ``dek.wrapped`` unwrapped through its owner's key and pool, with the AAD
+    binding ``kind``, its asset id and ``digest`` (a refusal retried while ``wait`` lasts)."""
+
     def attempt() -> OpenedAsset:
-        store, prefix = access.store(location.uri, location)
+        store, prefix = access.store(location.uri, location.pool_provider)
         record = store.get_bytes(join_name(prefix, DEK_OBJECT), _MAX_WRAPPED_KEY)
         wrapped = WrappedKey.from_bytes(record)
         dek = unwrap_key(
@@ -317,8 +338,9 @@ def release_keys(
     spec = run.spec
     wait = wait or GrantWait(spec.iam_wait_seconds)
     with run.timer.measure("unwrap"):
-        dataset = _unwrap("dataset", spec.dataset, parse_digest(spec.data_digest), access, wait)
-        model = _unwrap("model", spec.model, parse_digest(spec.model_digest), access, wait)
+        dataset = unwrap_asset(
+            "dataset", spec.dataset, parse_digest(spec.data_digest), access, wait)
+        model = unwrap_asset("model", spec.model, parse_digest(spec.model_digest), access, wait)
     _log.info("step 2/7: both owners released their keys")
     return UnwrappedKeys(destination, dataset, model)
 

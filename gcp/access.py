@@ -39,24 +39,23 @@ class CloudAccess:
         self._attester = attester
         self._credentials: dict[str, Credentials] = {}
 
-    def _credential(self, owner: AssetLocation) -> Credentials:
+    def _credential(self, provider: str) -> Credentials:
         from sealbench.gcp.credentials import workload_credentials_from_attester
 
-        provider = owner.pool_provider
         if provider not in self._credentials:
             self._credentials[provider] = workload_credentials_from_attester(
                 provider, attester=self._attester, sts_url=self._destinations.sts_url
             )
         return self._credentials[provider]
 
-    def store(self, uri: str, owner: AssetLocation) -> tuple[BlobStore, str]:
+    def store(self, uri: str, pool_provider: str) -> tuple[BlobStore, str]:
         from sealbench.gcp.gcs import GcsBlobStore, make_storage_client
 
         location = parse_storage_uri(uri)
         endpoint = self._destinations.storage_endpoint
 
         def gcs(bucket: str) -> BlobStore:
-            client = make_storage_client(None, self._credential(owner), endpoint)
+            client = make_storage_client(None, self._credential(pool_provider), endpoint)
             return GcsBlobStore(client, bucket)
 
         return location.open(gcs)
@@ -64,5 +63,6 @@ class CloudAccess:
     def key_wrapper(self, owner: AssetLocation) -> KeyWrapper:
         from sealbench.gcp.kms import KmsKeyWrapper, make_kms_client
 
-        client = make_kms_client(self._credential(owner), self._destinations.kms_endpoint)
+        client = make_kms_client(self._credential(owner.pool_provider),
+                                 self._destinations.kms_endpoint)
         return KmsKeyWrapper(owner.kms_key, client)

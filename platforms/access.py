@@ -22,9 +22,10 @@ __all__ = ["AssetAccess"]
 class AssetAccess(Protocol):
     """Opens an owner's storage and key on behalf of the attested workload."""
 
-    def store(self, uri: str, owner: AssetLocation) -> tuple[BlobStore, str]:
-        """``(store, prefix)`` of ``uri``, acting as a workload federated through ``owner``'s
-        pool."""
+    def store(self, uri: str, pool_provider: str) -> tuple[BlobStore, str]:
+        """``(store, prefix)`` of ``uri``, acting as a workload federated through the pool
+        ``pool_provider`` names (an owner's :attr:`~sealbench.contract.spec.AssetLocation.
+        pool_provider`; the aggregator's is the authority's, which has no KMS key)."""
         ...
 
     def key_wrapper(self, owner: AssetLocation) -> KeyWrapper:

@@ -78,7 +78,7 @@ class DoubleAccess:
     root: Path = field(default_factory=lambda: Path("."))
     calls: list[str] = field(default_factory=list)
 
-    def store(self, uri: str, owner: AssetLocation) -> tuple[BlobStore, str]:
+    def store(self, uri: str, pool_provider: str) -> tuple[BlobStore, str]:
         self.calls.append(f"store {uri}")
         return LocalBlobStore(self.root), ""
 

@@ -111,7 +111,7 @@ class FakeAccess:
     key_requests: list[str] = field(default_factory=list)
     refuse_results: bool = False
 
-    def store(self, uri: str, owner: AssetLocation) -> tuple[BlobStore, str]:
+    def store(self, uri: str, pool_provider: str) -> tuple[BlobStore, str]:
         store, prefix = parse_storage_uri(uri).open()
         if self.refuse_results and "results" in uri:
             return RefusingStore(store), prefix

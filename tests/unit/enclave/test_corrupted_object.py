@@ -80,10 +80,10 @@ class GcsAccess:
     emulator: Emulator
     inner: Any
 
-    def store(self, uri: str, owner: AssetLocation) -> tuple[BlobStore, str]:
+    def store(self, uri: str, pool_provider: str) -> tuple[BlobStore, str]:
         if uri.startswith("gs://"):
             return open_storage_uri(uri, self.emulator.store)
-        return self.inner.store(uri, owner)
+        return self.inner.store(uri, pool_provider)
 
     def key_wrapper(self, owner: AssetLocation) -> KeyWrapper:
         return self.inner.key_wrapper(owner)
