@@ -1,0 +1,417 @@
+"""TEE-pooled releases through the registry's API (issue 27): the authority is given a model's
+pool inputs, submits the aggregator's release with its attestation token (signed with the test
+issuer's key, as result tokens are), and the registry verifies it against the benchmark's
+aggregator image and exactly the accepted results it was asked to pool, debits every included
+dataset once and marks the figures on the leaderboard; each refusal stores nothing."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from sealbench.benchmarks.registry import load
+from sealbench.benchmarks.release import epsilon_of
+from sealbench.contract.pin import BenchmarkPin
+from sealbench.contract.pool import (
+    POOL_AUDIENCE,
+    PUBLIC_RECIPIENT_DIGEST,
+    AggregateSpec,
+    PooledInput,
+    PooledRelease,
+    PoolInputs,
+    pooled_nonce,
+)
+from sealbench.server.db import open_database
+from sealbench.server.models import AuditEvent, Benchmark, PrivacyDebit
+from sealbench.server.models import PooledInput as PooledInputRow
+from sealbench.server.models import PooledRelease as PooledReleaseRow
+
+API = "/api/v1"
+AGGREGATOR = "sha256:" + "a" * 64
+PIN = "brats-2023-gli/1"
+RHO = load(BenchmarkPin.parse(PIN)).release_spec.rho
+PROVIDER = ("projects/200000000001/locations/global/workloadIdentityPools/hospital-pool"
+            "/providers/attestation")
+
+
+@dataclass
+class Pool:
+    """An approved benchmark pooling in the TEE, 3 datasets (each with coordinates and one
+    accepted result sealing statistics) and 1 model."""
+
+    client: TestClient
+    world: Any
+    h: Any
+    tokens: Any
+    database_url: str
+    datasets: list[int]
+    runs: dict[int, str]  # dataset id -> run id
+    commitments: dict[str, str]  # run id -> commitment
+
+    @property
+    def bid(self) -> int:
+        return int(self.world.benchmark_id)
+
+    def inputs(self, actor: Any = None) -> Any:
+        actor = actor or self.world.bench_owner
+        return self.client.get(f"{API}/benchmarks/{self.bid}/pool-inputs",
+                               params={"model_id": self.world.model_id}, headers=actor.headers)
+
+    def document(self) -> PoolInputs:
+        body = self.h.ok(self.inputs())
+        return PoolInputs.model_validate(body["inputs"])
+
+    def submit(self, inputs: PoolInputs, release: bytes, token: str) -> Any:
+        return self.client.post(
+            f"{API}/benchmarks/{self.bid}/pooled-releases", headers=self.world.bench_owner.headers,
+            json={"release_b64": base64.b64encode(release).decode(), "attestation_token": token,
+                  "inputs": inputs.model_dump(mode="json")})
+
+    def rows(self, model: Any) -> list[Any]:
+        db = open_database(self.database_url)
+        try:
+            with db.reader() as session:
+                return list(session.scalars(select(model)).all())
+        finally:
+            db.dispose()
+
+
+def release_of(h: Any, inputs: PoolInputs, *, used: list[PooledInput] | None = None,
+               dice: float = 0.8, n_cases: int = 2000) -> bytes:
+    """The aggregator's ``pooled.json`` for ``inputs`` (each input as given unless ``used``)."""
+    return PooledRelease(
+        pool_id=inputs.pool_id, benchmark_id=inputs.benchmark_id,
+        metrics_version=inputs.metrics_version, model_id=inputs.model_id,
+        model_digest=inputs.model_digest, inputs_digest=inputs.digest(),
+        inputs=tuple(used if used is not None else [
+            PooledInput(run_id=i.run_id, dataset_id=i.dataset.asset_id, commitment=i.commitment)
+            for i in inputs.inputs]),
+        n_cases=n_cases, aggregates=h.brats_aggregates(dice, n_cases)).to_bytes()
+
+
+def pool_claims(h: Any, inputs: PoolInputs, release: bytes, *, image: str = AGGREGATOR,
+                audience: str = POOL_AUDIENCE, nonce: str | None = None,
+                env: dict[str, str] | None = None) -> dict[str, Any]:
+    """The aggregator's release token payload (Confidential Space-shaped, like a result's)."""
+    claims = h.result_claims(summary={}, sealed_digest="sha256:" + "0" * 64,
+                             benchmark_id=inputs.benchmark_id, data_digest="-",
+                             model_digest=inputs.model_digest, image_digest=image)
+    spec = AggregateSpec(
+        run_id=inputs.pool_id, benchmark_id=inputs.benchmark_id,
+        metrics_version=inputs.metrics_version, model_digest=inputs.model_digest,
+        recipient_digest=PUBLIC_RECIPIENT_DIGEST,
+        inputs_uri=f"gs://authority-pools/{inputs.pool_id}/pool-inputs.json",
+        inputs_digest=inputs.digest(), result_uri=f"gs://authority-pools/{inputs.pool_id}")
+    claims["aud"] = audience
+    claims["eat_nonce"] = nonce or pooled_nonce(release)
+    claims["submods"]["container"]["env_override"] = {**spec.to_environ(), **(env or {})}
+    return claims
+
+
+def _dataset(client: TestClient, world: Any, h: Any, name: str, **budget: Any) -> int:
+    did = h.ok(client.post(f"{API}/datasets", headers=world.data_owner.headers, json={
+        "name": name, "digest": h.digest_of(name), "case_count": 5, **budget}), 201)["id"]
+    bench = f"{API}/benchmarks/{world.benchmark_id}/datasets"
+    h.ok(client.post(bench, json={"asset_id": did}, headers=world.data_owner.headers), 201)
+    h.ok(client.post(f"{bench}/{did}/approve", headers=world.bench_owner.headers))
+    return int(did)
+
+
+def submit_result(client: TestClient, world: Any, h: Any, tokens: Any, dataset_id: int,
+                  data_digest: str, run_id: str, commitment: str | None,
+                  result_uri: str | None) -> Any:
+    summary = {**h.brats_summary(0.5, 5), "run_id": run_id, "benchmark_id": str(
+        world.benchmark_id)}
+    if commitment is not None:
+        summary["pool_statistics"] = commitment
+    sealed = h.digest_of(f"sealed-{run_id}")
+    token = tokens.sign(h.result_claims(
+        summary=summary, sealed_digest=sealed, benchmark_id=world.benchmark_id,
+        data_digest=data_digest, model_digest=world.model_digest))
+    body = {"benchmark_id": world.benchmark_id, "dataset_id": dataset_id,
+            "model_id": world.model_id, "summary": summary, "sealed_result_digest": sealed,
+            "attestation_token": token}
+    if result_uri is not None:
+        body["result_uri"] = result_uri
+    return client.post(f"{API}/results", json=body, headers=world.data_owner.headers)
+
+
+def make_pool(client: TestClient, world: Any, h: Any, tokens: Any, database_url: str,
+              **third_budget: Any) -> Pool:
+    datasets = [int(world.dataset_id), _dataset(client, world, h, "hospital-b"),
+                _dataset(client, world, h, "hospital-c", **third_budget)]
+    digests = {datasets[0]: world.dataset_digest, datasets[1]: h.digest_of("hospital-b"),
+               datasets[2]: h.digest_of("hospital-c")}
+    db = open_database(database_url)
+    try:
+        with db.writer() as session:
+            bench = session.get(Benchmark, world.benchmark_id)
+            assert bench is not None
+            bench.aggregator_image_digest = AGGREGATOR
+            session.commit()
+    finally:
+        db.dispose()
+    runs, commitments = {}, {}
+    for n, did in enumerate(datasets, start=1):
+        h.ok(client.put(f"{API}/datasets/{did}/coordinates", headers=world.data_owner.headers,
+                        json={"kms_key_name": "projects/hospital-tre/locations/europe-west4/"
+                              f"keyRings/sealbench/cryptoKeys/dataset-{n}",
+                              "storage_uri": f"gs://hospital-sealed/site-{n}",
+                              "wip_provider": PROVIDER}))
+        run, commitment = f"run-{n}", h.digest_of(f"statistics-{n}")
+        h.ok(submit_result(client, world, h, tokens, did, digests[did], run, commitment,
+                           f"gs://hospital-results/{run}"), 201)
+        runs[did], commitments[run] = run, commitment
+    return Pool(client, world, h, tokens, database_url, datasets, runs, commitments)
+
+
+@pytest.fixture
+def pool(client: TestClient, world: Any, h: Any, tokens: Any, database_url: str) -> Pool:
+    return make_pool(client, world, h, tokens, database_url)
+
+
+# -- results keep their location; the pool inputs ------------------------------------------------
+
+
+def test_pool_inputs_list_each_accepted_result_with_its_coordinates_and_commitment(
+        pool: Pool) -> None:
+    inputs = pool.document()
+    assert (inputs.benchmark_id, str(inputs.metrics_version), inputs.model_id,
+            inputs.model_digest) == (str(pool.bid), PIN, str(pool.world.model_id),
+                                     pool.world.model_digest)
+    by_run = {i.run_id: i for i in inputs.inputs}
+    assert set(by_run) == {"run-1", "run-2", "run-3"}
+    second = by_run["run-2"]
+    assert second.dataset.asset_id == str(pool.datasets[1])
+    assert second.dataset.uri == "gs://hospital-sealed/site-2"
+    assert second.dataset.kms_key.endswith("/cryptoKeys/dataset-2")
+    assert second.dataset.pool_provider == PROVIDER
+    assert second.data_digest == pool.h.digest_of("hospital-b")
+    assert second.statistics_uri == "gs://hospital-results/run-2"
+    assert second.commitment == pool.commitments["run-2"]
+    # the stored result keeps its location
+    result = pool.client.get(f"{API}/results", headers=pool.world.bench_owner.headers).json()
+    assert {r["result_uri"] for r in result["items"]} == {
+        f"gs://hospital-results/run-{n}" for n in (1, 2, 3)}
+
+
+def test_pool_inputs_skip_results_without_statistics_and_refuse_others_than_the_authority(
+        pool: Pool) -> None:
+    h, w = pool.h, pool.world
+    # a later result of dataset 2 that sealed no statistics does not displace run-2
+    h.ok(submit_result(pool.client, w, h, pool.tokens, pool.datasets[1],
+                       h.digest_of("hospital-b"), "run-2b", None, "gs://hospital-results/r"), 201)
+    assert {i.run_id for i in pool.document().inputs} == {"run-1", "run-2", "run-3"}
+    for actor in (w.data_owner, w.model_owner, w.other):
+        assert pool.inputs(actor).status_code == 403
+
+
+# -- the happy path -------------------------------------------------------------------------------
+
+
+def test_a_verified_pooled_release_is_stored_and_debits_each_dataset_once(pool: Pool) -> None:
+    inputs = pool.document()
+    release = release_of(pool.h, inputs)
+    token = pool.tokens.sign(pool_claims(pool.h, inputs, release))
+    created = pool.h.ok(pool.submit(inputs, release, token), 201)
+    assert (created["n_sites"], created["n_cases"], created["image_digest"],
+            created["pool_id"]) == (3, 2000, AGGREGATOR, inputs.pool_id)
+    assert {i["run_id"]: i["commitment"] for i in created["inputs"]} == pool.commitments
+    assert created["nonce"] == pooled_nonce(release)
+
+    [row] = pool.rows(PooledReleaseRow)
+    assert row.inputs_digest == inputs.digest()
+    links = pool.rows(PooledInputRow)
+    assert sorted(link.commitment for link in links) == sorted(pool.commitments.values())
+    debits = [d for d in pool.rows(PrivacyDebit) if d.pooled_release_id == row.id]
+    assert sorted(d.dataset_id for d in debits) == sorted(pool.datasets)
+    assert all(d.result_id is None and d.rho == pytest.approx(RHO) and d.epsilon == 1.0
+               and not d.exact for d in debits)
+    actions = [e.action for e in pool.rows(AuditEvent)]
+    assert actions.count("pooled_release.submit") == 1
+    # 3 results' own releases, then the pooled release's 3 debits
+    assert actions.count("privacy.debit") == 6
+    # each dataset's budget shows the debit, owned by the pooled release
+    budget = pool.h.ok(pool.client.get(f"{API}/datasets/{pool.datasets[2]}/budget",
+                                       headers=pool.world.data_owner.headers))
+    assert [d["pooled_release_id"] for d in budget["debits"]] == [None, row.id]
+    assert budget["spent_rho"] == pytest.approx(2 * RHO)
+    # nothing is left to pool
+    assert pool.h.ok(pool.inputs())["inputs"] is None
+    # the authority and the model's owner read it; a hospital (board not published) does not
+    for actor, seen in ((pool.world.bench_owner, 1), (pool.world.model_owner, 1),
+                        (pool.world.data_owner, 0), (pool.world.other, 0)):
+        listed = pool.h.ok(pool.client.get(f"{API}/benchmarks/{pool.bid}/pooled-releases",
+                                           headers=actor.headers))
+        assert len(listed) == seen
+        if seen:
+            assert listed[0]["tee_pooled"] is True
+            assert listed[0]["attestation_token"] == token
+
+
+# -- refusals ----------------------------------------------------------------------------------
+
+
+def _nothing_stored(pool: Pool) -> None:
+    assert pool.rows(PooledReleaseRow) == []
+    assert pool.rows(PooledInputRow) == []
+    assert [d for d in pool.rows(PrivacyDebit) if d.pooled_release_id is not None] == []
+
+
+def _refused(pool: Pool, response: Any, status: int, *words: str) -> None:
+    assert response.status_code == status, response.text
+    message = response.json()["message"]
+    for word in words:
+        assert word in message, message
+    _nothing_stored(pool)
+
+
+def test_a_release_that_drops_a_site_is_refused(pool: Pool) -> None:
+    inputs = pool.document()
+    kept = [PooledInput(run_id=i.run_id, dataset_id=i.dataset.asset_id, commitment=i.commitment)
+            for i in inputs.inputs if i.run_id != "run-2"]
+    release = release_of(pool.h, inputs, used=kept)
+    token = pool.tokens.sign(pool_claims(pool.h, inputs, release))
+    _refused(pool, pool.submit(inputs, release, token), 409, "omits run run-2")
+
+
+def test_a_release_that_adds_a_fake_site_is_refused(pool: Pool) -> None:
+    asked = pool.document()
+    first = asked.inputs[0]
+    fake = first.model_copy(update={
+        "run_id": "run-fake", "dataset": first.dataset.model_copy(update={"asset_id": "999"}),
+        "commitment": pool.h.digest_of("fake statistics")})
+    # the fake run in the inputs document as well as in the release: no accepted result
+    inputs = asked.model_copy(update={"inputs": (*asked.inputs, fake)})
+    release = release_of(pool.h, inputs)
+    token = pool.tokens.sign(pool_claims(pool.h, inputs, release))
+    _refused(pool, pool.submit(inputs, release, token), 409, "run run-fake",
+             "not an accepted, unpooled result")
+    # the fake run in the release only
+    used = [PooledInput(run_id=i.run_id, dataset_id=i.dataset.asset_id, commitment=i.commitment)
+            for i in asked.inputs] + [PooledInput(run_id="run-fake", dataset_id="999",
+                                                  commitment=fake.commitment)]
+    release = release_of(pool.h, asked, used=used)
+    token = pool.tokens.sign(pool_claims(pool.h, asked, release))
+    _refused(pool, pool.submit(asked, release, token), 409, "adds run run-fake")
+
+
+def test_a_release_of_a_stale_commitment_is_refused(pool: Pool) -> None:
+    asked = pool.document()
+    stale = pool.h.digest_of("an earlier run's statistics")
+    inputs = asked.model_copy(update={"inputs": tuple(
+        i.model_copy(update={"commitment": stale}) if i.run_id == "run-3" else i
+        for i in asked.inputs)})
+    release = release_of(pool.h, inputs)
+    token = pool.tokens.sign(pool_claims(pool.h, inputs, release))
+    _refused(pool, pool.submit(inputs, release, token), 409, "run run-3", "commitment")
+
+
+def test_a_release_attested_by_another_image_is_refused(pool: Pool) -> None:
+    inputs = pool.document()
+    release = release_of(pool.h, inputs)
+    for image in (pool.h.IMAGE_DIGEST, "sha256:" + "b" * 64):  # the evaluation's, an unknown
+        token = pool.tokens.sign(pool_claims(pool.h, inputs, release, image=image))
+        _refused(pool, pool.submit(inputs, release, token), 422, "pooled release attestation")
+
+
+def test_a_release_token_of_another_audience_or_nonce_is_refused(pool: Pool) -> None:
+    inputs = pool.document()
+    release = release_of(pool.h, inputs)
+    other = release_of(pool.h, inputs, dice=0.9)
+    for claims in (
+            pool_claims(pool.h, inputs, release, audience="sealbench-result"),
+            # signed over other bytes (another noise draw): the nonce does not match these
+            pool_claims(pool.h, inputs, release, nonce=pooled_nonce(other)),
+            # an operator override the aggregate spec does not name
+            pool_claims(pool.h, inputs, release,
+                        env={"SEALBENCH_DATA_DIGEST": "sha256:" + "d" * 64}),
+            # another inputs digest than the release's
+            pool_claims(pool.h, inputs, release,
+                        env={"SEALBENCH_POOL_INPUTS_DIGEST": "sha256:" + "e" * 64})):
+        token = pool.tokens.sign(claims)
+        _refused(pool, pool.submit(inputs, release, token), 422, "attestation was refused")
+
+
+def test_a_replayed_release_is_refused(pool: Pool) -> None:
+    inputs = pool.document()
+    release = release_of(pool.h, inputs)
+    token = pool.tokens.sign(pool_claims(pool.h, inputs, release))
+    pool.h.ok(pool.submit(inputs, release, token), 201)
+    again = pool.submit(inputs, release, token)
+    assert again.status_code == 409, again.text
+    assert "already submitted" in again.json()["message"]
+    assert len(pool.rows(PooledReleaseRow)) == 1
+    assert len([d for d in pool.rows(PrivacyDebit) if d.pooled_release_id is not None]) == 3
+
+
+def test_aggregates_the_plugin_refuses_are_refused(pool: Pool) -> None:
+    inputs = pool.document()
+    doc = PooledRelease.from_bytes(release_of(pool.h, inputs))
+    bad = doc.model_copy(update={"aggregates": {"n_cases": 2000}}).to_bytes()
+    token = pool.tokens.sign(pool_claims(pool.h, inputs, bad))
+    _refused(pool, pool.submit(inputs, bad, token), 422, "aggregates")
+
+
+def test_a_release_one_dataset_cannot_pay_is_refused_whole(
+        client: TestClient, world: Any, h: Any, tokens: Any, database_url: str) -> None:
+    # the third dataset's budget pays exactly two releases: its own result's and one more
+    pool = make_pool(client, world, h, tokens, database_url,
+                     budget_epsilon=epsilon_of(2 * RHO, 1e-6) * (1 + 1e-12),
+                     budget_delta=1e-6)
+    inputs = pool.document()
+    assert len(inputs.inputs) == 3
+    # the third hospital submits a second result, spending what was left
+    third = pool.datasets[2]
+    h.ok(submit_result(client, world, h, tokens, third, h.digest_of("hospital-c"), "run-3b",
+                       h.digest_of("statistics-3b"), "gs://hospital-results/run-3b"), 201)
+    release = release_of(pool.h, inputs)
+    token = tokens.sign(pool_claims(h, inputs, release))
+    _refused(pool, pool.submit(inputs, release, token), 422, "overspend",
+             f"dataset {third}")
+    # and the next pool inputs leave it out, saying why
+    body = h.ok(pool.inputs())
+    assert {i["run_id"] for i in body["inputs"]["inputs"]} == {"run-1", "run-2"}
+    reasons = {lo["run_id"]: lo["reason"] for lo in body["left_out"]}
+    assert "privacy budget" in reasons["run-3b"]
+
+
+# -- the leaderboard ---------------------------------------------------------------------------
+
+
+def _board(pool: Pool, actor: Any) -> Any:
+    return pool.h.ok(pool.client.get(f"{API}/benchmarks/{pool.bid}/leaderboard/pooled",
+                                     headers=actor.headers))
+
+
+def test_the_leaderboard_marks_the_tee_pooled_figure(pool: Pool) -> None:
+    before = _board(pool, pool.world.bench_owner)
+    [standing] = before["standings"]
+    assert standing["tee_pooled"] is None
+    assert standing["values"][0]["tee_pooled"] is False
+    inputs = pool.document()
+    release = release_of(pool.h, inputs, dice=0.8, n_cases=2000)
+    created = pool.h.ok(pool.submit(inputs, release, pool.tokens.sign(
+        pool_claims(pool.h, inputs, release))), 201)
+    for actor in (pool.world.bench_owner, pool.world.model_owner):
+        [standing] = _board(pool, actor)["standings"]
+        mark = standing["tee_pooled"]
+        assert (mark["tee_pooled"], mark["pooled_release_id"], mark["n_sites"],
+                mark["n_cases"]) == (True, created["id"], 3, 2000)
+        assert mark["pooled_at"] == created["created_at"]
+        assert mark["aggregates"] == PooledRelease.from_bytes(release).aggregates
+        value = standing["values"][0]
+        assert (value["tee_pooled"], value["pooled_release_id"], value["n_sites"]) == (
+            True, created["id"], 3)
+        # the release's figure (0.8 over 2,000 cases), not the pool of the sites' 0.5
+        assert value["pooled"] == pytest.approx(0.8, abs=1e-9)
+        assert len(value["sites"]) == 3  # the sites' own releases stay listed
+    # a hospital sees the pool of its own results only, never the TEE-pooled figure
+    [own] = _board(pool, pool.world.data_owner)["standings"]
+    assert own["tee_pooled"] is None
+    assert _board(pool, pool.world.other)["standings"] == []
