@@ -31,7 +31,8 @@ from sealbench.contract.result import (
 from sealbench.crypto.attestation import Jwks, unverified_payload
 from sealbench.gcp.confidential_space import claims_from_payload
 
-RESULT_OBJECTS = ["result.sealed", "result.token", "summary.json", "write-check.json"]
+RESULT_OBJECTS = ["pool.sealed", "result.sealed", "result.token", "summary.json",
+                  "write-check.json"]
 
 
 def plain_results(prepared: Path, model: bytes, contract: Any) -> list[CaseResult]:

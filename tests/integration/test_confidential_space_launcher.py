@@ -59,7 +59,8 @@ HOSPITAL_POOL = PoolProvider("200000000002", "hospital-pool", "attestation")
 MODELCO_POOL = PoolProvider("300000000003", "modelco-pool", "attestation")
 ZONE = "us-central1-a"
 RUNNER = "sealbench-runner@hospital.iam.gserviceaccount.com"
-RESULT_OBJECTS = ["result.sealed", "result.token", "summary.json", "write-check.json"]
+RESULT_OBJECTS = ["pool.sealed", "result.sealed", "result.token", "summary.json",
+                  "write-check.json"]
 
 
 @dataclass
