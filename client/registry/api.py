@@ -12,9 +12,11 @@ as ``Authorization: Bearer`` and never appears in an error or a log line.
 
 from __future__ import annotations
 
+import base64
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, Literal, TypeVar
 
@@ -32,6 +34,7 @@ from sealbench.client.errors import (
     ResultRejectedError,
     ServerUnavailableError,
 )
+from sealbench.contract.pool import PoolInputs
 from sealbench.server.schemas import (
     AssociationCreate,
     AssociationDecision,
@@ -72,6 +75,11 @@ from sealbench.server.schemas.audit import (
     InclusionProofPublic,
 )
 from sealbench.server.schemas.leaderboard import PooledLeaderboard
+from sealbench.server.schemas.pools import (
+    PoolCandidates,
+    PooledReleaseCreate,
+    PooledReleasePublic,
+)
 from sealbench.server.schemas.runs import (
     BenchmarkProgress,
     RunBatchPublic,
@@ -90,10 +98,20 @@ __all__ = [
     "PAGE_SIZE",
     "READ_TIMEOUT_S",
     "AssetKind",
+    "PoolCandidatesView",
     "RegistryClient",
 ]
 
 log = logging.getLogger("sealbench.client")
+
+
+@dataclass(frozen=True)
+class PoolCandidatesView:
+    """:meth:`RegistryClient.pool_candidates`: the inputs document to pool (None: nothing left)
+    and the results the registry left out, each as one line saying why."""
+
+    inputs: PoolInputs | None
+    left_out: tuple[str, ...]
 
 API_PREFIX: Final = "/api/v1"
 #: Seconds to establish a connection to the registry.
@@ -434,6 +452,28 @@ class RegistryClient:
 
     def get_result(self, result_id: int) -> ResultPublic:
         return self._get(ResultPublic, f"{API_PREFIX}/results/{result_id}")
+
+    # -- pooling inside the TEE (issue 27) ---------------------------------------------------
+
+    def pool_candidates(self, benchmark_id: int, model_id: int) -> PoolCandidatesView:
+        """The model's accepted results not yet pooled, as the aggregator's inputs document
+        (None: nothing to pool), and those left out, each as one line saying why."""
+        got = self._get(PoolCandidates, f"{API_PREFIX}/benchmarks/{benchmark_id}/pool-inputs",
+                        {"model_id": model_id})
+        return PoolCandidatesView(
+            None if got.inputs is None else PoolInputs.model_validate(got.inputs),
+            tuple(f"result {lo.result_id} (dataset {lo.dataset_id}, run {lo.run_id or '?'}): "
+                  f"{lo.reason}" for lo in got.left_out))
+
+    def submit_pooled_release(self, benchmark_id: int, *, release: bytes, token: str,
+                              inputs: PoolInputs) -> PooledReleasePublic:
+        """Send the aggregator's ``pooled.json`` (its exact bytes), ``pooled.token`` and the
+        inputs it was asked to pool; the registry verifies them before storing anything."""
+        body = PooledReleaseCreate(release_b64=base64.b64encode(release).decode("ascii"),
+                                   attestation_token=token,
+                                   inputs=inputs.model_dump(mode="json"))
+        return self._post(PooledReleasePublic,
+                          f"{API_PREFIX}/benchmarks/{benchmark_id}/pooled-releases", body)
 
     def leaderboard(self, benchmark_id: int) -> Leaderboard:
         return self._get(Leaderboard, f"{API_PREFIX}/benchmarks/{benchmark_id}/leaderboard")

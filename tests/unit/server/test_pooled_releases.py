@@ -415,3 +415,47 @@ def test_the_leaderboard_marks_the_tee_pooled_figure(pool: Pool) -> None:
     [own] = _board(pool, pool.world.data_owner)["standings"]
     assert own["tee_pooled"] is None
     assert _board(pool, pool.world.other)["standings"] == []
+
+
+# -- the client's side -------------------------------------------------------------------------
+
+
+def test_the_client_pools_through_the_registry_api(pool: Pool) -> None:
+    from sealbench.client.registry.api import RegistryClient
+
+    registry = RegistryClient(pool.client, pool.world.bench_owner.token)
+    view = registry.pool_candidates(pool.bid, pool.world.model_id)
+    assert view.inputs is not None and view.left_out == ()
+    assert {i.run_id for i in view.inputs.inputs} == {"run-1", "run-2", "run-3"}
+    release = release_of(pool.h, view.inputs)
+    accepted = registry.submit_pooled_release(
+        pool.bid, release=release, token=pool.tokens.sign(pool_claims(pool.h, view.inputs,
+                                                                      release)),
+        inputs=view.inputs)
+    assert (accepted.n_sites, accepted.pool_id) == (3, view.inputs.pool_id)
+    assert registry.pool_candidates(pool.bid, pool.world.model_id).inputs is None
+
+
+def test_a_submitted_result_carries_its_run_specs_result_location() -> None:
+    """``result submit`` sends where the run left its objects: the run spec's location, also
+    after ``result fetch`` copied them here (the record's ``result_uri`` then names the copy)."""
+    from datetime import UTC, datetime
+    from types import SimpleNamespace
+    from typing import cast
+
+    from sealbench.client.runs.result_open import OpenedResult
+    from sealbench.client.runs.single import RunRecord, result_submission
+
+    opened = cast(OpenedResult, SimpleNamespace(
+        summary_json={"format": "sealbench/result-summary"},
+        sealed_result_sha256="sha256:" + "5" * 64, token="header.payload.signature"))
+    record = RunRecord(run_id="run-1", benchmark_id=1, dataset_id=2, model_id=3,
+                       tee="confidential-space", image_digest="sha256:" + "1" * 64,
+                       result_uri="gs://hospital-results/run-1", status="succeeded",
+                       started_at=datetime(2026, 6, 1, tzinfo=UTC))
+    assert result_submission(record, opened).result_uri == "gs://hospital-results/run-1"
+    fetched = record.model_copy(update={"result_uri": "file:///home/h/results/run-1",
+                                        "spec_result_uri": "gs://hospital-results/run-1"})
+    assert result_submission(fetched, opened).result_uri == "gs://hospital-results/run-1"
+    local = record.model_copy(update={"result_uri": "file:///home/h/results/run-1"})
+    assert result_submission(local, opened).result_uri == "file:///home/h/results/run-1"
