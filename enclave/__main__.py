@@ -1,4 +1,6 @@
-"""``python -m sealbench.enclave``: the entry point of the evaluation image.
+"""``python -m sealbench.enclave``: the entry point of the evaluation image
+(``python -m sealbench.enclave aggregate``, or ``python -m sealbench.enclave.aggregate``: the
+aggregator's, :mod:`sealbench.enclave.aggregate`, with the same process setup, :func:`serve`).
 
 The run specification comes only from the (attested) environment. The evidence comes from the
 installed platforms' own evidence sources (:class:`~sealbench.enclave.platforms.EvidenceSource`):
@@ -28,16 +30,20 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Final
 
 from sealbench.contract.errors import EnclaveError
-from sealbench.enclave.network import install_egress_guard
+from sealbench.enclave.network import EgressGuard, install_egress_guard
 from sealbench.enclave.platforms import EvidenceSource
 from sealbench.enclave.progress import run_failed
 from sealbench.enclave.run import run_enclave
 
-__all__ = ["main"]
+__all__ = ["AGGREGATE_COMMAND", "main", "serve"]
+
+#: The first argument that runs the aggregator workload (:mod:`sealbench.enclave.aggregate`).
+AGGREGATE_COMMAND: Final = "aggregate"
 
 
 def _logging() -> None:
@@ -49,8 +55,15 @@ def _logging() -> None:
     logging.getLogger("sealbench.enclave").setLevel(logging.INFO)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sealbench.enclave")
+#: A workload the entry point runs: the environment, the evidence, the process's egress guard.
+Workload = Callable[[Mapping[str, str], EvidenceSource, EgressGuard], object]
+
+
+def serve(argv: Sequence[str] | None, prog: str, workload: Workload) -> int:
+    """The process around one workload (the evaluation's, or the aggregator's,
+    :mod:`sealbench.enclave.aggregate`): ``--launcher-dir``, the egress guard before anything
+    else, logging, and on failure the ``failed`` event, the operator's line and the exit code."""
+    parser = argparse.ArgumentParser(prog=prog)
     parser.add_argument(
         "--launcher-dir",
         type=Path,
@@ -62,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     egress = install_egress_guard(args.launcher_dir)
     _logging()
     try:
-        run_enclave(os.environ, EvidenceSource(args.launcher_dir), egress=egress)
+        workload(os.environ, EvidenceSource(args.launcher_dir), egress)
     except EnclaveError as exc:
         # The typed event is what a client reads (Confidential Space reports only its
         # launcher's exit code: the enclave's reaches the client in the event, on the serial
@@ -72,6 +85,19 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr, flush=True)
         return exc.exit_code
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The evaluation; ``aggregate`` as the first argument runs the aggregator instead."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == [AGGREGATE_COMMAND]:
+        from sealbench.enclave.aggregate import run_aggregator
+
+        return serve(args[1:], f"python -m sealbench.enclave {AGGREGATE_COMMAND}",
+                     lambda environ, source, egress: run_aggregator(
+                         environ, source, egress=egress))
+    return serve(args, "python -m sealbench.enclave",
+                 lambda environ, source, egress: run_enclave(environ, source, egress=egress))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,374 @@
+"""The aggregator workload (issue 27, :mod:`sealbench.enclave.aggregate`), run in-process as the
+evaluation's unit tests run it: local buckets (``file://``) for three WDBC sites and the
+authority, in-memory KMS stand-ins, and the unsigned tokens the mock launcher would sign for an
+aggregator launch.
+
+Each site is what a site enclave leaves: its dataset's ``dek.wrapped`` (the DEK wrapped by the
+hospital's key, AAD binding dataset id and data digest) and, at its run's result location,
+``pool.sealed`` (:func:`~sealbench.benchmarks.pooling.seal_statistics` encrypted with
+:func:`~sealbench.crypto.pool_statistics.encrypt_statistics` under that DEK). The hospital's key
+releases the DEK only to the workload uids its grant names, as its key-release condition
+would: each grant here names the aggregator's uid (image digest, no dataset, the model, the
+public-release marker, benchmark, pin), the way the existing tests grant an evaluation
+identity. The noise is switched off (``LocalExact``) through the Python parameter, so the
+pooled figures are checkable against all the cases taken together."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from sealbench.benchmarks.pooling import seal_statistics
+from sealbench.benchmarks.release import LocalExact
+from sealbench.benchmarks.wdbc import summary as s
+from sealbench.benchmarks.wdbc.plugin import PLUGIN as WDBC
+from sealbench.contract.errors import (
+    AssetIntegrityError,
+    EnclaveError,
+    KeyReleaseDenied,
+    SpecError,
+)
+from sealbench.contract.events import StepStarted, parse_event
+from sealbench.contract.pool import (
+    POOL_AUDIENCE,
+    POOL_INPUTS_OBJECT,
+    POOL_STATISTICS_OBJECT,
+    POOLED_RELEASE_OBJECT,
+    POOLED_TOKEN_OBJECT,
+    PUBLIC_RECIPIENT_DIGEST,
+    AggregateSpec,
+    PooledRelease,
+    PoolInput,
+    PoolInputs,
+    pooled_nonce,
+)
+from sealbench.contract.result import FAILURE_OBJECT, FailureRecord
+from sealbench.contract.spec import AssetLocation
+from sealbench.contract.workload import WorkloadIdentity
+from sealbench.crypto.digest import Sha256Digest, sha256_digest
+from sealbench.crypto.envelope import (
+    DataKey,
+    InsecureInMemoryKeyWrapper,
+    KeyWrapper,
+    asset_aad,
+    wrap_key,
+)
+from sealbench.crypto.pool_statistics import encrypt_statistics
+from sealbench.enclave.aggregate import AggregateReport, AttestedAggregate, run_aggregator
+from sealbench.enclave.steps import claims_of
+from sealbench.mocktee.verifier import WorkloadLaunch
+from sealbench.platforms import BlobStore, KeyAccessDenied, parse_storage_uri
+
+from .conftest import IMAGE as EVALUATION_IMAGE
+from .conftest import FakeAttester
+
+AGGREGATOR_IMAGE = sha256_digest(b"unit-test aggregator image")
+PIN = str(WDBC.ref)
+MODEL_DIGEST = sha256_digest(b"the pooled model's weights")
+AUTHORITY_POOL = (
+    "projects/100000000001/locations/global/workloadIdentityPools/authority-pool/providers/attestation")
+
+
+@pytest.fixture(autouse=True)
+def _quiet_insecure_noise(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.ERROR, logger="sealbench.benchmarks")
+
+
+def _wdbc_results(rng: np.random.Generator, n: int, tag: str) -> list[s.WdbcCaseResult]:
+    """Binormal scores with ties (two decimals) and one failed case."""
+    y = rng.random(n) < 0.4
+    p = 1 / (1 + np.exp(-rng.normal(np.where(y, 1.2, -1.2), 1.3)))
+    out = [s.WdbcCaseResult(case_id=f"{tag}{i}", malignant=bool(y[i]),
+                            score=round(float(p[i]), 2)) for i in range(n - 1)]
+    out.append(s.WdbcCaseResult(case_id=f"{tag}x", malignant=True, score=None, reason="failed"))
+    return out
+
+
+def _identity(image: Sha256Digest, model_digest: str = MODEL_DIGEST) -> str:
+    return WorkloadIdentity(Sha256Digest(image), None, Sha256Digest(model_digest),
+                            PUBLIC_RECIPIENT_DIGEST, "1", PIN).uid()
+
+
+@dataclass
+class GrantedKey:
+    """A hospital's key as its key-release condition serves it: the DEK is unwrapped only for
+    a workload uid its grant names (KMS's 403 otherwise)."""
+
+    inner: InsecureInMemoryKeyWrapper
+    grants: set[str]
+    caller: str = ""
+
+    @property
+    def key_name(self) -> str:
+        return self.inner.key_name
+
+    def wrap(self, plaintext: bytes, aad: bytes) -> bytes:
+        return self.inner.wrap(plaintext, aad)
+
+    def unwrap(self, ciphertext: bytes, aad: bytes) -> bytes:
+        if self.caller not in self.grants:
+            raise KeyAccessDenied(key_name=self.key_name, operation="decrypt", identity=None)
+        return self.inner.unwrap(ciphertext, aad)
+
+
+@dataclass
+class SiteAccess:
+    """The attested aggregator's access: local buckets, each site's key through its grant."""
+
+    keys: dict[str, GrantedKey]
+    caller: str
+    pools: list[str] = field(default_factory=list)
+
+    def store(self, uri: str, pool_provider: str) -> tuple[BlobStore, str]:
+        self.pools.append(pool_provider)
+        return parse_storage_uri(uri).open()
+
+    def key_wrapper(self, owner: AssetLocation) -> KeyWrapper:
+        key = self.keys[owner.kms_key]
+        key.caller = self.caller
+        return key
+
+
+@dataclass
+class Site:
+    run_id: str
+    results: list[s.WdbcCaseResult]
+    item: PoolInput
+    dek: DataKey
+    document: bytes
+
+
+@dataclass
+class Pool:
+    root: Path
+    sites: list[Site]
+    keys: dict[str, GrantedKey]
+    inputs: PoolInputs
+
+    @property
+    def out(self) -> Path:
+        return self.root / "pooled"
+
+    def spec(self, **changes: object) -> AggregateSpec:
+        base = AggregateSpec(
+            run_id="agg-1", benchmark_id="1", metrics_version=PIN, model_digest=MODEL_DIGEST,
+            recipient_digest=PUBLIC_RECIPIENT_DIGEST,
+            inputs_uri=f"file://{self.root / 'authority' / POOL_INPUTS_OBJECT}",
+            inputs_digest=self.inputs.digest(), result_uri=f"file://{self.out}",
+            result_pool_provider=AUTHORITY_POOL)
+        return AggregateSpec.model_validate({**base.model_dump(), **changes})
+
+    def write_inputs(self, inputs: PoolInputs) -> None:
+        folder = self.root / "authority"
+        folder.mkdir(exist_ok=True)
+        (folder / POOL_INPUTS_OBJECT).write_bytes(inputs.to_bytes())
+
+    def run(self, spec: AggregateSpec | None = None, *, environ: dict[str, str] | None = None,
+            image: Sha256Digest = AGGREGATOR_IMAGE) -> tuple[AggregateReport, FakeAttester]:
+        spec = spec or self.spec()
+        env = spec.to_environ()
+        attester = FakeAttester(
+            WorkloadLaunch(image, f"local/aggregator@{image}", env), self.root / "token")
+
+        def access(run: AttestedAggregate) -> SiteAccess:
+            uid = WorkloadIdentity(run.image_digest, None, Sha256Digest(run.spec.model_digest),
+                                   Sha256Digest(run.spec.recipient_digest),
+                                   run.spec.benchmark_id, str(run.spec.metrics_version)).uid()
+            return SiteAccess(self.keys, uid)
+
+        report = run_aggregator(environ if environ is not None else env, attester,
+                                access=access, noise=LocalExact())
+        return report, attester
+
+
+def _site(root: Path, k: int, results: list[s.WdbcCaseResult]) -> tuple[Site, GrantedKey]:
+    """One site as its enclave leaves it: dek.wrapped at the dataset, pool.sealed at the run's
+    result location."""
+    dataset = root / f"hospital-{k}"
+    dataset.mkdir()
+    key = InsecureInMemoryKeyWrapper(f"projects/h{k}/locations/global/keyRings/r/cryptoKeys/d")
+    data_digest = sha256_digest(f"dataset manifest {k}".encode())
+    dek = DataKey.generate()
+    wrapped = wrap_key(key, dek, asset_aad("dataset", f"ds-{k}", data_digest))
+    (dataset / "dek.wrapped").write_bytes(wrapped.to_bytes())
+    run_id = f"run-{k}"
+    document, commitment = seal_statistics(WDBC.ref, run_id, results)
+    result_dir = root / f"results-{k}"
+    result_dir.mkdir()
+    (result_dir / POOL_STATISTICS_OBJECT).write_bytes(
+        encrypt_statistics(dek, run_id, commitment, document))
+    location = AssetLocation(
+        asset_id=f"ds-{k}", uri=f"file://{dataset}", kms_key=key.key_name,
+        pool_provider=f"projects/20000000000{k}/locations/global/workloadIdentityPools/"
+                      f"hospital-{k}/providers/attestation")
+    item = PoolInput(run_id=run_id, dataset=location, data_digest=data_digest,
+                     statistics_uri=f"file://{result_dir}", commitment=commitment)
+    grant = GrantedKey(key, {_identity(AGGREGATOR_IMAGE)})
+    return Site(run_id, results, item, dek, document), grant
+
+
+@pytest.fixture
+def pool(tmp_path: Path) -> Pool:
+    rng = np.random.default_rng(27)
+    sites, keys = [], {}
+    for k, n in enumerate((7, 30, 45)):
+        site, key = _site(tmp_path, k, _wdbc_results(rng, n, f"s{k}-"))
+        sites.append(site)
+        keys[key.key_name] = key
+    inputs = PoolInputs(pool_id="pool-1", benchmark_id="1", metrics_version=PIN,
+                        model_id="model-1", model_digest=MODEL_DIGEST,
+                        inputs=tuple(site.item for site in sites))
+    made = Pool(tmp_path, sites, keys, inputs)
+    made.write_inputs(inputs)
+    return made
+
+
+def _refused(pool: Pool, error: type[EnclaveError], **run: Any) -> EnclaveError:
+    with pytest.raises(error) as caught:
+        pool.run(**run)
+    assert not (pool.out / POOLED_RELEASE_OBJECT).exists()
+    assert not (pool.out / POOLED_TOKEN_OBJECT).exists()
+    return caught.value
+
+
+# -- the release ---------------------------------------------------------------------------------
+
+
+def test_three_sites_pool_to_the_auroc_of_all_cases_together(
+        pool: Pool, capsys: pytest.CaptureFixture[str]) -> None:
+    report, attester = pool.run()
+
+    data = (pool.out / POOLED_RELEASE_OBJECT).read_bytes()
+    assert data == report.release_bytes
+    release = PooledRelease.from_bytes(data)
+    every = [r for site in pool.sites for r in site.results]
+    labels = [bool(r.malignant) for r in every]
+    scores = [r.penalised_score() for r in every]  # a failed case enters with the worst score
+    # noise off: an exact release of the pooled spec (what parse_pooled_summary reads, exact)
+    exact = replace(s.pooled_release_spec(WDBC.release_spec), exact=True)
+    figures = {str(f.ref): f for f in WDBC.figures(s.parse_summary(release.aggregates, exact))}
+    assert figures["auroc"].value == pytest.approx(roc_auc_score(labels, scores), abs=1e-12)
+    assert figures["auroc"].bias is None  # exact: read from the pair count, not from bins
+    assert figures["n_cases"].value == release.n_cases == len(every) == 82
+    assert release.inputs_digest == pool.inputs.digest()
+    assert release.model_digest == MODEL_DIGEST and release.pool_id == "pool-1"
+    assert [(i.run_id, i.dataset_id, i.commitment) for i in release.inputs] == [
+        (site.run_id, site.item.dataset.asset_id, site.item.commitment) for site in pool.sites]
+
+    # the token binds pooled.json's exact bytes, under the pool's audience
+    token = (pool.out / POOLED_TOKEN_OBJECT).read_text()
+    assert token == report.token == attester.tokens[-1]
+    claims = claims_of(token)
+    assert claims.aud == POOL_AUDIENCE
+    assert pooled_nonce(data) in claims.eat_nonce
+    assert claims.image_digest == AGGREGATOR_IMAGE
+
+    events = [e for e in map(parse_event, capsys.readouterr().out.splitlines()) if e is not None]
+    steps = [e for e in events if isinstance(e, StepStarted)]
+    assert [(e.index, e.total) for e in steps] == [(0, 4), (1, 4), (2, 4), (3, 4), (4, 4)]
+    assert events[-1].event == "done"
+
+
+def test_the_authoritys_storage_is_reached_through_its_pool(pool: Pool) -> None:
+    seen: list[SiteAccess] = []
+    spec = pool.spec()
+    env = spec.to_environ()
+    attester = FakeAttester(
+        WorkloadLaunch(AGGREGATOR_IMAGE, "local/aggregator", env), pool.root / "token")
+
+    def access(run: AttestedAggregate) -> SiteAccess:
+        made = SiteAccess(pool.keys, _identity(run.image_digest))
+        seen.append(made)
+        return made
+
+    run_aggregator(env, attester, access=access, noise=LocalExact())
+    pools = seen[0].pools
+    site_pools = {site.item.dataset.pool_provider for site in pool.sites}
+    # the inputs, the result folder: the authority's; each dataset and its statistics: the site's
+    assert pools.count(AUTHORITY_POOL) == 2
+    assert set(pools) == site_pools | {AUTHORITY_POOL}
+
+
+# -- refusals: nothing is released ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["another commitment", "the same commitment"])
+def test_stale_statistics_fail_the_whole_pool(pool: Pool, how: str) -> None:
+    """Site 1 ran again (a new document under a fresh salt) after the registry stored the
+    commitment the inputs name: whether its new object is bound to its new commitment (the AAD
+    refuses it) or claims the old one (the digest refuses it), the pool fails naming it."""
+    site = pool.sites[1]
+    document, fresh = seal_statistics(WDBC.ref, site.run_id, site.results)
+    commitment = fresh if how == "another commitment" else site.item.commitment
+    path = Path(site.item.statistics_uri.removeprefix("file://")) / POOL_STATISTICS_OBJECT
+    path.write_bytes(encrypt_statistics(site.dek, site.run_id, commitment, document))
+
+    error = _refused(pool, AssetIntegrityError)
+    assert "run-1" in str(error)
+    assert "run-0" not in str(error) and "run-2" not in str(error)
+
+
+def test_an_inputs_document_that_is_not_the_attested_one_is_refused(pool: Pool) -> None:
+    fewer = pool.inputs.model_copy(update={"inputs": pool.inputs.inputs[:2]})
+    pool.write_inputs(fewer)  # the spec still names the three-site document's digest
+    error = _refused(pool, AssetIntegrityError)
+    assert "SEALBENCH_POOL_INPUTS_DIGEST" in str(error)
+    # the failure is recorded at the result destination, as an evaluation's
+    record = FailureRecord.model_validate_json((pool.out / FAILURE_OBJECT).read_bytes())
+    assert record.run_id == "agg-1" and record.error == "AssetIntegrityError"
+    assert record.step == "read and check the pool inputs"
+
+
+def test_inputs_of_another_model_are_refused(pool: Pool) -> None:
+    other = pool.inputs.model_copy(update={"model_digest": sha256_digest(b"another model")})
+    pool.write_inputs(other)
+    error = _refused(pool, SpecError, spec=pool.spec(inputs_digest=other.digest()))
+    assert "model_digest" in str(error)
+
+
+@pytest.mark.parametrize("name", ["SEALBENCH_DATASET_URI", "SEALBENCH_RECIPIENT_PUBLIC_KEY"])
+def test_an_evaluation_input_in_the_environment_is_refused(pool: Pool, name: str) -> None:
+    environ = {**pool.spec().to_environ(), name: "file:///somewhere"}
+    with pytest.raises(SpecError, match=name):
+        pool.run(environ=environ)
+    assert not pool.out.exists()
+
+
+def test_a_site_whose_key_is_not_released_fails_the_pool(pool: Pool) -> None:
+    """Site 2's grant names only the evaluation image: its key refuses the aggregator."""
+    site = pool.sites[2]
+    pool.keys[site.item.dataset.kms_key].grants = {_identity(EVALUATION_IMAGE)}
+    error = _refused(pool, KeyReleaseDenied)
+    assert "run-2" in str(error)
+    assert site.dek.secret_bytes().hex() not in str(error)
+
+
+def test_an_image_the_sites_did_not_grant_is_refused(pool: Pool) -> None:
+    error = _refused(pool, KeyReleaseDenied, image=EVALUATION_IMAGE)
+    assert "run-0" in str(error)
+
+
+@pytest.mark.parametrize("command", [["sealbench.enclave", "aggregate"],
+                                     ["sealbench.enclave.aggregate"]])
+def test_the_entry_points_run_the_aggregator(pool: Pool, command: list[str]) -> None:
+    """``python -m sealbench.enclave aggregate`` and the mock backend's
+    ``python -m sealbench.enclave.aggregate``: the aggregator's checks, the evaluation's process
+    setup (the ``failed`` event, the exit code)."""
+    env = {**pool.spec().to_environ(), "SEALBENCH_DATASET_URI": "file:///x",
+           "PATH": os.environ.get("PATH", "")}
+    done = subprocess.run(
+        [sys.executable, "-m", *command], env=env, capture_output=True,
+        text=True, timeout=120, check=False)
+    assert done.returncode == SpecError.exit_code
+    assert "an aggregator takes no evaluation input" in done.stderr
+    failed = [e for e in map(parse_event, done.stdout.splitlines()) if e is not None]
+    assert failed and failed[-1].event == "failed"
