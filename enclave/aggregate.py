@@ -78,6 +78,7 @@ from sealbench.contract.errors import (
     AttestationUnavailable,
     DestinationError,
     EnclaveError,
+    KeyReleaseDenied,
     ResultUploadError,
     SpecError,
     StorageFailure,
@@ -98,7 +99,12 @@ from sealbench.contract.pool import (
     pooled_nonce,
 )
 from sealbench.contract.result import MAX_DOCUMENT_BYTES, ResultFormatError
-from sealbench.contract.spec import ENV_OVERRIDE_NAMES, RunSpecError, ServiceEndpoints
+from sealbench.contract.spec import (
+    ENV_OVERRIDE_NAMES,
+    MAX_IAM_WAIT_S,
+    RunSpecError,
+    ServiceEndpoints,
+)
 from sealbench.crypto import streaming
 from sealbench.crypto.digest import Sha256Digest, parse_digest, sha256_digest
 from sealbench.crypto.errors import IntegrityError
@@ -111,7 +117,14 @@ from sealbench.enclave.rules import benchmark_for
 from sealbench.enclave.run import _Progress, _record_failure, timings_line
 from sealbench.enclave.steps import attested_evidence, claims_of, unwrap_asset
 from sealbench.enclave.timing import StepTimer
-from sealbench.platforms import BlobStore, CloudError, ObjectNotFound, join_name
+from sealbench.platforms import (
+    BlobStore,
+    CloudError,
+    CredentialError,
+    ObjectNotFound,
+    StorageAccessDenied,
+    join_name,
+)
 from sealbench.platforms.access import AssetAccess
 from sealbench.platforms.attester import Attester
 from sealbench.platforms.errors import AttesterError
@@ -289,6 +302,9 @@ def open_input(run: AttestedAggregate, item: PoolInput, access: AssetAccess, wai
     except ObjectNotFound as exc:
         raise StorageFailure(f"input run {item.run_id}: its statistics are missing "
                              f"({POOL_STATISTICS_OBJECT})") from exc
+    except (CredentialError, StorageAccessDenied) as exc:
+        raise KeyReleaseDenied(f"input run {item.run_id}: the dataset owner's pool refused "
+                               f"this workload its statistics: {exc}{wait.outlasted()}") from exc
     except CloudError as exc:
         raise StorageFailure(f"input run {item.run_id}: its statistics cannot be read "
                              f"({type(exc).__name__})") from exc
@@ -412,7 +428,8 @@ def _run(
     progress.run_id = spec.run_id
     progress.attester = run.attester
     access = (access_factory or _platform_access)(run)
-    wait = GrantWait(float(spec.iam_wait_s or 0), sleep)
+    # the run's window for IAM to apply a grant, as the evaluation's: inert, clamped
+    wait = GrantWait(float(min(int(spec.iam_wait_s or 0), MAX_IAM_WAIT_S)), sleep)
     with contextlib.suppress(EnclaveError):
         progress.destination = _authority_store(run, access, spec.result_uri)
     _step(progress, 1, "read and check the pool inputs")

@@ -66,7 +66,12 @@ from sealbench.crypto.pool_statistics import encrypt_statistics
 from sealbench.enclave.aggregate import AggregateReport, AttestedAggregate, run_aggregator
 from sealbench.enclave.steps import claims_of
 from sealbench.mocktee.verifier import WorkloadLaunch
-from sealbench.platforms import BlobStore, KeyAccessDenied, parse_storage_uri
+from sealbench.platforms import (
+    BlobStore,
+    KeyAccessDenied,
+    StorageAccessDenied,
+    parse_storage_uri,
+)
 
 from .conftest import IMAGE as EVALUATION_IMAGE
 from .conftest import FakeAttester
@@ -127,15 +132,29 @@ class SiteAccess:
     keys: dict[str, GrantedKey]
     caller: str
     pools: list[str] = field(default_factory=list)
+    #: Locations whose reads are denied (a bucket that grants this workload no read).
+    unreadable: frozenset[str] = frozenset()
 
     def store(self, uri: str, pool_provider: str) -> tuple[BlobStore, str]:
         self.pools.append(pool_provider)
-        return parse_storage_uri(uri).open()
+        store, prefix = parse_storage_uri(uri).open()
+        return (_Unreadable(store) if uri in self.unreadable else store), prefix
 
     def key_wrapper(self, owner: AssetLocation) -> KeyWrapper:
         key = self.keys[owner.kms_key]
         key.caller = self.caller
         return key
+
+
+class _Unreadable:
+    def __init__(self, inner: BlobStore) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+    def get_bytes(self, name: str, max_size: int) -> bytes:
+        raise StorageAccessDenied(f"permission denied to read {name}")
 
 
 @dataclass
@@ -173,7 +192,8 @@ class Pool:
         (folder / POOL_INPUTS_OBJECT).write_bytes(inputs.to_bytes())
 
     def run(self, spec: AggregateSpec | None = None, *, environ: dict[str, str] | None = None,
-            image: Sha256Digest = AGGREGATOR_IMAGE) -> tuple[AggregateReport, FakeAttester]:
+            image: Sha256Digest = AGGREGATOR_IMAGE, unreadable: frozenset[str] = frozenset(),
+            ) -> tuple[AggregateReport, FakeAttester]:
         spec = spec or self.spec()
         env = spec.to_environ()
         attester = FakeAttester(
@@ -183,7 +203,7 @@ class Pool:
             uid = WorkloadIdentity(run.image_digest, None, Sha256Digest(run.spec.model_digest),
                                    Sha256Digest(run.spec.recipient_digest),
                                    run.spec.benchmark_id, str(run.spec.metrics_version)).uid()
-            return SiteAccess(self.keys, uid)
+            return SiteAccess(self.keys, uid, unreadable=unreadable)
 
         report = run_aggregator(environ if environ is not None else env, attester,
                                 access=access, noise=LocalExact())
@@ -350,6 +370,14 @@ def test_a_site_whose_key_is_not_released_fails_the_pool(pool: Pool) -> None:
     error = _refused(pool, KeyReleaseDenied)
     assert "run-2" in str(error)
     assert site.dek.secret_bytes().hex() not in str(error)
+
+
+def test_statistics_the_sites_pool_does_not_let_the_aggregator_read_fail_the_pool(
+        pool: Pool) -> None:
+    site = pool.sites[1]
+    error = _refused(pool, KeyReleaseDenied,
+                     unreadable=frozenset({site.item.statistics_uri}))
+    assert "run-1" in str(error) and "statistics" in str(error)
 
 
 def test_an_image_the_sites_did_not_grant_is_refused(pool: Pool) -> None:
