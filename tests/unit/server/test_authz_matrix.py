@@ -376,6 +376,17 @@ MATRIX = [
     Row("result get", "GET", lambda c: f"{API}/results/{c.result_id}", (401, 403, 200, 200, 403)),
     Row("leaderboard", "GET", lambda c: f"{B(c)}/leaderboard", _all(200)),
     Row("pooled leaderboard", "GET", lambda c: f"{B(c)}/leaderboard/pooled", _all(200)),
+    # TEE pooling (issue 27): the authority only; this benchmark names no aggregator image (409)
+    Row("pool inputs", "GET", lambda c: f"{B(c)}/pool-inputs?model_id={c.world.model_id}",
+        (401, 403, 403, 409, 403)),
+    Row(
+        "pooled release submit",
+        "POST",
+        lambda c: f"{B(c)}/pooled-releases",
+        (401, 403, 403, 409, 403),
+        body=lambda c: {"release_b64": "e30=", "attestation_token": "a.b.c", "inputs": {}},
+    ),
+    Row("pooled release list", "GET", lambda c: f"{B(c)}/pooled-releases", _all(200)),
     Row("audit list", "GET", lambda c: f"{API}/audit", (401, 403, 403, 403, 200)),
     Row("audit verify", "GET", lambda c: f"{API}/audit/verify", (401, 403, 403, 403, 200)),
     Row("audit checkpoint", "GET", lambda c: f"{API}/audit/checkpoint", _all(200)),
