@@ -20,9 +20,9 @@ one of:
 cel-python, by the mock's) for a :class:`ConditionContext`. :func:`check_token_destinations` is
 the enclave's own defence in depth: it refuses to send a token to an endpoint of another
 platform than the one that attested it. A name in
-:data:`~sealbench.contract.spec.ENV_OVERRIDE_NAMES` without an entry here makes the rendering
-raise, and a test renders the condition and evaluates it against a token with each input
-tampered.
+:data:`ALL_OVERRIDE_NAMES` (the evaluation's and the aggregator's overrides, issue 27) without
+an entry here makes the rendering raise, and a test renders the condition and evaluates it
+against a token with each input tampered.
 
 This module imports only the standard library, pydantic (through the run spec) and
 :mod:`sealbench.crypto`: the platforms, the policy writer, the registry and the mock use it.
@@ -35,6 +35,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
+from sealbench.contract.pool import (
+    AGGREGATE_ENV_NAMES,
+    ENV_POOL_INPUTS_DIGEST,
+    ENV_POOL_INPUTS_URI,
+    ENV_RESULT_POOL_PROVIDER,
+)
 from sealbench.contract.spec import (
     ENDPOINT_ENV_NAMES,
     ENV_ALLOW_CPU_FALLBACK,
@@ -46,8 +52,10 @@ from sealbench.contract.spec import (
 from sealbench.contract.workload import ENV_BENCHMARK_ID, ENV_DATA_DIGEST, ENV_METRICS_VERSION
 
 __all__ = [
+    "ALL_OVERRIDE_NAMES",
     "ENV_INPUTS",
     "OPERATOR_INPUTS",
+    "POOL_ONLY_NAMES",
     "ConditionContext",
     "ConditionInputError",
     "InputClass",
@@ -74,13 +82,17 @@ class Rule(StrEnum):
     UID_FIELD = "uid-field"
     #: bound through another input: the enclave refuses a value that does not hash to it
     BOUND_BY_DIGEST = "bound-by-digest"
+    #: repeated in the attested release, which the registry refuses unless it is what it asked
+    #: for (the aggregator's inputs digest, issue 27)
+    RELEASE_BOUND = "release-bound"
     #: the image digest is one of the approved benchmarks' images (and the uid's first field)
     IMAGE = "image"
     #: absent in production (Google's HTTPS endpoint); the mock's exact URL on the mock
     ENDPOINT = "endpoint"
     #: no ``tee-cmd``: ``cmd_override`` absent, null or empty
     NO_COMMAND = "no-command"
-    #: no env override outside :data:`~sealbench.contract.spec.ENV_OVERRIDE_NAMES`
+    #: no env override outside :data:`ALL_OVERRIDE_NAMES` (the evaluation's and the
+    #: aggregator's)
     KNOWN_OVERRIDES_ONLY = "known-overrides-only"
     #: ``hwmodel`` is confidential hardware
     HARDWARE = "hardware"
@@ -156,11 +168,28 @@ OPERATOR_INPUTS: Final[tuple[OperatorInput, ...]] = (
     _env("SEALBENCH_RECIPIENT_PUBLIC_KEY", _B, Rule.BOUND_BY_DIGEST, "enclave (step 1)",
          "the enclave refuses a key that does not hash to SEALBENCH_RECIPIENT_DIGEST"),
     _env(ENV_DATA_DIGEST, _B, Rule.UID_FIELD, f"{_COND} (uid); enclave; registry",
-         "the dataset the key is released for"),
+         "the dataset the key is released for; absent only on the aggregator (issue 27), whose "
+         "uid's data field is then '-', which a data owner grants for the aggregator image "
+         "alone: an evaluation run without it maps to a uid nobody granted, and the evaluation "
+         "enclave refuses to run without it"),
     _env("SEALBENCH_MODEL_DIGEST", _B, Rule.UID_FIELD, f"{_COND} (uid); enclave; registry",
          "the model the key is released for"),
     _env("SEALBENCH_RECIPIENT_DIGEST", _B, Rule.UID_FIELD, f"{_COND} (uid); enclave",
          "who can open the per-case results"),
+    _env(ENV_POOL_INPUTS_URI, _I, None, "aggregator (digest check)",
+         "the aggregator's only: where it reads the authority's pool-inputs document; every "
+         "byte is checked against SEALBENCH_POOL_INPUTS_DIGEST (bound); the evaluation enclave "
+         "refuses to run when it is set"),
+    _env(ENV_POOL_INPUTS_DIGEST, _B, Rule.RELEASE_BOUND,
+         "aggregator; registry pooled-release policy",
+         "the aggregator's only: the digest of the inputs it pools; the aggregator refuses a "
+         "document that does not hash to it, its release repeats it and the registry refuses a "
+         "release whose inputs are not exactly the accepted results it was asked to pool; the "
+         "evaluation enclave refuses to run when it is set"),
+    _env(ENV_RESULT_POOL_PROVIDER, _I, None, _COND,
+         "the aggregator's only: which authority pool its public release is written through "
+         "(the release is public and token-bound, and every pool's own condition decides what "
+         "a token may do); the evaluation enclave refuses to run when it is set"),
     _env(ENV_IAM_WAIT, _I, None, f"enclave (clamped to {MAX_IAM_WAIT_S} s)",
          "how long the enclave retries a permission refusal that follows a successful token "
          "exchange (a grant IAM has not applied yet), with backoff, before it fails the run: "
@@ -212,9 +241,20 @@ OPERATOR_INPUTS: Final[tuple[OperatorInput, ...]] = (
                   "it reaches assets only through the owners' pools"),
 )
 
+#: Every env override a sealbench workload may carry: the evaluation's
+#: (:data:`~sealbench.contract.spec.ENV_OVERRIDE_NAMES`) and the aggregator's
+#: (:data:`~sealbench.contract.pool.AGGREGATE_ENV_NAMES`), in that order. The one list the
+#: "known overrides only" rule of every key-release condition renders (a data owner's pool
+#: admits both workloads); each workload's own launch policy and enclave allow its own names.
+ALL_OVERRIDE_NAMES: Final[tuple[str, ...]] = tuple(
+    dict.fromkeys((*ENV_OVERRIDE_NAMES, *AGGREGATE_ENV_NAMES)))
+#: The aggregator's names that are no evaluation input: an evaluation run refuses to start
+#: when one is set (:meth:`~sealbench.contract.spec.RunSpec.from_environ`).
+POOL_ONLY_NAMES: Final[frozenset[str]] = frozenset(AGGREGATE_ENV_NAMES) - set(ENV_OVERRIDE_NAMES)
+
 #: The env-override entries by name.
 ENV_INPUTS: Final[Mapping[str, OperatorInput]] = {
-    i.name: i for i in OPERATOR_INPUTS if i.is_env and i.name in ENV_OVERRIDE_NAMES
+    i.name: i for i in OPERATOR_INPUTS if i.is_env and i.name in ALL_OVERRIDE_NAMES
 }
 
 

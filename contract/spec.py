@@ -252,7 +252,14 @@ class RunSpec(BaseModel):
     def from_environ(cls, environ: Mapping[str, str]) -> RunSpec:
         """Parse the run specification from ``environ``; only the names in
         :data:`ENV_OVERRIDE_NAMES` are read. Raises :class:`RunSpecError` naming the first
-        missing or malformed variable."""
+        missing or malformed variable, or an aggregator-only variable that is set (issue 27:
+        the key-release condition admits the aggregator's names too, so the evaluation refuses
+        them itself: an evaluation run never carries an input only the aggregator reads)."""
+        from sealbench.contract.pool import AGGREGATE_ENV_NAMES  # pool imports this module
+
+        foreign = sorted(n for n in AGGREGATE_ENV_NAMES if n not in _ENV.values() and n in environ)
+        if foreign:
+            raise RunSpecError(foreign[0], "set, but only the aggregator reads it")
         flat = {field: environ.get(name) for field, name in _ENV.items()}
         for field, name in _ENV.items():
             if flat[field] is None and field not in _OPTIONAL:

@@ -24,8 +24,34 @@ fallback is a second attribute per digest, not a hash (CEL in attribute mappings
 The condition (:func:`render_condition`) has one clause per bound or pinned input of
 :data:`~sealbench.contract.inputs.OPERATOR_INPUTS`, from typed, validated values only; every
 literal is refused unless it is made of ``[A-Za-z0-9:._/~-]``, so no user string is ever pasted
-into CEL. A name in :data:`~sealbench.contract.spec.ENV_OVERRIDE_NAMES` without an entry in the
-table makes it raise.
+into CEL. A name in :data:`~sealbench.contract.inputs.ALL_OVERRIDE_NAMES` (the evaluation's and
+the aggregator's overrides) without an entry in the table makes it raise.
+
+The aggregator (issue 27) in a data owner's pool. The aggregator pools many datasets, so its
+token carries no ``SEALBENCH_DATA_DIGEST``; a data owner's mapping then writes the data field
+as ``-`` (:data:`~sealbench.contract.workload.NO_DATA`) and the shape clause checks the digest
+only when it is present. Why that opens nothing to an attacker: a data owner's grants name a uid
+whose data field is ``-`` only for the aggregator, i.e. ``<aggregator image>::-::<model>::
+<public-release marker>::<benchmark>::<pin>`` per model approved in each benchmark the dataset
+joined (:func:`sealbench.server.services.grants.required_grants`, and ``policy sync``'s
+:func:`sealbench.client.assets.grants.allowed_workloads`), and :class:`sealbench.gcp.policy.
+AssetPolicy` refuses any other data-less identity in a data owner's policy. So
+
+- an evaluation image launched without the data digest maps to ``<evaluation image>::-::…``:
+  no grant names it (the registry refuses an aggregator digest equal to the evaluation
+  image's), and the evaluation enclave refuses to run without the digest anyway;
+- the aggregator image launched with any other model, benchmark or pin, or another recipient,
+  maps to a uid the owner did not grant, exactly as an evaluation run would;
+- the aggregator image launched *with* a data digest maps to a uid with that digest, which no
+  grant names (its grants leave the data field ``-``), and its own launch policy refuses the
+  override;
+- endpoint overrides, a command, unknown overrides and the machine are judged by the same
+  clauses as the evaluation's: the "known overrides only" list is the union of both workloads'
+  names, and an evaluation run carrying an aggregator-only name is refused by its enclave
+  (:meth:`sealbench.contract.spec.RunSpec.from_environ`).
+
+A model owner's pool is unchanged: its data field is always ``-`` and its grants never name the
+aggregator (which never opens a model).
 """
 
 from __future__ import annotations
@@ -35,6 +61,7 @@ from collections.abc import Iterable
 from typing import Final, assert_never
 
 from sealbench.contract.inputs import (
+    ALL_OVERRIDE_NAMES,
     ENV_INPUTS,
     OPERATOR_INPUTS,
     ConditionContext,
@@ -43,7 +70,6 @@ from sealbench.contract.inputs import (
     Rule,
 )
 from sealbench.contract.pin import PIN_PATTERN
-from sealbench.contract.spec import ENV_OVERRIDE_NAMES
 from sealbench.contract.workload import (
     BENCHMARK_ID_PATTERN,
     ENV_BENCHMARK_ID,
@@ -86,14 +112,18 @@ _LITERAL: Final = re.compile(r"[A-Za-z0-9:._/~-]{1,400}")
 def uid_mapping_expression(*, include_data: bool) -> str:
     """The CEL attribute-mapping expression for ``attribute.workload_uid``.
 
-    With ``include_data=True`` (a data owner's pool) the dataset digest comes from the token;
-    with ``False`` (a model owner's pool) the data field is the constant ``-``, so the mapped
-    value equals :meth:`WorkloadIdentity.uid` of :meth:`WorkloadIdentity.without_data`. A token
-    that lacks one of the overrides makes the expression fail, which GCP (and the mock) treat
-    as a rejected credential.
+    With ``include_data=True`` (a data owner's pool) the dataset digest comes from the token,
+    and is ``-`` when the token carries none (the aggregator's, issue 27: see the module
+    docstring for why only the aggregator's grants name such a uid); with ``False`` (a model
+    owner's pool) the data field is the constant ``-``, so the mapped value equals
+    :meth:`WorkloadIdentity.uid` of :meth:`WorkloadIdentity.without_data`. A token that lacks
+    one of the other overrides makes the expression fail, which GCP (and the mock) treat as a
+    rejected credential.
     """
     sep = f" + '{UID_SEPARATOR}' + "
-    data = f"{_ENV}.{ENV_DATA_DIGEST}" if include_data else f"'{NO_DATA}'"
+    data_claim = f"{_ENV}.{ENV_DATA_DIGEST}"
+    data = (f"(has({data_claim}) ? {data_claim} : '{NO_DATA}')" if include_data
+            else f"'{NO_DATA}'")
     return sep.join(
         (_IMAGE_CLAIM, data, f"{_ENV}.{ENV_MODEL_DIGEST}", f"{_ENV}.{ENV_RECIPIENT_DIGEST}",
          f"{_ENV}.{ENV_BENCHMARK_ID}", f"{_ENV}.{ENV_METRICS_VERSION}")
@@ -103,12 +133,15 @@ def uid_mapping_expression(*, include_data: bool) -> str:
 def env_shape_condition(*, include_data: bool) -> str:
     """A CEL attribute-condition clause requiring each override the uid uses to have its
     field's shape (a digest ``^sha256:[0-9a-f]{64}$``, a decimal benchmark id, a plug-in pin),
-    so no override can smuggle a ``::`` into the uid."""
-    names = [ENV_DATA_DIGEST] if include_data else []
-    names += [ENV_MODEL_DIGEST, ENV_RECIPIENT_DIGEST]
-    shapes = [(name, _DIGEST_RE_CEL) for name in names]
+    so no override can smuggle a ``::`` into the uid. With ``include_data`` the data digest is
+    checked when present (absent, the mapping writes ``-``: the aggregator's uid)."""
+    shapes = [(name, _DIGEST_RE_CEL) for name in (ENV_MODEL_DIGEST, ENV_RECIPIENT_DIGEST)]
     shapes += [(ENV_BENCHMARK_ID, BENCHMARK_ID_PATTERN), (ENV_METRICS_VERSION, PIN_PATTERN)]
-    return " && ".join(f"{_ENV}.{name}.matches('{shape}')" for name, shape in shapes)
+    clauses = [f"{_ENV}.{name}.matches('{shape}')" for name, shape in shapes]
+    if include_data:
+        data = f"{_ENV}.{ENV_DATA_DIGEST}"
+        clauses.insert(0, f"(!has({data}) || {data}.matches('{_DIGEST_RE_CEL}'))")
+    return " && ".join(clauses)
 
 
 def principal_set(project_number: str, pool_id: str, uid: str) -> str:
@@ -136,7 +169,7 @@ def _list(values: Iterable[str]) -> str:
 
 def _clause(entry: OperatorInput, ctx: ConditionContext) -> str | None:
     rule = entry.rule
-    if rule is None or rule is Rule.BOUND_BY_DIGEST:
+    if rule is None or rule in (Rule.BOUND_BY_DIGEST, Rule.RELEASE_BOUND):
         return None
     if rule is Rule.UID_FIELD:
         return None  # rendered once for all uid fields below (env_shape_condition)
@@ -154,7 +187,7 @@ def _clause(entry: OperatorInput, ctx: ConditionContext) -> str | None:
             " || size(assertion.submods.container.cmd_override) == 0)"
         )
     if rule is Rule.KNOWN_OVERRIDES_ONLY:
-        return f"{_ENV}.all(k, k in {_list(ENV_OVERRIDE_NAMES)})"
+        return f"{_ENV}.all(k, k in {_list(ALL_OVERRIDE_NAMES)})"
     if rule is Rule.HARDWARE:
         return f"assertion.hwmodel in {_list(CONFIDENTIAL_HWMODELS)}"
     if rule is Rule.SECURE_BOOT:
@@ -182,8 +215,9 @@ def _clause(entry: OperatorInput, ctx: ConditionContext) -> str | None:
 def render_condition(ctx: ConditionContext) -> str:
     """The attribute condition: one clause per bound or pinned input of :data:`OPERATOR_INPUTS`
     (machine and image first, then the launch settings and overrides), joined with ``&&``.
-    Raises :class:`ConditionInputError` if an env override the run spec defines has no entry."""
-    missing = sorted(set(ENV_OVERRIDE_NAMES) - set(ENV_INPUTS))
+    Raises :class:`ConditionInputError` if an env override a workload defines (the run spec's
+    or the aggregator's) has no entry."""
+    missing = sorted(set(ALL_OVERRIDE_NAMES) - set(ENV_INPUTS))
     if missing:
         raise ConditionInputError(f"env overrides without a class: {missing}")
     order = sorted(OPERATOR_INPUTS, key=lambda i: i.is_env)  # stable: machine first

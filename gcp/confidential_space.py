@@ -22,8 +22,8 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from sealbench.contract.inputs import ConditionContext
-from sealbench.contract.spec import ENV_OVERRIDE_NAMES, ServiceEndpoints
+from sealbench.contract.inputs import ALL_OVERRIDE_NAMES, ConditionContext
+from sealbench.contract.spec import ServiceEndpoints
 from sealbench.contract.workload import WorkloadIdentity
 from sealbench.crypto.attestation import Jwks, show_claim, verify_jwt
 from sealbench.crypto.digest import parse_digest
@@ -319,9 +319,10 @@ class ConfidentialSpacePlatform:
         return attested_workload(claims)
 
     def launch_environment(self, run_spec: Mapping[str, str]) -> dict[str, str]:
-        """Instance metadata ``tee-env-<NAME>`` per variable; names outside the run spec's are
-        refused (the image's launch policy would refuse them too)."""
-        unknown = sorted(set(run_spec) - set(ENV_OVERRIDE_NAMES))
+        """Instance metadata ``tee-env-<NAME>`` per variable; names outside the run spec's and
+        the aggregator's spec's are refused (each image's launch policy refuses the other's
+        too)."""
+        unknown = sorted(set(run_spec) - set(ALL_OVERRIDE_NAMES))
         if unknown:
             raise ValueError(f"not run-spec variables: {unknown}")
         return {f"{LAUNCH_ENV_PREFIX}{name}": value for name, value in sorted(run_spec.items())}

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sealbench.contract.inputs import ConditionContext, ConditionInputError
+from sealbench.contract.pool import PUBLIC_RECIPIENT_DIGEST
 from sealbench.contract.spec import ServiceEndpoints
 from sealbench.contract.workload import WorkloadIdentity
 from sealbench.gcp._cs_cel import WORKLOAD_UID_ATTRIBUTE, uid_mapping_expression
@@ -126,8 +127,10 @@ class PoolProvider:
 class AssetPolicy:
     """The workloads allowed to use one owner's asset, and where that is enforced.
 
-    ``include_data`` is True for a data owner (each workload names the dataset) and False for a
-    model owner (the dataset field of the uid is ``-``; :meth:`WorkloadIdentity.without_data`).
+    ``include_data`` is True for a data owner (each workload names the dataset, but for the
+    benchmark aggregators it admits: no dataset, the public-release recipient; issue 27) and
+    False for a model owner (the dataset field of the uid is ``-``;
+    :meth:`WorkloadIdentity.without_data`).
     """
 
     provider: PoolProvider
@@ -168,9 +171,11 @@ class AssetPolicy:
         for workload in self.workloads:
             if not isinstance(workload, WorkloadIdentity):
                 raise PolicyInputError("workloads must be WorkloadIdentity values")
-            if self.include_data and workload.data_digest is None:
+            if self.include_data and workload.data_digest is None and not _is_aggregator(
+                    workload):
                 raise PolicyInputError(
-                    "a data owner's policy needs the dataset digest of every workload"
+                    "a data owner's policy needs the dataset digest of every workload but the "
+                    "aggregator's (public release recipient)"
                 )
 
     def uids(self) -> frozenset[str]:
@@ -193,6 +198,14 @@ class AssetPolicy:
             return frozenset(platform.grantee(pool, uid) for uid in self.uids())
         except ValueError as exc:
             raise PolicyInputError(str(exc)) from exc
+
+
+def _is_aggregator(workload: WorkloadIdentity) -> bool:
+    """A benchmark's aggregator (issue 27): it pools many datasets, so its identity leaves the
+    data field open, and it publishes to everyone, so its recipient is the public-release
+    marker. The only identity without a dataset a data owner's policy grants (see
+    :mod:`sealbench.gcp._cs_cel` for why no evaluation run can reach it)."""
+    return workload.data_digest is None and workload.recipient_digest == PUBLIC_RECIPIENT_DIGEST
 
 
 def attribute_mapping(include_data: bool) -> dict[str, str]:

@@ -18,11 +18,14 @@ import pytest
 
 from sealbench.contract import inputs
 from sealbench.contract.inputs import (
+    ALL_OVERRIDE_NAMES,
     ENV_INPUTS,
     OPERATOR_INPUTS,
+    POOL_ONLY_NAMES,
     ConditionContext,
     ConditionInputError,
     InputClass,
+    Rule,
     TokenDestinationError,
     check_token_destinations,
 )
@@ -171,6 +174,12 @@ TAMPER: dict[str, Callable[[dict[str, Any]], None]] = {
     "SEALBENCH_MODEL_DIGEST": _env("SEALBENCH_MODEL_DIGEST", _OTHER),
     "SEALBENCH_RECIPIENT_DIGEST": _env("SEALBENCH_RECIPIENT_DIGEST", _OTHER),
     # inert: the longest wait (clamped by the enclave) and the CPU allowance release the same
+    # the aggregator's only (issue 27): on an evaluation token the condition admits them (a data
+    # owner's pool admits the aggregator too); the evaluation enclave refuses to run with them
+    "SEALBENCH_POOL_INPUTS_URI": _env("SEALBENCH_POOL_INPUTS_URI", "gs://operator-bucket/in"),
+    "SEALBENCH_POOL_INPUTS_DIGEST": _env("SEALBENCH_POOL_INPUTS_DIGEST", _OTHER),
+    "SEALBENCH_RESULT_POOL_PROVIDER": _env(
+        "SEALBENCH_RESULT_POOL_PROVIDER", PROVIDER.replace("pool/", "other/")),
     "SEALBENCH_IAM_WAIT": _env("SEALBENCH_IAM_WAIT", "999999"),
     "SEALBENCH_CPU_FALLBACK": _env("SEALBENCH_CPU_FALLBACK", "true"),
     **{
@@ -204,7 +213,7 @@ def _ctx(endpoints: ServiceEndpoints | None, include_data: bool) -> ConditionCon
 
 
 def test_every_env_override_has_a_class() -> None:
-    assert set(ENV_INPUTS) == set(ENV_OVERRIDE_NAMES)
+    assert set(ENV_INPUTS) == set(ALL_OVERRIDE_NAMES) >= set(ENV_OVERRIDE_NAMES)
     assert all(isinstance(entry.klass, InputClass) for entry in OPERATOR_INPUTS)
 
 
@@ -214,7 +223,7 @@ def test_every_table_entry_has_a_tamper_case() -> None:
 
 def test_new_override_without_a_class_breaks_the_rendering(monkeypatch: pytest.MonkeyPatch) -> None:
     # The renderer (Confidential Space's CEL) reads the run spec's names where it lives.
-    monkeypatch.setattr(_cs_cel, "ENV_OVERRIDE_NAMES", (*ENV_OVERRIDE_NAMES, "SEALBENCH_NEW_KNOB"))
+    monkeypatch.setattr(_cs_cel, "ALL_OVERRIDE_NAMES", (*ALL_OVERRIDE_NAMES, "SEALBENCH_NEW_KNOB"))
     with pytest.raises(ConditionInputError, match="SEALBENCH_NEW_KNOB"):
         render_condition(_ctx(None, True))
 
@@ -242,8 +251,23 @@ def test_rendered_condition_enforces_the_class(entry: inputs.OperatorInput, plat
         elif entry.name == "SEALBENCH_RECIPIENT_PUBLIC_KEY":
             # Bound through the recipient digest: the enclave refuses the key (next test).
             assert released
+        elif entry.rule is Rule.RELEASE_BOUND:
+            # The aggregator's inputs digest: bound by its release, which the registry checks;
+            # set on an evaluation run, the evaluation enclave refuses to start
+            # (test_evaluation_refuses_aggregator_inputs).
+            assert released
         else:
             assert not released, f"{entry.name} ({entry.klass}) tampered, yet key released"
+
+
+@pytest.mark.parametrize("name", sorted(POOL_ONLY_NAMES))
+def test_evaluation_refuses_aggregator_inputs(name: str) -> None:
+    """The condition admits the aggregator's names (a data owner's pool admits it too), so the
+    evaluation enclave refuses a run spec environment carrying one itself."""
+    environ = _spec(None).to_environ()
+    RunSpec.from_environ(environ)
+    with pytest.raises(RunSpecError, match=name):
+        RunSpec.from_environ(environ | {name: "gs://operator-bucket/in"})
 
 
 def test_recipient_key_is_bound_by_its_digest() -> None:
