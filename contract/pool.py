@@ -63,6 +63,7 @@ from sealbench.contract.workload import (
     ENV_METRICS_VERSION,
     ENV_MODEL_DIGEST,
     ENV_RECIPIENT_DIGEST,
+    WorkloadIdentity,
 )
 from sealbench.crypto.canonical import canonical_json
 from sealbench.crypto.digest import Sha256Digest, parse_digest, sha256_digest
@@ -84,6 +85,7 @@ __all__ = [
     "PoolInputs",
     "PooledInput",
     "PooledRelease",
+    "aggregator_identity",
     "pooled_nonce",
 ]
 
@@ -202,6 +204,15 @@ class PooledRelease(_Document):
     inputs: tuple[PooledInput, ...] = Field(min_length=1, max_length=MAX_POOL_INPUTS)
     n_cases: int = Field(ge=1)
     aggregates: dict[str, object]
+
+
+def aggregator_identity(aggregator_image: str, evaluation: WorkloadIdentity) -> WorkloadIdentity:
+    """The aggregator's identity a data owner grants beside its approved ``evaluation`` of one
+    model in one benchmark: the aggregator image, no dataset, the same model, the public
+    release marker, the same benchmark and pin (the uid of the module docstring)."""
+    return WorkloadIdentity(parse_digest(aggregator_image), None, evaluation.model_digest,
+                            PUBLIC_RECIPIENT_DIGEST, evaluation.benchmark_id,
+                            evaluation.metrics_version)
 
 
 def pooled_nonce(release: bytes) -> str:

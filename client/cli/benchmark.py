@@ -91,6 +91,8 @@ def benchmark_show(
                       f"(by user {b.closed_by_id})")
     shape = b.data_contract.get("shape")
     console.print(f"data contract: modalities {b.data_contract.get('modalities')}, grid {shape}")
+    if b.aggregator_image_digest is not None:
+        console.print(f"pools in the TEE: aggregator image {b.aggregator_image_digest}")
     if b.accept_experimental:
         console.print("accepts EXPERIMENTAL images: runs on confidential-GPU preview images "
                       "(GPU cc_mode ON) are released keys besides STABLE ones")
@@ -137,6 +139,15 @@ def benchmark_create(
                            "GPU cc_mode ON) for the benchmark's image; owners see it before "
                            "approving")
     ] = False,
+    aggregator_digest: Annotated[
+        str | None,
+        typer.Option(help="pool in the TEE (issue 27): the digest sha256:… of the benchmark's "
+                     "aggregator image, a second approved workload that pools the sites' exact "
+                     "per-case results and publishes one differentially private figure per "
+                     "model; each dataset's owner grants its key to it when it associates. "
+                     "Fixed at creation, like the evaluation image; without it the benchmark "
+                     "pools outside the TEE")
+    ] = None,
     profile: ProfileOpt = None,
     json_out: JsonOpt = False,
 ) -> BenchmarkPublic:
@@ -148,7 +159,7 @@ def benchmark_create(
             s.client, definition, tee=tee, image_reference=image_reference,
             image_digest=image_digest, reference_model=reference_model, name=name,
             version=version, publish_leaderboard=publish_leaderboard,
-            accept_experimental=accept_experimental)
+            accept_experimental=accept_experimental, aggregator_digest=aggregator_digest)
     if json_out:
         emit_json(created)
         return created

@@ -25,15 +25,19 @@ def create_benchmark(
     image_reference: str | None = None, image_digest: str | None = None,
     reference_model: int | None = None, name: str | None = None, version: str | None = None,
     publish_leaderboard: bool = False, accept_experimental: bool = False,
+    aggregator_digest: str | None = None,
 ) -> BenchmarkPublic:
     """Publish ``definition`` (a shipped definition's name or a definition JSON file, renamed
     by ``name``/``version``) pinned to the ``tee`` backend's evaluation image (or the one named
-    explicitly), naming ``reference_model``; an admin approves it before anyone can join."""
+    explicitly), naming ``reference_model`` and, for a benchmark that pools in the TEE (issue
+    27), its aggregator image ``aggregator_digest``; an admin approves it before anyone can
+    join."""
     body = workflows.benchmark_body(
         workflows.load_benchmark_definition(definition, name=name, version=version),
         image=workflows.evaluation_image(tee, image_reference, image_digest),
         reference_model_id=reference_model,
         leaderboard_published=publish_leaderboard, accept_experimental=accept_experimental,
+        aggregator_digest=aggregator_digest,
     )
     return client.create_benchmark(body)
 

@@ -260,9 +260,11 @@ def shipped_model_bytes(definition: DefinitionDocument, name: str) -> bytes:
 def benchmark_body(
     definition: DefinitionDocument, *, image: EvaluationImage, reference_model_id: int | None,
     leaderboard_published: bool = False, accept_experimental: bool = False,
+    aggregator_digest: str | None = None,
 ) -> BenchmarkCreate:
     """The registry request publishing ``definition`` with ``image``, pinned to its plug-in
-    (``leaderboard_published``: every signed-in user sees every model's values)."""
+    (``leaderboard_published``: every signed-in user sees every model's values;
+    ``aggregator_digest``: the aggregator image that pools in the TEE, issue 27)."""
     plugin = definition.plugin or _plugin_of_definition(definition).ref
     return BenchmarkCreate(
         name=definition.name,
@@ -276,6 +278,7 @@ def benchmark_body(
         reference_model_id=reference_model_id,
         leaderboard_published=leaderboard_published,
         accept_experimental=accept_experimental,
+        aggregator_image_digest=aggregator_digest,
     )
 
 

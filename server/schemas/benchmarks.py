@@ -48,6 +48,14 @@ class BenchmarkCreate(WireModel):
         default=False,
         description="accept runs on confidential-GPU preview images (support attribute "
         "EXPERIMENTAL, GPU cc_mode ON) besides STABLE ones; owners see it before approving")
+    aggregator_image_digest: Digest | None = Field(
+        default=None,
+        description="the benchmark's aggregator image (issue 27), a second approved workload "
+        "that pools the sites' exact statistics inside the TEE and publishes one "
+        "differentially private figure per model; each dataset's owner grants its key to it "
+        "for the models approved in the benchmark when it associates, like the evaluation "
+        "image. Fixed at creation, as the evaluation image is (None: the benchmark does not "
+        "pool in the TEE)")
 
 
 class BenchmarkLeaderboardUpdate(WireModel):
@@ -90,3 +98,7 @@ class BenchmarkPublic(WireModel):
     accept_experimental: bool = Field(
         default=False, description="whether runs on confidential-GPU preview (EXPERIMENTAL) "
         "images are accepted")
+    aggregator_image_digest: str | None = Field(
+        default=None, description="the aggregator image whose attested pooled releases the "
+        "registry accepts and to which each dataset's owner grants its key (None: the "
+        "benchmark does not pool in the TEE)")

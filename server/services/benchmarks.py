@@ -2,6 +2,13 @@
 its owner or an admin retires it, or closes an approved one to new associations (its state
 stays approved and its existing links keep running).
 
+A benchmark's images are fixed at creation: the evaluation image and, for a benchmark that pools
+in the TEE (issue 27), its aggregator image. Each data owner consents to both when it
+associates (its grants name them), so neither changes afterwards; a new image is a new
+benchmark version, which owners join anew. The aggregator image must differ from the
+evaluation image (see :mod:`sealbench.gcp._cs_cel` on why only the aggregator's uid may leave
+the dataset open).
+
 A benchmark's pin must match its definition: when the pinned plug-in is installed here, the grid
 its data contract declares, as the plug-in reads it, must be the plug-in's (the grid is part of
 the pin: a ``brats-2023-gli/1`` benchmark cannot declare 64x64x48, which is
@@ -70,6 +77,12 @@ def create(session: Session, actor: Principal, body: BenchmarkCreate, now: datet
     if session.scalars(taken).first() is not None:
         raise ConflictError(f"benchmark {body.name} version {body.version} already exists")
     _check_pin_matches_contract(body.metrics_version, dict(body.data_contract))
+    if body.aggregator_image_digest is not None \
+            and body.aggregator_image_digest == body.image_digest:
+        raise InvalidRequestError(
+            "aggregator_image_digest: the aggregator is a second image (its own fixed command "
+            "and launch policy), never the evaluation image: a data owner grants a uid without "
+            "a dataset to the aggregator image alone")
     if body.reference_model_id is not None and session.get(Model, body.reference_model_id) is None:
         raise InvalidRequestError(f"reference model {body.reference_model_id} does not exist")
     row = Benchmark(
@@ -85,6 +98,7 @@ def create(session: Session, actor: Principal, body: BenchmarkCreate, now: datet
         reference_model_id=body.reference_model_id,
         leaderboard_published=body.leaderboard_published,
         accept_experimental=body.accept_experimental,
+        aggregator_image_digest=body.aggregator_image_digest,
         state="pending",
         created_at=now,
         updated_at=now,
@@ -104,6 +118,7 @@ def create(session: Session, actor: Principal, body: BenchmarkCreate, now: datet
             "metrics_version": str(row.metrics_version),
             "leaderboard_published": row.leaderboard_published,
             "accept_experimental": row.accept_experimental,
+            "aggregator_image_digest": row.aggregator_image_digest,
         },
         now=now,
     )

@@ -23,6 +23,7 @@ from typing import Final, cast
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from sealbench.contract.pool import aggregator_identity
 from sealbench.contract.workload import WorkloadIdentity, grant_set_digest
 from sealbench.crypto.digest import Sha256Digest, parse_digest
 from sealbench.server.audit import append_event
@@ -101,8 +102,11 @@ def required_grants(session: Session, kind: Kind, asset_id: int) -> tuple[Grant,
     """Every grant the owner of ``kind`` ``asset_id`` should have written: for each approved
     benchmark in which the asset is approved, each approved asset of the other kind, as
     :func:`sealbench.client.assets.grants.allowed_workloads` computes them (a model owner's grant
-    leaves the dataset open). None when one cannot be built (a dataset without a result
-    recipient digest: its owner's sync fails too)."""
+    leaves the dataset open). A dataset's grants also name, for each model approved in a
+    benchmark that pools in the TEE, the benchmark's aggregator
+    (:func:`~sealbench.contract.pool.aggregator_identity`, issue 27); a model owner's never do
+    (the aggregator never opens a model). None when one cannot be built (a dataset without a
+    result recipient digest: its owner's sync fails too)."""
     other_kind: Kind = "model" if kind == "dataset" else "dataset"
     mine, theirs = approved_pairs_subquery(kind), approved_pairs_subquery(other_kind)
     other_table = _ASSETS[other_kind]
@@ -134,6 +138,10 @@ def required_grants(session: Session, kind: Kind, asset_id: int) -> tuple[Grant,
         except ValueError:
             return None
         grants.append((identity, benchmark.accept_experimental))
+        if kind == "dataset" and benchmark.aggregator_image_digest is not None:
+            # the aggregator needs no GPU: STABLE images only (no EXPERIMENTAL allowance)
+            grants.append((aggregator_identity(benchmark.aggregator_image_digest, identity),
+                           False))
     return tuple(grants)
 
 
