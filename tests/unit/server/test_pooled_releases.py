@@ -124,8 +124,8 @@ def _dataset(client: TestClient, world: Any, h: Any, name: str, **budget: Any) -
 
 def submit_result(client: TestClient, world: Any, h: Any, tokens: Any, dataset_id: int,
                   data_digest: str, run_id: str, commitment: str | None,
-                  result_uri: str | None) -> Any:
-    summary = {**h.brats_summary(0.5, 5), "run_id": run_id, "benchmark_id": str(
+                  result_uri: str | None, n_cases: int = 5) -> Any:
+    summary = {**h.brats_summary(0.5, n_cases), "run_id": run_id, "benchmark_id": str(
         world.benchmark_id)}
     if commitment is not None:
         summary["pool_statistics"] = commitment
@@ -142,7 +142,7 @@ def submit_result(client: TestClient, world: Any, h: Any, tokens: Any, dataset_i
 
 
 def make_pool(client: TestClient, world: Any, h: Any, tokens: Any, database_url: str,
-              **third_budget: Any) -> Pool:
+              site_cases: int = 5, **third_budget: Any) -> Pool:
     datasets = [int(world.dataset_id), _dataset(client, world, h, "hospital-b"),
                 _dataset(client, world, h, "hospital-c", **third_budget)]
     digests = {datasets[0]: world.dataset_digest, datasets[1]: h.digest_of("hospital-b"),
@@ -165,7 +165,7 @@ def make_pool(client: TestClient, world: Any, h: Any, tokens: Any, database_url:
                               "wip_provider": PROVIDER}))
         run, commitment = f"run-{n}", h.digest_of(f"statistics-{n}")
         h.ok(submit_result(client, world, h, tokens, did, digests[did], run, commitment,
-                           f"gs://hospital-results/{run}"), 201)
+                           f"gs://hospital-results/{run}", site_cases), 201)
         runs[did], commitments[run] = run, commitment
     return Pool(client, world, h, tokens, database_url, datasets, runs, commitments)
 
@@ -459,3 +459,37 @@ def test_a_submitted_result_carries_its_run_specs_result_location() -> None:
     assert result_submission(fetched, opened).result_uri == "gs://hospital-results/run-1"
     local = record.model_copy(update={"result_uri": "file:///home/h/results/run-1"})
     assert result_submission(local, opened).result_uri == "file:///home/h/results/run-1"
+
+
+def test_sites_too_small_to_publish_alone_stand_on_the_board_through_the_tee(
+        client: TestClient, world: Any, h: Any, tokens: Any, database_url: str) -> None:
+    """Every site below the small-cell minimum: without a pooled release the model is not on
+    the board (all withheld); with one it stands, by the release's figure, on the API and on the
+    dashboard's page."""
+    import re
+
+    pool = make_pool(client, world, h, tokens, database_url, site_cases=3)
+    before = _board(pool, world.bench_owner)
+    assert before["standings"] == [] and len(before["withheld"]) == 3
+    inputs = pool.document()  # withheld results are pooled: that is what pooling is for
+    assert len(inputs.inputs) == 3
+    release = release_of(pool.h, inputs)
+    created = h.ok(pool.submit(inputs, release, tokens.sign(pool_claims(h, inputs, release))),
+                   201)
+    [standing] = _board(pool, world.bench_owner)["standings"]
+    assert standing["tee_pooled"]["pooled_release_id"] == created["id"]
+    assert (standing["model_id"], standing["model_name"], standing["rank"]) == (
+        world.model_id, "unet", 1)
+    value = standing["values"][0]
+    assert (value["tee_pooled"], value["n_sites"], value["sites"]) == (True, 3, [])
+    assert value["pooled"] == pytest.approx(0.8, abs=1e-9)
+    # the dashboard's page draws it
+    client.cookies.clear()
+    form = client.get("/ui/sign-in")
+    csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)
+    assert csrf is not None
+    client.post("/ui/sign-in", data={"csrf": csrf.group(1), "token": world.bench_owner.token,
+                                     "next": "/ui/"}, follow_redirects=False)
+    page = client.get(f"/ui/benchmarks/{world.benchmark_id}/leaderboard")
+    assert page.status_code == 200, page.text
+    assert "unet" in page.text
