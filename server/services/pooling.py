@@ -323,6 +323,10 @@ def submit(session: Session, actor: Principal, benchmark_id: int, body: PooledRe
         raise ResultRejectedError(
             f"the pooled release's aggregates do not validate against {plugin.ref}'s pooled "
             f"schema ({exc})") from None
+    if summary.n_cases != release.n_cases:
+        raise ResultRejectedError(
+            f"the pooled release states {release.n_cases} cases and its aggregates "
+            f"{summary.n_cases}")
     dp = checked_release(plugin, summary)
     if dp is not None and dp.exact:
         for _, dataset, _ in matched:

@@ -356,6 +356,10 @@ def test_aggregates_the_plugin_refuses_are_refused(pool: Pool) -> None:
     bad = doc.model_copy(update={"aggregates": {"n_cases": 2000}}).to_bytes()
     token = pool.tokens.sign(pool_claims(pool.h, inputs, bad))
     _refused(pool, pool.submit(inputs, bad, token), 422, "aggregates")
+    # aggregates of another case count than the release states
+    bad = doc.model_copy(update={"n_cases": 1999}).to_bytes()
+    token = pool.tokens.sign(pool_claims(pool.h, inputs, bad))
+    _refused(pool, pool.submit(inputs, bad, token), 422, "states 1999 cases")
 
 
 def test_a_release_one_dataset_cannot_pay_is_refused_whole(
