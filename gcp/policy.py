@@ -54,6 +54,7 @@ __all__ = [
     "KEY_ROLE",
     "MAX_CONDITION_CHARS",
     "RESULT_BUCKET_ROLE",
+    "RESULT_READER_ROLE",
     "STS_AUDIENCE",
     "AssetPolicy",
     "BindingChange",
@@ -72,6 +73,11 @@ BUCKET_ROLE = "roles/storage.objectViewer"
 #: What an approved workload may do in the data owner's result bucket: create objects (the
 #: sealed result, summary, token, write check, failure record), never read or delete them.
 RESULT_BUCKET_ROLE = "roles/storage.objectCreator"
+#: What the benchmark's aggregator (issue 27) may do in the data owner's result bucket besides:
+#: read an object by name (each run's ``pool.sealed``, encrypted under a key derived from the
+#: dataset's DEK that only the same grants release), not list the bucket. Only aggregator
+#: members get it; a role of its own, so its members never mix with ``BUCKET_ROLE``'s.
+RESULT_READER_ROLE = "roles/storage.legacyObjectReader"
 #: What Google's own Terraform sets as the provider issuer (tokens carry it without the slash).
 CONFIDENTIAL_SPACE_ISSUER_URI = CONFIDENTIAL_SPACE_ISSUER + "/"
 STS_AUDIENCE = "https://sts.googleapis.com"
@@ -183,6 +189,16 @@ class AssetPolicy:
         if self.include_data:
             return frozenset(w.uid() for w in self.workloads)
         return frozenset(w.without_data().uid() for w in self.workloads)
+
+    def aggregator_members(self) -> frozenset[str]:
+        """The members of the aggregator identities only (issue 27): those that also read the
+        result bucket, where each run left the ``pool.sealed`` the aggregator pools."""
+        platform, pool = self.platform(), self.provider.pool_name
+        uids = {w.uid() for w in self.workloads if self.include_data and _is_aggregator(w)}
+        try:
+            return frozenset(platform.grantee(pool, uid) for uid in uids)
+        except ValueError as exc:
+            raise PolicyInputError(str(exc)) from exc
 
     def platform(self) -> Platform:
         """The platform whose verifier is the provider's issuer (found by entry point): it

@@ -27,6 +27,7 @@ from sealbench.gcp.policy import (
     BUCKET_ROLE,
     KEY_ROLE,
     RESULT_BUCKET_ROLE,
+    RESULT_READER_ROLE,
     AssetPolicy,
     BindingChange,
     managed_prefix,
@@ -74,6 +75,9 @@ class SyncReport:
     key: BindingChange
     bucket: BindingChange | None
     result_bucket: BindingChange | None = None
+    #: The aggregators' read access to the result bucket (issue 27; None without a result
+    #: bucket).
+    result_readers: BindingChange | None = None
 
     @property
     def changed(self) -> bool:
@@ -83,6 +87,7 @@ class SyncReport:
             or self.key.changed
             or (self.bucket is not None and self.bucket.changed)
             or (self.result_bucket is not None and self.result_bucket.changed)
+            or (self.result_readers is not None and self.result_readers.changed)
         )
 
 
@@ -231,11 +236,13 @@ class PolicyWriter:
         policy: AssetPolicy,
         read: Callable[[], dict[str, Any]],
         write: Callable[[dict[str, Any]], int],
+        members: frozenset[str] | None = None,
     ) -> BindingChange:
         prefix = managed_prefix(policy.provider)
+        desired = policy.members() if members is None else members
         for _ in range(_ETAG_RETRIES):
             current = read()
-            updated, added, removed = merge_bindings(current, role, prefix, policy.members())
+            updated, added, removed = merge_bindings(current, role, prefix, desired)
             if not added and not removed:
                 return BindingChange(resource, role, (), ())
             if write(updated) < 400:
@@ -261,7 +268,8 @@ class PolicyWriter:
 
         return self._sync_bindings(policy.key_name, KEY_ROLE, policy, read, write)
 
-    def _sync_bucket(self, policy: AssetPolicy, bucket: str, role: str) -> BindingChange:
+    def _sync_bucket(self, policy: AssetPolicy, bucket: str, role: str,
+                     members: frozenset[str] | None = None) -> BindingChange:
         url = f"{self._storage}/storage/v1/b/{bucket}/iam"
 
         def read() -> dict[str, Any]:
@@ -271,7 +279,7 @@ class PolicyWriter:
         def write(updated: dict[str, Any]) -> int:
             return self._call("PUT", url, json=_versioned(updated), allow=(409, 412))[0]
 
-        return self._sync_bindings(f"gs://{bucket}", role, policy, read, write)
+        return self._sync_bindings(f"gs://{bucket}", role, policy, read, write, members)
 
     def sync(self, policy: AssetPolicy) -> SyncReport:
         """Make the pool, provider and bindings match ``policy``; idempotent."""
@@ -284,4 +292,11 @@ class PolicyWriter:
             if policy.result_bucket
             else None
         )
-        return SyncReport(pool_created, provider, key, bucket, results)
+        # the aggregator reads each run's pool.sealed there (issue 27)
+        readers = (
+            self._sync_bucket(policy, policy.result_bucket, RESULT_READER_ROLE,
+                              policy.aggregator_members())
+            if policy.result_bucket
+            else None
+        )
+        return SyncReport(pool_created, provider, key, bucket, results, readers)

@@ -11,6 +11,7 @@ import pytest
 import requests
 from google.oauth2.credentials import Credentials as OwnerCredentials
 
+from sealbench.contract.pool import PUBLIC_RECIPIENT_DIGEST
 from sealbench.contract.workload import WorkloadIdentity
 from sealbench.crypto.digest import sha256_digest
 from sealbench.gcp.confidential_space import principal_set
@@ -18,6 +19,7 @@ from sealbench.gcp.policy import (
     BUCKET_ROLE,
     KEY_ROLE,
     RESULT_BUCKET_ROLE,
+    RESULT_READER_ROLE,
     AssetPolicy,
     PoolProvider,
 )
@@ -187,6 +189,30 @@ def test_policy_writer_lets_approved_workloads_create_results_only(
 
     writer.sync(dataclasses.replace(policy, workloads=frozenset()))
     assert _members(_v3(bucket_url, owner), RESULT_BUCKET_ROLE) == set()
+
+
+def test_policy_writer_lets_the_aggregator_read_results(
+    mock: tuple[MockCloud, OwnerSetup],
+) -> None:
+    """The benchmark's aggregator (issue 27) reads each run's pool.sealed in the result bucket:
+    its member alone gets RESULT_READER_ROLE there, besides creating objects as every workload;
+    the evaluation's members never read results."""
+    cloud, owner = mock
+    writer = _writer(cloud, owner)
+    bucket_url = f"{cloud.endpoints.storage}/storage/v1/b/{owner.bucket}/iam"
+    aggregator = WorkloadIdentity(_d("aggregator"), None, _d("model"),  # type: ignore[arg-type]
+                                  PUBLIC_RECIPIENT_DIGEST, "1", "brats-2023-gli/1")
+    policy = dataclasses.replace(_policy(cloud, owner, W1, aggregator),
+                                 result_bucket=owner.bucket)
+    report = writer.sync(policy)
+    reader = principal_set(owner.project_number, "hospital-pool", aggregator.uid())
+    assert report.result_readers is not None and report.result_readers.added == (reader,)
+    assert _members(_v3(bucket_url, owner), RESULT_READER_ROLE) == {reader}
+    assert not writer.sync(policy).changed
+
+    writer.sync(dataclasses.replace(policy, workloads=frozenset({W1})))
+    assert _members(_v3(bucket_url, owner), RESULT_READER_ROLE) == set()
+    writer.sync(dataclasses.replace(policy, workloads=frozenset()))
 
 
 def test_policy_sync_keeps_the_owners_conditional_bindings(
