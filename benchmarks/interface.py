@@ -337,6 +337,12 @@ class PoolsExactly(Protocol):
         :class:`SummaryError`."""
         ...
 
+    @property
+    def pooled_release_spec(self) -> ReleaseSpec:
+        """The release a pooled summary carries: the site release's privacy loss, its own
+        columns (what a reader of a pooled release checks it against)."""
+        ...
+
 
 _P = TypeVar("_P")
 

@@ -46,7 +46,7 @@ from typing import Any, Final
 from sealbench.crypto.canonical import canonical_json
 
 from . import interface as api
-from .release import NoiseSource
+from .release import NoiseSource, ReleaseSpec
 
 __all__ = [
     "MAX_STATISTICS_BYTES",
@@ -59,6 +59,7 @@ __all__ = [
     "open_statistics",
     "parse_pooled_summary",
     "pool_exact",
+    "pooled_release_spec",
     "seal_statistics",
 ]
 
@@ -172,6 +173,15 @@ def pool_exact(plugin: api.Benchmark, sites: Sequence[SiteStatistics],
     if isinstance(plugin, api.PoolsExactly):
         return plugin.pooled_summary(results, noise)
     return plugin.summarise(results, noise)
+
+
+def pooled_release_spec(plugin: api.Benchmark) -> ReleaseSpec | None:
+    """The release a pooled summary of ``plugin`` carries: its pooled release's where it
+    declares one, else its site release's (None for a plug-in without releases)."""
+    if isinstance(plugin, api.PoolsExactly):
+        return plugin.pooled_release_spec
+    spec: ReleaseSpec | None = getattr(plugin, "release_spec", None)
+    return spec
 
 
 def parse_pooled_summary(plugin: api.Benchmark, doc: Any) -> api.PublicSummary:

@@ -199,7 +199,11 @@ class WdbcBenchmark:
         return s.pooled_summary(results, str(self.ref), noise, self.release_spec)
 
     def parse_pooled_summary(self, doc: Mapping[str, Any]) -> s.WdbcSummary:
-        return self._parse(doc, s.pooled_release_spec(self.release_spec))
+        return self._parse(doc, self.pooled_release_spec)
+
+    @property
+    def pooled_release_spec(self) -> rel.ReleaseSpec:
+        return s.pooled_release_spec(self.release_spec)
 
     def parse_case_result(self, doc: Mapping[str, Any]) -> s.WdbcCaseResult:
         return s.parse_case_result(doc)

@@ -15,8 +15,10 @@ from sealbench.benchmarks.interface import EXACT_SUFFIX
 from sealbench.client.cli import render
 from sealbench.client.cli.common import (
     JsonOpt,
+    MockTeeOpt,
     ProfileOpt,
     emit_json,
+    err_console,
     one_of,
     out,
     provider_label,
@@ -26,6 +28,7 @@ from sealbench.client.cli.common import (
 )
 from sealbench.client.cli.leaderboard import benchmark_leaderboard
 from sealbench.client.cli.render import column_titles, result_cells
+from sealbench.client.errors import ConfigError
 from sealbench.client.registry import governance, workflows
 from sealbench.server.schemas import BenchmarkPublic, BenchmarkState
 from sealbench.server.schemas.runs import ProgressCell
@@ -290,6 +293,71 @@ def benchmark_results(
 
 
 benchmark_app.command("leaderboard")(benchmark_leaderboard)
+
+
+@benchmark_app.command("pool")
+def benchmark_pool(
+    benchmark_id: Annotated[int, typer.Argument(help="benchmark id")],
+    tee: Annotated[str, typer.Option(
+        "--tee", help="TEE backend that runs the aggregator image: mock (the local mock TEE; "
+        "Docker and Confidential Space do not run the aggregator yet)")] = "mock",
+    model: Annotated[list[int] | None, typer.Option(
+        "--model", help="pool only this model (repeatable; default: every approved model)")] = None,
+    workdir: Annotated[Path | None, typer.Option(
+        help="folder for each pool's inputs and release (default: <data dir>/pools)")] = None,
+    mock_tee: MockTeeOpt = None,
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Pool each model's accepted results inside the TEE (benchmark authority): the benchmark's
+    aggregator image is released each site's sealed exact statistics by the site's own key,
+    pools them and draws the release noise once; the registry verifies its attested release,
+    refuses one that omits, adds or changes an input, and debits every included dataset once.
+    Nobody, the authority included, sees a site's exact figure. Models whose results are all
+    pooled already are skipped."""
+    from sealbench.client.registry.profiles import data_dir
+    from sealbench.client.runs.launch import mock_endpoints
+    from sealbench.client.runs.launchers.selection import mock_process_launcher
+    from sealbench.client.runs.pool import PoolOutcome, pool_benchmark
+
+    if tee != "mock":
+        raise ConfigError(f"--tee {tee}: only the mock TEE runs the aggregator image so far",
+                          hint="pool with --tee mock (the registry accepts its release only "
+                          "from a benchmark whose aggregator is the mock's)")
+    with session(profile) as s:
+        b = s.client.get_benchmark(benchmark_id)
+        models = model or sorted({a.asset_id for a in s.client.list_associations(
+            "model", benchmark_id, "approved")})
+        endpoints = mock_endpoints(s.profile, mock_tee)
+        launcher = mock_process_launcher(endpoints.control)
+        console = out()
+        progress = err_console()  # stdout stays the JSON document under --json
+
+        def started(model_id: int, index: int, total: int) -> None:
+            progress.print(f"[{index + 1}/{total}] model {model_id}: pooling in the TEE")
+
+        outcomes = pool_benchmark(
+            s.client, benchmark_id, b.aggregator_image_digest, models,
+            launcher,  # type: ignore[arg-type]  # the mock backend runs the aggregator
+            workdir=workdir or data_dir() / "pools", endpoints=endpoints.service_endpoints(),
+            on_output=None if json_out else _aggregator_line, on_model=started)
+    if json_out:
+        emit_json([vars(o) for o in outcomes])
+        return
+    for o in outcomes:
+        if isinstance(o, PoolOutcome):
+            console.print(f"model {o.model_id}: pooled release {o.release_id} over {o.n_sites} "
+                          f"sites, {o.n_cases} cases (verified and debited)")
+        else:
+            console.print(f"model {o.model_id}: {o.reason}")
+        for line in o.left_out:
+            console.print(f"  left out: {line}")
+
+
+def _aggregator_line(line: str) -> None:
+    """The aggregator's prose lines, for people (its typed events are not shown twice)."""
+    if not line.startswith("{"):
+        err_console().print(f"  {line}")
 
 
 @benchmark_app.command("progress")

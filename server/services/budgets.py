@@ -170,13 +170,16 @@ def join_group(session: Session, dataset: Dataset, group: BudgetGroup) -> None:
 # -- accepting a result -----------------------------------------------------------------------
 
 
-def checked_release(plugin: Plugin, summary: PublicSummary | None) -> Release | None:
+def checked_release(plugin: Plugin, summary: PublicSummary | None,
+                    spec: ReleaseSpec | None = None) -> Release | None:
     """The release ``summary`` carries (None for a withheld summary or a plug-in without
     releases: nothing to charge), refused (422) when it is not the release the plug-in
-    declares: another privacy loss (an operator-raised epsilon), noise turned off, other
-    content. The plug-in's declaration is part of the pin the owners approved."""
+    declares (``spec``, by default its site release): another privacy loss (an
+    operator-raised epsilon), noise turned off, other content. The plug-in's declaration is
+    part of the pin the owners approved."""
     release = None if summary is None else release_of(summary)
-    spec: ReleaseSpec | None = getattr(plugin, "release_spec", None)
+    if spec is None:
+        spec = getattr(plugin, "release_spec", None)
     if release is not None and spec is not None and not release.matches(spec):
         declared = ("an exact release" if spec.exact
                     else f"epsilon {spec.epsilon:g} at delta {spec.delta:g}")

@@ -49,7 +49,7 @@ from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import Session
 
 from sealbench.benchmarks.errors import BenchmarkError
-from sealbench.benchmarks.pooling import parse_pooled_summary
+from sealbench.benchmarks.pooling import parse_pooled_summary, pooled_release_spec
 from sealbench.benchmarks.registry import load as load_plugin
 from sealbench.contract.pool import MAX_POOL_INPUTS, PooledRelease, PoolInputs
 from sealbench.contract.result import ResultFormatError
@@ -327,7 +327,7 @@ def submit(session: Session, actor: Principal, benchmark_id: int, body: PooledRe
         raise ResultRejectedError(
             f"the pooled release states {release.n_cases} cases and its aggregates "
             f"{summary.n_cases}")
-    dp = checked_release(plugin, summary)
+    dp = checked_release(plugin, summary, pooled_release_spec(plugin))
     if dp is not None and dp.exact:
         for _, dataset, _ in matched:
             if not exact_release_consented(session, bench.id, dataset.id):

@@ -1,10 +1,11 @@
 """The WDBC classification benchmark through every role's CLI, exactly as BraTS goes through it
 (``test_cli_flow.py``), against a real registry server process and the mock TEE: the authority
-publishes the shipped definition, two labs register and seal the two shipped ONNX models, two
-hospitals prepare, register and seal their real WDBC cases (disjoint sites with different case
-mixes), every party approves and syncs its key-release policy, the hospitals run every approved
-model on the mock TEE, open their per-case results, submit the attested summaries (verified by
-the registry), and the leaderboard ranks the models by AUROC."""
+publishes the shipped definition (pooling in the TEE), two labs register and seal the two
+shipped ONNX models, three hospitals prepare, register and seal their real WDBC cases
+(disjoint sites with different case mixes), every party approves and syncs its key-release
+policy, the hospitals run every approved model on the mock TEE, open their per-case results,
+submit the attested summaries (verified by the registry), the leaderboard ranks the models by
+AUROC, and the authority pools every model's results inside the TEE (issue 27)."""
 
 from __future__ import annotations
 
@@ -23,17 +24,19 @@ from sealbench.client.cli import app
 from sealbench.client.registry.local import create_accounts, publish_log_key, registry_process
 from sealbench.contract.pin import BenchmarkPin
 from sealbench.mocktee import MockCloud
+from sealbench.mocktee.image import aggregator_image_digest
 
 ACCOUNTS = {
     "admin": ("admin@wdbc.example", True),
     "authority": ("authority@wdbc.example", False),
     "referral": ("it@referral.wdbc.example", False),
     "screening": ("it@screening.wdbc.example", False),
+    "clinic": ("it@clinic.wdbc.example", False),
     "lab-lr": ("ml@lab-lr.wdbc.example", False),
     "lab-mlp": ("ml@lab-mlp.wdbc.example", False),
 }
 #: Hospital profile -> (demo seed of its site, cases it holds).
-SITES = {"referral": (0, 40), "screening": (1, 50)}
+SITES = {"referral": (0, 40), "screening": (1, 50), "clinic": (3, 35)}
 LABS = {"lab-lr": "wdbc_logreg", "lab-mlp": "wdbc_mlp"}
 Cli = Callable[..., Result]
 
@@ -88,7 +91,10 @@ def _publish_register_seal_approve_sync(world: World) -> None:
     plugin = PluginRegistry().get("wdbc")
     # The authority publishes the shipped WDBC definition and the admin approves it; the labs
     # register the two shipped models for it.
+    # It pools in the TEE: its aggregator image is the mock backend's (a second workload of the
+    # same code, with its own digest).
     ids["b"] = int(_json(cli("benchmark", "create", "--tee", "mock", "--definition", "wdbc",
+                             "--aggregator-digest", aggregator_image_digest(),
                              "--json", "--profile", "authority"))["id"])
     b = str(ids["b"])
     ok(cli("benchmark", "approve", b, "--profile", "admin"))
@@ -136,7 +142,8 @@ def _publish_register_seal_approve_sync(world: World) -> None:
     for site in SITES:
         synced = _json(cli("policy", "sync", "--dataset", str(ids[site]), "--json",
                            "--profile", site))
-        assert len(synced["workloads"]) == 2 + 2 * (site == "referral")  # type: ignore[arg-type]
+        # per model: the evaluation image's identity and the aggregator's (issue 27)
+        assert len(synced["workloads"]) == 4 + 4 * (site == "referral")  # type: ignore[arg-type]
     # Syncing the second dataset keeps the first one's grants (the key and the pool provider
     # are shared): syncing the first again changes nothing.
     ok(cli("policy", "sync", "--dataset", str(ids["referral-2"]), "--profile", "referral"))
@@ -282,3 +289,40 @@ def test_exact_release_benchmark_runs_only_for_the_consenting_hospital(
     assert release["sigma"] == 0
     budget = _json(cli("dataset", "budget", site, "--json", "--profile", "screening"))
     assert budget["exact_releases"] == 1 and budget["releases"] == 2  # the private runs only
+
+
+def test_authority_pools_each_model_inside_the_tee(
+    world: World, evaluated: list[dict[str, object]]
+) -> None:
+    """``benchmark pool`` (issue 27): for each model the benchmark's aggregator image runs on the
+    mock TEE, is released the three hospitals' keys by their own conditions (policy sync granted
+    it), pools their sealed exact statistics under one release, and the registry verifies and
+    stores it, debiting each dataset once; the leaderboard marks the figure TEE-pooled. A second
+    pool finds nothing left; a hospital cannot pool."""
+    cli, ids = world.cli, world.ids
+    b = str(ids["b"])
+    assert evaluated
+    refused = cli("benchmark", "pool", b, "--profile", "screening")
+    assert refused.exit_code != 0, refused.output
+    outcomes = json.loads(ok(cli("benchmark", "pool", b, "--json",
+                                 "--profile", "authority")).stdout)
+    assert {o["model_id"] for o in outcomes} == {ids["lab-lr"], ids["lab-mlp"]}
+    total = sum(cases for _, cases in SITES.values())
+    for outcome in outcomes:
+        assert outcome["n_sites"] == len(SITES) and outcome["n_cases"] == total, outcome
+        release = outcome["aggregates"]["release"]
+        assert release["mechanism"] == "gaussian" and release["epsilon"] == 1.0
+        assert not re.search(r"wdbc-\d{4}", json.dumps(outcome))  # no case id is published
+    board = json.loads(ok(cli("benchmark", "leaderboard", b, "--json",
+                              "--profile", "authority")).stdout)
+    pooled = {m["model_id"]: m["tee_pooled"] for m in board["standings"]
+              if m.get("tee_pooled")}
+    assert set(pooled) == {ids["lab-lr"], ids["lab-mlp"]}, board
+    assert all(p["n_sites"] == len(SITES) for p in pooled.values())
+    for site in SITES:
+        budget = _json(cli("dataset", "budget", str(ids[site]), "--json", "--profile", site))
+        debits = [d for d in budget["debits"] if d.get("pooled_release_id")]
+        assert len(debits) == 2, budget  # one per model's pooled release
+    again = json.loads(ok(cli("benchmark", "pool", b, "--json",
+                              "--profile", "authority")).stdout)
+    assert all("release_id" not in o for o in again), again
