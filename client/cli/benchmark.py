@@ -315,32 +315,23 @@ def benchmark_pool(
     refuses one that omits, adds or changes an input, and debits every included dataset once.
     Nobody, the authority included, sees a site's exact figure. Models whose results are all
     pooled already are skipped."""
-    from sealbench.client.registry.profiles import data_dir
-    from sealbench.client.runs.launch import mock_endpoints
-    from sealbench.client.runs.launchers.selection import mock_process_launcher
-    from sealbench.client.runs.pool import PoolOutcome, pool_benchmark
+    from sealbench.client.runs.pool import PoolOutcome, pool_on_mock
 
     if tee != "mock":
         raise ConfigError(f"--tee {tee}: only the mock TEE runs the aggregator image so far",
                           hint="pool with --tee mock (the registry accepts its release only "
                           "from a benchmark whose aggregator is the mock's)")
+    console = out()
+    progress = err_console()  # stdout stays the JSON document under --json
+
+    def started(model_id: int, index: int, total: int) -> None:
+        progress.print(f"[{index + 1}/{total}] model {model_id}: pooling in the TEE")
+
     with session(profile) as s:
-        b = s.client.get_benchmark(benchmark_id)
-        models = model or sorted({a.asset_id for a in s.client.list_associations(
-            "model", benchmark_id, "approved")})
-        endpoints = mock_endpoints(s.profile, mock_tee)
-        launcher = mock_process_launcher(endpoints.control)
-        console = out()
-        progress = err_console()  # stdout stays the JSON document under --json
-
-        def started(model_id: int, index: int, total: int) -> None:
-            progress.print(f"[{index + 1}/{total}] model {model_id}: pooling in the TEE")
-
-        outcomes = pool_benchmark(
-            s.client, benchmark_id, b.aggregator_image_digest, models,
-            launcher,  # type: ignore[arg-type]  # the mock backend runs the aggregator
-            workdir=workdir or data_dir() / "pools", endpoints=endpoints.service_endpoints(),
-            on_output=None if json_out else _aggregator_line, on_model=started)
+        outcomes = pool_on_mock(
+            s.profile, s.client, benchmark_id, model_ids=model, workdir=workdir,
+            mock_tee=mock_tee, on_output=None if json_out else _aggregator_line,
+            on_model=started)
     if json_out:
         emit_json([vars(o) for o in outcomes])
         return

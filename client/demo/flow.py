@@ -173,10 +173,19 @@ def _play(
         partial(who.model_register, "model-ref", ref_onnx, name=ref_name, version="1.0",
                 definition=shipped),
     ).id
+    # On the mock TEE the benchmark also pools inside the TEE (issue 27): its aggregator image
+    # is the mock's second workload of the same code.
+    aggregator = None
+    if tee == "mock":
+        from sealbench.mocktee.image import aggregator_image_digest
+
+        aggregator = aggregator_image_digest()
     bench = say.step(
         f"--profile authority benchmark create --definition {shipped} --tee {tee} "
-        f"--reference-model {reference}",
-        partial(who.benchmark_create, "authority", shipped, tee=tee, reference_model=reference),
+        f"--reference-model {reference}"
+        + ("" if aggregator is None else f" --aggregator-digest {aggregator}"),
+        partial(who.benchmark_create, "authority", shipped, tee=tee, reference_model=reference,
+                aggregator_digest=aggregator),
     )
     b = bench.id
     say.step(f"--profile admin benchmark approve {b}", partial(who.benchmark_approve, "admin", b))
@@ -267,6 +276,11 @@ def _play(
             say.step(f"--profile {profile} result submit {record.run_id}",
                      partial(who.result_submit, profile, record.run_id))
 
+    if aggregator is not None:
+        say.section("6b. the authority pools each model's results inside the TEE: one noise "
+                    "draw over every hospital's cases, nobody sees a hospital's exact figure")
+        say.step(f"--profile authority benchmark pool {b} --tee mock",
+                 partial(who.pool, "authority", b))
     say.section("7. the authority reads the verified leaderboard")
     say.step(f"--profile authority benchmark leaderboard {b}",
              partial(who.leaderboard, "authority", b))

@@ -86,9 +86,11 @@ class Participants:
     # -- the benchmark's authority and the registry's admin -----------------------------------
 
     def benchmark_create(self, who: str, definition: str, *, tee: str,
-                         reference_model: int | None = None) -> BenchmarkPublic:
+                         reference_model: int | None = None,
+                         aggregator_digest: str | None = None) -> BenchmarkPublic:
         created = governance.create_benchmark(self.client(who), definition, tee=tee,
-                                              reference_model=reference_model)
+                                              reference_model=reference_model,
+                                              aggregator_digest=aggregator_digest)
         benchmark_created(console(), created)
         return created
 
@@ -177,6 +179,18 @@ class Participants:
         policy_synced(console(), kind, asset, synced)
 
     # -- hospitals: runs and results ----------------------------------------------------------
+
+    def pool(self, who: str, benchmark: int) -> None:
+        """What ``sealbench benchmark pool BENCHMARK --tee mock`` does and prints."""
+        from sealbench.client.runs.pool import PoolOutcome, pool_on_mock
+
+        for o in pool_on_mock(self.profile(who), self.client(who), benchmark):
+            if isinstance(o, PoolOutcome):
+                _say(f"model {o.model_id}: pooled release {o.release_id} over "
+                     f"{_plural(o.n_sites, 'site')}, {_plural(o.n_cases, 'case')}, attested by "
+                     "the aggregator image, verified and debited by the registry")
+            else:
+                _say(f"model {o.model_id}: {o.reason}")
 
     def run(self, who: str, options: RunOptions) -> list[RunRecord]:
         batch = run_evaluations(self.profile(who), self.client(who), options)

@@ -49,6 +49,7 @@ __all__ = [
     "PoolRegistry",
     "PoolSkipped",
     "pool_benchmark",
+    "pool_on_mock",
 ]
 
 #: Seconds one aggregator run may take (41 models x 32 sites pool in about 16 s in all:
@@ -200,3 +201,34 @@ def _pool_model(registry: PoolRegistry, benchmark_id: int, model_id: int,
         benchmark_id, release=release, token=token.decode("ascii"), inputs=inputs)
     return PoolOutcome(model_id, inputs.pool_id, int(accepted.id), len(document.inputs),
                        document.n_cases, dict(document.aggregates), left_out)
+
+
+def pool_on_mock(
+    profile: Any,
+    client: Any,
+    benchmark_id: int,
+    *,
+    model_ids: Sequence[int] | None = None,
+    workdir: Path | None = None,
+    mock_tee: Path | None = None,
+    on_output: OutputFn | None = None,
+    on_model: Callable[[int, int, int], None] | None = None,
+) -> list[PoolOutcome | PoolSkipped]:
+    """:func:`pool_benchmark` on the profile's mock TEE (the one backend that runs the
+    aggregator image so far), over ``model_ids`` (default: every approved model), each pool's
+    objects under ``workdir`` (default: ``<data dir>/pools``). ``profile`` is a resolved
+    profile, ``client`` its registry client; what ``sealbench benchmark pool`` and the demo
+    call."""
+    from sealbench.client.registry.profiles import data_dir
+    from sealbench.client.runs.launch import mock_endpoints
+    from sealbench.client.runs.launchers.selection import mock_process_launcher
+
+    benchmark = client.get_benchmark(benchmark_id)
+    models = list(model_ids or sorted({a.asset_id for a in client.list_associations(
+        "model", benchmark_id, "approved")}))
+    endpoints = mock_endpoints(profile, mock_tee)
+    launcher: Any = mock_process_launcher(endpoints.control)  # runs the aggregator too
+    return pool_benchmark(
+        client, benchmark_id, benchmark.aggregator_image_digest, models, launcher,
+        workdir=workdir or data_dir() / "pools", endpoints=endpoints.service_endpoints(),
+        on_output=on_output, on_model=on_model)

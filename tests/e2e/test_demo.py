@@ -88,6 +88,15 @@ def test_demo_leaderboard_matches_the_registry(tmp_path: Path) -> None:
         verified = db.execute("SELECT count(*) FROM results WHERE benchmark_id = 1").fetchone()
     assert reference is not None  # the benchmark names its (shipped) reference model
     assert verified == (4,)  # two hospitals x two models, all verified
+    with sqlite3.connect(workdir / "registry" / "registry.sqlite3") as db:
+        pooled = db.execute("SELECT model_id, n_sites, n_cases FROM pooled_releases "
+                            "WHERE benchmark_id = 1 ORDER BY model_id").fetchall()
+        debits = db.execute("SELECT count(*) FROM privacy_debits "
+                            "WHERE pooled_release_id IS NOT NULL").fetchone()
+    # the authority pooled each model inside the TEE (issue 27): 2 hospitals x 5 cases each
+    assert [(n, c) for _, n, c in pooled] == [(2, 10), (2, 10)], pooled
+    assert debits == (4,)  # each hospital's dataset once per pooled release
+    assert "benchmark pool 1 --tee mock" in out
     # each leaderboard of the summary is what 'sealbench benchmark leaderboard' prints
     explorer, url = _explore(script, env, workdir)
     try:
