@@ -49,7 +49,7 @@ from typing import Annotated, Final, Literal, Self
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from sealbench.contract.pin import Pin
-from sealbench.contract.result import MAX_DOCUMENT_BYTES, ResultFormatError
+from sealbench.contract.result import _Document  # the result documents' base: canonical, capped
 from sealbench.contract.spec import (
     ENDPOINT_PATTERN,
     POOL_PROVIDER_PATTERN,
@@ -119,23 +119,6 @@ def _digest(value: str) -> Sha256Digest:
 
 
 Digest = Annotated[str, AfterValidator(_digest)]
-
-
-class _Document(BaseModel):
-    model_config = _FROZEN
-
-    def to_bytes(self) -> bytes:
-        return canonical_json(self.model_dump(mode="json"))
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> Self:
-        if len(data) > MAX_DOCUMENT_BYTES:
-            raise ResultFormatError(f"{cls.__name__} of {len(data)} bytes exceeds the cap")
-        try:
-            return cls.model_validate_json(data)
-        except ValidationError as exc:
-            raise ResultFormatError(
-                f"malformed {cls.__name__}: {exc.error_count()} errors") from exc
 
 
 class PoolInput(BaseModel):
