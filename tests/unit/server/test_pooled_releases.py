@@ -497,3 +497,9 @@ def test_sites_too_small_to_publish_alone_stand_on_the_board_through_the_tee(
     page = client.get(f"/ui/benchmarks/{world.benchmark_id}/leaderboard")
     assert page.status_code == 200, page.text
     assert "unet" in page.text
+    pooled_page = client.get(f"/ui/benchmarks/{world.benchmark_id}/pooled")
+    assert pooled_page.status_code == 200, pooled_page.text
+    badge = re.search(rf'<a class="badge badge-tee" id="tee-pooled-{world.model_id}"[^>]*'
+                      rf'title="([^"]*)">TEE-pooled</a>', pooled_page.text)
+    assert badge is not None, pooled_page.text
+    assert f"release #{created['id']}" in badge.group(1) and "3 sites" in badge.group(1)
