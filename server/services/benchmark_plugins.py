@@ -18,8 +18,9 @@ with a fake plug-in).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from sealbench.benchmarks.interface import Benchmark, BenchmarkError, BenchmarkPin, PublicSummary
 from sealbench.benchmarks.registry import load
@@ -82,6 +83,9 @@ def release_terms(
     return ReleaseTerms(exact=False, epsilon=spec.epsilon, delta=spec.delta)
 
 
+_COMMITMENT: Final = re.compile(r"sha256:[0-9a-f]{64}")
+
+
 def validate_summary(
     metrics_version: BenchmarkPin, summary: Mapping[str, Any], plugins: PluginLookup = load
 ) -> PublicSummary | None:
@@ -95,6 +99,11 @@ def validate_summary(
     if summary.get("metrics_version") != str(metrics_version):
         raise ResultRejectedError(
             f"summary: computed with another benchmark plug-in than {metrics_version}")
+    commitment = summary.get("pool_statistics")
+    if commitment is not None and not (
+            isinstance(commitment, str) and _COMMITMENT.fullmatch(commitment)):
+        # the aggregator's inputs repeat it: a malformed one would fail every pool it joins
+        raise ResultRejectedError("summary: pool_statistics is not a sha256: commitment")
     if withheld_of(plugin, summary):
         return None
     aggregates = summary.get("aggregates")

@@ -90,3 +90,16 @@ def test_commitment_changed_after_attestation_refused(
     assert r.status_code == 422, r.text
     assert _stored(client, world) == []
 
+
+
+def test_malformed_commitment_refused_even_when_attested(
+    client: TestClient, world: Any, tokens: Any, h: Any
+) -> None:
+    """A commitment the token binds but that is not ``sha256:`` + 64 hex (only a defective image
+    writes one) is refused before anything is stored: every pool it joined would fail."""
+    for bad in ("sha256:" + "Z" * 64, "sha256:" + "a" * 63, 42, ""):
+        summary = _summary(pool_statistics=bad)
+        r = _post(client, world, tokens, h, summary)
+        assert r.status_code == 422, r.text
+        assert "pool_statistics" in r.json()["message"]
+    assert _stored(client, world) == []
