@@ -6,7 +6,7 @@ from __future__ import annotations
 import signal
 import threading
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -90,15 +90,19 @@ def policy_sync(
                            "model": g.model_id, "uid": g.identity.uid()} for g in synced.grants],
             "provider": report.provider, "pool_created": report.pool_created,
             "added": list(report.key.added), "removed": list(report.key.removed),
-            "result_bucket": None if report.result_bucket is None else {
-                "added": list(report.result_bucket.added),
-                "removed": list(report.result_bucket.removed),
-            },
+            "result_bucket": _change(report.result_bucket),
+            # the aggregator's read access to the result bucket (issue 27)
+            "result_readers": _change(getattr(report, "result_readers", None)),
             "reported": {str(k): v for k, v in synced.reported.items()},
         })
         return synced
     render.policy_synced(out(), kind, asset_id, synced)
     return synced
+
+
+def _change(change: Any) -> dict[str, list[str]] | None:
+    return None if change is None else {"added": list(change.added),
+                                         "removed": list(change.removed)}
 
 
 def _policy_watch(

@@ -455,6 +455,8 @@ def test_policy_sync_lets_the_approved_workloads_write_results_to_a_bucket(world
         ).stdout
     )
     assert len(synced["result_bucket"]["added"]) == len(synced["workloads"]) == 2
+    # read access by name is for a benchmark's aggregator only (issue 27); this one has none
+    assert synced["result_readers"] == {"added": [], "removed": []}
     again = json.loads(
         ok(
             cli("policy", "sync", "--dataset", d, "--result-bucket", bucket, "--json",
