@@ -114,7 +114,7 @@ from sealbench.enclave.network import EgressGuard
 from sealbench.enclave.platforms import EvidenceSource, PlatformResolver
 from sealbench.enclave.progress import emit, run_done
 from sealbench.enclave.rules import benchmark_for
-from sealbench.enclave.run import _Progress, _record_failure, timings_line
+from sealbench.enclave.run import RunProgress, record_failure, timings_line
 from sealbench.enclave.steps import attested_evidence, claims_of, unwrap_asset
 from sealbench.enclave.timing import StepTimer
 from sealbench.platforms import (
@@ -374,7 +374,7 @@ def publish_release(run: AttestedAggregate, store: BlobStore, prefix: str,
 # -- the run ---------------------------------------------------------------------------------------
 
 
-def _step(progress: _Progress, index: int, name: str) -> None:
+def _step(progress: RunProgress, index: int, name: str) -> None:
     progress.step = name
     _log.info("step %d/%d: %s", index, AGGREGATE_STEPS, name)
     emit(StepStarted(index=index, total=AGGREGATE_STEPS, name=name))
@@ -395,18 +395,18 @@ def run_aggregator(
     ``sleep`` as for :func:`~sealbench.enclave.run.run_enclave`; ``noise`` is OpenDP's unless
     a test passes another."""
     timer = timer or StepTimer()
-    progress = _Progress()
+    progress = RunProgress()
     progress.step = "read the aggregate specification"
     try:
         return _run(environ, attester, access, noise or OpenDPGaussian(), timer, progress,
                     egress, sleep)
     except EnclaveError as exc:
-        _record_failure(progress, exc)
+        record_failure(progress, exc)
         raise
     except Exception as exc:  # the aggregator's one error boundary
         error = EnclaveError(
             f"internal error ({type(exc).__name__}) while trying to {progress.step}")
-        _record_failure(progress, error)
+        record_failure(progress, error)
         raise error from exc
 
 
@@ -416,7 +416,7 @@ def _run(
     access_factory: AggregatorAccessFactory | None,
     noise: NoiseSource,
     timer: StepTimer,
-    progress: _Progress,
+    progress: RunProgress,
     egress: EgressGuard | None,
     sleep: Callable[[float], None],
 ) -> AggregateReport:

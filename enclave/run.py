@@ -51,7 +51,8 @@ from sealbench.platforms.access import AssetAccess
 from sealbench.platforms.attester import Attester
 from sealbench.platforms.errors import AttesterError
 
-__all__ = ["AccessFactory", "RunReport", "run_enclave", "timings_line"]
+__all__ = ["AccessFactory", "RunProgress", "RunReport", "record_failure", "run_enclave",
+           "timings_line"]
 
 _log = logging.getLogger("sealbench.enclave")
 
@@ -81,8 +82,9 @@ def timings_line(timings: Mapping[str, float], provider: ExecutionProvider | Non
     return line if provider is None else f"{line}; execution provider {provider.value}"
 
 
-class _Progress:
-    """Which step a run is in, and what it has reached, for the failure record."""
+class RunProgress:
+    """Which step a workload is in, and what it has reached, for the failure record (the
+    evaluation's and the aggregator's)."""
 
     def __init__(self) -> None:
         self.step = "read the run specification"
@@ -110,7 +112,9 @@ def _failure_token(attester: Attester, record: bytes) -> str | None:
     return token
 
 
-def _record_failure(progress: _Progress, error: EnclaveError) -> None:
+def record_failure(progress: RunProgress, error: EnclaveError) -> None:
+    """Write ``error``'s failure record where ``progress`` reached a destination, signed by a
+    failure token when the workload attested (module docstring); a write that fails is logged."""
     if progress.destination is None:
         return
     store, prefix = progress.destination
@@ -162,18 +166,18 @@ def run_enclave(
     the grant (:mod:`~sealbench.enclave.grant_wait`, ``sleep`` between tries) for at most the
     run spec's window."""
     timer = timer or StepTimer()
-    progress = _Progress()
+    progress = RunProgress()
     try:
         return _run(environ, attester, access, make_runner, timer, progress,
                     memory or ProcessMemoryLimit(), egress, sleep)
     except EnclaveError as exc:
-        _record_failure(progress, exc)
+        record_failure(progress, exc)
         raise
     except Exception as exc:  # the enclave's one error boundary
         error = EnclaveError(
             f"internal error ({type(exc).__name__}) while trying to {progress.step}"
         )
-        _record_failure(progress, error)
+        record_failure(progress, error)
         raise error from exc
 
 
@@ -209,7 +213,7 @@ def _run(
     access_factory: AccessFactory | None,
     make_runner: RunnerFactory | None,
     timer: StepTimer,
-    progress: _Progress,
+    progress: RunProgress,
     memory: MemoryLimit,
     egress: EgressGuard | None,
     sleep: Callable[[float], None],
