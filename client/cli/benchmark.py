@@ -315,7 +315,7 @@ def benchmark_pool(
     refuses one that omits, adds or changes an input, and debits every included dataset once.
     Nobody, the authority included, sees a site's exact figure. Models whose results are all
     pooled already are skipped."""
-    from sealbench.client.runs.pool import PoolOutcome, pool_on_mock
+    from sealbench.client.runs.pool import pool_on_mock
 
     if tee != "mock":
         raise ConfigError(f"--tee {tee}: only the mock TEE runs the aggregator image so far",
@@ -335,14 +335,7 @@ def benchmark_pool(
     if json_out:
         emit_json([vars(o) for o in outcomes])
         return
-    for o in outcomes:
-        if isinstance(o, PoolOutcome):
-            console.print(f"model {o.model_id}: pooled release {o.release_id} over {o.n_sites} "
-                          f"sites, {o.n_cases} cases (verified and debited)")
-        else:
-            console.print(f"model {o.model_id}: {o.reason}")
-        for line in o.left_out:
-            console.print(f"  left out: {line}")
+    render.pool_outcomes(console, outcomes)
 
 
 def _aggregator_line(line: str) -> None:

@@ -278,3 +278,18 @@ def receipt_kept(console: Console, result_id: int, receipt: Any, path: Path) -> 
     console.print(f"receipt kept in {path}: event {receipt.event.seq} of the registry's log, "
                   f"proven in its checkpoint of {receipt.tree_size} events "
                   f"('sealbench audit prove {result_id}' shows it)")
+
+
+def pool_outcomes(console: Console, outcomes: Iterable[Any]) -> None:
+    """What ``sealbench benchmark pool`` prints: per model, its verified pooled release or why
+    nothing was pooled, and each result the registry left out."""
+    for o in outcomes:
+        if hasattr(o, "release_id"):
+            console.print(f"model {o.model_id}: pooled release {o.release_id} over "
+                          f"{_plural(o.n_sites, 'site')}, {_plural(o.n_cases, 'case')} inside the "
+                          "TEE; attestation verified and every dataset debited once by the "
+                          "registry", markup=False)
+        else:
+            console.print(f"model {o.model_id}: {o.reason}", markup=False)
+        for line in o.left_out:
+            console.print(f"  left out: {line}", markup=False)

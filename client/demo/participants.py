@@ -21,6 +21,7 @@ from sealbench.client.cli.render import (
     exact_request,
     opened_result,
     policy_synced,
+    pool_outcomes,
     print_table,
     receipt_kept,
     run_outcomes,
@@ -182,15 +183,9 @@ class Participants:
 
     def pool(self, who: str, benchmark: int) -> None:
         """What ``sealbench benchmark pool BENCHMARK --tee mock`` does and prints."""
-        from sealbench.client.runs.pool import PoolOutcome, pool_on_mock
+        from sealbench.client.runs.pool import pool_on_mock
 
-        for o in pool_on_mock(self.profile(who), self.client(who), benchmark):
-            if isinstance(o, PoolOutcome):
-                _say(f"model {o.model_id}: pooled release {o.release_id} over "
-                     f"{_plural(o.n_sites, 'site')}, {_plural(o.n_cases, 'case')}, attested by "
-                     "the aggregator image, verified and debited by the registry")
-            else:
-                _say(f"model {o.model_id}: {o.reason}")
+        pool_outcomes(console(), pool_on_mock(self.profile(who), self.client(who), benchmark))
 
     def run(self, who: str, options: RunOptions) -> list[RunRecord]:
         batch = run_evaluations(self.profile(who), self.client(who), options)
