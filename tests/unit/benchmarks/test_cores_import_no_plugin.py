@@ -15,10 +15,11 @@ CORES = ("enclave", "server", "client")
 # release: the seam's own mechanism (the one door a figure takes out), no plug-in;
 # onnx_safety and limits: the enclave's own checks of any plug-in's model and cases (a model is
 # exactly its bytes; the per-case guard), no plug-in either; results: a result document read
-# through whichever plug-in its pin names
+# through whichever plug-in its pin names; pooling: the aggregator's computation over whichever
+# plug-in the pin names (issue 27), no plug-in either
 ALLOWED = frozenset({"sealbench.benchmarks", "sealbench.benchmarks.interface",
                      "sealbench.benchmarks.registry", "sealbench.benchmarks.release",
-                     "sealbench.benchmarks.results",
+                     "sealbench.benchmarks.results", "sealbench.benchmarks.pooling",
                      "sealbench.benchmarks.onnx_safety", "sealbench.benchmarks.limits"})
 
 
