@@ -48,7 +48,7 @@ from pydantic import ValidationError
 from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import Session
 
-from sealbench.benchmarks.errors import BenchmarkError
+from sealbench.benchmarks.interface import BenchmarkError
 from sealbench.benchmarks.pooling import parse_pooled_summary, pooled_release_spec
 from sealbench.benchmarks.registry import load as load_plugin
 from sealbench.contract.pool import MAX_POOL_INPUTS, PooledRelease, PoolInputs
