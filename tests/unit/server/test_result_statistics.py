@@ -322,18 +322,20 @@ def test_migration_backfills_statistics_of_existing_results(at_0011: str, h: Any
                           format="onnx", io_contract={}, state="registered", created_at=NOW)
             session.add_all([*ds, model])
             session.flush()
-            # site 0 twice (the later one is the latest), site 1 once
-            rows = [Result(benchmark_id=bench_id, dataset_id=ds[i].id, model_id=model.id,
-                           submitted_by_id=user.id, summary=doc,
-                           sealed_result_digest=sha256_digest(f"s{n}".encode()),
-                           attestation_token="h.p.s", token_issuer="https://mock.invalid",
-                           image_digest="sha256:" + "1" * 64, nonce=f"{n:064x}",
-                           created_at=NOW)
-                    for n, (i, doc) in enumerate(zip((0, 1, 0), docs, strict=True))]
-            for row in rows:
-                session.add(row)
-                session.flush()
-            ids = [r.id for r in rows]
+            # site 0 twice (the later one is the latest), site 1 once; the results row as
+            # revision 0011 has it (no result_uri until 0016)
+            results = sa.table("results", *(sa.column(c) for c in (
+                "benchmark_id", "dataset_id", "model_id", "submitted_by_id",
+                "sealed_result_digest", "attestation_token", "token_issuer", "image_digest",
+                "nonce", "created_at")), sa.column("summary", sa.JSON))
+            ids = [session.execute(sa.insert(results).values(
+                benchmark_id=bench_id, dataset_id=ds[i].id, model_id=model.id,
+                submitted_by_id=user.id, summary=doc,
+                sealed_result_digest=sha256_digest(f"s{n}".encode()),
+                attestation_token="h.p.s", token_issuer="https://mock.invalid",
+                image_digest="sha256:" + "1" * 64, nonce=f"{n:064x}", created_at=NOW,
+            ).returning(sa.column("id"))).scalar_one()
+                for n, (i, doc) in enumerate(zip((0, 1, 0), docs, strict=True))]
             session.commit()
         upgrade_to_head(db.engine)
     finally:
