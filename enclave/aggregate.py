@@ -75,7 +75,6 @@ from sealbench.benchmarks.pooling import (
 from sealbench.benchmarks.release import NoiseSource, OpenDPGaussian
 from sealbench.contract.errors import (
     AssetIntegrityError,
-    AttestationUnavailable,
     DestinationError,
     EnclaveError,
     KeyReleaseDenied,
@@ -113,9 +112,10 @@ from sealbench.enclave.grant_wait import GrantWait
 from sealbench.enclave.network import EgressGuard
 from sealbench.enclave.platforms import EvidenceSource, PlatformResolver
 from sealbench.enclave.progress import emit, run_done
+from sealbench.enclave.publish import bound_token
 from sealbench.enclave.rules import benchmark_for
 from sealbench.enclave.run import RunProgress, record_failure, timings_line
-from sealbench.enclave.steps import attested_evidence, claims_of, unwrap_asset
+from sealbench.enclave.steps import attested_evidence, unwrap_asset
 from sealbench.enclave.timing import StepTimer
 from sealbench.platforms import (
     BlobStore,
@@ -127,7 +127,6 @@ from sealbench.platforms import (
 )
 from sealbench.platforms.access import AssetAccess
 from sealbench.platforms.attester import Attester
-from sealbench.platforms.errors import AttesterError
 from sealbench.platforms.platform import Platform
 
 __all__ = [
@@ -349,19 +348,8 @@ def publish_release(run: AttestedAggregate, store: BlobStore, prefix: str,
     """Step 4: a token binding ``pooled.json``'s bytes, checked, then both objects (token
     last)."""
     data = release.to_bytes()
-    nonce = pooled_nonce(data)
-    with run.timer.measure("attest"):
-        try:
-            token = run.attester.token(audience=POOL_AUDIENCE, nonces=[nonce])
-        except AttesterError as exc:
-            raise ResultUploadError(f"no pooled-release attestation token: {exc}") from exc
-    try:
-        claims = claims_of(token)
-    except AttestationUnavailable as exc:
-        raise ResultUploadError(str(exc)) from exc
-    if nonce not in claims.eat_nonce or claims.aud != POOL_AUDIENCE:
-        raise ResultUploadError(
-            "the pooled-release token does not carry the requested audience and nonce")
+    token = bound_token(run.attester, run.timer, POOL_AUDIENCE, pooled_nonce(data),
+                        "pooled-release")
     with run.timer.measure("upload"):
         try:
             store.put_bytes(join_name(prefix, POOLED_RELEASE_OBJECT), data)

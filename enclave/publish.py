@@ -44,10 +44,13 @@ from sealbench.crypto.pool_statistics import encrypt_statistics
 from sealbench.crypto.sealing import result_info, seal
 from sealbench.enclave.evaluation import Evaluation
 from sealbench.enclave.steps import claims_of
+from sealbench.enclave.timing import StepTimer
 from sealbench.platforms import CloudError
+from sealbench.platforms.attester import Attester
 from sealbench.platforms.errors import AttesterError
 
-__all__ = ["PublishedResult", "SealedResult", "StatisticsUnsealable", "publish", "seal_results"]
+__all__ = ["PublishedResult", "SealedResult", "StatisticsUnsealable", "bound_token", "publish",
+           "seal_results"]
 
 _log = logging.getLogger("sealbench.enclave")
 
@@ -135,6 +138,27 @@ class PublishedResult:
     token: str
 
 
+def bound_token(attester: Attester, timer: StepTimer, audience: str, nonce: str,
+                what: str) -> str:
+    """A token of ``audience`` binding ``nonce``, checked to carry both (the launcher's socket
+    is trusted inside the TEE, but a token that binds something else is never uploaded);
+    :class:`ResultUploadError` naming ``what`` otherwise. The result and the aggregator's
+    pooled release both publish through it."""
+    with timer.measure("attest"):
+        try:
+            token = attester.token(audience=audience, nonces=[nonce])
+        except AttesterError as exc:
+            raise ResultUploadError(f"no {what} attestation token: {exc}") from exc
+    try:
+        claims = claims_of(token)
+    except AttestationUnavailable as exc:
+        raise ResultUploadError(str(exc)) from exc
+    if nonce not in claims.eat_nonce or claims.aud != audience:
+        raise ResultUploadError(
+            f"the {what} token does not carry the requested audience and nonce")
+    return token
+
+
 def publish(result: SealedResult) -> PublishedResult:
     """Step 7: a second token (audience ``sealbench-result``, ``eat_nonce`` binding summary (so
     the statistics' commitment) and sealed-result digest), then upload sealed result, pool
@@ -143,17 +167,7 @@ def publish(result: SealedResult) -> PublishedResult:
     destination = result.evaluation.dataset.model.keys.destination
     run = destination.run
     nonce = result_nonce(json.loads(result.summary_bytes), result.sealed_digest)
-    with run.timer.measure("attest"):
-        try:
-            token = run.attester.token(audience=RESULT_AUDIENCE, nonces=[nonce])
-        except AttesterError as exc:
-            raise ResultUploadError(f"no result attestation token: {exc}") from exc
-    try:
-        claims = claims_of(token)
-    except AttestationUnavailable as exc:
-        raise ResultUploadError(str(exc)) from exc
-    if nonce not in claims.eat_nonce or claims.aud != RESULT_AUDIENCE:
-        raise ResultUploadError("the result token does not carry the requested audience and nonce")
+    token = bound_token(run.attester, run.timer, RESULT_AUDIENCE, nonce, "result")
     with run.timer.measure("upload"):
         try:
             destination.store.put_bytes(destination.name(SEALED_OBJECT), result.sealed)
