@@ -253,8 +253,14 @@ def demo_log_outputs(log: str) -> list[tuple[tuple[str, ...], str]]:
 
 
 def _same_command(shown: tuple[str, ...], ran: tuple[str, ...], workdir: str) -> bool:
+    # run ids and digests (an image's digest is derived from the code, so it moves with it)
     def key(argv: tuple[str, ...]) -> list[str]:
-        return [_VARYING[0][0].sub("run-<id>", a.replace(workdir, GUIDE_WORKDIR)) for a in argv]
+        keys = []
+        for arg in argv:
+            for pattern, placeholder in _VARYING[:2]:
+                arg = pattern.sub(placeholder, arg)
+            keys.append(arg.replace(workdir, GUIDE_WORKDIR))
+        return keys
     return key(shown) == key(ran)
 
 

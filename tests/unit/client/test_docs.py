@@ -166,3 +166,17 @@ def test_a_rewritten_command_names_the_demo_s_run_everywhere_in_the_guide(tmp_pa
                              f"run {old}: 2 cases\n```\n\nthen `sealbench result submit {old}`\n")
     rewritten = regenerate_guide(guide, tmp_path, log)
     assert old not in rewritten and rewritten.count(new) == 3
+
+
+def test_a_shown_command_naming_another_digest_is_matched_with_the_demo_s(tmp_path: Path) -> None:
+    """The mock's image digests derive from the enclave code, so the demo a check runs names
+    other digests than the guide's (on CI's checkout the code is newer than the guide)."""
+    ran, shown = "sha256:" + "c" * 64, "sha256:" + "d" * 64
+    log = f"$ sealbench benchmark create --aggregator-digest {ran}\nbenchmark 1 created\n"
+    guide = _guide(tmp_path, f"```\n$ sealbench benchmark create --aggregator-digest {shown}\n"
+                             "benchmark 1 created\n```\n")
+    [compared] = compare_guide(guide, tmp_path, log)
+    assert compared.real is not None and compared.problem is None
+    guide.write_text(guide.read_text().replace("benchmark 1 created\n```", "benchmark 2\n```"))
+    [stale] = compare_guide(guide, tmp_path, log)
+    assert stale.problem is not None and "-benchmark 2" in stale.problem
