@@ -26,8 +26,8 @@ For each run :class:`ConfidentialSpaceLauncher`:
 4. decides the outcome **from the result location** once the VM has stopped (Google keeps no
    serial output to read after that, and the launcher's last lines may never have been read):
    the enclave's failure record (``failure.json``) gives the failure and its exit code, its
-   result token (``result.token``, written last) a success; only when neither is there does the
-   serial port speak, as a hint: the enclave's ``failed`` event
+   result token (``result.token``, written last; the aggregator's ``pooled.token``) a success;
+   only when neither is there does the serial port speak, as a hint: the enclave's ``failed`` event
    (:class:`~sealbench.contract.events.RunFailed`, read with
    :func:`~sealbench.contract.events.parse_event` like its progress events), the launcher's
    refusal before its exit line, or a VM that stopped without either
@@ -36,6 +36,14 @@ For each run :class:`ConfidentialSpaceLauncher`:
    same exit code. Without a result store
    (``result_store``), the serial port alone decides and an unreadable one is an error;
 5. deletes the VM unless ``keep_vm`` (also after a failure, timeout or :meth:`kill`).
+
+:meth:`ConfidentialSpaceLauncher.start_aggregator` runs the benchmark's **aggregator image**
+(issue 27) the same way: a launcher built on the aggregator image's ``repo@sha256:`` reference
+is the aggregator launcher (:attr:`~ConfidentialSpaceLauncher.aggregator_image_digest`), the
+:class:`~sealbench.contract.pool.AggregateSpec` is its ``tee-env-*`` metadata (nothing of an
+evaluation), its result location the pool's folder, where ``pooled.token`` (written last) means
+success and ``failure.json`` failure, as for the evaluation. The image's own command runs
+(``python -m sealbench.enclave aggregate``; no ``tee-cmd``).
 
 Confidential Space does not report the container's exit code, only the launcher's (0 success,
 1 workload or launcher error, 4 debug hold).
@@ -71,6 +79,7 @@ from google.auth.credentials import Credentials
 from google.cloud import compute_v1
 
 from sealbench.contract.events import RunFailed, parse_event
+from sealbench.contract.pool import POOLED_TOKEN_OBJECT, AggregateSpec
 from sealbench.contract.result import FAILURE_OBJECT, TOKEN_OBJECT, FailureRecord
 from sealbench.contract.spec import RunSpec
 from sealbench.gcp._cs_resources import (
@@ -175,14 +184,17 @@ def _failed(event: RunFailed) -> EnclaveRunFailed:
 
 
 class ConfidentialSpaceVm:
-    """One run's VM: watch it with :meth:`wait`, stop it with :meth:`kill`."""
+    """One run's VM: watch it with :meth:`wait`, stop it with :meth:`kill`. Its workload
+    succeeded when ``success_object`` (written last) is at ``result_uri``: ``result.token`` for
+    an evaluation, ``pooled.token`` for the aggregator."""
 
     def __init__(
         self, launcher: ConfidentialSpaceLauncher, name: str, on_output: OutputFn | None,
-        result_uri: str | None = None,
+        result_uri: str | None = None, success_object: str = TOKEN_OBJECT,
     ) -> None:
         self._launcher = launcher
         self._result_uri = result_uri
+        self._success_object = success_object
         self.instance_name = name
         self._on_output = on_output
         self._started = launcher.clock()
@@ -329,7 +341,7 @@ class ConfidentialSpaceVm:
             "serial output in Cloud Logging, then run again")
 
     def _result_state(self) -> FailureRecord | str | None:
-        """``"result"`` (the result token is there), the failure record, None (neither) or
+        """``"result"`` (the success object is there), the failure record, None (neither) or
         ``"unreadable"`` (no store, or it could not be read)."""
         opener = self._launcher.result_store
         if opener is None or self._result_uri is None:
@@ -339,7 +351,7 @@ class ConfidentialSpaceVm:
             if store.exists(join_name(prefix, FAILURE_OBJECT)):
                 return FailureRecord.from_bytes(
                     store.get_bytes(join_name(prefix, FAILURE_OBJECT), 1 << 20))
-            return "result" if store.exists(join_name(prefix, TOKEN_OBJECT)) else None
+            return "result" if store.exists(join_name(prefix, self._success_object)) else None
         except Exception as exc:  # noqa: BLE001 - any read error leaves the serial port to judge
             _log.warning("could not read the run's result location (%s: %s); judging by the "
                          "serial port", type(exc).__name__, exc)
@@ -496,11 +508,34 @@ class ConfidentialSpaceLauncher:
         )
         self._wait_operation(op, "delete the VM")
 
+    @property
+    def aggregator_image_digest(self) -> str:
+        """The digest of the image this launcher runs: built on the aggregator image's
+        reference, it is the benchmark's aggregator launcher
+        (:class:`~sealbench.client.runs.pool.AggregatorLauncher`)."""
+        return self.settings.image_digest
+
     def start(self, spec: RunSpec, *, on_output: OutputFn | None = None) -> ConfidentialSpaceVm:
+        return self._start_vm(spec.run_id, launch_environment(self._platform, spec),
+                              spec.result_uri, TOKEN_OBJECT, on_output)
+
+    def start_aggregator(self, spec: AggregateSpec, *,
+                         on_output: OutputFn | None = None) -> ConfidentialSpaceVm:
+        """Start the benchmark's aggregator (issue 27): this launcher's image (the aggregator
+        image's reference) with ``spec`` as its ``tee-env-*`` metadata; it succeeded when
+        ``pooled.token`` is in the pool's folder (``spec.result_uri``)."""
+        return self._start_vm(spec.run_id, launch_environment(self._platform, spec),
+                              spec.result_uri, POOLED_TOKEN_OBJECT, on_output)
+
+    def _start_vm(self, run_id: str, environ: dict[str, str], result_uri: str,
+                  success_object: str, on_output: OutputFn | None) -> ConfidentialSpaceVm:
+        """Insert the VM of one workload (``environ``: its launch metadata) and wait until it
+        exists; the VM's outcome is read at ``result_uri`` (``success_object`` or the failure
+        record)."""
         settings = self.settings
-        run = re.sub(r"[^a-z0-9-]+", "-", spec.run_id.lower()).strip("-")[:16].strip("-")
+        run = re.sub(r"[^a-z0-9-]+", "-", run_id.lower()).strip("-")[:16].strip("-")
         name = f"{settings.instance_prefix}-{run or 'run'}-{secrets.token_hex(3)}"
-        resource = instance_resource(settings, name, launch_environment(self._platform, spec))
+        resource = instance_resource(settings, name, environ)
         op = self.call(
             "create the VM",
             lambda: self.instances.insert_unary(
@@ -519,7 +554,7 @@ class ConfidentialSpaceLauncher:
         _log.info(
             "created Confidential Space VM %s in %s/%s", name, settings.project, settings.zone
         )
-        return ConfidentialSpaceVm(self, name, on_output, spec.result_uri)
+        return ConfidentialSpaceVm(self, name, on_output, result_uri, success_object)
 
     def launch(
         self,

@@ -14,9 +14,11 @@ launch policy (:class:`ImagePolicy`), ``tee-cmd`` (a JSON string array) only if 
 command override, ``tee-container-log-redirect`` only as its log-redirect label permits, and
 ``tee-restart-policy`` must be ``Never`` (the only policy the mock runs). A refused launch spec is
 logged on the serial port and the launcher exits 1 without starting the workload. Otherwise the
-workload — the installed ``python -m sealbench.enclave``, whatever the digest (the mock has no
-registry) — gets the socket and token file of a :class:`LaunchedWorkload` through
-``--launcher-dir``, the ``tee-cmd`` arguments appended, and the env overrides as its environment;
+workload — the installed ``python -m sealbench.enclave`` with the image's own arguments (the
+mock has no registry: :class:`MockImageEntry`, by digest, says what an image runs and under which
+launch policy; the evaluation image is any other digest) — gets the socket and token file of a
+:class:`LaunchedWorkload` through ``--launcher-dir``, the ``tee-cmd`` arguments appended, and the
+env overrides as its environment;
 its stdout and stderr are the serial output when log redirection is on. The launcher's last line
 is the current launcher's structured one (go-tpm-tools since October 2024, ``log/slog`` text):
 ``level=INFO msg="TEE container launcher exiting" exit_code=N``: 0 success, 1 workload or
@@ -46,21 +48,26 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Final
 
+from sealbench.mocktee.image import EVALUATION_MODULE
 from sealbench.mocktee.launcher import ImagePolicy, LaunchedWorkload, private_launcher_dir
 from sealbench.mocktee.verifier import TokenMinter, WorkloadLaunch
 
 __all__ = [
+    "AGGREGATOR_ARGS",
     "LAUNCHER_EXIT",
     "LEGACY_LAUNCHER_EXIT",
     "PULL_FAILED",
     "SERIAL_BUFFER_BYTES",
+    "ImageCatalogue",
     "ImagePolicy",
+    "MockImageEntry",
     "MockVm",
     "PullCheck",
     "SerialPort",
     "boot",
+    "image_digest_of_vm",
     "launch_from_metadata",
     "metadata_items",
 ]
@@ -79,6 +86,23 @@ _HWMODEL = {"SEV": "GCP_AMD_SEV", "TDX": "GCP_INTEL_TDX"}
 _REDIRECTS = ("true", "serial", "cloud_logging", "false")
 #: The confidential-computing mode Compute sets on a confidential H100 (``nvidia_gpu.cc_mode``).
 GPU_CC_MODE = "ON"
+#: The aggregator image's own command after ``python -m sealbench.enclave``: its CMD, what
+#: ``sealbench.enclave.__main__.AGGREGATE_COMMAND`` names (the mock may not import the enclave).
+AGGREGATOR_ARGS: Final = ("aggregate",)
+
+
+@dataclass(frozen=True)
+class MockImageEntry:
+    """What one mock image runs in a VM: ``python -m sealbench.enclave`` with ``args`` (the
+    image's own command, not an operator's ``tee-cmd``), under ``policy`` (its
+    ``tee.launch_policy.*`` labels)."""
+
+    args: tuple[str, ...]
+    policy: ImagePolicy
+
+
+#: The entry of an image digest (the mock's stand-in for pulling the image and reading it).
+ImageCatalogue = Callable[[str], MockImageEntry]
 
 
 class SerialPort:
@@ -154,14 +178,20 @@ def metadata_items(body: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+def image_digest_of_vm(vm: MockVm) -> str:
+    """The digest ``vm``'s ``tee-image-reference`` names; ValueError unless it names one."""
+    digest = DIGEST_REFERENCE.match(metadata_items(vm.body).get("tee-image-reference", ""))
+    if digest is None:
+        raise ValueError("tee-image-reference must name the image by digest in the mock")
+    return digest.group("digest")
+
+
 def launch_from_metadata(vm: MockVm, policy: ImagePolicy) -> tuple[WorkloadLaunch, bool]:
     """``(attested launch, log redirect to serial)`` for ``vm`` (pure), or ValueError with the
     launcher's reason for refusing the launch spec."""
     metadata = metadata_items(vm.body)
     reference = metadata.get("tee-image-reference", "")
-    digest = DIGEST_REFERENCE.match(reference)
-    if digest is None:
-        raise ValueError("tee-image-reference must name the image by digest in the mock")
+    digest = image_digest_of_vm(vm)
     env = {k.removeprefix("tee-env-"): v for k, v in metadata.items() if k.startswith("tee-env-")}
     cmd: tuple[str, ...] | None = None
     if "tee-cmd" in metadata:
@@ -183,7 +213,7 @@ def launch_from_metadata(vm: MockVm, policy: ImagePolicy) -> tuple[WorkloadLaunc
         raise ValueError("log redirection is not allowed by the image's launch policy")
     confidential = vm.body["confidentialInstanceConfig"]["confidentialInstanceType"]
     launch = WorkloadLaunch(
-        image_digest=digest.group("digest"),
+        image_digest=digest,
         image_reference=reference,
         env_overrides=env,
         debug=vm.debug,
@@ -211,17 +241,19 @@ PULL_FAILED = ('cannot pull image: failed to resolve reference "{reference}": pu
 
 
 def boot(
-    vm: MockVm, policy: ImagePolicy, minter: TokenMinter, python: str, work_root: Path | None,
-    pull: PullCheck | None = None,
+    vm: MockVm, images: ImageCatalogue, minter: TokenMinter, python: str,
+    work_root: Path | None, pull: PullCheck | None = None,
 ) -> None:
-    """Run ``vm`` to its end (called on the VM's own thread). ``pull`` decides whether the
-    VM's service account may pull its image (None: no registry to ask, every pull works)."""
+    """Run ``vm`` to its end (called on the VM's own thread). ``images`` says what its image
+    runs and under which launch policy; ``pull`` decides whether the VM's service account may
+    pull its image (None: no registry to ask, every pull works)."""
     vm.set_status("STAGING")
     vm.set_status("RUNNING")
     vm.serial.write_line("TEE container launcher initiating (INSECURE sealbench mock)")
     code = 1
     try:
-        launch, redirect = launch_from_metadata(vm, policy)
+        image = images(image_digest_of_vm(vm))
+        launch, redirect = launch_from_metadata(vm, image.policy)
         vm.serial.write_line(
             f"Launch Spec: ImageRef:{launch.image_reference} RestartPolicy:Never "
             f"Hardened:{not vm.debug} LogRedirect:{redirect} Envs:{sorted(launch.env_overrides)}"
@@ -237,7 +269,7 @@ def boot(
                 f"GPU: 1 x nvidia-h100-80gb, cc_mode {GPU_CC_MODE}, tee-install-gpu-driver="
                 f"{driver} (INSECURE mock: no GPU here, the workload runs on the CPU)"
             )
-        code = _run_workload(vm, launch, redirect, minter, python, work_root)
+        code = _run_workload(vm, launch, image.args, redirect, minter, python, work_root)
     except (ValueError, OSError) as exc:
         vm.serial.write_line(str(exc))
     code = 4 if vm.debug else (0 if code == 0 else 1)
@@ -251,6 +283,7 @@ def boot(
 def _run_workload(
     vm: MockVm,
     launch: WorkloadLaunch,
+    args: tuple[str, ...],
     redirect: bool,
     minter: TokenMinter,
     python: str,
@@ -269,7 +302,7 @@ def _run_workload(
             "HOSTNAME": vm.name,
             **launch.env_overrides,
         }
-        argv = [python, "-m", "sealbench.enclave", "--launcher-dir", str(socket_dir)]
+        argv = [python, "-m", EVALUATION_MODULE, *args, "--launcher-dir", str(socket_dir)]
         with vm.lock:
             if vm.deleted:
                 return 1

@@ -25,6 +25,13 @@ Registry's ``/v1/projects/…/repositories`` routes, and a VM's boot pulls its i
 an image in a repository that does not let the VM's service account download is refused as
 the launcher's pull is (serial line, launcher exit 1).
 
+The image catalogue (``images``, by digest; :class:`MockImageEntry`): by default the mock's
+aggregator image (:func:`~sealbench.mocktee.image.aggregator_image_digest`, issue 27) runs its
+own command, ``python -m sealbench.enclave aggregate``, under its own launch policy (the names
+of :data:`~sealbench.contract.pool.AGGREGATE_ENV_NAMES`, no command override: the mock process
+launcher's); every other digest is the evaluation image, ``python -m sealbench.enclave`` under
+``image_policy``. Referenced as ``<repo>@<digest>``, whatever the repository.
+
 Insert validates what the API validates (:mod:`sealbench.mocktee._compute_request`, where the
 rules and the mock's own ones are listed): the name; machine type vs. confidential instance
 type; live migration; the boot image (the ``confidential-space``, ``confidential-space-debug``
@@ -51,6 +58,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -64,14 +72,30 @@ from sealbench.mocktee._compute_request import (
     validate_insert,
 )
 from sealbench.mocktee._compute_request import error as _error
-from sealbench.mocktee._compute_vm import ImagePolicy, MockVm, boot
+from sealbench.mocktee._compute_vm import (
+    AGGREGATOR_ARGS,
+    ImagePolicy,
+    MockImageEntry,
+    MockVm,
+    boot,
+)
 from sealbench.mocktee._http import Request, Response, json_response
 from sealbench.mocktee.artifacts import MockArtifacts
 from sealbench.mocktee.constants import COMPUTE_API
 from sealbench.mocktee.identity import Caller, Identity
+from sealbench.mocktee.image import aggregator_image_digest
+from sealbench.mocktee.process_launcher import AGGREGATOR_POLICY
 from sealbench.mocktee.verifier import TokenMinter
 
-__all__ = ["CS_IMAGE_PROJECT", "ComputeFault", "ImagePolicy", "Method", "MockCompute"]
+__all__ = [
+    "CS_IMAGE_PROJECT",
+    "ComputeFault",
+    "ImagePolicy",
+    "Method",
+    "MockCompute",
+    "MockImageEntry",
+    "mock_image_catalogue",
+]
 
 _ROUTE = re.compile(
     r"^/compute/v1/projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/"
@@ -93,9 +117,17 @@ Method = Literal["insert", "get", "serialPort", "delete", "operations"]
 _VERBS = {"insert": "create", "serialPort": "getSerialPortOutput"}
 
 
+def mock_image_catalogue() -> dict[str, MockImageEntry]:
+    """The catalogue of the mock's aggregator image (of the installed code): its own command
+    under its own launch policy, the mock process launcher's."""
+    return {aggregator_image_digest(): MockImageEntry(AGGREGATOR_ARGS, AGGREGATOR_POLICY)}
+
+
 class MockCompute:
     """The Compute stand-in. ``minter`` signs the VMs' attestation tokens; ``python`` runs
-    ``-m sealbench.enclave``; ``cpu_quota`` is each project's CPU limit per machine family,
+    ``-m sealbench.enclave``; ``images`` is the image catalogue (default
+    :func:`mock_image_catalogue`; any other digest runs the evaluation under
+    ``image_policy``); ``cpu_quota`` is each project's CPU limit per machine family,
     ``gpu_quota`` its limit of confidential H100 GPUs (``NVIDIA_H100_GPUS``), per region.
     ``serial_after_stop``: as on Google Cloud (the default, False), a TERMINATED VM's serial
     port can no longer be read (400); True keeps it readable, as the mock used to.
@@ -109,6 +141,7 @@ class MockCompute:
         *,
         python: str = sys.executable,
         image_policy: ImagePolicy | None = None,
+        images: Mapping[str, MockImageEntry] | None = None,
         cpu_quota: int = 64,
         gpu_quota: int = 8,
         gpus_all_regions: int = 0,
@@ -123,6 +156,7 @@ class MockCompute:
         self._minter = minter
         self._python = python
         self.image_policy = image_policy or ImagePolicy()
+        self.images = dict(mock_image_catalogue() if images is None else images)
         self.cpu_quota = cpu_quota
         self.gpu_quota = gpu_quota
         self.gpus_all_regions = gpus_all_regions
@@ -134,6 +168,10 @@ class MockCompute:
         self._faults: dict[str, list[ComputeFault]] = {}
         self._quota_overrides: dict[tuple[str, str], int] = {}
         self._threads: list[threading.Thread] = []
+
+    def image_entry(self, digest: str) -> MockImageEntry:
+        """What a VM of image ``digest`` runs: its catalogue entry, else the evaluation."""
+        return self.images.get(digest) or MockImageEntry((), self.image_policy)
 
     def fail_next(self, method: Method, fault: ComputeFault) -> None:
         """Answer the next ``method`` call (after authentication) with ``fault`` (test hook)."""
@@ -424,7 +462,7 @@ class MockCompute:
                 self._vms[key] = vm
                 thread = threading.Thread(
                     target=boot,
-                    args=(vm, self.image_policy, self._minter, self._python, self._work_root,
+                    args=(vm, self.image_entry, self._minter, self._python, self._work_root,
                           self._artifacts.pull_refusal if self._artifacts else None),
                     name=f"mocktee-vm-{vm.name}",
                     daemon=True,

@@ -66,7 +66,13 @@ from sealbench.platforms.launcher import (
 )
 from sealbench.platforms.platform import Platform
 
-__all__ = ["BACKEND", "DEFAULT_TIMEOUT_S", "MockProcessLauncher", "MockProcessWorkload"]
+__all__ = [
+    "AGGREGATOR_POLICY",
+    "BACKEND",
+    "DEFAULT_TIMEOUT_S",
+    "MockProcessLauncher",
+    "MockProcessWorkload",
+]
 
 #: The ``sealbench run --tee`` name of this launcher.
 BACKEND = "mock"
@@ -76,8 +82,9 @@ _log = logging.getLogger("sealbench.client")
 #: Seconds a mock run may take before it is killed.
 DEFAULT_TIMEOUT_S = LAUNCH_TIMEOUT_S
 _MAX_REASON = MAX_FAILURE_REASON
-#: The aggregator image's launch policy: its own spec's variables only, no command override.
-_AGGREGATOR_POLICY = ImagePolicy(allow_env_override=frozenset(AGGREGATE_ENV_NAMES))
+#: The aggregator image's launch policy: its own spec's variables only, no command override
+#: (the mock Compute's aggregator image runs under it too).
+AGGREGATOR_POLICY = ImagePolicy(allow_env_override=frozenset(AGGREGATE_ENV_NAMES))
 
 
 class MockProcessWorkload:
@@ -244,7 +251,7 @@ class MockProcessLauncher:
         digest = self.aggregator_image_digest
         return self._start(launch_environment(self._platform, spec), digest,
                            f"sealbench.local/aggregator@{digest}", AGGREGATOR_MODULE,
-                           _AGGREGATOR_POLICY, on_output)
+                           AGGREGATOR_POLICY, on_output)
 
     def _start(self, environ: dict[str, str], image_digest: str, reference: str, module: str,
                policy: ImagePolicy | None, on_output: OutputFn | None) -> MockProcessWorkload:

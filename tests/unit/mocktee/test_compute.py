@@ -18,10 +18,14 @@ from typing import Any
 
 import pytest
 
+from sealbench.contract.pool import PUBLIC_RECIPIENT_DIGEST, AggregateSpec
+from sealbench.crypto.digest import sha256_digest
+from sealbench.enclave.__main__ import AGGREGATE_COMMAND
 from sealbench.mocktee._compute_vm import SERIAL_BUFFER_BYTES, ImagePolicy, SerialPort
 from sealbench.mocktee._http import Request, Response
-from sealbench.mocktee.compute import ComputeFault, MockCompute
+from sealbench.mocktee.compute import ComputeFault, MockCompute, MockImageEntry
 from sealbench.mocktee.identity import Identity
+from sealbench.mocktee.image import aggregator_image_digest
 from sealbench.mocktee.state import MockState
 from sealbench.mocktee.verifier import MockVerifier
 from tests.unit.mocktee.conftest import create_project_with_apis
@@ -307,6 +311,84 @@ def test_failing_workload_reports_launcher_exit_1(make_api: Callable[..., Api]) 
     assert "sealbench-enclave: no key" in serial
     assert "workload finished with a non-zero return code" in serial
     assert 'msg="TEE container launcher exiting" exit_code=1' in serial
+
+
+# -- the image catalogue: the aggregator image (issue 27) -----------------------------------
+
+AGGREGATE_ENV = AggregateSpec(
+    run_id="pool-7-3-abc", benchmark_id="7", metrics_version="wdbc/1",
+    model_digest=sha256_digest(b"model"), recipient_digest=PUBLIC_RECIPIENT_DIGEST,
+    inputs_uri="file:///pools/pool-7-3-abc/pool-inputs.json",
+    inputs_digest=sha256_digest(b"inputs"), result_uri="file:///pools/pool-7-3-abc",
+).to_environ()
+
+
+def aggregator_body(extra: dict[str, str] | None = None, digest: str | None = None
+                    ) -> dict[str, Any]:
+    """A VM of the mock aggregator image (``digest``: another) with the aggregate spec."""
+    reference = f"us-docker.pkg.dev/authority/bench/eval@{digest or aggregator_image_digest()}"
+    doc = body()
+    doc["metadata"]["items"] = [
+        {"key": "tee-image-reference", "value": reference},
+        {"key": "tee-restart-policy", "value": "Never"},
+        {"key": "tee-container-log-redirect", "value": "true"},
+        *({"key": f"tee-env-{k}", "value": v} for k, v in AGGREGATE_ENV.items()),
+        *({"key": k, "value": v} for k, v in (extra or {}).items()),
+    ]
+    return doc
+
+
+def argv_from(serial: str) -> list[str]:
+    line = next(x for x in serial.splitlines() if x.startswith("ARGV "))
+    argv: list[str] = json.loads(line.removeprefix("ARGV "))
+    return argv
+
+
+def test_the_aggregator_image_runs_its_own_command_with_the_aggregate_spec(
+    make_api: Callable[..., Api],
+) -> None:
+    api = make_api()
+    api.insert(aggregator_body())
+    serial = api.wait_terminated()
+    argv = argv_from(serial)
+    # the image's command, python -m sealbench.enclave aggregate (no tee-cmd)
+    assert argv[:3] == ["-m", "sealbench.enclave", AGGREGATE_COMMAND]
+    assert argv[3] == "--launcher-dir" and len(argv) == 5
+    container = claims_from(serial)["submods"]["container"]
+    assert container["image_digest"] == aggregator_image_digest()
+    assert container["env_override"] == AGGREGATE_ENV and container["cmd_override"] is None
+    assert 'exit_code=0' in serial
+
+
+@pytest.mark.parametrize(("digest", "extra", "refusal"), [
+    # an evaluation input, or an operator's endpoint override, beside the aggregate spec
+    (None, {"tee-env-SEALBENCH_DATASET_URI": "gs://h/datasets/d"}, "env var SEALBENCH_DATASET_URI"),
+    (None, {"tee-env-HTTPS_PROXY": "http://127.0.0.1:9"}, "env var HTTPS_PROXY"),
+    (None, {"tee-cmd": '["--launcher-dir", "/tmp/forged"]'}, "CMD is not allowed"),
+    # the evaluation image does not take the aggregator's inputs either
+    (DIGEST, {}, "env var SEALBENCH_POOL_INPUTS_DIGEST"),
+])
+def test_a_launch_outside_its_images_policy_is_refused_at_boot(
+    make_api: Callable[..., Api], digest: str | None, extra: dict[str, str], refusal: str,
+) -> None:
+    api = make_api()
+    api.insert(aggregator_body(extra, digest))
+    serial = api.wait_terminated()
+    assert refusal in serial
+    assert "workload started" not in serial and "ARGV" not in serial
+    assert 'msg="TEE container launcher exiting" exit_code=1' in serial
+
+
+def test_the_image_catalogue_is_explicit(make_api: Callable[..., Api]) -> None:
+    """Without the aggregator in the catalogue its digest is an evaluation image (it runs the
+    evaluation's command under the evaluation's policy, which refuses the aggregate spec); an
+    entry of another digest runs that entry's command."""
+    api = make_api(images={})
+    api.insert(aggregator_body())
+    assert "env var SEALBENCH_POOL_INPUTS_DIGEST" in api.wait_terminated()
+    other = make_api(images={DIGEST: MockImageEntry(("serve",), ImagePolicy())})
+    other.insert(body())
+    assert argv_from(other.wait_terminated())[:3] == ["-m", "sealbench.enclave", "serve"]
 
 
 # -- what insert refuses --------------------------------------------------------------------
