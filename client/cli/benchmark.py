@@ -28,7 +28,6 @@ from sealbench.client.cli.common import (
 )
 from sealbench.client.cli.leaderboard import benchmark_leaderboard
 from sealbench.client.cli.render import column_titles, result_cells
-from sealbench.client.errors import ConfigError
 from sealbench.client.registry import governance, workflows
 from sealbench.server.schemas import BenchmarkPublic, BenchmarkState
 from sealbench.server.schemas.runs import ProgressCell
@@ -299,12 +298,31 @@ benchmark_app.command("leaderboard")(benchmark_leaderboard)
 def benchmark_pool(
     benchmark_id: Annotated[int, typer.Argument(help="benchmark id")],
     tee: Annotated[str, typer.Option(
-        "--tee", help="TEE backend that runs the aggregator image: mock (the local mock TEE; "
-        "Docker and Confidential Space do not run the aggregator yet)")] = "mock",
+        "--tee", help="TEE backend that runs the aggregator image: mock, docker (the local "
+        "aggregator image, attested by the mock TEE) or confidential-space")] = "mock",
     model: Annotated[list[int] | None, typer.Option(
         "--model", help="pool only this model (repeatable; default: every approved model)")] = None,
-    workdir: Annotated[Path | None, typer.Option(
-        help="folder for each pool's inputs and release (default: <data dir>/pools)")] = None,
+    pool_uri: Annotated[str | None, typer.Option(
+        help="where each pool's inputs and release go, one folder per pool: a local folder "
+        "(file://…) or, for Confidential Space outside the mock, gs://bucket/prefix "
+        "(default: <data dir>/pools)")] = None,
+    pool_provider: Annotated[str | None, typer.Option(
+        help="gs:// pool folders: your workload identity pool provider, through which the "
+        "aggregator reads its inputs and writes its release")] = None,
+    image: Annotated[str | None, typer.Option(
+        help="docker: the aggregator image to run (default: the benchmark's aggregator "
+        "digest)")] = None,
+    project: Annotated[str | None, typer.Option(help="confidential-space: GCP project")] = None,
+    zone: Annotated[str | None, typer.Option(help="confidential-space: zone")] = None,
+    service_account: Annotated[str | None, typer.Option(
+        help="confidential-space: the VM's service account")] = None,
+    image_reference: Annotated[str | None, typer.Option(
+        help="confidential-space: REPO@sha256:… of the aggregator image (default: the "
+        "benchmark's aggregator digest in its evaluation image's repository)")] = None,
+    tdx: Annotated[bool, typer.Option(
+        "--tdx", help="confidential-space: Intel TDX (default AMD SEV)")] = False,
+    compute_endpoint: Annotated[str | None, typer.Option(
+        help="confidential-space: Compute API endpoint")] = None,
     mock_tee: MockTeeOpt = None,
     profile: ProfileOpt = None,
     json_out: JsonOpt = False,
@@ -315,23 +333,22 @@ def benchmark_pool(
     refuses one that omits, adds or changes an input, and debits every included dataset once.
     Nobody, the authority included, sees a site's exact figure. Models whose results are all
     pooled already are skipped."""
-    from sealbench.client.runs.pool import pool_on_mock
+    from sealbench.client.runs.launchers.for_profile import CsOptions
+    from sealbench.client.runs.pool import pool_on_tee
 
-    if tee != "mock":
-        raise ConfigError(f"--tee {tee}: only the mock TEE runs the aggregator image so far",
-                          hint="pool with --tee mock (the registry accepts its release only "
-                          "from a benchmark whose aggregator is the mock's)")
     console = out()
     progress = err_console()  # stdout stays the JSON document under --json
 
     def started(model_id: int, index: int, total: int) -> None:
         progress.print(f"[{index + 1}/{total}] model {model_id}: pooling in the TEE")
 
+    cs = CsOptions(project=project, zone=zone, service_account=service_account,
+                   image_reference=image_reference, tdx=tdx, compute_endpoint=compute_endpoint)
     with session(profile) as s:
-        outcomes = pool_on_mock(
-            s.profile, s.client, benchmark_id, model_ids=model, workdir=workdir,
-            mock_tee=mock_tee, on_output=None if json_out else _aggregator_line,
-            on_model=started)
+        outcomes = pool_on_tee(
+            s.profile, s.client, benchmark_id, tee=tee, model_ids=model, pool_uri=pool_uri,
+            pool_provider=pool_provider, mock_tee=mock_tee, image=image, cs=cs,
+            on_output=None if json_out else _aggregator_line, on_model=started)
     if json_out:
         emit_json([vars(o) for o in outcomes])
         return

@@ -183,9 +183,9 @@ class Participants:
 
     def pool(self, who: str, benchmark: int) -> None:
         """What ``sealbench benchmark pool BENCHMARK --tee mock`` does and prints."""
-        from sealbench.client.runs.pool import pool_on_mock
+        from sealbench.client.runs.pool import pool_on_tee
 
-        pool_outcomes(console(), pool_on_mock(self.profile(who), self.client(who), benchmark))
+        pool_outcomes(console(), pool_on_tee(self.profile(who), self.client(who), benchmark))
 
     def run(self, who: str, options: RunOptions) -> list[RunRecord]:
         batch = run_evaluations(self.profile(who), self.client(who), options)

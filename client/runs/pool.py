@@ -22,6 +22,7 @@ TEE and writes only the pooled, differentially private release.
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,17 +40,21 @@ from sealbench.contract.pool import (
 )
 from sealbench.contract.result import MAX_DOCUMENT_BYTES, MAX_TOKEN_BYTES
 from sealbench.contract.spec import ServiceEndpoints
-from sealbench.crypto.files import write_private
+from sealbench.platforms.errors import ObjectNotFound, StorageError
 from sealbench.platforms.launcher import OutputFn, RunningWorkload
+from sealbench.platforms.storage import BlobStore, join_name, open_storage_uri
 
 __all__ = [
     "AggregatorLauncher",
     "PoolError",
+    "PoolFolder",
     "PoolOutcome",
     "PoolRegistry",
     "PoolSkipped",
+    "aggregate_spec",
     "pool_benchmark",
-    "pool_on_mock",
+    "pool_on_tee",
+    "require_aggregator",
 ]
 
 #: Seconds one aggregator run may take (41 models x 32 sites pool in about 16 s in all:
@@ -103,34 +108,69 @@ class PoolSkipped:
     left_out: tuple[str, ...] = ()
 
 
-def _file_uri(path: Path) -> str:
-    return "file://" + str(path.resolve())
+@dataclass(frozen=True)
+class PoolFolder:
+    """Where the pools' objects go: under ``uri`` (``file://``: a folder of this machine, for
+    the backends that run here; ``gs://bucket/prefix``: cloud storage, for a VM in the cloud,
+    which cannot write this machine's folders), each pool in its own ``<uri>/<pool id>/``.
+    ``open`` gives the ``(store, prefix)`` of a location (the authority's own storage access);
+    ``provider`` is the authority's pool provider, through which the aggregator reads the
+    inputs document and writes its release on cloud storage (None for ``file://``)."""
+
+    uri: str
+    open: Callable[[str], tuple[BlobStore, str]] = open_storage_uri
+    provider: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.uri.startswith(("file://", "gs://")):
+            raise ConfigError(f"pool folder {self.uri!r} is neither file:// nor gs://",
+                              hint="name a local folder or gs://bucket/prefix")
+        if self.uri.startswith("gs://") and self.provider is None:
+            raise ConfigError(
+                f"the aggregator cannot write {self.uri} without the authority's pool provider",
+                hint="pass --pool-provider projects/N/locations/global/"
+                "workloadIdentityPools/POOL/providers/PROVIDER (docs/aggregator.md)")
+
+    def create(self, pool_id: str) -> tuple[str, BlobStore, str]:
+        """``(uri, store, prefix)`` of a new pool's own location; a local one is made 0700 and
+        must not exist yet (a pool id is never reused)."""
+        uri = f"{self.uri.rstrip('/')}/{pool_id}"
+        if uri.startswith("file://"):
+            path = Path(urllib.parse.unquote(urllib.parse.urlsplit(uri).path))
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            try:
+                path.mkdir(mode=0o700)
+            except FileExistsError:
+                raise PoolError(f"{path} exists already; pool ids are never reused") from None
+        store, prefix = self.open(uri)
+        if store.exists(join_name(prefix, POOL_INPUTS_OBJECT)):
+            raise PoolError(f"{uri} already holds a pool's inputs; pool ids are never reused")
+        return uri, store, prefix
 
 
-def _read_bounded(path: Path, limit: int, what: str) -> bytes:
+def _read_bounded(store: BlobStore, prefix: str, name: str, limit: int, what: str) -> bytes:
     try:
-        with path.open("rb") as src:
-            data = src.read(limit + 1)
-    except FileNotFoundError:
-        raise PoolError(f"the aggregator left no {what} ({path.name})") from None
-    if len(data) > limit:
-        raise PoolError(f"the aggregator's {what} is larger than {limit} bytes")
-    return data
+        return store.get_bytes(join_name(prefix, name), limit)
+    except ObjectNotFound:
+        raise PoolError(f"the aggregator left no {what} ({name})") from None
+    except StorageError as exc:
+        raise PoolError(f"cannot read the aggregator's {what} ({name}): {exc}") from exc
 
 
-def aggregate_spec(inputs: PoolInputs, folder: Path,
-                   endpoints: ServiceEndpoints | None) -> AggregateSpec:
-    """The spec of one aggregator run over ``inputs``, its objects in ``folder`` (``file://``:
-    the local backends)."""
+def aggregate_spec(inputs: PoolInputs, uri: str, endpoints: ServiceEndpoints | None,
+                   provider: str | None = None) -> AggregateSpec:
+    """The spec of one aggregator run over ``inputs``, its objects under ``uri`` (the pool's
+    own location) written through ``provider`` (cloud storage only)."""
     return AggregateSpec(
         run_id=inputs.pool_id,
         benchmark_id=inputs.benchmark_id,
         metrics_version=inputs.metrics_version,
         model_digest=inputs.model_digest,
         recipient_digest=PUBLIC_RECIPIENT_DIGEST,
-        inputs_uri=_file_uri(folder / POOL_INPUTS_OBJECT),
+        inputs_uri=f"{uri}/{POOL_INPUTS_OBJECT}",
         inputs_digest=inputs.digest(),
-        result_uri=_file_uri(folder),
+        result_uri=uri,
+        result_pool_provider=provider,
         **({} if endpoints is None else {
             "sts_url": endpoints.sts_url,
             "kms_endpoint": endpoints.kms_endpoint,
@@ -139,29 +179,36 @@ def aggregate_spec(inputs: PoolInputs, folder: Path,
     )
 
 
+def require_aggregator(benchmark: Any) -> str:
+    """The digest of ``benchmark``'s aggregator image, or :class:`ConfigError` when it names
+    none (it does not pool in the TEE)."""
+    digest: str | None = benchmark.aggregator_image_digest
+    if digest is None:
+        raise ConfigError(
+            f"benchmark {benchmark.id} does not pool in the TEE (it names no aggregator image)",
+            hint="the authority sets one with 'sealbench benchmark create --aggregator-digest'")
+    return digest
+
+
 def pool_benchmark(
     registry: PoolRegistry,
     benchmark_id: int,
-    aggregator_digest: str | None,
+    aggregator_digest: str,
     model_ids: Sequence[int],
     launcher: AggregatorLauncher,
     *,
-    workdir: Path,
+    folder: PoolFolder,
     endpoints: ServiceEndpoints | None,
     on_output: OutputFn | None = None,
     on_model: Callable[[int, int, int], None] | None = None,
     timeout: float = AGGREGATOR_TIMEOUT_S,
 ) -> list[PoolOutcome | PoolSkipped]:
     """Pool every model in ``model_ids`` that has accepted results not yet pooled (module
-    docstring). ``aggregator_digest`` is the benchmark's approved aggregator image;
-    ``on_model(model_id, index, total)`` is called as each model starts. Raises
-    :class:`ConfigError` when the benchmark does not pool in the TEE or the launcher's
-    aggregator is not the benchmark's, :class:`PoolError` when a pool fails (the models
-    pooled before it stay pooled)."""
-    if aggregator_digest is None:
-        raise ConfigError(
-            f"benchmark {benchmark_id} does not pool in the TEE (it names no aggregator image)",
-            hint="the authority sets one with 'sealbench benchmark create --aggregator-digest'")
+    docstring), each pool's objects under ``folder``. ``aggregator_digest`` is the benchmark's
+    approved aggregator image (:func:`require_aggregator`); ``on_model(model_id, index,
+    total)`` is called as each model starts. Raises :class:`ConfigError` when the launcher's
+    aggregator is not the benchmark's, :class:`PoolError` when a pool fails (the models pooled
+    before it stay pooled)."""
     if launcher.aggregator_image_digest != aggregator_digest:
         raise ConfigError(
             f"this backend's aggregator image is {launcher.aggregator_image_digest}, not "
@@ -171,31 +218,31 @@ def pool_benchmark(
     for index, model_id in enumerate(model_ids):
         if on_model is not None:
             on_model(model_id, index, len(model_ids))
-        outcomes.append(_pool_model(registry, benchmark_id, model_id, launcher, workdir,
+        outcomes.append(_pool_model(registry, benchmark_id, model_id, launcher, folder,
                                     endpoints, on_output, timeout))
     return outcomes
 
 
 def _pool_model(registry: PoolRegistry, benchmark_id: int, model_id: int,
-                launcher: AggregatorLauncher, workdir: Path, endpoints: ServiceEndpoints | None,
-                on_output: OutputFn | None, timeout: float) -> PoolOutcome | PoolSkipped:
+                launcher: AggregatorLauncher, folder: PoolFolder,
+                endpoints: ServiceEndpoints | None, on_output: OutputFn | None,
+                timeout: float) -> PoolOutcome | PoolSkipped:
     candidates = registry.pool_candidates(benchmark_id, model_id)
     left_out = tuple(candidates.left_out)
     if candidates.inputs is None:
         return PoolSkipped(model_id, "no accepted result left to pool", left_out)
     inputs: PoolInputs = candidates.inputs
-    folder = workdir / inputs.pool_id
-    folder.mkdir(parents=True, exist_ok=False, mode=0o700)
-    write_private(folder / POOL_INPUTS_OBJECT, inputs.to_bytes())
-    spec = aggregate_spec(inputs, folder, endpoints)
+    uri, store, prefix = folder.create(inputs.pool_id)
+    store.put_bytes(join_name(prefix, POOL_INPUTS_OBJECT), inputs.to_bytes())
+    spec = aggregate_spec(inputs, uri, endpoints, folder.provider)
     workload = launcher.start_aggregator(spec, on_output=on_output)
     try:
         workload.wait(timeout)
     except BaseException:
         workload.kill()  # an interrupt or a timeout leaves no aggregator behind
         raise
-    release = _read_bounded(folder / POOLED_RELEASE_OBJECT, MAX_DOCUMENT_BYTES, "release")
-    token = _read_bounded(folder / POOLED_TOKEN_OBJECT, MAX_TOKEN_BYTES, "release token")
+    release = _read_bounded(store, prefix, POOLED_RELEASE_OBJECT, MAX_DOCUMENT_BYTES, "release")
+    token = _read_bounded(store, prefix, POOLED_TOKEN_OBJECT, MAX_TOKEN_BYTES, "release token")
     document = PooledRelease.from_bytes(release)
     accepted = registry.submit_pooled_release(
         benchmark_id, release=release, token=token.decode("ascii"), inputs=inputs)
@@ -203,32 +250,58 @@ def _pool_model(registry: PoolRegistry, benchmark_id: int, model_id: int,
                        document.n_cases, dict(document.aggregates), left_out)
 
 
-def pool_on_mock(
+def pool_on_tee(
     profile: Any,
     client: Any,
     benchmark_id: int,
     *,
+    tee: str = "mock",
     model_ids: Sequence[int] | None = None,
-    workdir: Path | None = None,
+    pool_uri: str | None = None,
+    pool_provider: str | None = None,
     mock_tee: Path | None = None,
+    image: str | None = None,
+    cs: Any = None,
     on_output: OutputFn | None = None,
     on_model: Callable[[int, int, int], None] | None = None,
 ) -> list[PoolOutcome | PoolSkipped]:
-    """:func:`pool_benchmark` on the profile's mock TEE (the one backend that runs the
-    aggregator image so far), over ``model_ids`` (default: every approved model), each pool's
-    objects under ``workdir`` (default: ``<data dir>/pools``). ``profile`` is a resolved
-    profile, ``client`` its registry client; what ``sealbench benchmark pool`` and the demo
-    call."""
+    """:func:`pool_benchmark` on the ``tee`` backend (``mock``, ``docker`` or
+    ``confidential-space``: :func:`~sealbench.client.runs.launchers.for_profile.
+    make_aggregator_launcher`), over ``model_ids`` (default: every approved model). Each pool's
+    objects go under ``pool_uri`` (default: ``<data dir>/pools``, a folder of this machine;
+    a Confidential Space VM outside the mock needs ``gs://bucket/prefix`` and the authority's
+    ``pool_provider``, read and written with the profile's cloud account). ``profile`` is a
+    resolved profile, ``client`` its registry client, ``image`` the Docker image to run
+    (default: the benchmark's aggregator digest), ``cs`` the Confidential Space options
+    (:class:`~sealbench.client.runs.launchers.for_profile.CsOptions`); what ``sealbench
+    benchmark pool`` and the demo call."""
     from sealbench.client.registry.profiles import data_dir
     from sealbench.client.runs.launch import mock_endpoints
-    from sealbench.client.runs.launchers.selection import mock_process_launcher
+    from sealbench.client.runs.launchers.for_profile import (
+        CsOptions,
+        make_aggregator_launcher,
+        owner_store_opener,
+    )
+    from sealbench.client.runs.launchers.selection import LOCAL_MOCK_BACKENDS
 
     benchmark = client.get_benchmark(benchmark_id)
+    digest = require_aggregator(benchmark)
+    # as for runs: only a VM outside the mock (Google's) cannot write this machine's folders
+    production = tee not in LOCAL_MOCK_BACKENDS and not (mock_tee or profile.profile.mock_tee)
+    endpoints = None if production else mock_endpoints(profile, mock_tee)
+    uri = pool_uri or (data_dir() / "pools").resolve().as_uri()
+    if production and not uri.startswith("gs://"):
+        raise ConfigError(
+            f"a pool on --tee {tee} writes to cloud storage: a Confidential Space VM cannot "
+            "write this machine's folders",
+            hint="pass --pool-uri gs://bucket/prefix and --pool-provider (docs/aggregator.md)")
+    folder = PoolFolder(uri, owner_store_opener(profile, client, mock_tee), pool_provider)
     models = list(model_ids or sorted({a.asset_id for a in client.list_associations(
         "model", benchmark_id, "approved")}))
-    endpoints = mock_endpoints(profile, mock_tee)
-    launcher: Any = mock_process_launcher(endpoints.control)  # runs the aggregator too
+    launcher = make_aggregator_launcher(
+        tee, profile=profile, client=client, benchmark=benchmark, endpoints=endpoints,
+        mock_tee=mock_tee, image=image, cs=cs or CsOptions())
     return pool_benchmark(
-        client, benchmark_id, benchmark.aggregator_image_digest, models, launcher,
-        workdir=workdir or data_dir() / "pools", endpoints=endpoints.service_endpoints(),
+        client, benchmark_id, digest, models, launcher, folder=folder,
+        endpoints=None if endpoints is None else endpoints.service_endpoints(),
         on_output=on_output, on_model=on_model)

@@ -11,7 +11,8 @@ Docker-dependent modules are imported only when a Docker backend is built: witho
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +26,17 @@ from sealbench.client.runs.launchers.selection import TeeBackend
 #: The zone a mock profile's confidential VMs run in unless ``--zone`` says otherwise.
 from sealbench.mocktee.constants import MOCK_ZONE
 from sealbench.platforms.launcher import Launcher
+from sealbench.platforms.storage import BlobStore
 
-__all__ = ["MOCK_ZONE", "CsOptions", "make_launcher", "mock_launcher"]
+__all__ = [
+    "MOCK_ZONE",
+    "CsOptions",
+    "aggregator_reference",
+    "make_aggregator_launcher",
+    "make_launcher",
+    "mock_launcher",
+    "owner_store_opener",
+]
 
 #: Seconds between two polls of a mock Confidential Space VM (a local process).
 MOCK_POLL_S = 0.5
@@ -211,6 +221,77 @@ def _cs_launcher(
         )
     except LaunchSettingsError as exc:
         raise ConfigError(str(exc), hint=exc.hint) from exc
+
+
+def make_aggregator_launcher(
+    backend: str,
+    *,
+    profile: ResolvedProfile,
+    client: RegistryClient,
+    benchmark: Any,
+    endpoints: Any,
+    mock_tee: Path | None,
+    image: str | None,
+    cs: CsOptions,
+) -> Any:
+    """The launcher of ``backend`` on the image of ``benchmark``'s aggregator (issue 27;
+    :class:`~sealbench.client.runs.pool.AggregatorLauncher`): the mock's aggregator, the Docker
+    image ``image`` (default: the benchmark's aggregator digest, an image ID on this engine), or
+    a Confidential Space VM on ``cs.image_reference`` (default: the aggregator's digest in the
+    repository of the benchmark's evaluation image). :class:`ConfigError` for a backend that
+    does not run the aggregator."""
+    digest = benchmark.aggregator_image_digest
+    launcher: Any
+    if backend == TeeBackend.MOCK:
+        launcher = mock_launcher(endpoints)
+    elif backend == TeeBackend.DOCKER:
+        launcher = _docker_launcher(client, benchmark.id, endpoints, False, image or digest)
+    elif backend == TeeBackend.CONFIDENTIAL_SPACE:
+        reference = cs.image_reference or aggregator_reference(benchmark.image_reference, digest)
+        launcher = _cs_launcher(profile, client, benchmark.id, endpoints, mock_tee, False,
+                                replace(cs, image_reference=reference))
+    else:
+        launcher = None
+    if not callable(getattr(launcher, "start_aggregator", None)):
+        raise ConfigError(f"the {backend!r} backend does not run the aggregator image",
+                          hint="pool with --tee mock, docker or confidential-space")
+    return launcher
+
+
+def aggregator_reference(evaluation_reference: str, digest: str) -> str:
+    """``<repository>@<digest>``: the aggregator image pushed beside the evaluation image
+    ``evaluation_reference`` (``repo@sha256:…``), as ``docs/aggregator.md`` says to push it."""
+    repository, at, _ = evaluation_reference.partition("@")
+    if not at or not repository:
+        raise ConfigError(
+            f"the benchmark's image {evaluation_reference!r} names no repository to find its "
+            "aggregator in", hint="pass --image-reference REPO@sha256:… of the aggregator image")
+    return f"{repository}@{digest}"
+
+
+def owner_store_opener(
+    profile: ResolvedProfile, client: RegistryClient, mock_tee: Path | None
+) -> Callable[[str], tuple[BlobStore, str]]:
+    """Opens a location as the profile's owner: a ``file://`` folder as is, a ``gs://`` one
+    with the profile's cloud account (the mock's for a mock profile), made on first use."""
+    from sealbench.platforms.storage import open_storage_uri
+
+    clouds: list[Any] = []
+
+    def open_location(uri: str) -> tuple[BlobStore, str]:
+        if uri.startswith("file://"):
+            return open_storage_uri(uri)
+        if not clouds:
+            if mock_tee or profile.profile.mock_tee:
+                clouds.append(owner.owner_cloud(profile, client, mock_tee))
+            elif profile.profile.gcp is not None:
+                clouds.append(owner.gcp_owner_cloud(profile.profile.gcp))
+            else:
+                raise ConfigError(f"profile {profile.name} has no cloud account to reach {uri}",
+                                  hint="add your Google Cloud settings to the profile")
+        return _result_opener(clouds[0])(uri)  # type: ignore[no-any-return]
+
+    return open_location
 
 
 def _result_opener(cloud: Any) -> Any:
