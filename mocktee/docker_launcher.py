@@ -26,10 +26,17 @@ For each run :class:`DockerLauncher`:
    creation of the container to its exit: container creation and start-up are part of what a
    run costs, as the interpreter's start is part of a mock run's.
 
-``file://`` locations in the spec (local buckets, the result folder) are bind-mounted at the
-same path, read-only except the result folder. While one is present the container runs as the
-operator's uid:gid instead of the image's user, so that it can write the operator's 0700 result
-folder; it still has no capabilities and cannot gain privileges.
+The benchmark's aggregator (issue 27) runs the same way on the aggregator image
+(``sealbench-aggregate``: the evaluation image's layers, its own command and launch policy):
+:meth:`DockerLauncher.start_aggregator` with an
+:class:`~sealbench.contract.pool.AggregateSpec`, whose variables that image's
+``allow_env_override`` label must allow.
+
+``file://`` locations in the spec (local buckets, the result folder; for the aggregator, its
+inputs document's folder and the dataset and statistics locations that document names) are
+bind-mounted at the same path, read-only except the result folder. While one is present the
+container runs as the operator's uid:gid instead of the image's user, so that it can write the
+operator's 0700 result folder; it still has no capabilities and cannot gain privileges.
 """
 
 from __future__ import annotations
@@ -52,6 +59,8 @@ from docker import DockerClient
 from docker.models.containers import Container
 from docker.types import Mount
 
+from sealbench.contract.pool import AggregateSpec, PoolInputs
+from sealbench.contract.result import MAX_DOCUMENT_BYTES, ResultFormatError
 from sealbench.contract.spec import RunSpec
 from sealbench.mocktee.constants import LAUNCH_TIMEOUT_S, MAX_FAILURE_REASON
 from sealbench.mocktee.launcher import (
@@ -102,16 +111,34 @@ _SIGKILL_EXIT: Final = 128 + 9
 _SCRATCH: Final = "/tmp"  # noqa: S108 - a path inside the container, not on this machine
 
 
-def _file_paths(spec: RunSpec) -> tuple[list[Path], Path | None]:
+def _file_path(uri: str) -> Path | None:
+    """The local path a ``file://`` URI names, None for any other scheme."""
+    if not uri.startswith("file://"):
+        return None
+    return Path(urllib.parse.unquote(urllib.parse.urlsplit(uri).path))
+
+
+def _run_paths(spec: RunSpec) -> tuple[list[Path], Path | None]:
     """(read-only folders, writable result folder) named by ``file://`` URIs in ``spec``."""
+    inputs = [_file_path(spec.dataset.uri), _file_path(spec.model.uri)]
+    return [p for p in inputs if p is not None], _file_path(spec.result_uri)
 
-    def path_of(uri: str) -> Path | None:
-        if not uri.startswith("file://"):
-            return None
-        return Path(urllib.parse.unquote(urllib.parse.urlsplit(uri).path))
 
-    inputs = [p for p in (path_of(spec.dataset.uri), path_of(spec.model.uri)) if p is not None]
-    return inputs, path_of(spec.result_uri)
+def _aggregate_paths(spec: AggregateSpec) -> tuple[list[Path], Path | None]:
+    """(read-only folders, writable result folder) of an aggregator run: the inputs document's
+    folder, and each ``file://`` dataset and statistics location the document names (the
+    sites' result folders when they ran here), read from it as the aggregator will read it. The
+    aggregator checks the document against the spec's digest; a document that cannot be read
+    here leaves its own folder mounted, and the aggregator reports why it is refused."""
+    inputs_path = _file_path(spec.inputs_uri)
+    folders: list[Path | None] = [None if inputs_path is None else inputs_path.parent]
+    if inputs_path is not None:
+        with contextlib.suppress(OSError, ResultFormatError):
+            with inputs_path.open("rb") as src:
+                document = PoolInputs.from_bytes(src.read(MAX_DOCUMENT_BYTES + 1))
+            for entry in document.inputs:
+                folders += [_file_path(entry.dataset.uri), _file_path(entry.statistics_uri)]
+    return [p for p in folders if p is not None], _file_path(spec.result_uri)
 
 
 def _container_uid(container: Container) -> int | None:
@@ -120,12 +147,18 @@ def _container_uid(container: Container) -> int | None:
     return int(user) if user.isdigit() and user != str(os.getuid()) else None
 
 
-def _mounts(socket_dir: Path, spec: RunSpec) -> tuple[list[Mount], bool]:
+def _mounts(
+    socket_dir: Path, inputs: list[Path], result: Path | None
+) -> tuple[list[Mount], bool]:
+    """The socket folder, each input folder read-only (once, and not one inside the result
+    folder or another input), the result folder writable (made 0700 when absent); and whether
+    any host folder is mounted (the container then runs as the operator's uid:gid)."""
     mounts = [Mount(CONTAINER_LAUNCHER_DIR, str(socket_dir), type="bind", read_only=True)]
-    inputs, result = _file_paths(spec)
-    for path in inputs:
-        if result is not None and (path == result or path.is_relative_to(result)):
+    outer = [result] if result is not None else []
+    for path in sorted(set(inputs), key=lambda p: (len(p.parts), str(p))):
+        if any(path == o or path.is_relative_to(o) for o in outer):
             continue
+        outer.append(path)
         mounts.append(Mount(str(path), str(path), type="bind", read_only=True))
     if result is not None:
         result.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -368,8 +401,16 @@ class DockerLauncher:
     def image_reference(self) -> str:
         return self._image
 
-    def _create(self, spec: RunSpec, environ: dict[str, str], socket_dir: Path) -> Container:
-        mounts, needs_operator_uid = _mounts(socket_dir, spec)
+    @property
+    def aggregator_image_digest(self) -> str:
+        """The image ID this launcher runs, as :class:`~sealbench.client.runs.pool.
+        AggregatorLauncher` names it: a DockerLauncher on the aggregator image
+        (``sealbench-aggregate``) is the aggregator's launcher."""
+        return self._image_digest
+
+    def _create(self, run_id: str, environ: dict[str, str], socket_dir: Path,
+                paths: tuple[list[Path], Path | None]) -> Container:
+        mounts, needs_operator_uid = _mounts(socket_dir, *paths)
         user = f"{os.getuid()}:{os.getgid()}" if needs_operator_uid else None
         return self._client.containers.create(
             self._image,
@@ -384,21 +425,39 @@ class DockerLauncher:
             memswap_limit=self._memory,
             pids_limit=_PIDS_LIMIT,
             mounts=mounts,
-            labels={"sealbench.run-id": spec.run_id},
-            name=f"sealbench-{spec.run_id}-{os.urandom(3).hex()}",
+            labels={"sealbench.run-id": run_id},
+            name=f"sealbench-{run_id}-{os.urandom(3).hex()}",
             stdin_open=False,
             tty=False,
             detach=True,
         )
 
     def start(self, spec: RunSpec, *, on_output: OutputFn | None = None) -> DockerWorkload:
+        """Start an evaluation run of ``spec`` (module docstring)."""
+        return self._start(spec.run_id, launch_environment(self._platform, spec),
+                           _run_paths(spec), on_output)
+
+    def start_aggregator(self, spec: AggregateSpec, *,
+                         on_output: OutputFn | None = None) -> DockerWorkload:
+        """Start the benchmark's aggregator (issue 27) on this launcher's image (the aggregator
+        image), its spec as the attested env overrides, which the image's own launch policy
+        (``AGGREGATE_ENV_NAMES``) must allow; its inputs document's folder, the ``file://``
+        locations that document names and its result folder mounted."""
+        return self._start(spec.run_id, launch_environment(self._platform, spec),
+                           _aggregate_paths(spec), on_output)
+
+    def _start(self, run_id: str, environ: dict[str, str],
+               paths: tuple[list[Path], Path | None],
+               on_output: OutputFn | None) -> DockerWorkload:
+        """Create the container of ``run_id`` with ``environ`` and the host folders ``paths``
+        (read-only inputs, writable result), attest it with the mock launcher under the image's
+        own launch policy, and start it."""
         started = self._clock()
-        environ = launch_environment(self._platform, spec)
         socket_dir = private_launcher_dir()  # 0700; stale ones of dead runs are removed
         container: Container | None = None
         launched: LaunchedWorkload | None = None
         try:
-            container = self._create(spec, environ, socket_dir)
+            container = self._create(run_id, environ, socket_dir, paths)
             digest = str(container.attrs["Image"])  # the image this container runs
             # As Confidential Space does: the image's own launch policy decides which
             # overrides the operator may pass; the socket folder belongs to the container's user.

@@ -1,6 +1,6 @@
-"""``sealbench image build``: the evaluation image (docker/Dockerfile), built locally. The
-launchers behind ``sealbench run --tee`` are the library's
-(:mod:`sealbench.client.runs.launchers.for_profile`).
+"""``sealbench image build``: the evaluation image (docker/Dockerfile) and the aggregator image
+derived from it (issue 27), built locally. The launchers behind ``sealbench run --tee`` are the
+library's (:mod:`sealbench.client.runs.launchers.for_profile`).
 
 Docker-dependent modules are imported only when the command runs: without the ``docker`` extra
 the other commands work, and this one says to install ``sealbench[docker]``.
@@ -19,7 +19,8 @@ from sealbench.client.registry import workflows
 
 __all__ = ["image_app", "image_build"]
 
-image_app = typer.Typer(help="The evaluation image (docker/Dockerfile): build it locally.")
+image_app = typer.Typer(help="The evaluation image (docker/Dockerfile) and the aggregator image "
+                        "derived from it: build them locally.")
 
 def _default_source() -> Path:
     image_module = workflows.docker_image_module()
@@ -45,8 +46,11 @@ def image_build(
     ] = "cpu",
     json_out: JsonOpt = False,
 ) -> Any:
-    """Build the evaluation image with the local Docker engine and print its reference and
-    digest (the image ID: what a Docker-backed benchmark pins and the launcher attests)."""
+    """Build the evaluation image with the local Docker engine, then the aggregator image
+    derived from it (the same layers; its command is 'python -m sealbench.enclave aggregate'
+    and its launch policy the aggregator's; CPU only: it runs no model), and print each one's
+    reference and digest (the image ID: what a Docker-backed benchmark pins, with
+    --aggregator-digest for the aggregator, and the launcher attests)."""
     if accelerator not in ("cpu", "cuda"):
         raise ConfigError(f"--accelerator must be cpu or cuda, not {accelerator!r}")
     image_module = workflows.docker_image_module()
@@ -63,11 +67,20 @@ def image_build(
             engine, root, base_image=base_image, no_cache=no_cache, on_progress=show,
             accelerator=accelerator,
         )
+    aggregator = built.aggregator
     if json_out:
         emit_json({"reference": built.reference, "digest": built.digest,
-                   "labels": dict(built.labels), "base_image": built.base_image})
+                   "labels": dict(built.labels), "base_image": built.base_image,
+                   "aggregator_reference": aggregator.reference if aggregator else None,
+                   "aggregator_digest": aggregator.digest if aggregator else None})
     else:
         out().print(f"image {built.reference}\ndigest {built.digest}")
+        if aggregator is not None:
+            out().print(f"aggregator {aggregator.reference}\naggregator digest "
+                        f"{aggregator.digest}")
+        else:
+            out().print(f"aggregator: none for --accelerator {accelerator} (it runs no model; "
+                        "'sealbench image build' derives it from the CPU image)")
     return built
 
 

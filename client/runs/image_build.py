@@ -12,7 +12,10 @@ Three steps, each usable on its own:
 3. :func:`build_image` — ``docker build`` through the Docker SDK with the launch-policy label
    computed from :data:`sealbench.contract.spec.ENV_OVERRIDE_NAMES` and the label
    :data:`~sealbench.client.runs.image_source.LABEL_SOURCE_DIGEST` naming the checkout's source
-   manifest (:mod:`sealbench.client.runs.image_source`), then :func:`normalize_image`.
+   manifest (:mod:`sealbench.client.runs.image_source`), then :func:`normalize_image`; then
+   :func:`build_aggregator_image` derives the benchmark's **aggregator image** from it (issue 27:
+   the same layers, its own command ``python -m sealbench.enclave aggregate`` and launch policy
+   :data:`sealbench.contract.pool.AGGREGATE_ENV_NAMES`; configuration only, no new layer).
 
 What "digest" means here: an image built locally has no registry manifest, so its digest is the
 engine's image ID, ``sha256:`` of the image configuration. The classic builder writes the time
@@ -60,11 +63,15 @@ from sealbench.client.runs.image_source import (
     source_digest,
     source_files,
 )
+from sealbench.contract.pool import AGGREGATE_ENV_NAMES
 from sealbench.contract.spec import ENV_OVERRIDE_NAMES
 from sealbench.crypto.digest import Sha256Digest, parse_digest
 
 __all__ = [
     "ACCELERATORS",
+    "AGGREGATOR_ENTRYPOINT",
+    "AGGREGATOR_REPOSITORY",
+    "AGGREGATOR_TITLE",
     "BASE_TAG",
     "DEBIAN_MIRROR",
     "ENGINE_TIMEOUT_S",
@@ -74,6 +81,7 @@ __all__ = [
     "LABEL_LOG_REDIRECT",
     "LABEL_PLUGINS",
     "LABEL_SOURCE_DIGEST",
+    "LABEL_TITLE",
     "NVIDIA_LIBRARY_PATH",
     "SOURCE_DATE_EPOCH",
     "Accelerator",
@@ -84,7 +92,10 @@ __all__ = [
     "ImageBuildResult",
     "ProgressFn",
     "WheelhouseError",
+    "aggregator_allow_env_override_value",
+    "aggregator_dockerfile",
     "allow_env_override_value",
+    "build_aggregator_image",
     "build_arguments",
     "build_image",
     "canonical_config",
@@ -97,6 +108,7 @@ __all__ = [
     "fresh_local_image",
     "image_accelerator",
     "image_labels",
+    "local_aggregator_image",
     "local_image",
     "normalize_image",
     "plugin_wheels",
@@ -114,6 +126,12 @@ DEBIAN_MIRROR: Final = "http://deb.debian.org/debian"
 SOURCE_DATE_EPOCH: Final = 315532800
 LABEL_ALLOW_ENV_OVERRIDE: Final = "tee.launch_policy.allow_env_override"
 LABEL_LOG_REDIRECT: Final = "tee.launch_policy.log_redirect"
+LABEL_TITLE: Final = "org.opencontainers.image.title"
+#: The aggregator image (issue 27): the evaluation image's layers under another configuration.
+AGGREGATOR_REPOSITORY: Final = "sealbench-aggregate"
+AGGREGATOR_TITLE: Final = "sealbench aggregator"
+#: Its fixed command, an ENTRYPOINT (Confidential Space allows no command override).
+AGGREGATOR_ENTRYPOINT: Final = ("python", "-m", "sealbench.enclave", "aggregate")
 #: Seconds allowed for one call to the Docker engine's API (a build streams within it).
 ENGINE_TIMEOUT_S: Final = 900
 DEBOOTSTRAP_TIMEOUT_S: Final = 1200
@@ -170,19 +188,28 @@ class AcceleratorMismatchError(ClientError):
 
 @dataclass(frozen=True)
 class ImageBuildResult:
-    """A built evaluation image. ``digest`` is what a benchmark names and what the Docker
-    launcher attests: for a local build, the image ID (see the module docstring)."""
+    """A built image. ``digest`` is what a benchmark names and what the Docker launcher
+    attests: for a local build, the image ID (see the module docstring). For the evaluation
+    image, ``aggregator`` is the aggregator image derived from it (None for the CUDA variant:
+    the aggregator runs no model and is derived from the CPU image only); for the aggregator
+    image, ``base_image`` is the evaluation image it was derived from."""
 
     image_id: Sha256Digest
     digest: Sha256Digest
     reference: str
     labels: Mapping[str, str]
     base_image: str
+    aggregator: ImageBuildResult | None = None
 
 
 def allow_env_override_value() -> str:
     """The value of the ``tee.launch_policy.allow_env_override`` label: the run-spec names."""
     return ",".join(ENV_OVERRIDE_NAMES)
+
+
+def aggregator_allow_env_override_value() -> str:
+    """The aggregator image's ``tee.launch_policy.allow_env_override``: its spec's names."""
+    return ",".join(AGGREGATE_ENV_NAMES)
 
 
 def variant_tag(tag: str, accelerator: Accelerator) -> str:
@@ -307,20 +334,26 @@ def fresh_local_image(client: DockerClient, source: Path) -> ImageBuildResult:
     return found
 
 
+def _present_image(client: DockerClient, wanted: str, what: str) -> Any:
+    """The engine's image ``wanted`` (the SDK's ``Image``), or :class:`ImageBuildError` saying
+    how to build ``what`` when it is absent."""
+    try:
+        return client.images.get(wanted)
+    except docker.errors.ImageNotFound as exc:
+        raise ImageBuildError(
+            f"the {what} {wanted} is not present on the Docker engine",
+            hint="build it with 'sealbench image build'",
+        ) from exc
+    except docker.errors.DockerException as exc:
+        raise EngineUnavailableError(f"cannot inspect image {wanted}: {exc}") from exc
+
+
 def local_image(client: DockerClient, reference: str | None = None) -> ImageBuildResult:
     """The evaluation image ``reference`` (default ``sealbench-eval:latest``) present on the
     engine, named as :func:`build_image` names it: ``sealbench-eval:<first 12 hex of the ID>``
     and its image ID as digest (``base_image`` is empty: the image does not record it)."""
     wanted = reference or f"{IMAGE_REPOSITORY}:latest"
-    try:
-        image = client.images.get(wanted)
-    except docker.errors.ImageNotFound as exc:
-        raise ImageBuildError(
-            f"the evaluation image {wanted} is not present on the Docker engine",
-            hint="build it with 'sealbench image build'",
-        ) from exc
-    except docker.errors.DockerException as exc:
-        raise EngineUnavailableError(f"cannot inspect image {wanted}: {exc}") from exc
+    image = _present_image(client, wanted, "evaluation image")
     digest = parse_digest(str(image.id))
     labels = MappingProxyType(dict(image.labels or {}))
     tag = variant_tag(digest.removeprefix("sha256:")[:12], image_accelerator(wanted, labels))
@@ -328,6 +361,34 @@ def local_image(client: DockerClient, reference: str | None = None) -> ImageBuil
         image_id=digest,
         digest=digest,
         reference=f"{IMAGE_REPOSITORY}:{tag}",
+        labels=labels,
+        base_image="",  # not recorded in the image; only a build knows it
+    )
+
+
+def local_aggregator_image(client: DockerClient, reference: str | None = None) -> ImageBuildResult:
+    """The aggregator image ``reference`` (default ``sealbench-aggregate:latest``) present on the
+    engine, named as :func:`build_aggregator_image` names it (``sealbench-aggregate:<first 12
+    hex of the ID>``, its image ID as digest); :class:`ImageBuildError` when the image there
+    is not an aggregator image (another command or launch policy: the evaluation image, say)."""
+    wanted = reference or f"{AGGREGATOR_REPOSITORY}:latest"
+    image = _present_image(client, wanted, "aggregator image")
+    labels = MappingProxyType(dict(image.labels or {}))
+    entrypoint = tuple(image.attrs.get("Config", {}).get("Entrypoint") or ())
+    allowed = labels.get(LABEL_ALLOW_ENV_OVERRIDE)
+    if entrypoint != AGGREGATOR_ENTRYPOINT or allowed != aggregator_allow_env_override_value():
+        raise ImageBuildError(
+            f"image {wanted} is not an aggregator image: its command is "
+            f"{' '.join(entrypoint)[:80]!r} and its {LABEL_ALLOW_ENV_OVERRIDE} "
+            f"{(allowed or '')[:60]!r}; an aggregator's command is "
+            f"{' '.join(AGGREGATOR_ENTRYPOINT)!r} and it allows exactly its spec's variables",
+            hint=f"build it with 'sealbench image build' (tagged {AGGREGATOR_REPOSITORY}:latest)",
+        )
+    digest = parse_digest(str(image.id))
+    return ImageBuildResult(
+        image_id=digest,
+        digest=digest,
+        reference=f"{AGGREGATOR_REPOSITORY}:{digest.removeprefix('sha256:')[:12]}",
         labels=labels,
         base_image="",  # not recorded in the image; only a build knows it
     )
@@ -670,10 +731,93 @@ def build_image(
                               f"{labels.get(LABEL_ACCELERATOR)!r}, expected {accelerator!r}")
     image.tag(repository, tag=reference.rpartition(":")[2])
     progress(f"built {reference} {image_id}")
+    aggregator = None
+    if accelerator == "cpu":
+        aggregator = build_aggregator_image(client, image_id, on_progress=progress)
+    else:
+        progress(f"no aggregator image for the {accelerator} variant: it runs no model, so it "
+                 "is derived from the CPU image ('sealbench image build' builds both)")
     return ImageBuildResult(
         image_id=image_id,
         digest=image_id,
         reference=reference,
         labels=labels,
         base_image=base_image,
+        aggregator=aggregator,
+    )
+
+
+# -- the aggregator image ----------------------------------------------------------------------
+
+#: What ``FROM`` accepts here: an image ID or a reference (no space, no newline, no quote).
+_IMAGE_NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}$")
+
+
+def aggregator_dockerfile(evaluation: str) -> str:
+    """The aggregator image's Dockerfile: ``FROM`` the evaluation image ``evaluation`` (an image
+    ID here; ``repo@sha256:…`` for a pushed one), its own launch policy
+    (:func:`aggregator_allow_env_override_value`), title and command. Configuration only: it
+    adds no layer, so the aggregator runs exactly the evaluation image's files."""
+    if not _IMAGE_NAME.match(evaluation):
+        raise ValueError(f"not an image ID or reference: {evaluation[:80]!r}")
+    return (
+        f"FROM {evaluation}\n"
+        f'LABEL {LABEL_ALLOW_ENV_OVERRIDE}="{aggregator_allow_env_override_value()}" \\\n'
+        f'      {LABEL_TITLE}="{AGGREGATOR_TITLE}"\n'
+        f"ENTRYPOINT {json.dumps(list(AGGREGATOR_ENTRYPOINT))}\n"
+    )
+
+
+def _base_layers(image: Any) -> int:
+    """How many of a normalized image's layers are its base's (:func:`canonical_config` names
+    them ``base image`` in the history)."""
+    count = sum(1 for entry in image.history() if entry.get("CreatedBy") == "base image")
+    if not count:
+        raise ImageBuildError(
+            f"image {image.id} was not built by 'sealbench image build' (no normalized history)",
+            hint="derive the aggregator from an evaluation image built here")
+    return count
+
+
+def build_aggregator_image(
+    client: DockerClient,
+    evaluation: str,
+    *,
+    repository: str = AGGREGATOR_REPOSITORY,
+    on_progress: ProgressFn | None = None,
+) -> ImageBuildResult:
+    """Derive the aggregator image from the CPU evaluation image ``evaluation`` (on the engine)
+    with :func:`aggregator_dockerfile`, normalize it (:func:`normalize_image`: its digest then
+    depends only on the evaluation image's layers and the aggregator's configuration, so the
+    same sources give the same aggregator digest) and tag it ``repository:latest`` and
+    ``repository:<first 12 hex of the ID>``. A CUDA evaluation image is refused: the aggregator
+    runs no model."""
+    progress = on_progress or (lambda _line: None)
+    source = _present_image(client, evaluation, "evaluation image")
+    found = image_accelerator(evaluation, MappingProxyType(dict(source.labels or {})))
+    if found != "cpu":
+        raise ImageBuildError(
+            f"the aggregator is derived from the CPU evaluation image, not {evaluation} ({found})",
+            hint="build the CPU image with 'sealbench image build'")
+    base_layers = _base_layers(source)
+    dockerfile = aggregator_dockerfile(str(source.id)).encode()
+    progress(f"deriving the aggregator image from {evaluation}")
+    try:
+        chunks = client.api.build(fileobj=io.BytesIO(dockerfile), tag=f"{repository}:latest",
+                                  rm=True, forcerm=True, pull=False, decode=True)
+        built = _stream(chunks, progress)
+        raw = client.images.get(built or f"{repository}:latest")
+        image_id = normalize_image(client, str(raw.id), f"{repository}:latest", base_layers)
+        image = client.images.get(image_id)
+    except docker.errors.DockerException as exc:
+        raise ImageBuildError(f"docker build of the aggregator failed: {exc}") from exc
+    tag = image_id.removeprefix("sha256:")[:12]
+    image.tag(repository, tag=tag)
+    progress(f"built {repository}:{tag} {image_id}")
+    return ImageBuildResult(
+        image_id=image_id,
+        digest=image_id,
+        reference=f"{repository}:{tag}",
+        labels=MappingProxyType(dict(image.labels or {})),
+        base_image=evaluation,
     )

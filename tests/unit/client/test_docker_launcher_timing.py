@@ -41,6 +41,7 @@ class FakeImage:
 @dataclass
 class FakeContainer:
     clock: FakeClock
+    options: dict[str, Any] = field(default_factory=dict)
     id: str = "c0ffee"
     attrs: dict[str, Any] = field(default_factory=lambda: {"Image": IMAGE_ID, "Config": {}})
     removed: bool = False
@@ -69,14 +70,19 @@ class FakeContainers:
 
     def create(self, image: str, **options: Any) -> FakeContainer:
         self.clock.now += CREATE_S
-        container = FakeContainer(self.clock)
+        container = FakeContainer(self.clock, options)
         self.created.append(container)
         return container
 
 
+@dataclass
 class FakeImages:
+    """Every reference names one image, with ``labels``."""
+
+    labels: dict[str, str] = field(default_factory=dict)
+
     def get(self, reference: str) -> FakeImage:
-        return FakeImage()
+        return FakeImage(labels=self.labels)
 
 
 class FakeApi:

@@ -1,10 +1,13 @@
 """The GPU variant of the evaluation image (issue 18), without Docker: ``build_image`` passes
 ``ACCELERATOR`` to ``docker/Dockerfile`` and tags the CUDA image ``-cuda`` (a fake engine
-records the build call), and a run is refused on the wrong variant: a GPU run on the CPU image,
-a CPU run on the CUDA image, an image whose label this client does not know."""
+records the build calls; only the CPU image gets an aggregator image derived from it), and a
+run is refused on the wrong variant: a GPU run on the CPU image, a CPU run on the CUDA image, an
+image whose label this client does not know."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +43,9 @@ class FakeImage:
     def tag(self, repository: str, tag: str) -> None:
         self.tags.append(f"{repository}:{tag}")
 
+    def history(self) -> list[dict[str, Any]]:
+        return [{"CreatedBy": "docker/Dockerfile"}, {"CreatedBy": "base image"}]
+
 
 @dataclass
 class FakeImages:
@@ -60,6 +66,15 @@ class FakeApi:
 
     def build(self, **kw: Any) -> Iterator[dict[str, Any]]:
         self.calls.append(kw)
+        if "fileobj" in kw:  # the aggregator's Dockerfile: FROM the evaluation image, 2 labels
+            dockerfile = kw["fileobj"].getvalue().decode()
+            parent = self.images.get(dockerfile.split()[1])
+            entrypoint = json.loads(dockerfile.partition("ENTRYPOINT ")[2])
+            built = FakeImage(str(sha256_digest(dockerfile.encode())), {
+                **parent.labels, **dict(re.findall(r'([a-z._]+)="([^"]*)"', dockerfile))},
+                attrs={**parent.attrs, "Config": {"Entrypoint": entrypoint}})
+            self.images.tagged[built.id] = self.images.tagged[kw["tag"]] = built
+            return iter([{"aux": {"ID": built.id}}])
         accelerator = kw["buildargs"].get("ACCELERATOR", "cpu")
         built = FakeImage(str(sha256_digest(accelerator.encode())),
                           {**kw["labels"], LABEL_ACCELERATOR: accelerator})
@@ -78,7 +93,11 @@ class FakeEngine:
 
 
 @pytest.fixture
-def engine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeEngine:
+def engine(monkeypatch: pytest.MonkeyPatch) -> FakeEngine:
+    return fake_engine(monkeypatch)
+
+
+def fake_engine(monkeypatch: pytest.MonkeyPatch) -> FakeEngine:
     """A fake engine; the wheelhouse and the re-registration are not what is tested here."""
 
     def context(source: Path, dst: Path, *, plugins: Any = ()) -> Path:
@@ -98,7 +117,7 @@ def test_build_passes_the_accelerator_and_tags_the_cuda_image_apart(
 ) -> None:
     built = build_image(engine, ROOT, base_image=BASE, work_dir=tmp_path,  # type: ignore[arg-type]
                         accelerator=accelerator)
-    [call] = engine.api.calls
+    call = engine.api.calls[0]
     assert call["buildargs"]["ACCELERATOR"] == accelerator
     assert call["buildargs"]["BASE_IMAGE"] == BASE
     suffix = "-cuda" if accelerator == "cuda" else ""
@@ -109,6 +128,12 @@ def test_build_passes_the_accelerator_and_tags_the_cuda_image_apart(
     assert built.labels[LABEL_ACCELERATOR] == accelerator
     # what 'image ls'-style lookups call it afterwards
     assert local_image(engine, call["tag"]).reference == built.reference  # type: ignore[arg-type]
+    # the aggregator runs no model: it is derived from the CPU image only
+    if accelerator == "cpu":
+        assert built.aggregator is not None and built.aggregator.base_image == built.digest
+        assert engine.api.calls[1]["tag"] == "sealbench-aggregate:latest"
+    else:
+        assert built.aggregator is None and len(engine.api.calls) == 1
 
 
 def test_cpu_and_cuda_builds_have_distinct_digests_and_tags(
