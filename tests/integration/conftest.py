@@ -14,6 +14,9 @@ made by someone while the tests run cannot change the digest between two builds)
 offline base (made by debootstrap the first time, about a minute; Debian's ``debootstrap`` is
 installed the same way when missing).
 
+``aggregator_image`` (session): the aggregator image (issue 27) that build derived from
+``evaluation_image`` (the same layers, its own command and launch policy).
+
 ``docker_world`` (session): an in-process mock cloud with a hospital and a model owner, three
 tiny synthetic cases and a tiny ONNX model sealed into their buckets through the real Google
 clients, and both keys' policies (pool provider, KMS and bucket IAM) written by the policy
@@ -197,6 +200,14 @@ def evaluation_image(docker_engine: DockerClient, source_snapshot: Path) -> Imag
     except docker.errors.ImageNotFound:
         _ensure_tool("debootstrap", "debootstrap")  # the base is made once, then reused
     return build_image(docker_engine, source_snapshot)
+
+
+@pytest.fixture(scope="session")
+def aggregator_image(evaluation_image: ImageBuildResult) -> ImageBuildResult:
+    """The aggregator image :func:`~sealbench.client.runs.image_build.build_image` derived from
+    this session's evaluation image."""
+    assert evaluation_image.aggregator is not None, "a CPU build derives the aggregator image"
+    return evaluation_image.aggregator
 
 
 # -- a sealed world on the mock TEE for the Docker launcher -----------------------------------
