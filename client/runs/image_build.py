@@ -357,13 +357,14 @@ def local_image(client: DockerClient, reference: str | None = None) -> ImageBuil
     digest = parse_digest(str(image.id))
     labels = MappingProxyType(dict(image.labels or {}))
     tag = variant_tag(digest.removeprefix("sha256:")[:12], image_accelerator(wanted, labels))
-    return ImageBuildResult(
-        image_id=digest,
-        digest=digest,
-        reference=f"{IMAGE_REPOSITORY}:{tag}",
-        labels=labels,
-        base_image="",  # not recorded in the image; only a build knows it
-    )
+    return _found(digest, f"{IMAGE_REPOSITORY}:{tag}", labels)
+
+
+def _found(digest: Sha256Digest, reference: str, labels: Mapping[str, str]) -> ImageBuildResult:
+    """A present image named as a build names it; ``base_image`` is empty: the image does not
+    record it, only a build knows it."""
+    return ImageBuildResult(image_id=digest, digest=digest, reference=reference, labels=labels,
+                            base_image="")
 
 
 def local_aggregator_image(client: DockerClient, reference: str | None = None) -> ImageBuildResult:
@@ -385,13 +386,8 @@ def local_aggregator_image(client: DockerClient, reference: str | None = None) -
             hint=f"build it with 'sealbench image build' (tagged {AGGREGATOR_REPOSITORY}:latest)",
         )
     digest = parse_digest(str(image.id))
-    return ImageBuildResult(
-        image_id=digest,
-        digest=digest,
-        reference=f"{AGGREGATOR_REPOSITORY}:{digest.removeprefix('sha256:')[:12]}",
-        labels=labels,
-        base_image="",  # not recorded in the image; only a build knows it
-    )
+    return _found(digest, f"{AGGREGATOR_REPOSITORY}:{digest.removeprefix('sha256:')[:12]}",
+                  labels)
 
 
 # -- the base --------------------------------------------------------------------------------
