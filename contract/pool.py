@@ -24,23 +24,32 @@ flow::
                                      own key-release condition (which admits the aggregator
                                      image's uid), checks each document against its commitment,
                                      pools exactly (benchmarks.pooling.pool_exact), draws the
-                                     release noise once, and writes pooled.json (PooledRelease)
-                                     and pooled.token (audience sealbench-pool, nonce
-                                     :func:`pooled_nonce` of pooled.json's bytes)
+                                     release noise once, and writes pooled.sealed (the
+                                     PooledRelease document, pooled.json, sealed to the
+                                     registry's pool-release key) and pooled.token (audience
+                                     sealbench-pool, nonce :func:`pooled_nonce` of
+                                     pooled.sealed's bytes)
+    authority                        submits both; it cannot read the release
     registry                         verifies the token (issuer, the approved aggregator image,
                                      the nonce), refuses a release whose inputs are not exactly
                                      the accepted results it was asked to pool, with their
-                                     stored commitments, and debits every included dataset
+                                     stored commitments, and only then opens it, debits every
+                                     included dataset and publishes it
 
 The aggregator's workload uid reuses :class:`~sealbench.contract.workload.WorkloadIdentity`:
-``<aggregator image>::-::<model digest>::<PUBLIC_RECIPIENT_DIGEST>::<benchmark>::<pin>``. The
-dataset field is ``-`` (it pools many datasets; each owner's grant names the aggregator for the
-models it evaluated), and the recipient is the public release's marker
-(:data:`PUBLIC_RECIPIENT_DIGEST`): its release goes to everyone, sealed to no one.
+``<aggregator image>::-::<model digest>::<pool recipient>::<benchmark>::<pin>``. The dataset
+field is ``-`` (it pools many datasets; each owner's grant names the aggregator for the models it
+evaluated), and the recipient is the digest of the registry's pool-release key, which the
+benchmark fixes when it is created (``pool_recipient_key``): the release is sealed to the
+registry, so whoever launches the aggregator cannot read it. Without that, the authority could
+read a release, rerun the pool for a fresh noise draw or pool chosen subsets, and submit only
+what it liked: every draw it read would cost the sites privacy that no budget debited. Sealed,
+only the release the registry accepts (and debits) is ever read.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 from collections.abc import Mapping
@@ -52,8 +61,10 @@ from sealbench.contract.pin import Pin
 from sealbench.contract.result import _Document  # the result documents' base: canonical, capped
 from sealbench.contract.spec import (
     ENDPOINT_PATTERN,
+    ENV_RECIPIENT_PUBLIC_KEY,
     POOL_PROVIDER_PATTERN,
     AssetLocation,
+    RecipientKey,
     RunSpecError,
     StorageUri,
 )
@@ -79,13 +90,13 @@ __all__ = [
     "POOL_AUDIENCE",
     "POOL_INPUTS_OBJECT",
     "POOL_STATISTICS_OBJECT",
-    "PUBLIC_RECIPIENT_DIGEST",
     "AggregateSpec",
     "PoolInput",
     "PoolInputs",
     "PooledInput",
     "PooledRelease",
     "aggregator_identity",
+    "pool_recipient_digest",
     "pooled_nonce",
 ]
 
@@ -93,14 +104,12 @@ __all__ = [
 POOL_STATISTICS_OBJECT: Final = "pool.sealed"
 #: Under the pool's result prefix: the inputs the authority names, the release, its token.
 POOL_INPUTS_OBJECT: Final = "pool-inputs.json"
-POOLED_RELEASE_OBJECT: Final = "pooled.json"
+#: The release, sealed to the registry's pool-release key (its plaintext is ``pooled.json``).
+POOLED_RELEASE_OBJECT: Final = "pooled.sealed"
 POOLED_TOKEN_OBJECT: Final = "pooled.token"  # noqa: S105 - an object name
 #: The audience of the aggregator's release token (no pool accepts it).
 POOL_AUDIENCE: Final = "sealbench-pool"
 _POOL_PURPOSE: Final = "sealbench-pooled-release-v1"
-
-#: The recipient field of the aggregator's workload uid: its release is public, sealed to no key.
-PUBLIC_RECIPIENT_DIGEST: Final[Sha256Digest] = sha256_digest(b"sealbench/public-release/v1")
 
 #: The most results one pool reads (FeTS: 32 sites per model; room for 1,000-site studies).
 MAX_POOL_INPUTS: Final = 1000
@@ -189,19 +198,28 @@ class PooledRelease(_Document):
     aggregates: dict[str, object]
 
 
-def aggregator_identity(aggregator_image: str, evaluation: WorkloadIdentity) -> WorkloadIdentity:
+def pool_recipient_digest(recipient_key: str) -> Sha256Digest:
+    """The digest of a pool recipient key as a benchmark records it (base64 of the 32 raw
+    X25519 bytes): the recipient field of the aggregator's uid."""
+    return sha256_digest(base64.b64decode(recipient_key, validate=True))
+
+
+def aggregator_identity(aggregator_image: str, pool_recipient: str,
+                        evaluation: WorkloadIdentity) -> WorkloadIdentity:
     """The aggregator's identity a data owner grants beside its approved ``evaluation`` of one
-    model in one benchmark: the aggregator image, no dataset, the same model, the public
-    release marker, the same benchmark and pin (the uid of the module docstring)."""
+    model in one benchmark: the aggregator image, no dataset, the same model, the benchmark's
+    pool recipient (the digest of the registry's pool-release key), the same benchmark and pin
+    (the uid of the module docstring)."""
     return WorkloadIdentity(parse_digest(aggregator_image), None, evaluation.model_digest,
-                            PUBLIC_RECIPIENT_DIGEST, evaluation.benchmark_id,
+                            parse_digest(pool_recipient), evaluation.benchmark_id,
                             evaluation.metrics_version)
 
 
 def pooled_nonce(release: bytes) -> str:
     """The ``eat_nonce`` a pooled-release token carries: hex SHA-256 over the canonical JSON
     ``{"pooled_release_sha256": <sha256:hex of release>, "purpose": "sealbench-pooled-release-v1"}``
-    where ``release`` is the exact bytes of ``pooled.json``. Domain-separated from the result
+    where ``release`` is the exact bytes of ``pooled.sealed`` (the sealed release: the token
+    binds what the authority hands on, which it cannot read). Domain-separated from the result
     and failure nonces (other members; another audience too)."""
     document = canonical_json({
         "pooled_release_sha256": "sha256:" + hashlib.sha256(release).hexdigest(),
@@ -213,8 +231,9 @@ def pooled_nonce(release: bytes) -> str:
 class AggregateSpec(BaseModel):
     """One aggregator run, read only from the attested environment (its own image's
     ``allow_env_override`` label is :data:`AGGREGATE_ENV_NAMES`). The uid fields (benchmark,
-    pin, model digest, the public recipient marker) are what the sites' grants name; the inputs
-    document is bound by its digest, which the release repeats and the registry checks."""
+    pin, model digest, the pool recipient's digest) are what the sites' grants name; the
+    recipient key must hash to that digest (:meth:`check_recipient`); the inputs document is
+    bound by its digest, which the release repeats and the registry checks."""
 
     model_config = _FROZEN
 
@@ -222,6 +241,9 @@ class AggregateSpec(BaseModel):
     benchmark_id: str = Field(pattern=BENCHMARK_ID_PATTERN)
     metrics_version: Pin
     model_digest: Digest
+    #: The registry's pool-release key (X25519, base64 of the 32 raw bytes): the release is
+    #: sealed to it.
+    recipient_public_key: RecipientKey
     recipient_digest: Digest
     inputs_uri: StorageUri
     inputs_digest: Digest
@@ -235,10 +257,9 @@ class AggregateSpec(BaseModel):
     iam_wait_s: str | None = Field(default=None, pattern=r"^[0-9]{1,6}$")
 
     @model_validator(mode="after")
-    def _public(self) -> Self:
-        if self.recipient_digest != PUBLIC_RECIPIENT_DIGEST:
-            raise ValueError("an aggregator's release is public: its recipient digest must be "
-                             "the public-release marker")
+    def _recipient(self) -> Self:
+        if pool_recipient_digest(self.recipient_public_key) != self.recipient_digest:
+            raise ValueError("the recipient public key does not hash to the recipient digest")
         return self
 
     @classmethod
@@ -272,6 +293,7 @@ _ENV: Final[dict[str, str]] = {
     "benchmark_id": ENV_BENCHMARK_ID,
     "metrics_version": ENV_METRICS_VERSION,
     "model_digest": ENV_MODEL_DIGEST,
+    "recipient_public_key": ENV_RECIPIENT_PUBLIC_KEY,
     "recipient_digest": ENV_RECIPIENT_DIGEST,
     "inputs_uri": ENV_POOL_INPUTS_URI,
     "inputs_digest": ENV_POOL_INPUTS_DIGEST,

@@ -77,11 +77,13 @@ __all__ = [
     "ENV_ALLOW_CPU_FALLBACK",
     "ENV_IAM_WAIT",
     "ENV_OVERRIDE_NAMES",
+    "ENV_RECIPIENT_PUBLIC_KEY",
     "KMS_KEY_PATTERN",
     "MAX_IAM_WAIT_S",
     "POOL_PROVIDER_PATTERN",
     "STORAGE_URI_PATTERN",
     "AssetLocation",
+    "RecipientKey",
     "RunSpec",
     "RunSpecError",
     "ServiceEndpoints",
@@ -182,6 +184,10 @@ def _recipient_key(value: str) -> str:
 
 
 Digest = Annotated[str, AfterValidator(_digest)]
+#: An X25519 public key as a run spec carries it: base64 of the 32 raw bytes.
+RecipientKey = Annotated[str, AfterValidator(_recipient_key)]
+#: The variable that carries the result's (or pooled release's) recipient key.
+ENV_RECIPIENT_PUBLIC_KEY: Final = "SEALBENCH_RECIPIENT_PUBLIC_KEY"
 
 
 class AssetLocation(BaseModel):
@@ -210,7 +216,7 @@ class RunSpec(BaseModel):
     dataset: AssetLocation
     model: AssetLocation
     result_uri: StorageUri
-    recipient_public_key: Annotated[str, AfterValidator(_recipient_key)]
+    recipient_public_key: RecipientKey
     data_digest: Digest
     model_digest: Digest
     recipient_digest: Digest
@@ -325,7 +331,7 @@ _ENV: Final[dict[str, str]] = {
     "model_kms_key": "SEALBENCH_MODEL_KMS_KEY",
     "model_pool_provider": "SEALBENCH_MODEL_POOL_PROVIDER",
     "result_uri": "SEALBENCH_RESULT_URI",
-    "recipient_public_key": "SEALBENCH_RECIPIENT_PUBLIC_KEY",
+    "recipient_public_key": ENV_RECIPIENT_PUBLIC_KEY,
     "data_digest": ENV_DATA_DIGEST,
     "model_digest": ENV_MODEL_DIGEST,
     "recipient_digest": ENV_RECIPIENT_DIGEST,

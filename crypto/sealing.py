@@ -70,6 +70,7 @@ __all__ = [
     "hpke_encrypt",
     "load_private_key",
     "open_sealed",
+    "pooled_release_info",
     "private_key_from_pem",
     "private_key_from_raw",
     "private_key_to_pem",
@@ -100,6 +101,7 @@ _PAYLOAD_KEY_SIZE: Final = streaming.KEY_SIZE
 _WRAPPED_KEY_SIZE: Final = _ENC_SIZE + _PAYLOAD_KEY_SIZE + _TAG_SIZE
 _MAX_KEY_FILE: Final = 64 * 1024
 _RESULT_PURPOSE: Final = "sealbench-result-v1"
+_POOLED_RELEASE_PURPOSE: Final = "sealbench-pooled-release-v1"
 
 
 # -- keys --------------------------------------------------------------------------------------
@@ -231,6 +233,17 @@ def hpke_decrypt(ciphertext: bytes, private_key: X25519PrivateKey, info: bytes) 
 def result_info(run_id: str, benchmark_id: str, image_digest: str) -> bytes:
     """The ``info`` that binds a sealed result to its run: canonical JSON of
     ``{"benchmark_id", "image_digest", "purpose": "sealbench-result-v1", "run_id"}``."""
+    return _bound_info(_RESULT_PURPOSE, run_id, benchmark_id, image_digest)
+
+
+def pooled_release_info(pool_id: str, benchmark_id: str, image_digest: str) -> bytes:
+    """The ``info`` that binds an aggregator's sealed release to its pool (issue 27): as
+    :func:`result_info`, with ``"purpose": "sealbench-pooled-release-v1"`` and the pool id as
+    ``run_id``, so that neither envelope opens as the other."""
+    return _bound_info(_POOLED_RELEASE_PURPOSE, pool_id, benchmark_id, image_digest)
+
+
+def _bound_info(purpose: str, run_id: str, benchmark_id: str, image_digest: str) -> bytes:
     if not isinstance(run_id, str) or not run_id:
         raise ValueError("run_id must be a non-empty string")
     if not isinstance(benchmark_id, str) or not benchmark_id:
@@ -239,7 +252,7 @@ def result_info(run_id: str, benchmark_id: str, image_digest: str) -> bytes:
         {
             "benchmark_id": benchmark_id,
             "image_digest": parse_digest(image_digest),
-            "purpose": _RESULT_PURPOSE,
+            "purpose": purpose,
             "run_id": run_id,
         }
     )

@@ -35,10 +35,14 @@ boundary:
    evaluation's release). Only a Python caller (a test) can pass another source
    (``noise=LocalExact()``); no environment variable can.
 4. **Release.** :class:`~sealbench.contract.pool.PooledRelease` (the inputs used, each with its
-   run, dataset and commitment; the case count; the pooled public summary), a token of audience
+   run, dataset and commitment; the case count; the pooled public summary), sealed to the
+   spec's recipient, the registry's pool-release key, whose digest the uid binds
+   (:func:`~sealbench.crypto.sealing.seal`,
+   :func:`~sealbench.crypto.sealing.pooled_release_info`), so that whoever launched the
+   aggregator cannot read it; a token of audience
    :data:`~sealbench.contract.pool.POOL_AUDIENCE` whose ``eat_nonce`` is
-   :func:`~sealbench.contract.pool.pooled_nonce` of ``pooled.json``'s exact bytes (checked in the
-   token), then ``pooled.json`` and ``pooled.token`` at ``result_uri`` (token last: its presence
+   :func:`~sealbench.contract.pool.pooled_nonce` of the sealed bytes (checked in the token),
+   then ``pooled.sealed`` and ``pooled.token`` at ``result_uri`` (token last: its presence
    marks a complete release), through the authority's pool.
 
 Progress is reported as the evaluation's is (:mod:`sealbench.enclave.progress`: ``step`` events
@@ -56,6 +60,7 @@ event and exit code).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import logging
 import sys
@@ -108,6 +113,7 @@ from sealbench.crypto import streaming
 from sealbench.crypto.digest import Sha256Digest, parse_digest, sha256_digest
 from sealbench.crypto.errors import IntegrityError
 from sealbench.crypto.pool_statistics import decrypt_statistics
+from sealbench.crypto.sealing import pooled_release_info, public_key_from_raw, seal
 from sealbench.enclave.grant_wait import GrantWait
 from sealbench.enclave.network import EgressGuard
 from sealbench.enclave.platforms import EvidenceSource, PlatformResolver
@@ -170,10 +176,11 @@ AggregatorAccessFactory = Callable[[AttestedAggregate], AssetAccess]
 
 @dataclass(frozen=True)
 class AggregateReport:
-    """A published pool: the release, its exact bytes, its token and the seconds per step."""
+    """A published pool: the release, its sealed bytes (``pooled.sealed``), its token and the
+    seconds per step."""
 
     release: PooledRelease
-    release_bytes: bytes
+    sealed: bytes
     token: str
     timings: dict[str, float]
 
@@ -345,18 +352,24 @@ def build_release(run: AttestedAggregate, inputs: PoolInputs, sites: Sequence[Si
 
 def publish_release(run: AttestedAggregate, store: BlobStore, prefix: str,
                     release: PooledRelease) -> tuple[bytes, str]:
-    """Step 4: a token binding ``pooled.json``'s bytes, checked, then both objects (token
-    last)."""
-    data = release.to_bytes()
-    token = bound_token(run.attester, run.timer, POOL_AUDIENCE, pooled_nonce(data),
+    """Step 4: the release sealed to the registry's pool-release key (the spec's recipient,
+    which the uid binds), a token binding the sealed bytes, checked, then both objects (token
+    last). Whoever launched the aggregator reads neither figure nor noise."""
+    spec = run.spec
+    with run.timer.measure("seal"):
+        recipient = public_key_from_raw(base64.b64decode(spec.recipient_public_key))
+        sealed = seal(release.to_bytes(), recipient,  # bound to the pool the registry opens
+                      pooled_release_info(release.pool_id, release.benchmark_id,
+                                          run.image_digest))
+    token = bound_token(run.attester, run.timer, POOL_AUDIENCE, pooled_nonce(sealed),
                         "pooled-release")
     with run.timer.measure("upload"):
         try:
-            store.put_bytes(join_name(prefix, POOLED_RELEASE_OBJECT), data)
+            store.put_bytes(join_name(prefix, POOLED_RELEASE_OBJECT), sealed)
             store.put_bytes(join_name(prefix, POOLED_TOKEN_OBJECT), token.encode("ascii"))
         except CloudError as exc:
             raise ResultUploadError(f"the pooled release could not be uploaded: {exc}") from exc
-    return data, token
+    return sealed, token
 
 
 # -- the run ---------------------------------------------------------------------------------------
@@ -433,10 +446,10 @@ def _run(
         release = build_release(run, inputs, sites, noise)
     _step(progress, 4, "attest and upload the pooled release")
     store, prefix = progress.destination or _authority_store(run, access, spec.result_uri)
-    data, token = publish_release(run, store, prefix, release)
+    sealed, token = publish_release(run, store, prefix, release)
     timings = timer.totals()
     run_done(timings, None, timings_line(timings, None))
-    return AggregateReport(release, data, token, timings)
+    return AggregateReport(release, sealed, token, timings)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -32,16 +32,19 @@ token carries no ``SEALBENCH_DATA_DIGEST``; a data owner's mapping then writes t
 as ``-`` (:data:`~sealbench.contract.workload.NO_DATA`) and the shape clause checks the digest
 only when it is present. Why that opens nothing to an attacker: a data owner's grants name a uid
 whose data field is ``-`` only for the aggregator, i.e. ``<aggregator image>::-::<model>::
-<public-release marker>::<benchmark>::<pin>`` per model approved in each benchmark the dataset
-joined (:func:`sealbench.server.services.grants.required_grants`, and ``policy sync``'s
-:func:`sealbench.client.assets.grants.allowed_workloads`), and :class:`sealbench.gcp.policy.
-AssetPolicy` refuses any other data-less identity in a data owner's policy. So
+<pool recipient>::<benchmark>::<pin>`` per model approved in each benchmark the dataset joined
+(the pool recipient: the digest of the registry's pool-release key the benchmark recorded, to
+which the aggregator seals its release; :func:`sealbench.server.services.grants.required_grants`,
+and ``policy sync``'s :func:`sealbench.client.assets.grants.allowed_workloads`), and
+:class:`sealbench.gcp.policy.AssetPolicy` refuses a data-less identity for any image it also
+grants with a dataset. So
 
 - an evaluation image launched without the data digest maps to ``<evaluation image>::-::…``:
   no grant names it (the registry refuses an aggregator digest equal to the evaluation
   image's), and the evaluation enclave refuses to run without the digest anyway;
-- the aggregator image launched with any other model, benchmark or pin, or another recipient,
-  maps to a uid the owner did not grant, exactly as an evaluation run would;
+- the aggregator image launched with any other model, benchmark or pin, or another recipient
+  (a key the launcher could open the release with), maps to a uid the owner did not grant,
+  exactly as an evaluation run would;
 - the aggregator image launched *with* a data digest maps to a uid with that digest, which no
   grant names (its grants leave the data field ``-``), and its own launch policy refuses the
   override;

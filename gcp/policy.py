@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from sealbench.contract.inputs import ConditionContext, ConditionInputError
-from sealbench.contract.pool import PUBLIC_RECIPIENT_DIGEST
 from sealbench.contract.spec import ServiceEndpoints
 from sealbench.contract.workload import WorkloadIdentity
 from sealbench.gcp._cs_cel import WORKLOAD_UID_ATTRIBUTE, uid_mapping_expression
@@ -134,7 +133,7 @@ class AssetPolicy:
     """The workloads allowed to use one owner's asset, and where that is enforced.
 
     ``include_data`` is True for a data owner (each workload names the dataset, but for the
-    benchmark aggregators it admits: no dataset, the public-release recipient; issue 27) and
+    benchmark aggregators it admits: no dataset, the benchmark's pool recipient; issue 27) and
     False for a model owner (the dataset field of the uid is ``-``;
     :meth:`WorkloadIdentity.without_data`).
     """
@@ -178,10 +177,11 @@ class AssetPolicy:
             if not isinstance(workload, WorkloadIdentity):
                 raise PolicyInputError("workloads must be WorkloadIdentity values")
             if self.include_data and workload.data_digest is None and not _is_aggregator(
-                    workload):
+                    workload, self.workloads):
                 raise PolicyInputError(
-                    "a data owner's policy needs the dataset digest of every workload but the "
-                    "aggregator's (public release recipient)"
+                    "a data owner's policy needs the dataset digest of every workload but a "
+                    "benchmark aggregator's, whose image evaluates nothing here and whose "
+                    "release is sealed to the registry, not to a result key of this policy"
                 )
 
     def uids(self) -> frozenset[str]:
@@ -194,7 +194,8 @@ class AssetPolicy:
         """The members of the aggregator identities only (issue 27): those that also read the
         result bucket, where each run left the ``pool.sealed`` the aggregator pools."""
         platform, pool = self.platform(), self.provider.pool_name
-        uids = {w.uid() for w in self.workloads if self.include_data and _is_aggregator(w)}
+        uids = {w.uid() for w in self.workloads
+                if self.include_data and _is_aggregator(w, self.workloads)}
         try:
             return frozenset(platform.grantee(pool, uid) for uid in uids)
         except ValueError as exc:
@@ -216,12 +217,20 @@ class AssetPolicy:
             raise PolicyInputError(str(exc)) from exc
 
 
-def _is_aggregator(workload: WorkloadIdentity) -> bool:
+def _is_aggregator(workload: WorkloadIdentity, workloads: frozenset[WorkloadIdentity]) -> bool:
     """A benchmark's aggregator (issue 27): it pools many datasets, so its identity leaves the
-    data field open, and it publishes to everyone, so its recipient is the public-release
-    marker. The only identity without a dataset a data owner's policy grants (see
-    :mod:`sealbench.gcp._cs_cel` for why no evaluation run can reach it)."""
-    return workload.data_digest is None and workload.recipient_digest == PUBLIC_RECIPIENT_DIGEST
+    data field open (its recipient is the benchmark's pool recipient, the registry's key). The
+    only identity without a dataset a data owner's policy grants, and only for an image that no
+    identity of the same policy is granted with a dataset (the evaluation image never runs
+    without its dataset's digest bound; see :mod:`sealbench.gcp._cs_cel` for why no evaluation
+    run can reach an aggregator's uid) and a recipient that is no evaluation's result key."""
+    if workload.data_digest is not None:
+        return False
+    evaluations = [w for w in workloads if w.data_digest is not None]
+    # nor to a data owner's own result key: the release is sealed to the registry, which
+    # debits each one it opens; a key that can open it outside the registry could read many
+    return workload.image_digest not in {w.image_digest for w in evaluations} \
+        and workload.recipient_digest not in {w.recipient_digest for w in evaluations}
 
 
 def attribute_mapping(include_data: bool) -> dict[str, str]:

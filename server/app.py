@@ -30,6 +30,7 @@ from sealbench.server.jwks import JwksCache, JwksFetcher, UrllibJwksFetcher
 from sealbench.server.limits import BodyLimitMiddleware
 from sealbench.server.logkeys import ensure_log_key, publish_key
 from sealbench.server.models import Benchmark
+from sealbench.server.poolkey import ensure_pool_key
 from sealbench.server.routers import (
     assets,
     associations,
@@ -183,6 +184,7 @@ def create_app(
         # The transparency log's key: created here only in local mode (tests, demos); a
         # deployment runs 'sealbench-server init' first.
         log_signer = ensure_log_key(settings, create=settings.mode == "local")
+        pool_key = ensure_pool_key(settings, create=settings.mode == "local")
         with db.writer() as session:
             publish_key(session, log_signer, clock())
         # The plug-ins the registered benchmarks pin are imported now, not by the first request
@@ -205,6 +207,7 @@ def create_app(
             ),
             log_signer=log_signer,
             clock=clock,
+            pool_key=pool_key,
             write_gate=asyncio.Lock() if db.is_sqlite else None,
             plugins=plugins,
         )

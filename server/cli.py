@@ -37,6 +37,7 @@ from sealbench.server.db import Database, open_database
 from sealbench.server.errors import AuditChainBrokenError, RegistryError
 from sealbench.server.logkeys import ensure_log_key, publish_key, rotate_log_key
 from sealbench.server.migrate import current_revision, head_revision, upgrade_to_head
+from sealbench.server.poolkey import ensure_pool_key
 from sealbench.server.services.accounts import (
     disable_user,
     find_token_id,
@@ -137,6 +138,8 @@ def _init(settings: ServerSettings) -> None:
         with db.writer() as session:
             publish_key(session, key, datetime.now(UTC))
         print(f"transparency log {key.name}, public key {key.verifier().to_string()}")
+        ensure_pool_key(settings, create=True)
+        print(f"pool-release key in {settings.effective_pool_key_file}")
     finally:
         db.dispose()
 
@@ -186,6 +189,7 @@ def _serve(settings: ServerSettings, host: str | None, port: int | None, workers
 
     _open_current(settings).dispose()
     ensure_log_key(settings, create=settings.mode == "local")  # a clear error before uvicorn
+    ensure_pool_key(settings, create=settings.mode == "local")
     bind_host = host or settings.host
     bind_port = port or settings.port
     # Re-validate with the chosen address so non-local mode refuses wildcards here too.

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated
 
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from fastapi import Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
@@ -49,6 +50,8 @@ class Registry:
     verifier: ResultVerifier
     log_signer: SignerKey
     clock: Callable[[], datetime]
+    #: The pool-release key the benchmarks' aggregators seal their releases to (issue 27).
+    pool_key: X25519PrivateKey
     write_gate: asyncio.Lock | None = None
     #: The benchmark plug-in a pin names, where results are checked and budgets read.
     plugins: PluginLookup = load_plugin

@@ -217,6 +217,10 @@ class Benchmark(Base):
     #: grants admit it (for the models the dataset is evaluated with) when it associates; NULL:
     #: the benchmark does not pool in the TEE.
     aggregator_image_digest: Mapped[str | None] = mapped_column(_DIGEST)
+    #: The registry's pool-release key (base64 X25519) the aggregator seals its releases to,
+    #: fixed when the benchmark is created with an aggregator (its digest is in the
+    #: aggregator's uid the sites grant); NULL without an aggregator.
+    pool_recipient_key: Mapped[str | None] = mapped_column(String(44))
 
     __table_args__ = (UniqueConstraint("name", "version", name="uq_benchmarks_name_version"),)
 
@@ -404,10 +408,11 @@ class ResultStatistics(Base):
 
 
 class PooledRelease(Base):
-    """A TEE-pooled release (issue 27): the aggregator's public ``pooled.json`` for one model
-    over the accepted results it lists (:class:`PooledInput`), verified against its attestation
-    token (audience ``sealbench-pool``, the benchmark's approved aggregator image, nonce
-    :func:`sealbench.contract.pool.pooled_nonce` of the release's exact bytes)."""
+    """A TEE-pooled release (issue 27): the aggregator's ``pooled.json`` for one model over the
+    accepted results it lists (:class:`PooledInput`), opened from the ``pooled.sealed`` it was
+    sealed in (kept, so anyone can check the token's nonce) after its attestation token was
+    verified (audience ``sealbench-pool``, the benchmark's approved aggregator image, nonce
+    :func:`sealbench.contract.pool.pooled_nonce` of the sealed bytes)."""
 
     __tablename__ = "pooled_releases"
 
@@ -417,6 +422,8 @@ class PooledRelease(Base):
     submitted_by_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
     #: The release document (``sealbench/pooled-release`` v1) as JSON.
     release: Mapped[dict[str, Any]]
+    #: The exact ``pooled.sealed`` the token binds.
+    sealed_release: Mapped[bytes] = mapped_column(LargeBinary)
     inputs_digest: Mapped[str] = mapped_column(_DIGEST)
     attestation_token: Mapped[str] = mapped_column(Text)
     token_issuer: Mapped[str] = mapped_column(String(512))

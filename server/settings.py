@@ -108,11 +108,17 @@ class ServerSettings(BaseSettings):
     worker_threads: int = Field(default=8, ge=1, le=400)
     log_origin: str | None = Field(default=None, pattern=r"^[^\s+]{1,200}$")
     log_key_file: Path | None = None
+    pool_key_file: Path | None = None
 
     @property
     def effective_log_key_file(self) -> Path:
         """Where the transparency log's signing key lives (0600)."""
         return self.log_key_file or self.data_dir / "log-signer.key"
+
+    @property
+    def effective_pool_key_file(self) -> Path:
+        """Where the registry's pool-release key lives (0600; :mod:`sealbench.server.poolkey`)."""
+        return self.pool_key_file or self.data_dir / "pool-release.key"
 
     @property
     def effective_database_url(self) -> str:

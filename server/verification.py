@@ -26,9 +26,9 @@ of token passes as the other.
 
 :meth:`ResultVerifier.verify_pooled` checks the benchmark's aggregator's release token (issue 27)
 the same way, at audience ``sealbench-pool`` with ``eat_nonce`` equal to
-:func:`~sealbench.contract.pool.pooled_nonce` of the release's exact bytes, against the
+:func:`~sealbench.contract.pool.pooled_nonce` of the sealed release's exact bytes, against the
 benchmark's **aggregator** image, with the aggregate spec's uid fields as attested overrides (the
-benchmark id and pin, the model digest, the public-release recipient marker) and the pool-inputs
+benchmark id and pin, the model digest, the benchmark's pool recipient) and the pool-inputs
 digest the release repeats; no data digest (it pools many datasets) and no override outside the
 aggregator image's allow-list (:data:`~sealbench.contract.pool.AGGREGATE_ENV_NAMES`).
 """
@@ -47,7 +47,6 @@ from sealbench.contract.pool import (
     AGGREGATE_ENV_NAMES,
     ENV_POOL_INPUTS_DIGEST,
     POOL_AUDIENCE,
-    PUBLIC_RECIPIENT_DIGEST,
     pooled_nonce,
 )
 from sealbench.contract.spec import ENDPOINT_ENV_NAMES, ENV_OVERRIDE_NAMES
@@ -226,13 +225,15 @@ class ResultVerifier:
         metrics_version: BenchmarkPin,
         model_digest: str,
         inputs_digest: str,
+        recipient_digest: str,
         accept_experimental_gpu: bool = False,
     ) -> VerifiedResult:
         """A pooled-release token (the aggregator's, issue 27): audience ``sealbench-pool``,
         nonce :func:`~sealbench.contract.pool.pooled_nonce` of ``release`` (the exact bytes of
-        ``pooled.json``), the benchmark's aggregator image, the aggregate spec's uid fields and
-        ``inputs_digest`` as attested overrides, and the platform's production rules. Neither a
-        result nor a failure token passes (other audiences and nonces)."""
+        ``pooled.sealed``), the benchmark's aggregator image, the aggregate spec's uid fields
+        (``recipient_digest``: the benchmark's pool recipient) and ``inputs_digest`` as attested
+        overrides, and the platform's production rules. Neither a result nor a failure token
+        passes (other audiences and nonces)."""
         return self._verify(
             token, POOL_AUDIENCE, pooled_nonce(release), "pooled release",
             image_digest=aggregator_image_digest,
@@ -240,7 +241,7 @@ class ResultVerifier:
                 ENV_BENCHMARK_ID: benchmark_id,
                 ENV_METRICS_VERSION: str(metrics_version),
                 ENV_MODEL_DIGEST: model_digest,
-                ENV_RECIPIENT_DIGEST: PUBLIC_RECIPIENT_DIGEST,
+                ENV_RECIPIENT_DIGEST: recipient_digest,
                 ENV_POOL_INPUTS_DIGEST: inputs_digest,
             },
             allowed_extra=_OTHER_AGGREGATE_NAMES,

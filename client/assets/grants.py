@@ -7,8 +7,10 @@ B.metrics_version)``. For a model M (model owner): every approved benchmark B in
 approved, times every dataset D approved in B, gives ``(B.image_digest, -, M.digest,
 recipient(D), B.id, B.metrics_version)`` (the data field is left open, as a model owner's policy
 may). A dataset in a benchmark that pools in the TEE (issue 27) also grants, per model M, the
-benchmark's aggregator: ``(B.aggregator_image_digest, -, M.digest, public-release marker, B.id,
-B.metrics_version)`` (:func:`sealbench.contract.pool.aggregator_identity`); a model's grants
+benchmark's aggregator: ``(B.aggregator_image_digest, -, M.digest, pool recipient, B.id,
+B.metrics_version)`` (:func:`sealbench.contract.pool.aggregator_identity`; the pool recipient is
+the digest of the registry's pool-release key the benchmark recorded at creation, to which the
+aggregator seals its release); a model's grants
 never name the aggregator (it never opens a model). ``recipient(D)`` is the result recipient
 digest D's owner registered (:func:`sealbench.client.assets.prepare.recipient_of`). Each grant is
 one approval: its benchmark and plug-in pin are in the uid, so a key is never released for a pin
@@ -33,7 +35,7 @@ from dataclasses import dataclass
 from sealbench.client.assets.prepare import recipient_of
 from sealbench.client.errors import ClientError
 from sealbench.client.registry.api import AssetKind, RegistryClient
-from sealbench.contract.pool import aggregator_identity
+from sealbench.contract.pool import aggregator_identity, pool_recipient_digest
 from sealbench.contract.workload import WorkloadIdentity, grant_set_digest
 from sealbench.crypto.digest import Sha256Digest, parse_digest
 from sealbench.server.schemas import BenchmarkPublic, GrantsStatus
@@ -108,10 +110,12 @@ def allowed_workloads(
                     benchmark.id, dataset_id, model_id, identity, benchmark.accept_experimental,
                 )
             )
-            if kind == "dataset" and benchmark.aggregator_image_digest is not None:
+            if kind == "dataset" and benchmark.aggregator_image_digest is not None \
+                    and benchmark.pool_recipient_key is not None:
                 grants.append(AllowedWorkload(
-                    benchmark.id, dataset_id, model_id,
-                    aggregator_identity(benchmark.aggregator_image_digest, identity)))
+                    benchmark.id, dataset_id, model_id, aggregator_identity(
+                        benchmark.aggregator_image_digest,
+                        pool_recipient_digest(benchmark.pool_recipient_key), identity)))
     return tuple(grants)
 
 

@@ -21,7 +21,6 @@ from sealbench.client.assets.grants import AllowedWorkload, allowed_workloads, g
 from sealbench.client.errors import CloudError, ConfigError, NotFoundError, RegistryError
 from sealbench.client.registry.api import AssetKind, RegistryClient
 from sealbench.client.registry.profiles import GcpSettings, PlatformAccount, ResolvedProfile
-from sealbench.contract.pool import PUBLIC_RECIPIENT_DIGEST
 from sealbench.crypto.digest import Sha256Digest
 from sealbench.platforms.errors import OwnerCloudError, OwnerSettingsError
 from sealbench.platforms.owner_cloud import OwnerCloud, PolicyReport
@@ -434,8 +433,10 @@ def sync_policy(
     by_asset = sharing_grants(client, kind, asset_id, coords)
     grants = tuple(g for asset_grants in by_asset.values() for g in asset_grants)
     if kind == "dataset" and local_recipient is not None:
-        foreign = {g.identity.recipient_digest for g in grants} - {
-            local_recipient, PUBLIC_RECIPIENT_DIGEST}  # the aggregator's: public (issue 27)
+        # the evaluations' results are sealed to this profile's key; the aggregator's release
+        # (no dataset, issue 27) to the benchmark's pool recipient, the registry's
+        foreign = {g.identity.recipient_digest for g in grants
+                   if g.identity.data_digest is not None} - {local_recipient}
         if foreign:
             raise ConfigError(
                 f"dataset {asset_id} was registered with another result key than this "

@@ -465,11 +465,12 @@ class RegistryClient:
             tuple(f"result {lo.result_id} (dataset {lo.dataset_id}, run {lo.run_id or '?'}): "
                   f"{lo.reason}" for lo in got.left_out))
 
-    def submit_pooled_release(self, benchmark_id: int, *, release: bytes, token: str,
+    def submit_pooled_release(self, benchmark_id: int, *, sealed: bytes, token: str,
                               inputs: PoolInputs) -> PooledReleasePublic:
-        """Send the aggregator's ``pooled.json`` (its exact bytes), ``pooled.token`` and the
-        inputs it was asked to pool; the registry verifies them before storing anything."""
-        body = PooledReleaseCreate(release_b64=base64.b64encode(release).decode("ascii"),
+        """Send the aggregator's ``pooled.sealed`` (its exact bytes, sealed to the registry),
+        ``pooled.token`` and the inputs it was asked to pool; the registry verifies them before
+        it opens the release or stores anything, and answers with the published release."""
+        body = PooledReleaseCreate(sealed_release_b64=base64.b64encode(sealed).decode("ascii"),
                                    attestation_token=token,
                                    inputs=inputs.model_dump(mode="json"))
         return self._post(PooledReleasePublic,

@@ -12,12 +12,16 @@ For each model of the benchmark with accepted results not yet pooled, :func:`poo
 3. launches the benchmark's **aggregator image** on the TEE backend (the launcher's aggregator
    digest must be the benchmark's: no site's key is released to any other), streaming its
    progress;
-4. reads ``pooled.json`` and ``pooled.token`` and submits them with the inputs to the registry,
-   which verifies the token, refuses a release that omits, adds or changes an input, and debits
-   every included dataset once.
+4. reads ``pooled.sealed`` and ``pooled.token`` and submits them with the inputs to the
+   registry, which verifies the token, refuses a release that omits, adds or changes an input,
+   and only then opens the release, debits every included dataset once and publishes it; what
+   is shown here is the registry's answer.
 
-Nothing here sees a site's exact figure: the aggregator reads the sealed statistics inside the
-TEE and writes only the pooled, differentially private release.
+Nothing here sees a site's exact figure, nor even the pooled one before the registry accepts
+it: the aggregator reads the sealed statistics inside the TEE and seals its differentially
+private release to the registry's pool-release key (the benchmark's ``pool_recipient_key``,
+whose digest the sites' grants bind). A pool run again, or over a chosen subset, gives the
+authority nothing to read, and every release the registry opens it debits.
 """
 
 from __future__ import annotations
@@ -33,10 +37,9 @@ from sealbench.contract.pool import (
     POOL_INPUTS_OBJECT,
     POOLED_RELEASE_OBJECT,
     POOLED_TOKEN_OBJECT,
-    PUBLIC_RECIPIENT_DIGEST,
     AggregateSpec,
-    PooledRelease,
     PoolInputs,
+    pool_recipient_digest,
 )
 from sealbench.contract.result import MAX_DOCUMENT_BYTES, MAX_TOKEN_BYTES
 from sealbench.contract.spec import ServiceEndpoints
@@ -51,12 +54,15 @@ __all__ = [
     "PoolOutcome",
     "PoolRegistry",
     "PoolSkipped",
+    "PoolTarget",
     "aggregate_spec",
     "pool_benchmark",
     "pool_on_tee",
     "require_aggregator",
 ]
 
+#: The most bytes of a sealed release read back: the release's own cap plus the envelope's.
+MAX_SEALED_RELEASE_BYTES: Final = MAX_DOCUMENT_BYTES + 4096
 #: Seconds one aggregator run may take (41 models x 32 sites pool in about 16 s in all:
 #: tests/perf/tee_pooling_bench.py; the rest is attestation and 32 key releases).
 AGGREGATOR_TIMEOUT_S: Final = 1800
@@ -82,7 +88,7 @@ class PoolRegistry(Protocol):
 
     def pool_candidates(self, benchmark_id: int, model_id: int) -> Any: ...
 
-    def submit_pooled_release(self, benchmark_id: int, *, release: bytes, token: str,
+    def submit_pooled_release(self, benchmark_id: int, *, sealed: bytes, token: str,
                               inputs: PoolInputs) -> Any: ...
 
 
@@ -157,16 +163,19 @@ def _read_bounded(store: BlobStore, prefix: str, name: str, limit: int, what: st
         raise PoolError(f"cannot read the aggregator's {what} ({name}): {exc}") from exc
 
 
-def aggregate_spec(inputs: PoolInputs, uri: str, endpoints: ServiceEndpoints | None,
-                   provider: str | None = None) -> AggregateSpec:
-    """The spec of one aggregator run over ``inputs``, its objects under ``uri`` (the pool's
-    own location) written through ``provider`` (cloud storage only)."""
+def aggregate_spec(inputs: PoolInputs, recipient_key: str, uri: str,
+                   endpoints: ServiceEndpoints | None, provider: str | None = None
+                   ) -> AggregateSpec:
+    """The spec of one aggregator run over ``inputs``, its release sealed to ``recipient_key``
+    (the benchmark's pool recipient, base64 X25519), its objects under ``uri`` (the pool's own
+    location) written through ``provider`` (cloud storage only)."""
     return AggregateSpec(
         run_id=inputs.pool_id,
         benchmark_id=inputs.benchmark_id,
         metrics_version=inputs.metrics_version,
         model_digest=inputs.model_digest,
-        recipient_digest=PUBLIC_RECIPIENT_DIGEST,
+        recipient_public_key=recipient_key,
+        recipient_digest=pool_recipient_digest(recipient_key),
         inputs_uri=f"{uri}/{POOL_INPUTS_OBJECT}",
         inputs_digest=inputs.digest(),
         result_uri=uri,
@@ -179,21 +188,31 @@ def aggregate_spec(inputs: PoolInputs, uri: str, endpoints: ServiceEndpoints | N
     )
 
 
-def require_aggregator(benchmark: Any) -> str:
-    """The digest of ``benchmark``'s aggregator image, or :class:`ConfigError` when it names
-    none (it does not pool in the TEE)."""
+@dataclass(frozen=True)
+class PoolTarget:
+    """What a benchmark that pools in the TEE fixes: its aggregator image and the registry's
+    pool-release key (base64 X25519) the aggregator seals its releases to."""
+
+    aggregator_digest: str
+    recipient_key: str
+
+
+def require_aggregator(benchmark: Any) -> PoolTarget:
+    """``benchmark``'s :class:`PoolTarget`, or :class:`ConfigError` when it names no
+    aggregator image (it does not pool in the TEE)."""
     digest: str | None = benchmark.aggregator_image_digest
-    if digest is None:
+    key: str | None = benchmark.pool_recipient_key
+    if digest is None or key is None:
         raise ConfigError(
             f"benchmark {benchmark.id} does not pool in the TEE (it names no aggregator image)",
             hint="the authority sets one with 'sealbench benchmark create --aggregator-digest'")
-    return digest
+    return PoolTarget(digest, key)
 
 
 def pool_benchmark(
     registry: PoolRegistry,
     benchmark_id: int,
-    aggregator_digest: str,
+    target: PoolTarget,
     model_ids: Sequence[int],
     launcher: AggregatorLauncher,
     *,
@@ -204,27 +223,28 @@ def pool_benchmark(
     timeout: float = AGGREGATOR_TIMEOUT_S,
 ) -> list[PoolOutcome | PoolSkipped]:
     """Pool every model in ``model_ids`` that has accepted results not yet pooled (module
-    docstring), each pool's objects under ``folder``. ``aggregator_digest`` is the benchmark's
-    approved aggregator image (:func:`require_aggregator`); ``on_model(model_id, index,
+    docstring), each pool's objects under ``folder``. ``target`` is the benchmark's approved
+    aggregator image and pool recipient (:func:`require_aggregator`); ``on_model(model_id, index,
     total)`` is called as each model starts. Raises :class:`ConfigError` when the launcher's
     aggregator is not the benchmark's, :class:`PoolError` when a pool fails (the models pooled
     before it stay pooled)."""
-    if launcher.aggregator_image_digest != aggregator_digest:
+    if launcher.aggregator_image_digest != target.aggregator_digest:
         raise ConfigError(
             f"this backend's aggregator image is {launcher.aggregator_image_digest}, not "
-            f"benchmark {benchmark_id}'s {aggregator_digest}: no site would release its key",
+            f"benchmark {benchmark_id}'s {target.aggregator_digest}: no site would release its "
+            "key",
             hint="run the aggregator image the benchmark names")
     outcomes: list[PoolOutcome | PoolSkipped] = []
     for index, model_id in enumerate(model_ids):
         if on_model is not None:
             on_model(model_id, index, len(model_ids))
-        outcomes.append(_pool_model(registry, benchmark_id, model_id, launcher, folder,
+        outcomes.append(_pool_model(registry, benchmark_id, model_id, launcher, target, folder,
                                     endpoints, on_output, timeout))
     return outcomes
 
 
 def _pool_model(registry: PoolRegistry, benchmark_id: int, model_id: int,
-                launcher: AggregatorLauncher, folder: PoolFolder,
+                launcher: AggregatorLauncher, target: PoolTarget, folder: PoolFolder,
                 endpoints: ServiceEndpoints | None, on_output: OutputFn | None,
                 timeout: float) -> PoolOutcome | PoolSkipped:
     candidates = registry.pool_candidates(benchmark_id, model_id)
@@ -234,20 +254,20 @@ def _pool_model(registry: PoolRegistry, benchmark_id: int, model_id: int,
     inputs: PoolInputs = candidates.inputs
     uri, store, prefix = folder.create(inputs.pool_id)
     store.put_bytes(join_name(prefix, POOL_INPUTS_OBJECT), inputs.to_bytes())
-    spec = aggregate_spec(inputs, uri, endpoints, folder.provider)
+    spec = aggregate_spec(inputs, target.recipient_key, uri, endpoints, folder.provider)
     workload = launcher.start_aggregator(spec, on_output=on_output)
     try:
         workload.wait(timeout)
     except BaseException:
         workload.kill()  # an interrupt or a timeout leaves no aggregator behind
         raise
-    release = _read_bounded(store, prefix, POOLED_RELEASE_OBJECT, MAX_DOCUMENT_BYTES, "release")
+    sealed = _read_bounded(store, prefix, POOLED_RELEASE_OBJECT, MAX_SEALED_RELEASE_BYTES,
+                           "sealed release")
     token = _read_bounded(store, prefix, POOLED_TOKEN_OBJECT, MAX_TOKEN_BYTES, "release token")
-    document = PooledRelease.from_bytes(release)
     accepted = registry.submit_pooled_release(
-        benchmark_id, release=release, token=token.decode("ascii"), inputs=inputs)
-    return PoolOutcome(model_id, inputs.pool_id, int(accepted.id), len(document.inputs),
-                       document.n_cases, dict(document.aggregates), left_out)
+        benchmark_id, sealed=sealed, token=token.decode("ascii"), inputs=inputs)
+    return PoolOutcome(model_id, inputs.pool_id, int(accepted.id), int(accepted.n_sites),
+                       int(accepted.n_cases), dict(accepted.aggregates), left_out)
 
 
 def pool_on_tee(
@@ -285,7 +305,7 @@ def pool_on_tee(
     from sealbench.client.runs.launchers.selection import LOCAL_MOCK_BACKENDS
 
     benchmark = client.get_benchmark(benchmark_id)
-    digest = require_aggregator(benchmark)
+    target = require_aggregator(benchmark)
     # as for runs: only a VM outside the mock (Google's) cannot write this machine's folders
     production = tee not in LOCAL_MOCK_BACKENDS and not (mock_tee or profile.profile.mock_tee)
     endpoints = None if production else mock_endpoints(profile, mock_tee)
@@ -302,6 +322,6 @@ def pool_on_tee(
         tee, profile=profile, client=client, benchmark=benchmark, endpoints=endpoints,
         mock_tee=mock_tee, image=image, cs=cs or CsOptions())
     return pool_benchmark(
-        client, benchmark_id, digest, models, launcher, folder=folder,
+        client, benchmark_id, target, models, launcher, folder=folder,
         endpoints=None if endpoints is None else endpoints.service_endpoints(),
         on_output=on_output, on_model=on_model)

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Query
 
-from sealbench.server.deps import CurrentUser, Limit, NowDep, Offset, SessionDep
+from sealbench.server.deps import (
+    CurrentUser,
+    Limit,
+    NowDep,
+    Offset,
+    RegistryDep,
+    SessionDep,
+)
 from sealbench.server.routers._common import ERRORS, IdPath, in_thread, to_page
 from sealbench.server.schemas import (
     BenchmarkCreate,
@@ -29,9 +36,12 @@ def _public(row: object) -> BenchmarkPublic:
 
 @router.post("", status_code=201)
 async def create(
-    body: BenchmarkCreate, session: SessionDep, user: CurrentUser, now: NowDep
+    body: BenchmarkCreate, session: SessionDep, user: CurrentUser, now: NowDep,
+    registry: RegistryDep,
 ) -> BenchmarkPublic:
-    return await in_thread(session, lambda: _public(benchmarks.create(session, user, body, now)))
+    pool_key = registry.pool_key.public_key()
+    return await in_thread(session, lambda: _public(
+        benchmarks.create(session, user, body, now, pool_key=pool_key)))
 
 
 @router.get("")

@@ -4,6 +4,7 @@ authority's aggregator is to pool, and the pooled releases it attested
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 
@@ -37,7 +38,9 @@ def public(row: PooledRelease, inputs: Sequence[Mapping[str, Any]]) -> PooledRel
         aggregates=aggregates if isinstance(aggregates, dict) else {},
         inputs=tuple(PooledInputPublic(**i) for i in inputs),
         attestation_token=row.attestation_token, token_issuer=row.token_issuer,
-        image_digest=row.image_digest, nonce=row.nonce, created_at=row.created_at)
+        image_digest=row.image_digest, nonce=row.nonce,
+        sealed_release_b64=base64.b64encode(row.sealed_release).decode("ascii"),
+        created_at=row.created_at)
 
 
 def _publics(session: Session, rows: Sequence[PooledRelease]) -> list[PooledReleasePublic]:
@@ -78,11 +81,12 @@ async def submit_pooled_release(
     registry: RegistryDep,
     now: NowDep,
 ) -> PooledReleasePublic:
-    """Verify the aggregator's release against its attestation and the inputs it was asked to
-    pool, store it and debit every included dataset (the benchmark's authority only)."""
+    """Verify the aggregator's sealed release against its attestation and the inputs it was
+    asked to pool, open it with the registry's pool-release key, store it and debit every
+    included dataset (the benchmark's authority only)."""
     await run_in_threadpool(registry.verifier.prefetch_keys, body.attestation_token)
     return await in_thread(session, lambda: _publics(session, [pooling.submit(
-        session, user, benchmark_id, body, registry.verifier, now,
+        session, user, benchmark_id, body, registry.verifier, now, pool_key=registry.pool_key,
         plugins=registry.plugins)])[0])
 
 

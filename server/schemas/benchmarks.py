@@ -102,3 +102,8 @@ class BenchmarkPublic(WireModel):
         default=None, description="the aggregator image whose attested pooled releases the "
         "registry accepts and to which each dataset's owner grants its key (None: the "
         "benchmark does not pool in the TEE)")
+    pool_recipient_key: str | None = Field(
+        default=None, description="the registry's pool-release key (base64 X25519) the "
+        "aggregator seals each pooled release to, so that only the release the registry "
+        "accepts and debits is ever read; its SHA-256 is the recipient in the aggregator's "
+        "uid that each dataset's owner grants. Fixed at creation (None: no aggregator)")

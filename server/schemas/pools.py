@@ -17,7 +17,8 @@ __all__ = [
     "PooledReleasePublic",
 ]
 
-#: A pooled release of 1,000 inputs is about 150 KiB of JSON; base64 adds a third.
+#: A pooled release of 1,000 inputs is about 150 KiB of JSON; sealing adds a few dozen bytes
+#: and base64 a third.
 _MAX_RELEASE_B64 = 1_500_000
 
 
@@ -43,11 +44,12 @@ class PoolCandidates(WireModel):
 
 
 class PooledReleaseCreate(WireModel):
-    """``POST /benchmarks/{id}/pooled-releases``: the aggregator's ``pooled.json`` exactly as it
-    wrote it (base64: its token's nonce hashes these bytes), ``pooled.token``, and the
+    """``POST /benchmarks/{id}/pooled-releases``: the aggregator's ``pooled.sealed`` exactly as
+    it wrote it (base64: its token's nonce hashes these bytes; sealed to the registry's
+    pool-release key, so the submitter cannot read it), ``pooled.token``, and the
     ``pool-inputs.json`` document it was asked to pool."""
 
-    release_b64: str = Field(min_length=1, max_length=_MAX_RELEASE_B64)
+    sealed_release_b64: str = Field(min_length=1, max_length=_MAX_RELEASE_B64)
     attestation_token: str = Field(min_length=1, max_length=16_384)
     inputs: JsonOut = Field(description="the sealbench/pool-inputs document the pool was asked "
                             "to pool")
@@ -77,5 +79,6 @@ class PooledReleasePublic(WireModel):
     token_issuer: str
     image_digest: str
     nonce: str
+    sealed_release_b64: str = Field(description="the pooled.sealed the token's nonce hashes")
     created_at: datetime
     tee_pooled: bool = True

@@ -18,15 +18,18 @@ checked against at registration and association, the pin's."""
 
 from __future__ import annotations
 
+import base64
 from datetime import datetime
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
 from sealbench.benchmarks.interface import BenchmarkError, GridError, grid_of
 from sealbench.benchmarks.registry import load
 from sealbench.contract.pin import BenchmarkPin
+from sealbench.crypto.sealing import public_key_to_raw
 from sealbench.server.audit import append_event
 from sealbench.server.auth import Principal
 from sealbench.server.errors import (
@@ -70,7 +73,11 @@ def _check_pin_matches_contract(
 __all__ = ["approve", "close", "create", "get", "list_page", "set_state"]
 
 
-def create(session: Session, actor: Principal, body: BenchmarkCreate, now: datetime) -> Benchmark:
+def create(session: Session, actor: Principal, body: BenchmarkCreate, now: datetime, *,
+           pool_key: X25519PublicKey | None = None) -> Benchmark:
+    """Create ``body`` (pending). A benchmark with an aggregator image records ``pool_key``,
+    the registry's pool-release key (:mod:`sealbench.server.poolkey`), as its pool recipient:
+    fixed with the benchmark, logged in its creation event."""
     taken = select(Benchmark.id).where(
         Benchmark.name == body.name, Benchmark.version == body.version
     )
@@ -83,6 +90,12 @@ def create(session: Session, actor: Principal, body: BenchmarkCreate, now: datet
             "aggregator_image_digest: the aggregator is a second image (its own fixed command "
             "and launch policy), never the evaluation image: a data owner grants a uid without "
             "a dataset to the aggregator image alone")
+    recipient = None
+    if body.aggregator_image_digest is not None:
+        if pool_key is None:
+            raise InvalidRequestError("aggregator_image_digest: this registry has no "
+                                      "pool-release key to seal pooled releases to")
+        recipient = base64.b64encode(public_key_to_raw(pool_key)).decode("ascii")
     if body.reference_model_id is not None and session.get(Model, body.reference_model_id) is None:
         raise InvalidRequestError(f"reference model {body.reference_model_id} does not exist")
     row = Benchmark(
@@ -99,6 +112,7 @@ def create(session: Session, actor: Principal, body: BenchmarkCreate, now: datet
         leaderboard_published=body.leaderboard_published,
         accept_experimental=body.accept_experimental,
         aggregator_image_digest=body.aggregator_image_digest,
+        pool_recipient_key=recipient,
         state="pending",
         created_at=now,
         updated_at=now,
@@ -119,6 +133,7 @@ def create(session: Session, actor: Principal, body: BenchmarkCreate, now: datet
             "leaderboard_published": row.leaderboard_published,
             "accept_experimental": row.accept_experimental,
             "aggregator_image_digest": row.aggregator_image_digest,
+            "pool_recipient_key": row.pool_recipient_key,
         },
         now=now,
     )

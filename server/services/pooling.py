@@ -11,12 +11,15 @@ exactly for the sites too small to publish alone. Left out, and listed with the 
 whose dataset or model association is withdrawn, whose dataset has no coordinates, or whose
 dataset's remaining privacy budget cannot pay one more release of the pin.
 
-**Pooled releases** (:func:`submit`, the authority): the aggregator's ``pooled.json`` (its exact
-bytes), ``pooled.token`` and the inputs document it was asked to pool. Verified like results
+**Pooled releases** (:func:`submit`, the authority): the aggregator's ``pooled.sealed`` (its
+exact bytes: the release sealed to the registry's pool-release key, which the authority cannot
+open), ``pooled.token`` and the inputs document it was asked to pool. Verified like results
 (:meth:`~sealbench.server.verification.ResultVerifier.verify_pooled`: trusted issuer, signature,
-expiry, audience ``sealbench-pool``, the nonce of the release's bytes, the benchmark's aggregator
-image, the platform's production rules, the aggregate spec's uid fields and the inputs digest as
-attested overrides); then refused, naming the run, when its inputs are not exactly those of the
+expiry, audience ``sealbench-pool``, the nonce of the sealed bytes, the benchmark's aggregator
+image, the platform's production rules, the aggregate spec's uid fields (the recipient being the
+benchmark's pool recipient) and the inputs digest as attested overrides) and not a replay; only
+then opened with the registry's key (:mod:`sealbench.server.poolkey`); then refused, naming the
+run, when its inputs are not exactly those of the
 document (one omitted or added), when an input is not an accepted, unpooled result of that
 model in that benchmark on the dataset it names, or carries another commitment than the stored
 summary's (stale); refused when the plug-in's pooled parser refuses its aggregates or its
@@ -44,6 +47,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from pydantic import ValidationError
 from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import Session
@@ -51,8 +55,15 @@ from sqlalchemy.orm import Session
 from sealbench.benchmarks.interface import BenchmarkError
 from sealbench.benchmarks.pooling import parse_pooled_summary, pooled_release_spec
 from sealbench.benchmarks.registry import load as load_plugin
-from sealbench.contract.pool import MAX_POOL_INPUTS, PooledRelease, PoolInputs
+from sealbench.contract.pool import (
+    MAX_POOL_INPUTS,
+    PooledRelease,
+    PoolInputs,
+    pool_recipient_digest,
+)
 from sealbench.contract.result import ResultFormatError
+from sealbench.crypto.errors import CryptoError
+from sealbench.crypto.sealing import open_sealed, pooled_release_info, public_key_to_raw
 from sealbench.server.audit import append_event
 from sealbench.server.auth import Principal
 from sealbench.server.errors import (
@@ -210,21 +221,34 @@ def candidates(session: Session, actor: Principal, benchmark_id: int, model_id: 
 # -- submitting a pooled release ------------------------------------------------------------------
 
 
-def _documents(body: PooledReleaseCreate) -> tuple[bytes, PooledRelease, PoolInputs]:
+def _documents(body: PooledReleaseCreate) -> tuple[bytes, PoolInputs]:
     try:
-        raw = base64.b64decode(body.release_b64, validate=True)
+        sealed = base64.b64decode(body.sealed_release_b64, validate=True)
     except (binascii.Error, ValueError) as exc:
-        raise ResultRejectedError("release_b64: not base64") from exc
-    try:
-        release = PooledRelease.from_bytes(raw)
-    except ResultFormatError as exc:
-        raise ResultRejectedError(f"the pooled release: {exc}") from None
+        raise ResultRejectedError("sealed_release_b64: not base64") from exc
     try:
         inputs = PoolInputs.model_validate(body.inputs)
     except ValidationError as exc:
         raise ResultRejectedError(
             f"inputs: not a sealbench/pool-inputs document ({exc.error_count()} errors)") from None
-    return raw, release, inputs
+    return sealed, inputs
+
+
+def _opened(bench: Benchmark, aggregator: str, pool_key: X25519PrivateKey, sealed: bytes,
+            inputs: PoolInputs) -> tuple[bytes, PooledRelease]:
+    """The release inside ``sealed`` (``pooled.json``'s bytes and document), opened with the
+    registry's pool-release key under the pool's, benchmark's and aggregator image's info."""
+    info = pooled_release_info(inputs.pool_id, str(bench.id), aggregator)
+    try:
+        raw = open_sealed(sealed, pool_key, info)
+    except CryptoError:
+        raise ResultRejectedError(
+            "the pooled release does not open under this registry's pool-release key for this "
+            "pool and aggregator image (sealed to another key or pool, or altered)") from None
+    try:
+        return raw, PooledRelease.from_bytes(raw)
+    except ResultFormatError as exc:
+        raise ResultRejectedError(f"the pooled release: {exc}") from None
 
 
 def _same_subject(bench: Benchmark, model: Model, release: PooledRelease,
@@ -291,30 +315,38 @@ def _matched(session: Session, bench: Benchmark, model: Model, release: PooledRe
 
 
 def submit(session: Session, actor: Principal, benchmark_id: int, body: PooledReleaseCreate,
-           verifier: ResultVerifier, now: datetime, *,
+           verifier: ResultVerifier, now: datetime, *, pool_key: X25519PrivateKey,
            plugins: PluginLookup = load_plugin) -> PooledReleaseRow:
-    """Verify and store a pooled release, debiting every included dataset (module
-    docstring)."""
+    """Verify, open and store a pooled release, debiting every included dataset (module
+    docstring). ``pool_key`` is the registry's pool-release key
+    (:mod:`sealbench.server.poolkey`)."""
     bench = _authority(session, actor, benchmark_id)
-    aggregator = bench.aggregator_image_digest
+    aggregator, recipient = bench.aggregator_image_digest, bench.pool_recipient_key
     assert aggregator is not None  # _authority refuses a benchmark without one
-    raw, release, inputs = _documents(body)
+    if recipient is None or base64.b64decode(recipient) != public_key_to_raw(
+            pool_key.public_key()):
+        raise InvalidStateError(
+            f"benchmark {bench.id}'s pooled releases are sealed to another pool-release key "
+            "than this registry's (the key file was replaced): they pool under a new version")
+    sealed, inputs = _documents(body)
     try:
-        model_id = int(release.model_id)
+        model_id = int(inputs.model_id)
     except ValueError:
-        raise ResultRejectedError("the release names no registered model") from None
+        raise ResultRejectedError("the inputs name no registered model") from None
     model = session.get(Model, model_id)
     if model is None:
-        raise NotFoundError("model", release.model_id)
-    _same_subject(bench, model, release, inputs)
+        raise NotFoundError("model", inputs.model_id)
     verified = verifier.verify_pooled(
-        body.attestation_token, release=raw, aggregator_image_digest=aggregator,
+        body.attestation_token, release=sealed, aggregator_image_digest=aggregator,
         benchmark_id=str(bench.id), metrics_version=bench.metrics_version,
-        model_digest=model.digest, inputs_digest=release.inputs_digest,
+        model_digest=model.digest, inputs_digest=inputs.digest(),
+        recipient_digest=pool_recipient_digest(recipient),
         accept_experimental_gpu=bench.accept_experimental)
     taken = select(PooledReleaseRow.id).where(PooledReleaseRow.nonce == verified.nonce)
     if session.scalars(taken).first() is not None:
         raise ConflictError("this pooled release was already submitted (replayed token)")
+    raw, release = _opened(bench, aggregator, pool_key, sealed, inputs)
+    _same_subject(bench, model, release, inputs)
     matched = _matched(session, bench, model, release, inputs)
     plugin = plugin_of(bench.metrics_version, plugins)
     try:
@@ -341,7 +373,8 @@ def submit(session: Session, actor: Principal, benchmark_id: int, body: PooledRe
             lock_ledger(session, dataset).after(dp)
     row = PooledReleaseRow(
         benchmark_id=bench.id, model_id=model.id, submitted_by_id=actor.user_id,
-        release=release.model_dump(mode="json"), inputs_digest=release.inputs_digest,
+        release=release.model_dump(mode="json"), sealed_release=sealed,
+        inputs_digest=release.inputs_digest,
         attestation_token=body.attestation_token, token_issuer=verified.issuer,
         image_digest=verified.image_digest, nonce=verified.nonce, n_sites=len(matched),
         n_cases=release.n_cases, created_at=now)
@@ -360,6 +393,7 @@ def submit(session: Session, actor: Principal, benchmark_id: int, body: PooledRe
             "pool_id": release.pool_id,
             "inputs_digest": release.inputs_digest,
             "release_sha256": "sha256:" + hashlib.sha256(raw).hexdigest(),
+            "sealed_sha256": "sha256:" + hashlib.sha256(sealed).hexdigest(),
             "nonce": verified.nonce,
             "issuer": verified.issuer,
             "image_digest": verified.image_digest,

@@ -11,7 +11,6 @@ import pytest
 import requests
 from google.oauth2.credentials import Credentials as OwnerCredentials
 
-from sealbench.contract.pool import PUBLIC_RECIPIENT_DIGEST
 from sealbench.contract.workload import WorkloadIdentity
 from sealbench.crypto.digest import sha256_digest
 from sealbench.gcp.confidential_space import principal_set
@@ -26,6 +25,7 @@ from sealbench.gcp.policy import (
 from sealbench.gcp.policy_writer import PolicyWriter
 from sealbench.mocktee.provision import OwnerSetup, provision_owner
 from sealbench.mocktee.server import MockCloud
+from tests.unit.contract.test_pool import POOL_RECIPIENT
 
 
 def _d(label: str) -> str:
@@ -201,7 +201,7 @@ def test_policy_writer_lets_the_aggregator_read_results(
     writer = _writer(cloud, owner)
     bucket_url = f"{cloud.endpoints.storage}/storage/v1/b/{owner.bucket}/iam"
     aggregator = WorkloadIdentity(_d("aggregator"), None, _d("model"),  # type: ignore[arg-type]
-                                  PUBLIC_RECIPIENT_DIGEST, "1", "brats-2023-gli/1")
+                                  POOL_RECIPIENT, "1", "brats-2023-gli/1")
     policy = dataclasses.replace(_policy(cloud, owner, W1, aggregator),
                                  result_bucket=owner.bucket)
     report = writer.sync(policy)

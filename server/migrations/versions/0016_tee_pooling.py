@@ -1,7 +1,8 @@
 """TEE pooling (issue 27).
 
-- ``benchmarks.aggregator_image_digest``: the benchmark's aggregator image; NULL for every
-  existing benchmark (none pools in the TEE yet).
+- ``benchmarks.aggregator_image_digest``: the benchmark's aggregator image, and
+  ``benchmarks.pool_recipient_key``: the registry's pool-release key its aggregator seals to
+  (base64 X25519); NULL for every existing benchmark (none pools in the TEE yet).
 - ``results.result_uri``: where the result's run left its objects; NULL for existing results
   (they cannot be pooled in the TEE).
 - ``pooled_releases``: the pooled releases the registry verified; ``pooled_inputs``: the
@@ -33,6 +34,7 @@ def upgrade() -> None:
     # In place on SQLite (a nullable column without a default): no rebuild of ``benchmarks``,
     # which other tables refer to.
     op.execute("ALTER TABLE benchmarks ADD COLUMN aggregator_image_digest VARCHAR(71)")
+    op.execute("ALTER TABLE benchmarks ADD COLUMN pool_recipient_key VARCHAR(44)")
     op.execute("ALTER TABLE results ADD COLUMN result_uri VARCHAR(1024)")
     op.create_table(
         "pooled_releases",
@@ -41,6 +43,7 @@ def upgrade() -> None:
         sa.Column("model_id", sa.Integer(), nullable=False),
         sa.Column("submitted_by_id", sa.Integer(), nullable=False),
         sa.Column("release", sa.JSON(), nullable=False),
+        sa.Column("sealed_release", sa.LargeBinary(), nullable=False),
         sa.Column("inputs_digest", sa.String(length=71), nullable=False),
         sa.Column("attestation_token", sa.Text(), nullable=False),
         sa.Column("token_issuer", sa.String(length=512), nullable=False),
@@ -102,4 +105,5 @@ def downgrade() -> None:
     op.drop_table("pooled_inputs")
     op.drop_table("pooled_releases")
     op.execute("ALTER TABLE results DROP COLUMN result_uri")
+    op.execute("ALTER TABLE benchmarks DROP COLUMN pool_recipient_key")
     op.execute("ALTER TABLE benchmarks DROP COLUMN aggregator_image_digest")

@@ -18,7 +18,7 @@ from sealbench.client.assets.prepare import RECIPIENT_STATISTIC
 from sealbench.client.errors import ClientError
 from sealbench.client.registry import workflows
 from sealbench.client.registry.api import RegistryClient
-from sealbench.contract.pool import PUBLIC_RECIPIENT_DIGEST, AggregateSpec
+from sealbench.contract.pool import AggregateSpec, pool_recipient_digest
 from sealbench.contract.spec import ServiceEndpoints
 from sealbench.contract.workload import WorkloadIdentity
 from sealbench.crypto.digest import sha256_digest
@@ -26,6 +26,7 @@ from sealbench.gcp.confidential_space import uid_mapping_expression
 from sealbench.gcp.policy import AssetPolicy, PoolProvider, attribute_condition, condition_context
 from sealbench.mocktee.cel import evaluate_bool, evaluate_string
 from sealbench.server.schemas import BenchmarkCreate, DatasetCreate, ModelCreate
+from tests.unit.contract.test_pool import POOL_RECIPIENT, POOL_RECIPIENT_KEY
 
 POOL = PoolProvider("200000000002", "hospital-pool", "attestation")
 KEY = "projects/h/locations/global/keyRings/r/cryptoKeys/k"
@@ -89,16 +90,25 @@ def _claims(image: str, env: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def _aggregator_env(benchmark: int, model: str, pin: str,
-                    endpoints: ServiceEndpoints | None = None) -> dict[str, str]:
+def _recipient_key(api: dict[str, RegistryClient], benchmark: int) -> str:
+    """The benchmark's pool recipient: the registry's pool-release key, recorded at creation."""
+    key = api["hospital"].get_benchmark(benchmark).pool_recipient_key
+    assert key is not None
+    return key
+
+
+def _aggregator_env(api: dict[str, RegistryClient], benchmark: int, model: str, pin: str,
+                    endpoints: ServiceEndpoints | None = None, *,
+                    recipient_key: str | None = None) -> dict[str, str]:
     """The attested overrides of a genuine aggregator launch (its spec's, as the authority's
-    ``benchmark pool`` sets them)."""
+    ``benchmark pool`` sets them; ``recipient_key``: another than the benchmark's)."""
+    key = recipient_key or _recipient_key(api, benchmark)
     cloud = {} if endpoints is None else {
         "sts_url": endpoints.sts_url, "kms_endpoint": endpoints.kms_endpoint,
         "storage_endpoint": endpoints.storage_endpoint}
     return AggregateSpec(
         run_id="pool-1", benchmark_id=str(benchmark), metrics_version=pin, model_digest=model,
-        recipient_digest=PUBLIC_RECIPIENT_DIGEST,
+        recipient_public_key=key, recipient_digest=pool_recipient_digest(key),
         inputs_uri="gs://authority-bucket/pools/pool-1/pool-inputs.json",
         inputs_digest=sha256_digest(b"inputs"), result_uri="gs://authority-bucket/pools/pool-1",
         result_pool_provider=AUTHORITY_POOL, **cloud,
@@ -125,6 +135,24 @@ def test_the_benchmark_shows_its_aggregator(api: dict[str, RegistryClient]) -> N
     ids = _world(api)
     assert api["hospital"].get_benchmark(ids["pooled"]).aggregator_image_digest == AGGREGATOR
     assert api["hospital"].get_benchmark(ids["plain"]).aggregator_image_digest is None
+    # its pool recipient is the registry's own key, not one the authority chose; none without
+    assert pool_recipient_digest(_recipient_key(api, ids["pooled"])) != POOL_RECIPIENT
+    assert api["hospital"].get_benchmark(ids["plain"]).pool_recipient_key is None
+
+
+def test_an_aggregator_whose_release_the_launcher_could_read_gets_no_key(
+    api: dict[str, RegistryClient]
+) -> None:
+    """Launched with the authority's own key as recipient (to read each noise draw and rerun
+    the pool), the aggregator's uid names another recipient than the benchmark's: no key."""
+    ids = _world(api)
+    policy = _policy(allowed_workloads(api["hospital"], "dataset", ids["d"]))
+    pin = _pin(api, ids["pooled"])
+    env = _aggregator_env(api, ids["pooled"], sha256_digest(b"m1"), pin,
+                          recipient_key=POOL_RECIPIENT_KEY)
+    assert not _released(policy, _claims(AGGREGATOR, env))
+    assert _released(policy, _claims(AGGREGATOR, _aggregator_env(
+        api, ids["pooled"], sha256_digest(b"m1"), pin)))
 
 
 def test_the_aggregator_is_never_the_evaluation_image(api: dict[str, RegistryClient]) -> None:
@@ -140,7 +168,8 @@ def test_a_dataset_grants_the_aggregator_per_approved_model(
     grants = allowed_workloads(api["hospital"], "dataset", ids["d"])
     aggregators = {g.identity for g in grants if g.identity.image_digest == AGGREGATOR}
     assert aggregators == {
-        WorkloadIdentity(AGGREGATOR, None, sha256_digest(m.encode()), PUBLIC_RECIPIENT_DIGEST,
+        WorkloadIdentity(AGGREGATOR, None, sha256_digest(m.encode()),
+                         pool_recipient_digest(_recipient_key(api, ids["pooled"])),
                          str(ids["pooled"]), pin) for m in ("m1", "m2")}
     assert len(grants) == 3 + 2  # the evaluations (pooled x2, plain x1) and two aggregators
     # the registry requires exactly what policy sync writes: the owner is not told to resync
@@ -166,7 +195,7 @@ def test_the_aggregator_is_released_the_datasets_key(
     policy = _policy(allowed_workloads(api["hospital"], "dataset", ids["d"]), endpoints)
     pin = _pin(api, ids["pooled"])
     for m in ("m1", "m2"):
-        env = _aggregator_env(ids["pooled"], sha256_digest(m.encode()), pin, endpoints)
+        env = _aggregator_env(api, ids["pooled"], sha256_digest(m.encode()), pin, endpoints)
         assert _released(policy, _claims(AGGREGATOR, env)), m
     # and the evaluation still is
     evaluation = WorkloadIdentity(IMAGE, sha256_digest(b"d"), sha256_digest(b"m1"), RECIPIENT,
@@ -185,12 +214,12 @@ def test_an_evaluation_launched_without_the_data_digest_gets_no_key(
     ids = _world(api)
     policy = _policy(allowed_workloads(api["hospital"], "dataset", ids["d"]))
     pin = _pin(api, ids["pooled"])
-    for recipient in (RECIPIENT, PUBLIC_RECIPIENT_DIGEST):
+    for recipient in (RECIPIENT, pool_recipient_digest(_recipient_key(api, ids["pooled"]))):
         run = WorkloadIdentity(IMAGE, None, sha256_digest(b"m1"), recipient, str(ids["pooled"]),
                                pin)
         assert not _released(policy, _claims(IMAGE, run.env_overrides())), recipient
     # the evaluation image with the aggregator's whole environment
-    env = _aggregator_env(ids["pooled"], sha256_digest(b"m1"), pin)
+    env = _aggregator_env(api, ids["pooled"], sha256_digest(b"m1"), pin)
     assert not _released(policy, _claims(IMAGE, env))
 
 
@@ -208,7 +237,7 @@ def test_a_tampered_aggregator_launch_gets_no_key(api: dict[str, RegistryClient]
     ids = _world(api)
     policy = _policy(allowed_workloads(api["hospital"], "dataset", ids["d"]))
     pin = _pin(api, ids["pooled"])
-    env = _aggregator_env(ids["pooled"], sha256_digest(b"m1"), pin)
+    env = _aggregator_env(api, ids["pooled"], sha256_digest(b"m1"), pin)
     assert _released(policy, _claims(AGGREGATOR, env))
     attacks = {
         "a model the benchmark did not approve": _tampered(
@@ -252,5 +281,5 @@ def test_the_aggregator_gets_no_key_where_the_dataset_did_not_join(
     api["authority"].decide_association("dataset", ids["plain"], other, approve=True)
     grants = allowed_workloads(api["hospital"], "dataset", other)
     assert {g.identity.image_digest for g in grants} == {IMAGE}
-    env = _aggregator_env(ids["pooled"], sha256_digest(b"m1"), _pin(api, ids["pooled"]))
+    env = _aggregator_env(api, ids["pooled"], sha256_digest(b"m1"), _pin(api, ids["pooled"]))
     assert not _released(_policy(grants), _claims(AGGREGATOR, env))

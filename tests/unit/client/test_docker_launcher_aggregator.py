@@ -19,7 +19,6 @@ import pytest
 from sealbench.contract.pool import (
     AGGREGATE_ENV_NAMES,
     POOL_INPUTS_OBJECT,
-    PUBLIC_RECIPIENT_DIGEST,
     AggregateSpec,
     PoolInput,
     PoolInputs,
@@ -33,6 +32,7 @@ from sealbench.mocktee.docker_launcher import CONTAINER_LAUNCHER_DIR, DockerLaun
 from sealbench.mocktee.launcher import ImagePolicy, MockLauncher
 from sealbench.platforms.launcher import LaunchError
 from tests.unit.client.test_docker_launcher_timing import IMAGE_ID, FakeClock, FakeEngine
+from tests.unit.contract.test_pool import POOL_RECIPIENT, POOL_RECIPIENT_KEY
 
 POLICY = "tee.launch_policy.allow_env_override"
 AGGREGATOR_LABELS = {POLICY: ",".join(AGGREGATE_ENV_NAMES)}
@@ -95,7 +95,8 @@ def _pool(tmp_path: Path) -> AggregateSpec:
     (folder / POOL_INPUTS_OBJECT).write_bytes(inputs.to_bytes())
     return AggregateSpec(
         run_id="pool-1", benchmark_id="7", metrics_version="wdbc/1",
-        model_digest=sha256_digest(b"model"), recipient_digest=PUBLIC_RECIPIENT_DIGEST,
+        model_digest=sha256_digest(b"model"), recipient_public_key=POOL_RECIPIENT_KEY,
+        recipient_digest=POOL_RECIPIENT,
         inputs_uri=(folder / POOL_INPUTS_OBJECT).as_uri(), inputs_digest=inputs.digest(),
         result_uri=folder.as_uri())
 

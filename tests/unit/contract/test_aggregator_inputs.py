@@ -17,12 +17,12 @@ from sealbench.contract.pool import (
     ENV_POOL_INPUTS_DIGEST,
     ENV_POOL_INPUTS_URI,
     ENV_RESULT_POOL_PROVIDER,
-    PUBLIC_RECIPIENT_DIGEST,
     aggregator_identity,
 )
 from sealbench.contract.spec import ENV_OVERRIDE_NAMES
 from sealbench.contract.workload import WorkloadIdentity
 from sealbench.crypto.digest import sha256_digest
+from tests.unit.contract.test_pool import POOL_RECIPIENT
 
 
 def test_the_aggregators_own_inputs_are_classified() -> None:
@@ -41,12 +41,15 @@ def test_every_name_of_either_workload_has_one_entry() -> None:
 
 
 def test_the_aggregator_identity_keeps_the_evaluations_model_benchmark_and_pin() -> None:
+    """... and names the benchmark's pool recipient, not the data owner's result key."""
     evaluation = WorkloadIdentity(sha256_digest(b"eval"), sha256_digest(b"d"),
                                   sha256_digest(b"m"), sha256_digest(b"r"), "12", "wdbc/1")
-    aggregator = aggregator_identity(sha256_digest(b"agg"), evaluation)
+    aggregator = aggregator_identity(sha256_digest(b"agg"), POOL_RECIPIENT, evaluation)
     assert aggregator.uid() == "::".join((
-        sha256_digest(b"agg"), "-", sha256_digest(b"m"), PUBLIC_RECIPIENT_DIGEST, "12",
+        sha256_digest(b"agg"), "-", sha256_digest(b"m"), POOL_RECIPIENT, "12",
         "wdbc/1"))
     assert WorkloadIdentity.from_uid(aggregator.uid()) == aggregator
     with pytest.raises(ValueError):
-        aggregator_identity("not a digest", evaluation)
+        aggregator_identity("not a digest", POOL_RECIPIENT, evaluation)
+    with pytest.raises(ValueError):
+        aggregator_identity(sha256_digest(b"agg"), "a key, not a digest", evaluation)

@@ -5,6 +5,7 @@ and failure nonces."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from typing import Any
@@ -14,20 +15,26 @@ from pydantic import ValidationError
 
 from sealbench.contract.pool import (
     AGGREGATE_ENV_NAMES,
-    PUBLIC_RECIPIENT_DIGEST,
     AggregateSpec,
     PooledInput,
     PooledRelease,
     PoolInput,
     PoolInputs,
+    pool_recipient_digest,
     pooled_nonce,
 )
 from sealbench.contract.result import ResultFormatError, ResultSummary, WithheldSummary
 from sealbench.contract.spec import AssetLocation, RunSpecError
 from sealbench.crypto.attestation import failure_nonce, result_nonce
 from sealbench.crypto.digest import sha256_digest
+from sealbench.crypto.sealing import generate_recipient_key, public_key_to_raw
 
 POOL = "projects/2/locations/global/workloadIdentityPools/hospital-pool/providers/attestation"
+#: A registry's pool-release key as a benchmark records it (base64 X25519), and its digest: the
+#: aggregator's recipient (other tests import these).
+POOL_KEY = generate_recipient_key()
+POOL_RECIPIENT_KEY = base64.b64encode(public_key_to_raw(POOL_KEY.public_key())).decode()
+POOL_RECIPIENT = pool_recipient_digest(POOL_RECIPIENT_KEY)
 MODEL_DIGEST = sha256_digest(b"model")
 
 
@@ -104,7 +111,8 @@ def _spec(**changes: Any) -> AggregateSpec:
         "benchmark_id": "7",
         "metrics_version": "wdbc/1",
         "model_digest": MODEL_DIGEST,
-        "recipient_digest": PUBLIC_RECIPIENT_DIGEST,
+        "recipient_public_key": POOL_RECIPIENT_KEY,
+        "recipient_digest": POOL_RECIPIENT,
         "inputs_uri": "gs://authority/pools/pool-1",
         "inputs_digest": _inputs(_input(1)).digest(),
         "result_uri": "gs://authority/pools/pool-1",
@@ -139,12 +147,20 @@ def test_aggregate_spec_missing_variable_is_named(name: str) -> None:
         AggregateSpec.from_environ(environ)
 
 
-def test_aggregate_spec_refuses_a_private_recipient() -> None:
-    """Its release is public: a recipient other than the public marker is refused, naming the
-    recipient variable."""
+def test_aggregate_spec_refuses_a_recipient_key_its_digest_does_not_name() -> None:
+    """The uid binds the recipient's digest; a key that does not hash to it (the launcher's
+    own, to read the release) is refused, naming the recipient variable; a missing key too."""
+    other = base64.b64encode(public_key_to_raw(generate_recipient_key().public_key())).decode()
+    environ = {**_spec().to_environ(), "SEALBENCH_RECIPIENT_PUBLIC_KEY": other}
+    with pytest.raises(RunSpecError, match="SEALBENCH_RECIPIENT_DIGEST"):
+        AggregateSpec.from_environ(environ)
     environ = {**_spec().to_environ(),
                "SEALBENCH_RECIPIENT_DIGEST": sha256_digest(b"someone's key")}
     with pytest.raises(RunSpecError, match="SEALBENCH_RECIPIENT_DIGEST"):
+        AggregateSpec.from_environ(environ)
+    environ = _spec().to_environ()
+    del environ["SEALBENCH_RECIPIENT_PUBLIC_KEY"]
+    with pytest.raises(RunSpecError, match="SEALBENCH_RECIPIENT_PUBLIC_KEY"):
         AggregateSpec.from_environ(environ)
 
 

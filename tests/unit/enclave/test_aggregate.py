@@ -44,7 +44,6 @@ from sealbench.contract.pool import (
     POOL_STATISTICS_OBJECT,
     POOLED_RELEASE_OBJECT,
     POOLED_TOKEN_OBJECT,
-    PUBLIC_RECIPIENT_DIGEST,
     AggregateSpec,
     PooledRelease,
     PoolInput,
@@ -62,7 +61,9 @@ from sealbench.crypto.envelope import (
     asset_aad,
     wrap_key,
 )
+from sealbench.crypto.errors import IntegrityError
 from sealbench.crypto.pool_statistics import encrypt_statistics
+from sealbench.crypto.sealing import generate_recipient_key, open_sealed, pooled_release_info
 from sealbench.enclave.aggregate import AggregateReport, AttestedAggregate, run_aggregator
 from sealbench.enclave.steps import claims_of
 from sealbench.mocktee.verifier import WorkloadLaunch
@@ -72,6 +73,7 @@ from sealbench.platforms import (
     StorageAccessDenied,
     parse_storage_uri,
 )
+from tests.unit.contract.test_pool import POOL_KEY, POOL_RECIPIENT, POOL_RECIPIENT_KEY
 
 from .conftest import IMAGE as EVALUATION_IMAGE
 from .conftest import FakeAttester
@@ -100,7 +102,7 @@ def _wdbc_results(rng: np.random.Generator, n: int, tag: str) -> list[s.WdbcCase
 
 def _identity(image: Sha256Digest, model_digest: str = MODEL_DIGEST) -> str:
     return WorkloadIdentity(Sha256Digest(image), None, Sha256Digest(model_digest),
-                            PUBLIC_RECIPIENT_DIGEST, "1", PIN).uid()
+                            POOL_RECIPIENT, "1", PIN).uid()
 
 
 @dataclass
@@ -180,7 +182,7 @@ class Pool:
     def spec(self, **changes: object) -> AggregateSpec:
         base = AggregateSpec(
             run_id="agg-1", benchmark_id="1", metrics_version=PIN, model_digest=MODEL_DIGEST,
-            recipient_digest=PUBLIC_RECIPIENT_DIGEST,
+            recipient_public_key=POOL_RECIPIENT_KEY, recipient_digest=POOL_RECIPIENT,
             inputs_uri=f"file://{self.root / 'authority' / POOL_INPUTS_OBJECT}",
             inputs_digest=self.inputs.digest(), result_uri=f"file://{self.out}",
             result_pool_provider=AUTHORITY_POOL)
@@ -267,9 +269,15 @@ def test_three_sites_pool_to_the_auroc_of_all_cases_together(
         pool: Pool, capsys: pytest.CaptureFixture[str]) -> None:
     report, attester = pool.run()
 
-    data = (pool.out / POOLED_RELEASE_OBJECT).read_bytes()
-    assert data == report.release_bytes
-    release = PooledRelease.from_bytes(data)
+    # sealed to the spec's recipient (the registry's pool-release key) for this pool and image:
+    # only that key opens it, and what it opens is the release the report states
+    sealed = (pool.out / POOLED_RELEASE_OBJECT).read_bytes()
+    assert sealed == report.sealed
+    info = pooled_release_info("pool-1", "1", AGGREGATOR_IMAGE)
+    with pytest.raises(IntegrityError):
+        open_sealed(sealed, generate_recipient_key(), info)
+    release = PooledRelease.from_bytes(open_sealed(sealed, POOL_KEY, info))
+    assert release == report.release
     every = [r for site in pool.sites for r in site.results]
     labels = [bool(r.malignant) for r in every]
     scores = [r.penalised_score() for r in every]  # a failed case enters with the worst score
@@ -284,12 +292,12 @@ def test_three_sites_pool_to_the_auroc_of_all_cases_together(
     assert [(i.run_id, i.dataset_id, i.commitment) for i in release.inputs] == [
         (site.run_id, site.item.dataset.asset_id, site.item.commitment) for site in pool.sites]
 
-    # the token binds pooled.json's exact bytes, under the pool's audience
+    # the token binds the sealed release's exact bytes, under the pool's audience
     token = (pool.out / POOLED_TOKEN_OBJECT).read_text()
     assert token == report.token == attester.tokens[-1]
     claims = claims_of(token)
     assert claims.aud == POOL_AUDIENCE
-    assert pooled_nonce(data) in claims.eat_nonce
+    assert pooled_nonce(sealed) in claims.eat_nonce
     assert claims.image_digest == AGGREGATOR_IMAGE
 
     events = [e for e in map(parse_event, capsys.readouterr().out.splitlines()) if e is not None]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from sealbench.contract.inputs import ALL_OVERRIDE_NAMES, ConditionContext
-from sealbench.contract.pool import AGGREGATE_ENV_NAMES, PUBLIC_RECIPIENT_DIGEST
+from sealbench.contract.pool import AGGREGATE_ENV_NAMES
 from sealbench.contract.spec import ENV_OVERRIDE_NAMES
 from sealbench.contract.workload import ENV_DATA_DIGEST, NO_DATA, WorkloadIdentity
 from sealbench.crypto.digest import sha256_digest
@@ -30,12 +30,13 @@ from sealbench.gcp.policy import (
 )
 from sealbench.mocktee.cel import CelError, evaluate_bool, evaluate_string
 from sealbench.platforms.errors import PolicyInputError
+from tests.unit.contract.test_pool import POOL_RECIPIENT
 
 IMAGE, AGGREGATOR = sha256_digest(b"evaluation"), sha256_digest(b"aggregator")
 DATA, MODEL, RECIPIENT = sha256_digest(b"d"), sha256_digest(b"m"), sha256_digest(b"r")
 PIN = "brats-2023-gli/1"
 EVALUATION = WorkloadIdentity(IMAGE, DATA, MODEL, RECIPIENT, "7", PIN)
-AGGREGATE = WorkloadIdentity(AGGREGATOR, None, MODEL, PUBLIC_RECIPIENT_DIGEST, "7", PIN)
+AGGREGATE = WorkloadIdentity(AGGREGATOR, None, MODEL, POOL_RECIPIENT, "7", PIN)
 POOL = PoolProvider("200000000002", "hospital-pool", "attestation")
 KEY = "projects/h/locations/global/keyRings/r/cryptoKeys/k"
 
@@ -103,7 +104,7 @@ def test_the_condition_with_aggregators_stays_under_googles_cap() -> None:
         WorkloadIdentity(sha256_digest(f"eval {n}".encode()), DATA, MODEL, RECIPIENT, str(n + 1),
                          PIN),
         WorkloadIdentity(sha256_digest(f"agg {n}".encode()), None, MODEL,
-                         PUBLIC_RECIPIENT_DIGEST, str(n + 1), PIN))]
+                         POOL_RECIPIENT, str(n + 1), PIN))]
     small = attribute_condition(condition_context(_policy(EVALUATION, AGGREGATE)))
     assert len(small) < 2400  # two images: room for about 22 more
     with pytest.raises(PolicyInputError, match="exceeds 4096"):

@@ -14,7 +14,6 @@ from google.cloud import compute_v1
 from sealbench.contract.pool import (
     AGGREGATE_ENV_NAMES,
     POOLED_TOKEN_OBJECT,
-    PUBLIC_RECIPIENT_DIGEST,
     AggregateSpec,
 )
 from sealbench.contract.result import FAILURE_OBJECT, TOKEN_OBJECT, FailureRecord
@@ -23,11 +22,12 @@ from sealbench.crypto.digest import sha256_digest
 from sealbench.gcp.launcher import ConfidentialSpaceLauncher, VmSettings, VmStoppedUnexpectedly
 from sealbench.platforms.launcher import EnclaveRunFailed
 from sealbench.platforms.storage import LocalBlobStore
+from tests.unit.contract.test_pool import POOL_RECIPIENT, POOL_RECIPIENT_KEY
 
 AGGREGATOR = "sha256:" + "a9" * 32
 REFERENCE = f"us-docker.pkg.dev/authority/sealbench/evaluation@{AGGREGATOR}"
 EXIT_0 = 'level=INFO msg="TEE container launcher exiting" exit_code=0\n'
-#: What a run spec has and an aggregator's never does (its dataset, model, recipient key).
+#: What a run spec has and an aggregator's never does (its dataset and model).
 EVALUATION_ONLY = frozenset(ENV_OVERRIDE_NAMES) - frozenset(AGGREGATE_ENV_NAMES)
 
 
@@ -63,7 +63,7 @@ def spec(folder: Path) -> AggregateSpec:
         benchmark_id="7",
         metrics_version="wdbc/1",
         model_digest=sha256_digest(b"model"),
-        recipient_digest=PUBLIC_RECIPIENT_DIGEST,
+        recipient_public_key=POOL_RECIPIENT_KEY, recipient_digest=POOL_RECIPIENT,
         inputs_uri=f"file://{folder}/pool-inputs.json",
         inputs_digest=sha256_digest(b"inputs"),
         result_uri=f"file://{folder}",

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from sealbench.contract.pool import PUBLIC_RECIPIENT_DIGEST, AggregateSpec
+from sealbench.contract.pool import AggregateSpec
 from sealbench.contract.spec import ServiceEndpoints
 from sealbench.contract.workload import WorkloadIdentity
 from sealbench.crypto.attestation import Jwks
@@ -22,6 +22,7 @@ from sealbench.mocktee.identity import Caller, Identity
 from sealbench.mocktee.state import MockState
 from sealbench.mocktee.sts import GRANT_TYPE, MockSts
 from sealbench.mocktee.verifier import MockVerifier, WorkloadLaunch
+from tests.unit.contract.test_pool import POOL_RECIPIENT, POOL_RECIPIENT_KEY
 
 MakeRequest = Callable[..., Request]
 POOL = PoolProvider("111", "pool-a", "prov-a")
@@ -31,13 +32,13 @@ IMAGE, AGGREGATOR = sha256_digest(b"evaluation"), sha256_digest(b"aggregator")
 DATA, MODEL, RECIPIENT = sha256_digest(b"d"), sha256_digest(b"m"), sha256_digest(b"r")
 PIN = "brats-2023-gli/1"
 EVALUATION = WorkloadIdentity(IMAGE, DATA, MODEL, RECIPIENT, "7", PIN)
-AGGREGATE = WorkloadIdentity(AGGREGATOR, None, MODEL, PUBLIC_RECIPIENT_DIGEST, "7", PIN)
+AGGREGATE = WorkloadIdentity(AGGREGATOR, None, MODEL, POOL_RECIPIENT, "7", PIN)
 
 
 def _aggregator_env() -> dict[str, str]:
     return AggregateSpec(
         run_id="pool-1", benchmark_id="7", metrics_version=PIN, model_digest=MODEL,
-        recipient_digest=PUBLIC_RECIPIENT_DIGEST, inputs_uri="gs://authority/p/pool-inputs.json",
+        recipient_public_key=POOL_RECIPIENT_KEY, recipient_digest=POOL_RECIPIENT, inputs_uri="gs://authority/p/pool-inputs.json",
         inputs_digest=sha256_digest(b"inputs"), result_uri="gs://authority/p",
         result_pool_provider="projects/3/locations/global/workloadIdentityPools/auth/providers/"
         "results",

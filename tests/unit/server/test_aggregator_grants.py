@@ -6,12 +6,14 @@ model's does not change."""
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from fastapi.testclient import TestClient
 
-from sealbench.contract.pool import PUBLIC_RECIPIENT_DIGEST
+from sealbench.contract.pool import pool_recipient_digest
 from sealbench.contract.workload import WorkloadIdentity, grant_set_digest
+from sealbench.crypto.sealing import public_key_to_raw
 
 API = "/api/v1"
 PIN = "brats-2023-gli/1"
@@ -47,8 +49,11 @@ def test_the_benchmark_names_its_aggregator(client: TestClient, world: Any, h: A
     shown = h.ok(client.get(f"{API}/benchmarks/{pooled['benchmark']}",
                             headers=world.other.headers))
     assert shown["aggregator_image_digest"] == pooled["aggregator"]
+    # its pool recipient: the registry's pool-release key, fixed at creation and logged
+    key = client.app.state.registry.pool_key.public_key()  # type: ignore[attr-defined]
+    assert shown["pool_recipient_key"] == base64.b64encode(public_key_to_raw(key)).decode()
     plain = h.ok(client.get(f"{API}/benchmarks/{world.benchmark_id}", headers=world.other.headers))
-    assert plain["aggregator_image_digest"] is None
+    assert plain["aggregator_image_digest"] is None and plain["pool_recipient_key"] is None
 
 
 def test_the_aggregator_cannot_be_the_evaluation_image(
@@ -71,7 +76,8 @@ def test_a_datasets_required_grants_name_the_aggregator(
     evaluation = WorkloadIdentity(h.IMAGE_DIGEST, h.digest_of("hospital-b"), world.model_digest,
                                   pooled["recipient"], b, PIN)
     aggregator = WorkloadIdentity(pooled["aggregator"], None, world.model_digest,
-                                  PUBLIC_RECIPIENT_DIGEST, b, PIN)
+                                  pool_recipient_digest(pooled["created"]["pool_recipient_key"]),
+                                  b, PIN)
     status = h.ok(client.get(f"{API}/datasets/{pooled['dataset']}/grants",
                              headers=world.data_owner.headers))
     assert status["required_digest"] == grant_set_digest(

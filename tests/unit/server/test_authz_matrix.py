@@ -384,7 +384,7 @@ MATRIX = [
         "POST",
         lambda c: f"{B(c)}/pooled-releases",
         (401, 403, 403, 409, 403),
-        body=lambda c: {"release_b64": "e30=", "attestation_token": "a.b.c", "inputs": {}},
+        body=lambda c: {"sealed_release_b64": "e30=", "attestation_token": "a.b.c", "inputs": {}},
     ),
     Row("pooled release list", "GET", lambda c: f"{B(c)}/pooled-releases", _all(200)),
     Row("audit list", "GET", lambda c: f"{API}/audit", (401, 403, 403, 403, 200)),

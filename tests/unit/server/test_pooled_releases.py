@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
@@ -19,13 +20,16 @@ from sealbench.benchmarks.release import epsilon_of
 from sealbench.contract.pin import BenchmarkPin
 from sealbench.contract.pool import (
     POOL_AUDIENCE,
-    PUBLIC_RECIPIENT_DIGEST,
     AggregateSpec,
     PooledInput,
     PooledRelease,
     PoolInputs,
+    pool_recipient_digest,
     pooled_nonce,
 )
+from sealbench.crypto.canonical import canonical_json
+from sealbench.crypto.errors import CryptoError
+from sealbench.crypto.sealing import open_sealed, pooled_release_info, public_key_to_raw, seal
 from sealbench.server.db import open_database
 from sealbench.server.models import AuditEvent, Benchmark, PrivacyDebit
 from sealbench.server.models import PooledInput as PooledInputRow
@@ -52,6 +56,21 @@ class Pool:
     datasets: list[int]
     runs: dict[int, str]  # dataset id -> run id
     commitments: dict[str, str]  # run id -> commitment
+    #: The registry's pool-release key, the benchmark's pool recipient.
+    pool_key: X25519PrivateKey
+
+    @property
+    def recipient_b64(self) -> str:
+        return base64.b64encode(public_key_to_raw(self.pool_key.public_key())).decode()
+
+    def seal(self, release: bytes, inputs: PoolInputs, *, image: str = AGGREGATOR) -> bytes:
+        """``pooled.json``'s bytes sealed as the aggregator seals them (to the registry)."""
+        return seal(release, self.pool_key.public_key(),
+                    pooled_release_info(inputs.pool_id, inputs.benchmark_id, image))
+
+    def opened(self, sealed: bytes, inputs: PoolInputs) -> PooledRelease:
+        return PooledRelease.from_bytes(open_sealed(sealed, self.pool_key, pooled_release_info(
+            inputs.pool_id, inputs.benchmark_id, AGGREGATOR)))
 
     @property
     def bid(self) -> int:
@@ -66,11 +85,11 @@ class Pool:
         body = self.h.ok(self.inputs())
         return PoolInputs.model_validate(body["inputs"])
 
-    def submit(self, inputs: PoolInputs, release: bytes, token: str) -> Any:
+    def submit(self, inputs: PoolInputs, sealed: bytes, token: str) -> Any:
         return self.client.post(
             f"{API}/benchmarks/{self.bid}/pooled-releases", headers=self.world.bench_owner.headers,
-            json={"release_b64": base64.b64encode(release).decode(), "attestation_token": token,
-                  "inputs": inputs.model_dump(mode="json")})
+            json={"sealed_release_b64": base64.b64encode(sealed).decode(),
+                  "attestation_token": token, "inputs": inputs.model_dump(mode="json")})
 
     def rows(self, model: Any) -> list[Any]:
         db = open_database(self.database_url)
@@ -81,8 +100,14 @@ class Pool:
             db.dispose()
 
 
-def release_of(h: Any, inputs: PoolInputs, *, used: list[PooledInput] | None = None,
+def release_of(pool: Pool, inputs: PoolInputs, *, used: list[PooledInput] | None = None,
                dice: float = 0.8, n_cases: int = 2000) -> bytes:
+    """The aggregator's ``pooled.sealed`` for ``inputs`` (each input as given unless ``used``)."""
+    return pool.seal(document_of(pool.h, inputs, used=used, dice=dice, n_cases=n_cases), inputs)
+
+
+def document_of(h: Any, inputs: PoolInputs, *, used: list[PooledInput] | None = None,
+                dice: float = 0.8, n_cases: int = 2000) -> bytes:
     """The aggregator's ``pooled.json`` for ``inputs`` (each input as given unless ``used``)."""
     return PooledRelease(
         pool_id=inputs.pool_id, benchmark_id=inputs.benchmark_id,
@@ -94,17 +119,20 @@ def release_of(h: Any, inputs: PoolInputs, *, used: list[PooledInput] | None = N
         n_cases=n_cases, aggregates=h.brats_aggregates(dice, n_cases)).to_bytes()
 
 
-def pool_claims(h: Any, inputs: PoolInputs, release: bytes, *, image: str = AGGREGATOR,
+def pool_claims(pool: Pool, inputs: PoolInputs, release: bytes, *, image: str = AGGREGATOR,
                 audience: str = POOL_AUDIENCE, nonce: str | None = None,
-                env: dict[str, str] | None = None) -> dict[str, Any]:
-    """The aggregator's release token payload (Confidential Space-shaped, like a result's)."""
-    claims = h.result_claims(summary={}, sealed_digest="sha256:" + "0" * 64,
+                env: dict[str, str] | None = None, recipient: str | None = None
+                ) -> dict[str, Any]:
+    """The aggregator's release token payload (Confidential Space-shaped, like a result's) for
+    the sealed ``release``; ``recipient``: another key than the registry's it was sealed to."""
+    recipient = recipient or pool.recipient_b64
+    claims = pool.h.result_claims(summary={}, sealed_digest="sha256:" + "0" * 64,
                              benchmark_id=inputs.benchmark_id, data_digest="-",
                              model_digest=inputs.model_digest, image_digest=image)
     spec = AggregateSpec(
         run_id=inputs.pool_id, benchmark_id=inputs.benchmark_id,
         metrics_version=inputs.metrics_version, model_digest=inputs.model_digest,
-        recipient_digest=PUBLIC_RECIPIENT_DIGEST,
+        recipient_public_key=recipient, recipient_digest=pool_recipient_digest(recipient),
         inputs_uri=f"gs://authority-pools/{inputs.pool_id}/pool-inputs.json",
         inputs_digest=inputs.digest(), result_uri=f"gs://authority-pools/{inputs.pool_id}")
     claims["aud"] = audience
@@ -147,12 +175,15 @@ def make_pool(client: TestClient, world: Any, h: Any, tokens: Any, database_url:
                 _dataset(client, world, h, "hospital-c", **third_budget)]
     digests = {datasets[0]: world.dataset_digest, datasets[1]: h.digest_of("hospital-b"),
                datasets[2]: h.digest_of("hospital-c")}
+    pool_key = client.app.state.registry.pool_key  # type: ignore[attr-defined]
     db = open_database(database_url)
     try:
         with db.writer() as session:
             bench = session.get(Benchmark, world.benchmark_id)
             assert bench is not None
             bench.aggregator_image_digest = AGGREGATOR
+            bench.pool_recipient_key = base64.b64encode(public_key_to_raw(
+                pool_key.public_key())).decode()
             session.commit()
     finally:
         db.dispose()
@@ -167,7 +198,7 @@ def make_pool(client: TestClient, world: Any, h: Any, tokens: Any, database_url:
         h.ok(submit_result(client, world, h, tokens, did, digests[did], run, commitment,
                            f"gs://hospital-results/{run}", site_cases), 201)
         runs[did], commitments[run] = run, commitment
-    return Pool(client, world, h, tokens, database_url, datasets, runs, commitments)
+    return Pool(client, world, h, tokens, database_url, datasets, runs, commitments, pool_key)
 
 
 @pytest.fixture
@@ -216,8 +247,8 @@ def test_pool_inputs_skip_results_without_statistics_and_refuse_others_than_the_
 
 def test_a_verified_pooled_release_is_stored_and_debits_each_dataset_once(pool: Pool) -> None:
     inputs = pool.document()
-    release = release_of(pool.h, inputs)
-    token = pool.tokens.sign(pool_claims(pool.h, inputs, release))
+    release = release_of(pool, inputs)
+    token = pool.tokens.sign(pool_claims(pool, inputs, release))
     created = pool.h.ok(pool.submit(inputs, release, token), 201)
     assert (created["n_sites"], created["n_cases"], created["image_digest"],
             created["pool_id"]) == (3, 2000, AGGREGATOR, inputs.pool_id)
@@ -275,8 +306,8 @@ def test_a_release_that_drops_a_site_is_refused(pool: Pool) -> None:
     inputs = pool.document()
     kept = [PooledInput(run_id=i.run_id, dataset_id=i.dataset.asset_id, commitment=i.commitment)
             for i in inputs.inputs if i.run_id != "run-2"]
-    release = release_of(pool.h, inputs, used=kept)
-    token = pool.tokens.sign(pool_claims(pool.h, inputs, release))
+    release = release_of(pool, inputs, used=kept)
+    token = pool.tokens.sign(pool_claims(pool, inputs, release))
     _refused(pool, pool.submit(inputs, release, token), 409, "omits run run-2")
 
 
@@ -288,16 +319,16 @@ def test_a_release_that_adds_a_fake_site_is_refused(pool: Pool) -> None:
         "commitment": pool.h.digest_of("fake statistics")})
     # the fake run in the inputs document as well as in the release: no accepted result
     inputs = asked.model_copy(update={"inputs": (*asked.inputs, fake)})
-    release = release_of(pool.h, inputs)
-    token = pool.tokens.sign(pool_claims(pool.h, inputs, release))
+    release = release_of(pool, inputs)
+    token = pool.tokens.sign(pool_claims(pool, inputs, release))
     _refused(pool, pool.submit(inputs, release, token), 409, "run run-fake",
              "not an accepted, unpooled result")
     # the fake run in the release only
     used = [PooledInput(run_id=i.run_id, dataset_id=i.dataset.asset_id, commitment=i.commitment)
             for i in asked.inputs] + [PooledInput(run_id="run-fake", dataset_id="999",
                                                   commitment=fake.commitment)]
-    release = release_of(pool.h, asked, used=used)
-    token = pool.tokens.sign(pool_claims(pool.h, asked, release))
+    release = release_of(pool, asked, used=used)
+    token = pool.tokens.sign(pool_claims(pool, asked, release))
     _refused(pool, pool.submit(asked, release, token), 409, "adds run run-fake")
 
 
@@ -307,41 +338,81 @@ def test_a_release_of_a_stale_commitment_is_refused(pool: Pool) -> None:
     inputs = asked.model_copy(update={"inputs": tuple(
         i.model_copy(update={"commitment": stale}) if i.run_id == "run-3" else i
         for i in asked.inputs)})
-    release = release_of(pool.h, inputs)
-    token = pool.tokens.sign(pool_claims(pool.h, inputs, release))
+    release = release_of(pool, inputs)
+    token = pool.tokens.sign(pool_claims(pool, inputs, release))
     _refused(pool, pool.submit(inputs, release, token), 409, "run run-3", "commitment")
 
 
 def test_a_release_attested_by_another_image_is_refused(pool: Pool) -> None:
     inputs = pool.document()
-    release = release_of(pool.h, inputs)
+    release = release_of(pool, inputs)
     for image in (pool.h.IMAGE_DIGEST, "sha256:" + "b" * 64):  # the evaluation's, an unknown
-        token = pool.tokens.sign(pool_claims(pool.h, inputs, release, image=image))
+        token = pool.tokens.sign(pool_claims(pool, inputs, release, image=image))
         _refused(pool, pool.submit(inputs, release, token), 422, "pooled release attestation")
 
 
 def test_a_release_token_of_another_audience_or_nonce_is_refused(pool: Pool) -> None:
     inputs = pool.document()
-    release = release_of(pool.h, inputs)
-    other = release_of(pool.h, inputs, dice=0.9)
+    release = release_of(pool, inputs)
+    other = release_of(pool, inputs, dice=0.9)
     for claims in (
-            pool_claims(pool.h, inputs, release, audience="sealbench-result"),
+            pool_claims(pool, inputs, release, audience="sealbench-result"),
             # signed over other bytes (another noise draw): the nonce does not match these
-            pool_claims(pool.h, inputs, release, nonce=pooled_nonce(other)),
+            pool_claims(pool, inputs, release, nonce=pooled_nonce(other)),
             # an operator override the aggregate spec does not name
-            pool_claims(pool.h, inputs, release,
+            pool_claims(pool, inputs, release,
                         env={"SEALBENCH_DATA_DIGEST": "sha256:" + "d" * 64}),
             # another inputs digest than the release's
-            pool_claims(pool.h, inputs, release,
+            pool_claims(pool, inputs, release,
                         env={"SEALBENCH_POOL_INPUTS_DIGEST": "sha256:" + "e" * 64})):
         token = pool.tokens.sign(claims)
         _refused(pool, pool.submit(inputs, release, token), 422, "attestation was refused")
 
 
+def test_the_authority_cannot_read_the_release_it_submits(pool: Pool) -> None:
+    """The release is sealed to the registry's pool-release key: its plaintext (figure and
+    noise) is nowhere in what the authority hands on, and only the registry's key opens it."""
+    inputs = pool.document()
+    plain = document_of(pool.h, inputs)
+    sealed = pool.seal(plain, inputs)
+    aggregates = PooledRelease.from_bytes(plain).aggregates
+    # no member long enough to be recognised (a short one, "2000", may occur by chance)
+    readable = [part for part in (canonical_json(v) for v in aggregates.values())
+                if len(part) >= 16]
+    assert readable and all(part not in sealed for part in [plain, *readable])
+    with pytest.raises(CryptoError):
+        open_sealed(sealed, X25519PrivateKey.generate(), pooled_release_info(
+            inputs.pool_id, inputs.benchmark_id, AGGREGATOR))
+    assert pool.opened(sealed, inputs) == PooledRelease.from_bytes(plain)
+
+
+def test_a_release_sealed_to_another_key_than_the_registry_s_is_refused(pool: Pool) -> None:
+    """An aggregator launched with the authority's own key as recipient would let the authority
+    read every draw: its token names another recipient than the benchmark's pool recipient
+    (which the sites' grants bind, so it got no key anyway), and the registry refuses it."""
+    inputs = pool.document()
+    own = X25519PrivateKey.generate()
+    own_b64 = base64.b64encode(public_key_to_raw(own.public_key())).decode()
+    sealed = seal(document_of(pool.h, inputs), own.public_key(), pooled_release_info(
+        inputs.pool_id, inputs.benchmark_id, AGGREGATOR))
+    token = pool.tokens.sign(pool_claims(pool, inputs, sealed, recipient=own_b64))
+    _refused(pool, pool.submit(inputs, sealed, token), 422, "attestation was refused")
+
+
+def test_a_release_sealed_for_another_pool_does_not_open(pool: Pool) -> None:
+    """Sealed to the registry but bound to another pool (or image): the token may be genuine,
+    the envelope does not open under this pool's info, and nothing is stored."""
+    inputs = pool.document()
+    sealed = seal(document_of(pool.h, inputs), pool.pool_key.public_key(), pooled_release_info(
+        "pool-other", inputs.benchmark_id, AGGREGATOR))
+    token = pool.tokens.sign(pool_claims(pool, inputs, sealed))
+    _refused(pool, pool.submit(inputs, sealed, token), 422, "does not open")
+
+
 def test_a_replayed_release_is_refused(pool: Pool) -> None:
     inputs = pool.document()
-    release = release_of(pool.h, inputs)
-    token = pool.tokens.sign(pool_claims(pool.h, inputs, release))
+    release = release_of(pool, inputs)
+    token = pool.tokens.sign(pool_claims(pool, inputs, release))
     pool.h.ok(pool.submit(inputs, release, token), 201)
     again = pool.submit(inputs, release, token)
     assert again.status_code == 409, again.text
@@ -352,13 +423,13 @@ def test_a_replayed_release_is_refused(pool: Pool) -> None:
 
 def test_aggregates_the_plugin_refuses_are_refused(pool: Pool) -> None:
     inputs = pool.document()
-    doc = PooledRelease.from_bytes(release_of(pool.h, inputs))
-    bad = doc.model_copy(update={"aggregates": {"n_cases": 2000}}).to_bytes()
-    token = pool.tokens.sign(pool_claims(pool.h, inputs, bad))
+    doc = PooledRelease.from_bytes(document_of(pool.h, inputs))
+    bad = pool.seal(doc.model_copy(update={"aggregates": {"n_cases": 2000}}).to_bytes(), inputs)
+    token = pool.tokens.sign(pool_claims(pool, inputs, bad))
     _refused(pool, pool.submit(inputs, bad, token), 422, "aggregates")
     # aggregates of another case count than the release states
-    bad = doc.model_copy(update={"n_cases": 1999}).to_bytes()
-    token = pool.tokens.sign(pool_claims(pool.h, inputs, bad))
+    bad = pool.seal(doc.model_copy(update={"n_cases": 1999}).to_bytes(), inputs)
+    token = pool.tokens.sign(pool_claims(pool, inputs, bad))
     _refused(pool, pool.submit(inputs, bad, token), 422, "states 1999 cases")
 
 
@@ -374,8 +445,8 @@ def test_a_release_one_dataset_cannot_pay_is_refused_whole(
     third = pool.datasets[2]
     h.ok(submit_result(client, world, h, tokens, third, h.digest_of("hospital-c"), "run-3b",
                        h.digest_of("statistics-3b"), "gs://hospital-results/run-3b"), 201)
-    release = release_of(pool.h, inputs)
-    token = tokens.sign(pool_claims(h, inputs, release))
+    release = release_of(pool, inputs)
+    token = tokens.sign(pool_claims(pool, inputs, release))
     _refused(pool, pool.submit(inputs, release, token), 422, "overspend",
              f"dataset {third}")
     # and the next pool inputs leave it out, saying why
@@ -399,16 +470,16 @@ def test_the_leaderboard_marks_the_tee_pooled_figure(pool: Pool) -> None:
     assert standing["tee_pooled"] is None
     assert standing["values"][0]["tee_pooled"] is False
     inputs = pool.document()
-    release = release_of(pool.h, inputs, dice=0.8, n_cases=2000)
+    release = release_of(pool, inputs, dice=0.8, n_cases=2000)
     created = pool.h.ok(pool.submit(inputs, release, pool.tokens.sign(
-        pool_claims(pool.h, inputs, release))), 201)
+        pool_claims(pool, inputs, release))), 201)
     for actor in (pool.world.bench_owner, pool.world.model_owner):
         [standing] = _board(pool, actor)["standings"]
         mark = standing["tee_pooled"]
         assert (mark["tee_pooled"], mark["pooled_release_id"], mark["n_sites"],
                 mark["n_cases"]) == (True, created["id"], 3, 2000)
         assert mark["pooled_at"] == created["created_at"]
-        assert mark["aggregates"] == PooledRelease.from_bytes(release).aggregates
+        assert mark["aggregates"] == pool.opened(release, inputs).aggregates
         value = standing["values"][0]
         assert (value["tee_pooled"], value["pooled_release_id"], value["n_sites"]) == (
             True, created["id"], 3)
@@ -431,10 +502,10 @@ def test_the_client_pools_through_the_registry_api(pool: Pool) -> None:
     view = registry.pool_candidates(pool.bid, pool.world.model_id)
     assert view.inputs is not None and view.left_out == ()
     assert {i.run_id for i in view.inputs.inputs} == {"run-1", "run-2", "run-3"}
-    release = release_of(pool.h, view.inputs)
+    release = release_of(pool, view.inputs)
     accepted = registry.submit_pooled_release(
-        pool.bid, release=release, token=pool.tokens.sign(pool_claims(pool.h, view.inputs,
-                                                                      release)),
+        pool.bid, sealed=release, token=pool.tokens.sign(pool_claims(pool, view.inputs,
+                                                                     release)),
         inputs=view.inputs)
     assert (accepted.n_sites, accepted.pool_id) == (3, view.inputs.pool_id)
     assert registry.pool_candidates(pool.bid, pool.world.model_id).inputs is None
@@ -477,8 +548,8 @@ def test_sites_too_small_to_publish_alone_stand_on_the_board_through_the_tee(
     assert before["standings"] == [] and len(before["withheld"]) == 3
     inputs = pool.document()  # withheld results are pooled: that is what pooling is for
     assert len(inputs.inputs) == 3
-    release = release_of(pool.h, inputs)
-    created = h.ok(pool.submit(inputs, release, tokens.sign(pool_claims(h, inputs, release))),
+    release = release_of(pool, inputs)
+    created = h.ok(pool.submit(inputs, release, tokens.sign(pool_claims(pool, inputs, release))),
                    201)
     [standing] = _board(pool, world.bench_owner)["standings"]
     assert standing["tee_pooled"]["pooled_release_id"] == created["id"]
