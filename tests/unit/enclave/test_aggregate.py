@@ -27,6 +27,14 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
+from sealbench.benchmarks.brats import (
+    BRATS_2023_GLI_METRICS,
+    CaseFailure,
+    CaseScores,
+    RegionScores,
+)
+from sealbench.benchmarks.brats.plugin import PLUGIN as BRATS
+from sealbench.benchmarks.brats.published import PublishedSummary
 from sealbench.benchmarks.pooling import seal_statistics
 from sealbench.benchmarks.release import LocalExact
 from sealbench.benchmarks.wdbc import summary as s
@@ -100,9 +108,9 @@ def _wdbc_results(rng: np.random.Generator, n: int, tag: str) -> list[s.WdbcCase
     return out
 
 
-def _identity(image: Sha256Digest, model_digest: str = MODEL_DIGEST) -> str:
+def _identity(image: Sha256Digest, model_digest: str = MODEL_DIGEST, pin: str = PIN) -> str:
     return WorkloadIdentity(Sha256Digest(image), None, Sha256Digest(model_digest),
-                            POOL_RECIPIENT, "1", PIN).uid()
+                            POOL_RECIPIENT, "1", pin).uid()
 
 
 @dataclass
@@ -162,7 +170,7 @@ class _Unreadable:
 @dataclass
 class Site:
     run_id: str
-    results: list[s.WdbcCaseResult]
+    results: list[Any]  # the plug-in's per-case results
     item: PoolInput
     dek: DataKey
     document: bytes
@@ -174,6 +182,7 @@ class Pool:
     sites: list[Site]
     keys: dict[str, GrantedKey]
     inputs: PoolInputs
+    pin: str = PIN
 
     @property
     def out(self) -> Path:
@@ -181,7 +190,7 @@ class Pool:
 
     def spec(self, **changes: object) -> AggregateSpec:
         base = AggregateSpec(
-            run_id="agg-1", benchmark_id="1", metrics_version=PIN, model_digest=MODEL_DIGEST,
+            run_id="agg-1", benchmark_id="1", metrics_version=self.pin, model_digest=MODEL_DIGEST,
             recipient_public_key=POOL_RECIPIENT_KEY, recipient_digest=POOL_RECIPIENT,
             inputs_uri=f"file://{self.root / 'authority' / POOL_INPUTS_OBJECT}",
             inputs_digest=self.inputs.digest(), result_uri=f"file://{self.out}",
@@ -212,9 +221,10 @@ class Pool:
         return report, attester
 
 
-def _site(root: Path, k: int, results: list[s.WdbcCaseResult]) -> tuple[Site, GrantedKey]:
-    """One site as its enclave leaves it: dek.wrapped at the dataset, pool.sealed at the run's
-    result location."""
+def _site(root: Path, k: int, results: list[Any], plugin: Any = WDBC
+          ) -> tuple[Site, GrantedKey]:
+    """One site of ``plugin``'s benchmark as its enclave leaves it: dek.wrapped at the dataset,
+    pool.sealed at the run's result location."""
     dataset = root / f"hospital-{k}"
     dataset.mkdir()
     key = InsecureInMemoryKeyWrapper(f"projects/h{k}/locations/global/keyRings/r/cryptoKeys/d")
@@ -223,7 +233,7 @@ def _site(root: Path, k: int, results: list[s.WdbcCaseResult]) -> tuple[Site, Gr
     wrapped = wrap_key(key, dek, asset_aad("dataset", f"ds-{k}", data_digest))
     (dataset / "dek.wrapped").write_bytes(wrapped.to_bytes())
     run_id = f"run-{k}"
-    document, commitment = seal_statistics(WDBC.ref, run_id, results)
+    document, commitment = seal_statistics(plugin.ref, run_id, results)
     result_dir = root / f"results-{k}"
     result_dir.mkdir()
     (result_dir / POOL_STATISTICS_OBJECT).write_bytes(
@@ -234,24 +244,29 @@ def _site(root: Path, k: int, results: list[s.WdbcCaseResult]) -> tuple[Site, Gr
                       f"hospital-{k}/providers/attestation")
     item = PoolInput(run_id=run_id, dataset=location, data_digest=data_digest,
                      statistics_uri=f"file://{result_dir}", commitment=commitment)
-    grant = GrantedKey(key, {_identity(AGGREGATOR_IMAGE)})
+    grant = GrantedKey(key, {_identity(AGGREGATOR_IMAGE, pin=str(plugin.ref))})
     return Site(run_id, results, item, dek, document), grant
+
+
+def _pool(root: Path, sites_results: list[list[Any]], plugin: Any = WDBC) -> Pool:
+    sites, keys = [], {}
+    for k, results in enumerate(sites_results):
+        site, key = _site(root, k, results, plugin)
+        sites.append(site)
+        keys[key.key_name] = key
+    pin = str(plugin.ref)
+    inputs = PoolInputs(pool_id="pool-1", benchmark_id="1", metrics_version=pin,
+                        model_id="model-1", model_digest=MODEL_DIGEST,
+                        inputs=tuple(site.item for site in sites))
+    made = Pool(root, sites, keys, inputs, pin)
+    made.write_inputs(inputs)
+    return made
 
 
 @pytest.fixture
 def pool(tmp_path: Path) -> Pool:
     rng = np.random.default_rng(27)
-    sites, keys = [], {}
-    for k, n in enumerate((7, 30, 45)):
-        site, key = _site(tmp_path, k, _wdbc_results(rng, n, f"s{k}-"))
-        sites.append(site)
-        keys[key.key_name] = key
-    inputs = PoolInputs(pool_id="pool-1", benchmark_id="1", metrics_version=PIN,
-                        model_id="model-1", model_digest=MODEL_DIGEST,
-                        inputs=tuple(site.item for site in sites))
-    made = Pool(tmp_path, sites, keys, inputs)
-    made.write_inputs(inputs)
-    return made
+    return _pool(tmp_path, [_wdbc_results(rng, n, f"s{k}-") for k, n in enumerate((7, 30, 45))])
 
 
 def _refused(pool: Pool, error: type[EnclaveError], **run: Any) -> EnclaveError:
@@ -304,6 +319,40 @@ def test_three_sites_pool_to_the_auroc_of_all_cases_together(
     steps = [e for e in events if isinstance(e, StepStarted)]
     assert [(e.index, e.total) for e in steps] == [(0, 4), (1, 4), (2, 4), (3, 4), (4, 4)]
     assert events[-1].event == "done"
+
+
+def test_three_brats_sites_pool_to_the_means_of_all_cases_together(tmp_path: Path) -> None:
+    """BraTS through the aggregator workload, the noise off: each region's pooled mean Dice and
+    the case count are those of every site's cases together, a failed case counting 0."""
+    spec = BRATS_2023_GLI_METRICS
+    rng = np.random.default_rng(2027)
+
+    def case(case_id: str) -> CaseScores:
+        regions = {}
+        for region in spec.regions:
+            dice = float(rng.uniform(0.2, 1.0))
+            regions[region] = RegionScores(
+                dice=dice, hd95=float(rng.uniform(1, 20)), sensitivity=0.9, specificity=1.0,
+                lesion_dice=dice, lesion_hd95=2.0, num_tp=1, num_fp=0, num_fn=0,
+                gt_volume_mm3=1000.0, pred_volume_mm3=900.0)
+        return CaseScores(case_id=case_id, regions=regions)
+
+    sites: list[list[Any]] = [[case(f"s{k}c{i}") for i in range(n)]
+                              for k, n in enumerate((5, 5, 12))]
+    sites[2].append(CaseFailure(case_id="s2-failed", reason="inference failed"))
+    brats = _pool(tmp_path, sites, BRATS)
+    report, _ = brats.run()
+    release = report.release
+    assert str(release.metrics_version) == brats.pin and release.n_cases == 23
+    # read as released, exact (the noise was off): the site parser would refuse an exact release
+    summary = PublishedSummary.model_validate(release.aggregates)
+    assert summary.release.exact
+    figures = {str(f.ref): f for f in BRATS.figures(summary)}
+    every = [r for site in sites for r in site]
+    for region in spec.regions:
+        dice = [r.regions[region].dice if isinstance(r, CaseScores) else 0.0 for r in every]
+        assert figures[f"dice {region}"].value == pytest.approx(np.mean(dice), abs=1e-12)
+    assert summary.n_cases == len(every)
 
 
 def test_the_authoritys_storage_is_reached_through_its_pool(pool: Pool) -> None:
