@@ -15,19 +15,16 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner, Result
 
 from sealbench.benchmarks.registry import load
-from sealbench.client.cli import app
-from sealbench.client.registry.local import create_accounts, publish_log_key, registry_process
 from sealbench.contract.pin import BenchmarkPin
-from sealbench.mocktee import MockCloud
+from tests.cli_world import Cli, cli_world, json_of, ok
 
 ACCOUNTS = {
     "admin": ("admin@met.example", True),
@@ -43,7 +40,6 @@ SITES = {"north": 0, "south": 1}
 CASES = 5
 GROUPS = ("et", "rc", "tc", "wt")
 LABS = {"lab-ref": "brats25_met_unet", "lab-weak": "brats25_met_unet_weak"}
-Cli = Callable[..., Result]
 
 
 @dataclass
@@ -55,40 +51,15 @@ class World:
     opened: dict[tuple[int, int], list[dict[str, Any]]]
 
 
-def ok(result: Result) -> Result:
-    assert result.exit_code == 0, result.output
-    return result
-
-
-def _json(result: Result) -> Any:
-    return json.loads(ok(result).stdout)
-
-
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    tmp = tmp_path_factory.mktemp("met-flow")
-    patch = pytest.MonkeyPatch()
-    patch.setenv("SEALBENCH_CONFIG_DIR", str(tmp / "home"))
-    for name in ("SEALBENCH_DATA_DIR", "SEALBENCH_PROFILE", "SEALBENCH_SERVER", "SEALBENCH_TOKEN"):
-        patch.delenv(name, raising=False)
-    runner = CliRunner()
+    with cli_world(tmp_path_factory.mktemp("met-flow"), ACCOUNTS) as base:
+        world = World(base.cli, base.tmp, {}, {})
+        _publish_join_run(world)
+        yield world
 
-    def cli(*args: str) -> Result:
-        return runner.invoke(app, list(args))
 
-    try:
-        with MockCloud(tmp / "mock") as cloud:
-            tokens = create_accounts(tmp / "registry", ACCOUNTS)
-            log_key = publish_log_key(tmp / "registry")
-            with registry_process(tmp / "registry", cloud.endpoints, tmp / "server.log") as url:
-                for name, token in tokens.items():
-                    ok(cli("profile", "add", name, "--server", url, "--token", token,
-                           "--mock-tee", str(tmp / "mock"), "--log-key", log_key))
-                world = World(cli, tmp, {}, {})
-                _publish_join_run(world)
-                yield world
-    finally:
-        patch.undo()
+_json = json_of
 
 
 def _publish_join_run(world: World) -> None:

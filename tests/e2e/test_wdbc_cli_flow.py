@@ -11,20 +11,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
-from typer.testing import CliRunner, Result
 
 from sealbench.benchmarks.registry import PluginRegistry
-from sealbench.client.cli import app
-from sealbench.client.registry.local import create_accounts, publish_log_key, registry_process
 from sealbench.contract.pin import BenchmarkPin
-from sealbench.mocktee import MockCloud
 from sealbench.mocktee.image import aggregator_image_digest
+from tests.cli_world import Cli, cli_world, json_of, ok
 
 ACCOUNTS = {
     "admin": ("admin@wdbc.example", True),
@@ -38,7 +35,6 @@ ACCOUNTS = {
 #: Hospital profile -> (demo seed of its site, cases it holds).
 SITES = {"referral": (0, 40), "screening": (1, 50), "clinic": (3, 35)}
 LABS = {"lab-lr": "wdbc_logreg", "lab-mlp": "wdbc_mlp"}
-Cli = Callable[..., Result]
 
 
 @dataclass
@@ -50,40 +46,15 @@ class World:
     ids: dict[str, int]
 
 
-def ok(result: Result) -> Result:
-    assert result.exit_code == 0, result.output
-    return result
-
-
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    tmp = tmp_path_factory.mktemp("wdbc-flow")
-    patch = pytest.MonkeyPatch()
-    patch.setenv("SEALBENCH_CONFIG_DIR", str(tmp / "home"))
-    for name in ("SEALBENCH_DATA_DIR", "SEALBENCH_PROFILE", "SEALBENCH_SERVER", "SEALBENCH_TOKEN"):
-        patch.delenv(name, raising=False)
-    runner = CliRunner()
-
-    def cli(*args: str) -> Result:
-        return runner.invoke(app, list(args))
-
-    try:
-        with MockCloud(tmp / "mock") as cloud:
-            tokens = create_accounts(tmp / "registry", ACCOUNTS)
-            log_key = publish_log_key(tmp / "registry")  # the operator's, given out of band
-            with registry_process(tmp / "registry", cloud.endpoints, tmp / "server.log") as url:
-                for name, token in tokens.items():
-                    ok(cli("profile", "add", name, "--server", url, "--token", token,
-                           "--mock-tee", str(tmp / "mock"), "--log-key", log_key))
-                world = World(cli, tmp, url, tokens, {})
-                _publish_register_seal_approve_sync(world)
-                yield world
-    finally:
-        patch.undo()
+    with cli_world(tmp_path_factory.mktemp("wdbc-flow"), ACCOUNTS) as base:
+        world = World(base.cli, base.tmp, base.url, base.tokens, {})
+        _publish_register_seal_approve_sync(world)
+        yield world
 
 
-def _json(result: Result) -> dict[str, object]:
-    return json.loads(ok(result).stdout)  # type: ignore[no-any-return]
+_json = json_of
 
 
 def _publish_register_seal_approve_sync(world: World) -> None:

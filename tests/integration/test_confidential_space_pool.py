@@ -16,12 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner, Result
+from typer.testing import Result
 
 from sealbench.benchmarks.registry import PluginRegistry
-from sealbench.client.cli import app
 from sealbench.client.registry.api import RegistryClient
-from sealbench.client.registry.local import create_accounts, publish_log_key, registry_process
 from sealbench.client.registry.profiles import ProfileStore
 from sealbench.client.runs.launch import mock_endpoints
 from sealbench.client.runs.launchers.for_profile import CsOptions, make_aggregator_launcher
@@ -29,9 +27,9 @@ from sealbench.client.runs.pool import PoolFolder, aggregate_spec
 from sealbench.contract.pool import POOL_INPUTS_OBJECT, POOLED_RELEASE_OBJECT, POOLED_TOKEN_OBJECT
 from sealbench.gcp.confidential_space import ConfidentialSpacePlatform
 from sealbench.gcp.launcher import ConfidentialSpaceLauncher
-from sealbench.mocktee import MockCloud
 from sealbench.mocktee.image import aggregator_image_digest
 from sealbench.platforms.launcher import EnclaveRunFailed
+from tests.cli_world import cli_world, ok
 
 ACCOUNTS = {
     "admin": ("admin@cs-pool.example", True),
@@ -56,37 +54,13 @@ class World:
     aggregator: str = ""
 
 
-def ok(result: Result) -> Result:
-    assert result.exit_code == 0, result.output
-    return result
-
-
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     tmp = tmp_path_factory.mktemp("cs-pool")
-    patch = pytest.MonkeyPatch()
-    patch.setenv("SEALBENCH_CONFIG_DIR", str(tmp / "home"))
-    patch.setenv("SEALBENCH_DATA_DIR", str(tmp / "data"))
-    for name in ("SEALBENCH_PROFILE", "SEALBENCH_SERVER", "SEALBENCH_TOKEN"):
-        patch.delenv(name, raising=False)
-    runner = CliRunner()
-
-    def cli(*args: str) -> Result:
-        return runner.invoke(app, list(args))
-
-    try:
-        with MockCloud(tmp / "mock") as cloud:
-            tokens = create_accounts(tmp / "registry", ACCOUNTS)
-            log_key = publish_log_key(tmp / "registry")
-            with registry_process(tmp / "registry", cloud.endpoints, tmp / "server.log") as url:
-                for name, token in tokens.items():
-                    ok(cli("profile", "add", name, "--server", url, "--token", token,
-                           "--mock-tee", str(tmp / "mock"), "--log-key", log_key))
-                world = World(cli, tmp, {})
-                _evaluate_and_submit(world)
-                yield world
-    finally:
-        patch.undo()
+    with cli_world(tmp, ACCOUNTS, data_dir=tmp / "data") as base:
+        world = World(base.cli, tmp, {})
+        _evaluate_and_submit(world)
+        yield world
 
 
 def _id(result: Result) -> int:

@@ -13,9 +13,8 @@ exactness with the noise off is tested in ``tests/unit/enclave/test_aggregate.py
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,13 +22,10 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 from sklearn.metrics import roc_auc_score
-from typer.testing import CliRunner, Result
 
 from sealbench.benchmarks.registry import PluginRegistry
 from sealbench.benchmarks.release import LocalExact, Release
 from sealbench.benchmarks.wdbc import summary as wdbc
-from sealbench.client.cli import app
-from sealbench.client.registry.local import create_accounts, publish_log_key, registry_process
 from sealbench.client.runs.image_build import (
     AGGREGATOR_ENTRYPOINT,
     LABEL_ALLOW_ENV_OVERRIDE,
@@ -37,7 +33,7 @@ from sealbench.client.runs.image_build import (
     build_aggregator_image,
 )
 from sealbench.contract.pool import AGGREGATE_ENV_NAMES
-from sealbench.mocktee import MockCloud
+from tests.cli_world import Cli, cli_world, json_of, ok
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -60,7 +56,6 @@ SITES = {"referral": (0, 100), "screening": (1, 120), "general": (2, 178)}
 LABS = {"lab-lr": "wdbc_logreg", "lab-mlp": "wdbc_mlp"}
 #: How many noise standard deviations a released figure may lie from the exact one.
 NOISE_BOUND = 6.0
-Cli = Callable[..., Result]
 
 
 @dataclass
@@ -73,13 +68,7 @@ class World:
     per_case: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
 
 
-def ok(result: Result) -> Result:
-    assert result.exit_code == 0, result.output
-    return result
-
-
-def _json(result: Result) -> Any:
-    return json.loads(ok(result).stdout)
+_json = json_of
 
 
 def test_aggregator_is_an_image_of_its_own_with_a_reproducible_digest(
@@ -108,31 +97,11 @@ def world(
     The commands run in the snapshot the images were built from (the checkout ``benchmark
     create --tee docker`` compares the evaluation image with)."""
     tmp = tmp_path_factory.mktemp("docker-pool")
-    patch = pytest.MonkeyPatch()
-    patch.chdir(source_snapshot)
-    patch.setenv("SEALBENCH_CONFIG_DIR", str(tmp / "home"))
-    for name in ("SEALBENCH_DATA_DIR", "SEALBENCH_PROFILE", "SEALBENCH_SERVER", "SEALBENCH_TOKEN"):
-        patch.delenv(name, raising=False)
-    runner = CliRunner()
-
-    def cli(*args: str) -> Result:
-        return runner.invoke(app, list(args))
-
-    try:
-        with MockCloud(tmp / "mock") as cloud:
-            tokens = create_accounts(tmp / "registry", ACCOUNTS)
-            log_key = publish_log_key(tmp / "registry")
-            with registry_process(tmp / "registry", cloud.endpoints, tmp / "server.log") as url:
-                for name, token in tokens.items():
-                    ok(cli("profile", "add", name, "--server", url, "--token", token,
-                           "--mock-tee", str(tmp / "mock"), "--log-key", log_key))
-                world = World(cli, url, tokens, {})
-                _publish_register_seal_approve_sync(world, tmp, evaluation_image,
-                                                    aggregator_image)
-                _run_open_submit(world)
-                yield world
-    finally:
-        patch.undo()
+    with cli_world(tmp, ACCOUNTS, cwd=source_snapshot) as base:
+        world = World(base.cli, base.url, base.tokens, {})
+        _publish_register_seal_approve_sync(world, tmp, evaluation_image, aggregator_image)
+        _run_open_submit(world)
+        yield world
 
 
 def _publish_register_seal_approve_sync(world: World, tmp: Path, evaluation: ImageBuildResult,
