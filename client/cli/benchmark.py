@@ -150,6 +150,12 @@ def benchmark_create(
                      "Fixed at creation, like the evaluation image; without it the benchmark "
                      "pools outside the TEE")
     ] = None,
+    pool_in_tee: Annotated[
+        bool, typer.Option("--pool-in-tee", help="pool in the TEE with the --tee backend's "
+                           "aggregator image (mock: derived from the enclave code; docker: "
+                           "sealbench-aggregate:latest, built by 'sealbench image build'); a "
+                           "pushed image is named with --aggregator-digest")
+    ] = False,
     profile: ProfileOpt = None,
     json_out: JsonOpt = False,
 ) -> BenchmarkPublic:
@@ -161,7 +167,8 @@ def benchmark_create(
             s.client, definition, tee=tee, image_reference=image_reference,
             image_digest=image_digest, reference_model=reference_model, name=name,
             version=version, publish_leaderboard=publish_leaderboard,
-            accept_experimental=accept_experimental, aggregator_digest=aggregator_digest)
+            accept_experimental=accept_experimental, aggregator_digest=aggregator_digest,
+            pool_in_tee=pool_in_tee)
     if json_out:
         emit_json(created)
         return created

@@ -173,19 +173,14 @@ def _play(
         partial(who.model_register, "model-ref", ref_onnx, name=ref_name, version="1.0",
                 definition=shipped),
     ).id
-    # On the mock TEE the benchmark also pools inside the TEE (issue 27): its aggregator image
-    # is the mock's second workload of the same code.
-    aggregator = None
-    if tee == "mock":
-        from sealbench.mocktee.image import aggregator_image_digest
-
-        aggregator = aggregator_image_digest()
+    # The benchmark also pools inside the TEE (issue 27): its aggregator image is the
+    # backend's second workload of the same code (the mock's, or the Docker image built beside
+    # the evaluation image).
     bench = say.step(
         f"--profile authority benchmark create --definition {shipped} --tee {tee} "
-        f"--reference-model {reference}"
-        + ("" if aggregator is None else f" --aggregator-digest {aggregator}"),
+        f"--reference-model {reference} --pool-in-tee",
         partial(who.benchmark_create, "authority", shipped, tee=tee, reference_model=reference,
-                aggregator_digest=aggregator),
+                pool_in_tee=True),
     )
     b = bench.id
     say.step(f"--profile admin benchmark approve {b}", partial(who.benchmark_approve, "admin", b))
@@ -276,11 +271,10 @@ def _play(
             say.step(f"--profile {profile} result submit {record.run_id}",
                      partial(who.result_submit, profile, record.run_id))
 
-    if aggregator is not None:
-        say.section("6b. the authority pools each model's results inside the TEE: one noise "
-                    "draw over every hospital's cases, nobody sees a hospital's exact figure")
-        say.step(f"--profile authority benchmark pool {b} --tee mock",
-                 partial(who.pool, "authority", b))
+    say.section("6b. the authority pools each model's results inside the TEE: one noise "
+                "draw over every hospital's cases, nobody sees a hospital's exact figure")
+    say.step(f"--profile authority benchmark pool {b} --tee {tee}",
+             partial(who.pool, "authority", b, tee))
     say.section("7. the authority reads the verified leaderboard")
     say.step(f"--profile authority benchmark leaderboard {b}",
              partial(who.leaderboard, "authority", b))
@@ -329,6 +323,9 @@ def _ensure_image(say: _Narrator) -> None:
         root = source if source is not None else image_module.find_source_root(Path.cwd())
         built = image_module.build_image(engine, root, on_progress=console().print)
         console().print(f"image {built.reference}\ndigest {built.digest}")
+        if built.aggregator is not None:
+            console().print(f"aggregator {built.aggregator.reference}\n"
+                            f"aggregator digest {built.aggregator.digest}")
 
     try:
         if source is None:  # installed without a checkout: nothing to build or compare with
@@ -346,6 +343,10 @@ def _ensure_image(say: _Narrator) -> None:
         why = "built from this checkout" if source else "no checkout to compare it with"
         say.console.print(f"evaluation image {found.reference} present ({found.digest}), "
                           f"reused: {why}")
+        # the aggregator (issue 27) is the evaluation image's layers with its own command: an
+        # image built before it existed gets it now, from those very layers
+        aggregator = image_module.build_aggregator_image(engine, found.digest)
+        say.console.print(f"aggregator image {aggregator.reference} ({aggregator.digest})")
 
 
 def _serve(server: str, profiles: Path) -> None:

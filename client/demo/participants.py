@@ -88,10 +88,10 @@ class Participants:
 
     def benchmark_create(self, who: str, definition: str, *, tee: str,
                          reference_model: int | None = None,
-                         aggregator_digest: str | None = None) -> BenchmarkPublic:
+                         pool_in_tee: bool = False) -> BenchmarkPublic:
         created = governance.create_benchmark(self.client(who), definition, tee=tee,
                                               reference_model=reference_model,
-                                              aggregator_digest=aggregator_digest)
+                                              pool_in_tee=pool_in_tee)
         benchmark_created(console(), created)
         return created
 
@@ -181,11 +181,12 @@ class Participants:
 
     # -- hospitals: runs and results ----------------------------------------------------------
 
-    def pool(self, who: str, benchmark: int) -> None:
-        """What ``sealbench benchmark pool BENCHMARK --tee mock`` does and prints."""
+    def pool(self, who: str, benchmark: int, tee: str) -> None:
+        """What ``sealbench benchmark pool BENCHMARK --tee TEE`` does and prints."""
         from sealbench.client.runs.pool import pool_on_tee
 
-        pool_outcomes(console(), pool_on_tee(self.profile(who), self.client(who), benchmark))
+        pool_outcomes(console(), pool_on_tee(self.profile(who), self.client(who), benchmark,
+                                             tee=tee))
 
     def run(self, who: str, options: RunOptions) -> list[RunRecord]:
         batch = run_evaluations(self.profile(who), self.client(who), options)

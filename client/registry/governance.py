@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from sealbench.client.errors import ConfigError
 from sealbench.client.registry import workflows
 from sealbench.client.registry.api import AssetKind, RegistryClient
 from sealbench.server.schemas import AssociationPublic, BenchmarkPublic
@@ -25,13 +26,19 @@ def create_benchmark(
     image_reference: str | None = None, image_digest: str | None = None,
     reference_model: int | None = None, name: str | None = None, version: str | None = None,
     publish_leaderboard: bool = False, accept_experimental: bool = False,
-    aggregator_digest: str | None = None,
+    aggregator_digest: str | None = None, pool_in_tee: bool = False,
 ) -> BenchmarkPublic:
     """Publish ``definition`` (a shipped definition's name or a definition JSON file, renamed
     by ``name``/``version``) pinned to the ``tee`` backend's evaluation image (or the one named
     explicitly), naming ``reference_model`` and, for a benchmark that pools in the TEE (issue
-    27), its aggregator image ``aggregator_digest``; an admin approves it before anyone can
-    join."""
+    27), its aggregator image: ``aggregator_digest``, or with ``pool_in_tee`` the ``tee``
+    backend's (:func:`~sealbench.client.registry.workflows.aggregator_image`); an admin
+    approves it before anyone can join."""
+    if pool_in_tee and aggregator_digest is not None:
+        raise ConfigError("pass --pool-in-tee or --aggregator-digest, not both",
+                          hint="--pool-in-tee takes the --tee backend's aggregator image")
+    if pool_in_tee:
+        aggregator_digest = workflows.aggregator_image(tee)
     body = workflows.benchmark_body(
         workflows.load_benchmark_definition(definition, name=name, version=version),
         image=workflows.evaluation_image(tee, image_reference, image_digest),

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DefinitionDocument",
     "EvaluationImage",
+    "aggregator_image",
     "benchmark_body",
     "check_tee",
     "docker_image_module",
@@ -94,6 +95,31 @@ def evaluation_image(
 
     image = mock_image()
     return EvaluationImage(image.reference, image.digest)
+
+
+def aggregator_image(tee: str) -> str:
+    """The digest of the ``tee`` backend's aggregator image (issue 27; ``benchmark create
+    --pool-in-tee``): for ``mock``, the digest derived from the enclave code and the
+    aggregator's entry; for ``docker``, the local ``sealbench-aggregate:latest`` that
+    ``sealbench image build`` makes beside the evaluation image, refused as stale as the
+    evaluation image is; a real TEE's pushed aggregator is named with ``--aggregator-digest``."""
+    backend = check_tee(tee)
+    if backend == "docker":
+        image_module = docker_image_module()
+        engine = image_module.connect_engine()
+        found = image_module.local_aggregator_image(engine)
+        source = image_module.checkout_source()
+        if source is not None:
+            image_module.check_built_from(
+                found.reference, found.labels, image_module.source_digest(source))
+        return str(found.digest)
+    if backend != TeeBackend.MOCK:
+        raise ConfigError(
+            f"a benchmark for --tee {backend} names its pushed aggregator image explicitly",
+            hint="pass --aggregator-digest sha256:… (see docs/image.md)")
+    from sealbench.mocktee.image import aggregator_image_digest
+
+    return str(aggregator_image_digest())
 
 
 def docker_image_module() -> ModuleType:

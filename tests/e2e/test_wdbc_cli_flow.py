@@ -65,9 +65,12 @@ def _publish_register_seal_approve_sync(world: World) -> None:
     # It pools in the TEE: its aggregator image is the mock backend's (a second workload of the
     # same code, with its own digest).
     ids["b"] = int(_json(cli("benchmark", "create", "--tee", "mock", "--definition", "wdbc",
-                             "--aggregator-digest", aggregator_image_digest(),
+                             "--pool-in-tee",
                              "--json", "--profile", "authority"))["id"])
     b = str(ids["b"])
+    # --pool-in-tee took the mock backend's aggregator image
+    shown = _json(cli("benchmark", "show", b, "--json", "--profile", "authority"))
+    assert shown["aggregator_image_digest"] == aggregator_image_digest()
     ok(cli("benchmark", "approve", b, "--profile", "admin"))
     for lab, name in LABS.items():
         onnx = tmp / f"{name}.onnx"

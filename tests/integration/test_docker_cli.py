@@ -195,6 +195,7 @@ def test_benchmark_refuses_an_image_built_from_other_sources(
 def test_demo_on_docker_pins_and_runs_the_session_image(
     tmp_path: Path,
     evaluation_image: ImageBuildResult,
+    aggregator_image: ImageBuildResult,
     source_snapshot: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -211,5 +212,14 @@ def test_demo_on_docker_pins_and_runs_the_session_image(
         pinned = db.execute("SELECT DISTINCT image_digest FROM results").fetchall()
     assert digest == evaluation_image.digest
     assert pinned == [(evaluation_image.digest,)]  # four verified results, all from the image
+    # and it pools inside the TEE with the aggregator image built beside it (issue 27)
+    with sqlite3.connect(workdir / "registry" / "registry.sqlite3") as db:
+        (aggregator,) = db.execute("SELECT aggregator_image_digest FROM benchmarks").fetchone()
+        pooled = db.execute("SELECT DISTINCT image_digest FROM pooled_releases").fetchall()
+    assert aggregator == aggregator_image.digest != evaluation_image.digest
+    assert pooled == [(aggregator_image.digest,)]
+    log = (workdir / "demo.log").read_text()
+    assert "benchmark pool 1 --tee docker" in log
+    assert "inside the TEE; attestation verified" in log
     runs = [json.loads(p.read_bytes()) for p in workdir.glob("config/**/runs/*.json")]
     assert runs and all(r["tee"] == "docker" for r in runs)

@@ -25,6 +25,7 @@ from sealbench.client.runs.launchers.for_profile import (
 from sealbench.client.runs.pool import (
     PoolError,
     PoolFolder,
+    PoolTarget,
     pool_benchmark,
     pool_on_tee,
     require_aggregator,
@@ -39,8 +40,10 @@ from sealbench.contract.pool import (
 from sealbench.contract.spec import AssetLocation
 from sealbench.crypto.digest import sha256_digest
 from sealbench.platforms.storage import LocalBlobStore
+from tests.unit.contract.test_pool import POOL_RECIPIENT, POOL_RECIPIENT_KEY
 
 AGGREGATOR = sha256_digest(b"aggregator image")
+TARGET = PoolTarget(AGGREGATOR, POOL_RECIPIENT_KEY)
 PROVIDER = "projects/9/locations/global/workloadIdentityPools/authority/providers/attestation"
 
 
@@ -111,15 +114,15 @@ def test_a_cloud_pool_folder_refuses_a_location_already_holding_inputs(tmp_path:
     assert (uri, store, prefix) == ("gs://authority/pools/pool-2", bucket, "pools/pool-2")
 
 
-def test_the_aggregator_is_told_its_inputs_and_location_and_nothing_is_submitted_without_a_release(
+def test_the_aggregator_is_told_its_inputs_and_location_and_nothing_is_sent_without_a_release(
     tmp_path: Path,
 ) -> None:
     registry, aggregator = _Registry(), _SilentAggregator()
     bucket = LocalBlobStore(tmp_path / "bucket")
     folder = PoolFolder("gs://authority/pools",
                         lambda uri: (bucket, uri.removeprefix("gs://authority/")), PROVIDER)
-    with pytest.raises(PoolError, match=r"left no release \(pooled.json\)"):
-        pool_benchmark(registry, 4, AGGREGATOR, [2], aggregator, folder=folder, endpoints=None)
+    with pytest.raises(PoolError, match=r"left no sealed release \(pooled.sealed\)"):
+        pool_benchmark(registry, 4, TARGET, [2], aggregator, folder=folder, endpoints=None)
     assert registry.submitted == []
     [spec] = aggregator.specs
     inputs = _inputs()
@@ -127,6 +130,9 @@ def test_the_aggregator_is_told_its_inputs_and_location_and_nothing_is_submitted
     assert spec.inputs_digest == inputs.digest()
     assert spec.result_uri == f"gs://authority/pools/{inputs.pool_id}"
     assert spec.result_pool_provider == PROVIDER
+    # sealed to the benchmark's pool recipient, the registry's key: the authority cannot read it
+    assert (spec.recipient_public_key, spec.recipient_digest) == (POOL_RECIPIENT_KEY,
+                                                                 POOL_RECIPIENT)
     assert set(spec.to_environ()) <= set(AGGREGATE_ENV_NAMES)
     written = bucket.get_bytes(f"pools/{inputs.pool_id}/{POOL_INPUTS_OBJECT}", 1 << 20)
     assert PoolInputs.from_bytes(written) == inputs
@@ -137,16 +143,18 @@ def test_another_aggregator_image_than_the_benchmark_s_is_refused_before_anythin
 ) -> None:
     registry, aggregator = _Registry(), _SilentAggregator()
     with pytest.raises(ConfigError, match="no site would release its key"):
-        pool_benchmark(registry, 4, sha256_digest(b"another"), [2], aggregator,
+        pool_benchmark(registry, 4, PoolTarget(sha256_digest(b"another"), POOL_RECIPIENT_KEY),
+                       [2], aggregator,
                        folder=PoolFolder(tmp_path.as_uri()), endpoints=None)
     assert aggregator.specs == [] and not any(tmp_path.iterdir())
 
 
 def test_a_benchmark_without_an_aggregator_does_not_pool_in_the_tee() -> None:
     with pytest.raises(ConfigError, match="does not pool in the TEE"):
-        require_aggregator(SimpleNamespace(id=4, aggregator_image_digest=None))
-    assert require_aggregator(SimpleNamespace(id=4, aggregator_image_digest=AGGREGATOR)) == \
-        AGGREGATOR
+        require_aggregator(SimpleNamespace(id=4, aggregator_image_digest=None,
+                                           pool_recipient_key=None))
+    assert require_aggregator(SimpleNamespace(
+        id=4, aggregator_image_digest=AGGREGATOR, pool_recipient_key=POOL_RECIPIENT_KEY)) == TARGET
 
 
 def test_the_aggregator_image_is_found_beside_the_evaluation_image() -> None:
@@ -168,9 +176,29 @@ def test_a_backend_that_does_not_run_the_aggregator_is_refused() -> None:
 def test_a_confidential_space_pool_outside_the_mock_needs_a_cloud_folder(tmp_path: Path) -> None:
     profile = SimpleNamespace(name="authority", profile=SimpleNamespace(mock_tee=None, gcp=None))
     client = SimpleNamespace(get_benchmark=lambda _id: SimpleNamespace(
-        id=4, aggregator_image_digest=AGGREGATOR))
+        id=4, aggregator_image_digest=AGGREGATOR, pool_recipient_key=POOL_RECIPIENT_KEY))
     with pytest.raises(ConfigError, match="cannot write this machine's folders"):
         pool_on_tee(profile, client, 4, tee="confidential-space",
                     pool_uri=(tmp_path / "pools").as_uri())
     with pytest.raises(ConfigError, match="pool provider"):
         pool_on_tee(profile, client, 4, tee="confidential-space", pool_uri="gs://a/pools")
+
+
+def test_pool_in_tee_takes_the_backend_s_aggregator_image() -> None:
+    """``benchmark create --pool-in-tee``: the mock's aggregator is derived from the enclave
+    code; a real TEE's pushed image must be named; the flag and a digest together are refused
+    before anything is sent."""
+    from sealbench.client.registry import governance, workflows
+    from sealbench.mocktee.image import aggregator_image_digest
+
+    assert workflows.aggregator_image("mock") == aggregator_image_digest()
+    with pytest.raises(ConfigError, match="names its pushed aggregator image explicitly"):
+        workflows.aggregator_image("confidential-space")
+    sent: list[Any] = []
+    client = SimpleNamespace(create_benchmark=sent.append)
+    with pytest.raises(ConfigError, match="not both"):
+        governance.create_benchmark(client, "wdbc", pool_in_tee=True,  # type: ignore[arg-type]
+                                    aggregator_digest=AGGREGATOR)
+    assert sent == []
+    governance.create_benchmark(client, "wdbc", pool_in_tee=True)  # type: ignore[arg-type]
+    assert sent[0].aggregator_image_digest == aggregator_image_digest()
