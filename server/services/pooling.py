@@ -434,6 +434,18 @@ def list_releases(session: Session, actor: Principal, benchmark_id: int
     return visible_releases(session, actor, bench)
 
 
+def get_release(session: Session, actor: Principal, benchmark_id: int, release_id: int
+                ) -> tuple[Benchmark, PooledReleaseRow]:
+    """One pooled release of the benchmark that ``actor`` may see (the leaderboard's rules);
+    404 for one it may not, as for one that does not exist."""
+    bench = get_or_404(session, Benchmark, benchmark_id, "benchmark")
+    row = session.scalars(select(PooledReleaseRow).where(
+        _visible(actor, bench), PooledReleaseRow.id == release_id)).first()
+    if row is None:
+        raise NotFoundError("pooled release", release_id)
+    return bench, row
+
+
 def inputs_of(session: Session, rows: Sequence[PooledReleaseRow]
               ) -> Mapping[int, list[dict[str, Any]]]:
     """Each release's pooled inputs: result, run, dataset and commitment."""

@@ -8,6 +8,7 @@ refuses is absent from the leaderboard and answers 403 here too.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -21,7 +22,7 @@ from sealbench.platforms.platform import attests_hardware
 from sealbench.server.auth import Principal
 from sealbench.server.models import Benchmark, BenchmarkDataset, BenchmarkModel, Result
 from sealbench.server.routers._common import IdPath
-from sealbench.server.services import assets, associations, benchmarks, results
+from sealbench.server.services import assets, associations, benchmarks, pooling, results
 from sealbench.server.services._common import PageOf
 from sealbench.server.services.benchmark_plugins import release_terms
 from sealbench.server.web._charts import build_charts
@@ -237,6 +238,43 @@ def benchmark_pages(state: DashboardState) -> APIRouter:
                 # only the verifier of a platform that is not a mock attests a confidential run
                 "mock_tee": not attests_hardware(row.token_issuer),
                 "withdrawn": results.withdrawn_sides(session, [row]).get(row.id, ()),
+                "submitter": owner_label(row.submitted_by_id, viewer),
+                "nav": "benchmarks",
+            }
+
+        return await render_page(state, request, build)
+
+    @router.get("/benchmarks/{benchmark_id}/pooled-releases/{release_id}")
+    async def pooled_release_detail(request: Request, benchmark_id: IdPath,
+                                    release_id: IdPath) -> Response:
+        """A TEE-pooled release (issue 27), as a result's page shows a result: its attestation,
+        the sites it pooled and its public figures."""
+
+        def build(session: Session, viewer: Principal) -> tuple[str, dict[str, Any]]:
+            bench, row = pooling.get_release(session, viewer, benchmark_id, release_id)
+            model = assets.get_model(session, row.model_id)
+            aggregates = row.release.get("aggregates") if isinstance(row.release, dict) else {}
+            summary = aggregates if isinstance(aggregates, dict) else {}
+            view = View.of(bench.metrics_version)
+            table = [
+                (group or "all", [(m, unit, view.stat(summary, group, m))
+                                  for m, unit in view.metrics])
+                for group in (view.groups or (None,))
+            ]
+            return "pooled_release.html", {
+                "p": row,
+                "b": bench,
+                "model": model,
+                "inputs": pooling.inputs_of(session, [row])[row.id],
+                "pool_id": str(row.release.get("pool_id", "")),
+                "summary": summary,
+                "table": table,
+                "metrics": view.metrics,
+                "release": view.release(summary),
+                "claims": _token_claims(row.attestation_token),
+                "image_matches": row.image_digest == bench.aggregator_image_digest,
+                "sealed_digest": "sha256:" + hashlib.sha256(row.sealed_release).hexdigest(),
+                "mock_tee": not attests_hardware(row.token_issuer),
                 "submitter": owner_label(row.submitted_by_id, viewer),
                 "nav": "benchmarks",
             }

@@ -7,6 +7,7 @@ dataset once and marks the figures on the leaderboard; each refusal stores nothi
 from __future__ import annotations
 
 import base64
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -574,3 +575,26 @@ def test_sites_too_small_to_publish_alone_stand_on_the_board_through_the_tee(
                       rf'title="([^"]*)">TEE-pooled</a>', pooled_page.text)
     assert badge is not None, pooled_page.text
     assert f"release #{created['id']}" in badge.group(1) and "3 sites" in badge.group(1)
+    # the badge links the release's own page, which shows its attestation as a result's does
+    href = f"/ui/benchmarks/{world.benchmark_id}/pooled-releases/{created['id']}"
+    assert f'href="{href}"' in pooled_page.text
+    page = client.get(href)
+    assert page.status_code == 200, page.text
+    assert created["nonce"] in page.text and AGGREGATOR in page.text
+    assert "the benchmark's aggregator</span>" in page.text  # the image matches
+    assert "mock TEE, not a confidential run" in page.text  # the test issuer is no hardware's
+    for n in (1, 2, 3):  # every site it pooled, with its commitment
+        assert f"<code>run-{n}</code>" in page.text
+        assert pool.commitments[f"run-{n}"][:19] in page.text
+    assert "sha256:" + hashlib.sha256(release).hexdigest() in page.text  # the sealed release
+    assert ">0.8" in page.text  # its figure, not the sites' own releases' 0.5
+    # another release id: not found; a hospital (the board is not published) sees none
+    assert client.get(f"/ui/benchmarks/{world.benchmark_id}/pooled-releases/999").status_code \
+        == 404
+    client.cookies.clear()
+    form = client.get("/ui/sign-in")
+    csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)
+    assert csrf is not None
+    client.post("/ui/sign-in", data={"csrf": csrf.group(1), "token": world.data_owner.token,
+                                     "next": "/ui/"}, follow_redirects=False)
+    assert client.get(href).status_code == 404
