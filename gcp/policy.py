@@ -223,13 +223,18 @@ def _is_aggregator(workload: WorkloadIdentity, workloads: frozenset[WorkloadIden
     only identity without a dataset a data owner's policy grants, and only for an image that no
     identity of the same policy is granted with a dataset (the evaluation image never runs
     without its dataset's digest bound; see :mod:`sealbench.gcp._cs_cel` for why no evaluation
-    run can reach an aggregator's uid) and a recipient that is no evaluation's result key."""
+    run can reach an aggregator's uid), a recipient that is no evaluation's result key, and
+    beside an evaluation of the same model, benchmark and pin (the one it pools)."""
     if workload.data_digest is not None:
         return False
     evaluations = [w for w in workloads if w.data_digest is not None]
+    # beside the evaluation it pools (same model, benchmark and pin), as the grants make it
+    beside = any((w.model_digest, w.benchmark_id, w.metrics_version) == (
+        workload.model_digest, workload.benchmark_id, workload.metrics_version)
+        for w in evaluations)
     # nor to a data owner's own result key: the release is sealed to the registry, which
     # debits each one it opens; a key that can open it outside the registry could read many
-    return workload.image_digest not in {w.image_digest for w in evaluations} \
+    return beside and workload.image_digest not in {w.image_digest for w in evaluations} \
         and workload.recipient_digest not in {w.recipient_digest for w in evaluations}
 
 

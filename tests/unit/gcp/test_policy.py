@@ -192,3 +192,19 @@ def test_merge_removes_its_binding_when_nothing_is_approved() -> None:
         frozenset(),
     )
     assert removed == (mine,) and updated["bindings"] == []
+
+
+def test_a_data_less_identity_is_granted_only_as_an_aggregator_beside_its_evaluation() -> None:
+    """Issue 27: beside W1, an aggregator of W1's model, benchmark and pin (another image, the
+    registry's recipient) is granted; the same without W1, for another model, or with the data
+    owner's own result key as recipient is refused."""
+    registry = _d("registry pool key")
+    aggregator = WorkloadIdentity(_d("agg"), None, _d("model"), registry, "1", "brats-2023-gli/1")
+    AssetPolicy(PROVIDER, KEY, None, frozenset({W1, aggregator}), include_data=True)
+    for workloads in ({aggregator},
+                      {W1, WorkloadIdentity(_d("agg"), None, _d("other"), registry, "1",
+                                            "brats-2023-gli/1")},
+                      {W1, WorkloadIdentity(_d("agg"), None, _d("model"), _d("recipient"), "1",
+                                            "brats-2023-gli/1")}):
+        with pytest.raises(PolicyInputError, match="dataset digest"):
+            AssetPolicy(PROVIDER, KEY, None, frozenset(workloads), include_data=True)
