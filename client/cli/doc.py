@@ -158,9 +158,13 @@ READS = frozenset({
 
 _SINGLE = frozenset({("whoami",), ("login",), ("run",), ("inbox",), ("test",)})
 _PROGRESS = re.compile(r"━.*\d+/(?:\d+|\?) \d+:\d\d:\d\d\s*$")
+#: A run id and a digest: what differs between two honest runs of the same command line too
+#: (the mock's image digests derive from the enclave code).
+_RUN_ID = (re.compile(r"\brun-\d{8}T\d{6}-[0-9a-f]{8}\b"), "run-<id>")
+_DIGEST = (re.compile(r"\bsha256:[0-9a-f]{6,64}…?"), "sha256:<digest>")
 _VARYING = (
-    (re.compile(r"\brun-\d{8}T\d{6}-[0-9a-f]{8}\b"), "run-<id>"),
-    (re.compile(r"\bsha256:[0-9a-f]{6,64}…?"), "sha256:<digest>"),
+    _RUN_ID,
+    _DIGEST,
     (re.compile(r"\beyJ[\w.-]*…?"), "<token>"),
     (re.compile(r"\(\d+ characters\b"), "(<n> characters"),
     (re.compile(r"\b\d+ events\b"), "<n> events"),
@@ -257,7 +261,7 @@ def _same_command(shown: tuple[str, ...], ran: tuple[str, ...], workdir: str) ->
     def key(argv: tuple[str, ...]) -> list[str]:
         keys = []
         for arg in argv:
-            for pattern, placeholder in _VARYING[:2]:
+            for pattern, placeholder in (_RUN_ID, _DIGEST):
                 arg = pattern.sub(placeholder, arg)
             keys.append(arg.replace(workdir, GUIDE_WORKDIR))
         return keys
@@ -337,7 +341,7 @@ def regenerate_guide(path: Path, workdir: Path, log: str | None = None, *,
     renamed: dict[str, str] = {}  # the guide's run ids -> the demo's, in the commands rewritten
     for item in sorted(stale, key=lambda item: item.command.span, reverse=True):
         for was, now in zip(item.command.argv, item.ran, strict=False):
-            if was != now and _VARYING[0][0].fullmatch(was) and _VARYING[0][0].fullmatch(now):
+            if was != now and _RUN_ID[0].fullmatch(was) and _RUN_ID[0].fullmatch(now):
                 renamed[was] = now
         shown = [line.strip() for line in _shown(item.command).splitlines()]
         new = item.real[0].splitlines() if item.real else []
