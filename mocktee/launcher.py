@@ -45,6 +45,7 @@ from sealbench.mocktee.verifier import DEFAULT_AUDIENCE, TokenMinter, WorkloadLa
 __all__ = [
     "CONTROL_TIMEOUT_S",
     "LAUNCHER_ROOT",
+    "LAUNCHER_ROOT_ENV",
     "SOCKET_NAME",
     "TOKEN_FILE_NAME",
     "ImagePolicy",
@@ -53,6 +54,7 @@ __all__ = [
     "MockLauncher",
     "RemoteTokenMinter",
     "handle_token_request",
+    "launcher_root",
     "private_launcher_dir",
     "sweep_stale_launcher_dirs",
 ]
@@ -71,6 +73,16 @@ _TOKEN_OPTION_FIELDS = {"audience", "nonces", "token_type", "aws_principal_tag_o
 _SUN_PATH_MAX = 107
 #: Where workload folders are made: short (a socket path is at most 107 bytes), per user.
 LAUNCHER_ROOT = Path(tempfile.gettempdir()) / f"sealbench-launcher-{os.getuid()}"
+#: A folder to use instead of :data:`LAUNCHER_ROOT` (a test session's own, so that two runs on
+#: one machine never see each other's workload folders); read at each launch.
+LAUNCHER_ROOT_ENV = "SEALBENCH_LAUNCHER_ROOT"
+
+
+def launcher_root() -> Path:
+    """Where this process makes workload folders: ``$SEALBENCH_LAUNCHER_ROOT`` if set, else
+    :data:`LAUNCHER_ROOT`."""
+    override = os.environ.get(LAUNCHER_ROOT_ENV)
+    return Path(override) if override else LAUNCHER_ROOT
 
 
 class LaunchPolicyViolation(ValueError):  # noqa: N818 - reads as the launcher's refusal
@@ -126,9 +138,10 @@ def _owner_alive(folder: Path) -> bool:
     return pid.isdigit() and _start_time(int(pid)) == started
 
 
-def sweep_stale_launcher_dirs(root: Path = LAUNCHER_ROOT) -> list[Path]:
-    """Remove the workload folders under ``root`` whose owner process is gone (or was
-    replaced by another with its pid); returns what was removed."""
+def sweep_stale_launcher_dirs(root: Path | None = None) -> list[Path]:
+    """Remove the workload folders under ``root`` (default :func:`launcher_root`) whose owner
+    process is gone (or was replaced by another with its pid); returns what was removed."""
+    root = launcher_root() if root is None else root
     removed: list[Path] = []
     if not root.is_dir():
         return removed
@@ -141,11 +154,13 @@ def sweep_stale_launcher_dirs(root: Path = LAUNCHER_ROOT) -> list[Path]:
     return removed
 
 
-def private_launcher_dir(root: Path = LAUNCHER_ROOT) -> Path:
+def private_launcher_dir(root: Path | None = None) -> Path:
     """A new private (0700) folder for one workload's socket and token file under ``root``
-    (0700, ours: a folder someone else made there is refused), after removing stale ones. The
+    (default :func:`launcher_root`; 0700, ours: a folder someone else made there is refused),
+    after removing stale ones. The
     folder's name records its owner (pid and start time), so it exists complete from the
     moment it exists: a concurrent sweep never takes it for a dead run's."""
+    root = launcher_root() if root is None else root
     root.mkdir(mode=0o700, exist_ok=True)
     info = root.lstat()
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
