@@ -41,7 +41,8 @@ async def create(
 ) -> BenchmarkPublic:
     pool_key = registry.pool_key.public_key()
     return await in_thread(session, lambda: _public(
-        benchmarks.create(session, user, body, now, pool_key=pool_key)))
+        benchmarks.create(session, user, body, now, pool_key=pool_key,
+                          plugins=registry.plugins)))
 
 
 @router.get("")

@@ -9,7 +9,9 @@ benchmark version, which owners join anew. The aggregator image must differ from
 evaluation image (see :mod:`sealbench.gcp._cs_cel` on why only the aggregator's uid may leave
 the dataset open).
 
-A benchmark's pin must match its definition: when the pinned plug-in is installed here, the grid
+A benchmark's plug-in must be installed on the registry (:func:`plugin_installed`): a pin the
+registry cannot load is refused at creation, naming it and how the operator installs one, since
+the registry could validate none of its results. Its pin must match its definition: the grid
 its data contract declares, as the plug-in reads it, must be the plug-in's (the grid is part of
 the pin: a ``brats-2023-gli/1`` benchmark cannot declare 64x64x48, which is
 ``brats-2023-gli/1-64x64x48``). The enclave enforces the pinned grid on every case whatever the
@@ -26,6 +28,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
+from sealbench.benchmarks.interface import Benchmark as BenchmarkPlugin
 from sealbench.benchmarks.interface import BenchmarkError, GridError, grid_of
 from sealbench.benchmarks.registry import load
 from sealbench.contract.pin import BenchmarkPin
@@ -41,17 +44,35 @@ from sealbench.server.errors import (
 from sealbench.server.models import Benchmark, Model
 from sealbench.server.schemas import BenchmarkCreate, BenchmarkState
 from sealbench.server.services._common import PageOf, commit, flush, get_or_404, rows_page
+from sealbench.server.services.benchmark_plugins import PluginLookup
+
+#: How a registry's operator installs a benchmark plug-in (docs/benchmark-authoring.md).
+INSTALL_HINT = (
+    "the registry's operator installs a plug-in by installing its Python distribution (which "
+    "declares it in the 'sealbench.benchmarks' entry-point group) into the registry server's "
+    "environment, e.g. 'pip install ./my-benchmark', and restarting 'sealbench-server'; then "
+    "create the benchmark again")
 
 
-def _check_pin_matches_contract(
-    metrics_version: BenchmarkPin, data_contract: dict[str, Any]
-) -> None:
-    """422 when the installed plug-in ``metrics_version`` pins fixes another grid than
-    ``data_contract`` declares (the plug-in reads both: :func:`grid_of`). A plug-in not
-    installed here is not checked (the registry refuses its results anyway); one that fixes no
-    grid (tabular) neither."""
+def plugin_installed(metrics_version: BenchmarkPin,
+                     plugins: PluginLookup = load) -> BenchmarkPlugin:
+    """The plug-in ``metrics_version`` pins, installed on this registry; 422 naming the pin and
+    how an operator installs one when it is not (or fails to load)."""
     try:
-        plugin = load(metrics_version)
+        return plugins(metrics_version)
+    except BenchmarkError as exc:
+        raise InvalidRequestError(
+            f"metrics_version: the registry cannot take a benchmark pinned to "
+            f"{metrics_version}: {exc}; it could validate none of its results. "
+            + INSTALL_HINT[0].upper() + INSTALL_HINT[1:]) from None
+
+
+def _check_pin_matches_contract(plugin: BenchmarkPlugin, data_contract: dict[str, Any]) -> None:
+    """422 when the installed ``plugin`` fixes another grid than ``data_contract`` declares
+    (the plug-in reads both: :func:`grid_of`). One that fixes no grid (tabular) is not
+    checked."""
+    metrics_version = plugin.ref
+    try:
         pinned = grid_of(plugin, plugin.data_contract())
     except BenchmarkError:
         return
@@ -70,20 +91,23 @@ def _check_pin_matches_contract(
             "(pin the plug-in's variant of that grid, or declare its own)")
 
 
-__all__ = ["approve", "close", "create", "get", "list_page", "set_state"]
+__all__ = ["approve", "close", "create", "get", "list_page", "plugin_installed", "set_state"]
 
 
 def create(session: Session, actor: Principal, body: BenchmarkCreate, now: datetime, *,
-           pool_key: X25519PublicKey | None = None) -> Benchmark:
+           pool_key: X25519PublicKey | None = None,
+           plugins: PluginLookup = load) -> Benchmark:
     """Create ``body`` (pending). A benchmark with an aggregator image records ``pool_key``,
     the registry's pool-release key (:mod:`sealbench.server.poolkey`), as its pool recipient:
-    fixed with the benchmark, logged in its creation event."""
+    fixed with the benchmark, logged in its creation event. Its plug-in must be installed
+    here (``plugins``: :func:`plugin_installed`)."""
     taken = select(Benchmark.id).where(
         Benchmark.name == body.name, Benchmark.version == body.version
     )
     if session.scalars(taken).first() is not None:
         raise ConflictError(f"benchmark {body.name} version {body.version} already exists")
-    _check_pin_matches_contract(body.metrics_version, dict(body.data_contract))
+    _check_pin_matches_contract(plugin_installed(body.metrics_version, plugins),
+                                dict(body.data_contract))
     if body.aggregator_image_digest is not None \
             and body.aggregator_image_digest == body.image_digest:
         raise InvalidRequestError(

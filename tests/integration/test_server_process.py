@@ -144,7 +144,7 @@ def test_concurrent_writers_lose_and_duplicate_nothing(server: Server, env: dict
             "version": "1",
             "data_contract": {},
             "metrics_spec": {},
-            "metrics_version": "m/1",
+            "metrics_version": "wdbc/1",
             "image_reference": "img",
             "image_digest": DIGEST,
         }
@@ -215,7 +215,7 @@ def test_killed_server_restarts_with_everything_committed(
             "version": "2",
             "data_contract": {"k": [1, 2]},
             "metrics_spec": {},
-            "metrics_version": "m/1",
+            "metrics_version": "wdbc/1",
             "image_reference": "img",
             "image_digest": DIGEST,
         }

@@ -436,7 +436,7 @@ def test_concurrent_run_status_updates_lose_nothing(replicas: Replicas) -> None:
                     "version": "1",
                     "data_contract": {"modalities": ["t1", "t2"], "shape": [128, 128, 128]},
                     "metrics_spec": {"dice": {"labels": [1, 2, 3]}},
-                    "metrics_version": "brats-2023/1",
+                    "metrics_version": "wdbc/1",  # installed here; fixes no grid
                     "image_reference": "registry.test/sealbench/eval",
                     "image_digest": IMAGE_DIGEST,
                 },

@@ -79,7 +79,7 @@ def _seed(client: TestClient, auth: dict[str, str]) -> None:
         "version": "1",
         "data_contract": {},
         "metrics_spec": {},
-        "metrics_version": "m/1",
+        "metrics_version": "wdbc/1",
         "image_reference": "img",
         "image_digest": "sha256:" + "a" * 64,
     }

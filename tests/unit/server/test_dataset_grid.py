@@ -15,15 +15,15 @@ SMALL = {"shape": [64, 64, 48], "spacing_mm": [1.0, 1.0, 1.0]}
 _names = itertools.count()
 
 
-#: The plug-in pin of each grid (the grid is part of the pin); another contract pins a plug-in
-#: the registry does not have, whose grid it cannot check at creation.
+#: The plug-in pin of each grid (the grid is part of the pin); another contract pins WDBC, a
+#: plug-in that fixes no grid.
 PINS = {"240x240x155": "brats-2023-gli/1", "64x64x48": "brats-2023-gli/1-64x64x48"}
 
 
 def _pin(contract: dict[str, Any]) -> str:
     shape = contract.get("shape")
     key = "x".join(map(str, shape)) if isinstance(shape, list) else ""
-    return PINS.get(key, "not-installed/1")
+    return PINS.get(key, "wdbc/1")
 
 
 def _benchmark(client: TestClient, world: Any, h: Any, contract: dict[str, Any]) -> int:
@@ -113,11 +113,15 @@ def test_unreadable_benchmark_grid_is_refused_by_the_plugin(
     assert "'large' is not a list of positive voxel counts" in refused.json()["message"]
 
 
-def test_a_plugin_not_installed_here_is_not_asked(client: TestClient, world: Any, h: Any) -> None:
-    """The registry reads no grid itself: a benchmark of a plug-in it lacks (whose results it
-    refuses anyway) takes any grid at registration; the enclave checks every case."""
-    foreign = _benchmark(client, world, h, {"shape": "large"})
-    assert _register(client, world, h, "any", {"grid": SMALL}, foreign).status_code == 201
+def test_a_plugin_not_installed_here_is_refused_at_creation(
+        client: TestClient, world: Any, h: Any) -> None:
+    """The registry reads no grid itself: a benchmark of a plug-in it lacks, whose grid (and
+    results) it could not check, is never created (tests/unit/server/
+    test_plugin_not_installed.py)."""
+    body = {**h.benchmark_body(name=f"grid-{next(_names)}"), "metrics_version": "not-installed/1",
+            "data_contract": {"shape": "large"}}
+    refused = client.post("/api/v1/benchmarks", json=body, headers=world.bench_owner.headers)
+    assert refused.status_code == 422 and "not-installed/1" in refused.json()["message"]
 
 
 @pytest.mark.parametrize(("pin", "contract", "declared"), [
