@@ -11,7 +11,10 @@ from fastapi import APIRouter, Query, Response
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from sealbench.benchmarks.interface import PoolingNotSupportedError
+from sealbench.server.auth import Principal
 from sealbench.server.deps import CurrentUser, Limit, NowDep, Offset, RegistryDep, SessionDep
+from sealbench.server.errors import InvalidStateError
 from sealbench.server.models import Result
 from sealbench.server.routers._common import ERRORS, IdPath, OptionalId, in_thread, to_page
 from sealbench.server.schemas import (
@@ -26,13 +29,32 @@ from sealbench.server.schemas.leaderboard import PooledLeaderboard
 from sealbench.server.services import leaderboard as pooled
 from sealbench.server.services import results
 
-__all__ = ["leaderboard_router", "router"]
+__all__ = ["leaderboard_router", "pooled_board", "router"]
 
 #: Parsed summaries by result id and nonce (results never change; safe to lose).
 SUMMARY_CACHE = pooled.SummaryCache()
 
 router = APIRouter(prefix="/results", tags=["results"], responses=ERRORS)
 leaderboard_router = APIRouter(prefix="/benchmarks", tags=["results"], responses=ERRORS)
+
+
+def pooled_board(session: Session, actor: Principal, benchmark_id: int, *,
+                 metric: str | None = None, sites: frozenset[int] | None = None,
+                 every_metric: bool = False, with_breakdown: bool = False) -> pooled.Board:
+    """:func:`~sealbench.server.services.leaderboard.pooled_board` (the API's, the dashboard's
+    page's and its CSV's), where a benchmark whose plug-in does not pool results over sites
+    (:class:`PoolingNotSupportedError`) is answered as such (409 ``invalid_state``, pointing to
+    its per-site leaderboard), never as a server error."""
+    try:
+        return pooled.pooled_board(session, actor, benchmark_id, SUMMARY_CACHE, metric=metric,
+                                   sites=sites, every_metric=every_metric,
+                                   with_breakdown=with_breakdown)
+    except PoolingNotSupportedError as exc:
+        raise InvalidStateError(
+            f"benchmark {benchmark_id}'s plug-in does not pool results over sites ({exc}), so "
+            "it has no pooled leaderboard; each site's published results are on its per-site "
+            f"leaderboard (the dashboard's /ui/benchmarks/{benchmark_id}/leaderboard, or GET "
+            f"/api/v1/benchmarks/{benchmark_id}/leaderboard)") from None
 
 
 def _public(row: Result, withdrawn: dict[int, tuple[AssetKind, ...]]) -> ResultPublic:
@@ -127,8 +149,8 @@ async def pooled_leaderboard(
     between-site spread and rank groups (models whose intervals overlap share a rank)."""
 
     def board() -> Response:
-        result = pooled.pooled_board(
-            session, user, benchmark_id, SUMMARY_CACHE, metric=metric,
+        result = pooled_board(
+            session, user, benchmark_id, metric=metric,
             sites=None if site is None else frozenset(site), every_metric=all_metrics)
         # validated here, serialised by pydantic's own JSON encoder: FastAPI's generic encoder
         # took about 30 ms of a 41 x 32 board's 40

@@ -17,9 +17,9 @@ from starlette.responses import PlainTextResponse, Response
 from sealbench.server.auth import Principal
 from sealbench.server.errors import RegistryError
 from sealbench.server.routers._common import IdPath
-from sealbench.server.routers.results import SUMMARY_CACHE
+from sealbench.server.routers.results import pooled_board
 from sealbench.server.schemas.leaderboard import PooledLeaderboard, to_csv
-from sealbench.server.services import benchmarks, leaderboard
+from sealbench.server.services import benchmarks
 from sealbench.server.web._charts import Forest, axis_note, build_forest, forest_axis
 from sealbench.server.web._state import (
     DashboardState,
@@ -38,8 +38,8 @@ SiteQuery = Annotated[list[int] | None, Query()]
 
 def _board(session: Session, viewer: Principal, benchmark_id: int, metric: str | None,
            site: list[int] | None) -> PooledLeaderboard:
-    board = leaderboard.pooled_board(
-        session, viewer, benchmark_id, SUMMARY_CACHE, metric=metric or None,
+    board = pooled_board(
+        session, viewer, benchmark_id, metric=metric or None,
         sites=None if not site else frozenset(site), with_breakdown=True)
     return PooledLeaderboard.model_validate(board, from_attributes=True)
 
@@ -120,8 +120,8 @@ def pooled_pages(state: DashboardState) -> APIRouter:
         def work() -> Response:
             with registry.db.reader() as session:
                 try:
-                    board = leaderboard.pooled_board(
-                        session, viewer.principal, benchmark_id, SUMMARY_CACHE,
+                    board = pooled_board(
+                        session, viewer.principal, benchmark_id,
                         metric=metric or None, sites=None if not site else frozenset(site),
                         every_metric=every)
                 except RegistryError as exc:
