@@ -52,6 +52,7 @@ __all__ = [
     "BenchmarkDataset",
     "BenchmarkModel",
     "BudgetGroup",
+    "CaseFingerprint",
     "Dataset",
     "DatasetBudgetGroup",
     "DatasetCoordinates",
@@ -613,4 +614,26 @@ class Run(Base):
     __table_args__ = (
         UniqueConstraint("reporter_id", "run_key", name="uq_runs_reporter_key"),
         Index("ix_runs_benchmark_pair", "benchmark_id", "model_id", "dataset_id"),
+    )
+
+
+class CaseFingerprint(Base):
+    """One case of a dataset as its owner's client fingerprinted it at registration (issue 40,
+    migration 0017): HMAC-SHA256, under the owner's own fingerprint key, of a digest of the
+    case's content that no case id or file name enters (:mod:`sealbench.client.assets.
+    fingerprints`). Used only to find a new dataset's cases among the same owner's earlier
+    datasets (:mod:`sealbench.server.services.fingerprints`), so that they share one privacy
+    ledger; never returned by any API. A dataset registered without fingerprints (before
+    migration 0017) has none and keeps its own ledger. Two equal cases in one dataset are one
+    row."""
+
+    __tablename__ = "case_fingerprints"
+
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id"), primary_key=True,
+                                            autoincrement=False)
+    fingerprint: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+
+    __table_args__ = (
+        Index("ix_case_fingerprints_owner_fingerprint", "owner_id", "fingerprint"),
     )
