@@ -46,7 +46,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-HEALTH_TIMEOUT_S = 60
+from server_wait import ServerStart, health_answers, wait_for_answer
+
 BATCH = 2000
 TIMEOUT_S = 120.0
 
@@ -198,18 +199,11 @@ def _client_verify(url: str, token: str, state: str, pace: float, queue: Any) ->
 
 
 def _wait_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
-    import httpx
-
-    deadline = time.monotonic() + HEALTH_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"server exited with {proc.returncode}")
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    raise SystemExit("server did not become healthy")
+    """Until the server answers ``/health``, however slowly it starts (:mod:`server_wait`)."""
+    try:
+        wait_for_answer(proc, health_answers(f"{url}/health"), f"the server at {url}")
+    except ServerStart as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def main() -> None:

@@ -51,6 +51,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+from server_wait import port_answers, wait_for_answer
 
 from sealbench.benchmarks.brats import BRATS_2023_GLI_METRICS, CaseScores, RegionScores
 from sealbench.benchmarks.brats.plugin import PLUGIN
@@ -192,15 +193,10 @@ class _Server:
             [sys.executable, __file__, "--serve", str(self.data_dir), str(self.port),
              "preload" if self.preload else "lazy"],
             env={**os.environ, "PYTHONWARNINGS": "ignore"})
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return self
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the server process did not start") from None
-                time.sleep(0.05)
+        # Its answer, not a clock: the port accepts once uvicorn's start-up is done (no request
+        # of ours before the one measured), however long a loaded machine makes that.
+        wait_for_answer(self.proc, port_answers(self.port), f"the server on port {self.port}")
+        return self
 
     def __exit__(self, *exc: object) -> None:
         self.proc.terminate()

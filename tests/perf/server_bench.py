@@ -52,9 +52,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from server_wait import ServerStart, health_answers, wait_for_answer
+
 CONCURRENCIES = (1, 8, 32)
 DIGEST = "sha256:" + "d" * 64
-HEALTH_TIMEOUT_S = 90
 
 WRK_LUA = r"""
 local kind, token, prefix, seed, size = "", "", "", 1000, 20
@@ -252,18 +253,11 @@ def _seed(database_url: str, n: int) -> tuple[str, str]:
 
 
 def _wait_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
-    import httpx
-
-    deadline = time.monotonic() + HEALTH_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"server exited with {proc.returncode}")
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    raise SystemExit("server did not become healthy")
+    """Until the server answers ``/health``, however slowly it starts (:mod:`server_wait`)."""
+    try:
+        wait_for_answer(proc, health_answers(f"{url}/health"), f"the server at {url}")
+    except ServerStart as exc:
+        raise SystemExit(str(exc)) from None
 
 
 class _Registry:
