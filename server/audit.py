@@ -13,6 +13,8 @@ on average besides the leaf) and updates the head.
 head, and raises :class:`~sealbench.server.errors.AuditChainBrokenError` naming the first
 broken event. It catches an edited or deleted row; it cannot catch an operator who rewrites
 history consistently, which is what clients holding an earlier signed checkpoint catch.
+
+An event's time is its day (:func:`event_time`): nothing in the log dates anything finer.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ __all__ = [
     "append_event",
     "append_events",
     "event_hash",
+    "event_time",
     "iter_events",
     "verify_chain",
     "verify_stored_chain",
@@ -53,6 +56,21 @@ __all__ = [
 ]
 
 _BATCH = 500
+
+
+def event_time(now: datetime) -> str:
+    """The ``occurred_at`` of an event appended at ``now``: its UTC **day** (midnight, in the
+    format's ISO 8601 with microseconds, so a verifier of earlier events reads it unchanged).
+
+    Every event, not only a run's (issue 40): when a run started or ended is a channel from the
+    cases to everyone who reads the log (a model that spins on one patient's record lengthens
+    its run), and it shows in far more than ``run.*`` events: the result's submission, the
+    run's link to it, a pooled release, the grant a ``policy sync --watch`` applies when the run
+    asks. A list of the actions that matter would have to foresee every new one; the day costs
+    the log nothing it is for (who did what, in which order: the order is the sequence number)."""
+    day = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return day.isoformat(timespec="microseconds")
+
 
 
 class ChainLink(AuditRecord, Protocol):
@@ -90,7 +108,7 @@ def append_events(session: Session, events: Sequence[NewEvent]) -> list[AuditEve
     for new in events:
         seq += 1
         text = canonical_json(dict(new.payload)).decode("utf-8")
-        occurred_at = new.now.astimezone(UTC).isoformat(timespec="microseconds")
+        occurred_at = event_time(new.now)
         event = AuditEvent(
             seq=seq,
             actor_id=new.actor_id,

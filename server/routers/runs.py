@@ -30,6 +30,7 @@ from sealbench.server.schemas.runs import (
     RunReport,
     RunReportBatch,
     RunState,
+    day_of,
 )
 from sealbench.server.services import runs
 
@@ -56,13 +57,12 @@ def _public(row: Run) -> RunPublic:
         image_digest=row.image_digest,
         tee=row.tee,
         attempts=row.attempts,
-        step_seconds=dict(row.step_seconds),
         execution_provider=row.execution_provider,
         result_id=row.result_id,
         failure_attested=row.failure_attested,
         seq=row.seq,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
+        created_at=day_of(row.created_at),  # rows of before issue 40 were stored finer
+        updated_at=day_of(row.updated_at),
     )
 
 

@@ -1,9 +1,15 @@
 """Run status wire types: what a data owner's client reports about each confidential run, what
 readers get back, and the benchmark's progress matrix.
 
-A report carries the run's state, a typed failure class or interrupt reason, per-step timings,
-the ONNX Runtime execution provider the model ran on (one of :data:`ExecutionProvider`) and the
-image digest, never free text: no case id, metric, key or token can ride along. The one
+A report carries the run's state, a typed failure class or interrupt reason, the ONNX Runtime
+execution provider the model ran on (one of :data:`ExecutionProvider`) and the image digest,
+never free text: no case id, metric, key or token can ride along. Nothing in it depends on the
+cases beyond the release (issue 40): **no step timings** (how long a model took is a channel
+from the cases to whoever reads the run, outside any release and any budget: a model that
+spins on one patient's record told its owner where that patient is treated), so a report that
+carries ``step_seconds`` is refused (422) and :class:`RunPublic` has none; the hospital keeps
+its timings in its own run records. A run's times are stored and shown **to the day**
+(:func:`day_of`). The one
 exception is a failed run's **failure record and its attestation token**, exactly as the enclave
 wrote them (``failure.json``, ``failure.token``): the registry verifies the token (audience
 ``sealbench-failure``, ``eat_nonce`` binding the record, the benchmark's image and the run's
@@ -15,7 +21,7 @@ nothing.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints, model_validator
@@ -45,6 +51,7 @@ __all__ = [
     "RunReportBatch",
     "RunReportItem",
     "RunState",
+    "day_of",
 ]
 
 RunState = Literal["planned", "launching", "running", "succeeded", "failed", "interrupted"]
@@ -90,9 +97,13 @@ EXECUTION_PROVIDERS: frozenset[str] = frozenset(ExecutionProvider.__args__)  # t
 
 #: A client's run id (``run-20261203T070000-1a2b3c4d``), unique per reporting user.
 RunKey = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
-StepName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
-Seconds = Annotated[float, Field(ge=0, le=10_000_000)]
-_MAX_STEPS = 32
+
+
+def day_of(moment: datetime) -> datetime:
+    """``moment`` (UTC) cut to its day: the precision of every time the registry keeps about a
+    run, so that when a run started, ran or ended tells no one more than its date."""
+    return moment.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
 #: Largest failure record a report may carry, as canonical JSON (the enclave's are under 3 KiB:
 #: its reason is at most 2,000 characters).
 MAX_FAILURE_RECORD_BYTES = 8 * 1024
@@ -117,7 +128,10 @@ class RunReport(WireModel):
     #: installed platform brings, so a name, not a list (the registry runs no launcher).
     tee: str = Field(pattern=r"^[a-z][a-z0-9-]{0,31}$")
     attempts: int = Field(default=0, ge=0, le=100)
-    step_seconds: dict[StepName, Seconds] = Field(default_factory=dict)
+    #: Refused unless empty: step timings depend on the cases (a model can spin on one case to
+    #: signal it), so the registry takes none. Kept only so that a client of before issue 40
+    #: gets this explanation rather than "extra field".
+    step_seconds: dict[str, float] = Field(default_factory=dict)
     #: Which execution provider ran the model, as the enclave logged it (absent: not known).
     execution_provider: ExecutionProvider | None = None
     result_id: Id | None = None
@@ -140,9 +154,11 @@ class RunReport(WireModel):
             if size > MAX_FAILURE_RECORD_BYTES:
                 raise ValueError(f"a failure record of at most {MAX_FAILURE_RECORD_BYTES} bytes, "
                                  f"received {size}")
-        if len(self.step_seconds) > _MAX_STEPS:
+        if self.step_seconds:
             raise ValueError(
-                f"at most {_MAX_STEPS} step timings, received {len(self.step_seconds)}"
+                "the registry takes no step timings: they vary with the cases a model sees, "
+                "so a model could signal its owner through them; the hospital keeps them in "
+                "its own run records (upgrade the client)"
             )
         if self.state == "failed" and self.reason not in FAILURE_CLASSES:
             raise ValueError(f"a failed run names its failure class, received {self.reason!r}")
@@ -184,13 +200,13 @@ class RunPublic(WireModel):
     image_digest: str
     tee: str
     attempts: int
-    step_seconds: dict[str, float]
     execution_provider: str | None = None
     result_id: int | None
     #: True when the run's failure (``reason``) is the enclave's own record, whose token the
     #: registry verified; False for every other report (the hospital's claim).
     failure_attested: bool = False
     seq: int
+    #: The day the run was first reported and last changed (midnight UTC): never finer.
     created_at: datetime
     updated_at: datetime
 
@@ -213,7 +229,7 @@ class ProgressCell(WireModel):
     the registry verified, its ``reason`` the record's error class. Every other status, with its
     ``reason`` and timings, is what the data owner's client reported (``reported_by_id``), which
     the registry cannot check: a failure without a verified token (``integrity``, say) is the
-    hospital's claim."""
+    hospital's claim. A cell carries no timing and ``updated_at`` only to the day."""
 
     model_id: int
     model_name: str
@@ -224,6 +240,7 @@ class ProgressCell(WireModel):
     reason: str | None = None
     execution_provider: str | None = None
     result_id: int | None = None
+    #: The day the run last changed (midnight UTC), never finer.
     updated_at: datetime | None = None
     #: True for ``done`` (a result of this image whose attestation the registry verified) and for
     #: a ``failed`` run whose failure record the enclave attested and the registry verified.

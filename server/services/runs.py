@@ -23,6 +23,12 @@ the benchmark's image, metrics version and id, the run's dataset and model diges
 run's ``reason`` is the record's error class (:data:`ERROR_CLASSES`) and ``failure_attested`` is
 set. A token that does not verify never blocks the report: the failure is stored as the
 hospital's claim and the refusal logged. Once attested, a run's failure cannot be re-claimed.
+
+Nothing beside the release (issue 40): a run keeps no step timings (the report refuses them;
+the column holds ``{}``), and its ``created_at``/``updated_at`` are stored to the day
+(:func:`~sealbench.server.schemas.runs.day_of`), so that neither the readers of a run nor the
+database's operator learn from the registry how long a model took on the cases; the audit
+events of a run are kept to the day too (:mod:`sealbench.server.audit`).
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ from sealbench.server.schemas.runs import (
     ProgressStatus,
     RunReport,
     RunReportBatch,
+    day_of,
 )
 from sealbench.server.services._common import PageOf, commit, flush, get_or_404, paged
 from sealbench.server.services.associations import approved_pairs_subquery, is_approved
@@ -196,12 +203,12 @@ def _apply(
     elif not row.failure_attested:  # an attested failure's reason is not re-claimed
         row.reason = body.reason
     row.attempts = body.attempts
-    row.step_seconds = dict(body.step_seconds)
+    row.step_seconds = {}  # no timing is kept (a report with one is refused)
     if body.execution_provider is not None:  # a later report without it keeps what was said
         row.execution_provider = body.execution_provider
     row.image_digest = body.image_digest
     row.seq = body.seq
-    row.updated_at = now
+    row.updated_at = day_of(now)
     if linked:
         row.result_id = body.result_id
     flush(session, "run")
@@ -238,12 +245,12 @@ def _create(
         image_digest=body.image_digest,
         tee=body.tee,
         attempts=body.attempts,
-        step_seconds=dict(body.step_seconds),
+        step_seconds={},
         execution_provider=body.execution_provider,
         result_id=None,
         seq=body.seq,
-        created_at=now,
-        updated_at=now,
+        created_at=day_of(now),
+        updated_at=day_of(now),
     )
     if body.result_id is not None:
         _check_result(session, actor, row, body.result_id)
@@ -386,7 +393,7 @@ def progress(session: Session, actor: Principal, benchmark_id: int) -> Benchmark
             reason=None if run is None or status == "done" else run.reason,
             execution_provider=None if run is None else run.execution_provider,
             result_id=result_id if result_id is not None else (run.result_id if run else None),
-            updated_at=None if run is None else run.updated_at,
+            updated_at=None if run is None else day_of(run.updated_at),
             attested=status == "done" or (
                 status == "failed" and run is not None and run.failure_attested),
             reported_by_id=None if run is None else run.reporter_id,

@@ -157,6 +157,33 @@ def test_free_text_in_a_report_refused(client: TestClient, world: Any, h: Any) -
     assert _runs(client, world.data_owner) == []
 
 
+def test_timing_channel_closed_no_step_timings_and_times_to_the_day(
+    client: TestClient, world: Any, h: Any
+) -> None:
+    """Issue 40: a model that spins on one patient's record signalled its owner through the
+    run's ``step_seconds.infer``. A report with timings is refused with the reason (a client of
+    before the change learns why), what readers get has none, and every time the registry shows
+    of a run (its record, its progress cell, its audit events) is a day, never finer."""
+    owner = world.data_owner
+    timed = _put(client, owner, "run-tc", _report(world, h, "succeeded", 1,
+                                                  step_seconds={"infer": 6.59}))
+    assert timed.status_code == 422 and "no step timings" in timed.text, timed.text
+    assert _runs(client, owner) == []
+    h.ok(_put(client, owner, "run-tc", _report(world, h, "running", 1)))
+    h.ok(_put(client, owner, "run-tc", _report(world, h, "succeeded", 2)))
+    for reader in (world.model_owner, world.bench_owner, owner):
+        (run,) = _runs(client, reader)
+        assert "step_seconds" not in run
+        for stamp in (run["created_at"], run["updated_at"]):
+            assert stamp.endswith(("T00:00:00Z", "T00:00:00+00:00")), stamp
+    cell = h.ok(client.get(f"{API}/benchmarks/{world.benchmark_id}/progress",
+                           headers=world.model_owner.headers))["cells"][0]
+    assert cell["updated_at"].endswith(("T00:00:00Z", "T00:00:00+00:00")), cell
+    events = _run_events(client, world.admin)
+    assert [e["action"] for e in events] == ["run.running", "run.succeeded"]
+    assert all(e["occurred_at"].endswith("T00:00:00.000000+00:00") for e in events), events
+
+
 def test_state_moves_forward_and_a_terminal_state_is_final(
     client: TestClient, world: Any, h: Any
 ) -> None:
@@ -175,12 +202,10 @@ def test_state_moves_forward_and_a_terminal_state_is_final(
 
 def test_late_or_repeated_report_changes_nothing(client: TestClient, world: Any, h: Any) -> None:
     owner = world.data_owner
-    h.ok(_put(client, owner, "run-l", _report(world, h, "succeeded", 5,
-                                              step_seconds={"infer": 3.5})))
+    h.ok(_put(client, owner, "run-l", _report(world, h, "succeeded", 5, attempts=2)))
     late = h.ok(_put(client, owner, "run-l", _report(world, h, "running", 3)))
     assert late["state"] == "succeeded" and late["seq"] == 5
-    again = h.ok(_put(client, owner, "run-l", _report(world, h, "succeeded", 5,
-                                                      step_seconds={"infer": 3.5})))
+    again = h.ok(_put(client, owner, "run-l", _report(world, h, "succeeded", 5, attempts=2)))
     assert again == late
     assert [e["action"] for e in _run_events(client, world.admin)] == ["run.succeeded"]
 
