@@ -100,6 +100,15 @@ class ComputeFault:
         return cls(429, "Rate Limit Exceeded", "rateLimitExceeded", "RATE_LIMIT_EXCEEDED")
 
     @classmethod
+    def read_rate_exceeded(cls, project_number: str, limit: int) -> ComputeFault:
+        """Compute's 403 past a project's read requests per minute (Google: 1,500 by default,
+        every ``get`` and ``getSerialPortOutput`` counting)."""
+        return cls(403, f"Quota exceeded for quota metric 'Read requests' and limit 'Read "
+                   f"requests per minute' of service 'compute.googleapis.com' for consumer "
+                   f"'project_number:{project_number}' (limit {limit}).",
+                   "rateLimitExceeded", "RATE_LIMIT_EXCEEDED")
+
+    @classmethod
     def quota_exceeded(cls, metric: str, limit: float, region: str | None) -> ComputeFault:
         """Compute's message: ``in region R`` for a regional quota, ``globally`` for a
         project-wide one (``region`` None)."""

@@ -24,6 +24,9 @@ Routes of :class:`MockProjectApis` (bearer token of a project owner, except ``/t
                                                           conditional bindings need version 3,
                                                           are kept and never evaluated, and are
                                                           read back only at version 3)
+    POST /v1/projects/{p}:getEffectiveOrgPolicy           {"constraint": C} → the OrgPolicy in
+                                                          effect (:mod:`sealbench.mocktee.
+                                                          orgpolicy`)
     POST /token                                           grant_type=refresh_token → access token
 
 Routes of :class:`MockServiceAccounts` (on the IAM port)::
@@ -37,6 +40,7 @@ test stand-in for ``gcloud auth application-default login``. Only their SHA-256 
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 from typing import Any
@@ -51,6 +55,7 @@ from sealbench.mocktee.identity import (
     condition_refusal,
     version_refusal,
 )
+from sealbench.mocktee.orgpolicy import effective_policy
 from sealbench.mocktee.state import MockState, token_hash
 
 __all__ = ["MockProjectApis", "MockServiceAccounts"]
@@ -62,6 +67,8 @@ _MAX_BATCH = 20
 _CRM = "cloudresourcemanager.googleapis.com"
 _PROJECT = re.compile(r"^/v1/projects/([^/:]+)$")
 _PROJECT_IAM = re.compile(r"^/v1/projects/([^/:]+):(getIamPolicy|setIamPolicy)$")
+_ORG_POLICY = re.compile(r"^/v1/projects/([^/:]+):getEffectiveOrgPolicy$")
+_CONSTRAINT = re.compile(r"^constraints/[a-zA-Z0-9.]+$")
 _ACCOUNTS = re.compile(r"^/v1/projects/([^/]+)/serviceAccounts(?:/([^/:]+))?$")
 _ACCOUNT_ID = re.compile(r"^[a-z]([-a-z0-9]{4,28}[a-z0-9])$")
 _REFRESH_PREFIX = "mock-insecure-refresh."
@@ -93,6 +100,10 @@ class MockProjectApis:
             if off := self._identity.service_disabled(m.group(1), _CRM):
                 return off
             return self._project(caller, m.group(1))
+        if (m := _ORG_POLICY.match(request.path)) and request.method == "POST":
+            if off := self._identity.service_disabled(m.group(1), _CRM):
+                return off
+            return self._effective_org_policy(request, caller, m.group(1))
         if m := _PROJECT_IAM.match(request.path):
             if request.method != "POST":
                 return google_error(404, f"{request.method} {request.path} not found")
@@ -100,6 +111,23 @@ class MockProjectApis:
                 return off
             return self._project_iam(request, caller, m.group(1), m.group(2))
         return google_error(404, f"{request.method} {request.path} is not served by the mock")
+
+    # -- Resource Manager: organisation policies --------------------------------------------
+
+    def _effective_org_policy(self, request: Request, caller: Caller, project: str) -> Response:
+        resolved = self._identity.resolve_project(project)
+        if resolved is None or not self._identity.is_owner(caller, project):
+            return google_error(
+                403, f"Permission 'orgpolicy.policy.get' denied on resource "
+                f"'//cloudresourcemanager.googleapis.com/projects/{project}' (or it may not "
+                "exist).")
+        try:
+            constraint = json.loads(request.body or b"{}").get("constraint", "")
+        except (ValueError, AttributeError):
+            return google_error(400, "Invalid JSON payload received.")
+        if not isinstance(constraint, str) or not _CONSTRAINT.match(constraint):
+            return google_error(400, f"Invalid constraint name {str(constraint)[:80]!r}.")
+        return json_response(200, effective_policy(self._state.read(), resolved[0], constraint))
 
     # -- Service Usage -----------------------------------------------------------------------
 

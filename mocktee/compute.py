@@ -39,7 +39,9 @@ and confidential-GPU ``…-preview-cgpu`` families of ``confidential-space-image
 confidential GPU request (``a3-highgpu-1g``, TDX, one ``nvidia-h100-80gb`` in the zone,
 ``TERMINATE``, ``SPOT``); the service account; the per-family CPU quota and the
 ``NVIDIA_H100_GPUS`` quota, whose excess fails the *operation* with ``QUOTA_EXCEEDED`` as GCP
-reports it. Errors have Compute's JSON shape (``errors[].reason``, an ``ErrorInfo`` detail for
+reports it. Reads past the project's per-minute read quota (:meth:`MockCompute.set_read_quota`,
+1,500 by default as at Google) are answered 403 ``rateLimitExceeded``. Errors have Compute's
+JSON shape (``errors[].reason``, an ``ErrorInfo`` detail for
 quota and rate limits); :meth:`MockCompute.fail_next` makes the next call of a kind fail (a
 test hook). A GPU VM has no GPU here: its workload runs on this machine's CPU, and only its
 token says what the preview GPU image attests (``EXPERIMENTAL``, ``nvidia_gpu.cc_mode: ON``;
@@ -49,6 +51,7 @@ in memory only: a restarted mock has none.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import os
@@ -58,7 +61,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -123,6 +126,10 @@ def mock_image_catalogue() -> dict[str, MockImageEntry]:
     return {aggregator_image_digest(): MockImageEntry(AGGREGATOR_ARGS, AGGREGATOR_POLICY)}
 
 
+#: Google's default ``Read requests per minute`` of ``compute.googleapis.com``, per project.
+READ_QUOTA_PER_MINUTE = 1500
+
+
 class MockCompute:
     """The Compute stand-in. ``minter`` signs the VMs' attestation tokens; ``python`` runs
     ``-m sealbench.enclave``; ``images`` is the image catalogue (default
@@ -132,7 +139,11 @@ class MockCompute:
     ``serial_after_stop``: as on Google Cloud (the default, False), a TERMINATED VM's serial
     port can no longer be read (400); True keeps it readable, as the mock used to.
     ``shutdown_s``: how long a VM stays STOPPING after its launcher exits (serial still
-    readable), as a real shutdown takes a few seconds."""
+    readable), as a real shutdown takes a few seconds. ``read_quota``: each project's read
+    requests per minute (every GET of an instance, its serial port or an operation, and an
+    operation's ``wait``), past which a read is answered 403 ``rateLimitExceeded`` as Google's
+    ``Read requests per minute`` quota (1,500 by default) answers; ``clock`` measures its
+    minute (a sliding 60 s window)."""
 
     def __init__(
         self,
@@ -149,7 +160,17 @@ class MockCompute:
         work_root: Path | None = None,
         serial_after_stop: bool = False,
         shutdown_s: float = 2.0,
+        read_quota: int = READ_QUOTA_PER_MINUTE,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self.read_quota = read_quota
+        self._clock = clock
+        self._reads: dict[str, collections.deque[float]] = {}
+        self._read_overrides: dict[str, int] = {}
+        #: Reads answered 403 rateLimitExceeded, per project.
+        self.reads_refused: collections.Counter[str] = collections.Counter()
+        #: Reads served, per project.
+        self.reads_served: collections.Counter[str] = collections.Counter()
         self._serial_after_stop = serial_after_stop
         self._shutdown_s = shutdown_s
         self._identity = identity
@@ -201,6 +222,28 @@ class MockCompute:
         (what a quota decrease, or an unmet increase request, leaves)."""
         with self._lock:
             self._quota_overrides[(project_id, metric)] = limit
+
+    def set_read_quota(self, project_id: str, per_minute: int) -> None:
+        """Set ``project_id``'s read requests per minute (see the class docstring)."""
+        if per_minute < 0:
+            raise ValueError("a read quota is 0 or more")
+        with self._lock:
+            self._read_overrides[project_id] = per_minute
+
+    def _over_read_quota(self, project_id: str, project_number: str) -> Response | None:
+        """Count one read of ``project_id``; Compute's 403 past its per-minute quota."""
+        now = self._clock()
+        with self._lock:
+            limit = self._read_overrides.get(project_id, self.read_quota)
+            window = self._reads.setdefault(project_id, collections.deque())
+            while window and window[0] <= now - 60.0:
+                window.popleft()
+            if len(window) >= limit:
+                self.reads_refused[project_id] += 1
+                return ComputeFault.read_rate_exceeded(project_number, limit).response()
+            window.append(now)
+            self.reads_served[project_id] += 1
+        return None
 
     def _limit(self, project_id: str, metric: str) -> int:
         default = (self.gpu_quota if metric == GPU_QUOTA_METRIC
@@ -331,6 +374,9 @@ class MockCompute:
         with self._lock:
             if self._faults.get(method):
                 return self._faults[method].pop(0).response()
+        if method in ("get", "serialPort", "operations") and (
+                over := self._over_read_quota(project_id, project_number)):
+            return over
         if method == "insert" and request.method == "POST":
             return self._insert(request, caller, project_id, project_number, zone)
         if method == "operations" and name is not None:

@@ -6,7 +6,9 @@
 Authorization as Cloud KMS: the bearer token's principal (or one of its principal sets, such as
 ``principalSet://…/attribute.workload_uid/<uid>``) must hold ``roles/cloudkms.cryptoKeyDecrypter``
 (or ``…EncrypterDecrypter``) on the key to decrypt, an encrypter role or project ownership to
-encrypt; project owners administer keys and policies. Otherwise 403 ``PERMISSION_DENIED``.
+encrypt; project owners administer keys and policies. Otherwise 403 ``PERMISSION_DENIED``. A
+federated caller on a key of a project inside a VPC Service Controls perimeter gets the
+perimeter's refusal first (:mod:`sealbench.mocktee.orgpolicy`).
 
 Mock ciphertext format (version 1; opaque to clients, like real KMS ciphertext)::
 
@@ -42,6 +44,7 @@ from sealbench.mocktee.identity import (
     has_role,
     version_refusal,
 )
+from sealbench.mocktee.orgpolicy import perimeter_refusal
 from sealbench.mocktee.state import MockState, atomic_write
 
 __all__ = ["DECRYPT_ROLES", "ENCRYPT_ROLES", "MockKms"]
@@ -121,6 +124,11 @@ class MockKms:
         if project and (off := self._identity.service_disabled(
                 project.group(1), "cloudkms.googleapis.com")):
             return off
+        if project and (resolved := self._identity.resolve_project(project.group(1))):
+            refused = perimeter_refusal(self._state.read(), resolved[0], caller.principal,
+                                        "cloudkms.googleapis.com")
+            if refused is not None:  # VPC Service Controls (sealbench.mocktee.orgpolicy)
+                return Response(refused[0], refused[1])
         try:
             return self._route(request, caller)
         except _BadRequestError as exc:

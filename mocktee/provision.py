@@ -129,7 +129,12 @@ def provision_owner(
             f"{endpoints.kms}/v1/{ring_name}/cryptoKeys?cryptoKeyId={key}",
             {"purpose": "ENCRYPT_DECRYPT"},
         ),
-        ("POST", f"{endpoints.storage}/storage/v1/b?project={project_id}", {"name": bucket}),
+        ("POST", f"{endpoints.storage}/storage/v1/b?project={project_id}", {
+            "name": bucket,
+            # as sealbench creates buckets: Google lets federated workloads into a bucket only
+            # with uniform bucket-level access (and secure-by-default organisations demand it)
+            "iamConfiguration": {"uniformBucketLevelAccess": {"enabled": True},
+                                 "publicAccessPrevention": "enforced"}}),
     ):
         try:
             _call(method, url, body, token)

@@ -77,7 +77,8 @@ _SERVICES = (
 )
 #: What the control endpoint's ``POST /mock/v1/faults`` can break (see :meth:`MockCloud.inject`).
 _PROPAGATION = "/mock/v1/iamPropagation"
-FAULTS = ("permission-denied", "api-disabled", "key-destroyed", "bucket-missing", "quota-exceeded")
+FAULTS = ("permission-denied", "api-disabled", "key-destroyed", "bucket-missing", "quota-exceeded",
+          "org-policy", "perimeter", "bucket-fine-grained", "compute-read-quota")
 
 
 @dataclass(frozen=True)
@@ -307,6 +308,16 @@ class MockCloud:
                 the bucket no longer exists (404)
             {"fault": "quota-exceeded", "project": P, "metric": "N2D_CPUS", "limit": 0}
                 P's CPU quota of that family is ``limit`` in every region
+            {"fault": "org-policy", "project": P, "constraint": C, "value": true | false | [..]}
+                P's organisation policy for C (a boolean constraint's enforcement, a list
+                constraint's allowed values: :mod:`sealbench.mocktee.orgpolicy`)
+            {"fault": "perimeter", "project": P}
+                P is inside a VPC Service Controls perimeter that refuses federated identities
+            {"fault": "bucket-fine-grained", "bucket": B}
+                B has fine-grained access (no uniform bucket-level access), as a bucket created
+                before its organisation enforced it
+            {"fault": "compute-read-quota", "project": P, "per_minute": N}
+                Compute answers P's reads past N a minute with 403 ``rateLimitExceeded``
         """
         kind = fault.get("fault")
         if kind == "permission-denied":
@@ -326,6 +337,24 @@ class MockCloud:
             self.compute.set_quota(
                 str(fault["project"]), str(fault["metric"]), int(fault["limit"])
             )
+        elif kind == "org-policy":
+            value = fault["value"]
+            if not isinstance(value, bool | list):
+                raise ValueError("an organisation policy's value is a boolean or a list")
+            with self.state.edit() as doc:
+                doc["org_policies"].setdefault(str(fault["project"]), {})[
+                    str(fault["constraint"])] = value
+        elif kind == "perimeter":
+            with self.state.edit() as doc:
+                doc["perimeters"][str(fault["project"])] = True
+        elif kind == "bucket-fine-grained":
+            with self.state.edit() as doc:
+                if str(fault["bucket"]) not in doc["buckets"]:
+                    raise ValueError(f"no bucket {fault['bucket']}")
+                doc["bucket_config"].setdefault(str(fault["bucket"]), {
+                    "public_access_prevention": "inherited"})["uniform"] = False
+        elif kind == "compute-read-quota":
+            self.compute.set_read_quota(str(fault["project"]), int(fault["per_minute"]))
         else:
             raise ValueError(f"unknown fault {kind!r}; known: {', '.join(FAULTS)}")
 

@@ -19,9 +19,16 @@ Layout of the state directory (each file written atomically: temp + fsync + rena
      "access_tokens": {sha256hex: {"principal", "principal_sets", "expires", "attributes"}},
      "disabled_services": {project_id: [service name]},
      "service_accounts": {email: account}, "project_iam": {project_id: policy},
-     "refresh_tokens": {sha256hex: principal}}
+     "refresh_tokens": {sha256hex: principal},
+     "bucket_config": {bucket: {"uniform": bool, "public_access_prevention": str}},
+     "org_policies": {project_id: {constraint: bool | [allowed value]}},
+     "perimeters": {project_id: true}}
 
-A state written before the last four sections existed loads with them empty. A soft-deleted
+A state written before the last seven sections existed loads with them empty (a bucket without
+``bucket_config`` has fine-grained access, Google's default when a create request names none;
+a project without ``org_policies`` has :data:`~sealbench.mocktee.orgpolicy.DEFAULT_POLICIES`;
+a project in ``perimeters`` is inside a VPC Service Controls perimeter that admits no federated
+identity: :mod:`sealbench.mocktee.orgpolicy`). A soft-deleted
 pool or provider keeps ``state: DELETED``, ``expireTime`` and ``purgeAt`` (epoch seconds) until
 purged; a KMS key's or bucket's policy keeps ``history`` (``[{"at", "bindings"}]``, its recent
 versions) for the IAM propagation delay; a new project's ``disabled_services`` lists every API
@@ -79,6 +86,9 @@ def _empty() -> dict[str, Any]:
         "service_accounts": {},
         "project_iam": {},
         "refresh_tokens": {},
+        "bucket_config": {},
+        "org_policies": {},
+        "perimeters": {},
     }
 
 

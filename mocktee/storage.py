@@ -8,6 +8,18 @@ Only the JSON-API routes that ``google-cloud-storage`` uses for buckets and obje
 forwarded; anything else is refused. The emulator listens on an internal loopback port that is
 not advertised: a process on this machine that connects to it directly bypasses all checks
 (INSECURE BY DESIGN, like the rest of the mock).
+
+The bucket's ``iamConfiguration`` (which the emulator ignores) is the proxy's, kept in
+``state.json`` ``bucket_config`` and shown in every bucket resource it returns: uniform
+bucket-level access (``uniformBucketLevelAccess.enabled``) and public access prevention, set on
+create and by ``PATCH b/{bucket}`` (``gcloud storage buckets update
+--uniform-bucket-level-access``). As at Google ("Identity federation: products and
+limitations"), a federated identity (``principal://``, with its ``principalSet://`` sets) is
+refused every object and bucket permission on a bucket **without** uniform bucket-level access,
+whatever the bucket's policy grants it; the project's organisation policies
+(:mod:`sealbench.mocktee.orgpolicy`) refuse a bucket created without it (412) and public members
+on a project that enforces public access prevention (412); a project inside a VPC Service
+Controls perimeter refuses federated identities (403 ``vpcServiceControls``).
 """
 
 from __future__ import annotations
@@ -31,6 +43,13 @@ from sealbench.mocktee.identity import (
     condition_refusal,
     has_role,
     version_refusal,
+)
+from sealbench.mocktee.orgpolicy import (
+    PUBLIC_ACCESS_PREVENTION,
+    UNIFORM_ACCESS,
+    enforced,
+    perimeter_refusal,
+    violation,
 )
 from sealbench.mocktee.state import MockState
 
@@ -102,6 +121,8 @@ _ROUTES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ("PATCH", re.compile(rf"^/storage/v1/b/{_B}/o/.+$"), "storage.objects.update"),
 )
 _UPLOAD = re.compile(rf"^/upload/storage/v1/b/{_B}/o$")
+_BUCKET_RESOURCE = re.compile(rf"^/storage/v1/b/{_B}$")
+_PUBLIC_MEMBERS = frozenset({"allUsers", "allAuthenticatedUsers"})
 _BUCKET_PATH = re.compile(rf"^/(?:upload/|download/)?storage/v1/b/{_B}(?:/.*)?$")
 _BUCKET_IAM = re.compile(rf"^/storage/v1/b/{_B}/iam$")
 _TEST_PERMISSIONS = re.compile(rf"^/storage/v1/b/{_B}/iam/testPermissions$")
@@ -145,6 +166,40 @@ def _upload_name(body: bytes, content_type: str) -> str | None:
         return None
     name = parsed.get("name") if isinstance(parsed, dict) else None
     return name if isinstance(name, str) else None
+
+
+def _iam_configuration(
+    requested: object, current: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """A bucket's access settings: ``current`` (none: fine-grained, public access prevention
+    inherited, as Google creates a bucket whose request names neither) updated with the
+    ``iamConfiguration`` of a request."""
+    config: dict[str, Any] = dict(current or {"uniform": False,
+                                              "public_access_prevention": "inherited"})
+    if isinstance(requested, dict):
+        for key in ("uniformBucketLevelAccess", "bucketPolicyOnly"):
+            given = requested.get(key)
+            if isinstance(given, dict) and "enabled" in given:
+                config["uniform"] = bool(given["enabled"])
+        prevention = requested.get("publicAccessPrevention")
+        if prevention in ("enforced", "inherited"):
+            config["public_access_prevention"] = prevention
+    return config
+
+
+def _uniform(doc: Mapping[str, Any], bucket: str) -> bool:
+    return bool(doc["bucket_config"].get(bucket, {}).get("uniform"))
+
+
+def _public(bindings: object) -> bool:
+    return isinstance(bindings, list) and any(
+        isinstance(b, dict) and _PUBLIC_MEMBERS & set(b.get("members") or ()) for b in bindings)
+
+
+def _prevents_public(doc: dict[str, Any], bucket: str) -> bool:
+    config = doc["bucket_config"].get(bucket, {})
+    return config.get("public_access_prevention") == "enforced" or enforced(
+        doc, doc["buckets"].get(bucket, ""), PUBLIC_ACCESS_PREVENTION)
 
 
 def _etag(serial: int) -> str:
@@ -216,6 +271,8 @@ class StorageProxy:
         project = doc["buckets"].get(bucket)
         if project is not None and self._identity.is_owner(caller, project):
             return True
+        if caller.principal.startswith("principal://") and not _uniform(doc, bucket):
+            return False  # federated identities only on buckets with uniform access
         return has_role(self._policy(doc, bucket), caller, roles_granting(permission))
 
     def _policy(self, doc: dict[str, Any], bucket: str) -> Mapping[str, Any] | None:
@@ -242,6 +299,11 @@ class StorageProxy:
                 f"{caller.describe()} does not have storage.buckets.create access to "
                 f"project {project}."
             )
+        if method == "PATCH" and (m := _BUCKET_RESOURCE.match(path)):
+            bucket = m.group("bucket")
+            if self._holds(caller, bucket, "storage.buckets.update"):
+                return None
+            return self._denial(caller, "storage.buckets.update", bucket)
         for route_method, pattern, permission in _ROUTES:
             match = pattern.match(path)
             if match and route_method == method:
@@ -293,7 +355,8 @@ class StorageProxy:
                 handler, *_gcs_error(401, "Anonymous caller does not have access.", "required")
             )
             return
-        refusal = self._bucket_refusal(handler.command, path, query)
+        refusal = self._bucket_refusal(handler.command, path, query) or self._perimeter(
+            path, query, caller)
         if refusal is not None:
             handler.rfile.read(length)
             self._reply(handler, *refusal)
@@ -327,12 +390,99 @@ class StorageProxy:
             return
         if path == "/storage/v1/b" and handler.command == "POST":
             body = handler.rfile.read(min(length, _MAX_POLICY_BYTES))
-            bucket = json.loads(body or b"{}").get("name", "")
-            with self._state.edit() as doc:
-                doc["buckets"].setdefault(bucket, query.get("project", ""))
-            self._forward(handler, length, body)
+            self._reply(handler, *self._create_bucket(handler, query.get("project", ""), body))
+            return
+        if (m := _BUCKET_RESOURCE.match(path)) and handler.command in ("GET", "PATCH"):
+            body = handler.rfile.read(min(length, _MAX_POLICY_BYTES))
+            self._reply(handler, *self._bucket_resource(handler, m.group("bucket"), body))
             return
         self._forward(handler, length, inspected)
+
+    # -- bucket resources (iamConfiguration is the proxy's) ----------------------------------
+
+    def _create_bucket(
+        self, handler: BaseHTTPRequestHandler, project: str, body: bytes
+    ) -> tuple[int, bytes]:
+        """``buckets.insert``: refused (412) where the project's organisation enforces uniform
+        access and the request does not ask for it; its ``iamConfiguration`` kept."""
+        try:
+            requested = json.loads(body or b"{}")
+        except ValueError:
+            return _gcs_error(400, "Invalid JSON payload received.", "invalid")
+        config = _iam_configuration(requested.get("iamConfiguration"), None)
+        bucket = str(requested.get("name", ""))
+        with self._state.edit() as doc:
+            if not config["uniform"] and enforced(doc, project, UNIFORM_ACCESS):
+                return violation(UNIFORM_ACCESS)
+            if bucket in doc["buckets"]:
+                return _gcs_error(
+                    409, "Your previous request to create the named bucket succeeded and you "
+                    "already own it.", "conflict")
+            status, answer = self._exchange(handler, body)
+            if status == 200:
+                doc["buckets"][bucket] = project
+                doc["bucket_config"][bucket] = config
+        return status, self._shown(answer, config, status)
+
+    def _bucket_resource(
+        self, handler: BaseHTTPRequestHandler, bucket: str, body: bytes
+    ) -> tuple[int, bytes]:
+        """``buckets.get`` and ``buckets.patch``, with the proxy's ``iamConfiguration``."""
+        config = self._state.read()["bucket_config"].get(bucket)
+        if handler.command == "PATCH":
+            try:
+                patch = json.loads(body or b"{}")
+            except ValueError:
+                return _gcs_error(400, "Invalid JSON payload received.", "invalid")
+            with self._state.edit() as doc:
+                config = _iam_configuration(patch.get("iamConfiguration"),
+                                            doc["bucket_config"].get(bucket))
+                project = doc["buckets"].get(bucket, "")
+                if not config["uniform"] and enforced(doc, project, UNIFORM_ACCESS):
+                    return violation(UNIFORM_ACCESS)
+                doc["bucket_config"][bucket] = config
+            body = json.dumps({k: v for k, v in patch.items()
+                               if k != "iamConfiguration"}).encode()
+        status, answer = self._exchange(handler, body if handler.command == "PATCH" else None)
+        return status, self._shown(answer, config or _iam_configuration(None, None), status)
+
+    @staticmethod
+    def _shown(answer: bytes, config: Mapping[str, Any], status: int) -> bytes:
+        if status != 200:
+            return answer
+        resource = json.loads(answer or b"{}")
+        resource["iamConfiguration"] = {
+            "bucketPolicyOnly": {"enabled": bool(config["uniform"])},
+            "uniformBucketLevelAccess": {"enabled": bool(config["uniform"])},
+            "publicAccessPrevention": config["public_access_prevention"],
+        }
+        return json.dumps(resource).encode()
+
+    def _exchange(
+        self, handler: BaseHTTPRequestHandler, body: bytes | None
+    ) -> tuple[int, bytes]:
+        """Send the request (with ``body``) to the emulator; its status and whole answer."""
+        conn = http.client.HTTPConnection(*self._emulator, timeout=EMULATOR_TIMEOUT_S)
+        try:
+            headers = {"Content-Type": "application/json"}
+            conn.request(handler.command, handler.path, body=body, headers=headers)
+            response = conn.getresponse()
+            return response.status, response.read()
+        finally:
+            conn.close()
+
+    def _perimeter(
+        self, path: str, query: dict[str, str], caller: Caller
+    ) -> tuple[int, bytes] | None:
+        """VPC Service Controls' refusal of a federated caller in a perimeter's project."""
+        doc = self._state.read()
+        if path == "/storage/v1/b":
+            project: str | None = query.get("project", "")
+        elif m := _BUCKET_PATH.match(path):
+            project = doc["buckets"].get(m.group("bucket"))
+        else:
+            return None
+        return perimeter_refusal(doc, project, caller.principal, "storage.googleapis.com")
 
     def _bucket_refusal(
         self, method: str, path: str, query: dict[str, str]
@@ -390,6 +540,8 @@ class StorageProxy:
                 refusal = condition_refusal(bindings, policy.get("version"))
                 if refusal:
                     return _gcs_error(400, refusal, "invalid")
+                if _public(bindings) and _prevents_public(doc, bucket):
+                    return violation(PUBLIC_ACCESS_PREVENTION)
                 serial = int(current["serial"]) + 1
                 current = {
                     "bindings": bindings, "serial": serial, "etag": _etag(serial),
