@@ -22,6 +22,7 @@ against the ``KeyWrapper`` protocol catches them without knowing which wrapper i
     │   ├── ObjectNotFound              no object of that name
     │   ├── ObjectTooLarge              an object exceeds the caller's size bound
     │   └── StorageAccessDenied         the identity may not read or write the object
+    ├── ServicePerimeterDenied          a VPC Service Controls perimeter refused the request
     ├── AttesterError                   the TEE launcher did not return a token
     ├── CredentialError                 workload credentials cannot be built or exchanged
     └── PolicyWriteError                the identity provider or an IAM policy cannot be written
@@ -56,6 +57,7 @@ __all__ = [
     "OwnerSettingsError",
     "PolicyInputError",
     "PolicyWriteError",
+    "ServicePerimeterDenied",
     "StorageAccessDenied",
     "StorageError",
     "refused_after_exchange",
@@ -150,6 +152,26 @@ class ObjectTooLarge(StorageError):  # noqa: N818 - the agreed public name
 
 class StorageAccessDenied(StorageError):  # noqa: N818 - the agreed public name
     """The calling identity may not read or write the object or bucket."""
+
+
+class ServicePerimeterDenied(CloudError):  # noqa: N818 - reads as what happened
+    """A VPC Service Controls perimeter around the resource's project refused the request
+    (Google's ``VPC_SERVICE_CONTROLS`` violation): no IAM grant admits it, so it is never
+    retried as a grant not yet applied (:func:`refused_after_exchange` is False for it).
+    ``service`` is the API (``cloudkms.googleapis.com``, ``storage.googleapis.com``),
+    ``reference`` Google's ``vpcServiceControlsUniqueIdentifier`` (for the perimeter's
+    audit log)."""
+
+    def __init__(self, *, service: str, resource: str, reference: str) -> None:
+        self.service = service
+        self.resource = resource
+        self.reference = reference
+        super().__init__(
+            f"a VPC Service Controls perimeter refused {service} access to {resource} "
+            f"(vpcServiceControlsUniqueIdentifier {reference}): federated workloads reach "
+            "it only through an ingress rule of the perimeter (docs/gcp-setup.md, "
+            "'Inside a VPC Service Controls perimeter')"
+        )
 
 
 class AttesterError(CloudError):
