@@ -21,6 +21,7 @@ from sealbench.client.registry.governance import ConsentCheck
 from sealbench.client.registry.profiles import ResolvedProfile
 from sealbench.server.schemas import (
     AssociationPublic,
+    BenchmarkPublic,
     DatasetCreate,
     DatasetPublic,
     ModelPublic,
@@ -35,6 +36,7 @@ __all__ = [
     "DatasetRegistration",
     "Progress",
     "associate_asset",
+    "check_prepared_for",
     "contract_plugin",
     "prepare_dataset",
     "register_dataset",
@@ -194,14 +196,43 @@ class Association:
     already: bool
 
 
+def _base_pin(bench: BenchmarkPublic) -> str:
+    ref = bench.metrics_version
+    # an exact release of a contract takes the data of the contract (EXACT_SUFFIX)
+    return f"{ref.name}/{ref.version.removesuffix('-exact') or ref.version}"
+
+
+def check_prepared_for(
+    client: RegistryClient, dataset: DatasetPublic, bench: BenchmarkPublic
+) -> None:
+    """Refuse (:class:`ConfigError`) ``dataset`` for ``bench`` when it was prepared for a
+    benchmark pinning another plug-in or contract variant (grid), as the registry does (422);
+    an exact release of the same contract takes the same data."""
+    if dataset.prepared_for_id is None or dataset.prepared_for_id == bench.id:
+        return
+    prepared_for = client.get_benchmark(dataset.prepared_for_id)
+    if _base_pin(prepared_for) == _base_pin(bench):
+        return
+    raise ConfigError(
+        f"dataset {dataset.id} was prepared for benchmark {prepared_for.id} "
+        f"({prepared_for.name}, plug-in {prepared_for.metrics_version}), but benchmark "
+        f"{bench.id} ({bench.name}) takes data prepared for the plug-in "
+        f"{bench.metrics_version}; nothing was sent",
+        hint=f"prepare the raw cases for it ('sealbench dataset prepare --benchmark {bench.id}') "
+        "and register that dataset")
+
+
 def associate_asset(
     client: RegistryClient, kind: AssetKind, asset_id: int, benchmark: int, *,
     consent_exact: bool = False, consent: ConsentCheck | None = None,
 ) -> Association:
-    """Ask benchmark ``benchmark`` to take the asset. For a dataset its owner asks for,
-    ``consent`` runs first (what each run publishes; it raises to refuse). Asking again for a
-    pending or approved link changes nothing."""
+    """Ask benchmark ``benchmark`` to take the asset. A dataset prepared for a benchmark of
+    another plug-in is refused before anything is sent (:func:`check_prepared_for`). For a
+    dataset its owner asks for, ``consent`` runs first (what each run publishes; it raises to
+    refuse). Asking again for a pending or approved link changes nothing."""
     bench = client.get_benchmark(benchmark)
+    if kind == "dataset":
+        check_prepared_for(client, client.get_dataset(asset_id), bench)
     if consent is not None:
         owns = kind == "dataset" and client.get_dataset(asset_id).owner_id == client.me().id
         consent(client, bench, asset_id if owns else None)

@@ -16,6 +16,11 @@ declares an exact release) takes a dataset only through a revision its owner wro
 ``exact_release_consent`` (the request, or the approval of an invitation); the benchmark owner's
 approval of a consenting request carries the consent forward, and a result with an exact release
 is accepted only while the dataset's current link holds it.
+
+**A dataset joins only benchmarks of the plug-in it was prepared for**: a dataset registered as
+prepared for a benchmark (``prepared_for_id``) is refused (422 naming both pins) by a benchmark
+pinning another plug-in or another variant of its contract (grid), whatever the release
+(``-exact``); the enclave would refuse its cases anyway, after its owner had consented.
 """
 
 from __future__ import annotations
@@ -169,6 +174,31 @@ def _consent_needed(benchmark: Benchmark) -> InvalidRequestError:
         "approve' with --consent-exact-release)")
 
 
+def _base_pin(benchmark: Benchmark) -> str:
+    """``benchmark``'s pin without the exact-release suffix: the plug-in and contract variant
+    its datasets are prepared for (an exact release of the same contract takes the same data)."""
+    ref = benchmark.metrics_version
+    version = ref.version[: -len(EXACT_SUFFIX)] if ref.version.endswith(EXACT_SUFFIX) \
+        else ref.version
+    return f"{ref.name}/{version}"
+
+
+def _refuse_other_plugin(session: Session, benchmark: Benchmark, dataset: Dataset) -> None:
+    """422 when ``dataset`` was prepared for a benchmark pinning another plug-in or contract
+    variant than ``benchmark``'s, naming both."""
+    if dataset.prepared_for_id is None or dataset.prepared_for_id == benchmark.id:
+        return
+    prepared_for = session.get(Benchmark, dataset.prepared_for_id)
+    if prepared_for is None or _base_pin(prepared_for) == _base_pin(benchmark):
+        return
+    raise InvalidRequestError(
+        f"dataset {dataset.id} was prepared for benchmark {prepared_for.id} "
+        f"({prepared_for.name}, plug-in {prepared_for.metrics_version}), but benchmark "
+        f"{benchmark.id} ({benchmark.name}) takes data prepared for the plug-in "
+        f"{benchmark.metrics_version}; prepare the raw cases for it ('sealbench dataset prepare "
+        f"--benchmark {benchmark.id}') and register that dataset")
+
+
 def _refuse_if_closed(benchmark: Benchmark) -> None:
     """A closed benchmark takes no new participant: no request, invitation or approval."""
     if benchmark.closed_at is not None:
@@ -207,6 +237,7 @@ def request(
         )
     _refuse_if_closed(benchmark)
     if isinstance(asset, Dataset):  # a dataset on another grid never joins the leaderboard
+        _refuse_other_plugin(session, benchmark, asset)
         check_dataset_grid(benchmark, asset.statistics, required=False)
     latest = _latest(session, kind, benchmark_id, asset_id)
     if latest is not None and latest.status in ("pending", "approved"):
