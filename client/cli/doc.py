@@ -160,7 +160,7 @@ _SINGLE = frozenset({("whoami",), ("login",), ("run",), ("inbox",), ("test",)})
 _PROGRESS = re.compile(r"━.*\d+/(?:\d+|\?) \d+:\d\d:\d\d\s*$")
 #: A run id and a digest: what differs between two honest runs of the same command line too
 #: (the mock's image digests derive from the enclave code).
-_RUN_ID = (re.compile(r"\brun-\d{8}T\d{6}-[0-9a-f]{8}\b"), "run-<id>")
+_RUN_ID = (re.compile(r"\brun-\d{8}(?:T\d{6})?-[0-9a-f]{8}\b"), "run-<id>")
 _DIGEST = (re.compile(r"\bsha256:[0-9a-f]{6,64}…?"), "sha256:<digest>")
 _VARYING = (
     _RUN_ID,
