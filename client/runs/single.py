@@ -35,7 +35,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal, cast
 
@@ -277,7 +277,11 @@ class RunStore:
 
 
 def new_run_id(now: datetime, token: Callable[[int], str] = secrets.token_hex) -> str:
-    return f"run-{now.strftime('%Y%m%dT%H%M%S')}-{token(4)}"
+    """A new run's id: ``run-<UTC day>-<8 random hex digits>``. The day only: the id travels
+    to the registry (its reports, the enclave's token and summary), and a start time to the
+    second beside the result's arrival would tell everyone how long the model took on the
+    cases (issue 40). The record keeps the start to the second (``started_at``), here."""
+    return f"run-{now.astimezone(UTC).strftime('%Y%m%d')}-{token(4)}"
 
 
 def approved_models(
@@ -701,16 +705,10 @@ def link_result(client: RegistryClient, record: RunRecord, result: ResultPublic,
                     result.id, linked.run_id, exc)
 
 
-_STEP_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
-
-
 def report_of(record: RunRecord) -> RunReport:
-    """The registry's view of ``record``: state, failure class, timings, image; no free text
-    (the local ``error`` stays here)."""
-    steps = {
-        name: seconds for name, seconds in (record.step_seconds or {}).items()
-        if _STEP_NAME.match(name) and 0 <= seconds <= 10_000_000
-    }
+    """The registry's view of ``record``: state, failure class, image; no free text (the local
+    ``error`` stays here) and no timing: how long the enclave took varies with the cases, so
+    the step timings stay in this record, the hospital's own (issue 40)."""
     reason = record.reason
     evidence = _failure_evidence(record)
     if record.status == "failed" and reason is None:
@@ -727,7 +725,6 @@ def report_of(record: RunRecord) -> RunReport:
         image_digest=record.image_digest,
         tee=record.tee,
         attempts=min(record.attempts, 100),
-        step_seconds=dict(list(steps.items())[:32]),
         execution_provider=(record.execution_provider
                             if record.execution_provider in EXECUTION_PROVIDERS else None),
         result_id=record.result_id if record.status == "succeeded" else None,

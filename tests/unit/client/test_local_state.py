@@ -3,6 +3,7 @@ pure logic, each test named after what must not happen."""
 
 from __future__ import annotations
 
+import re
 import stat
 from datetime import UTC, datetime
 from pathlib import Path
@@ -133,7 +134,8 @@ def test_run_id_with_path_traversal_refused(tmp_path: Path) -> None:
 def test_new_run_ids_are_valid_and_distinct() -> None:
     now = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
     first, second = new_run_id(now), new_run_id(now)
-    assert first != second and first.startswith("run-20261202T100000-")
+    assert first != second and first.startswith("run-20261202-")
+    assert re.fullmatch(r"run-20261202-[0-9a-f]{8}", first)  # the day only (issue 40)
 
 
 def test_enclave_exit_codes_become_actionable_errors() -> None:

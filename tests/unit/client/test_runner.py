@@ -339,7 +339,8 @@ def test_report_carries_no_free_text() -> None:
         "step_seconds": {"infer": 1.0, "BraTS-GLI-00001": 2.0},
     })
     report = report_of(record)
-    assert report.reason == "integrity" and report.step_seconds == {"infer": 1.0}
+    # no timing reaches the registry: it varies with the cases (issue 40)
+    assert report.reason == "integrity" and report.step_seconds == {}
     assert "BraTS" not in report.model_dump_json()
 
 
