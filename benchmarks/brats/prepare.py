@@ -268,7 +268,9 @@ def _prepare_into(raw_dir: Path, tmp: Path, contract: BratsContract,
                 if layout.matches(entry.name) and layout.case_id(entry.name) not in accepted:
                     shutil.rmtree(cases_dir / layout.case_id(entry.name), ignore_errors=True)
                 rejected.append(CaseRejection(case=entry.name, reason=str(exc)))
-                logger.warning("rejected case %s: %s", entry.name, exc)
+                # returned in the report, which the caller shows: a warning here printed each
+                # reason a second time
+                logger.info("rejected case %s: %s", entry.name, exc)
         if progress is not None:
             progress(done, len(entries))
     if not accepted:
