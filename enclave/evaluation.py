@@ -16,11 +16,17 @@ with its reason, and is penalised in the aggregates; nothing is skipped.
 
 Limits (the plug-in's :class:`~sealbench.benchmarks.interface.RunLimits`, part of its pin):
 each prediction runs under a :func:`~sealbench.benchmarks.limits.case_guard` of the per-case
-limit (or what the run has left, if less), which stops the plug-in's ONNX Runtime runs when it
-passes; a case it stopped, or whose allocation failed under the memory limit
-(:mod:`sealbench.enclave.bounds`), is a flagged failure with reason ``timeout`` or ``memory``,
-and the next case runs. When the run's time is spent, the evaluation ends with the results so
-far and every case not yet predicted is flagged ``timeout``.
+limit, which stops the plug-in's ONNX Runtime runs when it passes; a case it stopped, or whose
+allocation failed under the memory limit (:mod:`sealbench.enclave.bounds`), is a flagged
+failure with reason ``timeout`` or ``memory``, and the next case runs.
+
+**The run's limit follows from the cases' (issue 40)**: the evaluation may take
+``n_cases * case_seconds`` for the predictions plus ``run_seconds`` for the plug-in's own work
+(loading, scoring) (:func:`evaluation_seconds`). A model therefore cannot spend the run's time
+on one case to fail the cases after it, nor fail the whole run: what it does with a case (spin,
+raise, allocate) shows only in that case's value, a flagged failure, which the release counts
+like any other. Only the plug-in's own loading and scoring overrunning ``run_seconds`` ends the
+evaluation early (the results so far, every case not yet predicted flagged ``timeout``).
 
 The data contract, grid included, is the pinned plug-in's (the pin is attested): a dataset
 whose ``dataset.json`` states another contract or grid (``brats-2023-gli/1`` is 240x240x155,
@@ -49,6 +55,7 @@ from sealbench.benchmarks.interface import (
     CaseResult,
     DatasetLayout,
     LoadedCase,
+    RunLimits,
     run_limits_of,
 )
 from sealbench.benchmarks.limits import TIMEOUT, LimitReason, case_guard
@@ -66,7 +73,8 @@ from sealbench.enclave.progress import case_done, cases_counted
 from sealbench.enclave.steps import VerifiedModel
 from sealbench.platforms import CloudError, ObjectCorrupted
 
-__all__ = ["CaseSlot", "Evaluation", "VerifiedDataset", "evaluate", "open_dataset", "prefetched"]
+__all__ = ["CaseSlot", "Evaluation", "VerifiedDataset", "evaluate", "evaluation_seconds",
+           "open_dataset", "prefetched"]
 
 _log = logging.getLogger("sealbench.enclave")
 
@@ -275,13 +283,21 @@ def _cases(stream: Iterator[object]) -> Iterator[_Loaded | CaseResult]:
         del batch
 
 
+def evaluation_seconds(limits: RunLimits, n_cases: int) -> float:
+    """What the evaluation of ``n_cases`` cases may take: each case's inference limit, and the
+    plug-in's allowance for its own loading and scoring (``run_seconds``). A run limit that did
+    not grow with the cases would let a model that spins on some cases fail the others."""
+    return n_cases * limits.case_seconds + limits.run_seconds
+
+
 def evaluate(dataset: VerifiedDataset) -> Evaluation:
     """Step 5: segment and score every case (prefetching the next object), recording
-    failures, within the plug-in's time limits."""
+    failures, within the plug-in's time limits (:func:`evaluation_seconds`)."""
     run = dataset.model.keys.destination.run
     limits = run_limits_of(run.benchmark)
-    deadline = time.monotonic() + limits.run_seconds
     total = len(dataset.cases)
+    allowed = evaluation_seconds(limits, total)
+    deadline = time.monotonic() + allowed
     results: list[CaseResult] = []
     objects = _objects(dataset)
     with contextlib.closing(prefetched(objects, _fetch_object(dataset, len(objects)))) as stream:
@@ -303,7 +319,7 @@ def evaluate(dataset: VerifiedDataset) -> Evaluation:
     late = [slot.case_id for slot in dataset.cases if slot.case_id not in done]
     if late:
         _log.warning("step 5/7: the run's time limit (%g s) is spent: %d case(s) not evaluated, "
-                     "flagged timeout", limits.run_seconds, len(late))
+                     "flagged timeout", allowed, len(late))
         results += [run.benchmark.failure(case_id, TIMEOUT) for case_id in late]
     failed = sum(r.failed for r in results)
     _log.info("step 5/7: %d cases evaluated, %d failed", total, failed)
