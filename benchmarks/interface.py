@@ -38,8 +38,9 @@ under it when summarising; its :meth:`Benchmark.parse_summary` refuses a bin und
 3 cases, adjacent bins merged, a histogram under it suppressed).
 
 **Limits** (:class:`RunLimits`, declared by a plug-in through :class:`DeclaresRunLimits`, else
-:data:`DEFAULT_RUN_LIMITS`): the time one case may take, the time all cases may take, and the
-memory the evaluating process may hold. They are plug-in code, so the pin (and the image digest
+:data:`DEFAULT_RUN_LIMITS`): the time one case may take, the time the plug-in's own work may
+add to the cases' (the run may take ``n_cases * case_seconds`` plus that), and the memory the
+evaluating process may hold. They are plug-in code, so the pin (and the image digest
 the owners approve) fixes them; the enclave enforces them (a case over its time or memory is a
 flagged ``timeout`` or ``memory`` failure, the run limit ends the evaluation with the results so
 far and flags the rest ``timeout``). A runner's ONNX Runtime calls obey them through
@@ -253,8 +254,11 @@ class Runner(Protocol):
 @dataclass(frozen=True)
 class RunLimits:
     """What a run of the benchmark may spend, fixed in the plug-in (part of its pin): seconds per
-    case (inference of one case, from ``predict`` to its return), seconds for every case of the
-    run together, and the bytes of data memory (``RLIMIT_DATA``: heap and private mappings) the
+    case (inference of one case, from ``predict`` to its return), seconds the plug-in's own work
+    (loading, scoring) may add to the run, whose limit is ``n_cases * case_seconds +
+    run_seconds`` (``sealbench.enclave.evaluation.evaluation_seconds``: a run limit that did not
+    grow with the cases let a model fail the other cases by spinning on one), and the bytes of
+    data memory (``RLIMIT_DATA``: heap and private mappings) the
     evaluating process may hold from loading the model to the end of the evaluation."""
 
     case_seconds: float = 900.0
