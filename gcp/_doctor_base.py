@@ -9,13 +9,26 @@ import re
 from collections.abc import Callable
 from typing import Any, Final
 
-from sealbench.gcp.failures import api_disabled
+from sealbench.gcp.failures import api_disabled, perimeter_violation
 from sealbench.platforms.errors import OwnerCloudError
 from sealbench.platforms.owner_cloud import Check, RunnerSettings
 
-__all__ = ["Check", "ProbeRefused", "RunnerSettings", "enable_command", "http_get", "run_check"]
+__all__ = [
+    "PERIMETER_FIX",
+    "Check",
+    "ProbeRefused",
+    "RunnerSettings",
+    "enable_command",
+    "http_get",
+    "run_check",
+]
 
 _TIMEOUT_S: Final = 30.0
+#: What to do about a VPC Service Controls refusal (docs/gcp-setup.md says more).
+PERIMETER_FIX: Final = (
+    "the perimeter's administrator adds ingress rules for you and for the runners' workload "
+    "identity pool to Cloud KMS and Cloud Storage (docs/gcp-setup.md, 'Inside a VPC Service "
+    "Controls perimeter'); the identifier finds the refusal in the perimeter's audit log")
 
 
 class ProbeRefused(OwnerCloudError):  # noqa: N818 - reads as what happened
@@ -47,6 +60,11 @@ def run_check(
     except ProbeRefused as exc:
         return Check(name, False, str(exc), exc.fix or fix)
     except (gexc.GoogleAPIError, auth_exc.GoogleAuthError, CloudError) as exc:
+        reference = perimeter_violation(exc)
+        if reference is not None:  # a perimeter, not a grant: say so, never "permission denied"
+            return Check(name, False, f"a VPC Service Controls perimeter around project "
+                         f"{project} refused the request (vpcServiceControlsUniqueIdentifier "
+                         f"{reference})", PERIMETER_FIX)
         service = api_disabled(exc)
         if service is not None:
             return Check(name, False, f"the {service} API is disabled in project {project}",

@@ -3,13 +3,15 @@ the VMs' machine family in their region, or for confidential GPU runs the region
 the project-wide ``GPUS_ALL_REGIONS`` quota (0 in a new project on Google Cloud: a GPU VM is
 refused until it is raised) and whether the zone has the confidential GPU at all.
 
-The zone check asks Compute, as Google's documentation does ("gcloud compute accelerator-types
-list", "machine-types describe"): ``acceleratorTypes.get`` and ``machineTypes.get`` in the zone,
-and on a refusal ``acceleratorTypes.aggregatedList`` for the zones that have the accelerator.
-Whether a zone offers the accelerator *in confidential-computing mode* is a narrower list that
-Google publishes on the Confidential VM "supported configurations" page
-(:data:`SUPPORTED_ZONES_PAGE`); sealbench does not copy it (it changes, and no copy of it was at
-hand to check), so the check says so and names the page.
+The zone check first refuses a zone outside :data:`CONFIDENTIAL_GPU_REGIONS`, the regions where
+Google offers the H100 in confidential-computing mode: Compute's catalogue does not say it (an
+``a3-highgpu-1g`` with ``nvidia-h100-80gb`` is listed wherever plain H100s are, e.g.
+europe-west4), so the list is Google's own from its Confidential Space launcher's GPU tests
+(go-tpm-tools, ``launcher/image/test``: us-central1 and us-east5), the Confidential VM
+"supported configurations" page (:data:`SUPPORTED_ZONES_PAGE`) being where a change would show.
+Then it asks Compute, as Google's documentation does ("gcloud compute accelerator-types list",
+"machine-types describe"): ``acceleratorTypes.get`` and ``machineTypes.get`` in the zone, and on
+a refusal ``acceleratorTypes.aggregatedList`` for the zones that have the accelerator.
 """
 
 from __future__ import annotations
@@ -22,13 +24,16 @@ from sealbench.gcp._doctor_base import Check, ProbeRefused, RunnerSettings, run_
 if TYPE_CHECKING:
     from sealbench.gcp.owner_cloud import GcpOwnerCloud
 
-__all__ = ["SUPPORTED_ZONES_PAGE", "gpu_quota_metrics", "quota_checks"]
+__all__ = ["CONFIDENTIAL_GPU_REGIONS", "SUPPORTED_ZONES_PAGE", "gpu_quota_metrics",
+           "quota_checks"]
 
 #: Google's list of the zones with confidential GPUs.
 SUPPORTED_ZONES_PAGE: Final = (
     "https://cloud.google.com/confidential-computing/confidential-vm/docs/"
     "supported-configurations#zones"
 )
+#: The regions with confidential H100s (see the module docstring).
+CONFIDENTIAL_GPU_REGIONS: Final = ("us-central1", "us-east5")
 PROJECT_GPU_METRIC: Final = "GPUS_ALL_REGIONS"
 _TIMEOUT_S: Final = 30.0
 _MACHINE = re.compile(r"^(?P<family>[a-z0-9]+)-[a-z]+-(?P<cpus>[0-9]+)$")
@@ -147,6 +152,16 @@ def _gpu_zone(cloud: GcpOwnerCloud, runner: RunnerSettings, accelerator: str) ->
                       if any(a.name == accelerator for a in listed.accelerator_types))
 
     def probe() -> str:
+        if zone.rsplit("-", 1)[0] not in CONFIDENTIAL_GPU_REGIONS:
+            offered = [z for z in zones_with_it()
+                       if z.rsplit("-", 1)[0] in CONFIDENTIAL_GPU_REGIONS]
+            raise ProbeRefused(
+                f"{zone} is not in a region with confidential {accelerator} GPUs (Google offers "
+                f"them in {' and '.join(CONFIDENTIAL_GPU_REGIONS)} only; a plain H100 there "
+                "would not attest); zones there with it: "
+                f"{', '.join(offered) or 'none listed'}",
+                f"sealbench profile add NAME ... --zone {offered[0] if offered else 'ZONE'} "
+                f"(a zone of {' or '.join(CONFIDENTIAL_GPU_REGIONS)}; {SUPPORTED_ZONES_PAGE})")
         try:
             _client(cloud, "AcceleratorTypesClient").get(
                 project=project, zone=zone, accelerator_type=accelerator, timeout=_TIMEOUT_S)
@@ -162,8 +177,8 @@ def _gpu_zone(cloud: GcpOwnerCloud, runner: RunnerSettings, accelerator: str) ->
                 f"choose one of them that Google lists for confidential GPUs "
                 f"({SUPPORTED_ZONES_PAGE}): sealbench profile add NAME ... --zone ZONE",
             ) from exc
-        return (f"{zone} has {runner.machine_type} with {accelerator} (confidential mode: "
-                f"see {SUPPORTED_ZONES_PAGE})")
+        return (f"{zone} has {runner.machine_type} with {accelerator}, in a region with "
+                "confidential GPUs")
 
     return run_check("GPU zone", probe, f"choose a zone from {SUPPORTED_ZONES_PAGE}", project,
                      _viewer(project))

@@ -12,13 +12,16 @@ credentials differ): credentials (present, and whose); the APIs the owner's role
 enabled (Service Usage ``services.get``: :data:`OWNER_APIS` for every owner, and
 :data:`RUNNER_APIS` too for one that runs workloads, a profile with runner settings); the KMS
 key (exists, its primary version is enabled, the caller can encrypt with it); the bucket
-(exists, the caller can create objects in it); the workload identity pool provider (exists:
-``policy sync`` writes it). For a runner: its service account (exists, holds
-:data:`RUNNER_ROLES` on the project, read from the version-3 policy with conditional and group
-bindings reported as such: :mod:`sealbench.gcp._doctor_iam`); the CPU quota for the VMs'
-machine type in their region, or for GPU runs the regional GPU quota, ``GPUS_ALL_REGIONS`` and
-the zone (:mod:`sealbench.gcp._doctor_compute`); given a benchmark, its read access to the
-image's Artifact Registry repository.
+(exists, has uniform bucket-level access, without which Google refuses every federated workload
+on it, and the caller can create objects in it); the workload identity pool provider (exists,
+not soft-deleted, not disabled: ``policy sync`` writes it); the organisation policies in effect
+on the project that bear on sealbench (:mod:`sealbench.gcp._doctor_org`). A refusal by a VPC
+Service Controls perimeter is reported as such wherever a check meets one. For a runner: its
+service account (exists, holds :data:`RUNNER_ROLES` on the project, read from the version-3
+policy with conditional and group bindings reported as such: :mod:`sealbench.gcp._doctor_iam`);
+the CPU quota for the VMs' machine type in their region, or for GPU runs the regional GPU quota,
+``GPUS_ALL_REGIONS`` and the zone (:mod:`sealbench.gcp._doctor_compute`); given a benchmark, its
+read access to the image's Artifact Registry repository.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from sealbench.gcp._doctor_base import (
 )
 from sealbench.gcp._doctor_compute import gpu_quota_metrics, quota_checks
 from sealbench.gcp._doctor_iam import image_access_check, runner_account_check
+from sealbench.gcp._doctor_org import org_policy_check, uniform_access_command
+from sealbench.gcp.failures import bucket_create_command
 
 if TYPE_CHECKING:
     from sealbench.gcp.owner_cloud import GcpOwnerCloud
@@ -158,14 +163,22 @@ def check_owner_cloud(
     def bucket() -> str:
         client = make_storage_client(project, cloud.credentials(), cloud.apis.storage)
         found = client.get_bucket(cloud.bucket)
+        if not found.iam_configuration.uniform_bucket_level_access_enabled:
+            raise ProbeRefused(
+                f"gs://{cloud.bucket} has fine-grained access control (no uniform bucket-level "
+                "access): Google refuses every workload identity federation principal on it, "
+                "so each run's reads and writes would be refused whatever policy sync grants",
+                uniform_access_command(cloud.bucket))
         allowed = found.test_iam_permissions(["storage.objects.create"])
         if "storage.objects.create" not in allowed:
             raise ProbeRefused(f"cannot create objects in gs://{cloud.bucket}")
-        return f"gs://{cloud.bucket}, object creation allowed"
+        prevention = found.iam_configuration.public_access_prevention or "inherited"
+        return (f"gs://{cloud.bucket}, uniform bucket-level access, public access prevention "
+                f"{prevention}, object creation allowed")
 
     checks.append(run_check(
         "bucket", bucket,
-        f"gcloud storage buckets create gs://{cloud.bucket} --project {project}",
+        bucket_create_command(cloud.bucket, project, cloud.bucket_location or "LOCATION"),
         project,
         f"a project owner grants you the bucket: gcloud storage buckets add-iam-policy-binding "
         f"gs://{cloud.bucket} --member=user:YOUR_EMAIL --role=roles/storage.objectAdmin",
@@ -197,6 +210,7 @@ def check_owner_cloud(
         f"a project owner lets you manage pools: gcloud projects add-iam-policy-binding "
         f"{project} --member=user:YOUR_EMAIL --role=roles/iam.workloadIdentityPoolAdmin",
     ))
+    checks.append(org_policy_check(cloud, session))
     if runner is not None:
         checks.append(runner_account_check(cloud, session, runner, RUNNER_ROLES))
         checks.extend(quota_checks(cloud, runner))

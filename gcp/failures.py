@@ -1,7 +1,8 @@
 """Failures in an owner's Google Cloud project, translated once into the one-line
 :class:`~sealbench.platforms.errors.OwnerCloudError` the CLI prints: what failed, naming the
 resource (API, key, bucket, project), with the ``gcloud`` command that fixes it as the hint.
-Reads the cause chain: Google's ``SERVICE_DISABLED`` errors, the cloud adapters' errors
+Reads the cause chain: Google's ``SERVICE_DISABLED`` and VPC Service Controls errors (a
+perimeter's refusal named as such, never as a missing grant), the cloud adapters' errors
 (:mod:`sealbench.platforms.errors`), the REST messages of Cloud Storage and IAM, google-auth's."""
 
 from __future__ import annotations
@@ -10,7 +11,56 @@ import re
 
 from sealbench.platforms.errors import OwnerCloudError as CloudError
 
-__all__ = ["api_disabled", "cloud_failure"]
+__all__ = [
+    "PERIMETER_REASONS",
+    "api_disabled",
+    "bucket_create_command",
+    "cloud_failure",
+    "perimeter_violation",
+]
+
+#: How Google names a VPC Service Controls refusal: the ``PreconditionFailure`` violation type
+#: and the ``ErrorInfo`` reason of the google.rpc error model (Cloud KMS, IAM, STS), and the
+#: JSON API's ``errors[].reason`` (Cloud Storage).
+PERIMETER_REASONS = frozenset({"VPC_SERVICE_CONTROLS", "SECURITY_POLICY_VIOLATED",
+                               "vpcServiceControls"})
+_PERIMETER_ID = re.compile(r"vpcServiceControlsUniqueIdentifier:\s*([A-Za-z0-9_-]+)")
+
+
+def bucket_create_command(bucket: str, project: str, location: str = "LOCATION") -> str:
+    """The ``gcloud`` command that creates a bucket as sealbench needs it: uniform bucket-level
+    access (without it Google refuses every federated workload the bucket's policy grants, and
+    secure-by-default organisations refuse to create it) and public access prevention."""
+    return (f"gcloud storage buckets create gs://{bucket} --project {project} --location "
+            f"{location} --uniform-bucket-level-access --public-access-prevention")
+
+
+def perimeter_violation(exc: BaseException) -> str | None:
+    """Google's ``vpcServiceControlsUniqueIdentifier`` (or ``"unknown"``) when ``exc`` (or one
+    of its causes) is a VPC Service Controls refusal (:data:`PERIMETER_REASONS` in its error
+    details or reasons, or its message's identifier), else None."""
+    for seen in _causes(exc):
+        message = str(getattr(seen, "message", "") or seen)
+        found = _PERIMETER_ID.search(message)
+        reasons = {getattr(seen, "reason", None)}
+        for detail in list(getattr(seen, "details", None) or ()) + list(
+                getattr(seen, "errors", None) or ()):
+            reasons |= set(_detail_reasons(detail))
+        if found or reasons & PERIMETER_REASONS:
+            return found.group(1) if found else "unknown"
+    return None
+
+
+def _detail_reasons(detail: object) -> list[str]:
+    """The reasons and violation types of one error detail: a dict (REST, JSON API) or a
+    google.rpc message (gRPC)."""
+    if isinstance(detail, dict):
+        violations = detail.get("violations") or []
+        return [str(detail.get("reason", "")), *(
+            str(v.get("type", "")) for v in violations if isinstance(v, dict))]
+    found = [str(getattr(detail, "reason", ""))]
+    found += [str(getattr(v, "type", "")) for v in getattr(detail, "violations", ()) or ()]
+    return found
 
 
 def api_disabled(exc: BaseException) -> str | None:
@@ -63,6 +113,17 @@ def cloud_failure(
             f"{doing} failed: the {service} API is disabled in project {project}",
             hint=f"gcloud services enable {service} --project {project}",
         )
+    reference = perimeter_violation(exc)
+    if reference is not None:
+        return CloudError(
+            f"{doing} failed: a VPC Service Controls perimeter around project {project} "
+            f"refused it (vpcServiceControlsUniqueIdentifier {reference}); no IAM grant "
+            "admits a request the perimeter refuses",
+            hint="the perimeter's administrator adds an ingress rule for this caller and "
+            "for the runners' workload identity pool (docs/gcp-setup.md, 'Inside a VPC "
+            "Service Controls perimeter'); the identifier finds the refusal in the "
+            "perimeter's audit log",
+        )
     for e in _causes(exc):
         if isinstance(e, GoogleAuthError):
             return CloudError(
@@ -94,7 +155,7 @@ def cloud_failure(
         if bucket and any(marker in text(e) for marker in _BUCKET_GONE):
             return CloudError(
                 f"{doing} failed: bucket gs://{bucket} does not exist",
-                hint=f"gcloud storage buckets create gs://{bucket} --project {project}",
+                hint=bucket_create_command(bucket, project),
             )
         if isinstance(e, StorageAccessDenied) or (
             bucket and "does not have storage." in text(e)

@@ -25,11 +25,13 @@ from google.cloud import storage  # type: ignore[attr-defined]
 from google.cloud.storage.exceptions import DataCorruption  # type: ignore[import-untyped]
 
 from sealbench.gcp.credentials import safe_auth_reason
+from sealbench.gcp.failures import perimeter_violation
 from sealbench.platforms.errors import (
     CredentialError,
     ObjectCorrupted,
     ObjectNotFound,
     ObjectTooLarge,
+    ServicePerimeterDenied,
     StorageAccessDenied,
     StorageError,
 )
@@ -98,6 +100,10 @@ class GcsBlobStore:
             ) from corruption
         if isinstance(exc, gexc.NotFound):
             raise ObjectNotFound(name, self._where) from exc
+        reference = perimeter_violation(exc)
+        if reference is not None:  # no grant admits it: never a refusal to wait out
+            raise ServicePerimeterDenied(service="storage.googleapis.com", resource=self._where,
+                                         reference=reference) from exc
         if isinstance(exc, gexc.Forbidden | gexc.Unauthorized):
             raise StorageAccessDenied(
                 f"permission denied to {action} {name} in {self._where}: {exc.message}"

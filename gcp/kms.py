@@ -17,12 +17,14 @@ from google.auth import exceptions as auth_exc
 from google.cloud import kms
 
 from sealbench.gcp.credentials import safe_auth_reason
+from sealbench.gcp.failures import perimeter_violation
 from sealbench.platforms.errors import (
     CredentialError,
     KeyAccessDenied,
     KeyNotFound,
     KmsError,
     KmsIntegrityError,
+    ServicePerimeterDenied,
 )
 
 if TYPE_CHECKING:
@@ -108,6 +110,10 @@ class KmsKeyWrapper:
         return self._key_name
 
     def _translate(self, exc: Exception, operation: str) -> NoReturn:
+        reference = perimeter_violation(exc)
+        if reference is not None:  # no grant admits it: never a refusal to wait out
+            raise ServicePerimeterDenied(service="cloudkms.googleapis.com",
+                                         resource=self._key_name, reference=reference) from exc
         if isinstance(exc, gexc.PermissionDenied | gexc.Unauthenticated | gexc.Forbidden):
             raise KeyAccessDenied(
                 key_name=self._key_name, operation=operation, identity=self._identity

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from sealbench.gcp.failures import api_disabled, cloud_failure
+from sealbench.gcp.failures import api_disabled, bucket_create_command, cloud_failure
 from sealbench.platforms.errors import OwnerCloudError as CloudError
 from sealbench.platforms.errors import OwnerSettingsError as ConfigError
 from sealbench.platforms.owner_cloud import AssetCoordinates, Check, Coordinates, RunnerSettings
@@ -252,8 +252,8 @@ class GcpOwnerCloud:
             steps.append((f"bucket gs://{self.bucket}",
                           lambda: storage.get_bucket(self.bucket),
                           lambda: self._create_bucket(storage),
-                          f"gcloud storage buckets create gs://{self.bucket} "
-                          f"--project {self.project_id} --location LOCATION"))
+                          bucket_create_command(self.bucket, self.project_id,
+                                                self.bucket_location or "LOCATION")))
         created = []
         for what, locate, create, command in steps:
             try:
@@ -284,16 +284,21 @@ class GcpOwnerCloud:
         return created
 
     def _create_bucket(self, storage: Any) -> object:
-        """Create the owner's bucket where its profile says; never in Google's default (the US
-        multi-region) by omission."""
+        """Create the owner's bucket where its profile says (never in Google's default, the US
+        multi-region, by omission), with uniform bucket-level access (Google lets workload
+        identity federation principals into Cloud Storage only on such buckets, and
+        secure-by-default organisations refuse a bucket without it) and public access
+        prevention enforced."""
         if self.bucket_location is None:
             raise ConfigError(
                 f"bucket gs://{self.bucket} does not exist, and no location is chosen for it",
                 hint="choose where your data lives (data residency): add the profile again "
                 "with --bucket-location (EU, europe-west4, US, ...), or create the bucket "
-                f"yourself: gcloud storage buckets create gs://{self.bucket} --project "
-                f"{self.project_id} --location LOCATION")
-        return storage.create_bucket(self.bucket, location=self.bucket_location)
+                f"yourself: {bucket_create_command(self.bucket, self.project_id)}")
+        bucket = storage.bucket(self.bucket)
+        bucket.iam_configuration.uniform_bucket_level_access_enabled = True
+        bucket.iam_configuration.public_access_prevention = "enforced"
+        return storage.create_bucket(bucket, location=self.bucket_location)
 
     def key_wrapper(self, key_name: str) -> KmsKeyWrapper:
         from sealbench.gcp.kms import KmsKeyWrapper, make_kms_client

@@ -3,12 +3,13 @@
 Compute's JSON shapes. Pure: a project, a zone and a name in, a JSON body (or None: not found)
 out.
 
-Every zone has the confidential CPU machine types (N2D, C2D, C3D, C3). The confidential H100
-(``a3-highgpu-1g`` with its ``nvidia-h100-80gb``) is in :data:`CONFIDENTIAL_GPU_ZONES` only.
-That set is the MOCK'S OWN, not Google's: on Google Cloud the zones where a confidential H100
-can be had are few, change, and are listed on the Confidential VM "supported configurations"
-page; what the mock shares with Google is the behaviour (the machine type and the accelerator
-type are not found in other zones, and an insert there is refused).
+Every zone has the confidential CPU machine types (N2D, C2D, C3D, C3). The H100 (``a3-highgpu-1g``
+with its ``nvidia-h100-80gb``) is in :data:`H100_ZONES` only, the mock's own zones; of those,
+only the zones of :data:`CONFIDENTIAL_GPU_REGIONS` offer it in confidential-computing mode
+(:data:`CONFIDENTIAL_GPU_ZONES`), as on Google Cloud, whose Confidential Space launcher tests say
+confidential GPUs are available in us-central1 and us-east5 only. Like Google's, the catalogue
+does not tell the two apart (``machineTypes.get`` and ``acceleratorTypes.get`` find the plain
+H100 in europe-west4-c); an insert of a confidential GPU VM there is refused.
 """
 
 from __future__ import annotations
@@ -19,15 +20,23 @@ from typing import Any, Final
 from sealbench.mocktee.constants import COMPUTE_API, GPU_ACCELERATOR
 
 __all__ = [
+    "CONFIDENTIAL_GPU_REGIONS",
     "CONFIDENTIAL_GPU_ZONES",
+    "H100_ZONES",
     "accelerator_type",
     "accelerator_zones",
     "gpu_available",
+    "h100_available",
     "machine_type",
 ]
 
-#: The mock's zones with confidential H100s (``a3-highgpu-1g`` TDX + ``nvidia-h100-80gb``).
-CONFIDENTIAL_GPU_ZONES: Final = ("us-central1-a", "us-east5-a", "europe-west4-c")
+#: The regions where Google offers confidential H100s (go-tpm-tools' launcher GPU tests).
+CONFIDENTIAL_GPU_REGIONS: Final = ("us-central1", "us-east5")
+#: The mock's zones with H100s (``a3-highgpu-1g`` + ``nvidia-h100-80gb``), confidential or not.
+H100_ZONES: Final = ("us-central1-a", "us-east5-a", "europe-west4-c")
+#: Those of them with confidential H100s (``a3-highgpu-1g`` TDX + ``nvidia-h100-80gb``).
+CONFIDENTIAL_GPU_ZONES: Final = tuple(
+    z for z in H100_ZONES if z.rsplit("-", 1)[0] in CONFIDENTIAL_GPU_REGIONS)
 _API = COMPUTE_API
 _GPU = GPU_ACCELERATOR
 _A3_TYPE = re.compile(r"^a3-highgpu-(?P<gpus>[1248])g$")
@@ -41,12 +50,17 @@ def gpu_available(zone: str) -> bool:
     return zone in CONFIDENTIAL_GPU_ZONES
 
 
+def h100_available(zone: str) -> bool:
+    """Whether ``zone`` has the mock's H100 at all (what the catalogue shows)."""
+    return zone in H100_ZONES
+
+
 def machine_type(project: str, zone: str, name: str) -> dict[str, Any] | None:
     """``machineTypes.get``'s body, or None (Compute's 404) where ``zone`` has no ``name``."""
     base = f"{_API}/projects/{project}/zones/{zone}/machineTypes/{name}"
     a3 = _A3_TYPE.match(name)
     if a3 is not None:  # a3-highgpu-1g is the confidential one (TDX); the others exist too
-        if not gpu_available(zone):
+        if not h100_available(zone):
             return None
         gpus = int(a3["gpus"])
         return {"kind": "compute#machineType", "name": name, "zone": zone,
@@ -64,7 +78,7 @@ def machine_type(project: str, zone: str, name: str) -> dict[str, Any] | None:
 
 def accelerator_type(project: str, zone: str, name: str) -> dict[str, Any] | None:
     """``acceleratorTypes.get``'s body, or None (Compute's 404) where ``zone`` has none."""
-    if name != _GPU or not gpu_available(zone):
+    if name != _GPU or not h100_available(zone):
         return None
     return {"kind": "compute#acceleratorType", "name": name, "description": "NVIDIA H100 80GB",
             "zone": f"{_API}/projects/{project}/zones/{zone}", "maximumCardsPerInstance": 8,
@@ -76,7 +90,7 @@ def accelerator_zones(project: str, filter_text: str) -> dict[str, Any]:
     a ``name=X`` (or ``name = "X"``) filter, the only filter the mock reads."""
     wanted = re.fullmatch(r'\s*name\s*=\s*"?([a-z0-9-]+)"?\s*', filter_text or "")
     items: dict[str, Any] = {}
-    for zone in CONFIDENTIAL_GPU_ZONES:
+    for zone in H100_ZONES:
         if wanted is None or wanted.group(1) == _GPU:
             items[f"zones/{zone}"] = {"acceleratorTypes": [accelerator_type(project, zone, _GPU)]}
     return {"kind": "compute#acceleratorTypeAggregatedList", "items": items,

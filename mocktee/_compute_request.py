@@ -244,6 +244,10 @@ def validate_insert(
     refused = _accelerator(body, type_name, zone, gpus)
     if refused is not None:
         return refused
+    if gpus is not None and not catalog.gpu_available(zone):
+        return error(400, f"Confidential Computing with {GPU_ACCELERATOR} is not available in "
+                     f"zone '{zone}' (the sealbench mock's wording; confidential GPUs are in "
+                     f"{', '.join(catalog.CONFIDENTIAL_GPU_REGIONS)} only).")
     provisioning = scheduling.get("provisioningModel", "STANDARD")
     if gpus is not None and provisioning != "SPOT":
         return _invalid(

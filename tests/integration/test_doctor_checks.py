@@ -114,10 +114,14 @@ def test_a_gpu_run_needs_gpus_in_all_regions_and_a_zone_with_confidential_h100s(
     assert elsewhere["GPU quota, all regions"].ok
     zone = elsewhere["GPU zone"]
     assert not zone.ok
-    assert zone.detail.startswith("europe-west1-b has no nvidia-h100-80gb with a3-highgpu-1g")
-    assert f"zones with nvidia-h100-80gb: {', '.join(sorted(CONFIDENTIAL_GPU_ZONES))}" in (
-        zone.detail)
-    assert "supported-configurations" in (zone.fix or "")
+    assert zone.detail.startswith("europe-west1-b is not in a region with confidential")
+    assert f"zones there with it: {', '.join(sorted(CONFIDENTIAL_GPU_ZONES))}" in zone.detail
+    assert "--zone us-central1-a" in (zone.fix or "")
+    # a zone whose catalogue has the H100, but not in confidential mode (issue 44)
+    plain = _checks(check_owner_cloud(
+        owner.cloud, runner=owner.settings("europe-west4-c", **_GPU)))["GPU zone"]
+    assert not plain.ok and plain.detail.startswith("europe-west4-c is not in a region with "
+                                                    "confidential nvidia-h100-80gb GPUs")
     cpu = _checks(check_owner_cloud(owner.cloud, runner=owner.settings()))
     assert "GPU zone" not in cpu and "GPU quota, all regions" not in cpu and cpu["CPU quota"].ok
 

@@ -13,12 +13,16 @@ from google.api_core import exceptions as gexc
 from google.oauth2.credentials import Credentials as OwnerCredentials
 
 from sealbench.gcp.gcs import GcsBlobStore, make_storage_client
-from sealbench.gcp.kms import make_kms_client
+from sealbench.gcp.kms import KmsKeyWrapper, make_kms_client
 from sealbench.mocktee.identity import federated_members
 from sealbench.mocktee.orgpolicy import UNIFORM_ACCESS
 from sealbench.mocktee.provision import OwnerSetup, provision_owner
 from sealbench.mocktee.server import MockCloud
-from sealbench.platforms.errors import StorageAccessDenied
+from sealbench.platforms.errors import (
+    ServicePerimeterDenied,
+    StorageAccessDenied,
+    refused_after_exchange,
+)
 
 PROJECT, NUMBER = "bucket-owner", "700000000044"
 
@@ -141,6 +145,15 @@ def test_a_perimeter_refuses_federated_workloads_on_keys_and_buckets_with_google
         assert {"type": "VPC_SERVICE_CONTROLS", "description": details[0]["violations"][0][
             "description"]} in details[0]["violations"]
         assert details[1]["reason"] == "SECURITY_POLICY_VIOLATED"
+        # the workload's adapters name the perimeter, and a grant wait does not wait it out
+        with pytest.raises(ServicePerimeterDenied, match="VPC Service Controls") as key:
+            KmsKeyWrapper(owner.key_name, kms).unwrap(b"x" * 40, b"aad")
+        store = GcsBlobStore(make_storage_client(PROJECT, OwnerCredentials(token),
+                                                 cloud.endpoints.storage), owner.bucket)
+        with pytest.raises(ServicePerimeterDenied, match=r"storage\.googleapis\.com") as blob:
+            store.get_bytes("x", 10)
+        assert not refused_after_exchange(key.value)
+        assert not refused_after_exchange(blob.value)
         # the owner (a user, named by the perimeter's ingress rules) still gets in
         assert requests.get(f"{cloud.endpoints.storage}/storage/v1/b/{owner.bucket}",
                             headers=_headers(owner.access_token), timeout=30).status_code == 200

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from sealbench.mocktee._compute_catalog import CONFIDENTIAL_GPU_ZONES
+from sealbench.mocktee._compute_catalog import CONFIDENTIAL_GPU_ZONES, H100_ZONES
 from tests.unit.mocktee.test_compute import PROJECT, Api, fake_python, make_api, owner
 from tests.unit.mocktee.test_compute_gpu import gpu_body
 
@@ -59,7 +59,28 @@ def test_zones_without_confidential_h100s_have_neither_type_and_refuse_the_vm(
     listed = api.call("GET", f"{ROOT}/aggregated/acceleratorTypes",
                       query={"filter": "name=nvidia-h100-80gb"})
     zones = sorted(json.loads(listed.body)["items"])
-    assert zones == sorted(f"zones/{z}" for z in CONFIDENTIAL_GPU_ZONES)
+    assert zones == sorted(f"zones/{z}" for z in H100_ZONES)
+
+
+def test_a_zone_with_plain_h100s_outside_the_confidential_regions_refuses_a_confidential_gpu_vm(
+    make_api: Callable[..., Api],
+) -> None:
+    """As at Google: the catalogue lists the H100 in europe-west4-c, but confidential GPUs are
+    offered in us-central1 and us-east5 only (a mock that took the catalogue's word would let a
+    GPU run start where no confidential H100 exists)."""
+    api = make_api("import time\ntime.sleep(120)")
+    plain = f"{ROOT}/zones/europe-west4-c"
+    assert "europe-west4-c" not in CONFIDENTIAL_GPU_ZONES
+    assert api.call("GET", f"{plain}/machineTypes/a3-highgpu-1g").status == 200
+    assert api.call("GET", f"{plain}/acceleratorTypes/nvidia-h100-80gb").status == 200
+    body = gpu_body()
+    body["machineType"] = "zones/europe-west4-c/machineTypes/a3-highgpu-1g"
+    body["guestAccelerators"][0]["acceleratorType"] = (
+        "zones/europe-west4-c/acceleratorTypes/nvidia-h100-80gb")
+    refused = api.call("POST", f"{plain}/instances", body)
+    assert refused.status == 400
+    assert "not available in zone 'europe-west4-c'" in json.loads(refused.body)["error"][
+        "message"]
 
 
 def test_only_the_projects_owner_reads_its_quotas(make_api: Callable[..., Api]) -> None:
