@@ -35,6 +35,7 @@ import sealbench.client
 import sealbench.platforms
 from sealbench.client.cli import app
 from sealbench.client.registry.local import create_accounts, registry_process
+from sealbench.gcp.failures import bucket_create_command
 from sealbench.mocktee.provision import enable_services
 from sealbench.mocktee.server import MockCloud, MockEndpoints
 
@@ -448,8 +449,8 @@ def test_missing_bucket_names_the_bucket_and_how_to_create_it(
     assert failed.exit_code == CLOUD_EXIT, failed.output
     error, fix = one_line(failed)
     assert f"bucket gs://{owner.bucket} does not exist" in error
-    assert fix == (f"what to do: gcloud storage buckets create gs://{owner.bucket} "
-                   f"--project {owner.project}")
+    assert fix == ("what to do: " + bucket_create_command(owner.bucket, owner.project))
+    assert fix.endswith("--uniform-bucket-level-access --public-access-prevention")
     code, checks = doctor(world, "nobucket")
     assert code == CLOUD_EXIT and "does not exist" in checks["bucket"]["detail"]
     assert checks["bucket"]["fix"].startswith(f"gcloud storage buckets create gs://{owner.bucket}")
