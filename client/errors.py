@@ -26,15 +26,20 @@ Messages never contain tokens, keys or patient data.
     │   └── KeyReleaseDeniedError     exit 7   the key owners' policies refused the workload
     ├── IntegrityError                exit 8   a sealed object or result failed to authenticate
     ├── CompatibilityError            exit 9   'sealbench test': a compatibility check failed
-    └── TransparencyLogError          exit 10  the registry's audit log failed a check
-        ├── LogSignatureError         exit 10  a checkpoint not signed by the pinned log key
-        ├── LogInconsistentError      exit 10  the log was rewritten, truncated or forked
-        └── LogProofError             exit 10  an inclusion proof or receipt does not verify
+    ├── TransparencyLogError          exit 10  the registry's audit log failed a check
+    │   ├── LogSignatureError         exit 10  a checkpoint not signed by the pinned log key
+    │   ├── LogInconsistentError      exit 10  the log was rewritten, truncated or forked
+    │   └── LogProofError             exit 10  an inclusion proof or receipt does not verify
+    └── Interrupted                   exit 130 Ctrl-C: the message says what was kept
+
+``dataset prepare`` exits :data:`CASES_REJECTED_EXIT` (11) when it prepared a dataset but
+rejected some cases (each listed once with its reason).
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "CASES_REJECTED_EXIT",
     "EXIT_CODES",
     "AuthenticationFailed",
     "ClientError",
@@ -43,6 +48,7 @@ __all__ = [
     "ConfigError",
     "ConflictError",
     "IntegrityError",
+    "Interrupted",
     "InvalidRequestError",
     "KeyReleaseDeniedError",
     "LogInconsistentError",
@@ -234,6 +240,17 @@ class LogProofError(TransparencyLogError):
     )
 
 
+class Interrupted(ClientError):  # noqa: N818 - reads as the event
+    """The person at the keyboard stopped a long command (Ctrl-C); the message says what was
+    kept and the hint how to resume. Nothing is left half-written."""
+
+    exit_code = 130
+    default_hint = None
+
+
+#: ``dataset prepare``'s exit code when it prepared the dataset but rejected some cases.
+CASES_REJECTED_EXIT = 11
+
 #: Documented in ``sealbench --help``.
 EXIT_CODES: tuple[tuple[int, str], ...] = (
     (0, "success"),
@@ -247,4 +264,7 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (8, "integrity failure: a sealed object or result did not authenticate"),
     (9, "a compatibility check failed ('sealbench test')"),
     (10, "the registry's transparency log failed a check: rewritten, forked, or unproven"),
+    (CASES_REJECTED_EXIT, "'dataset prepare' prepared the dataset but rejected some cases "
+     "(each listed with its reason)"),
+    (130, "interrupted (Ctrl-C): what was kept and how to resume is printed"),
 )

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import ValidationError
 
-from sealbench.client.errors import ConfigError
+from sealbench.client.errors import ConfigError, Interrupted
 from sealbench.crypto.digest import Sha256Digest, parse_digest, sha256_file
 from sealbench.crypto.errors import CryptoError
 from sealbench.crypto.manifest import Manifest
@@ -41,6 +41,7 @@ __all__ = [
     "dataset_registration",
     "definition_plugin",
     "demo_variant",
+    "interrupted_preparation",
     "model_registration",
     "plugin_of",
     "prepare",
@@ -179,15 +180,46 @@ def prepare(
 ) -> Prepared:
     """Validate and prepare ``raw_dir`` into ``out_dir`` with the benchmark's plug-in; the
     outcome lists rejected cases (:class:`RejectedCasesError` when nothing was written because
-    cases failed)."""
+    cases failed). Ctrl-C raises :class:`~sealbench.client.errors.Interrupted` saying what was
+    kept (:func:`interrupted_preparation`)."""
     from sealbench.benchmarks.interface import PreparationError
 
+    partial = set(_partial_folders(out_dir))
     try:
         return plugin.prepare(raw_dir, out_dir, progress=progress, strict=strict)
+    except KeyboardInterrupt:
+        raise interrupted_preparation(out_dir, partial, plugin.layout.manifest_file) from None
     except PreparationError as exc:
         if exc.rejected:
             raise RejectedCasesError(str(exc), exc.rejected, strict=strict) from exc
         raise ConfigError(str(exc)) from exc
+
+
+def _partial_folders(out_dir: Path) -> list[Path]:
+    """The temporary folders a preparation into ``out_dir`` writes beside it (the plug-ins'
+    convention: ``.<name>.partial-<random>``, renamed to ``out_dir`` only when complete)."""
+    try:
+        return sorted(out_dir.parent.glob(f".{out_dir.name}.partial-*"))
+    except OSError:
+        return []
+
+
+def interrupted_preparation(out_dir: Path, before: set[Path],
+                            manifest_file: str = "manifest.json") -> Interrupted:
+    """What a preparation into ``out_dir`` stopped by Ctrl-C kept: nothing (the plug-in removes
+    its temporary folder), or the complete dataset when it was renamed into place just before.
+    A temporary folder left by a plug-in that does not clean up is removed here (``before``:
+    those that were there already, from another preparation, are left alone)."""
+    left = [p for p in _partial_folders(out_dir) if p not in before]
+    for folder in left:
+        shutil.rmtree(folder, ignore_errors=True)
+    if out_dir.is_dir() and (out_dir / manifest_file).exists():
+        return Interrupted(
+            f"interrupted as the preparation finished: {out_dir} is complete",
+            hint=f"register it: sealbench dataset register {out_dir} --name NAME")
+    return Interrupted(
+        f"interrupted: nothing was written to {out_dir} (the partial preparation was removed)",
+        hint="run the same command again to prepare the cases from the start")
 
 
 def _read_json(path: Path) -> dict[str, Any]:

@@ -30,7 +30,12 @@ from sealbench.client.cli.common import (
     warn_experimental,
     warn_privacy_cost,
 )
-from sealbench.client.errors import NotAllowedError, NotFoundError
+from sealbench.client.errors import (
+    CASES_REJECTED_EXIT,
+    Interrupted,
+    NotAllowedError,
+    NotFoundError,
+)
 from sealbench.client.registry.api import AssetKind, RegistryClient
 from sealbench.server.schemas import (
     AssociationPublic,
@@ -119,8 +124,9 @@ def dataset_prepare(
     json_out: JsonOpt = False,
 ) -> object:
     """Validate and normalise raw cases against the contract of --benchmark or --definition
-    (one of them is needed); reports every rejected case (kept out of the prepared dataset;
-    with --strict, any rejection fails the command).
+    (one of them is needed); lists every rejected case once, with its reason, kept out of the
+    prepared dataset, and then exits 11 (with --strict, any rejection writes nothing and exits
+    3). Ctrl-C leaves nothing half-written and says so (exit 130).
 
     The plug-in reads its raw layout (see its docs); an imaging plug-in puts every prepared case
     on the contract's grid: a case on another grid, or an oblique one, is rejected with its
@@ -134,6 +140,8 @@ def dataset_prepare(
             progress=lambda d, t: bar.update(task, completed=d, total=t))
     if json_out:
         emit_json(prepared)
+        if prepared.rejected:
+            raise typer.Exit(CASES_REJECTED_EXIT)
         return prepared
     rejected = (f", {plural(len(prepared.rejected), 'case')} rejected"
                 if prepared.rejected else "")
@@ -144,6 +152,8 @@ def dataset_prepare(
     if prepared.rejected:
         table("rejected cases", ("case", "reason"),
               ((r.case, r.reason) for r in prepared.rejected))
+    if prepared.rejected:  # the dataset is usable, but not all the cases given are in it
+        raise typer.Exit(CASES_REJECTED_EXIT)
     return prepared
 
 
@@ -217,12 +227,20 @@ def _seal(
     kind: AssetKind, asset_id: int, source: Path, profile: str | None, mock_tee: Path | None,
     kms_key: str | None, storage: str | None, pool_provider: str | None, json_out: bool,
 ) -> owner.SealOutcome:
+    done = [0, 0]  # objects sealed, of
+
+    def advance(d: int, t: int) -> None:
+        done[:] = [d, t]
+        bar.update(task, completed=d, total=t)
+
     with session(profile) as s, progress_bar() as bar:
         task = bar.add_task(f"sealing {kind} {asset_id}", total=None)
-        outcome = lifecycle.seal_owned_asset(
-            s.profile, s.client, kind, asset_id, source, mock_tee=mock_tee, kms_key=kms_key,
-            storage=storage, pool_provider=pool_provider,
-            progress=lambda d, t: bar.update(task, completed=d, total=t))
+        try:
+            outcome = lifecycle.seal_owned_asset(
+                s.profile, s.client, kind, asset_id, source, mock_tee=mock_tee,
+                kms_key=kms_key, storage=storage, pool_provider=pool_provider, progress=advance)
+        except KeyboardInterrupt:
+            raise _interrupted_seal(kind, asset_id, *done) from None
     r = outcome.report
     if json_out:
         emit_json({"coordinates": outcome.coordinates, "objects": r.objects,
@@ -233,6 +251,19 @@ def _seal(
         out().print(f"{plural(r.uploaded, 'object')} uploaded{resumed}")
         out().print(_coords_line(kind, asset_id, outcome.coordinates))
     return outcome
+
+
+def _interrupted_seal(kind: AssetKind, asset_id: int, done: int, total: int) -> Interrupted:
+    """What a seal stopped by Ctrl-C kept: each object is uploaded whole, the key wrapped
+    before any of them, and the registry is told where the asset is only once all are there."""
+    kept = (f"{done} of {total} sealed objects were uploaded and are kept (encrypted, their "
+            "key stored wrapped beside them)" if total else
+            "nothing was uploaded but, perhaps, the wrapped key")
+    return Interrupted(
+        f"interrupted while sealing {kind} {asset_id}: {kept}; no object is half-written, and "
+        f"the registry was not told where the {kind} is, so nothing runs on it yet",
+        hint="run the same command again: sealing resumes where it stopped, reusing what was "
+        "uploaded")
 
 
 @dataset_app.command("seal")
@@ -247,7 +278,8 @@ def dataset_seal(
     json_out: JsonOpt = False,
 ) -> owner.SealOutcome:
     """Encrypt every case with a fresh key, wrap the key with your KMS key, upload to your
-    bucket and record where on the registry. Resumes if interrupted."""
+    bucket and record where on the registry. Ctrl-C keeps what was uploaded (exit 130): the
+    same command resumes from there."""
     return _seal("dataset", dataset, prepared, profile, mock_tee, kms_key, storage,
                  pool_provider, json_out)
 

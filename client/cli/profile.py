@@ -56,7 +56,9 @@ def profile_add(
         Path | None,
         typer.Option(help="state directory of a running 'sealbench mock-tee up'"),
     ] = None,
-    use: Annotated[bool, typer.Option("--use/--no-use", help="make it the current profile")] = True,
+    use: Annotated[bool, typer.Option(
+        "--use/--no-use", help="make it the current profile (default: only when there is none "
+        "yet; 'sealbench profile use NAME' switches later)")] = False,
     log_key: Annotated[
         str | None,
         typer.Option(metavar="KEY",
@@ -130,7 +132,8 @@ def profile_add(
                      "(docs/gcp-setup.md)"),
     ] = None,
 ) -> None:
-    """Add (or replace) a profile; it becomes the current one unless --no-use. The registry is
+    """Add (or replace) a profile; it becomes the current one with --use, or when it is the
+    first (the current profile is never switched behind your back). The registry is
     asked whether it accepts the token (a refusal is a warning: the profile is saved) and its
     transparency log is checked against the log key you give (--log-key, from the registry's
     operator) or, with --trust-on-first-use, against the key it publishes now, pinned: every
@@ -163,7 +166,11 @@ def profile_add(
         witnesses=tuple(parse_key(w, "--witness").to_string() for w in witness or ()),
     )
     store.add(name, profile, make_current=use)
-    out().print(f"profile {name} saved ({url}){' and in use' if use else ''}")
+    current = store.current()
+    out().print(f"profile {name} saved ({url})" + (
+        " and in use" if current == name else
+        f"; the current profile is still {current} ('sealbench profile use {name}' "
+        "switches)"))
     if not log_key and not trust_on_first_use:
         log.warning("no transparency-log key is pinned for %s: 'audit' checks and result "
                     "receipts are refused until you add the profile again with --log-key KEY "

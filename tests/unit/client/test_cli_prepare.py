@@ -23,7 +23,7 @@ def test_prepare_json_is_an_object_with_each_rejection(cli_home: Path, tmp_path:
     next(broken.glob("*-t2w.nii.gz")).unlink()
     result = runner.invoke(app, ["dataset", "prepare", str(raw), str(prepared), "--definition",
                                  "brats-small", "--json"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 11, result.output  # prepared, but a case was rejected
     report = json.loads(result.stdout)
     assert isinstance(report, dict)
     assert len(report["accepted"]) == 1
