@@ -16,17 +16,23 @@
     sealbench-server key show                     print the log's origin and public keys
     sealbench-server key rotate                   replace the log's signing key
 
-Settings come from ``SEALBENCH_SERVER_*`` variables (docs/server.md). Exit codes: 0 success,
-1 a registry error (message on stderr), 2 usage error.
+Settings come from ``SEALBENCH_SERVER_*`` variables (docs/server.md); ``--data-dir DIR``
+overrides ``SEALBENCH_SERVER_DATA_DIR``. A command that finds no registry says which
+``--data-dir`` to pass when the shell is a demo's (``SEALBENCH_CONFIG_DIR`` names the demo's
+profiles, beside its registry) instead of suggesting ``init`` of a second, empty one. Exit
+codes: 0 success, 1 a registry error (message on stderr), 2 usage error.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
+import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 
 from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
@@ -57,6 +63,11 @@ log = logging.getLogger("sealbench.server")
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sealbench-server", description=__doc__.split("\n")[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks")
+    parser.add_argument(
+        "--data-dir", type=Path, default=None, metavar="DIR",
+        help="the registry's data directory (database, log and pool keys); default "
+        "$SEALBENCH_SERVER_DATA_DIR, else ./sealbench-data. A demo's registry is the "
+        "'registry' folder of its work folder")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("init", help="create the data directory and apply migrations")
     sub.add_parser(
@@ -160,15 +171,42 @@ def _migrate(settings: ServerSettings) -> None:
         print(f"database migrated from revision {before} to {after}")
 
 
+#: The client's variable naming its profiles' folder: in a demo's shell, ``<work>/config``,
+#: beside the demo's registry ``<work>/registry`` (sealbench.client.demo).
+_CLIENT_CONFIG_VARIABLE = "SEALBENCH_CONFIG_DIR"
+
+
+def demo_registry(environ: Mapping[str, str]) -> Path | None:
+    """The data directory of the demo whose shell this is (``environ`` names its profiles'
+    folder), when it holds a registry; None otherwise."""
+    config = environ.get(_CLIENT_CONFIG_VARIABLE)
+    if not config:
+        return None
+    candidate = Path(config).expanduser().parent / "registry"
+    return candidate if (candidate / "registry.sqlite3").is_file() else None
+
+
+def no_registry_error(path: Path, environ: Mapping[str, str]) -> RegistryError:
+    """No registry database at ``path``: which ``--data-dir`` holds the demo's registry when
+    the shell is a demo's, else how to name an existing registry or create a new one."""
+    demo = demo_registry(environ)
+    if demo is not None:
+        return RegistryError(
+            f"no registry at {path}; this shell is set up for the demo whose registry is in "
+            f"{demo}: pass --data-dir {shlex.quote(str(demo))} (e.g. 'sealbench-server "
+            f"--data-dir {shlex.quote(str(demo))} user add --email ...')")
+    return RegistryError(
+        f"no registry at {path}: pass the data directory of an existing registry with "
+        "--data-dir DIR (or SEALBENCH_SERVER_DATA_DIR), or create a new one here with "
+        "'sealbench-server init'")
+
+
 def _open_current(settings: ServerSettings) -> Database:
     """The registry database, refusing one that ``init`` has not created or migrated."""
     if settings.database_url is None:
         path = settings.data_dir / "registry.sqlite3"
         if not path.is_file():
-            raise RegistryError(
-                f"no registry at {path}: run 'sealbench-server init' "
-                "(or 'sealbench-server migrate') first"
-            )
+            raise no_registry_error(path, os.environ)
     db = open_database(settings.effective_database_url)
     try:
         current = current_revision(db.engine)
@@ -335,7 +373,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING)
     try:
-        settings = ServerSettings()
+        settings = ServerSettings() if args.data_dir is None else ServerSettings(
+            data_dir=args.data_dir)
         if args.command == "init":
             _init(settings)
         elif args.command == "migrate":
