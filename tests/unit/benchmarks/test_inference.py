@@ -125,3 +125,19 @@ def test_an_empty_case_is_all_background(make_model: Callable[..., bytes],
         case.modalities[name][...] = 0
     labels = OnnxSegmenter(make_model(), small_contract, threads=1).segment(case)
     assert labels.shape == small_contract.shape and not labels.any()
+
+
+def test_segmenter_keeps_no_cpu_arena_across_cases(small_contract: BratsContract) -> None:
+    """ONNX Runtime's arena keeps the first case's blocks and grows for the next crop shape
+    (1.9 GiB for 4 full-size cases); the segmenter runs without it, and the reference model's
+    labels on cases of two crop shapes are the same as with it."""
+    from sealbench.benchmarks.brats.definition import load_definition, load_model_bytes
+
+    model = load_model_bytes(load_definition().reference_model)
+    lean = OnnxSegmenter(model, small_contract, threads=1)
+    assert lean._session.get_session_options().enable_cpu_mem_arena is False
+    arena = OnnxSegmenter(model, small_contract, threads=1, cpu_arena=True)
+    assert arena._session.get_session_options().enable_cpu_mem_arena is True
+    for seed in (3, 4):
+        case = _case(small_contract, seed)
+        assert np.array_equal(lean.segment(case), arena.segment(case))
