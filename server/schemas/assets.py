@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from itertools import pairwise
+from typing import Annotated, Final, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, StringConstraints, ValidationError, model_validator
 
 from sealbench.contract.spec import KMS_KEY_PATTERN, POOL_PROVIDER_PATTERN, StorageUri
 from sealbench.server.schemas.budgets import MAX_BUDGET_DELTA, MAX_BUDGET_EPSILON
@@ -21,7 +22,9 @@ from sealbench.server.schemas.common import (
 
 __all__ = [
     "GRID_STATISTIC",
+    "MAX_CASE_FINGERPRINTS",
     "AssetKind",
+    "CaseFingerprint",
     "CoordinatesPublic",
     "CoordinatesUpdate",
     "DatasetCreate",
@@ -33,6 +36,12 @@ __all__ = [
 
 AssetKind = Literal["dataset", "model"]
 
+
+#: A case's keyed fingerprint: 64 lowercase hex digits (HMAC-SHA256).
+CaseFingerprint = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+#: Most fingerprints one registration carries (the request body limit binds first: about
+#: 15 000 cases per MiB of ``max_body_bytes``).
+MAX_CASE_FINGERPRINTS: Final = 10_000_000
 
 #: Key of a dataset's grid in its registration's ``statistics``.
 GRID_STATISTIC = "grid"
@@ -84,6 +93,27 @@ class DatasetCreate(WireModel):
         "with this dataset's budget if new; joining an existing one with another budget is "
         "refused",
     )
+
+    case_fingerprints: list[CaseFingerprint] | None = Field(
+        default=None, max_length=MAX_CASE_FINGERPRINTS,
+        description="one keyed fingerprint per case (HMAC-SHA256 under the owner's own key of a "
+        "digest of the case's content, no case id or file name in it), sorted, as many as "
+        "case_count: a dataset holding cases of an earlier dataset of the same owner shares "
+        "its privacy budget. Stored, never returned; absent: the dataset's own ledger",
+    )
+
+    @model_validator(mode="after")
+    def _fingerprints(self) -> DatasetCreate:
+        prints = self.case_fingerprints
+        if prints is None:
+            return self
+        if len(prints) != self.case_count:
+            raise ValueError(f"case_fingerprints lists {len(prints)} fingerprints for "
+                             f"case_count {self.case_count}: one per case")
+        if any(a > b for a, b in pairwise(prints)):
+            raise ValueError("case_fingerprints must be sorted (their order would otherwise "
+                             "say something about the cases)")
+        return self
 
     @model_validator(mode="after")
     def _grid(self) -> DatasetCreate:

@@ -34,6 +34,7 @@ from sealbench.server.services._common import PageOf, commit, flush, get_or_404,
 from sealbench.server.services.associations import approved_pairs_subquery
 from sealbench.server.services.budgets import join_group, registration_budget
 from sealbench.server.services.dataset_grid import check_dataset_grid
+from sealbench.server.services.fingerprints import record_fingerprints
 
 __all__ = [
     "create_dataset",
@@ -82,6 +83,7 @@ def create_dataset(
     flush(session, f"dataset {body.name}")
     if group is not None:
         join_group(session, row, group)
+    record_fingerprints(session, row, body.case_fingerprints or ())
     append_event(
         session,
         actor_id=actor.user_id,

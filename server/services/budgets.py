@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Literal
 
-from sqlalchemy import ColumnElement, func, select
+from sqlalchemy import ColumnElement, and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from sealbench.benchmarks.interface import Benchmark as Plugin
@@ -52,6 +52,7 @@ from sealbench.server.schemas import DatasetCreate
 from sealbench.server.schemas.budgets import DEFAULT_BUDGET_DELTA, DEFAULT_BUDGET_EPSILON
 from sealbench.server.services._common import get_or_404
 from sealbench.server.services.benchmark_plugins import PluginLookup, declared_release
+from sealbench.server.services.fingerprints import SharedLedger, shared_ledger
 
 __all__ = [
     "Budget",
@@ -139,9 +140,18 @@ def registration_budget(
 ) -> tuple[Budget, BudgetGroup | None]:
     """The budget a new dataset gets and the group it joins (created here, with this budget,
     when the owner has none of that name; not committed). Joining an existing group takes the
-    group's budget; stating another one is refused (409) rather than silently ignored."""
+    group's budget; stating another one is refused (409) rather than silently ignored.
+
+    A dataset holding cases of an earlier dataset of the same owner (its case fingerprints:
+    :func:`~sealbench.server.services.fingerprints.shared_ledger`) shares that dataset's
+    ledger whatever it asks: it joins the earlier one's group, or a group created here for the
+    earlier dataset (with that dataset's budget, its debits so far counted in it:
+    :func:`_debits_where`). Asking for another budget or another group is refused (409)."""
     asked = Budget(body.budget_epsilon or DEFAULT_BUDGET_EPSILON,
                    body.budget_delta or DEFAULT_BUDGET_DELTA)
+    shared = shared_ledger(session, actor.user_id, body.case_fingerprints)
+    if shared is not None:
+        return _shared_budget(session, actor, body, shared, now)
     if body.budget_group is None:
         return asked, None
     group = session.scalars(select(BudgetGroup).where(
@@ -160,6 +170,70 @@ def registration_budget(
             f"created); this dataset asks for {stated.text()}: register it with the group's "
             "budget (or without one), or in another group")
     return theirs, group
+
+
+def _shared_budget(
+    session: Session, actor: Principal, body: DatasetCreate, shared: SharedLedger,
+    now: datetime,
+) -> tuple[Budget, BudgetGroup]:
+    """The earlier datasets' ledger for a dataset holding their cases: their group, or one
+    made now for the one earlier dataset (named by ``body.budget_group`` when that names no
+    group yet); refused (409) when the registration asks for another budget or group."""
+    group = shared.group
+    before = f"these cases were registered before as {shared.text()}"
+    if group is not None:
+        theirs, where = Budget(group.budget_epsilon, group.budget_delta), group.name
+    else:
+        [earlier] = shared.datasets
+        theirs = Budget(earlier.budget_epsilon, earlier.budget_delta)
+        where = body.budget_group or _free_group_name(session, actor.user_id, earlier)
+        taken = session.scalars(select(BudgetGroup.id).where(
+            BudgetGroup.owner_id == actor.user_id, BudgetGroup.name == where)).first()
+        if taken is not None:
+            raise ConflictError(
+                f"{before}, which keeps its own privacy budget; budget group {where} is "
+                "another ledger, and one set of patients has one budget: register it without "
+                "--budget-group (it then shares the earlier dataset's budget); nothing was "
+                "registered")
+    if body.budget_group is not None and body.budget_group != where:
+        raise ConflictError(
+            f"{before}, in budget group {where}: they share its privacy budget, so this "
+            f"dataset cannot join budget group {body.budget_group}; register it without "
+            f"--budget-group or with {where}; nothing was registered")
+    stated = Budget(body.budget_epsilon or theirs.epsilon, body.budget_delta or theirs.delta)
+    if not stated.same_as(theirs):
+        raise ConflictError(
+            f"{before}: they share its privacy budget ({theirs.text()}), and this dataset "
+            f"asks for {stated.text()}; re-registering cases never gives them a fresh "
+            "budget: register it without a budget (or with that one); nothing was registered")
+    if group is None:
+        [earlier] = shared.datasets
+        group = BudgetGroup(owner_id=actor.user_id, name=where, budget_epsilon=theirs.epsilon,
+                            budget_delta=theirs.delta, created_at=now)
+        session.add(group)
+        session.flush()
+        join_group(session, earlier, group)
+        append_event(
+            session, actor_id=actor.user_id, action="dataset.budget_group",
+            entity_type="dataset", entity_id=earlier.id,
+            payload={"dataset_id": earlier.id, "budget_group": group.name,
+                     "budget_group_id": group.id, "budget_epsilon": theirs.epsilon,
+                     "budget_delta": theirs.delta,
+                     "reason": "a dataset registered later holds some of its cases"},
+            now=now)
+    return theirs, group
+
+
+def _free_group_name(session: Session, owner_id: int, earlier: Dataset) -> str:
+    """``cases-of-<dataset name>`` (or with ``-2``, ``-3``, ... when the owner has that name)."""
+    base = f"cases-of-{earlier.name}"[:190]
+    taken = set(session.scalars(select(BudgetGroup.name).where(
+        BudgetGroup.owner_id == owner_id, BudgetGroup.name.startswith(base))))
+    name, n = base, 1
+    while name in taken:
+        n += 1
+        name = f"{base}-{n}"
+    return name
 
 
 def join_group(session: Session, dataset: Dataset, group: BudgetGroup) -> None:
@@ -216,8 +290,15 @@ def _group_of(session: Session, dataset_id: int) -> BudgetGroup | None:
 
 
 def _debits_where(dataset_id: int, group: BudgetGroup | None) -> ColumnElement[bool]:
+    """The debits of a ledger: the group's, with those its members were charged on their own
+    ledgers before they joined it (a dataset whose cases were registered again joins a group
+    made then: :func:`registration_budget`); else the dataset's own."""
     if group is not None:
-        return PrivacyDebit.budget_group_id == group.id
+        members = select(DatasetBudgetGroup.dataset_id).where(
+            DatasetBudgetGroup.group_id == group.id)
+        return or_(PrivacyDebit.budget_group_id == group.id,
+                   and_(PrivacyDebit.budget_group_id.is_(None),
+                        PrivacyDebit.dataset_id.in_(members)))
     return PrivacyDebit.dataset_id == dataset_id
 
 
@@ -378,3 +459,67 @@ def readout(
     spent = math.fsum(d.rho for d in debits if d.rho is not None)
     return BudgetReadout(dataset.id, group, tuple(members), Ledger(budget, spent), debits,
                          _costs(session, dataset.id, plugins))
+
+
+# -- pool authorizations (issue 40) ----------------------------------------------------------
+
+
+def ledger_key(locked: LockedLedger) -> str:
+    """The ledger's name in a pool authorization (``group:<id>`` or ``dataset:<id>``)."""
+    return (f"group:{locked.group.id}" if locked.group is not None
+            else f"dataset:{locked.dataset_id}")
+
+
+def charge_authorization(
+    session: Session, actor: Principal, locked: LockedLedger, *, authorization_id: int,
+    pool_id: str, benchmark_id: int, datasets: Sequence[int], release: ReleaseSpec,
+    now: datetime,
+) -> tuple[PrivacyDebit, int]:
+    """Charge one pool authorization's release to one locked ledger, once for all of the pool's
+    ``datasets`` on it (one set of patients pays once per release), before any noise is drawn;
+    log it (``privacy.debit`` naming the authorization, the datasets, the rho, the ledger's
+    budget and its spend after) and return the debit and its event's sequence number, in the
+    caller's transaction (not committed here). :class:`PrivacyBudgetExceededError` when it does
+    not fit, before anything is written."""
+    rho = release.rho
+    if rho is not None and locked.ledger.spent_rho + rho > locked.ledger.budget.rho * (
+            1 + _SLACK):
+        raise PrivacyBudgetExceededError(
+            f"pool {pool_id} would overspend {locked.name}'s privacy budget "
+            f"({locked.ledger.budget.text()}): spent epsilon "
+            f"{locked.ledger.epsilon(locked.ledger.spent_rho):.4g}, remaining epsilon "
+            f"{locked.ledger.epsilon(locked.ledger.remaining_rho):.4g}; nothing was stored")
+    after = Ledger(locked.ledger.budget, locked.ledger.spent_rho + (rho or 0.0))
+    event = append_event(
+        session, actor_id=actor.user_id, action="privacy.debit", entity_type="dataset",
+        entity_id=datasets[0],
+        payload={
+            "dataset_id": datasets[0],
+            "datasets": list(datasets),
+            "ledger": ledger_key(locked),
+            "budget_group": None if locked.group is None else locked.group.name,
+            "budget_group_id": None if locked.group is None else locked.group.id,
+            "pool_authorization_id": pool_id,
+            "benchmark_id": benchmark_id,
+            "mechanism": "exact" if rho is None else "gaussian",
+            "exact": rho is None,
+            "rho": rho,
+            "epsilon": None if rho is None else release.epsilon,
+            "delta": None if rho is None else release.delta,
+            "budget_epsilon": after.budget.epsilon,
+            "budget_delta": after.budget.delta,
+            "budget_rho": after.budget.rho,
+            "spent_rho": after.spent_rho,
+            "remaining_rho": after.remaining_rho,
+            "spent_epsilon": after.epsilon(after.spent_rho),
+            "remaining_epsilon": after.epsilon(after.remaining_rho),
+        },
+        now=now)
+    debit = PrivacyDebit(
+        dataset_id=datasets[0], budget_group_id=None if locked.group is None else locked.group.id,
+        benchmark_id=benchmark_id, result_id=None, pooled_release_id=None,
+        pool_authorization_id=authorization_id, exact=rho is None, rho=rho,
+        epsilon=None if rho is None else release.epsilon,
+        delta=None if rho is None else release.delta, audit_seq=event.seq, created_at=now)
+    session.add(debit)
+    return debit, event.seq
