@@ -32,6 +32,7 @@ __all__ = [
     "VmSettings",
     "VmStoppedUnexpectedly",
     "VmTimeout",
+    "WatchInterrupted",
     "image_digest_of",
     "image_pull_denied",
     "instance_resource",
@@ -150,6 +151,15 @@ class VmTimeout(ConfidentialSpaceError):  # noqa: N818
     """An API call, an operation or the whole run took longer than allowed."""
 
     failure_class = "timeout"
+
+
+class WatchInterrupted(ConfidentialSpaceError):  # noqa: N818
+    """The VM could no longer be watched (the Compute API kept failing or refused the reads);
+    the VM was left running, its workload unjudged: not the run's own failure, so neither
+    deleted nor retried (a second VM would run the same workload)."""
+
+    failure_class = "watch"
+    retryable = False
 
 
 class VmStoppedUnexpectedly(ConfidentialSpaceError):  # noqa: N818

@@ -19,7 +19,12 @@ For each run :class:`ConfidentialSpaceLauncher`:
    ``ZoneOperationsClient`` built with the same endpoint (``insert(...).result()`` would poll
    through a client built without the injected ``client_options``, i.e. Google's endpoint);
 3. polls the instance's status and streams its serial port (``getSerialPortOutput`` from the
-   last ``next`` offset) to ``on_output`` until the VM has stopped (``TERMINATED``), or, on a
+   last ``next`` offset) to ``on_output`` (every :data:`FAST_POLL_S` in the first
+   :data:`FAST_POLL_WINDOW_S`, then every :data:`POLL_INTERVAL_S`; each read drawn from the
+   project's :class:`~sealbench.gcp._compute_reads.ReadBudget`, which every watch of the project
+   in this process shares, so concurrent runs together stay under Google's per-project read
+   quota; a ``rateLimitExceeded``, 5xx or timed-out read is retried with exponential backoff
+   for up to :data:`WATCH_GRACE_S`) until the VM has stopped (``TERMINATED``), or, on a
    debug VM (which stays ``RUNNING``), until the launcher's exit line has appeared: in either of
    its formats, ``msg="TEE container launcher exiting" exit_code=N`` (go-tpm-tools since October
    2024, ``log/slog``) or ``TEE container launcher exiting, exit code: N`` (before);
@@ -35,7 +40,10 @@ For each run :class:`ConfidentialSpaceLauncher`:
    code and reason take the event's failure code and refused rule when the event states the
    same exit code. Without a result store
    (``result_store``), the serial port alone decides and an unreadable one is an error;
-5. deletes the VM unless ``keep_vm`` (also after a failure, timeout or :meth:`kill`).
+5. deletes the VM unless ``keep_vm``, for the run's own reasons only: its outcome decided
+   (success or failure), the run's timeout, or :meth:`kill`. A watch that lost the VM (the
+   Compute API refused or kept failing the reads: :class:`WatchInterrupted`) leaves it running
+   and says how to delete it: deleting would kill a workload that may still be working.
 
 :meth:`ConfidentialSpaceLauncher.start_aggregator` runs the benchmark's **aggregator image**
 (issue 27) the same way: a launcher built on the aggregator image's ``repo@sha256:`` reference
@@ -60,6 +68,7 @@ Errors (Google API errors translated once, here, each with a ``hint`` saying wha
         ├── ComputePermissionDenied   401/403, or no access to the service account
         ├── ComputeNotFound           project, zone, network or image does not exist
         ├── VmTimeout                 an API call, operation or the whole run took too long
+        ├── WatchInterrupted          the VM could no longer be watched (left running)
         └── VmStoppedUnexpectedly     stopped with no result, failure record or exit line
 """
 
@@ -68,6 +77,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import random
 import re
 import secrets
 import time
@@ -82,6 +92,7 @@ from sealbench.contract.events import RunFailed, parse_event
 from sealbench.contract.pool import POOLED_TOKEN_OBJECT, AggregateSpec
 from sealbench.contract.result import FAILURE_OBJECT, TOKEN_OBJECT, FailureRecord
 from sealbench.contract.spec import RunSpec
+from sealbench.gcp._compute_reads import ReadBudget, read_budget
 from sealbench.gcp._cs_resources import (
     CLOUD_PLATFORM_SCOPE,
     CS_DEBUG_IMAGE_FAMILY,
@@ -90,6 +101,7 @@ from sealbench.gcp._cs_resources import (
     CapacityUnavailable,
     ComputeNotFound,
     ComputePermissionDenied,
+    ComputeUnavailable,
     ConfidentialSpaceError,
     ImagePullDenied,
     ImageReferenceError,
@@ -97,6 +109,7 @@ from sealbench.gcp._cs_resources import (
     VmSettings,
     VmStoppedUnexpectedly,
     VmTimeout,
+    WatchInterrupted,
     image_digest_of,
     image_pull_denied,
     instance_resource,
@@ -125,6 +138,7 @@ __all__ = [
     "DEFAULT_TIMEOUT_S",
     "OPERATION_TIMEOUT_S",
     "POLL_INTERVAL_S",
+    "WATCH_GRACE_S",
     "CapacityUnavailable",
     "ComputeNotFound",
     "ComputePermissionDenied",
@@ -137,6 +151,7 @@ __all__ = [
     "VmSettings",
     "VmStoppedUnexpectedly",
     "VmTimeout",
+    "WatchInterrupted",
     "build_launcher",
     "gpu_machine",
     "image_digest_of",
@@ -154,9 +169,17 @@ API_TIMEOUT_S: Final = 60.0
 OPERATION_TIMEOUT_S: Final = 600.0
 #: Seconds between two polls of the VM's status and serial port.
 POLL_INTERVAL_S: Final = 10.0
-#: Seconds between polls in a run's first :data:`FAST_POLL_WINDOW_S` seconds.
-FAST_POLL_S: Final = 1.0
+#: Seconds between polls in a run's first :data:`FAST_POLL_WINDOW_S` seconds (boot, image pull
+#: and key release, whose lines a user waits for; the outcome itself is read from the result
+#: location, so a faster poll buys nothing but reads).
+FAST_POLL_S: Final = 3.0
 FAST_POLL_WINDOW_S: Final = 180.0
+#: Seconds a watch keeps retrying transient Compute failures (``rateLimitExceeded``, 5xx,
+#: timeouts) in a row before it gives the VM up (:class:`WatchInterrupted`, VM kept).
+WATCH_GRACE_S: Final = 900.0
+#: The first and the longest pause after a transient failure (doubled each time, jittered).
+_BACKOFF_FIRST_S: Final = 2.0
+_BACKOFF_MAX_S: Final = 60.0
 #: Seconds a whole run (boot, image pull, evaluation) may take before the VM is deleted.
 DEFAULT_TIMEOUT_S: Final = 6 * 3600.0
 # The serial port carries two voices. The enclave's is typed: its events (the ``failed`` one
@@ -220,7 +243,10 @@ class ConfidentialSpaceVm:
             except LaunchError as exc:
                 self._result = exc
             finally:
-                self._delete(force=False)
+                if isinstance(self._result, WatchInterrupted):  # not the run's own reason
+                    _log.warning("%s; %s", self._result, self._result.hint)
+                else:
+                    self._delete(force=False)
         if isinstance(self._result, LaunchError):
             raise self._result
         return self._result
@@ -228,19 +254,61 @@ class ConfidentialSpaceVm:
     def _watch(self, timeout: float | None) -> LaunchResult:
         launcher, settings = self._launcher, self._launcher.settings
         deadline = None if timeout is None else self._started + timeout
+        failing_since: float | None = None
+        delay = _BACKOFF_FIRST_S
         while True:
-            status = launcher.call("get the VM's status", self._get).status
-            self._read_serial()
+            try:
+                status = self._poll()
+            except (QuotaExceeded, ComputeUnavailable, VmTimeout) as exc:  # transient: retry
+                now = launcher.clock()
+                failing_since = now if failing_since is None else failing_since
+                if now - failing_since >= WATCH_GRACE_S:
+                    raise self._lost(exc, f"the Compute API kept failing for "
+                                          f"{now - failing_since:.0f} s") from exc
+                if deadline is not None and now > deadline:
+                    raise self._timed_out(timeout) from exc
+                _log.warning("watching VM %s: %s; retrying in %.0f s", self.instance_name,
+                             exc, delay)
+                launcher.sleep(delay * random.uniform(0.5, 1.0))  # noqa: S311 - jitter only
+                delay = min(delay * 2, _BACKOFF_MAX_S)
+                continue
+            except ComputeNotFound:
+                raise  # the VM is gone: nothing left to watch or to keep
+            except ConfidentialSpaceError as exc:  # refused (permission, ...): cannot watch
+                raise self._lost(exc, "the Compute API refused the watch") from exc
+            failing_since, delay = None, _BACKOFF_FIRST_S
             exit_code = self._launcher_exit_code()
             done = status in _DONE_STATES
             if done or (settings.debug and exit_code is not None):
                 return self._decide(status, exit_code)
             if deadline is not None and launcher.clock() > deadline:
-                raise VmTimeout(
-                    f"VM {self.instance_name} did not finish within {timeout:.0f} s",
-                    hint="raise the run timeout, or look for a stuck step in the serial output",
-                )
+                raise self._timed_out(timeout)
             launcher.sleep(self._interval())
+
+    def _poll(self) -> str:
+        """One poll: the VM's status and its new serial output, each read drawn from the
+        project's read budget."""
+        launcher = self._launcher
+        launcher.reads.take(launcher.clock, launcher.sleep)
+        status = str(launcher.call("get the VM's status", self._get).status)
+        launcher.reads.take(launcher.clock, launcher.sleep)
+        self._read_serial()
+        return status
+
+    def _timed_out(self, timeout: float | None) -> VmTimeout:
+        return VmTimeout(
+            f"VM {self.instance_name} did not finish within {timeout or 0:.0f} s",
+            hint="raise the run timeout, or look for a stuck step in the serial output",
+        )
+
+    def _lost(self, exc: ConfidentialSpaceError, why: str) -> WatchInterrupted:
+        settings = self._launcher.settings
+        return WatchInterrupted(
+            f"stopped watching VM {self.instance_name}: {why} ({exc}); the VM was left "
+            "running: its workload may still finish and write its result",
+            hint=f"{exc.hint}; look for the result at the run's result location, then delete "
+            f"the VM: gcloud compute instances delete {self.instance_name} "
+            f"--project={settings.project} --zone={settings.zone}")
 
     def _interval(self) -> float:
         """Seconds to the next poll: at most :data:`FAST_POLL_S` in the run's first
@@ -430,8 +498,12 @@ class ConfidentialSpaceLauncher:
         clock: Callable[[], float] = time.monotonic,
         platform: Platform | None = None,
         result_store: ResultStore | None = None,
+        reads: ReadBudget | None = None,
     ) -> None:
         self._platform = check_backend(platform or platform_for_backend(BACKEND), BACKEND)
+        #: The project's Compute read budget, shared by every watch of the project in this
+        #: process (:func:`~sealbench.gcp._compute_reads.read_budget`).
+        self.reads = reads if reads is not None else read_budget(settings.project)
         #: Opens a run's result location (``(store, prefix)`` of its result URI): where the
         #: outcome is decided once the VM has stopped.
         self.result_store = result_store
@@ -472,6 +544,7 @@ class ConfidentialSpaceLauncher:
         operations = self._client_pair()[1]
         deadline = self.clock() + OPERATION_TIMEOUT_S
         while op.status != compute_v1.Operation.Status.DONE:
+            self.reads.take(self.clock, self.sleep)
             if self.clock() > deadline:
                 raise VmTimeout(
                     f"{action}: operation {op.name} did not finish in {OPERATION_TIMEOUT_S:.0f} s",

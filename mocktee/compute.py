@@ -92,11 +92,13 @@ from sealbench.mocktee.verifier import TokenMinter
 
 __all__ = [
     "CS_IMAGE_PROJECT",
+    "READ_QUOTA_PER_MINUTE",
     "ComputeFault",
     "ImagePolicy",
     "Method",
     "MockCompute",
     "MockImageEntry",
+    "ReadQuota",
     "mock_image_catalogue",
 ]
 
@@ -128,6 +130,45 @@ def mock_image_catalogue() -> dict[str, MockImageEntry]:
 
 #: Google's default ``Read requests per minute`` of ``compute.googleapis.com``, per project.
 READ_QUOTA_PER_MINUTE = 1500
+
+
+class ReadQuota:
+    """Compute's per-project read quota: ``per_minute`` reads in any ``window_s`` (60 s, a
+    sliding window, as Google's per-minute quota; tests may shorten it to scale the minute
+    down), past which a read is answered 403 ``rateLimitExceeded``. Thread-safe."""
+
+    def __init__(self, per_minute: int = READ_QUOTA_PER_MINUTE,
+                 clock: Callable[[], float] = time.monotonic, window_s: float = 60.0) -> None:
+        self.per_minute = per_minute
+        self.window_s = window_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._reads: dict[str, collections.deque[float]] = {}
+        self._limits: dict[str, int] = {}
+        #: Reads answered 403 rateLimitExceeded, and reads served, per project.
+        self.refused: collections.Counter[str] = collections.Counter()
+        self.served: collections.Counter[str] = collections.Counter()
+
+    def set_limit(self, project_id: str, per_minute: int) -> None:
+        if per_minute < 0:
+            raise ValueError("a read quota is 0 or more")
+        with self._lock:
+            self._limits[project_id] = per_minute
+
+    def count(self, project_id: str, project_number: str) -> Response | None:
+        """Count one read of ``project_id``: None if within its quota, else Compute's 403."""
+        now = self._clock()
+        with self._lock:
+            limit = self._limits.get(project_id, self.per_minute)
+            window = self._reads.setdefault(project_id, collections.deque())
+            while window and window[0] <= now - self.window_s:
+                window.popleft()
+            if len(window) >= limit:
+                self.refused[project_id] += 1
+                return ComputeFault.read_rate_exceeded(project_number, limit).response()
+            window.append(now)
+            self.served[project_id] += 1
+        return None
 
 
 class MockCompute:
@@ -163,14 +204,8 @@ class MockCompute:
         read_quota: int = READ_QUOTA_PER_MINUTE,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.read_quota = read_quota
-        self._clock = clock
-        self._reads: dict[str, collections.deque[float]] = {}
-        self._read_overrides: dict[str, int] = {}
-        #: Reads answered 403 rateLimitExceeded, per project.
-        self.reads_refused: collections.Counter[str] = collections.Counter()
-        #: Reads served, per project.
-        self.reads_served: collections.Counter[str] = collections.Counter()
+        #: Each project's read requests per minute (:class:`ReadQuota`).
+        self.reads = ReadQuota(read_quota, clock)
         self._serial_after_stop = serial_after_stop
         self._shutdown_s = shutdown_s
         self._identity = identity
@@ -225,25 +260,7 @@ class MockCompute:
 
     def set_read_quota(self, project_id: str, per_minute: int) -> None:
         """Set ``project_id``'s read requests per minute (see the class docstring)."""
-        if per_minute < 0:
-            raise ValueError("a read quota is 0 or more")
-        with self._lock:
-            self._read_overrides[project_id] = per_minute
-
-    def _over_read_quota(self, project_id: str, project_number: str) -> Response | None:
-        """Count one read of ``project_id``; Compute's 403 past its per-minute quota."""
-        now = self._clock()
-        with self._lock:
-            limit = self._read_overrides.get(project_id, self.read_quota)
-            window = self._reads.setdefault(project_id, collections.deque())
-            while window and window[0] <= now - 60.0:
-                window.popleft()
-            if len(window) >= limit:
-                self.reads_refused[project_id] += 1
-                return ComputeFault.read_rate_exceeded(project_number, limit).response()
-            window.append(now)
-            self.reads_served[project_id] += 1
-        return None
+        self.reads.set_limit(project_id, per_minute)
 
     def _limit(self, project_id: str, metric: str) -> int:
         default = (self.gpu_quota if metric == GPU_QUOTA_METRIC
@@ -375,7 +392,7 @@ class MockCompute:
             if self._faults.get(method):
                 return self._faults[method].pop(0).response()
         if method in ("get", "serialPort", "operations") and (
-                over := self._over_read_quota(project_id, project_number)):
+                over := self.reads.count(project_id, project_number)):
             return over
         if method == "insert" and request.method == "POST":
             return self._insert(request, caller, project_id, project_number, zone)

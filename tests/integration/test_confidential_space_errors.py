@@ -36,6 +36,7 @@ from sealbench.gcp.launcher import (
     VmSettings,
     VmStoppedUnexpectedly,
     VmTimeout,
+    WatchInterrupted,
     image_digest_of,
     instance_resource,
     make_compute_clients,
@@ -256,13 +257,23 @@ def test_failed_workload_reports_the_enclave_reason_and_deletes_the_vm(setup: Se
     assert gone(setup, vm.instance_name)
 
 
-def test_lost_permission_while_watching_still_deletes_the_vm(setup: Setup) -> None:
+def test_lost_permission_while_watching_keeps_the_vm_and_says_how_to_delete_it(
+    setup: Setup,
+) -> None:
+    """Issue 44: a VM is deleted for the run's own reasons only; a watch the Compute API
+    refuses cannot tell whether the workload still works, so it keeps the VM (deleting it would
+    kill a run that may finish and write its result) and names the command."""
     vm = launcher(setup).start(spec(setup, "err-perm"))
     resource = f"projects/hospital/zones/{ZONE}/instances/{vm.instance_name}"
     fault = ComputeFault.permission_denied("compute.instances.get", resource)
     setup.cloud.compute.fail_next("get", fault)
-    with pytest.raises(ComputePermissionDenied):
+    with pytest.raises(WatchInterrupted) as lost:
         vm.wait(timeout=120)
+    assert isinstance(lost.value.__cause__, ComputePermissionDenied)
+    assert not lost.value.retryable  # a retry would start a second VM on the same workload
+    assert f"gcloud compute instances delete {vm.instance_name}" in lost.value.hint
+    assert not gone(setup, vm.instance_name)
+    vm.kill()
     assert gone(setup, vm.instance_name)
 
 
