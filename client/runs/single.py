@@ -308,8 +308,18 @@ def approved_pairs(
     client: RegistryClient, benchmark_id: int, dataset_id: int | None, model_id: int | None
 ) -> tuple[tuple[int, int], ...]:
     """The (dataset, model) pairs to evaluate: ``dataset_id`` (None: each of the caller's
-    datasets approved in the benchmark) with ``model_id`` (None: every approved model)."""
+    datasets approved in the benchmark) with ``model_id`` (None: every approved model). A
+    dataset of another owner is refused here, before any run is recorded: only its owner
+    releases its key, so the run could only fail."""
     if dataset_id is not None:
+        owner_id = client.get_dataset(dataset_id).owner_id
+        if owner_id != client.me().id:
+            raise NotAllowedError(
+                f"dataset {dataset_id} is not yours (user {owner_id} registered it): a run "
+                "evaluates one of your own datasets, whose key only you release; nothing was "
+                "run or recorded",
+                hint="'sealbench dataset ls --mine' lists yours; a model owner's results come "
+                "from the hospitals that run their datasets with its model")
         return tuple((dataset_id, m) for m in approved_models(client, benchmark_id, dataset_id,
                                                                model_id))
     me = client.me().id

@@ -148,3 +148,35 @@ def test_seal_command_interrupted_exits_130_saying_what_was_kept_and_how_to_resu
     assert "2 of 5 sealed objects were uploaded and are kept" in done.output
     assert "the registry was not told where the dataset is" in done.output
     assert "sealing resumes where it stopped" in done.output
+
+
+# -- running on another hospital's dataset -----------------------------------------------------
+
+
+def test_run_on_another_hospitals_dataset_is_refused_before_any_run_is_recorded(
+        runner: CliRunner, cli_home: Path, http: Any, registry: Any,
+        api: dict[str, Any], benchmark_body: Any, tmp_path: Path) -> None:
+    from sealbench.client.cli.common import using_client_factory
+    from sealbench.client.registry.api import RegistryClient
+    from sealbench.client.registry.profiles import Profile, ProfileStore, ResolvedProfile
+    from sealbench.crypto.digest import sha256_digest
+    from sealbench.server.schemas import DatasetCreate
+
+    bench = api["authority"].create_benchmark(benchmark_body("theirs"))
+    api["admin"].approve_benchmark(bench.id)
+    theirs = api["hospital"].register_dataset(DatasetCreate(
+        name="site-a", digest=sha256_digest(b"site-a"), case_count=3))
+    store = ProfileStore.from_environment({"SEALBENCH_CONFIG_DIR": str(cli_home)})
+    store.add("modelco", Profile(server="http://testserver", token=registry.tokens["modelco"]))
+
+    def in_process(profile: ResolvedProfile) -> RegistryClient:
+        return RegistryClient.connect(profile.server, profile.token, transport=http._transport)
+
+    with using_client_factory(in_process):
+        done = runner.invoke(app, ["run", "--benchmark", str(bench.id), "--dataset",
+                                   str(theirs.id), "--all-approved", "--tee", "mock"])
+    assert done.exit_code == 4, done.output  # the registry's rules refused it
+    assert f"dataset {theirs.id} is not yours" in done.output
+    assert "nothing was run or recorded" in done.output
+    recorded = [p for p in cli_home.parent.rglob("*") if "runs" in p.parts and p.is_file()]
+    assert recorded == []
