@@ -150,8 +150,9 @@ def registration_budget(
     asked = Budget(body.budget_epsilon or DEFAULT_BUDGET_EPSILON,
                    body.budget_delta or DEFAULT_BUDGET_DELTA)
     shared = shared_ledger(session, actor.user_id, body.case_fingerprints)
-    if shared is not None:
+    if shared is not None and (shared.group is None or shared.group.name != body.budget_group):
         return _shared_budget(session, actor, body, shared, now)
+    # no case registered before, or all in the very group this registration names
     if body.budget_group is None:
         return asked, None
     group = session.scalars(select(BudgetGroup).where(
