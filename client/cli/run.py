@@ -8,6 +8,7 @@ that ``sealbench.client.cli.run`` stays this module's name."""
 from __future__ import annotations
 
 import contextlib
+import copy
 from typing import Annotated, Any
 
 import typer
@@ -22,6 +23,7 @@ from sealbench.client.cli.common import (
 )
 from sealbench.client.cli.progress import JsonEvents, RunDisplay
 from sealbench.client.cli.render import run_outcomes as render_outcomes
+from sealbench.client.errors import ClientError
 from sealbench.client.runs import single as runs
 from sealbench.client.runs.batch import DEFAULT_IAM_WAIT_S, StageTimeouts
 from sealbench.client.runs.launch import prepare_runs
@@ -154,5 +156,21 @@ def run(
             out().print(f"interrupted: {len(left)} run(s) recorded interrupted; run the same "
                         "command again to resume with what is left")
         raise typer.Exit(130)
-    batch.raise_first_error()
+    failed = len(batch.outcome.failed)
+    try:
+        batch.raise_first_error()
+    except ClientError as exc:
+        if json_out or not failed:
+            raise
+        raise cause_shown_above(exc, failed, len(batch.outcome.records)) from exc
     return batch.records
+
+
+def cause_shown_above(exc: ClientError, failed: int, total: int) -> ClientError:
+    """``exc`` (the batch's first failure: its exit code and hint) with its cause, which the
+    failed run's line above already printed in full (a key refusal's runs to ~700 characters),
+    replaced by a pointer to it, so that each cause is printed once."""
+    short = copy.copy(exc)
+    short.args = (f"{failed} of {total} run(s) failed; the cause is on each failed run's "
+                  "line above",)
+    return short

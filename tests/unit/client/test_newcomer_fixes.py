@@ -180,3 +180,44 @@ def test_run_on_another_hospitals_dataset_is_refused_before_any_run_is_recorded(
     assert "nothing was run or recorded" in done.output
     recorded = [p for p in cli_home.parent.rglob("*") if "runs" in p.parts and p.is_file()]
     assert recorded == []
+
+
+# -- a key refusal's cause, printed once -------------------------------------------------------
+
+_CAUSE = ("the key owner's policy does not release the key to this workload: " + "the "
+          "attested image, the data and model digests and the result recipient must all be "
+          "named in one of its grants " * 6).strip()
+
+
+def test_a_refused_runs_long_cause_is_printed_once(
+        cli_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The batch as the runner ends it when the enclave's key release is refused: the failed
+    run's line gives the cause, and the command's error points to it instead of repeating it
+    (it keeps the refusal's exit code and advice)."""
+    from datetime import UTC, datetime
+    from types import SimpleNamespace
+
+    from sealbench.client.cli import run as run_cli
+    from sealbench.client.errors import KeyReleaseDeniedError
+    from sealbench.client.runs.batch import RunOutcome
+    from sealbench.client.runs.launch import RunBatch
+    from sealbench.client.runs.single import RunRecord
+
+    added = CliRunner().invoke(app, ["profile", "add", "hospital", "--server",
+                                     "http://127.0.0.1:9", "--token", "sbt_x"])
+    assert added.exit_code == 0, added.output
+    record = RunRecord(run_id="r-1", benchmark_id=1, dataset_id=2, model_id=3, tee="mock",
+                       image_digest="sha256:" + "1" * 64, result_uri="file:///r", status="failed",
+                       started_at=datetime.now(UTC), error=_CAUSE, reason="key_release_denied")
+    batch = RunBatch(RunOutcome((record,), (), False), (KeyReleaseDeniedError(
+        f"key release denied: {_CAUSE}", hint="ask the dataset's owner to run policy sync"),))
+    prepared = SimpleNamespace(plan=SimpleNamespace(todo=(record,)),
+                               execute=lambda on_event: batch)
+    monkeypatch.setattr(run_cli, "prepare_runs", lambda *args, **kwargs: prepared)
+    done = CliRunner().invoke(app, ["run", "--benchmark", "1", "--dataset", "2",
+                                    "--all-approved", "--tee", "mock"])
+    assert done.exit_code == 7, done.output  # the refusal's exit code
+    flat = " ".join(done.output.split())
+    assert flat.count("the key owner's policy does not release the key") == 1, done.output
+    assert "1 of 1 run(s) failed; the cause is on each failed run's line above" in flat
+    assert "ask the dataset's owner to run policy sync" in flat
