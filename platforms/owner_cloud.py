@@ -194,7 +194,11 @@ class OwnerCloud(Protocol):
         result_bucket: str | None = None,
         experimental_gpu_images: frozenset[str] = frozenset(),
         experimental_benchmark_ids: frozenset[str] = frozenset(),
-    ) -> PolicyReport: ...
+        undelete: bool = False,
+    ) -> PolicyReport:
+        """Write the key-release policy for ``workloads``; a soft-deleted identity pool or
+        provider is undeleted only with ``undelete`` (else refused, nothing written)."""
+        ...
 
     def doctor_checks(
         self, runner: RunnerSettings | None = None, image_reference: str | None = None
