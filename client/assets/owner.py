@@ -416,6 +416,7 @@ def sync_policy(
     *,
     local_recipient: str | None = None,
     result_bucket: str | None = None,
+    undelete: bool = False,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> PolicySync:
     """Grant the owner's key and bucket (and, for a dataset, object creation in
@@ -453,6 +454,7 @@ def sync_policy(
                 g.identity.image_digest for g in grants if g.accept_experimental),
             experimental_benchmark_ids=frozenset(
                 str(g.benchmark_id) for g in grants if g.accept_experimental),
+            undelete=undelete,
         )
     log.info("policy of %s %d: %d workloads", kind, asset_id, len(grants))
     return PolicySync(grants, report, _report_grants(client, kind, by_asset, now()))
