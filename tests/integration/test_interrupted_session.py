@@ -1,0 +1,100 @@
+"""A test session that is interrupted or killed leaves no process behind (issue 42): its
+servers, mock TEEs and helper loops die with it. A session here is a real pytest run of the
+shared ``tests/conftest.py`` (copied beside a test that starts a child, and an orphan whose
+parent exits at once, as a ``migrate`` loop's does when its test dies) that is then signalled."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+CONFTEST = Path(__file__).resolve().parents[1] / "conftest.py"
+_SLEEPER = "import time\nwhile True: time.sleep(0.2)\n"
+_INNER = f"""
+import os, subprocess, sys, time
+
+def test_hangs_with_children(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c", {_SLEEPER!r}])
+    spawn = "import subprocess, sys; print(subprocess.Popen([sys.executable, '-c', "
+    spawn += {_SLEEPER!r}.__repr__() + "], env={{}}, stdout=subprocess.DEVNULL, "
+    spawn += "stderr=subprocess.DEVNULL).pid)"
+    orphan = subprocess.run([sys.executable, "-c", spawn], capture_output=True, text=True)
+    pids = f"{{child.pid}} {{orphan.stdout.strip()}}"
+    with open(os.environ["PIDS_FILE"] + ".tmp", "w") as out:
+        out.write(pids)
+    os.replace(os.environ["PIDS_FILE"] + ".tmp", os.environ["PIDS_FILE"])
+    time.sleep(600)
+"""
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, already dead, is reaped when it is ours)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    if state == "Z":
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        return False
+    return True
+
+
+def _interrupted_session(tmp_path: Path, signum: signal.Signals) -> tuple[list[int], int]:
+    """Run the session, signal it once its children run; its children's pids, its status."""
+    shutil.copyfile(CONFTEST, tmp_path / "conftest.py")
+    (tmp_path / "test_inner.py").write_text(_INNER)
+    pids_file = tmp_path / "pids"
+    env = {k: v for k, v in os.environ.items() if k != "SEALBENCH_TEST_SESSION"}
+    env["PIDS_FILE"] = str(pids_file)
+    session = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+         "--rootdir", str(tmp_path), "-c", os.devnull, str(tmp_path / "test_inner.py")],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not pids_file.exists():
+            assert session.poll() is None, session.communicate()[0]
+            assert time.monotonic() < deadline, "the inner session never started its children"
+            time.sleep(0.1)
+        pids = [int(p) for p in pids_file.read_text().split()]
+        assert all(_alive(p) for p in pids)
+        time.sleep(2.5)  # the watchdog has seen them (it looks every 2 s)
+        session.send_signal(signum)
+        session.communicate(timeout=60)
+    finally:
+        if session.poll() is None:
+            session.kill()
+            session.wait()
+    return pids, session.returncode
+
+
+def _gone_within(pids: list[int], seconds: float) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while (alive := [p for p in pids if _alive(p)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return alive
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_ci_cancelling_the_session_leaves_no_child_behind(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    pids, status = _interrupted_session(tmp_path, signum)
+    assert status != 0
+    assert [p for p in pids if _alive(p)] == []  # gone by the time pytest returns
+
+
+def test_sigkilled_session_leaves_no_child_behind(tmp_path: Path) -> None:
+    pids, status = _interrupted_session(tmp_path, signal.SIGKILL)
+    assert status == -signal.SIGKILL
+    assert _gone_within(pids, 20) == []
