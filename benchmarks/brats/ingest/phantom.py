@@ -308,6 +308,7 @@ def _dataset(spec: SequenceSpec, phi: PlantedPhi, study_uid: str, series_uid: st
     for name, value in phi.fields.items():
         setattr(ds, name, value)
     ds.PatientSex = "O"
+    ds.StudyTime = ds.SeriesTime = ds.AcquisitionTime = ds.ContentTime = "101500"
     ds.Modality = "MR"
     ds.Manufacturer = "sealbench phantom"
     ds.StudyInstanceUID = study_uid

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 import SimpleITK as sitk  # noqa: N813
 from pydantic import BaseModel, ConfigDict
 
@@ -100,11 +101,19 @@ def _visible_dirs(folder: Path) -> list[Path]:
                   if p.is_dir() and not p.is_symlink() and not p.name.startswith("."))
 
 
+def _corners(image: sitk.Image) -> npt.NDArray[np.float64]:
+    size = image.GetSize()
+    points = [image.TransformIndexToPhysicalPoint((i, j, k)) for i in (0, size[0] - 1)
+              for j in (0, size[1] - 1) for k in (0, size[2] - 1)]
+    return np.array(sorted(tuple(round(v, 2) for v in p) for p in points), dtype=np.float64)
+
+
 def _same_grid(a: sitk.Image, b: sitk.Image) -> bool:
-    return a.GetSize() == b.GetSize() and all(
-        np.allclose(x, y, atol=_GRID_TOLERANCE) for x, y in (
-            (a.GetSpacing(), b.GetSpacing()), (a.GetOrigin(), b.GetOrigin()),
-            (a.GetDirection(), b.GetDirection())))
+    """Whether ``a`` and ``b`` have the same voxel lattice, whatever the order or sense of their
+    axes (a DICOM-SEG may run its frames the other way from its source series)."""
+    return sorted(a.GetSize()) == sorted(b.GetSize()) and np.allclose(
+        sorted(a.GetSpacing()), sorted(b.GetSpacing()), atol=_GRID_TOLERANCE) and np.allclose(
+        _corners(a), _corners(b), atol=0.05)
 
 
 def _classes(annotation: sitk.Image, mapping: SequenceMapping,

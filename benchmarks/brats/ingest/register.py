@@ -21,7 +21,8 @@ was prepared:
    affine stage (shrink 4 and 2), Mattes mutual information.
 4. **One resampling** per sequence onto the contract's grid through the composed transform
    (rigid then affine: never two interpolations in a row), linear, zero outside the brain mask
-   (the mask itself resampled the same way, kept above one half).
+   (the mask itself resampled the same way, kept above one half, and bounded by the template's
+   brain grown by 5 mm: a neck or scalp the extraction reached through thin bone is cut off).
 5. **Labels**: the annotation's values mapped to class indices (the mapping file's
    ``annotation_labels``), then each class's indicator resampled linearly through the same
    composed transform and the largest taken, so a 1-2 mm enhancing rim survives (nearest
@@ -41,6 +42,7 @@ from typing import Final, Protocol
 import numpy as np
 import numpy.typing as npt
 import SimpleITK as sitk  # noqa: N813
+from scipy import ndimage  # type: ignore[import-untyped]
 
 from ..contract import BratsContract
 from .errors import RegistrationError
@@ -223,12 +225,17 @@ def register_case(images: Mapping[str, sitk.Image], reference: str, contract: Br
     if int(brain_native.sum()) == 0:
         raise RegistrationError("the brain extraction found no brain")
     moving = sitk.Mask(sitk.Cast(fixed, sitk.sitkFloat32), mask)
-    template = template_on_grid(contract.shape)
-    grid = grid_image(contract, template.t1)
+    grid = grid_image(contract, template_on_grid(contract.shape).t1)
     to_reference = _affine(grid, moving, seed=seed)
     brain = np.asarray(to_array(sitk.Resample(sitk.Cast(mask, sitk.sitkFloat32), grid,
                                               to_reference, sitk.sitkLinear, 0.0,
                                               sitk.sitkFloat32)), dtype=np.float32) > 0.5
+    # The template's brain, grown by 5 mm, bounds the extracted one: what the extraction kept
+    # beyond it (neck, scalp reached through a thin skull) is not brain.
+    template = template_on_grid(contract.shape)
+    grown = ndimage.binary_dilation(template.mask > 0.5, iterations=max(
+        1, round(5.0 / template.voxel_mm / min(contract.spacing_mm))))
+    brain &= grown
     modalities: dict[str, FloatArray] = {}
     for name in contract.modalities:
         composed = sitk.CompositeTransform([rigid[name], to_reference])
