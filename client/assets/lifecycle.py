@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from sealbench.client.assets import owner
 from sealbench.client.assets import prepare as assets
+from sealbench.client.assets.fingerprints import fingerprint_key
 from sealbench.client.assets.result_key import load_result_key
 from sealbench.client.errors import ConfigError, ConflictError
 from sealbench.client.registry.api import AssetKind, RegistryClient
@@ -124,7 +125,8 @@ def register_dataset(
     review: Callable[[DatasetCreate], None] | None = None, warn: Warn = _log.warning,
 ) -> DatasetRegistration:
     """Register the prepared dataset in ``prepared`` under ``name``: its manifest digest, case
-    count, grid, the profile's result key digest and its privacy budget. The same name and
+    count, grid, the profile's result key digest, its privacy budget and its cases' keyed
+    fingerprints (the profile's fingerprint key, made on first use). The same name and
     digest registered before is that registration (nothing sent); the same name with other data
     is refused (:class:`ConfigError`). ``review`` sees the exact request before it is sent (and
     raises to stop it); ``warn`` receives the same digest registered by anyone and a dataset
@@ -133,7 +135,8 @@ def register_dataset(
     bench = None if benchmark is None else client.get_benchmark(benchmark)
     body = assets.dataset_registration(
         prepared, name, recipient, bench, budget_epsilon=budget_epsilon,
-        budget_delta=budget_delta, budget_group=budget_group)
+        budget_delta=budget_delta, budget_group=budget_group,
+        fingerprint_key=fingerprint_key(profile.secrets_dir))
     me, listed = client.me().id, client.list_datasets()
     named = next((d for d in listed if d.owner_id == me and d.name == name), None)
     if named is not None:

@@ -325,6 +325,7 @@ def dataset_registration(
     prepared: Path, name: str, recipient_digest: Sha256Digest,
     prepared_for: BenchmarkPublic | None, *, budget_epsilon: float | None = None,
     budget_delta: float | None = None, budget_group: str | None = None,
+    fingerprint_key: bytes | None = None,
 ) -> DatasetCreate:
     """The registration of a prepared dataset: its manifest digest, case count, the
     preparation's counts (never a value of a case: an old document is refused) and grid
@@ -332,7 +333,9 @@ def dataset_registration(
     benchmark's contract, when the contract has one), and its lifetime privacy budget
     (``budget_*``; None: the registry's default, or the group's when joining ``budget_group``).
     With ``prepared_for``, a dataset that its plug-in does not open under that benchmark's
-    contract, or on another grid, is refused here first."""
+    contract, or on another grid, is refused here first. With ``fingerprint_key`` (the owner's:
+    :func:`~sealbench.client.assets.fingerprints.fingerprint_key`) it carries one keyed
+    fingerprint per case, so that cases registered before share their privacy budget."""
     from sealbench.benchmarks.interface import BenchmarkError, PreparedLayout
 
     plugin = None if prepared_for is None else plugin_of(prepared_for)
@@ -355,16 +358,24 @@ def dataset_registration(
     statistics: dict[str, Any] = {"preparation": preparation, RECIPIENT_STATISTIC: recipient_digest}
     if grid is not None:
         statistics[GRID_STATISTIC] = grid_json(grid)
+    case_count = int(info.get("n_cases", 0))
+    fingerprints = None
+    if fingerprint_key is not None:
+        from sealbench.client.assets.fingerprints import case_fingerprints
+
+        fingerprints = case_fingerprints(prepared, fingerprint_key, plugin, layout,
+                                         n_cases=case_count)
     try:
         return DatasetCreate(
             name=name,
             digest=prepared_digest(prepared, layout),
-            case_count=int(info.get("n_cases", 0)),
+            case_count=case_count,
             statistics=statistics,
             prepared_for_id=None if prepared_for is None else prepared_for.id,
             budget_epsilon=budget_epsilon,
             budget_delta=budget_delta,
             budget_group=budget_group,
+            case_fingerprints=fingerprints,
         )
     except ValidationError as exc:
         first = exc.errors()[0]

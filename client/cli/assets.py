@@ -195,6 +195,7 @@ def dataset_register(
             s.profile, s.client, prepared, name, benchmark=benchmark,
             budget_epsilon=budget_epsilon, budget_delta=budget_delta, budget_group=budget_group,
             review=review, warn=log.warning)
+        shared = None if done.already else _shared_before(s.client, done.dataset, budget_group)
     if done.already:
         return _registered_before(done, json_out)
     created = done.dataset
@@ -202,7 +203,29 @@ def dataset_register(
         emit_json(created)
     else:
         render.dataset_registered(out(), created, budget_group)
+    if shared is not None:  # on stderr under --json: stdout stays the answer
+        typer.echo(shared, err=json_out)
     return created
+
+
+def _shared_before(
+    client: RegistryClient, created: DatasetPublic, budget_group: str | None
+) -> str | None:
+    """What to say when the registry put a dataset registered without --budget-group on an
+    earlier dataset's ledger: its cases (their fingerprints) were registered before."""
+    if budget_group is not None:
+        return None
+    budget = client.dataset_budget(created.id)
+    earlier = [d for d in budget.datasets if d != created.id]
+    if budget.group is None or not earlier:
+        return None
+    named = ", ".join(f"{d} ({client.get_dataset(d).name})" for d in earlier)
+    noun = "dataset" if len(earlier) == 1 else "datasets"
+    pronoun = "its" if len(earlier) == 1 else "their"
+    return (f"these cases were registered before as {noun} {named}: they share {pronoun} "
+            f"privacy budget, spent epsilon {budget.spent_epsilon:.4g} of "
+            f"{budget.budget_epsilon:g} at delta {budget.budget_delta:g} "
+            f"(budget group {budget.group}; see 'sealbench dataset budget {created.id}')")
 
 
 def _registered_before(done: lifecycle.DatasetRegistration, json_out: bool) -> DatasetPublic:
