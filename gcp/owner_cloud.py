@@ -326,12 +326,20 @@ class GcpOwnerCloud:
         result_bucket: str | None = None,
         experimental_gpu_images: frozenset[str] = frozenset(),
         experimental_benchmark_ids: frozenset[str] = frozenset(),
+        undelete: bool = False,
     ) -> SyncReport:
         """Write the pool provider (its condition pins the platform's issuer and endpoints; each
         workload's uid names its benchmark and plug-in pin) and the key's and bucket's (and
         ``result_bucket``'s) IAM bindings for ``workloads``; returns the writer's
-        :class:`~sealbench.gcp.policy_writer.SyncReport`."""
-        from sealbench.gcp.policy_writer import PolicyWriter
+        :class:`~sealbench.gcp.policy_writer.SyncReport`. Nothing is written when a check
+        fails first: a soft-deleted pool or provider (undeleted only with ``undelete``), a
+        bucket without uniform bucket-level access, an allow policy past 1,500 principals."""
+        from sealbench.gcp.policy_writer import (
+            BucketNotUniform,
+            PolicyTooLarge,
+            PolicyWriter,
+            PoolDeleted,
+        )
         from sealbench.platforms.errors import CloudError as AdapterError
         from sealbench.platforms.storage import parse_storage_uri
 
@@ -348,7 +356,18 @@ class GcpOwnerCloud:
             storage_url=self.apis.storage,
         )
         try:
-            return writer.sync(policy)
+            return writer.sync(policy, undelete=undelete)
+        except PoolDeleted as exc:
+            raise CloudError(f"writing the key-release policy: {exc}",
+                             hint=f"run the same 'sealbench policy sync' with --undelete (or: "
+                             f"{exc.command})") from exc
+        except BucketNotUniform as exc:
+            raise CloudError(f"writing the key-release policy: {exc}",
+                             hint=exc.command) from exc
+        except PolicyTooLarge as exc:
+            raise CloudError(f"writing the key-release policy: {exc}",
+                             hint="see docs/gcp-setup.md, 'How many approvals a key and a "
+                             "bucket hold'") from exc
         except AdapterError as exc:
             raise cloud_failure(exc, "writing the key-release policy", project=self.project_id,
                                 bucket=location.bucket) from exc

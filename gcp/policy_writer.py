@@ -9,7 +9,22 @@ which Google requires for any policy with a conditional role binding (an owner's
 may already have one: read at version 1 it is refused, written back at version 1 its conditions
 would be lost); the writer's own bindings are unconditional and conditional ones are kept as
 they are. Base URLs are injectable, so the same code
-writes to the mock."""
+writes to the mock.
+
+Nothing is written until every check passed (:meth:`PolicyWriter.sync` reads first, issue 44):
+
+* a soft-deleted (``state: DELETED``) pool or provider is undeleted only when the owner agrees
+  (``undelete=True``: ``sealbench policy sync --undelete``), else refused with the command
+  (:class:`PoolDeleted`); never reported as present or unchanged (it federates nothing for its
+  30 days, and its id cannot be created again meanwhile);
+* each bucket has uniform bucket-level access (Google admits workload identity federation
+  principals to Cloud Storage only there: every run would be refused whatever is granted),
+  else :class:`BucketNotUniform`, with the command that turns it on;
+* each allow policy stays within Google's :data:`MAX_PRINCIPALS` (1,500 principals, every
+  appearance in every binding counted, conditional ones too), else :class:`PolicyTooLarge`
+  with the remedy: a bucket used for both assets and results holds each workload twice, so it
+  reaches the limit at half the approvals the key does.
+"""
 
 from __future__ import annotations
 
@@ -39,11 +54,16 @@ from sealbench.platforms.errors import ConcurrentPolicyChange, PolicyWriteError
 __all__ = [
     "IAM_URL",
     "KMS_URL",
+    "MAX_PRINCIPALS",
     "OPERATION_DEADLINE_S",
     "POLICY_TIMEOUT_S",
     "STORAGE_URL",
+    "BucketNotUniform",
+    "PolicyTooLarge",
     "PolicyWriter",
+    "PoolDeleted",
     "SyncReport",
+    "count_principals",
 ]
 
 _log = logging.getLogger("sealbench.platforms")
@@ -63,6 +83,51 @@ POLICY_TIMEOUT_S = 30.0
 #: Seconds to wait for a pool or provider operation to finish.
 OPERATION_DEADLINE_S = 120.0
 _ETAG_RETRIES = 5
+#: Google's limit on the principals of one allow policy (IAM quotas and limits: every
+#: appearance in every role binding counts; principals are not deduplicated).
+MAX_PRINCIPALS = 1500
+
+
+class PoolDeleted(PolicyWriteError):  # noqa: N818 - reads as what was found
+    """The workload identity pool or provider is soft-deleted: it federates nothing until
+    undeleted (``command``), and cannot be created again under its id meanwhile."""
+
+    def __init__(self, message: str, *, command: str) -> None:
+        super().__init__(message)
+        self.command = command
+
+
+class BucketNotUniform(PolicyWriteError):  # noqa: N818 - reads as what was found
+    """A bucket to grant has no uniform bucket-level access (``command`` turns it on)."""
+
+    def __init__(self, bucket: str) -> None:
+        self.bucket = bucket
+        self.command = (f"gcloud storage buckets update gs://{bucket} "
+                        "--uniform-bucket-level-access")
+        super().__init__(
+            f"bucket gs://{bucket} has no uniform bucket-level access: Google refuses every "
+            "workload identity federation principal on it, so every run would be refused "
+            "whatever this sync grants; nothing was written")
+
+
+class PolicyTooLarge(PolicyWriteError):  # noqa: N818 - reads as what was found
+    """An allow policy would exceed :data:`MAX_PRINCIPALS`; nothing was written."""
+
+    def __init__(self, resource: str, principals: int, shared: bool) -> None:
+        self.resource = resource
+        self.principals = principals
+        remedy = ("give results a bucket of their own (--result-bucket): this bucket holds "
+                  "each workload twice, for the assets and for the results; " if shared else "")
+        super().__init__(
+            f"the IAM policy of {resource} would hold {principals} principals, over Google's "
+            f"limit of {MAX_PRINCIPALS} per allow policy; nothing was written. {remedy}revoke "
+            "approvals no longer needed, or put further assets under another key and bucket")
+
+
+def count_principals(policy: dict[str, Any]) -> int:
+    """The principals of an allow policy as Google counts them against :data:`MAX_PRINCIPALS`:
+    every member of every binding, conditional or not, without deduplication."""
+    return sum(len(b.get("members") or ()) for b in policy.get("bindings") or ())
 _PROVIDER_FIELDS = ("displayName", "disabled", "attributeMapping", "attributeCondition", "oidc")
 
 
@@ -78,11 +143,14 @@ class SyncReport:
     #: The aggregators' read access to the result bucket (issue 27; None without a result
     #: bucket).
     result_readers: BindingChange | None = None
+    #: The soft-deleted pool and provider this sync undeleted (``undelete=True``).
+    undeleted: tuple[str, ...] = ()
 
     @property
     def changed(self) -> bool:
         return (
-            self.pool_created
+            bool(self.undeleted)
+            or self.pool_created
             or self.provider != "unchanged"
             or self.key.changed
             or (self.bucket is not None and self.bucket.changed)
@@ -281,8 +349,94 @@ class PolicyWriter:
 
         return self._sync_bindings(f"gs://{bucket}", role, policy, read, write, members)
 
-    def sync(self, policy: AssetPolicy) -> SyncReport:
-        """Make the pool, provider and bindings match ``policy``; idempotent."""
+    # -- checks before any write (see the module docstring) -------------------------------------
+
+    def _deleted(self, policy: AssetPolicy) -> list[tuple[str, str]]:
+        """``(name, undelete command)`` of the pool and provider that are soft-deleted."""
+        pool, provider = policy.provider.pool_name, policy.provider.name
+        project = policy.provider.project_number
+        found = []
+        for name, command in (
+            (pool, f"gcloud iam workload-identity-pools undelete {policy.provider.pool_id} "
+                   f"--location=global --project={project}"),
+            (provider, f"gcloud iam workload-identity-pools providers undelete "
+                       f"{policy.provider.provider_id} --workload-identity-pool="
+                       f"{policy.provider.pool_id} --location=global --project={project}"),
+        ):
+            status, body = self._call("GET", f"{self._iam}/v1/{name}", allow=(404,))
+            if status == 404:
+                break  # no pool: no provider either, both are created
+            if body.get("state") == "DELETED":
+                found.append((name, command))
+        return found
+
+    def _check_uniform(self, bucket: str) -> None:
+        """Refuse a bucket without uniform bucket-level access; one whose settings the owner
+        may not read is used as it is (doctor reports it)."""
+        status, body = self._call("GET", f"{self._storage}/storage/v1/b/{bucket}",
+                                  params={"fields": "iamConfiguration"}, allow=(403,))
+        if status == 403:
+            _log.warning("cannot read the access settings of gs://%s; not checking its uniform "
+                         "bucket-level access", bucket)
+            return
+        uniform = ((body.get("iamConfiguration") or {}).get("uniformBucketLevelAccess") or {})
+        if not uniform.get("enabled"):
+            raise BucketNotUniform(bucket)
+
+    def _check_sizes(self, policy: AssetPolicy) -> None:
+        """Refuse a sync that would take any allow policy past :data:`MAX_PRINCIPALS`: each
+        policy as it is now, with this sync's members merged in (all its roles on the same
+        resource together)."""
+        prefix = managed_prefix(policy.provider)
+        targets: list[tuple[str, dict[str, Any], list[tuple[str, frozenset[str]]]]] = [
+            (policy.key_name, self._read_key(policy), [(KEY_ROLE, policy.members())])]
+        grants: dict[str, list[tuple[str, frozenset[str]]]] = {}
+        if policy.bucket:
+            grants.setdefault(policy.bucket, []).append((BUCKET_ROLE, policy.members()))
+        if policy.result_bucket:
+            grants.setdefault(policy.result_bucket, []).extend(
+                [(RESULT_BUCKET_ROLE, policy.members()),
+                 (RESULT_READER_ROLE, policy.aggregator_members())])
+        targets += [(f"gs://{b}", self._read_bucket(b), roles) for b, roles in grants.items()]
+        for resource, current, roles in targets:
+            merged = current
+            for role, members in roles:
+                merged = merge_bindings(merged, role, prefix, members)[0]
+            principals = count_principals(merged)
+            if principals > MAX_PRINCIPALS:
+                raise PolicyTooLarge(resource, principals, shared=len(roles) > 1
+                                     and policy.bucket == policy.result_bucket)
+
+    def _read_key(self, policy: AssetPolicy) -> dict[str, Any]:
+        return self._call("GET", f"{self._kms}/v1/{policy.key_name}:getIamPolicy",
+                          params={"options.requestedPolicyVersion": _POLICY_VERSION})[1]
+
+    def _read_bucket(self, bucket: str) -> dict[str, Any]:
+        return self._call("GET", f"{self._storage}/storage/v1/b/{bucket}/iam",
+                          params={"optionsRequestedPolicyVersion": _POLICY_VERSION})[1]
+
+    def _undelete(self, name: str) -> None:
+        _, operation = self._call("POST", f"{self._iam}/v1/{name}:undelete", json={})
+        self._wait(operation)
+        _log.info("policy: undeleted %s", name)
+
+    def sync(self, policy: AssetPolicy, *, undelete: bool = False) -> SyncReport:
+        """Make the pool, provider and bindings match ``policy``; idempotent. Everything is
+        checked before anything is written (see the module docstring); a soft-deleted pool or
+        provider is undeleted only with ``undelete``."""
+        deleted = self._deleted(policy)
+        if deleted and not undelete:
+            names = " and ".join(name for name, _ in deleted)
+            raise PoolDeleted(
+                f"{names} {'is' if len(deleted) == 1 else 'are'} DELETED (soft-deleted, kept "
+                "30 days): no workload federates through it, and its id cannot be created "
+                "again meanwhile; nothing was written",
+                command="; ".join(command for _, command in deleted))
+        for granted in dict.fromkeys(b for b in (policy.bucket, policy.result_bucket) if b):
+            self._check_uniform(granted)
+        self._check_sizes(policy)
+        for name, _ in deleted:  # the pool first: a provider of a deleted pool stays deleted
+            self._undelete(name)
         pool_created = self._ensure_pool(policy)
         provider = self._ensure_provider(policy)
         key = self._sync_key(policy)
@@ -299,4 +453,5 @@ class PolicyWriter:
             if policy.result_bucket
             else None
         )
-        return SyncReport(pool_created, provider, key, bucket, results, readers)
+        return SyncReport(pool_created, provider, key, bucket, results, readers,
+                          tuple(name for name, _ in deleted))

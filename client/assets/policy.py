@@ -27,14 +27,17 @@ def sync_asset_policy(
     *,
     result_bucket: str | None = None,
     mock_tee: Path | None = None,
+    undelete: bool = False,
 ) -> owner.PolicySync:
     """Grant the asset's key (and, for a dataset, ``result_bucket``) to exactly the workloads
     of its approved associations, in the profile's cloud (``mock_tee``: that mock TEE's); a
-    dataset's runs are sealed to the profile's result key (:class:`ConfigError` without one)."""
+    dataset's runs are sealed to the profile's result key (:class:`ConfigError` without one).
+    A soft-deleted identity pool or provider is undeleted only with ``undelete``."""
     recipient = load_result_key(profile.secrets_dir).digest if kind == "dataset" else None
     cloud = owner.owner_cloud(profile, client, mock_tee)
     return owner.sync_policy(
-        client, cloud, kind, asset_id, local_recipient=recipient, result_bucket=result_bucket
+        client, cloud, kind, asset_id, local_recipient=recipient, result_bucket=result_bucket,
+        undelete=undelete,
     )
 
 

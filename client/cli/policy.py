@@ -58,6 +58,12 @@ def policy_sync(
         typer.Option("--once", help="with --watch: one pass, then exit (for a scheduled job); "
                      "exits non-zero when a sync failed"),
     ] = False,
+    undelete: Annotated[
+        bool,
+        typer.Option("--undelete", help="undelete your workload identity pool or provider if "
+                     "it was deleted (kept 30 days, federating nothing); without it the sync "
+                     "refuses and names the command"),
+    ] = False,
     mock_tee: MockTeeOpt = None,
     profile: ProfileOpt = None,
     json_out: JsonOpt = False,
@@ -74,6 +80,8 @@ def policy_sync(
         raise ConfigError("name at most one of --dataset and --model")
     if result_bucket is not None and model is not None:
         raise ConfigError("--result-bucket goes with --dataset: results belong to the data owner")
+    if watch and undelete:
+        raise ConfigError("--undelete goes with one sync, not --watch: undelete once, then watch")
     if watch:
         _policy_watch(dataset, model, result_bucket, interval, once, mock_tee, profile)
         return None
@@ -82,13 +90,15 @@ def policy_sync(
     assert asset_id is not None
     with session(profile) as s:
         synced = sync_asset_policy(s.profile, s.client, kind, asset_id,
-                                   result_bucket=result_bucket, mock_tee=mock_tee)
+                                   result_bucket=result_bucket, mock_tee=mock_tee,
+                                   undelete=undelete)
     report = synced.report
     if json_out:
         emit_json({
             "workloads": [{"benchmark": g.benchmark_id, "dataset": g.dataset_id,
                            "model": g.model_id, "uid": g.identity.uid()} for g in synced.grants],
             "provider": report.provider, "pool_created": report.pool_created,
+            "undeleted": list(getattr(report, "undeleted", ())),
             "added": list(report.key.added), "removed": list(report.key.removed),
             "result_bucket": _change(report.result_bucket),
             # the aggregator's read access to the result bucket (issue 27)

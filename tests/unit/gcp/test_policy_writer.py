@@ -96,6 +96,7 @@ def test_failed_operation_reported() -> None:
             ("POST", "/workloadIdentityPools"): [
                 (200, {"name": "op/pool", "done": True, "error": {"message": "quota"}})
             ],
+            ("GET", ":getIamPolicy"): [(200, {"etag": "e", "bindings": []})],
         }
     )
     with pytest.raises(PolicyWriteError, match="quota"):
