@@ -225,8 +225,9 @@ def test_a_new_project_has_only_googles_default_apis_until_the_owner_enables_mor
         assert refused.status_code == 403 and error.reason == "SERVICE_DISABLED", service
         assert error.metadata == {"service": service, "consumer": f"projects/{number}"}
     # Cloud Storage is on by default: the owner may create a bucket at once.
-    created = session.post(f"{ep.storage}/storage/v1/b?project={project}",
-                           json={"name": "fresh-project-bucket"})
+    created = session.post(f"{ep.storage}/storage/v1/b?project={project}", json={
+        "name": "fresh-project-bucket",  # with uniform access: secure-by-default (issue 44)
+        "iamConfiguration": {"uniformBucketLevelAccess": {"enabled": True}}})
     assert created.status_code == 200
 
     enable_services(ep, project, cloud.owner_token(owner))  # 'gcloud services enable ...'
