@@ -116,12 +116,14 @@ def token_trap() -> Iterator[TokenTrap]:
 # terminates them once the session's process is gone.
 
 _SESSION_MARKER = "SEALBENCH_TEST_SESSION"
+#: The outermost session's own temporary root (its workers' and nested sessions' are inside).
+_SESSION_ROOT = "SEALBENCH_TEST_SESSION_ROOT"
 _PR_SET_CHILD_SUBREAPER = 36
 _REAP_GRACE_S = 3.0
 
 _WATCHDOG = r"""
-import os, select, signal, sys, time
-session, marker = int(sys.argv[1]), sys.argv[2].encode()
+import os, select, shutil, signal, sys, time
+session, marker, root = int(sys.argv[1]), sys.argv[2].encode(), sys.argv[3]
 def start_time(pid):
     try:
         return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[19]
@@ -181,6 +183,7 @@ for sig in (signal.SIGTERM, signal.SIGKILL):
     while alive and time.monotonic() < deadline:
         time.sleep(0.1)
         alive = {p: s for p, s in alive.items() if start_time(p) == s}
+shutil.rmtree(root, ignore_errors=True)
 """
 
 
@@ -236,7 +239,7 @@ def terminate_descendants(root: int, spare: frozenset[int] = frozenset()) -> lis
 class _Reaper:
     def __init__(self) -> None:
         self.watchdog: subprocess.Popen[bytes] | None = None
-        self.launcher_root: Path | None = None
+        self.session_root: Path | None = None  # the outermost session's, made here
 
 
 _reaper = _Reaper()
@@ -254,20 +257,25 @@ def pytest_configure(config: pytest.Config) -> None:
     if sys.platform == "linux":
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-        if _SESSION_MARKER not in os.environ:  # the outermost session (not an xdist worker)
-            os.environ[_SESSION_MARKER] = secrets.token_hex(8)
+    # A short root (a socket path is at most 107 bytes) of the outermost session's own.
+    if _SESSION_MARKER not in os.environ:  # the outermost session (not an xdist worker)
+        os.environ[_SESSION_MARKER] = secrets.token_hex(8)
+        _reaper.session_root = Path(tempfile.mkdtemp(prefix="sbt-", dir="/tmp"))
+        os.environ[_SESSION_ROOT] = str(_reaper.session_root)
+        if sys.platform == "linux":
             _reaper.watchdog = subprocess.Popen(
                 [sys.executable, "-c", _WATCHDOG, str(os.getpid()),
-                 f"{_SESSION_MARKER}={os.environ[_SESSION_MARKER]}"],
+                 f"{_SESSION_MARKER}={os.environ[_SESSION_MARKER]}", str(_reaper.session_root)],
                 stdin=subprocess.PIPE, start_new_session=True,
             )
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(signum, _raise_interrupt)
-    # The mock launcher's workload folders go under this session's own short root (a socket
-    # path is at most 107 bytes), never the machine-wide one another run may be using.
-    _reaper.launcher_root = Path(tempfile.mkdtemp(prefix="sbl-", dir="/tmp"))
-    os.environ[LAUNCHER_ROOT_ENV] = str(_reaper.launcher_root)
+    # The mock launcher's workload folders go under this session's (or worker's) own root,
+    # never the machine-wide one another run may be using.
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    launcher_root = tempfile.mkdtemp(prefix=f"{worker}-", dir=os.environ[_SESSION_ROOT])
+    os.environ[LAUNCHER_ROOT_ENV] = launcher_root
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -278,8 +286,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         assert _reaper.watchdog.stdin is not None
         _reaper.watchdog.stdin.close()  # the session ends: it sweeps once more and exits
         _reaper.watchdog.wait(timeout=30)
-    if _reaper.launcher_root is not None:
-        shutil.rmtree(_reaper.launcher_root, ignore_errors=True)
+    if _reaper.session_root is not None:
+        shutil.rmtree(_reaper.session_root, ignore_errors=True)
 
 
 # --- Parallel where it is honest ---------------------------------------------------------------

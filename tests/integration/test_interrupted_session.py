@@ -27,7 +27,7 @@ def test_hangs_with_children(tmp_path):
     spawn += {_SLEEPER!r}.__repr__() + "], env={{}}, stdout=subprocess.DEVNULL, "
     spawn += "stderr=subprocess.DEVNULL).pid)"
     orphan = subprocess.run([sys.executable, "-c", spawn], capture_output=True, text=True)
-    pids = f"{{child.pid}} {{orphan.stdout.strip()}}"
+    pids = f"{{child.pid}} {{orphan.stdout.strip()}} {{os.environ['SEALBENCH_TEST_SESSION_ROOT']}}"
     with open(os.environ["PIDS_FILE"] + ".tmp", "w") as out:
         out.write(pids)
     os.replace(os.environ["PIDS_FILE"] + ".tmp", os.environ["PIDS_FILE"])
@@ -48,12 +48,15 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _interrupted_session(tmp_path: Path, signum: signal.Signals) -> tuple[list[int], int]:
-    """Run the session, signal it once its children run; its children's pids, its status."""
+def _interrupted_session(
+    tmp_path: Path, signum: signal.Signals
+) -> tuple[list[int], Path, int]:
+    """Run the session, signal it once its children run; its children's pids, its temporary
+    root, its status."""
     shutil.copyfile(CONFTEST, tmp_path / "conftest.py")
     (tmp_path / "test_inner.py").write_text(_INNER)
     pids_file = tmp_path / "pids"
-    env = {k: v for k, v in os.environ.items() if k != "SEALBENCH_TEST_SESSION"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEALBENCH_TEST_SESSION")}
     env["PIDS_FILE"] = str(pids_file)
     session = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
@@ -66,7 +69,9 @@ def _interrupted_session(tmp_path: Path, signum: signal.Signals) -> tuple[list[i
             assert session.poll() is None, session.communicate()[0]
             assert time.monotonic() < deadline, "the inner session never started its children"
             time.sleep(0.1)
-        pids = [int(p) for p in pids_file.read_text().split()]
+        *listed, named_root = pids_file.read_text().split()
+        pids, root = [int(p) for p in listed], Path(named_root)
+        assert root.is_dir()
         assert all(_alive(p) for p in pids)
         time.sleep(2.5)  # the watchdog has seen them (it looks every 2 s)
         session.send_signal(signum)
@@ -75,7 +80,7 @@ def _interrupted_session(tmp_path: Path, signum: signal.Signals) -> tuple[list[i
         if session.poll() is None:
             session.kill()
             session.wait()
-    return pids, session.returncode
+    return pids, root, session.returncode
 
 
 def _gone_within(pids: list[int], seconds: float) -> list[int]:
@@ -89,12 +94,17 @@ def _gone_within(pids: list[int], seconds: float) -> list[int]:
 def test_ci_cancelling_the_session_leaves_no_child_behind(
     tmp_path: Path, signum: signal.Signals
 ) -> None:
-    pids, status = _interrupted_session(tmp_path, signum)
+    pids, root, status = _interrupted_session(tmp_path, signum)
     assert status != 0
     assert [p for p in pids if _alive(p)] == []  # gone by the time pytest returns
+    assert not root.exists()
 
 
 def test_sigkilled_session_leaves_no_child_behind(tmp_path: Path) -> None:
-    pids, status = _interrupted_session(tmp_path, signal.SIGKILL)
+    pids, root, status = _interrupted_session(tmp_path, signal.SIGKILL)
     assert status == -signal.SIGKILL
     assert _gone_within(pids, 20) == []
+    deadline = time.monotonic() + 10
+    while root.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not root.exists()
