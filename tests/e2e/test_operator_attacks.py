@@ -11,9 +11,11 @@ and a run that stops before it sends any token, saying which override is at faul
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -27,7 +29,7 @@ from sealbench.contract.spec import RunSpec
 from sealbench.crypto.envelope import WrappedKey, asset_aad, unwrap_key
 from sealbench.gcp.credentials import workload_credentials
 from sealbench.gcp.kms import KmsKeyWrapper, make_kms_client
-from sealbench.mocktee.launcher import LAUNCHER_ROOT, LaunchPolicyViolation
+from sealbench.mocktee.launcher import LAUNCHER_ROOT_ENV, LaunchPolicyViolation
 from sealbench.platforms.errors import CloudError
 
 ENDPOINTS = {
@@ -155,13 +157,20 @@ _OPERATOR = textwrap.dedent(
 )
 
 
-def _launcher_dirs() -> set[Path]:
-    return set(LAUNCHER_ROOT.iterdir()) if LAUNCHER_ROOT.is_dir() else set()
-
-
 def test_sigkilled_run_and_enclave_leave_no_credential_after_the_next_launch(
-    enclave_world: Any, tmp_path: Path
+    enclave_world: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
+    # This test's own launcher root (short: a socket path is at most 107 bytes), for the
+    # operator's process and the next launch alike: another run on the machine makes its
+    # folders elsewhere, so what appears here is this run's.
+    root = Path(tempfile.mkdtemp(prefix="sbl-", dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(root, ignore_errors=True))
+    monkeypatch.setenv(LAUNCHER_ROOT_ENV, str(root))
+
+    def _launcher_dirs() -> set[Path]:
+        return set(root.iterdir()) if root.is_dir() else set()
+
     spec = enclave_world.spec("many", "tiny")
     spec_file = tmp_path / "spec.json"
     spec_file.write_text(spec.model_dump_json())
