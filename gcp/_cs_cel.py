@@ -13,13 +13,22 @@ this module is the one source of truth for the real cloud and the mock.
 
 Length limits (Google Cloud IAM ``WorkloadIdentityPoolProvider.attributeMapping`` reference):
 ``google.subject`` is capped at 127 bytes, a custom attribute *key* at 100 characters
-(``[a-z0-9_]``), a mapping *expression* at 2048 characters, and all mapped attributes together at
-8 KB once evaluated. No separate cap on a custom attribute *value* is documented. A full uid is
-``4 * 71 + 3 * 2 = 290`` characters, so it cannot be ``google.subject`` but fits a custom
-attribute (``attribute.workload_uid``) and the 8 KB total with room to spare; the mapping
-expression is about 250 characters. The uid is therefore used verbatim, not hashed, which keeps
-IAM bindings readable and auditable. If a real deployment ever rejects the value length, the
-fallback is a second attribute per digest, not a hash (CEL in attribute mappings has no SHA-256).
+(``[a-z0-9_]``), a mapping *expression* at 2048 characters, and all mapped attributes together
+at 8 KB once evaluated. No separate cap on a custom attribute *value* is documented. A uid
+(:meth:`~sealbench.contract.workload.WorkloadIdentity.uid`) is six fields joined by ``::``: four
+``sha256:`` digests of 71 characters (image, dataset, model, recipient), the benchmark id
+(``[1-9][0-9]{0,17}``: 1 to 18 digits) and the plug-in pin (``<name>/<version>``, 3 to 65
+characters: :data:`~sealbench.contract.pin.PIN_PATTERN`), so ``4 * 71 + 5 * 2 = 294`` characters
+plus the id and the pin. For the pins installed today that is **301 to 377**: 301 for ``wdbc/1``
+with benchmark 1 (the shortest installed pin), 311 for ``brats-2023-gli/1``, and at most 377 for
+an 18-digit id with a 65-character pin; a model owner's uid has ``-`` for the dataset digest, 70
+characters fewer (231 to 307). (Computed from ``WorkloadIdentity(...).uid()`` with those fields;
+``tests/unit/gcp/test_uid_length.py`` keeps these numbers true.) So it cannot be
+``google.subject`` but fits a custom attribute (``attribute.workload_uid``) and the 8 KB total
+with room to spare; the mapping expression is about 250 characters. The uid is therefore used
+verbatim, not hashed, which keeps IAM bindings readable and auditable. If a real deployment ever
+rejects the value length, the fallback is a second attribute per digest, not a hash (CEL in
+attribute mappings has no SHA-256).
 
 The condition (:func:`render_condition`) has one clause per bound or pinned input of
 :data:`~sealbench.contract.inputs.OPERATOR_INPUTS`, from typed, validated values only; every

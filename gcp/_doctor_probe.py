@@ -1,7 +1,9 @@
 """``sealbench doctor --probe-condition``: does Google accept the owner's real pool provider? The
-attribute condition and mapping ``policy sync`` writes (290-character ``attribute.workload_uid``
-values, ``matches()`` in the condition) rest on limits Google does not document either way
-(issue 29, item 5). The probe settles what a provider create can: it renders the provider body
+attribute condition and mapping ``policy sync`` writes (``attribute.workload_uid`` values of 301
+to 377 characters for today's pins, 231 to 307 for a model owner: see
+:mod:`sealbench.gcp._cs_cel`; ``matches()`` in the condition) rest on limits Google does not
+document either way (issue 29, item 5). The probe settles what a provider create can: it renders
+the provider body
 ``policy sync`` would write for the current approvals, creates it as a throwaway provider with
 a unique id in the owner's pool, reads it back, and deletes it.
 
@@ -10,8 +12,15 @@ The one doctor step that writes: a provider that exists for seconds (bindings na
 provider, whose condition is the real one's, gets nothing the real provider does not already
 allow; it is deleted before the probe returns, and a failed delete is reported with its
 command). A deleted provider stays ``DELETED`` for 30 days on Google and its id cannot be
-reused, so each probe takes a new id (:func:`probe_id`). What it does not settle: whether a
-token's mapped values pass at the token exchange, which only a run shows.
+reused, so each probe takes a new id (:func:`probe_id`).
+
+What it settles: Google's provider validation accepts the condition (its length, its CEL,
+``matches()``) and the mapping *expression* exactly as ``policy sync`` would write them. What it
+does not settle: whether the mapped uid *value* (301 to 377 characters) is accepted, since a
+value exists only when a token is exchanged and no token federates through the probe; whether a
+``principalSet://…/attribute.workload_uid/<uid>`` member of that length is accepted in an IAM
+binding (``policy sync``'s ``setIamPolicy`` is the first to try); and whether the condition
+admits the run's token. Only a run shows those.
 """
 
 from __future__ import annotations
