@@ -153,8 +153,10 @@ def load_definition(contract: BratsContract = BRATS_2023_GLI,
         description=(
             "Brain-tumour (glioma) segmentation in the BraTS 2023 GLI format: four MRI "
             "modalities (t1n, t1c, t2w, t2f) at 1 mm on 240x240x155; labels NETC=1, SNFH=2, "
-            "ET=3; scored per case on WT, TC and ET with Dice, HD95 (DeepMind robust Hausdorff), "
-            "sensitivity, specificity and BraTS 2023 lesion-wise Dice/HD95."),
+            "ET=3. Published: Dice on WT, TC and ET and its mean over the three, each run's a "
+            "differentially private release. Each hospital's private per-case results add HD95 "
+            "(DeepMind robust Hausdorff), sensitivity, specificity and BraTS 2023 lesion-wise "
+            "Dice/HD95, which are never published."),
         contract=contract,
         metrics=metrics,
         reference_model=ModelReference(
@@ -187,9 +189,9 @@ def load_small_definition() -> BenchmarkDefinition:
         version="1.0.0",
         description=(
             "Small demo benchmark: the BraTS 2023 GLI contract (t1n, t1c, t2w, t2f; NETC=1, "
-            "SNFH=2, ET=3; WT/TC/ET metrics as brats-gli-synthetic) on a 64x64x48 grid at "
-            "1 mm, for quick tries of the workflow. Cases on any other grid are refused; its "
-            "results are never mixed with brats-gli-synthetic's."),
+            "SNFH=2, ET=3; published: Dice on WT/TC/ET, as brats-gli-synthetic) on a 64x64x48 "
+            "grid at 1 mm, for quick tries of the workflow. Cases on any other grid are "
+            "refused; its results are never mixed with brats-gli-synthetic's."),
         contract=full.contract,
         metrics=full.metrics,
         reference_model=weak.model_copy(update={
@@ -228,8 +230,10 @@ def load_2025_definition(task: Literal["gli", "met"]) -> BenchmarkDefinition:
         name=name,
         version="1.0.0",
         description=(f"{text}: four MRI modalities (t1n, t1c, t2w, t2f) at 1 mm on "
-                     "240x240x155; per group, lesion-wise Dice, NSD and HD95 after maximum "
-                     "bipartite matching, detection F1, panoptic quality and global Dice."),
+                     "240x240x155. Published: global Dice and panoptic quality per group, each "
+                     "run's a differentially private release. Each hospital's private per-case "
+                     "results add lesion-wise Dice, NSD and HD95 after maximum bipartite "
+                     "matching and detection F1, which are never published."),
         contract=contract,
         metrics=metrics,
         reference_model=ModelReference(
