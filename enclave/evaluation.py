@@ -267,13 +267,19 @@ def _segment_and_score(
             failed = f"inference failed: {exc}"
         except MemoryError:
             guard.out_of_memory()
+        except Exception as exc:  # noqa: BLE001 - what a model makes a runtime raise fails its
+            # case, never the run (issue 40); the type only, its text may quote the inputs
+            failed = f"inference failed: {type(exc).__name__}"
     stopped = guard.reason
     if stopped is not None:  # whatever the plug-in made of the stopped run
         return run.benchmark.failure(case.case_id, stopped), stopped
     if failed is not None:
         return run.benchmark.failure(case.case_id, failed), None
     with run.timer.measure("score"):
-        return run.benchmark.score(case, prediction), None
+        try:
+            return run.benchmark.score(case, prediction), None
+        except BenchmarkError as exc:  # a prediction the plug-in cannot score fails its case
+            return run.benchmark.failure(case.case_id, f"prediction not scored: {exc}"), None
 
 
 def _cases(stream: Iterator[object]) -> Iterator[_Loaded | CaseResult]:

@@ -318,6 +318,41 @@ def test_model_spinning_on_one_case_cannot_spend_the_other_cases_time(
     assert not any(cases[c].failed for c in ("case-a", "case-c", "case-d")), cases
 
 
+def test_runtime_error_a_model_provokes_on_one_case_fails_only_that_case(
+    tmp_path: Path, world_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 40: a model that makes the runtime raise something its plug-in does not translate
+    (here a runner that lets ONNX Runtime's own error through on the trigger case) failed the
+    whole run, a failure everyone reading the run sees. It fails that case only, its reason
+    naming the error's type, never its text (which may quote the inputs)."""
+    world = _wdbc_world(tmp_path, world_factory,
+                        {"case-a": 1.0, "case-b": TRIGGER * 2, "case-c": 1.0})
+
+    class Leaky:
+        def __init__(self, inner: Any) -> None:
+            self._inner = inner
+            self.execution_provider = inner.execution_provider
+
+        def predict(self, case: Any) -> Any:
+            if case.features[0] > TRIGGER:
+                raise RuntimeError(f"[ONNXRuntimeError] input {case.features[:3]}")
+            return self._inner.predict(case)
+
+    def benchmark_for(pin: BenchmarkPin) -> Any:
+        plugin = load(pin)
+        copy = type(plugin).__new__(type(plugin))
+        copy.__dict__.update(plugin.__dict__)
+        copy.load_model = lambda model_bytes: Leaky(plugin.load_model(model_bytes))
+        return copy
+
+    monkeypatch.setattr(steps, "benchmark_for", benchmark_for)
+    _run_with_model(world, WDBC.model_bytes("wdbc_logreg"))
+    cases = _per_case(world)
+    assert cases["case-b"].failed
+    assert cases["case-b"].reason == "inference failed: RuntimeError", cases["case-b"]
+    assert not cases["case-a"].failed and not cases["case-c"].failed
+
+
 def test_run_limit_is_the_cases_limits_plus_the_plugins_allowance() -> None:
     from sealbench.enclave.evaluation import evaluation_seconds
 
