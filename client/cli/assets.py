@@ -181,9 +181,12 @@ def dataset_register(
 ) -> DatasetPublic:
     """Register a prepared dataset: its manifest digest, case count, grid and the preparation's
     counts (never data, nothing about a case), your result key's digest (run 'sealbench keys
-    init' first) and its lifetime privacy budget. The exact request is printed before it is
-    sent; at a terminal you confirm it (--yes: no question). With --benchmark, a dataset
-    prepared under another contract (another grid) is refused."""
+    init' first), its lifetime privacy budget and one keyed fingerprint per case (HMAC under
+    case-fingerprint.key in your profile's secrets, made on first use: back it up with your
+    result key). Cases you registered before, under any ids or names, share the earlier
+    dataset's privacy budget and its spend (asking them another budget is refused). The exact
+    request is printed before it is sent; at a terminal you confirm it (--yes: no question).
+    With --benchmark, a dataset prepared under another contract (another grid) is refused."""
     def review(body: DatasetCreate) -> None:
         # what the registry will hold, shown before it leaves this machine (stderr under --json)
         typer.echo(render.exact_request(body), err=json_out)
