@@ -37,7 +37,8 @@ from sealbench.client.cli.test import test
 
 __all__ = ["app", "main"]
 
-_HELP = f"""Confidential federated evaluation of segmentation models.
+_HELP = f"""Confidential federated evaluation of models: a benchmark's plug-in defines the task
+(segmentation, classification, ...), the data and the metrics.
 
 Benchmark authorities publish benchmarks; hospitals register, seal and evaluate their datasets
 inside a TEE; model owners register and seal their models. Start with 'sealbench profile add',

@@ -143,7 +143,7 @@ def benchmark_create(
     ] = False,
     aggregator_digest: Annotated[
         str | None,
-        typer.Option(help="pool in the TEE (issue 27): the digest sha256:… of the benchmark's "
+        typer.Option(help="pool in the TEE: the digest sha256:… of the benchmark's "
                      "aggregator image, a second approved workload that pools the sites' exact "
                      "per-case results and publishes one differentially private figure per "
                      "model; each dataset's owner grants its key to it when it associates. "

@@ -221,3 +221,18 @@ def test_a_refused_runs_long_cause_is_printed_once(
     assert flat.count("the key owner's policy does not release the key") == 1, done.output
     assert "1 of 1 run(s) failed; the cause is on each failed run's line above" in flat
     assert "ask the dataset's owner to run policy sync" in flat
+
+
+# -- --help says the right task and names no issue numbers -------------------------------------
+
+
+def test_help_texts_name_the_generic_task_and_no_issue_numbers() -> None:
+    import re
+
+    from sealbench.client.cli.doc import render
+
+    reference = render("")
+    assert "segmentation models" not in reference
+    assert "Confidential federated evaluation of models" in reference
+    numbered = re.findall(r"(?i)\b(?:issue|#)\s?\d+", reference)
+    assert numbered == [], numbered
