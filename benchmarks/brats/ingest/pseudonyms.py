@@ -6,7 +6,8 @@ maps each study folder's name and its Study Instance UID to the case id it was g
 identifiers (folder names are often the patient's name and date) and so is written 0600,
 atomically, and never copied into a prepared case, a report, a log or a message: everything
 past this module speaks pseudonyms only. A folder seen again gets the same id, so an interrupted
-run resumes under the same names; a folder renamed after a run is matched by its study UID.
+run resumes under the same names. The key is the folder's name: a folder renamed between runs
+is a new case (its study UID is kept beside, for the hospital to trace it).
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ class Pseudonyms:
     def case_id(self, folder: str, study_uid: str) -> str:
         """The pseudonym of a study (a new one, saved at once, the first time)."""
         for entry in self._entries:
-            if entry.folder == folder or (study_uid and entry.study_uid == study_uid):
+            if entry.folder == folder:
                 return entry.case_id
         pattern = self._contract.case_id_pattern
         prefix = pattern.split(r"\d")[0]

@@ -20,7 +20,9 @@ was prepared:
    (:mod:`.geometry`): centres of mass aligned, a rigid stage (shrink 4) then a 12-parameter
    affine stage (shrink 4 and 2), Mattes mutual information.
 4. **One resampling** per sequence onto the contract's grid through the composed transform
-   (rigid then affine: never two interpolations in a row), linear, zero outside the brain mask
+   (rigid then affine: never two interpolations in a row), cubic B-spline (linear blurs a 1-2
+   mm enhancing rim enough to cost a model several points of ET Dice; the B-spline's overshoot
+   below zero is clipped), zero outside the brain mask
    (the mask itself resampled the same way, kept above one half, and bounded by the template's
    brain grown by 5 mm: a neck or scalp the extraction reached through thin bone is cut off).
 5. **Labels**: the annotation's values mapped to class indices (the mapping file's
@@ -60,7 +62,7 @@ DECLARED: Final[dict[str, object]] = {
     "template_registration": "rigid then affine (12 parameters) of the extracted reference "
                              "brain to the template, Mattes MI, shrink 4 then 4/2 (SimpleITK)",
     "template": TEMPLATE_NAME,
-    "resampling": "one linear resampling per sequence through the composed transform",
+    "resampling": "one cubic B-spline resampling per sequence through the composed transform",
     "labels": "each label's indicator resampled linearly, then the largest (argmax)",
     "brain_extraction": "built-in morphological (threshold, 2 mm erosion, largest component, "
                         "dilation, hole filling)",
@@ -239,7 +241,7 @@ def register_case(images: Mapping[str, sitk.Image], reference: str, contract: Br
     modalities: dict[str, FloatArray] = {}
     for name in contract.modalities:
         composed = sitk.CompositeTransform([rigid[name], to_reference])
-        array = to_array(sitk.Resample(images[name], grid, composed, sitk.sitkLinear, 0.0,
+        array = to_array(sitk.Resample(images[name], grid, composed, sitk.sitkBSpline, 0.0,
                                        sitk.sitkFloat32)).astype(np.float32)
         array[~brain] = 0.0
         np.maximum(array, 0.0, out=array)
