@@ -399,8 +399,10 @@ class Release(BaseModel):
 # -- the mechanism --------------------------------------------------------------------------------
 
 
-def _scaled(contributions: Any, spec: ReleaseSpec) -> Any:
-    """Per-case rows scaled to [0, 1] per bounded column (clipped), one-hot blocks checked."""
+def _scaled(contributions: Any, spec: ReleaseSpec, grid_bits: int | None = None) -> Any:
+    """Per-case rows scaled to [0, 1] per bounded column (clipped), one-hot blocks checked,
+    each value rounded to a multiple of 2**-grid_bits when the noise source samples on a grid
+    (its ``grid_bits``)."""
     import numpy as np  # the enclave's; readers of releases need no numpy
 
     rows = np.asarray(contributions, dtype=np.float64)
@@ -420,14 +422,21 @@ def _scaled(contributions: Any, spec: ReleaseSpec) -> Any:
             raise ReleaseError(f"category {block.key}: each case must fall in exactly one key")
         out[:, start:start + len(block.keys)] = part
         start += len(block.keys)
-    return out
+    if grid_bits is None:
+        return out
+    # each case's value on the noise source's grid (a function of that case alone, so the
+    # sums' sensitivity is unchanged): sums are then exact multiples of 2**-grid_bits, what the
+    # discrete Gaussian of sealbench.benchmarks.seeded_noise needs
+    grid = float(2 ** grid_bits)
+    return np.round(out * grid) / grid
 
 
 def release(contributions: Any, spec: ReleaseSpec, noise: NoiseSource) -> Release:
     """The release of ``contributions`` (one row per case, :attr:`ReleaseSpec.width` values in
     the spec's order: bounded columns, then each category block's one-hot keys) under ``spec``,
     noise drawn once from ``noise`` for all sums (none for an exact release)."""
-    scaled = _scaled(contributions, spec)
+    grid_bits = getattr(noise, "grid_bits", None)
+    scaled = _scaled(contributions, spec, grid_bits if isinstance(grid_bits, int) else None)
     sums = scaled.sum(axis=0)
     if isinstance(noise, LocalExact):
         spec = replace(spec, exact=True)

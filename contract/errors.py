@@ -28,8 +28,11 @@ Each class also has a stable ``code`` (:data:`FAILURE_CODES`; ``key_release_deni
     │                                         (contract mismatch, no cases)
     ├── StorageFailure               exit 16  an asset could not be read from storage
     ├── ResultUploadError            exit 17  the result could not be attested or uploaded
-    └── EgressRefused                exit 18  a connection to an endpoint the run does not pin
-                                              (also a PermissionError, as network code expects)
+    ├── EgressRefused                exit 18  a connection to an endpoint the run does not pin
+    │                                         (also a PermissionError, as network code expects)
+    └── AuthorizationRefused         exit 19  the aggregator's pool authorization does not hold
+                                              (forged, stale, foreign, not on the log or not
+                                              witnessed): it draws no noise
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ __all__ = [
     "AssetIntegrityError",
     "AssetRejected",
     "AttestationUnavailable",
+    "AuthorizationRefused",
     "CpuFallbackRefused",
     "DestinationError",
     "EgressRefused",
@@ -135,6 +139,15 @@ class EgressRefused(EnclaveError, PermissionError):  # noqa: N818 - names the re
     code = "egress_refused"
 
 
+class AuthorizationRefused(EnclaveError):  # noqa: N818 - names the refusal
+    """The aggregator's pool authorization does not hold
+    (:func:`sealbench.contract.pool_authorization.verify_authorization`): it pooled and drew
+    nothing. The message names what failed, never a key or a value."""
+
+    exit_code = 19
+    code = "authorization_refused"
+
+
 #: Every failure of a run, by its :attr:`~EnclaveError.code`.
 _BY_CODE: Final[dict[str, type[EnclaveError]]] = {
     cls.code: cls
@@ -150,6 +163,7 @@ _BY_CODE: Final[dict[str, type[EnclaveError]]] = {
         StorageFailure,
         ResultUploadError,
         EgressRefused,
+        AuthorizationRefused,
     )
 }
 #: The failure codes, each naming one class above (a new code is a new version of the events).

@@ -39,6 +39,9 @@ from sealbench.contract.pool import (
     AGGREGATE_ENV_NAMES,
     ENV_POOL_INPUTS_DIGEST,
     ENV_POOL_INPUTS_URI,
+    ENV_POOL_LOG_KEY,
+    ENV_POOL_WITNESS_QUORUM,
+    ENV_POOL_WITNESSES,
     ENV_RESULT_POOL_PROVIDER,
 )
 from sealbench.contract.spec import (
@@ -177,15 +180,30 @@ OPERATOR_INPUTS: Final[tuple[OperatorInput, ...]] = (
     _env("SEALBENCH_RECIPIENT_DIGEST", _B, Rule.UID_FIELD, f"{_COND} (uid); enclave",
          "who can open the per-case results"),
     _env(ENV_POOL_INPUTS_URI, _I, None, "aggregator (digest check)",
-         "the aggregator's only: where it reads the authority's pool-inputs document; every "
-         "byte is checked against SEALBENCH_POOL_INPUTS_DIGEST (bound); the evaluation enclave "
+         "the aggregator's only: where it reads the registry's pool authorization, whose "
+         "signature and log evidence it verifies against the pool anchor and whose inputs "
+         "document must hash to SEALBENCH_POOL_INPUTS_DIGEST (bound); the evaluation enclave "
          "refuses to run when it is set"),
     _env(ENV_POOL_INPUTS_DIGEST, _B, Rule.RELEASE_BOUND,
          "aggregator; registry pooled-release policy",
          "the aggregator's only: the digest of the inputs it pools; the aggregator refuses a "
          "document that does not hash to it, its release repeats it and the registry refuses a "
-         "release whose inputs are not exactly the accepted results it was asked to pool; the "
+         "release whose inputs are not exactly an authorization it signed and debited; the "
          "evaluation enclave refuses to run when it is set"),
+    *(
+        _env(name, _B, Rule.BOUND_BY_DIGEST, "aggregator (step 0); registry pooled-release "
+             "policy", f"the aggregator's only: {what}; with the pool-release key it is the "
+             "pool anchor whose digest is SEALBENCH_RECIPIENT_DIGEST (a uid field), so another "
+             "value maps to a uid no data owner granted and the aggregator refuses a set that "
+             "does not hash to it (issue 40); the evaluation enclave refuses to run when it is "
+             "set")
+        for name, what in (
+            (ENV_POOL_LOG_KEY, "the registry's log key every pool authorization and checkpoint "
+             "must be signed by"),
+            (ENV_POOL_WITNESSES, "the witnesses whose cosignatures a checkpoint needs"),
+            (ENV_POOL_WITNESS_QUORUM, "how many of the witnesses must cosign"),
+        )
+    ),
     _env(ENV_RESULT_POOL_PROVIDER, _I, None, _COND,
          "the aggregator's only: which authority pool its public release is written through "
          "(the release is public and token-bound, and every pool's own condition decides what "

@@ -49,13 +49,20 @@ only the release the registry accepts (and debits) is ever read.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import re
 from collections.abc import Mapping
 from typing import Annotated, Final, Literal, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from sealbench.contract.pin import Pin
 from sealbench.contract.result import _Document  # the result documents' base: canonical, capped
@@ -78,32 +85,40 @@ from sealbench.contract.workload import (
 )
 from sealbench.crypto.canonical import canonical_json
 from sealbench.crypto.digest import Sha256Digest, parse_digest, sha256_digest
+from sealbench.crypto.errors import CryptoError
+from sealbench.crypto.note import ALG_COSIGNATURE, ALG_ED25519, VerifierKey
 
 __all__ = [
     "AGGREGATE_ENV_NAMES",
     "ENV_POOL_INPUTS_DIGEST",
     "ENV_POOL_INPUTS_URI",
+    "ENV_POOL_LOG_KEY",
+    "ENV_POOL_WITNESSES",
+    "ENV_POOL_WITNESS_QUORUM",
     "ENV_RESULT_POOL_PROVIDER",
     "MAX_POOL_INPUTS",
+    "MAX_WITNESSES",
+    "MIN_POOL_SITES",
     "POOLED_RELEASE_OBJECT",
     "POOLED_TOKEN_OBJECT",
     "POOL_AUDIENCE",
     "POOL_INPUTS_OBJECT",
     "POOL_STATISTICS_OBJECT",
     "AggregateSpec",
+    "PoolAnchor",
+    "PoolDebit",
     "PoolInput",
     "PoolInputs",
     "PooledInput",
     "PooledRelease",
     "aggregator_identity",
-    "pool_recipient_digest",
     "pooled_nonce",
 ]
 
 #: Beside a site's result objects: its statistics, encrypted for the aggregator.
 POOL_STATISTICS_OBJECT: Final = "pool.sealed"
 #: Under the pool's result prefix: the inputs the authority names, the release, its token.
-POOL_INPUTS_OBJECT: Final = "pool-inputs.json"
+POOL_INPUTS_OBJECT: Final = "pool-authorization.json"
 #: The release, sealed to the registry's pool-release key (its plaintext is ``pooled.json``).
 POOLED_RELEASE_OBJECT: Final = "pooled.sealed"
 POOLED_TOKEN_OBJECT: Final = "pooled.token"  # noqa: S105 - an object name
@@ -113,10 +128,17 @@ _POOL_PURPOSE: Final = "sealbench-pooled-release-v1"
 
 #: The most results one pool reads (FeTS: 32 sites per model; room for 1,000-site studies).
 MAX_POOL_INPUTS: Final = 1000
+#: The fewest sites a pooled release covers: one site's pool is exactly a per-site release.
+MIN_POOL_SITES: Final = 2
+#: The most witnesses a benchmark names.
+MAX_WITNESSES: Final = 16
 
 ENV_POOL_INPUTS_URI: Final = "SEALBENCH_POOL_INPUTS_URI"
 ENV_POOL_INPUTS_DIGEST: Final = "SEALBENCH_POOL_INPUTS_DIGEST"
 ENV_RESULT_POOL_PROVIDER: Final = "SEALBENCH_RESULT_POOL_PROVIDER"
+ENV_POOL_LOG_KEY: Final = "SEALBENCH_POOL_LOG_KEY"
+ENV_POOL_WITNESSES: Final = "SEALBENCH_POOL_WITNESSES"
+ENV_POOL_WITNESS_QUORUM: Final = "SEALBENCH_POOL_WITNESS_QUORUM"
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 _ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
@@ -128,6 +150,82 @@ def _digest(value: str) -> Sha256Digest:
 
 
 Digest = Annotated[str, AfterValidator(_digest)]
+
+
+def _verifier(text: str, alg: int, what: str) -> VerifierKey:
+    try:
+        key = VerifierKey.from_string(text)
+    except CryptoError as exc:
+        raise ValueError(f"{what} is not a verifier key: {exc}") from None
+    if key.alg != alg:
+        raise ValueError(f"{what} {key.label} is of another key type")
+    return key
+
+
+class PoolAnchor(BaseModel):
+    """What the aggregator trusts for a benchmark, fixed when the benchmark is created: the
+    registry's pool-release key (its release is sealed to it), the transparency log's key (its
+    authorizations and checkpoints are signed by it), and the witnesses whose cosignatures a
+    checkpoint needs (``quorum`` of them; none by default). Its :meth:`digest` is the
+    aggregator uid's recipient field."""
+
+    model_config = _FROZEN
+    recipient_key: RecipientKey
+    log_key: str = Field(min_length=1, max_length=512)
+    witnesses: tuple[str, ...] = Field(default=(), max_length=MAX_WITNESSES)
+    quorum: int = Field(default=0, ge=0, le=MAX_WITNESSES)
+
+    @field_validator("log_key")
+    @classmethod
+    def _log_key(cls, value: str) -> str:
+        return _verifier(value, ALG_ED25519, "the log key").to_string()
+
+    @field_validator("witnesses")
+    @classmethod
+    def _witnesses(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        keys = [_verifier(text, ALG_COSIGNATURE, "a witness key").to_string() for text in value]
+        if len(set(keys)) != len(keys):
+            raise ValueError("a witness is named twice")
+        return tuple(sorted(keys))
+
+    @model_validator(mode="after")
+    def _quorum(self) -> Self:
+        if self.quorum > len(self.witnesses):
+            raise ValueError(f"a quorum of {self.quorum} needs as many witnesses, "
+                             f"{len(self.witnesses)} named")
+        if self.witnesses and self.quorum == 0:
+            raise ValueError("witnesses are named but the quorum is 0")
+        return self
+
+    def document(self) -> dict[str, object]:
+        return {"format": "sealbench/pool-anchor", "version": 1,
+                "recipient_key": self.recipient_key, "log_key": self.log_key,
+                "witnesses": list(self.witnesses), "quorum": self.quorum}
+
+    def digest(self) -> Sha256Digest:
+        """The aggregator uid's recipient field."""
+        return sha256_digest(canonical_json(self.document()))
+
+    @classmethod
+    def of(cls, benchmark: object) -> PoolAnchor | None:
+        """The anchor a benchmark record names (the registry's row or its public schema:
+        ``pool_recipient_key``, ``pool_log_key``, ``pool_witnesses``,
+        ``pool_witness_quorum``); None when it names no aggregator or no complete anchor (a
+        benchmark created before pool authorizations: it pools under a new version)."""
+        recipient = getattr(benchmark, "pool_recipient_key", None)
+        log_key = getattr(benchmark, "pool_log_key", None)
+        if getattr(benchmark, "aggregator_image_digest", None) is None or recipient is None \
+                or log_key is None:
+            return None
+        return cls(recipient_key=recipient, log_key=log_key,
+                   witnesses=tuple(getattr(benchmark, "pool_witnesses", None) or ()),
+                   quorum=int(getattr(benchmark, "pool_witness_quorum", None) or 0))
+
+    def log_verifier(self) -> VerifierKey:
+        return VerifierKey.from_string(self.log_key)
+
+    def witness_verifiers(self) -> tuple[VerifierKey, ...]:
+        return tuple(VerifierKey.from_string(w) for w in self.witnesses)
 
 
 class PoolInput(BaseModel):
@@ -143,18 +241,34 @@ class PoolInput(BaseModel):
     commitment: str = Field(pattern=_COMMITMENT)
 
 
+class PoolDebit(BaseModel):
+    """One ledger the authorization debited: the datasets of the pool it covers (a budget
+    group pays once for all its members in one release) and the log sequence number of its
+    ``privacy.debit`` event."""
+
+    model_config = _FROZEN
+    ledger: str = Field(pattern=r"^(dataset|group):[0-9]{1,12}$")
+    datasets: tuple[str, ...] = Field(min_length=1, max_length=MAX_POOL_INPUTS)
+    seq: int = Field(ge=1)
+
+
 class PoolInputs(_Document):
-    """What the authority asks the aggregator to pool (``pool-inputs.json``): one model's
-    accepted results in one benchmark, each run and each dataset at most once."""
+    """What the registry authorized the aggregator to pool (version 2; the ``inputs`` of a
+    :class:`~sealbench.contract.pool_authorization.PoolAuthorization`): one model's accepted
+    results in one benchmark, each run and each dataset at most once, chosen by the registry;
+    the release's privacy loss in zCDP (``rho``; None for a declared exact release) and the
+    debits that paid for it, already on the log."""
 
     format: Literal["sealbench/pool-inputs"] = "sealbench/pool-inputs"
-    version: Literal[1] = 1
+    version: Literal[2] = 2
     pool_id: str = Field(pattern=_ID)
     benchmark_id: str = Field(pattern=BENCHMARK_ID_PATTERN)
     metrics_version: Pin
     model_id: str = Field(pattern=_ID)
     model_digest: Digest
     inputs: tuple[PoolInput, ...] = Field(min_length=1, max_length=MAX_POOL_INPUTS)
+    rho: float | None = Field(default=None, gt=0)
+    debits: tuple[PoolDebit, ...] = Field(default=(), max_length=MAX_POOL_INPUTS)
 
     @model_validator(mode="after")
     def _distinct(self) -> Self:
@@ -164,10 +278,14 @@ class PoolInputs(_Document):
         datasets = [i.dataset.asset_id for i in self.inputs]
         if len(set(datasets)) != len(datasets):
             raise ValueError("a dataset appears twice among the inputs (one result per dataset)")
+        seqs = [d.seq for d in self.debits]
+        if len(set(seqs)) != len(seqs):
+            raise ValueError("a debit event appears twice")
         return self
 
     def digest(self) -> Sha256Digest:
-        """What :data:`ENV_POOL_INPUTS_DIGEST` names and the release repeats."""
+        """What the authorization's signature and its ``pool.authorize`` event name, and the
+        release repeats; the pooled noise is derived from it."""
         return sha256_digest(self.to_bytes())
 
 
@@ -198,20 +316,14 @@ class PooledRelease(_Document):
     aggregates: dict[str, object]
 
 
-def pool_recipient_digest(recipient_key: str) -> Sha256Digest:
-    """The digest of a pool recipient key as a benchmark records it (base64 of the 32 raw
-    X25519 bytes): the recipient field of the aggregator's uid."""
-    return sha256_digest(base64.b64decode(recipient_key, validate=True))
-
-
-def aggregator_identity(aggregator_image: str, pool_recipient: str,
+def aggregator_identity(aggregator_image: str, anchor: PoolAnchor,
                         evaluation: WorkloadIdentity) -> WorkloadIdentity:
     """The aggregator's identity a data owner grants beside its approved ``evaluation`` of one
     model in one benchmark: the aggregator image, no dataset, the same model, the benchmark's
-    pool recipient (the digest of the registry's pool-release key), the same benchmark and pin
-    (the uid of the module docstring)."""
+    pool anchor (:meth:`PoolAnchor.digest`: the registry's pool-release key, its log key and
+    witnesses), the same benchmark and pin (the uid of the module docstring)."""
     return WorkloadIdentity(parse_digest(aggregator_image), None, evaluation.model_digest,
-                            parse_digest(pool_recipient), evaluation.benchmark_id,
+                            anchor.digest(), evaluation.benchmark_id,
                             evaluation.metrics_version)
 
 
@@ -244,7 +356,14 @@ class AggregateSpec(BaseModel):
     #: The registry's pool-release key (X25519, base64 of the 32 raw bytes): the release is
     #: sealed to it.
     recipient_public_key: RecipientKey
+    #: The digest of the pool anchor (:class:`PoolAnchor`: the recipient key, ``log_key``,
+    #: ``witnesses`` and ``witness_quorum``), the uid's recipient field.
     recipient_digest: Digest
+    #: The registry's transparency-log key (C2SP verifier key): authorizations and checkpoints.
+    log_key: str = Field(min_length=1, max_length=512)
+    #: The witnesses' cosigner keys, comma-separated (empty: none), and how many must cosign.
+    witnesses: str = Field(default="", max_length=MAX_WITNESSES * 512)
+    witness_quorum: str = Field(default="0", pattern=r"^[0-9]{1,2}$")
     inputs_uri: StorageUri
     inputs_digest: Digest
     result_uri: StorageUri
@@ -258,9 +377,25 @@ class AggregateSpec(BaseModel):
 
     @model_validator(mode="after")
     def _recipient(self) -> Self:
-        if pool_recipient_digest(self.recipient_public_key) != self.recipient_digest:
-            raise ValueError("the recipient public key does not hash to the recipient digest")
+        if self.anchor().digest() != self.recipient_digest:
+            raise ValueError("the pool anchor (recipient key, log key, witnesses, quorum) does "
+                             "not hash to the recipient digest")
         return self
+
+    def anchor(self) -> PoolAnchor:
+        """The pool anchor the spec names (its digest is :attr:`recipient_digest`)."""
+        return PoolAnchor(
+            recipient_key=self.recipient_public_key, log_key=self.log_key,
+            witnesses=tuple(w for w in self.witnesses.split(",") if w),
+            quorum=int(self.witness_quorum))
+
+    @classmethod
+    def for_anchor(cls, anchor: PoolAnchor, **fields: object) -> AggregateSpec:
+        """A spec naming ``anchor`` (its four fields and its digest) and ``fields``."""
+        return cls.model_validate({
+            **fields, "recipient_public_key": anchor.recipient_key,
+            "recipient_digest": anchor.digest(), "log_key": anchor.log_key,
+            "witnesses": ",".join(anchor.witnesses), "witness_quorum": str(anchor.quorum)})
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> AggregateSpec:
@@ -283,7 +418,7 @@ class AggregateSpec(BaseModel):
         out: dict[str, str] = {}
         for field, name in _ENV.items():
             value = getattr(self, field)
-            if value is not None:
+            if value is not None and value != "":
                 out[name] = str(value)
         return out
 
@@ -295,6 +430,9 @@ _ENV: Final[dict[str, str]] = {
     "model_digest": ENV_MODEL_DIGEST,
     "recipient_public_key": ENV_RECIPIENT_PUBLIC_KEY,
     "recipient_digest": ENV_RECIPIENT_DIGEST,
+    "log_key": ENV_POOL_LOG_KEY,
+    "witnesses": ENV_POOL_WITNESSES,
+    "witness_quorum": ENV_POOL_WITNESS_QUORUM,
     "inputs_uri": ENV_POOL_INPUTS_URI,
     "inputs_digest": ENV_POOL_INPUTS_DIGEST,
     "result_uri": "SEALBENCH_RESULT_URI",
@@ -304,8 +442,8 @@ _ENV: Final[dict[str, str]] = {
     "storage_endpoint": "SEALBENCH_STORAGE_ENDPOINT",
     "iam_wait_s": "SEALBENCH_IAM_WAIT",
 }
-_OPTIONAL: Final = frozenset({"result_pool_provider", "sts_url", "kms_endpoint",
-                               "storage_endpoint", "iam_wait_s"})
+_OPTIONAL: Final = frozenset({"witnesses", "witness_quorum", "result_pool_provider", "sts_url",
+                               "kms_endpoint", "storage_endpoint", "iam_wait_s"})
 
 #: Every env override the aggregator image allows (its ``allow_env_override`` label).
 AGGREGATE_ENV_NAMES: Final[tuple[str, ...]] = tuple(_ENV.values())

@@ -15,11 +15,16 @@ boundary:
    environment for every aggregator name, its endpoint overrides fit its platform's token
    destinations, and its image digest is the aggregator image's. With an egress guard, the
    process then connects only to those destinations.
-1. **Inputs.** ``pool-inputs.json`` is read at ``inputs_uri`` through the authority's pool
-   (``result_pool_provider``; ``file://`` needs none), at most
-   :data:`~sealbench.contract.result.MAX_DOCUMENT_BYTES`; its SHA-256 must be ``inputs_digest``
-   (the attested binding), and its benchmark, pin and model digest the spec's (the attested uid
-   fields the sites' grants name).
+1. **Authorization.** ``pool-authorization.json`` is read at ``inputs_uri`` through the
+   authority's pool (``result_pool_provider``; ``file://`` needs none), at most
+   :data:`~sealbench.contract.result.MAX_DOCUMENT_BYTES`, and verified
+   (:func:`~sealbench.contract.pool_authorization.verify_authorization`) against the spec's
+   pool anchor, which the uid binds: signed by the registry's log key, its debits in the log
+   (inclusion proofs in a checkpoint cosigned by the benchmark's witnesses, if it names any),
+   each naming this authorization and the release's rho; its inputs document's digest must be
+   ``inputs_digest`` and its benchmark, pin and model digest the spec's. Anything else is
+   :class:`~sealbench.contract.errors.AuthorizationRefused` (exit 19): no site's statistics are
+   read and no noise is drawn.
 2. **Keys and statistics.** For each input, the site's dataset DEK is unwrapped exactly as the
    evaluation unwraps it (:func:`~sealbench.enclave.steps.unwrap_asset`: ``dek.wrapped`` at the
    dataset's location, the AAD binding the dataset id and its data digest, through the site's
@@ -30,10 +35,12 @@ boundary:
    run and the commitment) and checked against the commitment
    (:func:`~sealbench.benchmarks.pooling.open_statistics`). Any input that fails fails the whole
    pool, naming its run: nothing partial is ever released.
-3. **Pooling.** :func:`~sealbench.benchmarks.pooling.pool_exact`, the noise drawn once from
-   OpenDP's Gaussian mechanism (:class:`~sealbench.benchmarks.release.OpenDPGaussian`, as the
-   evaluation's release). Only a Python caller (a test) can pass another source
-   (``noise=LocalExact()``); no environment variable can.
+3. **Pooling.** :func:`~sealbench.benchmarks.pooling.pool_exact`, the noise drawn once: the
+   discrete Gaussian sampled exactly from a stream keyed by every site's released key and the
+   authorization's digest (:mod:`sealbench.benchmarks.seeded_noise`), so the aggregator run
+   again on the same authorization releases the very same figures and a fresh draw needs a
+   fresh authorization, debited on the log first. Only a Python caller (a test) can pass another
+   source (``noise=LocalExact()``); no environment variable can.
 4. **Release.** :class:`~sealbench.contract.pool.PooledRelease` (the inputs used, each with its
    run, dataset and commitment; the case count; the pooled public summary), sealed to the
    spec's recipient, the registry's pool-release key, whose digest the uid binds
@@ -76,10 +83,13 @@ from sealbench.benchmarks.pooling import (
     SiteStatistics,
     open_statistics,
     pool_exact,
+    pooled_release_spec,
 )
-from sealbench.benchmarks.release import NoiseSource, OpenDPGaussian
+from sealbench.benchmarks.release import NoiseSource
+from sealbench.benchmarks.seeded_noise import SeededDiscreteGaussian, pool_noise_seed
 from sealbench.contract.errors import (
     AssetIntegrityError,
+    AuthorizationRefused,
     DestinationError,
     EnclaveError,
     KeyReleaseDenied,
@@ -102,6 +112,12 @@ from sealbench.contract.pool import (
     PoolInputs,
     pooled_nonce,
 )
+from sealbench.contract.pool_authorization import (
+    AuthorizationError,
+    PoolAuthorization,
+    VerifiedAuthorization,
+    verify_authorization,
+)
 from sealbench.contract.result import MAX_DOCUMENT_BYTES, ResultFormatError
 from sealbench.contract.spec import (
     ENV_OVERRIDE_NAMES,
@@ -110,7 +126,7 @@ from sealbench.contract.spec import (
     ServiceEndpoints,
 )
 from sealbench.crypto import streaming
-from sealbench.crypto.digest import Sha256Digest, parse_digest, sha256_digest
+from sealbench.crypto.digest import Sha256Digest, parse_digest
 from sealbench.crypto.errors import IntegrityError
 from sealbench.crypto.pool_statistics import decrypt_statistics
 from sealbench.crypto.sealing import pooled_release_info, public_key_from_raw, seal
@@ -255,33 +271,54 @@ def _split(uri: str) -> tuple[str, str]:
 # -- step 1: the inputs --------------------------------------------------------------------------
 
 
-def read_inputs(run: AttestedAggregate, access: AssetAccess) -> PoolInputs:
-    """Step 1: the inputs document, its digest the spec's and its uid fields the spec's."""
+def read_inputs(run: AttestedAggregate, access: AssetAccess) -> VerifiedAuthorization:
+    """Step 1: the registry's pool authorization, verified before anything else is read
+    (:func:`~sealbench.contract.pool_authorization.verify_authorization` against the spec's
+    pool anchor, which the uid binds: the log key's signatures, the witnesses' cosignatures,
+    each debit logged, naming this authorization and the release's rho, within its ledger, and
+    covering every pooled dataset once); its inputs document's digest the spec's and its uid
+    fields the spec's. :class:`~sealbench.contract.errors.AuthorizationRefused` for any
+    authorization that does not hold: nothing is read from any site and no noise is drawn."""
     spec = run.spec
     folder, name = _split(spec.inputs_uri)
     store, prefix = _authority_store(run, access, folder)
     try:
         data = store.get_bytes(join_name(prefix, name), MAX_DOCUMENT_BYTES)
     except ObjectNotFound as exc:
-        raise StorageFailure(f"the pool inputs document is missing: {exc}") from exc
+        raise StorageFailure(f"the pool authorization is missing: {exc}") from exc
     except CloudError as exc:
-        raise StorageFailure(f"the pool inputs document cannot be read: {exc}") from exc
-    if sha256_digest(data) != parse_digest(spec.inputs_digest):
-        raise AssetIntegrityError("the pool inputs document is not the one the attested spec "
-                                  "names (its sha256 differs from SEALBENCH_POOL_INPUTS_DIGEST)")
+        raise StorageFailure(f"the pool authorization cannot be read: {exc}") from exc
     try:
-        inputs = PoolInputs.from_bytes(data)
+        authorization = PoolAuthorization.from_bytes(data)
     except ResultFormatError as exc:
-        raise AssetIntegrityError(f"the pool inputs document does not parse: {exc}") from exc
+        raise AuthorizationRefused(f"the pool authorization does not parse: {exc}") from exc
+    inputs: PoolInputs = authorization.inputs
+    if inputs.digest() != parse_digest(spec.inputs_digest):
+        raise AuthorizationRefused(
+            "the pool authorization is not the one the attested spec names (its inputs digest "
+            "differs from SEALBENCH_POOL_INPUTS_DIGEST)")
     differing = [field for field, theirs, ours in (
         ("benchmark_id", inputs.benchmark_id, spec.benchmark_id),
         ("metrics_version", str(inputs.metrics_version), str(spec.metrics_version)),
         ("model_digest", inputs.model_digest, spec.model_digest),
     ) if theirs != ours]
     if differing:
-        raise SpecError(f"the pool inputs are not those of the attested aggregator: {differing} "
-                        "differ from the spec's")
-    return inputs
+        raise AuthorizationRefused(f"the pool authorization is not for the attested "
+                                   f"aggregator: {differing} differ from the spec's")
+    declared = pooled_release_spec(run.benchmark)
+    rho = None if declared is None else declared.rho
+    if (rho is None) != (inputs.rho is None) or (
+            rho is not None and inputs.rho is not None
+            and abs(rho - inputs.rho) > 1e-12 * rho):
+        raise AuthorizationRefused(
+            f"the authorization debits rho {inputs.rho}, but {run.benchmark.ref}'s pooled "
+            f"release costs {rho}")
+    try:
+        return verify_authorization(
+            authorization, spec.anchor(),
+            min_sites=int(getattr(run.benchmark, "min_pool_sites", 0) or 0))
+    except AuthorizationError as exc:
+        raise AuthorizationRefused(f"the pool authorization does not hold: {exc}") from exc
 
 
 # -- step 2: the sites' keys and statistics ------------------------------------------------------
@@ -292,8 +329,19 @@ def _named(run_id: str, exc: EnclaveError) -> EnclaveError:
     return type(exc)(f"input run {run_id}: {exc}")
 
 
+@dataclass(frozen=True)
+class OpenedInput:
+    """One site's checked statistics and its released dataset key (from which, with every
+    other site's, the pooled noise is derived: :func:`~sealbench.benchmarks.seeded_noise.
+    pool_noise_seed`)."""
+
+    run_id: str
+    statistics: SiteStatistics
+    key: bytes
+
+
 def open_input(run: AttestedAggregate, item: PoolInput, access: AssetAccess, wait: GrantWait
-               ) -> SiteStatistics:
+               ) -> OpenedInput:
     """One site's statistics: its dataset DEK released by its own key, ``pool.sealed``
     decrypted under it and checked against the commitment. Every failure names the run."""
     try:
@@ -321,12 +369,23 @@ def open_input(run: AttestedAggregate, item: PoolInput, access: AssetAccess, wai
             f"input run {item.run_id}: its statistics do not open under its dataset's key, run "
             "and commitment (stale, moved or altered)") from exc
     try:
-        return open_statistics(run.benchmark, document, item.commitment, run_id=item.run_id)
+        statistics = open_statistics(run.benchmark, document, item.commitment,
+                                     run_id=item.run_id)
     except PoolingError as exc:
         raise AssetIntegrityError(str(exc)) from exc
+    return OpenedInput(item.run_id, statistics, dataset.dek.secret_bytes())
 
 
 # -- steps 3 and 4: pool and release -------------------------------------------------------------
+
+
+def seeded_noise(authorized: VerifiedAuthorization, opened: Sequence[OpenedInput]
+                 ) -> NoiseSource:
+    """The pooled release's noise source: the discrete Gaussian keyed by every site's released
+    key and the authorization's digest, so the same authorization always draws the same noise
+    (:mod:`sealbench.benchmarks.seeded_noise`)."""
+    return SeededDiscreteGaussian(pool_noise_seed(
+        authorized.digest, ((o.run_id, o.key) for o in opened)))
 
 
 def build_release(run: AttestedAggregate, inputs: PoolInputs, sites: Sequence[SiteStatistics],
@@ -342,7 +401,7 @@ def build_release(run: AttestedAggregate, inputs: PoolInputs, sites: Sequence[Si
         metrics_version=inputs.metrics_version,
         model_id=inputs.model_id,
         model_digest=inputs.model_digest,
-        inputs_digest=run.spec.inputs_digest,
+        inputs_digest=inputs.digest(),
         inputs=tuple(PooledInput(run_id=i.run_id, dataset_id=i.dataset.asset_id,
                                  commitment=i.commitment) for i in inputs.inputs),
         n_cases=summary.n_cases,
@@ -393,14 +452,13 @@ def run_aggregator(
 ) -> AggregateReport:
     """Run the aggregator (module docstring); raise :class:`EnclaveError` (after recording it
     at the result destination when one is known) on any failure. ``attester``, ``egress`` and
-    ``sleep`` as for :func:`~sealbench.enclave.run.run_enclave`; ``noise`` is OpenDP's unless
-    a test passes another."""
+    ``sleep`` as for :func:`~sealbench.enclave.run.run_enclave`; ``noise`` is the keyed discrete
+    Gaussian of the authorization unless a test passes another."""
     timer = timer or StepTimer()
     progress = RunProgress()
     progress.step = "read the aggregate specification"
     try:
-        return _run(environ, attester, access, noise or OpenDPGaussian(), timer, progress,
-                    egress, sleep)
+        return _run(environ, attester, access, noise, timer, progress, egress, sleep)
     except EnclaveError as exc:
         record_failure(progress, exc)
         raise
@@ -415,7 +473,7 @@ def _run(
     environ: Mapping[str, str],
     attester: Attester | EvidenceSource,
     access_factory: AggregatorAccessFactory | None,
-    noise: NoiseSource,
+    noise: NoiseSource | None,
     timer: StepTimer,
     progress: RunProgress,
     egress: EgressGuard | None,
@@ -433,17 +491,21 @@ def _run(
     wait = GrantWait(float(min(int(spec.iam_wait_s or 0), MAX_IAM_WAIT_S)), sleep)
     with contextlib.suppress(EnclaveError):
         progress.destination = _authority_store(run, access, spec.result_uri)
-    _step(progress, 1, "read and check the pool inputs")
-    inputs = read_inputs(run, access)
-    _log.info("step 1/%d: %d input(s) to pool", AGGREGATE_STEPS, len(inputs.inputs))
+    _step(progress, 1, "verify the registry's pool authorization")
+    authorized = read_inputs(run, access)
+    inputs = authorized.inputs
+    _log.info("step 1/%d: authorization %s holds: %d input(s), %d debit(s) logged by "
+              "checkpoint %d", AGGREGATE_STEPS, inputs.pool_id, len(inputs.inputs),
+              len(inputs.debits), authorized.checkpoint.size)
     _step(progress, 2, "unwrap each site's key and open its statistics")
     with timer.measure("unwrap"):
-        sites = [open_input(run, item, access, wait) for item in inputs.inputs]
+        opened = [open_input(run, item, access, wait) for item in inputs.inputs]
     _log.info("step 2/%d: every site released its key and its statistics matched",
               AGGREGATE_STEPS)
     _step(progress, 3, "pool the statistics")
     with timer.measure("pool"):
-        release = build_release(run, inputs, sites, noise)
+        release = build_release(run, inputs, [o.statistics for o in opened],
+                                noise or seeded_noise(authorized, opened))
     _step(progress, 4, "attest and upload the pooled release")
     store, prefix = progress.destination or _authority_store(run, access, spec.result_uri)
     sealed, token = publish_release(run, store, prefix, release)

@@ -22,6 +22,7 @@ from sealbench.contract.errors import (
     AssetIntegrityError,
     AssetRejected,
     AttestationUnavailable,
+    AuthorizationRefused,
     DestinationError,
     EnclaveError,
     KeyReleaseDenied,
@@ -73,6 +74,7 @@ _BY_EXIT_CODE: dict[int, type[EnclaveError]] = {
         AssetRejected,
         StorageFailure,
         ResultUploadError,
+        AuthorizationRefused,
     )
 }
 

@@ -27,11 +27,11 @@ that exactly it was logged (:func:`result_digests`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final, Protocol
+from typing import Final
 
+from sealbench.contract.ledger import LEAF_FORMAT, AuditRecord, event_leaf_hash, leaf_data
 from sealbench.crypto.canonical import canonical_json
 from sealbench.crypto.digest import Sha256Digest, sha256_digest
-from sealbench.crypto.tlog import leaf_hash
 
 __all__ = [
     "AUDIT_FORMAT_VERSION",
@@ -46,26 +46,6 @@ __all__ = [
 
 AUDIT_FORMAT_VERSION: Final = 1
 GENESIS_HASH: Final = "sha256:" + "0" * 64
-LEAF_FORMAT: Final = "sealbench/audit-leaf"
-
-
-class AuditRecord(Protocol):
-    """The stored fields of an event (an ORM row and the wire schema both satisfy it)."""
-
-    @property
-    def seq(self) -> int: ...
-    @property
-    def actor_id(self) -> int | None: ...
-    @property
-    def action(self) -> str: ...
-    @property
-    def entity_type(self) -> str: ...
-    @property
-    def entity_id(self) -> str: ...
-    @property
-    def payload(self) -> str: ...
-    @property
-    def occurred_at(self) -> str: ...
 
 
 def event_hash(
@@ -95,27 +75,6 @@ def event_hash(
             }
         )
     )
-
-
-def leaf_data(event: AuditRecord) -> bytes:
-    """The transparency-log leaf of ``event`` (module docstring)."""
-    return canonical_json(
-        {
-            "format": LEAF_FORMAT,
-            "v": 1,
-            "seq": event.seq,
-            "actor_id": event.actor_id,
-            "action": event.action,
-            "entity_type": event.entity_type,
-            "entity_id": event.entity_id,
-            "payload": event.payload,
-            "occurred_at": event.occurred_at,
-        }
-    )
-
-
-def event_leaf_hash(event: AuditRecord) -> bytes:
-    return leaf_hash(leaf_data(event))
 
 
 def result_digests(

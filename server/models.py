@@ -222,6 +222,13 @@ class Benchmark(Base):
     #: fixed when the benchmark is created with an aggregator (its digest is in the
     #: aggregator's uid the sites grant); NULL without an aggregator.
     pool_recipient_key: Mapped[str | None] = mapped_column(String(44))
+    #: The transparency log's key (C2SP verifier key) the aggregator checks authorizations and
+    #: checkpoints against, and the witnesses (cosigner keys, JSON list) and how many of them
+    #: must cosign a checkpoint (issue 40; migration 0018): with the pool-release key, the pool
+    #: anchor whose digest the aggregator's uid names. NULL without an aggregator.
+    pool_log_key: Mapped[str | None] = mapped_column(String(512))
+    pool_witnesses: Mapped[list[str] | None] = mapped_column(JSON)
+    pool_witness_quorum: Mapped[int | None] = mapped_column(Integer)
 
     __table_args__ = (UniqueConstraint("name", "version", name="uq_benchmarks_name_version"),)
 
@@ -433,18 +440,42 @@ class PooledRelease(Base):
     n_sites: Mapped[int] = mapped_column(Integer)
     n_cases: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(_TS)
+    #: The authorization it spent (issue 40; NULL for releases submitted before authorizations).
+    authorization_id: Mapped[int | None] = mapped_column(
+        ForeignKey("pool_authorizations.id"), unique=True)
+
+
+class PoolAuthorization(Base):
+    """A pool the registry authorized (issue 40; migration 0018): the inputs document it chose
+    (``sealbench/pool-inputs`` v2, exact bytes), its digest, the log key's signed note over it,
+    the ``pool.authorize`` event that logged it (after each ledger's debit), and the release it
+    produced once submitted. The debits are :class:`PrivacyDebit` rows with
+    ``pool_authorization_id``."""
+
+    __tablename__ = "pool_authorizations"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    pool_id: Mapped[str] = mapped_column(String(64), unique=True)
+    benchmark_id: Mapped[int] = mapped_column(ForeignKey("benchmarks.id"), index=True)
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id"), index=True)
+    authorized_by_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    inputs: Mapped[bytes] = mapped_column(LargeBinary)
+    inputs_digest: Mapped[str] = mapped_column(_DIGEST)
+    signature: Mapped[str] = mapped_column(Text)
+    audit_seq: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(_TS)
 
 
 class PooledInput(Base):
-    """One accepted result a pooled release used, with the commitment it matched; a result is
-    pooled at most once (the unique ``result_id``)."""
+    """One accepted result a pooled release used, with the commitment it matched. A result may
+    be pooled by several releases (each authorized and debited: the board pools every current
+    site), once per release."""
 
     __tablename__ = "pooled_inputs"
 
     pooled_release_id: Mapped[int] = mapped_column(ForeignKey("pooled_releases.id"),
                                                    primary_key=True)
-    result_id: Mapped[int] = mapped_column(ForeignKey("results.id"), primary_key=True,
-                                           unique=True)
+    result_id: Mapped[int] = mapped_column(ForeignKey("results.id"), primary_key=True)
     commitment: Mapped[str] = mapped_column(_DIGEST)
 
 
@@ -466,6 +497,9 @@ class PrivacyDebit(Base):
     benchmark_id: Mapped[int] = mapped_column(ForeignKey("benchmarks.id"))
     result_id: Mapped[int | None] = mapped_column(ForeignKey("results.id"), unique=True)
     pooled_release_id: Mapped[int | None] = mapped_column(ForeignKey("pooled_releases.id"))
+    #: A pool authorization's debit (issue 40): charged before the aggregator may draw.
+    pool_authorization_id: Mapped[int | None] = mapped_column(
+        ForeignKey("pool_authorizations.id"), index=True)
     exact: Mapped[bool] = mapped_column(Boolean)
     rho: Mapped[float | None] = mapped_column(Double)
     epsilon: Mapped[float | None] = mapped_column(Double)
@@ -476,7 +510,11 @@ class PrivacyDebit(Base):
     __table_args__ = (
         UniqueConstraint("pooled_release_id", "dataset_id",
                          name="uq_privacy_debits_pooled_release_dataset"),
-        CheckConstraint("(result_id IS NULL) <> (pooled_release_id IS NULL)",
+        UniqueConstraint("pool_authorization_id", "dataset_id",
+                         name="uq_privacy_debits_authorization_dataset"),
+        CheckConstraint("(CASE WHEN result_id IS NULL THEN 0 ELSE 1 END) + "
+                        "(CASE WHEN pooled_release_id IS NULL THEN 0 ELSE 1 END) + "
+                        "(CASE WHEN pool_authorization_id IS NULL THEN 0 ELSE 1 END) = 1",
                         name="one_release"),
     )
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from sealbench.client.assets.prepare import recipient_of
 from sealbench.client.errors import ClientError
 from sealbench.client.registry.api import AssetKind, RegistryClient
-from sealbench.contract.pool import aggregator_identity, pool_recipient_digest
+from sealbench.contract.pool import PoolAnchor, aggregator_identity
 from sealbench.contract.workload import WorkloadIdentity, grant_set_digest
 from sealbench.crypto.digest import Sha256Digest, parse_digest
 from sealbench.server.schemas import BenchmarkPublic, GrantsStatus
@@ -110,12 +110,11 @@ def allowed_workloads(
                     benchmark.id, dataset_id, model_id, identity, benchmark.accept_experimental,
                 )
             )
-            if kind == "dataset" and benchmark.aggregator_image_digest is not None \
-                    and benchmark.pool_recipient_key is not None:
+            anchor = PoolAnchor.of(benchmark)
+            if kind == "dataset" and anchor is not None and benchmark.aggregator_image_digest:
                 grants.append(AllowedWorkload(
                     benchmark.id, dataset_id, model_id, aggregator_identity(
-                        benchmark.aggregator_image_digest,
-                        pool_recipient_digest(benchmark.pool_recipient_key), identity)))
+                        benchmark.aggregator_image_digest, anchor, identity)))
     return tuple(grants)
 
 

@@ -156,6 +156,18 @@ def benchmark_create(
                            "sealbench-aggregate:latest, built by 'sealbench image build'); a "
                            "pushed image is named with --aggregator-digest")
     ] = False,
+    witness: Annotated[
+        list[str] | None,
+        typer.Option(help="a witness (its cosigner verifier key, as 'sealbench audit witness' "
+                     "prints it) whose cosignature a checkpoint needs before the aggregator "
+                     "accepts a pool authorization logged in it; repeat for several. Fixed at "
+                     "creation, part of the aggregator's identity")
+    ] = None,
+    witness_quorum: Annotated[
+        int | None,
+        typer.Option(min=1, max=16, help="how many of the --witness keys must cosign "
+                     "(default: all of them)")
+    ] = None,
     profile: ProfileOpt = None,
     json_out: JsonOpt = False,
 ) -> BenchmarkPublic:
@@ -168,7 +180,8 @@ def benchmark_create(
             image_digest=image_digest, reference_model=reference_model, name=name,
             version=version, publish_leaderboard=publish_leaderboard,
             accept_experimental=accept_experimental, aggregator_digest=aggregator_digest,
-            pool_in_tee=pool_in_tee)
+            pool_in_tee=pool_in_tee, witnesses=tuple(witness or ()),
+            witness_quorum=witness_quorum)
     if json_out:
         emit_json(created)
         return created

@@ -16,7 +16,6 @@ import base64
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, Literal, TypeVar
 
@@ -35,6 +34,7 @@ from sealbench.client.errors import (
     ServerUnavailableError,
 )
 from sealbench.contract.pool import PoolInputs
+from sealbench.contract.pool_authorization import PoolAuthorization
 from sealbench.server.schemas import (
     AssociationCreate,
     AssociationDecision,
@@ -76,7 +76,8 @@ from sealbench.server.schemas.audit import (
 )
 from sealbench.server.schemas.leaderboard import PooledLeaderboard
 from sealbench.server.schemas.pools import (
-    PoolCandidates,
+    PoolAuthorizationCreate,
+    PoolAuthorizationPublic,
     PooledReleaseCreate,
     PooledReleasePublic,
 )
@@ -98,20 +99,12 @@ __all__ = [
     "PAGE_SIZE",
     "READ_TIMEOUT_S",
     "AssetKind",
-    "PoolCandidatesView",
     "RegistryClient",
 ]
 
 log = logging.getLogger("sealbench.client")
 
 
-@dataclass(frozen=True)
-class PoolCandidatesView:
-    """:meth:`RegistryClient.pool_candidates`: the inputs document to pool (None: nothing left)
-    and the results the registry left out, each as one line saying why."""
-
-    inputs: PoolInputs | None
-    left_out: tuple[str, ...]
 
 API_PREFIX: Final = "/api/v1"
 #: Seconds to establish a connection to the registry.
@@ -455,20 +448,44 @@ class RegistryClient:
 
     # -- pooling inside the TEE (issue 27) ---------------------------------------------------
 
-    def pool_candidates(self, benchmark_id: int, model_id: int) -> PoolCandidatesView:
-        """The model's accepted results not yet pooled, as the aggregator's inputs document
-        (None: nothing to pool), and those left out, each as one line saying why."""
-        got = self._get(PoolCandidates, f"{API_PREFIX}/benchmarks/{benchmark_id}/pool-inputs",
-                        {"model_id": model_id})
-        return PoolCandidatesView(
-            None if got.inputs is None else PoolInputs.model_validate(got.inputs),
-            tuple(f"result {lo.result_id} (dataset {lo.dataset_id}, run {lo.run_id or '?'}): "
-                  f"{lo.reason}" for lo in got.left_out))
+    def authorize_pool(self, benchmark_id: int, model_id: int) -> PoolAuthorizationPublic:
+        """Ask the registry to authorize a pool of ``model_id`` (issue 40): it chooses the
+        inputs, debits every ledger on its log and answers what it authorized and left out."""
+        return self._post(PoolAuthorizationPublic,
+                          f"{API_PREFIX}/benchmarks/{benchmark_id}/pool-authorizations",
+                          PoolAuthorizationCreate(model_id=model_id))
+
+    def pool_authorizations(self, benchmark_id: int, model_id: int
+                            ) -> list[PoolAuthorizationPublic]:
+        """The model's pool authorizations, oldest first."""
+        from pydantic import TypeAdapter
+
+        response = self._send(
+            "GET", f"{API_PREFIX}/benchmarks/{benchmark_id}/pool-authorizations",
+            params={"model_id": model_id})
+        try:
+            return TypeAdapter(list[PoolAuthorizationPublic]).validate_json(response.content)
+        except ValidationError as exc:
+            raise RegistryError(
+                f"the registry at {self.server} sent pool authorizations this client does not "
+                f"understand ({exc.error_count()} schema errors)") from exc
+
+    def pool_authorization(self, benchmark_id: int, pool_id: str) -> PoolAuthorization:
+        """The authorization as the aggregator reads it: signed, with a (witnessed) checkpoint
+        and its events' inclusion proofs."""
+        response = self._send(
+            "GET", f"{API_PREFIX}/benchmarks/{benchmark_id}/pool-authorizations/{pool_id}")
+        try:
+            return PoolAuthorization.model_validate_json(response.content)
+        except ValidationError as exc:
+            raise RegistryError(
+                f"the registry's pool authorization {pool_id} does not parse "
+                f"({exc.error_count()} schema errors)") from exc
 
     def submit_pooled_release(self, benchmark_id: int, *, sealed: bytes, token: str,
                               inputs: PoolInputs) -> PooledReleasePublic:
         """Send the aggregator's ``pooled.sealed`` (its exact bytes, sealed to the registry),
-        ``pooled.token`` and the inputs it was asked to pool; the registry verifies them before
+        ``pooled.token`` and the authorization's inputs; the registry verifies them before
         it opens the release or stores anything, and answers with the published release."""
         body = PooledReleaseCreate(sealed_release_b64=base64.b64encode(sealed).decode("ascii"),
                                    attestation_token=token,

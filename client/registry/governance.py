@@ -27,6 +27,7 @@ def create_benchmark(
     reference_model: int | None = None, name: str | None = None, version: str | None = None,
     publish_leaderboard: bool = False, accept_experimental: bool = False,
     aggregator_digest: str | None = None, pool_in_tee: bool = False,
+    witnesses: tuple[str, ...] = (), witness_quorum: int | None = None,
 ) -> BenchmarkPublic:
     """Publish ``definition`` (a shipped definition's name or a definition JSON file, renamed
     by ``name``/``version``) pinned to the ``tee`` backend's evaluation image (or the one named
@@ -44,7 +45,8 @@ def create_benchmark(
         image=workflows.evaluation_image(tee, image_reference, image_digest),
         reference_model_id=reference_model,
         leaderboard_published=publish_leaderboard, accept_experimental=accept_experimental,
-        aggregator_digest=aggregator_digest,
+        aggregator_digest=aggregator_digest, witnesses=witnesses,
+        witness_quorum=len(witnesses) if witness_quorum is None else witness_quorum,
     )
     return client.create_benchmark(body)
 

@@ -286,11 +286,14 @@ def shipped_model_bytes(definition: DefinitionDocument, name: str) -> bytes:
 def benchmark_body(
     definition: DefinitionDocument, *, image: EvaluationImage, reference_model_id: int | None,
     leaderboard_published: bool = False, accept_experimental: bool = False,
-    aggregator_digest: str | None = None,
+    aggregator_digest: str | None = None, witnesses: tuple[str, ...] = (),
+    witness_quorum: int = 0,
 ) -> BenchmarkCreate:
     """The registry request publishing ``definition`` with ``image``, pinned to its plug-in
     (``leaderboard_published``: every signed-in user sees every model's values;
-    ``aggregator_digest``: the aggregator image that pools in the TEE, issue 27)."""
+    ``aggregator_digest``: the aggregator image that pools in the TEE, issue 27; ``witnesses``:
+    cosigner keys of which ``witness_quorum`` must cosign a checkpoint before the aggregator
+    accepts a pool authorization logged in it, issue 40)."""
     plugin = definition.plugin or _plugin_of_definition(definition).ref
     return BenchmarkCreate(
         name=definition.name,
@@ -305,6 +308,8 @@ def benchmark_body(
         leaderboard_published=leaderboard_published,
         accept_experimental=accept_experimental,
         aggregator_image_digest=aggregator_digest,
+        pool_witnesses=witnesses,
+        pool_witness_quorum=witness_quorum,
     )
 
 

@@ -1,46 +1,48 @@
-"""The authority's side of pooling inside the TEE (issue 27): ``sealbench benchmark pool``.
+"""The authority's side of pooling inside the TEE (issues 27 and 40): ``sealbench benchmark pool``.
 
-For each model of the benchmark with accepted results not yet pooled, :func:`pool_benchmark`:
+For each model of the benchmark, :func:`pool_benchmark`:
 
-1. asks the registry for the model's pool inputs (:class:`~sealbench.contract.pool.PoolInputs`:
-   each accepted, unpooled result with a sealed-statistics commitment, its dataset's
-   coordinates, its statistics location; results whose dataset's budget cannot pay the release
-   are left out by the registry and reported);
-2. writes them as ``pool-inputs.json`` in the pool's own folder and builds the
-   :class:`~sealbench.contract.pool.AggregateSpec` naming them by location and digest, and the
-   aggregator uid's fields (benchmark, pin, model digest, the public-release marker);
+1. asks the registry to **authorize** a pool of the model (it chooses the inputs: every
+   current, approved site's latest accepted result; debits every ledger on its transparency
+   log; signs the inputs), or, when the model's latest authorization never produced a release
+   (an aggregator that failed or was interrupted), runs that one again: the same
+   authorization yields the very same release and costs nothing more;
+2. fetches the authorization with its evidence (a checkpoint, cosigned by the benchmark's
+   witnesses when it names any, and the inclusion proofs of its events), writes it as
+   ``pool-authorization.json`` in a folder of its own, and builds the
+   :class:`~sealbench.contract.pool.AggregateSpec` naming it by location and inputs digest,
+   and the aggregator uid's fields (benchmark, pin, model digest, the pool anchor);
 3. launches the benchmark's **aggregator image** on the TEE backend (the launcher's aggregator
    digest must be the benchmark's: no site's key is released to any other), streaming its
-   progress;
-4. reads ``pooled.sealed`` and ``pooled.token`` and submits them with the inputs to the
-   registry, which verifies the token, refuses a release that omits, adds or changes an input,
-   and only then opens the release, debits every included dataset once and publishes it; what
-   is shown here is the registry's answer.
+   progress; the aggregator verifies the authorization before it reads any site's statistics;
+4. reads ``pooled.sealed`` and ``pooled.token`` and submits them to the registry, which
+   verifies the token, refuses a release of anything it did not authorize, and only then opens
+   and publishes it; what is shown here is the registry's answer.
 
 Nothing here sees a site's exact figure, nor even the pooled one before the registry accepts
-it: the aggregator reads the sealed statistics inside the TEE and seals its differentially
-private release to the registry's pool-release key (the benchmark's ``pool_recipient_key``,
-whose digest the sites' grants bind). A pool run again, or over a chosen subset, gives the
-authority nothing to read, and every release the registry opens it debits.
+it: the aggregator seals its release to the registry's pool-release key. A pool run again gives
+the same release (its noise is derived from the sites' keys and the authorization), and a new
+one needs a new authorization, debited on the log before anything is drawn.
 """
 
 from __future__ import annotations
 
+import secrets
 import urllib.parse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol
 
-from sealbench.client.errors import ClientError, ConfigError
+from sealbench.client.errors import ClientError, ConfigError, ConflictError
 from sealbench.contract.pool import (
     POOL_INPUTS_OBJECT,
     POOLED_RELEASE_OBJECT,
     POOLED_TOKEN_OBJECT,
     AggregateSpec,
-    PoolInputs,
-    pool_recipient_digest,
+    PoolAnchor,
 )
+from sealbench.contract.pool_authorization import PoolAuthorization
 from sealbench.contract.result import MAX_DOCUMENT_BYTES, MAX_TOKEN_BYTES
 from sealbench.contract.spec import ServiceEndpoints
 from sealbench.platforms.errors import ObjectNotFound, StorageError
@@ -86,10 +88,14 @@ class PoolRegistry(Protocol):
     """What pooling asks of the registry
     (:class:`~sealbench.client.registry.api.RegistryClient`)."""
 
-    def pool_candidates(self, benchmark_id: int, model_id: int) -> Any: ...
+    def authorize_pool(self, benchmark_id: int, model_id: int) -> Any: ...
+
+    def pool_authorizations(self, benchmark_id: int, model_id: int) -> Sequence[Any]: ...
+
+    def pool_authorization(self, benchmark_id: int, pool_id: str) -> PoolAuthorization: ...
 
     def submit_pooled_release(self, benchmark_id: int, *, sealed: bytes, token: str,
-                              inputs: PoolInputs) -> Any: ...
+                              inputs: Any) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -103,11 +109,14 @@ class PoolOutcome:
     n_cases: int
     aggregates: dict[str, object]
     left_out: tuple[str, ...] = ()
+    #: The authorization's debits (ledger, its datasets, log sequence number), or None when an
+    #: earlier authorization was run again (it was debited when first authorized).
+    debits: tuple[str, ...] | None = ()
 
 
 @dataclass(frozen=True)
 class PoolSkipped:
-    """A model with nothing to pool (every result pooled already, or none pools)."""
+    """A model with nothing to pool (nothing new since its last release, or too few sites)."""
 
     model_id: int
     reason: str
@@ -163,19 +172,19 @@ def _read_bounded(store: BlobStore, prefix: str, name: str, limit: int, what: st
         raise PoolError(f"cannot read the aggregator's {what} ({name}): {exc}") from exc
 
 
-def aggregate_spec(inputs: PoolInputs, recipient_key: str, uri: str,
+def aggregate_spec(authorization: PoolAuthorization, anchor: PoolAnchor, run_id: str, uri: str,
                    endpoints: ServiceEndpoints | None, provider: str | None = None
                    ) -> AggregateSpec:
-    """The spec of one aggregator run over ``inputs``, its release sealed to ``recipient_key``
-    (the benchmark's pool recipient, base64 X25519), its objects under ``uri`` (the pool's own
-    location) written through ``provider`` (cloud storage only)."""
-    return AggregateSpec(
-        run_id=inputs.pool_id,
+    """The spec of one aggregator run over ``authorization``, its release sealed to the
+    ``anchor``'s recipient key (the uid names the anchor's digest), its objects under ``uri``
+    (the run's own location) written through ``provider`` (cloud storage only)."""
+    inputs = authorization.inputs
+    return AggregateSpec.for_anchor(
+        anchor,
+        run_id=run_id,
         benchmark_id=inputs.benchmark_id,
-        metrics_version=inputs.metrics_version,
+        metrics_version=str(inputs.metrics_version),
         model_digest=inputs.model_digest,
-        recipient_public_key=recipient_key,
-        recipient_digest=pool_recipient_digest(recipient_key),
         inputs_uri=f"{uri}/{POOL_INPUTS_OBJECT}",
         inputs_digest=inputs.digest(),
         result_uri=uri,
@@ -190,23 +199,25 @@ def aggregate_spec(inputs: PoolInputs, recipient_key: str, uri: str,
 
 @dataclass(frozen=True)
 class PoolTarget:
-    """What a benchmark that pools in the TEE fixes: its aggregator image and the registry's
-    pool-release key (base64 X25519) the aggregator seals its releases to."""
+    """What a benchmark that pools in the TEE fixes: its aggregator image and its pool anchor
+    (the registry's pool-release key, log key and witnesses), whose digest the sites' grants
+    name."""
 
     aggregator_digest: str
-    recipient_key: str
+    anchor: PoolAnchor
 
 
 def require_aggregator(benchmark: Any) -> PoolTarget:
     """``benchmark``'s :class:`PoolTarget`, or :class:`ConfigError` when it names no
     aggregator image (it does not pool in the TEE)."""
     digest: str | None = benchmark.aggregator_image_digest
-    key: str | None = benchmark.pool_recipient_key
-    if digest is None or key is None:
+    anchor = PoolAnchor.of(benchmark)
+    if digest is None or anchor is None:
         raise ConfigError(
-            f"benchmark {benchmark.id} does not pool in the TEE (it names no aggregator image)",
-            hint="the authority sets one with 'sealbench benchmark create --aggregator-digest'")
-    return PoolTarget(digest, key)
+            f"benchmark {benchmark.id} does not pool in the TEE (it names no aggregator image "
+            "and pool anchor)",
+            hint="the authority sets one with 'sealbench benchmark create --pool-in-tee'")
+    return PoolTarget(digest, anchor)
 
 
 def pool_benchmark(
@@ -243,18 +254,38 @@ def pool_benchmark(
     return outcomes
 
 
+def _authorization(registry: PoolRegistry, benchmark_id: int, model_id: int
+                   ) -> tuple[str, tuple[str, ...], tuple[str, ...] | None] | PoolSkipped:
+    """The pool id to run, the results left out and the debits (None when an earlier
+    authorization that never produced a release is run again), or why nothing is pooled."""
+    earlier = list(registry.pool_authorizations(benchmark_id, model_id))
+    if earlier and earlier[-1].released_id is None:
+        return earlier[-1].pool_id, (), None
+    try:
+        authorized = registry.authorize_pool(benchmark_id, model_id)
+    except ConflictError as exc:  # nothing new, or too few sites: the registry says which
+        return PoolSkipped(model_id, str(exc))
+    left_out = tuple(f"result {lo.result_id} (dataset {lo.dataset_id}, run "
+                     f"{lo.run_id or '?'}): {lo.reason}" for lo in authorized.left_out)
+    debits = tuple(f"{d.ledger} (dataset{'s' if len(d.datasets) > 1 else ''} "
+                   f"{', '.join(str(x) for x in d.datasets)}): log event {d.seq}"
+                   for d in authorized.debits)
+    return authorized.pool_id, left_out, debits
+
+
 def _pool_model(registry: PoolRegistry, benchmark_id: int, model_id: int,
                 launcher: AggregatorLauncher, target: PoolTarget, folder: PoolFolder,
                 endpoints: ServiceEndpoints | None, on_output: OutputFn | None,
                 timeout: float) -> PoolOutcome | PoolSkipped:
-    candidates = registry.pool_candidates(benchmark_id, model_id)
-    left_out = tuple(candidates.left_out)
-    if candidates.inputs is None:
-        return PoolSkipped(model_id, "no accepted result left to pool", left_out)
-    inputs: PoolInputs = candidates.inputs
-    uri, store, prefix = folder.create(inputs.pool_id)
-    store.put_bytes(join_name(prefix, POOL_INPUTS_OBJECT), inputs.to_bytes())
-    spec = aggregate_spec(inputs, target.recipient_key, uri, endpoints, folder.provider)
+    chosen = _authorization(registry, benchmark_id, model_id)
+    if isinstance(chosen, PoolSkipped):
+        return chosen
+    pool_id, left_out, debits = chosen
+    authorization = registry.pool_authorization(benchmark_id, pool_id)
+    run_id = pool_id if debits is not None else f"{pool_id[:50]}-r{secrets.token_hex(3)}"
+    uri, store, prefix = folder.create(run_id)
+    store.put_bytes(join_name(prefix, POOL_INPUTS_OBJECT), authorization.to_bytes())
+    spec = aggregate_spec(authorization, target.anchor, run_id, uri, endpoints, folder.provider)
     workload = launcher.start_aggregator(spec, on_output=on_output)
     try:
         workload.wait(timeout)
@@ -265,9 +296,9 @@ def _pool_model(registry: PoolRegistry, benchmark_id: int, model_id: int,
                            "sealed release")
     token = _read_bounded(store, prefix, POOLED_TOKEN_OBJECT, MAX_TOKEN_BYTES, "release token")
     accepted = registry.submit_pooled_release(
-        benchmark_id, sealed=sealed, token=token.decode("ascii"), inputs=inputs)
-    return PoolOutcome(model_id, inputs.pool_id, int(accepted.id), int(accepted.n_sites),
-                       int(accepted.n_cases), dict(accepted.aggregates), left_out)
+        benchmark_id, sealed=sealed, token=token.decode("ascii"), inputs=authorization.inputs)
+    return PoolOutcome(model_id, pool_id, int(accepted.id), int(accepted.n_sites),
+                       int(accepted.n_cases), dict(accepted.aggregates), left_out, debits)
 
 
 def pool_on_tee(

@@ -56,6 +56,15 @@ class BenchmarkCreate(WireModel):
         "for the models approved in the benchmark when it associates, like the evaluation "
         "image. Fixed at creation, as the evaluation image is (None: the benchmark does not "
         "pool in the TEE)")
+    pool_witnesses: tuple[str, ...] = Field(
+        default=(), max_length=16,
+        description="witnesses (C2SP cosigner verifier keys) whose cosignatures a checkpoint "
+        "needs before the aggregator accepts a pool authorization logged in it (issue 40); "
+        "fixed at creation, part of the aggregator's uid. Needs an aggregator image")
+    pool_witness_quorum: int = Field(
+        default=0, ge=0, le=16,
+        description="how many of pool_witnesses must cosign (0 without witnesses; at least 1 "
+        "with some)")
 
 
 class BenchmarkLeaderboardUpdate(WireModel):
@@ -107,3 +116,12 @@ class BenchmarkPublic(WireModel):
         "aggregator seals each pooled release to, so that only the release the registry "
         "accepts and debits is ever read; its SHA-256 is the recipient in the aggregator's "
         "uid that each dataset's owner grants. Fixed at creation (None: no aggregator)")
+    pool_log_key: str | None = Field(
+        default=None, description="the registry's transparency-log key (C2SP verifier key) "
+        "against which the aggregator checks every pool authorization and the log inclusion of "
+        "its debits; with pool_recipient_key and the witnesses, the pool anchor whose digest "
+        "is the aggregator uid's recipient (issue 40). None: no aggregator")
+    pool_witnesses: tuple[str, ...] | None = Field(
+        default=None, description="the witnesses whose cosignatures the aggregator requires")
+    pool_witness_quorum: int | None = Field(
+        default=None, description="how many of pool_witnesses must cosign a checkpoint")

@@ -51,7 +51,11 @@ class BudgetDebitPublic(WireModel):
     result_id: int | None = Field(description="the result whose release this is (None: a "
                                   "TEE-pooled release's debit)")
     pooled_release_id: int | None = Field(
-        default=None, description="the TEE-pooled release that included the dataset (issue 27)")
+        default=None, description="the TEE-pooled release that included the dataset (issue 27; "
+        "releases submitted before pool authorizations)")
+    pool_authorization_id: int | None = Field(
+        default=None, description="the pool authorization that debited the ledger before its "
+        "aggregator could draw (issue 40): one debit per ledger and authorization")
     dataset_id: int
     benchmark_id: int
     exact: bool = Field(description="an exact (non-private) release: no rho, epsilon or delta")

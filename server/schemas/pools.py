@@ -11,7 +11,9 @@ from sealbench.server.schemas.common import Digest, JsonOut, WireModel
 
 __all__ = [
     "LeftOutPublic",
-    "PoolCandidates",
+    "PoolAuthorizationCreate",
+    "PoolAuthorizationPublic",
+    "PoolDebitPublic",
     "PooledInputPublic",
     "PooledReleaseCreate",
     "PooledReleasePublic",
@@ -23,7 +25,7 @@ _MAX_RELEASE_B64 = 1_500_000
 
 
 class LeftOutPublic(WireModel):
-    """An accepted, unpooled result of the model that the pool leaves out, and why."""
+    """An accepted result of the model that the pool leaves out, and why."""
 
     result_id: int
     dataset_id: int
@@ -31,16 +33,37 @@ class LeftOutPublic(WireModel):
     reason: str
 
 
-class PoolCandidates(WireModel):
-    """``GET /benchmarks/{id}/pool-inputs``: the model's pool inputs (a
-    :class:`~sealbench.contract.pool.PoolInputs` document, None when nothing is left to pool)
-    and the results left out of it."""
+class PoolAuthorizationCreate(WireModel):
+    """``POST /benchmarks/{id}/pool-authorizations``: the model to pool. Nothing else: the
+    registry chooses the inputs (every current, approved site's latest accepted result)."""
 
+    model_id: int = Field(ge=1, le=2**31 - 1)
+
+
+class PoolDebitPublic(WireModel):
+    ledger: str
+    datasets: tuple[int, ...]
+    seq: int
+
+
+class PoolAuthorizationPublic(WireModel):
+    """A pool the registry authorized: its id (the aggregator run's), the inputs document's
+    digest, the sites and cases it covers, the debits it charged (each a ``privacy.debit``
+    event of the log), the results it left out and why, and the release it produced (None until
+    one was submitted)."""
+
+    pool_id: str
     benchmark_id: int
     model_id: int
-    inputs: JsonOut | None = Field(description="a sealbench/pool-inputs document, to write as "
-                                   "pool-inputs.json and pool exactly")
+    inputs_digest: Digest
+    datasets: tuple[int, ...]
+    result_ids: tuple[int, ...]
+    rho: float | None
+    debits: tuple[PoolDebitPublic, ...]
+    audit_seq: int
     left_out: tuple[LeftOutPublic, ...] = ()
+    released_id: int | None = None
+    created_at: datetime
 
 
 class PooledReleaseCreate(WireModel):
@@ -51,8 +74,8 @@ class PooledReleaseCreate(WireModel):
 
     sealed_release_b64: str = Field(min_length=1, max_length=_MAX_RELEASE_B64)
     attestation_token: str = Field(min_length=1, max_length=16_384)
-    inputs: JsonOut = Field(description="the sealbench/pool-inputs document the pool was asked "
-                            "to pool")
+    inputs: JsonOut = Field(description="the sealbench/pool-inputs document of the registry's "
+                            "authorization the pool spent")
 
 
 class PooledInputPublic(WireModel):

@@ -25,6 +25,7 @@ from datetime import datetime
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
+from pydantic import ValidationError
 from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
@@ -32,6 +33,7 @@ from sealbench.benchmarks.interface import Benchmark as BenchmarkPlugin
 from sealbench.benchmarks.interface import BenchmarkError, GridError, grid_of
 from sealbench.benchmarks.registry import load
 from sealbench.contract.pin import BenchmarkPin
+from sealbench.contract.pool import PoolAnchor
 from sealbench.crypto.sealing import public_key_to_raw
 from sealbench.server.audit import append_event
 from sealbench.server.auth import Principal
@@ -41,7 +43,7 @@ from sealbench.server.errors import (
     InvalidStateError,
     PermissionDeniedError,
 )
-from sealbench.server.models import Benchmark, Model
+from sealbench.server.models import Benchmark, LogKey, Model
 from sealbench.server.schemas import BenchmarkCreate, BenchmarkState
 from sealbench.server.services._common import PageOf, commit, flush, get_or_404, rows_page
 from sealbench.server.services.benchmark_plugins import PluginLookup
@@ -114,12 +116,27 @@ def create(session: Session, actor: Principal, body: BenchmarkCreate, now: datet
             "aggregator_image_digest: the aggregator is a second image (its own fixed command "
             "and launch policy), never the evaluation image: a data owner grants a uid without "
             "a dataset to the aggregator image alone")
-    recipient = None
+    recipient = log_key = None
     if body.aggregator_image_digest is not None:
         if pool_key is None:
             raise InvalidRequestError("aggregator_image_digest: this registry has no "
                                       "pool-release key to seal pooled releases to")
         recipient = base64.b64encode(public_key_to_raw(pool_key)).decode("ascii")
+        log_key = session.scalars(select(LogKey.verifier).where(
+            LogKey.retired_at.is_(None))).first()
+        if log_key is None:
+            raise InvalidRequestError("aggregator_image_digest: this registry publishes no "
+                                      "transparency-log key to authorize pools with")
+        try:
+            PoolAnchor(recipient_key=recipient, log_key=log_key,
+                       witnesses=body.pool_witnesses, quorum=body.pool_witness_quorum)
+        except ValidationError as exc:
+            raise InvalidRequestError(
+                f"pool_witnesses: {exc.errors()[0]['msg'].removeprefix('Value error, ')}"
+            ) from None
+    elif body.pool_witnesses or body.pool_witness_quorum:
+        raise InvalidRequestError("pool_witnesses: witnesses guard an aggregator's "
+                                  "authorizations; this benchmark names no aggregator image")
     if body.reference_model_id is not None and session.get(Model, body.reference_model_id) is None:
         raise InvalidRequestError(f"reference model {body.reference_model_id} does not exist")
     row = Benchmark(
@@ -137,6 +154,9 @@ def create(session: Session, actor: Principal, body: BenchmarkCreate, now: datet
         accept_experimental=body.accept_experimental,
         aggregator_image_digest=body.aggregator_image_digest,
         pool_recipient_key=recipient,
+        pool_log_key=log_key,
+        pool_witnesses=None if log_key is None else sorted(body.pool_witnesses),
+        pool_witness_quorum=None if log_key is None else body.pool_witness_quorum,
         state="pending",
         created_at=now,
         updated_at=now,
@@ -158,6 +178,9 @@ def create(session: Session, actor: Principal, body: BenchmarkCreate, now: datet
             "accept_experimental": row.accept_experimental,
             "aggregator_image_digest": row.aggregator_image_digest,
             "pool_recipient_key": row.pool_recipient_key,
+            "pool_log_key": row.pool_log_key,
+            "pool_witnesses": row.pool_witnesses,
+            "pool_witness_quorum": row.pool_witness_quorum,
         },
         now=now,
     )

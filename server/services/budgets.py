@@ -460,3 +460,67 @@ def readout(
     spent = math.fsum(d.rho for d in debits if d.rho is not None)
     return BudgetReadout(dataset.id, group, tuple(members), Ledger(budget, spent), debits,
                          _costs(session, dataset.id, plugins))
+
+
+# -- pool authorizations (issue 40) ----------------------------------------------------------
+
+
+def ledger_key(locked: LockedLedger) -> str:
+    """The ledger's name in a pool authorization (``group:<id>`` or ``dataset:<id>``)."""
+    return (f"group:{locked.group.id}" if locked.group is not None
+            else f"dataset:{locked.dataset_id}")
+
+
+def charge_authorization(
+    session: Session, actor: Principal, locked: LockedLedger, *, authorization_id: int,
+    pool_id: str, benchmark_id: int, datasets: Sequence[int], release: ReleaseSpec,
+    now: datetime,
+) -> tuple[PrivacyDebit, int]:
+    """Charge one pool authorization's release to one locked ledger, once for all of the pool's
+    ``datasets`` on it (one set of patients pays once per release), before any noise is drawn;
+    log it (``privacy.debit`` naming the authorization, the datasets, the rho, the ledger's
+    budget and its spend after) and return the debit and its event's sequence number, in the
+    caller's transaction (not committed here). :class:`PrivacyBudgetExceededError` when it does
+    not fit, before anything is written."""
+    rho = release.rho
+    if rho is not None and locked.ledger.spent_rho + rho > locked.ledger.budget.rho * (
+            1 + _SLACK):
+        raise PrivacyBudgetExceededError(
+            f"pool {pool_id} would overspend {locked.name}'s privacy budget "
+            f"({locked.ledger.budget.text()}): spent epsilon "
+            f"{locked.ledger.epsilon(locked.ledger.spent_rho):.4g}, remaining epsilon "
+            f"{locked.ledger.epsilon(locked.ledger.remaining_rho):.4g}; nothing was stored")
+    after = Ledger(locked.ledger.budget, locked.ledger.spent_rho + (rho or 0.0))
+    event = append_event(
+        session, actor_id=actor.user_id, action="privacy.debit", entity_type="dataset",
+        entity_id=datasets[0],
+        payload={
+            "dataset_id": datasets[0],
+            "datasets": list(datasets),
+            "ledger": ledger_key(locked),
+            "budget_group": None if locked.group is None else locked.group.name,
+            "budget_group_id": None if locked.group is None else locked.group.id,
+            "pool_authorization_id": pool_id,
+            "benchmark_id": benchmark_id,
+            "mechanism": "exact" if rho is None else "gaussian",
+            "exact": rho is None,
+            "rho": rho,
+            "epsilon": None if rho is None else release.epsilon,
+            "delta": None if rho is None else release.delta,
+            "budget_epsilon": after.budget.epsilon,
+            "budget_delta": after.budget.delta,
+            "budget_rho": after.budget.rho,
+            "spent_rho": after.spent_rho,
+            "remaining_rho": after.remaining_rho,
+            "spent_epsilon": after.epsilon(after.spent_rho),
+            "remaining_epsilon": after.epsilon(after.remaining_rho),
+        },
+        now=now)
+    debit = PrivacyDebit(
+        dataset_id=datasets[0], budget_group_id=None if locked.group is None else locked.group.id,
+        benchmark_id=benchmark_id, result_id=None, pooled_release_id=None,
+        pool_authorization_id=authorization_id, exact=rho is None, rho=rho,
+        epsilon=None if rho is None else release.epsilon,
+        delta=None if rho is None else release.delta, audit_seq=event.seq, created_at=now)
+    session.add(debit)
+    return debit, event.seq

@@ -23,7 +23,7 @@ from typing import Final, cast
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from sealbench.contract.pool import aggregator_identity, pool_recipient_digest
+from sealbench.contract.pool import PoolAnchor, aggregator_identity
 from sealbench.contract.workload import WorkloadIdentity, grant_set_digest
 from sealbench.crypto.digest import Sha256Digest, parse_digest
 from sealbench.server.audit import append_event
@@ -138,12 +138,11 @@ def required_grants(session: Session, kind: Kind, asset_id: int) -> tuple[Grant,
         except ValueError:
             return None
         grants.append((identity, benchmark.accept_experimental))
-        if kind == "dataset" and benchmark.aggregator_image_digest is not None \
-                and benchmark.pool_recipient_key is not None:
+        anchor = PoolAnchor.of(benchmark)
+        if kind == "dataset" and anchor is not None and benchmark.aggregator_image_digest:
             # the aggregator needs no GPU: STABLE images only (no EXPERIMENTAL allowance)
             grants.append((aggregator_identity(
-                benchmark.aggregator_image_digest,
-                pool_recipient_digest(benchmark.pool_recipient_key), identity), False))
+                benchmark.aggregator_image_digest, anchor, identity), False))
     return tuple(grants)
 
 

@@ -1,33 +1,27 @@
 """TEE-pooled releases (issue 27): the registry's side of pooling inside the TEE.
 
-**Pool inputs** (:func:`candidates`, the benchmark's authority only): one model's accepted
-results not yet pooled that can be pooled: the summary carries the site's attested commitment to
-its sealed statistics (``pool_statistics``) and the result says where its run left its objects
-(``result_uri``). The latest such result per dataset is listed as a
-:class:`~sealbench.contract.pool.PoolInputs` document, each input naming its dataset as the run
-used it (the dataset's registered coordinates: sealed copy, KMS key, pool provider), its data
-digest, its statistics location and commitment. Withheld results are included: pooling is
-exactly for the sites too small to publish alone. Left out, and listed with the reason: results
-whose dataset or model association is withdrawn, whose dataset has no coordinates, or whose
-dataset's remaining privacy budget cannot pay one more release of the pin.
+**What a pool covers** is the registry's choice and is debited before any draw
+(:mod:`sealbench.server.services.pool_authorizations`: the authority names a model, the registry
+picks every current approved site's latest accepted result, debits each ledger on the log and
+signs the authorization the aggregator verifies).
 
 **Pooled releases** (:func:`submit`, the authority): the aggregator's ``pooled.sealed`` (its
 exact bytes: the release sealed to the registry's pool-release key, which the authority cannot
-open), ``pooled.token`` and the inputs document it was asked to pool. Verified like results
+open), ``pooled.token`` and the inputs document of the authorization it spent. Refused unless
+the registry authorized exactly that document; refused when the authorization already produced
+a release (a relaunch yields that very release). Verified like results
 (:meth:`~sealbench.server.verification.ResultVerifier.verify_pooled`: trusted issuer, signature,
 expiry, audience ``sealbench-pool``, the nonce of the sealed bytes, the benchmark's aggregator
 image, the platform's production rules, the aggregate spec's uid fields (the recipient being the
-benchmark's pool recipient) and the inputs digest as attested overrides) and not a replay; only
+benchmark's pool anchor) and the inputs digest as attested overrides) and not a replay; only
 then opened with the registry's key (:mod:`sealbench.server.poolkey`); then refused, naming the
-run, when its inputs are not exactly those of the
-document (one omitted or added), when an input is not an accepted, unpooled result of that
-model in that benchmark on the dataset it names, or carries another commitment than the stored
-summary's (stale); refused when the plug-in's pooled parser refuses its aggregates or its
-release is not the one the pin declares, and when it was submitted before (the nonce is
-unique). Accepted, in one transaction: the release, one :class:`~sealbench.server.models.
-PooledInput` per result (a result is pooled once), one debit per included dataset
-(:func:`~.budgets.charge_pooled`; the whole release is refused when one of them cannot pay) and
-the audit events (``pooled_release.submit``, then each ``privacy.debit``).
+run, when its inputs are not exactly the authorization's, when an input is no longer the latest
+accepted result of its dataset or carries another commitment (stale), when a dataset or the
+model is no longer approved (withdrawn since the authorization: its debit stands, its figure is
+not published); refused when the plug-in's pooled parser refuses its aggregates or its release
+is not the one the pin declares. Accepted, in one transaction: the release, one
+:class:`~sealbench.server.models.PooledInput` per result and the ``pooled_release.submit``
+event. Nothing is debited here: the authorization was.
 
 **Reading** (:func:`list_releases`): the releases the caller may see under the leaderboard's
 rules: every one for the authority or when the benchmark publishes its leaderboard, else those
@@ -41,9 +35,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -55,12 +47,7 @@ from sqlalchemy.orm import Session
 from sealbench.benchmarks.interface import BenchmarkError
 from sealbench.benchmarks.pooling import parse_pooled_summary, pooled_release_spec
 from sealbench.benchmarks.registry import load as load_plugin
-from sealbench.contract.pool import (
-    MAX_POOL_INPUTS,
-    PooledRelease,
-    PoolInputs,
-    pool_recipient_digest,
-)
+from sealbench.contract.pool import PooledRelease, PoolInputs
 from sealbench.contract.result import ResultFormatError
 from sealbench.crypto.errors import CryptoError
 from sealbench.crypto.sealing import open_sealed, pooled_release_info, public_key_to_raw
@@ -70,152 +57,25 @@ from sealbench.server.errors import (
     ConflictError,
     InvalidStateError,
     NotFoundError,
-    PermissionDeniedError,
     ResultRejectedError,
 )
-from sealbench.server.models import (
-    Benchmark,
-    Dataset,
-    DatasetCoordinates,
-    Model,
-    PooledInput,
-    Result,
-)
+from sealbench.server.models import Benchmark, Dataset, Model, PooledInput, Result
+from sealbench.server.models import PoolAuthorization as AuthorizationRow
 from sealbench.server.models import PooledRelease as PooledReleaseRow
 from sealbench.server.schemas.pools import PooledReleaseCreate
 from sealbench.server.services._common import commit, flush, get_or_404
 from sealbench.server.services.associations import exact_release_consented, is_approved
-from sealbench.server.services.benchmark_plugins import PluginLookup, declared_release, plugin_of
-from sealbench.server.services.budgets import (
-    charge_pooled,
-    checked_release,
-    ledger_of,
-    lock_ledger,
+from sealbench.server.services.benchmark_plugins import PluginLookup, plugin_of
+from sealbench.server.services.budgets import checked_release
+from sealbench.server.services.pool_authorizations import (
+    anchor_of,
+    authority_benchmark,
+    commitment_of,
+    run_id_of,
 )
 from sealbench.server.verification import ResultVerifier
 
-__all__ = ["Candidates", "LeftOut", "candidates", "inputs_of", "list_releases", "submit",
-           "visible_releases"]
-
-
-@dataclass(frozen=True)
-class LeftOut:
-    result_id: int
-    dataset_id: int
-    run_id: str | None
-    reason: str
-
-
-@dataclass(frozen=True)
-class Candidates:
-    benchmark_id: int
-    model_id: int
-    inputs: PoolInputs | None
-    left_out: tuple[LeftOut, ...]
-
-
-def _authority(session: Session, actor: Principal, benchmark_id: int) -> Benchmark:
-    bench = get_or_404(session, Benchmark, benchmark_id, "benchmark")
-    if bench.owner_id != actor.user_id:
-        raise PermissionDeniedError("only the benchmark's authority pools its results")
-    if bench.state != "approved":
-        raise InvalidStateError(f"benchmark {bench.id} is {bench.state}, not approved")
-    if bench.aggregator_image_digest is None:
-        raise InvalidStateError(
-            f"benchmark {bench.id} does not pool in the TEE (it names no aggregator image)")
-    return bench
-
-
-def _run_id(result: Result) -> str | None:
-    run = result.summary.get("run_id") if isinstance(result.summary, dict) else None
-    return run if isinstance(run, str) else None
-
-
-def _commitment(result: Result) -> str | None:
-    found = result.summary.get("pool_statistics") if isinstance(result.summary, dict) else None
-    return found if isinstance(found, str) else None
-
-
-def _unpooled(session: Session, benchmark_id: int, model_id: int) -> list[Result]:
-    """The model's accepted results in the benchmark that no pooled release used, by id."""
-    pooled = select(PooledInput.result_id)
-    return list(session.scalars(
-        select(Result).where(Result.benchmark_id == benchmark_id, Result.model_id == model_id,
-                             Result.id.not_in(pooled))
-        .order_by(Result.id)).all())
-
-
-def candidates(session: Session, actor: Principal, benchmark_id: int, model_id: int, *,
-               plugins: PluginLookup = load_plugin) -> Candidates:
-    """The model's pool inputs and the results left out (module docstring)."""
-    bench = _authority(session, actor, benchmark_id)
-    model = get_or_404(session, Model, model_id, "model")
-    if not is_approved(session, "model", bench.id, model.id):
-        raise InvalidStateError(f"model {model.id} is not approved in benchmark {bench.id}")
-    spec = declared_release(bench.metrics_version, plugins)
-    rho = None if spec is None else spec.rho
-    latest: dict[int, Result] = {}
-    left_out: list[LeftOut] = []
-    for result in _unpooled(session, bench.id, model.id):
-        if _commitment(result) is None or result.result_uri is None:
-            continue  # sealed no statistics, or said not where: nothing a pool can read
-        older = latest.get(result.dataset_id)
-        if older is not None:
-            left_out.append(LeftOut(older.id, older.dataset_id, _run_id(older),
-                                    "a later result of the same dataset is pooled instead"))
-        latest[result.dataset_id] = result
-    inputs: list[dict[str, Any]] = []
-    for dataset_id in sorted(latest):
-        result = latest[dataset_id]
-        run_id = _run_id(result)
-
-        def leave(reason: str, result: Result = result, run_id: str | None = run_id) -> None:
-            left_out.append(LeftOut(result.id, result.dataset_id, run_id, reason))
-
-        dataset = session.get(Dataset, dataset_id)
-        coords = session.scalars(select(DatasetCoordinates).where(
-            DatasetCoordinates.asset_id == dataset_id)).first()
-        if dataset is None or run_id is None:
-            leave("the result's summary names no run")
-            continue
-        if not is_approved(session, "dataset", bench.id, dataset_id):
-            leave(f"dataset {dataset_id} is no longer approved in the benchmark")
-            continue
-        if coords is None:
-            leave(f"dataset {dataset_id} has no registered coordinates (sealed copy and key)")
-            continue
-        if rho is not None and ledger_of(session, dataset).ledger.releases_left(rho) < 1:
-            leave(f"dataset {dataset_id}'s remaining privacy budget cannot pay this "
-                  "benchmark's release")
-            continue
-        if len(inputs) >= MAX_POOL_INPUTS:
-            leave(f"a pool reads at most {MAX_POOL_INPUTS} results; pool again for the rest")
-            continue
-        inputs.append({
-            "run_id": run_id,
-            "dataset": {"asset_id": str(dataset_id), "uri": coords.storage_uri,
-                        "kms_key": coords.kms_key_name, "pool_provider": coords.wip_provider},
-            "data_digest": dataset.digest,
-            "statistics_uri": result.result_uri,
-            "commitment": _commitment(result),
-        })
-    document = None
-    if inputs:
-        try:
-            document = PoolInputs.model_validate({
-                "pool_id": f"pool-{bench.id}-{model.id}-{secrets.token_hex(8)}",
-                "benchmark_id": str(bench.id),
-                "metrics_version": str(bench.metrics_version),
-                "model_id": str(model.id),
-                "model_digest": model.digest,
-                "inputs": inputs,
-            })
-        except ValidationError as exc:
-            raise InvalidStateError(
-                f"the pool inputs of model {model.id} do not form a valid document "
-                f"({exc.error_count()} errors: a stored location is malformed)") from None
-    return Candidates(bench.id, model.id, document,
-                      tuple(sorted(left_out, key=lambda lo: (lo.dataset_id, lo.result_id))))
+__all__ = ["get_release", "inputs_of", "list_releases", "submit", "visible_releases"]
 
 
 # -- submitting a pooled release ------------------------------------------------------------------
@@ -271,38 +131,47 @@ def _same_subject(bench: Benchmark, model: Model, release: PooledRelease,
 
 def _matched(session: Session, bench: Benchmark, model: Model, release: PooledRelease,
              inputs: PoolInputs) -> list[tuple[Result, Dataset, str]]:
-    """Each input as (result, dataset, commitment), checked against the stored results; 409
-    naming the run for an omitted, added, unknown, already pooled or stale input."""
+    """Each authorized input as (result, dataset, commitment), checked against the stored
+    results and approvals again at submit: 409 naming the run for an omitted, added or stale
+    input, and for a dataset or model no longer approved (withdrawn since the authorization:
+    its figure is not published, though its debit stands)."""
     asked = {i.run_id: i for i in inputs.inputs}
     used = {i.run_id: i for i in release.inputs}
     for run_id in asked:
         if run_id not in used:
-            raise ConflictError(f"the pooled release omits run {run_id}, which it was asked to "
-                                "pool; nothing was stored")
+            raise ConflictError(f"the pooled release omits run {run_id}, which it was "
+                                "authorized to pool; nothing was stored")
     for run_id in used:
         if run_id not in asked:
-            raise ConflictError(f"the pooled release adds run {run_id}, which it was not asked "
-                                "to pool; nothing was stored")
-    candidates: dict[str, Result] = {}
-    for stored_result in _unpooled(session, bench.id, model.id):
-        stored_run = _run_id(stored_result)
-        if stored_run is not None and stored_run in asked:
-            candidates[stored_run] = stored_result  # the latest result of a run (ids ascend)
+            raise ConflictError(f"the pooled release adds run {run_id}, which it was not "
+                                "authorized to pool; nothing was stored")
+    if not is_approved(session, "model", bench.id, model.id):
+        raise ConflictError(f"model {model.id} is no longer approved in benchmark {bench.id}: "
+                            "its pooled release is not published; nothing was stored")
     matched = []
     for run_id, wanted in asked.items():
-        result = candidates.get(run_id)
-        if result is None:
+        result = session.scalars(select(Result).where(
+            Result.benchmark_id == bench.id, Result.model_id == model.id,
+            Result.dataset_id == int(wanted.dataset.asset_id)).order_by(Result.id.desc())
+        ).first()
+        if result is None or run_id_of(result) != run_id:
             raise ConflictError(
-                f"run {run_id} is not an accepted, unpooled result of model {model.id} in "
-                f"benchmark {bench.id}; nothing was stored")
+                f"run {run_id} is no longer the latest accepted result of model {model.id} on "
+                f"dataset {wanted.dataset.asset_id}; nothing was stored")
         dataset = session.get(Dataset, result.dataset_id)
-        if dataset is None or str(dataset.id) != wanted.dataset.asset_id:
-            raise ConflictError(f"run {run_id}: its result is of another dataset than the "
-                                "inputs name; nothing was stored")
-        if wanted.data_digest != dataset.digest:
-            raise ConflictError(f"run {run_id}: the inputs name another data digest than "
-                                f"dataset {dataset.id}'s; nothing was stored")
-        stored = _commitment(result)
+        if dataset is None or wanted.data_digest != dataset.digest:
+            raise ConflictError(f"run {run_id}: the authorization names another data digest "
+                                f"than dataset {result.dataset_id}'s; nothing was stored")
+        if inputs.rho is None and not exact_release_consented(session, bench.id, dataset.id):
+            raise ConflictError(
+                f"dataset {dataset.id}'s owner no longer consents to exact releases in "
+                f"benchmark {bench.id}; nothing was stored")
+        if not is_approved(session, "dataset", bench.id, dataset.id):
+            raise ConflictError(
+                f"dataset {dataset.id} is no longer approved in benchmark {bench.id} (withdrawn "
+                "since the pool was authorized): the pooled release is not published; nothing "
+                "was stored")
+        stored = commitment_of(result)
         if stored is None or wanted.commitment != stored or used[run_id].commitment != stored:
             raise ConflictError(
                 f"run {run_id}: the pooled statistics' commitment is not the one its accepted "
@@ -317,30 +186,42 @@ def _matched(session: Session, bench: Benchmark, model: Model, release: PooledRe
 def submit(session: Session, actor: Principal, benchmark_id: int, body: PooledReleaseCreate,
            verifier: ResultVerifier, now: datetime, *, pool_key: X25519PrivateKey,
            plugins: PluginLookup = load_plugin) -> PooledReleaseRow:
-    """Verify, open and store a pooled release, debiting every included dataset (module
-    docstring). ``pool_key`` is the registry's pool-release key
-    (:mod:`sealbench.server.poolkey`)."""
-    bench = _authority(session, actor, benchmark_id)
-    aggregator, recipient = bench.aggregator_image_digest, bench.pool_recipient_key
-    assert aggregator is not None  # _authority refuses a benchmark without one
-    if recipient is None or base64.b64decode(recipient) != public_key_to_raw(
-            pool_key.public_key()):
+    """Verify, open and store the pooled release of an authorization (module docstring); its
+    debits were charged when the pool was authorized, so nothing is debited here. ``pool_key``
+    is the registry's pool-release key (:mod:`sealbench.server.poolkey`)."""
+    bench = authority_benchmark(session, actor, benchmark_id)
+    anchor = anchor_of(bench)
+    aggregator = bench.aggregator_image_digest
+    assert aggregator is not None  # authority_benchmark refuses a benchmark without one
+    if base64.b64decode(anchor.recipient_key) != public_key_to_raw(pool_key.public_key()):
         raise InvalidStateError(
             f"benchmark {bench.id}'s pooled releases are sealed to another pool-release key "
             "than this registry's (the key file was replaced): they pool under a new version")
-    sealed, inputs = _documents(body)
-    try:
-        model_id = int(inputs.model_id)
-    except ValueError:
-        raise ResultRejectedError("the inputs name no registered model") from None
-    model = session.get(Model, model_id)
-    if model is None:
-        raise NotFoundError("model", inputs.model_id)
+    sealed, asked = _documents(body)
+    authorization = session.scalars(select(AuthorizationRow).where(
+        AuthorizationRow.benchmark_id == bench.id,
+        AuthorizationRow.pool_id == asked.pool_id).with_for_update()).first()
+    if authorization is None:
+        raise ResultRejectedError(
+            f"pool {asked.pool_id} was never authorized by this registry for benchmark "
+            f"{bench.id}: a pool's inputs are the registry's choice; nothing was stored")
+    if asked.digest() != authorization.inputs_digest:
+        raise ResultRejectedError(
+            f"the inputs submitted are not the ones authorization {asked.pool_id} names; "
+            "nothing was stored")
+    inputs = PoolInputs.from_bytes(authorization.inputs)
+    released = session.scalars(select(PooledReleaseRow.id).where(
+        PooledReleaseRow.authorization_id == authorization.id)).first()
+    if released is not None:
+        raise ConflictError(
+            f"authorization {inputs.pool_id} already produced pooled release {released} (run "
+            "again, the aggregator yields that same release); nothing was stored or debited")
+    model = get_or_404(session, Model, authorization.model_id, "model")
     verified = verifier.verify_pooled(
         body.attestation_token, release=sealed, aggregator_image_digest=aggregator,
         benchmark_id=str(bench.id), metrics_version=bench.metrics_version,
-        model_digest=model.digest, inputs_digest=inputs.digest(),
-        recipient_digest=pool_recipient_digest(recipient),
+        model_digest=model.digest, inputs_digest=authorization.inputs_digest,
+        recipient_digest=anchor.digest(),
         accept_experimental_gpu=bench.accept_experimental)
     taken = select(PooledReleaseRow.id).where(PooledReleaseRow.nonce == verified.nonce)
     if session.scalars(taken).first() is not None:
@@ -360,24 +241,16 @@ def submit(session: Session, actor: Principal, benchmark_id: int, body: PooledRe
             f"the pooled release states {release.n_cases} cases and its aggregates "
             f"{summary.n_cases}")
     dp = checked_release(plugin, summary, pooled_release_spec(plugin))
-    if dp is not None and dp.exact:
-        for _, dataset, _ in matched:
-            if not exact_release_consented(session, bench.id, dataset.id):
-                raise ResultRejectedError(
-                    f"an exact (non-private) pooled release including dataset {dataset.id}, "
-                    f"whose owner has not consented to exact releases in benchmark {bench.id}")
-    # every ledger locked and checked before anything is written: one dataset that cannot pay
-    # refuses the whole release
-    if dp is not None:
-        for _, dataset, _ in matched:
-            lock_ledger(session, dataset).after(dp)
+    if dp is not None and (dp.rho is None) != (inputs.rho is None):
+        raise ResultRejectedError(
+            "the pooled release's privacy loss is not the one its authorization debited")
     row = PooledReleaseRow(
         benchmark_id=bench.id, model_id=model.id, submitted_by_id=actor.user_id,
         release=release.model_dump(mode="json"), sealed_release=sealed,
         inputs_digest=release.inputs_digest,
         attestation_token=body.attestation_token, token_issuer=verified.issuer,
         image_digest=verified.image_digest, nonce=verified.nonce, n_sites=len(matched),
-        n_cases=release.n_cases, created_at=now)
+        n_cases=release.n_cases, created_at=now, authorization_id=authorization.id)
     session.add(row)
     flush(session, "pooled release")
     for result, _, commitment in matched:
@@ -391,6 +264,7 @@ def submit(session: Session, actor: Principal, benchmark_id: int, body: PooledRe
             "benchmark_id": bench.id,
             "model_id": model.id,
             "pool_id": release.pool_id,
+            "authorization_seq": authorization.audit_seq,
             "inputs_digest": release.inputs_digest,
             "release_sha256": "sha256:" + hashlib.sha256(raw).hexdigest(),
             "sealed_sha256": "sha256:" + hashlib.sha256(sealed).hexdigest(),
@@ -401,12 +275,6 @@ def submit(session: Session, actor: Principal, benchmark_id: int, body: PooledRe
                        for r, d, c in matched],
         },
         now=now)
-    if dp is not None:
-        # each dataset once; datasets of one budget group read the group's spend after the
-        # debits written before them (autoflush), so the group pays for each of them, and one
-        # that no longer fits refuses the whole release (nothing is committed)
-        for _, dataset, _ in matched:
-            charge_pooled(session, actor, lock_ledger(session, dataset), row, dp, now)
     commit(session, "pooled release")
     return row
 
@@ -457,6 +325,6 @@ def inputs_of(session: Session, rows: Sequence[PooledReleaseRow]
             select(PooledInput, Result).join(Result, Result.id == PooledInput.result_id)
             .where(PooledInput.pooled_release_id.in_(ids)).order_by(Result.dataset_id)):
         out[link.pooled_release_id].append({
-            "result_id": result.id, "run_id": _run_id(result) or "", "dataset_id":
+            "result_id": result.id, "run_id": run_id_of(result) or "", "dataset_id":
             result.dataset_id, "commitment": link.commitment})
     return out

@@ -18,7 +18,7 @@ from sealbench.client.assets.prepare import RECIPIENT_STATISTIC
 from sealbench.client.errors import ClientError
 from sealbench.client.registry import workflows
 from sealbench.client.registry.api import RegistryClient
-from sealbench.contract.pool import AggregateSpec, pool_recipient_digest
+from sealbench.contract.pool import AggregateSpec, PoolAnchor
 from sealbench.contract.spec import ServiceEndpoints
 from sealbench.contract.workload import WorkloadIdentity
 from sealbench.crypto.digest import sha256_digest
@@ -97,18 +97,26 @@ def _recipient_key(api: dict[str, RegistryClient], benchmark: int) -> str:
     return key
 
 
+def _anchor(api: dict[str, RegistryClient], benchmark: int) -> PoolAnchor:
+    anchor = PoolAnchor.of(api["hospital"].get_benchmark(benchmark))
+    assert anchor is not None
+    return anchor
+
+
 def _aggregator_env(api: dict[str, RegistryClient], benchmark: int, model: str, pin: str,
                     endpoints: ServiceEndpoints | None = None, *,
                     recipient_key: str | None = None) -> dict[str, str]:
     """The attested overrides of a genuine aggregator launch (its spec's, as the authority's
     ``benchmark pool`` sets them; ``recipient_key``: another than the benchmark's)."""
-    key = recipient_key or _recipient_key(api, benchmark)
+    anchor = _anchor(api, benchmark)
+    if recipient_key is not None:
+        anchor = anchor.model_copy(update={"recipient_key": recipient_key})
     cloud = {} if endpoints is None else {
         "sts_url": endpoints.sts_url, "kms_endpoint": endpoints.kms_endpoint,
         "storage_endpoint": endpoints.storage_endpoint}
-    return AggregateSpec(
+    return AggregateSpec.for_anchor(
+        anchor,
         run_id="pool-1", benchmark_id=str(benchmark), metrics_version=pin, model_digest=model,
-        recipient_public_key=key, recipient_digest=pool_recipient_digest(key),
         inputs_uri="gs://authority-bucket/pools/pool-1/pool-inputs.json",
         inputs_digest=sha256_digest(b"inputs"), result_uri="gs://authority-bucket/pools/pool-1",
         result_pool_provider=AUTHORITY_POOL, **cloud,
@@ -136,7 +144,8 @@ def test_the_benchmark_shows_its_aggregator(api: dict[str, RegistryClient]) -> N
     assert api["hospital"].get_benchmark(ids["pooled"]).aggregator_image_digest == AGGREGATOR
     assert api["hospital"].get_benchmark(ids["plain"]).aggregator_image_digest is None
     # its pool recipient is the registry's own key, not one the authority chose; none without
-    assert pool_recipient_digest(_recipient_key(api, ids["pooled"])) != POOL_RECIPIENT
+    assert _anchor(api, ids["pooled"]).digest() != POOL_RECIPIENT
+    assert _anchor(api, ids["pooled"]).recipient_key == _recipient_key(api, ids["pooled"])
     assert api["hospital"].get_benchmark(ids["plain"]).pool_recipient_key is None
 
 
@@ -169,7 +178,7 @@ def test_a_dataset_grants_the_aggregator_per_approved_model(
     aggregators = {g.identity for g in grants if g.identity.image_digest == AGGREGATOR}
     assert aggregators == {
         WorkloadIdentity(AGGREGATOR, None, sha256_digest(m.encode()),
-                         pool_recipient_digest(_recipient_key(api, ids["pooled"])),
+                         _anchor(api, ids["pooled"]).digest(),
                          str(ids["pooled"]), pin) for m in ("m1", "m2")}
     assert len(grants) == 3 + 2  # the evaluations (pooled x2, plain x1) and two aggregators
     # the registry requires exactly what policy sync writes: the owner is not told to resync
@@ -214,7 +223,7 @@ def test_an_evaluation_launched_without_the_data_digest_gets_no_key(
     ids = _world(api)
     policy = _policy(allowed_workloads(api["hospital"], "dataset", ids["d"]))
     pin = _pin(api, ids["pooled"])
-    for recipient in (RECIPIENT, pool_recipient_digest(_recipient_key(api, ids["pooled"]))):
+    for recipient in (RECIPIENT, _anchor(api, ids["pooled"]).digest()):
         run = WorkloadIdentity(IMAGE, None, sha256_digest(b"m1"), recipient, str(ids["pooled"]),
                                pin)
         assert not _released(policy, _claims(IMAGE, run.env_overrides())), recipient

@@ -32,7 +32,7 @@ from sealbench.mocktee.docker_launcher import CONTAINER_LAUNCHER_DIR, DockerLaun
 from sealbench.mocktee.launcher import ImagePolicy, MockLauncher
 from sealbench.platforms.launcher import LaunchError
 from tests.unit.client.test_docker_launcher_timing import IMAGE_ID, FakeClock, FakeEngine
-from tests.unit.contract.test_pool import POOL_RECIPIENT, POOL_RECIPIENT_KEY
+from tests.unit.contract.test_pool import POOL_ANCHOR, POOL_RECIPIENT, POOL_RECIPIENT_KEY
 
 POLICY = "tee.launch_policy.allow_env_override"
 AGGREGATOR_LABELS = {POLICY: ",".join(AGGREGATE_ENV_NAMES)}
@@ -96,7 +96,7 @@ def _pool(tmp_path: Path) -> AggregateSpec:
     return AggregateSpec(
         run_id="pool-1", benchmark_id="7", metrics_version="wdbc/1",
         model_digest=sha256_digest(b"model"), recipient_public_key=POOL_RECIPIENT_KEY,
-        recipient_digest=POOL_RECIPIENT,
+        recipient_digest=POOL_RECIPIENT, log_key=POOL_ANCHOR.log_key,
         inputs_uri=(folder / POOL_INPUTS_OBJECT).as_uri(), inputs_digest=inputs.digest(),
         result_uri=folder.as_uri())
 

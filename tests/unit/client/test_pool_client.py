@@ -1,7 +1,9 @@
-"""The authority's side of ``sealbench benchmark pool`` (issue 27) without a TEE: where each
-pool's objects go (a 0700 folder of this machine, or ``gs://`` with the authority's pool
-provider), what the aggregator is told (its spec names the inputs by location and digest, the
-release's location and provider), what is refused before anything starts (another aggregator
+"""The authority's side of ``sealbench benchmark pool`` (issues 27 and 40) without a TEE: where
+each pool's objects go (a 0700 folder of this machine, or ``gs://`` with the authority's pool
+provider), what the aggregator is told (its spec names the registry's authorization by location
+and inputs digest, the release's location and provider, the pool anchor), which authorization
+runs (a new one, or the last one that never produced a release, run again), what is refused
+before anything starts (another aggregator
 image than the benchmark's, a backend that does not run it, a cloud VM told to write a local
 folder), and what a run that left no release gives (a :class:`PoolError`, nothing submitted).
 The aggregator itself, on the mock, Docker and Confidential Space, is tested end to end in
@@ -37,13 +39,20 @@ from sealbench.contract.pool import (
     PoolInput,
     PoolInputs,
 )
+from sealbench.contract.pool_authorization import PoolAuthorization
 from sealbench.contract.spec import AssetLocation
 from sealbench.crypto.digest import sha256_digest
 from sealbench.platforms.storage import LocalBlobStore
-from tests.unit.contract.test_pool import POOL_RECIPIENT, POOL_RECIPIENT_KEY
+from tests.pool_ledger import Ledger
+from tests.unit.contract.test_pool import (
+    POOL_ANCHOR,
+    POOL_LOG_SIGNER,
+    POOL_RECIPIENT,
+    POOL_RECIPIENT_KEY,
+)
 
 AGGREGATOR = sha256_digest(b"aggregator image")
-TARGET = PoolTarget(AGGREGATOR, POOL_RECIPIENT_KEY)
+TARGET = PoolTarget(AGGREGATOR, POOL_ANCHOR)
 PROVIDER = "projects/9/locations/global/workloadIdentityPools/authority/providers/attestation"
 
 
@@ -62,11 +71,30 @@ def _inputs() -> PoolInputs:
 
 
 class _Registry:
-    def __init__(self) -> None:
-        self.submitted: list[Any] = []
+    """The registry's pool endpoints: authorizations signed by an in-memory ledger."""
 
-    def pool_candidates(self, benchmark_id: int, model_id: int) -> Any:
-        return SimpleNamespace(inputs=_inputs(), left_out=["dataset 3: budget spent"])
+    def __init__(self, unreleased: bool = False) -> None:
+        self.submitted: list[Any] = []
+        self.authorized: list[str] = []
+        self.ledger = Ledger(POOL_RECIPIENT_KEY, log=POOL_LOG_SIGNER)
+        self.authorization = self.ledger.authorize(_inputs(), rho=0.01)
+        self.earlier = ([SimpleNamespace(pool_id=_inputs().pool_id, released_id=None)]
+                        if unreleased else [])
+
+    def pool_authorizations(self, benchmark_id: int, model_id: int) -> list[Any]:
+        return self.earlier
+
+    def authorize_pool(self, benchmark_id: int, model_id: int) -> Any:
+        self.authorized.append(f"{benchmark_id}/{model_id}")
+        return SimpleNamespace(
+            pool_id=_inputs().pool_id, debits=[SimpleNamespace(ledger="dataset:1", datasets=[1],
+                                                               seq=1)],
+            left_out=[SimpleNamespace(result_id=9, dataset_id=3, run_id="run-3",
+                                      reason="budget spent")])
+
+    def pool_authorization(self, benchmark_id: int, pool_id: str) -> Any:
+        assert pool_id == _inputs().pool_id
+        return self.authorization
 
     def submit_pooled_release(self, benchmark_id: int, **kw: Any) -> Any:
         self.submitted.append(kw)
@@ -125,7 +153,8 @@ def test_the_aggregator_is_told_its_inputs_and_location_and_nothing_is_sent_with
         pool_benchmark(registry, 4, TARGET, [2], aggregator, folder=folder, endpoints=None)
     assert registry.submitted == []
     [spec] = aggregator.specs
-    inputs = _inputs()
+    inputs = registry.authorization.inputs
+    assert registry.authorized == ["4/2"]
     assert spec.inputs_uri == f"gs://authority/pools/{inputs.pool_id}/{POOL_INPUTS_OBJECT}"
     assert spec.inputs_digest == inputs.digest()
     assert spec.result_uri == f"gs://authority/pools/{inputs.pool_id}"
@@ -133,9 +162,25 @@ def test_the_aggregator_is_told_its_inputs_and_location_and_nothing_is_sent_with
     # sealed to the benchmark's pool recipient, the registry's key: the authority cannot read it
     assert (spec.recipient_public_key, spec.recipient_digest) == (POOL_RECIPIENT_KEY,
                                                                  POOL_RECIPIENT)
+    assert spec.anchor() == POOL_ANCHOR
     assert set(spec.to_environ()) <= set(AGGREGATE_ENV_NAMES)
     written = bucket.get_bytes(f"pools/{inputs.pool_id}/{POOL_INPUTS_OBJECT}", 1 << 20)
-    assert PoolInputs.from_bytes(written) == inputs
+    assert PoolAuthorization.from_bytes(written) == registry.authorization
+
+
+def test_an_authorization_that_never_produced_a_release_is_run_again_unpaid(
+    tmp_path: Path,
+) -> None:
+    """The last authorization has no release (its aggregator failed): it runs again in a fresh
+    folder, and no new authorization (no new debit) is asked for."""
+    registry, aggregator = _Registry(unreleased=True), _SilentAggregator()
+    folder = PoolFolder((tmp_path / "pools").as_uri())
+    with pytest.raises(PoolError, match="left no sealed release"):
+        pool_benchmark(registry, 4, TARGET, [2], aggregator, folder=folder, endpoints=None)
+    assert registry.authorized == []
+    [spec] = aggregator.specs
+    assert spec.inputs_digest == registry.authorization.inputs.digest()
+    assert spec.run_id.startswith(_inputs().pool_id[:50] + "-r")
 
 
 def test_another_aggregator_image_than_the_benchmark_s_is_refused_before_anything_starts(
@@ -143,7 +188,7 @@ def test_another_aggregator_image_than_the_benchmark_s_is_refused_before_anythin
 ) -> None:
     registry, aggregator = _Registry(), _SilentAggregator()
     with pytest.raises(ConfigError, match="no site would release its key"):
-        pool_benchmark(registry, 4, PoolTarget(sha256_digest(b"another"), POOL_RECIPIENT_KEY),
+        pool_benchmark(registry, 4, PoolTarget(sha256_digest(b"another"), POOL_ANCHOR),
                        [2], aggregator,
                        folder=PoolFolder(tmp_path.as_uri()), endpoints=None)
     assert aggregator.specs == [] and not any(tmp_path.iterdir())
@@ -154,7 +199,11 @@ def test_a_benchmark_without_an_aggregator_does_not_pool_in_the_tee() -> None:
         require_aggregator(SimpleNamespace(id=4, aggregator_image_digest=None,
                                            pool_recipient_key=None))
     assert require_aggregator(SimpleNamespace(
-        id=4, aggregator_image_digest=AGGREGATOR, pool_recipient_key=POOL_RECIPIENT_KEY)) == TARGET
+        id=4, aggregator_image_digest=AGGREGATOR, pool_recipient_key=POOL_RECIPIENT_KEY,
+        pool_log_key=POOL_ANCHOR.log_key)) == TARGET
+    with pytest.raises(ConfigError, match="does not pool in the TEE"):  # no log key: no anchor
+        require_aggregator(SimpleNamespace(
+            id=4, aggregator_image_digest=AGGREGATOR, pool_recipient_key=POOL_RECIPIENT_KEY))
 
 
 def test_the_aggregator_image_is_found_beside_the_evaluation_image() -> None:
@@ -176,7 +225,8 @@ def test_a_backend_that_does_not_run_the_aggregator_is_refused() -> None:
 def test_a_confidential_space_pool_outside_the_mock_needs_a_cloud_folder(tmp_path: Path) -> None:
     profile = SimpleNamespace(name="authority", profile=SimpleNamespace(mock_tee=None, gcp=None))
     client = SimpleNamespace(get_benchmark=lambda _id: SimpleNamespace(
-        id=4, aggregator_image_digest=AGGREGATOR, pool_recipient_key=POOL_RECIPIENT_KEY))
+        id=4, aggregator_image_digest=AGGREGATOR, pool_recipient_key=POOL_RECIPIENT_KEY,
+        pool_log_key=POOL_ANCHOR.log_key))
     with pytest.raises(ConfigError, match="cannot write this machine's folders"):
         pool_on_tee(profile, client, 4, tee="confidential-space",
                     pool_uri=(tmp_path / "pools").as_uri())

@@ -16,25 +16,29 @@ from pydantic import ValidationError
 from sealbench.contract.pool import (
     AGGREGATE_ENV_NAMES,
     AggregateSpec,
+    PoolAnchor,
     PooledInput,
     PooledRelease,
     PoolInput,
     PoolInputs,
-    pool_recipient_digest,
     pooled_nonce,
 )
 from sealbench.contract.result import ResultFormatError, ResultSummary, WithheldSummary
 from sealbench.contract.spec import AssetLocation, RunSpecError
 from sealbench.crypto.attestation import failure_nonce, result_nonce
 from sealbench.crypto.digest import sha256_digest
+from sealbench.crypto.note import SignerKey
 from sealbench.crypto.sealing import generate_recipient_key, public_key_to_raw
 
 POOL = "projects/2/locations/global/workloadIdentityPools/hospital-pool/providers/attestation"
-#: A registry's pool-release key as a benchmark records it (base64 X25519), and its digest: the
-#: aggregator's recipient (other tests import these).
+#: A registry's pool-release key as a benchmark records it (base64 X25519), its log key, the pool
+#: anchor they make and its digest: the aggregator's recipient (other tests import these).
 POOL_KEY = generate_recipient_key()
 POOL_RECIPIENT_KEY = base64.b64encode(public_key_to_raw(POOL_KEY.public_key())).decode()
-POOL_RECIPIENT = pool_recipient_digest(POOL_RECIPIENT_KEY)
+POOL_LOG_SIGNER = SignerKey.generate("test.example/sealbench-log")
+POOL_ANCHOR = PoolAnchor(recipient_key=POOL_RECIPIENT_KEY,
+                         log_key=POOL_LOG_SIGNER.verifier().to_string())
+POOL_RECIPIENT = POOL_ANCHOR.digest()
 MODEL_DIGEST = sha256_digest(b"model")
 
 
@@ -113,6 +117,7 @@ def _spec(**changes: Any) -> AggregateSpec:
         "model_digest": MODEL_DIGEST,
         "recipient_public_key": POOL_RECIPIENT_KEY,
         "recipient_digest": POOL_RECIPIENT,
+        "log_key": POOL_ANCHOR.log_key,
         "inputs_uri": "gs://authority/pools/pool-1",
         "inputs_digest": _inputs(_input(1)).digest(),
         "result_uri": "gs://authority/pools/pool-1",
@@ -145,6 +150,47 @@ def test_aggregate_spec_missing_variable_is_named(name: str) -> None:
     del environ[name]
     with pytest.raises(RunSpecError, match=name):
         AggregateSpec.from_environ(environ)
+
+
+def test_aggregate_spec_refuses_a_log_key_or_witnesses_the_anchor_digest_does_not_name() -> None:
+    """The uid's recipient is the pool anchor's digest: the operator's own log key (to forge
+    authorizations) or dropping the witnesses changes it, refused naming the recipient."""
+    forger = SignerKey.generate("operator.example/log").verifier().to_string()
+    environ = {**_spec().to_environ(), "SEALBENCH_POOL_LOG_KEY": forger}
+    with pytest.raises(RunSpecError, match="SEALBENCH_RECIPIENT_DIGEST"):
+        AggregateSpec.from_environ(environ)
+    from tests.pool_ledger import witness_key
+
+    witness = witness_key("witness.example/w1").verifier().to_string()
+    witnessed = PoolAnchor(recipient_key=POOL_RECIPIENT_KEY, log_key=POOL_ANCHOR.log_key,
+                           witnesses=(witness,), quorum=1)
+    spec = AggregateSpec.for_anchor(witnessed, **{
+        k: v for k, v in _spec().model_dump().items()
+        if k not in {"recipient_public_key", "recipient_digest", "log_key", "witnesses",
+                     "witness_quorum"} and v is not None})
+    assert AggregateSpec.from_environ(spec.to_environ()).anchor() == witnessed
+    environ = spec.to_environ()
+    del environ["SEALBENCH_POOL_WITNESSES"], environ["SEALBENCH_POOL_WITNESS_QUORUM"]
+    with pytest.raises(RunSpecError, match="SEALBENCH_RECIPIENT_DIGEST"):
+        AggregateSpec.from_environ(environ)
+
+
+def test_pool_anchor_refuses_bad_witness_sets() -> None:
+    from tests.pool_ledger import witness_key
+
+    witness = witness_key("witness.example/w1").verifier().to_string()
+    with pytest.raises(ValidationError, match="quorum"):
+        PoolAnchor(recipient_key=POOL_RECIPIENT_KEY, log_key=POOL_ANCHOR.log_key,
+                   witnesses=(witness,), quorum=2)
+    with pytest.raises(ValidationError, match="quorum is 0"):
+        PoolAnchor(recipient_key=POOL_RECIPIENT_KEY, log_key=POOL_ANCHOR.log_key,
+                   witnesses=(witness,), quorum=0)
+    with pytest.raises(ValidationError, match="twice"):
+        PoolAnchor(recipient_key=POOL_RECIPIENT_KEY, log_key=POOL_ANCHOR.log_key,
+                   witnesses=(witness, witness), quorum=1)
+    with pytest.raises(ValidationError, match="key type"):  # a note key is no witness
+        PoolAnchor(recipient_key=POOL_RECIPIENT_KEY, log_key=POOL_ANCHOR.log_key,
+                   witnesses=(POOL_ANCHOR.log_key,), quorum=1)
 
 
 def test_aggregate_spec_refuses_a_recipient_key_its_digest_does_not_name() -> None:

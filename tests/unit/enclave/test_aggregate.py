@@ -11,7 +11,9 @@ releases the DEK only to the workload uids its grant names, as its key-release c
 would: each grant here names the aggregator's uid (image digest, no dataset, the model, the
 public-release marker, benchmark, pin), the way the existing tests grant an evaluation
 identity. The noise is switched off (``LocalExact``) through the Python parameter, so the
-pooled figures are checkable against all the cases taken together."""
+pooled figures are checkable against all the cases taken together, except where a test checks
+the real, keyed noise. The authorization the aggregator verifies first is made by
+:class:`tests.pool_ledger.Ledger` (a registry's log key, debits and proofs, in memory)."""
 
 from __future__ import annotations
 
@@ -35,12 +37,13 @@ from sealbench.benchmarks.brats import (
 )
 from sealbench.benchmarks.brats.plugin import PLUGIN as BRATS
 from sealbench.benchmarks.brats.published import PublishedSummary
-from sealbench.benchmarks.pooling import seal_statistics
-from sealbench.benchmarks.release import LocalExact
+from sealbench.benchmarks.pooling import pooled_release_spec, seal_statistics
+from sealbench.benchmarks.release import LocalExact, NoiseSource
 from sealbench.benchmarks.wdbc import summary as s
 from sealbench.benchmarks.wdbc.plugin import PLUGIN as WDBC
 from sealbench.contract.errors import (
     AssetIntegrityError,
+    AuthorizationRefused,
     EnclaveError,
     KeyReleaseDenied,
     SpecError,
@@ -58,6 +61,7 @@ from sealbench.contract.pool import (
     PoolInputs,
     pooled_nonce,
 )
+from sealbench.contract.pool_authorization import PoolAuthorization
 from sealbench.contract.result import FAILURE_OBJECT, FailureRecord
 from sealbench.contract.spec import AssetLocation
 from sealbench.contract.workload import WorkloadIdentity
@@ -70,6 +74,7 @@ from sealbench.crypto.envelope import (
     wrap_key,
 )
 from sealbench.crypto.errors import IntegrityError
+from sealbench.crypto.note import SignerKey
 from sealbench.crypto.pool_statistics import encrypt_statistics
 from sealbench.crypto.sealing import generate_recipient_key, open_sealed, pooled_release_info
 from sealbench.enclave.aggregate import AggregateReport, AttestedAggregate, run_aggregator
@@ -81,7 +86,13 @@ from sealbench.platforms import (
     StorageAccessDenied,
     parse_storage_uri,
 )
-from tests.unit.contract.test_pool import POOL_KEY, POOL_RECIPIENT, POOL_RECIPIENT_KEY
+from tests.pool_ledger import Ledger
+from tests.unit.contract.test_pool import (
+    POOL_KEY,
+    POOL_LOG_SIGNER,
+    POOL_RECIPIENT,
+    POOL_RECIPIENT_KEY,
+)
 
 from .conftest import IMAGE as EVALUATION_IMAGE
 from .conftest import FakeAttester
@@ -121,6 +132,7 @@ class GrantedKey:
     inner: InsecureInMemoryKeyWrapper
     grants: set[str]
     caller: str = ""
+    calls: int = 0
 
     @property
     def key_name(self) -> str:
@@ -130,6 +142,7 @@ class GrantedKey:
         return self.inner.wrap(plaintext, aad)
 
     def unwrap(self, ciphertext: bytes, aad: bytes) -> bytes:
+        self.calls += 1
         if self.caller not in self.grants:
             raise KeyAccessDenied(key_name=self.key_name, operation="decrypt", identity=None)
         return self.inner.unwrap(ciphertext, aad)
@@ -176,34 +189,44 @@ class Site:
     document: bytes
 
 
+#: The noise off, so pooled figures are checkable (``noise=None``: the aggregator's own).
+_EXACT = LocalExact()
+
+
 @dataclass
 class Pool:
     root: Path
     sites: list[Site]
     keys: dict[str, GrantedKey]
-    inputs: PoolInputs
+    authorization: PoolAuthorization
+    ledger: Ledger
     pin: str = PIN
+
+    @property
+    def inputs(self) -> PoolInputs:
+        return self.authorization.inputs
 
     @property
     def out(self) -> Path:
         return self.root / "pooled"
 
     def spec(self, **changes: object) -> AggregateSpec:
-        base = AggregateSpec(
+        base = AggregateSpec.for_anchor(
+            self.ledger.anchor,
             run_id="agg-1", benchmark_id="1", metrics_version=self.pin, model_digest=MODEL_DIGEST,
-            recipient_public_key=POOL_RECIPIENT_KEY, recipient_digest=POOL_RECIPIENT,
             inputs_uri=f"file://{self.root / 'authority' / POOL_INPUTS_OBJECT}",
             inputs_digest=self.inputs.digest(), result_uri=f"file://{self.out}",
             result_pool_provider=AUTHORITY_POOL)
         return AggregateSpec.model_validate({**base.model_dump(), **changes})
 
-    def write_inputs(self, inputs: PoolInputs) -> None:
+    def write_inputs(self, authorization: PoolAuthorization) -> None:
         folder = self.root / "authority"
         folder.mkdir(exist_ok=True)
-        (folder / POOL_INPUTS_OBJECT).write_bytes(inputs.to_bytes())
+        (folder / POOL_INPUTS_OBJECT).write_bytes(authorization.to_bytes())
 
     def run(self, spec: AggregateSpec | None = None, *, environ: dict[str, str] | None = None,
             image: Sha256Digest = AGGREGATOR_IMAGE, unreadable: frozenset[str] = frozenset(),
+            noise: NoiseSource | None = _EXACT,
             ) -> tuple[AggregateReport, FakeAttester]:
         spec = spec or self.spec()
         env = spec.to_environ()
@@ -217,7 +240,7 @@ class Pool:
             return SiteAccess(self.keys, uid, unreadable=unreadable)
 
         report = run_aggregator(environ if environ is not None else env, attester,
-                                access=access, noise=LocalExact())
+                                access=access, noise=noise)
         return report, attester
 
 
@@ -258,8 +281,11 @@ def _pool(root: Path, sites_results: list[list[Any]], plugin: Any = WDBC) -> Poo
     inputs = PoolInputs(pool_id="pool-1", benchmark_id="1", metrics_version=pin,
                         model_id="model-1", model_digest=MODEL_DIGEST,
                         inputs=tuple(site.item for site in sites))
-    made = Pool(root, sites, keys, inputs, pin)
-    made.write_inputs(inputs)
+    ledger = Ledger(POOL_RECIPIENT_KEY, log=POOL_LOG_SIGNER)
+    declared = pooled_release_spec(plugin)
+    authorization = ledger.authorize(inputs, rho=None if declared is None else declared.rho)
+    made = Pool(root, sites, keys, authorization, ledger, pin)
+    made.write_inputs(authorization)
     return made
 
 
@@ -394,22 +420,80 @@ def test_stale_statistics_fail_the_whole_pool(pool: Pool, how: str) -> None:
     assert "run-0" not in str(error) and "run-2" not in str(error)
 
 
-def test_an_inputs_document_that_is_not_the_attested_one_is_refused(pool: Pool) -> None:
-    fewer = pool.inputs.model_copy(update={"inputs": pool.inputs.inputs[:2]})
+def test_an_authorization_that_is_not_the_attested_one_is_refused(pool: Pool) -> None:
+    """The authority swaps in another genuine authorization (two of the three sites) than the
+    one the attested spec names: refused before any site's key is asked for."""
+    fewer = pool.ledger.authorize(pool.inputs.model_copy(update={
+        "pool_id": "pool-2", "inputs": pool.inputs.inputs[:2], "debits": ()}),
+        rho=pool.inputs.rho)
     pool.write_inputs(fewer)  # the spec still names the three-site document's digest
-    error = _refused(pool, AssetIntegrityError)
+    error = _refused(pool, AuthorizationRefused)
     assert "SEALBENCH_POOL_INPUTS_DIGEST" in str(error)
+    assert all(key.calls == 0 for key in pool.keys.values())
     # the failure is recorded at the result destination, as an evaluation's
     record = FailureRecord.model_validate_json((pool.out / FAILURE_OBJECT).read_bytes())
-    assert record.run_id == "agg-1" and record.error == "AssetIntegrityError"
-    assert record.step == "read and check the pool inputs"
+    assert record.run_id == "agg-1" and record.error == "AuthorizationRefused"
+    assert record.step == "verify the registry's pool authorization"
 
 
-def test_inputs_of_another_model_are_refused(pool: Pool) -> None:
-    other = pool.inputs.model_copy(update={"model_digest": sha256_digest(b"another model")})
+def test_authorization_of_another_model_is_refused(pool: Pool) -> None:
+    other = pool.ledger.authorize(pool.inputs.model_copy(update={
+        "pool_id": "pool-2", "model_digest": sha256_digest(b"another model"), "debits": ()}),
+        rho=pool.inputs.rho)
     pool.write_inputs(other)
-    error = _refused(pool, SpecError, spec=pool.spec(inputs_digest=other.digest()))
+    error = _refused(pool, AuthorizationRefused, spec=pool.spec(
+        inputs_digest=other.inputs.digest()))
     assert "model_digest" in str(error)
+
+
+def test_operator_forged_authorization_draws_nothing(pool: Pool) -> None:
+    """The registry operator's own inputs, signed with a key of its own and proven in a log
+    of its own: the attested spec names the benchmark's log key (the uid binds it), so the
+    aggregator refuses before any key is released or any noise drawn."""
+    forger = Ledger(POOL_RECIPIENT_KEY, log=SignerKey.generate(POOL_LOG_SIGNER.name))
+    forged = forger.authorize(pool.inputs.model_copy(update={"debits": ()}),
+                              rho=pool.inputs.rho)
+    pool.write_inputs(forged)
+    error = _refused(pool, AuthorizationRefused, spec=pool.spec(
+        inputs_digest=forged.inputs.digest()))
+    assert "not signed by the benchmark's log key" in str(error)
+    assert all(key.calls == 0 for key in pool.keys.values())
+
+
+def test_an_authorization_without_its_debits_logged_draws_nothing(pool: Pool) -> None:
+    """The debits stripped from the log evidence (an operator that never wrote them)."""
+    stripped = pool.authorization.model_copy(update={
+        "debit_events": pool.authorization.debit_events[:1]})
+    pool.write_inputs(stripped)
+    error = _refused(pool, AuthorizationRefused)
+    assert "debit events are not the ones the authorization names" in str(error)
+    assert all(key.calls == 0 for key in pool.keys.values())
+
+
+def test_relaunching_one_authorization_yields_the_very_same_release(pool: Pool) -> None:
+    """The registry operator relaunches the genuine aggregator 10 times on one authorization
+    and opens every release with the pool-release key: every draw is the same (noise keyed by
+    the sites' released keys and the authorization), so averaging them buys nothing."""
+    info = pooled_release_info("pool-1", "1", AGGREGATOR_IMAGE)
+    opened = set()
+    for attempt in range(10):
+        spec = pool.spec(run_id=f"agg-{attempt}", result_uri=f"file://{pool.out}-{attempt}")
+        report, _ = pool.run(spec, noise=None)
+        opened.add(open_sealed(report.sealed, POOL_KEY, info))
+    assert len(opened) == 1
+    release = PooledRelease.from_bytes(opened.pop())
+    assert "discrete Gaussian" in str(release.aggregates)
+
+
+def test_another_authorization_draws_other_noise(pool: Pool) -> None:
+    """A fresh draw needs a fresh authorization (debited first): it gets other noise."""
+    first, _ = pool.run(noise=None)
+    again = pool.ledger.authorize(pool.inputs.model_copy(update={
+        "pool_id": "pool-2", "debits": ()}), rho=pool.inputs.rho)
+    pool.write_inputs(again)
+    second, _ = pool.run(pool.spec(inputs_digest=again.inputs.digest(),
+                                   result_uri=f"file://{pool.out}-2"), noise=None)
+    assert first.release.aggregates != second.release.aggregates
 
 
 @pytest.mark.parametrize("name", ["SEALBENCH_DATASET_URI", "SEALBENCH_RECIPIENT_PUBLIC_KEY"])

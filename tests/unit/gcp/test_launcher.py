@@ -22,7 +22,7 @@ from sealbench.crypto.digest import sha256_digest
 from sealbench.gcp.launcher import ConfidentialSpaceLauncher, VmSettings, VmStoppedUnexpectedly
 from sealbench.platforms.launcher import EnclaveRunFailed
 from sealbench.platforms.storage import LocalBlobStore
-from tests.unit.contract.test_pool import POOL_RECIPIENT, POOL_RECIPIENT_KEY
+from tests.unit.contract.test_pool import POOL_ANCHOR, POOL_RECIPIENT, POOL_RECIPIENT_KEY
 
 AGGREGATOR = "sha256:" + "a9" * 32
 REFERENCE = f"us-docker.pkg.dev/authority/sealbench/evaluation@{AGGREGATOR}"
@@ -64,6 +64,7 @@ def spec(folder: Path) -> AggregateSpec:
         metrics_version="wdbc/1",
         model_digest=sha256_digest(b"model"),
         recipient_public_key=POOL_RECIPIENT_KEY, recipient_digest=POOL_RECIPIENT,
+        log_key=POOL_ANCHOR.log_key,
         inputs_uri=f"file://{folder}/pool-inputs.json",
         inputs_digest=sha256_digest(b"inputs"),
         result_uri=f"file://{folder}",

@@ -22,7 +22,7 @@ from sealbench.mocktee.identity import Caller, Identity
 from sealbench.mocktee.state import MockState
 from sealbench.mocktee.sts import GRANT_TYPE, MockSts
 from sealbench.mocktee.verifier import MockVerifier, WorkloadLaunch
-from tests.unit.contract.test_pool import POOL_RECIPIENT, POOL_RECIPIENT_KEY
+from tests.unit.contract.test_pool import POOL_ANCHOR, POOL_RECIPIENT, POOL_RECIPIENT_KEY
 
 MakeRequest = Callable[..., Request]
 POOL = PoolProvider("111", "pool-a", "prov-a")
@@ -38,7 +38,8 @@ AGGREGATE = WorkloadIdentity(AGGREGATOR, None, MODEL, POOL_RECIPIENT, "7", PIN)
 def _aggregator_env() -> dict[str, str]:
     return AggregateSpec(
         run_id="pool-1", benchmark_id="7", metrics_version=PIN, model_digest=MODEL,
-        recipient_public_key=POOL_RECIPIENT_KEY, recipient_digest=POOL_RECIPIENT, inputs_uri="gs://authority/p/pool-inputs.json",
+        recipient_public_key=POOL_RECIPIENT_KEY, recipient_digest=POOL_RECIPIENT,
+        log_key=POOL_ANCHOR.log_key, inputs_uri="gs://authority/p/pool-inputs.json",
         inputs_digest=sha256_digest(b"inputs"), result_uri="gs://authority/p",
         result_pool_provider="projects/3/locations/global/workloadIdentityPools/auth/providers/"
         "results",

@@ -7,11 +7,12 @@ model's does not change."""
 from __future__ import annotations
 
 import base64
+from types import SimpleNamespace
 from typing import Any
 
 from fastapi.testclient import TestClient
 
-from sealbench.contract.pool import pool_recipient_digest
+from sealbench.contract.pool import PoolAnchor
 from sealbench.contract.workload import WorkloadIdentity, grant_set_digest
 from sealbench.crypto.sealing import public_key_to_raw
 
@@ -76,7 +77,7 @@ def test_a_datasets_required_grants_name_the_aggregator(
     evaluation = WorkloadIdentity(h.IMAGE_DIGEST, h.digest_of("hospital-b"), world.model_digest,
                                   pooled["recipient"], b, PIN)
     aggregator = WorkloadIdentity(pooled["aggregator"], None, world.model_digest,
-                                  pool_recipient_digest(pooled["created"]["pool_recipient_key"]),
+                                  _anchor_digest(pooled["created"]),
                                   b, PIN)
     status = h.ok(client.get(f"{API}/datasets/{pooled['dataset']}/grants",
                              headers=world.data_owner.headers))
@@ -98,3 +99,9 @@ def test_a_models_required_grants_do_not_name_the_aggregator(
                              headers=world.model_owner.headers))
     assert status["required_digest"] == grant_set_digest([(evaluation, False)])
     assert status["required_count"] == 1
+
+
+def _anchor_digest(created: dict[str, Any]) -> str:
+    anchor = PoolAnchor.of(SimpleNamespace(**created))
+    assert anchor is not None
+    return anchor.digest()

@@ -1,8 +1,9 @@
-"""TEE-pooled releases through the registry's API (issue 27): the authority is given a model's
-pool inputs, submits the aggregator's release with its attestation token (signed with the test
-issuer's key, as result tokens are), and the registry verifies it against the benchmark's
-aggregator image and exactly the accepted results it was asked to pool, debits every included
-dataset once and marks the figures on the leaderboard; each refusal stores nothing."""
+"""TEE-pooled releases through the registry's API (issues 27 and 40): the authority asks the
+registry to authorize a pool of a model (the registry chooses the inputs, debits every ledger
+on its log and signs them), submits the aggregator's release with its attestation token (signed
+with the test issuer's key, as result tokens are), and the registry verifies it against the
+benchmark's aggregator image and exactly the authorization's inputs, and marks the figures on
+the leaderboard; each refusal stores nothing and debits nothing more."""
 
 from __future__ import annotations
 
@@ -22,17 +23,18 @@ from sealbench.contract.pin import BenchmarkPin
 from sealbench.contract.pool import (
     POOL_AUDIENCE,
     AggregateSpec,
+    PoolAnchor,
     PooledInput,
     PooledRelease,
     PoolInputs,
-    pool_recipient_digest,
     pooled_nonce,
 )
+from sealbench.contract.pool_authorization import PoolAuthorization, verify_authorization
 from sealbench.crypto.canonical import canonical_json
 from sealbench.crypto.errors import CryptoError
 from sealbench.crypto.sealing import open_sealed, pooled_release_info, public_key_to_raw, seal
 from sealbench.server.db import open_database
-from sealbench.server.models import AuditEvent, Benchmark, PrivacyDebit
+from sealbench.server.models import AuditEvent, Benchmark, LogKey, PrivacyDebit
 from sealbench.server.models import PooledInput as PooledInputRow
 from sealbench.server.models import PooledRelease as PooledReleaseRow
 
@@ -77,14 +79,30 @@ class Pool:
     def bid(self) -> int:
         return int(self.world.benchmark_id)
 
+    @property
+    def anchor(self) -> PoolAnchor:
+        anchor = PoolAnchor.of(self.rows(Benchmark)[0])
+        assert anchor is not None
+        return anchor
+
     def inputs(self, actor: Any = None) -> Any:
+        """Ask the registry to authorize a pool of the model (the response)."""
         actor = actor or self.world.bench_owner
-        return self.client.get(f"{API}/benchmarks/{self.bid}/pool-inputs",
-                               params={"model_id": self.world.model_id}, headers=actor.headers)
+        return self.client.post(f"{API}/benchmarks/{self.bid}/pool-authorizations",
+                                json={"model_id": self.world.model_id}, headers=actor.headers)
+
+    def authorization(self, pool_id: str) -> PoolAuthorization:
+        return PoolAuthorization.model_validate(self.h.ok(self.client.get(
+            f"{API}/benchmarks/{self.bid}/pool-authorizations/{pool_id}",
+            headers=self.world.bench_owner.headers)))
 
     def document(self) -> PoolInputs:
-        body = self.h.ok(self.inputs())
-        return PoolInputs.model_validate(body["inputs"])
+        """A fresh authorization's inputs document, its evidence verified as the aggregator
+        verifies it."""
+        body = self.h.ok(self.inputs(), 201)
+        authorization = self.authorization(body["pool_id"])
+        verify_authorization(authorization, self.anchor)
+        return authorization.inputs
 
     def submit(self, inputs: PoolInputs, sealed: bytes, token: str) -> Any:
         return self.client.post(
@@ -130,11 +148,11 @@ def pool_claims(pool: Pool, inputs: PoolInputs, release: bytes, *, image: str = 
     claims = pool.h.result_claims(summary={}, sealed_digest="sha256:" + "0" * 64,
                              benchmark_id=inputs.benchmark_id, data_digest="-",
                              model_digest=inputs.model_digest, image_digest=image)
-    spec = AggregateSpec(
-        run_id=inputs.pool_id, benchmark_id=inputs.benchmark_id,
-        metrics_version=inputs.metrics_version, model_digest=inputs.model_digest,
-        recipient_public_key=recipient, recipient_digest=pool_recipient_digest(recipient),
-        inputs_uri=f"gs://authority-pools/{inputs.pool_id}/pool-inputs.json",
+    anchor = pool.anchor.model_copy(update={"recipient_key": recipient})
+    spec = AggregateSpec.for_anchor(
+        anchor, run_id=inputs.pool_id, benchmark_id=inputs.benchmark_id,
+        metrics_version=str(inputs.metrics_version), model_digest=inputs.model_digest,
+        inputs_uri=f"gs://authority-pools/{inputs.pool_id}/pool-authorization.json",
         inputs_digest=inputs.digest(), result_uri=f"gs://authority-pools/{inputs.pool_id}")
     claims["aud"] = audience
     claims["eat_nonce"] = nonce or pooled_nonce(release)
@@ -185,6 +203,9 @@ def make_pool(client: TestClient, world: Any, h: Any, tokens: Any, database_url:
             bench.aggregator_image_digest = AGGREGATOR
             bench.pool_recipient_key = base64.b64encode(public_key_to_raw(
                 pool_key.public_key())).decode()
+            bench.pool_log_key = session.scalars(select(LogKey.verifier).where(
+                LogKey.retired_at.is_(None))).one()
+            bench.pool_witnesses, bench.pool_witness_quorum = [], 0
             session.commit()
     finally:
         db.dispose()
@@ -246,8 +267,24 @@ def test_pool_inputs_skip_results_without_statistics_and_refuse_others_than_the_
 # -- the happy path -------------------------------------------------------------------------------
 
 
-def test_a_verified_pooled_release_is_stored_and_debits_each_dataset_once(pool: Pool) -> None:
+def test_authorizing_debits_each_dataset_once_on_the_log_before_any_draw(pool: Pool) -> None:
     inputs = pool.document()
+    # the debits are on the log (and in each budget) before any aggregator ran
+    debits = [d for d in pool.rows(PrivacyDebit) if d.pool_authorization_id is not None]
+    assert sorted(d.dataset_id for d in debits) == sorted(pool.datasets)
+    assert all(d.result_id is None and d.pooled_release_id is None
+               and d.rho == pytest.approx(RHO) and d.epsilon == 1.0 and not d.exact
+               for d in debits)
+    assert sorted(d.seq for d in inputs.debits) == sorted(d.audit_seq for d in debits)
+    actions = [e.action for e in pool.rows(AuditEvent)]
+    assert actions.count("pool.authorize") == 1
+    assert actions.index("pool.authorize") > max(
+        i for i, a in enumerate(actions) if a == "privacy.debit")
+    budget = pool.h.ok(pool.client.get(f"{API}/datasets/{pool.datasets[2]}/budget",
+                                       headers=pool.world.data_owner.headers))
+    assert [d["pool_authorization_id"] is not None for d in budget["debits"]] == [False, True]
+    assert budget["spent_rho"] == pytest.approx(2 * RHO)
+
     release = release_of(pool, inputs)
     token = pool.tokens.sign(pool_claims(pool, inputs, release))
     created = pool.h.ok(pool.submit(inputs, release, token), 201)
@@ -255,26 +292,17 @@ def test_a_verified_pooled_release_is_stored_and_debits_each_dataset_once(pool: 
             created["pool_id"]) == (3, 2000, AGGREGATOR, inputs.pool_id)
     assert {i["run_id"]: i["commitment"] for i in created["inputs"]} == pool.commitments
     assert created["nonce"] == pooled_nonce(release)
-
     [row] = pool.rows(PooledReleaseRow)
     assert row.inputs_digest == inputs.digest()
     links = pool.rows(PooledInputRow)
     assert sorted(link.commitment for link in links) == sorted(pool.commitments.values())
-    debits = [d for d in pool.rows(PrivacyDebit) if d.pooled_release_id == row.id]
-    assert sorted(d.dataset_id for d in debits) == sorted(pool.datasets)
-    assert all(d.result_id is None and d.rho == pytest.approx(RHO) and d.epsilon == 1.0
-               and not d.exact for d in debits)
-    actions = [e.action for e in pool.rows(AuditEvent)]
-    assert actions.count("pooled_release.submit") == 1
-    # 3 results' own releases, then the pooled release's 3 debits
-    assert actions.count("privacy.debit") == 6
-    # each dataset's budget shows the debit, owned by the pooled release
-    budget = pool.h.ok(pool.client.get(f"{API}/datasets/{pool.datasets[2]}/budget",
-                                       headers=pool.world.data_owner.headers))
-    assert [d["pooled_release_id"] for d in budget["debits"]] == [None, row.id]
-    assert budget["spent_rho"] == pytest.approx(2 * RHO)
-    # nothing is left to pool
-    assert pool.h.ok(pool.inputs())["inputs"] is None
+    # submitting debits nothing more: the authorization paid
+    assert len(pool.rows(PrivacyDebit)) == 6
+    assert [e.action for e in pool.rows(AuditEvent)].count("pooled_release.submit") == 1
+    # nothing new to pool: a second authorization over the same results is refused, unpaid
+    again = pool.inputs()
+    assert again.status_code == 409 and "nothing new to pool" in again.json()["message"]
+    assert len(pool.rows(PrivacyDebit)) == 6
     # the authority and the model's owner read it; a hospital (board not published) does not
     for actor, seen in ((pool.world.bench_owner, 1), (pool.world.model_owner, 1),
                         (pool.world.data_owner, 0), (pool.world.other, 0)):
@@ -292,7 +320,10 @@ def test_a_verified_pooled_release_is_stored_and_debits_each_dataset_once(pool: 
 def _nothing_stored(pool: Pool) -> None:
     assert pool.rows(PooledReleaseRow) == []
     assert pool.rows(PooledInputRow) == []
-    assert [d for d in pool.rows(PrivacyDebit) if d.pooled_release_id is not None] == []
+    # only the authorization's own debits, one per dataset (nothing debited twice)
+    debits = [d.dataset_id for d in pool.rows(PrivacyDebit)
+              if d.pool_authorization_id is not None or d.pooled_release_id is not None]
+    assert len(debits) == len(set(debits))
 
 
 def _refused(pool: Pool, response: Any, status: int, *words: str) -> None:
@@ -312,18 +343,24 @@ def test_a_release_that_drops_a_site_is_refused(pool: Pool) -> None:
     _refused(pool, pool.submit(inputs, release, token), 409, "omits run run-2")
 
 
-def test_a_release_that_adds_a_fake_site_is_refused(pool: Pool) -> None:
+def test_inputs_the_registry_did_not_authorize_are_refused(pool: Pool) -> None:
+    """The authority adds a fake site, or a stale commitment, to the authorized document: it
+    is not what the registry signed (the aggregator would have refused it too)."""
     asked = pool.document()
     first = asked.inputs[0]
     fake = first.model_copy(update={
         "run_id": "run-fake", "dataset": first.dataset.model_copy(update={"asset_id": "999"}),
         "commitment": pool.h.digest_of("fake statistics")})
-    # the fake run in the inputs document as well as in the release: no accepted result
-    inputs = asked.model_copy(update={"inputs": (*asked.inputs, fake)})
-    release = release_of(pool, inputs)
-    token = pool.tokens.sign(pool_claims(pool, inputs, release))
-    _refused(pool, pool.submit(inputs, release, token), 409, "run run-fake",
-             "not an accepted, unpooled result")
+    stale = asked.model_copy(update={"inputs": tuple(
+        i.model_copy(update={"commitment": pool.h.digest_of("earlier")})
+        if i.run_id == "run-3" else i for i in asked.inputs)})
+    for inputs in (asked.model_copy(update={"inputs": (*asked.inputs, fake)}), stale,
+                   asked.model_copy(update={"pool_id": "pool-of-my-own"})):
+        release = release_of(pool, inputs)
+        token = pool.tokens.sign(pool_claims(pool, inputs, release))
+        response = pool.submit(inputs, release, token)
+        assert response.status_code == 422, response.text
+        _nothing_stored(pool)
     # the fake run in the release only
     used = [PooledInput(run_id=i.run_id, dataset_id=i.dataset.asset_id, commitment=i.commitment)
             for i in asked.inputs] + [PooledInput(run_id="run-fake", dataset_id="999",
@@ -331,17 +368,6 @@ def test_a_release_that_adds_a_fake_site_is_refused(pool: Pool) -> None:
     release = release_of(pool, asked, used=used)
     token = pool.tokens.sign(pool_claims(pool, asked, release))
     _refused(pool, pool.submit(asked, release, token), 409, "adds run run-fake")
-
-
-def test_a_release_of_a_stale_commitment_is_refused(pool: Pool) -> None:
-    asked = pool.document()
-    stale = pool.h.digest_of("an earlier run's statistics")
-    inputs = asked.model_copy(update={"inputs": tuple(
-        i.model_copy(update={"commitment": stale}) if i.run_id == "run-3" else i
-        for i in asked.inputs)})
-    release = release_of(pool, inputs)
-    token = pool.tokens.sign(pool_claims(pool, inputs, release))
-    _refused(pool, pool.submit(inputs, release, token), 409, "run run-3", "commitment")
 
 
 def test_a_release_attested_by_another_image_is_refused(pool: Pool) -> None:
@@ -411,15 +437,96 @@ def test_a_release_sealed_for_another_pool_does_not_open(pool: Pool) -> None:
 
 
 def test_a_replayed_release_is_refused(pool: Pool) -> None:
+    """The same release again, or a relaunch's (another token over the same authorization):
+    one authorization publishes one release, debited once."""
     inputs = pool.document()
     release = release_of(pool, inputs)
     token = pool.tokens.sign(pool_claims(pool, inputs, release))
     pool.h.ok(pool.submit(inputs, release, token), 201)
     again = pool.submit(inputs, release, token)
     assert again.status_code == 409, again.text
-    assert "already submitted" in again.json()["message"]
+    assert "already produced pooled release" in again.json()["message"]
+    relaunched = release_of(pool, inputs)  # sealed again: other bytes, another nonce
+    again = pool.submit(inputs, relaunched, pool.tokens.sign(
+        pool_claims(pool, inputs, relaunched)))
+    assert again.status_code == 409, again.text
     assert len(pool.rows(PooledReleaseRow)) == 1
-    assert len([d for d in pool.rows(PrivacyDebit) if d.pooled_release_id is not None]) == 3
+    assert len([d for d in pool.rows(PrivacyDebit)
+                if d.pool_authorization_id is not None]) == 3
+
+
+def test_a_withdrawn_dataset_is_refused_at_authorization_and_at_submit(pool: Pool) -> None:
+    """The attack of issue 40: a hospital withdraws its dataset; an authorization afterwards
+    leaves it out, and a release authorized before is not published."""
+    h, w = pool.h, pool.world
+    inputs = pool.document()  # authorized over all three sites
+    withdrawn = pool.datasets[1]
+    h.ok(pool.client.post(f"{API}/benchmarks/{pool.bid}/datasets/{withdrawn}/withdraw",
+                          headers=w.data_owner.headers))
+    release = release_of(pool, inputs)
+    token = pool.tokens.sign(pool_claims(pool, inputs, release))
+    _refused(pool, pool.submit(inputs, release, token), 409, f"dataset {withdrawn}",
+             "no longer approved")
+    # the next authorization leaves it out and says why; its debit is only on the others
+    body = h.ok(pool.inputs(), 201)
+    assert withdrawn not in body["datasets"] and len(body["datasets"]) == 2
+    [reason] = [lo["reason"] for lo in body["left_out"] if lo["dataset_id"] == withdrawn]
+    assert "not approved" in reason
+    assert all(withdrawn not in d["datasets"] for d in body["debits"])
+
+
+def test_a_one_site_pool_is_refused_and_debits_nothing(pool: Pool) -> None:
+    h, w = pool.h, pool.world
+    for did in pool.datasets[1:]:
+        h.ok(pool.client.post(f"{API}/benchmarks/{pool.bid}/datasets/{did}/withdraw",
+                              headers=w.data_owner.headers))
+    before = len(pool.rows(PrivacyDebit))
+    response = pool.inputs()
+    assert response.status_code == 409, response.text
+    assert "at least 2 sites" in response.json()["message"]
+    assert len(pool.rows(PrivacyDebit)) == before
+    assert "pool.authorize" not in [e.action for e in pool.rows(AuditEvent)]
+
+
+def test_a_withdrawn_model_is_refused_at_authorization(pool: Pool) -> None:
+    h, w = pool.h, pool.world
+    h.ok(pool.client.post(f"{API}/benchmarks/{pool.bid}/models/{w.model_id}/withdraw",
+                          headers=w.model_owner.headers))
+    response = pool.inputs()
+    assert response.status_code == 409, response.text
+    assert "not approved" in response.json()["message"]
+    assert "pool.authorize" not in [e.action for e in pool.rows(AuditEvent)]
+
+
+def test_only_the_authority_authorizes_and_reads_authorizations(pool: Pool) -> None:
+    body = pool.h.ok(pool.inputs(), 201)
+    for actor in (pool.world.data_owner, pool.world.model_owner, pool.world.other):
+        assert pool.inputs(actor).status_code == 403
+        assert pool.client.get(
+            f"{API}/benchmarks/{pool.bid}/pool-authorizations/{body['pool_id']}",
+            headers=actor.headers).status_code == 403
+    assert [d.dataset_id for d in pool.rows(PrivacyDebit)
+            if d.pool_authorization_id is not None] == sorted(pool.datasets)
+
+
+def test_budget_agrees_with_the_log(pool: Pool) -> None:
+    """Every debit of a dataset's budget is a logged ``privacy.debit`` event whose payload
+    states the same rho and the ledger's spend after it."""
+    import json
+
+    pool.document()
+    events = {e.seq: e for e in pool.rows(AuditEvent)}
+    for did in pool.datasets:
+        budget = pool.h.ok(pool.client.get(f"{API}/datasets/{did}/budget",
+                                           headers=pool.world.data_owner.headers))
+        spent = 0.0
+        for debit in budget["debits"]:
+            payload = json.loads(events[debit["audit_seq"]].payload)
+            assert events[debit["audit_seq"]].action == "privacy.debit"
+            assert payload["rho"] == pytest.approx(debit["rho"])
+            spent += debit["rho"]
+            assert payload["spent_rho"] == pytest.approx(spent)
+        assert budget["spent_rho"] == pytest.approx(spent)
 
 
 def test_aggregates_the_plugin_refuses_are_refused(pool: Pool) -> None:
@@ -434,27 +541,22 @@ def test_aggregates_the_plugin_refuses_are_refused(pool: Pool) -> None:
     _refused(pool, pool.submit(inputs, bad, token), 422, "states 1999 cases")
 
 
-def test_a_release_one_dataset_cannot_pay_is_refused_whole(
+def test_a_dataset_that_cannot_pay_is_left_out_of_the_authorization(
         client: TestClient, world: Any, h: Any, tokens: Any, database_url: str) -> None:
     # the third dataset's budget pays exactly two releases: its own result's and one more
     pool = make_pool(client, world, h, tokens, database_url,
                      budget_epsilon=epsilon_of(2 * RHO, 1e-6) * (1 + 1e-12),
                      budget_delta=1e-6)
-    inputs = pool.document()
-    assert len(inputs.inputs) == 3
-    # the third hospital submits a second result, spending what was left
     third = pool.datasets[2]
+    # the third hospital submits a second result, spending what was left
     h.ok(submit_result(client, world, h, tokens, third, h.digest_of("hospital-c"), "run-3b",
                        h.digest_of("statistics-3b"), "gs://hospital-results/run-3b"), 201)
-    release = release_of(pool, inputs)
-    token = tokens.sign(pool_claims(pool, inputs, release))
-    _refused(pool, pool.submit(inputs, release, token), 422, "overspend",
-             f"dataset {third}")
-    # and the next pool inputs leave it out, saying why
-    body = h.ok(pool.inputs())
-    assert {i["run_id"] for i in body["inputs"]["inputs"]} == {"run-1", "run-2"}
+    body = h.ok(pool.inputs(), 201)
+    assert sorted(body["datasets"]) == sorted(pool.datasets[:2])
     reasons = {lo["run_id"]: lo["reason"] for lo in body["left_out"]}
     assert "privacy budget" in reasons["run-3b"]
+    assert not [d for d in pool.rows(PrivacyDebit)
+                if d.pool_authorization_id is not None and d.dataset_id == third]
 
 
 # -- the leaderboard ---------------------------------------------------------------------------
@@ -500,16 +602,21 @@ def test_the_client_pools_through_the_registry_api(pool: Pool) -> None:
     from sealbench.client.registry.api import RegistryClient
 
     registry = RegistryClient(pool.client, pool.world.bench_owner.token)
-    view = registry.pool_candidates(pool.bid, pool.world.model_id)
-    assert view.inputs is not None and view.left_out == ()
-    assert {i.run_id for i in view.inputs.inputs} == {"run-1", "run-2", "run-3"}
-    release = release_of(pool, view.inputs)
+    authorized = registry.authorize_pool(pool.bid, pool.world.model_id)
+    assert authorized.left_out == () and len(authorized.debits) == 3
+    authorization = registry.pool_authorization(pool.bid, authorized.pool_id)
+    verify_authorization(authorization, pool.anchor)
+    inputs = authorization.inputs
+    assert {i.run_id for i in inputs.inputs} == {"run-1", "run-2", "run-3"}
+    assert [a.pool_id for a in registry.pool_authorizations(pool.bid, pool.world.model_id)] \
+        == [inputs.pool_id]
+    release = release_of(pool, inputs)
     accepted = registry.submit_pooled_release(
-        pool.bid, sealed=release, token=pool.tokens.sign(pool_claims(pool, view.inputs,
-                                                                     release)),
-        inputs=view.inputs)
-    assert (accepted.n_sites, accepted.pool_id) == (3, view.inputs.pool_id)
-    assert registry.pool_candidates(pool.bid, pool.world.model_id).inputs is None
+        pool.bid, sealed=release, token=pool.tokens.sign(pool_claims(pool, inputs, release)),
+        inputs=inputs)
+    assert (accepted.n_sites, accepted.pool_id) == (3, inputs.pool_id)
+    [listed] = registry.pool_authorizations(pool.bid, pool.world.model_id)
+    assert listed.released_id == accepted.id
 
 
 def test_a_submitted_result_carries_its_run_specs_result_location() -> None:
