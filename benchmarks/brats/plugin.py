@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Final, Self
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Self
 
 import numpy as np
 import numpy.typing as npt
@@ -59,6 +59,9 @@ from .prepare import DATA_DIR, MANIFEST_FILE, prepare_dataset
 from .published import PublishedSummary
 from .score_files import FileScores, FolderScorer, lesionwise_2023_scorer, score_folders
 from .synthetic import SyntheticCase, case_id_for, generate_case, write_case
+
+if TYPE_CHECKING:  # pydicom and SimpleITK load only when ingestion is asked for
+    from .ingest.entry import Ingestion
 
 __all__ = ["LAYOUT", "PLUGIN", "PLUGIN_REF", "SMALL_PLUGIN_REF", "BratsBenchmark",
            "model_contract_of", "pin_for", "pin_of"]
@@ -248,6 +251,14 @@ class BratsBenchmark:
 
     def metrics_spec(self) -> api.JsonObject:
         return self.metrics.model_dump(mode="json")
+
+    @property
+    def ingestion(self) -> Ingestion:
+        """DICOM or native-NIfTI studies into this pin's raw layout (:mod:`.ingest`; needs the
+        ``prepare`` extra, so it is imported only when asked for)."""
+        from .ingest.entry import Ingestion
+
+        return Ingestion(self.contract)
 
     def prepare(self, raw_dir: Path, out_dir: Path, *, progress: api.ProgressFn | None = None,
                 strict: bool = False) -> api.Prepared:
