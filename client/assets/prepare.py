@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 from pydantic import ValidationError
 
@@ -37,10 +37,14 @@ if TYPE_CHECKING:  # numpy, nibabel and onnxruntime load only when a command nee
 __all__ = [
     "GRID_STATISTIC",
     "RECIPIENT_STATISTIC",
+    "Ingestion",
+    "accept_ingested",
     "check_grid",
     "dataset_registration",
     "definition_plugin",
     "demo_variant",
+    "ingest_studies",
+    "ingestion_of",
     "interrupted_preparation",
     "model_registration",
     "plugin_of",
@@ -49,6 +53,7 @@ __all__ = [
     "recipient_of",
     "stated_grid",
     "synthesize",
+    "write_default_mapping",
 ]
 
 #: Key of the recipient digest in a registered dataset's ``statistics``.
@@ -220,6 +225,82 @@ def interrupted_preparation(out_dir: Path, before: set[Path],
     return Interrupted(
         f"interrupted: nothing was written to {out_dir} (the partial preparation was removed)",
         hint="run the same command again to prepare the cases from the start")
+
+
+_INGEST_EXTRA = "DICOM ingestion needs the 'prepare' extra: pip install 'sealbench[prepare]'"
+
+
+class IngestionReport(Protocol):
+    """What an ingestion run returns: a pydantic model whose ``cases`` are the reviews."""
+
+    def model_dump(self, *, mode: str = ...) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class Ingestion(Protocol):
+    """A plug-in's ingestion of hospital studies (DICOM or native NIfTI) into its raw layout
+    (the BraTS plug-ins': ``plugin.ingestion``)."""
+
+    def write_mapping(self, path: Path) -> None: ...
+
+    def ingest(self, studies: Path, work: Path, *, source: str = ...,
+               mapping_file: Path | None = ...,
+               progress: Callable[[int, int], None] | None = ...) -> IngestionReport: ...
+
+    def accept(self, work: Path, case_ids: Iterable[str] | None = ...) -> tuple[str, ...]: ...
+
+
+def ingestion_of(plugin: Benchmark) -> Ingestion:
+    """The plug-in's ingestion, or :class:`ConfigError` when it has none or its extra is not
+    installed."""
+    try:
+        found = getattr(plugin, "ingestion", None)
+    except ImportError as exc:
+        raise ConfigError(_INGEST_EXTRA) from exc
+    if not isinstance(found, Ingestion):
+        raise ConfigError("this benchmark's plug-in does not take DICOM studies; prepare its raw "
+                          "layout with 'dataset prepare'")
+    return found
+
+
+def write_default_mapping(plugin: Benchmark, path: Path) -> None:
+    """Write the plug-in's default sequence mapping at ``path`` (new) for the hospital to
+    edit."""
+    from sealbench.benchmarks.interface import BenchmarkError
+
+    try:
+        ingestion_of(plugin).write_mapping(path)
+    except BenchmarkError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+def ingest_studies(studies: Path, work: Path, plugin: Benchmark, *, source: str = "dicom",
+                   mapping_file: Path | None = None,
+                   progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Ingest a folder of studies (one per patient: DICOM, or native NIfTI with
+    ``source="nifti"``) into the work folder ``work`` under the plug-in's contract, resuming a
+    run there; returns the run's summary (``ingest.json``). Nothing is accepted
+    (:func:`accept_ingested`)."""
+    from sealbench.benchmarks.interface import BenchmarkError
+
+    try:
+        report = ingestion_of(plugin).ingest(studies, work, source=source,
+                                             mapping_file=mapping_file, progress=progress)
+    except BenchmarkError as exc:
+        raise ConfigError(str(exc)) from exc
+    return report.model_dump(mode="json")
+
+
+def accept_ingested(plugin: Benchmark, work: Path,
+                    case_ids: Iterable[str] | None) -> tuple[str, ...]:
+    """Accept ``case_ids`` (every ready case when None) of the work folder ``work``: they alone
+    appear under ``work/accepted``, the folder 'dataset prepare' takes."""
+    from sealbench.benchmarks.interface import BenchmarkError
+
+    try:
+        return ingestion_of(plugin).accept(work, case_ids)
+    except BenchmarkError as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 def _read_json(path: Path) -> dict[str, Any]:

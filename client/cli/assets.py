@@ -157,6 +157,84 @@ def dataset_prepare(
     return prepared
 
 
+@dataset_app.command("ingest")
+def dataset_ingest(
+    studies: Annotated[Path, typer.Argument(help="one folder per patient: a DICOM study with "
+                                            "its annotation, or native NIfTI (--source nifti)")],
+    work: Annotated[Path, typer.Argument(help="the hospital's work folder (made 0700; rerun "
+                                         "with the same one to resume)")],
+    benchmark: ContractBenchmarkOpt = None,
+    definition: DefinitionOpt = None,
+    source: Annotated[str, typer.Option(help="dicom, or nifti: one ..._<part>.nii.gz per "
+                                        "sequence and ..._seg.nii.gz, in native space")] = "dicom",
+    mapping: Annotated[Path | None, typer.Option(help="sequence mapping file (JSON) saying "
+                                                 "which series is which sequence and what the "
+                                                 "annotation's labels are")] = None,
+    write_mapping: Annotated[Path | None, typer.Option(help="write the default mapping file "
+                                                       "here to edit, and stop")] = None,
+    accept: Annotated[list[str] | None, typer.Option(
+        "--accept", help="accept this case after review (repeat for several)")] = None,
+    accept_all: Annotated[bool, typer.Option(help="accept every ready case without asking "
+                                             "(scripts)")] = False,
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> object:
+    """Turn a hospital's studies into cases on the benchmark's grid, for review.
+
+    Each study is converted (refusing mixed series, missing slices, uneven spacing), its
+    sequences recognised with the mapping file, co-registered to the reference sequence,
+    registered to the template, skull-stripped and resampled onto the contract's grid, its
+    annotation carried along. Case ids are pseudonyms; the key (WORK/pseudonyms.json, 0600)
+    stays in WORK and no identifier is written anywhere else. Each case gets a review in
+    WORK/review/<case>/ (review.json, overview.png, registration.png). Nothing is accepted
+    until you say so (asked here, or --accept CASE / --accept-all); accepted cases appear in
+    WORK/accepted, the folder to give 'sealbench dataset prepare'. Ctrl-C and rerun: finished
+    cases are not redone."""
+    with contextlib.ExitStack() as stack:
+        client = None if benchmark is None else stack.enter_context(session(profile)).client
+        plugin = lifecycle.contract_plugin(client, benchmark=benchmark, definition=definition)
+    if write_mapping is not None:
+        assets.write_default_mapping(plugin, write_mapping)
+        out().print(f"wrote the default sequence mapping to {write_mapping}; edit it and pass "
+                    "--mapping")
+        return None
+    with progress_bar() as bar:
+        task = bar.add_task("ingesting studies", total=None)
+        report = assets.ingest_studies(
+            studies, work, plugin, source=source, mapping_file=mapping,
+            progress=lambda d, t: bar.update(task, completed=d, total=t))
+    cases = report["cases"]
+    ready = [c["case_id"] for c in cases if c["status"] == "ready"]
+    chosen: list[str] | None = None
+    if accept_all:
+        chosen = ready
+    elif accept:
+        chosen = list(accept)
+    if json_out:
+        accepted = assets.accept_ingested(plugin, work, chosen) if chosen else ()
+        emit_json({"report": report, "accepted": list(accepted)})
+        return report
+    table("cases", ("case", "status", "template Dice", "brain mL", "WT/TC/ET mL", "notes"),
+          ((c["case_id"], c["status"],
+            "" if c["template_dice"] is None else f"{c['template_dice']:.3f}",
+            "" if c["brain_ml"] is None else f"{c['brain_ml']:.0f}",
+            "/".join(f"{c['region_ml'].get(r, 0):.1f}" for r in ("WT", "TC", "ET"))
+            if c["region_ml"] else "",
+            c["reason"] or "; ".join(c["warnings"])) for c in cases))
+    out().print(f"reviews: {work / 'review'} (overview.png, registration.png, review.json)")
+    if chosen is None and ready and sys.stdin.isatty() and typer.confirm(
+            f"accept the {plural(len(ready), 'ready case')} above?", default=False):
+        chosen = ready
+    if not chosen:
+        out().print("nothing accepted: look at the reviews, then rerun with --accept CASE or "
+                    "--accept-all (finished cases are not redone)")
+        return report
+    accepted = assets.accept_ingested(plugin, work, chosen)
+    out().print(f"accepted {plural(len(accepted), 'case')} into {work / 'accepted'}; next: "
+                f"sealbench dataset prepare {work / 'accepted'} OUT_DIR")
+    return report
+
+
 def _dataset_rows(rows: tuple[DatasetPublic, ...], me: int) -> None:
     table(
         "datasets",

@@ -53,7 +53,7 @@ from .review import CaseReview, SeriesUsed, overview_png, registration_png, revi
 from .sequences import DEFAULT_MAPPING, SequenceMapping, recognise
 
 __all__ = ["ACCEPTED_DIR", "CASES_DIR", "REVIEW_DIR", "IngestOptions", "IngestReport", "Source",
-           "accept", "ingest"]
+           "accept", "ingest", "summary"]
 
 logger = logging.getLogger(__name__)
 
