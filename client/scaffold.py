@@ -4,7 +4,9 @@ The package is complete and works as it is (a small 2D segmentation task, Dice p
 same example as the test suite's third-party plug-in under ``tests/plugins/``), written only
 against the public interface ``sealbench.benchmarks.interface`` and declared in the entry-point
 group ``sealbench.benchmarks``: ``pip install ./NAME`` makes it a benchmark sealbench finds by
-name.
+name. It ships its benchmark definition (``benchmark create --definition NAME``,
+``benchmark definition export NAME``) and declares what its own tests need (the ``test``
+extra: ``pip install './NAME[test]'``).
 ``docs/benchmark-authoring.md`` says how to turn it into your task, test it, build it into the
 evaluation image and publish it. Written into a hidden sibling folder and renamed into place
 only when complete; an existing folder is never touched.
@@ -83,6 +85,10 @@ requires-python = ">=3.11"
 # else must be given to the image build as a wheel too (docs/benchmark-authoring.md).
 dependencies = ["sealbench[enclave]"]
 
+[project.optional-dependencies]
+# What its own tests need besides the above: pip install -e '.[test]'
+test = ["pytest>=8.0", "onnx>=1.16"]
+
 [project.entry-points."sealbench.benchmarks"]
 __NAME__ = "__PACKAGE__.plugin:PLUGIN"
 
@@ -101,13 +107,16 @@ Dice per case); change `src/__PACKAGE__/plugin.py` into your task, following
 sealbench's `docs/benchmark-authoring.md`.
 
 ```
-pip install -e .                      # sealbench now finds the plug-in '__NAME__'
+pip install -e '.[test]'              # sealbench now finds the plug-in '__NAME__'
 python -m pytest tests                # the plug-in through the interface, as the enclave uses it
+sealbench benchmark definition export __NAME__ > __NAME__.json   # the definition it ships
 ```
 
 Build it into the evaluation image with
 `sealbench.client.runs.image_build.build_image(engine, SEALBENCH_CHECKOUT,
-plugins=[Path("__NAME__")])`, then publish a definition naming `"plugin": "__NAME__/1"`.
+plugins=[Path("__NAME__")])`. The registry's operator installs it into the registry server's
+environment too (the registry refuses a benchmark whose plug-in it does not have); then
+publish the definition it ships with `sealbench benchmark create --definition __NAME__`.
 '''
 
 _TEST: Final = '''"""__NAME__ through the interface, as sealbench's enclave and registry use
@@ -156,6 +165,16 @@ def test_every_case_is_scored_and_the_summary_validates(tmp_path: Path) -> None:
     summary = plugin.summarise(results, InsecureFixedNoise())
     assert summary.n_cases == 5 and summary.release.epsilon == 1.0
     assert plugin.parse_summary(json.loads(json.dumps(summary.to_json()))) == summary
+
+
+def test_the_shipped_definition_is_this_plugins() -> None:
+    plugin = PluginRegistry().get("__NAME__")
+    [(name, definition)] = plugin.definitions().items()
+    assert name == "__NAME__" and definition["plugin"] == str(plugin.ref)
+    assert definition["format"] == "sealbench/benchmark-definition"
+    assert definition["contract"] == plugin.data_contract()
+    assert definition["metrics"] == plugin.metrics_spec()
+    assert json.loads(json.dumps(definition)) == definition
 '''
 
 _PLUGIN: Final = '''"""__NAME__/1: a benchmark plug-in made by ``sealbench benchmark init``.
@@ -349,6 +368,18 @@ class __CLASS__:
 
     def metrics_spec(self) -> api.JsonObject:
         return {"metric": "dice", "failed_case_dice": 0.0}
+
+    def definitions(self) -> Mapping[str, api.JsonObject]:
+        """The benchmark definition it ships (``sealbench benchmark create --definition
+        __NAME__``; ``benchmark definition export __NAME__`` writes it out to edit): its pin,
+        contract and metrics; the evaluation image is named at publication."""
+        return {"__NAME__": {
+            "format": "sealbench/benchmark-definition", "format_version": 1,
+            "plugin": str(self.ref), "name": "__NAME__", "version": "1.0.0",
+            "description": self.description + " Published: the mean Dice, a differentially "
+            "private release.",
+            "contract": self.data_contract(), "metrics": self.metrics_spec(),
+            "evaluation_image_reference": None, "evaluation_image_digest": None}}
 
     def prepare(self, raw_dir: Path, out_dir: Path, *, progress: api.ProgressFn | None = None,
                 strict: bool = False) -> api.Prepared:

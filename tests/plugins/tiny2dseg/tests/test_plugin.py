@@ -44,3 +44,13 @@ def test_every_case_is_scored_and_the_summary_validates(tmp_path: Path) -> None:
     summary = plugin.summarise(results, InsecureFixedNoise())
     assert summary.n_cases == 5 and summary.release.epsilon == 1.0
     assert plugin.parse_summary(json.loads(json.dumps(summary.to_json()))) == summary
+
+
+def test_the_shipped_definition_is_this_plugins() -> None:
+    plugin = PluginRegistry().get("tiny2dseg")
+    [(name, definition)] = plugin.definitions().items()
+    assert name == "tiny2dseg" and definition["plugin"] == str(plugin.ref)
+    assert definition["format"] == "sealbench/benchmark-definition"
+    assert definition["contract"] == plugin.data_contract()
+    assert definition["metrics"] == plugin.metrics_spec()
+    assert json.loads(json.dumps(definition)) == definition

@@ -190,6 +190,18 @@ class Tiny2dsegBenchmark:
     def metrics_spec(self) -> api.JsonObject:
         return {"metric": "dice", "failed_case_dice": 0.0}
 
+    def definitions(self) -> Mapping[str, api.JsonObject]:
+        """The benchmark definition it ships (``sealbench benchmark create --definition
+        tiny2dseg``; ``benchmark definition export tiny2dseg`` writes it out to edit): its pin,
+        contract and metrics; the evaluation image is named at publication."""
+        return {"tiny2dseg": {
+            "format": "sealbench/benchmark-definition", "format_version": 1,
+            "plugin": str(self.ref), "name": "tiny2dseg", "version": "1.0.0",
+            "description": self.description + " Published: the mean Dice, a differentially "
+            "private release.",
+            "contract": self.data_contract(), "metrics": self.metrics_spec(),
+            "evaluation_image_reference": None, "evaluation_image_digest": None}}
+
     def prepare(self, raw_dir: Path, out_dir: Path, *, progress: api.ProgressFn | None = None,
                 strict: bool = False) -> api.Prepared:
         if out_dir.exists():
