@@ -81,7 +81,13 @@ def _parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the API server")
     serve.add_argument("--host", default=None, help="bind address (default from settings)")
     serve.add_argument("--port", type=int, default=None, help="port (default from settings)")
-    serve.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="server processes sharing the port (each starts as slowly as the machine lets it; "
+        "one that exits is replaced)",
+    )
     user = sub.add_parser("user", help="manage users").add_subparsers(dest="action", required=True)
     add = user.add_parser(
         "add",
@@ -235,15 +241,19 @@ def _serve(settings: ServerSettings, host: str | None, port: int | None, workers
         {**settings.model_dump(), "host": bind_host, "port": bind_port}
     )
     if workers > 1:
-        # Each worker process builds its own app from the same environment.
-        uvicorn.run(
+        from sealbench.server.workers import run_workers
+
+        # Each worker process builds its own app from the same environment, under a supervisor
+        # that lets a worker take as long as it needs to start (uvicorn's kills one that has
+        # not answered its 5 s ping, which on a loaded machine is every one still importing).
+        run_workers(uvicorn.Config(
             "sealbench.server.cli:app_from_environment",
             factory=True,
             host=checked.host,
             port=checked.port,
             workers=workers,
             log_level="warning",
-        )
+        ))
         return
     from sealbench.server.app import create_app
 
