@@ -11,25 +11,23 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from typing import Any
 
 import anyio.to_thread
+import fastapi.routing
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy import select
-from sqlalchemy.orm import configure_mappers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from sealbench.benchmarks.interface import BenchmarkError
 from sealbench.benchmarks.registry import load as load_plugin
 from sealbench.server.auth import Authenticator
-from sealbench.server.db import Database, open_database
+from sealbench.server.db import open_database
 from sealbench.server.deps import Registry
 from sealbench.server.errors import RegistryError
 from sealbench.server.jwks import JwksCache, JwksFetcher, UrllibJwksFetcher
 from sealbench.server.limits import BodyLimitMiddleware
 from sealbench.server.logkeys import ensure_log_key, publish_key
-from sealbench.server.models import Benchmark
 from sealbench.server.poolkey import ensure_pool_key
 from sealbench.server.routers import (
     assets,
@@ -43,6 +41,7 @@ from sealbench.server.routers import (
     runs,
     users,
 )
+from sealbench.server.routers._common import document_errors
 from sealbench.server.schemas import ErrorBody, ErrorDetail
 from sealbench.server.services.benchmark_plugins import PluginLookup
 from sealbench.server.settings import ServerSettings
@@ -107,38 +106,22 @@ async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
     return _error(exc.status_code, code, str(exc.detail))
 
 
-#: Benchmarks whose pooled board is built once at start (the most recent ones).
-_WARM_BOARDS = 50
-
-
-def _warm_plugins(db: Database, plugins: PluginLookup) -> None:
-    """Load the plug-in of every registered benchmark's pin, and the ORM's mappers, once at
-    start, then build the pooled board of the most recent benchmarks as their authority sees
-    it (the statements compiled, the stored statistics decoded and cached): the first request
-    after a start is then as fast as the rest. A plug-in that is missing or fails to load is
-    left for the requests that need it to report (as they do)."""
-    from sealbench.server.auth import Principal
-    from sealbench.server.routers.results import SUMMARY_CACHE
-    from sealbench.server.schemas.leaderboard import PooledLeaderboard
-    from sealbench.server.services import leaderboard
-
-    configure_mappers()
-    with db.reader() as session:
-        pins = session.scalars(select(Benchmark.metrics_version).distinct()).all()
-        for pin in pins:
-            try:
-                plugins(pin)
-            except BenchmarkError as exc:
-                log.warning("benchmark plug-in %s not loaded at start: %s", pin, exc)
-        recent = session.execute(select(Benchmark.id, Benchmark.owner_id)
-                                 .order_by(Benchmark.id.desc()).limit(_WARM_BOARDS)).all()
-        for bench_id, owner_id in recent:
-            try:
-                board = leaderboard.pooled_board(session, Principal(owner_id, "", False),
-                                                 bench_id, SUMMARY_CACHE)
-                PooledLeaderboard.model_validate(board, from_attributes=True)
-            except RegistryError:
-                continue  # not poolable (no plug-in): its requests say why
+def _prime_endpoint_contexts(app: FastAPI) -> None:
+    """Fill FastAPI's per-endpoint context (file, line, name: used only in its error messages)
+    from each endpoint's code object. FastAPI (0.165) reads it with ``inspect.getsourcelines``
+    on an endpoint's first call, which reads and tokenises the endpoint's source file: about a
+    tenth of a fresh process's first pooled board. A FastAPI without that cache is left as
+    it is."""
+    cache = getattr(fastapi.routing, "_endpoint_context_cache", None)
+    if not isinstance(cache, dict):
+        return
+    for route in app.routes:
+        call = getattr(getattr(route, "dependant", None), "call", None)
+        code = getattr(call, "__code__", None)
+        if call is None or code is None or id(call) in cache:
+            continue
+        cache[id(call)] = {"file": code.co_filename, "line": code.co_firstlineno,
+                           "function": call.__name__}
 
 
 async def _warm_routes(app: FastAPI) -> None:
@@ -187,9 +170,6 @@ def create_app(
         pool_key = ensure_pool_key(settings, create=settings.mode == "local")
         with db.writer() as session:
             publish_key(session, log_signer, clock())
-        # The plug-ins the registered benchmarks pin are imported now, not by the first request
-        # that needs one (a cold leaderboard would pay the imports: scipy, nibabel, ...).
-        await anyio.to_thread.run_sync(_warm_plugins, db, plugins)
         app.state.registry = Registry(
             settings=settings,
             db=db,
@@ -211,7 +191,11 @@ def create_app(
             write_gate=asyncio.Lock() if db.is_sqlite else None,
             plugins=plugins,
         )
+        # Nothing else is prepared at start: no plug-in is imported and no board built (a
+        # board the first request needs is stored in the database, db_cache); only FastAPI's
+        # per-route work, which every first request would pay.
         await _warm_routes(app)
+        _prime_endpoint_contexts(app)
         try:
             yield
         finally:
@@ -248,4 +232,13 @@ def create_app(
     ):
         app.include_router(router, prefix=API_PREFIX)
     mount_dashboard(app, settings)
+    base_openapi = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        # the error answers' body schema, added once (see routers._common.ERRORS)
+        if app.openapi_schema is None:
+            app.openapi_schema = document_errors(base_openapi())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     return app

@@ -18,6 +18,10 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
+# The cache tables live beside the code that keeps them; importing them here puts them in the
+# ORM's metadata wherever a database is opened (the migrations' check compares the two).
+from sealbench.server import db_cache as _db_cache  # noqa: F401
+
 __all__ = ["SQLITE_BUSY_TIMEOUT_MS", "Database", "open_database"]
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000

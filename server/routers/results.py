@@ -5,6 +5,7 @@ read, the latest verified summary per model and dataset, and the pooled leaderbo
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
@@ -12,9 +13,11 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from sealbench.benchmarks.interface import PoolingNotSupportedError
+from sealbench.server import db_cache
 from sealbench.server.auth import Principal
+from sealbench.server.db import Database
 from sealbench.server.deps import CurrentUser, Limit, NowDep, Offset, RegistryDep, SessionDep
-from sealbench.server.errors import InvalidStateError
+from sealbench.server.errors import InvalidStateError, NotFoundError
 from sealbench.server.models import Result
 from sealbench.server.routers._common import ERRORS, IdPath, OptionalId, in_thread, to_page
 from sealbench.server.schemas import (
@@ -29,7 +32,7 @@ from sealbench.server.schemas.leaderboard import PooledLeaderboard
 from sealbench.server.services import leaderboard as pooled
 from sealbench.server.services import results
 
-__all__ = ["leaderboard_router", "pooled_board", "router"]
+__all__ = ["board_json", "leaderboard_router", "pooled_board", "router"]
 
 #: Parsed summaries by result id and nonce (results never change; safe to lose).
 SUMMARY_CACHE = pooled.SummaryCache()
@@ -139,6 +142,8 @@ async def pooled_leaderboard(
     benchmark_id: IdPath,
     session: SessionDep,
     user: CurrentUser,
+    registry: RegistryDep,
+    now: NowDep,
     metric: Annotated[str | None, Query(max_length=100, description="rank by (default: the "
                                         "benchmark's headline); 'dice:WT' for a group")] = None,
     site: Annotated[list[int] | None, Query(description="only these dataset ids")] = None,
@@ -149,12 +154,41 @@ async def pooled_leaderboard(
     between-site spread and rank groups (models whose intervals overlap share a rank)."""
 
     def board() -> Response:
-        result = pooled_board(
-            session, user, benchmark_id, metric=metric,
-            sites=None if site is None else frozenset(site), every_metric=all_metrics)
-        # validated here, serialised by pydantic's own JSON encoder: FastAPI's generic encoder
-        # took about 30 ms of a 41 x 32 board's 40
-        body = PooledLeaderboard.model_validate(result, from_attributes=True).model_dump_json()
+        body = board_json(registry.db, session, user, benchmark_id, now, metric=metric,
+                          sites=None if site is None else frozenset(site),
+                          every_metric=all_metrics)
         return Response(content=body, media_type="application/json")
 
     return await in_thread(session, board)
+
+
+def board_json(db: Database, session: Session, user: Principal, benchmark_id: int,
+               now: datetime, *, metric: str | None = None, sites: frozenset[int] | None = None,
+               every_metric: bool = False, with_breakdown: bool = False) -> bytes:
+    """The pooled board as ``user`` may see it, serialised as the API answers it: the one
+    stored in the database (:mod:`sealbench.server.db_cache`) when it was built from what the
+    benchmark holds now, else built (the plug-in's figures of the stored statistics), stored
+    for the next request of any process, and returned. Boards of a site filter are built each
+    time. ``session`` is closed when a board is stored (SQLite lets one writer in at a time)."""
+    key = current = None
+    if sites is None:
+        found = db_cache.stamp(session, benchmark_id)
+        if found is None:
+            raise NotFoundError("benchmark", benchmark_id)
+        current, owner, published = found
+        key = (f"{db_cache.viewer_class(owner, published, user.user_id)}|metric={metric or ''}"
+               f"|every={int(every_metric)}|breakdown={int(with_breakdown)}")
+        body = db_cache.cached_board(session, benchmark_id, key, current)
+        if body is not None:
+            return body
+    result = pooled_board(session, user, benchmark_id, metric=metric, sites=sites,
+                          every_metric=every_metric, with_breakdown=with_breakdown)
+    # validated here, serialised by pydantic's own JSON encoder: FastAPI's generic encoder
+    # took about 30 ms of a 41 x 32 board's 40
+    body = PooledLeaderboard.model_validate(result, from_attributes=True).model_dump_json(
+    ).encode()
+    if key is not None and current is not None:
+        session.close()
+        with db.writer() as writer:
+            db_cache.store_board(writer, benchmark_id, key, current, body, now)
+    return body

@@ -3,11 +3,19 @@ per model (each site's estimate with its 95% interval, the pooled diamond), a pe
 per-class breakdown, filters by metric and site, and the CSV download.
 
 Both routes call :func:`sealbench.server.services.leaderboard.pooled_board` with the viewer as
-the principal, so the page and the download show what the API answers that user."""
+the principal, so the page and the download show what the API answers that user (the page
+through the API's stored board, :func:`sealbench.server.routers.results.board_json`).
+
+What a person reads first comes first, the rest on demand (issue 42: at FeTS scale, 41 models
+by 32 sites, the whole page was 718 KB): the ranking table, the forest plots of the
+:data:`FIRST_FORESTS` best-ranked models and the breakdown; each site's value as a column of the
+table only when the board has at most :data:`SITE_COLUMNS` sites. ``?show=all`` draws every
+forest plot and every site's column, as the links on the page say."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from datetime import datetime
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from sqlalchemy.orm import Session
@@ -15,9 +23,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import PlainTextResponse, Response
 
 from sealbench.server.auth import Principal
+from sealbench.server.db import Database
 from sealbench.server.errors import RegistryError
 from sealbench.server.routers._common import IdPath
-from sealbench.server.routers.results import pooled_board
+from sealbench.server.routers.results import board_json, pooled_board
 from sealbench.server.schemas.leaderboard import PooledLeaderboard, to_csv
 from sealbench.server.services import benchmarks
 from sealbench.server.web._charts import Forest, axis_note, build_forest, forest_axis
@@ -29,22 +38,28 @@ from sealbench.server.web._state import (
     sign_in_redirect,
 )
 
-__all__ = ["MOCK_BADGE", "pooled_pages"]
+__all__ = ["FIRST_FORESTS", "MOCK_BADGE", "SITE_COLUMNS", "pooled_pages"]
 
 MOCK_BADGE = "mock TEE, not a confidential run"
+#: Forest plots drawn unless every one is asked for (the best-ranked models').
+FIRST_FORESTS = 10
+#: The most sites whose values are columns of the ranking table unless all are asked for.
+SITE_COLUMNS = 12
 MetricQuery = Annotated[str | None, Query(max_length=100)]
+ShowQuery = Annotated[Literal["first", "all"], Query()]
 SiteQuery = Annotated[list[int] | None, Query()]
 
 
-def _board(session: Session, viewer: Principal, benchmark_id: int, metric: str | None,
-           site: list[int] | None) -> PooledLeaderboard:
-    board = pooled_board(
-        session, viewer, benchmark_id, metric=metric or None,
-        sites=None if not site else frozenset(site), with_breakdown=True)
-    return PooledLeaderboard.model_validate(board, from_attributes=True)
+def _board(db: Database, session: Session, viewer: Principal, benchmark_id: int,
+           metric: str | None, site: list[int] | None, now: datetime) -> PooledLeaderboard:
+    body = board_json(db, session, viewer, benchmark_id, now, metric=metric or None,
+                      sites=None if not site else frozenset(site), with_breakdown=True)
+    return PooledLeaderboard.model_validate_json(body)
 
 
-def _forests(board: PooledLeaderboard) -> tuple[Forest, ...]:
+def _forests(board: PooledLeaderboard, first: int | None) -> tuple[Forest, ...]:
+    """The forest plots of the first ``first`` standings (all for None), on one axis that
+    spans every model's, so a plot drawn later on demand reads the same."""
     info = next(m for m in board.metrics if m.key == board.metric)
     names = {s.dataset_id: s.name for s in board.sites}
     values = [s.values[0] for s in board.standings]
@@ -70,7 +85,7 @@ def _forests(board: PooledLeaderboard) -> tuple[Forest, ...]:
               x.mock_tee) for x in s.values[0].sites],
             (s.values[0].pooled, s.values[0].ci95_low, s.values[0].ci95_high), ticks, unit,
             note)
-        for s in board.standings)
+        for s in board.standings[:first])
 
 
 def pooled_pages(state: DashboardState) -> APIRouter:
@@ -78,10 +93,15 @@ def pooled_pages(state: DashboardState) -> APIRouter:
 
     @router.get("/benchmarks/{benchmark_id}/pooled")
     async def pooled(request: Request, benchmark_id: IdPath, metric: MetricQuery = None,
-                     site: SiteQuery = None) -> Response:
+                     site: SiteQuery = None, show: ShowQuery = "first") -> Response:
+        registry = registry_of(request)
+
         def build(session: Session, viewer: Principal) -> tuple[str, dict[str, Any]]:
             bench = benchmarks.get(session, benchmark_id)
-            board = _board(session, viewer, benchmark_id, metric, site)
+            board = _board(registry.db, session, viewer, benchmark_id, metric, site,
+                           registry.clock())
+            every = show == "all"
+            columns = every or len(board.sites) <= SITE_COLUMNS
             by_key = {m.key: m for m in board.metrics}
             values = {s.model_id: {v.metric: v for v in s.values} for s in board.standings}
             # each model's site values by dataset id (the table looks them up per column)
@@ -94,7 +114,10 @@ def pooled_pages(state: DashboardState) -> APIRouter:
                 "board": board,
                 "info": by_key[board.metric],
                 "metrics": board.metrics,
-                "forests": _forests(board),
+                "forests": _forests(board, None if every else FIRST_FORESTS),
+                "site_columns": board.sites if columns else (),
+                "show_all_query": "&".join([f"metric={board.metric}", "show=all",
+                                            *(f"site={i}" for i in (site or ()))]),
                 "breakdown": [by_key[k] for k in board.breakdown],
                 "values": values,
                 "cells": cells,

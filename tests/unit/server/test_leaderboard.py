@@ -13,6 +13,7 @@ many cases give (at epsilon 1 a region's noise sd is about 9.3/n, the mean over 
 from __future__ import annotations
 
 import csv
+import inspect
 import io
 import itertools
 import re
@@ -21,9 +22,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import fastapi.routing
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import func, select
 
 from sealbench.benchmarks.brats import BRATS_2023_GLI_METRICS, CaseScores, RegionScores
 from sealbench.benchmarks.registry import load as load_plugin
@@ -32,12 +35,14 @@ from sealbench.benchmarks.wdbc import summary as wdbc_summary
 from sealbench.contract.pin import BenchmarkPin
 from sealbench.crypto.digest import sha256_digest
 from sealbench.gcp.confidential_space import CONFIDENTIAL_SPACE_ISSUER
+from sealbench.server import db_cache
 from sealbench.server.app import create_app
 from sealbench.server.db import open_database
-from sealbench.server.models import Benchmark, Dataset, Model, Result
+from sealbench.server.models import Benchmark, BenchmarkDataset, Dataset, Model, Result
+from sealbench.server.routers import results as results_router
 from sealbench.server.schemas.leaderboard import PooledLeaderboard, to_csv
 from sealbench.server.settings import ServerSettings
-from sealbench.server.web import mount_dashboard
+from sealbench.server.web import _leaderboard_page, mount_dashboard
 
 SPEC = BRATS_2023_GLI_METRICS
 BRATS = load_plugin(BenchmarkPin.parse("brats-2023-gli/1"))
@@ -595,3 +600,177 @@ def test_board_of_releases_too_noisy_to_read_ranks_nobody_and_shows_only_interva
         titles = re.findall(r"<title>([^<]*)</title>", svg)
         assert len(titles) == 3 and all("not informative (95% CI" in t for t in titles)
     assert "not informative" in html.split('id="rank-rule"')[0]  # the lede says why
+
+
+# -- the boards kept in the database (issue 42, sealbench.server.db_cache) ----------------------
+# A stored board is served without building it only while nothing it was built from changed (a
+# new result, a withdrawn association, publication), never to a viewer of another class (a
+# hospital never reads the authority's board, nor one user another's), never for a site filter;
+# the page shows what a person reads first and the rest on demand; a fresh app's first request
+# reads no endpoint's source file.
+
+
+def _stored_rows(board: Board) -> list[tuple[str, str]]:
+    db = open_database(board.db_url)
+    try:
+        with db.reader() as s:
+            return [(k, st) for k, st in s.execute(
+                select(db_cache.BoardCache.key, db_cache.BoardCache.stamp))]
+    finally:
+        db.dispose()
+
+
+def _no_building(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*_a: Any, **_k: Any) -> Any:
+        raise AssertionError("the board was built, not read from the database")
+
+    monkeypatch.setattr(results_router, "pooled_board", refuse)
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_an_unchanged_board_is_served_as_stored_without_building_it(
+        brats: Board, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = brats.get("authority")
+    assert [k for k, _ in _stored_rows(brats)] == ["owner|metric=|every=0|breakdown=0"]
+    _no_building(monkeypatch)
+    again = brats.get("authority")
+    assert again.status_code == 200 and again.content == first.content
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_new_result_makes_the_stored_board_stale(brats: Board,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    before = _ok(brats.get("authority"))
+    cases = brats.cases[("z", "small")]
+    _insert(brats.db_url, [_result(brats.benchmark_id, brats.datasets["tiny"],
+                                   brats.models["z"], brats.users["hospital_a"].user_id,
+                                   _released(cases))])
+    after = _ok(brats.get("authority"))
+    z = next(s for s in after["standings"] if s["model_id"] == brats.models["z"])
+    z_before = next(s for s in before["standings"] if s["model_id"] == brats.models["z"])
+    assert z["values"][0]["n_sites"] == z_before["values"][0]["n_sites"] + 1
+    _no_building(monkeypatch)
+    assert _ok(brats.get("authority")) == after
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_withdrawn_association_marks_the_stored_board_again(brats: Board) -> None:
+    before = _ok(brats.get("authority"))
+    assert not any(x["withdrawn"] for s in before["standings"] for x in s["values"][0]["sites"])
+    hospital = brats.users["hospital_b"].user_id
+    _insert(brats.db_url, [BenchmarkDataset(
+        benchmark_id=brats.benchmark_id, asset_id=brats.datasets["large"], revision=1,
+        status="withdrawn", initiator_role="asset_owner", initiated_by_id=hospital,
+        actor_id=hospital, created_at=NOW)])
+    after = _ok(brats.get("authority"))
+    marked = {x["dataset_id"] for s in after["standings"] for x in s["values"][0]["sites"]
+              if x["withdrawn"]}
+    assert marked == {brats.datasets["large"]}
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_hospital_never_reads_the_authoritys_stored_board(brats: Board) -> None:
+    authority = _ok(brats.get("authority"))
+    hospital = _ok(brats.get("hospital_b"))
+    vendor = _ok(brats.get("vendor_x"))
+    assert hospital["scope"] != authority["scope"]
+    # each viewer its own row; the vendor sees its own model only, as built for it
+    assert {s["model_id"] for s in vendor["standings"]} == {brats.models["x"]}
+    keys = {k.split("|")[0] for k, _ in _stored_rows(brats)}
+    assert keys == {"owner", f"user:{brats.users['hospital_b'].user_id}",
+                    f"user:{brats.users['vendor_x'].user_id}"}
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_one_user_never_reads_another_users_stored_board(brats: Board) -> None:
+    x = _ok(brats.get("vendor_x"))
+    y = _ok(brats.get("vendor_y"))
+    assert {s["model_id"] for s in x["standings"]} == {brats.models["x"]}
+    assert {s["model_id"] for s in y["standings"]} == {brats.models["y"], brats.models["z"]}
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_publishing_the_board_restamps_it_for_everyone(brats: Board) -> None:
+    assert _ok(brats.get("outsider"))["standings"] == []
+    db = open_database(brats.db_url)
+    try:
+        with db.writer() as s:
+            bench = s.get(Benchmark, brats.benchmark_id)
+            assert bench is not None
+            bench.leaderboard_published = True
+            s.commit()
+    finally:
+        db.dispose()
+    assert len(_ok(brats.get("outsider"))["standings"]) == 3
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_site_filter_is_never_stored(brats: Board) -> None:
+    _ok(brats.get("authority", site=[brats.datasets["small"]]))
+    assert _stored_rows(brats) == []
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_stored_board_of_an_older_format_is_not_served(
+        brats: Board, monkeypatch: pytest.MonkeyPatch) -> None:
+    _ok(brats.get("authority"))
+    monkeypatch.setattr(db_cache, "BOARD_FORMAT", "board/older")
+    built = []
+    original = results_router.pooled_board
+
+    def counting(*a: Any, **k: Any) -> Any:
+        built.append(1)
+        return original(*a, **k)
+
+    monkeypatch.setattr(results_router, "pooled_board", counting)
+    _ok(brats.get("authority"))
+    assert built == [1]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_the_page_shows_the_first_forests_and_the_rest_on_demand(
+        brats: Board, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_leaderboard_page, "FIRST_FORESTS", 1)
+    monkeypatch.setattr(_leaderboard_page, "SITE_COLUMNS", 1)
+    _sign_in(brats.client, brats.users["authority"].token)
+    url = f"/ui/benchmarks/{brats.benchmark_id}/pooled"
+    first = brats.client.get(url).text
+    assert len(re.findall(r'<figure class="chart forest"', first)) == 1
+    assert 'id="more-forests"' in first and 'id="site-values"' in first
+    assert 'class="num cell' not in first  # no site column
+    every = brats.client.get(url, params={"show": "all"}).text
+    assert len(re.findall(r'<figure class="chart forest"', every)) == 3
+    assert 'id="more-forests"' not in every and 'class="num cell' in every
+    assert brats.client.get(url, params={"show": "bogus"}).status_code == 422
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_fresh_apps_first_request_reads_no_endpoint_source(
+        brats: Board, monkeypatch: pytest.MonkeyPatch) -> None:
+    read: list[object] = []
+    original = inspect.getsourcelines
+
+    def counting(obj: Any) -> Any:
+        read.append(obj)
+        return original(obj)
+
+    monkeypatch.setattr(fastapi.routing.inspect, "getsourcelines", counting)
+    _ok(brats.get("authority"))
+    assert read == []
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_the_stamp_names_what_the_board_was_built_from(brats: Board) -> None:
+    db = open_database(brats.db_url)
+    try:
+        with db.reader() as s:
+            found = db_cache.stamp(s, brats.benchmark_id)
+            assert found is not None
+            text, owner, published = found
+            assert owner == brats.users["authority"].user_id and published is False
+            assert text.startswith(db_cache.BOARD_FORMAT + "|")
+            assert db_cache.stamp(s, 10**6) is None
+            n = s.execute(select(func.count()).select_from(db_cache.BoardCache)).scalar_one()
+            assert n == 0
+    finally:
+        db.dispose()
