@@ -107,3 +107,110 @@ def test_installed_template_ships_its_definition_and_passes_its_own_tests(
     assert listed.returncode == 0, listed.stderr[-2000:]
     assert {"definition": NAME, "plugin": f"{NAME}/1", "name": NAME, "version": "1.0.0"} in \
         json.loads(listed.stdout)
+
+
+REGISTRY_CHILD = r"""
+import json, re, sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from sealbench.benchmarks.registry import PluginRegistry
+from sealbench.benchmarks.release import InsecureFixedNoise
+from sealbench.client.registry import governance
+from sealbench.client.registry.api import RegistryClient
+from sealbench.crypto.digest import sha256_digest
+from sealbench.server.app import create_app
+from sealbench.server.db import open_database
+from sealbench.server.migrate import upgrade_to_head
+from sealbench.server.models import Dataset, Model, Result
+from sealbench.server.services.users import create_user
+from sealbench.server.settings import ServerSettings
+from sealbench.server.web import mount_dashboard
+
+name, root = sys.argv[1], Path(sys.argv[2])
+now = datetime.now(UTC)
+settings = ServerSettings(data_dir=root, trusted_issuers=())
+db = open_database(settings.effective_database_url)
+upgrade_to_head(db.engine)
+with db.writer() as session:
+    users = {who: create_user(session, email=f"{who}@x.test", is_admin=who == "admin", now=now)
+             for who in ("admin", "authority", "hospital", "vendor")}
+ids = {who: user.id for who, (user, _) in users.items()}
+tokens = {who: token for who, (_, token) in users.items()}
+image = sha256_digest(b"evaluation image")
+app = create_app(settings)
+mount_dashboard(app, settings)
+statuses = {}
+with TestClient(app) as http:
+    authority = RegistryClient(http, tokens["authority"])
+    created = governance.create_benchmark(authority, name, image_reference=f"r@{image}",
+                                          image_digest=image)
+    RegistryClient(http, tokens["admin"]).approve_benchmark(created.id)
+    plugin = PluginRegistry().get(name)
+    plugin.write_demo_dataset(root / "raw", 4, seed=1)
+    prepared = plugin.prepare(root / "raw", root / "prepared")
+    data = root / "prepared" / plugin.layout.data_dir
+    layout = plugin.open_dataset((data / plugin.layout.dataset_file).read_bytes())
+    paths = [p.relative_to(data).as_posix() for p in data.glob("cases/*/*")]
+    cases = [layout.load({p: (data / p).read_bytes() for p in files})
+             for files in layout.group(paths).values()]
+    scores = [plugin.score(case, case.mask) for case in cases]  # a perfect model
+    summary = plugin.summarise(scores, InsecureFixedNoise()).to_json()
+    with db.writer() as session:
+        model = Model(owner_id=ids["vendor"], name="m", version="1", digest=sha256_digest(b"m"),
+                      format="onnx", io_contract={}, state="registered", created_at=now)
+        sites = [Dataset(owner_id=ids["hospital"], name=f"site-{i}",
+                         digest=sha256_digest(f"d{i}".encode()), case_count=4, statistics={},
+                         prepared_for_id=created.id, state="registered", created_at=now)
+                 for i in range(2)]
+        session.add_all([model, *sites])
+        session.flush()
+        session.add_all([Result(
+            benchmark_id=created.id, dataset_id=site.id, model_id=model.id,
+            submitted_by_id=ids["hospital"], summary=summary,
+            sealed_result_digest=sha256_digest(f"sealed-{i}".encode()),
+            attestation_token=f"h.p-{i}.s", token_issuer="https://attestation.test.invalid",
+            image_digest=image, nonce=sha256_digest(f"nonce-{i}".encode())[7:], created_at=now)
+            for i, site in enumerate(sites)])
+        session.commit()
+    api = f"/api/v1/benchmarks/{created.id}"
+    bearer = {"Authorization": f"Bearer {tokens['authority']}"}
+    for path in ("", "/leaderboard", "/leaderboard/pooled"):
+        answer = http.get(f"{api}{path}", headers=bearer)
+        statuses[f"/api/v1/benchmarks/ID{path}"] = [answer.status_code, answer.text[:400]]
+    form = http.get("/ui/sign-in")
+    csrf = re.search(r'name="csrf" value="([^"]+)"', form.text).group(1)
+    http.post("/ui/sign-in", data={"csrf": csrf, "token": tokens["authority"], "next": "/ui/"},
+              follow_redirects=False)
+    for path in ("", "/leaderboard", "/pooled", "/pooled.csv"):
+        page = http.get(f"/ui/benchmarks/{created.id}{path}")
+        statuses[f"/ui/benchmarks/ID{path}"] = [page.status_code, page.text[-600:]]
+print(json.dumps({"pin": str(created.metrics_version), "statuses": statuses}))
+"""
+
+
+def test_template_plugin_goes_through_registry_leaderboard_and_dashboard_without_a_500(
+        tmp_path: Path) -> None:
+    """The template plug-in, installed on the registry, is published from the definition it
+    ships, and its benchmark's API and dashboard pages answer with results of it stored: the
+    per-site leaderboard shows them, the pooled leaderboard says the plug-in does not pool (it
+    cannot: 409, never a 500)."""
+    source = scaffold_plugin(NAME, tmp_path)
+    python = _plugin_python()(tmp_path / "env", source)
+    (tmp_path / "registry").mkdir()
+    done = subprocess.run([python, "-c", REGISTRY_CHILD, NAME, str(tmp_path / "registry")],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["pin"] == f"{NAME}/1"
+    statuses = out["statuses"]
+    for path, (status, text) in statuses.items():
+        assert status < 500, (path, text)
+    for path in ("/api/v1/benchmarks/ID", "/api/v1/benchmarks/ID/leaderboard",
+                 "/ui/benchmarks/ID", "/ui/benchmarks/ID/leaderboard"):
+        assert statuses[path][0] == 200, (path, statuses[path][1])
+    for path in ("/api/v1/benchmarks/ID/leaderboard/pooled", "/ui/benchmarks/ID/pooled",
+                 "/ui/benchmarks/ID/pooled.csv"):
+        assert statuses[path][0] == 409 and "does not pool" in statuses[path][1], path
