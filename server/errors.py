@@ -14,7 +14,8 @@ Messages say what was received and what was expected and never contain tokens or
     ├── InvalidStateError              409 invalid_state    (a transition the rules forbid)
     ├── InvalidRequestError            422 invalid_request  (well-formed but unusable input)
     ├── ResultRejectedError            422 result_rejected  (attestation did not verify)
-    │   └── PrivacyBudgetExceededError 422 privacy_budget_exceeded (the release would overspend)
+    │   ├── PrivacyBudgetExceededError 422 privacy_budget_exceeded (the release would overspend)
+    │   └── PluginNotInstalledError    422 plugin_not_installed (no plug-in here reads it)
     ├── RequestTooLargeError           413 payload_too_large
     ├── UpstreamUnavailableError       503 upstream_unavailable (a JWKS could not be fetched)
     ├── ConfigurationError             --  settings refused at startup
@@ -32,6 +33,7 @@ __all__ = [
     "InvalidStateError",
     "NotFoundError",
     "PermissionDeniedError",
+    "PluginNotInstalledError",
     "PrivacyBudgetExceededError",
     "RegistryError",
     "RequestTooLargeError",
@@ -107,6 +109,14 @@ class PrivacyBudgetExceededError(ResultRejectedError):
     budget has left; nothing was stored."""
 
     code = "privacy_budget_exceeded"
+
+
+class PluginNotInstalledError(ResultRejectedError):
+    """The benchmark's plug-in is not installed on this registry, so nothing can say what its
+    results mean; nothing was stored. Its operator installs it; the same result can then be
+    submitted again (a new run would not help)."""
+
+    code = "plugin_not_installed"
 
 
 class RequestTooLargeError(RegistryError):

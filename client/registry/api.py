@@ -262,6 +262,12 @@ class RegistryClient:
             raise PrivacyBudgetExceeded(message, status=status, code=error.code)
         if error.code == "result_rejected":
             raise ResultRejectedError(message, status=status, code=error.code)
+        if error.code == "plugin_not_installed":  # the registry's state, not the result's
+            raise ResultRejectedError(
+                message, status=status, code=error.code,
+                hint="the registry's operator must install the benchmark's plug-in (see "
+                "docs/server.md); the result is kept here: submit the same run again then "
+                "(running it again would not help)")
         kind = _BY_STATUS.get(status, RegistryError)
         raise kind(message, status=status, code=error.code)
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 from sealbench.benchmarks.interface import Benchmark, BenchmarkError, BenchmarkPin, PublicSummary
 from sealbench.benchmarks.registry import load
 from sealbench.contract.result import ResultSummary
-from sealbench.server.errors import ResultRejectedError
+from sealbench.server.errors import PluginNotInstalledError, ResultRejectedError
 from sealbench.server.schemas.inbox import ReleaseTerms
 
 if TYPE_CHECKING:
@@ -48,12 +48,12 @@ RESULT_SUMMARY_FORMAT = "sealbench/result-summary"
 
 
 def plugin_of(metrics_version: BenchmarkPin, plugins: PluginLookup = load) -> Benchmark:
-    """The installed plug-in ``metrics_version`` pins; 422 (``result_rejected``) naming it when
-    it is not installed."""
+    """The installed plug-in ``metrics_version`` pins; 422 (``plugin_not_installed``) naming it
+    when it is not installed."""
     try:
         return plugins(metrics_version)
     except BenchmarkError as exc:
-        raise ResultRejectedError(
+        raise PluginNotInstalledError(
             f"the registry cannot validate results of this benchmark: {exc}") from None
 
 
