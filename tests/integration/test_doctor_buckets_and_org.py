@@ -102,3 +102,19 @@ def test_a_perimeter_is_reported_as_a_perimeter_not_as_a_missing_grant() -> None
     plain = gexc.Forbidden("Permission 'cloudkms.cryptoKeyVersions.useToEncrypt' denied on "
                            "resource 'k' (or it may not exist).")
     assert "perimeter" not in str(cloud_failure(plain, "sealing", project="hospital"))
+
+
+def test_doctor_names_a_perimeter_where_a_check_meets_one() -> None:
+    from google.api_core import exceptions as gexc
+
+    from sealbench.gcp._doctor_base import PERIMETER_FIX, run_check
+
+    def probe() -> str:
+        raise gexc.Forbidden("Request is prohibited by organization's policy. "
+                             "vpcServiceControlsUniqueIdentifier: Zz9", errors=[
+                                 {"reason": "vpcServiceControls"}])
+
+    check = run_check("bucket", probe, "the usual fix", "hospital", "grant yourself the bucket")
+    assert not check.ok and check.fix == PERIMETER_FIX
+    assert "VPC Service Controls perimeter around project hospital" in check.detail
+    assert "Zz9" in check.detail and "permission denied" not in check.detail
