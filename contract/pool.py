@@ -15,33 +15,41 @@ flow::
                                      binds (the token's nonce hashes the summary)
     registry                         stores the summary (so the commitment) with the accepted
                                      result; it never sees the document
+    registry (POST pool-authorizations, asked by the authority for one model)
+                                     chooses the inputs itself (every current approved site's
+                                     latest accepted result), debits every pooled ledger on its
+                                     transparency log and signs the PoolInputs document
+                                     (:mod:`sealbench.contract.pool_authorization`)
     authority (sealbench benchmark pool)
-                                     writes a PoolInputs document (the accepted results to pool:
-                                     run, dataset location, statistics location, commitment)
-                                     and launches the aggregator with an AggregateSpec naming it
-                                     by location and digest
-    aggregator (inside the TEE)      attests, is released each site's dataset key by the site's
+                                     writes the signed authorization with its log evidence as
+                                     pool-authorization.json and launches the aggregator with an
+                                     AggregateSpec naming it by location and inputs digest
+    aggregator (inside the TEE)      attests, verifies the authorization against the pool anchor
+                                     its uid binds (refusing any it cannot, before anything is
+                                     read), is released each site's dataset key by the site's
                                      own key-release condition (which admits the aggregator
                                      image's uid), checks each document against its commitment,
                                      pools exactly (benchmarks.pooling.pool_exact), draws the
-                                     release noise once, and writes pooled.sealed (the
-                                     PooledRelease document, pooled.json, sealed to the
-                                     registry's pool-release key) and pooled.token (audience
-                                     sealbench-pool, nonce :func:`pooled_nonce` of
+                                     release noise once (keyed by the sites' keys and the
+                                     authorization, so a relaunch draws the same), and writes
+                                     pooled.sealed (the PooledRelease document, pooled.json,
+                                     sealed to the registry's pool-release key) and pooled.token
+                                     (audience sealbench-pool, nonce :func:`pooled_nonce` of
                                      pooled.sealed's bytes)
     authority                        submits both; it cannot read the release
     registry                         verifies the token (issuer, the approved aggregator image,
-                                     the nonce), refuses a release whose inputs are not exactly
-                                     the accepted results it was asked to pool, with their
-                                     stored commitments, and only then opens it, debits every
-                                     included dataset and publishes it
+                                     the nonce), refuses a release of anything it did not
+                                     authorize (or a second release of one authorization), and
+                                     only then opens and publishes it (the authorization paid)
 
 The aggregator's workload uid reuses :class:`~sealbench.contract.workload.WorkloadIdentity`:
-``<aggregator image>::-::<model digest>::<pool recipient>::<benchmark>::<pin>``. The dataset
+``<aggregator image>::-::<model digest>::<pool anchor>::<benchmark>::<pin>``. The dataset
 field is ``-`` (it pools many datasets; each owner's grant names the aggregator for the models it
-evaluated), and the recipient is the digest of the registry's pool-release key, which the
-benchmark fixes when it is created (``pool_recipient_key``): the release is sealed to the
-registry, so whoever launches the aggregator cannot read it. Without that, the authority could
+evaluated), and the recipient is the digest of the benchmark's **pool anchor**
+(:class:`PoolAnchor`, fixed when the benchmark is created): the registry's pool-release key (the
+release is sealed to the registry, so whoever launches the aggregator cannot read it), its
+transparency-log key and the witnesses whose cosignatures the authorization's checkpoint
+needs. Without that, the authority could
 read a release, rerun the pool for a fresh noise draw or pool chosen subsets, and submit only
 what it liked: every draw it read would cost the sites privacy that no budget debited. Sealed,
 only the release the registry accepts (and debits) is ever read.

@@ -347,12 +347,14 @@ def benchmark_pool(
     profile: ProfileOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Pool each model's accepted results inside the TEE (benchmark authority): the benchmark's
-    aggregator image is released each site's sealed exact statistics by the site's own key,
-    pools them and draws the release noise once; the registry verifies its attested release,
-    refuses one that omits, adds or changes an input, and debits every included dataset once.
-    Nobody, the authority included, sees a site's exact figure. Models whose results are all
-    pooled already are skipped."""
+    """Pool each model's accepted results inside the TEE (benchmark authority): the registry
+    authorizes each pool (it picks every current approved site's latest result and debits each
+    site's privacy budget on its log first), then the benchmark's aggregator image checks that
+    authorization, is released each site's sealed exact statistics by the site's own key, pools
+    them and draws the release noise once; the registry verifies the attested release and
+    publishes it. Nobody, the authority included, sees a site's exact figure. A pool whose
+    aggregator failed is run again at no further cost (same release); models with nothing new
+    since their last release, or fewer than two sites, are skipped with the reason."""
     from sealbench.client.runs.launchers.for_profile import CsOptions
     from sealbench.client.runs.pool import pool_on_tee
 

@@ -285,14 +285,13 @@ def pool_outcomes(console: Console, outcomes: Iterable[Any]) -> None:
     nothing was pooled, and each result the registry left out."""
     for o in outcomes:
         if hasattr(o, "release_id"):
-            paid = ("authorization run again: it was debited when first authorized, and yields "
-                    "the same release" if o.debits is None
-                    else "each ledger debited once on the registry's log before any draw")
+            paid = ("its authorization run again: debited when first authorized, it yields the "
+                    "same release" if o.debits is None
+                    else f"{_plural(len(o.debits), 'privacy budget')} debited once on the "
+                    "registry's log before any draw")
             console.print(f"model {o.model_id}: pooled release {o.release_id} over "
                           f"{_plural(o.n_sites, 'site')}, {_plural(o.n_cases, 'case')} inside the "
-                          f"TEE (pool {o.pool_id}); attestation verified; {paid}", markup=False)
-            for line in o.debits or ():
-                console.print(f"  debited: {line}", markup=False)
+                          f"TEE; attestation verified; {paid}", markup=False)
         else:
             console.print(f"model {o.model_id}: {o.reason}", markup=False)
         for line in o.left_out:

@@ -200,8 +200,10 @@ def _sync_needed(status: GrantsStatus) -> InboxItem:
     return InboxItem(
         "policy sync needed",
         f"{status.asset_kind} {status.asset_name} (#{status.asset_id}): its approvals changed "
-        f"since its key's grants were written ({when}); until you sync, newly approved runs are "
-        f"refused its key ({status.required_count} workloads approved now)",
+        f"since its key's grants were written ({when}); until you sync, a withdrawn or rejected "
+        "association's workloads (its benchmark's aggregator included) are still released its "
+        f"key, and newly approved runs are refused it ({status.required_count} workloads "
+        "approved now)",
         status.command)
 
 
