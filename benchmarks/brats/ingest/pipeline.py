@@ -18,8 +18,10 @@ Each case is built in a hidden ``.partial-<case>-<random>`` folder and renamed i
 whole; its review is renamed last, so a case whose review exists is finished and a rerun (after
 Ctrl-C, a crash or new studies) skips it. Leftover partial folders are removed at the start.
 A study that fails is rejected with its reason (:mod:`.errors`), under its pseudonym; the
-others go on. Nothing under ``accepted/`` exists until :func:`accept` is called with the case
-ids the hospital accepted (the CLI asks, or takes ``--accept-all`` for scripts).
+others go on. An error of the imaging libraries themselves rejects the study by the error's type
+alone: their messages may quote a file name or a header. Nothing under ``accepted/`` exists
+until :func:`accept` is called with the case ids the hospital accepted (the CLI asks, or takes
+``--accept-all`` for scripts).
 """
 
 from __future__ import annotations
@@ -301,6 +303,14 @@ def ingest(studies_dir: Path, work_dir: Path, contract: BratsContract,
                 shutil.rmtree(partial / CASES_DIR, ignore_errors=True)
                 review = CaseReview(case_id=case_id, status="rejected", reason=str(exc))
                 logger.warning("case %s rejected: %s", case_id, exc)
+            except Exception as exc:  # noqa: BLE001 - pydicom, SimpleITK, highdicom, nibabel
+                # A foreign library's message may quote a path or a header (a patient's name):
+                # only the error's type is kept, and the case is rejected like any other.
+                shutil.rmtree(partial / CASES_DIR, ignore_errors=True)
+                review = CaseReview(case_id=case_id, status="rejected", reason=(
+                    f"the study could not be read ({type(exc).__name__}); its message is not "
+                    "shown as it may quote patient data"))
+                logger.warning("case %s rejected: %s", case_id, review.reason)
             except BaseException:
                 shutil.rmtree(partial, ignore_errors=True)
                 raise
