@@ -4,9 +4,11 @@ Step 4 (:func:`open_dataset`) decrypts ``manifest.sealed``, checks the manifest'
 the expected data digest, reads ``dataset.json`` from the metadata object to open the plug-in's
 layout, and maps every case object to the cases it holds (one, or several small ones, as the
 plug-in's layout groups them; a case in two objects is refused). Step 5 (:func:`evaluate`) then
-walks the case objects in index order; a background thread downloads, decrypts, verifies and
-decodes object ``i+1`` while the cases of object ``i`` are predicted and scored, so at most the
-cases of about two objects are in memory.
+walks the case objects in index order; a background thread downloads, decrypts and verifies
+object ``i+1`` while the cases of object ``i`` are predicted and scored, and each case is decoded
+on the main thread only when the one before it is done: one decoded case is in memory at a time,
+beside the encoded files of about two objects (issue 42: a decoded full-size BraTS case is 145 MB,
+its files 16 MB).
 
 Failure rules: a digest or authentication failure (tampered, swapped, substituted, truncated
 object) raises :class:`~sealbench.contract.errors.AssetIntegrityError` and aborts the run; a case
@@ -212,6 +214,17 @@ class _Loaded:
     case: LoadedCase
 
 
+@dataclass(frozen=True)
+class _Fetched:
+    """A case's files, downloaded, decrypted and authenticated on the prefetch thread (its
+    object's files: an object may hold several cases), but not decoded: decoding waits for the
+    main thread, after the previous case is done, so that a decoded case is never in memory
+    beside the one being predicted (a full-size BraTS case is 145 MB decoded, 16 MB of files)."""
+
+    slot: CaseSlot
+    files: Mapping[str, bytes]
+
+
 def _objects(dataset: VerifiedDataset) -> list[tuple[int, tuple[CaseSlot, ...]]]:
     """The case objects in index order (numbered from 1), each with its cases."""
     grouped: dict[str, list[CaseSlot]] = {}
@@ -223,26 +236,27 @@ def _objects(dataset: VerifiedDataset) -> list[tuple[int, tuple[CaseSlot, ...]]]
 def _fetch_object(
     dataset: VerifiedDataset, total: int
 ) -> Callable[[tuple[int, tuple[CaseSlot, ...]]], object]:
-    timer = dataset.model.keys.destination.run.timer
-    benchmark = dataset.model.keys.destination.run.benchmark
-
     def fetch(item: tuple[int, tuple[CaseSlot, ...]]) -> object:
         position, slots = item
         files = _open(dataset.model, dataset.index, slots[0].obj,
                       f"case object {position}/{total}")
-        loaded: list[object] = []
-        for slot in slots:
-            with timer.measure("load"):
-                try:
-                    case = dataset.layout.load({name: files[name] for name in slot.files})
-                    loaded.append(_Loaded(slot, case))
-                except (CaseError, KeyError) as exc:
-                    reason = f"case could not be loaded: {exc}" if isinstance(
-                        exc, CaseError) else "case could not be loaded: a file is missing"
-                    loaded.append(benchmark.failure(slot.case_id, reason))
-        return loaded
+        return [_Fetched(slot, files) for slot in slots]
 
     return fetch
+
+
+def _load(dataset: VerifiedDataset, fetched: _Fetched) -> _Loaded | CaseResult:
+    """Decode one fetched case with the plug-in's layout, or its flagged failure."""
+    run = dataset.model.keys.destination.run
+    slot = fetched.slot
+    with run.timer.measure("load"):
+        try:
+            return _Loaded(slot, dataset.layout.load(
+                {name: fetched.files[name] for name in slot.files}))
+        except (CaseError, KeyError) as exc:
+            reason = f"case could not be loaded: {exc}" if isinstance(
+                exc, CaseError) else "case could not be loaded: a file is missing"
+            return run.benchmark.failure(slot.case_id, reason)
 
 
 @dataclass(frozen=True)
@@ -282,10 +296,11 @@ def _segment_and_score(
             return run.benchmark.failure(case.case_id, f"prediction not scored: {exc}"), None
 
 
-def _cases(stream: Iterator[object]) -> Iterator[_Loaded | CaseResult]:
+def _cases(dataset: VerifiedDataset, stream: Iterator[object]) -> Iterator[_Loaded | CaseResult]:
     for batch in stream:
         assert isinstance(batch, list)
-        yield from batch
+        for fetched in batch:
+            yield _load(dataset, fetched)
         del batch
 
 
@@ -307,7 +322,7 @@ def evaluate(dataset: VerifiedDataset) -> Evaluation:
     results: list[CaseResult] = []
     objects = _objects(dataset)
     with contextlib.closing(prefetched(objects, _fetch_object(dataset, len(objects)))) as stream:
-        for item in _cases(stream):
+        for item in _cases(dataset, stream):
             left = deadline - time.monotonic()
             if left <= 0:
                 break
@@ -321,6 +336,7 @@ def evaluate(dataset: VerifiedDataset) -> Evaluation:
                 result = item
             results.append(result)
             case_done(len(results), total)
+            del item  # the case's volumes go before the next case is decoded
     done = {r.case_id for r in results}
     late = [slot.case_id for slot in dataset.cases if slot.case_id not in done]
     if late:

@@ -69,3 +69,36 @@ def test_prefetch_error_propagates() -> None:
     else:
         raise AssertionError("the fetch error was swallowed")
     assert got == [0, 1]
+
+
+def test_a_case_is_decoded_only_after_the_one_before_it_is_done() -> None:
+    """The prefetch thread fetches the next object's files, but its cases' volumes (145 MB for a
+    full-size BraTS case) are decoded only when the caller asks for them, after it let go of the
+    case before: never two decoded cases at once, as the fetched files of two objects are."""
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+
+    from sealbench.enclave.evaluation import _cases, _Fetched, _Loaded
+
+    class _Layout:
+        def load(self, files: dict[str, bytes]) -> _Case:
+            assert files == {"cases/a": b"x"}
+            return _Case()
+
+    timer = SimpleNamespace(measure=lambda _name: nullcontext())
+    run = SimpleNamespace(timer=timer, benchmark=None)
+    files = {"cases/a": b"x"}
+    dataset = SimpleNamespace(
+        model=SimpleNamespace(keys=SimpleNamespace(destination=SimpleNamespace(run=run))),
+        layout=_Layout())
+    slot = SimpleNamespace(case_id="c", files=("cases/a",), obj=None)
+    _Case.live = _Case.peak = 0
+    fetched = prefetched(list(range(6)), lambda _i: [_Fetched(slot, files)])  # type: ignore[arg-type]
+    count = 0
+    for item in _cases(dataset, fetched):  # type: ignore[arg-type]
+        assert isinstance(item, _Loaded)
+        count += 1
+        del item
+        gc.collect()
+    assert count == 6
+    assert _Case.peak == 1
