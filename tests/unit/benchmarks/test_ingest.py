@@ -226,3 +226,25 @@ def test_labels_carried_by_indicators_keep_a_thin_rim_nearest_neighbour_loses() 
     # measured: 0.982 carried, 0.960 by nearest neighbour
     assert dice(carried) >= 0.97
     assert dice(carried) > dice(nearest) + 0.015
+
+
+def test_native_nifti_studies_take_the_same_path(study: PhantomStudy, tmp_path: Path) -> None:
+    """The second way in: one native-space NIfTI per sequence and the annotation on one of
+    their grids (here written from the phantom's series), named however the hospital names
+    them as long as they end in _<part>.nii.gz."""
+    from sealbench.benchmarks.brats.ingest.pipeline import IngestOptions, ingest
+
+    folder = tmp_path / "studies" / study.folder.name
+    folder.mkdir(parents=True)
+    numbers = {"t1n": 3, "t1c": 7, "t2w": 4, "t2f": 5}
+    for part, number in numbers.items():
+        sitk.WriteImage(series_volume(_series(study, number)),
+                        str(folder / f"{study.phi.file_stem}_{part}.nii.gz"))
+    shutil.copy(study.annotation_nifti, folder / f"{study.phi.file_stem}_seg.nii.gz")
+    report = ingest(tmp_path / "studies", tmp_path / "work", SMALL,
+                    IngestOptions(source="nifti", mapping=MAPPING))
+    (review,) = report.cases
+    assert review.status == "ready", review.reason
+    assert review.region_ml["WT"] > 0 and review.template_dice is not None
+    assert review.template_dice > 0.9
+    _no_phi(report.model_dump_json(), study)
