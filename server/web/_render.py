@@ -22,6 +22,13 @@ def _when(value: datetime | None) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def _day(value: datetime | None) -> str:
+    """A run's time as the registry keeps it: its UTC day (issue 40)."""
+    if value is None:
+        return "—"
+    return value.astimezone(UTC).strftime("%Y-%m-%d")
+
+
 def _num(value: float | None, places: int = 4) -> str:
     return "—" if value is None else f"{value:.{places}f}"
 
@@ -51,7 +58,7 @@ class Templates:
             trim_blocks=True,
             lstrip_blocks=True,
         )
-        self._env.filters.update(when=_when, num=_num, short=_short, pretty=_pretty)
+        self._env.filters.update(when=_when, day=_day, num=_num, short=_short, pretty=_pretty)
 
     def render(self, name: str, context: dict[str, Any]) -> str:
         return self._env.get_template(name).render(context)

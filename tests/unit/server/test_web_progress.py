@@ -140,3 +140,14 @@ def test_pair_without_an_accepted_result_shows_its_latest_attempt(
     assert cell["result_id"] is None and cell["attested"] is False
     shown = _page_cell(client, world)
     assert 'data-status="failed"' in shown and "run-debug-image" in shown
+
+
+def test_progress_page_dates_a_run_to_the_day_only(
+    client: TestClient, world: Any, h: Any
+) -> None:
+    """Issue 40: the page shows when a run last changed by its day, as the registry keeps it;
+    a time of day would date the run's end, and so how long the model took on the cases."""
+    _succeed(client, world, h, "run-ok")
+    shown = _page_cell(client, world)
+    assert re.search(r'title="updated \d{4}-\d\d-\d\d"', shown), shown
+    assert not re.search(r"\d\d:\d\d", shown), shown
