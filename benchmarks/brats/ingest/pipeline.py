@@ -89,7 +89,8 @@ class IngestReport(BaseModel):
 
     format: Literal["sealbench/ingest"] = "sealbench/ingest"
     version: Literal[1] = 1
-    contract_grid: dict[str, list[float]]
+    #: ``{"shape": [X, Y, Z], "spacing_mm": [x, y, z]}``: the grid the cases are on.
+    contract_grid: dict[str, list[int] | list[float]]
     preparation: dict[str, str]
     cases: tuple[CaseReview, ...]
 
@@ -321,7 +322,7 @@ def ingest(studies_dir: Path, work_dir: Path, contract: BratsContract,
     declared = {key: str(value) for key, value in DECLARED.items()}
     declared["brain_extraction"] = (options.extractor or MorphologicalBrainExtractor()).name
     declared["reference"] = options.reference
-    report = IngestReport(contract_grid={"shape": [float(s) for s in contract.shape],
+    report = IngestReport(contract_grid={"shape": list(contract.shape),
                                          "spacing_mm": list(contract.spacing_mm)},
                           preparation=declared,
                           cases=tuple(done[k] for k in sorted(done)))
