@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Final
 
 from sealbench.contract.errors import EnclaveError
+from sealbench.enclave.heap import return_freed_buffers
 from sealbench.enclave.network import EgressGuard, install_egress_guard
 from sealbench.enclave.platforms import EvidenceSource
 from sealbench.enclave.progress import run_failed
@@ -73,6 +74,7 @@ def serve(argv: Sequence[str] | None, prog: str, workload: Workload) -> int:
     )
     args = parser.parse_args(argv)
     egress = install_egress_guard(args.launcher_dir)
+    return_freed_buffers()  # each case peaks where the first did (issue 42)
     _logging()
     try:
         workload(os.environ, EvidenceSource(args.launcher_dir), egress)
