@@ -27,7 +27,13 @@ from sqlalchemy import and_, insert, select
 from sqlalchemy.orm import Session, aliased
 
 from sealbench.server.errors import ConflictError
-from sealbench.server.models import BudgetGroup, CaseFingerprint, Dataset, DatasetBudgetGroup
+from sealbench.server.models import (
+    BudgetGroup,
+    CaseFingerprint,
+    Dataset,
+    DatasetBudgetGroup,
+    User,
+)
 
 __all__ = [
     "SharedLedger",
@@ -83,6 +89,10 @@ def shared_ledger(
     locked for the transaction, so that none of them changes ledger meanwhile."""
     if not fingerprints:
         return None
+    # One registration with fingerprints at a time per owner (PostgreSQL: the owner's row;
+    # SQLite's writers already queue on the database lock): two registrations of the same
+    # cases at once must not both find no earlier dataset and each get a ledger.
+    session.execute(select(User.id).where(User.id == owner_id).with_for_update())
     ids = _earlier(session, owner_id, fingerprints)
     if not ids:
         return None

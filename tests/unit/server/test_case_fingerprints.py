@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -288,3 +289,27 @@ def test_shares_cases_and_overlap_groups(
             assert overlap_groups(session, [a, c]) == [frozenset({a}), frozenset({c})]
     finally:
         db.dispose()
+
+
+def test_same_cases_registered_at_once_end_on_one_ledger(
+    client: TestClient, world: Any, h: Any
+) -> None:
+    """Four registrations of the same cases at once: they queue (the owner's registrations one
+    at a time), so the first gets a ledger and the three others share it, none a fresh one."""
+    names = [f"race-{i}" for i in range(4)]
+    barrier = threading.Barrier(len(names))
+    made: list[Any] = []
+
+    def register(name: str) -> None:
+        barrier.wait()
+        made.append(_register(client, world.data_owner, h, name, _prints(31, 32, 33)))
+
+    threads = [threading.Thread(target=register, args=(n,)) for n in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert sorted(r.status_code for r in made) == [201] * 4, [r.text for r in made]
+    ids = sorted(r.json()["id"] for r in made)
+    ledgers = {json.dumps(_budget(client, world.data_owner, d)["datasets"]) for d in ids}
+    assert ledgers == {json.dumps(ids)}
