@@ -269,6 +269,13 @@ class RunLimits:
         if not (self.case_seconds > 0 and self.run_seconds > 0 and self.memory_bytes > 0):
             raise ValueError(f"run limits must be positive, received {self}")
 
+    def evaluation_seconds(self, n_cases: int) -> float:
+        """What the evaluation of ``n_cases`` cases may take: each case's inference limit and
+        the plug-in's allowance for its own work. The enclave ends an evaluation only past it,
+        and a launcher must wait at least this long for a run (issue 40: a run limit that did
+        not grow with the cases let a model fail the run by spinning on some of them)."""
+        return n_cases * self.case_seconds + self.run_seconds
+
 
 #: The limits of a plug-in that declares none: a quarter of an hour a case, a day a run, 6 GiB
 #: (the default confidential VM, n2d-standard-2, has 8 GB).

@@ -308,7 +308,7 @@ def evaluation_seconds(limits: RunLimits, n_cases: int) -> float:
     """What the evaluation of ``n_cases`` cases may take: each case's inference limit, and the
     plug-in's allowance for its own loading and scoring (``run_seconds``). A run limit that did
     not grow with the cases would let a model that spins on some cases fail the others."""
-    return n_cases * limits.case_seconds + limits.run_seconds
+    return limits.evaluation_seconds(n_cases)
 
 
 def evaluate(dataset: VerifiedDataset) -> Evaluation:
