@@ -193,12 +193,13 @@ def evaluation_image(docker_engine: DockerClient, source_snapshot: Path) -> Imag
     """The :class:`~sealbench.client.runs.image_build.ImageBuildResult` of this session's build."""
     import docker.errors
 
-    from sealbench.client.runs.image_build import BASE_TAG, build_image
+    from sealbench.client.runs.image_build import BASE_TAG, BUILD_TAG, build_image
 
-    try:
-        docker_engine.images.get(BASE_TAG)
-    except docker.errors.ImageNotFound:
-        _ensure_tool("debootstrap", "debootstrap")  # the base is made once, then reused
+    for tag in (BASE_TAG, BUILD_TAG):
+        try:
+            docker_engine.images.get(tag)
+        except docker.errors.ImageNotFound:
+            _ensure_tool("debootstrap", "debootstrap")  # each is made once, then reused
     return build_image(docker_engine, source_snapshot)
 
 
