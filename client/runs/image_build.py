@@ -5,10 +5,12 @@ Three steps, each usable on its own:
 
 1. :func:`ensure_local_base` — the base image. Offline it is made on this machine: Debian's
    ``debootstrap --variant=minbase`` of bookworm with python3 (3.11) and its venv module, packed
-   with ``tar`` and imported as ``sealbench-base:bookworm``. It is made once and reused.
+   with ``tar`` and imported as ``sealbench-base:bookworm``. It is made once and reused; so is
+   the **build image** ``sealbench-build:bookworm``, the same plus binutils, which runs only the
+   Dockerfile's build stage (it strips the native libraries; it is not in the image).
 2. :func:`prepare_build_context` — a build context of the Dockerfile and ``wheels/``: sealbench
    built from a copy of the sources (nothing is written into the checkout) plus every wheel of
-   its ``enclave`` and ``gcp`` extras, from the local pip configuration.
+   its ``enclave`` and ``gcp-enclave`` extras, from the local pip configuration.
 3. :func:`build_image` — ``docker build`` through the Docker SDK with the launch-policy label
    computed from :data:`sealbench.contract.spec.ENV_OVERRIDE_NAMES` and the label
    :data:`~sealbench.client.runs.image_source.LABEL_SOURCE_DIGEST` naming the checkout's source
@@ -73,6 +75,7 @@ __all__ = [
     "AGGREGATOR_REPOSITORY",
     "AGGREGATOR_TITLE",
     "BASE_TAG",
+    "BUILD_TAG",
     "DEBIAN_MIRROR",
     "ENGINE_TIMEOUT_S",
     "IMAGE_REPOSITORY",
@@ -120,6 +123,8 @@ __all__ = [
 ProgressFn = Callable[[str], None]
 
 BASE_TAG: Final = "sealbench-base:bookworm"
+#: The build stage's image: the base's Debian and Python plus binutils (``strip``, ``readelf``).
+BUILD_TAG: Final = "sealbench-build:bookworm"
 IMAGE_REPOSITORY: Final = "sealbench-eval"
 DEBIAN_MIRROR: Final = "http://deb.debian.org/debian"
 #: 1980-01-01T00:00:00Z: every file the build writes gets this time (the earliest a zip holds).
@@ -137,7 +142,9 @@ ENGINE_TIMEOUT_S: Final = 900
 DEBOOTSTRAP_TIMEOUT_S: Final = 1200
 WHEEL_TIMEOUT_S: Final = 900
 _BASE_PACKAGES: Final = ("python3", "python3-venv", "ca-certificates")
-_EXTRAS: Final = "enclave,gcp"
+_BUILD_PACKAGES: Final = (*_BASE_PACKAGES, "binutils")
+#: What the image installs: the enclave and the Google Cloud libraries it uses (no Compute).
+_EXTRAS: Final = "enclave,gcp-enclave"
 #: The image's label listing the benchmark plug-ins installed beside sealbench.
 LABEL_PLUGINS: Final = "org.sealbench.plugins"
 #: Where the Confidential Space launcher mounts the NVIDIA driver's libraries in the container
@@ -172,7 +179,8 @@ class BaseImageError(ImageBuildError):
 
 
 class WheelhouseError(ImageBuildError):
-    default_hint = "check that 'pip wheel .[enclave,gcp]' works in the checkout (pip config, index)"
+    default_hint = ("check that 'pip wheel .[enclave,gcp-enclave]' works in the checkout "
+                    "(pip config, index)")
 
 
 class AcceleratorMismatchError(ClientError):
@@ -218,14 +226,17 @@ def variant_tag(tag: str, accelerator: Accelerator) -> str:
     return tag if accelerator == "cpu" else f"{tag}-{accelerator}"
 
 
-def build_arguments(base_image: str, accelerator: Accelerator) -> dict[str, str]:
-    """The ``docker build`` arguments of ``docker/Dockerfile`` for ``accelerator``'s variant;
+def build_arguments(base_image: str, accelerator: Accelerator,
+                    build_base: str | None = None) -> dict[str, str]:
+    """The ``docker build`` arguments of ``docker/Dockerfile`` for ``accelerator``'s variant, the
+    build stage on ``build_base`` (default ``base_image``: it must then have binutils);
     ``ValueError`` for an accelerator that is not one of :data:`ACCELERATORS`."""
     if accelerator not in ACCELERATORS:
         raise ValueError(f"accelerator must be one of {', '.join(ACCELERATORS)}, "
                          f"received {accelerator!r}")
     return {
         "BASE_IMAGE": base_image,
+        "BUILD_IMAGE": build_base or base_image,
         "ALLOW_ENV_OVERRIDE": allow_env_override_value(),
         "SOURCE_DATE_EPOCH": str(SOURCE_DATE_EPOCH),
         "ACCELERATOR": accelerator,
@@ -418,8 +429,10 @@ def ensure_local_base(
     suite: str = "bookworm",
     work_dir: Path | None = None,
     on_progress: ProgressFn | None = None,
+    packages: Sequence[str] = _BASE_PACKAGES,
 ) -> Sha256Digest:
-    """The image ID of ``tag``, making it first (debootstrap + ``docker import``) if absent."""
+    """The image ID of ``tag``, making it first (debootstrap + ``docker import``) if absent, with
+    ``packages`` on top of minbase (the base's; :data:`BUILD_TAG` adds binutils)."""
     progress = on_progress or (lambda _line: None)
     existing = _image_id(client, tag)
     if existing is not None:
@@ -430,12 +443,12 @@ def ensure_local_base(
         raise BaseImageError("debootstrap (and tar) are needed to make the offline base image")
     with tempfile.TemporaryDirectory(prefix="sealbench-base-", dir=work_dir) as tmp:
         rootfs, archive = Path(tmp) / "rootfs", Path(tmp) / "rootfs.tar"
-        progress(f"debootstrap {suite} (minbase + {', '.join(_BASE_PACKAGES)}) from {mirror}")
+        progress(f"debootstrap {suite} (minbase + {', '.join(packages)}) from {mirror}")
         _run(
             [
                 debootstrap,
                 "--variant=minbase",
-                f"--include={','.join(_BASE_PACKAGES)}",
+                f"--include={','.join(packages)}",
                 suite,
                 str(rootfs),
                 mirror,
@@ -532,7 +545,7 @@ def prepare_build_context(
     plugins: Sequence[Path] = (),
 ) -> Path:
     """Write ``context/Dockerfile`` and ``context/wheels/`` (sealbench and every wheel of its
-    ``enclave`` and ``gcp`` extras, built with ``python -m pip wheel``, and a wheel of each
+    ``enclave`` and ``gcp-enclave`` extras, built with ``python -m pip wheel``, and a wheel of each
     benchmark plug-in, :func:`plugin_wheels`; their requirements in ``context/plugins.txt``)
     and return ``context``."""
     wheels = context / "wheels"
@@ -669,6 +682,7 @@ def build_image(
     on_progress: ProgressFn | None = None,
     plugins: Sequence[Path] = (),
     accelerator: Accelerator = "cpu",
+    build_base: str | None = None,
 ) -> ImageBuildResult:
     """Build ``source/docker/Dockerfile`` on ``base_image`` (default: the offline base, made by
     :func:`ensure_local_base` when absent) and tag it ``repository:<first 12 hex of the ID>`` and
@@ -679,20 +693,27 @@ def build_image(
     The image's label :data:`LABEL_SOURCE_DIGEST` records the digest of ``source``'s source
     manifest, so that a later command can tell whether the image was built from a checkout.
     ``plugins`` (wheels or source folders of third-party benchmark plug-ins) are installed
-    beside sealbench, so the image digest covers them; label :data:`LABEL_PLUGINS` lists them."""
+    beside sealbench, so the image digest covers them; label :data:`LABEL_PLUGINS` lists them.
+    The Dockerfile's build stage runs on ``build_base``: by default :data:`BUILD_TAG` (made by
+    :func:`ensure_local_base` when absent) with the offline base, ``base_image`` itself with a
+    given one (which then needs binutils)."""
     progress = on_progress or (lambda _line: None)
     latest = variant_tag("latest", accelerator)
     sources = source_digest(source)
     if base_image is None:
         ensure_local_base(client, work_dir=work_dir, on_progress=progress)
         base_image = BASE_TAG
+        if build_base is None:
+            ensure_local_base(client, tag=BUILD_TAG, work_dir=work_dir, on_progress=progress,
+                              packages=_BUILD_PACKAGES)
+            build_base = BUILD_TAG
     elif _image_id(client, base_image) is None:
         raise ImageBuildError(
             f"base image {base_image} is not present and no registry is used",
             hint=f"'docker pull {base_image}' where a registry is reachable, or omit the base",
         )
     with tempfile.TemporaryDirectory(prefix="sealbench-context-", dir=work_dir) as tmp:
-        progress("building the wheelhouse (sealbench[enclave,gcp])")
+        progress(f"building the wheelhouse (sealbench[{_EXTRAS}])")
         context = prepare_build_context(source, Path(tmp), plugins=plugins)
         installed = (context / "plugins.txt").read_text().split()
         build_labels: dict[str, str] = {LABEL_SOURCE_DIGEST: sources}
@@ -704,7 +725,7 @@ def build_image(
                 path=str(context),
                 dockerfile="Dockerfile",
                 tag=f"{repository}:{latest}",
-                buildargs=build_arguments(base_image, accelerator),
+                buildargs=build_arguments(base_image, accelerator, build_base),
                 labels=build_labels,
                 nocache=no_cache,
                 rm=True,
