@@ -75,9 +75,12 @@ __all__ = [
     "ReleaseSpec",
     "ReleasedCategories",
     "ReleasedColumn",
+    "average_of",
     "column_mean",
+    "defined_value",
     "epsilon_of",
     "pooled_mean",
+    "ratio_mean",
     "release",
     "rho_of",
 ]
@@ -539,3 +542,115 @@ def _clip(value: float, low: float, high: float) -> float:
 def column_mean(rel: Release, key: str) -> Estimate:
     """The mean of column ``key`` in one release (:func:`pooled_mean` over one site)."""
     return pooled_mean([rel.column(key)], [rel.n_cases])
+
+
+# -- means over the cases where a value is defined ------------------------------------------------
+#
+# Some official scorers leave a case out of a mean where its value is undefined (NaN: the BraTS
+# 2025 parser skips a region with nothing in truth or prediction). A plug-in that averages that
+# way declares, per such value, two bounded columns: the value where it is defined and 0 where
+# not (:func:`defined_value` gives both contributions; its bounds must hold 0), and the
+# indicator "defined" in [0, 1]. Each is one more unit of L2 sensitivity, as any column; the
+# published mean is :func:`ratio_mean` of the two sums, the official mean when exact.
+
+
+def defined_value(value: float, low: float, high: float) -> tuple[float, float]:
+    """A case's contributions to a (value, defined) column pair: ``(value clipped to [low,
+    high], 1)`` where ``value`` is defined (finite, or an infinity, which clips), ``(0, 0)``
+    where it is NaN (left out of the mean, as the official scorer leaves it out)."""
+    if not low <= 0.0 <= high:
+        raise ValueError("a column whose undefined cases add 0 needs bounds around 0")
+    if math.isnan(value):
+        return 0.0, 0.0
+    return min(max(value, low), high), 1.0
+
+
+def _roots_within(a: float, b: float, c: float, low: float, high: float,
+                  ) -> tuple[float, float] | None:
+    """The set where ``a·x² + b·x + c <= 0`` within [low, high] when it is a non-empty interval
+    and ``a > 0`` (bounded); None otherwise."""
+    if a <= 0:
+        return None
+    disc = b * b - 4 * a * c
+    if disc < 0:
+        return None
+    root = math.sqrt(disc)
+    # the numerically stable pair of roots
+    q = -0.5 * (b + math.copysign(root, b)) if b != 0 else 0.5 * root
+    r1, r2 = (q / a, c / q) if q != 0 else (-root / (2 * a), root / (2 * a))
+    lo, hi = max(min(r1, r2), low), min(max(r1, r2), high)
+    return (lo, hi) if lo <= hi else None
+
+
+def ratio_mean(values: Sequence[ReleasedColumn], defined: Sequence[ReleasedColumn],
+               counts: Sequence[int]) -> Estimate:
+    """The mean of a value over the cases where it is defined, from releases (sites) with case
+    counts ``counts``, each holding the value's column (0 for an undefined case) and its
+    "defined" indicator column in [0, 1] (:func:`defined_value`): ``θ = S / D`` with ``S`` and
+    ``D`` the sums pooled over the releases. Exact releases give the official mean exactly.
+
+    **Interval** (Fieller's, as the WDBC AUROC's): every ``θ`` in the value's range whose
+    pivot ``S - θ·D`` (mean 0 at the truth: the sums are unbiased, the noises independent)
+    lies within 1.96 standard deviations of 0, its variance being the noise's
+    ``var_S + θ²·var_D`` plus the sampling's ``m·(high - θ)(θ - low)`` (Bhatia-Davis bound on
+    the variance of a defined case's value at mean ``θ``; ``m``, the defined cases, read from
+    ``D`` clipped to [0, n]): a quadratic in ``θ``, so the set is an interval, Wilson's score
+    interval without noise. Where the noise swamps ``D`` the set is unbounded and where no
+    ``θ`` in the range qualifies it is empty: the interval is then the whole range and the
+    estimate uninformative (``noise_se`` infinite), as it is when no case is defined."""
+    if not values or len(values) != len(defined) or len(values) != len(counts):
+        raise ValueError("a ratio needs one value column, one defined column and one case "
+                         "count per release (at least one)")
+    bounds = {(c.low, c.high) for c in values}
+    if len(bounds) != 1:
+        raise ValueError("the releases clip the value to different bounds")
+    low, high = bounds.pop()
+    if not low <= 0.0 <= high:
+        raise ValueError("a value whose undefined cases add 0 needs bounds around 0")
+    if any((c.low, c.high) != (0.0, 1.0) for c in defined):
+        raise ValueError("a defined column is an indicator in [0, 1]")
+    n = int(sum(counts))
+    s = math.fsum(c.sum for c in values)
+    d = math.fsum(c.sum for c in defined)
+    var_s = math.fsum(c.sd ** 2 for c in values)
+    var_d = math.fsum(c.sd ** 2 for c in defined)
+    m = min(max(d, 0.0), float(n))
+    z2 = Z95 * Z95
+    # (S - θD)² - z²·(var_S + θ²·var_D + m·(high - θ)(θ - low)) <= 0
+    a = d * d - z2 * var_d + z2 * m
+    b = -2 * s * d - z2 * m * (high + low)
+    c = s * s - z2 * var_s + z2 * m * high * low
+    interval = _roots_within(a, b, c, low, high)
+    if d <= 0 or interval is None:
+        value = s / d if d > 0 else (low + high) / 2
+        return Estimate(value, low, high, math.inf, math.inf, n, (low, high))
+    value = s / d
+    shown = _clip(value, low, high)
+    noise_se = math.sqrt(var_s + shown * shown * var_d) / d
+    sampling_se = math.sqrt(max((high - shown) * (shown - low), 0.0) / max(m, 1.0))
+    return Estimate(value, interval[0], interval[1], noise_se, sampling_se, n, (low, high))
+
+
+def average_of(estimates: Sequence[Estimate]) -> Estimate:
+    """The unweighted mean of estimates of one range over the same cases (a metric's mean
+    over region groups, each a :func:`ratio_mean`): the mean of their shown values, with the
+    noise variance ``sum(noise_se²) / k²`` (the columns' noises are independent) and the
+    sampling standard error ``sum(sampling_se) / k`` (the cases are shared, so the groups'
+    sampling errors may correlate: Cauchy-Schwarz bounds the sum's). Uninformative, over the
+    whole range, when any of them is."""
+    if not estimates:
+        raise ValueError("an average needs at least one estimate")
+    ranges = {e.bounds for e in estimates}
+    if len(ranges) != 1:
+        raise ValueError("the estimates are of different ranges")
+    low, high = ranges.pop()
+    k = len(estimates)
+    n = max(e.n_cases for e in estimates)
+    value = math.fsum(e.shown for e in estimates) / k
+    if not all(math.isfinite(e.noise_se) and math.isfinite(e.sampling_se) for e in estimates):
+        return Estimate(value, low, high, math.inf, math.inf, n, (low, high))
+    noise_se = math.sqrt(math.fsum(e.noise_se ** 2 for e in estimates)) / k
+    sampling_se = math.fsum(e.sampling_se for e in estimates) / k
+    half = Z95 * math.sqrt(noise_se ** 2 + sampling_se ** 2)
+    return Estimate(value, _clip(value - half, low, high), _clip(value + half, low, high),
+                    noise_se, sampling_se, n, (low, high))
