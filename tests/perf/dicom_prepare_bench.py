@@ -3,7 +3,7 @@ against the phantoms' own benchmark-space volumes, and the reference model's fig
 vs direct cases, side by side.
 
     .venv/bin/python tests/perf/dicom_prepare_bench.py [--cases 2] [--first-seed 910100]
-        [--threads 2] [--shape 240x240x155]
+        [--threads 2] [--shape 240x240x155] [--isotropic]
 
 The parent writes the phantom DICOM studies (:mod:`sealbench.benchmarks.brats.ingest.phantom`:
 240 x 240 x 155 truth, four series in their own geometries, planted identifiers, NIfTI
@@ -80,6 +80,9 @@ def main() -> None:
     parser.add_argument("--first-seed", type=int, default=910100)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--shape", default="240x240x155")
+    parser.add_argument("--isotropic", action="store_true",
+                        help="acquire every series at 1 mm isotropic (the preparation's own "
+                             "loss, without the thick slices')")
     args = parser.parse_args()
     shape = tuple(int(v) for v in args.shape.split("x"))
     assert len(shape) == 3
@@ -90,7 +93,7 @@ def main() -> None:
     from sealbench.benchmarks.brats.contract import BRATS_2023_GLI
     from sealbench.benchmarks.brats.definition import load_definition, load_model_bytes
     from sealbench.benchmarks.brats.inference import OnnxSegmenter
-    from sealbench.benchmarks.brats.ingest.phantom import write_study
+    from sealbench.benchmarks.brats.ingest.phantom import ISOTROPIC, SEQUENCES, write_study
 
     contract = BRATS_2023_GLI.with_shape((shape[0], shape[1], shape[2]))
     root = Path(tempfile.mkdtemp(prefix="dicom-bench-"))
@@ -99,7 +102,8 @@ def main() -> None:
         written = []
         t0 = time.perf_counter()
         for index in range(args.cases):
-            written.append(write_study(studies, args.first_seed + index, contract, foci=1))
+            written.append(write_study(studies, args.first_seed + index, contract, foci=1,
+                                       sequences=ISOTROPIC if args.isotropic else SEQUENCES))
         print(f"{args.cases} phantom studies written in {time.perf_counter() - t0:.1f} s "
               f"(not counted)")
         ctx = mp.get_context("spawn")

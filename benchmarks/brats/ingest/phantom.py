@@ -30,7 +30,7 @@ Each study is a function of its seed:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,8 +47,8 @@ from ..contract import BRATS_2023_GLI, BratsContract
 from ..synthetic import SyntheticCase, _draw_foci, brats_affine
 from .geometry import template_on_grid
 
-__all__ = ["MR_IMAGE_STORAGE", "SEQUENCES", "PhantomStudy", "PlantedPhi", "SequenceSpec",
-           "rotation", "template_pose_case", "write_study"]
+__all__ = ["ISOTROPIC", "MR_IMAGE_STORAGE", "SEQUENCES", "PhantomStudy", "PlantedPhi",
+           "SequenceSpec", "rotation", "template_pose_case", "write_study"]
 
 FloatArray = npt.NDArray[np.float32]
 Matrix = npt.NDArray[np.float64]
@@ -98,6 +98,11 @@ SEQUENCES: tuple[SequenceSpec, ...] = (
                  (0.9, 0.9, 3.0), "axial", (15.0, 0.0, -5.0), (240.0, 240.0, 186.0),
                  (3.0, 0.0, 5.0)),
 )
+
+#: The same series, each acquired at 1 mm isotropic: what separates the preparation's own loss
+#: from the thick slices' (``tests/perf/dicom_prepare_bench.py --isotropic``).
+ISOTROPIC: tuple[SequenceSpec, ...] = tuple(
+    SequenceSpec(**{**spec.__dict__, "spacing": (1.0, 1.0, 1.0)}) for spec in SEQUENCES)
 
 #: Header fields that identify a patient, a visit or a place; every one gets a planted string.
 PHI_FIELDS: tuple[str, ...] = (
@@ -353,10 +358,12 @@ def _dataset(spec: SequenceSpec, phi: PlantedPhi, study_uid: str, series_uid: st
 
 def write_study(out_root: Path, seed: int, contract: BratsContract = BRATS_2023_GLI, *,
                 labels: Mapping[str, int] | None = None, dicom_seg: bool = False,
-                foci: int | None = None) -> PhantomStudy:
+                foci: int | None = None,
+                sequences: Sequence[SequenceSpec] = SEQUENCES) -> PhantomStudy:
     """Write the study of ``seed`` into a new folder under ``out_root`` named after its planted
     identifiers; returns where it is and what it holds. ``labels`` maps the contract's tissue
-    names to the hospital's label values for the annotation (default BraTS 2021's)."""
+    names to the hospital's label values for the annotation (default BraTS 2021's);
+    ``sequences`` the series to acquire (default :data:`SEQUENCES`)."""
     rng = np.random.default_rng([seed, 44])
     truth = template_pose_case(seed, contract, foci=foci)
     voxel_mm = template_on_grid(contract.shape).voxel_mm
@@ -380,7 +387,7 @@ def write_study(out_root: Path, seed: int, contract: BratsContract = BRATS_2023_
     annotated: Path | None = None
     seg_path: Path | None = None
     scale = min(1.0, 1.0 / voxel_mm * 1.05)
-    for spec in SEQUENCES:
+    for spec in sequences:
         motion = rotation(tuple(rng.uniform(-2.0, 2.0, 3)))
         moved = rng.uniform(-2.0, 2.0, 3)
         geometry = _geometry(spec, centre_scanner, scale)
