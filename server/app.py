@@ -42,6 +42,7 @@ from sealbench.server.routers import (
     users,
 )
 from sealbench.server.routers._common import document_errors
+from sealbench.server.routers.fast_reads import FastReads
 from sealbench.server.schemas import ErrorBody, ErrorDetail
 from sealbench.server.services.benchmark_plugins import PluginLookup
 from sealbench.server.settings import ServerSettings
@@ -212,6 +213,9 @@ def create_app(
         max_bytes=settings.max_body_bytes,
         max_depth=settings.max_json_depth,
     )
+    # the most frequent reads, from rows straight to JSON (outside the body limit: they are
+    # GETs, whose bodies it does not read either)
+    app.add_middleware(FastReads, prefix=API_PREFIX)
     app.add_exception_handler(RegistryError, _registry_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
