@@ -4,6 +4,7 @@
     .venv/bin/python tests/perf/server_bench.py [--duration 5] [--seed 1000] [--workers 1]
         [--backends sqlite,postgresql] [--load auto|wrk|python] [--cases list,one,post]
         [--concurrency 1,8,32] [--list-size 20] [--nice -10] [--baseline-rev REV] [--rounds 1]
+        [--medperf DIR --medperf-python PY]
 
 For each backend it creates a fresh registry (``sealbench-server init``; PostgreSQL is a
 throwaway cluster started with ``initdb``/``pg_ctl``), seeds ``--seed`` benchmarks, datasets and
@@ -25,6 +26,14 @@ p99 latency, the number of non-2xx answers and the server's CPU time per request
 tree, from /proc: the figure other work on a shared machine distorts least) per case. Target on
 the 2-core machine: at least 1,000 authenticated GET/s at concurrency 32 with p99 < 50 ms on
 SQLite.
+
+``--medperf DIR --medperf-python PY`` measures MedPerf's server beside ours (issue 42), from a
+checkout of its repository with its own requirements in their own virtual environment
+(:mod:`medperf_registry` says how to install them), on SQLite, seeded with as many benchmarks,
+datasets and models through its ORM, served by its gunicorn with the same worker count, and
+driven by the same load generator (the Python one: wrk's script speaks only our paths) with
+MedPerf's equivalent requests, alternating case by case. It then prints, per case, MedPerf's
+server CPU per request divided by ours, against the goals (reads >= 10x, writes >= 4x).
 
 ``--baseline-rev REV`` measures a second registry side by side: the sealbench sources of git
 revision ``REV`` (``git archive``, imported through ``PYTHONPATH``), seeded the same way on its
@@ -101,9 +110,12 @@ end
 
 
 def _python_load(
-    url: str, kind: str, token: str, prefix: str, seed: int, conc: int, dur: float, size: int
+    url: str, kind: str, token: str, prefix: str, seed: int, conc: int, dur: float, size: int,
+    other: dict[str, Any] | None = None,
 ) -> dict[str, float]:
-    """The fallback load generator (run in a child process): ``conc`` asyncio tasks."""
+    """The fallback load generator (run in a child process): ``conc`` asyncio tasks. ``other``:
+    another registry's paths, body and headers for the same cases (MedPerf's, from
+    :meth:`medperf_registry.MedPerfRegistry.paths`)."""
     import httpx
 
     latencies: list[float] = []
@@ -115,14 +127,21 @@ def _python_load(
         while time.perf_counter() < stop:
             n += 1
             t = time.perf_counter()
-            if kind == "list":
-                r = await client.get(
-                    f"/api/v1/benchmarks?limit={size}&offset={random.randint(0, seed - size)}"
-                )
+            offset, one = random.randint(0, seed - size), random.randint(1, seed)
+            if other is not None and kind == "list":
+                r = await client.get(other["list"].format(size=size, offset=offset))
+            elif other is not None and kind == "one":
+                r = await client.get(other["one"].format(id=one))
+            elif other is not None:
+                name = f"p{prefix}-{wid}-{n}"
+                body = {**other["post_body"], "name": name, other["uid_field"]: name}
+                r = await client.post(other["post"], json=body)
+            elif kind == "list":
+                r = await client.get(f"/api/v1/benchmarks?limit={size}&offset={offset}")
             elif kind == "one":
-                r = await client.get(f"/api/v1/benchmarks/{random.randint(1, seed)}")
+                r = await client.get(f"/api/v1/benchmarks/{one}")
             elif kind == "page":
-                r = await client.get(f"/ui/benchmarks/{random.randint(1, seed)}")
+                r = await client.get(f"/ui/benchmarks/{one}")
             else:
                 body = {"name": f"p{prefix}-{wid}-{n}", "digest": DIGEST, "case_count": 1}
                 r = await client.post("/api/v1/datasets", json=body)
@@ -135,6 +154,8 @@ def _python_load(
             if kind == "page"
             else {"Authorization": f"Bearer {token}"}
         )
+        if other is not None:
+            headers.update(other["headers"])
         limits = httpx.Limits(max_connections=conc, max_keepalive_connections=conc)
         async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=30) as c:
             start = time.perf_counter()
@@ -153,10 +174,11 @@ def _python_load(
 
 
 def _run_load(
-    args: argparse.Namespace, url: str, kind: str, token: str, conc: int, script: Path
+    args: argparse.Namespace, url: str, kind: str, token: str, conc: int, script: Path,
+    other: dict[str, Any] | None = None,
 ) -> dict[str, float]:
     prefix = f"{int(time.time() * 1000) % 10**9}{conc}{kind}"
-    if args.load == "wrk":
+    if args.load == "wrk" and other is None:
         cmd = [
             "wrk",
             f"-t{min(2, conc)}",
@@ -188,7 +210,8 @@ def _run_load(
         sys.executable,
         __file__,
         "--load-child",
-        json.dumps([url, kind, token, prefix, args.seed, conc, args.duration, args.list_size]),
+        json.dumps([url, kind, token, prefix, args.seed, conc, args.duration, args.list_size,
+                    other]),
     ]
     return dict(
         json.loads(subprocess.run(child, capture_output=True, text=True, check=True).stdout)
@@ -235,7 +258,7 @@ def _seed(database_url: str, n: int) -> tuple[str, str]:
                     description="seeded",
                     data_contract={"i": i},
                     metrics_spec={"dice": True},
-                    metrics_version="m/1",
+                    metrics_version="wdbc/1",  # an installed plug-in: the registry refuses others
                     image_reference="img",
                     image_digest=DIGEST,
                 ),
@@ -340,6 +363,46 @@ class _Registry:
         shutil.rmtree(self.base, ignore_errors=True)
 
 
+class _MedPerf:
+    """MedPerf's registry (:mod:`medperf_registry`) measured as a baseline, on SQLite."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from medperf_registry import MedPerfRegistry
+
+        from sealbench.server.pgcluster import free_port
+
+        self.registry = MedPerfRegistry(Path(args.medperf), args.medperf_python, args.seed,
+                                        args.workers, free_port())
+        proc = self.registry.proc
+        assert proc is not None
+        self.proc = proc
+        self.url = self.registry.url
+        paths = self.registry.paths()
+
+        def version_answers() -> bool:
+            import httpx
+
+            try:
+                return httpx.get(f"{self.url}/version", headers=paths["headers"],
+                                 timeout=5).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_for_answer(proc, version_answers, f"MedPerf at {self.url}", log=self.registry.log)
+
+    def measure(
+        self, args: argparse.Namespace, kind: str, conc: int, script: Path
+    ) -> dict[str, float]:
+        cpu0 = _tree_cpu_seconds(self.proc.pid)
+        r = _run_load(args, self.url, kind, self.registry.token, conc, script,
+                      self.registry.paths())
+        r["cpu_ms"] = 1000 * (_tree_cpu_seconds(self.proc.pid) - cpu0) / max(1, r["requests"])
+        return r
+
+    def close(self) -> None:
+        self.registry.close()
+
+
 def _dashboard_session(url: str, token: str) -> str:
     """Sign in to the dashboard with ``token`` as a browser does; the session cookie's value."""
     import re
@@ -361,6 +424,11 @@ def _median_round(rounds: list[dict[str, float]]) -> dict[str, float]:
     """The round with the median server CPU per request (the middle one, or the lower middle)."""
     ordered = sorted(rounds, key=lambda r: r["cpu_ms"])
     return ordered[(len(ordered) - 1) // 2]
+
+
+def baseline_name(args: argparse.Namespace) -> str:
+    """What the baseline column measures."""
+    return "medperf" if args.medperf is not None else str(args.baseline_rev)
 
 
 def _baseline_sources(rev: str, into: Path) -> str:
@@ -387,13 +455,16 @@ def _bench_backend(
 
     cluster = ThrowawayPostgres().start() if backend == "postgresql" else None
     rows = []
-    registries: list[_Registry] = []
+    registries: list[_Registry | _MedPerf] = []
     try:
         current = _Registry(args, backend, "current", None, cluster)
         registries.append(current)
-        baseline = None
+        baseline: _Registry | _MedPerf | None = None
         if baseline_path is not None:
             baseline = _Registry(args, backend, "baseline", baseline_path, cluster)
+            registries.append(baseline)
+        elif args.medperf is not None and backend == "sqlite":
+            baseline = _MedPerf(args)
             registries.append(baseline)
         labels = {"list": "GET list", "one": "GET one", "post": "POST dataset", "page": "GET page"}
         for kind in args.cases.split(","):
@@ -415,8 +486,8 @@ def _bench_backend(
                 )
                 if b is not None:
                     line += (
-                        f"  | baseline {b['rps']:6.0f} req/s, CPU {b['cpu_ms']:.2f} ms/req,"
-                        f" non-2xx {int(b['non2xx'])}"
+                        f"  | {baseline_name(args)} {b['rps']:6.0f} req/s, CPU "
+                        f"{b['cpu_ms']:.2f} ms/req, non-2xx {int(b['non2xx'])}"
                     )
                 print(line, flush=True)
     finally:
@@ -429,8 +500,8 @@ def _bench_backend(
 
 def main() -> None:
     if len(sys.argv) == 3 and sys.argv[1] == "--load-child":
-        url, kind, token, prefix, seed, conc, dur, size = json.loads(sys.argv[2])
-        print(json.dumps(_python_load(url, kind, token, prefix, seed, conc, dur, size)))
+        url, kind, token, prefix, seed, conc, dur, size, other = json.loads(sys.argv[2])
+        print(json.dumps(_python_load(url, kind, token, prefix, seed, conc, dur, size, other)))
         return
     if len(sys.argv) == 3 and sys.argv[1] == "--seed-child":
         # runs with the sources of the registry it seeds (the baseline's through PYTHONPATH)
@@ -455,6 +526,17 @@ def main() -> None:
         help="also measure the registry of this git revision, side by side (see above)",
     )
     p.add_argument(
+        "--medperf",
+        default=None,
+        help="a checkout of github.com/mlcommons/medperf: also measure MedPerf's server on "
+        "SQLite, side by side (tests/perf/medperf_registry.py says how to install it)",
+    )
+    p.add_argument(
+        "--medperf-python",
+        default=None,
+        help="the python of a virtual environment with MedPerf's server/requirements.txt",
+    )
+    p.add_argument(
         "--nice",
         type=int,
         default=0,
@@ -462,6 +544,10 @@ def main() -> None:
         "needs root): keeps other work on a shared machine from dominating the figures",
     )
     args = p.parse_args()
+    if (args.medperf is None) != (args.medperf_python is None):
+        p.error("--medperf and --medperf-python go together")
+    if args.medperf is not None and args.baseline_rev is not None:
+        p.error("one baseline at a time: --medperf or --baseline-rev")
     if args.nice:
         os.nice(args.nice)
     if args.load == "auto":
@@ -480,9 +566,9 @@ def main() -> None:
             baseline = _baseline_sources(args.baseline_rev, Path(tmp) / "baseline")
         results = {b: _bench_backend(args, b, script, baseline) for b in args.backends.split(",")}
     header = "\nbackend     case           conc   req/s   p50 ms   p99 ms  non-2xx  CPU ms/req"
-    if baseline is not None:
+    if baseline is not None or args.medperf is not None:
         header += (
-            f"  | {args.baseline_rev[:10]}: req/s  CPU ms/req  non-2xx  ratio req/s  ratio CPU"
+            f"  | {baseline_name(args)[:10]}: req/s  CPU ms/req  non-2xx  ratio req/s  ratio CPU"
         )
     print(header)
     for backend, rows in results.items():
@@ -500,6 +586,16 @@ def main() -> None:
                 )
             print(line)
     print(f"load average at the end: {os.getloadavg()[0]:.1f} (other work on the machine included)")
+    if args.medperf is not None:
+        print("\nMedPerf's server CPU per request / ours, side by side (issue 42: reads >= 10x, "
+              "writes >= 4x; the issue's run: reads 3.5-4.2x, writes 1.9x)")
+        for label, conc, r, b in results.get("sqlite", []):
+            if b is None:
+                continue
+            goal = 4 if label.startswith("POST") else 10
+            times = b["cpu_ms"] / max(r["cpu_ms"], 1e-9)
+            print(f"  {label:13s} c={conc:<3d} {b['cpu_ms']:7.2f} / {r['cpu_ms']:5.2f} ms = "
+                  f"{times:5.1f}x  (goal {goal}x: {'met' if times >= goal else 'NOT met'})")
     sqlite_get32 = [
         r for label, c, r, _b in results.get("sqlite", []) if c == 32 and label.startswith("GET")
     ]
