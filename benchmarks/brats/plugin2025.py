@@ -15,6 +15,7 @@ reference U-Net and a weak baseline (:func:`.definition.load_2025_definition`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Annotated, Any, ClassVar, Final, Self
 
 import numpy as np
@@ -32,7 +33,15 @@ from .errors import InvalidPredictionError
 from .inference import OnnxSegmenter
 from .metrics import CaseFailure
 from .plugin import SMALL_CELL_MINIMUM, BratsBenchmark, _Runner, pin_for
-from .results2025 import RELEASED_2025, CaseResult2025, CaseScores2025, Metrics2025, contributions
+from .results2025 import (
+    RELEASED_2025,
+    CaseResult2025,
+    CaseScores2025,
+    Metrics2025,
+    contributions,
+    release_spec_v1,
+)
+from .results2025 import figures as figures_2025
 from .results2025 import release_spec as release_spec_2025
 from .score_files import FolderScorer, official_2025_scorer
 from .scoring2025 import (
@@ -55,10 +64,11 @@ _H = api.Direction.HIGHER
 _METRICS: Final = (
     api.MetricSpec("pq_dsc", "PQ", "", _H, False,
                    "panoptic quality: mean Dice of the matched lesions x F1 of lesion detection "
-                   "(mean over cases, differentially private release)"),
+                   "(mean over the cases where the group is defined, as the official parser "
+                   "averages; differentially private release)"),
     api.MetricSpec("dsc", "Dice", "", _H, False,
-                   "voxel overlap over the whole group (mean over cases, differentially private "
-                   "release)"),
+                   "voxel overlap over the whole group (mean over the cases where the group is "
+                   "defined, as the official parser averages; differentially private release)"),
 )
 _GROUP_TEXT: Final = {
     "netc": "non-enhancing tumour core", "snfh": "surrounding FLAIR hyperintensity",
@@ -183,11 +193,34 @@ class Brats2025Benchmark(BratsBenchmark):
                                           n_cases=made.n_cases, release=made)
 
     def _check_summary_ids(self, summary: published.PublishedSummary) -> None:
-        if (summary.metrics_id, summary.metrics_version) != (self.spec.metrics_id,
-                                                             self.spec.version):
+        if (summary.metrics_id != self.spec.metrics_id
+                or summary.metrics_version not in (1, self.spec.version)):
             raise api.SummaryError(
                 f"summary of metrics {summary.metrics_id}/{summary.metrics_version}, expected "
-                f"{self.spec.metrics_id}/{self.spec.version}")
+                f"{self.spec.metrics_id}/{self.spec.version} (or 1, read as published)")
+
+    def parse_summary(self, doc: Mapping[str, Any]) -> published.PublishedSummary:
+        """A summary of this pin: metric definition version 2 (means over the defined cases),
+        or a version 1 summary published before, whose release is version 1's (an undefined
+        group counted as 1) at this pin's privacy loss; read, never made."""
+        summary = super().parse_summary(doc) if _version(doc) != 1 else self._parse_v1(doc)
+        return summary
+
+    def _parse_v1(self, doc: Mapping[str, Any]) -> published.PublishedSummary:
+        try:
+            summary = published.PublishedSummary.model_validate(doc)
+        except ValidationError as exc:
+            raise api.SummaryError(
+                f"not a {self.ref} summary ({exc.error_count()} errors)") from exc
+        self._check_summary_ids(summary)
+        spec = release_spec_v1(self.scoring, epsilon=self.release_spec.epsilon,
+                               delta=self.release_spec.delta)
+        if self.release_spec.exact:
+            spec = replace(spec, exact=True)
+        if summary.n_cases != summary.release.n_cases or not summary.release.matches(spec):
+            raise api.SummaryError(f"the summary's release is not the one {self.ref} declared "
+                                   "in metric definition version 1")
+        return summary
 
     def parse_case_result(  # type: ignore[override]
             self, doc: Mapping[str, Any]) -> CaseResult2025:
@@ -203,13 +236,30 @@ class Brats2025Benchmark(BratsBenchmark):
     def figures(self, summary: api.PublicSummary) -> tuple[api.Figure, ...]:
         if not isinstance(summary, published.PublishedSummary):
             raise TypeError("a summary of another benchmark")
-        return tuple(published.pool_releases([summary], self._groups(), RELEASED_2025).figures)
+        return self.pool([summary]).figures
 
     def pool(self, summaries: Sequence[api.PublicSummary]) -> api.PooledFigures:
+        """Each group's mean over the cases where it is defined, pooled over the sites
+        (:func:`.results2025.figures`); version 1 summaries as they were published
+        (:func:`.published.pool_releases`). ``ValueError`` for summaries of both versions or of
+        different content."""
         ours = [x for x in summaries if isinstance(x, published.PublishedSummary)]
         if len(ours) != len(summaries):
             raise TypeError("summaries of another benchmark")
-        return published.pool_releases(ours, self._groups(), RELEASED_2025)
+        if not ours:
+            raise ValueError("pooling needs at least one summary")
+        versions = {x.metrics_version for x in ours}
+        if len(versions) != 1:
+            raise ValueError("summaries of metric definitions 1 and 2 average differently; "
+                             "they cannot pool")
+        if versions == {1}:
+            return published.pool_releases(ours, self._groups(), RELEASED_2025)
+        releases = [x.release for x in ours]
+        shapes = {tuple((c.key, c.low, c.high) for c in r.columns) for r in releases}
+        if len(shapes) != 1 or len({r.exact for r in releases}) != 1:
+            raise ValueError("the summaries release different content")
+        return api.PooledFigures(figures=tuple(figures_2025(releases, self._groups())),
+                                 n_sites=len(ours), n_cases=sum(r.n_cases for r in releases))
 
     def _demo_case_id(self, index: int) -> str:
         """``BraTS-<GLI|MET>-<index>-000``."""
@@ -243,6 +293,10 @@ class Brats2025Met(Brats2025Benchmark):
     demo_kind = "metastases"
     case_prefix = "BraTS-MET"
     title = "Brain metastases"
+
+
+def _version(doc: Mapping[str, Any]) -> object:
+    return doc.get("metrics_version") if isinstance(doc, Mapping) else None
 
 
 #: The entry points' objects (``brats-2025-gli``, ``brats-2025-met``).

@@ -8,12 +8,21 @@ key with ``BraTS_evaluation``'s. Non-finite values (NaN when neither side has an
 for HD95 when nothing is matched) travel as the JSON strings ``"NaN"`` and ``"Infinity"``
 (canonical JSON has no NaN). A failed case is the 2023 pins' :class:`~.metrics.CaseFailure`.
 
-The release (:func:`release_spec`, part of the pin) carries per group the sum over cases of the
-global Dice (``global_bin_dsc``) and of the panoptic quality (``pq_dsc`` = mean matched-instance
-Dice x F1 of detection), each clipped to [0, 1]; a failed case enters with 0 and a group with
-nothing in truth or prediction (official value NaN) with 1, the BraTS convention for "nothing
-to find, nothing found" (the official parser's NaN-skipping mean would need the per-case count
-of such groups to leave the enclave).
+The release (:func:`release_spec`, part of the pin; metric definition version 2) carries per
+group the sum over cases of the global Dice (``global_bin_dsc``) and of the panoptic quality
+(``pq_dsc`` = mean matched-instance Dice x F1 of detection), each clipped to [0, 1], and the
+count of the cases where the group is **defined** (``defined:<group>``, an indicator in [0, 1]:
+something in truth or prediction). A group with nothing on either side (official value NaN)
+adds 0 to both sums and 0 to the count, so a published mean is ``sum / count``
+(:func:`sealbench.benchmarks.release.ratio_mean`): the official parser's mean, which skips NaN.
+A failed case enters as the parser enters a missing subject: 0 in every group, counted. Each
+count column is one more unit of L2 sensitivity (18 columns for ``gli``, 12 for ``met``). A
+metric's mean over groups is the mean of the groups' means
+(:func:`~sealbench.benchmarks.release.average_of`).
+
+Version 1 (summaries published before) counted a group undefined for a case as 1, "nothing to
+find, nothing found", and had no count columns: :func:`release_spec_v1` still reads them, with
+their figures as they were published (:func:`figures`); releases of the two versions never pool.
 """
 
 from __future__ import annotations
@@ -21,18 +30,20 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Final, Literal, Self
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
+from sealbench.benchmarks import interface as api
 from sealbench.benchmarks import release as rel
 
 from .metrics import CaseFailure
 from .scoring2025 import OFFICIAL_HD95_PENALTY, Scoring2025
 
 __all__ = [
+    "DEFINED",
     "RELEASED_2025",
     "CaseResult2025",
     "CaseScores2025",
@@ -40,13 +51,17 @@ __all__ = [
     "InstanceRow2025",
     "Metrics2025",
     "contributions",
+    "figures",
     "release_spec",
+    "release_spec_v1",
 ]
 
 _MODEL = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="strings")
 #: The per-case figures a release carries, per group: global Dice and panoptic quality.
 RELEASED_2025: tuple[str, str] = ("dsc", "pq_dsc")
 _RELEASED_FIELD = {"dsc": "global_bin_dsc", "pq_dsc": "pq_dsc"}
+#: The count column's prefix: ``defined:<group>``, the cases where the group is defined.
+DEFINED: Final = "defined"
 
 
 class InstanceRow2025(BaseModel):
@@ -140,7 +155,9 @@ class Metrics2025(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     metrics_id: Literal["sealbench/brats-2025"] = "sealbench/brats-2025"
-    version: Literal[1] = 1
+    #: 2: a group undefined for a case is left out of its mean (the official parser's rule);
+    #: 1 (read, never made): it was counted as ``released_when_nothing_either_side``.
+    version: Literal[1, 2] = 2
     task: str
     source: str
     groups: dict[str, tuple[int, ...]]
@@ -151,7 +168,14 @@ class Metrics2025(BaseModel):
     zero_match_rules: dict[str, dict[str, str]]
     hd95_reported_penalty_mm: float = OFFICIAL_HD95_PENALTY
     released: tuple[str, ...] = RELEASED_2025
-    released_when_nothing_either_side: float = 1.0
+    released_when_nothing_either_side: float | None = None
+
+    @model_validator(mode="after")
+    def _undefined_rule(self) -> Self:
+        if (self.version == 1) != (self.released_when_nothing_either_side == 1.0):
+            raise ValueError("version 1 counts an undefined group as 1.0; version 2 leaves it "
+                             "out of the mean (no value)")
+        return self
 
     @classmethod
     def of(cls, config: Scoring2025) -> Metrics2025:
@@ -166,7 +190,18 @@ class Metrics2025(BaseModel):
 
 def release_spec(config: Scoring2025, *, epsilon: float = rel.DEFAULT_EPSILON,
                  delta: float = rel.DEFAULT_DELTA) -> rel.ReleaseSpec:
-    """Global Dice and panoptic quality per group, clipped to [0, 1]."""
+    """Per group, global Dice and panoptic quality clipped to [0, 1] (0 where the group is
+    undefined), then per group the indicator that it is defined."""
+    return rel.ReleaseSpec(
+        columns=tuple(rel.Column(f"{metric}:{g.name}", 0.0, 1.0)
+                      for metric in (*RELEASED_2025, DEFINED) for g in config.groups),
+        epsilon=epsilon, delta=delta)
+
+
+def release_spec_v1(config: Scoring2025, *, epsilon: float = rel.DEFAULT_EPSILON,
+                    delta: float = rel.DEFAULT_DELTA) -> rel.ReleaseSpec:
+    """Version 1's release (read only): global Dice and panoptic quality per group, an
+    undefined group counted as 1, no count columns."""
     return rel.ReleaseSpec(
         columns=tuple(rel.Column(f"{metric}:{g.name}", 0.0, 1.0)
                       for metric in RELEASED_2025 for g in config.groups),
@@ -175,13 +210,59 @@ def release_spec(config: Scoring2025, *, epsilon: float = rel.DEFAULT_EPSILON,
 
 def contributions(results: Sequence[CaseResult2025], config: Scoring2025,
                   ) -> npt.NDArray[np.float64]:
-    """One row per case, in :func:`release_spec`'s column order: a failure 0, NaN 1."""
-    columns = [(metric, g.name) for metric in RELEASED_2025 for g in config.groups]
-    rows = np.zeros((len(results), len(columns)), dtype=np.float64)
+    """One row per case, in :func:`release_spec`'s column order. A group is defined for a case
+    when its global Dice is not NaN (the official rules make Dice and PQ NaN together: nothing
+    in truth or prediction); a defined group adds its values clipped to [0, 1] and 1 to its
+    count, an undefined one 0 and 0. A failure adds 0 and is counted in every group, as the
+    official parser counts a missing subject."""
+    groups = [g.name for g in config.groups]
+    k = len(groups)
+    rows = np.zeros((len(results), 3 * k), dtype=np.float64)
     for i, result in enumerate(results):
         if isinstance(result, CaseFailure):
+            rows[i, 2 * k:] = 1.0
             continue
-        for j, (metric, group) in enumerate(columns):
-            value = float(getattr(result.groups[group], _RELEASED_FIELD[metric]))
-            rows[i, j] = 1.0 if math.isnan(value) else min(max(value, 0.0), 1.0)
+        for j, group in enumerate(groups):
+            scores = result.groups[group]
+            dsc, defined = rel.defined_value(float(scores.global_bin_dsc), 0.0, 1.0)
+            pq = float(scores.pq_dsc)
+            rows[i, j] = dsc
+            rows[i, k + j] = 0.0 if math.isnan(pq) else min(max(pq, 0.0), 1.0) * defined
+            rows[i, 2 * k + j] = defined
     return rows
+
+
+def _figure(ref: api.MetricRef, estimate: rel.Estimate) -> api.Figure:
+    value = estimate.shown if estimate.informative else None
+    return api.Figure(ref, value, estimate.low, estimate.high)
+
+
+def figures(releases: Sequence[rel.Release], groups: Sequence[str]) -> list[api.Figure]:
+    """Per metric, each group's mean over the cases where it is defined
+    (:func:`~sealbench.benchmarks.release.ratio_mean` of the releases' pooled sums and counts),
+    then the mean of the groups' means (no group): what the official parser's means give, and
+    their unweighted mean (a group that no case defines, known from an exact release, left
+    out of it as the parser leaves out a NaN). ``ValueError`` for a release without count
+    columns (version 1: read it through :func:`.published.pool_releases`)."""
+    if not releases:
+        raise ValueError("figures need at least one release")
+    counts = [r.n_cases for r in releases]
+    out: list[api.Figure] = []
+    for metric in RELEASED_2025:
+        estimates = []
+        for group in groups:
+            try:
+                values = [r.column(f"{metric}:{group}") for r in releases]
+                defined = [r.column(f"{DEFINED}:{group}") for r in releases]
+            except KeyError as exc:
+                raise ValueError(f"a release lacks the column {exc}") from None
+            estimate = rel.ratio_mean(values, defined, counts)
+            out.append(_figure(api.MetricRef(metric, group), estimate))
+            # a group defined for no case has no mean (the parser's NaN) and, known exactly,
+            # is left out of the mean over groups; under noise its count is never known to be 0
+            if not (all(r.exact for r in releases) and sum(c.sum for c in defined) == 0):
+                estimates.append(estimate)
+        average = (rel.average_of(estimates) if estimates
+                   else rel.Estimate(0.5, 0.0, 1.0, math.inf, math.inf, sum(counts), (0.0, 1.0)))
+        out.append(_figure(api.MetricRef(metric), average))
+    return out

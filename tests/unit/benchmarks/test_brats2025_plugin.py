@@ -112,19 +112,22 @@ def _scored(case_id: str, truth: np.ndarray, pred: np.ndarray) -> CaseScores2025
                                         score_case(pred, truth, (1.0, 1.0, 1.0), GLI_2025))
 
 
-def test_release_carries_global_dice_and_pq_per_group_nan_as_one_failure_as_zero() -> None:
+def test_release_carries_global_dice_and_pq_per_group_nan_left_out_failure_as_zero() -> None:
     truth = np.zeros((10, 10, 10), dtype=np.uint8)
     truth[2:5, 2:5, 2:5] = 3
     pred = truth.copy()
     pred[2, 2:5, 2:5] = 0  # ET Dice 2*18/(27+18) = 0.8, one lesion found: PQ 0.8
     rows = contributions([_scored("a", truth, pred),
                           CaseFailure(case_id="b", reason="inference failed")], GLI_2025)
-    columns = [f"{m}:{g.name}" for m in ("dsc", "pq_dsc") for g in GLI_2025.groups]
+    columns = [f"{m}:{g.name}" for m in ("dsc", "pq_dsc", "defined") for g in GLI_2025.groups]
     first = dict(zip(columns, rows[0], strict=True))
     assert first["dsc:et"] == pytest.approx(0.8) and first["pq_dsc:et"] == pytest.approx(0.8)
-    assert first["dsc:rc"] == 1.0 and first["pq_dsc:rc"] == 1.0  # nothing either side: NaN
-    assert first["dsc:snfh"] == 1.0
-    assert rows[1].tolist() == [0.0] * len(columns)  # a failure is penalised, never dropped
+    assert first["defined:et"] == 1.0
+    # nothing either side (official NaN): adds nothing and is not counted (left out of the mean)
+    assert (first["dsc:rc"], first["pq_dsc:rc"], first["defined:rc"]) == (0.0, 0.0, 0.0)
+    assert first["defined:snfh"] == 0.0
+    failure = dict(zip(columns, rows[1], strict=True))  # penalised, never dropped: 0, counted
+    assert all(failure[c] == (1.0 if c.startswith("defined:") else 0.0) for c in columns)
 
 
 def test_pooled_figures_are_the_case_weighted_means(plugins: PluginRegistry) -> None:
@@ -142,7 +145,9 @@ def test_pooled_figures_are_the_case_weighted_means(plugins: PluginRegistry) -> 
     assert pooled["dsc et"] == pytest.approx((1.0 + 0.8 + 0.0) / 3)
     assert pooled["dsc wt"] == pytest.approx((1.0 + 0.8 + 0.0) / 3)
     shown = {str(f.ref): f.value for f in plugin.figures(site_a)}
-    assert shown["pq_dsc rc"] == 1.0 and "pq_dsc" in shown
+    # RC is undefined in every case: no mean (the official parser's mean of nothing is NaN)
+    assert shown["pq_dsc rc"] is None and shown["pq_dsc et"] == 1.0
+    assert shown["pq_dsc"] == 1.0  # the mean over the groups some case defines
 
 
 def test_unscorable_2025_prediction_is_a_flagged_failure(plugins: PluginRegistry) -> None:
