@@ -61,8 +61,12 @@ def run(
         float, typer.Option(min=1, help="seconds a run may take to start (VM creation, ...)")
     ] = StageTimeouts.start_s,
     run_timeout: Annotated[
-        float, typer.Option(min=1, help="seconds a started run may take to finish")
-    ] = StageTimeouts.workload_s,
+        float | None,
+        typer.Option(min=1, help="seconds a started run may take to finish (default: what the "
+                     "benchmark's per-case limits allow the dataset's cases, plus the launch; "
+                     "a shorter one is refused, since a model that spins on cases up to their "
+                     "limit would fail the run and everyone reading the run would see it)")
+    ] = None,
     insecure_debug_image: Annotated[
         bool,
         typer.Option(

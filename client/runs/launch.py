@@ -9,12 +9,13 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
+from sealbench.benchmarks.interface import BenchmarkError, RunLimits, run_limits_of
 from sealbench.client.assets import owner
 from sealbench.client.assets.result_key import load_result_key
 from sealbench.client.errors import ClientError, ConfigError
@@ -28,6 +29,7 @@ from sealbench.client.runs.batch import (
     RunnerEvent,
     RunOutcome,
     RunPlan,
+    StageTimeouts,
     iam_wait_window,
     owners_synced_at,
     plan_runs,
@@ -35,12 +37,15 @@ from sealbench.client.runs.batch import (
 )
 from sealbench.client.runs.launchers.selection import LOCAL_MOCK_BACKENDS
 from sealbench.client.runs.options import RunOptions
+from sealbench.contract.spec import MAX_IAM_WAIT_S
 
 if TYPE_CHECKING:
     from sealbench.client.runs.launchers import Launcher
+    from sealbench.contract.pin import BenchmarkPin
     from sealbench.contract.spec import RunSpec
 
 __all__ = [
+    "RUN_OVERHEAD_S",
     "LauncherFactory",
     "PreparedRuns",
     "RunBatch",
@@ -48,6 +53,7 @@ __all__ = [
     "mock_endpoints",
     "prepare_runs",
     "run_evaluations",
+    "run_timeout_for",
     "tee_verifier",
 ]
 
@@ -230,6 +236,9 @@ def prepare_runs(
     plan = plan_runs(store, benchmark_id=benchmark, pairs=pairs,
                      image_digest=launcher.image_digest, metrics_version=metrics_version,
                      force=o.force)
+    cases = {d: client.get_dataset(d).case_count for d in {p.dataset_id for p in plan.todo}}
+    o = replace(o, run_timeout_s=run_timeout_for(
+        _limits_of(plan.metrics_version), cases, o.run_timeout_s))
     verifier = tee_verifier(profile, endpoints, o.mock_tee)
 
     def make_spec(dataset_id: int, model_id: int, run_id: str) -> RunSpec:
@@ -250,6 +259,49 @@ def prepare_runs(
         return spec
 
     return PreparedRuns(o, backend, plan, launcher, store, make_spec, client)
+
+
+def _limits_of(pin: BenchmarkPin) -> RunLimits:
+    """The run limits of the benchmark's plug-in, as the enclave will enforce them."""
+    from sealbench.benchmarks.registry import load
+
+    try:
+        return run_limits_of(load(pin))
+    except BenchmarkError as exc:
+        raise ConfigError(f"the benchmark's plug-in {pin} cannot be loaded here: {exc}",
+                          hint="install the plug-in the benchmark pins") from exc
+
+
+#: What a run may take besides evaluating its cases: attestation, key release (and waiting for
+#: IAM to apply a fresh grant, at most MAX_IAM_WAIT_S), the model's download and load, sealing
+#: and uploading the result.
+RUN_OVERHEAD_S: Final = 3600.0 + MAX_IAM_WAIT_S
+
+
+def run_timeout_for(limits: RunLimits, case_counts: Mapping[int, int],
+                    asked: float | None) -> float:
+    """Seconds to wait for each run: ``asked`` (``--run-timeout``), or by default the longer of
+    :attr:`StageTimeouts.workload_s` and what the benchmark's attested limits let the largest
+    dataset take (:meth:`RunLimits.evaluation_seconds` plus :data:`RUN_OVERHEAD_S`).
+
+    An ``asked`` time shorter than that is refused (:class:`ConfigError`): the per-run limit
+    would not follow from the per-case ones, and a model that spins on enough cases, each up
+    to its limit, would make the run time out, a failure every reader of the run sees and
+    whose cause is the cases (issue 40)."""
+    needed = max((limits.evaluation_seconds(n) for n in case_counts.values()), default=0.0)
+    needed += RUN_OVERHEAD_S
+    if asked is None:
+        return max(StageTimeouts.workload_s, needed)
+    if asked < needed:
+        largest = max(case_counts, key=lambda d: case_counts[d])
+        raise ConfigError(
+            f"--run-timeout {asked:g} s is shorter than a run of dataset {largest} may take "
+            f"({case_counts[largest]} cases at the benchmark's {limits.case_seconds:g} s per "
+            f"case, its {limits.run_seconds:g} s of scoring and {RUN_OVERHEAD_S:g} s to launch "
+            f"and publish: {needed:g} s); a model spinning on cases up to their limit would "
+            "fail the run, and every reader of the run would see it",
+            hint=f"leave --run-timeout out, or give it at least {needed:g}")
+    return asked
 
 
 def run_evaluations(

@@ -29,7 +29,9 @@ class RunOptions:
     #: run again even if a run of the pair already succeeded
     force: bool = False
     start_timeout_s: float = StageTimeouts.start_s
-    run_timeout_s: float = StageTimeouts.workload_s
+    #: seconds a started run may take; None: what the benchmark's attested limits let the
+    #: dataset's cases take (:func:`sealbench.client.runs.launch.run_timeout_for`), never less
+    run_timeout_s: float | None = None
     #: launch as a debug image (the key owners must refuse it)
     insecure_debug_image: bool = False
     #: docker: the image to run (default: the benchmark's image digest)
@@ -55,7 +57,8 @@ class RunOptions:
 
     @property
     def timeouts(self) -> StageTimeouts:
-        return StageTimeouts(start_s=self.start_timeout_s, workload_s=self.run_timeout_s)
+        return StageTimeouts(start_s=self.start_timeout_s, workload_s=(
+            StageTimeouts.workload_s if self.run_timeout_s is None else self.run_timeout_s))
 
     def check(self) -> None:
         """Refuse a selection that names no pairs, or both ways of naming them
