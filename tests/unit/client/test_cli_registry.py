@@ -380,7 +380,7 @@ def test_dataset_and_model_lifecycle_with_associations(cli: Cli, tmp_path: Path)
     assert not prepared.exists()
     prep = cli("dataset", "prepare", str(raw), str(prepared), "--benchmark", str(bid),
                "--profile", "hospital")
-    assert prep.exit_code == 0, prep.output
+    assert prep.exit_code == 11, prep.output  # prepared, with a case rejected
     assert "prepared 2 cases, 1 case rejected" in prep.output
     assert "BraTS-GLI-09999-000" in prep.output
     no_key = cli("dataset", "register", str(prepared), "--name", "h-ds", "--profile",
