@@ -7,8 +7,9 @@ it, so none of this passes by accident:
   server (profile, whoami, benchmark ls, keys, result ls); a command that needs another extra
   exits 3 naming it (``pip install 'sealbench[enclave]'``, ``[mock]``, ``[docker]``; the demo
   names all five it needs);
-- ``sealbench[enclave,gcp]`` (what the evaluation image installs): ``python -m sealbench.enclave``
-  starts and refuses a missing run specification with its documented exit code;
+- ``sealbench[enclave,gcp-enclave]`` (what the evaluation image installs; no Compute client):
+  ``python -m sealbench.enclave`` starts and refuses a missing run specification with its
+  documented exit code;
 - ``sealbench[mock]``: ``python -m sealbench.mocktee`` serves the mock cloud until SIGTERM.
 
 The four environments are installed in parallel (``pip --python``, pip's usual cache), about a
@@ -54,7 +55,8 @@ ROLES = {
                               "google.cloud.kms", "docker")),
     "server": Role("server", ("typer", "onnxruntime", "numpy", "celpy", "google.cloud.kms",
                               "docker")),
-    "enclave": Role("enclave,gcp", ("typer", "fastapi", "sqlalchemy", "celpy", "docker")),
+    "enclave": Role("enclave,gcp-enclave", ("typer", "fastapi", "sqlalchemy", "celpy", "docker",
+                                            "google.cloud.compute_v1")),
     "mock": Role("mock", ("typer", "fastapi", "onnxruntime", "numpy", "google.cloud.kms",
                           "docker")),
 }
