@@ -190,10 +190,12 @@ def prepare(
     from sealbench.benchmarks.interface import PreparationError
 
     partial = set(_partial_folders(out_dir))
+    existed = out_dir.exists() or out_dir.is_symlink()
     try:
         return plugin.prepare(raw_dir, out_dir, progress=progress, strict=strict)
     except KeyboardInterrupt:
-        raise interrupted_preparation(out_dir, partial, plugin.layout.manifest_file) from None
+        raise interrupted_preparation(out_dir, partial, plugin.layout.manifest_file,
+                                      existed=existed) from None
     except PreparationError as exc:
         if exc.rejected:
             raise RejectedCasesError(str(exc), exc.rejected, strict=strict) from exc
@@ -210,15 +212,23 @@ def _partial_folders(out_dir: Path) -> list[Path]:
 
 
 def interrupted_preparation(out_dir: Path, before: set[Path],
-                            manifest_file: str = "manifest.json") -> Interrupted:
+                            manifest_file: str = "manifest.json", *,
+                            existed: bool = False) -> Interrupted:
     """What a preparation into ``out_dir`` stopped by Ctrl-C kept: nothing (the plug-in removes
     its temporary folder), or the complete dataset when it was renamed into place just before.
-    A temporary folder left by a plug-in that does not clean up is removed here (``before``:
-    those that were there already, from another preparation, are left alone)."""
+    What a plug-in that does not clean up left is removed here: its temporary folders
+    (``before``: those that were there already, from another preparation, are left alone) and
+    an ``out_dir`` it wrote directly without finishing (unless ``existed`` before)."""
     left = [p for p in _partial_folders(out_dir) if p not in before]
     for folder in left:
         shutil.rmtree(folder, ignore_errors=True)
-    if out_dir.is_dir() and (out_dir / manifest_file).exists():
+    if existed:
+        return Interrupted(f"interrupted: {out_dir} existed before, so nothing in it was removed; "
+                           "check what it holds", hint="prepare into a new folder")
+    complete = out_dir.is_dir() and (out_dir / manifest_file).exists()
+    if not complete and out_dir.is_dir() and not out_dir.is_symlink():
+        shutil.rmtree(out_dir, ignore_errors=True)
+    if complete:
         return Interrupted(
             f"interrupted as the preparation finished: {out_dir} is complete",
             hint=f"register it: sealbench dataset register {out_dir} --name NAME")

@@ -100,6 +100,34 @@ def test_prepare_interrupted_keeps_nothing_and_says_so(raw_cases: Path, tmp_path
     assert not out.exists() and _leftovers(tmp_path) == []
 
 
+class _WritesInPlace:
+    """A third-party plug-in that writes straight into the output folder (no temporary
+    folder) and is stopped by Ctrl-C halfway."""
+
+    layout = load(SMALL).layout
+
+    def prepare(self, raw_dir: Path, out_dir: Path, **kwargs: Any) -> Any:
+        (out_dir / "data" / "cases").mkdir(parents=True)
+        (out_dir / "data" / "cases" / "half.npy").write_bytes(b"\x93NUMPY")
+        raise KeyboardInterrupt
+
+
+def test_prepare_interrupted_removes_what_a_plugin_half_wrote_in_place(
+        raw_cases: Path, tmp_path: Path) -> None:
+    out = tmp_path / "prepared"
+    with pytest.raises(Interrupted) as stopped:
+        assets.prepare(raw_cases, out, _WritesInPlace(), None)  # type: ignore[arg-type]
+    assert "nothing was written" in str(stopped.value)
+    assert not out.exists()
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "mine.txt").write_text("an earlier folder")
+    with pytest.raises(Interrupted) as again:
+        assets.prepare(raw_cases, kept, _WritesInPlace(), None)  # type: ignore[arg-type]
+    assert "existed before, so nothing in it was removed" in str(again.value)
+    assert (kept / "mine.txt").is_file()
+
+
 class _CtrlCBar:
     """The progress bar at a terminal where the user presses Ctrl-C at the first update."""
 
