@@ -93,7 +93,7 @@ def _populate(database_url: str, settings: Any, events: int) -> tuple[str, float
     with db.writer() as s:
         benchmarks.create(s, Principal(admin.id, admin.email, True), BenchmarkCreate(
             name="bench", version="1", description="", data_contract={}, metrics_spec={},
-            metrics_version="m/1", image_reference="img", image_digest="sha256:" + "d" * 64,
+            metrics_version="wdbc/1", image_reference="img", image_digest="sha256:" + "d" * 64,
         ), now)
     rng = random.Random(7)
     t = time.perf_counter()
