@@ -39,6 +39,7 @@ from .results2025 import (
     CaseScores2025,
     Metrics2025,
     contributions,
+    figures_as_v1,
     release_spec_v1,
 )
 from .results2025 import figures as figures_2025
@@ -241,19 +242,23 @@ class Brats2025Benchmark(BratsBenchmark):
     def pool(self, summaries: Sequence[api.PublicSummary]) -> api.PooledFigures:
         """Each group's mean over the cases where it is defined, pooled over the sites
         (:func:`.results2025.figures`); version 1 summaries as they were published
-        (:func:`.published.pool_releases`). ``ValueError`` for summaries of both versions or of
-        different content."""
+        (:func:`.published.pool_releases`), and both versions together on version 1's scale
+        (:func:`.results2025.figures_as_v1`). ``ValueError`` for summaries of different
+        content or privacy."""
         ours = [x for x in summaries if isinstance(x, published.PublishedSummary)]
         if len(ours) != len(summaries):
             raise TypeError("summaries of another benchmark")
         if not ours:
             raise ValueError("pooling needs at least one summary")
         versions = {x.metrics_version for x in ours}
-        if len(versions) != 1:
-            raise ValueError("summaries of metric definitions 1 and 2 average differently; "
-                             "they cannot pool")
         if versions == {1}:
             return published.pool_releases(ours, self._groups(), RELEASED_2025)
+        if len({x.release.exact for x in ours}) != 1:
+            raise ValueError("the summaries release different content")
+        if len(versions) != 1:
+            return api.PooledFigures(
+                figures=tuple(figures_as_v1([x.release for x in ours], self._groups())),
+                n_sites=len(ours), n_cases=sum(x.n_cases for x in ours))
         releases = [x.release for x in ours]
         shapes = {tuple((c.key, c.low, c.high) for c in r.columns) for r in releases}
         if len(shapes) != 1 or len({r.exact for r in releases}) != 1:

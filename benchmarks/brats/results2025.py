@@ -22,7 +22,10 @@ metric's mean over groups is the mean of the groups' means
 
 Version 1 (summaries published before) counted a group undefined for a case as 1, "nothing to
 find, nothing found", and had no count columns: :func:`release_spec_v1` still reads them, with
-their figures as they were published (:func:`figures`); releases of the two versions never pool.
+their figures as they were published. A board that holds both (sites not yet rerun) pools
+them on version 1's scale (:func:`figures_as_v1`: a version 2 release's sum plus its count of
+undefined cases, ``n - count``, is version 1's sum, unbiased, its noise variance the two
+columns' added) until every site's latest result is of version 2; it never shrinks.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ __all__ = [
     "Metrics2025",
     "contributions",
     "figures",
+    "figures_as_v1",
     "release_spec",
     "release_spec_v1",
 ]
@@ -265,4 +269,44 @@ def figures(releases: Sequence[rel.Release], groups: Sequence[str]) -> list[api.
         average = (rel.average_of(estimates) if estimates
                    else rel.Estimate(0.5, 0.0, 1.0, math.inf, math.inf, sum(counts), (0.0, 1.0)))
         out.append(_figure(api.MetricRef(metric), average))
+    return out
+
+
+def _as_v1(release: rel.Release, metric: str, group: str) -> rel.ReleasedColumn:
+    """A release's ``metric:group`` column on version 1's scale (an undefined case counted
+    as 1): a version 2 release's sum plus its undefined cases ``n - defined`` (noise variances
+    add), a version 1 release's column as it is."""
+    column = release.column(f"{metric}:{group}")
+    try:
+        defined = release.column(f"{DEFINED}:{group}")
+    except KeyError:
+        return column
+    return rel.ReleasedColumn(key=column.key, low=0.0, high=1.0,
+                              sum=column.sum + release.n_cases - defined.sum,
+                              sd=math.sqrt(column.sd ** 2 + defined.sd ** 2))
+
+
+def figures_as_v1(releases: Sequence[rel.Release], groups: Sequence[str]) -> list[api.Figure]:
+    """Releases of both versions pooled on version 1's scale (an undefined group counted as 1,
+    the per-case mean over groups as the headline), as version 1's summaries were published:
+    each mean ``sum / n`` with :func:`~sealbench.benchmarks.release.pooled_mean`'s interval."""
+    if not releases:
+        raise ValueError("figures need at least one release")
+    counts = [r.n_cases for r in releases]
+    out: list[api.Figure] = []
+    for metric in RELEASED_2025:
+        try:
+            per_group = {g: [_as_v1(r, metric, g) for r in releases] for g in groups}
+        except KeyError as exc:
+            raise ValueError(f"a release lacks the column {exc}") from None
+        for group in groups:
+            out.append(_figure(api.MetricRef(metric, group),
+                               rel.pooled_mean(per_group[group], counts)))
+        k = len(groups)
+        averages = [rel.ReleasedColumn(
+            key=metric, low=0.0, high=1.0,
+            sum=math.fsum(per_group[g][i].sum for g in groups) / k,
+            sd=math.sqrt(math.fsum(per_group[g][i].sd ** 2 for g in groups)) / k)
+            for i in range(len(releases))]
+        out.append(_figure(api.MetricRef(metric), rel.pooled_mean(averages, counts)))
     return out
