@@ -15,7 +15,9 @@ one (a group undefined for some cases: NETC is absent from half the post-treatme
 from their predictions; RC from every metastasis case, whose official mean is NaN) and one that
 never finds NETC (relabelled as SNFH: the official NETC mean is 0.00), plus a missing subject
 (our failed case). Sealbench's side: its own scoring, the exact pin's release
-(``LocalExact``), and the figures read from it alone, per site and pooled over two sites.
+(``LocalExact``), and the figures read from it alone: per site, pooled over two sites'
+releases, and pooled in one release by the aggregator's path (sealed statistics opened and
+pooled exactly, as in a TEE).
 """
 
 from __future__ import annotations
@@ -39,6 +41,12 @@ from sealbench.benchmarks.brats.plugin2025 import Brats2025Benchmark
 from sealbench.benchmarks.brats.results2025 import CaseResult2025, CaseScores2025
 from sealbench.benchmarks.brats.scoring2025 import score_case
 from sealbench.benchmarks.brats.tasks2025 import Kind, generate_task_case
+from sealbench.benchmarks.pooling import (
+    open_statistics,
+    parse_pooled_summary,
+    pool_exact,
+    seal_statistics,
+)
 from sealbench.benchmarks.registry import PluginRegistry
 from sealbench.benchmarks.release import LocalExact
 from sealbench.contract.pin import BenchmarkPin
@@ -145,7 +153,13 @@ def test_exact_release_publishes_the_official_summarys_means(
     site = plugin.summarise(ours, LocalExact())
     pooled = plugin.pool([plugin.summarise(ours[:3], LocalExact()),
                           plugin.summarise(ours[3:], LocalExact())])
-    for figures in (plugin.figures(site), pooled.figures):
+    # the aggregator's path: each site's sealed exact results, opened, pooled in one release
+    opened = []
+    for run, part in (("run-a", ours[:4]), ("run-b", ours[4:])):
+        document, commitment = seal_statistics(plugin.ref, run, part)
+        opened.append(open_statistics(plugin, document, commitment, run_id=run))
+    in_tee = parse_pooled_summary(plugin, pool_exact(plugin, opened, LocalExact()).to_json())
+    for figures in (plugin.figures(site), pooled.figures, plugin.figures(in_tee)):
         shown = {str(f.ref): f.value for f in figures}
         for key, expected in official.items():
             if math.isnan(expected):  # a group no case defines: the parser's mean is NaN
