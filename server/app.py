@@ -116,8 +116,14 @@ def _prime_endpoint_contexts(app: FastAPI) -> None:
     cache = getattr(fastapi.routing, "_endpoint_context_cache", None)
     if not isinstance(cache, dict):
         return
-    for route in app.routes:
-        call = getattr(getattr(route, "dependant", None), "call", None)
+    routes = list(app.routes)
+    while routes:
+        route = routes.pop()
+        included = getattr(route, "original_router", None)  # an included router's own routes
+        if included is not None:
+            routes.extend(included.routes)
+            continue
+        call = getattr(route, "endpoint", None)
         code = getattr(call, "__code__", None)
         if call is None or code is None or id(call) in cache:
             continue
@@ -199,8 +205,8 @@ def create_app(
         # Nothing else is prepared at start: no plug-in is imported and no board built (a
         # board the first request needs is stored in the database, db_cache); only FastAPI's
         # per-route work, which every first request would pay.
-        await _warm_routes(app)
         _prime_endpoint_contexts(app)
+        await _warm_routes(app)
         try:
             yield
         finally:

@@ -756,6 +756,10 @@ def test_a_fresh_apps_first_request_reads_no_endpoint_source(
 
     monkeypatch.setattr(fastapi.routing.inspect, "getsourcelines", counting)
     _ok(brats.get("authority"))
+    # endpoints no request has reached since the start (the per-site board, a result list)
+    _ok(brats.client.get(f"/api/v1/benchmarks/{brats.benchmark_id}/leaderboard",
+                         headers=brats.users["authority"].headers))
+    _ok(brats.client.get("/api/v1/results", headers=brats.users["authority"].headers))
     assert read == []
 
 
