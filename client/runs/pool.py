@@ -4,9 +4,10 @@ For each model of the benchmark, :func:`pool_benchmark`:
 
 1. asks the registry to **authorize** a pool of the model (it chooses the inputs: every
    current, approved site's latest accepted result; debits every ledger on its transparency
-   log; signs the inputs), or, when the model's latest authorization never produced a release
-   (an aggregator that failed or was interrupted), runs that one again: the same
-   authorization yields the very same release and costs nothing more;
+   log; signs the inputs); when the model's previous authorization covers exactly those
+   results and never produced a release (an aggregator that failed or was interrupted), the
+   registry answers that one again and it runs again: the same authorization yields the very
+   same release and costs nothing more;
 2. fetches the authorization with its evidence (a checkpoint, cosigned by the benchmark's
    witnesses when it names any, and the inclusion proofs of its events), writes it as
    ``pool-authorization.json`` in a folder of its own, and builds the
@@ -89,8 +90,6 @@ class PoolRegistry(Protocol):
     (:class:`~sealbench.client.registry.api.RegistryClient`)."""
 
     def authorize_pool(self, benchmark_id: int, model_id: int) -> Any: ...
-
-    def pool_authorizations(self, benchmark_id: int, model_id: int) -> Sequence[Any]: ...
 
     def pool_authorization(self, benchmark_id: int, pool_id: str) -> PoolAuthorization: ...
 
@@ -256,17 +255,17 @@ def pool_benchmark(
 
 def _authorization(registry: PoolRegistry, benchmark_id: int, model_id: int
                    ) -> tuple[str, tuple[str, ...], tuple[str, ...] | None] | PoolSkipped:
-    """The pool id to run, the results left out and the debits (None when an earlier
-    authorization that never produced a release is run again), or why nothing is pooled."""
-    earlier = list(registry.pool_authorizations(benchmark_id, model_id))
-    if earlier and earlier[-1].released_id is None:
-        return earlier[-1].pool_id, (), None
+    """The pool id to run, the results left out and the debits (None when the registry
+    answered the model's previous authorization again: it covers exactly these results and
+    never produced a release, so it runs again at no cost), or why nothing is pooled."""
     try:
         authorized = registry.authorize_pool(benchmark_id, model_id)
     except ConflictError as exc:  # nothing new, or too few sites: the registry says which
         return PoolSkipped(model_id, str(exc))
     left_out = tuple(f"result {lo.result_id} (dataset {lo.dataset_id}, run "
                      f"{lo.run_id or '?'}): {lo.reason}" for lo in authorized.left_out)
+    if authorized.reused:
+        return authorized.pool_id, left_out, None
     debits = tuple(f"{d.ledger} (dataset{'s' if len(d.datasets) > 1 else ''} "
                    f"{', '.join(str(x) for x in d.datasets)}): log event {d.seq}"
                    for d in authorized.debits)

@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Response
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
@@ -57,10 +57,10 @@ def _publics(session: Session, rows: Sequence[PooledRelease]) -> list[PooledRele
 
 
 def _authorization_public(session: Session, row: AuthorizationRow,
-                          left_out: Sequence[LeftOutPublic] = ()) -> PoolAuthorizationPublic:
+                          left_out: Sequence[LeftOutPublic] = (), *, reused: bool = False
+                          ) -> PoolAuthorizationPublic:
     inputs = PoolInputs.from_bytes(row.inputs)
-    released = session.scalars(select(PooledRelease.id).where(
-        PooledRelease.authorization_id == row.id)).first()
+    released = pool_authorizations.released_by(session, row)
     results = session.scalars(select(AuditEvent.payload).where(
         AuditEvent.seq == row.audit_seq)).first()
     result_ids = json.loads(results).get("result_ids", []) if results else []
@@ -72,7 +72,7 @@ def _authorization_public(session: Session, row: AuthorizationRow,
         debits=tuple(PoolDebitPublic(ledger=d.ledger, datasets=tuple(int(x) for x in d.datasets),
                                      seq=d.seq) for d in inputs.debits),
         audit_seq=row.audit_seq, left_out=tuple(left_out), released_id=released,
-        created_at=row.created_at)
+        reused=reused, created_at=row.created_at)
 
 
 @router.post("/{benchmark_id}/pool-authorizations", status_code=201)
@@ -83,18 +83,23 @@ async def authorize_pool(
     user: CurrentUser,
     registry: RegistryDep,
     now: NowDep,
+    response: Response,
 ) -> PoolAuthorizationPublic:
     """Authorize a pool of one model (the benchmark's authority only): the registry chooses
     every current, approved site's latest accepted result, debits each ledger on the
-    transparency log and signs the inputs; the aggregator draws nothing without it."""
+    transparency log and signs the inputs; the aggregator draws nothing without it. 200 with
+    ``reused`` when the model's previous authorization covers exactly these results and never
+    produced a release (run it again: nothing more is debited)."""
 
     def answer() -> PoolAuthorizationPublic:
-        row, choice = pool_authorizations.authorize(
+        row, choice, reused = pool_authorizations.authorize(
             session, user, benchmark_id, body.model_id, registry.log_signer, now,
             plugins=registry.plugins)
+        if reused:
+            response.status_code = 200
         return _authorization_public(session, row, [
             LeftOutPublic(result_id=lo.result_id, dataset_id=lo.dataset_id, run_id=lo.run_id,
-                          reason=lo.reason) for lo in choice.left_out])
+                          reason=lo.reason) for lo in choice.left_out], reused=reused)
 
     return await in_thread(session, answer)
 

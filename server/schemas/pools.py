@@ -63,6 +63,9 @@ class PoolAuthorizationPublic(WireModel):
     audit_seq: int
     left_out: tuple[LeftOutPublic, ...] = ()
     released_id: int | None = None
+    #: The model's previous authorization, answered again: it covers exactly the results the
+    #: registry would pool now and never produced a release (nothing more was debited).
+    reused: bool = False
     created_at: datetime
 
 

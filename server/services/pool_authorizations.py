@@ -66,6 +66,7 @@ from sealbench.server.models import (
     Dataset,
     DatasetCoordinates,
     Model,
+    PooledRelease,
     Result,
 )
 from sealbench.server.models import PoolAuthorization as AuthorizationRow
@@ -243,11 +244,19 @@ def _document(bench: Benchmark, model: Model, pool_id: str, picked: Sequence[Pic
     })
 
 
+def released_by(session: Session, row: AuthorizationRow) -> int | None:
+    """The pooled release ``row`` produced (None: none yet)."""
+    return session.scalars(select(PooledRelease.id).where(
+        PooledRelease.authorization_id == row.id)).first()
+
+
 def authorize(session: Session, actor: Principal, benchmark_id: int, model_id: int,
               signer: SignerKey, now: datetime, *, plugins: PluginLookup = load_plugin
-              ) -> tuple[AuthorizationRow, Choice]:
-    """Authorize a pool of ``model`` (module docstring); the stored authorization and what was
-    chosen and left out. Nothing is written when it is refused."""
+              ) -> tuple[AuthorizationRow, Choice, bool]:
+    """Authorize a pool of ``model`` (module docstring); the stored authorization, what was
+    chosen and left out, and whether it is the model's previous authorization, which covers
+    exactly these results and never produced a release (reused: nothing debited). Nothing is
+    written when it is refused."""
     bench = authority_benchmark(session, actor, benchmark_id)
     anchor_of(bench)
     model = get_or_404(session, Model, model_id, "model")
@@ -270,11 +279,13 @@ def authorize(session: Session, actor: Principal, benchmark_id: int, model_id: i
     if previous is not None:
         before = PoolInputs.from_bytes(previous.inputs)
         if sorted(i.run_id for i in before.inputs) == sorted(p.run_id for p in choice.picked):
+            if released_by(session, previous) is None:
+                # its aggregator failed or never ran: the same pool again is that one, already
+                # paid for (it yields its very release), never a second debit
+                return previous, choice, True
             raise ConflictError(
                 f"nothing new to pool for model {model.id}: authorization {previous.pool_id} "
-                "covers exactly these results; run it again ('sealbench benchmark pool "
-                f"{bench.id} --model {model.id}' relaunches it and yields its very release), "
-                "nothing was debited")
+                "covers exactly these results and produced its release; nothing was debited")
     pool_id = f"pool-{bench.id}-{model.id}-{secrets.token_hex(8)}"
     row = AuthorizationRow(
         pool_id=pool_id, benchmark_id=bench.id, model_id=model.id,
@@ -309,7 +320,7 @@ def authorize(session: Session, actor: Principal, benchmark_id: int, model_id: i
     row.signature = signature.to_bytes().decode("utf-8")
     row.audit_seq = event.seq
     commit(session, "pool authorization")
-    return row, choice
+    return row, choice, False
 
 
 def get_row(session: Session, actor: Principal, benchmark_id: int, pool_id: str

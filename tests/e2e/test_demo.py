@@ -92,10 +92,12 @@ def test_demo_leaderboard_matches_the_registry(tmp_path: Path) -> None:
         pooled = db.execute("SELECT model_id, n_sites, n_cases FROM pooled_releases "
                             "WHERE benchmark_id = 1 ORDER BY model_id").fetchall()
         debits = db.execute("SELECT count(*) FROM privacy_debits "
-                            "WHERE pooled_release_id IS NOT NULL").fetchone()
+                            "WHERE pool_authorization_id IS NOT NULL").fetchone()
+        authorized = db.execute("SELECT count(*) FROM pool_authorizations").fetchone()
     # the authority pooled each model inside the TEE (issue 27): 2 hospitals x 5 cases each
     assert [(n, c) for _, n, c in pooled] == [(2, 10), (2, 10)], pooled
-    assert debits == (4,)  # each hospital's dataset once per pooled release
+    # each hospital's dataset debited once per pool, when the registry authorized it
+    assert debits == (4,) and authorized == (2,)
     assert "benchmark pool 1 --tee mock" in out
     # each leaderboard of the summary is what 'sealbench benchmark leaderboard' prints
     explorer, url = _explore(script, env, workdir)

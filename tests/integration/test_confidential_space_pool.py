@@ -23,7 +23,7 @@ from sealbench.client.registry.api import RegistryClient
 from sealbench.client.registry.profiles import ProfileStore
 from sealbench.client.runs.launch import mock_endpoints
 from sealbench.client.runs.launchers.for_profile import CsOptions, make_aggregator_launcher
-from sealbench.client.runs.pool import PoolFolder, aggregate_spec
+from sealbench.client.runs.pool import PoolFolder, aggregate_spec, require_aggregator
 from sealbench.contract.pool import POOL_INPUTS_OBJECT, POOLED_RELEASE_OBJECT, POOLED_TOKEN_OBJECT
 from sealbench.gcp.confidential_space import ConfidentialSpacePlatform
 from sealbench.gcp.launcher import ConfidentialSpaceLauncher
@@ -141,13 +141,15 @@ def test_an_aggregator_launched_with_an_operator_override_releases_nothing(
     tampered = ConfidentialSpaceLauncher(
         genuine.settings, clients=(genuine.instances, None),  # type: ignore[arg-type]
         platform=OperatorOverride(), result_store=genuine.result_store, poll_interval=0.2)
-    inputs = client.pool_candidates(b, world.ids["model"]).inputs
-    assert inputs is not None and len(inputs.inputs) == len(SITES)
+    authorized = client.authorize_pool(b, world.ids["model"])
+    authorization = client.pool_authorization(b, authorized.pool_id)
+    inputs = authorization.inputs
+    assert len(inputs.inputs) == len(SITES)
     uri, pool, prefix = PoolFolder((world.tmp / "operator").as_uri()).create(inputs.pool_id)
-    pool.put_bytes(f"{prefix}{POOL_INPUTS_OBJECT}", inputs.to_bytes())
+    pool.put_bytes(f"{prefix}{POOL_INPUTS_OBJECT}", authorization.to_bytes())
     lines: list[str] = []
-    spec = aggregate_spec(inputs, benchmark.pool_recipient_key, uri,
-                          endpoints.service_endpoints())
+    spec = aggregate_spec(authorization, require_aggregator(benchmark).anchor, inputs.pool_id,
+                          uri, endpoints.service_endpoints())
     vm = tampered.start_aggregator(spec, on_output=lines.append)
     with pytest.raises(EnclaveRunFailed) as info:
         vm.wait(timeout=300)
@@ -158,6 +160,8 @@ def test_an_aggregator_launched_with_an_operator_override_releases_nothing(
 
 
 def test_the_authority_pools_through_a_confidential_space_vm(world: World) -> None:
+    """The authorization the refused launch above never used is run again by ``benchmark
+    pool`` (no new debit) in a Confidential Space VM, and published."""
     b, m = str(world.ids["b"]), world.ids["model"]
     pooled = ok(world.cli("benchmark", "pool", b, "--tee", "confidential-space",
                           "--profile", "authority"))

@@ -78,17 +78,13 @@ class _Registry:
         self.authorized: list[str] = []
         self.ledger = Ledger(POOL_RECIPIENT_KEY, log=POOL_LOG_SIGNER)
         self.authorization = self.ledger.authorize(_inputs(), rho=0.01)
-        self.earlier = ([SimpleNamespace(pool_id=_inputs().pool_id, released_id=None)]
-                        if unreleased else [])
-
-    def pool_authorizations(self, benchmark_id: int, model_id: int) -> list[Any]:
-        return self.earlier
+        self.reused = unreleased
 
     def authorize_pool(self, benchmark_id: int, model_id: int) -> Any:
         self.authorized.append(f"{benchmark_id}/{model_id}")
         return SimpleNamespace(
-            pool_id=_inputs().pool_id, debits=[SimpleNamespace(ledger="dataset:1", datasets=[1],
-                                                               seq=1)],
+            pool_id=_inputs().pool_id, reused=self.reused,
+            debits=[SimpleNamespace(ledger="dataset:1", datasets=[1], seq=1)],
             left_out=[SimpleNamespace(result_id=9, dataset_id=3, run_id="run-3",
                                       reason="budget spent")])
 
@@ -171,13 +167,13 @@ def test_the_aggregator_is_told_its_inputs_and_location_and_nothing_is_sent_with
 def test_an_authorization_that_never_produced_a_release_is_run_again_unpaid(
     tmp_path: Path,
 ) -> None:
-    """The last authorization has no release (its aggregator failed): it runs again in a fresh
-    folder, and no new authorization (no new debit) is asked for."""
+    """The registry answers the model's previous authorization again (it never produced a
+    release: its aggregator failed): it runs again in a fresh folder, nothing more debited."""
     registry, aggregator = _Registry(unreleased=True), _SilentAggregator()
     folder = PoolFolder((tmp_path / "pools").as_uri())
     with pytest.raises(PoolError, match="left no sealed release"):
         pool_benchmark(registry, 4, TARGET, [2], aggregator, folder=folder, endpoints=None)
-    assert registry.authorized == []
+    assert registry.authorized == ["4/2"]
     [spec] = aggregator.specs
     assert spec.inputs_digest == registry.authorization.inputs.digest()
     assert spec.run_id.startswith(_inputs().pool_id[:50] + "-r")

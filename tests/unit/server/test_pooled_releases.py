@@ -455,6 +455,25 @@ def test_a_replayed_release_is_refused(pool: Pool) -> None:
                 if d.pool_authorization_id is not None]) == 3
 
 
+def test_asking_again_before_any_release_answers_the_same_authorization_unpaid(
+        pool: Pool) -> None:
+    """Its aggregator failed: the same pool asked again is that authorization (200, reused),
+    debited once; after a site's new result, a new one (a new debit)."""
+    first = pool.h.ok(pool.inputs(), 201)
+    debits = len(pool.rows(PrivacyDebit))
+    again = pool.inputs()
+    assert again.status_code == 200, again.text
+    assert again.json()["reused"] is True and again.json()["pool_id"] == first["pool_id"]
+    assert len(pool.rows(PrivacyDebit)) == debits
+    h, w = pool.h, pool.world
+    h.ok(submit_result(pool.client, w, h, pool.tokens, pool.datasets[0], w.dataset_digest,
+                       "run-1b", h.digest_of("statistics-1b"), "gs://hospital-results/run-1b"),
+         201)
+    fresh = h.ok(pool.inputs(), 201)
+    assert fresh["pool_id"] != first["pool_id"] and not fresh["reused"]
+    assert len(pool.rows(PrivacyDebit)) == debits + 1 + 3  # the new result's, then the pool's
+
+
 def test_a_withdrawn_dataset_is_refused_at_authorization_and_at_submit(pool: Pool) -> None:
     """The attack of issue 40: a hospital withdraws its dataset; an authorization afterwards
     leaves it out, and a release authorized before is not published."""
@@ -705,3 +724,51 @@ def test_sites_too_small_to_publish_alone_stand_on_the_board_through_the_tee(
     client.post("/ui/sign-in", data={"csrf": csrf.group(1), "token": world.data_owner.token,
                                      "next": "/ui/"}, follow_redirects=False)
     assert client.get(href).status_code == 404
+
+
+def test_a_witnessed_benchmark_hands_out_an_authorization_only_once_its_witnesses_cosigned(
+        client: TestClient, world: Any, h: Any, tokens: Any, database_url: str) -> None:
+    """A benchmark that names a witness: the registry answers the authorization's evidence
+    only with a checkpoint the witness cosigned after the authorization was logged (409 before,
+    nothing more debited); the aggregator's check then holds against the anchor, and fails
+    without the cosignature."""
+    from sealbench.crypto.note import ALG_COSIGNATURE, Checkpoint, SignerKey, cosign
+
+    pool = make_pool(client, world, h, tokens, database_url)
+    witness = SignerKey.generate("witness.example/hospital-a", alg=ALG_COSIGNATURE)
+    db = open_database(database_url)
+    try:
+        with db.writer() as session:
+            bench = session.get(Benchmark, world.benchmark_id)
+            assert bench is not None
+            bench.pool_witnesses = [witness.verifier().to_string()]
+            bench.pool_witness_quorum = 1
+            session.commit()
+    finally:
+        db.dispose()
+    authorized = h.ok(pool.inputs(), 201)
+    url = f"{API}/benchmarks/{pool.bid}/pool-authorizations/{authorized['pool_id']}"
+    early = client.get(url, headers=world.bench_owner.headers)
+    assert early.status_code == 409 and "cosigned" in early.json()["message"], early.text
+    debits = len(pool.rows(PrivacyDebit))
+    # the witness cosigns the current checkpoint (which holds the authorization)
+    checkpoint = h.ok(client.get(f"{API}/audit/checkpoint", headers=world.other.headers))
+    size = checkpoint["tree_size"]
+    cp = Checkpoint(checkpoint["origin"], size, base64.b64decode(checkpoint["root"]))
+    line = cosign(cp, witness, 1_765_000_000).line().rstrip("\n")
+    h.ok(client.post(f"{API}/audit/cosignatures", headers=world.other.headers, json={
+        "witness": witness.verifier().to_string(), "tree_size": size, "signature": line}), 201)
+    authorization = PoolAuthorization.model_validate(h.ok(client.get(
+        url, headers=world.bench_owner.headers)))
+    verify_authorization(authorization, pool.anchor)
+    assert pool.anchor.quorum == 1
+    # the same evidence stripped of the cosignature: the aggregator refuses it
+    from sealbench.contract.pool_authorization import AuthorizationError
+    from sealbench.crypto.note import Note
+
+    note = Note.parse(authorization.checkpoint.encode())
+    bare = Note(note.text, note.signatures[:1]).to_bytes().decode()
+    with pytest.raises(AuthorizationError, match="witness cosignatures"):
+        verify_authorization(authorization.model_copy(update={"checkpoint": bare}), pool.anchor)
+    assert len(pool.rows(PrivacyDebit)) == debits
+
