@@ -9,7 +9,9 @@ padded crop has at most ``max_whole_voxels`` voxels, 6.0 M by default: a full-si
 about 160x192x160, in about 1.2 GiB peak for the reference) or a sliding window (larger crops,
 or ``mode="sliding"``: 128³ windows at the default overlap 0.125) with Gaussian importance
 weighting (sigma = 0.125 x ROI, weights clipped at 1e-3, last window flush with the border, as
-MONAI and nnU-Net do); tests/perf/brats_memory_bench.py measures each. The arg-max is then
+MONAI and nnU-Net do); tests/perf/brats_memory_bench.py measures each. ONNX Runtime runs without
+its CPU memory arena (``cpu_arena=False``): the arena keeps what each crop shape took, so the
+peak grew case after case (tests/perf/enclave_bench.py compares both). The arg-max is then
 post-processed as the model declares in its ONNX metadata (:mod:`.postprocess`: small-component
 removal and ET->NETC relabelling; the standard default when it declares nothing;
 ``postprocess=None`` turns it off) and mapped to the contract's label values; the caller writes
