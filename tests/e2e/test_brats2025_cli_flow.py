@@ -130,11 +130,23 @@ def test_hospital_opens_the_official_2025_figures_of_each_case(world: World) -> 
 def _exact_sum(cases: list[dict[str, Any]], key: str) -> float:
     """A released column's exact sum over cases (``metric:group``, or ``metric group`` as the
     board names it), as the release scores a case: the group's figure, NaN (nothing in truth
-    nor prediction) counted 1."""
+    nor prediction) left out (0); ``defined:group`` counts the cases where it is not NaN."""
     metric, _, group = key.replace(" ", ":").partition(":")
-    field = {"pq_dsc": "pq_dsc", "dsc": "global_bin_dsc"}[metric]
+    field = {"pq_dsc": "pq_dsc", "dsc": "global_bin_dsc", "defined": "global_bin_dsc"}[metric]
     values = [float(case["groups"][group][field]) for case in cases]  # NaN may be "NaN"
-    return math.fsum(1.0 if math.isnan(v) else v for v in values)
+    if metric == "defined":
+        return float(sum(not math.isnan(v) for v in values))
+    return math.fsum(0.0 if math.isnan(v) else v for v in values)
+
+
+def _exact_mean(world: World, model: int, key: str) -> float | None:
+    """The official mean of ``metric group`` over both sites' cases (NaN skipped); None when
+    no case defines the group."""
+    group = key.replace(" ", ":").partition(":")[2]
+    total = math.fsum(_exact_sum(world.opened[world.ids[site], model], key) for site in SITES)
+    defined = math.fsum(_exact_sum(world.opened[world.ids[site], model], f"defined:{group}")
+                        for site in SITES)
+    return total / defined if defined else None
 
 
 def _results(world: World) -> list[dict[str, Any]]:
@@ -158,7 +170,7 @@ def test_published_summaries_are_private_releases_of_the_2025_metrics(world: Wor
         assert release["n_cases"] == CASES and release["epsilon"] > 0
         cases = world.opened[result["dataset_id"], result["model_id"]]
         keys = {column["key"] for column in release["columns"]}
-        assert {f"{m}:{g}" for m in ("pq_dsc", "dsc") for g in GROUPS} <= keys
+        assert {f"{m}:{g}" for m in ("pq_dsc", "dsc", "defined") for g in GROUPS} <= keys
         for column in release["columns"]:
             assert column["sd"] > 0
             exact = _exact_sum(cases, column["key"])
@@ -186,10 +198,16 @@ def test_leaderboard_pools_each_models_releases_near_the_exact_mean(world: World
             key = value["metric"].replace(":", " ")
             if " " not in key:  # a mean over groups: checked exactly by the exact variant
                 continue
-            exact = math.fsum(_exact_sum(world.opened[world.ids[site], model], key)
-                              for site in SITES) / (CASES * len(SITES))
-            noise_se = math.sqrt(math.fsum(sds[world.ids[site], model, key] ** 2
-                                           for site in SITES)) / (CASES * len(SITES))
+            exact = _exact_mean(world, model, key)
+            assert exact is not None  # shown: some case defines the group
+            group = key.partition(" ")[2]
+            defined = math.fsum(_exact_sum(world.opened[world.ids[site], model],
+                                           f"defined:{group}") for site in SITES)
+            # the ratio's noise: the sum's and the count's (at the exact mean), over the count
+            noise_se = math.sqrt(math.fsum(
+                sds[world.ids[site], model, key] ** 2
+                + exact ** 2 * sds[world.ids[site], model, f"defined {group}"] ** 2
+                for site in SITES)) / defined
             assert value["ci95_low"] <= value["pooled"] <= value["ci95_high"]
             assert abs(value["pooled"] - exact) <= 6 * noise_se, (value, exact)
             checked += 1
@@ -239,9 +257,13 @@ def test_exact_variant_pools_to_the_exact_mean_of_every_case(world: World) -> No
         for value in row["values"]:
             assert value["n_sites"] == len(SITES)
             metric, _, group = value["metric"].replace(":", " ").partition(" ")
-            # a metric without a group is the mean of its groups' figures
-            means = [math.fsum(_exact_sum(world.opened[ids[site], row["model_id"]],
-                                          f"{metric} {g}") for site in SITES)
-                     / (CASES * len(SITES)) for g in ([group] if group else GROUPS)]
-            exact = math.fsum(means) / len(means)
+            # each group's official mean (NaN skipped); a metric without a group is the mean of
+            # its groups' means, a group no case defines left out
+            means = [_exact_mean(world, row["model_id"], f"{metric} {g}")
+                     for g in ([group] if group else GROUPS)]
+            known = [m for m in means if m is not None]
+            if not known:
+                assert value["pooled"] is None, value
+                continue
+            exact = math.fsum(known) / len(known)
             assert value["pooled"] == pytest.approx(exact, abs=1e-9), (value, exact)
