@@ -142,3 +142,19 @@ def test_version_1_metric_definitions_still_parse_and_must_say_their_rule() -> N
     with pytest.raises(ValueError, match="version 1"):
         Metrics2025.model_validate({**Metrics2025.of(GLI_2025).model_dump(mode="json"),
                                     "released_when_nothing_either_side": 1.0})
+
+
+def test_a_new_result_with_version_1s_release_is_refused_at_accept(
+        plugins: PluginRegistry) -> None:
+    """An enclave image of before (or an operator) submitting version 1's release under the
+    pin: readable for the board, but the registry accepts only the release the pin declares
+    now (version 2's, with the counts), so no new figure is averaged the old way."""
+    from sealbench.server.errors import ResultRejectedError
+    from sealbench.server.services.budgets import checked_release
+
+    plugin = _plugin(plugins, "brats-2025-gli/1")
+    old = plugin.parse_summary(_v1_summary(_v1_rows(), release_spec_v1(GLI_2025),
+                                           rel.InsecureFixedNoise()))
+    with pytest.raises(ResultRejectedError, match="not the one"):
+        checked_release(plugin, old)
+    assert checked_release(plugin, plugin.summarise(_results(), rel.InsecureFixedNoise()))
