@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
@@ -255,7 +255,8 @@ class Ingestion(Protocol):
 
     def ingest(self, studies: Path, work: Path, *, source: str = ...,
                mapping_file: Path | None = ...,
-               progress: Callable[[int, int], None] | None = ...) -> IngestionReport: ...
+               progress: Callable[[int, int], None] | None = ...,
+               brain_extractor: Sequence[str] | None = ...) -> IngestionReport: ...
 
     def accept(self, work: Path, case_ids: Iterable[str] | None = ...) -> tuple[str, ...]: ...
 
@@ -286,16 +287,19 @@ def write_default_mapping(plugin: Benchmark, path: Path) -> None:
 
 def ingest_studies(studies: Path, work: Path, plugin: Benchmark, *, source: str = "dicom",
                    mapping_file: Path | None = None,
-                   progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+                   progress: Callable[[int, int], None] | None = None,
+                   brain_extractor: Sequence[str] | None = None) -> dict[str, Any]:
     """Ingest a folder of studies (one per patient: DICOM, or native NIfTI with
     ``source="nifti"``) into the work folder ``work`` under the plug-in's contract, resuming a
     run there; returns the run's summary (``ingest.json``). Nothing is accepted
-    (:func:`accept_ingested`)."""
+    (:func:`accept_ingested`). ``brain_extractor``: the hospital's own extractor command
+    (``{input}`` and ``{output}`` in it) instead of the built-in one."""
     from sealbench.benchmarks.interface import BenchmarkError
 
     try:
         report = ingestion_of(plugin).ingest(studies, work, source=source,
-                                             mapping_file=mapping_file, progress=progress)
+                                             mapping_file=mapping_file, progress=progress,
+                                             brain_extractor=brain_extractor)
     except BenchmarkError as exc:
         raise ConfigError(str(exc)) from exc
     return report.model_dump(mode="json")

@@ -5,6 +5,7 @@ is :mod:`._cli_budget`)."""
 from __future__ import annotations
 
 import contextlib
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -172,6 +173,10 @@ def dataset_ingest(
                                                  "annotation's labels are")] = None,
     write_mapping: Annotated[Path | None, typer.Option(help="write the default mapping file "
                                                        "here to edit, and stop")] = None,
+    brain_extractor: Annotated[str | None, typer.Option(
+        help="your own brain extractor instead of the built-in one: a command with {input} "
+             "(the reference sequence, NIfTI) and {output} (the mask it writes), e.g. "
+             "'hd-bet -i {input} -o {output}'")] = None,
     accept: Annotated[list[str] | None, typer.Option(
         "--accept", help="accept this case after review (repeat for several)")] = None,
     accept_all: Annotated[bool, typer.Option(help="accept every ready case without asking "
@@ -202,7 +207,8 @@ def dataset_ingest(
         task = bar.add_task("ingesting studies", total=None)
         report = assets.ingest_studies(
             studies, work, plugin, source=source, mapping_file=mapping,
-            progress=lambda d, t: bar.update(task, completed=d, total=t))
+            progress=lambda d, t: bar.update(task, completed=d, total=t),
+            brain_extractor=None if brain_extractor is None else shlex.split(brain_extractor))
     cases = report["cases"]
     ready = [c["case_id"] for c in cases if c["status"] == "ready"]
     chosen: list[str] | None = None

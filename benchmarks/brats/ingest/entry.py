@@ -4,13 +4,13 @@ this package by name."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from ..contract import BratsContract
 from .errors import IngestError
 from .pipeline import IngestOptions, IngestReport, Source, accept, ingest, summary
-from .register import DECLARED
+from .register import DECLARED, CommandBrainExtractor
 from .sequences import DEFAULT_MAPPING, load_mapping
 
 __all__ = ["Ingestion"]
@@ -36,15 +36,24 @@ class Ingestion:
 
     def ingest(self, studies: Path, work: Path, *, source: str = "dicom",
                mapping_file: Path | None = None,
-               progress: Callable[[int, int], None] | None = None) -> IngestReport:
-        """Ingest the studies under ``studies`` into the work folder ``work`` (resuming)."""
+               progress: Callable[[int, int], None] | None = None,
+               brain_extractor: Sequence[str] | None = None) -> IngestReport:
+        """Ingest the studies under ``studies`` into the work folder ``work`` (resuming);
+        ``brain_extractor`` is the hospital's own extractor command (``{input}`` and
+        ``{output}`` in it), the built-in one by default."""
         if source not in ("dicom", "nifti"):
             raise IngestError(f"the source must be dicom or nifti, received {source!r}")
         kind: Source = "dicom" if source == "dicom" else "nifti"
         mapping = DEFAULT_MAPPING if mapping_file is None else load_mapping(mapping_file,
                                                                             self.contract)
+        try:
+            extractor = None if brain_extractor is None else CommandBrainExtractor(
+                brain_extractor)
+        except ValueError as exc:
+            raise IngestError(str(exc)) from exc
         return ingest(studies, work, self.contract,
-                      IngestOptions(source=kind, mapping=mapping, reference=self.reference),
+                      IngestOptions(source=kind, mapping=mapping, reference=self.reference,
+                                    extractor=extractor),
                       progress=progress)
 
     def accept(self, work: Path, case_ids: Iterable[str] | None = None) -> tuple[str, ...]:

@@ -14,8 +14,9 @@ was prepared:
 2. **Brain extraction** on the reference grid (:class:`MorphologicalBrainExtractor`, built in,
    offline): the sequences, each scaled by its 99th percentile and averaged, thresholded; eroded
    2 mm to cut the brain from the scalp across the dark skull; the largest piece kept, dilated
-   back, holes filled. A hospital with a dedicated extractor passes another
-   :class:`BrainExtractor`.
+   back, holes filled. A hospital with a dedicated extractor installed runs it instead
+   (:class:`CommandBrainExtractor`, ``--brain-extractor`` on the command line); its first
+   input is the reference sequence.
 3. **Affine registration** of the extracted reference brain to the template
    (:mod:`.geometry`): centres of mass aligned, a rigid stage (shrink 4) then a 12-parameter
    affine stage (shrink 4 and 2), Mattes mutual information.
@@ -37,8 +38,11 @@ the brain mask's Dice with the template's brain and its volume in millilitres.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final, Protocol
 
 import numpy as np
@@ -50,7 +54,8 @@ from ..contract import BratsContract
 from .errors import RegistrationError
 from .geometry import TEMPLATE_NAME, grid_image, template_on_grid, to_array
 
-__all__ = ["DECLARED", "BrainExtractor", "MorphologicalBrainExtractor", "Registered",
+__all__ = ["DECLARED", "BrainExtractor", "CommandBrainExtractor", "MorphologicalBrainExtractor",
+           "Registered",
            "carry_labels", "register_case"]
 
 FloatArray = npt.NDArray[np.float32]
@@ -75,7 +80,8 @@ MIN_TEMPLATE_DICE: Final = 0.85
 
 
 class BrainExtractor(Protocol):
-    """Brain mask (uint8 0/1, on the reference's grid) from the co-registered sequences."""
+    """Brain mask (uint8 0/1, on the reference's grid) from the co-registered sequences (the
+    reference sequence first)."""
 
     name: str
 
@@ -111,6 +117,52 @@ class MorphologicalBrainExtractor:
         brain = sitk.And(brain, mask)
         filled: sitk.Image = sitk.Cast(sitk.BinaryFillhole(brain), sitk.sitkUInt8)
         return filled
+
+
+class CommandBrainExtractor:
+    """A brain extractor the hospital has installed (HD-BET, SynthStrip, BET, ...), run as a
+    command: ``argv`` with ``{input}`` and ``{output}`` replaced by a NIfTI of the reference
+    sequence and the path where the command writes its brain mask (non-zero is brain, on the
+    input's grid). Run without a shell, in a private temporary folder, with a time limit; its
+    output is not shown (it may name files)."""
+
+    def __init__(self, argv: Sequence[str], timeout_s: float = 1800.0) -> None:
+        if not argv or not any("{input}" in a for a in argv) \
+                or not any("{output}" in a for a in argv):
+            raise ValueError("the brain extractor command must contain {input} and {output}")
+        self._argv = tuple(argv)
+        self._timeout_s = timeout_s
+        self.name = f"command: {Path(argv[0]).name}"
+
+    def extract(self, images: Mapping[str, sitk.Image]) -> sitk.Image:
+        reference = next(iter(images.values()))
+        with tempfile.TemporaryDirectory(prefix="sealbench-bet-") as tmp:
+            source, target = Path(tmp) / "input.nii.gz", Path(tmp) / "mask.nii.gz"
+            sitk.WriteImage(reference, str(source), True)
+            argv = [a.replace("{input}", str(source)).replace("{output}", str(target))
+                    for a in self._argv]
+            try:
+                # The hospital's own command, from its own command line: no shell.
+                done = subprocess.run(argv, capture_output=True,  # noqa: S603
+                                      timeout=self._timeout_s, check=False)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                raise RegistrationError(f"the brain extractor ({self.name}) did not run: "
+                                        f"{type(exc).__name__}") from exc
+            if done.returncode != 0 or not target.is_file():
+                raise RegistrationError(f"the brain extractor ({self.name}) failed (exit "
+                                        f"{done.returncode}) or wrote no mask")
+            try:
+                mask = sitk.ReadImage(str(target))
+            except RuntimeError as exc:
+                raise RegistrationError(f"the brain extractor ({self.name}) wrote a mask that "
+                                        "cannot be read") from exc
+        if mask.GetSize() != reference.GetSize() or not np.allclose(
+                mask.GetOrigin(), reference.GetOrigin(), atol=1e-2):
+            raise RegistrationError(f"the brain extractor ({self.name}) wrote a mask on "
+                                    "another grid than its input's")
+        binary = sitk.GetImageFromArray((sitk.GetArrayFromImage(mask) > 0).astype(np.uint8))
+        binary.CopyInformation(reference)
+        return binary
 
 
 @dataclass(frozen=True)
@@ -220,8 +272,9 @@ def register_case(images: Mapping[str, sitk.Image], reference: str, contract: Br
     for name, image in images.items():
         rigid[name] = sitk.Euler3DTransform() if name == reference else \
             _rigid(fixed, image, seed=seed)
-    on_reference = {name: sitk.Resample(image, fixed, rigid[name], sitk.sitkLinear, 0.0,
-                                        sitk.sitkFloat32) for name, image in images.items()}
+    order = [reference, *(name for name in images if name != reference)]
+    on_reference = {name: sitk.Resample(images[name], fixed, rigid[name], sitk.sitkLinear, 0.0,
+                                        sitk.sitkFloat32) for name in order}
     mask = extractor.extract(on_reference)
     brain_native = sitk.GetArrayViewFromImage(mask)
     if int(brain_native.sum()) == 0:

@@ -248,3 +248,42 @@ def test_native_nifti_studies_take_the_same_path(study: PhantomStudy, tmp_path: 
     assert review.region_ml["WT"] > 0 and review.template_dice is not None
     assert review.template_dice > 0.9
     _no_phi(report.model_dump_json(), study)
+
+
+_THRESHOLD_TOOL = """
+import sys
+import SimpleITK as sitk
+image = sitk.ReadImage(sys.argv[1])
+sitk.WriteImage(sitk.Cast(image > 50, sitk.sitkUInt8), sys.argv[2])
+"""
+
+
+def test_hospitals_own_brain_extractor_runs_as_a_command(tmp_path: Path) -> None:
+    """A dedicated extractor the hospital installed (here a small threshold tool standing in
+    for HD-BET), given the reference sequence first; its failure rejects with no output
+    shown."""
+    import sys
+
+    from sealbench.benchmarks.brats.ingest.errors import RegistrationError
+    from sealbench.benchmarks.brats.ingest.register import CommandBrainExtractor
+
+    tool = tmp_path / "tool.py"
+    tool.write_text(_THRESHOLD_TOOL)
+    array = np.zeros((20, 24, 28), dtype=np.float32)
+    array[5:15, 6:18, 7:21] = 100.0
+    reference = sitk.GetImageFromArray(array)
+    reference.SetOrigin((3.0, -4.0, 5.0))
+    other = sitk.GetImageFromArray(np.zeros_like(array))
+    other.CopyInformation(reference)
+    extractor = CommandBrainExtractor([sys.executable, str(tool), "{input}", "{output}"])
+    mask = extractor.extract({"t1c": reference, "t2w": other})
+    assert int(sitk.GetArrayFromImage(mask).sum()) == 10 * 12 * 14
+    assert extractor.name == f"command: {Path(sys.executable).name}"
+    failing = CommandBrainExtractor([sys.executable, "-c",
+                                     "import sys; print('Doe^Jane'); sys.exit(3)",
+                                     "{input}", "{output}"])
+    with pytest.raises(RegistrationError, match=r"failed \(exit 3\)") as caught:
+        failing.extract({"t1c": reference})
+    assert "Doe" not in str(caught.value)
+    with pytest.raises(ValueError, match="must contain"):
+        CommandBrainExtractor(["hd-bet", "-i", "{input}"])
