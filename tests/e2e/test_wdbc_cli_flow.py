@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -295,8 +296,187 @@ def test_authority_pools_each_model_inside_the_tee(
     assert all(p["n_sites"] == len(SITES) for p in pooled.values())
     for site in SITES:
         budget = _json(cli("dataset", "budget", str(ids[site]), "--json", "--profile", site))
-        debits = [d for d in budget["debits"] if d.get("pooled_release_id")]
-        assert len(debits) == 2, budget  # one per model's pooled release
+        debits = [d for d in budget["debits"] if d.get("pool_authorization_id")]
+        assert len(debits) == 2, budget  # one per model's pool authorization
     again = json.loads(ok(cli("benchmark", "pool", b, "--json",
                               "--profile", "authority")).stdout)
     assert all("release_id" not in o for o in again), again
+    assert all("nothing new to pool" in o["reason"] for o in again), again
+
+
+# -- the attacks of issue 40, against the real registry and the mock TEE -----------------------
+
+
+def _budgets(world: World) -> dict[str, float]:
+    return {site: _json(world.cli("dataset", "budget", str(world.ids[site]), "--json",
+                                  "--profile", site))["spent_rho"] for site in SITES}
+
+
+@dataclass
+class _Operator:
+    """The registry operator: the database (read here through the authority's view of it, which
+    holds the same rows) and the pool-release key file, launching the genuine aggregator image
+    on the mock TEE by hand, as many times as it likes, submitting nothing."""
+
+    world: World
+
+    def relaunch(self, authorization: Any, name: str) -> tuple[Path, Any]:
+        from sealbench.client.cli.common import session
+        from sealbench.client.runs.launch import mock_endpoints
+        from sealbench.client.runs.launchers.for_profile import (
+            CsOptions,
+            make_aggregator_launcher,
+        )
+        from sealbench.client.runs.pool import PoolFolder, aggregate_spec, require_aggregator
+        from sealbench.contract.pool import POOL_INPUTS_OBJECT
+
+        b = self.world.ids["b"]
+        with session("authority") as s:
+            bench = s.client.get_benchmark(b)
+            endpoints = mock_endpoints(s.profile, None)
+            launcher = make_aggregator_launcher(
+                "mock", profile=s.profile, client=s.client, benchmark=bench,
+                endpoints=endpoints, mock_tee=None, image=None, cs=CsOptions())
+            uri, store, prefix = PoolFolder((self.world.tmp / "operator").as_uri()).create(name)
+            store.put_bytes(f"{prefix}/{POOL_INPUTS_OBJECT}".lstrip("/"),
+                            authorization.to_bytes())
+            spec = aggregate_spec(authorization, require_aggregator(bench).anchor, name, uri,
+                                  endpoints.service_endpoints())
+            workload = launcher.start_aggregator(spec)
+            try:
+                outcome = workload.wait(300)
+            except Exception as exc:  # noqa: BLE001 - the attack's outcome is inspected below
+                outcome = exc
+        return self.world.tmp / "operator" / name, outcome
+
+    def open(self, folder: Path, pool_id: str) -> bytes:
+        from sealbench.crypto.sealing import load_private_key, open_sealed, pooled_release_info
+
+        key = load_private_key(self.world.tmp / "registry" / "pool-release.key")
+        aggregator = _json(self.world.cli("benchmark", "show", str(self.world.ids["b"]),
+                                          "--json", "--profile", "authority"))
+        return open_sealed((folder / "pooled.sealed").read_bytes(), key, pooled_release_info(
+            pool_id, str(self.world.ids["b"]), aggregator["aggregator_image_digest"]))
+
+
+def _authorization(world: World, model: str) -> Any:
+    from sealbench.client.cli.common import session
+
+    with session("authority") as s:
+        [*_, last] = s.client.pool_authorizations(world.ids["b"], world.ids[model])
+        return s.client.pool_authorization(world.ids["b"], last.pool_id)
+
+
+def test_registry_operator_relaunching_the_aggregator_10_times_gets_one_release(
+    world: World, evaluated: list[dict[str, object]]
+) -> None:
+    """The attack that drew 30 free releases: the operator relaunches the genuine aggregator
+    image 10 times on one (already debited and published) authorization and opens every release
+    with the pool-release key. Every release is the same draw; no budget moved."""
+    authorization = _authorization(world, "lab-lr")
+    before = _budgets(world)
+    operator = _Operator(world)
+    opened = set()
+    for attempt in range(10):
+        folder, outcome = operator.relaunch(authorization, f"relaunch-{attempt}")
+        assert not isinstance(outcome, Exception), outcome
+        opened.add(operator.open(folder, authorization.inputs.pool_id))
+    assert len(opened) == 1  # the very same release, ten times
+    assert _budgets(world) == before
+    # and submitting one of them publishes nothing new: the authorization has its release
+    from sealbench.client.cli.common import session
+    from sealbench.client.errors import ConflictError
+
+    folder = world.tmp / "operator" / "relaunch-0"
+    with session("authority") as s, pytest.raises(ConflictError, match="already produced"):
+        s.client.submit_pooled_release(
+            world.ids["b"], sealed=(folder / "pooled.sealed").read_bytes(),
+            token=(folder / "pooled.token").read_text(), inputs=authorization.inputs)
+    assert _budgets(world) == before
+
+
+def test_registry_operator_on_its_own_inputs_draws_nothing(
+    world: World, evaluated: list[dict[str, object]]
+) -> None:
+    """The operator writes its own inputs (one site's run) and signs them with a key of its own
+    (it holds the database and the pool-release key, not the log key the benchmark pins): the
+    aggregator refuses the authorization before any key is released, and draws nothing."""
+    from sealbench.contract.errors import AuthorizationRefused
+    from sealbench.crypto.note import SignerKey
+    from tests.pool_ledger import Ledger
+
+    genuine = _authorization(world, "lab-mlp")
+    recipient = _json(world.cli("benchmark", "show", str(world.ids["b"]), "--json",
+                                "--profile", "authority"))["pool_recipient_key"]
+    # a key of its own under the log's very name
+    forger = Ledger(recipient, log=SignerKey.generate(genuine.checkpoint.split("\n")[0]))
+    own = forger.authorize(genuine.inputs.model_copy(update={
+        "pool_id": "operator-pool", "inputs": genuine.inputs.inputs[:2], "debits": ()}),
+        rho=genuine.inputs.rho)
+    before = _budgets(world)
+    folder, outcome = _Operator(world).relaunch(own, "own-inputs")
+    assert isinstance(outcome, Exception), outcome
+    record = json.loads((folder / "failure.json").read_text())
+    assert record["error"] == AuthorizationRefused.__name__
+    assert "not signed by the benchmark's log key" in record["reason"]
+    assert not (folder / "pooled.sealed").exists()
+    assert _budgets(world) == before
+
+
+def test_a_withdrawn_dataset_is_never_pooled_and_a_one_site_pool_is_refused(
+    world: World, evaluated: list[dict[str, object]]
+) -> None:
+    """A hospital withdraws its dataset after a pool was authorized over it: the release is
+    refused at submit (nothing published), the next authorization leaves it out, its owner's
+    policy sync drops the aggregator's grant, and once only one site is left no pool is
+    authorized (that would be the site's own release) and nothing is debited."""
+    from sealbench.client.cli.common import session
+    from sealbench.client.errors import ConflictError
+
+    cli, ids = world.cli, world.ids
+    b = str(ids["b"])
+    # a new result at one site makes the pool's inputs new: the authority authorizes it
+    ok(cli("run", "--benchmark", b, "--dataset", str(ids["clinic"]), "--model",
+           str(ids["lab-lr"]), "--tee", "mock", "--force", "--profile", "clinic"))
+    runs = json.loads(ok(cli("result", "ls", "--json", "--profile", "clinic")).stdout)
+    latest = max((r for r in runs if str(r["benchmark_id"]) == b
+                  and r["model_id"] == ids["lab-lr"]), key=lambda r: r["started_at"])
+    ok(cli("result", "open", latest["run_id"], "--profile", "clinic"))
+    ok(cli("result", "submit", latest["run_id"], "--profile", "clinic"))
+    with session("authority") as s:
+        authorized = s.client.authorize_pool(ids["b"], ids["lab-lr"])
+        assert sorted(authorized.datasets) == sorted(ids[site] for site in SITES)
+        authorization = s.client.pool_authorization(ids["b"], authorized.pool_id)
+    # the screening hospital withdraws its dataset (it has not synced its policy yet)
+    ok(cli("association", "withdraw", "--benchmark", b, "--dataset", str(ids["screening"]),
+           "--profile", "screening"))
+    before = _budgets(world)
+    operator = _Operator(world)
+    folder, outcome = operator.relaunch(authorization, "after-withdrawal")
+    assert not isinstance(outcome, Exception), outcome  # its key was still released...
+    with session("authority") as s, pytest.raises(ConflictError, match="no longer approved"):
+        s.client.submit_pooled_release(  # ...but the registry publishes nothing of it
+            ids["b"], sealed=(folder / "pooled.sealed").read_bytes(),
+            token=(folder / "pooled.token").read_text(), inputs=authorization.inputs)
+    # the owner's sync drops the aggregator's grant with the association
+    synced = _json(cli("policy", "sync", "--dataset", str(ids["screening"]), "--json",
+                       "--profile", "screening"))
+    assert all(w["benchmark"] != ids["b"] for w in synced["workloads"]), synced
+    aggregator = _json(cli("benchmark", "show", b, "--json", "--profile", "authority"))
+    assert any(aggregator["aggregator_image_digest"] in r for r in synced["removed"]), synced
+    # the next pool leaves the withdrawn dataset out, saying why
+    outcomes = json.loads(ok(cli("benchmark", "pool", b, "--model", str(ids["lab-lr"]),
+                                 "--json", "--profile", "authority")).stdout)
+    [outcome] = outcomes
+    assert outcome["n_sites"] == 2, outcome
+    assert any(f"dataset {ids['screening']}" in line and "not approved" in line
+               for line in outcome["left_out"]), outcome
+    assert _budgets(world)["screening"] == before["screening"]
+    # one site left: no pool is authorized, nothing is debited
+    ok(cli("association", "withdraw", "--benchmark", b, "--dataset", str(ids["clinic"]),
+           "--profile", "clinic"))
+    before = _budgets(world)
+    refused = json.loads(ok(cli("benchmark", "pool", b, "--model", str(ids["lab-mlp"]),
+                                "--json", "--profile", "authority")).stdout)
+    assert "at least 2 sites" in refused[0]["reason"], refused
+    assert _budgets(world) == before
