@@ -26,6 +26,7 @@ from sealbench.server.errors import (
 )
 from sealbench.server.models import Benchmark, Dataset, Model, Result
 from sealbench.server.schemas import AssetKind, ResultCreate
+from sealbench.server.schemas.runs import day_of
 from sealbench.server.services._common import PageOf, commit, flush, get_or_404, paged
 from sealbench.server.services.associations import (
     exact_release_consented,
@@ -104,7 +105,9 @@ def submit(
         token_issuer=verified.issuer,
         image_digest=verified.image_digest,
         nonce=verified.nonce,
-        created_at=now,
+        # the day only (issue 40): a result arrives when its run ends, and a time of day on
+        # the leaderboard dated how long the model took on the cases
+        created_at=day_of(now),
         result_uri=body.result_uri,
     )
     session.add(row)
