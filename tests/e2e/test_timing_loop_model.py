@@ -217,6 +217,11 @@ def test_model_owner_sees_nothing_that_varies_with_the_cases(world: World) -> No
     cli_cells = shown["cells"]
     assert _without_identity(_of_site(world, cli_cells, "holder")) == _without_identity(
         _of_site(world, cli_cells, "other"))
+    # the leaderboard (the authority's, here) dates each site's result, which arrives when
+    # its run ends, to the day
+    board = _get(world, "authority", f"/benchmarks/{world.ids['b']}/leaderboard")
+    entries = board["entries"]
+    assert len(entries) == 2 and all(e["created_at"].endswith(DAY_ENDINGS) for e in entries)
     table = ok(world.cli("benchmark", "progress", str(world.ids["b"]), "--profile", "spy"))
     assert not re.search(r"\b\d\d:\d\d\b", table.output), table.output  # the day, no time
     assert re.search(r"\b\d{4}-\d\d-\d\d\b", table.output), table.output
@@ -229,6 +234,7 @@ def test_runs_audit_events_carry_only_the_day(world: World) -> None:
     results = _get(world, "authority", f"/results?benchmark_id={world.ids['b']}")["items"]
     assert len(results) == 2
     for result in results:
+        assert result["created_at"].endswith(DAY_ENDINGS), result["created_at"]
         receipt = _get(world, "authority", f"/audit/receipts/{result['id']}")
         assert receipt["event"]["occurred_at"].endswith("T00:00:00.000000+00:00"), receipt
     events = [e for e in _get(world, "admin", "/audit?limit=200")["items"]
