@@ -16,6 +16,12 @@ DEMO_STAMP := $(VENV)/.installed-$(subst $(comma),-,$(DEMO_EXTRAS))
 DEMO_INSTALL = $(if $(wildcard $(STAMP)),$(STAMP),$(DEMO_STAMP))
 PACKAGES := crypto contract platforms gcp mocktee server enclave benchmarks client
 PYTEST_ARGS ?=
+# PYTEST_WORKERS=2 runs the suite on two pytest-xdist workers, each test module whole on one
+# worker and the tests of one session-wide world (Docker engine, wheel, mock enclave) together
+# (tests/conftest.py's groups). One process by default: side by side on a loaded 2-core machine,
+# two workers spent ~60% more CPU on an integration subset and finished later (issue 42).
+PYTEST_WORKERS ?= 0
+PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup)
 # setuptools' build-backend notices (editable install, data folders) are not ours to act on.
 PIP      := PYTHONWARNINGS=ignore $(PY) -m pip
 # Every file of the packages: the strict editable install links each one, so a new or removed
@@ -77,7 +83,7 @@ typecheck: link
 	$(VENV)/bin/mypy -p sealbench.crypto -p sealbench.contract -p sealbench.platforms -p sealbench.gcp -p sealbench.mocktee -p sealbench.server -p sealbench.enclave -p sealbench.benchmarks -p sealbench.client
 
 pytest: link
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 test: lint typecheck pytest
 
