@@ -292,10 +292,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 # --- Parallel where it is honest ---------------------------------------------------------------
 #
-# `make test` runs two xdist workers with ``--dist loadgroup``: every test of a module runs on one
-# worker (its module-scoped world is built once, its module state is never shared across
-# processes), and the tests that use one of these session-wide worlds run on one worker whatever
-# their module (built once; the Docker engine and its image tags, the wheel, are one machine's).
+# ``PYTEST_WORKERS=2 make test`` runs two xdist workers with ``--dist loadgroup``: every test of a
+# module runs on one worker (its module-scoped world is built once, its module state is never
+# shared across processes), and the tests that use one of these session-wide worlds run on one
+# worker whatever their module (built once; the Docker engine and its image tags, the wheel, are
+# one machine's).
 SHARED_WORLDS = {
     "docker_engine": "docker",
     "sealbench_wheel": "wheel",
