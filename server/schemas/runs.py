@@ -131,7 +131,10 @@ class RunReport(WireModel):
     #: Refused unless empty: step timings depend on the cases (a model can spin on one case to
     #: signal it), so the registry takes none. Kept only so that a client of before issue 40
     #: gets this explanation rather than "extra field".
-    step_seconds: dict[str, float] = Field(default_factory=dict)
+    step_seconds: dict[str, float] = Field(
+        default_factory=dict,
+        description="refused unless empty: the registry takes no step timings (issue 40)",
+        json_schema_extra={"maxProperties": 0})
     #: Which execution provider ran the model, as the enclave logged it (absent: not known).
     execution_provider: ExecutionProvider | None = None
     result_id: Id | None = None
