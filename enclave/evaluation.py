@@ -267,6 +267,16 @@ class Evaluation:
     results: tuple[CaseResult, ...]
 
 
+#: The most of a plug-in's error text a failed case's reason keeps: the text may echo what the
+#: model output, and the per-case results' size must follow from the case count, not the model.
+MAX_REASON_CHARS: Final = 300
+
+
+def _clipped(exc: BaseException) -> str:
+    text = str(exc)
+    return text if len(text) <= MAX_REASON_CHARS else text[:MAX_REASON_CHARS] + "…"
+
+
 def _segment_and_score(
     dataset: VerifiedDataset, loaded: _Loaded, seconds: float
 ) -> tuple[CaseResult, LimitReason | None]:
@@ -278,7 +288,7 @@ def _segment_and_score(
         try:
             prediction = dataset.model.runner.predict(case)
         except BenchmarkError as exc:
-            failed = f"inference failed: {exc}"
+            failed = f"inference failed: {_clipped(exc)}"
         except MemoryError:
             guard.out_of_memory()
         except Exception as exc:  # noqa: BLE001 - what a model makes a runtime raise fails its
@@ -293,7 +303,8 @@ def _segment_and_score(
         try:
             return run.benchmark.score(case, prediction), None
         except BenchmarkError as exc:  # a prediction the plug-in cannot score fails its case
-            return run.benchmark.failure(case.case_id, f"prediction not scored: {exc}"), None
+            return run.benchmark.failure(case.case_id,
+                                         f"prediction not scored: {_clipped(exc)}"), None
 
 
 def _cases(dataset: VerifiedDataset, stream: Iterator[object]) -> Iterator[_Loaded | CaseResult]:

@@ -327,30 +327,49 @@ def test_runtime_error_a_model_provokes_on_one_case_fails_only_that_case(
     naming the error's type, never its text (which may quote the inputs)."""
     world = _wdbc_world(tmp_path, world_factory,
                         {"case-a": 1.0, "case-b": TRIGGER * 2, "case-c": 1.0})
+    _raising_on_trigger(monkeypatch, RuntimeError("[ONNXRuntimeError] input 1000.0, 1.0"))
+    _run_with_model(world, WDBC.model_bytes("wdbc_logreg"))
+    cases = _per_case(world)
+    assert cases["case-b"].failed
+    assert cases["case-b"].reason == "inference failed: RuntimeError", cases["case-b"]
+    assert not cases["case-a"].failed and not cases["case-c"].failed
 
-    class Leaky:
+
+def test_huge_error_text_a_model_provokes_is_clipped_in_its_case(
+    tmp_path: Path, world_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 40: a plug-in's error may echo what the model output; a model that made it echo
+    megabytes on chosen cases grew the per-case results with them (and past the document's
+    cap, made them unreadable). The reason keeps 300 characters of it."""
+    world = _wdbc_world(tmp_path, world_factory,
+                        {"case-a": 1.0, "case-b": TRIGGER * 2, "case-c": 1.0})
+    _raising_on_trigger(monkeypatch, api.InferenceError("output " + "9" * 1_000_000))
+    _run_with_model(world, WDBC.model_bytes("wdbc_logreg"))
+    reason = _per_case(world)["case-b"].reason
+    assert reason.startswith("inference failed: output 999") and len(reason) < 400, len(reason)
+
+
+def _raising_on_trigger(monkeypatch: pytest.MonkeyPatch, error: Exception) -> None:
+    """The run's plug-in is WDBC whose runner raises ``error`` on the trigger case (as a plug-in
+    that lets its runtime's error through would)."""
+    class Raising:
         def __init__(self, inner: Any) -> None:
             self._inner = inner
             self.execution_provider = inner.execution_provider
 
         def predict(self, case: Any) -> Any:
             if case.features[0] > TRIGGER:
-                raise RuntimeError(f"[ONNXRuntimeError] input {case.features[:3]}")
+                raise error
             return self._inner.predict(case)
 
     def benchmark_for(pin: BenchmarkPin) -> Any:
         plugin = load(pin)
         copy = type(plugin).__new__(type(plugin))
         copy.__dict__.update(plugin.__dict__)
-        copy.load_model = lambda model_bytes: Leaky(plugin.load_model(model_bytes))
+        copy.load_model = lambda model_bytes: Raising(plugin.load_model(model_bytes))
         return copy
 
     monkeypatch.setattr(steps, "benchmark_for", benchmark_for)
-    _run_with_model(world, WDBC.model_bytes("wdbc_logreg"))
-    cases = _per_case(world)
-    assert cases["case-b"].failed
-    assert cases["case-b"].reason == "inference failed: RuntimeError", cases["case-b"]
-    assert not cases["case-a"].failed and not cases["case-c"].failed
 
 
 def test_run_limit_is_the_cases_limits_plus_the_plugins_allowance() -> None:
