@@ -376,8 +376,13 @@ MATRIX = [
     Row("result get", "GET", lambda c: f"{API}/results/{c.result_id}", (401, 403, 200, 200, 403)),
     Row("leaderboard", "GET", lambda c: f"{B(c)}/leaderboard", _all(200)),
     Row("pooled leaderboard", "GET", lambda c: f"{B(c)}/leaderboard/pooled", _all(200)),
-    # TEE pooling (issue 27): the authority only; this benchmark names no aggregator image (409)
-    Row("pool inputs", "GET", lambda c: f"{B(c)}/pool-inputs?model_id={c.world.model_id}",
+    # TEE pooling (issues 27, 40): the authority only; this benchmark names no aggregator (409)
+    Row("pool authorize", "POST", lambda c: f"{B(c)}/pool-authorizations",
+        (401, 403, 403, 409, 403), body=lambda c: {"model_id": c.world.model_id}),
+    Row("pool authorization list", "GET",
+        lambda c: f"{B(c)}/pool-authorizations?model_id={c.world.model_id}",
+        (401, 403, 403, 409, 403)),
+    Row("pool authorization get", "GET", lambda c: f"{B(c)}/pool-authorizations/pool-1-1-ab",
         (401, 403, 403, 409, 403)),
     Row(
         "pooled release submit",
@@ -439,7 +444,9 @@ def test_matrix_covers_every_route(client: TestClient, world: Any, tokens: Any, 
     ctx = Ctx(client, world, h, tokens, 1)
     covered = {(row.method.lower(), row.path(ctx).split("?")[0]) for row in MATRIX}
     for template, ops in client.get("/openapi.json").json()["paths"].items():
-        pattern = re.compile("^" + re.sub(r"\\{[a-z_]+\\}", "[0-9]+", re.escape(template)) + "$")
+        # ids are numbers; a pool authorization is named by its pool id
+        named = re.sub(r"\\{pool_id\\}", "[A-Za-z0-9._-]+", re.escape(template))
+        pattern = re.compile("^" + re.sub(r"\\{[a-z_]+\\}", "[0-9]+", named) + "$")
         for method in ops:
             assert any(m == method and pattern.match(p) for m, p in covered), (method, template)
 
