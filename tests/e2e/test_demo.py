@@ -4,7 +4,8 @@ benchmark next to BraTS, and end with a short summary whose leaderboards are exa
 ``sealbench benchmark leaderboard`` prints against its registry (served again by ``sealbench
 demo --explore``), every command's output kept in the log file it names.
 Its work folder is a new one in the demo folder of that HOME's cache, the demo ends naming the
-commands that remove it, and ``sealbench demo --clean`` does."""
+commands that remove it, and ``sealbench demo --clean`` does. What ``--serve`` does (the dashboard
+up, the guides' reads answered, Ctrl-C) is tested on the served demo of test_guide_outputs.py."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -136,129 +136,3 @@ def test_demo_leaderboard_matches_the_registry(tmp_path: Path) -> None:
     assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
     assert f"removed {workdir} (" in cleaned.stdout and "freed " in cleaned.stdout
     assert not workdir.exists() and workdir.parent.is_dir()
-
-
-#: Guide commands that only read: run against the demo's registry, they must exit as the guide
-#: shows (0, or the exit code its output names).
-_READS = {
-    ("profile", "ls"), ("whoami",), ("benchmark", "ls"), ("benchmark", "show"),
-    ("benchmark", "results"), ("benchmark", "leaderboard"), ("association", "ls"),
-    ("dataset", "show"), ("dataset", "budget"), ("model", "show"), ("keys", "show"),
-    ("result", "ls"),
-    ("benchmark", "definition"),
-    ("audit", "verify"), ("inbox",),
-}
-#: Guide commands the demo cannot play: they need another machine, a prompt or an engine.
-_ELSEWHERE = {
-    ("mock-tee", "up"): "runs in the foreground until Ctrl-C (the demo starts its own)",
-    ("profile", "add"): "names a placeholder registry and token",
-    ("login",): "prompts for a token",
-    ("test",): "reads the participant's own ONNX file or prepared folder (tested in "
-    "tests/unit/client/test_cli_participation.py)",
-    ("association", "withdraw"): "would take a demo participant out of the benchmark (tested in "
-    "tests/unit/client/test_cli_participation.py)",
-    ("benchmark", "close"): "would close the demo's benchmark (tested in "
-    "tests/unit/client/test_cli_participation.py)",
-}
-
-
-def _path(argv: tuple[str, ...]) -> tuple[str, ...]:
-    single = {("whoami",), ("login",), ("run",), ("inbox",), ("test",)}
-    return argv[:1] if argv[:1] in single else argv[:2]
-
-
-def _run_the_guides_against(script: Path, env: dict[str, str], config: Path, demo: str) -> None:
-    """Every command the role guides show: the reads run against the serving demo and exit as
-    the guide says; every other command is one the demo itself just ran (same command path),
-    except the few that need another machine (``_ELSEWHERE``)."""
-    from sealbench.client.cli.doc import guide_commands
-
-    docs = Path(__file__).resolve().parents[2] / "docs"
-    commands = [c for g in sorted(docs.glob("guide-*.md")) for c in guide_commands(g)]
-    played: set[tuple[str, ...]] = set()
-    for line in demo.splitlines():
-        if line.startswith("$ sealbench "):
-            words = line.split()[2:]
-            if words[:1] == ["--profile"]:
-                words = words[2:]
-            played.add(_path(tuple(words)))
-    ran = 0
-    for command in commands:
-        path = _path(command.argv)
-        if path in _ELSEWHERE:
-            continue
-        if path not in _READS:
-            assert path in played, f"{command.guide}: the demo never runs {' '.join(path)}"
-            continue
-        done = subprocess.run(
-            [str(script), *command.argv],
-            env={**env, "SEALBENCH_CONFIG_DIR": str(config)},
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        assert done.returncode == command.exit_code, (
-            command.guide, command.argv, done.stdout[-2000:], done.stderr[-2000:]
-        )
-        ran += 1
-    assert ran >= 15
-
-
-@pytest.mark.slow
-def test_demo_serve_keeps_the_dashboard_up_until_interrupted(tmp_path: Path) -> None:
-    """``--serve``: after the demo the dashboard answers, the sign-in tokens are pointed to
-    (never printed), and Ctrl-C ends it cleanly."""
-    home = tmp_path / "home"
-    home.mkdir()
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(home),
-        "LANG": "C.UTF-8",
-        "COLUMNS": "220",
-        "TERM": "dumb",
-    }
-    script = Path(sys.executable).parent / "sealbench"
-    workdir = tmp_path / "demo"
-    argv = [str(script), "demo", "--cases", "1", "--size", "small", "--workdir", str(workdir),
-            "--serve"]
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
-    lines: list[str] = []
-    try:
-        assert proc.stdout is not None
-        deadline = time.monotonic() + 900
-        url = None
-        while url is None and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            found = re.match(r"^dashboard\s+(http://127\.0\.0\.1:\d+/ui/)\s*$", line)
-            url = found.group(1) if found else None
-        assert url is not None, "".join(lines)[-4000:]
-        tokens_line = proc.stdout.readline()
-        lines.append(tokens_line)
-        assert str(workdir / "config") in tokens_line
-        # how to use the CLI against it is said while it serves, not after Ctrl-C
-        cli_lines = [proc.stdout.readline() for _ in range(4)]
-        lines.extend(cli_lines)
-        assert cli_lines[0].startswith("the CLI, from another terminal")
-        assert f"export SEALBENCH_CONFIG_DIR={workdir / 'config'}" in cli_lines[1]
-        assert "/bin/activate" in cli_lines[2] and "sealbench profile ls" in cli_lines[3]
-        page = httpx.get(url, timeout=30, follow_redirects=True)  # to the sign-in page
-        assert page.status_code == 200 and page.url.path.startswith("/ui/")
-        _run_the_guides_against(script, env, workdir / "config", "".join(lines))
-        proc.send_signal(signal.SIGINT)
-        rest, _ = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, rest[-4000:]
-    output = "".join(lines) + rest
-    profiles = json.loads((workdir / "config" / "profiles.json").read_text())
-    tokens = [p["token"] for p in profiles["profiles"].values()]
-    assert tokens and not any(token in output for token in tokens)
-    with pytest.raises(httpx.TransportError):  # the registry stopped with the demo
-        httpx.get(url, timeout=5)
