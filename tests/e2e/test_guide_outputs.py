@@ -156,6 +156,8 @@ _ELSEWHERE = {
     "tests/unit/client/test_cli_participation.py)",
     ("benchmark", "close"): "would close the demo's benchmark (tested in "
     "tests/unit/client/test_cli_participation.py)",
+    ("dataset", "ingest"): "needs DICOM studies, which the demo does not have (tested in "
+    "tests/integration/test_dicom_ingest_cli.py)",
 }
 
 
