@@ -85,6 +85,11 @@ class ReleasingPlugin:
     def __init__(self, spec: ReleaseSpec) -> None:
         self.release_spec = spec
 
+    def data_contract(self) -> dict[str, Any]:
+        """The installed plug-in's contract (the registry compares its grid at benchmark
+        create)."""
+        return load(self.ref).data_contract()
+
     def parse_summary(self, doc: Mapping[str, Any]) -> ReleasingSummary | PlainSummary:
         if "release" not in doc:
             return PlainSummary(int(doc["n_cases"]))
