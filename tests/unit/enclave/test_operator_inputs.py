@@ -180,6 +180,12 @@ TAMPER: dict[str, Callable[[dict[str, Any]], None]] = {
     "SEALBENCH_POOL_INPUTS_DIGEST": _env("SEALBENCH_POOL_INPUTS_DIGEST", _OTHER),
     "SEALBENCH_RESULT_POOL_PROVIDER": _env(
         "SEALBENCH_RESULT_POOL_PROVIDER", PROVIDER.replace("pool/", "other/")),
+    # the aggregator's pool anchor (issue 40): an operator's own log key or no witnesses
+    "SEALBENCH_POOL_LOG_KEY": _env(
+        "SEALBENCH_POOL_LOG_KEY",
+        "operator.example/log+01234567+AeBou+Ovis9WJNKB2rp6lxgRGpoHo3nzyA7u/K0tbtCj"),
+    "SEALBENCH_POOL_WITNESSES": _env("SEALBENCH_POOL_WITNESSES", ""),
+    "SEALBENCH_POOL_WITNESS_QUORUM": _env("SEALBENCH_POOL_WITNESS_QUORUM", "0"),
     "SEALBENCH_IAM_WAIT": _env("SEALBENCH_IAM_WAIT", "999999"),
     "SEALBENCH_CPU_FALLBACK": _env("SEALBENCH_CPU_FALLBACK", "true"),
     **{
@@ -206,6 +212,8 @@ TAMPER: dict[str, Callable[[dict[str, Any]], None]] = {
 }
 
 PLATFORMS = {"production": None, "mock": MOCK}
+ANCHOR_NAMES = frozenset({"SEALBENCH_POOL_LOG_KEY", "SEALBENCH_POOL_WITNESSES",
+                          "SEALBENCH_POOL_WITNESS_QUORUM"})
 
 
 def _ctx(endpoints: ServiceEndpoints | None, include_data: bool) -> ConditionContext:
@@ -250,6 +258,12 @@ def test_rendered_condition_enforces_the_class(entry: inputs.OperatorInput, plat
             assert released
         elif entry.name == "SEALBENCH_RECIPIENT_PUBLIC_KEY":
             # Bound through the recipient digest: the enclave refuses the key (next test).
+            assert released
+        elif entry.name in ANCHOR_NAMES:
+            # The aggregator's pool anchor: bound through its digest, the uid's recipient
+            # field (an aggregator token whose anchor does not hash to it is refused by the
+            # aggregator, test_pool.py); on an evaluation token the condition admits the name
+            # and the evaluation enclave refuses to start (test_evaluation_refuses_...).
             assert released
         elif entry.rule is Rule.RELEASE_BOUND:
             # The aggregator's inputs digest: bound by its release, which the registry checks;
