@@ -34,7 +34,7 @@ class FakeClient:
         return SimpleNamespace(id=benchmark, owner_id=self.owner_id)
 
     def get_dataset(self, dataset: int) -> Any:
-        return SimpleNamespace(id=dataset, owner_id=self.me_id)
+        return SimpleNamespace(id=dataset, owner_id=self.me_id, prepared_for_id=None)
 
     def me(self) -> Any:
         return SimpleNamespace(id=self.me_id)
