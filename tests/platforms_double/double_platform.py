@@ -191,7 +191,10 @@ class DoubleOwnerCloud:
         result_bucket: str | None = None,
         experimental_gpu_images: frozenset[str] = frozenset(),
         experimental_benchmark_ids: frozenset[str] = frozenset(),
+        undelete: bool = False,
     ) -> DoublePolicyReport:
+        """``undelete`` as the shipped platforms take it: the double soft-deletes nothing, so
+        there is nothing to undelete."""
         condition = self.platform.key_release_condition(ConditionContext(
             frozenset(w.image_digest for w in workloads), include_data, ENDPOINTS))
         report = DoublePolicyReport(
