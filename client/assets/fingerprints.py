@@ -148,7 +148,7 @@ def _candidates(plugin: Benchmark | None) -> Iterator[Benchmark]:
     if plugin is not None:
         yield plugin
         return
-    from sealbench.benchmarks.errors import BenchmarkError
+    from sealbench.benchmarks.interface import BenchmarkError
     from sealbench.benchmarks.registry import available, load
     from sealbench.client.assets.prepare import definition_plugin
     from sealbench.client.registry.workflows import shipped_definitions
@@ -168,7 +168,7 @@ def _candidates(plugin: Benchmark | None) -> Iterator[Benchmark]:
 def _grouped(
     plugin: Benchmark | None, dataset_json: bytes, paths: list[str]
 ) -> Mapping[str, tuple[str, ...]]:
-    from sealbench.benchmarks.errors import BenchmarkError
+    from sealbench.benchmarks.interface import BenchmarkError
 
     reasons: list[str] = []
     for candidate in _candidates(plugin):

@@ -16,11 +16,13 @@ CORES = ("enclave", "server", "client")
 # onnx_safety and limits: the enclave's own checks of any plug-in's model and cases (a model is
 # exactly its bytes; the per-case guard), no plug-in either; results: a result document read
 # through whichever plug-in its pin names; pooling: the aggregator's computation over whichever
-# plug-in the pin names (issue 27), no plug-in either
+# plug-in the pin names (issue 27), no plug-in either; seeded_noise: the release's keyed noise
+# source for the aggregator (issue 40), part of the release mechanism, no plug-in
 ALLOWED = frozenset({"sealbench.benchmarks", "sealbench.benchmarks.interface",
                      "sealbench.benchmarks.registry", "sealbench.benchmarks.release",
                      "sealbench.benchmarks.results", "sealbench.benchmarks.pooling",
-                     "sealbench.benchmarks.onnx_safety", "sealbench.benchmarks.limits"})
+                     "sealbench.benchmarks.onnx_safety", "sealbench.benchmarks.limits",
+                     "sealbench.benchmarks.seeded_noise"})
 
 
 def _imports(tree: ast.AST) -> list[tuple[int, str]]:
