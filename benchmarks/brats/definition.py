@@ -230,8 +230,10 @@ def load_2025_definition(task: Literal["gli", "met"]) -> BenchmarkDefinition:
         name=name,
         version="1.0.0",
         description=(f"{text}: four MRI modalities (t1n, t1c, t2w, t2f) at 1 mm on "
-                     "240x240x155. Published: global Dice and panoptic quality per group, each "
-                     "run's a differentially private release. Each hospital's private per-case "
+                     "240x240x155. Published: global Dice and panoptic quality per group, "
+                     "each the mean over the cases where the group is defined (as the official "
+                     "parser averages), with the count of those cases; each run's a "
+                     "differentially private release. Each hospital's private per-case "
                      "results add lesion-wise Dice, NSD and HD95 after maximum bipartite "
                      "matching and detection F1, which are never published."),
         contract=contract,

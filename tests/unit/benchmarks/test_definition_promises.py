@@ -12,7 +12,10 @@ import pytest
 from sealbench.benchmarks.registry import PluginRegistry
 
 #: Released column metric -> how the description names it.
-PUBLISHED_NAMES = {"dice": "Dice", "dsc": "global Dice", "pq_dsc": "panoptic quality"}
+#: ``defined`` (BraTS 2025, metric definition version 2): per group, the count of the cases where
+#: the group is defined, which each mean is over.
+PUBLISHED_NAMES = {"dice": "Dice", "dsc": "global Dice", "pq_dsc": "panoptic quality",
+                   "defined": "the count of those cases"}
 #: Figures no BraTS release carries.
 PRIVATE_ONLY = ("HD95", "Hausdorff", "lesion-wise", "NSD", "sensitivity", "specificity", "F1")
 
