@@ -205,7 +205,13 @@ class LocalBlobStore:
 
     def get_bytes(self, name: str, max_size: int) -> bytes:
         with self._open(name) as handle:
-            data = handle.read(max_size + 1)
+            # read(n) allocates n bytes up front: ask for what the file holds (one more byte
+            # tells a file that grew past the cap), never the cap itself, so a 1 GiB cap does
+            # not reserve 1 GiB under the enclave's address-space limit
+            size = os.fstat(handle.fileno()).st_size
+            data = handle.read(min(size, max_size) + 1)
+            if size < len(data) <= max_size:  # it grew while read: the rest, still capped
+                data += handle.read(max_size + 1 - len(data))
         if len(data) > max_size:
             raise ObjectTooLarge(name, max_size)
         return data
