@@ -24,6 +24,7 @@ from sealbench.benchmarks.registry import load
 from sealbench.client.cli.render import BIAS_NOTE, print_table
 from sealbench.contract.pin import BenchmarkPin
 from sealbench.crypto.digest import sha256_digest
+from sealbench.server import db_cache
 from sealbench.server.db import open_database
 from sealbench.server.migrate import upgrade_to_head
 from sealbench.server.models import Dataset, Model, Result, ResultStatistics
@@ -167,6 +168,9 @@ def test_board_from_statistics_equals_board_from_summaries(
         with db.writer() as session:
             for row in session.scalars(select(ResultStatistics)):
                 session.delete(row)
+            # and the boards stored in the database (built from those statistics; their stamp
+            # does not see statistics deleted by hand)
+            session.execute(sa.delete(db_cache.BoardCache))
             session.commit()
     finally:
         db.dispose()
