@@ -465,7 +465,12 @@ def test_quota_exceeded_names_the_quota_and_region(world: World, ready: Ready) -
                            "confidential-space", "--force")
         assert failed.exit_code == CLOUD_EXIT, failed.output
         error, fix = one_line(failed)
-        assert "Quota 'N2D_CPUS' exceeded" in error and "us-central1" in error, error
+        # the cause is printed once, on the failed run's line; the error points to it
+        lines = [" ".join(line.split()) for line in failed.output.splitlines()]
+        run_line = [line for line in lines if " failed (quota): " in line]
+        assert len(run_line) == 1, failed.output
+        assert "Quota 'N2D_CPUS' exceeded" in run_line[0] and "us-central1" in run_line[0]
+        assert "the cause is on each failed run's line above" in error, error
         assert "request a quota increase for N2D_CPUS in region us-central1" in fix
         code, checks = doctor(world, "hospital")
         assert code == CLOUD_EXIT and not checks["CPU quota"]["ok"]
