@@ -33,7 +33,7 @@ The benchmark's aggregator (issue 27) runs the same way on the aggregator image
 ``allow_env_override`` label must allow.
 
 ``file://`` locations in the spec (local buckets, the result folder; for the aggregator, its
-inputs document's folder and the dataset and statistics locations that document names) are
+pool authorization's folder and the dataset and statistics locations its inputs name) are
 bind-mounted at the same path, read-only except the result folder. While one is present the
 container runs as the operator's uid:gid instead of the image's user, so that it can write the
 operator's 0700 result folder; it still has no capabilities and cannot gain privileges.
@@ -59,7 +59,8 @@ from docker import DockerClient
 from docker.models.containers import Container
 from docker.types import Mount
 
-from sealbench.contract.pool import AggregateSpec, PoolInputs
+from sealbench.contract.pool import AggregateSpec
+from sealbench.contract.pool_authorization import PoolAuthorization
 from sealbench.contract.result import MAX_DOCUMENT_BYTES, ResultFormatError
 from sealbench.contract.spec import RunSpec
 from sealbench.mocktee.constants import LAUNCH_TIMEOUT_S, MAX_FAILURE_REASON
@@ -125,18 +126,19 @@ def _run_paths(spec: RunSpec) -> tuple[list[Path], Path | None]:
 
 
 def _aggregate_paths(spec: AggregateSpec) -> tuple[list[Path], Path | None]:
-    """(read-only folders, writable result folder) of an aggregator run: the inputs document's
-    folder, and each ``file://`` dataset and statistics location the document names (the
-    sites' result folders when they ran here), read from it as the aggregator will read it. The
-    aggregator checks the document against the spec's digest; a document that cannot be read
-    here leaves its own folder mounted, and the aggregator reports why it is refused."""
+    """(read-only folders, writable result folder) of an aggregator run: the folder of the
+    pool authorization (``pool-authorization.json`` at the spec's inputs location), and each
+    ``file://`` dataset and statistics location its inputs document names (the sites' result
+    folders when they ran here), read from it as the aggregator will read it. The aggregator
+    verifies the authorization; one that cannot be read here leaves its own folder mounted,
+    and the aggregator reports why it is refused."""
     inputs_path = _file_path(spec.inputs_uri)
     folders: list[Path | None] = [None if inputs_path is None else inputs_path.parent]
     if inputs_path is not None:
         with contextlib.suppress(OSError, ResultFormatError):
             with inputs_path.open("rb") as src:
-                document = PoolInputs.from_bytes(src.read(MAX_DOCUMENT_BYTES + 1))
-            for entry in document.inputs:
+                document = PoolAuthorization.from_bytes(src.read(MAX_DOCUMENT_BYTES + 1))
+            for entry in document.inputs.inputs:
                 folders += [_file_path(entry.dataset.uri), _file_path(entry.statistics_uri)]
     return [p for p in folders if p is not None], _file_path(spec.result_uri)
 
