@@ -1,10 +1,10 @@
 """The Docker launcher runs the benchmark's aggregator (issue 27) on the aggregator image: the
 container gets the aggregate spec as its environment and the host folders the aggregator reads
-and writes (its inputs document's folder, the ``file://`` statistics and dataset locations that
-document names, the result folder, writable), and the image's own launch policy decides what
-the operator may pass, so an evaluation's inputs never reach the aggregator image and an
-aggregator's spec never reaches the evaluation image. Checked with a fake engine (the one of
-``test_docker_launcher_timing``) and the real mock launcher's policy check."""
+and writes (the pool authorization's folder, the ``file://`` statistics and dataset locations
+its inputs document names, the result folder, writable), and the image's own launch policy
+decides what the operator may pass, so an evaluation's inputs never reach the aggregator image
+and an aggregator's spec never reaches the evaluation image. Checked with a fake engine (the one
+of ``test_docker_launcher_timing``) and the real mock launcher's policy check."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ pytest.importorskip("docker")
 from sealbench.mocktee.docker_launcher import CONTAINER_LAUNCHER_DIR, DockerLauncher
 from sealbench.mocktee.launcher import ImagePolicy, MockLauncher
 from sealbench.platforms.launcher import LaunchError
+from tests.pool_ledger import Ledger
 from tests.unit.client.test_docker_launcher_timing import IMAGE_ID, FakeClock, FakeEngine
 from tests.unit.contract.test_pool import POOL_ANCHOR, POOL_RECIPIENT, POOL_RECIPIENT_KEY
 
@@ -92,12 +93,15 @@ def _pool(tmp_path: Path) -> AggregateSpec:
                 commitment=sha256_digest(b"stats b")),
         ),
     )
-    (folder / POOL_INPUTS_OBJECT).write_bytes(inputs.to_bytes())
+    # what the client writes there: the registry's signed authorization of these inputs
+    authorization = Ledger(recipient_key=POOL_RECIPIENT_KEY).authorize(inputs, rho=0.5)
+    (folder / POOL_INPUTS_OBJECT).write_bytes(authorization.to_bytes())
     return AggregateSpec(
         run_id="pool-1", benchmark_id="7", metrics_version="wdbc/1",
         model_digest=sha256_digest(b"model"), recipient_public_key=POOL_RECIPIENT_KEY,
         recipient_digest=POOL_RECIPIENT, log_key=POOL_ANCHOR.log_key,
-        inputs_uri=(folder / POOL_INPUTS_OBJECT).as_uri(), inputs_digest=inputs.digest(),
+        inputs_uri=(folder / POOL_INPUTS_OBJECT).as_uri(),
+        inputs_digest=authorization.inputs.digest(),
         result_uri=folder.as_uri())
 
 
