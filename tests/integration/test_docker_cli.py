@@ -1,8 +1,8 @@
 """The Docker backend through the ``sealbench`` CLI (typer's CliRunner), on this session's one
-evaluation image: ``image build`` of unchanged sources reports that very image; a benchmark
-created with ``--tee docker`` pins its digest; ``run --tee docker`` evaluates in it and the
-registry verifies the result's attestation of that digest; the same run launched as a debug
-image is refused its keys; and ``demo --tee docker`` plays every role through Docker."""
+evaluation image: ``image build --no-cache`` of unchanged sources reports that very image; a
+benchmark created with ``--tee docker`` pins its digest; ``run --tee docker`` evaluates in it
+and the registry verifies the result's attestation of that digest; the same run launched as a
+debug image is refused its keys; and ``demo --tee docker`` plays every role through Docker."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ from sealbench.client.registry.local import create_accounts, publish_log_key, re
 from sealbench.mocktee import MockCloud
 
 if TYPE_CHECKING:
+    from docker import DockerClient
+
     from sealbench.client.runs.image_build import ImageBuildResult
 
 pytestmark = pytest.mark.slow
@@ -133,14 +135,22 @@ def cli_world(
         patch.undo()
 
 
-def test_image_build_of_unchanged_sources_reports_the_session_image(
-    source_snapshot: Path, evaluation_image: ImageBuildResult
+def test_no_cache_image_build_of_unchanged_sources_reports_the_session_image(
+    docker_engine: DockerClient, source_snapshot: Path, evaluation_image: ImageBuildResult,
+    aggregator_image: ImageBuildResult,
 ) -> None:
-    """Rebuilt from the build cache: the same digest, printed with the reference."""
-    built = CliRunner().invoke(app, ["image", "build", "--source", str(source_snapshot)])
+    """``image build --no-cache`` of the sources the session image was built from: every step
+    runs again (a new wheelhouse, new build containers, new times), and the layers come out
+    byte-identical, so the command prints the session image's reference and digest, and the
+    aggregator's. (A cached rebuild gives them too, a fortiori: it reuses those layers.)"""
+    built = CliRunner().invoke(app, ["image", "build", "--source", str(source_snapshot),
+                                     "--no-cache"])
     assert built.exit_code == 0, built.output
     assert f"digest {evaluation_image.digest}" in built.stdout
     assert f"image {evaluation_image.reference}" in built.stdout
+    assert f"aggregator digest {aggregator_image.digest}" in built.stdout
+    layers = docker_engine.images.get(evaluation_image.digest).attrs["RootFS"]["Layers"]
+    assert len(layers) == 2  # the base and the one layer sealbench adds
 
 
 def test_run_on_docker_yields_a_result_the_registry_verifies_for_the_image(
