@@ -247,7 +247,9 @@ class Runner(Protocol):
     refuses a model that is not exactly its bytes; ``run`` obeys the enclave's per-case limit)."""
 
     def predict(self, case: Any) -> Any:
-        """The model's prediction for a case the plug-in loaded; :class:`InferenceError`."""
+        """The model's prediction for a case the plug-in loaded; :class:`InferenceError`. It
+        may consume the case's inputs (:meth:`Benchmark.score` then reads only what scoring
+        needs, the truth): a case is predicted once."""
         ...
 
 

@@ -203,13 +203,17 @@ class OnnxSegmenter:
         padded = [-(-n // self._divisor) * self._divisor for n in shape]
         return "whole" if int(np.prod(padded)) <= self._max_whole else "sliding"
 
-    def segment_raw(self, case: Case) -> npt.NDArray[np.uint8]:
+    def segment_raw(self, case: Case, *, consume: bool = False) -> npt.NDArray[np.uint8]:
         """Arg-max class indices of ``case`` (0 background, 1 NETC, 2 SNFH, 3 ET), before any
-        post-processing."""
+        post-processing. With ``consume`` the case's volumes are dropped from
+        ``case.modalities`` once normalised (scoring reads the truth alone): a full-size case's
+        145 MB of float32 volumes are then not held beside the model's activations."""
         missing = [m for m in self._contract.modalities if m not in case.modalities]
         if missing:
             raise InferenceError(f"case lacks modalities {missing}")
         image = normalise_modalities({m: case.modalities[m] for m in self._contract.modalities})
+        if consume:
+            case.modalities.clear()
         full = image.shape[1:]
         classes: npt.NDArray[np.uint8] = np.zeros(full, dtype=np.uint8)
         box = brain_box(image) if self._crop else tuple(slice(0, n) for n in full)
@@ -235,7 +239,8 @@ class OnnxSegmenter:
             self.postprocess.apply(classes, self._contract.spacing_mm)
         return self._contract.label_map.from_class_indices(classes)
 
-    def segment(self, case: Case) -> npt.NDArray[np.uint8]:
+    def segment(self, case: Case, *, consume: bool = False) -> npt.NDArray[np.uint8]:
         """Label map of ``case`` in the contract's convention (uint8, the case's grid), after the
-        post-processing in force (the model's declared one by default)."""
-        return self.finish(self.segment_raw(case))
+        post-processing in force (the model's declared one by default); ``consume`` as
+        :meth:`segment_raw`."""
+        return self.finish(self.segment_raw(case, consume=consume))

@@ -156,7 +156,10 @@ class _Runner:
     segmenter: OnnxSegmenter
 
     def predict(self, case: Case) -> npt.NDArray[np.uint8]:
-        return self.segmenter.segment(case)
+        """The case's label map. The case's volumes are consumed (:meth:`OnnxSegmenter.
+        segment_raw`): :meth:`BratsBenchmark.score` reads its truth alone, and the enclave's
+        peak memory is the model's activations, not those plus the volumes (issue 42)."""
+        return self.segmenter.segment(case, consume=True)
 
     @property
     def execution_provider(self) -> api.ExecutionProvider:

@@ -74,7 +74,8 @@ for folder in sorted((prepared / "data" / "cases").iterdir()):
     files = {f"cases/{folder.name}/{p.name}": p.read_bytes() for p in folder.iterdir()}
     case = load_case_from_bytes(files, contract)
     del files
-    prediction = segmenter.segment(case)
+    # the new arm consumes the case's volumes once normalised, as the plug-in's runner does
+    prediction = segmenter.segment(case, consume=arena != "arena")
     labels.update(prediction.tobytes())
     score_or_fail(case.case_id, prediction, case.seg, BRATS_2023_GLI_METRICS,
                   contract.spacing_mm)
