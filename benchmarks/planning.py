@@ -215,7 +215,7 @@ class Plan:
                        f"±{self.sites_pooled_half_width:.3g}, rank difference "
                        f"{self.sites_rank_difference:.3g})")
         spread = ("the plug-in's stated typical spread" if self.spread_stated
-                  else "the widest spread a value can have (the plug-in states none)")
+                  else "the widest a value can have: the plug-in states none")
         out.append(f"  assumes a per-case spread of ±{self.spread * self.range_width:.3g} "
                    f"({spread})")
         return out

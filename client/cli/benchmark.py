@@ -12,6 +12,7 @@ from typing import Annotated, Final, cast
 import typer
 
 from sealbench.benchmarks.interface import EXACT_SUFFIX
+from sealbench.client.assets.prepare import plugin_of
 from sealbench.client.cli import render
 from sealbench.client.cli.common import (
     JsonOpt,
@@ -186,6 +187,8 @@ def benchmark_create(
         emit_json(created)
         return created
     render.benchmark_created(out(), created)
+    render.board_plan(out(), plugin_of(created), in_tee=created.aggregator_image_digest
+                      is not None)
     return created
 
 
@@ -219,6 +222,50 @@ def definition_export(
     with 'sealbench benchmark create --definition FILE')."""
     loaded = workflows.load_benchmark_definition(definition)
     typer.echo(loaded.model_dump_json(indent=2))
+
+
+@benchmark_app.command("plan")
+def benchmark_plan(
+    benchmark_id: Annotated[
+        int | None, typer.Argument(help="a registered benchmark's id (or --definition)")
+    ] = None,
+    definition: Annotated[
+        str | None, typer.Option(help="plan a definition instead: one an installed plug-in "
+                                 "ships ('wdbc', 'brats-small', ...) or a definition JSON file")
+    ] = None,
+    sites: Annotated[int, typer.Option(min=1, help="hospitals (datasets) joining")] = 3,
+    cases: Annotated[int, typer.Option(min=1, help="cases per hospital")] = 50,
+    epsilon: Annotated[
+        float | None, typer.Option(min=0.0, help="privacy loss per release (default: the "
+                                   "plug-in's declared epsilon)")
+    ] = None,
+    profile: ProfileOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """What the board will be able to read before anyone runs: the expected 95% half-width of
+    the headline pooled over SITES x CASES (and of each site's own release), the pooled case
+    count from which it shows at all, and the smallest difference between two models it ranks
+    apart at 80% power, from the plug-in's release spec (its noise at EPSILON) and the
+    headline's typical per-case spread (the plug-in's, or the widest possible)."""
+    from sealbench.benchmarks.planning import plan
+
+    if epsilon is not None and epsilon <= 0:
+        raise typer.BadParameter("--epsilon must be above 0 (an exact release has no plan "
+                                 "to make: it adds no noise)")
+    in_tee: bool | None = None
+    if benchmark_id is not None:
+        with session(profile) as s:
+            bench = s.client.get_benchmark(benchmark_id)
+        plugin = plugin_of(bench, definition)
+        in_tee = bench.aggregator_image_digest is not None
+    else:
+        plugin = plugin_of(None, definition)
+    planned = plan(plugin, sites=sites, cases=cases, epsilon=epsilon, in_tee=in_tee)
+    if json_out:
+        emit_json(planned.to_json())
+        return
+    for line in planned.lines():
+        out().print(line, markup=False)
 
 
 @benchmark_app.command("init")

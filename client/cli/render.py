@@ -32,6 +32,7 @@ __all__ = [
     "MOCK_BADGE",
     "association",
     "benchmark_created",
+    "board_plan",
     "breakdown",
     "case_cells",
     "case_columns",
@@ -147,6 +148,18 @@ def benchmark_created(console: Console, created: BenchmarkPublic) -> None:
     console.print(f"benchmark {created.id} created: {created.name} {created.version} "
                   f"[{created.state}]; an admin approves it with "
                   f"'sealbench benchmark approve {created.id}'", markup=False)
+
+
+def board_plan(console: Console, plugin: Benchmark, *, in_tee: bool | None,
+               sites: int = 3, cases: int = 50) -> None:
+    """What a benchmark's board will read at a typical start (``benchmark create``'s
+    confirmation, the consent text): :func:`sealbench.benchmarks.planning.plan`'s lines."""
+    from sealbench.benchmarks.planning import plan
+
+    console.print("what the board will read (privacy noise included; 'sealbench benchmark "
+                  "plan' for other sizes):", markup=False)
+    for line in plan(plugin, sites=sites, cases=cases, in_tee=in_tee).lines():
+        console.print(line, markup=False)
 
 
 def exact_request(body: BaseModel, *, sized_member: str | None = None) -> str:

@@ -511,3 +511,42 @@ def test_wrong_server_says_it_is_not_a_sealbench_registry(runner: CliRunner,
     assert result.exit_code == 4
     assert "without a sealbench error body" in result.output
     assert "points at a sealbench registry" in result.output
+
+
+def test_plan_says_what_a_board_will_read_before_anyone_runs(cli: Cli) -> None:
+    """``benchmark plan`` by definition and by a registered benchmark (its TEE pooling read
+    from the registry), and the same plan in ``benchmark create``'s confirmation."""
+    from sealbench.benchmarks.planning import plan
+    from sealbench.client.assets.prepare import definition_plugin
+
+    planned = cli("benchmark", "plan", "--definition", "brats-small", "--sites", "32",
+                  "--cases", "50", "--json")
+    assert planned.exit_code == 0, planned.output
+    doc = json.loads(planned.stdout)
+    expected = plan(definition_plugin("brats-small"), sites=32, cases=50).to_json()
+    assert doc == expected
+    assert (doc["sites"], doc["cases"], doc["epsilon"]) == (32, 50, 1.0)
+    assert 0 < doc["pooled_half_width"] < doc["site_half_width"]
+    assert doc["pooled_shows_from"] <= 32 * 50 < doc["pooled_shows_from"] * 32
+    looser = json.loads(cli("benchmark", "plan", "--definition", "brats-small", "--sites", "32",
+                            "--cases", "50", "--epsilon", "4", "--json").stdout)
+    assert looser["pooled_half_width"] < doc["pooled_half_width"]
+    assert looser["pooled_shows_from"] < doc["pooled_shows_from"]
+    n = next(_names)
+    created = cli("benchmark", "create", "--definition", "brats-small", "--name",
+                  f"brats-plan-{n}", "--image-reference", f"example/eval@{IMAGE}",
+                  "--image-digest", IMAGE, "--profile", "authority")
+    assert created.exit_code == 0, created.output
+    said = " ".join(created.output.split())
+    assert "what the board will read" in said
+    assert "pooled over the sites: expected 95% interval ±" in said
+    bid = int(said.split("benchmark ", 1)[1].split()[0])
+    by_id = cli("benchmark", "plan", str(bid), "--sites", "3", "--cases", "50",
+                "--profile", "authority")
+    assert by_id.exit_code == 0, by_id.output
+    words = " ".join(by_id.output.split())
+    assert "Dice over 3 sites x 50 cases (150 cases), ε 1 per release:" in words
+    assert "readable from about" in words and "80% power" in words
+    neither = cli("benchmark", "plan")
+    assert neither.exit_code != 0
+    assert "--definition" in neither.output
