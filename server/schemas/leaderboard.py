@@ -15,6 +15,7 @@ from sealbench.server.schemas.common import JsonOut, WireModel
 
 __all__ = [
     "CSV_FIXED",
+    "CoveredSitePublic",
     "MetricInfoPublic",
     "PooledLeaderboard",
     "PooledValuePublic",
@@ -22,6 +23,7 @@ __all__ = [
     "SiteValuePublic",
     "StandingPublic",
     "TeePooledPublic",
+    "WaitingPublic",
     "WithheldPublic",
     "to_csv",
 ]
@@ -96,6 +98,25 @@ class TeePooledPublic(WireModel):
     aggregates: JsonOut
 
 
+class CoveredSitePublic(WireModel):
+    """A site a figure covers: its dataset and the result of it that was pooled."""
+
+    dataset_id: int
+    name: str = Field(description="the dataset's name")
+    result_id: int
+
+
+class WaitingPublic(WireModel):
+    """An accepted result the model's figure does not cover yet: it waits for the next pool."""
+
+    dataset_id: int
+    name: str = Field(description="the dataset's name")
+    result_id: int
+    new_site: bool = Field(description="true: the figure covers no result of this dataset (a "
+                           "site added since the last pool); false: a newer result of a site "
+                           "the figure covers by an earlier one")
+
+
 class StandingPublic(WireModel):
     model_id: int
     model_name: str
@@ -107,6 +128,16 @@ class StandingPublic(WireModel):
     tee_pooled: TeePooledPublic | None = Field(
         default=None, description="the model's latest TEE-pooled release, whose figures its "
         "values show (None: its values pool the sites' releases)")
+    covers: tuple[CoveredSitePublic, ...] = Field(
+        default=(), description="the sites the model's figure covers: the TEE-pooled release's "
+        "inputs, else the sites whose releases are pooled (a new pool always covers every "
+        "site of the current one that is still approved: adding a site never shrinks it)")
+    waiting: tuple[WaitingPublic, ...] = Field(
+        default=(), description="in a benchmark that pools in the TEE, each current approved "
+        "site's latest accepted result that the figure does not cover, waiting for the next "
+        "'benchmark pool' (shown to those who see the model's pooled releases; empty "
+        "otherwise)")
+    n_waiting: int = Field(default=0, description="how many results wait (len of waiting)")
 
 
 class WithheldPublic(WireModel):

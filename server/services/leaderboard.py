@@ -7,7 +7,16 @@ intervals, between-site spread and rank groups that do not order models by noise
 drew the noise once) shows its latest release's figures instead of the pool of its sites'
 releases, marked ``tee_pooled`` with the release's id, time, site count and aggregates; it
 ranks by them, and it stands on the board even when every one of its sites was too small to
-publish alone (withheld). Models without one keep the pool of their sites' releases. Who sees a
+publish alone (withheld). Models without one keep the pool of their sites' releases.
+
+**What a figure covers** (issue 41): each standing names the sites its figure covers
+(``covers``: dataset id and name, and the result pooled; a TEE-pooled figure's are its
+release's inputs, a pool of releases' the sites pooled) and, in a benchmark that pools in the
+TEE, the accepted results that wait for the next pool (``waiting``: each current site's latest
+accepted result that can be pooled, the dataset approved now, and that the figure does not
+cover: a new site, or a site's newer result), shown to those who see the model's pooled
+releases. A new pool covers every site of the current one (:func:`~.pool_authorizations.
+shrinks`), so adding a site never shrinks the figure. Who sees a
 pooled release follows the board's rule below (the authority, the model's owner, or everyone
 when the board is published); a board filtered to some sites shows no TEE-pooled figure (the
 release covers its own sites, not the subset).
@@ -97,7 +106,8 @@ from sealbench.server.auth import Principal
 from sealbench.server.errors import InvalidRequestError, InvalidStateError
 from sealbench.server.models import Benchmark, Dataset, Model, Result, ResultStatistics
 from sealbench.server.services._common import get_or_404
-from sealbench.server.services.pooling import visible_releases
+from sealbench.server.services.associations import is_approved
+from sealbench.server.services.pooling import inputs_of, visible_releases
 from sealbench.server.services.result_statistics import (
     Statistics,
     decode,
@@ -112,6 +122,7 @@ __all__ = [
     "INTERVAL_RULE",
     "RANK_RULE",
     "Board",
+    "CoveredSite",
     "MetricInfo",
     "PooledValue",
     "SiteInfo",
@@ -119,6 +130,7 @@ __all__ = [
     "Standing",
     "SummaryCache",
     "TeePooled",
+    "WaitingResult",
     "Withheld",
     "build",
     "metric_key",
@@ -189,6 +201,26 @@ class PooledValue:
 
 
 @dataclass(frozen=True)
+class CoveredSite:
+    """A site a figure covers: its dataset and the result of it that was pooled."""
+
+    dataset_id: int
+    name: str
+    result_id: int
+
+
+@dataclass(frozen=True)
+class WaitingResult:
+    """An accepted result that waits for the model's next pool (:func:`build`): ``new_site``
+    when the figure covers no result of its dataset, else a newer result than the one pooled."""
+
+    dataset_id: int
+    name: str
+    result_id: int
+    new_site: bool
+
+
+@dataclass(frozen=True)
 class TeePooled:
     """A model's latest verified TEE-pooled release, as the board shows it."""
 
@@ -202,6 +234,8 @@ class TeePooled:
     aggregates: Mapping[str, Any]
     figures: Mapping[str, api.Figure]
     tee_pooled: bool = True
+    #: The release's inputs (the sites it pooled).
+    covers: tuple[CoveredSite, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -214,6 +248,14 @@ class Standing:
     mock_tee: bool
     values: tuple[PooledValue, ...]
     tee_pooled: TeePooled | None = None
+    #: The sites the figure covers (the TEE-pooled release's, else the sites pooled).
+    covers: tuple[CoveredSite, ...] = ()
+    #: The accepted results that wait for the next pool (a benchmark that pools in the TEE).
+    waiting: tuple[WaitingResult, ...] = ()
+
+    @property
+    def n_waiting(self) -> int:
+        return len(self.waiting)
 
 
 @dataclass(frozen=True)
@@ -449,13 +491,15 @@ def build(bench_id: int, plugin: api.Benchmark, rows: Sequence[_Row], *, metric:
           scope: str, withdrawn: dict[int, tuple[str, ...]] | None = None,
           every_metric: bool = False, also: Sequence[str] = (), with_breakdown: bool = False,
           pool: Callable[[Sequence[_Row]], Mapping[str, api.Figure]],
-          tee: Mapping[int, TeePooled] | None = None) -> Board:
+          tee: Mapping[int, TeePooled] | None = None,
+          current: Mapping[int, Sequence[CoveredSite]] | None = None) -> Board:
     """Arrange readable results into the pooled board ranked by ``metric`` (default: the
     plug-in's headline), each model with that metric's values, then those of ``also`` (or of
     every metric), ``pool`` giving the pooled figures of one model's rows, ``tee`` the models'
     TEE-pooled releases (their figures replace the pool of the rows; a model with one stands
-    even without poolable rows); :class:`InvalidRequestError` naming the valid metrics for an
-    unknown one."""
+    even without poolable rows), ``current`` each model's current results a pool would read
+    (those its figure does not cover wait; None: the benchmark does not pool in the TEE);
+    :class:`InvalidRequestError` naming the valid metrics for an unknown one."""
     p = plugin.presentation
     refs = [api.MetricRef(m.key) for m in p.metrics] + [
         api.MetricRef(m.key, g.key) for m in p.metrics for g in p.groups]
@@ -512,19 +556,30 @@ def build(bench_id: int, plugin: api.Benchmark, rows: Sequence[_Row], *, metric:
         name, version = names.get(model_id, fallback)
         mock = (any(r.mock_tee for r in mrows) if release is None
                 else release.mock_tee or any(r.mock_tee for r in mrows))
+        covers = (tuple(CoveredSite(r.dataset_id, r.dataset_name, r.result_id) for r in mrows)
+                  if release is None else release.covers)
         standings.append(Standing(model_id, name, version, None, False, mock, tuple(values),
-                                  release))
+                                  release, covers, _waiting(covers, (current or {}).get(
+                                      model_id, ()), tee_pooled=release is not None)))
     direction = infos[chosen].direction
     ranks = ({} if direction == api.Direction.NEUTRAL.value
              else _rank(headline_values, direction == api.Direction.HIGHER.value))
-    ranked = [
-        Standing(s.model_id, s.model_name, s.model_version, *ranks.get(s.model_id, (None, False)),
-                 s.mock_tee, s.values, s.tee_pooled)
-        for s in standings]
+    ranked = [replace(s, rank=ranks.get(s.model_id, (None, False))[0],
+                      tied=ranks.get(s.model_id, (None, False))[1]) for s in standings]
     ranked.sort(key=lambda s: (s.rank is None, s.rank or 0, _order(s, direction), s.model_id))
     return Board(bench_id, str(plugin.ref), chosen, metric_key(p.headline), direction,
                  tuple(infos.values()), tuple(SiteInfo(i, n) for i, n in sites), tuple(ranked),
                  tuple(withheld), scope, breakdown)
+
+
+def _waiting(covers: Sequence[CoveredSite], current: Sequence[CoveredSite], *,
+             tee_pooled: bool) -> tuple[WaitingResult, ...]:
+    """The current results a figure does not cover: all of them for a model without a
+    TEE-pooled release (none pooled yet), else those not among its release's inputs."""
+    pooled = {c.result_id for c in covers} if tee_pooled else set()
+    sites = {c.dataset_id for c in covers} if tee_pooled else set()
+    return tuple(WaitingResult(c.dataset_id, c.name, c.result_id, c.dataset_id not in sites)
+                 for c in current if c.result_id not in pooled)
 
 
 def _breakdown(metrics: Sequence[MetricInfo], chosen: str) -> tuple[str, ...]:
@@ -566,9 +621,41 @@ def pooled_board(session: Session, actor: Principal, benchmark_id: int, cache: S
         return cache.pooled(plugin, mrows, lambda ids: _summaries(session, plugin, ids))
 
     tee = {} if sites is not None else _tee_pooled(session, actor, bench, plugin)
+    current = (None if sites is not None or bench.aggregator_image_digest is None
+               else _current(session, actor, bench))
     return build(benchmark_id, plugin, rows, metric=metric, scope=scope,
                  withdrawn={k: tuple(v) for k, v in marks.items()}, every_metric=every_metric,
-                 also=also, with_breakdown=with_breakdown, pool=pool, tee=tee)
+                 also=also, with_breakdown=with_breakdown, pool=pool, tee=tee, current=current)
+
+
+def _current(session: Session, actor: Principal, bench: Benchmark
+             ) -> dict[int, list[CoveredSite]]:
+    """Each model's current results a pool would read (the registry's choice, as
+    :func:`~.pool_authorizations.choose` reads them: each approved dataset's latest accepted
+    result that sealed statistics and says where its run left them), for the models whose
+    pooled releases ``actor`` may see (the authority, the model's owner, or everyone when the
+    board is published). The summary's commitment is read in SQL, never the summary."""
+    pooled = Result.summary["pool_statistics"].as_string()
+    latest = (
+        select(func.max(Result.id).label("id"))
+        .where(Result.benchmark_id == bench.id, Result.result_uri.is_not(None),
+               pooled.is_not(None), Result.summary["run_id"].as_string().is_not(None))
+        .group_by(Result.model_id, Result.dataset_id))
+    if bench.owner_id != actor.user_id and not bench.leaderboard_published:
+        latest = latest.where(Result.model_id.in_(
+            select(Model.id).where(Model.owner_id == actor.user_id)))
+    sub = latest.subquery()
+    found = session.execute(
+        select(Result.model_id, Result.dataset_id, Dataset.name, Result.id)
+        .join(sub, sub.c.id == Result.id).join(Dataset, Dataset.id == Result.dataset_id)
+        .order_by(Result.model_id, Result.dataset_id)).all()
+    approved = {d: is_approved(session, "dataset", bench.id, d)
+                for d in sorted({row[1] for row in found})}
+    out: dict[int, list[CoveredSite]] = {}
+    for model_id, dataset_id, name, result_id in found:
+        if approved[dataset_id]:
+            out.setdefault(model_id, []).append(CoveredSite(dataset_id, name, result_id))
+    return out
 
 
 def _tee_pooled(session: Session, actor: Principal, bench: Benchmark, plugin: api.Benchmark
@@ -578,6 +665,10 @@ def _tee_pooled(session: Session, actor: Principal, bench: Benchmark, plugin: ap
     latest: dict[int, Any] = {}
     for row in visible_releases(session, actor, bench):
         latest[row.model_id] = row  # ascending ids: the last is the latest
+    links = inputs_of(session, list(latest.values()))
+    names = {did: name for did, name in session.execute(
+        select(Dataset.id, Dataset.name).where(Dataset.id.in_(
+            sorted({i["dataset_id"] for items in links.values() for i in items}))))}
     out: dict[int, TeePooled] = {}
     for model_id, row in latest.items():
         aggregates = row.release.get("aggregates") if isinstance(row.release, dict) else None
@@ -591,7 +682,9 @@ def _tee_pooled(session: Session, actor: Principal, bench: Benchmark, plugin: ap
         out[model_id] = TeePooled(
             row.id, row.created_at, model.name, model.version, row.n_sites, row.n_cases,
             not attests_hardware(row.token_issuer), dict(aggregates or {}),
-            {metric_key(f.ref): f for f in figures})
+            {metric_key(f.ref): f for f in figures},
+            covers=tuple(CoveredSite(i["dataset_id"], names.get(i["dataset_id"], ""),
+                                     i["result_id"]) for i in links.get(row.id, ())))
     return out
 
 

@@ -10,6 +10,17 @@ ledger cannot pay the release left out with the reason. The model must be approv
 :data:`~sealbench.contract.pool.MIN_POOL_SITES` sites (or the plug-in's ``min_pool_sites``) must
 remain, or nothing is written. A pool over exactly the runs of the model's previous
 authorization is refused (nothing new: relaunch that one, which yields its very release).
+
+**Adding a site never shrinks the figure** (issue 41): the board shows a model's latest pooled
+release, so a new pool must cover every site its current release covers that is still approved
+in the benchmark (:func:`shrinks`). Before #40 the client pooled only the results not pooled
+yet, so a third hospital's first pool was that hospital alone (the board then showed 1 site / 3
+cases instead of 3 / 13); since #40 the registry picks every current site, and what could still
+drop a site of the current figure is a site left out now (its budget cannot pay another pooled
+release, its owner withdrew consent to exact releases, its coordinates are gone): such a pool is
+refused, naming each site and why, and nothing is debited; the board keeps the current release
+and lists the new results as waiting (:mod:`.leaderboard`). A site withdrawn from the benchmark
+is no longer current: a pool without it is not a shrink.
 Then, in one transaction: every ledger locked and checked, one ``privacy.debit`` per ledger (a
 budget group pays once for all its datasets in the pool), the
 :class:`~sealbench.contract.pool.PoolInputs` document naming the debits' log sequence numbers,
@@ -66,6 +77,7 @@ from sealbench.server.models import (
     Dataset,
     DatasetCoordinates,
     Model,
+    PooledInput,
     PooledRelease,
     Result,
 )
@@ -89,9 +101,11 @@ __all__ = [
     "authorize",
     "choose",
     "commitment_of",
+    "covered_now",
     "evidence",
     "get_row",
     "run_id_of",
+    "shrinks",
 ]
 
 
@@ -244,6 +258,41 @@ def _document(bench: Benchmark, model: Model, pool_id: str, picked: Sequence[Pic
     })
 
 
+def covered_now(session: Session, bench: Benchmark, model: Model) -> tuple[int, set[int]] | None:
+    """The model's latest pooled release (the board's figure) and the datasets it covers
+    (None: no release yet)."""
+    latest = session.scalars(select(PooledRelease).where(
+        PooledRelease.benchmark_id == bench.id, PooledRelease.model_id == model.id)
+        .order_by(PooledRelease.id.desc()).limit(1)).first()
+    if latest is None:
+        return None
+    datasets = set(session.scalars(
+        select(Result.dataset_id).join(PooledInput, PooledInput.result_id == Result.id)
+        .where(PooledInput.pooled_release_id == latest.id)).all())
+    return latest.id, datasets
+
+
+def shrinks(session: Session, bench: Benchmark, model: Model, choice: Choice) -> str | None:
+    """Why a pool of ``choice`` would cover fewer sites than the model's current pooled release
+    (module docstring), naming each site of that release, still approved, that it leaves out;
+    None when it covers them all."""
+    current = covered_now(session, bench, model)
+    if current is None:
+        return None
+    release_id, covered = current
+    picked = {p.dataset.id for p in choice.picked}
+    reasons = {lo.dataset_id: lo.reason for lo in choice.left_out}
+    dropped = sorted(d for d in covered - picked if is_approved(session, "dataset", bench.id, d))
+    if not dropped:
+        return None
+    why = "; ".join(f"dataset {d}: {reasons.get(d, 'no accepted result that can be pooled')}"
+                    for d in dropped)
+    return (f"a pool of model {model.id} now would leave out {len(dropped)} of the "
+            f"{len(covered)} sites its current pooled release {release_id} covers ({why}), so "
+            "the board's figure would shrink: it keeps release "
+            f"{release_id} and the new results wait; nothing was authorized or debited")
+
+
 def released_by(session: Session, row: AuthorizationRow) -> int | None:
     """The pooled release ``row`` produced (None: none yet)."""
     return session.scalars(select(PooledRelease.id).where(
@@ -275,6 +324,9 @@ def authorize(session: Session, actor: Principal, benchmark_id: int, model_id: i
             f"a pooled release covers at least {choice.min_sites} sites (one site's pool is "
             f"that site's own release); model {model.id} has {len(choice.picked)} that can be "
             f"pooled now{': ' + reasons if reasons else ''}; nothing was authorized")
+    shrink = shrinks(session, bench, model, choice)
+    if shrink is not None:
+        raise InvalidStateError(shrink)
     previous = _previous(session, bench, model)
     if previous is not None:
         before = PoolInputs.from_bytes(previous.inputs)
