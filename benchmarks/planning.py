@@ -31,7 +31,7 @@ estimates exceeds both half-widths four times in five).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Final, Protocol, runtime_checkable
 
@@ -43,6 +43,7 @@ __all__ = [
     "FigureNoise",
     "Plan",
     "PlansFigures",
+    "StatesFigureNoise",
     "figure_noise",
     "noise_factor",
     "plan",
@@ -69,9 +70,17 @@ class PlansFigures(Protocol):
         headline's range (e.g. 0.2 for a Dice whose per-case values spread ±0.2)."""
         ...
 
-    def noise_factor(self, metric: str) -> float | None:
-        """How one release's noise reaches ``metric`` (``"dice"``, ``"dice:WT"``), as
-        :func:`noise_factor` defines it; None when the plug-in leaves it to the column keys."""
+
+@runtime_checkable
+class StatesFigureNoise(Protocol):
+    """A plug-in whose figure is no mean of released columns (an AUROC released with its own
+    sensitivity) states the noise on it itself (optional)."""
+
+    def figure_noise_se(self, metric: str, n_cases: int, *, epsilon: float,
+                        tee_pooled: bool) -> float | None:
+        """The release noise's standard error on ``metric`` (in units of its range) from one
+        release at ``epsilon`` over ``n_cases`` (pooled in the TEE or one site's); None to
+        leave it to the column keys (:func:`noise_factor`)."""
         ...
 
 
@@ -84,10 +93,7 @@ def noise_factor(spec: ReleaseSpec, metric: str, plugin: object | None = None) -
     """The factor ``f`` by which one release's noise ``sigma`` (per scaled sum) reaches the mean
     figure ``metric`` (``metric`` or ``metric:group``): the plug-in's own where it states one,
     else read from the spec's column keys; None when the figure is no mean of its columns."""
-    if isinstance(plugin, PlansFigures):
-        stated = plugin.noise_factor(metric)
-        if stated is not None:
-            return stated
+    del plugin  # a plug-in states a figure's noise whole (StatesFigureNoise), not a factor
     keys = {c.key for c in spec.columns}
     base = metric.split(":", 1)[0]
     ratio = math.sqrt(2.0) if any(k.startswith("defined:") for k in keys) else 1.0
@@ -110,9 +116,15 @@ class FigureNoise:
     releases: int
     n_cases: int
     tee_pooled: bool = False
+    #: The plug-in's own standard error at a case count (:class:`StatesFigureNoise`), which
+    #: replaces ``sigma * factor * sqrt(releases) / n``.
+    stated: Callable[[int], float | None] | None = None
 
     def se_at(self, n_cases: int) -> float:
         """The noise's standard error over ``n_cases`` (same releases), in range units."""
+        if self.stated is not None:
+            se = self.stated(max(n_cases, 1))
+            return math.inf if se is None else se
         return self.sigma * self.factor * math.sqrt(self.releases) / max(n_cases, 1)
 
     @property
@@ -127,6 +139,14 @@ class FigureNoise:
     def shows_from(self) -> int:
         """The case count over the same releases from which the noise leaves the figure
         readable (:attr:`~sealbench.benchmarks.release.Estimate.informative`)."""
+        if self.stated is not None:
+            low, high = 1, 2
+            while 4 * Z95 * self.se_at(high) > 1 and high < 1 << 40:
+                low, high = high, high * 2
+            while low < high:  # the smallest n whose noise spans at most half the range
+                mid = (low + high) // 2
+                low, high = (mid + 1, high) if 4 * Z95 * self.se_at(mid) > 1 else (low, mid)
+            return low
         if self.sigma == 0:
             return 1
         return math.ceil(4 * Z95 * self.sigma * self.factor * math.sqrt(self.releases) - 1e-9)
@@ -136,7 +156,15 @@ def figure_noise(spec: ReleaseSpec, metric: str, n_cases: int, *, releases: int 
                  tee_pooled: bool = False, plugin: object | None = None) -> FigureNoise | None:
     """The noise on ``metric`` pooled over ``n_cases`` from ``releases`` releases made under
     ``spec`` (for a release pooled in the TEE: the plug-in's pooled spec, ``releases`` 1);
-    None when the figure's noise factor is unknown."""
+    None when the figure's noise is unknown."""
+    epsilon = None if spec.exact else spec.epsilon
+    if isinstance(plugin, StatesFigureNoise) and epsilon is not None and releases <= 1:
+        def stated(n: int) -> float | None:
+            assert epsilon is not None
+            return plugin.figure_noise_se(metric, n, epsilon=epsilon, tee_pooled=tee_pooled)
+
+        if stated(n_cases) is not None:
+            return FigureNoise(epsilon, spec.sigma, 1.0, 1, n_cases, tee_pooled, stated)
     factor = noise_factor(spec, metric, plugin)
     if factor is None:
         return None

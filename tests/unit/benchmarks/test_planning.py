@@ -131,3 +131,22 @@ def test_singular_and_plural() -> None:
     assert planning.plural(1, "site") == "1 site"
     assert planning.plural(3, "site") == "3 sites"
     assert planning.plural(0, "case") == "0 cases"
+
+
+def test_a_plugin_that_states_its_figure_noise_is_planned_by_it() -> None:
+    """An AUROC-like figure whose noise is 2/n (Laplace over the statistic's own
+    sensitivity): it shows from the smallest n with 4 * 1.96 * 2 / n <= 1, that is 16."""
+
+    class _Stated(_Plugin):
+        def figure_noise_se(self, metric: str, n_cases: int, *, epsilon: float,
+                            tee_pooled: bool) -> float | None:
+            return 2.0 / (epsilon * n_cases) if metric == "dice" else None
+
+    plugin = _Stated(tee=True)
+    noise = planning.figure_noise(plugin.release_spec, "dice", 10, tee_pooled=True,
+                                  plugin=plugin)
+    assert noise is not None
+    assert noise.se == pytest.approx(0.2)
+    assert noise.shows_from() == math.ceil(8 * rel.Z95)
+    assert "shows from about 16 cases pooled in the TEE" in planning.reason_for(
+        plugin, "dice", n_cases=10, n_sites=3, tee_pooled=True, epsilons=[1.0])
