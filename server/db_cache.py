@@ -40,7 +40,7 @@ log = logging.getLogger("sealbench.server")
 
 #: Changes whenever the board's arrangement or serialisation changes, so that rows written by
 #: an older registry are never served by a newer one.
-BOARD_FORMAT: Final = "board/1"
+BOARD_FORMAT: Final = "board/2"
 
 
 class BoardCache(Base):
