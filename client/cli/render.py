@@ -69,21 +69,43 @@ def _interval(value: PooledValuePublic) -> str:
     return f"{value.ci95_low:.4f} to {value.ci95_high:.4f}"
 
 
+def _epsilon(value: PooledValuePublic) -> str:
+    if value.epsilon is not None:
+        return f"{value.epsilon:g}"
+    private = [s.epsilon for s in value.sites if s.epsilon is not None]
+    return f"{max(private):g}" if private else ("exact" if value.sites else "-")
+
+
 def print_table(console: Console, board: PooledLeaderboard) -> None:
     label = next((m.label for m in board.metrics if m.key == board.metric), board.metric)
     rows = []
+    notes: list[str] = []
     for s in board.standings:
         v = s.values[0]
         rank = "-" if s.rank is None else f"{s.rank}{'=' if s.tied else ''}"
         span = "-" if v.site_min is None else f"{_fmt(v.site_min)} to {_fmt(v.site_max)}"
         model = f"{s.model_name} {s.model_version} (#{s.model_id})"
-        rows.append((rank, model + (" ‡" if s.mock_tee else ""), _pooled(v), _interval(v),
-                     v.n_sites, v.n_cases, span, "-" if v.i2 is None else f"{v.i2:.0%}"))
+        pooled = _pooled(v)
+        if v.pooled is None and v.withheld_reason is not None:
+            notes.append(f"({len(notes) + 1}) {model}: {v.withheld_reason}")
+            pooled = f"withheld ({len(notes)})"
+        sites = f"{v.n_sites} in TEE" if v.tee_pooled else str(v.n_sites)
+        rows.append((rank, model + (" ‡" if s.mock_tee else ""), pooled, _interval(v),
+                     sites, v.n_cases, _epsilon(v), span, "-" if v.i2 is None else f"{v.i2:.0%}"))
     table(f"leaderboard of benchmark {board.benchmark_id} ({board.plugin}): {label} pooled "
           f"over sites ({board.direction} is better)",
-          ("rank", "model", "pooled", "95% CI", "sites", "cases", "site range", "I²"), rows,
-          right=frozenset({"rank", "pooled", "95% CI", "sites", "cases", "site range", "I²"}),
+          ("rank", "model", "pooled", "95% CI", "sites", "cases", "ε", "site range", "I²"), rows,
+          right=frozenset({"rank", "pooled", "95% CI", "sites", "cases", "ε", "site range",
+                           "I²"}),
           console=console)
+    for note in notes:
+        console.print(note, markup=False)
+    if any(s.values[0].tee_pooled for s in board.standings):
+        console.print("in TEE: the sites' exact results pooled inside the benchmark's attested "
+                      "aggregator, privacy noise drawn once for the pooled figure")
+    if any(_epsilon(s.values[0]) not in ("-", "exact") for s in board.standings):
+        console.print("ε: the privacy loss of the release behind the figure (smaller: more "
+                      "private, more noise)")
     if any(s.values[0].pooled is not None and s.values[0].bias is not None
            for s in board.standings):
         console.print(BIAS_NOTE)

@@ -29,11 +29,17 @@ __all__ = [
 ]
 
 #: The CSV's fixed columns; one column per site follows, titled ``<dataset name> (#<id>)``.
-#: ``bias`` is the pooled value's method error (empty where the method is exact).
+#: ``bias`` is the pooled value's method error (empty where the method is exact); ``epsilon``
+#: the privacy loss of the release(s) behind the row's pooled value; ``tee_pooled`` whether that
+#: value is a release pooled inside the TEE; ``withheld_reason`` why an empty ``pooled`` is
+#: withheld and what would show it.
 CSV_FIXED = ("model", "model_id", "metric", "rank", "tied", "n_sites", "n_cases", "pooled",
              "ci95_low", "ci95_high", "site_min", "site_max", "i2", "mock_tee", "epsilon",
-             "bias")
+             "bias", "tee_pooled", "withheld_reason")
 
+_WHY = ("why the value is withheld and what would show it, in plain words (e.g. 'privacy "
+        "noise at ε 1 over 10 cases spreads ±0.91; this figure shows from about 73 cases "
+        "pooled in the TEE'); None when it is shown")
 _BIAS = ("the largest error the plug-in's method of computing the value can make beside noise "
          "and sampling (e.g. an AUROC read from score bins); None where the method is exact")
 
@@ -64,6 +70,7 @@ class SiteValuePublic(WireModel):
         default=None, description="the privacy loss of the site's release (None: exact)")
     delta: float | None = Field(default=None, description="the release's delta")
     bias: float | None = Field(default=None, description=_BIAS)
+    withheld_reason: str | None = Field(default=None, description=_WHY)
 
 
 class PooledValuePublic(WireModel):
@@ -85,6 +92,10 @@ class PooledValuePublic(WireModel):
     pooled_release_id: int | None = Field(
         default=None, description="the TEE-pooled release (GET /benchmarks/{id}/pooled-releases)")
     pooled_at: datetime | None = None
+    epsilon: float | None = Field(
+        default=None, description="the privacy loss of the release(s) the value comes from: "
+        "the TEE-pooled release's, or the largest of the sites' (None: exact releases)")
+    withheld_reason: str | None = Field(default=None, description=_WHY)
 
 
 class TeePooledPublic(WireModel):
@@ -188,9 +199,12 @@ def to_csv(board: _CsvBoard) -> str:
     for standing in board.standings:
         for value in standing.values:
             by_site = {s.dataset_id: s.value for s in value.sites}
-            # the largest per-site privacy loss in the row (empty: no private release in it)
-            epsilon = max((s.epsilon for s in value.sites if s.epsilon is not None),
-                          default=None)
+            # the pooled value's privacy loss, else the largest per-site one in the row (empty:
+            # no private release in it)
+            epsilon = getattr(value, "epsilon", None)
+            if epsilon is None and not getattr(value, "tee_pooled", False):
+                epsilon = max((s.epsilon for s in value.sites if s.epsilon is not None),
+                              default=None)
             writer.writerow([
                 f"{standing.model_name} {standing.model_version}", standing.model_id,
                 value.metric, "" if standing.rank is None else standing.rank,
@@ -198,5 +212,7 @@ def to_csv(board: _CsvBoard) -> str:
                 _num(value.ci95_low), _num(value.ci95_high), _num(value.site_min),
                 _num(value.site_max), _num(value.i2), str(standing.mock_tee).lower(),
                 _num(epsilon), _num(value.bias),
+                str(bool(getattr(value, "tee_pooled", False))).lower(),
+                getattr(value, "withheld_reason", None) or "",
                 *(_num(by_site.get(s.dataset_id)) for s in board.sites)])
     return buffer.getvalue()

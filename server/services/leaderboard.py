@@ -178,6 +178,9 @@ class SiteValue:
     #: The largest error the plug-in's method of computing the value can make beside noise
     #: and sampling (an AUROC from score bins); None where the method is exact.
     bias: float | None = None
+    #: Why ``value`` is withheld and what would show it (None: it is shown), in plain words
+    #: (:func:`sealbench.benchmarks.planning.reason_for`).
+    withheld_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -198,6 +201,11 @@ class PooledValue:
     tee_pooled: bool = False
     pooled_release_id: int | None = None
     pooled_at: datetime | None = None
+    #: The privacy loss of the release(s) the value comes from (the TEE-pooled release's, or
+    #: the largest of the sites'); None for exact releases.
+    epsilon: float | None = None
+    #: Why ``pooled`` is withheld and what would show it (None: it is shown).
+    withheld_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -550,6 +558,7 @@ def build(bench_id: int, plugin: api.Benchmark, rows: Sequence[_Row], *, metric:
             values = tuple(replace(v, n_sites=release.n_sites, tee_pooled=True,
                                    pooled_release_id=release.pooled_release_id,
                                    pooled_at=release.pooled_at) for v in values)
+        values = tuple(_explained(plugin, v) for v in values)
         main = values[0]
         headline_values.append((model_id, main.pooled, main.ci95_low, main.ci95_high))
         fallback = ("", "") if release is None else (release.model_name, release.model_version)
@@ -570,6 +579,31 @@ def build(bench_id: int, plugin: api.Benchmark, rows: Sequence[_Row], *, metric:
     return Board(bench_id, str(plugin.ref), chosen, metric_key(p.headline), direction,
                  tuple(infos.values()), tuple(SiteInfo(i, n) for i, n in sites), tuple(ranked),
                  tuple(withheld), scope, breakdown)
+
+
+def _explained(plugin: api.Benchmark, v: PooledValue) -> PooledValue:
+    """``v`` with its privacy loss and, where a figure is withheld, the plain words of why and
+    what would show it (issue 41: the one computation, :mod:`sealbench.benchmarks.planning`)."""
+    from sealbench.benchmarks.planning import reason_for
+
+    def why(value: float | None, low: float | None, n_cases: int, n_sites: int, tee: bool,
+            epsilons: Sequence[float | None]) -> str | None:
+        if value is not None:
+            return None
+        if low is None:
+            return "not defined on these cases (e.g. a class with no case)"
+        return reason_for(plugin, v.metric, n_cases=n_cases, n_sites=n_sites, tee_pooled=tee,
+                          epsilons=epsilons)
+
+    if v.tee_pooled:
+        spec = getattr(plugin, "pooled_release_spec", None)
+        epsilon = None if spec is None or spec.exact else float(spec.epsilon)
+    else:
+        epsilon = max((s.epsilon for s in v.sites if s.epsilon is not None), default=None)
+    sites = tuple(replace(s, withheld_reason=why(s.value, s.ci95_low, s.n_cases, 1, False,
+                                                 (s.epsilon,))) for s in v.sites)
+    return replace(v, sites=sites, epsilon=epsilon, withheld_reason=why(
+        v.pooled, v.ci95_low, v.n_cases, v.n_sites, v.tee_pooled, (epsilon,)))
 
 
 def _waiting(covers: Sequence[CoveredSite], current: Sequence[CoveredSite], *,

@@ -26,12 +26,14 @@ import fastapi.routing
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from rich.console import Console
 from sqlalchemy import func, select
 
 from sealbench.benchmarks.brats import BRATS_2023_GLI_METRICS, CaseScores, RegionScores
 from sealbench.benchmarks.registry import load as load_plugin
 from sealbench.benchmarks.release import InsecureFixedNoise
 from sealbench.benchmarks.wdbc import summary as wdbc_summary
+from sealbench.client.cli.render import print_table
 from sealbench.contract.pin import BenchmarkPin
 from sealbench.crypto.digest import sha256_digest
 from sealbench.gcp.confidential_space import CONFIDENTIAL_SPACE_ISSUER
@@ -574,6 +576,31 @@ def test_board_of_releases_too_noisy_to_read_ranks_nobody_and_shows_only_interva
             for site in value["sites"]:
                 assert site["value"] is None and site["n_cases"] == 5
                 assert site["ci95_high"] - site["ci95_low"] > 0.5
+                # why, and what would show it: computed from the site's release
+                assert site["withheld_reason"].startswith(
+                    "privacy noise at ε 1 over 5 cases spreads ±")
+            # the pool of two sites' releases: computed, and the same words everywhere
+            why = value["withheld_reason"]
+            assert value["epsilon"] == 1.0 and value["tee_pooled"] is False
+            assert why.startswith("privacy noise at ε 1 over 10 cases spreads ±"), why
+            needed = int(why.rsplit("shows from about ", 1)[1].split()[0].replace(",", ""))
+            assert why.endswith(f"shows from about {needed:,} cases over these 2 sites")
+            assert 10 < needed < 1000
+    parsed = PooledLeaderboard.model_validate(doc)
+    headline = _ok(board.get("authority"))
+    reasons = [s["values"][0]["withheld_reason"] for s in headline["standings"]]
+    for width in (80, 140):
+        console = Console(width=width, record=True, force_terminal=False)
+        print_table(console, PooledLeaderboard.model_validate(headline))
+        shown = " ".join(console.export_text().split())
+        assert "withheld (1)" in shown and "withheld (2)" in shown
+        for why in reasons:
+            assert " ".join(why.split()) in shown, (width, shown)
+        assert "ε" in shown
+    rows = list(csv.DictReader(io.StringIO(to_csv(parsed))))
+    assert rows and all(r["pooled"] == "" and r["withheld_reason"].startswith(
+        "privacy noise at ε 1 over 10 cases") and r["epsilon"] == "1.0"
+        and r["tee_pooled"] == "false" for r in rows)
     _sign_in(board.client, board.users["authority"].token)
     html = board.client.get(f"/ui/benchmarks/{board.benchmark_id}/pooled").text
     api = _ok(board.get("authority"))
