@@ -502,6 +502,9 @@ class PrivacyDebit(Base):
         ForeignKey("pool_authorizations.id"), index=True)
     exact: Mapped[bool] = mapped_column(Boolean)
     rho: Mapped[float | None] = mapped_column(Double)
+    #: The pure epsilons of the release's Laplace mechanisms (issue 41; migration 0021): JSON
+    #: list, None (the rows before it) for none. ``rho`` is the Gaussian part alone.
+    laplace: Mapped[list[float] | None] = mapped_column(JSON)
     epsilon: Mapped[float | None] = mapped_column(Double)
     delta: Mapped[float | None] = mapped_column(Double)
     audit_seq: Mapped[int] = mapped_column(Integer)
