@@ -442,7 +442,7 @@ class BratsBenchmark:
         self._check_summary_ids(summary)
         if summary.n_cases != summary.release.n_cases:
             raise api.SummaryError("the summary's case count is not its release's")
-        if not summary.release.matches(self.release_spec):
+        if not summary.release.matches(published.read_spec(summary, self.release_spec)):
             raise api.SummaryError(
                 f"the summary's release is not the one {self.ref} declares (content or privacy "
                 f"loss: epsilon {self.release_spec.epsilon}, delta {self.release_spec.delta} "

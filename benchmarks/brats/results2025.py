@@ -20,6 +20,14 @@ count column is one more unit of L2 sensitivity (18 columns for ``gli``, 12 for 
 metric's mean over groups is the mean of the groups' means
 (:func:`~sealbench.benchmarks.release.average_of`).
 
+The headline metric (``pq_dsc``) also carries, per group, a private second moment (summary
+version 3: :class:`~sealbench.benchmarks.release.Moment` ``pq_dsc:<group>``, the noisy sum of
+the squared value, 0 where undefined, so over the defined cases): each is one more unit of
+sensitivity (24 for ``gli``, 16 for ``met``) and lets each group's interval read the defined
+cases' spread from the data instead of bounding it at the worst case
+(:func:`~sealbench.benchmarks.release.ratio_mean`). A summary of version 2 (no moments) is
+still read, and pooled beside version 3 ones with the bound for all.
+
 Version 1 (summaries published before) counted a group undefined for a case as 1, "nothing to
 find, nothing found", and had no count columns: :func:`release_spec_v1` still reads them, with
 their figures as they were published. A board that holds both (sites not yet rerun) pools
@@ -47,6 +55,7 @@ from .scoring2025 import OFFICIAL_HD95_PENALTY, Scoring2025
 
 __all__ = [
     "DEFINED",
+    "HEADLINE_2025",
     "RELEASED_2025",
     "CaseResult2025",
     "CaseScores2025",
@@ -66,6 +75,8 @@ RELEASED_2025: tuple[str, str] = ("dsc", "pq_dsc")
 _RELEASED_FIELD = {"dsc": "global_bin_dsc", "pq_dsc": "pq_dsc"}
 #: The count column's prefix: ``defined:<group>``, the cases where the group is defined.
 DEFINED: Final = "defined"
+#: The headline metric, whose groups' releases carry a second moment (summary version 3).
+HEADLINE_2025: Final = "pq_dsc"
 
 
 class InstanceRow2025(BaseModel):
@@ -195,10 +206,13 @@ class Metrics2025(BaseModel):
 def release_spec(config: Scoring2025, *, epsilon: float = rel.DEFAULT_EPSILON,
                  delta: float = rel.DEFAULT_DELTA) -> rel.ReleaseSpec:
     """Per group, global Dice and panoptic quality clipped to [0, 1] (0 where the group is
-    undefined), then per group the indicator that it is defined."""
+    undefined), then per group the indicator that it is defined; and per group the second
+    moment of the headline (:data:`HEADLINE_2025`, panoptic quality)."""
     return rel.ReleaseSpec(
         columns=tuple(rel.Column(f"{metric}:{g.name}", 0.0, 1.0)
                       for metric in (*RELEASED_2025, DEFINED) for g in config.groups),
+        moments=tuple(rel.Moment(f"{HEADLINE_2025}:{g.name}", (f"{HEADLINE_2025}:{g.name}",))
+                      for g in config.groups),
         epsilon=epsilon, delta=delta)
 
 
@@ -260,7 +274,8 @@ def figures(releases: Sequence[rel.Release], groups: Sequence[str]) -> list[api.
                 defined = [r.column(f"{DEFINED}:{group}") for r in releases]
             except KeyError as exc:
                 raise ValueError(f"a release lacks the column {exc}") from None
-            estimate = rel.ratio_mean(values, defined, counts)
+            moments = [r.moment(f"{metric}:{group}") for r in releases]
+            estimate = rel.ratio_mean(values, defined, counts, moments)
             out.append(_figure(api.MetricRef(metric, group), estimate))
             # a group defined for no case has no mean (the parser's NaN) and, known exactly,
             # is left out of the mean over groups; under noise its count is never known to be 0

@@ -71,9 +71,11 @@ def _v1_rows() -> list[list[float]]:
 def test_version_2_release_counts_the_defined_cases_and_costs_their_sensitivity() -> None:
     spec = release_spec(GLI_2025)
     assert [c.key for c in spec.columns][-len(GROUPS):] == [f"defined:{g}" for g in GROUPS]
-    assert spec.sensitivity == pytest.approx(np.sqrt(3 * len(GROUPS)))
+    # three columns per group and (summary version 3) the headline's second moment per group
+    assert [m.key for m in spec.moments] == [f"pq_dsc:{g}" for g in GROUPS]
+    assert spec.sensitivity == pytest.approx(np.sqrt(4 * len(GROUPS)))
     # more columns, same privacy loss: more noise per column than version 1's
-    assert spec.sigma == pytest.approx(release_spec_v1(GLI_2025).sigma * np.sqrt(3 / 2))
+    assert spec.sigma == pytest.approx(release_spec_v1(GLI_2025).sigma * np.sqrt(4 / 2))
     assert Metrics2025.of(GLI_2025).version == 2
 
 
