@@ -13,10 +13,11 @@ presence rather than another patient's) is protected.
 
 **Mechanism.** Bounded columns are clipped to ``[low, high]`` and scaled to ``[0, 1]``; one-hot
 blocks hold one 1 per case. Replacing a case moves each bounded column's sum by at most 1 and a
-one-hot block's counts by at most 1 in two cells, so the L2 sensitivity of the vector of sums is
-``Δ = √(bounded columns + 2·blocks)`` and its L1 sensitivity ``Δ1 = Δ² = bounded columns +
-2·blocks`` (each unit of the one is a unit of the other). A plug-in declares one of two
-mechanisms per release (``ReleaseSpec.mechanism``):
+one-hot block's counts by at most 1 in two cells, and each second moment (:class:`Moment`: a sum
+of squared scaled values) by at most 1, so the L2 sensitivity of the vector of sums is
+``Δ = √(bounded columns + moments + 2·blocks)`` and its L1 sensitivity ``Δ1 = Δ² = bounded
+columns + moments + 2·blocks`` (each unit of the one is a unit of the other).
+A plug-in declares one of two mechanisms per release (``ReleaseSpec.mechanism``):
 
 - ``"gaussian"`` (the default) adds ``N(0, sigma²)`` to every sum, with the smallest sigma whose
   **exact** privacy curve meets the declared (ε, δ) (the analytic Gaussian mechanism, Balle &
@@ -43,10 +44,10 @@ state an ε at δ that is an upper bound of the exact one: they stay valid.
 **Exact releases** (``ReleaseSpec.exact``) add no noise and state no ε: a benchmark may declare
 one only as a labelled choice each data owner consents to.
 
-The :class:`Release` document (``sealbench/dp-release`` version 1, canonical JSON inside a
-plug-in's summary)::
+The :class:`Release` document (``sealbench/dp-release`` version 1, or 2 when it holds moments;
+canonical JSON inside a plug-in's summary)::
 
-    format, version     "sealbench/dp-release", 1
+    format, version     "sealbench/dp-release", 1 (2: with moments)
     mechanism           "gaussian" (OpenDP make_gaussian), "laplace" (OpenDP make_laplace)
                         or "exact"
     neighbouring        "replace-one-case"
@@ -60,9 +61,14 @@ plug-in's summary)::
     columns             [{key, low, high, sum, sd}]: each bounded column's noisy sum of the
                         clipped values, in the value's unit, and its noise sd
     categories          [{keys, counts, sd}]: each one-hot block's noisy counts and noise sd
+    moments             (version 2 only) [{key, of, low, high, squares, sd}]: each second
+                        moment's noisy sum over cases of (v - low)², v the case's mean of the
+                        columns ``of``, in the value's unit squared, and its noise sd
+                        (sd·(high - low)²)
 
 :func:`column_mean` and :func:`pooled_mean` turn releases into estimates whose 95% intervals
-account for both sampling and release noise (see their docstrings).
+account for both sampling and release noise, the sampling term read from a second moment where
+the release holds one (see their docstrings).
 """
 
 from __future__ import annotations
