@@ -87,7 +87,9 @@ def load_template() -> Template:
     if importlib.util.find_spec("nilearn") is None:
         raise RuntimeError("anatomy-based synthetic cases need nilearn's MNI template: "
                            "pip install 'sealbench[datasets]'")
-    data = resources.files("nilearn.datasets") / "data"
+    # The data folder of nilearn.datasets, found without importing it (that imports
+    # scikit-learn: five seconds of CPU for a path).
+    data = resources.files("nilearn") / "datasets" / "data"
     maps: dict[str, FloatArray] = {}
     for key, name in TEMPLATE_FILES.items():
         raw = gzip.decompress((data / name).read_bytes())
