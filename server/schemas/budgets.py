@@ -44,18 +44,28 @@ MAX_BUDGET_DELTA: Final = 0.01
 
 
 class BudgetDebitPublic(WireModel):
-    """One accepted result's release, charged to the ledger; ``audit_seq`` is the
-    ``privacy.debit`` event of the transparency log that records it (its inclusion proof is
-    ``GET /api/v1/audit/inclusion?seq=...``)."""
+    """One release charged to the ledger: a site's own (per-site, ``result_id``) or a TEE-pooled
+    one (``pool_id``, and ``pooled_release_id`` once its release was accepted); ``audit_seq`` is
+    the ``privacy.debit`` event of the transparency log that records it (its inclusion proof is
+    ``GET /api/v1/audit/inclusion?seq=...``). A run in a benchmark that pools in the TEE is
+    charged twice: its own release when its result is accepted, and the pooled release it
+    joins when a pool over it is authorized (issue 41)."""
 
+    release: Literal["per-site", "pooled"] = Field(
+        description="which release this debit paid for: 'per-site' (the site's own release, "
+        "result_id) or 'pooled' (a TEE-pooled release over several sites, pool_id)")
     result_id: int | None = Field(description="the result whose release this is (None: a "
                                   "TEE-pooled release's debit)")
     pooled_release_id: int | None = Field(
-        default=None, description="the TEE-pooled release that included the dataset (issue 27; "
-        "releases submitted before pool authorizations)")
+        default=None, description="the TEE-pooled release this debit paid for: the release its "
+        "pool authorization produced (None until one was accepted), or, for releases submitted "
+        "before pool authorizations (issue 27), the release that included the dataset")
     pool_authorization_id: int | None = Field(
         default=None, description="the pool authorization that debited the ledger before its "
         "aggregator could draw (issue 40): one debit per ledger and authorization")
+    pool_id: str | None = Field(
+        default=None, description="that authorization's pool id (what 'benchmark pool' printed "
+        "and the debit's log event names)")
     dataset_id: int
     benchmark_id: int
     exact: bool = Field(description="an exact (non-private) release: no rho, epsilon or delta")

@@ -102,6 +102,7 @@ __all__ = [
     "choose",
     "commitment_of",
     "covered_now",
+    "debit_releases",
     "evidence",
     "get_row",
     "run_id_of",
@@ -294,6 +295,21 @@ def shrinks(session: Session, bench: Benchmark, model: Model, choice: Choice) ->
 
 
 def released_by(session: Session, row: AuthorizationRow) -> int | None:
+def debit_releases(session: Session, authorization_ids: Sequence[int]
+                   ) -> dict[int, tuple[str, int | None]]:
+    """Each authorization's pool id and the pooled release it produced (None: none yet), by
+    authorization row id: what a budget's pooled debits name (issue 41)."""
+    wanted = sorted(set(authorization_ids))
+    if not wanted:
+        return {}
+    released: dict[int | None, int] = {auth: rid for auth, rid in session.execute(
+        select(PooledRelease.authorization_id, PooledRelease.id)
+        .where(PooledRelease.authorization_id.in_(wanted)))}
+    return {row_id: (pool_id, released.get(row_id)) for row_id, pool_id in session.execute(
+        select(AuthorizationRow.id, AuthorizationRow.pool_id)
+        .where(AuthorizationRow.id.in_(wanted)))}
+
+
     """The pooled release ``row`` produced (None: none yet)."""
     return session.scalars(select(PooledRelease.id).where(
         PooledRelease.authorization_id == row.id)).first()
