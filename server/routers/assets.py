@@ -7,7 +7,7 @@ dataset itself).
 No ``from __future__ import annotations`` here: the routes of :func:`asset_router` are
 annotated with the schema classes of their kind, which FastAPI must see as classes."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
@@ -25,7 +25,7 @@ from sealbench.server.deps import (
     RegistryDep,
     SessionDep,
 )
-from sealbench.server.models import DatasetCoordinates, ModelCoordinates
+from sealbench.server.models import DatasetCoordinates, ModelCoordinates, PrivacyDebit
 from sealbench.server.routers._common import ERRORS, IdPath, OptionalId, in_thread, to_page
 from sealbench.server.schemas import (
     BudgetDebitPublic,
@@ -41,7 +41,7 @@ from sealbench.server.schemas import (
     Page,
     ReleaseCostPublic,
 )
-from sealbench.server.services import assets, budgets, grants
+from sealbench.server.services import assets, budgets, grants, pool_authorizations
 from sealbench.server.services._common import PageOf
 
 __all__ = ["datasets_router", "models_router"]
@@ -200,7 +200,23 @@ def _cost(ledger: budgets.Ledger, cost: budgets.ReleaseCost) -> ReleaseCostPubli
     )
 
 
-def _budget(read: budgets.BudgetReadout) -> DatasetBudget:
+def _debit(d: PrivacyDebit, pools: Mapping[int, tuple[str, int | None]]) -> BudgetDebitPublic:
+    """One debit, naming its release (issue 41): per-site (the result) or pooled (the pool
+    authorization's id and the release it produced)."""
+    pool_id, released = (None, None) if d.pool_authorization_id is None else pools.get(
+        d.pool_authorization_id, (None, None))
+    return BudgetDebitPublic.model_validate({
+        "release": "per-site" if d.result_id is not None else "pooled",
+        "result_id": d.result_id,
+        "pooled_release_id": d.pooled_release_id if released is None else released,
+        "pool_authorization_id": d.pool_authorization_id, "pool_id": pool_id,
+        "dataset_id": d.dataset_id, "benchmark_id": d.benchmark_id, "exact": d.exact,
+        "rho": d.rho, "epsilon": d.epsilon, "delta": d.delta, "audit_seq": d.audit_seq,
+        "created_at": d.created_at})
+
+
+def _budget(read: budgets.BudgetReadout, pools: Mapping[int, tuple[str, int | None]]
+            ) -> DatasetBudget:
     ledger = read.ledger
     return DatasetBudget(
         dataset_id=read.dataset_id,
@@ -215,8 +231,7 @@ def _budget(read: budgets.BudgetReadout) -> DatasetBudget:
         remaining_epsilon=ledger.epsilon(ledger.remaining_rho),
         releases=sum(1 for d in read.debits if not d.exact),
         exact_releases=sum(1 for d in read.debits if d.exact),
-        debits=tuple(BudgetDebitPublic.model_validate(d, from_attributes=True)
-                     for d in read.debits),
+        debits=tuple(_debit(d, pools) for d in read.debits),
         costs=tuple(_cost(ledger, c) for c in read.costs),
     )
 
@@ -229,5 +244,9 @@ async def get_dataset_budget(
     releases spent, every debit with its transparency-log event, and what one release of each
     benchmark it is associated with costs. Readable by every signed-in user, like the dataset:
     budgets and debits are privacy-loss figures, never results."""
-    return await in_thread(
-        session, lambda: _budget(budgets.readout(session, dataset_id, registry.plugins)))
+    def answer() -> DatasetBudget:
+        read = budgets.readout(session, dataset_id, registry.plugins)
+        return _budget(read, pool_authorizations.debit_releases(session, [
+            d.pool_authorization_id for d in read.debits if d.pool_authorization_id is not None]))
+
+    return await in_thread(session, answer)
