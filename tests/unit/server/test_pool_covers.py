@@ -130,3 +130,31 @@ def test_a_pool_that_would_drop_a_site_of_the_current_figure_is_refused_and_debi
                      headers=world.data_owner.headers))
     body = h.ok(pool.inputs(), 201)
     assert sorted(body["datasets"]) == sorted([*pool.datasets[:2], fourth])
+
+
+def test_a_budget_names_each_debit_s_release_per_site_or_pooled(
+        client: TestClient, world: Any, h: Any, tokens: Any, database_url: str) -> None:
+    """'2 runs cost 4 releases' read as wrong arithmetic: each debit now says which release it
+    paid for, the site's own (its result) or the pooled one (its pool id, then its release)."""
+    pool = make_pool(client, world, h, tokens, database_url)
+    did = pool.datasets[1]
+
+    def debits() -> list[dict[str, Any]]:
+        budget = h.ok(client.get(f"{API}/datasets/{did}/budget", headers=world.data_owner.headers))
+        found: list[dict[str, Any]] = budget["debits"]
+        return found
+
+    authorized = h.ok(pool.inputs(), 201)
+    site, pooled = debits()
+    assert (site["release"], site["pool_id"], site["pooled_release_id"]) == (
+        "per-site", None, None)
+    assert site["result_id"] is not None
+    assert (pooled["release"], pooled["result_id"], pooled["pool_id"],
+            pooled["pooled_release_id"]) == ("pooled", None, authorized["pool_id"], None)
+    authorization = pool.authorization(authorized["pool_id"])
+    release = release_of(pool, authorization.inputs)
+    created = h.ok(pool.submit(authorization.inputs, release, pool.tokens.sign(
+        pool_claims(pool, authorization.inputs, release))), 201)
+    _, pooled = debits()
+    assert (pooled["pool_id"], pooled["pooled_release_id"]) == (authorized["pool_id"],
+                                                                created["id"])
