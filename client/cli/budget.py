@@ -10,10 +10,10 @@ from typing import Annotated
 import typer
 
 from sealbench.client.cli.common import JsonOpt, ProfileOpt, emit_json, plural, session, table
-from sealbench.server.schemas import DatasetBudget
+from sealbench.server.schemas import BudgetDebitPublic, DatasetBudget
 from sealbench.server.schemas.budgets import DEFAULT_BUDGET_DELTA, DEFAULT_BUDGET_EPSILON
 
-__all__ = ["BudgetDeltaOpt", "BudgetEpsilonOpt", "BudgetGroupOpt", "dataset_budget"]
+__all__ = ["BudgetDeltaOpt", "BudgetEpsilonOpt", "BudgetGroupOpt", "dataset_budget", "release_of"]
 
 BudgetEpsilonOpt = Annotated[
     float | None,
@@ -48,6 +48,29 @@ def _eps(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
 
 
+def release_of(d: BudgetDebitPublic) -> str:
+    """Which release a debit paid for (issue 41): the site's own release of a result, or a
+    TEE-pooled release (the pool's id, and the release once accepted)."""
+    if d.release == "per-site":
+        return f"per-site: result {d.result_id}"
+    if d.pool_id is None:
+        return ("pooled: release -" if d.pooled_release_id is None
+                else f"pooled: release {d.pooled_release_id}")
+    released = ("not released yet" if d.pooled_release_id is None
+                else f"release {d.pooled_release_id}")
+    return f"pooled: {released} ({d.pool_id})"
+
+
+def _releases(b: DatasetBudget) -> str:
+    """The private releases charged, per-site and pooled told apart, exact ones beside."""
+    pooled = sum(1 for d in b.debits if not d.exact and d.release == "pooled")
+    if not pooled:
+        return plural(b.releases, "release")
+    site = b.releases - pooled
+    text = f"{plural(site, 'per-site release')} and {plural(pooled, 'pooled release')}"
+    return text + (f" ({b.releases} in all)" if site else "")
+
+
 def _budget_tables(b: DatasetBudget) -> None:
     group = "" if b.group is None else (
         f", budget group {b.group} (datasets {', '.join(map(str, b.datasets))})")
@@ -59,7 +82,7 @@ def _budget_tables(b: DatasetBudget) -> None:
          ("spent", _eps(b.spent_epsilon), f"{b.budget_delta:g}", f"{b.spent_rho:.4g}"),
          ("remaining", _eps(b.remaining_epsilon), f"{b.budget_delta:g}",
           f"{b.remaining_rho:.4g}"),
-         ("releases", plural(b.releases, "release") + exact, "", "")),
+         ("releases", _releases(b) + exact, "", "")),
     )
     if b.costs:
         table("cost of one release", ("benchmark", "name", "association", "epsilon", "delta",
@@ -70,10 +93,10 @@ def _budget_tables(b: DatasetBudget) -> None:
                 "-" if c.releases_left is None else c.releases_left) for c in b.costs))
     if b.debits:
         grouped = b.group is not None  # the dataset of each debit only matters in a group
-        table("debits (epsilon at the release's delta)",
-              ("result", *(("dataset",) if grouped else ()), "benchmark", "epsilon", "rho",
+        table("debits: each release charged (epsilon at the release's delta)",
+              ("release", *(("dataset",) if grouped else ()), "benchmark", "epsilon", "rho",
                "log event", "when"),
-              ((d.result_id, *((d.dataset_id,) if grouped else ()), d.benchmark_id,
+              ((release_of(d), *((d.dataset_id,) if grouped else ()), d.benchmark_id,
                 "exact" if d.exact else _eps(d.epsilon),
                 "-" if d.rho is None else f"{d.rho:.4g}", d.audit_seq,
                 d.created_at.strftime("%Y-%m-%d %H:%M")) for d in b.debits))
@@ -85,9 +108,11 @@ def dataset_budget(
     json_out: JsonOpt = False,
 ) -> DatasetBudget:
     """The dataset's lifetime privacy budget (its budget group's, if in one): spent and
-    remaining (epsilon at the budget's delta; rho, what adds up), every accepted release
-    charged to it with its transparency-log event, and what one release of each benchmark it
-    is associated with costs."""
+    remaining (epsilon at the budget's delta; rho, what adds up), every release charged to it
+    with its transparency-log event, each named: a per-site release (the result's id) or a
+    TEE-pooled release (its pool id and release id; a run in a benchmark that pools in the TEE
+    is charged for its own release and for each pooled release it joins), and what one
+    release of each benchmark it is associated with costs."""
     with session(profile) as s:
         budget = s.client.dataset_budget(dataset)
     emit_json(budget) if json_out else _budget_tables(budget)

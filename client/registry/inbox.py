@@ -50,21 +50,43 @@ def consent_warning(benchmark: BenchmarkPublic) -> str | None:
             "Space's confidential-GPU preview (not STABLE; fewer guarantees, may change). "
             "Approve only if you accept that.")
 
-def privacy_cost(benchmark: BenchmarkPublic, spec: ReleaseSpec, budget: DatasetBudget) -> str:
+def privacy_cost(benchmark: BenchmarkPublic, spec: ReleaseSpec, budget: DatasetBudget,
+                 pooled: ReleaseSpec | None = None) -> str:
     """The line a data owner reads before consenting to ``benchmark`` for a dataset: what each
     run's published release costs of the dataset's privacy budget (``spec``: the benchmark
-    plug-in's declared release) and what is left; an exact release is said to be one."""
+    plug-in's declared release) and what is left; an exact release is said to be one.
+    ``pooled``: the benchmark pools in the TEE and this is its pooled release (issue 41): each
+    pool over the run charges it too, so the line states both and what a run pooled once costs
+    in all (zCDP adds up)."""
+    from sealbench.benchmarks.release import epsilon_of
+
     name = f"benchmark {benchmark.name} {benchmark.version} (#{benchmark.id})"
     left = (f"dataset {budget.dataset_id} has epsilon {budget.remaining_epsilon:.3g} of "
             f"{budget.budget_epsilon:g} left (at delta {budget.budget_delta:g})")
-    if spec.exact:
-        return (f"PRIVACY: {name} publishes EXACT (not differentially private) figures of your "
-                f"cases; {left}.")
-    rho = spec.rho or 0.0
-    runs = math.floor(budget.remaining_rho / rho + 1e-9) if rho > 0 else 0
-    return (f"PRIVACY: each run of {name} publishes a differentially private release costing "
-            f"epsilon {spec.epsilon:g} at delta {spec.delta:g} (rho {rho:.4g}); {left}: about "
-            f"{runs} such releases.")
+
+    def each(release: ReleaseSpec) -> str:
+        return ("EXACT (not differentially private) figures" if release.exact else
+                f"epsilon {release.epsilon:g} at delta {release.delta:g} "
+                f"(rho {release.rho or 0.0:.4g})")
+
+    if pooled is None:
+        if spec.exact:
+            return (f"PRIVACY: {name} publishes EXACT (not differentially private) figures of "
+                    f"your cases; {left}.")
+        rho = spec.rho or 0.0
+        runs = math.floor(budget.remaining_rho / rho + 1e-9) if rho > 0 else 0
+        return (f"PRIVACY: each run of {name} publishes a differentially private release "
+                f"costing {each(spec)}; {left}: about {runs} such releases.")
+    rho = (spec.rho or 0.0) + (pooled.rho or 0.0)
+    total = ("" if rho <= 0 else
+             f"; a run pooled once costs epsilon {epsilon_of(rho, budget.budget_delta):.3g} "
+             f"at delta {budget.budget_delta:g} in all (rho {rho:.4g}): 2 releases charged")
+    how_many = (f": about {math.floor(budget.remaining_rho / rho + 1e-9)} such runs" if rho > 0
+                else "")
+    exact = " EXACT" if spec.exact or pooled.exact else ""
+    return (f"PRIVACY:{exact} each run of {name} publishes its own release, {each(spec)}, and "
+            "joins the benchmark's pooled release inside the TEE, charged again each time a "
+            f"pool covers it: {each(pooled)}{total}; {left}{how_many}.")
 
 
 Action = Literal["decide", "policy sync needed", "approve benchmark", "run", "submit",
