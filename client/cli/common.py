@@ -112,6 +112,7 @@ def warn_privacy_cost(client: RegistryClient, benchmark: BenchmarkPublic, datase
     benchmark that publishes exact figures (its pin ends in ``-exact``, or its plug-in says so)
     is refused here unless ``consent_exact`` (``--consent-exact-release``): :class:`ConfigError`
     naming the flag, before anything is sent."""
+    from sealbench.benchmarks.pooling import pooled_release_spec
     from sealbench.client.extras import MissingExtraError
     from sealbench.client.registry.workflows import plugin_for
 
@@ -130,7 +131,10 @@ def warn_privacy_cost(client: RegistryClient, benchmark: BenchmarkPublic, datase
                         "figures of your cases.", style="bold red")
     else:
         exact = exact or spec.exact
-        out().print(privacy_cost(benchmark, spec, client.dataset_budget(dataset_id)),
+        pooled = (None if benchmark.aggregator_image_digest is None
+                  else pooled_release_spec(plugin_for(benchmark)))
+        exact = exact or (pooled is not None and pooled.exact)
+        out().print(privacy_cost(benchmark, spec, client.dataset_budget(dataset_id), pooled),
                     style="bold red" if exact else "bold", markup=False, highlight=False,
                     soft_wrap=True)
     if exact and not consent_exact:
