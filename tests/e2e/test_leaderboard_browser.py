@@ -328,7 +328,11 @@ def test_a_site_too_noisy_to_read_shows_no_number(browser: Browser, served: Serv
         cell = row.locator(f"td.cell[data-dataset-id='{noisy}']")
         assert cell.get_attribute("data-value") == ""
         text = cell.inner_text()
-        assert "—" in text and not any(ch.isdigit() for ch in text), text
+        # why, in words computed from the release (issue 41), and beside it no number
+        why = cell.locator(".why").inner_text()
+        assert why == gone["withheld_reason"] and why.startswith("privacy noise at ε")
+        shown = text.replace(why, "")
+        assert "—" in shown and not any(ch.isdigit() for ch in shown), text
         assert "not informative" in text
         # the reason is one hover away: the interval the release allows
         assert cell.locator(".uninformative").get_attribute("title") == (
@@ -347,7 +351,9 @@ def test_a_site_too_noisy_to_read_shows_no_number(browser: Browser, served: Serv
         drawn = forest.locator("g.site-row", has_text=NOISY_SITE)
         assert drawn.count() == 1
         assert drawn.locator("rect.estimate").count() == 0
-        assert drawn.locator("line.ci").count() == 0
+        # its interval is drawn, dashed, with no estimate on it (issue 41)
+        assert drawn.locator("line.ci").count() == 1
+        assert drawn.locator("line.ci.withheld").count() == 1
         assert drawn.locator("title").text_content() == (
             f"{NOISY_SITE}: - not informative (95% CI {gone['ci95_low']:.4f} to "
             f"{gone['ci95_high']:.4f})")

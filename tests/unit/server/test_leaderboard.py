@@ -611,10 +611,14 @@ def test_board_of_releases_too_noisy_to_read_ranks_nobody_and_shows_only_interva
         assert (row[1], row[2]) == ("", "")  # no rank, no pooled value
         assert float(row[3]) < float(row[4])  # the interval
         cells = re.findall(r'<td class="num(?: [a-z]+)?"[^>]*>(.*?)</td>', row[7], re.S)
-        rank, score, interval, _, _, site_range, i2, *sites = cells
+        rank, score, interval, _, _, epsilon, site_range, i2, *sites = cells
         assert rank.strip() == "—" and site_range == "—" and i2 == "—"
+        assert epsilon == "1"
         for shown in (score, *sites):
-            text = re.sub(r"<[^>]+>", " ", shown)  # what the cell shows, not its tooltip
+            why = re.search(r'<span class="why">(.*?)</span>', shown)
+            assert why is not None and why.group(1).startswith("privacy noise at ε 1 over ")
+            # what the cell shows beside its reason, not its tooltip: no number
+            text = re.sub(r"<[^>]+>", " ", shown.replace(why.group(0), ""))
             assert "not informative" in text and not re.search(r"\d", text), shown
             assert "95% interval" in shown
         assert re.fullmatch(r"[0-9.]+ to [0-9.]+", interval)
@@ -624,6 +628,8 @@ def test_board_of_releases_too_noisy_to_read_ranks_nobody_and_shows_only_interva
     for _, svg in forests:
         assert 'class="diamond"' not in svg and 'class="estimate"' not in svg
         assert '<line class="ci"' not in svg
+        # the withheld figures' intervals are drawn, dashed: two sites and the pool
+        assert svg.count('<line class="ci withheld"') == 3
         titles = re.findall(r"<title>([^<]*)</title>", svg)
         assert len(titles) == 3 and all("not informative (95% CI" in t for t in titles)
     assert "not informative" in html.split('id="rank-rule"')[0]  # the lede says why
