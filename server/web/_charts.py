@@ -343,8 +343,8 @@ def build_forest(model_id: int, title: str, sites: list[tuple[str, float | None,
                  ticks: tuple[float, ...], unit: str, note: str = "") -> Forest:
     """A model's forest plot: one row per site (``(label, value, low, high, mock)``) and the
     pooled diamond, on the shared axis ``ticks`` (``note``: where a zoomed axis starts). A row
-    without a value (not informative: the release noise dominates it) draws nothing; its title
-    says so and gives its interval."""
+    without a value (not informative: the release noise dominates it) draws its interval only
+    (dashed, in the template); its title says so and gives its interval."""
     x0, x1 = float(FOREST_LABEL_W), float(FOREST_W - 16)
     bottom, top = ticks[0], ticks[-1]
 
