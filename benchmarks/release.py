@@ -812,21 +812,25 @@ def _spread_upper(centred: float, centred_sd: float, count: int, width: float) -
     ``width``, from a noisy centred sum of squares ``centred`` over ``count`` cases (its noise's
     standard deviation ``centred_sd``).
 
-    Two things make the plug-in ``s`` too small too often: the noise on the sums of squares
-    (at small ``count`` it swamps them) and the sampling error of ``s²`` itself (a skewed
-    sample, a spike at 0 that a small sample misses). The first is bounded by adding
-    1.645 noise standard deviations to the sum of squares. For the second: ``s²`` estimates
+    Two errors make the plug-in ``s² = centred / (count - 1)`` too small too often: the noise
+    on the sums of squares (at small ``count`` it swamps them) and the sampling error of ``s²``
+    itself (a skewed sample, a spike at 0 that a small sample misses). ``s²`` estimates
     ``sd² = E[(x - μ)²]``, the mean of a variable in ``[0, width²]`` with mean ``sd²``, whose
-    variance is at most ``sd²·width²`` (Bhatia-Davis applied to the square); so, to a normal
-    approximation, ``sd² <= s² + 1.645·width·sd/√count`` with 95% confidence, a quadratic in
-    ``sd`` whose root is the bound. It does not vanish on a sample with no spread (all 12 cases
-    0 does not show a model finds nothing: it is ``1.645·width/√count`` there, Wilson-like) and
-    costs a few percent at thousands of cases. (With the interval's own 5%, a miss needs the
-    spread underestimated and the mean's draw far out; simulated coverage stays above 93%:
-    ``tests/unit/benchmarks/test_moment_coverage.py``.)"""
-    s2 = max(centred + _Z_ONE_SIDED * centred_sd, 0.0) / max(count - 1, 1)
-    a = _Z_ONE_SIDED * width / math.sqrt(count)
-    return (a + math.sqrt(a * a + 4 * s2)) / 2
+    variance is at most ``sd²·width²`` (Bhatia-Davis applied to the square); the noise adds
+    ``c = centred_sd / (count - 1)`` of standard deviation, independent of it. So, to a normal
+    approximation, ``sd² - s² <= 1.645·√(c² + width²·sd²/count)`` with 95% confidence: a
+    quadratic in ``u = sd²`` whose larger root is the bound,
+    ``u = s² + B/2 + √(B·s² + B²/4 + 1.645²·c²)`` with ``B = 1.645²·width²/count``. It does not
+    vanish on a sample with no spread (twelve cases at 0 do not show that a model finds nothing:
+    it is ``1.645·width/√count`` there, Wilson-like) and costs a few percent at thousands of
+    cases. With the interval's own 5%, a miss needs the spread underestimated and the mean's
+    draw far out; simulated coverage stays above 93%
+    (``tests/unit/benchmarks/test_moment_coverage.py``)."""
+    dof = max(count - 1, 1)
+    s2 = max(centred / dof, 0.0)
+    c = centred_sd / dof
+    b = _Z_ONE_SIDED ** 2 * width ** 2 / count
+    return math.sqrt(s2 + b / 2 + math.sqrt(b * s2 + b * b / 4 + (_Z_ONE_SIDED * c) ** 2))
 
 
 def _clip(value: float, low: float, high: float) -> float:
