@@ -1,13 +1,23 @@
-"""Utility of private releases (issue 25): interval width against the non-private width, and
-ranking agreement, over epsilon and cases per site, measured side by side in one run.
+"""Utility of private releases (issues 25, 41): interval width against the non-private width,
+coverage, figures shown and ranking agreement, over epsilon and case counts, the mechanism
+before issue 41 and today's measured side by side in one run.
 
-BraTS: per-case Dice drawn like the shipped models' (a reference around 0.90 and a weak baseline
-around 0.62 mean Dice over WT/TC/ET, each with a tenth of cases missed), released per site with
-the BraTS plug-in's spec (Dice per region, OpenDP Gaussian noise) and pooled by the plug-in. The
-non-private width is the normal 95% interval from every case's exact value (what a board
-computing from per-case values would show). Ranking: the board's rank-group rule (intervals that
-overlap share a rank): "right" = the reference strictly above the weak model, "tied" = one rank
-group, "wrong" = the weak model strictly above.
+BraTS: per-case Dice drawn like the shipped models' (a reference around 0.81 and a weak baseline
+around 0.56 mean Dice over WT/TC/ET, each with a tenth of cases missed: Dice 0), released with
+the BraTS plug-in's spec (Dice per region, OpenDP Gaussian noise) over ``n`` cases: one site's
+release, or the aggregator's TEE-pooled release over every site's ``n`` cases (the same
+computation); ``--brats-sites K`` splits the cases over K per-site releases pooled on the board
+instead. Two mechanisms on the same cases:
+
+- **old** (before issue 41): sigma from Bun & Steinke's zCDP conversion at the stated (ε, δ), no
+  second moment, the sampling term at the Bhatia-Davis bound;
+- **new** (the pin today): sigma from the exact Gaussian curve (``ReleaseSpec.sigma``), and the
+  headline's private second moment, so the sampling term is read from the data.
+
+The non-private width is the normal 95% interval from every case's exact value (what a board
+computing from per-case values would show). Coverage: the headline's interval holds the model's
+population mean. Shown: figures informative enough to show. Ranking: the board's rank-group rule
+(intervals that overlap share a rank): "right" = the reference strictly above the weak model.
 
 WDBC: the two shipped models (logistic regression, MLP) scored once on the 398 held-out cases (the
 171 cases they were trained on are left out), each site released with the plug-in's spec at each
@@ -26,7 +36,7 @@ two models' AUROC on every case together (raw scores, no bins, no noise), "tied"
 exact board's on the same cases.
 
     python tests/perf/privacy_bench.py [--runs 200] [--large-runs 50] [--benchmark brats|wdbc|all]
-        [--scale SITESxCASES ...] [--epsilon EPS ...]
+        [--scale SITESxCASES ...] [--epsilon EPS ...] [--brats-sites K]
 """
 
 from __future__ import annotations
@@ -44,14 +54,26 @@ from sealbench.benchmarks.brats.metrics import BRATS_2023_GLI_METRICS
 from sealbench.benchmarks.brats.published import PublishedSummary, pool, release_spec
 from sealbench.benchmarks.interface import MetricRef
 from sealbench.benchmarks.registry import PluginRegistry
-from sealbench.benchmarks.release import LocalExact, NoiseSource, OpenDPGaussian, release
+from sealbench.benchmarks.release import (
+    LocalExact,
+    NoiseSource,
+    OpenDPGaussian,
+    ReleaseSpec,
+    epsilon_of,
+    release,
+)
 from sealbench.benchmarks.wdbc import summary as wdbc_summary
 from sealbench.benchmarks.wdbc.data import load_wdbc, split_cases
 from sealbench.benchmarks.wdbc.metrics import auroc as exact_auroc
 
-SCENARIOS = {"demo 3x5": (3, 5), "site 1x50": (1, 50), "FeTS 32x50": (32, 50)}
+#: BraTS: total cases (issue 41 part 10's sizes) and the epsilons per release.
+BRATS_CASES = (5, 12, 50, 500, 1600)
+BRATS_EPSILONS = (0.5, 1.0, 2.0, 4.0)
 EPSILONS = (0.5, 1.0, 2.0, 4.0, 8.0)
 MODELS = {"reference": (14.0, 1.6), "weak": (5.0, 3.0)}  # Beta(a, b) of a detected case's Dice
+#: Each model's population mean of the headline (a tenth of cases missed, Dice 0).
+POPULATION = {m: 0.9 * a / (a + b) for m, (a, b) in MODELS.items()}
+MECHANISMS = ("old", "new")
 
 
 def _cases(rng: np.random.Generator, model: str, n: int) -> np.ndarray:
@@ -61,9 +83,26 @@ def _cases(rng: np.random.Generator, model: str, n: int) -> np.ndarray:
     return values
 
 
-def _summary(rows: np.ndarray, epsilon: float) -> PublishedSummary:
+def bun_steinke_rho(epsilon: float, delta: float) -> float:
+    """The zCDP rho the first calibration used at (ε, δ): ``(√(ε + L) - √L)²``, ``L = ln 1/δ``
+    (Bun & Steinke 2016, Prop. 1.3 inverted)."""
+    log = math.log(1 / delta)
+    return (math.sqrt(epsilon + log) - math.sqrt(log)) ** 2
+
+
+def brats_spec(epsilon: float, mechanism: str = "new") -> ReleaseSpec:
+    """The BraTS pin's release at ``epsilon``: today's (``new``), or the one before issue 41
+    (``old``: no second moment, and the sigma of Bun & Steinke's conversion, which the exact
+    curve states as a smaller ε; the noise is the same)."""
     spec = replace(release_spec(BRATS_2023_GLI_METRICS), epsilon=epsilon)
-    made = release(rows, spec, OpenDPGaussian())
+    if mechanism == "new":
+        return spec
+    old = replace(spec, moments=())
+    return replace(old, epsilon=epsilon_of(bun_steinke_rho(epsilon, spec.delta), spec.delta))
+
+
+def _summary(rows: np.ndarray, epsilon: float, mechanism: str = "new") -> PublishedSummary:
+    made = release(rows, brats_spec(epsilon, mechanism), OpenDPGaussian())
     return PublishedSummary(metrics_id="sealbench/brats-lesionwise", metrics_version=1,
                             n_cases=made.n_cases, release=made)
 
@@ -75,39 +114,50 @@ def _headline(summaries: list[PublishedSummary]) -> tuple[float | None, float, f
     return figure.value, figure.low, figure.high
 
 
-def _brats(runs: int) -> None:
+def _brats(runs: int, sites: int = 1) -> None:
     rng = np.random.default_rng(20261204)
-    print(f"{'scenario':<12} {'eps':>5} {'width private/non-private':>26} {'shown':>6} "
-          f"{'right':>6} {'tied':>6} {'wrong':>6}")
+    layout = ("one release over the cases (a site's, or TEE-pooled)" if sites == 1
+              else f"{sites} per-site releases pooled on the board")
+    print(f"BraTS headline mean Dice, {layout}; old | new")
+    print(f"{'cases':>6} {'eps':>4} | {'width':>5} {'cover':>6} {'shown':>6} {'right':>6} | "
+          f"{'width':>5} {'cover':>6} {'shown':>6} {'right':>6}")
     started = time.perf_counter()
-    for name, (sites, per_site) in SCENARIOS.items():
-        for epsilon in EPSILONS:
-            ratios, shown = [], 0
-            outcome = {"right": 0, "tied": 0, "wrong": 0}
+    for n in BRATS_CASES:
+        for epsilon in BRATS_EPSILONS:
+            ratios: dict[str, list[float]] = {m: [] for m in MECHANISMS}
+            covered = dict.fromkeys(MECHANISMS, 0)
+            shown = dict.fromkeys(MECHANISMS, 0)
+            right = dict.fromkeys(MECHANISMS, 0)
             for _ in range(runs):
-                boards = {}
+                boards: dict[str, dict[str, tuple[float | None, float, float]]] = {
+                    m: {} for m in MECHANISMS}
                 for model in MODELS:
-                    rows = [_cases(rng, model, per_site) for _ in range(sites)]
-                    value, low, high = _headline([_summary(r, epsilon) for r in rows])
-                    every = np.concatenate(rows).mean(axis=1)
-                    plain = 2 * 1.96 * every.std(ddof=1) / math.sqrt(every.size)
-                    ratios.append((high - low) / plain)
-                    shown += value is not None
-                    boards[model] = (value, low, high)
-                ref, weak = boards["reference"], boards["weak"]
-                if ref[0] is None or weak[0] is None or not (ref[1] > weak[2] or weak[1] > ref[2]):
-                    outcome["tied"] += 1
-                elif ref[1] > weak[2]:
-                    outcome["right"] += 1
-                else:
-                    outcome["wrong"] += 1
-            n = runs
-            print(f"{name:<12} {epsilon:>5.1f} {np.median(ratios):>26.2f} "
-                  f"{shown / (2 * n):>6.0%} {outcome['right'] / n:>6.0%} "
-                  f"{outcome['tied'] / n:>6.0%} {outcome['wrong'] / n:>6.0%}")
-    print(f"({runs} simulated boards per row; {time.perf_counter() - started:.0f} s; "
-          "width: median ratio of the pooled headline's 95% interval to the non-private one; "
-          "shown: figures informative enough to be shown)")
+                    every = _cases(rng, model, n)
+                    parts = np.array_split(every, sites)
+                    means = every.mean(axis=1)
+                    plain = 2 * 1.96 * means.std(ddof=1) / math.sqrt(n)
+                    for mechanism in MECHANISMS:
+                        value, low, high = _headline(
+                            [_summary(rows, epsilon, mechanism) for rows in parts])
+                        boards[mechanism][model] = (value, low, high)
+                        ratios[mechanism].append((high - low) / plain if plain > 0 else math.inf)
+                        covered[mechanism] += low <= POPULATION[model] <= high
+                        shown[mechanism] += value is not None
+                for mechanism in MECHANISMS:
+                    right[mechanism] += _outcome(boards[mechanism]["reference"],
+                                                 boards[mechanism]["weak"], True) == "right"
+            cells = []
+            for mechanism in MECHANISMS:
+                finite = [r for r in ratios[mechanism] if math.isfinite(r)]
+                width = f"{np.median(finite):5.2f}" if finite else "  n/a"
+                cells.append(f"{width} {covered[mechanism] / (2 * runs):>6.1%} "
+                             f"{shown[mechanism] / (2 * runs):>6.0%} "
+                             f"{right[mechanism] / runs:>6.0%}")
+            print(f"{n:>6} {epsilon:>4g} | {cells[0]} | {cells[1]}")
+    print(f"({runs} simulated boards per row, both models; {time.perf_counter() - started:.0f} s; "
+          "width: median ratio of the headline's 95% interval to the non-private one; cover: "
+          "intervals holding the population mean; shown: figures informative enough to show; "
+          "right: boards ranking the reference above the weak model)")
 
 
 # -- WDBC ----------------------------------------------------------------------------------------
@@ -269,9 +319,12 @@ def main() -> None:
                              "(--runs boards each)")
     parser.add_argument("--epsilon", action="append", type=float,
                         help=f"WDBC: these epsilons instead of {', '.join(map(str, EPSILONS))}")
+    parser.add_argument("--brats-sites", type=int, default=1,
+                        help="BraTS: split each board's cases over this many per-site releases "
+                             "pooled on the board (default 1: one release over all of them)")
     args = parser.parse_args()
     if args.benchmark in ("brats", "all"):
-        _brats(args.runs)
+        _brats(args.runs, args.brats_sites)
     if args.benchmark in ("wdbc", "all"):
         scenarios = dict(WDBC_SCENARIOS)
         if args.scale:
