@@ -11,8 +11,13 @@ Three boards over the same cases, per simulated board:
   ε over all cases (``sealbench.benchmarks.pooling``).
 
 BraTS: per-case Dice drawn like the shipped models' (``privacy_bench.MODELS``: a reference
-around 0.90 and a weak baseline around 0.62 over WT/TC/ET, a tenth of cases missed), headline
-mean Dice. WDBC: the two shipped models' scores on the 398 held-out cases, sites drawn with
+around 0.81 and a weak baseline around 0.56 over WT/TC/ET, a tenth of cases missed), headline
+mean Dice, under two mechanisms on the same cases (issue 41): **old**, the release before issue
+41 (sigma from Bun & Steinke's zCDP conversion, no second moment: the sampling term at the
+Bhatia-Davis bound), and **new**, the pin's today (sigma from the exact Gaussian curve, the
+headline's private second moment: the sampling term read from the data); the goal at FeTS scale,
+TEE-pooled at ε 1, is a headline interval at most 1.3 times the non-private one.
+WDBC: the two shipped models' scores on the 398 held-out cases, sites drawn with
 replacement (the demo's 3 sites as split, 3 x 5, FeTS 32 x 50). Width: median ratio of the 95%
 interval to the exact board's on the same cases. Shown: figures informative enough to show.
 Ranking (the board's rank-group rule, ``privacy_bench._outcome``) against the order of the two
@@ -37,7 +42,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from privacy_bench import MODELS, _board_sites, _cases, _outcome, _summary, _wdbc_scored
+from privacy_bench import (
+    MECHANISMS,
+    MODELS,
+    _board_sites,
+    _cases,
+    _outcome,
+    _summary,
+    _wdbc_scored,
+    brats_spec,
+)
 
 from sealbench.benchmarks import pooling
 from sealbench.benchmarks.brats.metrics import BRATS_2023_GLI_METRICS, CaseScores, RegionScores
@@ -69,7 +83,7 @@ class _Row:
 
 def _print_header(what: str) -> None:
     print(what)
-    print(f"{'scenario':<13} {'eps':>4} {'board':<9} {'width/exact':>11} {'shown':>6} "
+    print(f"{'scenario':<13} {'eps':>4} {'board':<12} {'width/exact':>11} {'shown':>6} "
           f"{'right':>6} {'tied':>6} {'wrong':>6}")
 
 
@@ -80,7 +94,7 @@ def _median(ratios: list[float]) -> str:
 
 def _print_rows(name: str, epsilon: float, table: dict[str, _Row], boards: int) -> None:
     for method, row in table.items():
-        print(f"{name:<13} {epsilon:>4g} {method:<9} {_median(row.ratios):>11} "
+        print(f"{name:<13} {epsilon:>4g} {method:<12} {_median(row.ratios):>11} "
               f"{row.shown / (2 * boards):>6.0%} {row.outcome['right'] / boards:>6.0%} "
               f"{row.outcome['tied'] / boards:>6.0%} {row.outcome['wrong'] / boards:>6.0%}")
 
@@ -106,28 +120,43 @@ def _headline(figures: Sequence[object]) -> Shown:
 
 def _brats(runs: int, epsilons: Sequence[float]) -> None:
     rng = np.random.default_rng(20261205)
-    _print_header("BraTS: headline mean Dice, reference vs weak")
+    _print_header("BraTS: headline mean Dice, reference vs weak (old: before issue 41; new: "
+                  "the pin today)")
     spec = BRATS_2023_GLI_METRICS
+    goal: dict[str, float] = {}
     for name, (n_sites, per_site) in BRATS_SCENARIOS.items():
         for epsilon in epsilons:
-            table = {m: _Row() for m in METHODS}
+            boards = [f"{method} {mechanism}" for method in METHODS for mechanism in MECHANISMS]
+            table = {b: _Row() for b in boards}
             for _ in range(runs):
                 rows = {m: [_cases(rng, m, per_site) for _ in range(n_sites)] for m in MODELS}
-                exact, private, tee, truth = {}, {}, {}, {}
+                exact: dict[str, Shown] = {}
+                shown: dict[str, dict[str, Shown]] = {b: {} for b in boards}
+                truth = {}
                 for model, sites in rows.items():
                     every = np.concatenate(sites)
                     means = every.mean(axis=1)
                     truth[model] = float(means.mean())
                     half = 1.96 * means.std(ddof=1) / math.sqrt(means.size)
                     exact[model] = (truth[model], truth[model] - half, truth[model] + half)
-                    private[model] = _headline(
-                        brats_pool([_summary(r, epsilon) for r in sites], spec).figures)
-                    # the aggregator's release: one over every case (pool_exact's BraTS path)
-                    tee[model] = _headline(brats_figures(_summary(every, epsilon), spec))
+                    for mechanism in MECHANISMS:
+                        shown[f"per-site {mechanism}"][model] = _headline(brats_pool(
+                            [_summary(r, epsilon, mechanism) for r in sites], spec).figures)
+                        # the aggregator's release: one over every case (pool_exact's BraTS path)
+                        shown[f"TEE {mechanism}"][model] = _headline(
+                            brats_figures(_summary(every, epsilon, mechanism), spec))
                 above = truth["reference"] > truth["weak"]
-                _score(table, "per-site", private, exact, above)
-                _score(table, "TEE", tee, exact, above)
+                for board in boards:
+                    _score(table, board, shown[board], exact, above)
             _print_rows(name, epsilon, table, runs)
+            if name == "32x50" and epsilon == 1.0:
+                goal = {m: float(np.median(table[f"TEE {m}"].ratios)) for m in MECHANISMS}
+    if goal:
+        sigma = {m: brats_spec(1.0, m).sigma for m in MECHANISMS}
+        print(f"FeTS 32x50 TEE-pooled at eps 1: headline width / non-private {goal['old']:.2f} "
+              f"old (sigma {sigma['old']:.2f}, Bhatia-Davis) -> {goal['new']:.2f} new (sigma "
+              f"{sigma['new']:.2f}, second moment); goal <= 1.3: "
+              f"{'met' if goal['new'] <= 1.3 else 'NOT met'}")
 
 
 # -- WDBC ------------------------------------------------------------------------------------------
