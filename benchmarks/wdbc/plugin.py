@@ -191,7 +191,8 @@ class WdbcBenchmark:
             raise api.SummaryError(f"summary of {summary.plugin}, expected {self.ref}")
         return summary
 
-    # pooled in an aggregator (api.PoolsExactly): the pair count makes the AUROC exact
+    # pooled in an aggregator (api.PoolsExactly): the AUROC computed exactly over every case
+    # and released on its own (Laplace), the breakdown beside it (summary.py, private_auroc.py)
 
     def pooled_summary(self, results: Sequence[api.CaseResult],
                        noise: rel.NoiseSource) -> s.WdbcSummary:
@@ -199,10 +200,15 @@ class WdbcBenchmark:
         return s.pooled_summary(results, str(self.ref), noise, self.release_spec)
 
     def parse_pooled_summary(self, doc: Mapping[str, Any]) -> s.WdbcSummary:
-        return self._parse(doc, self.pooled_release_spec)
+        summary = s.parse_pooled_summary(doc, self.release_spec)
+        if summary.plugin != str(self.ref):
+            raise api.SummaryError(f"summary of {summary.plugin}, expected {self.ref}")
+        return summary
 
     @property
     def pooled_release_spec(self) -> rel.ReleaseSpec:
+        """The breakdown's release, carrying the headline AUROC's: its ``loss`` is the whole
+        pooled release's (:class:`.summary.PooledReleaseSpec`), what a pool debits."""
         return s.pooled_release_spec(self.release_spec)
 
     def parse_case_result(self, doc: Mapping[str, Any]) -> s.WdbcCaseResult:

@@ -95,8 +95,10 @@ __all__ = [
     "AurocStatistic",
     "Floor",
     "auroc_interval",
+    "figure",
     "floor_of",
     "sensitivity",
+    "shares",
     "statistic",
 ]
 
@@ -124,8 +126,9 @@ class Floor:
         return sensitivity(self.n, self.k)
 
 
-def floor_of(n: int, min_class_share: float) -> Floor:
-    """The floor of ``n`` public cases at a declared minimum class share (in (0, 1/2]):
+def floor_of(n: int, min_class_share: Fraction | float) -> Floor:
+    """The floor of ``n`` public cases at a declared minimum class share (in (0, 1/2]; a
+    :class:`~fractions.Fraction` is taken exactly, a float as the binary value it is):
     ``k = floor(share·n)`` within ``1..n/2``."""
     if not 0 < min_class_share <= 0.5:
         raise ValueError(f"a minimum class share is in (0, 1/2], got {min_class_share}")
@@ -208,8 +211,35 @@ def auroc_interval(estimate: float, scale: float, floor: Floor) -> tuple[float, 
     return centre, max(centre - half, 0.0), min(centre + half, 1.0)
 
 
-def _figure(ref: MetricRef, estimate: float, scale: float, floor: Floor,
-            noisy: bool) -> Figure:
+def figure(ref: MetricRef, estimate: float, scale: float, floor: Floor, *,
+           noisy: bool) -> Figure:
+    """The shown figure of a released ``estimate`` of ``T`` (Laplace ``scale`` on ``T``):
+    :func:`auroc_interval`'s value and interval; the value None (withheld, the interval kept
+    to say why) when the release is ``noisy`` and the interval spans more than half the
+    range. Exact in method (``bias`` None): ``T`` is the AUROC when both classes reach the
+    floor, and below it every model on the same cases is shrunk towards 1/2 by the same factor
+    (the class counts are the cases'), so their order stands."""
     value, low, high = auroc_interval(estimate, scale, floor)
     shown = value if not noisy or high - low <= 0.5 else None
     return Figure(ref, shown, low, high)
+
+
+def shares(stat: AurocStatistic, grid_bits: int | None = None) -> list[float]:
+    """Per case, its share of ``S = T/Δ``, each in [0, 1]: released as one bounded column, the
+    sum is the statistic over its sensitivity. For a noise source that samples on the grid
+    ``2**-grid_bits`` (the aggregator's), ``S`` is floored onto it and every share is on it, so
+    the sum is ``floor(S·2**grid_bits)/2**grid_bits`` exactly (the module docstring: its
+    sensitivity stays one grid unit count); for a continuous one (``None``), ``S/n`` each."""
+    n = stat.floor.n
+    if grid_bits is None:
+        even = float(stat.value / stat.floor.sensitivity / n)
+        return [even] * n
+    if not 1 <= grid_bits <= 48:
+        raise ValueError(f"a grid of 2**-{grid_bits} is outside 1..48 bits")
+    scaled = stat.value / stat.floor.sensitivity
+    units = math.floor(scaled * (1 << grid_bits))
+    base, extra = divmod(units, n)
+    unit = 1 << grid_bits
+    if base + (1 if extra else 0) > unit:
+        raise ValueError("a share exceeds 1 (the floor is not within n/2)")
+    return [(base + (1 if i < extra else 0)) / unit for i in range(n)]
