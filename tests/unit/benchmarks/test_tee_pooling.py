@@ -68,6 +68,11 @@ class CountingNoise:
         self.calls += 1
         return self.inner.gaussian(values, sigma, sensitivity, rho)
 
+    def laplace(self, values: Sequence[float], scale: float, sensitivity: float,
+                epsilon: float) -> list[float]:
+        self.calls += 1
+        return self.inner.laplace(values, scale, sensitivity, epsilon)
+
 
 # -- exact pooling ---------------------------------------------------------------------------------
 
@@ -124,12 +129,19 @@ def test_the_noise_is_drawn_once_for_all_sites_at_the_pins_privacy_loss() -> Non
     stats = _statistics(WDBC, [_wdbc_site(rng, 50, f"s{k}-") for k in range(4)])
     noise = CountingNoise()
     pooled = pooling.pool_exact(WDBC, stats, noise)
-    assert noise.calls == 1
-    release = pooled.release
-    assert (release.epsilon, release.delta) == (s.RELEASE_SPEC.epsilon, s.RELEASE_SPEC.delta)
-    assert release.n_cases == 200
-    # the pair count and the class indicator are two more bounded columns
-    assert release.sensitivity == pytest.approx(5 ** 0.5)
+    # one draw for the breakdown and one for the headline AUROC, each over every site's cases
+    assert noise.calls == 2
+    release, headline = pooled.release, pooled.auroc
+    assert headline is not None and release.n_cases == headline.n_cases == 200
+    # the pin's (epsilon, delta) split between the two: their losses add up to at most it
+    assert release.epsilon + headline.epsilon == pytest.approx(s.RELEASE_SPEC.epsilon)
+    assert release.delta == s.RELEASE_SPEC.delta and headline.mechanism == "laplace"
+    assert (release.loss + headline.loss).epsilon_at(s.RELEASE_SPEC.delta) \
+        <= s.RELEASE_SPEC.epsilon * (1 + 1e-9)
+    # what a pool authorization debits: the declared pooled release's loss, both parts
+    assert pooling.pooled_release_spec(WDBC).loss == release.loss + headline.loss
+    # the class indicator is one more bounded column beside the Brier one and the bins
+    assert release.sensitivity == pytest.approx(2.0)
     assert WDBC.parse_pooled_summary(json.loads(json.dumps(pooled.to_json()))) == pooled
 
 
@@ -214,7 +226,7 @@ def test_a_pooled_release_and_a_sites_release_are_never_taken_for_each_other() -
     site = WDBC.summarise(results, rel.InsecureFixedNoise())
     assert isinstance(WDBC, PoolsExactly) and not isinstance(BRATS, PoolsExactly)
     with pytest.raises(SummaryError):
-        WDBC.parse_summary(pooled.to_json())  # a site's summary has no pair count
+        WDBC.parse_summary(pooled.to_json())  # a site's summary has no AUROC release
     with pytest.raises(SummaryError):
         WDBC.parse_pooled_summary(site.to_json())  # type: ignore[attr-defined]
     assert pooling.parse_pooled_summary(WDBC, pooled.to_json()) == pooled
