@@ -22,7 +22,6 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 import SimpleITK as sitk  # noqa: N813
-from scipy import ndimage  # type: ignore[import-untyped]
 
 from ..anatomy import load_template
 from ..contract import BratsContract
@@ -74,6 +73,35 @@ class GridTemplate:
     voxel_mm: float
 
 
+def _axis_linear(array: FloatArray, axis: int, coords: npt.NDArray[np.float64]) -> FloatArray:
+    """``array`` sampled linearly at ``coords`` along ``axis``, zero outside ``[0, n - 1]``
+    (scipy's ``mode="constant"``)."""
+    n = array.shape[axis]
+    valid = (coords >= 0.0) & (coords <= n - 1)
+    low = np.clip(np.floor(coords), 0, max(n - 2, 0)).astype(np.intp)
+    high = np.minimum(low + 1, n - 1)
+    weight = np.where(valid, coords - low, 0.0).astype(np.float32)
+    keep = valid.astype(np.float32)
+    shape = [1, 1, 1]
+    shape[axis] = len(coords)
+    below = np.take(array, low, axis=axis) * ((1.0 - weight) * keep).reshape(shape)
+    above = np.take(array, high, axis=axis) * (weight * keep).reshape(shape)
+    out: FloatArray = (below + above).astype(np.float32)
+    return out
+
+
+def _diagonal_linear(array: FloatArray, diagonal: npt.NDArray[np.float64],
+                     offset: npt.NDArray[np.float64], shape: Shape3) -> FloatArray:
+    """What ``ndimage.affine_transform(array, diag(diagonal), offset, shape, order=1,
+    mode="constant")`` gives, one axis at a time (a diagonal map is separable): a second, not
+    ten, for the template's maps on the BraTS grid."""
+    out = array
+    for axis in range(3):
+        coords = diagonal[axis] * np.arange(shape[axis], dtype=np.float64) + offset[axis]
+        out = _axis_linear(out, axis, coords)
+    return out
+
+
 @functools.cache
 def template_on_grid(shape: Shape3) -> GridTemplate:
     """The template placed on a grid of ``shape`` in the BraTS axes (cached): centred, x and y
@@ -88,8 +116,7 @@ def template_on_grid(shape: Shape3) -> GridTemplate:
     centre_in = (extent - 1) / 2
     centre_in[2] += max(0.0, extent[2] - shape[2] * scale) / 2  # crop the brainstem first
     offset = centre_in - matrix @ centre_out
-    maps = {key: np.asarray(ndimage.affine_transform(
-        getattr(template, key), matrix, offset, output_shape=shape, order=1, mode="constant",
-        cval=0.0), dtype=np.float32) for key in ("t1", "gm", "wm", "mask")}
+    maps = {key: _diagonal_linear(getattr(template, key), np.diag(matrix), offset, shape)
+            for key in ("t1", "gm", "wm", "mask")}
     return GridTemplate(t1=maps["t1"], gm=maps["gm"], wm=maps["wm"], mask=maps["mask"],
                         voxel_mm=scale)
