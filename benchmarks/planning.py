@@ -261,8 +261,8 @@ def plan(plugin: Any, *, sites: int, cases: int, epsilon: float | None = None,
          metric: str | None = None, in_tee: bool | None = None) -> Plan:
     """The plan of ``plugin``'s headline (or ``metric``) over ``sites`` x ``cases``, at its
     declared ε unless ``epsilon`` replaces it (the same δ). Pooled in the TEE when ``in_tee``
-    (None: whenever the plug-in can, i.e. it has a pooled release spec), with each site's
-    release beside it."""
+    (None: when the plug-in declares a pooled release of its own), with each site's release
+    beside it."""
     from dataclasses import replace
 
     if sites < 1 or cases < 1:
@@ -272,8 +272,11 @@ def plan(plugin: Any, *, sites: int, cases: int, epsilon: float | None = None,
     key = metric or (ref.metric if ref.group is None else f"{ref.metric}:{ref.group}")
     label = shown.label(ref) if metric is None else metric
     spec: ReleaseSpec = plugin.release_spec
-    pooled_spec: ReleaseSpec | None = (getattr(plugin, "pooled_release_spec", None)
-                                       if in_tee is not False else None)
+    from .pooling import pooled_release_spec
+
+    if in_tee is None:
+        in_tee = hasattr(plugin, "pooled_release_spec")
+    pooled_spec = pooled_release_spec(plugin) if in_tee else None
     if epsilon is not None:
         spec = replace(spec, epsilon=epsilon, exact=False)
         if pooled_spec is not None:
@@ -315,7 +318,9 @@ def reason_for(plugin: Any, metric: str, *, n_cases: int, n_sites: int, tee_pool
                epsilons: Sequence[float | None] = ()) -> str:
     """:func:`withheld_reason` of a board's withheld figure: ``metric`` pooled over
     ``n_cases`` from ``n_sites`` sites' releases, or from one TEE-pooled release."""
-    spec: ReleaseSpec | None = (getattr(plugin, "pooled_release_spec", None) if tee_pooled
+    from .pooling import pooled_release_spec
+
+    spec: ReleaseSpec | None = (pooled_release_spec(plugin) if tee_pooled
                                 else getattr(plugin, "release_spec", None))
     known = [e for e in epsilons if e is not None]
     epsilon = max(known, default=None)
