@@ -60,19 +60,22 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
-from typing import Annotated, Final, Literal, Self
+from typing import Annotated, Any, Final, Literal, Self
 
 from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
+    SerializerFunctionWrapHandler,
     ValidationError,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
 from sealbench.contract.pin import Pin
+from sealbench.contract.privacy_loss import PrivacyLoss
 from sealbench.contract.result import _Document  # the result documents' base: canonical, capped
 from sealbench.contract.spec import (
     ENDPOINT_PATTERN,
@@ -264,8 +267,10 @@ class PoolInputs(_Document):
     """What the registry authorized the aggregator to pool (version 2; the ``inputs`` of a
     :class:`~sealbench.contract.pool_authorization.PoolAuthorization`): one model's accepted
     results in one benchmark, each run and each dataset at most once, chosen by the registry;
-    the release's privacy loss in zCDP (``rho``; None for a declared exact release) and the
-    debits that paid for it, already on the log."""
+    the release's privacy loss (its Gaussian part in zCDP, ``rho``, and the pure epsilons of
+    its Laplace mechanisms, ``laplace``, issue 41; neither for a declared exact release) and
+    the debits that paid for it, already on the log. A document without Laplace parts
+    serialises as before (no ``laplace`` key), so its digest is unchanged."""
 
     format: Literal["sealbench/pool-inputs"] = "sealbench/pool-inputs"
     version: Literal[2] = 2
@@ -276,7 +281,26 @@ class PoolInputs(_Document):
     model_digest: Digest
     inputs: tuple[PoolInput, ...] = Field(min_length=1, max_length=MAX_POOL_INPUTS)
     rho: float | None = Field(default=None, gt=0)
+    laplace: tuple[Annotated[float, Field(gt=0, allow_inf_nan=False)], ...] = Field(
+        default=(), max_length=16)
     debits: tuple[PoolDebit, ...] = Field(default=(), max_length=MAX_POOL_INPUTS)
+
+    @model_serializer(mode="wrap")
+    def _without_empty_laplace(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        if not self.laplace:
+            out.pop("laplace", None)
+        return out
+
+    @property
+    def loss(self) -> PrivacyLoss:
+        """What the pooled release costs each ledger it debits (nothing for an exact one)."""
+        return PrivacyLoss(rho=self.rho or 0.0, laplace=self.laplace)
+
+    @property
+    def exact(self) -> bool:
+        """A declared exact release: no privacy loss at all."""
+        return self.rho is None and not self.laplace
 
     @model_validator(mode="after")
     def _distinct(self) -> Self:

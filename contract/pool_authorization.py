@@ -23,7 +23,9 @@ pool-release key, its log key, the witnesses and their quorum), whose digest is 
 field of the aggregator's workload uid, so the sites' grants release their keys only to an
 aggregator that checks this log; each event's leaf recomputed
 (:func:`~sealbench.contract.ledger.event_leaf_hash`) and proven included; each debit naming this
-authorization, the release's rho, a spend within its ledger's budget, and together covering
+authorization, the release's privacy loss (:class:`~sealbench.contract.privacy_loss.
+PrivacyLoss`: its Gaussian rho and Laplace epsilons), a spend within its ledger's budget (ε, δ)
+by the same accountant as the registry's, and together covering
 every input's dataset exactly once. Any failure raises :class:`AuthorizationError` and the
 aggregator draws nothing.
 
@@ -51,6 +53,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sealbench.contract.ledger import event_leaf_hash
 from sealbench.contract.pool import MIN_POOL_SITES, PoolAnchor, PoolInputs
+from sealbench.contract.privacy_loss import PrivacyLoss, PrivacyLossError
 from sealbench.contract.result import _Document
 from sealbench.crypto.digest import Sha256Digest
 from sealbench.crypto.errors import CryptoError
@@ -76,8 +79,6 @@ __all__ = [
 AUTHORIZE_ACTION: Final = "pool.authorize"
 DEBIT_ACTION: Final = "privacy.debit"
 _NOTE_HEADER: Final = "sealbench/pool-authorization v1"
-#: Relative slack of a spend over its budget (as the registry's ledger allows).
-_SLACK: Final = 1e-9
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 
@@ -187,6 +188,63 @@ def _number(payload: dict[str, object], key: str, seq: int) -> float:
     return float(value)
 
 
+def _laplace_list(payload: dict[str, object], seq: int) -> tuple[float, ...]:
+    """A debit's Laplace epsilons (``laplace``: a list; absent for none, issue 41)."""
+    value = payload.get("laplace", [])
+    if not isinstance(value, list) or len(value) > 16:
+        raise AuthorizationError(f"debit event {seq} states a malformed laplace")
+    return tuple(_number({"laplace": v}, "laplace", seq) for v in value)
+
+
+def _spent_laplace(payload: dict[str, object], seq: int) -> tuple[float, ...]:
+    """A ledger's spent Laplace epsilons after a debit (``spent_laplace``: [[epsilon, count],
+    ...]; absent for none)."""
+    value = payload.get("spent_laplace", [])
+    out: list[float] = []
+    if not isinstance(value, list) or len(value) > 1024:
+        raise AuthorizationError(f"debit event {seq} states a malformed spent_laplace")
+    for pair in value:
+        if (not isinstance(pair, list) or len(pair) != 2 or not isinstance(pair[1], int)
+                or isinstance(pair[1], bool) or not 0 < pair[1] <= 1_000_000):
+            raise AuthorizationError(f"debit event {seq} states a malformed spent_laplace")
+        out.extend([_number({"e": pair[0]}, "e", seq)] * pair[1])
+    return tuple(out)
+
+
+def _check_cost(inputs: PoolInputs, payload: dict[str, object], seq: int) -> None:
+    """The debit costs exactly the release's :class:`PrivacyLoss` and the ledger's spend after it
+    stays within the ledger's budget (ε, δ), composed by the same accountant as the registry's
+    (:mod:`sealbench.contract.privacy_loss`)."""
+    rho = payload.get("rho")
+    if inputs.rho is None:
+        if rho is not None:
+            raise AuthorizationError(f"debit event {seq} debits a rho the release does not cost")
+    else:
+        stated = _number(payload, "rho", seq)
+        if not math.isclose(stated, inputs.rho, rel_tol=1e-12):
+            raise AuthorizationError(
+                f"debit event {seq} debits rho {stated:g}, the release costs {inputs.rho:g}")
+    laplace = sorted(_laplace_list(payload, seq))
+    if len(laplace) != len(inputs.laplace) or not all(
+            math.isclose(a, b, rel_tol=1e-12) for a, b in zip(laplace, sorted(inputs.laplace),
+                                                              strict=True)):
+        raise AuthorizationError(
+            f"debit event {seq} debits Laplace epsilons {laplace}, the release costs "
+            f"{sorted(inputs.laplace)}")
+    try:
+        spent = PrivacyLoss(rho=_number(payload, "spent_rho", seq),
+                            laplace=_spent_laplace(payload, seq))
+        budget_epsilon = _number(payload, "budget_epsilon", seq)
+        budget_delta = _number(payload, "budget_delta", seq)
+        fits = spent.fits(budget_epsilon, budget_delta)
+    except PrivacyLossError as exc:
+        raise AuthorizationError(f"debit event {seq} states a meaningless spend: {exc}") from None
+    if not fits:
+        raise AuthorizationError(
+            f"debit event {seq} overspends its ledger ({spent.text()} is more than epsilon "
+            f"{budget_epsilon:g} at delta {budget_delta:g})")
+
+
 def _check_debits(inputs: PoolInputs, events: Sequence[LoggedEvent]) -> None:
     if [e.seq for e in events] != [d.seq for d in inputs.debits]:
         raise AuthorizationError("the debit events are not the ones the authorization names")
@@ -204,21 +262,11 @@ def _check_debits(inputs: PoolInputs, events: Sequence[LoggedEvent]) -> None:
                 != sorted(debit.datasets):
             raise AuthorizationError(
                 f"debit event {event.seq} covers other datasets than the authorization says")
-        if inputs.rho is None:
+        if inputs.exact:
             if payload.get("exact") is not True:
                 raise AuthorizationError(f"debit event {event.seq} is not an exact release's")
         else:
-            rho = _number(payload, "rho", event.seq)
-            if not math.isclose(rho, inputs.rho, rel_tol=1e-12):
-                raise AuthorizationError(
-                    f"debit event {event.seq} debits rho {rho:g}, the release costs "
-                    f"{inputs.rho:g}")
-            spent = _number(payload, "spent_rho", event.seq)
-            budget = _number(payload, "budget_rho", event.seq)
-            if spent > budget * (1 + _SLACK):
-                raise AuthorizationError(
-                    f"debit event {event.seq} overspends its ledger (rho {spent:g} of "
-                    f"{budget:g})")
+            _check_cost(inputs, payload, event.seq)
         covered.extend(debit.datasets)
     wanted = sorted(i.dataset.asset_id for i in inputs.inputs)
     if sorted(covered) != wanted:

@@ -45,6 +45,7 @@ test_privacy_loss.py`` checks every stated (ε, δ) against Google's dp-accounti
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
@@ -175,8 +176,9 @@ def laplace_rdp(alpha: float, epsilon: float) -> float:
 def _rdp_epsilon(rho: float, laplace: tuple[float, ...], delta: float) -> float:
     best = math.inf
     log_delta = math.log(delta)
+    counts = Counter(laplace)  # a ledger holds many debits of the same few epsilons
     for alpha in ORDERS:
-        rdp = alpha * rho + math.fsum(laplace_rdp(alpha, e) for e in laplace)
+        rdp = alpha * rho + math.fsum(n * laplace_rdp(alpha, e) for e, n in counts.items())
         eps = rdp + math.log((alpha - 1) / alpha) - (log_delta + math.log(alpha)) / (alpha - 1)
         best = min(best, eps)
     return max(best, 0.0)

@@ -11,6 +11,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from sealbench.benchmarks.release import epsilon_of
 from sealbench.contract.ledger import event_leaf_hash
 from sealbench.contract.pool import PoolAnchor, PoolDebit, PoolInputs
 from sealbench.contract.pool_authorization import (
@@ -94,18 +95,29 @@ class Ledger:
         return note.to_bytes().decode("utf-8")
 
     def authorize(self, inputs: PoolInputs, *, rho: float | None,
+                  laplace: tuple[float, ...] = (),
                   cosigners: Sequence[SignerKey] | None = None) -> PoolAuthorization:
-        """Debit one ledger per dataset of ``inputs`` (``rho`` each, spent within
-        :attr:`budget_rho`), log the authorization, and sign it all."""
+        """Debit one ledger per dataset of ``inputs`` (``rho`` and the Laplace epsilons
+        ``laplace`` each, spent within the budget that holds :attr:`budget_rho` of Gaussian
+        rho: epsilon_of(budget_rho, 1e-6) at delta 1e-6), log the authorization, and sign
+        it all."""
         debits = []
         for item in inputs.inputs:
+            extra: dict[str, object] = {}
+            if laplace:
+                extra["laplace"] = list(laplace)
+                extra["spent_laplace"] = [[e, 1] for e in laplace]
             event = self.append("privacy.debit", {
                 "pool_authorization_id": inputs.pool_id, "benchmark_id": inputs.benchmark_id,
-                "datasets": [item.dataset.asset_id], "rho": rho, "exact": rho is None,
-                "spent_rho": rho or 0.0, "budget_rho": self.budget_rho})
+                "datasets": [item.dataset.asset_id], "rho": rho,
+                "exact": rho is None and not laplace,
+                "spent_rho": rho or 0.0, "budget_rho": self.budget_rho,
+                "budget_epsilon": epsilon_of(self.budget_rho, 1e-6), "budget_delta": 1e-6,
+                **extra})
             debits.append(PoolDebit(ledger=f"dataset:{len(debits) + 1}",
                                     datasets=(item.dataset.asset_id,), seq=event.seq))
-        document = inputs.model_copy(update={"rho": rho, "debits": tuple(debits)})
+        document = inputs.model_copy(update={"rho": rho, "laplace": laplace,
+                                             "debits": tuple(debits)})
         document = PoolInputs.from_bytes(document.to_bytes())
         digest = document.digest()
         authorized = self.append("pool.authorize", {"pool_id": document.pool_id,

@@ -185,3 +185,50 @@ def test_anchor_without_the_witnesses_is_another_identity() -> None:
     ledger = _ledger(witnesses=(w1,), quorum=1)
     lax = PoolAnchor(recipient_key=POOL_RECIPIENT_KEY, log_key=ledger.anchor.log_key)
     assert lax.digest() != ledger.anchor.digest()
+
+
+# -- Laplace parts (issue 41): the debit costs the release's whole PrivacyLoss -------------------
+
+
+def test_laplace_release_authorization_holds() -> None:
+    ledger = _ledger()
+    ledger.append("dataset.register", {"filler": True})
+    auth = ledger.authorize(_inputs(_input(1), _input(2)), rho=None, laplace=(0.5,))
+    verified = verify_authorization(auth, ledger.anchor)
+    assert verified.inputs.loss.laplace == (0.5,) and not verified.inputs.exact
+
+
+def test_debit_without_the_releases_laplace_part_refused() -> None:
+    """An operator debits only the Gaussian breakdown of a split release and claims the
+    Laplace headline is paid for too."""
+    ledger = _ledger()
+    ledger.append("dataset.register", {"filler": True})
+    auth = ledger.authorize(_inputs(_input(1), _input(2)), rho=RHO)
+    relabelled = _with_inputs(auth, laplace=[0.5])  # the document claims the whole cost
+    with pytest.raises(AuthorizationError):
+        verify_authorization(relabelled, ledger.anchor)
+
+
+def test_debit_of_a_cheaper_laplace_epsilon_refused() -> None:
+    ledger = _ledger()
+    ledger.append("dataset.register", {"filler": True})
+    auth = ledger.authorize(_inputs(_input(1), _input(2)), rho=None, laplace=(0.05,))
+    relabelled = _with_inputs(auth, laplace=[0.5])
+    with pytest.raises(AuthorizationError):
+        verify_authorization(relabelled, ledger.anchor)
+
+
+def test_laplace_spend_over_the_budget_refused() -> None:
+    """The Gaussian spend alone fits; with the Laplace part it does not."""
+    ledger = _ledger(budget_rho=RHO * 1.01)
+    ledger.append("dataset.register", {"filler": True})
+    auth = ledger.authorize(_inputs(_input(1), _input(2)), rho=RHO, laplace=(0.5,))
+    with pytest.raises(AuthorizationError, match="overspends its ledger"):
+        verify_authorization(auth, ledger.anchor)
+
+
+def test_inputs_without_laplace_serialise_as_before() -> None:
+    """An authorization signed before issue 41 keeps its digest: no ``laplace`` key."""
+    ledger = _ledger()
+    auth = _authorized(ledger)
+    assert b'"laplace"' not in auth.inputs.to_bytes()
