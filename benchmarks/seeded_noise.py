@@ -26,11 +26,12 @@ the box ``B = {||w||_∞ <= K·s}`` (for both centres) it lies within ``c·e^{±
 continuous ``N(q, s²I)``, ``η = d(K·s + 1/4)/(2s²)``, ``c = (√(2π)s/Z_s)^d <= 1``; off the box
 both hold at most ``τ = 2d·e^{-(K - μ' - 1)²/2}``. For every event S this gives
 ``P(S) <= e^{ε' + 2η} Q(S) + e^η δ_C(μ', ε') + (e^{ε'+η} + 1)τ``, with δ_C the continuous
-curve at ``μ' = μ/(1 + MARGIN)``. With K = 40, s >= 2**20 (sigma >= 2**-12) and d <= 4096,
-η <= 1e-7 and τ < 1e-300, while widening by MARGIN lowers δ_C by far more than e^η and the
-2η shift of ε raise it: ``tests/unit/benchmarks/test_seeded_noise.py`` evaluates this bound
-numerically against the stated δ for every (ε, δ) of the accountant's test grid (ε 0.25-8,
-δ 1e-5..1e-9, 1..256 sums) at the grid actually used.
+curve at ``μ' = μ/(1 + MARGIN)``. With K = 40, τ < 1e-300 and, for d <= MAX_SUMS = 4096 sums
+and sigma >= 1/μ (Δ >= 1), η <= 5e-5, while widening by MARGIN lowers δ_C by more than e^η and
+the 2η shift of ε raise it. ``tests/unit/benchmarks/test_seeded_noise_margin.py`` evaluates this
+bound numerically against the stated δ for every (ε, δ) of the accountant's test grid (ε 0.25-8,
+δ 1e-5..1e-9; 1, 16, 256 and 4096 sums) at the grid actually used; the source refuses more
+than MAX_SUMS sums.
 
 *Laplace.* A Laplace release adds the discrete Laplace ``P(Z = x) ∝ exp(-|x|/t)`` with the
 integer ``t = ceil(b·2**GRID_BITS)`` (b = Δ1/ε, the declared scale): at L1 sensitivity
@@ -58,6 +59,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 __all__ = [
     "GRID_BITS",
     "MARGIN",
+    "MAX_SUMS",
     "KeyedStream",
     "SeededDiscreteGaussian",
     "pool_noise_seed",
@@ -68,6 +70,8 @@ __all__ = [
 GRID_BITS: Final = 32
 #: How much wider than the declared sigma the discrete Gaussian is drawn (module docstring).
 MARGIN: Final = Fraction(1, 2 ** 16)
+#: The most sums one draw covers: the margin is proven for at most this many (module docstring).
+MAX_SUMS: Final = 4096
 _SEED_BYTES: Final = 32
 _NOISE_PURPOSE: Final = b"sealbench-pool-noise-v1"
 
@@ -172,6 +176,9 @@ class SeededDiscreteGaussian:
         if sensitivity ** 2 / (2 * sigma ** 2) > rho * (1 + 1e-9):
             raise ValueError(f"sigma {sigma} does not deliver rho {rho} at sensitivity "
                              f"{sensitivity}")
+        if len(values) > MAX_SUMS:
+            raise ValueError(f"a release of {len(values)} sums is more than the {MAX_SUMS} "
+                             "the keyed discrete Gaussian's margin covers")
         scale = 1 << GRID_BITS
         sigma2 = (Fraction(sigma) * scale * (1 + MARGIN)) ** 2
         out = []
