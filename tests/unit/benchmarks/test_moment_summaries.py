@@ -149,3 +149,29 @@ def test_the_2025_pins_release_the_headlines_moment_per_group(plugins: PluginReg
 
 def test_the_legacy_spec_function_is_the_plugins() -> None:
     assert release_spec(BRATS_2023_GLI_METRICS) == BratsBenchmark().release_spec
+
+
+def test_a_2025_summary_without_moments_reads_and_pools_beside_one_with_them(
+        plugins: PluginRegistry) -> None:
+    plugin = plugins.load(BenchmarkPin.parse("brats-2025-met/1-exact"))
+    assert isinstance(plugin, Brats2025Benchmark)
+    k = len(plugin.scoring.groups)
+    rng = np.random.default_rng(4)
+    defined = (rng.random((40, k)) < 0.8).astype(float)
+    rows = np.hstack([rng.beta(8, 2, (40, k)) * defined, rng.beta(6, 2, (40, k)) * defined,
+                      defined])
+    spec = plugin.release_spec
+    docs = []
+    for moments in (spec.moments, ()):
+        made = rel.release(rows, replace(spec, moments=moments), rel.LocalExact())
+        docs.append(PublishedSummary(metrics_id="sealbench/brats-2025", metrics_version=2,
+                                     n_cases=40, release=made).to_json())
+    assert [d["version"] for d in docs] == [3, 2]
+    new, old = (plugin.parse_summary(d) for d in docs)
+    head = api.MetricRef("pq_dsc")
+    alone = next(f for f in plugin.pool([new, new]).figures if f.ref == head)
+    mixed = next(f for f in plugin.pool([new, old]).figures if f.ref == head)
+    assert alone.value == pytest.approx(mixed.value)  # the same means, exactly
+    assert alone.low is not None and alone.high is not None
+    assert mixed.low is not None and mixed.high is not None
+    assert alone.high - alone.low < mixed.high - mixed.low  # the bound where one lacks it
