@@ -283,7 +283,9 @@ def _pool(root: Path, sites_results: list[list[Any]], plugin: Any = WDBC) -> Poo
                         inputs=tuple(site.item for site in sites))
     ledger = Ledger(POOL_RECIPIENT_KEY, log=POOL_LOG_SIGNER)
     declared = pooled_release_spec(plugin)
-    authorization = ledger.authorize(inputs, rho=None if declared is None else declared.rho)
+    authorization = ledger.authorize(
+        inputs, rho=None if declared is None else declared.rho,
+        laplace=() if declared is None else declared.loss.laplace)  # WDBC's headline AUROC
     made = Pool(root, sites, keys, authorization, ledger, pin)
     made.write_inputs(authorization)
     return made
@@ -323,10 +325,11 @@ def test_three_sites_pool_to_the_auroc_of_all_cases_together(
     labels = [bool(r.malignant) for r in every]
     scores = [r.penalised_score() for r in every]  # a failed case enters with the worst score
     # noise off: an exact release of the pooled spec (what parse_pooled_summary reads, exact)
-    exact = replace(s.pooled_release_spec(WDBC.release_spec), exact=True)
-    figures = {str(f.ref): f for f in WDBC.figures(s.parse_summary(release.aggregates, exact))}
+    exact = replace(WDBC.release_spec, exact=True)
+    figures = {str(f.ref): f
+               for f in WDBC.figures(s.parse_pooled_summary(release.aggregates, exact))}
     assert figures["auroc"].value == pytest.approx(roc_auc_score(labels, scores), abs=1e-12)
-    assert figures["auroc"].bias is None  # exact: read from the pair count, not from bins
+    assert figures["auroc"].bias is None  # exact: computed over every case, not from bins
     assert figures["n_cases"].value == release.n_cases == len(every) == 82
     assert release.inputs_digest == pool.inputs.digest()
     assert release.model_digest == MODEL_DIGEST and release.pool_id == "pool-1"
@@ -425,7 +428,7 @@ def test_an_authorization_that_is_not_the_attested_one_is_refused(pool: Pool) ->
     one the attested spec names: refused before any site's key is asked for."""
     fewer = pool.ledger.authorize(pool.inputs.model_copy(update={
         "pool_id": "pool-2", "inputs": pool.inputs.inputs[:2], "debits": ()}),
-        rho=pool.inputs.rho)
+        rho=pool.inputs.rho, laplace=pool.inputs.laplace)
     pool.write_inputs(fewer)  # the spec still names the three-site document's digest
     error = _refused(pool, AuthorizationRefused)
     assert "SEALBENCH_POOL_INPUTS_DIGEST" in str(error)
@@ -439,7 +442,7 @@ def test_an_authorization_that_is_not_the_attested_one_is_refused(pool: Pool) ->
 def test_authorization_of_another_model_is_refused(pool: Pool) -> None:
     other = pool.ledger.authorize(pool.inputs.model_copy(update={
         "pool_id": "pool-2", "model_digest": sha256_digest(b"another model"), "debits": ()}),
-        rho=pool.inputs.rho)
+        rho=pool.inputs.rho, laplace=pool.inputs.laplace)
     pool.write_inputs(other)
     error = _refused(pool, AuthorizationRefused, spec=pool.spec(
         inputs_digest=other.inputs.digest()))
@@ -452,7 +455,7 @@ def test_operator_forged_authorization_draws_nothing(pool: Pool) -> None:
     aggregator refuses before any key is released or any noise drawn."""
     forger = Ledger(POOL_RECIPIENT_KEY, log=SignerKey.generate(POOL_LOG_SIGNER.name))
     forged = forger.authorize(pool.inputs.model_copy(update={"debits": ()}),
-                              rho=pool.inputs.rho)
+                              rho=pool.inputs.rho, laplace=pool.inputs.laplace)
     pool.write_inputs(forged)
     error = _refused(pool, AuthorizationRefused, spec=pool.spec(
         inputs_digest=forged.inputs.digest()))
@@ -489,7 +492,7 @@ def test_another_authorization_draws_other_noise(pool: Pool) -> None:
     """A fresh draw needs a fresh authorization (debited first): it gets other noise."""
     first, _ = pool.run(noise=None)
     again = pool.ledger.authorize(pool.inputs.model_copy(update={
-        "pool_id": "pool-2", "debits": ()}), rho=pool.inputs.rho)
+        "pool_id": "pool-2", "debits": ()}), rho=pool.inputs.rho, laplace=pool.inputs.laplace)
     pool.write_inputs(again)
     second, _ = pool.run(pool.spec(inputs_digest=again.inputs.digest(),
                                    result_uri=f"file://{pool.out}-2"), noise=None)
