@@ -46,7 +46,7 @@ from typing import Any, Final
 from sealbench.crypto.canonical import canonical_json
 
 from . import interface as api
-from .release import NoiseSource, ReleaseSpec
+from .release import NoiseSource, PrivacyLoss, ReleaseSpec
 
 __all__ = [
     "MAX_STATISTICS_BYTES",
@@ -61,6 +61,7 @@ __all__ = [
     "pool_exact",
     "pooled_release_spec",
     "seal_statistics",
+    "summary_loss",
 ]
 
 STATISTICS_FORMAT: Final = "sealbench/pool-statistics"
@@ -182,6 +183,21 @@ def pooled_release_spec(plugin: api.Benchmark) -> ReleaseSpec | None:
         return plugin.pooled_release_spec
     spec: ReleaseSpec | None = getattr(plugin, "release_spec", None)
     return spec
+
+
+def summary_loss(summary: api.PublicSummary) -> PrivacyLoss | None:
+    """What ``summary`` cost, all its releases together: those it lists in ``releases`` where a
+    plug-in splits one release between a headline and a breakdown (WDBC's pooled summary: its
+    AUROC by Laplace, the rest Gaussian), else its one release's (None for a summary without
+    releases). What a pooled release must have been authorized to debit, exactly."""
+    releases = getattr(summary, "releases", None)
+    if releases is None:
+        one = api.release_of(summary)
+        return None if one is None else one.loss
+    total = PrivacyLoss()
+    for part in releases:
+        total = total + part.loss
+    return total
 
 
 def parse_pooled_summary(plugin: api.Benchmark, doc: Any) -> api.PublicSummary:

@@ -312,6 +312,12 @@ class WdbcSummary(BaseModel):
                 raise ValueError("the AUROC's release holds no auroc column") from exc
         return self
 
+    @property
+    def releases(self) -> tuple[rel.Release, ...]:
+        """Every release the summary carries (the breakdown, then a version 3's headline AUROC):
+        together what it cost (:func:`sealbench.benchmarks.pooling.summary_loss`)."""
+        return (self.release,) if self.auroc is None else (self.release, self.auroc)
+
     def to_json(self) -> JsonObject:
         return self.model_dump(mode="json")
 

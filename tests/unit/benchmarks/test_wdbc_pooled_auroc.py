@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from sealbench.benchmarks import pooling
 from sealbench.benchmarks import release as rel
 from sealbench.benchmarks.interface import Figure, SummaryError
 from sealbench.benchmarks.seeded_noise import SeededDiscreteGaussian
@@ -95,7 +96,10 @@ def test_the_headline_is_the_auroc_over_all_cases_and_costs_its_share_of_the_pin
     assert headline.mechanism == "laplace" and headline.library.startswith("sealbench")
     assert headline.epsilon == pytest.approx(0.95) and breakdown.epsilon == pytest.approx(0.05)
     total = headline.loss + breakdown.loss
-    assert WDBC.pooled_release_spec.loss == total
+    # what the pool was authorized to debit is what the summary's releases cost, both parts
+    assert WDBC.pooled_release_spec.loss == total == pooling.summary_loss(summary)
+    site = WDBC.summarise(results, rel.InsecureFixedNoise())
+    assert pooling.summary_loss(site) == site.release.loss  # a site's: its one release
     assert total.epsilon_at(1e-6) <= 1.0 + 1e-9
     # the keyed noise is a function of the seed: a relaunch draws the same figure
     again = WDBC.pooled_summary(results, SeededDiscreteGaussian(b"\x01" * 32))
