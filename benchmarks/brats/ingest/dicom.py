@@ -14,7 +14,8 @@ position as origin.
 
 A study folder is read whole (every file under it, any depth): files ending ``.nii``/``.nii.gz``
 are annotations (:mod:`.pipeline`), the rest must be DICOM. MR image series become
-:class:`Series`; a DICOM-SEG object is kept for the annotation step; other DICOM objects
+:class:`Series`; a DICOM-SEG object or an RT Structure Set (:mod:`.rtstruct`) is kept for the
+annotation step; other DICOM objects
 (presentation states, structured reports, localisers without geometry) are counted and left out.
 """
 
@@ -31,12 +32,15 @@ from pydicom.errors import InvalidDicomError
 
 from .errors import SeriesError, StudyError
 
-__all__ = ["MAX_FILES", "SEG_STORAGE", "Series", "Study", "read_study", "series_volume"]
+__all__ = ["MAX_FILES", "RTSTRUCT_STORAGE", "SEG_STORAGE", "Series", "Study", "read_study",
+           "series_volume"]
 
 #: At most this many files in one study folder.
 MAX_FILES = 20_000
 #: Segmentation Storage.
 SEG_STORAGE = "1.2.840.10008.5.1.4.1.1.66.4"
+#: RT Structure Set Storage.
+RTSTRUCT_STORAGE = "1.2.840.10008.5.1.4.1.1.481.3"
 _ORIENTATION_TOLERANCE = 1e-4
 _SPACING_TOLERANCE = 0.01  # relative
 _NIFTI = (".nii", ".nii.gz")
@@ -66,14 +70,15 @@ class Series:
 
 @dataclass(frozen=True)
 class Study:
-    """A study folder read: its image series, DICOM-SEG files, NIfTI files, and how many other
-    DICOM objects were left out."""
+    """A study folder read: its image series, DICOM-SEG files, NIfTI files, how many other
+    DICOM objects were left out, and RT Structure Set files."""
 
     series: tuple[Series, ...]
     segmentations: tuple[Path, ...]
     niftis: tuple[Path, ...]
     skipped: int
     study_uid: str
+    structures: tuple[Path, ...] = ()
 
 
 def _float(ds: pydicom.Dataset, name: str) -> float | None:
@@ -93,6 +98,7 @@ def read_study(folder: Path) -> Study:
         raise StudyError(f"more than {MAX_FILES} files in the study folder")
     groups: dict[str, list[tuple[Path, pydicom.Dataset]]] = defaultdict(list)
     segs: list[Path] = []
+    structures: list[Path] = []
     niftis: list[Path] = []
     skipped = 0
     not_dicom = 0
@@ -111,6 +117,9 @@ def read_study(folder: Path) -> Study:
         sop_class = str(ds.get("SOPClassUID", ""))
         if sop_class == SEG_STORAGE:
             segs.append(path)
+            continue
+        if sop_class == RTSTRUCT_STORAGE:
+            structures.append(path)
             continue
         if ds.get("Modality") != "MR" or "ImagePositionPatient" not in ds \
                 or "ImageOrientationPatient" not in ds or "PixelSpacing" not in ds:
@@ -143,7 +152,8 @@ def read_study(folder: Path) -> Study:
         raise StudyError(f"series numbers {duplicated} are used by more than one series")
     return Study(series=tuple(sorted(series, key=lambda s: s.number)),
                  segmentations=tuple(segs), niftis=tuple(niftis), skipped=skipped,
-                 study_uid=study_uids.pop() if study_uids else "")
+                 study_uid=study_uids.pop() if study_uids else "",
+                 structures=tuple(structures))
 
 
 def series_volume(series: Series) -> sitk.Image:

@@ -25,7 +25,7 @@ Each study is a function of its seed:
 6. **An annotation in native space**: the truth's labels drawn on the T1 post-contrast grid (each
    label's indicator interpolated, then the largest), in the hospital's own convention
    (``labels``, BraTS 2021's {1, 2, 4} by default), as NIfTI and, optionally, DICOM-SEG
-   (:mod:`.dicomseg`).
+   (:mod:`.dicomseg`) and RTSTRUCT (:mod:`.rtstruct`: contours per tissue).
 """
 
 from __future__ import annotations
@@ -162,6 +162,7 @@ class PhantomStudy:
     annotation_nifti: Path
     annotation_seg: Path | None = None
     labels: Mapping[str, int] = field(default_factory=dict)
+    annotation_rtstruct: Path | None = None
 
 
 def rotation(degrees: tuple[float, float, float]) -> Matrix:
@@ -358,12 +359,14 @@ def _dataset(spec: SequenceSpec, phi: PlantedPhi, study_uid: str, series_uid: st
 
 def write_study(out_root: Path, seed: int, contract: BratsContract = BRATS_2023_GLI, *,
                 labels: Mapping[str, int] | None = None, dicom_seg: bool = False,
-                foci: int | None = None,
+                rtstruct: bool = False, foci: int | None = None,
                 sequences: Sequence[SequenceSpec] = SEQUENCES) -> PhantomStudy:
     """Write the study of ``seed`` into a new folder under ``out_root`` named after its planted
     identifiers; returns where it is and what it holds. ``labels`` maps the contract's tissue
     names to the hospital's label values for the annotation (default BraTS 2021's);
-    ``sequences`` the series to acquire (default :data:`SEQUENCES`)."""
+    ``sequences`` the series to acquire (default :data:`SEQUENCES`); ``dicom_seg`` and
+    ``rtstruct`` also write the annotation as a DICOM-SEG and an RT Structure Set (a study to
+    ingest holds one annotation: remove the others first)."""
     rng = np.random.default_rng([seed, 44])
     truth = template_pose_case(seed, contract, foci=foci)
     voxel_mm = template_on_grid(contract.shape).voxel_mm
@@ -386,6 +389,7 @@ def write_study(out_root: Path, seed: int, contract: BratsContract = BRATS_2023_
     study_uid, frame_uid = generate_uid(), generate_uid()
     annotated: Path | None = None
     seg_path: Path | None = None
+    rt_path: Path | None = None
     scale = min(1.0, 1.0 / voxel_mm * 1.05)
     for spec in sequences:
         motion = rotation(tuple(rng.uniform(-2.0, 2.0, 3)))
@@ -433,7 +437,13 @@ def write_study(out_root: Path, seed: int, contract: BratsContract = BRATS_2023_
 
                 seg_path = folder / f"{phi.file_stem}_SEG.dcm"
                 write_dicom_seg(seg_path, sources, volume, labels)
+            if rtstruct:
+                from .rtstruct import write_rtstruct
+
+                rt_path = folder / f"{phi.file_stem}_RTSTRUCT.dcm"
+                write_rtstruct(rt_path, sources, volume, labels)
     assert annotated is not None
     brain = next(iter(truth.modalities.values())) > 0
     return PhantomStudy(folder=folder, truth=truth, brain=brain, phi=phi,
-                        annotation_nifti=annotated, annotation_seg=seg_path, labels=labels)
+                        annotation_nifti=annotated, annotation_seg=seg_path, labels=labels,
+                        annotation_rtstruct=rt_path)

@@ -13,6 +13,9 @@ and ``..._seg.nii.gz``. The work folder (0700, the hospital's) holds::
     ingest.json                the run's summary: every case's review and the declared preparation
     accepted/<case>/           what the hospital accepted (hard links), the input of
                                ``sealbench dataset prepare``
+    accepted/ingestion.json    how they were prepared, no case in it (:mod:`.provenance`):
+                               ``dataset prepare`` puts it in the prepared ``dataset.json`` and
+                               ``dataset register`` sends it to the registry
 
 Each case is built in a hidden ``.partial-<case>-<random>`` folder and renamed into place when
 whole; its review is renamed last, so a case whose review exists is finished and a rerun (after
@@ -38,7 +41,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 import SimpleITK as sitk  # noqa: N813
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from sealbench.crypto.canonical import canonical_json
 from sealbench.crypto.files import write_private
@@ -49,6 +52,7 @@ from ..synthetic import brats_affine
 from .dicom import Study, read_study, series_volume
 from .errors import AnnotationError, IngestError, StudyError
 from .geometry import template_on_grid
+from .provenance import PROVENANCE_FILE, IngestProvenance, ProvenanceGrid, software_versions
 from .pseudonyms import Pseudonyms
 from .register import DECLARED, BrainExtractor, MorphologicalBrainExtractor, register_case
 from .review import CaseReview, SeriesUsed, overview_png, registration_png, review_case
@@ -93,6 +97,9 @@ class IngestReport(BaseModel):
     contract_grid: dict[str, list[int] | list[float]]
     preparation: dict[str, str]
     cases: tuple[CaseReview, ...]
+    source: Source = "dicom"
+    #: The versions of the libraries that prepared the cases (:mod:`.provenance`).
+    software: dict[str, str] = Field(default_factory=dict)
 
     @property
     def ready(self) -> tuple[str, ...]:
@@ -148,11 +155,21 @@ def _dicom_inputs(study: Study, options: IngestOptions, contract: BratsContract,
     used = {m: SeriesUsed(number=s.number, size=images[m].GetSize(),
                           spacing_mm=tuple(round(v, 4) for v in images[m].GetSpacing()))
             for m, s in found.items()}
-    sources = [p for p in study.niftis] + [p for p in study.segmentations]
+    sources = [*study.niftis, *study.segmentations, *study.structures]
     if len(sources) != 1:
-        raise AnnotationError(f"the study holds {len(sources)} annotations (NIfTI or DICOM-SEG); "
-                              "one is needed")
-    if study.segmentations:
+        raise AnnotationError(f"the study holds {len(sources)} annotations (NIfTI, DICOM-SEG or "
+                              "RTSTRUCT); one is needed")
+    if study.structures:
+        from .rtstruct import read_rtstruct, referenced_series
+
+        uid = referenced_series(study.structures[0])
+        drawn_on = [m for m, s in found.items() if s.uid == uid]
+        if not drawn_on:
+            raise AnnotationError("the RTSTRUCT's contours are drawn on a series that is not "
+                                  "one of the recognised sequences")
+        annotation = read_rtstruct(study.structures[0], images[drawn_on[0]], options.mapping,
+                                   contract)
+    elif study.segmentations:
         from .dicomseg import read_dicom_seg
 
         annotation = read_dicom_seg(study.segmentations[0], options.mapping, contract)
@@ -325,14 +342,21 @@ def ingest(studies_dir: Path, work_dir: Path, contract: BratsContract,
     report = IngestReport(contract_grid={"shape": list(contract.shape),
                                          "spacing_mm": list(contract.spacing_mm)},
                           preparation=declared,
-                          cases=tuple(done[k] for k in sorted(done)))
+                          cases=tuple(done[k] for k in sorted(done)),
+                          source=options.source, software=software_versions())
     write_private(work_dir / SUMMARY_FILE, canonical_json(report.model_dump(mode="json")))
     return report
 
 
 def accept(work_dir: Path, case_ids: Iterable[str]) -> tuple[str, ...]:
     """Make ``accepted/`` hold exactly ``case_ids`` (each a ready case), as hard links of their
-    files; built beside and renamed into place, so it is whole or absent."""
+    files, and ``ingestion.json`` (how they were prepared, from the run's ``ingest.json``);
+    built beside and renamed into place, so it is whole or absent."""
+    try:
+        run = IngestReport.model_validate_json((work_dir / SUMMARY_FILE).read_bytes())
+    except (OSError, ValueError) as exc:
+        raise IngestError(f"{work_dir} holds no readable {SUMMARY_FILE}: run the ingestion "
+                          "first") from exc
     reviews = _reviews(work_dir)
     chosen = tuple(sorted(set(case_ids)))
     problems = [c for c in chosen if c not in reviews or reviews[c].status != "ready"]
@@ -343,6 +367,13 @@ def accept(work_dir: Path, case_ids: Iterable[str]) -> tuple[str, ...]:
     tmp = work_dir / f".accepted-{secrets.token_hex(4)}"
     tmp.mkdir()
     try:
+        shape, spacing = run.contract_grid["shape"], run.contract_grid["spacing_mm"]
+        provenance = IngestProvenance(
+            source=run.source,
+            contract_grid=ProvenanceGrid(shape=(int(shape[0]), int(shape[1]), int(shape[2])),
+                                         spacing_mm=(spacing[0], spacing[1], spacing[2])),
+            preparation=run.preparation, software=run.software, accepted_cases=len(chosen))
+        (tmp / PROVENANCE_FILE).write_bytes(canonical_json(provenance.model_dump(mode="json")))
         for case_id in chosen:
             (tmp / case_id).mkdir()
             for path in sorted((work_dir / CASES_DIR / case_id).iterdir()):
