@@ -14,6 +14,12 @@ with ``dataset.json``, ``statistics.json`` (:mod:`.statistics`: counts and the c
 grid, nothing computed from a case) and the canonical manifest of ``data/``
 (:func:`sealbench.crypto.manifest.build_manifest`).
 
+A raw folder written by ``sealbench dataset ingest`` (its ``accepted/``) also holds
+``ingestion.json``, how the cases were brought onto the grid
+(:class:`.ingest.provenance.IngestProvenance`: the method, no case): it is validated (an invalid
+one stops the preparation, nothing written) and kept in ``dataset.json`` under ``ingestion``,
+so the manifest's digest covers it and ``dataset register`` sends it to the registry.
+
 Hidden entries (names starting with a dot: ``.DS_Store``, ``._*`` resource forks, editor
 files) are not cases and not parts of one: they are skipped, neither read nor reported.
 
@@ -34,7 +40,7 @@ from typing import Literal
 
 import nibabel
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from sealbench.crypto.canonical import canonical_json
 from sealbench.crypto.digest import Sha256Digest
@@ -52,6 +58,7 @@ from .cases import (
 )
 from .contract import BratsContract
 from .errors import CaseContractError, CaseError, PreparationError
+from .ingest.provenance import MAX_PROVENANCE_BYTES, PROVENANCE_FILE, IngestProvenance
 from .layouts import RawLayout, folder_layout
 from .normalise import brain_mask, normalise_modalities
 from .statistics import DatasetStatistics, dataset_statistics
@@ -250,9 +257,36 @@ def _publish(tmp: Path, out_dir: Path) -> None:
         raise
 
 
+def _ingestion(path: Path) -> dict[str, object]:
+    """The ingestion record at ``path``, validated; :class:`PreparationError` (no value of the
+    file quoted) when it is not one."""
+    try:
+        if path.stat().st_size > MAX_PROVENANCE_BYTES:
+            raise PreparationError(f"{PROVENANCE_FILE} is larger than "
+                                   f"{MAX_PROVENANCE_BYTES // 1024} KiB")
+        record = IngestProvenance.model_validate_json(path.read_bytes())
+    except OSError as exc:
+        raise PreparationError(f"{PROVENANCE_FILE} cannot be read") from exc
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = first.get("loc", ())
+        # Only a field of the record is named: a key of the file may be anything, a name too.
+        where = str(loc[0]) if loc and loc[0] in IngestProvenance.model_fields else "a field"
+        problem = "not allowed" if first.get("type") == "extra_forbidden" else "invalid"
+        raise PreparationError(
+            f"{PROVENANCE_FILE} is not the record 'sealbench dataset ingest' writes ({where} "
+            f"{problem}); accept the cases again with 'dataset ingest' or remove the "
+            "file") from None
+    return record.model_dump(mode="json")
+
+
 def _prepare_into(raw_dir: Path, tmp: Path, contract: BratsContract,
                   progress: ProgressFn | None) -> PreparationReport:
     entries = _visible(raw_dir)
+    ingestion = None
+    if (raw_dir / PROVENANCE_FILE).is_file() and not (raw_dir / PROVENANCE_FILE).is_symlink():
+        ingestion = _ingestion(raw_dir / PROVENANCE_FILE)
+        entries = [e for e in entries if e.name != PROVENANCE_FILE]
     layout = folder_layout([e for e in entries if e.is_dir() and not e.is_symlink()], contract)
     cases_dir = tmp / DATA_DIR / CASES_DIR
     cases_dir.mkdir(parents=True)
@@ -281,6 +315,7 @@ def _prepare_into(raw_dir: Path, tmp: Path, contract: BratsContract,
     (data / DATASET_FILE).write_bytes(canonical_json({
         "format": PREPARED_FORMAT, "version": 1, "n_cases": len(accepted),
         "contract": contract.model_dump(mode="json"),
+        **({} if ingestion is None else {"ingestion": ingestion}),
     }))
     manifest = build_manifest(data)
     (tmp / MANIFEST_FILE).write_bytes(manifest.to_bytes())

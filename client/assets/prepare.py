@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # numpy, nibabel and onnxruntime load only when a command nee
 
 __all__ = [
     "GRID_STATISTIC",
+    "INGESTION_STATISTIC",
     "RECIPIENT_STATISTIC",
     "Ingestion",
     "accept_ingested",
@@ -60,6 +61,9 @@ __all__ = [
 RECIPIENT_STATISTIC: Final = "result_recipient_digest"
 #: Key of the dataset's grid (``{"shape": [...], "spacing_mm": [...]}``) in its ``statistics``.
 GRID_STATISTIC: Final = "grid"
+#: Key of how an ingested dataset was prepared (``dataset ingest``'s record, kept by the
+#: plug-in in ``dataset.json`` under the same key) in its registration's ``statistics``.
+INGESTION_STATISTIC: Final = "ingestion"
 _MAX_JSON: Final = 4 << 20
 
 
@@ -423,7 +427,8 @@ def dataset_registration(
     fingerprint_key: bytes | None = None,
 ) -> DatasetCreate:
     """The registration of a prepared dataset: its manifest digest, case count, the
-    preparation's counts (never a value of a case: an old document is refused) and grid
+    preparation's counts (never a value of a case: an old document is refused), how an ingested
+    dataset was prepared (``dataset.json``'s ``ingestion``: the method, no case) and grid
     (``statistics["grid"]``, which the registry compares with the
     benchmark's contract, when the contract has one), and its lifetime privacy budget
     (``budget_*``; None: the registry's default, or the group's when joining ``budget_group``).
@@ -453,6 +458,8 @@ def dataset_registration(
     statistics: dict[str, Any] = {"preparation": preparation, RECIPIENT_STATISTIC: recipient_digest}
     if grid is not None:
         statistics[GRID_STATISTIC] = grid_json(grid)
+    if isinstance(info.get(INGESTION_STATISTIC), dict):
+        statistics[INGESTION_STATISTIC] = info[INGESTION_STATISTIC]
     case_count = int(info.get("n_cases", 0))
     fingerprints = None
     if fingerprint_key is not None:
