@@ -5,8 +5,9 @@ of 30 features and a benign/malignant label, a model returns P(malignant), and t
 summary is a differentially private release (:mod:`.summary`: the Brier score and per-class
 counts in 20 logit-spaced score bins, at epsilon 1, delta 1e-6 per release) from which AUROC,
 sensitivity and specificity at the fixed threshold 0.5 and the Brier score are computed, for a
-site and pooled over sites. Declared in the entry-point group ``sealbench.benchmarks`` as
-``wdbc`` (``pyproject.toml``).
+site and pooled over sites. Pooled inside a TEE, the AUROC is computed exactly over every case
+and released on its own (:mod:`.private_auroc`). Declared in the entry-point group
+``sealbench.benchmarks`` as ``wdbc`` (``pyproject.toml``).
 """
 
 from __future__ import annotations
@@ -56,9 +57,11 @@ _H, _L, _N = api.Direction.HIGHER, api.Direction.LOWER, api.Direction.NEUTRAL
 PRESENTATION: Final = api.Presentation(
     metrics=(
         api.MetricSpec("auroc", "AUROC", "", _H, True,
-                       "area under the ROC curve on 20 logit-spaced score bins (same-bin pairs "
-                       "count 1/2), differentially private release; 95% interval with release "
-                       "noise and DeLong sampling error"),
+                       "area under the ROC curve, differentially private release: per site on "
+                       "20 logit-spaced score bins (same-bin pairs count 1/2), 95% interval with "
+                       "release noise and DeLong sampling error; pooled in a TEE computed exactly "
+                       "over every case and released alone (Laplace), 95% interval with the "
+                       "noise and the Birnbaum-Klose sampling bound"),
         api.MetricSpec("sensitivity", "Sensitivity", "", _H, True,
                        f"malignant cases called malignant at P >= {s.THRESHOLD}, differentially "
                        "private release; 95% interval with release noise and sampling error"),
