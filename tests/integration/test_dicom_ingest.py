@@ -12,6 +12,7 @@ run through the shipped reference model.
 from __future__ import annotations
 
 import gzip
+import json
 import logging
 import shutil
 import stat
@@ -25,6 +26,7 @@ import pytest
 from sealbench.benchmarks.brats.cases import Case
 from sealbench.benchmarks.brats.contract import BRATS_2023_GLI
 from sealbench.benchmarks.brats.definition import load_definition, load_model_bytes
+from sealbench.benchmarks.brats.errors import PreparationError
 from sealbench.benchmarks.brats.inference import OnnxSegmenter
 from sealbench.benchmarks.brats.ingest.phantom import PhantomStudy, write_study
 from sealbench.benchmarks.brats.ingest.pipeline import (
@@ -36,9 +38,12 @@ from sealbench.benchmarks.brats.ingest.pipeline import (
     accept,
     ingest,
 )
+from sealbench.benchmarks.brats.ingest.provenance import PROVENANCE_FILE
 from sealbench.benchmarks.brats.ingest.pseudonyms import PSEUDONYM_FILE
 from sealbench.benchmarks.brats.ingest.sequences import DEFAULT_MAPPING
 from sealbench.benchmarks.brats.prepare import prepare_dataset
+from sealbench.client.assets.prepare import INGESTION_STATISTIC, dataset_registration
+from sealbench.crypto.digest import sha256_digest
 
 pytest.importorskip("pydicom")
 
@@ -146,6 +151,45 @@ def test_nothing_accepted_until_the_hospital_accepts_then_it_prepares(
     accepted = accept(world.work, world.report.ready)
     report = prepare_dataset(world.work / ACCEPTED_DIR, tmp_path / "prepared", HALF)
     assert report.accepted == accepted and report.rejected == ()
+
+
+def test_the_registration_says_how_the_cases_were_prepared_and_names_no_case(
+        world: World, tmp_path: Path) -> None:
+    accepted = accept(world.work, world.report.ready)
+    prepared = tmp_path / "prepared"
+    prepare_dataset(world.work / ACCEPTED_DIR, prepared, HALF)
+    body = dataset_registration(prepared, "site", sha256_digest(b"r"), None)
+    record = body.statistics[INGESTION_STATISTIC]
+    assert record["format"] == "sealbench/ingest-provenance" and record["source"] == "dicom"
+    assert record["accepted_cases"] == len(accepted)
+    assert record["contract_grid"] == {"shape": list(HALF.shape),
+                                       "spacing_mm": list(HALF.spacing_mm)}
+    steps = record["preparation"]
+    assert "MNI ICBM152" in steps["template"] and "rigid" in steps["co_registration"]
+    assert steps["brain_extraction"] == "built-in morphological" and steps["reference"] == "t1c"
+    assert {"simpleitk", "pydicom", "sealbench"} <= set(record["software"])
+    # in the manifest's data (dataset.json), so the digest covers it
+    assert b'"ingestion"' in (prepared / "data" / "dataset.json").read_bytes()
+    text = json.dumps(body.statistics).lower()
+    for case in world.report.cases:  # no pseudonym, no case figure: the method only
+        assert case.case_id.lower() not in text
+    assert not any(s.lower() in text for s in world.study.phi.strings())
+    assert "brain_ml" not in text and "nmi" not in text
+
+
+def test_a_tampered_ingestion_record_stops_the_preparation(
+        world: World, tmp_path: Path) -> None:
+    accept(world.work, world.report.ready)
+    raw = tmp_path / "raw"
+    shutil.copytree(world.work / ACCEPTED_DIR, raw)
+    record = json.loads((raw / PROVENANCE_FILE).read_text())
+    record["Doe^Jane"] = [{"case_id": "BraTS-GLI-00001-000"}]
+    (raw / PROVENANCE_FILE).write_text(json.dumps(record))
+    with pytest.raises(PreparationError, match=r"ingestion\.json is not the record") as caught:
+        prepare_dataset(raw, tmp_path / "prepared", HALF)
+    assert "Doe" not in str(caught.value)
+    assert not (tmp_path / "prepared").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
 def test_rerun_resumes_without_redoing_finished_cases(world: World) -> None:

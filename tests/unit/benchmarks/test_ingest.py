@@ -1,6 +1,7 @@
 """DICOM ingestion's parts (issue 43) on a small phantom study: conversion refusals named by
-series, sequence recognition from the mapping file, DICOM-SEG vs NIfTI annotations, pseudonyms,
-and labels carried by indicator interpolation (not nearest neighbour)."""
+series, gantry tilt kept, sequence recognition from the mapping file, DICOM-SEG and RTSTRUCT vs
+NIfTI annotations, pseudonyms, and labels carried by indicator interpolation (not nearest
+neighbour)."""
 
 from __future__ import annotations
 
@@ -36,9 +37,10 @@ from sealbench.benchmarks.brats.ingest.phantom import (
     rotation,
     write_study,
 )
-from sealbench.benchmarks.brats.ingest.pipeline import _classes
+from sealbench.benchmarks.brats.ingest.pipeline import IngestOptions, _classes, _dicom_inputs
 from sealbench.benchmarks.brats.ingest.pseudonyms import PSEUDONYM_FILE, Pseudonyms
 from sealbench.benchmarks.brats.ingest.register import carry_labels
+from sealbench.benchmarks.brats.ingest.rtstruct import read_rtstruct, referenced_series
 from sealbench.benchmarks.brats.ingest.sequences import (
     DEFAULT_MAPPING,
     SequenceRule,
@@ -53,7 +55,8 @@ MAPPING = DEFAULT_MAPPING.model_copy(update={"annotation_labels": {1: "NETC", 2:
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory: pytest.TempPathFactory) -> PhantomStudy:
-    return write_study(tmp_path_factory.mktemp("studies"), 3, SMALL, dicom_seg=True)
+    return write_study(tmp_path_factory.mktemp("studies"), 3, SMALL, dicom_seg=True,
+                       rtstruct=True)
 
 
 def _series(study: PhantomStudy, number: int) -> Series:
@@ -172,6 +175,106 @@ def test_dicom_seg_and_nifti_annotations_agree(study: PhantomStudy) -> None:
     assert (b > 0).sum() > 100
     assert np.array_equal(a, b)
     assert set(np.unique(b)) <= {0, 1, 2, 3}
+
+
+def _arrays(a: sitk.Image, b: sitk.Image) -> tuple[np.ndarray, np.ndarray]:
+    assert a.GetSize() == b.GetSize()
+    assert np.allclose(a.GetOrigin(), b.GetOrigin(), atol=1e-3)
+    assert np.allclose(a.GetDirection(), b.GetDirection(), atol=1e-5)
+    return sitk.GetArrayFromImage(a), sitk.GetArrayFromImage(b)
+
+
+def test_rtstruct_contours_rasterise_onto_the_nifti_annotation(study: PhantomStudy) -> None:
+    assert study.annotation_rtstruct is not None
+    series = {s.uid: s for s in read_study(study.folder).series}
+    drawn_on = series[referenced_series(study.annotation_rtstruct)]
+    assert drawn_on.number == 7  # the oblique 3D T1 post-contrast
+    rt = read_rtstruct(study.annotation_rtstruct, series_volume(drawn_on), MAPPING, SMALL)
+    nifti = _classes(sitk.ReadImage(str(study.annotation_nifti)), MAPPING, SMALL)
+    a, b = _arrays(rt, nifti)
+    assert (b == 3).sum() > 50 and (b == 2).sum() > 100
+    for value in (1, 2, 3):
+        dice = 2 * ((a == value) & (b == value)).sum() / ((a == value).sum() + (b == value).sum())
+        assert dice >= 0.99, (value, dice)
+
+
+def test_a_study_annotated_by_rtstruct_takes_the_same_path(study: PhantomStudy,
+                                                           tmp_path: Path) -> None:
+    assert study.annotation_rtstruct is not None and study.annotation_seg is not None
+    folder = tmp_path / "study"
+    shutil.copytree(study.folder, folder)
+    for other in (study.annotation_nifti, study.annotation_seg):
+        (folder / other.name).unlink()
+    _, _, annotation, annotated = _dicom_inputs(read_study(folder), IngestOptions(
+        mapping=MAPPING), SMALL)
+    assert annotated == "t1c"
+    nifti = _classes(sitk.ReadImage(str(study.annotation_nifti)), MAPPING, SMALL)
+    a, b = _arrays(annotation, nifti)
+    assert (a != b).mean() < 0.001
+
+
+def test_rtstruct_roi_with_an_unknown_name_or_off_slice_stops_the_case_unnamed(
+        study: PhantomStudy, tmp_path: Path) -> None:
+    assert study.annotation_rtstruct is not None
+    image = series_volume(_series(study, 7))
+    ds = pydicom.dcmread(study.annotation_rtstruct)
+    ds.StructureSetROISequence[1].ROIName = "Doe^Jane oedema"
+    ds.save_as(tmp_path / "renamed.dcm")
+    with pytest.raises(StudyError, match=r"^ROI 2's name is not in the mapping") as caught:
+        read_rtstruct(tmp_path / "renamed.dcm", image, MAPPING, SMALL)
+    assert "doe" not in str(caught.value).lower()
+    ds = pydicom.dcmread(study.annotation_rtstruct)
+    contour = ds.ROIContourSequence[0].ContourSequence[0]
+    points = np.asarray(contour.ContourData, dtype=np.float64).reshape(-1, 3)
+    normal = np.array(image.GetDirection()).reshape(3, 3)[:, 2]
+    contour.ContourData = [f"{v:.4f}" for v in (points + 0.4 * normal).ravel()]
+    ds.save_as(tmp_path / "moved.dcm")
+    with pytest.raises(StudyError, match="a contour of ROI 1 does not lie on a slice"):
+        read_rtstruct(tmp_path / "moved.dcm", image, MAPPING, SMALL)
+
+
+def test_a_gantry_tilted_stack_keeps_its_shear_and_over_30_degrees_is_refused(
+        study: PhantomStudy, tmp_path: Path) -> None:
+    for degrees, folder in ((12.0, tmp_path / "tilted"), (35.0, tmp_path / "steep")):
+        files = _copy_series(study, 4, folder)
+        positions = {}
+        for path in files:
+            ds = pydicom.dcmread(path)
+            orientation = np.array(ds.ImageOrientationPatient, dtype=float)
+            column = orientation[3:]
+            step = float(ds.SpacingBetweenSlices)
+            k = int(ds.InstanceNumber) - 1
+            # A tilted gantry: each slice's plane is the same, shifted along the column
+            # direction by tan(tilt) for every slice step along the normal.
+            shifted = np.array(ds.ImagePositionPatient, dtype=float) \
+                + k * step * np.tan(np.radians(degrees)) * column
+            ds.ImagePositionPatient = [f"{v:.6f}" for v in shifted]
+            ds.save_as(path)
+            positions[k] = (shifted, orientation, [float(v) for v in ds.PixelSpacing])
+        series = _series_at(folder / "study")
+        if degrees > 30:
+            with pytest.raises(SeriesError, match=r"^series 4: slices are offset by 35\.0 "
+                                                  r"degrees .*gantry tilt over 30"):
+                series_volume(series)
+            continue
+        image = series_volume(series)
+        for k, (position, orientation, spacing) in positions.items():
+            expected = position + 3 * spacing[1] * orientation[:3] + 5 * spacing[0] \
+                * orientation[3:]
+            assert np.allclose(image.TransformIndexToPhysicalPoint((3, 5, k)), expected,
+                               atol=1e-3), k
+        # the slice step is along the tilted axis: the planes' distance over cos(tilt)
+        assert image.GetSpacing()[2] == pytest.approx(step / np.cos(np.radians(degrees)),
+                                                      rel=1e-4)
+        # resampling goes through the sheared geometry: the untilted series sampled on the
+        # tilted grid agrees on the first slice (not shifted) and not on a later one
+        original = series_volume(_series(study, 4))
+        on_tilted = sitk.GetArrayFromImage(sitk.Resample(
+            original, image, sitk.Transform(), sitk.sitkNearestNeighbor, 0.0))
+        pixels = sitk.GetArrayFromImage(image)
+        assert np.array_equal(on_tilted[0], pixels[0])
+        middle = len(positions) // 2
+        assert not np.array_equal(on_tilted[middle], pixels[middle])
 
 
 def test_unknown_annotation_label_stops_the_case(study: PhantomStudy) -> None:
