@@ -403,6 +403,7 @@ def _associate(
         if dataset is not None:
             # the data owner asks to join: it reads what each run publishes and consents
             warn_privacy_cost(client, bench, dataset, consent_exact=consent_exact)
+            render.consent_plan(out(), client, bench, dataset)
 
     with session(profile) as s:
         done = lifecycle.associate_asset(s.client, kind, asset_id, benchmark,

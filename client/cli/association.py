@@ -21,6 +21,7 @@ from sealbench.client.cli.common import (
     warn_experimental,
     warn_privacy_cost,
 )
+from sealbench.client.cli.render import consent_plan
 from sealbench.client.errors import ConfigError
 from sealbench.client.registry import governance
 from sealbench.client.registry.api import AssetKind, RegistryClient
@@ -93,6 +94,7 @@ def _decide(
         if owned is not None:
             # the data owner consents: it reads what each run costs its dataset's budget
             warn_privacy_cost(client, bench, owned, consent_exact=consent_exact)
+            consent_plan(out(), client, bench, owned)
 
     with session(profile) as s:
         done = governance.decide_association(s.client, kind, benchmark, asset, approve=approve,

@@ -37,6 +37,7 @@ __all__ = [
     "case_cells",
     "case_columns",
     "column_titles",
+    "consent_plan",
     "dataset_registered",
     "exact_request",
     "opened_result",
@@ -103,6 +104,9 @@ def print_table(console: Console, board: PooledLeaderboard) -> None:
     if any(s.values[0].tee_pooled for s in board.standings):
         console.print("in TEE: the sites' exact results pooled inside the benchmark's attested "
                       "aggregator, privacy noise drawn once for the pooled figure")
+    if any(_epsilon(s.values[0]) == "exact" for s in board.standings):
+        console.print("exact: published without privacy noise, by each data owner's consent "
+                      "(--consent-exact-release); no privacy bound")
     if any(_epsilon(s.values[0]) not in ("-", "exact") for s in board.standings):
         console.print("ε: the privacy loss of the release behind the figure (smaller: more "
                       "private, more noise)")
@@ -173,15 +177,40 @@ def benchmark_created(console: Console, created: BenchmarkPublic) -> None:
 
 
 def board_plan(console: Console, plugin: Benchmark, *, in_tee: bool | None,
-               sites: int = 3, cases: int = 50) -> None:
+               sites: int = 3, cases: int = 50, heading: bool = True) -> None:
     """What a benchmark's board will read at a typical start (``benchmark create``'s
     confirmation, the consent text): :func:`sealbench.benchmarks.planning.plan`'s lines."""
     from sealbench.benchmarks.planning import plan
 
-    console.print("what the board will read (privacy noise included; 'sealbench benchmark "
-                  "plan' for other sizes):", markup=False)
+    if heading:
+        console.print("what the board will read (privacy noise included; 'sealbench benchmark "
+                      "plan' for other sizes):", markup=False)
     for line in plan(plugin, sites=sites, cases=cases, in_tee=in_tee).lines():
         console.print(line, markup=False)
+
+
+def consent_plan(console: Console, client: Any, bench: BenchmarkPublic, dataset: int) -> None:
+    """What a hospital reads before it consents: the board's plan (:func:`board_plan`) at the
+    benchmark's sites once it joins (those approved, plus its own) and its dataset's size.
+    Says nothing when this machine lacks the benchmark's plug-in."""
+    from sealbench.client.errors import ClientError
+    from sealbench.client.extras import MissingExtraError
+    from sealbench.client.registry.workflows import plugin_for
+
+    try:
+        plugin = plugin_for(bench)
+        cases = int(client.get_dataset(dataset).case_count)
+    except (ClientError, MissingExtraError):
+        return
+    try:
+        joined = {a.asset_id for a in client.list_associations("dataset", bench.id)
+                  if a.status == "approved"}
+    except ClientError:
+        joined = set()
+    console.print(f"before you consent, what the board will read once dataset {dataset} "
+                  "joins:", markup=False)
+    board_plan(console, plugin, in_tee=bench.aggregator_image_digest is not None,
+               sites=len(joined - {dataset}) + 1, cases=cases, heading=False)
 
 
 def exact_request(body: BaseModel, *, sized_member: str | None = None) -> str:
@@ -273,7 +302,12 @@ def opened_result(console: Console, run_id: str, record: RunRecord,
     console.print(f"attestation: {signed}image {opened.claims.image_digest[:19]}"
                   "…, binds this summary and sealed result")
     held = opened.summary.withheld
-    if held is not None:
+    if held is not None and held.rule == "pooled":
+        console.print("no per-site release: the benchmark publishes its pooled release only "
+                      "(drawn inside the TEE over every current site); submitting this result "
+                      "lets the next pool include it and charges no per-site release; the "
+                      "per-case results below are yours")
+    elif held is not None:
         why = (f"{held.n_cases} case(s), the benchmark's minimum is {held.minimum}"
                if held.rule == "cases" else "a histogram bin under the plug-in's minimum")
         console.print(f"public summary withheld by the enclave (small-cell rule: {why}): "

@@ -40,6 +40,10 @@ def test_hospital_reads_the_cost_before_asking_to_join(cli: Cli, tmp_path: Path)
     text = " ".join(asked.output.split())
     assert "PRIVACY: each run of benchmark" in text and "costing epsilon 1 at delta 1e-06" in text
     assert text.index("PRIVACY") < text.index("pending")
+    # and what the board will read once it joins: its dataset's size, its site counted
+    plan = f"before you consent, what the board will read once dataset {dataset} joins:"
+    assert plan in text and text.index(plan) < text.index("pending")
+    assert "1 site x " in text and "expected 95% interval ±" in text
     # the model owner's consent spends no dataset's budget: no such line
     assert "PRIVACY" not in " ".join(cli("inbox", "--profile", "modelco").output.split())
 
@@ -57,6 +61,8 @@ def test_hospital_reads_the_cost_before_approving_an_invitation(cli: Cli, tmp_pa
     text = " ".join(approved.output.split())
     assert "PRIVACY: each run of benchmark" in text and text.index("PRIVACY") < text.index(
         "approved")
+    assert "what the board will read once dataset" in text
+    assert text.index("what the board will read") < text.index("approved")
 
 
 def _exact_benchmark(cli: Cli, tmp_path: Path) -> int:
