@@ -3,12 +3,17 @@ that share cases, has a lifetime privacy budget its owner set at registration; t
 charges every accepted result's release to it, refuses a release that would overspend it, and
 logs every charge as a ``privacy.debit`` event of the transparency log.
 
-**Accounting.** Budgets are stated as (epsilon, delta); the ledger adds up zCDP ``rho``
-(:func:`sealbench.benchmarks.release.rho_of`), in which privacy loss composes by addition: the
-budget is ``rho_of(budget_epsilon, budget_delta)`` and the spend is the sum of the debits' rho.
-People read spend and remainder back at the budget's delta (:func:`~sealbench.benchmarks.
-release.epsilon_of`). An **exact** release costs no rho; it is recorded (``exact``) and never
-refused here (each data owner's consent to exact releases is a separate rule).
+**Accounting** (issue 41; :mod:`sealbench.contract.privacy_loss`). Budgets are stated as
+(epsilon, delta). A debit is a release's :class:`~sealbench.contract.privacy_loss.PrivacyLoss`:
+its Gaussian part's zCDP ``rho`` (the rows and ``privacy.debit`` events of every release since
+issue 25) and the pure epsilons of its Laplace mechanisms (``laplace``, absent for none). The
+spend is the composition of the debits (Gaussians compose exactly by adding rho); it fits the
+budget when its epsilon at the budget's delta, on the exact Gaussian curve (with an RDP bound
+once Laplace parts are in), is at most the budget's epsilon. ``budget_rho`` is the Gaussian rho
+the budget holds on that curve (:func:`~sealbench.benchmarks.release.rho_of`), ``spent_rho``
+the spend's Gaussian part, ``remaining_rho`` how much more Gaussian rho fits. An **exact**
+release costs nothing; it is recorded (``exact``) and never refused here (each data owner's
+consent to exact releases is a separate rule).
 
 **The ledger** of a dataset is its own debits, or its group's when it is in one; it is locked
 (``SELECT ... FOR UPDATE`` on the dataset or group row; SQLite's write transaction holds the
@@ -20,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final, Literal
 
@@ -31,6 +36,7 @@ from sealbench.benchmarks.interface import Benchmark as Plugin
 from sealbench.benchmarks.interface import PublicSummary, release_of
 from sealbench.benchmarks.registry import load as load_plugin
 from sealbench.benchmarks.release import Release, ReleaseSpec, epsilon_of, rho_of
+from sealbench.contract.privacy_loss import SLACK, PrivacyLoss
 from sealbench.server.audit import append_event
 from sealbench.server.auth import Principal
 from sealbench.server.errors import (
@@ -71,7 +77,10 @@ __all__ = [
 
 #: Relative slack when comparing spend with budget, so that a budget set to exactly ``k``
 #: releases (rounded through epsilon and back) holds all ``k`` (1e-9 of a budget is no leak).
-_SLACK: Final = 1e-9
+_SLACK: Final = SLACK
+#: The most releases :meth:`Ledger.releases_left` counts (a budget of pure-epsilon releases is
+#: searched, not divided).
+_MOST_RELEASES: Final = 100_000
 
 
 def _near(a: float, b: float) -> bool:
@@ -87,7 +96,12 @@ class Budget:
 
     @property
     def rho(self) -> float:
+        """The Gaussian rho this budget holds (exact curve)."""
         return rho_of(self.epsilon, self.delta)
+
+    def holds(self, loss: PrivacyLoss) -> bool:
+        """Whether ``loss`` stays within this budget."""
+        return loss.fits(self.epsilon, self.delta)
 
     def same_as(self, other: Budget) -> bool:
         return _near(self.epsilon, other.epsilon) and _near(self.delta, other.delta)
@@ -98,38 +112,134 @@ class Budget:
 
 @dataclass(frozen=True)
 class Ledger:
-    """A budget and the rho spent from it: pure arithmetic, no I/O."""
+    """A budget and the privacy loss spent from it: pure arithmetic, no I/O."""
 
     budget: Budget
-    spent_rho: float
+    spent: PrivacyLoss = field(default_factory=PrivacyLoss)
+
+    @property
+    def spent_rho(self) -> float:
+        """The spend's Gaussian part (zCDP rho)."""
+        return self.spent.rho
+
+    @property
+    def spent_epsilon(self) -> float:
+        """The whole spend (Laplace parts included) read as epsilon at the budget's delta."""
+        return 0.0 if self.spent.empty else self.spent.epsilon_at(self.budget.delta)
 
     @property
     def remaining_rho(self) -> float:
-        return max(self.budget.rho - self.spent_rho, 0.0)
+        """How much more Gaussian rho fits (the budget's rho less the spend's, when the spend is
+        Gaussian; searched on the composed curve when it holds Laplace parts)."""
+        if not self.spent.laplace:
+            return max(self.budget.rho - self.spent.rho, 0.0)
+        if not self.budget.holds(self.spent):
+            return 0.0
+        low, high = 0.0, self.budget.rho
+        for _ in range(100):
+            mid = (low + high) / 2
+            if self.budget.holds(self.spent + PrivacyLoss.gaussian(mid)):
+                low = mid
+            else:
+                high = mid
+        return low
+
+    @property
+    def remaining_epsilon(self) -> float:
+        """:attr:`remaining_rho` read as epsilon at the budget's delta."""
+        return self.epsilon(self.remaining_rho)
 
     def epsilon(self, rho: float) -> float:
         """``rho`` read as epsilon at the budget's delta."""
         return epsilon_of(rho, self.budget.delta)
 
-    def releases_left(self, rho: float) -> int:
-        """How many more releases of ``rho`` each fit (what :meth:`after` would accept)."""
-        if not rho > 0:
-            raise ValueError(f"a release costs rho > 0, got {rho}")
-        return max(math.floor((self.budget.rho * (1 + _SLACK) - self.spent_rho) / rho), 0)
+    def cost_epsilon(self, cost: PrivacyLoss) -> float:
+        """``cost`` read as epsilon at the budget's delta."""
+        return 0.0 if cost.empty else cost.epsilon_at(self.budget.delta)
+
+    def fits(self, cost: PrivacyLoss) -> bool:
+        """Whether ``cost`` fits in what is left."""
+        return self.budget.holds(self.spent + cost)
+
+    def releases_left(self, cost: PrivacyLoss | float) -> int:
+        """How many more releases of ``cost`` (a :class:`PrivacyLoss`, or a Gaussian rho) each
+        fit (what :meth:`after` would accept, one after another)."""
+        if not isinstance(cost, PrivacyLoss):
+            if not cost > 0:
+                raise ValueError(f"a release costs rho > 0, got {cost}")
+            cost = PrivacyLoss.gaussian(cost)
+        if cost.empty:
+            raise ValueError("an exact release costs nothing: no count of them is left")
+
+        def fit(k: int) -> bool:
+            return k == 0 or self.budget.holds(PrivacyLoss(
+                rho=self.spent.rho + k * cost.rho, laplace=self.spent.laplace + cost.laplace * k))
+
+        if not cost.laplace and not self.spent.laplace:
+            guess = math.floor((self.budget.rho * (1 + _SLACK) - self.spent.rho) / cost.rho)
+            k = min(max(guess, 0), _MOST_RELEASES)
+            while k > 0 and not fit(k):
+                k -= 1
+            while k < _MOST_RELEASES and fit(k + 1):
+                k += 1
+            return k
+        if not fit(1):
+            return 0
+        low, high = 1, 2
+        while high < _MOST_RELEASES and fit(high):
+            low, high = high, min(high * 2, _MOST_RELEASES)
+        if fit(high):
+            return high
+        while high - low > 1:
+            mid = (low + high) // 2
+            if fit(mid):
+                low = mid
+            else:
+                high = mid
+        return low
 
     def after(self, release: Release, what: str) -> Ledger:
         """The ledger once ``release`` is charged; :class:`PrivacyBudgetExceededError` (saying
         spent, remaining and this release's cost, as epsilon at the budget's delta) when it
-        does not fit. An exact release costs no rho."""
-        cost = release.rho or 0.0
-        if self.spent_rho + cost > self.budget.rho * (1 + _SLACK):
+        does not fit. An exact release costs nothing."""
+        return self.after_loss(release.loss, f"this release would overspend {what}'s")
+
+    def after_loss(self, cost: PrivacyLoss, who: str) -> Ledger:
+        """:meth:`after` for a bare ``cost``; ``who`` begins the refusal's message."""
+        if not self.fits(cost):
             raise PrivacyBudgetExceededError(
-                f"this release would overspend {what}'s privacy budget ({self.budget.text()}): "
-                f"spent epsilon {self.epsilon(self.spent_rho):.4g}, remaining epsilon "
-                f"{self.epsilon(self.remaining_rho):.4g}, this release costs epsilon "
-                f"{self.epsilon(cost):.4g} (rho: spent {self.spent_rho:.6g}, remaining "
-                f"{self.remaining_rho:.6g}, cost {cost:.6g}); nothing was stored")
-        return Ledger(self.budget, self.spent_rho + cost)
+                f"{who} privacy budget ({self.budget.text()}): "
+                f"spent epsilon {self.spent_epsilon:.4g}, remaining epsilon "
+                f"{self.remaining_epsilon:.4g}, this release costs epsilon "
+                f"{self.cost_epsilon(cost):.4g} (spent {self.spent.text()}, remaining rho "
+                f"{self.remaining_rho:.6g}, cost {cost.text()}); nothing was stored")
+        return Ledger(self.budget, self.spent + cost)
+
+    def payload(self) -> dict[str, object]:
+        """The ledger's state as a ``privacy.debit`` event states it after the debit: the
+        Gaussian spend in rho, the Laplace spend (``spent_laplace``: [[epsilon, count], ...],
+        absent when none), and both read at the budget's delta."""
+        out: dict[str, object] = {
+            "budget_epsilon": self.budget.epsilon,
+            "budget_delta": self.budget.delta,
+            "budget_rho": self.budget.rho,
+            "spent_rho": self.spent_rho,
+            "remaining_rho": self.remaining_rho,
+            "spent_epsilon": self.spent_epsilon,
+            "remaining_epsilon": self.remaining_epsilon,
+        }
+        if self.spent.laplace:
+            counts: dict[float, int] = {}
+            for eps in self.spent.laplace:
+                counts[eps] = counts.get(eps, 0) + 1
+            out["spent_laplace"] = [[eps, n] for eps, n in sorted(counts.items())]
+        return out
+
+
+def _spend(rows: Sequence[tuple[float | None, list[float] | None]]) -> PrivacyLoss:
+    """The composition of a ledger's debits (``rho``, ``laplace`` per row)."""
+    return PrivacyLoss(rho=math.fsum(r for r, _ in rows if r),
+                       laplace=tuple(e for _, lap in rows for e in (lap or ())))
 
 
 # -- registration ---------------------------------------------------------------------------------
@@ -303,6 +413,12 @@ def _debits_where(dataset_id: int, group: BudgetGroup | None) -> ColumnElement[b
     return PrivacyDebit.dataset_id == dataset_id
 
 
+def _spent(session: Session, dataset_id: int, group: BudgetGroup | None) -> PrivacyLoss:
+    rows = session.execute(select(PrivacyDebit.rho, PrivacyDebit.laplace).where(
+        _debits_where(dataset_id, group), PrivacyDebit.exact.is_(False))).all()
+    return _spend([(r, lap) for r, lap in rows])
+
+
 def lock_ledger(session: Session, dataset: Dataset) -> LockedLedger:
     """Lock ``dataset``'s ledger (its group's row, or its own) and read its spend."""
     group = _group_of(session, dataset.id)
@@ -313,9 +429,7 @@ def lock_ledger(session: Session, dataset: Dataset) -> LockedLedger:
     else:
         session.execute(select(Dataset.id).where(Dataset.id == dataset.id).with_for_update())
         budget = Budget(dataset.budget_epsilon, dataset.budget_delta)
-    spent = session.scalars(select(PrivacyDebit.rho).where(
-        _debits_where(dataset.id, group), PrivacyDebit.rho.is_not(None))).all()
-    return LockedLedger(dataset.id, group, Ledger(budget, math.fsum(r for r in spent if r)))
+    return LockedLedger(dataset.id, group, Ledger(budget, _spent(session, dataset.id, group)))
 
 
 def ledger_of(session: Session, dataset: Dataset) -> LockedLedger:
@@ -324,9 +438,7 @@ def ledger_of(session: Session, dataset: Dataset) -> LockedLedger:
     group = _group_of(session, dataset.id)
     budget = (Budget(group.budget_epsilon, group.budget_delta) if group is not None
               else Budget(dataset.budget_epsilon, dataset.budget_delta))
-    spent = session.scalars(select(PrivacyDebit.rho).where(
-        _debits_where(dataset.id, group), PrivacyDebit.rho.is_not(None))).all()
-    return LockedLedger(dataset.id, group, Ledger(budget, math.fsum(r for r in spent if r)))
+    return LockedLedger(dataset.id, group, Ledger(budget, _spent(session, dataset.id, group)))
 
 
 def charge(
@@ -372,14 +484,10 @@ def _charge(
             "benchmark_id": benchmark_id,
             "mechanism": release.mechanism,
             "rho": release.rho,
+            **({"laplace": list(release.loss.laplace)} if release.loss.laplace else {}),
             "epsilon": release.epsilon,
             "delta": release.delta,
-            "budget_epsilon": after.budget.epsilon,
-            "budget_delta": after.budget.delta,
-            "spent_rho": after.spent_rho,
-            "remaining_rho": after.remaining_rho,
-            "spent_epsilon": after.epsilon(after.spent_rho),
-            "remaining_epsilon": after.epsilon(after.remaining_rho),
+            **after.payload(),
         },
         now=now,
     )
@@ -388,7 +496,8 @@ def _charge(
         budget_group_id=None if locked.group is None else locked.group.id,
         benchmark_id=benchmark_id, result_id=result_id, pooled_release_id=pooled_release_id,
         exact=release.exact,
-        rho=release.rho, epsilon=release.epsilon, delta=release.delta,
+        rho=release.rho, laplace=list(release.loss.laplace) or None,
+        epsilon=release.epsilon, delta=release.delta,
         audit_seq=event.seq, created_at=now)
     session.add(debit)
     return debit
@@ -457,7 +566,7 @@ def readout(
         members = (dataset.id,)
     debits = tuple(session.scalars(select(PrivacyDebit).where(
         _debits_where(dataset.id, group)).order_by(PrivacyDebit.id)).all())
-    spent = math.fsum(d.rho for d in debits if d.rho is not None)
+    spent = _spend([(d.rho, d.laplace) for d in debits if not d.exact])
     return BudgetReadout(dataset.id, group, tuple(members), Ledger(budget, spent), debits,
                          _costs(session, dataset.id, plugins))
 
@@ -482,15 +591,9 @@ def charge_authorization(
     budget and its spend after) and return the debit and its event's sequence number, in the
     caller's transaction (not committed here). :class:`PrivacyBudgetExceededError` when it does
     not fit, before anything is written."""
-    rho = release.rho
-    if rho is not None and locked.ledger.spent_rho + rho > locked.ledger.budget.rho * (
-            1 + _SLACK):
-        raise PrivacyBudgetExceededError(
-            f"pool {pool_id} would overspend {locked.name}'s privacy budget "
-            f"({locked.ledger.budget.text()}): spent epsilon "
-            f"{locked.ledger.epsilon(locked.ledger.spent_rho):.4g}, remaining epsilon "
-            f"{locked.ledger.epsilon(locked.ledger.remaining_rho):.4g}; nothing was stored")
-    after = Ledger(locked.ledger.budget, locked.ledger.spent_rho + (rho or 0.0))
+    cost = release.loss
+    after = locked.ledger.after_loss(cost, f"pool {pool_id} would overspend {locked.name}'s")
+    exact = cost.empty
     event = append_event(
         session, actor_id=actor.user_id, action="privacy.debit", entity_type="dataset",
         entity_id=datasets[0],
@@ -502,25 +605,22 @@ def charge_authorization(
             "budget_group_id": None if locked.group is None else locked.group.id,
             "pool_authorization_id": pool_id,
             "benchmark_id": benchmark_id,
-            "mechanism": "exact" if rho is None else "gaussian",
-            "exact": rho is None,
-            "rho": rho,
-            "epsilon": None if rho is None else release.epsilon,
-            "delta": None if rho is None else release.delta,
-            "budget_epsilon": after.budget.epsilon,
-            "budget_delta": after.budget.delta,
-            "budget_rho": after.budget.rho,
-            "spent_rho": after.spent_rho,
-            "remaining_rho": after.remaining_rho,
-            "spent_epsilon": after.epsilon(after.spent_rho),
-            "remaining_epsilon": after.epsilon(after.remaining_rho),
+            "mechanism": "exact" if exact else release.mechanism,
+            "exact": exact,
+            "rho": release.rho,
+            **({"laplace": list(cost.laplace)} if cost.laplace else {}),
+            "epsilon": None if exact else release.epsilon,
+            "delta": None if exact or release.mechanism == "laplace" else release.delta,
+            **after.payload(),
         },
         now=now)
     debit = PrivacyDebit(
         dataset_id=datasets[0], budget_group_id=None if locked.group is None else locked.group.id,
         benchmark_id=benchmark_id, result_id=None, pooled_release_id=None,
-        pool_authorization_id=authorization_id, exact=rho is None, rho=rho,
-        epsilon=None if rho is None else release.epsilon,
-        delta=None if rho is None else release.delta, audit_seq=event.seq, created_at=now)
+        pool_authorization_id=authorization_id, exact=exact, rho=release.rho,
+        laplace=list(cost.laplace) or None,
+        epsilon=None if exact else release.epsilon,
+        delta=None if exact or release.mechanism == "laplace" else release.delta,
+        audit_seq=event.seq, created_at=now)
     session.add(debit)
     return debit, event.seq

@@ -188,7 +188,7 @@ def choose(session: Session, bench: Benchmark, model: Model, *,
     """The registry's own candidates for pooling ``model`` now (module docstring)."""
     plugin = plugin_of(bench.metrics_version, plugins)
     release = pooled_release_spec(plugin)
-    rho = None if release is None else release.rho
+    cost = None if release is None or release.exact else release.loss
     min_sites = max(MIN_POOL_SITES, int(getattr(plugin, "min_pool_sites", 0) or 0))
     picked: list[Picked] = []
     left_out: list[LeftOut] = []
@@ -222,7 +222,7 @@ def choose(session: Session, bench: Benchmark, model: Model, *,
             continue
         ledger = ledger_of(session, dataset)
         key = ledger_key(ledger)
-        if rho is not None and key not in ledgers and ledger.ledger.releases_left(rho) < 1:
+        if cost is not None and key not in ledgers and not ledger.ledger.fits(cost):
             leave(f"dataset {dataset_id}'s remaining privacy budget cannot pay this "
                   "benchmark's pooled release")
             continue
@@ -238,7 +238,7 @@ def _previous(session: Session, bench: Benchmark, model: Model) -> Authorization
 
 
 def _document(bench: Benchmark, model: Model, pool_id: str, picked: Sequence[Picked],
-              rho: float | None, debits: Sequence[PoolDebit]) -> PoolInputs:
+              release: ReleaseSpec, debits: Sequence[PoolDebit]) -> PoolInputs:
     return PoolInputs.model_validate({
         "pool_id": pool_id,
         "benchmark_id": str(bench.id),
@@ -254,7 +254,8 @@ def _document(bench: Benchmark, model: Model, pool_id: str, picked: Sequence[Pic
             "statistics_uri": p.result.result_uri,
             "commitment": p.commitment,
         } for p in picked],
-        "rho": rho,
+        "rho": release.rho,
+        **({"laplace": list(release.loss.laplace)} if release.loss.laplace else {}),
         "debits": [d.model_dump() for d in debits],
     })
 
@@ -294,7 +295,6 @@ def shrinks(session: Session, bench: Benchmark, model: Model, choice: Choice) ->
             f"{release_id} and the new results wait; nothing was authorized or debited")
 
 
-def released_by(session: Session, row: AuthorizationRow) -> int | None:
 def debit_releases(session: Session, authorization_ids: Sequence[int]
                    ) -> dict[int, tuple[str, int | None]]:
     """Each authorization's pool id and the pooled release it produced (None: none yet), by
@@ -310,6 +310,7 @@ def debit_releases(session: Session, authorization_ids: Sequence[int]
         .where(AuthorizationRow.id.in_(wanted)))}
 
 
+def released_by(session: Session, row: AuthorizationRow) -> int | None:
     """The pooled release ``row`` produced (None: none yet)."""
     return session.scalars(select(PooledRelease.id).where(
         PooledRelease.authorization_id == row.id)).first()
@@ -371,7 +372,7 @@ def authorize(session: Session, actor: Principal, benchmark_id: int, model_id: i
             session, actor, locked, authorization_id=row.id, pool_id=pool_id,
             benchmark_id=bench.id, datasets=datasets, release=release, now=now)
         debits.append(PoolDebit(ledger=key, datasets=tuple(str(d) for d in datasets), seq=seq))
-    document = _document(bench, model, pool_id, choice.picked, release.rho, debits)
+    document = _document(bench, model, pool_id, choice.picked, release, debits)
     digest = document.digest()
     signature = sign_note(authorization_note_text(pool_id, digest), [signer])
     event = append_event(
@@ -381,7 +382,8 @@ def authorize(session: Session, actor: Principal, benchmark_id: int, model_id: i
                  "model_id": model.id, "datasets": [p.dataset.id for p in choice.picked],
                  "result_ids": [p.result.id for p in choice.picked],
                  "debits": [d.seq for d in debits],
-                 "rho": release.rho},
+                 "rho": release.rho,
+                 **({"laplace": list(release.loss.laplace)} if release.loss.laplace else {})},
         now=now)
     row.inputs = document.to_bytes()
     row.inputs_digest = digest

@@ -183,16 +183,20 @@ def _fits(releases: float) -> float:
 # -- the ledger's arithmetic (no database) -----------------------------------------------------
 
 
-def test_default_budget_holds_about_80_default_releases() -> None:
-    ledger = Ledger(Budget(DEFAULT_BUDGET_EPSILON, DEFAULT_BUDGET_DELTA), 0.0)
+def test_default_budget_holds_60_default_releases() -> None:
+    """Each default release is truly (1, 1e-6)-DP on the exact curve (issue 41), so the default
+    budget (10, 1e-6) holds 60 of them (77 under the looser zCDP conversion, each of which was
+    truly (0.776, 1e-6)-DP; tests/unit/contract/test_privacy_loss.py)."""
+    ledger = Ledger(Budget(DEFAULT_BUDGET_EPSILON, DEFAULT_BUDGET_DELTA))
     assert SPEC.rho is not None
-    assert ledger.releases_left(SPEC.rho) == 77
-    assert epsilon_of(77 * SPEC.rho, 1e-6) <= 10.0 < epsilon_of(78 * SPEC.rho, 1e-6)
+    assert ledger.releases_left(SPEC.rho) == 60
+    assert ledger.releases_left(SPEC.loss) == 60
+    assert epsilon_of(60 * SPEC.rho, 1e-6) <= 10.0 < epsilon_of(61 * SPEC.rho, 1e-6)
 
 
 def test_ledger_refuses_the_release_that_does_not_fit() -> None:
     assert SPEC.rho is not None
-    ledger = Ledger(Budget(_fits(2), 1e-6), 0.0)
+    ledger = Ledger(Budget(_fits(2), 1e-6))
     ledger = ledger.after(_release(), "dataset 1").after(_release(), "dataset 1")
     assert math.isclose(ledger.spent_rho, 2 * SPEC.rho) and ledger.releases_left(SPEC.rho) == 0
     with pytest.raises(PrivacyBudgetExceededError, match=r"spent epsilon .* remaining epsilon"):
@@ -200,7 +204,7 @@ def test_ledger_refuses_the_release_that_does_not_fit() -> None:
 
 
 def test_exact_release_costs_no_rho() -> None:
-    ledger = Ledger(Budget(1.0, 1e-6), 0.0)
+    ledger = Ledger(Budget(1.0, 1e-6))
     exact = _release(replace(SPEC, exact=True))
     assert ledger.after(exact, "dataset 1").spent_rho == 0.0
 
@@ -234,7 +238,7 @@ def test_dataset_budget_defaults_to_epsilon_10_at_delta_1e6(
     [cost] = budget["costs"]
     assert (cost["benchmark_id"], cost["association"], cost["epsilon"], cost["delta"]) == (
         world.benchmark_id, "approved", 1.0, 1e-6)
-    assert math.isclose(cost["rho"], SPEC.rho or 0) and cost["releases_left"] == 77
+    assert math.isclose(cost["rho"], SPEC.rho or 0) and cost["releases_left"] == 60
 
 
 def test_registration_logs_the_budget(client: TestClient, world: Any, h: Any) -> None:
@@ -287,7 +291,7 @@ def test_accepted_release_debited(client: TestClient, world: Any, h: Any, tokens
         result["id"], world.dataset_id, world.benchmark_id, False)
     assert (debit["rho"], debit["epsilon"], debit["delta"]) == (rel.rho, 1.0, 1e-6)
     assert budget["spent_rho"] == rel.rho and math.isclose(budget["spent_epsilon"], 1.0)
-    assert budget["releases"] == 1 and budget["costs"][0]["releases_left"] == 76
+    assert budget["releases"] == 1 and budget["costs"][0]["releases_left"] == 59
 
 
 def test_release_over_budget_refused_nothing_stored(
@@ -303,7 +307,8 @@ def test_release_over_budget_refused_nothing_stored(
     message = r.json()["message"]
     assert f"dataset {small[0]}'s privacy budget" in message
     assert f"spent epsilon {_fits(2):.4g}, remaining epsilon " in message
-    assert "this release costs epsilon 1 (rho: " in message and "nothing was stored" in message
+    assert "this release costs epsilon 1 (spent Gaussian rho " in message
+    assert "nothing was stored" in message
     assert _results(client, world) == stored and _log_size(client, world) == size
     assert len(_budget(client, world.data_owner, small[0])["debits"]) == 2
 
@@ -423,3 +428,41 @@ def test_concurrent_submissions_cannot_both_spend_the_last_release(
         t.join(timeout=120)
     assert sorted(codes) == [201, 422, 422, 422, 422, 422]
     assert len(_budget(client, world.data_owner, one[0])["debits"]) == 1
+
+
+# -- Laplace releases on the ledger (issue 41) ----------------------------------------------------
+
+
+def test_ledger_charges_a_laplace_release_its_pure_epsilon() -> None:
+    laplace = replace(SPEC, mechanism="laplace", epsilon=0.5)
+    ledger = Ledger(Budget(1.0, 1e-6))
+    assert ledger.releases_left(laplace.loss) == 2
+    ledger = ledger.after(_release(laplace), "dataset 1").after(_release(laplace), "dataset 1")
+    assert ledger.spent.laplace == (0.5, 0.5) and ledger.spent_rho == 0.0
+    assert ledger.releases_left(laplace.loss) == 0
+    assert ledger.remaining_rho <= 1e-9 * ledger.budget.rho  # the budget's slack at most
+    with pytest.raises(PrivacyBudgetExceededError, match=r"cost Laplace epsilon 0\.5"):
+        ledger.after(_release(laplace), "dataset 1")
+
+
+def test_a_gaussian_release_does_not_fit_where_laplace_spend_filled_the_budget() -> None:
+    """The Gaussian rho alone would fit; with the Laplace spend composed in, it does not."""
+    laplace = replace(SPEC, mechanism="laplace", epsilon=1.5)
+    ledger = Ledger(Budget(2.0, 1e-6)).after(_release(laplace), "dataset 1")
+    assert SPEC.rho is not None and SPEC.rho < ledger.budget.rho
+    assert 0 < ledger.remaining_rho < SPEC.rho
+    with pytest.raises(PrivacyBudgetExceededError):
+        ledger.after(_release(), "dataset 1")
+
+
+def test_ledger_payload_states_the_laplace_spend_compactly() -> None:
+    laplace = replace(SPEC, mechanism="laplace", epsilon=0.25)
+    ledger = Ledger(Budget(10.0, 1e-6))
+    for _ in range(3):
+        ledger = ledger.after(_release(laplace), "dataset 1")
+    ledger = ledger.after(_release(), "dataset 1")
+    payload = ledger.payload()
+    assert payload["spent_laplace"] == [[0.25, 3]]
+    assert math.isclose(float(payload["spent_epsilon"]),  # type: ignore[arg-type]
+                        ledger.spent.epsilon_at(1e-6))
+    assert "spent_laplace" not in Ledger(Budget(10.0, 1e-6)).payload()
