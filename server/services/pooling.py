@@ -162,7 +162,7 @@ def _matched(session: Session, bench: Benchmark, model: Model, release: PooledRe
         if dataset is None or wanted.data_digest != dataset.digest:
             raise ConflictError(f"run {run_id}: the authorization names another data digest "
                                 f"than dataset {result.dataset_id}'s; nothing was stored")
-        if inputs.rho is None and not exact_release_consented(session, bench.id, dataset.id):
+        if inputs.exact and not exact_release_consented(session, bench.id, dataset.id):
             raise ConflictError(
                 f"dataset {dataset.id}'s owner no longer consents to exact releases in "
                 f"benchmark {bench.id}; nothing was stored")
@@ -241,7 +241,7 @@ def submit(session: Session, actor: Principal, benchmark_id: int, body: PooledRe
             f"the pooled release states {release.n_cases} cases and its aggregates "
             f"{summary.n_cases}")
     dp = checked_release(plugin, summary, pooled_release_spec(plugin))
-    if dp is not None and (dp.rho is None) != (inputs.rho is None):
+    if dp is not None and dp.loss != inputs.loss:
         raise ResultRejectedError(
             "the pooled release's privacy loss is not the one its authorization debited")
     row = PooledReleaseRow(
