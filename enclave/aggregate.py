@@ -118,6 +118,7 @@ from sealbench.contract.pool_authorization import (
     VerifiedAuthorization,
     verify_authorization,
 )
+from sealbench.contract.privacy_loss import PrivacyLoss
 from sealbench.contract.result import MAX_DOCUMENT_BYTES, ResultFormatError
 from sealbench.contract.spec import (
     ENV_OVERRIDE_NAMES,
@@ -306,13 +307,15 @@ def read_inputs(run: AttestedAggregate, access: AssetAccess) -> VerifiedAuthoriz
         raise AuthorizationRefused(f"the pool authorization is not for the attested "
                                    f"aggregator: {differing} differ from the spec's")
     declared = pooled_release_spec(run.benchmark)
-    rho = None if declared is None else declared.rho
-    if (rho is None) != (inputs.rho is None) or (
-            rho is not None and inputs.rho is not None
-            and abs(rho - inputs.rho) > 1e-12 * rho):
+    cost = PrivacyLoss() if declared is None else declared.loss
+    debited = inputs.loss
+    if (cost.empty != debited.empty or len(cost.laplace) != len(debited.laplace)
+            or abs(cost.rho - debited.rho) > 1e-12 * cost.rho
+            or any(abs(a - b) > 1e-12 * a for a, b in zip(cost.laplace, debited.laplace,
+                                                          strict=True))):
         raise AuthorizationRefused(
-            f"the authorization debits rho {inputs.rho}, but {run.benchmark.ref}'s pooled "
-            f"release costs {rho}")
+            f"the authorization debits {debited.text()}, but {run.benchmark.ref}'s pooled "
+            f"release costs {cost.text()}")
     try:
         return verify_authorization(
             authorization, spec.anchor(),
