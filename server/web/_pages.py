@@ -141,6 +141,27 @@ def _claim_text(name: str, value: Any) -> str:
     return str(value)
 
 
+def _plan_lines(session: Session, bench: Benchmark, plugins: Any,
+                participants: list[Participant]) -> list[str]:
+    """What the board will read (issue 41, :func:`sealbench.benchmarks.planning.plan`): at
+    the approved datasets' count and median size, else at 3 sites x 50 cases; empty when the
+    plug-in is not installed here."""
+    from statistics import median
+
+    from sealbench.benchmarks.interface import BenchmarkError
+    from sealbench.benchmarks.planning import plan
+
+    try:
+        plugin = plugins(bench.metrics_version)
+    except (BenchmarkError, ValueError):
+        return []
+    sizes = [assets.get_dataset(session, p.asset_id).case_count for p in participants
+             if p.kind == "dataset" and p.status == "approved"]
+    sites, cases = (len(sizes), max(int(median(sizes)), 1)) if sizes else (3, 50)
+    return plan(plugin, sites=sites, cases=cases,
+                in_tee=bench.aggregator_image_digest is not None).lines()
+
+
 def benchmark_pages(state: DashboardState) -> APIRouter:
     router = APIRouter()
 
@@ -174,6 +195,7 @@ def benchmark_pages(state: DashboardState) -> APIRouter:
                 "truncated": truncated,
                 "reference": reference,
                 "terms": release_terms(bench.metrics_version, plugins),
+                "plan": _plan_lines(session, bench, plugins, participants),
                 "nav": "benchmarks",
             }
 

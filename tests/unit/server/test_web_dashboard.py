@@ -463,3 +463,26 @@ def test_unknown_dashboard_path_is_an_html_404(web: TestClient) -> None:
     r = web.get("/ui/no/such/page")
     assert r.status_code == 404 and r.headers["content-type"].startswith("text/html")
     assert web.get("/api/v1/no/such/thing").headers["content-type"] == "application/json"
+
+
+def test_benchmark_page_says_what_the_board_will_read(web: TestClient, world: Any) -> None:
+    """The plan (benchmarks.planning) on the benchmark's page, at its approved datasets'
+    count and size: what a hospital reads there before it consents (issue 41)."""
+    from sealbench.benchmarks.planning import plan
+    from sealbench.benchmarks.registry import load as load_plugin
+    from sealbench.contract.pin import BenchmarkPin
+
+    sign_in(web, world.bench_owner.token)
+    page = web.get(f"/ui/benchmarks/{world.benchmark_id}")
+    assert page.status_code == 200
+    section = page.text.split('id="plan"', 1)[1].split("</section>", 1)[0]
+    assert "What the board will read" in section and "80% power" in section
+    lines = re.findall(r"<li>(.*?)</li>", section, re.S)
+    pin = re.search(r"<dt>Metrics version</dt><dd><code>([^<]+)</code>", page.text)
+    assert lines and pin is not None
+    head = lines[0].replace("&#39;", "'").replace("&amp;", "&")
+    sites, cases = (int(x) for x in re.findall(r"(\d+) (?:sites?|cases?) ", head)[:2])
+    expected = plan(load_plugin(BenchmarkPin.parse(pin.group(1))), sites=sites, cases=cases,
+                    in_tee=False).lines()
+    assert [line.strip() for line in expected] == [
+        re.sub(r"&#39;", "'", line).strip() for line in lines]
