@@ -114,6 +114,7 @@ __all__ = [
     "DEFAULT_RUN_LIMITS",
     "EXACT_SUFFIX",
     "GRID_TOLERANCE_MM",
+    "POOLED_ONLY_SUFFIX",
     "Benchmark",
     "BenchmarkError",
     "BenchmarkPin",
@@ -169,6 +170,8 @@ __all__ = [
     "exact_copy",
     "execution_provider_of",
     "grid_of",
+    "pooled_only_copy",
+    "publishes_site_release",
     "release_of",
     "run_limits_of",
 ]
@@ -181,6 +184,13 @@ ProgressFn = Callable[[int, int], None]
 #: What a pin's version ends with when its releases are exact (``wdbc/1-exact``): the choice is
 #: in the pin, so the owners' key-release conditions and approvals bind it (:class:`ExactReleases`).
 EXACT_SUFFIX: Final = "-exact"
+#: What a pin's version ends with when its sites publish no per-site release (issue 41:
+#: ``wdbc/1-pool``, ``brats-2023-gli/1-64x64x48-pool``): the benchmark pools in the TEE and its
+#: pooled release is the one public figure per model and pooling round; each run's enclave
+#: publishes a withheld summary (rule ``pooled``) and draws no noise. In the pin, like
+#: ``-exact``, so the owners' key-release conditions (the uid's pin) bind the choice: neither
+#: the hospital's operator nor the registry can turn per-site releases on after consent.
+POOLED_ONLY_SUFFIX: Final = "-pool"
 
 
 # The errors (:mod:`~sealbench.benchmarks.errors`), the presentation
@@ -375,6 +385,29 @@ def exact_copy(plugin: _P) -> _P:
         "figures without noise and without a privacy bound; every data owner consents to it.")
     result: _P = bound
     return result
+
+
+def pooled_only_copy(plugin: _P) -> _P:
+    """A shallow copy of ``plugin`` pinned ``<version>-pool`` whose runs publish no per-site
+    release (:data:`POOLED_ONLY_SUFFIX`; ``site_release`` False): everything else, its pooled
+    release included, unchanged."""
+    source: Any = plugin
+    bound: Any = copy.copy(plugin)
+    ref: BenchmarkPin = source.ref
+    bound.ref = BenchmarkPin(ref.name, ref.version + POOLED_ONLY_SUFFIX)
+    bound.site_release = False
+    bound.description = (
+        f"{source.description} POOLED ONLY: sites publish no release of their own; each "
+        "model's figure is the pooled release drawn inside the benchmark's attested "
+        "aggregator over every current site.")
+    result: _P = bound
+    return result
+
+
+def publishes_site_release(plugin: object) -> bool:
+    """Whether each run of ``plugin`` publishes its own (per-site) release: False for a
+    ``-pool`` pin's (:func:`pooled_only_copy`)."""
+    return getattr(plugin, "site_release", True) is not False
 
 
 def execution_provider_of(runner: object) -> ExecutionProvider | None:

@@ -23,6 +23,12 @@ the plug-in of the version before it, bound to an exact (non-private) release th
 :class:`~sealbench.benchmarks.interface.ExactReleases`, when the plug-in offers one. The word is
 in the pin so that every party (owners' approvals, key-release conditions, the registry, the
 leaderboard) sees it, and each dataset's owner must consent to it.
+
+Any pin's version may end in ``-pool`` (``wdbc/1-pool``, ``brats-2023-gli/1-64x64x48-pool``,
+``wdbc/1-exact-pool``; issue 41): the plug-in of the version before it, whose runs publish no
+per-site release (:func:`~sealbench.benchmarks.interface.pooled_only_copy`): a benchmark that
+pools in the TEE publishes its pooled release only, unless its authority chose per-site
+releases too at ``benchmark create``. In the pin, so the key-release conditions bind it.
 """
 
 from __future__ import annotations
@@ -34,11 +40,14 @@ from typing import Final, Protocol, runtime_checkable
 
 from .interface import (
     EXACT_SUFFIX,
+    POOLED_ONLY_SUFFIX,
     Benchmark,
     BenchmarkError,
     BenchmarkPin,
     ExactReleases,
     PluginNotFoundError,
+    pooled_only_copy,
+    publishes_site_release,
 )
 
 __all__ = [
@@ -134,6 +143,9 @@ class PluginRegistry:
         if not isinstance(ref, BenchmarkPin):
             raise TypeError(f"expected a BenchmarkPin, not {type(ref).__name__} (parse the text "
                             "where it enters: BenchmarkPin.parse)")
+        if ref.version.endswith(POOLED_ONLY_SUFFIX) and len(ref.version) > len(
+                POOLED_ONLY_SUFFIX):
+            return self._pooled_only(ref)
         if ref.version.endswith(EXACT_SUFFIX) and len(ref.version) > len(EXACT_SUFFIX):
             return self._exact(ref)
         plugin = self.get(ref.name)
@@ -156,7 +168,8 @@ class PluginRegistry:
         key = str(ref)
         if key not in self._variants:
             base = self.load(BenchmarkPin(ref.name, ref.version[: -len(EXACT_SUFFIX)]))
-            if not isinstance(base, ExactReleases) or base.release_spec.exact:
+            if not isinstance(base, ExactReleases) or base.release_spec.exact \
+                    or not publishes_site_release(base):  # '-exact-pool', never '-pool-exact'
                 raise PluginNotFoundError(
                     f"benchmark plug-in {ref.name!r} offers no exact release (pinned {ref})")
             variant = base.exact_release()
@@ -164,6 +177,19 @@ class PluginRegistry:
                 raise PluginLoadError(
                     f"benchmark plug-in {ref.name!r} returned {variant.ref} (exact: "
                     f"{variant.release_spec.exact}) for the pin {ref}")
+            self._variants[key] = variant
+        return self._variants[key]
+
+    def _pooled_only(self, ref: BenchmarkPin) -> Benchmark:
+        key = str(ref)
+        if key not in self._variants:
+            base = self.load(BenchmarkPin(ref.name, ref.version[: -len(POOLED_ONLY_SUFFIX)]))
+            if not publishes_site_release(base):
+                raise PluginNotFoundError(f"{ref} names no plug-in: pooled only once")
+            variant = pooled_only_copy(base)
+            if variant.ref != ref:
+                raise PluginLoadError(
+                    f"benchmark plug-in {ref.name!r} gave {variant.ref} for the pin {ref}")
             self._variants[key] = variant
         return self._variants[key]
 

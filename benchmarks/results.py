@@ -18,6 +18,7 @@ from sealbench.benchmarks.interface import (
     SmallCellError,
     SummaryError,
     check_small_cells,
+    publishes_site_release,
 )
 from sealbench.benchmarks.release import NoiseSource
 from sealbench.contract.result import (
@@ -65,8 +66,12 @@ def public_summary(
     and why they are withheld (the small-cell rule in :mod:`sealbench.enclave.publish`). The
     data owner's ``result open`` recomputes this without noise and checks the published release
     against it."""
-    summary = benchmark.summarise(results, noise)
     minimum = benchmark.small_cell_minimum
+    if not publishes_site_release(benchmark):
+        # a -pool pin (issue 41): the pooled release is the one public figure; no noise is
+        # drawn here, so no per-site release exists to be charged or leaked
+        return {}, WithheldSummary(rule="pooled", n_cases=len(results), minimum=minimum)
+    summary = benchmark.summarise(results, noise)
     try:
         check_small_cells(benchmark, summary)
     except SmallCellError:

@@ -108,12 +108,14 @@ class WithheldSummary(BaseModel):
     """Why the enclave published no aggregates (issue 15's small-cell rule), in counts only.
 
     ``rule`` is ``"cases"`` when the run had fewer cases than the plug-in's
-    ``small_cell_minimum`` (``n_cases`` and ``minimum`` say how many), or ``"bins"`` when the
+    ``small_cell_minimum`` (``n_cases`` and ``minimum`` say how many), ``"bins"`` when the
     plug-in's own summary broke its per-bin minimum (its ``parse_summary`` refused it: a plug-in
-    defect the enclave will not publish)."""
+    defect the enclave will not publish), or ``"pooled"`` when the benchmark's pin ends in
+    ``-pool`` (issue 41): its sites publish no release of their own, only the pooled release
+    drawn inside the aggregator (``n_cases``: the run's cases; no noise was drawn)."""
 
     model_config = _FROZEN
-    rule: Literal["cases", "bins"]
+    rule: Literal["cases", "bins", "pooled"]
     n_cases: int = Field(ge=0)
     minimum: int = Field(ge=1)
 

@@ -122,7 +122,10 @@ def seal_results(evaluation: Evaluation) -> SealedResult:
             pool_statistics=commitment,
         )
     _log.info("step 6/7: results sealed to the recipient, statistics sealed for the aggregator")
-    if withheld is not None:
+    if withheld is not None and withheld.rule == "pooled":
+        _log.info("step 6/7: no per-site release (the benchmark publishes its pooled release "
+                  "only; no noise drawn)")
+    elif withheld is not None:
         _log.info("step 6/7: public summary withheld (small-cell rule: %d case(s), minimum %d)",
                   withheld.n_cases, withheld.minimum)
     return SealedResult(evaluation, summary, summary.to_bytes(), sealed, sha256_digest(sealed),
