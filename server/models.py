@@ -32,6 +32,7 @@ from sqlalchemy import (
     TypeDecorator,
     UniqueConstraint,
     false,
+    true,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, validates
@@ -213,6 +214,10 @@ class Benchmark(Base):
     #: EXPERIMENTAL, GPU cc_mode ON) for this benchmark's image (issue 18; migration 0008).
     accept_experimental: Mapped[bool] = mapped_column(Boolean, default=False,
                                                       server_default=false())
+    #: Whether each run publishes its own (per-site) release (issue 41; migration 0022): False
+    #: for a ``-pool`` pin, set from the pin at creation (the pin, which the owners' key-release
+    #: conditions bind, decides it; this column states it).
+    site_releases: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
     #: The benchmark's aggregator image (issue 27; migration 0016): the second approved
     #: workload, which pools the sites' sealed exact statistics inside the TEE. Each data owner's
     #: grants admit it (for the models the dataset is evaluated with) when it associates; NULL:

@@ -107,6 +107,12 @@ class BenchmarkPublic(WireModel):
     accept_experimental: bool = Field(
         default=False, description="whether runs on confidential-GPU preview (EXPERIMENTAL) "
         "images are accepted")
+    site_releases: bool = Field(
+        default=True, description="whether each run publishes its own (per-site) release "
+        "(issue 41). False for a pin ending in '-pool': the benchmark pools in the TEE and its "
+        "pooled release is the one public figure per model and pooling round; each hospital "
+        "still reads its exact figures locally ('result open'). The authority's choice at "
+        "'benchmark create', in the pin, so the owners' key-release conditions bind it")
     aggregator_image_digest: str | None = Field(
         default=None, description="the aggregator image whose attested pooled releases the "
         "registry accepts and to which each dataset's owner grants its key (None: the "

@@ -32,7 +32,7 @@ from typing import Literal, cast
 from sqlalchemy import Select, Subquery, and_, func, or_, select
 from sqlalchemy.orm import Session
 
-from sealbench.benchmarks.interface import EXACT_SUFFIX, BenchmarkError
+from sealbench.benchmarks.interface import EXACT_SUFFIX, POOLED_ONLY_SUFFIX, BenchmarkError
 from sealbench.benchmarks.registry import load as load_plugin
 from sealbench.server.audit import append_event
 from sealbench.server.auth import Principal
@@ -178,8 +178,8 @@ def _base_pin(benchmark: Benchmark) -> str:
     """``benchmark``'s pin without the exact-release suffix: the plug-in and contract variant
     its datasets are prepared for (an exact release of the same contract takes the same data)."""
     ref = benchmark.metrics_version
-    version = ref.version[: -len(EXACT_SUFFIX)] if ref.version.endswith(EXACT_SUFFIX) \
-        else ref.version
+    version = ref.version.removesuffix(POOLED_ONLY_SUFFIX)  # issue 41: the same data
+    version = version[: -len(EXACT_SUFFIX)] if version.endswith(EXACT_SUFFIX) else version
     return f"{ref.name}/{version}"
 
 

@@ -22,7 +22,13 @@ import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-from sealbench.benchmarks.interface import Benchmark, BenchmarkError, BenchmarkPin, PublicSummary
+from sealbench.benchmarks.interface import (
+    Benchmark,
+    BenchmarkError,
+    BenchmarkPin,
+    PublicSummary,
+    publishes_site_release,
+)
 from sealbench.benchmarks.registry import load
 from sealbench.contract.result import ResultSummary
 from sealbench.server.errors import PluginNotInstalledError, ResultRejectedError
@@ -119,8 +125,16 @@ def validate_summary(
 def withheld_of(plugin: Benchmark, summary: Mapping[str, Any]) -> bool:
     """Whether ``summary`` is a withheld run summary; 422 when it claims to be one but is not
     well formed or not what ``plugin``'s small-cell rule withholds (the counts are attested by
-    the result token, so this only refuses a document no enclave of this plug-in writes)."""
+    the result token, so this only refuses a document no enclave of this plug-in writes).
+    Under a ``-pool`` pin (issue 41) every summary is withheld by the rule ``pooled``: one
+    carrying a per-site release is refused (no enclave of that pin draws one, and the
+    benchmark's owners consented to none), and the rule ``pooled`` under any other pin."""
+    pooled_only = not publishes_site_release(plugin)
     if summary.get("withheld") is None:
+        if pooled_only:
+            raise ResultRejectedError(
+                f"summary: {plugin.ref} publishes no per-site release (its pooled release "
+                "only), yet this summary carries one; nothing was stored or charged")
         return False
     try:
         doc = ResultSummary.model_validate(dict(summary))
@@ -129,6 +143,12 @@ def withheld_of(plugin: Benchmark, summary: Mapping[str, Any]) -> bool:
     held = doc.withheld
     if held is None or doc.aggregates:
         raise ResultRejectedError("summary: a withheld summary carries no aggregates")
+    if (held.rule == "pooled") != pooled_only:
+        raise ResultRejectedError(
+            f"summary: withheld for pooling only, but {plugin.ref} publishes per-site releases"
+            if held.rule == "pooled" else
+            f"summary: {plugin.ref} withholds every summary for its pooled release only "
+            "(rule 'pooled'), not by the small-cell rule")
     if held.minimum != plugin.small_cell_minimum or (
             held.rule == "cases" and held.n_cases >= held.minimum):
         raise ResultRejectedError(

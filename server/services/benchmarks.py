@@ -29,8 +29,13 @@ from pydantic import ValidationError
 from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
+from sealbench.benchmarks.interface import (
+    POOLED_ONLY_SUFFIX,
+    BenchmarkError,
+    GridError,
+    grid_of,
+)
 from sealbench.benchmarks.interface import Benchmark as BenchmarkPlugin
-from sealbench.benchmarks.interface import BenchmarkError, GridError, grid_of
 from sealbench.benchmarks.registry import load
 from sealbench.contract.pin import BenchmarkPin
 from sealbench.contract.pool import PoolAnchor
@@ -110,6 +115,13 @@ def create(session: Session, actor: Principal, body: BenchmarkCreate, now: datet
         raise ConflictError(f"benchmark {body.name} version {body.version} already exists")
     _check_pin_matches_contract(plugin_installed(body.metrics_version, plugins),
                                 dict(body.data_contract))
+    if body.metrics_version.version.endswith(POOLED_ONLY_SUFFIX) \
+            and body.aggregator_image_digest is None:
+        raise InvalidRequestError(
+            f"metrics_version: {body.metrics_version} publishes no per-site release, only the "
+            "pooled release drawn inside the benchmark's aggregator, and the benchmark names "
+            "none (aggregator_image_digest): it would never publish a figure; pin "
+            f"{str(body.metrics_version).removesuffix(POOLED_ONLY_SUFFIX)} or pool in the TEE")
     if body.aggregator_image_digest is not None \
             and body.aggregator_image_digest == body.image_digest:
         raise InvalidRequestError(
@@ -152,6 +164,7 @@ def create(session: Session, actor: Principal, body: BenchmarkCreate, now: datet
         reference_model_id=body.reference_model_id,
         leaderboard_published=body.leaderboard_published,
         accept_experimental=body.accept_experimental,
+        site_releases=not body.metrics_version.version.endswith(POOLED_ONLY_SUFFIX),
         aggregator_image_digest=body.aggregator_image_digest,
         pool_recipient_key=recipient,
         pool_log_key=log_key,
@@ -176,6 +189,7 @@ def create(session: Session, actor: Principal, body: BenchmarkCreate, now: datet
             "metrics_version": str(row.metrics_version),
             "leaderboard_published": row.leaderboard_published,
             "accept_experimental": row.accept_experimental,
+            "site_releases": row.site_releases,
             "aggregator_image_digest": row.aggregator_image_digest,
             "pool_recipient_key": row.pool_recipient_key,
             "pool_log_key": row.pool_log_key,

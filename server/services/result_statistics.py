@@ -103,6 +103,10 @@ def read(plugin: api.Benchmark, doc: Any, issuer: str
     mock = not attests_hardware(issuer)
     held = doc.get("withheld") if isinstance(doc, dict) else None
     if isinstance(held, dict):
+        if held.get("rule") == "pooled":
+            return Statistics(0, {}, "no per-site release: the benchmark publishes its pooled "
+                              "release only (pooled in the TEE over every current site)",
+                              mock), None
         why = ("a histogram bin under the plug-in's minimum" if held.get("rule") == "bins"
                else f"fewer than {plugin.small_cell_minimum} cases")
         return Statistics(0, {}, f"withheld by the enclave: {why} (small-cell rule)", mock), None

@@ -1,0 +1,34 @@
+"""Spend the budget where it speaks (issue 41): ``benchmarks.site_releases``, whether each run of
+the benchmark publishes its own (per-site) release. False for a benchmark whose pin ends in
+``-pool`` (it pools in the TEE and publishes its pooled release only); the pin, which the owners'
+key-release conditions bind, decides it, and the column states it for every reader of the
+benchmark row. Every benchmark before this revision publishes per-site releases (no ``-pool``
+pin existed): true. Downgrade drops the column (the pin still says it).
+
+Revision ID: 0022_site_releases
+Revises: 0021_laplace
+Create Date: 2026-12-07 22:45:00.000000
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0022_site_releases"
+down_revision: str | None = "0021_laplace"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("benchmarks") as batch:
+        batch.add_column(sa.Column("site_releases", sa.Boolean(), nullable=False,
+                                   server_default=sa.true()))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("benchmarks") as batch:
+        batch.drop_column("site_releases")
