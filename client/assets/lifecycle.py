@@ -201,8 +201,10 @@ class Association:
 
 def _base_pin(bench: BenchmarkPublic) -> str:
     ref = bench.metrics_version
-    # an exact release of a contract takes the data of the contract (EXACT_SUFFIX)
-    return f"{ref.name}/{ref.version.removesuffix('-exact') or ref.version}"
+    # an exact release of a contract takes the data of the contract (EXACT_SUFFIX), and so
+    # does a pooled-only one (POOLED_ONLY_SUFFIX, issue 41)
+    version = ref.version.removesuffix("-pool") or ref.version
+    return f"{ref.name}/{version.removesuffix('-exact') or version}"
 
 
 def check_prepared_for(

@@ -96,10 +96,14 @@ def benchmark_show(
     console.print(f"data contract: modalities {b.data_contract.get('modalities')}, grid {shape}")
     if b.aggregator_image_digest is not None:
         console.print(f"pools in the TEE: aggregator image {b.aggregator_image_digest}")
+        console.print("per-site releases: " + (
+            "yes, each run also publishes its site's own release (charged to its budget)"
+            if b.site_releases else "none; each model's figure is its pooled release (each "
+            "hospital reads its exact figures locally with 'result open')"))
     if b.accept_experimental:
         console.print("accepts EXPERIMENTAL images: runs on confidential-GPU preview images "
                       "(GPU cc_mode ON) are released keys besides STABLE ones")
-    if b.metrics_version.version.endswith(EXACT_SUFFIX):
+    if b.metrics_version.version.removesuffix("-pool").endswith(EXACT_SUFFIX):
         console.print("publishes EXACT figures: each site's results are released without noise "
                       "and without a privacy bound; every dataset's owner consents to it "
                       "(--consent-exact-release)")
@@ -169,6 +173,19 @@ def benchmark_create(
         typer.Option(min=1, max=16, help="how many of the --witness keys must cosign "
                      "(default: all of them)")
     ] = None,
+    site_releases: Annotated[
+        bool | None,
+        typer.Option("--site-releases/--no-site-releases",
+                     help="whether each site also publishes its own release of every run. "
+                     "Default for a benchmark that pools in the TEE: no, the pooled release is "
+                     "the one public figure per model and pooling round, and each run spends a "
+                     "site's budget only on it (each hospital still reads its exact figures "
+                     "with 'result open'); the pin gets '-pool', so the owners' key-release "
+                     "conditions bind the choice. --site-releases publishes per-site releases "
+                     "too (each charged to its site's budget); exact benchmarks keep them. "
+                     "Shown in 'benchmark show' and to hospitals before they consent",
+                     show_default=False)
+    ] = None,
     profile: ProfileOpt = None,
     json_out: JsonOpt = False,
 ) -> BenchmarkPublic:
@@ -182,7 +199,7 @@ def benchmark_create(
             version=version, publish_leaderboard=publish_leaderboard,
             accept_experimental=accept_experimental, aggregator_digest=aggregator_digest,
             pool_in_tee=pool_in_tee, witnesses=tuple(witness or ()),
-            witness_quorum=witness_quorum)
+            witness_quorum=witness_quorum, site_releases=site_releases)
     if json_out:
         emit_json(created)
         return created

@@ -112,13 +112,15 @@ def warn_privacy_cost(client: RegistryClient, benchmark: BenchmarkPublic, datase
     benchmark that publishes exact figures (its pin ends in ``-exact``, or its plug-in says so)
     is refused here unless ``consent_exact`` (``--consent-exact-release``): :class:`ConfigError`
     naming the flag, before anything is sent."""
+    from sealbench.benchmarks.interface import publishes_site_release
     from sealbench.benchmarks.pooling import pooled_release_spec
     from sealbench.client.extras import MissingExtraError
     from sealbench.client.registry.workflows import plugin_for
 
-    exact = benchmark.metrics_version.version.endswith(EXACT_SUFFIX)
+    exact = benchmark.metrics_version.version.removesuffix("-pool").endswith(EXACT_SUFFIX)
     try:
-        spec = plugin_for(benchmark).release_spec
+        plugin = plugin_for(benchmark)
+        spec = plugin.release_spec
     except (ConfigError, MissingExtraError):
         if not exact:
             out().print(f"PRIVACY: each run publishes a release that spends dataset "
@@ -130,11 +132,12 @@ def warn_privacy_cost(client: RegistryClient, benchmark: BenchmarkPublic, datase
                         f"(#{benchmark.id}) publishes EXACT (not differentially private) "
                         "figures of your cases.", style="bold red")
     else:
-        exact = exact or spec.exact
         pooled = (None if benchmark.aggregator_image_digest is None
-                  else pooled_release_spec(plugin_for(benchmark)))
-        exact = exact or (pooled is not None and pooled.exact)
-        out().print(privacy_cost(benchmark, spec, client.dataset_budget(dataset_id), pooled),
+                  else pooled_release_spec(plugin))
+        site = spec if publishes_site_release(plugin) else None
+        exact = exact or (site is not None and site.exact) or (
+            pooled is not None and pooled.exact)
+        out().print(privacy_cost(benchmark, site, client.dataset_budget(dataset_id), pooled),
                     style="bold red" if exact else "bold", markup=False, highlight=False,
                     soft_wrap=True)
     if exact and not consent_exact:

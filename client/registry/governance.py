@@ -8,12 +8,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from sealbench.benchmarks.interface import EXACT_SUFFIX, POOLED_ONLY_SUFFIX
 from sealbench.client.errors import ConfigError
 from sealbench.client.registry import workflows
 from sealbench.client.registry.api import AssetKind, RegistryClient
-from sealbench.server.schemas import AssociationPublic, BenchmarkPublic
+from sealbench.contract.pin import BenchmarkPin
+from sealbench.server.schemas import AssociationPublic, BenchmarkCreate, BenchmarkPublic
 
-__all__ = ["Decision", "approve_benchmark", "create_benchmark", "decide_association"]
+__all__ = ["Decision", "approve_benchmark", "create_benchmark", "decide_association",
+           "with_site_releases"]
 
 #: Called before an owner's consent to a benchmark, with the client, the benchmark and the
 #: dataset id whose owner consents (None otherwise): prints what is consented to, raises to
@@ -28,13 +31,21 @@ def create_benchmark(
     publish_leaderboard: bool = False, accept_experimental: bool = False,
     aggregator_digest: str | None = None, pool_in_tee: bool = False,
     witnesses: tuple[str, ...] = (), witness_quorum: int | None = None,
+    site_releases: bool | None = None,
 ) -> BenchmarkPublic:
     """Publish ``definition`` (a shipped definition's name or a definition JSON file, renamed
     by ``name``/``version``) pinned to the ``tee`` backend's evaluation image (or the one named
     explicitly), naming ``reference_model`` and, for a benchmark that pools in the TEE (issue
     27), its aggregator image: ``aggregator_digest``, or with ``pool_in_tee`` the ``tee``
     backend's (:func:`~sealbench.client.registry.workflows.aggregator_image`); an admin
-    approves it before anyone can join."""
+    approves it before anyone can join.
+
+    **Per-site releases** (issue 41): a benchmark that pools in the TEE publishes its pooled
+    release only (its pin gets :data:`~sealbench.benchmarks.interface.POOLED_ONLY_SUFFIX`,
+    which the owners' key-release conditions bind) unless ``site_releases`` asks for each
+    site's own release too; a benchmark of exact releases keeps them (they spend no budget).
+    ``site_releases`` False without pooling in the TEE, or True on a ``-pool`` pin, is refused
+    (:class:`ConfigError`) before anything is sent."""
     if pool_in_tee and aggregator_digest is not None:
         raise ConfigError("pass --pool-in-tee or --aggregator-digest, not both",
                           hint="--pool-in-tee takes the --tee backend's aggregator image")
@@ -48,7 +59,37 @@ def create_benchmark(
         aggregator_digest=aggregator_digest, witnesses=witnesses,
         witness_quorum=len(witnesses) if witness_quorum is None else witness_quorum,
     )
-    return client.create_benchmark(body)
+    return client.create_benchmark(with_site_releases(body, site_releases))
+
+
+def with_site_releases(body: BenchmarkCreate, site_releases: bool | None) -> BenchmarkCreate:
+    """``body`` pinned for the authority's choice of per-site releases (see
+    :func:`create_benchmark`): ``None`` is the default (none when pooling in the TEE, except
+    for exact releases)."""
+    pin = body.metrics_version
+    pooled_only = pin.version.endswith(POOLED_ONLY_SUFFIX)
+    in_tee = body.aggregator_image_digest is not None
+    if site_releases is False and not in_tee:
+        raise ConfigError(
+            "--no-site-releases needs a benchmark that pools in the TEE: without an aggregator "
+            "its sites' releases are its only figures",
+            hint="add --pool-in-tee (or --aggregator-digest), or drop --no-site-releases")
+    if site_releases is True and pooled_only:
+        raise ConfigError(
+            f"the definition pins {pin}, which publishes no per-site release",
+            hint=f"pin {str(pin).removesuffix(POOLED_ONLY_SUFFIX)} in the definition, or drop "
+            "--site-releases")
+    if site_releases is None and pin.version.endswith(EXACT_SUFFIX):
+        return body  # exact releases cost no budget: kept per site unless asked otherwise
+    if not in_tee or site_releases is True or pooled_only:
+        return body
+    try:
+        pinned = BenchmarkPin(pin.name, pin.version + POOLED_ONLY_SUFFIX)
+    except ValueError:
+        raise ConfigError(
+            f"{pin} has no pooled-only pin ({pin.version}{POOLED_ONLY_SUFFIX} is longer than a "
+            "pin's version may be)", hint="pass --site-releases") from None
+    return body.model_copy(update={"metrics_version": pinned})
 
 
 def approve_benchmark(client: RegistryClient, benchmark_id: int) -> BenchmarkPublic:

@@ -50,14 +50,15 @@ def consent_warning(benchmark: BenchmarkPublic) -> str | None:
             "Space's confidential-GPU preview (not STABLE; fewer guarantees, may change). "
             "Approve only if you accept that.")
 
-def privacy_cost(benchmark: BenchmarkPublic, spec: ReleaseSpec, budget: DatasetBudget,
+def privacy_cost(benchmark: BenchmarkPublic, spec: ReleaseSpec | None, budget: DatasetBudget,
                  pooled: ReleaseSpec | None = None) -> str:
     """The line a data owner reads before consenting to ``benchmark`` for a dataset: what each
     run's published release costs of the dataset's privacy budget (``spec``: the benchmark
     plug-in's declared release) and what is left; an exact release is said to be one.
     ``pooled``: the benchmark pools in the TEE and this is its pooled release (issue 41): each
     pool over the run charges it too, so the line states both and what a run pooled once costs
-    in all (zCDP adds up)."""
+    in all (zCDP adds up). ``spec`` None: the benchmark's sites publish no release of their
+    own (a ``-pool`` pin), so a run costs only the pooled releases that cover it."""
     from sealbench.benchmarks.release import epsilon_of
 
     name = f"benchmark {benchmark.name} {benchmark.version} (#{benchmark.id})"
@@ -69,6 +70,16 @@ def privacy_cost(benchmark: BenchmarkPublic, spec: ReleaseSpec, budget: DatasetB
                 f"epsilon {release.epsilon:g} at delta {release.delta:g} "
                 f"(rho {release.rho or 0.0:.4g})")
 
+    if spec is None:
+        if pooled is None:
+            return f"PRIVACY: {name} publishes no release of your cases; {left}."
+        rho = pooled.rho or 0.0
+        how_many = (f": about {math.floor(budget.remaining_rho / rho + 1e-9)} such pools"
+                    if rho > 0 else "")
+        return (f"PRIVACY:{' EXACT' if pooled.exact else ''} each run of {name} publishes no "
+                "release of its own (you read your exact figures locally with 'result "
+                "open'); it joins the benchmark's pooled release inside the TEE, charged "
+                f"each time a pool covers it: {each(pooled)}; {left}{how_many}.")
     if pooled is None:
         if spec.exact:
             return (f"PRIVACY: {name} publishes EXACT (not differentially private) figures of "

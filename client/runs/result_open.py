@@ -34,7 +34,13 @@ from typing import Any, Final
 
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from sealbench.benchmarks.interface import Benchmark, BenchmarkError, CaseResult, PublicSummary
+from sealbench.benchmarks.interface import (
+    Benchmark,
+    BenchmarkError,
+    CaseResult,
+    PublicSummary,
+    publishes_site_release,
+)
 from sealbench.benchmarks.registry import load as load_benchmark
 from sealbench.benchmarks.release import LocalExact, Release, ReleaseError
 from sealbench.benchmarks.results import case_results, summary_aggregates
@@ -197,8 +203,10 @@ def _check_consistent(
         minimum = benchmark.small_cell_minimum
         if summary.withheld is not None:
             held = summary.withheld
+            pooled_only = not publishes_site_release(benchmark)
             if (held.n_cases, held.minimum) != (len(cases), minimum) or (
-                    (held.rule == "cases") != (len(cases) < minimum)):
+                    (held.rule == "pooled") != pooled_only) or (
+                    held.rule != "pooled" and (held.rule == "cases") != (len(cases) < minimum)):
                 raise ResultVerificationError(
                     "the summary is withheld, but not as the small-cell rule withholds the "
                     "sealed results")

@@ -73,3 +73,50 @@ def test_the_budget_table_names_each_debit_s_release(capsys: pytest.CaptureFixtu
     for cell in ("per-site: result 11", "pooled: release 4 (pool-3-1-00aa)",
                  "pooled: not released yet (pool-3-2-00bb)"):
         assert cell in text, text
+
+
+def _body(pin: str, aggregator: bool) -> Any:
+    from sealbench.server.schemas import BenchmarkCreate
+
+    return BenchmarkCreate.model_validate({
+        "name": "b", "version": "1", "description": "d", "data_contract": {},
+        "metrics_spec": {}, "metrics_version": pin,
+        "image_reference": "registry.test/eval", "image_digest": "sha256:" + "1" * 64,
+        **({"aggregator_image_digest": "sha256:" + "2" * 64} if aggregator else {})})
+
+
+@pytest.mark.parametrize(("pin", "aggregator", "asked", "pinned"), [
+    ("wdbc/1", True, None, "wdbc/1-pool"),  # pooling in the TEE: no per-site release
+    ("wdbc/1", True, True, "wdbc/1"),  # the authority's explicit choice
+    ("wdbc/1", False, None, "wdbc/1"),  # without an aggregator, per-site is all there is
+    ("wdbc/1-exact", True, None, "wdbc/1-exact"),  # exact releases spend no budget
+    ("wdbc/1-exact", True, False, "wdbc/1-exact-pool"),
+    ("wdbc/1-pool", True, None, "wdbc/1-pool"),
+])
+def test_benchmark_create_pins_the_choice_of_per_site_releases(
+        pin: str, aggregator: bool, asked: bool | None, pinned: str) -> None:
+    from sealbench.client.registry.governance import with_site_releases
+
+    assert str(with_site_releases(_body(pin, aggregator), asked).metrics_version) == pinned
+
+
+@pytest.mark.parametrize(("pin", "aggregator", "asked", "words"), [
+    ("wdbc/1", False, False, "needs a benchmark that pools in the TEE"),
+    ("wdbc/1-pool", True, True, "publishes no per-site release"),
+    ("brats-2023-gli/1-64x64x48-exact", True, False, "longer than a pin's version may be"),
+])
+def test_a_choice_that_cannot_hold_is_refused_before_anything_is_sent(
+        pin: str, aggregator: bool, asked: bool, words: str) -> None:
+    from sealbench.client.errors import ConfigError
+    from sealbench.client.registry.governance import with_site_releases
+
+    with pytest.raises(ConfigError, match=words):
+        with_site_releases(_body(pin, aggregator), asked)
+
+
+def test_the_cost_of_a_pooled_only_benchmark_names_only_its_pooled_release() -> None:
+    bench = BenchmarkPublic.model_construct(id=3, name="wdbc", version="1")
+    line = privacy_cost(bench, None, _budget(), SPEC)
+    assert "publishes no release of its own" in line and "'result open'" in line
+    assert "charged each time a pool covers it: epsilon 1 at delta 1e-06" in line
+    assert f"about {math.floor(rho_of(10.0, 1e-6) / rho_of(1.0, 1e-6) + 1e-9)} such pools" in line
