@@ -45,7 +45,7 @@ from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import Session
 
 from sealbench.benchmarks.interface import BenchmarkError
-from sealbench.benchmarks.pooling import parse_pooled_summary, pooled_release_spec
+from sealbench.benchmarks.pooling import parse_pooled_summary, pooled_release_spec, summary_loss
 from sealbench.benchmarks.registry import load as load_plugin
 from sealbench.contract.pool import PooledRelease, PoolInputs
 from sealbench.contract.result import ResultFormatError
@@ -241,7 +241,7 @@ def submit(session: Session, actor: Principal, benchmark_id: int, body: PooledRe
             f"the pooled release states {release.n_cases} cases and its aggregates "
             f"{summary.n_cases}")
     dp = checked_release(plugin, summary, pooled_release_spec(plugin))
-    if dp is not None and dp.loss != inputs.loss:
+    if dp is not None and summary_loss(summary) != inputs.loss:  # every release it carries
         raise ResultRejectedError(
             "the pooled release's privacy loss is not the one its authorization debited")
     row = PooledReleaseRow(
