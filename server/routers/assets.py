@@ -185,18 +185,19 @@ models_router = asset_router(AssetRoutes(
 
 # A dataset's privacy budget: the one route only datasets have.
 def _cost(ledger: budgets.Ledger, cost: budgets.ReleaseCost) -> ReleaseCostPublic:
-    rho = cost.spec.rho
+    spec = cost.spec
+    loss = spec.loss  # a Laplace release has no rho but costs its epsilon (issue 41)
     return ReleaseCostPublic(
         benchmark_id=cost.benchmark.id,
         benchmark_name=cost.benchmark.name,
         benchmark_version=cost.benchmark.version,
         association=cost.association,
-        exact=cost.spec.exact,
-        rho=rho,
-        epsilon=None if rho is None else cost.spec.epsilon,
-        delta=None if rho is None else cost.spec.delta,
-        epsilon_at_budget_delta=None if rho is None else ledger.epsilon(rho),
-        releases_left=None if rho is None else ledger.releases_left(rho),
+        exact=spec.exact,
+        rho=spec.rho,
+        epsilon=None if loss.empty else spec.epsilon,
+        delta=None if loss.empty or spec.mechanism == "laplace" else spec.delta,
+        epsilon_at_budget_delta=None if loss.empty else ledger.cost_epsilon(loss),
+        releases_left=None if loss.empty else ledger.releases_left(loss),
     )
 
 
@@ -211,7 +212,8 @@ def _debit(d: PrivacyDebit, pools: Mapping[int, tuple[str, int | None]]) -> Budg
         "pooled_release_id": d.pooled_release_id if released is None else released,
         "pool_authorization_id": d.pool_authorization_id, "pool_id": pool_id,
         "dataset_id": d.dataset_id, "benchmark_id": d.benchmark_id, "exact": d.exact,
-        "rho": d.rho, "epsilon": d.epsilon, "delta": d.delta, "audit_seq": d.audit_seq,
+        "rho": d.rho, "laplace": tuple(d.laplace or ()),
+        "epsilon": d.epsilon, "delta": d.delta, "audit_seq": d.audit_seq,
         "created_at": d.created_at})
 
 
@@ -226,7 +228,7 @@ def _budget(read: budgets.BudgetReadout, pools: Mapping[int, tuple[str, int | No
         budget_delta=ledger.budget.delta,
         budget_rho=ledger.budget.rho,
         spent_rho=ledger.spent_rho,
-        spent_epsilon=ledger.epsilon(ledger.spent_rho),
+        spent_epsilon=ledger.spent_epsilon,
         remaining_rho=ledger.remaining_rho,
         remaining_epsilon=ledger.epsilon(ledger.remaining_rho),
         releases=sum(1 for d in read.debits if not d.exact),

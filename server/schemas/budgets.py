@@ -70,6 +70,9 @@ class BudgetDebitPublic(WireModel):
     benchmark_id: int
     exact: bool = Field(description="an exact (non-private) release: no rho, epsilon or delta")
     rho: float | None
+    laplace: tuple[float, ...] = Field(
+        default=(), description="the pure epsilons of the release's Laplace mechanisms (issue "
+        "41; rho is then its Gaussian part alone, None when it has none)")
     epsilon: float | None
     delta: float | None
     audit_seq: int
