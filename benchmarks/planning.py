@@ -49,6 +49,7 @@ __all__ = [
     "plan",
     "plural",
     "reason_for",
+    "release_epsilon",
     "withheld_reason",
 ]
 
@@ -82,6 +83,16 @@ class StatesFigureNoise(Protocol):
         release at ``epsilon`` over ``n_cases`` (pooled in the TEE or one site's); None to
         leave it to the column keys (:func:`noise_factor`)."""
         ...
+
+
+def release_epsilon(spec: ReleaseSpec | None) -> float | None:
+    """The ε one release made under ``spec`` costs (None: exact, or no spec): its own, plus
+    that of a part released by another mechanism (a pooled release's ``headline``, e.g. an
+    AUROC under Laplace noise), as ε adds up over the parts of one release."""
+    if spec is None or spec.exact:
+        return None
+    parts = [spec, *(p for p in (getattr(spec, "headline", None),) if p is not None)]
+    return float(sum(p.epsilon for p in parts))
 
 
 def plural(count: int, noun: str, nouns: str | None = None) -> str:
@@ -157,7 +168,7 @@ def figure_noise(spec: ReleaseSpec, metric: str, n_cases: int, *, releases: int 
     """The noise on ``metric`` pooled over ``n_cases`` from ``releases`` releases made under
     ``spec`` (for a release pooled in the TEE: the plug-in's pooled spec, ``releases`` 1);
     None when the figure's noise is unknown."""
-    epsilon = None if spec.exact else spec.epsilon
+    epsilon = release_epsilon(spec)
     if isinstance(plugin, StatesFigureNoise) and epsilon is not None and releases <= 1:
         def stated(n: int) -> float | None:
             assert epsilon is not None
@@ -168,7 +179,7 @@ def figure_noise(spec: ReleaseSpec, metric: str, n_cases: int, *, releases: int 
     factor = noise_factor(spec, metric, plugin)
     if factor is None:
         return None
-    return FigureNoise(None if spec.exact else spec.epsilon, spec.sigma, factor,
+    return FigureNoise(epsilon, spec.sigma, factor,
                        max(releases, 1), n_cases, tee_pooled)
 
 

@@ -584,7 +584,8 @@ def build(bench_id: int, plugin: api.Benchmark, rows: Sequence[_Row], *, metric:
 def _explained(plugin: api.Benchmark, v: PooledValue) -> PooledValue:
     """``v`` with its privacy loss and, where a figure is withheld, the plain words of why and
     what would show it (issue 41: the one computation, :mod:`sealbench.benchmarks.planning`)."""
-    from sealbench.benchmarks.planning import reason_for
+    from sealbench.benchmarks.planning import reason_for, release_epsilon
+    from sealbench.benchmarks.pooling import pooled_release_spec
 
     def why(value: float | None, low: float | None, n_cases: int, n_sites: int, tee: bool,
             epsilons: Sequence[float | None]) -> str | None:
@@ -596,8 +597,7 @@ def _explained(plugin: api.Benchmark, v: PooledValue) -> PooledValue:
                           epsilons=epsilons)
 
     if v.tee_pooled:
-        spec = getattr(plugin, "pooled_release_spec", None)
-        epsilon = None if spec is None or spec.exact else float(spec.epsilon)
+        epsilon = release_epsilon(pooled_release_spec(plugin))
     else:
         epsilon = max((s.epsilon for s in v.sites if s.epsilon is not None), default=None)
     sites = tuple(replace(s, withheld_reason=why(s.value, s.ci95_low, s.n_cases, 1, False,
