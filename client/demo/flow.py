@@ -30,13 +30,14 @@ The demo's profiles are its own (:func:`demo_profiles`), never the user's.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import shlex
 import signal
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -44,6 +45,7 @@ from typing import Any, Final, TypeVar
 from rich.console import Console
 from rich.rule import Rule
 
+from sealbench.benchmarks.interface import EXACT_SUFFIX
 from sealbench.client.demo import workdirs as demo_workdirs
 from sealbench.client.demo.participants import Participants, console
 from sealbench.client.errors import ClientError, ConfigError, KeyReleaseDeniedError
@@ -66,6 +68,7 @@ __all__ = [
     "demo_profiles",
     "explore",
     "print_removal",
+    "privacy_lines",
     "removal_lines",
     "run_demo",
 ]
@@ -80,8 +83,9 @@ DEMO_USERS: Final[dict[str, tuple[str, bool]]] = {
     "model-weak": ("ml@weaker-lab.demo", False),
 }
 _HOSPITALS: Final = ("hospital-a", "hospital-b")
-#: Real WDBC cases each hospital holds in the demo's second benchmark.
-_WDBC_CASES: Final = 100
+#: Real WDBC cases each hospital holds in the demo's second benchmark: every case of the WDBC
+#: demo sites 0 and 1 (what their held-out split holds), so the pooled AUROC reads at ε 1.
+_WDBC_CASES: Final = (100, 120)
 #: ``sealbench demo --size``: the shipped definition the demo's BraTS part publishes, and whose
 #: demo data the hospitals synthesise: each grid is its own benchmark (contract, models,
 #: leaderboard), so small cases are published under brats-small, never in the full-size one.
@@ -103,6 +107,8 @@ class DemoOutcome:
     runs: tuple[Any, ...]
     refusal: str
     second: Any  # sealbench.client.demo.plugins.PluginDemoOutcome
+    #: Each hospital's BraTS dataset.
+    datasets: Mapping[str, int] = field(default_factory=dict)
 
 
 class _Narrator:
@@ -155,6 +161,13 @@ def _play(
 
     shipped = DEMO_DEFINITIONS[size]
     definition = load_benchmark_definition(shipped)
+    # Synthetic cases describe no patient: the authority publishes BraTS's exact variant (the
+    # pin's '-exact' twin), and each hospital consents to it on screen, so the board shows
+    # every model's figures over a handful of cases (private releases of 10 cases could not).
+    exact_definition = workdir / f"{shipped}-synthetic-exact.json"
+    exported = definition.model_dump(mode="json")
+    exported["plugin"] = f"{definition.plugin}{EXACT_SUFFIX}"
+    exact_definition.write_text(json.dumps(exported, indent=2))
     shipped_models = definition.model_extra or {}
     weak = shipped_models["baseline_models"][0]["name"]
     onnx_of = {}
@@ -176,11 +189,15 @@ def _play(
     # The benchmark also pools inside the TEE (issue 27): its aggregator image is the
     # backend's second workload of the same code (the mock's, or the Docker image built beside
     # the evaluation image).
+    say.note(f"synthetic cases: no patient to protect. The authority publishes BraTS's exact "
+             f"variant ({exported['plugin']}, exported with 'benchmark definition export "
+             f"{shipped}' and its pin switched) and each hospital consents on screen "
+             "(--consent-exact-release): exact figures, labelled 'exact' on the board")
     bench = say.step(
-        f"--profile authority benchmark create --definition {shipped} --tee {tee} "
+        f"--profile authority benchmark create --definition {exact_definition} --tee {tee} "
         f"--reference-model {reference} --pool-in-tee",
-        partial(who.benchmark_create, "authority", shipped, tee=tee, reference_model=reference,
-                pool_in_tee=True),
+        partial(who.benchmark_create, "authority", str(exact_definition), tee=tee,
+                reference_model=reference, pool_in_tee=True),
     )
     b = bench.id
     say.step(f"--profile admin benchmark approve {b}", partial(who.benchmark_approve, "admin", b))
@@ -233,8 +250,10 @@ def _play(
         datasets[profile] = d
         say.step(f"--profile {profile} dataset seal {prepared} --dataset {d}",
                  partial(who.seal, profile, "dataset", d, prepared))
-        say.step(f"--profile {profile} dataset associate --dataset {d} --benchmark {b}",
-                 partial(who.associate, profile, "dataset", d, b))
+        say.step(f"--profile {profile} dataset associate --dataset {d} --benchmark {b} "
+                 "--consent-exact-release",
+                 partial(who.associate, profile, "dataset", d, b,
+                         consent_exact_synthetic=True))
 
     say.section("4. the authority approves every request; every owner syncs its key policy")
     for d in datasets.values():
@@ -303,7 +322,7 @@ def _play(
                                    labs=("model-ref", "model-weak"), cases=_WDBC_CASES,
                                    tee=tee, number=9)
     runs = tuple(record for records in finished.values() for record in records)
-    return DemoOutcome(workdir, server, b, runs, refusal, second)
+    return DemoOutcome(workdir, server, b, runs, refusal, second, dict(datasets))
 
 
 def _ensure_image(say: _Narrator) -> None:
@@ -445,6 +464,8 @@ def _summary(who: Participants, outcome: DemoOutcome, tee: str, log: Path | None
     parts = ((outcome.benchmark_id, outcome.runs), (outcome.second.benchmark_id,
                                                     outcome.second.runs))
     client = who.client("authority")
+    owned = ((outcome.benchmark_id, outcome.datasets),
+             (outcome.second.benchmark_id, outcome.second.datasets))
     for benchmark_id, records in parts:
         bench = client.get_benchmark(benchmark_id)
         done = sum(r.status == "succeeded" for r in records)
@@ -458,9 +479,11 @@ def _summary(who: Participants, outcome: DemoOutcome, tee: str, log: Path | None
     shown.print("refused: the debug-image attack got no keys "
                 f"({_first_line(outcome.refusal)})", highlight=False)
     shown.print("the registry's audit log verified intact ('audit verify')")
-    for benchmark_id, _ in parts:
+    for benchmark_id, datasets in owned:
         shown.print()
         who.leaderboard("authority", benchmark_id)
+        for line in privacy_lines(who, benchmark_id, datasets):
+            shown.print(line, highlight=False, markup=False)
     shown.print()
     if log is not None:
         shown.print(f"every command's output  {log}  (--verbose prints it as it runs)",
@@ -471,6 +494,54 @@ def _summary(who: Participants, outcome: DemoOutcome, tee: str, log: Path | None
     shown.print(f"explore it              {_sealbench_command()} demo --explore "
                 f"{shlex.quote(str(w))}  (its registry, dashboard and mock TEE, until "
                 "Ctrl-C)", highlight=False)
+
+
+def privacy_lines(who: Participants, benchmark_id: int,
+                  datasets: Mapping[str, int]) -> tuple[str, str]:
+    """One line each: what privacy cost on benchmark ``benchmark_id`` (each hospital's budget
+    debits, read from the registry's ledger) and what it bought (the board's figures: how many
+    models show a number, at what 95% half-width over how many cases, or why not)."""
+    from sealbench.benchmarks.planning import plural
+
+    board = who.client("authority").pooled_leaderboard(benchmark_id)
+    spent = []
+    exact = 0
+    for hospital, d in datasets.items():
+        budget = who.client(hospital).dataset_budget(d)
+        mine = [x for x in budget.debits if x.benchmark_id == benchmark_id]
+        private = [x for x in mine if not x.exact]
+        pooled = sum(x.release == "pooled" for x in private)
+        exact += len(mine) - len(private)
+        if private:
+            spent.append(f"{hospital} ε {budget.spent_epsilon:.2g} of its "
+                         f"{budget.budget_epsilon:g} ({plural(len(private), 'release')}, "
+                         f"{pooled} pooled in the TEE)")
+    if spent:
+        cost = "privacy cost: " + "; ".join(spent)
+    elif exact:
+        cost = (f"privacy cost: none counted: {plural(exact, 'exact release')} of synthetic "
+                "cases (no patient to protect), by the hospitals' on-screen consent")
+    else:
+        cost = "privacy cost: nothing released yet"
+    values = [s.values[0] for s in board.standings]
+    shown = [v for v in values if v.pooled is not None]
+    halves = [(v.ci95_high - v.ci95_low) / 2 for v in shown
+              if v.ci95_low is not None and v.ci95_high is not None]
+    cases = max((v.n_cases for v in shown), default=0)
+    how = ("exact" if all(v.epsilon is None for v in shown)
+           else f"at ε {max(v.epsilon for v in shown if v.epsilon is not None):g}")
+    where = " pooled in the TEE" if any(v.tee_pooled for v in shown) else ""
+    if shown:
+        bought = (f"bought: {len(shown)} of {plural(len(values), 'model')} shown {how}{where} "
+                  f"over {plural(cases, 'case')}, 95% intervals ±{max(halves, default=0):.3f} "
+                  f"at widest, {len({s.rank for s in board.standings if s.rank})} rank "
+                  "group(s)")
+    else:
+        bought = "bought: no figure yet"
+    withheld = [v.withheld_reason for v in values if v.withheld_reason]
+    if withheld:
+        bought += f"; withheld: {withheld[0]}"
+    return cost, bought
 
 
 def _first_line(text: str, limit: int = 120) -> str:

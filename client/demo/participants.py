@@ -17,6 +17,7 @@ from sealbench.client.assets.result_key import init_result_key
 from sealbench.client.cli.render import (
     association,
     benchmark_created,
+    consent_plan,
     dataset_registered,
     exact_request,
     opened_result,
@@ -46,7 +47,7 @@ from sealbench.server.schemas import (
 if TYPE_CHECKING:
     from sealbench.client.runs.single import RunRecord
 
-__all__ = ["Participants", "console"]
+__all__ = ["SYNTHETIC_CONSENT", "Participants", "console"]
 
 
 def console() -> Console:
@@ -140,9 +141,14 @@ class Participants:
         _say(f"{kind} {asset} sealed to {c.storage_uri}\n  key {c.kms_key_name}\n"
              f"  guarded by {c.wip_provider}")
 
-    def associate(self, who: str, kind: AssetKind, asset: int, benchmark: int) -> None:
-        done = lifecycle.associate_asset(self.client(who), kind, asset, benchmark,
-                                         consent=_consent)
+    def associate(self, who: str, kind: AssetKind, asset: int, benchmark: int, *,
+                  consent_exact_synthetic: bool = False) -> None:
+        """``dataset associate`` / ``model associate``; ``consent_exact_synthetic``: the hospital
+        consents on screen to a benchmark that publishes exact figures of its synthetic cases
+        (``--consent-exact-release``: no patient to protect)."""
+        done = lifecycle.associate_asset(
+            self.client(who), kind, asset, benchmark, consent_exact=consent_exact_synthetic,
+            consent=_consent_synthetic if consent_exact_synthetic else _consent)
         association(console(), kind, asset, benchmark, done.row, already=done.already)
 
     def keys_init(self, who: str) -> str:
@@ -212,6 +218,25 @@ class Participants:
         receipt_kept(console(), done.result.id, receipt, path)
 
 
+#: What a demo hospital says on screen when it consents to exact releases of synthetic cases.
+SYNTHETIC_CONSENT = ("synthetic cases: no patient to protect; the hospital consents on screen "
+                     "to exact releases (--consent-exact-release)")
+
+
+def _consent_synthetic(client: RegistryClient, bench: BenchmarkPublic,
+                       dataset: int | None) -> None:
+    """What an owner of synthetic cases reads, then consents to on screen: the benchmark
+    publishes exact figures, and its cases describe no patient."""
+    warning = consent_warning(bench)
+    if warning is not None:
+        _say(warning)
+    if dataset is None:
+        return
+    spec: Any = workflows.plugin_for(bench).release_spec
+    _say(privacy_cost(bench, spec, client.dataset_budget(dataset)))
+    _say(f"dataset {dataset}: {SYNTHETIC_CONSENT}")
+
+
 def _consent(client: RegistryClient, bench: BenchmarkPublic, dataset: int | None) -> None:
     """What an owner reads before consenting (the demo consents to no exact release)."""
     warning = consent_warning(bench)
@@ -221,6 +246,7 @@ def _consent(client: RegistryClient, bench: BenchmarkPublic, dataset: int | None
         return
     spec: Any = workflows.plugin_for(bench).release_spec
     _say(privacy_cost(bench, spec, client.dataset_budget(dataset)))
+    consent_plan(console(), client, bench, dataset)
     if spec.exact:
         raise ConfigError(f"benchmark {bench.id} publishes exact figures: the demo does not "
                           "consent to that")

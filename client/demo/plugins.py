@@ -8,13 +8,14 @@ the two labs register, seal and associate the plug-in's shipped models (referenc
 hospital writes the plug-in's demo data (:meth:`write_demo_dataset` with the hospital's index
 as seed: for WDBC, two disjoint sites with different case mixes), prepares, registers, seals and
 associates it; the authority approves, every owner syncs its policy, the hospitals run every
-model on the TEE, open and submit the results, and the authority reads the leaderboard, ranked
-by the plug-in's headline metric.
+model on the TEE, open and submit the results; the benchmark pools in the TEE, so the
+authority pools each model's results inside it (one private release over every hospital's cases)
+and reads the leaderboard, ranked by the plug-in's headline metric.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -44,6 +45,8 @@ class PluginDemoOutcome:
     #: The plug-in pin, and every run the hospitals made (``RunRecord``), in order.
     plugin: str
     runs: tuple[Any, ...]
+    #: Each hospital's dataset in this benchmark.
+    datasets: Mapping[str, int]
 
 
 def play_plugin_benchmark(
@@ -54,12 +57,13 @@ def play_plugin_benchmark(
     *,
     hospitals: Sequence[str],
     labs: Sequence[str],
-    cases: int,
+    cases: Sequence[int],
     tee: str,
     number: int,
 ) -> PluginDemoOutcome:
-    """Publish ``definition_name`` and evaluate every lab's shipped model on every hospital's
-    demo data; ``number`` numbers the demo's section."""
+    """Publish ``definition_name`` pooling in the TEE and evaluate every lab's shipped model on
+    every hospital's demo data (``cases[i]`` cases at hospital ``i``), then pool each model
+    inside the TEE; ``number`` numbers the demo's section."""
     from sealbench.client.registry import workflows
     from sealbench.client.runs.options import RunOptions
 
@@ -69,8 +73,9 @@ def play_plugin_benchmark(
     say.section(f"{number}. a second benchmark, {definition.name} ({definition.plugin}): "
                 "published, joined and evaluated with the same commands")
     bench = say.step(
-        f"--profile authority benchmark create --definition {definition_name} --tee {tee}",
-        partial(who.benchmark_create, "authority", definition_name, tee=tee),
+        f"--profile authority benchmark create --definition {definition_name} --tee {tee} "
+        "--pool-in-tee",
+        partial(who.benchmark_create, "authority", definition_name, tee=tee, pool_in_tee=True),
     )
     b = bench.id
     say.step(f"--profile admin benchmark approve {b}", partial(who.benchmark_approve, "admin", b))
@@ -94,7 +99,7 @@ def play_plugin_benchmark(
     for index, hospital in enumerate(hospitals):
         base = workdir / definition_name / hospital
         raw, prepared = base / "raw", base / "prepared"
-        ids = plugin.write_demo_dataset(raw, cases, seed=index)
+        ids = plugin.write_demo_dataset(raw, cases[index], seed=index)
         say.note(f"{hospital} holds {len(ids)} cases of {plugin.ref} in {raw} (demo data of "
                  f"site {index})")
         say.step(f"--profile {hospital} dataset prepare {raw} {prepared} --benchmark {b}",
@@ -134,6 +139,8 @@ def play_plugin_benchmark(
                      partial(who.result_open, hospital, record.run_id))
             say.step(f"--profile {hospital} result submit {record.run_id}",
                      partial(who.result_submit, hospital, record.run_id))
+    say.step(f"--profile authority benchmark pool {b} --tee {tee}",
+             partial(who.pool, "authority", b, tee))
     say.step(f"--profile authority benchmark leaderboard {b}",
              partial(who.leaderboard, "authority", b))
-    return PluginDemoOutcome(b, str(plugin.ref), tuple(runs))
+    return PluginDemoOutcome(b, str(plugin.ref), tuple(runs), dict(datasets))

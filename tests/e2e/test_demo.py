@@ -91,14 +91,26 @@ def test_demo_leaderboard_matches_the_registry(tmp_path: Path) -> None:
     with sqlite3.connect(workdir / "registry" / "registry.sqlite3") as db:
         pooled = db.execute("SELECT model_id, n_sites, n_cases FROM pooled_releases "
                             "WHERE benchmark_id = 1 ORDER BY model_id").fetchall()
-        debits = db.execute("SELECT count(*) FROM privacy_debits "
-                            "WHERE pool_authorization_id IS NOT NULL").fetchone()
-        authorized = db.execute("SELECT count(*) FROM pool_authorizations").fetchone()
+        debits = db.execute("SELECT count(*) FROM privacy_debits WHERE benchmark_id = 1 "
+                            "AND pool_authorization_id IS NOT NULL").fetchone()
+        authorized = db.execute("SELECT count(*) FROM pool_authorizations "
+                                "WHERE benchmark_id = 1").fetchone()
+        exact = db.execute("SELECT DISTINCT exact FROM privacy_debits "
+                           "WHERE benchmark_id = 1").fetchall()
+        wdbc_pooled = db.execute("SELECT n_sites, n_cases FROM pooled_releases "
+                                 "WHERE benchmark_id = 2").fetchall()
     # the authority pooled each model inside the TEE (issue 27): 2 hospitals x 5 cases each
     assert [(n, c) for _, n, c in pooled] == [(2, 10), (2, 10)], pooled
-    # each hospital's dataset debited once per pool, when the registry authorized it
+    # each hospital's dataset debited once per pool, when the registry authorized it; BraTS
+    # runs on synthetic cases, published exactly by the hospitals' on-screen consent (issue 41)
     assert debits == (4,) and authorized == (2,)
+    assert exact == [(1,)], exact
     assert "benchmark pool 1 --tee mock" in out
+    assert "synthetic cases: no patient to protect" in out
+    assert "--consent-exact-release" in out
+    # WDBC pools every held-out case of its two demo sites in the TEE, once per model
+    assert wdbc_pooled == [(2, 220), (2, 220)], wdbc_pooled
+    assert "benchmark pool 2 --tee mock" in out
     # each leaderboard of the summary is what 'sealbench benchmark leaderboard' prints
     explorer, url = _explore(script, env, workdir)
     try:
@@ -120,12 +132,23 @@ def test_demo_leaderboard_matches_the_registry(tmp_path: Path) -> None:
     with sqlite3.connect(workdir / "registry" / "registry.sqlite3") as db:
         rows = db.execute(
             "SELECT summary FROM results WHERE benchmark_id = 2").fetchall()
-    summaries = [json.loads(summary)["aggregates"] for (summary,) in rows]
+    summaries = [json.loads(summary) for (summary,) in rows]
     assert len(summaries) == 4
-    assert {s["n_cases"] for s in summaries} == {100}
-    assert all(s["release"]["epsilon"] == 1.0 for s in summaries)  # releases, no exact AUROC
+    # pooling in the TEE, the sites publish no release of their own (issue 41): each result
+    # waits for the pooled release, which is the one public figure per model
+    assert {s["withheld"]["n_cases"] for s in summaries} == {100, 120}
+    assert all(s["withheld"]["rule"] == "pooled" and s["aggregates"] is None
+               for s in summaries)
     # the end says how to explore and how to remove the work folder, and that command does
     ending = out[out.index("─ summary ─") :]
+    # both boards show a number for every model (issue 41): nothing withheld, WDBC private at
+    # epsilon 1 pooled in the TEE, BraTS exact; one line each of what privacy cost and bought
+    assert "withheld (" not in ending and "0.0000 to 1.0000" not in ending
+    assert ending.count("privacy cost: ") == 2 and ending.count("bought: 2 of 2 models shown") == 2
+    assert "bought: 2 of 2 models shown at ε 1 pooled in the TEE over 220 cases" in ending
+    assert "bought: 2 of 2 models shown exact pooled in the TEE over 10 cases" in ending
+    assert "privacy cost: none counted" in ending and "hospital-a ε " in ending
+    assert "exact: published without privacy noise" in ending
     assert f"{script} demo --explore {workdir}" in ending
     assert f"rm -rf {workdir}" in ending
     assert f"{script} demo --clean" in ending
