@@ -443,13 +443,16 @@ def ledger_of(session: Session, dataset: Dataset) -> LockedLedger:
 
 def charge(
     session: Session, actor: Principal, locked: LockedLedger, result: Result, release: Release,
-    now: datetime,
+    now: datetime, *, loss: PrivacyLoss | None = None,
 ) -> PrivacyDebit:
     """Charge ``release`` (of the flushed ``result``) to the locked ledger and log it
     (``privacy.debit``), in the caller's transaction (not committed here);
-    :class:`PrivacyBudgetExceededError` when it does not fit, before anything is written."""
+    :class:`PrivacyBudgetExceededError` when it does not fit, before anything is written.
+    ``loss``: what the summary cost when it carries more than one release (a headline and a
+    breakdown, composed: :func:`sealbench.benchmarks.pooling.summary_loss`); ``release``'s by
+    default."""
     return _charge(session, actor, locked, release, now, benchmark_id=result.benchmark_id,
-                   result_id=result.id, pooled_release_id=None)
+                   result_id=result.id, pooled_release_id=None, loss=loss)
 
 
 def charge_pooled(
@@ -466,8 +469,13 @@ def charge_pooled(
 def _charge(
     session: Session, actor: Principal, locked: LockedLedger, release: Release, now: datetime,
     *, benchmark_id: int, result_id: int | None, pooled_release_id: int | None,
+    loss: PrivacyLoss | None = None,
 ) -> PrivacyDebit:
-    after = locked.after(release)
+    # what the summary cost: its one release's loss, or (a plug-in that splits a release
+    # between a headline and a breakdown) every release's it carries, composed
+    cost = release.loss if loss is None else loss
+    after = locked.ledger.after_loss(cost, f"this release would overspend {locked.name}'s")
+    rho = cost.rho if cost.rho > 0 else None
     owner = ({"result_id": result_id} if pooled_release_id is None
              else {"pooled_release_id": pooled_release_id})
     event = append_event(
@@ -483,8 +491,8 @@ def _charge(
             **owner,
             "benchmark_id": benchmark_id,
             "mechanism": release.mechanism,
-            "rho": release.rho,
-            **({"laplace": list(release.loss.laplace)} if release.loss.laplace else {}),
+            "rho": rho,
+            **({"laplace": list(cost.laplace)} if cost.laplace else {}),
             "epsilon": release.epsilon,
             "delta": release.delta,
             **after.payload(),
@@ -496,7 +504,7 @@ def _charge(
         budget_group_id=None if locked.group is None else locked.group.id,
         benchmark_id=benchmark_id, result_id=result_id, pooled_release_id=pooled_release_id,
         exact=release.exact,
-        rho=release.rho, laplace=list(release.loss.laplace) or None,
+        rho=rho, laplace=list(cost.laplace) or None,
         epsilon=release.epsilon, delta=release.delta,
         audit_seq=event.seq, created_at=now)
     session.add(debit)

@@ -65,6 +65,22 @@ class ReleasingSummary:
 
 
 @dataclass(frozen=True)
+class SplitSummary(ReleasingSummary):
+    """A summary that splits its release between a Laplace headline and the breakdown
+    (issue 41): it cost both."""
+
+    headline: Release | None = None
+
+    @property
+    def releases(self) -> tuple[Release, ...]:
+        return (self.release,) if self.headline is None else (self.headline, self.release)
+
+    def to_json(self) -> dict[str, Any]:
+        headline = {} if self.headline is None else {"headline": self.headline.to_json()}
+        return {"release": self.release.to_json(), **headline}
+
+
+@dataclass(frozen=True)
 class PlainSummary:
     """A summary of a plug-in from before releases: nothing to charge."""
 
@@ -94,6 +110,9 @@ class ReleasingPlugin:
         if "release" not in doc:
             return PlainSummary(int(doc["n_cases"]))
         try:
+            if "headline" in doc:
+                return SplitSummary(Release.from_json(doc["release"]),
+                                    Release.from_json(doc["headline"]))
             return ReleasingSummary(Release.from_json(doc["release"]))
         except ReleaseError as exc:
             raise SummaryError(str(exc)) from exc
@@ -466,3 +485,22 @@ def test_ledger_payload_states_the_laplace_spend_compactly() -> None:
     assert math.isclose(float(payload["spent_epsilon"]),  # type: ignore[arg-type]
                         ledger.spent.epsilon_at(1e-6))
     assert "spent_laplace" not in Ledger(Budget(10.0, 1e-6)).payload()
+
+
+def test_a_split_summary_is_charged_both_its_releases(
+    client: TestClient, world: Any, h: Any, tokens: Any
+) -> None:
+    """A site's summary whose headline is a Laplace release beside the Gaussian breakdown: the
+    debit is the two composed (charging only the breakdown would let the headline go free)."""
+    headline = release(ROWS[:, :1], ReleaseSpec(columns=(Column("auroc", 0.0, 1.0),),
+                                                epsilon=0.5, mechanism="laplace"),
+                       InsecureFixedNoise())
+    breakdown = _release()
+    body = _body(world, h, tokens, {"release": breakdown.to_json(),
+                                    "headline": headline.to_json()})
+    h.ok(_post(client, world, body), 201)
+    budget = _budget(client, world.data_owner, world.dataset_id)
+    [debit] = budget["debits"]
+    assert debit["rho"] == breakdown.rho and debit["laplace"] == [0.5]
+    spent = (breakdown.loss + headline.loss).epsilon_at(1e-6)
+    assert math.isclose(budget["spent_epsilon"], spent) and spent > 1.0
