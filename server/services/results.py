@@ -14,6 +14,7 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, Select, func, or_, select
 from sqlalchemy.orm import Session
 
+from sealbench.benchmarks.pooling import summary_loss
 from sealbench.benchmarks.registry import load as load_plugin
 from sealbench.server.audit import append_event
 from sealbench.server.audit_format import result_digests
@@ -131,7 +132,8 @@ def submit(
         now=now,
     )
     if ledger is not None and release is not None:
-        charge(session, actor, ledger, row, release, now)
+        charge(session, actor, ledger, row, release, now,
+               loss=None if parsed is None else summary_loss(parsed))
     # what the pooled leaderboard reads of it, stored with it (one transaction)
     record_statistics(session, plugin, row)
     commit(session, "result")
