@@ -1,9 +1,11 @@
 """Fixtures for the registry server tests.
 
-Every test that takes ``client`` (or ``database_url``) runs twice: on SQLite and on PostgreSQL.
-PostgreSQL is a throwaway cluster started once per session with the machine's ``initdb`` and
-``pg_ctl``; each test gets a fresh database copied from a migrated template, each SQLite test a
-copy of a migrated template file. If the cluster cannot start the tests fail, never skip.
+Every test that takes ``client`` (or ``database_url``) runs twice: on SQLite and on PostgreSQL,
+unless its module is marked ``one_database`` (see :func:`pytest_generate_tests`): then on SQLite
+only. PostgreSQL is a throwaway cluster started once per session with the machine's ``initdb``
+and ``pg_ctl``; each test gets a fresh database copied from a migrated template (``CREATE
+DATABASE ... TEMPLATE``), each SQLite test a copy of a migrated template file. If the cluster
+cannot start the tests fail, never skip.
 
 Fakes (not patches): :class:`FakeJwksFetcher` serves key sets from memory, :class:`FakeClock`
 is a settable clock, :class:`TokenFactory` signs attestation tokens with a test RSA key.
@@ -84,8 +86,46 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+BACKENDS = ("sqlite", "postgresql")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "one_database(reason): the module's tests run on SQLite only (the registry's database "
+        "takes no part in what they check; the reason says why); the others run on both",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Which databases a test runs on: both (:data:`BACKENDS`), unless it is marked
+    ``one_database`` or names its own with ``@pytest.mark.parametrize("backend", ...,
+    indirect=True)``.
+
+    What the two databases can disagree on (locking and concurrent writers, migrations,
+    dialect SQL, JSON and time types, constraints and their errors, transactions) is checked on
+    both. A module is marked ``one_database`` only when what its tests check is decided in
+    Python before or after the database (authorization tables, input validation, rendering of
+    pages from values read through the same queries that the modules run on both test); there
+    the second run repeated the first."""
+    if "backend" not in metafunc.fixturenames:
+        return
+    for mark in metafunc.definition.iter_markers("parametrize"):
+        names = mark.args[0]
+        listed = names.split(",") if isinstance(names, str) else list(names)
+        if "backend" in (n.strip() for n in listed):
+            return  # the test names its databases
+    one = metafunc.definition.get_closest_marker("one_database")
+    if one is not None and not one.args:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: one_database needs a reason")
+    backends = BACKENDS[:1] if one is not None else BACKENDS
+    metafunc.definition.add_marker(pytest.mark.parametrize("backend", backends, indirect=True))
+
+
+@pytest.fixture
 def backend(request: pytest.FixtureRequest) -> str:
+    """``sqlite`` or ``postgresql`` (parametrized by :func:`pytest_generate_tests`)."""
     return str(request.param)
 
 

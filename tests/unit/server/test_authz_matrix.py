@@ -17,6 +17,12 @@ from sealbench.benchmarks.registry import load as load_benchmark
 from sealbench.benchmarks.release import InsecureFixedNoise
 from sealbench.contract.pin import BenchmarkPin
 
+# The registry's database takes no part in what this module checks (tests/unit/server/conftest.py).
+pytestmark = pytest.mark.one_database(
+    "who may call each endpoint is decided in Python from the rows' owners; the queries and "
+    "writes behind each route run on both databases in their own modules"
+)
+
 API = "/api/v1"
 ROLES = ("anonymous", "other", "owner", "benchmark_owner", "admin")
 _n = itertools.count()

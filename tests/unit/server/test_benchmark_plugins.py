@@ -6,11 +6,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from sealbench.benchmarks.registry import load as load_benchmark
 from sealbench.benchmarks.release import InsecureFixedNoise, Release
 from sealbench.contract.pin import BenchmarkPin
+
+# The registry's database takes no part in what this module checks (tests/unit/server/conftest.py).
+pytestmark = pytest.mark.one_database(
+    "a summary is validated by the plug-in in Python before anything is stored; result "
+    "storage runs on both databases in test_results"
+)
 
 API = "/api/v1"
 SEALED = "sha256:" + "7" * 64

@@ -9,6 +9,12 @@ from typing import Any, Literal
 import pytest
 from fastapi.testclient import TestClient
 
+# The registry's database takes no part in what this module checks (tests/unit/server/conftest.py).
+pytestmark = pytest.mark.one_database(
+    "a bad coordinate is refused by validation before any write; storing and reading "
+    "coordinates runs on both databases in test_grants and test_withdraw"
+)
+
 API = "/api/v1"
 Kind = Literal["dataset", "model"]
 

@@ -10,6 +10,11 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+# The registry's database takes no part in what this module checks (tests/unit/server/conftest.py).
+pytestmark = pytest.mark.one_database(
+    "the grid is compared in Python before anything is stored"
+)
+
 FULL = {"shape": [240, 240, 155], "spacing_mm": [1.0, 1.0, 1.0]}
 SMALL = {"shape": [64, 64, 48], "spacing_mm": [1.0, 1.0, 1.0]}
 _names = itertools.count()

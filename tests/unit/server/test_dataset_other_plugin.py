@@ -9,7 +9,13 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
+
+# The registry's database takes no part in what this module checks (tests/unit/server/conftest.py).
+pytestmark = pytest.mark.one_database(
+    "the two pins are compared in Python before anything is stored"
+)
 
 API = "/api/v1"
 FULL = {"shape": [240, 240, 155], "spacing_mm": [1.0, 1.0, 1.0]}

@@ -20,6 +20,11 @@ from sealbench.client.registry.api import RegistryClient
 from sealbench.server.app import create_app
 from sealbench.server.schemas import ResultCreate
 
+# The registry's database takes no part in what this module checks (tests/unit/server/conftest.py).
+pytestmark = pytest.mark.one_database(
+    "the pin is checked against the installed plug-ins in Python before anything is stored"
+)
+
 API = "/api/v1"
 
 

@@ -16,6 +16,12 @@ from sealbench.server.app import create_app
 from sealbench.server.settings import ServerSettings
 from sealbench.server.web import mount_dashboard
 
+# The registry's database takes no part in what this module checks (tests/unit/server/conftest.py).
+pytestmark = pytest.mark.one_database(
+    "the dashboard's approval calls the API's own decision (test_rules, test_close, "
+    "test_withdraw: both databases); CSRF, origin and page marks are Python"
+)
+
 API = "/api/v1"
 _CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 

@@ -20,6 +20,12 @@ from sealbench.server.db import open_database
 from sealbench.server.settings import OidcSettings, ServerSettings
 from sealbench.server.web import mount_dashboard
 
+# The registry's database takes no part in what this module checks (tests/unit/server/conftest.py).
+pytestmark = pytest.mark.one_database(
+    "the pages render what the API reads, compared within one database; the reads and the "
+    "audit chain's checks run on both databases in the API's modules and test_audit"
+)
+
 API = "/api/v1"
 _CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 _CELL = re.compile(
