@@ -1,7 +1,8 @@
-"""The dashboard's inbox and its one write, approving or rejecting a pending association, on
-SQLite and PostgreSQL: it needs the session's CSRF token and this origin, it is the API's own
-decision (same permissions, same state rules, same audit event with the viewer as actor), and
-the pages mark withdrawn results and closed benchmarks."""
+"""The dashboard's inbox and its one write, approving or rejecting a pending association, on SQLite
+(the decision's writes run on PostgreSQL too in test_rules.py): it needs the session's CSRF
+token and this origin, it is the API's own decision (same permissions, same state rules, same
+audit event with the viewer as actor), and the pages mark withdrawn results and closed
+benchmarks."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""The web dashboard against the real app (``create_app`` + ``mount_dashboard``) on SQLite and
-PostgreSQL: sign-in and sign-out need their CSRF token, pages carry the CSP, every page shows a
-user exactly what the API shows that user's token (a user without access sees no result), and
-the audit page names the first broken link after a row is edited in the database."""
+"""The web dashboard against the real app (``create_app`` + ``mount_dashboard``) on SQLite (what it
+renders is read through queries tested on PostgreSQL too in the API's modules): sign-in and
+sign-out need their CSRF token, pages carry the CSP, every page shows a user exactly what the
+API shows that user's token (a user without access sees no result), and the audit page names the
+first broken link after a row is edited in the database."""
 
 from __future__ import annotations
 
