@@ -23,7 +23,7 @@ BudgetEpsilonOpt = Annotated[
         "that all its published results together may spend. Each accepted result spends "
         "its benchmark's declared epsilon per release (1 by default; 'dataset budget' shows "
         "each benchmark's cost), adding up in zCDP, and the registry refuses a result that "
-        f"would overspend. Default {DEFAULT_BUDGET_EPSILON:g} (about 77 releases of "
+        f"would overspend. Default {DEFAULT_BUDGET_EPSILON:g} (about 60 releases of "
         "epsilon 1), or the group's with --budget-group. Set once, at registration",
         show_default=False),
 ]

@@ -28,9 +28,9 @@ __all__ = [
 
 #: A dataset's lifetime privacy budget unless its owner sets another: epsilon 10 at delta 1e-6.
 #: Why: a benchmark's default release costs epsilon 1 at delta 1e-6
-#: (``sealbench.benchmarks.release.DEFAULT_EPSILON``), and privacy loss adds up in zCDP rho, so
-#: this budget holds about 80 such releases (77 exactly: 77 releases of epsilon 1, delta 1e-6
-#: compose to epsilon 9.97 at delta 1e-6, 80 to 10.19): enough for a dataset to evaluate a few
+#: (``sealbench.benchmarks.release.DEFAULT_EPSILON``), and Gaussian releases compose exactly
+#: (rho adds, read on the exact Gaussian curve: issue 41), so this budget holds 60 such releases
+#: (60 compose to epsilon 9.91 at delta 1e-6, 61 to 10.004): enough for a dataset to evaluate a few
 #: dozen models across its benchmarks, while the lifetime loss about any one patient stays a
 #: stated, bounded epsilon. An owner expecting more runs sets a larger budget knowingly.
 DEFAULT_BUDGET_EPSILON: Final = 10.0
