@@ -64,9 +64,11 @@ def _publish_register_seal_approve_sync(world: World) -> None:
     # The authority publishes the shipped WDBC definition and the admin approves it; the labs
     # register the two shipped models for it.
     # It pools in the TEE: its aggregator image is the mock backend's (a second workload of the
-    # same code, with its own digest).
+    # same code, with its own digest). Its sites publish their own releases too, the authority's
+    # explicit choice (--site-releases; without it the pooled release is the only figure, issue
+    # 41): this flow reads both.
     ids["b"] = int(_json(cli("benchmark", "create", "--tee", "mock", "--definition", "wdbc",
-                             "--pool-in-tee",
+                             "--pool-in-tee", "--site-releases",
                              "--json", "--profile", "authority"))["id"])
     b = str(ids["b"])
     # --pool-in-tee took the mock backend's aggregator image
