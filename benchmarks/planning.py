@@ -242,13 +242,14 @@ class Plan:
             return out
         where = "pooled in the TEE" if self.pooled_in_tee else "pooled over the sites"
         out.append(f"  {where}: expected 95% interval ±{self.pooled_half_width:.3g}; "
-                   f"readable from about {self.pooled_shows_from:,} cases pooled; ranks "
+                   f"readable from about {plural(self.pooled_shows_from or 1, 'case')} "
+                   "pooled; ranks "
                    f"two models apart (80% power) from a difference of "
                    f"{self.pooled_rank_difference:.3g}")
         if self.site_half_width is not None:
             out.append(f"  each site's own release: ±{self.site_half_width:.3g} at "
                        f"{plural(self.cases, 'case')}; readable from about "
-                       f"{self.site_shows_from:,} cases")
+                       f"{plural(self.site_shows_from or 1, 'case')}")
         if self.sites_pooled_half_width is not None and self.pooled_in_tee:
             out.append(f"  (the sites' releases pooled outside the TEE instead: "
                        f"±{self.sites_pooled_half_width:.3g}, rank difference "

@@ -189,6 +189,8 @@ def _play(
     # The benchmark also pools inside the TEE (issue 27): its aggregator image is the
     # backend's second workload of the same code (the mock's, or the Docker image built beside
     # the evaluation image).
+    say.section("1b. synthetic cases, no patient to protect: BraTS is published exactly, by "
+                "each hospital's consent")
     say.note(f"synthetic cases: no patient to protect. The authority publishes BraTS's exact "
              f"variant ({exported['plugin']}, exported with 'benchmark definition export "
              f"{shipped}' and its pin switched) and each hospital consents on screen "

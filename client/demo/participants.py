@@ -234,6 +234,7 @@ def _consent_synthetic(client: RegistryClient, bench: BenchmarkPublic,
         return
     spec: Any = workflows.plugin_for(bench).release_spec
     _say(privacy_cost(bench, spec, client.dataset_budget(dataset)))
+    consent_plan(console(), client, bench, dataset)
     _say(f"dataset {dataset}: {SYNTHETIC_CONSENT}")
 
 
