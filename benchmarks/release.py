@@ -657,7 +657,8 @@ def _scaled(contributions: Any, spec: ReleaseSpec, grid_bits: int | None = None)
 def release(contributions: Any, spec: ReleaseSpec, noise: NoiseSource) -> Release:
     """The release of ``contributions`` (one row per case, :attr:`ReleaseSpec.width` values in
     the spec's order: bounded columns, then each category block's one-hot keys) under ``spec``,
-    noise drawn once from ``noise`` for all sums (none for an exact release)."""
+    noise drawn once from ``noise`` for all sums, the moments' sums of squares included (none for
+    an exact release)."""
     grid_bits = getattr(noise, "grid_bits", None)
     scaled = _scaled(contributions, spec, grid_bits if isinstance(grid_bits, int) else None)
     sums = scaled.sum(axis=0)
