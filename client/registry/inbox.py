@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from sealbench.client.runs.single import RunRecord
+from sealbench.contract.privacy_loss import PrivacyLoss
 from sealbench.server.schemas import (
     BenchmarkPublic,
     DatasetBudget,
@@ -50,6 +51,41 @@ def consent_warning(benchmark: BenchmarkPublic) -> str | None:
             "Space's confidential-GPU preview (not STABLE; fewer guarantees, may change). "
             "Approve only if you accept that.")
 
+#: The most releases :func:`_left` counts.
+_MOST: int = 100_000
+
+
+def _left(budget: DatasetBudget, cost: PrivacyLoss) -> int:
+    """How many more releases of ``cost`` the dataset's budget holds, one after another: the
+    ledger's debits (their Gaussian rho and Laplace epsilons) composed with k such costs, read
+    at the budget's delta, as the registry's ledger reads them (issue 41)."""
+    if cost.empty:
+        return 0
+    debits = [d for d in getattr(budget, "debits", ()) if not d.exact]
+    if not cost.laplace and not any(d.laplace for d in debits):
+        # Gaussians only: rho composes exactly, what is left is the remaining rho
+        return max(math.floor(budget.remaining_rho / cost.rho + 1e-9), 0)
+    spent = PrivacyLoss.total(PrivacyLoss(rho=d.rho or 0.0, laplace=tuple(d.laplace))
+                              for d in debits)
+
+    def fits(k: int) -> bool:
+        return PrivacyLoss(rho=spent.rho + k * cost.rho,
+                           laplace=spent.laplace + cost.laplace * k).fits(
+            budget.budget_epsilon, budget.budget_delta)
+
+    if not fits(1):
+        return 0
+    low, high = 1, 2
+    while high < _MOST and fits(high):
+        low, high = high, min(2 * high, _MOST)
+    if fits(high):
+        return high
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid)
+    return low
+
+
 def privacy_cost(benchmark: BenchmarkPublic, spec: ReleaseSpec | None, budget: DatasetBudget,
                  pooled: ReleaseSpec | None = None) -> str:
     """The line a data owner reads before consenting to ``benchmark`` for a dataset: what each
@@ -59,23 +95,26 @@ def privacy_cost(benchmark: BenchmarkPublic, spec: ReleaseSpec | None, budget: D
     pool over the run charges it too, so the line states both and what a run pooled once costs
     in all (zCDP adds up). ``spec`` None: the benchmark's sites publish no release of their
     own (a ``-pool`` pin), so a run costs only the pooled releases that cover it."""
-    from sealbench.benchmarks.release import epsilon_of
 
     name = f"benchmark {benchmark.name} {benchmark.version} (#{benchmark.id})"
     left = (f"dataset {budget.dataset_id} has epsilon {budget.remaining_epsilon:.3g} of "
             f"{budget.budget_epsilon:g} left (at delta {budget.budget_delta:g})")
 
     def each(release: ReleaseSpec) -> str:
-        return ("EXACT (not differentially private) figures" if release.exact else
-                f"epsilon {release.epsilon:g} at delta {release.delta:g} "
+        loss = release.loss
+        if release.exact:
+            return "EXACT (not differentially private) figures"
+        if loss.laplace:  # a Laplace release, or one split between a headline and the rest
+            return (f"epsilon {loss.epsilon_at(budget.budget_delta):.3g} at delta "
+                    f"{budget.budget_delta:g} ({loss.text()})")
+        return (f"epsilon {release.epsilon:g} at delta {release.delta:g} "
                 f"(rho {release.rho or 0.0:.4g})")
 
     if spec is None:
         if pooled is None:
             return f"PRIVACY: {name} publishes no release of your cases; {left}."
-        rho = pooled.rho or 0.0
-        how_many = (f": about {math.floor(budget.remaining_rho / rho + 1e-9)} such pools"
-                    if rho > 0 else "")
+        how_many = ("" if pooled.loss.empty
+                    else f": about {_left(budget, pooled.loss)} such pools")
         return (f"PRIVACY:{' EXACT' if pooled.exact else ''} each run of {name} publishes no "
                 "release of its own (you read your exact figures locally with 'result "
                 "open'); it joins the benchmark's pooled release inside the TEE, charged "
@@ -84,16 +123,15 @@ def privacy_cost(benchmark: BenchmarkPublic, spec: ReleaseSpec | None, budget: D
         if spec.exact:
             return (f"PRIVACY: {name} publishes EXACT (not differentially private) figures of "
                     f"your cases; {left}.")
-        rho = spec.rho or 0.0
-        runs = math.floor(budget.remaining_rho / rho + 1e-9) if rho > 0 else 0
+        runs = _left(budget, spec.loss)
         return (f"PRIVACY: each run of {name} publishes a differentially private release "
                 f"costing {each(spec)}; {left}: about {runs} such releases.")
-    rho = (spec.rho or 0.0) + (pooled.rho or 0.0)
-    total = ("" if rho <= 0 else
-             f"; a run pooled once costs epsilon {epsilon_of(rho, budget.budget_delta):.3g} "
-             f"at delta {budget.budget_delta:g} in all (rho {rho:.4g}): 2 releases charged")
-    how_many = (f": about {math.floor(budget.remaining_rho / rho + 1e-9)} such runs" if rho > 0
-                else "")
+    cost = spec.loss + pooled.loss
+    parts = cost.text() if cost.laplace else f"rho {cost.rho:.4g}"
+    total = ("" if cost.empty else
+             f"; a run pooled once costs epsilon {cost.epsilon_at(budget.budget_delta):.3g} "
+             f"at delta {budget.budget_delta:g} in all ({parts}): 2 releases charged")
+    how_many = "" if cost.empty else f": about {_left(budget, cost)} such runs"
     exact = " EXACT" if spec.exact or pooled.exact else ""
     return (f"PRIVACY:{exact} each run of {name} publishes its own release, {each(spec)}, and "
             "joins the benchmark's pooled release inside the TEE, charged again each time a "
