@@ -247,7 +247,10 @@ class ReleaseSpec:
                 raise ValueError(f"moment {moment.key}: of a column the release does not hold")
             if len({bounds[k] for k in moment.of}) != 1:
                 raise ValueError(f"moment {moment.key}: its columns have different bounds")
-        if not self.exact:
+        if not self.exact and self.mechanism == "laplace":
+            if not (self.epsilon > 0 and math.isfinite(self.epsilon)):
+                raise ValueError(f"need a finite epsilon > 0, got {self.epsilon}")
+        elif not self.exact:
             rho_of(self.epsilon, self.delta)  # validates ε and δ
 
     @property

@@ -91,3 +91,14 @@ def test_a_laplace_release_is_not_read_as_a_gaussian_one() -> None:
 def test_a_local_exact_laplace_release_is_exact_and_costs_nothing() -> None:
     made = release(ROWS, SPEC, LocalExact())
     assert made.exact and made.loss.empty and made.sigma == 0
+
+
+def test_a_laplace_spec_needs_a_positive_epsilon_and_no_delta() -> None:
+    pure = ReleaseSpec(columns=(Column("x", 0.0, 1.0),), epsilon=1.0, delta=0.0,
+                       mechanism="laplace")
+    assert pure.loss == PrivacyLoss(laplace=(1.0,))
+    for epsilon in (0.0, -1.0, math.inf, math.nan):
+        with pytest.raises(ValueError, match="epsilon"):
+            ReleaseSpec(columns=(Column("x", 0.0, 1.0),), epsilon=epsilon, mechanism="laplace")
+    with pytest.raises(ValueError, match="unknown release mechanism"):
+        ReleaseSpec(columns=(Column("x", 0.0, 1.0),), mechanism="cauchy")  # type: ignore[arg-type]
