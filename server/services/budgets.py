@@ -367,8 +367,10 @@ def checked_release(plugin: Plugin, summary: PublicSummary | None,
         spec = getattr(plugin, "release_spec", None)
     if release is not None and spec is not None and not release.matches(spec):
         declared = ("an exact release" if spec.exact
+                    else f"Laplace epsilon {spec.epsilon:g}" if spec.mechanism == "laplace"
                     else f"epsilon {spec.epsilon:g} at delta {spec.delta:g}")
         got = ("an exact release" if release.exact
+               else f"Laplace epsilon {release.epsilon:g}" if release.mechanism == "laplace"
                else f"epsilon {release.epsilon:g} at delta {release.delta:g}")
         raise ResultRejectedError(
             f"summary: its release is not the one {plugin.ref} declares ({declared} per "

@@ -504,3 +504,14 @@ def test_a_split_summary_is_charged_both_its_releases(
     assert debit["rho"] == breakdown.rho and debit["laplace"] == [0.5]
     spent = (breakdown.loss + headline.loss).epsilon_at(1e-6)
     assert math.isclose(budget["spent_epsilon"], spent) and spent > 1.0
+
+
+def test_a_gaussian_release_where_laplace_is_declared_is_refused_by_name() -> None:
+    """An operator swapping the declared mechanism (Laplace's noise for the Gaussian's, or the
+    reverse) is refused, and the refusal says what was declared and what came."""
+    laplace = replace(SPEC, mechanism="laplace")
+    with pytest.raises(ResultRejectedError, match=r"\(Laplace epsilon 1 per release.*"
+                                                  r"received epsilon 1 at delta 1e-06"):
+        checked_release(ReleasingPlugin(laplace), ReleasingSummary(_release()))  # type: ignore[arg-type]
+    with pytest.raises(ResultRejectedError, match="received Laplace epsilon 1"):
+        checked_release(ReleasingPlugin(SPEC), ReleasingSummary(_release(laplace)))  # type: ignore[arg-type]
