@@ -26,8 +26,13 @@ was prepared:
    mm enhancing rim enough to cost a model several points of ET Dice; the B-spline's overshoot
    below zero is clipped), zero outside the brain mask
    (the mask itself resampled the same way, kept above one half, and bounded by the template's
-   brain grown by 5 mm: a neck or scalp the extraction reached through thin bone is cut off);
-   only the box of that grown brain is resampled, the rest of the grid is zero.
+   brain grown by 5 mm: a neck or scalp the extraction reached through thin bone is cut off),
+   then its outer 1 mm peeled: that rim is partial volume (dura, CSF, skull), dark in every
+   sequence, and inside the mask it widens each modality's spread and lowers a lesion's
+   contrast once the case is z-scored (on a phantom study, the reference model's WT Dice 0.852
+   with the rim, 0.895 without, 0.977 on the truth; peeling it in the extraction instead moved
+   the template registration and cost the labels' round trip 0.02 ET Dice). Only the box of
+   the grown template brain is resampled, the rest of the grid is zero.
 5. **Labels**: the annotation's values mapped to class indices (the mapping file's
    ``annotation_labels``), then each class's indicator resampled linearly through the same
    composed transform and the largest taken, so a 1-2 mm enhancing rim survives (nearest
@@ -74,7 +79,7 @@ DECLARED: Final[dict[str, object]] = {
     "resampling": "one cubic B-spline resampling per sequence through the composed transform",
     "labels": "each label's indicator resampled linearly, then the largest (argmax)",
     "brain_extraction": "built-in morphological (threshold, 2 mm erosion, largest component, "
-                        "dilation, hole filling)",
+                        "dilation, hole filling); on the grid, its outer 1 mm peeled",
     "intensities": "as acquired (rescale slope and intercept applied), zero outside the brain; "
                    "z-scored in the brain by the BraTS preparation",
 }
@@ -365,6 +370,13 @@ def register_case(images: Mapping[str, sitk.Image], reference: str, contract: Br
     brain = _resample(sitk.Cast(mask, sitk.sitkFloat32), grid, to_reference, sitk.sitkLinear,
                       0.0, box) > 0.5
     brain &= grown
+    # The 1 mm rim of partial volume (step 4), in whole voxels where a voxel is no larger than
+    # it: on the BraTS grid one voxel; on a test's smaller grid (a voxel of 1.5 template mm)
+    # none, as one voxel would cut into the brain (the half-size test's model then beat the
+    # direct case by 0.03 TC Dice).
+    rim = int(np.floor(1.0 / (template.voxel_mm * min(contract.spacing_mm)) + 1e-6))
+    if rim > 0:
+        brain = ndimage.binary_erosion(brain, iterations=rim)
     modalities: dict[str, FloatArray] = {}
     for name in contract.modalities:
         composed = sitk.CompositeTransform([rigid[name], to_reference])
