@@ -106,6 +106,7 @@ def main() -> None:
                                        sequences=ISOTROPIC if args.isotropic else SEQUENCES))
         print(f"{args.cases} phantom studies written in {time.perf_counter() - t0:.1f} s "
               f"(not counted)")
+        load_before = os.getloadavg()[0]
         ctx = mp.get_context("spawn")
         receive, send = ctx.Pipe(duplex=False)
         child = ctx.Process(target=_child, args=(str(studies), str(work), contract.shape,
@@ -118,7 +119,8 @@ def main() -> None:
         print(f"ingestion, {args.threads} threads: {np.mean(per_case):.1f} s per case wall "
               f"(max {max(per_case):.1f}; goal <= 60), {np.mean(cpu_case):.1f} s CPU per case; "
               f"peak RSS {result['peak_mib']:.0f} MiB (goal <= 2048; "
-              f"{result['peak_mib'] / 2048:.2f} of it)")
+              f"{result['peak_mib'] / 2048:.2f} of it); load average {load_before:.1f} before, "
+              f"{os.getloadavg()[0]:.1f} after (wall time is only clean near 0)")
         segmenter = OnnxSegmenter(load_model_bytes(load_definition().reference_model), contract,
                                   threads=args.threads)
         # Folders and case ids pair up in order: pseudonyms are given in sorted folder order.
