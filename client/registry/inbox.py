@@ -198,6 +198,8 @@ def release_text(terms: ReleaseTerms | None) -> str:
         return "a release the registry cannot describe (its plug-in is not installed there)"
     if terms.exact:
         return "EXACT figures, with no privacy bound"
+    if terms.delta is None:  # a pure-epsilon (Laplace) release
+        return f"a private release costing epsilon {terms.epsilon:g} (pure, no delta)"
     return f"a private release costing epsilon {terms.epsilon:g} at delta {terms.delta:g}"
 
 

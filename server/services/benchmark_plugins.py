@@ -86,7 +86,8 @@ def release_terms(
         return None
     if spec.exact:
         return ReleaseTerms(exact=True, epsilon=None, delta=None)
-    return ReleaseTerms(exact=False, epsilon=spec.epsilon, delta=spec.delta)
+    return ReleaseTerms(exact=False, epsilon=spec.epsilon,
+                        delta=None if spec.mechanism == "laplace" else spec.delta)
 
 
 _COMMITMENT: Final = re.compile(r"sha256:[0-9a-f]{64}")
