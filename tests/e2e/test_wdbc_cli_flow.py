@@ -417,7 +417,7 @@ def test_registry_operator_on_its_own_inputs_draws_nothing(
     forger = Ledger(recipient, log=SignerKey.generate(genuine.checkpoint.split("\n")[0]))
     own = forger.authorize(genuine.inputs.model_copy(update={
         "pool_id": "operator-pool", "inputs": genuine.inputs.inputs[:2], "debits": ()}),
-        rho=genuine.inputs.rho)
+        rho=genuine.inputs.rho, laplace=genuine.inputs.laplace)  # the genuine cost, both parts
     before = _budgets(world)
     folder, outcome = _Operator(world).relaunch(own, "own-inputs")
     assert isinstance(outcome, Exception), outcome
