@@ -33,6 +33,7 @@ from sklearn.metrics import roc_auc_score
 from sealbench.benchmarks.registry import PluginRegistry
 from sealbench.benchmarks.release import LocalExact, Release
 from sealbench.benchmarks.wdbc import summary as wdbc
+from sealbench.benchmarks.wdbc.private_auroc import Floor
 from sealbench.client.runs.image_build import (
     AGGREGATOR_ENTRYPOINT,
     LABEL_ALLOW_ENV_OVERRIDE,
@@ -179,34 +180,36 @@ def _sums(release: Release) -> tuple[list[float], list[float]]:
 
 
 def _check_within_noise(aggregates: dict[str, Any], per_case: list[dict[str, Any]]) -> None:
-    """The noisy pooled release against the exact pooled release of every case (what the
-    hospitals opened): each released sum within :data:`NOISE_BOUND` of its own noise sd, all
-    of them together within a chi-square bound, and the AUROC within :data:`NOISE_BOUND` of
-    its noise (delta method) of scikit-learn's over all cases. At epsilon 1 a sum's sd is
-    about 12 and the AUROC's about 0.15 here, so this catches a release that is not of these
+    """The noisy pooled release (version 3) against the exact pooled release of every case (what
+    the hospitals opened): each sum of the breakdown within :data:`NOISE_BOUND` of its own noise
+    sd, all of them together within a chi-square bound, and the headline AUROC (computed over
+    every case, released alone by Laplace of scale b) within ``b·ln 1e8`` of scikit-learn's over
+    all cases (probability 1e-8 of a false failure). At epsilon 1 a breakdown sum's sd is about
+    200 and the AUROC's b about 0.04 here, so this catches a release that is not of these
     results (labels or scores inverted, another model's or dataset's cases), not one missing
     site: the exact case count and the release's datasets, checked by the caller, do."""
-    released = wdbc.parse_summary(aggregates, wdbc.pooled_release_spec()).release
+    summary = wdbc.parse_pooled_summary(aggregates)
+    released = summary.release
     results = [wdbc.parse_case_result(c) for c in per_case]
-    exact = wdbc.pooled_summary(results, "wdbc/1", LocalExact()).release
+    exact = wdbc.pooled_summary(results, "wdbc/1", LocalExact())
     assert released.n_cases == exact.n_cases == len(results)
-    (noisy, sds), (truth, _) = _sums(released), _sums(exact)
+    (noisy, sds), (truth, _) = _sums(released), _sums(exact.release)
     z = [(a - b) / sd for a, b, sd in zip(noisy, truth, sds, strict=True)]
     assert max(abs(v) for v in z) < NOISE_BOUND, z
-    # chi-square with len(z) = 44 degrees of freedom: above 120 has probability < 1e-8
+    # chi-square with len(z) = 43 degrees of freedom: above 120 has probability < 1e-8
     assert sum(v * v for v in z) < 120, z
-    # the AUROC: n * pairs / (P * N) from the released sums, its noise by the delta method
-    n = released.n_cases
-    pairs, malignant = released.column(wdbc.PAIRS), released.column(wdbc.MALIGNANT)
-    p_total = malignant.sum
-    n_total = n - p_total - released.category(wdbc.SCORE).counts[-1]
-    auroc = n * pairs.sum / (p_total * n_total)
-    product_sd = malignant.sd * math.hypot(n_total - p_total, p_total)
-    sd = math.hypot(n * pairs.sd / (p_total * n_total), auroc * product_sd / (p_total * n_total))
+    # the AUROC: T = Δ·(released sum), Laplace of scale b = Δ·sd/√2 on it
+    assert summary.auroc is not None and summary.auroc_floor is not None
+    floor = Floor(summary.n_cases, summary.auroc_floor)
+    column = summary.auroc.column(wdbc.AUROC)
+    delta = float(floor.sensitivity)
+    auroc, scale = delta * column.sum, delta * column.sd / math.sqrt(2)
     scores = [r.penalised_score() for r in results]
     assert None not in scores  # every case has a label
+    stat = wdbc.auroc_statistic(results)
+    assert stat.auroc == stat.value  # both classes reach the floor: T is the AUROC itself
     exact_auroc = roc_auc_score([bool(r.malignant) for r in results], scores)
-    assert abs(auroc - exact_auroc) < NOISE_BOUND * sd, (auroc, exact_auroc, sd)
+    assert abs(auroc - exact_auroc) < scale * math.log(1e8), (auroc, exact_auroc, scale)
 
 
 def test_authority_pools_the_model_in_the_docker_aggregator(
