@@ -1,9 +1,10 @@
+# mypy: disable-error-code="no-untyped-call"
 """DICOM ingestion at full size (issue 43): seconds per case and peak memory, the round trip
 against the phantoms' own benchmark-space volumes, and the reference model's figures on prepared
 vs direct cases, side by side.
 
     .venv/bin/python tests/perf/dicom_prepare_bench.py [--cases 2] [--first-seed 910100]
-        [--threads 2] [--shape 240x240x155] [--isotropic]
+        [--threads 2] [--shape 240x240x155] [--isotropic] [--decompose]
 
 The parent writes the phantom DICOM studies (:mod:`sealbench.benchmarks.brats.ingest.phantom`:
 240 x 240 x 155 truth, four series in their own geometries, planted identifiers, NIfTI
@@ -70,6 +71,43 @@ def _child(studies: str, work: str, shape: tuple[int, int, int], threads: int,
               "reviews": [c.model_dump(mode="json") for c in report.cases]})
 
 
+def _acquired_and_back(array: np.ndarray, spec: Any, contract: Any) -> np.ndarray:
+    """``array`` (a direct modality on the grid) acquired in ``spec``'s geometry (its spacing
+    and tilt about the grid's centre, a thick slice the mean of three samples across it, as the
+    phantom's scanner does) and resampled back cubically through the known geometry: what the
+    protocol's resolution alone loses, without registration, extraction, noise or a head."""
+    import SimpleITK as sitk  # noqa: N813
+
+    from sealbench.benchmarks.brats.ingest.geometry import grid_image, to_array
+    from sealbench.benchmarks.brats.ingest.phantom import rotation
+
+    image = grid_image(contract, array)
+    direction = rotation(spec.tilt_deg)
+    sub = 3 if spec.spacing[2] > 1.5 else 1
+    fine = (spec.spacing[0], spec.spacing[1], spec.spacing[2] / sub)
+    centre = np.array(image.TransformContinuousIndexToPhysicalPoint(
+        [(n - 1) / 2 for n in image.GetSize()]))
+    size = [int(np.ceil(f / s)) for f, s in zip(spec.fov_mm, fine, strict=True)]
+    size[2] -= size[2] % sub
+    half = np.array([(n - 1) * s for n, s in zip(size, fine, strict=True)]) / 2
+    samples = sitk.Image(size, sitk.sitkFloat32)
+    samples.SetSpacing(fine)
+    samples.SetDirection(tuple(direction.ravel()))
+    samples.SetOrigin(tuple(centre - direction @ half))
+    acquired = to_array(sitk.Resample(image, samples, sitk.Transform(), sitk.sitkBSpline, 0.0,
+                                      sitk.sitkFloat32))
+    acquired = acquired.reshape(size[0], size[1], -1, sub).mean(axis=3).astype(np.float32)
+    slices = sitk.GetImageFromArray(np.ascontiguousarray(np.transpose(acquired, (2, 1, 0))))
+    slices.SetSpacing(spec.spacing)
+    slices.SetDirection(tuple(direction.ravel()))
+    slices.SetOrigin(tuple(np.array(samples.GetOrigin())
+                           + direction[:, 2] * fine[2] * (sub - 1) / 2))
+    back = to_array(sitk.Resample(slices, image, sitk.Transform(), sitk.sitkBSpline, 0.0,
+                                  sitk.sitkFloat32)).astype(np.float32)
+    back[array <= 0] = 0.0
+    return np.maximum(back, 0.0)
+
+
 def _dice(a: np.ndarray, b: np.ndarray) -> float:
     return float(2 * (a & b).sum() / max(int(a.sum() + b.sum()), 1))
 
@@ -83,6 +121,11 @@ def main() -> None:
     parser.add_argument("--isotropic", action="store_true",
                         help="acquire every series at 1 mm isotropic (the preparation's own "
                              "loss, without the thick slices')")
+    parser.add_argument("--decompose", action="store_true",
+                        help="also run the model on cases that swap single sequences between "
+                             "the prepared and the direct case, and on the direct case acquired "
+                             "by the protocol's geometry and resampled back (where the model's "
+                             "loss comes from)")
     args = parser.parse_args()
     shape = tuple(int(v) for v in args.shape.split("x"))
     assert len(shape) == 3
@@ -148,7 +191,26 @@ def main() -> None:
                                         for m in contract.modalities})
             direct = Case(case_id=case_id, affine=study.truth.affine, seg=None,
                           modalities=dict(study.truth.modalities))
-            for name, case in (("prepared", prepared), ("direct", direct)):
+            variants = [("prepared", prepared), ("direct", direct)]
+            if args.decompose:
+                spec = {s.modality: s for s in (ISOTROPIC if args.isotropic else SEQUENCES)}
+                acquired = {m: _acquired_and_back(direct.modalities[m], spec[m], contract)
+                            for m in contract.modalities}
+
+                def mixed(modalities: dict[str, np.ndarray], case_id: str = case_id,
+                          affine: np.ndarray = study.truth.affine) -> Case:
+                    return Case(case_id=case_id, affine=affine, seg=None, modalities=modalities)
+
+                variants += [
+                    ("prepared, direct t2f", mixed({**prepared.modalities,
+                                                    "t2f": direct.modalities["t2f"]})),
+                    ("direct, prepared t2f", mixed({**direct.modalities,
+                                                    "t2f": prepared.modalities["t2f"]})),
+                    ("direct, t2f acquired", mixed({**direct.modalities,
+                                                    "t2f": acquired["t2f"]})),
+                    ("direct, all acquired", mixed(acquired)),
+                ]
+            for name, case in variants:
                 labels = segmenter.segment(case)
                 for region in ("WT", "TC", "ET"):
                     row[f"model {name} {region}"] = _dice(
@@ -164,6 +226,14 @@ def main() -> None:
                                for r in rows])
                 print(f"{region}: round-trip Dice {carried:.4f} (goal >= 0.95); reference "
                       f"model prepared - direct {gap:+.4f} (goal within 0.02)")
+                if args.decompose:
+                    parts = []
+                    for name in ("prepared, direct t2f", "direct, prepared t2f",
+                                 "direct, t2f acquired", "direct, all acquired"):
+                        delta = np.mean([r[f"model {name} {region}"]
+                                         - r[f"model direct {region}"] for r in rows])
+                        parts.append(f"{name} {delta:+.4f}")
+                    print(f"    {region}, model on each variant - direct: {', '.join(parts)}")
             print(f"brain mask: round-trip Dice {np.mean([r['brain'] for r in rows]):.4f} "
                   "(goal >= 0.95)")
     finally:
