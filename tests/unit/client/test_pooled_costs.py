@@ -120,3 +120,35 @@ def test_the_cost_of_a_pooled_only_benchmark_names_only_its_pooled_release() -> 
     assert "publishes no release of its own" in line and "'result open'" in line
     assert "charged each time a pool covers it: epsilon 1 at delta 1e-06" in line
     assert f"about {math.floor(rho_of(10.0, 1e-6) / rho_of(1.0, 1e-6) + 1e-9)} such pools" in line
+
+
+def _opened(pin: str, rule: str) -> Any:
+    from sealbench.benchmarks.registry import load
+    from sealbench.benchmarks.wdbc.data import load_wdbc
+    from sealbench.benchmarks.wdbc.model import Prediction
+    from sealbench.client.runs.result_open import _check_consistent
+    from sealbench.contract.pin import BenchmarkPin
+    from sealbench.contract.result import PerCaseResults, ResultSummary, WithheldSummary
+
+    plugin = load(BenchmarkPin.parse(pin))
+    cases = [plugin.score(c, Prediction(0.7)) for c in load_wdbc()[:40]]
+    summary = ResultSummary(
+        run_id="run-1", benchmark_id="1", metrics_version=plugin.ref, aggregates={},
+        withheld=WithheldSummary(rule=rule, n_cases=40,  # type: ignore[arg-type]
+                                 minimum=plugin.small_cell_minimum))
+    per_case = PerCaseResults(
+        run_id="run-1", benchmark_id="1", dataset_id="1", model_id="1", metrics_version=plugin.ref,
+        image_digest="sha256:" + "1" * 64, cases=tuple(c.to_json() for c in cases))
+    return _check_consistent(summary, per_case)
+
+
+def test_result_open_reads_a_pooled_only_run_and_refuses_the_rule_elsewhere() -> None:
+    """A hospital opening its run under a -pool pin sees its exact figures and a summary withheld
+    for pooling; the same 'pooled' summary under a pin with per-site releases is not what its
+    enclave writes (an operator who dropped the release), and 'result open' says so."""
+    from sealbench.client.runs.result_open import ResultVerificationError
+
+    benchmark, local, cases = _opened("wdbc/1-pool", "pooled")
+    assert str(benchmark.ref) == "wdbc/1-pool" and len(cases) == 40 and local.n_cases == 40
+    with pytest.raises(ResultVerificationError, match="withheld"):
+        _opened("wdbc/1", "pooled")
