@@ -17,12 +17,13 @@ CORES = ("enclave", "server", "client")
 # exactly its bytes; the per-case guard), no plug-in either; results: a result document read
 # through whichever plug-in its pin names; pooling: the aggregator's computation over whichever
 # plug-in the pin names (issue 27), no plug-in either; seeded_noise: the release's keyed noise
-# source for the aggregator (issue 40), part of the release mechanism, no plug-in
+# source for the aggregator (issue 40), part of the release mechanism, no plug-in; planning:
+# what a release spec's noise lets a board read (issue 41), arithmetic on the release, no plug-in
 ALLOWED = frozenset({"sealbench.benchmarks", "sealbench.benchmarks.interface",
                      "sealbench.benchmarks.registry", "sealbench.benchmarks.release",
                      "sealbench.benchmarks.results", "sealbench.benchmarks.pooling",
                      "sealbench.benchmarks.onnx_safety", "sealbench.benchmarks.limits",
-                     "sealbench.benchmarks.seeded_noise"})
+                     "sealbench.benchmarks.seeded_noise", "sealbench.benchmarks.planning"})
 
 
 def _imports(tree: ast.AST) -> list[tuple[int, str]]:
