@@ -269,13 +269,26 @@ def _rank_difference(noise_se: float, spread: float, n: int) -> float:
     return (2 * Z95 + math.sqrt(2) * Z80) * math.sqrt(noise_se ** 2 + spread ** 2 / max(n, 1))
 
 
+def _at_epsilon(spec: ReleaseSpec, epsilon: float) -> ReleaseSpec:
+    """``spec`` costing ``epsilon`` per release in all: a release split between a breakdown
+    and a headline of its own (WDBC's pooled AUROC) keeps its split, each part scaled."""
+    from dataclasses import replace
+
+    headline = getattr(spec, "headline", None)
+    if spec.exact or headline is None:
+        return replace(spec, epsilon=epsilon, exact=False)
+    total = release_epsilon(spec) or 1.0
+    factor = epsilon / total
+    return replace(spec, epsilon=spec.epsilon * factor, exact=False,
+                   headline=replace(headline, epsilon=headline.epsilon * factor))
+
+
 def plan(plugin: Any, *, sites: int, cases: int, epsilon: float | None = None,
          metric: str | None = None, in_tee: bool | None = None) -> Plan:
     """The plan of ``plugin``'s headline (or ``metric``) over ``sites`` x ``cases``, at its
     declared ε unless ``epsilon`` replaces it (the same δ). Pooled in the TEE when ``in_tee``
     (None: when the plug-in declares a pooled release of its own), with each site's release
     beside it."""
-    from dataclasses import replace
 
     if sites < 1 or cases < 1:
         raise ValueError("a plan needs at least one site and one case per site")
@@ -290,9 +303,9 @@ def plan(plugin: Any, *, sites: int, cases: int, epsilon: float | None = None,
         in_tee = hasattr(plugin, "pooled_release_spec")
     pooled_spec = pooled_release_spec(plugin) if in_tee else None
     if epsilon is not None:
-        spec = replace(spec, epsilon=epsilon, exact=False)
+        spec = _at_epsilon(spec, epsilon)
         if pooled_spec is not None:
-            pooled_spec = replace(pooled_spec, epsilon=epsilon, exact=False)
+            pooled_spec = _at_epsilon(pooled_spec, epsilon)
     stated = isinstance(plugin, PlansFigures)
     spread = float(plugin.headline_spread) if stated else DEFAULT_SPREAD
     bounds = [(c.low, c.high) for c in spec.columns if c.key.split(":", 1)[0] == key.split(

@@ -13,6 +13,7 @@ and released on its own (:mod:`.private_auroc`). Declared in the entry-point gro
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
@@ -23,7 +24,7 @@ import numpy as np
 from sealbench.benchmarks import interface as api
 from sealbench.benchmarks import release as rel
 
-from . import binned
+from . import binned, private_auroc
 from . import summary as s
 from .data import SITES, WdbcCase, load_wdbc, split_cases, write_raw_csv
 from .model import MODEL_CONTRACT, OnnxClassifier, Prediction, check_model
@@ -216,6 +217,28 @@ class WdbcBenchmark:
 
     def parse_case_result(self, doc: Mapping[str, Any]) -> s.WdbcCaseResult:
         return s.parse_case_result(doc)
+
+    @property
+    def headline_spread(self) -> float:
+        """The AUROC's typical per-case spread for planning (:class:`sealbench.benchmarks.
+        planning.PlansFigures`): its sampling variance is at most ``A(1 - A)/min(P, N)``
+        (Birnbaum-Klose), ``3·A(1 - A)/n`` at the declared class share of a third, so ``s =
+        √(3·A(1 - A))``: 0.3 at an AUROC of 0.97, the shipped models' on the demo sites."""
+        return 0.3
+
+    def figure_noise_se(self, metric: str, n_cases: int, *, epsilon: float,
+                        tee_pooled: bool) -> float | None:
+        """The release noise's standard error on the TEE-pooled AUROC over ``n_cases``, a
+        pooled release costing ``epsilon`` in all (:class:`sealbench.benchmarks.planning.
+        StatesFigureNoise`): its headline share of ``epsilon`` buys Laplace noise of scale
+        ``Δ(n, k)/ε_A`` on the AUROC (:mod:`.private_auroc`), standard deviation √2 times
+        that. None for every other figure (their noise follows from the release's columns)
+        and for a site's AUROC, read from its noisy score bins."""
+        if metric != "auroc" or not tee_pooled or n_cases < 2 or not epsilon > 0:
+            return None
+        floor = private_auroc.floor_of(n_cases, s.MIN_CLASS_SHARE)
+        scale = float(floor.sensitivity) / (s.AUROC_EPSILON_SHARE * epsilon)
+        return math.sqrt(2.0) * scale
 
     def figures(self, summary: api.PublicSummary) -> tuple[api.Figure, ...]:
         if not isinstance(summary, s.WdbcSummary):

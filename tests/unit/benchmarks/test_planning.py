@@ -150,3 +150,25 @@ def test_a_plugin_that_states_its_figure_noise_is_planned_by_it() -> None:
     assert noise.shows_from() == math.ceil(8 * rel.Z95)
     assert "shows from about 16 cases pooled in the TEE" in planning.reason_for(
         plugin, "dice", n_cases=10, n_sites=3, tee_pooled=True, epsilons=[1.0])
+
+
+def test_wdbc_plans_its_pooled_auroc_by_its_own_sensitivity_and_keeps_the_split() -> None:
+    """WDBC's TEE-pooled AUROC is released alone by Laplace at its share of the release's ε over
+    its sensitivity 1/k (k = n/3): the plan reads that noise, and `--epsilon` rescales the
+    whole split release (headline and breakdown), never adding ε to it."""
+    from sealbench.benchmarks.registry import load
+    from sealbench.benchmarks.wdbc import summary as wdbc_summary
+    from sealbench.contract.pin import BenchmarkPin
+
+    plugin = load(BenchmarkPin.parse("wdbc/1"))
+    noise = planning.figure_noise(plugin.pooled_release_spec, "auroc", 220, tee_pooled=True,
+                                  plugin=plugin)
+    assert noise is not None
+    share = wdbc_summary.AUROC_EPSILON_SHARE
+    assert noise.se == pytest.approx(math.sqrt(2) / 73 / share)
+    at_two = planning.plan(plugin, sites=2, cases=110, epsilon=2.0)
+    at_one = planning.plan(plugin, sites=2, cases=110, epsilon=1.0)
+    assert at_one.pooled_shows_from == planning.plan(plugin, sites=2, cases=110).pooled_shows_from
+    assert at_two.pooled_shows_from is not None and at_one.pooled_shows_from is not None
+    assert at_two.pooled_shows_from < at_one.pooled_shows_from
+    assert at_one.pooled_half_width is not None and at_one.pooled_half_width < 0.06
