@@ -17,7 +17,11 @@ from rich.console import Console
 from sealbench.benchmarks.release import LocalExact
 from sealbench.client.cli.common import table
 from sealbench.client.registry.workflows import summary_of
-from sealbench.server.schemas.leaderboard import PooledLeaderboard, PooledValuePublic
+from sealbench.server.schemas.leaderboard import (
+    PooledLeaderboard,
+    PooledValuePublic,
+    StandingPublic,
+)
 
 if TYPE_CHECKING:
     from sealbench.benchmarks.interface import Benchmark, CaseResult, MetricRef
@@ -77,6 +81,21 @@ def _epsilon(value: PooledValuePublic) -> str:
     return f"{max(private):g}" if private else ("exact" if value.sites else "-")
 
 
+def _coverage(standing: StandingPublic) -> str:
+    """Which sites a model's figure covers and which accepted results wait for the next pool
+    (empty when the board says nothing of it)."""
+    parts = []
+    if standing.covers and (standing.values[0].tee_pooled or standing.waiting):
+        names = ", ".join(c.name for c in standing.covers)
+        parts.append(f"covers {_plural(len(standing.covers), 'site')} ({names})")
+    if standing.waiting:
+        waits = ", ".join(w.name + (" (a new site)" if w.new_site else " (a newer result)")
+                          for w in standing.waiting)
+        parts.append(f"{_plural(len(standing.waiting), 'result')} "
+                     f"wait{'s' if len(standing.waiting) == 1 else ''} for the next pool: {waits}")
+    return "; ".join(parts)
+
+
 def print_table(console: Console, board: PooledLeaderboard) -> None:
     label = next((m.label for m in board.metrics if m.key == board.metric), board.metric)
     rows = []
@@ -101,6 +120,14 @@ def print_table(console: Console, board: PooledLeaderboard) -> None:
           console=console)
     for note in notes:
         console.print(note, markup=False)
+    for s in board.standings:
+        line = _coverage(s)
+        if line:
+            console.print(f"{s.model_name} {s.model_version} (#{s.model_id}): {line}",
+                          markup=False)
+    if any(s.n_waiting for s in board.standings):
+        console.print(f"waiting results join the figure at the next pool: 'sealbench benchmark "
+                      f"pool {board.benchmark_id}' (the authority)", markup=False)
     if any(s.values[0].tee_pooled for s in board.standings):
         console.print("in TEE: the sites' exact results pooled inside the benchmark's attested "
                       "aggregator, privacy noise drawn once for the pooled figure")

@@ -35,7 +35,7 @@ __all__ = [
 #: withheld and what would show it.
 CSV_FIXED = ("model", "model_id", "metric", "rank", "tied", "n_sites", "n_cases", "pooled",
              "ci95_low", "ci95_high", "site_min", "site_max", "i2", "mock_tee", "epsilon",
-             "bias", "tee_pooled", "withheld_reason")
+             "bias", "tee_pooled", "withheld_reason", "covers", "waiting")
 
 _WHY = ("why the value is withheld and what would show it, in plain words (e.g. 'privacy "
         "noise at ε 1 over 10 cases spreads ±0.91; this figure shows from about 73 cases "
@@ -197,6 +197,12 @@ def to_csv(board: _CsvBoard) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow([*CSV_FIXED, *(f"{s.name} (#{s.dataset_id})" for s in board.sites)])
     for standing in board.standings:
+        # which sites the model's figure covers and which accepted results wait for the next
+        # pool ("; "-separated "name (#dataset)"; a new site marked)
+        covers = "; ".join(f"{c.name} (#{c.dataset_id})"
+                           for c in getattr(standing, "covers", ()))
+        waiting = "; ".join(f"{w.name} (#{w.dataset_id}){' new site' if w.new_site else ''}"
+                            for w in getattr(standing, "waiting", ()))
         for value in standing.values:
             by_site = {s.dataset_id: s.value for s in value.sites}
             # the pooled value's privacy loss, else the largest per-site one in the row (empty:
@@ -214,5 +220,6 @@ def to_csv(board: _CsvBoard) -> str:
                 _num(epsilon), _num(value.bias),
                 str(bool(getattr(value, "tee_pooled", False))).lower(),
                 getattr(value, "withheld_reason", None) or "",
+                covers, waiting,
                 *(_num(by_site.get(s.dataset_id)) for s in board.sites)])
     return buffer.getvalue()

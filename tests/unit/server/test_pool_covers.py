@@ -158,3 +158,44 @@ def test_a_budget_names_each_debit_s_release_per_site_or_pooled(
     _, pooled = debits()
     assert (pooled["pool_id"], pooled["pooled_release_id"]) == (authorized["pool_id"],
                                                                 created["id"])
+
+
+def test_the_table_the_csv_and_the_dashboard_say_what_a_figure_covers_and_what_waits(
+        client: TestClient, world: Any, h: Any, tokens: Any, database_url: str) -> None:
+    """Not only the API: the CLI's table (80 and 140 columns), the CSV and the pooled page name
+    the sites a TEE-pooled figure covers and the result that waits for the next pool."""
+    import csv
+    import io
+    import re
+
+    from rich.console import Console
+
+    from sealbench.client.cli.render import print_table
+    from sealbench.server.schemas.leaderboard import PooledLeaderboard, to_csv
+
+    pool = make_pool(client, world, h, tokens, database_url)
+    _pool_now(pool, n_cases=15)
+    fourth = _join(pool, "hospital-d", 4)
+    url = f"{API}/benchmarks/{pool.bid}/leaderboard/pooled"
+    board = PooledLeaderboard.model_validate(
+        h.ok(client.get(url, headers=world.bench_owner.headers)))
+    for width in (80, 140):
+        console = Console(width=width, record=True, force_terminal=False)
+        print_table(console, board)
+        text = " ".join(console.export_text().split())
+        assert "covers 3 sites (" in text and "hospital-b" in text
+        assert "1 result waits for the next pool: hospital-d (a new site)" in text
+        assert f"sealbench benchmark pool {pool.bid}" in text
+    [row] = [r for r in csv.DictReader(io.StringIO(to_csv(board)))]
+    assert "hospital-b (#" in row["covers"] and row["covers"].count(";") == 2
+    assert row["waiting"] == f"hospital-d (#{fourth}) new site"
+    client.cookies.clear()
+    form = client.get("/ui/sign-in")
+    csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)
+    assert csrf is not None
+    client.post("/ui/sign-in", data={"csrf": csrf.group(1), "token": world.bench_owner.token,
+                                     "next": "/ui/"}, follow_redirects=False)
+    page = client.get(f"/ui/benchmarks/{pool.bid}/pooled")
+    assert page.status_code == 200, page.text
+    assert "covers 3 sites: " in page.text and "hospital-b" in page.text
+    assert "1 result waits for the next pool: hospital-d (a new site)" in page.text
