@@ -279,8 +279,10 @@ def _at_epsilon(spec: ReleaseSpec, epsilon: float) -> ReleaseSpec:
         return replace(spec, epsilon=epsilon, exact=False)
     total = release_epsilon(spec) or 1.0
     factor = epsilon / total
-    return replace(spec, epsilon=spec.epsilon * factor, exact=False,
-                   headline=replace(headline, epsilon=headline.epsilon * factor))
+    split: Any = spec  # a pooled spec carrying its headline (e.g. WDBC's PooledReleaseSpec)
+    rescaled: ReleaseSpec = replace(split, epsilon=spec.epsilon * factor, exact=False,
+                                    headline=replace(headline, epsilon=headline.epsilon * factor))
+    return rescaled
 
 
 def plan(plugin: Any, *, sites: int, cases: int, epsilon: float | None = None,
