@@ -24,11 +24,13 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("benchmarks") as batch:
-        batch.add_column(sa.Column("site_releases", sa.Boolean(), nullable=False,
-                                   server_default=sa.true()))
+    # in place on both dialects (SQLite adds a NOT NULL column with a constant default): batch
+    # mode would rebuild ``benchmarks``, whose DROP fails the foreign keys that refer to it
+    op.add_column("benchmarks", sa.Column("site_releases", sa.Boolean(), nullable=False,
+                                          server_default=sa.true()))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("benchmarks") as batch:
-        batch.drop_column("site_releases")
+    # SQLite (3.35+) drops a plain column in place; batch mode would rebuild ``benchmarks``,
+    # whose DROP fails the foreign keys of the rows that refer to it (as 0010 says)
+    op.drop_column("benchmarks", "site_releases")
