@@ -103,7 +103,7 @@ USERS = {
 }
 # (hospital, cases), (model owner, model name, skill); hospital-c has not run the weak model.
 # hospital-c's 5 cases give releases too noisy to read at epsilon 1 (noise sd of a region's mean
-# Dice 9.27/n, of the mean over regions 5.35/n): its figures are not informative.
+# Dice 8.45/n, of the mean over regions 4.88/n): its figures are not informative.
 HOSPITALS = (("hospital-a", 240), ("hospital-b", 310), ("hospital-c", 5))
 NOISY = "hospital-c"
 REGIONS = ("WT", "TC", "ET")

@@ -51,7 +51,7 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 SPEC = BRATS_2023_GLI_METRICS
 #: Cases per site. hospital-a and hospital-b hold enough cases that each site's own release is
-#: informative at epsilon 1 (noise sd of a region's mean Dice 9.27/n); hospital-c's 5 cases (the
+#: informative at epsilon 1 (noise sd of a region's mean Dice 8.45/n); hospital-c's 5 cases (the
 #: small-cell minimum, so published) give a release whose noise alone spans more than half of
 #: [0, 1]: its figures are not informative and must show no number.
 SITES = {"hospital-a": 400, "hospital-b": 1200, "hospital-c": 5}
