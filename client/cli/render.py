@@ -145,9 +145,15 @@ def print_table(console: Console, board: PooledLeaderboard) -> None:
     console.print(f"Ranks: {board.rank_rule} ('=' marks a tie). Figures pooled from "
                   f"{board.scope}.")
     if board.withheld:
-        console.print(f"{len(board.withheld)} result(s) withheld: "
-                      + "; ".join(f"model {w.model_id} on dataset {w.dataset_id}: {w.reason}"
-                                  for w in board.withheld))
+        # one line per reason (a benchmark that publishes its pooled release only withholds
+        # every per-site result for the same reason)
+        by_reason: dict[str, list[str]] = {}
+        for w in board.withheld:
+            by_reason.setdefault(w.reason, []).append(
+                f"model {w.model_id} on dataset {w.dataset_id}")
+        for reason, which in by_reason.items():
+            console.print(f"{_plural(len(which), 'result')} not on the board: {reason} "
+                          f"({', '.join(which)})", markup=False)
 
 
 # -- a plug-in's columns -------------------------------------------------------------------------

@@ -108,8 +108,8 @@ def test_demo_leaderboard_matches_the_registry(tmp_path: Path) -> None:
     assert "benchmark pool 1 --tee mock" in out
     assert "synthetic cases: no patient to protect" in out
     assert "--consent-exact-release" in out
-    # WDBC pools every held-out case of its two demo sites in the TEE, once per model
-    assert wdbc_pooled == [(2, 220), (2, 220)], wdbc_pooled
+    # WDBC pools every held-out case of its three demo sites in the TEE, once per model
+    assert wdbc_pooled == [(3, 398), (3, 398)], wdbc_pooled
     assert "benchmark pool 2 --tee mock" in out
     # each leaderboard of the summary is what 'sealbench benchmark leaderboard' prints
     explorer, url = _explore(script, env, workdir)
@@ -125,18 +125,18 @@ def test_demo_leaderboard_matches_the_registry(tmp_path: Path) -> None:
         assert httpx.get(f"{url}/health", timeout=30).status_code == 200
     finally:
         _stop(explorer)
-    # next to BraTS, the WDBC benchmark (real cases, two disjoint sites) was published,
-    # evaluated for both models on both sites, and its leaderboard ranks by AUROC
+    # next to BraTS, the WDBC benchmark (real cases, three disjoint sites) was published,
+    # evaluated for both models on every site, and its leaderboard ranks by AUROC
     second = out[out.index("9. a second benchmark") :]
     assert "wdbc/1" in second[:200] and "AUROC" in second
     with sqlite3.connect(workdir / "registry" / "registry.sqlite3") as db:
         rows = db.execute(
             "SELECT summary FROM results WHERE benchmark_id = 2").fetchall()
     summaries = [json.loads(summary) for (summary,) in rows]
-    assert len(summaries) == 4
+    assert len(summaries) == 6
     # pooling in the TEE, the sites publish no release of their own (issue 41): each result
     # waits for the pooled release, which is the one public figure per model
-    assert {s["withheld"]["n_cases"] for s in summaries} == {100, 120}
+    assert {s["withheld"]["n_cases"] for s in summaries} == {100, 120, 178}
     assert all(s["withheld"]["rule"] == "pooled" for s in summaries)
     # the end says how to explore and how to remove the work folder, and that command does
     ending = out[out.index("─ summary ─") :]
@@ -144,7 +144,7 @@ def test_demo_leaderboard_matches_the_registry(tmp_path: Path) -> None:
     # epsilon 1 pooled in the TEE, BraTS exact; one line each of what privacy cost and bought
     assert "withheld (" not in ending and "0.0000 to 1.0000" not in ending
     assert ending.count("privacy cost: ") == 2 and ending.count("bought: 2 of 2 models shown") == 2
-    assert "bought: 2 of 2 models shown at ε 1 pooled in the TEE over 220 cases" in ending
+    assert "bought: 2 of 2 models shown at ε 1 pooled in the TEE over 398 cases" in ending
     assert "bought: 2 of 2 models shown exact pooled in the TEE over 10 cases" in ending
     assert "privacy cost: none counted" in ending and "hospital-a ε " in ending
     assert "exact: published without privacy noise" in ending
