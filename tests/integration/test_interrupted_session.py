@@ -48,6 +48,15 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _as_ci_starts_it() -> None:
+    """The session starts with SIGINT and SIGTERM at their defaults and unblocked, as a CI
+    runner's shell starts ``make test``: a child inherits ignored and blocked signals, and the
+    signal state this (outer) session's earlier tests leave behind is not what CI gives."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
 def _interrupted_session(
     tmp_path: Path, signum: signal.Signals
 ) -> tuple[list[int], Path, int]:
@@ -62,6 +71,7 @@ def _interrupted_session(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
          "--rootdir", str(tmp_path), "-c", os.devnull, str(tmp_path / "test_inner.py")],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        preexec_fn=_as_ci_starts_it,
     )
     try:
         deadline = time.monotonic() + 120
