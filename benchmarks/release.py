@@ -346,38 +346,39 @@ class OpenDPGaussian:
 
     def gaussian(self, values: Sequence[float], sigma: float, sensitivity: float,
                  rho: float) -> list[float]:
-        # the modules themselves, not opendp.prelude (which imports its sklearn extras: ~5 s)
-        from opendp.domains import atom_domain, vector_domain
         from opendp.measurements import make_gaussian
         from opendp.metrics import l2_distance
-        from opendp.mod import enable_features
 
-        enable_features("contrib")
-        domain = vector_domain(atom_domain(T=float, nan=False))
-        meas = make_gaussian(domain, l2_distance(T=float), scale=float(sigma))
-        spent = float(meas.map(float(sensitivity)))  # type: ignore[no-untyped-call]
-        if spent > rho * (1 + 1e-9):
-            raise ReleaseError(f"the Gaussian mechanism at sigma {sigma} spends rho {spent}, "
-                               f"more than the declared {rho}")
-        noisy = meas([float(v) for v in values])
-        return [float(v) for v in noisy]
+        return _opendp_noise(values, make_gaussian, l2_distance, sigma, sensitivity, rho,
+                             f"the Gaussian mechanism at sigma {sigma}", "rho")
 
     def laplace(self, values: Sequence[float], scale: float, sensitivity: float,
                 epsilon: float) -> list[float]:
-        from opendp.domains import atom_domain, vector_domain
         from opendp.measurements import make_laplace
         from opendp.metrics import l1_distance
-        from opendp.mod import enable_features
 
-        enable_features("contrib")
-        domain = vector_domain(atom_domain(T=float, nan=False))
-        meas = make_laplace(domain, l1_distance(T=float), scale=float(scale))
-        spent = float(meas.map(float(sensitivity)))  # type: ignore[no-untyped-call]
-        if spent > epsilon * (1 + 1e-9):
-            raise ReleaseError(f"the Laplace mechanism at scale {scale} spends epsilon {spent}, "
-                               f"more than the declared {epsilon}")
-        noisy = meas([float(v) for v in values])
-        return [float(v) for v in noisy]
+        return _opendp_noise(values, make_laplace, l1_distance, scale, sensitivity, epsilon,
+                             f"the Laplace mechanism at scale {scale}", "epsilon")
+
+
+def _opendp_noise(values: Sequence[float], make: Any, metric: Any, scale: float,
+                  sensitivity: float, declared: float, what: str, unit: str) -> list[float]:
+    """``values`` through OpenDP's vector mechanism ``make`` over ``metric`` at ``scale``,
+    refused (:class:`ReleaseError`) when OpenDP's own privacy map spends more than
+    ``declared`` (``unit``: rho for the Gaussian, epsilon for the Laplace) at
+    ``sensitivity``."""
+    # the modules themselves, not opendp.prelude (which imports its sklearn extras: ~5 s)
+    from opendp.domains import atom_domain, vector_domain
+    from opendp.mod import enable_features
+
+    enable_features("contrib")
+    domain = vector_domain(atom_domain(T=float, nan=False))
+    meas = make(domain, metric(T=float), scale=float(scale))
+    spent = float(meas.map(float(sensitivity)))
+    if spent > declared * (1 + 1e-9):
+        raise ReleaseError(f"{what} spends {unit} {spent}, more than the declared {declared}")
+    noisy = meas([float(v) for v in values])
+    return [float(v) for v in noisy]
 
 
 class InsecureFixedNoise:
