@@ -223,31 +223,33 @@ SYNTHETIC_CONSENT = ("synthetic cases: no patient to protect; the hospital conse
                      "to exact releases (--consent-exact-release)")
 
 
+def _read_before_consent(client: RegistryClient, bench: BenchmarkPublic,
+                         dataset: int | None) -> Any:
+    """Say what an owner reads before consenting (the benchmark's warning, then for a dataset
+    its privacy cost and the board's plan); the benchmark's release spec, None without a
+    dataset."""
+    warning = consent_warning(bench)
+    if warning is not None:
+        _say(warning)
+    if dataset is None:
+        return None
+    spec: Any = workflows.plugin_for(bench).release_spec
+    _say(privacy_cost(bench, spec, client.dataset_budget(dataset)))
+    consent_plan(console(), client, bench, dataset)
+    return spec
+
+
 def _consent_synthetic(client: RegistryClient, bench: BenchmarkPublic,
                        dataset: int | None) -> None:
     """What an owner of synthetic cases reads, then consents to on screen: the benchmark
     publishes exact figures, and its cases describe no patient."""
-    warning = consent_warning(bench)
-    if warning is not None:
-        _say(warning)
-    if dataset is None:
-        return
-    spec: Any = workflows.plugin_for(bench).release_spec
-    _say(privacy_cost(bench, spec, client.dataset_budget(dataset)))
-    consent_plan(console(), client, bench, dataset)
-    _say(f"dataset {dataset}: {SYNTHETIC_CONSENT}")
+    if _read_before_consent(client, bench, dataset) is not None:
+        _say(f"dataset {dataset}: {SYNTHETIC_CONSENT}")
 
 
 def _consent(client: RegistryClient, bench: BenchmarkPublic, dataset: int | None) -> None:
     """What an owner reads before consenting (the demo consents to no exact release)."""
-    warning = consent_warning(bench)
-    if warning is not None:
-        _say(warning)
-    if dataset is None:
-        return
-    spec: Any = workflows.plugin_for(bench).release_spec
-    _say(privacy_cost(bench, spec, client.dataset_budget(dataset)))
-    consent_plan(console(), client, bench, dataset)
-    if spec.exact:
+    spec = _read_before_consent(client, bench, dataset)
+    if spec is not None and spec.exact:
         raise ConfigError(f"benchmark {bench.id} publishes exact figures: the demo does not "
                           "consent to that")
