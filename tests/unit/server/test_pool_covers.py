@@ -166,12 +166,12 @@ def test_the_table_the_csv_and_the_dashboard_say_what_a_figure_covers_and_what_w
     the sites a TEE-pooled figure covers and the result that waits for the next pool."""
     import csv
     import io
-    import re
 
     from rich.console import Console
 
     from sealbench.client.cli.render import print_table
     from sealbench.server.schemas.leaderboard import PooledLeaderboard, to_csv
+    from tests.unit.server.test_web_dashboard import sign_in
 
     pool = make_pool(client, world, h, tokens, database_url)
     _pool_now(pool, n_cases=15)
@@ -189,12 +189,7 @@ def test_the_table_the_csv_and_the_dashboard_say_what_a_figure_covers_and_what_w
     [row] = [r for r in csv.DictReader(io.StringIO(to_csv(board)))]
     assert "hospital-b (#" in row["covers"] and row["covers"].count(";") == 2
     assert row["waiting"] == f"hospital-d (#{fourth}) new site"
-    client.cookies.clear()
-    form = client.get("/ui/sign-in")
-    csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)
-    assert csrf is not None
-    client.post("/ui/sign-in", data={"csrf": csrf.group(1), "token": world.bench_owner.token,
-                                     "next": "/ui/"}, follow_redirects=False)
+    sign_in(client, world.bench_owner.token)
     page = client.get(f"/ui/benchmarks/{pool.bid}/pooled")
     assert page.status_code == 200, page.text
     assert "covers 3 sites: " in page.text and "hospital-b" in page.text
