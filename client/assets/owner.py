@@ -102,7 +102,7 @@ def owner_cloud(
     Application Default Credentials), its account in the INSECURE mock cloud (``--mock-tee``
     or the profile's ``mock_tee``), or its account on another installed platform
     (``account``, :func:`account_owner_cloud`)."""
-    from sealbench.client.runs.launchers.selection import TeeBackend
+    from sealbench.client.backends import TeeBackend
 
     state = mock_tee or profile.profile.mock_tee
     if state is not None:
@@ -123,7 +123,7 @@ def owner_cloud(
 
 def _gcp_cloud(settings: GcpSettings, **changes: Any) -> OwnerCloud:
     """The Confidential Space platform's owner cloud for a profile's ``gcp`` settings."""
-    from sealbench.client.runs.launchers.selection import TeeBackend
+    from sealbench.client.backends import TeeBackend
 
     options: dict[str, Any] = {
         "project": settings.project,

@@ -51,7 +51,7 @@ def doctor(
     through a group are shown as unverified. Exit 0 only when every check passes."""
     from sealbench.client.assets import owner
     from sealbench.client.assets.doctor import RunnerSettings, check_owner_cloud
-    from sealbench.client.runs.launchers.selection import LaunchSettingsError, gpu_machine
+    from sealbench.client.backends import LaunchSettingsError, gpu_machine
 
     gpu: dict[str, Any] = {}
     if accelerator is not None:

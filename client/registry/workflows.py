@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from sealbench.client.backends import TeeBackend, installed_backends
 from sealbench.client.errors import ConfigError, NotAvailableError
 from sealbench.client.extras import MissingExtraError, missing_extra
-from sealbench.client.runs.launchers.selection import TeeBackend, installed_backends
 from sealbench.contract.pin import BenchmarkPin, Pin
 from sealbench.server.schemas import (
     BenchmarkCreate,

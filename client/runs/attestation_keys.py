@@ -95,7 +95,7 @@ def gcp_key_source(api_endpoints: Mapping[str, str]) -> KeySource:
     """Google's Confidential Space verifier (its published key set), or the ``attestation``
     endpoint override of a profile (its key set found by OpenID discovery)."""
     # the platform publishes its verifier (the client imports no platform implementation)
-    from sealbench.client.runs.launchers.selection import TeeBackend
+    from sealbench.client.backends import TeeBackend
 
     google = TeeBackend.CONFIDENTIAL_SPACE.platform.verifier
     if google is None:  # Confidential Space has one verifier for every deployment

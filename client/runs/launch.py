@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 from sealbench.benchmarks.interface import BenchmarkError, RunLimits, run_limits_of
 from sealbench.client.assets import owner
 from sealbench.client.assets.result_key import load_result_key
+from sealbench.client.backends import LOCAL_MOCK_BACKENDS
 from sealbench.client.errors import ClientError, ConfigError
 from sealbench.client.registry import workflows
 from sealbench.client.registry.api import RegistryClient
@@ -35,7 +36,6 @@ from sealbench.client.runs.batch import (
     plan_runs,
     with_run_options,
 )
-from sealbench.client.runs.launchers.selection import LOCAL_MOCK_BACKENDS
 from sealbench.client.runs.options import RunOptions
 from sealbench.contract.spec import MAX_IAM_WAIT_S
 

@@ -325,6 +325,7 @@ def pool_on_tee(
     (default: the benchmark's aggregator digest), ``cs`` the Confidential Space options
     (:class:`~sealbench.client.runs.launchers.for_profile.CsOptions`); what ``sealbench
     benchmark pool`` and the demo call."""
+    from sealbench.client.backends import LOCAL_MOCK_BACKENDS
     from sealbench.client.registry.profiles import data_dir
     from sealbench.client.runs.launch import mock_endpoints
     from sealbench.client.runs.launchers.for_profile import (
@@ -332,7 +333,6 @@ def pool_on_tee(
         make_aggregator_launcher,
         owner_store_opener,
     )
-    from sealbench.client.runs.launchers.selection import LOCAL_MOCK_BACKENDS
 
     benchmark = client.get_benchmark(benchmark_id)
     target = require_aggregator(benchmark)

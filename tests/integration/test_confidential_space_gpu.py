@@ -161,7 +161,7 @@ def test_result_token_policy_follows_the_same_rule(signing_key: Any, jwks: Any) 
 def test_launcher_selection_passes_the_accelerator() -> None:
     """What ``run --tee confidential-space --accelerator nvidia-h100-80gb`` builds (the CLI picks
     TDX for a GPU run; SEV is refused with a hint)."""
-    from sealbench.client.runs.launchers.selection import (
+    from sealbench.client.backends import (
         LaunchSettingsError,
         confidential_space_launcher,
     )

@@ -33,7 +33,7 @@ def test_the_registry_finds_it_by_name_and_by_issuer(double: ModuleType) -> None
 
 
 def test_launcher_selection_reaches_its_launcher(double: ModuleType) -> None:
-    from sealbench.client.runs.launchers.selection import build_launcher
+    from sealbench.client.backends import build_launcher
 
     launcher = build_launcher(double.BACKEND, image="x")
     assert isinstance(launcher, double.DoubleLauncher)

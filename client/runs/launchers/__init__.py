@@ -2,7 +2,7 @@
 and report how it ended.
 
 - :class:`Launcher` — the interface (:mod:`sealbench.platforms.launcher`); each platform builds
-  its own backends (:mod:`~sealbench.client.runs.launchers.selection` picks one by ``--tee``)
+  its own backends (:mod:`~sealbench.client.backends` picks one by ``--tee``)
 - :mod:`~sealbench.client.runs.launchers.for_profile` — a backend's launcher with a profile's
   settings
 """

@@ -2,7 +2,7 @@
 evaluation image on Docker (attested by the mock TEE), and a Confidential Space VM (on the mock's
 Compute stand-in for a mock profile, on Google Compute otherwise). What this module adds is the
 profile's settings; which launcher, and for which platform, is
-:mod:`sealbench.client.runs.launchers.selection`'s (the backend maps to the installed platform
+:mod:`sealbench.client.backends`'s (the backend maps to the installed platform
 whose ``launcher_backends`` names it), and no launcher implementation is imported here.
 
 Docker-dependent modules are imported only when a Docker backend is built: without the
@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from sealbench.client.assets import owner
+from sealbench.client.backends import TeeBackend
 from sealbench.client.errors import ConfigError, NotAvailableError
 from sealbench.client.registry import workflows
 from sealbench.client.registry.api import RegistryClient
 from sealbench.client.registry.profiles import ResolvedProfile
-from sealbench.client.runs.launchers.selection import TeeBackend
 
 #: The zone a mock profile's confidential VMs run in unless ``--zone`` says otherwise.
 from sealbench.mocktee.constants import MOCK_ZONE
@@ -60,7 +60,7 @@ class CsOptions:
 def mock_launcher(endpoints: Any, *, debug: bool = False) -> Launcher:
     """The mock backend's launcher: the enclave as a child process, tokens signed by the
     running mock verifier."""
-    from sealbench.client.runs.launchers.selection import mock_process_launcher
+    from sealbench.client.backends import mock_process_launcher
 
     return mock_process_launcher(endpoints.control, debug=debug)
 
@@ -79,8 +79,8 @@ def make_launcher(
 ) -> Launcher:
     """The :class:`~sealbench.client.runs.launchers.Launcher` of ``backend`` for this profile (the
     platform it launches for is the installed one whose launchers include ``backend``)."""
+    from sealbench.client.backends import platform_for_backend
     from sealbench.client.runs.launchers import LaunchError
-    from sealbench.client.runs.launchers.selection import platform_for_backend
 
     try:
         platform_for_backend(backend)
@@ -103,7 +103,7 @@ def _platform_launcher(
     that names it from the platform-neutral options every such launcher takes
     (:meth:`~sealbench.platforms.platform.Platform.launcher`): the benchmark's image, the
     profile's account settings on that platform, and ``debug``."""
-    from sealbench.client.runs.launchers.selection import (
+    from sealbench.client.backends import (
         LaunchSettingsError,
         build_launcher,
         platform_for_backend,
@@ -126,8 +126,8 @@ def _docker_launcher(
     client: RegistryClient, benchmark_id: int, endpoints: Any, debug: bool, image: str | None
 ) -> Launcher:
     image_module = workflows.docker_image_module()
+    from sealbench.client.backends import docker_launcher
     from sealbench.client.runs.launchers import LaunchError
-    from sealbench.client.runs.launchers.selection import docker_launcher
 
     # By default the very image the benchmark pins (a local build's digest is its image ID).
     wanted = image or client.get_benchmark(benchmark_id).image_digest
@@ -167,7 +167,7 @@ def _cs_launcher(
     debug: bool,
     cs: CsOptions,
 ) -> Launcher:
-    from sealbench.client.runs.launchers.selection import (
+    from sealbench.client.backends import (
         LaunchSettingsError,
         confidential_space_launcher,
     )

@@ -3,7 +3,7 @@ maps to the one installed platform whose ``launcher_backends`` names it, each la
 only for such a platform and renders the run spec with that platform's ``launch_environment``;
 no module of the client imports a launcher implementation (they live in their platforms'
 packages, ``gcp/`` and ``mocktee/``; the CLI goes through
-:mod:`sealbench.client.runs.launchers.selection`, which asks the platform to build one)."""
+:mod:`sealbench.client.backends`, which asks the platform to build one)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import sealbench.client
-from sealbench.client.runs.launchers.selection import TeeBackend, build_launcher
+from sealbench.client.backends import TeeBackend, build_launcher
 from sealbench.contract.spec import AssetLocation, RunSpec
 from sealbench.crypto.digest import sha256_digest
 from sealbench.platforms.launcher import (

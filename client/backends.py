@@ -1,4 +1,6 @@
-"""Which launcher starts a run (the CLI goes through this module; a test scans it).
+"""Which launcher starts a run (the CLI goes through this module; a test scans it). It sits
+below the client's rooms (every room may import it, it imports none of them): the owner's cloud,
+the pinned images and the runs all ask it which platform a ``--tee`` backend stands for.
 
 ``sealbench run --tee BACKEND`` names a launcher backend (:class:`TeeBackend`, the shipped ones,
 or one an installed platform brings: :func:`installed_backends`).
