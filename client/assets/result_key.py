@@ -33,6 +33,7 @@ __all__ = [
     "PRIVATE_KEY_FILE",
     "PUBLIC_KEY_FILE",
     "ResultKey",
+    "ensure_result_key",
     "init_result_key",
     "load_result_key",
     "load_result_private_key",
@@ -40,7 +41,8 @@ __all__ = [
 
 PRIVATE_KEY_FILE: Final = "result-key.pem"
 PUBLIC_KEY_FILE: Final = "result-key.pub.pem"
-_NO_KEY_HINT = "create one with 'sealbench keys init' (once per data owner profile)"
+_NO_KEY_HINT = ("'sealbench profile add' makes one with each profile; for a profile added "
+                "before that, 'sealbench keys init' makes it")
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,15 @@ def init_result_key(directory: Path, *, force: bool = False) -> ResultKey:
     tmp.write_bytes(public_key_to_pem(public))
     tmp.replace(directory / PUBLIC_KEY_FILE)
     return ResultKey(private_path, public_key_to_raw(public))
+
+
+def ensure_result_key(directory: Path) -> tuple[ResultKey, bool]:
+    """The key pair in ``directory``, generated there if it has none (what ``profile add`` and
+    ``keys init`` without ``--force`` do: a profile gets its key once, never a second one);
+    with True when it was generated now."""
+    if (directory / PRIVATE_KEY_FILE).exists():
+        return load_result_key(directory), False
+    return init_result_key(directory), True
 
 
 def load_result_key(directory: Path) -> ResultKey:

@@ -7,10 +7,15 @@ from typing import Annotated
 
 import typer
 
-from sealbench.client.assets.result_key import init_result_key, load_result_key
+from sealbench.client.assets.result_key import (
+    ResultKey,
+    ensure_result_key,
+    init_result_key,
+    load_result_key,
+)
 from sealbench.client.cli.common import JsonOpt, ProfileOpt, emit_json, out, session
 
-__all__ = ["keys_app", "keys_init", "keys_show"]
+__all__ = ["keys_app", "keys_init", "keys_show", "result_key_line"]
 
 keys_app = typer.Typer(help="Your result key pair (data owners): results are sealed to it.")
 
@@ -23,11 +28,22 @@ def keys_init(
     ] = False,
     profile: ProfileOpt = None,
 ) -> str:
-    """Create your HPKE result key pair (private key mode 0600, never leaves this machine)."""
+    """Your HPKE result key pair (private key mode 0600, never leaves this machine): 'profile
+    add' already made it; this makes it for a profile added before that, and --force replaces
+    it (rotation)."""
     with session(profile) as s:
-        key = init_result_key(s.profile.secrets_dir, force=force)
-    out().print(f"result key created: {key.private_path} (0600)\nrecipient digest {key.digest}")
+        if force:
+            key, created = init_result_key(s.profile.secrets_dir, force=True), True
+        else:
+            key, created = ensure_result_key(s.profile.secrets_dir)
+    out().print(result_key_line(key, created))
     return key.digest
+
+
+def result_key_line(key: ResultKey, created: bool) -> str:
+    """What ``profile add`` and ``keys init`` say about the profile's result key."""
+    said = "created" if created else "kept (this profile has one; --force replaces it)"
+    return f"result key {said}: {key.private_path} (0600)\nrecipient digest {key.digest}"
 
 
 @keys_app.command("show")

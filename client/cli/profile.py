@@ -7,14 +7,18 @@ client, and renders. ``login`` and ``whoami`` are in :mod:`sealbench.client.cli.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
+from sealbench.client.assets.result_key import ensure_result_key
+from sealbench.client.assets.watch_process import start_policy_watch
 from sealbench.client.cli.audit import parse_key, pin_profile_log
 from sealbench.client.cli.common import JsonOpt, emit_json, log, out, table
+from sealbench.client.cli.keys import result_key_line
 from sealbench.client.errors import (
     AuthenticationFailed,
     ClientError,
@@ -23,13 +27,15 @@ from sealbench.client.errors import (
 )
 from sealbench.client.registry.api import RegistryClient
 from sealbench.client.registry.profiles import (
-    GcpSettings,
+    GOOGLE_PLATFORM,
     PlatformAccount,
     Profile,
     ProfileStore,
+    mock_account,
     registry_url,
     unknown_profile,
 )
+from sealbench.platforms.account import AccountPlatform
 
 __all__ = ["profile_app", "profile_store", "profile_touches", "server_option"]
 
@@ -122,6 +128,13 @@ def profile_add(
     machine_type: Annotated[
         str | None, typer.Option(help="gcp: the VMs' machine type (doctor checks its quota)")
     ] = None,
+    watch_policy: Annotated[
+        bool | None,
+        typer.Option("--watch-policy/--no-watch-policy",
+                     help="start 'sealbench policy sync --watch' for this profile in the "
+                     "background now, so your key's grants follow the registry's approvals "
+                     "with no step of yours (default: asked at a terminal; scripts say which)"),
+    ] = None,
     api_endpoint: Annotated[
         list[str] | None,
         typer.Option(metavar="NAME=URL",
@@ -132,8 +145,10 @@ def profile_add(
                      "(docs/gcp-setup.md)"),
     ] = None,
 ) -> None:
-    """Add (or replace) a profile; it becomes the current one with --use, or when it is the
-    first (the current profile is never switched behind your back). The registry is
+    """Add (or replace) a profile, with its result key (made once: results are sealed to it)
+    and, if you say so, a background 'policy sync --watch'; it becomes the current one with
+    --use, or when it is the first (the current profile is never switched behind your back).
+    The registry is
     asked whether it accepts the token (a refusal is a warning: the profile is saved) and its
     transparency log is checked against the log key you give (--log-key, from the registry's
     operator) or, with --trust-on-first-use, against the key it publishes now, pinned: every
@@ -144,7 +159,7 @@ def profile_add(
                                  param_hint="'--log-key' / '--trust-on-first-use'")
     settings = _pairs(setting or [], "--setting")
     account = _account(cloud, settings, mock_tee=mock_tee, project=project)
-    gcp = None if account else _gcp_settings(
+    google = None if account else _gcp_settings(
         cloud, mock_tee, project=project, project_number=project_number, location=location,
         key_ring=key_ring, key=key, bucket=bucket, bucket_location=bucket_location, pool=pool,
         impersonate_service_account=impersonate_service_account, zone=zone,
@@ -158,9 +173,7 @@ def profile_add(
     profile = Profile(
         server=url,
         token=token or None,
-        mock_tee=mock_tee.resolve() if mock_tee else None,
-        gcp=gcp,
-        account=account,
+        account=account or google or (mock_account(mock_tee.resolve()) if mock_tee else None),
         log_key=parse_key(log_key, "--log-key").to_string() if log_key else None,
         trust_on_first_use=trust_on_first_use,
         witnesses=tuple(parse_key(w, "--witness").to_string() for w in witness or ()),
@@ -171,11 +184,14 @@ def profile_add(
         " and in use" if current == name else
         f"; the current profile is still {current} ('sealbench profile use {name}' "
         "switches)"))
+    # its result key, made once with the profile ('keys init' is no step of its own)
+    out().print(result_key_line(*ensure_result_key(store.secrets_dir(name))))
     if not log_key and not trust_on_first_use:
         log.warning("no transparency-log key is pinned for %s: 'audit' checks and result "
                     "receipts are refused until you add the profile again with --log-key KEY "
                     "(ask the registry's operator: 'sealbench-server key show' prints it) or "
                     "--trust-on-first-use", url)
+    _offer_policy_watch(store, name, watch_policy)
     if not token:
         _warn_unless_reachable(url)
         return
@@ -184,6 +200,24 @@ def profile_add(
         _pin_log_key(store, name, trust_on_first_use=trust_on_first_use,
                      replaced=before is not None and (before.server, before.log_key) != (
                          profile.server, profile.log_key))
+
+
+def _offer_policy_watch(store: ProfileStore, name: str, watch: bool | None) -> None:
+    """Start the profile's background ``policy sync --watch`` when asked to (``--watch-policy``,
+    or yes at a terminal), else say how to."""
+    if watch is None and sys.stdin.isatty():
+        watch = typer.confirm("keep your key's grants following your approvals: start "
+                              "'sealbench policy sync --watch' in the background now?",
+                              default=True)
+    command = f"sealbench policy sync --watch --profile {name}"
+    if not watch:
+        out().print(f"key grants follow approvals when you sync: '{command}' keeps them synced "
+                    "(or add the profile with --watch-policy)")
+        return
+    started = start_policy_watch(name, store.resolve(name).data_dir)
+    out().print(f"'{command}' {'started' if started.started else 'already runs'} in the "
+                f"background (process {started.pid}, its lines in {started.log}; 'kill "
+                f"{started.pid}' stops it)")
 
 
 def _pin_log_key(
@@ -249,9 +283,10 @@ def _account(
 def _gcp_settings(
     cloud: str | None, mock_tee: Path | None, *, project: str | None,
     **options: str | dict[str, str] | None,
-) -> GcpSettings | None:
-    """The profile's Google Cloud settings from ``--cloud gcp`` and its options (None for the
-    mock); a usage error names what is missing or malformed."""
+) -> PlatformAccount | None:
+    """The profile's Google Cloud account from ``--cloud gcp`` and its options: sugar that
+    fills the Confidential Space platform's settings model (None for the mock); a usage error
+    names what is missing or malformed."""
     chosen = cloud or ("gcp" if project else "mock" if mock_tee else None)
     if chosen == "mock":
         if project:
@@ -263,9 +298,12 @@ def _gcp_settings(
         raise typer.BadParameter("Google Cloud takes --project, not --mock-tee")
     if not project:
         raise typer.BadParameter("--cloud gcp needs --project", param_hint="'--cloud'")
+    from sealbench.platforms.account import load_account_platform
+
+    platform = load_account_platform(GOOGLE_PLATFORM)
     given = {k: v for k, v in options.items() if v is not None}
-    try:  # checked before anything is looked up
-        settings = GcpSettings.model_validate(
+    try:  # checked by the platform's model before anything is looked up
+        settings = platform.account_settings.model_validate(
             {"project": project, "project_number": "0", **given}
         )
     except ValidationError as exc:
@@ -275,19 +313,21 @@ def _gcp_settings(
             raise typer.BadParameter(err["msg"].removeprefix("Value error, "),
                                      param_hint=option) from None
         raise typer.BadParameter(f"not a valid value ({err['msg']})", param_hint=option) from None
-    if "project_number" in given:
-        return settings
-    return settings.model_copy(update={"project_number": _look_up_number(settings)})
+    if "project_number" not in given:
+        settings = _look_up_number(platform, settings, project)
+    return PlatformAccount(platform=GOOGLE_PLATFORM, settings=settings.model_dump(mode="json"))
 
 
-def _look_up_number(settings: GcpSettings) -> str:
-    """The project's number, asked of Resource Manager with the credentials the profile will
-    use (its endpoint override honoured); a usage error saying how to pass it otherwise."""
-    from sealbench.client.assets.owner import look_up_project_number
+def _look_up_number(platform: AccountPlatform, settings: BaseModel, project: str) -> BaseModel:
+    """The settings with the project's number, asked of Resource Manager with the credentials
+    the profile will use (its endpoint override honoured); a usage error saying how to pass it
+    otherwise."""
+    from sealbench.client.assets.accounts import client_errors
 
-    project = settings.project
     try:
-        return look_up_project_number(settings)
+        with client_errors():
+            completed: BaseModel = platform.complete_account(settings)
+            return completed
     except ClientError as exc:
         raise typer.BadParameter(
             f"could not look up the number of project {project} ({exc}); pass it: "
@@ -366,7 +406,7 @@ def profile_ls(json_out: JsonOpt = False) -> None:
             "current": name == current,
             "server": p.server,
             "token": "set" if p.token else "missing",
-            "mock_tee": str(p.mock_tee) if p.mock_tee else None,
+            "cloud": p.account.platform if p.account else None,
         }
         for name, p in store.names()
     ]
@@ -375,8 +415,8 @@ def profile_ls(json_out: JsonOpt = False) -> None:
         return
     table(
         f"profiles in {store.path}",
-        ("", "name", "server", "token", "mock TEE"),
-        (("*" if r["current"] else "", r["name"], r["server"], r["token"], r["mock_tee"])
+        ("", "name", "server", "token", "cloud"),
+        (("*" if r["current"] else "", r["name"], r["server"], r["token"], r["cloud"])
          for r in rows),
     )
 
@@ -417,30 +457,10 @@ def profile_touches(profile: Profile) -> dict[str, str]:
         "token": "set" if profile.token else "missing",
         "log key": _log_key_shown(profile),
     }
-    if profile.mock_tee is not None:
-        rows["cloud"] = f"INSECURE mock TEE in {profile.mock_tee}"
-    elif profile.gcp is not None:
-        from sealbench.client.assets.owner import gcp_issuer, gcp_owner_cloud_names
+    if profile.account is not None:
+        from sealbench.client.assets.accounts import account_of
 
-        rows["cloud"] = f"Google Cloud project {profile.gcp.project} ({profile.gcp.project_number})"
-        rows.update(gcp_owner_cloud_names(profile.gcp))
-        rows["attestation issuer"] = gcp_issuer(profile.gcp)
-        rows["credentials"] = (
-            f"ADC impersonating {profile.gcp.impersonate_service_account}"
-            if profile.gcp.impersonate_service_account else "Application Default Credentials"
-        )
-        rows["VM zone"] = profile.gcp.zone or "(pass --zone)"
-        rows["VM service account"] = profile.gcp.service_account or "(pass --service-account)"
-        rows["VM machine type"] = profile.gcp.machine_type
-        for api, url in sorted(profile.gcp.api_endpoints.items()):
-            rows[f"{api} endpoint"] = url
-    elif profile.account is not None:
-        from sealbench.client.assets.owner import account_owner_cloud
-
-        cloud = account_owner_cloud(profile.account)
-        rows["cloud"] = f"an account on the {profile.account.platform} platform"
-        rows.update(cloud.names())
-        rows["attestation issuer"] = cloud.issuer_uri
+        rows.update(account_of(profile.account).rows())
     else:
         rows["cloud"] = "none (add --cloud gcp ... or --mock-tee DIR)"
     return rows

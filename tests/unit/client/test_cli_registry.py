@@ -363,7 +363,8 @@ def test_small_cases_are_refused_by_a_full_size_benchmark(cli: Cli, tmp_path: Pa
     assert "small-in-full" not in cli("dataset", "ls", "--profile", "hospital").output
 
 
-def test_dataset_and_model_lifecycle_with_associations(cli: Cli, tmp_path: Path) -> None:
+def test_dataset_and_model_lifecycle_with_associations(cli: Cli, tmp_path: Path,
+                                                      cli_home: Path) -> None:
     bid = _approved_benchmark(cli, tmp_path, shipped="brats-small")
     raw, prepared = tmp_path / "raw", tmp_path / "prepared"
     made = cli("dataset", "synthesize", str(raw), "--cases", "2", "--benchmark", str(bid),
@@ -383,6 +384,9 @@ def test_dataset_and_model_lifecycle_with_associations(cli: Cli, tmp_path: Path)
     assert prep.exit_code == 11, prep.output  # prepared, with a case rejected
     assert "prepared 2 cases, 1 case rejected" in prep.output
     assert "BraTS-GLI-09999-000" in prep.output
+    # a profile added before 'profile add' made the result key: register says how to make it
+    for name in ("result-key.pem", "result-key.pub.pem"):
+        (cli_home / "profiles" / "hospital" / name).unlink()
     no_key = cli("dataset", "register", str(prepared), "--name", "h-ds", "--profile",
                  "hospital")
     assert no_key.exit_code == 3 and "sealbench keys init" in no_key.output
@@ -477,15 +481,40 @@ def test_audit_verify_for_admins_only(cli: Cli) -> None:
     assert cli("audit", "verify", "--profile", "hospital").exit_code == 4
 
 
-def test_keys_init_refuses_to_replace_and_files_are_private(cli: Cli, cli_home: Path) -> None:
-    first = cli("keys", "init", "--profile", "hospital")
-    assert first.exit_code == 0, first.output
+def test_profile_add_makes_the_result_key_once_and_files_are_private(
+        cli: Cli, cli_home: Path, live_registry: Any) -> None:
+    """'profile add' made the key (the fixture added every profile); adding the profile again,
+    or 'keys init', keeps it: only --force replaces it."""
     key = cli_home / "profiles" / "hospital" / "result-key.pem"
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
-    again = cli("keys", "init", "--profile", "hospital")
-    assert again.exit_code == 3 and "--force" in again.output
+    first = json.loads(cli("keys", "show", "--json", "--profile", "hospital").stdout)
+    pem = key.read_bytes()
+    again = cli("profile", "add", "hospital", "--server", live_registry.url, "--token",
+                live_registry.tokens["hospital"], "--no-use", "--log-key",
+                live_registry.log_key)
+    assert again.exit_code == 0, again.output
+    assert "result key kept" in again.output and first["recipient_digest"] in again.output
+    init = cli("keys", "init", "--profile", "hospital")
+    assert init.exit_code == 0 and "result key kept" in init.output, init.output
+    assert key.read_bytes() == pem
+    rotated = cli("keys", "init", "--force", "--profile", "hospital")
+    assert rotated.exit_code == 0 and "result key created" in rotated.output
+    assert key.read_bytes() != pem
     digest = json.loads(cli("keys", "show", "--json", "--profile", "hospital").stdout)
-    assert digest["recipient_digest"] in first.output
+    assert digest["recipient_digest"] in rotated.output
+    assert digest["recipient_digest"] != first["recipient_digest"]
+
+
+def test_a_new_profile_gets_its_result_key(runner: CliRunner, cli_home: Path,
+                                           live_registry: Any) -> None:
+    added = _invoke(runner, "profile", "add", "newsite", "--server", live_registry.url,
+                    "--token", live_registry.tokens["hospital"], "--no-watch-policy",
+                    "--log-key", live_registry.log_key)
+    assert added.exit_code == 0, added.output
+    assert "result key created" in added.output
+    assert "sealbench policy sync --watch --profile newsite" in added.output
+    shown = _invoke(runner, "keys", "show", "--json", "--profile", "newsite")
+    assert json.loads(shown.stdout)["recipient_digest"] in added.output
 
 
 def test_wrong_server_says_it_is_not_a_sealbench_registry(runner: CliRunner,
@@ -550,3 +579,55 @@ def test_plan_says_what_a_board_will_read_before_anyone_runs(cli: Cli) -> None:
     neither = cli("benchmark", "plan")
     assert neither.exit_code != 0
     assert "--definition" in neither.output
+
+
+def test_profile_add_starts_one_policy_watch_when_asked(
+        runner: CliRunner, cli_home: Path, live_registry: Any, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """--watch-policy starts 'policy sync --watch' for the profile in the background, once:
+    adding the profile again finds it running and starts no second one."""
+    from sealbench.mocktee import MockCloud
+
+    data = tmp_path / "data"
+    monkeypatch.setenv("SEALBENCH_DATA_DIR", str(data))
+    args = ("profile", "add", "watched", "--server", live_registry.url, "--token",
+            live_registry.tokens["hospital"], "--mock-tee", str(tmp_path / "mock"),
+            "--watch-policy", "--log-key", live_registry.log_key)
+    with MockCloud(tmp_path / "mock"):
+        _watch_started_once(runner, args, data)
+
+
+def _watch_started_once(runner: CliRunner, args: tuple[str, ...], data: Path) -> None:
+    import os
+    import signal
+    import time
+
+    first = _invoke(runner, *args)
+    assert first.exit_code == 0, first.output
+    assert "'sealbench policy sync --watch --profile watched' started" in first.output
+    pid_file = data / "profiles" / "watched" / "policy-watch.pid"
+    log = data / "profiles" / "watched" / "policy-watch.log"
+    pid = int(pid_file.read_text())
+    try:
+        deadline = time.monotonic() + 60
+        while "watching approvals" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "watching approvals" in log.read_text(), log.read_text()
+        second = _invoke(runner, *args)
+        assert second.exit_code == 0, second.output
+        assert f"already runs in the background (process {pid}" in second.output
+        assert int(pid_file.read_text()) == pid
+    finally:
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if done:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("the watcher did not stop on SIGTERM")
+    assert "stopped watching" in log.read_text(), log.read_text()
