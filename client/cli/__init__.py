@@ -28,6 +28,7 @@ from sealbench.client.cli.inbox import inbox
 from sealbench.client.cli.keys import keys_app
 from sealbench.client.cli.mock_tee import mock_tee_app
 from sealbench.client.cli.model_export import model_check, model_export_command
+from sealbench.client.cli.next import next_command
 from sealbench.client.cli.policy import policy_app
 from sealbench.client.cli.profile import profile_app
 from sealbench.client.cli.result import result_app
@@ -93,6 +94,7 @@ app.command("login")(login)
 app.command("whoami")(whoami)
 app.command("doctor")(doctor)
 app.command("inbox")(inbox)
+app.command("next")(next_command)
 app.command("test")(test)
 benchmark_app.command("score")(benchmark_score)
 app.add_typer(benchmark_app, name="benchmark")
