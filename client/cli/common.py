@@ -37,8 +37,8 @@ from sealbench.benchmarks.interface import EXACT_SUFFIX
 from sealbench.client.errors import EXIT_CODES, ClientError, ConfigError
 from sealbench.client.extras import missing_extra
 from sealbench.client.registry.api import RegistryClient
-from sealbench.client.registry.inbox import consent_warning, privacy_cost
 from sealbench.client.registry.profiles import ProfileStore, ResolvedProfile
+from sealbench.client.runs.inbox import consent_warning, privacy_cost
 from sealbench.contract.pin import BenchmarkPin
 from sealbench.server.schemas import BenchmarkPublic
 
@@ -97,7 +97,7 @@ def out() -> Console:
 
 
 def warn_experimental(benchmark: BenchmarkPublic) -> None:
-    """Print :func:`~sealbench.client.registry.inbox.consent_warning` (when there is one) before an
+    """Print :func:`~sealbench.client.runs.inbox.consent_warning` (when there is one) before an
     owner's consent to ``benchmark``."""
     warning = consent_warning(benchmark)
     if warning is not None:
@@ -106,7 +106,7 @@ def warn_experimental(benchmark: BenchmarkPublic) -> None:
 
 def warn_privacy_cost(client: RegistryClient, benchmark: BenchmarkPublic, dataset_id: int,
                       *, consent_exact: bool = False) -> None:
-    """Print :func:`~sealbench.client.registry.inbox.privacy_cost` before a data owner consents to
+    """Print :func:`~sealbench.client.runs.inbox.privacy_cost` before a data owner consents to
     ``benchmark`` for dataset ``dataset_id`` (the cost read from the benchmark's plug-in, the
     budget from the registry); say how to see it when the plug-in is not installed here. A
     benchmark that publishes exact figures (its pin ends in ``-exact``, or its plug-in says so)

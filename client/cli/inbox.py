@@ -1,11 +1,11 @@
 """``sealbench inbox``: a participant's second question, "what waits for me?". Thin: options
-in, the library's inbox (:mod:`sealbench.client.registry.inbox`) merged with this machine's run
+in, the library's inbox (:mod:`sealbench.client.runs.inbox`) merged with this machine's run
 records, rendering out."""
 
 from __future__ import annotations
 
 from sealbench.client.cli.common import JsonOpt, ProfileOpt, emit_json, out, session
-from sealbench.client.registry import inbox as inbox_lib
+from sealbench.client.runs import inbox as inbox_lib
 from sealbench.client.runs.single import RunStore
 
 __all__ = ["inbox"]

@@ -31,8 +31,8 @@ from sealbench.client.cli.render import (
 from sealbench.client.errors import ConfigError
 from sealbench.client.registry import audit_log, governance, workflows
 from sealbench.client.registry.api import AssetKind, RegistryClient
-from sealbench.client.registry.inbox import consent_warning, privacy_cost
 from sealbench.client.registry.profiles import ProfileStore, ResolvedProfile
+from sealbench.client.runs.inbox import consent_warning, privacy_cost
 from sealbench.client.runs.launch import run_evaluations
 from sealbench.client.runs.local_results import open_local_result, submit_local_result
 from sealbench.client.runs.options import RunOptions

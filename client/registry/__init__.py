@@ -1,3 +1,3 @@
 """The registry as the client talks to it: the typed API client, profiles, the local embedded
-registry, the inbox, and the checks of its transparency log (receipts, witnesses).
+registry, and the checks of its transparency log (receipts, witnesses).
 """

@@ -14,7 +14,7 @@ from typer.testing import Result
 
 from sealbench.benchmarks.brats.definition import shipped_definition
 from sealbench.benchmarks.brats.plugin import pin_of
-from sealbench.client.registry.inbox import EXPERIMENTAL_MARK, consent_warning, merge
+from sealbench.client.runs.inbox import EXPERIMENTAL_MARK, consent_warning, merge
 from sealbench.crypto.digest import sha256_digest
 from sealbench.server.schemas import (
     AssociationPublic,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import shlex
 from datetime import UTC, datetime, timedelta
 
-from sealbench.client.registry.inbox import merge
+from sealbench.client.runs.inbox import merge
 from sealbench.client.runs.single import RunRecord
 from sealbench.server.schemas import Inbox, InboxEvaluation
 

@@ -8,7 +8,7 @@ import re
 
 from sealbench.benchmarks.release import Column, ReleaseSpec, rho_of
 from sealbench.benchmarks.wdbc.summary import pooled_release_spec
-from sealbench.client.registry.inbox import privacy_cost
+from sealbench.client.runs.inbox import privacy_cost
 from sealbench.contract.privacy_loss import PrivacyLoss
 from sealbench.server.schemas import BenchmarkPublic, DatasetBudget
 from sealbench.server.schemas.budgets import BudgetDebitPublic

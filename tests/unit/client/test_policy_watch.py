@@ -21,7 +21,7 @@ from sealbench.client.assets.grants_watch import PolicyWatch
 from sealbench.client.assets.prepare import RECIPIENT_STATISTIC
 from sealbench.client.errors import CloudError, KeyReleaseDeniedError
 from sealbench.client.registry.api import RegistryClient
-from sealbench.client.registry.inbox import merge
+from sealbench.client.runs.inbox import merge
 from sealbench.client.runs.launchers import EnclaveRunFailed
 from sealbench.client.runs.single import RunRecord, explain_refusals
 from sealbench.contract.errors import KeyReleaseDenied

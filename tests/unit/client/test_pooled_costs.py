@@ -13,7 +13,7 @@ import pytest
 
 from sealbench.benchmarks.release import Column, ReleaseSpec, epsilon_of, rho_of
 from sealbench.client.cli.budget import _budget_tables, release_of
-from sealbench.client.registry.inbox import privacy_cost
+from sealbench.client.runs.inbox import privacy_cost
 from sealbench.server.schemas import BenchmarkPublic, BudgetDebitPublic, DatasetBudget
 
 SPEC = ReleaseSpec((Column("dice", 0.0, 1.0),))

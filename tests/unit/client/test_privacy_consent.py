@@ -11,7 +11,7 @@ from pathlib import Path
 from sealbench.benchmarks.brats.definition import shipped_definition
 from sealbench.benchmarks.brats.plugin import pin_of
 from sealbench.benchmarks.release import Column, ReleaseSpec, rho_of
-from sealbench.client.registry.inbox import privacy_cost
+from sealbench.client.runs.inbox import privacy_cost
 from sealbench.server.schemas import BenchmarkPublic, DatasetBudget
 from tests.unit.client.test_cli_participation import IMAGE, Cli, _benchmark, _dataset, cli
 
