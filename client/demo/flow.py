@@ -158,6 +158,7 @@ def _play(
     say: _Narrator, who: Participants, workdir: Path, cases: int, size: str, server: str,
     tee: str = "mock",
 ) -> DemoOutcome:
+    from sealbench.client.assets.result_key import ensure_result_key
     from sealbench.client.registry.workflows import (
         _plugin_of_definition,
         load_benchmark_definition,
@@ -182,6 +183,9 @@ def _play(
         onnx.parent.mkdir(parents=True, exist_ok=True)
         onnx.write_bytes(shipped_model_bytes(definition, name))
         onnx_of[profile] = (onnx, name)
+    # each profile got its result key when it was added, as 'sealbench profile add' makes it
+    for name, _ in who.store.names():
+        ensure_result_key(who.store.secrets_dir(name))
     say.section("1. the reference lab registers the reference model; the authority publishes "
                 "BraTS naming it; the registry admin approves it")
     ref_onnx, ref_name = onnx_of["model-ref"]
@@ -237,7 +241,6 @@ def _play(
     for index, profile in enumerate(_HOSPITALS):
         base = workdir / profile
         raw, prepared = base / "raw", base / "prepared"
-        say.step(f"--profile {profile} keys init", partial(who.keys_init, profile))
         seed = 1 + index * 1000
         say.step(
             f"--profile {profile} dataset synthesize {raw} --cases {cases} --benchmark {b} "
@@ -326,7 +329,6 @@ def _play(
     # (client/demo/plugins.py).
     from sealbench.client.demo.plugins import play_plugin_benchmark
 
-    say.step("--profile hospital-c keys init", partial(who.keys_init, "hospital-c"))
     second = play_plugin_benchmark(say, who, workdir, "wdbc", hospitals=_WDBC_HOSPITALS,
                                    labs=("model-ref", "model-weak"), cases=_WDBC_CASES,
                                    tee=tee, number=9)
