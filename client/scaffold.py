@@ -113,7 +113,7 @@ sealbench benchmark definition export __NAME__ > __NAME__.json   # the definitio
 ```
 
 Build it into the evaluation image with
-`sealbench.client.runs.image_build.build_image(engine, SEALBENCH_CHECKOUT,
+`sealbench.client.images.build.build_image(engine, SEALBENCH_CHECKOUT,
 plugins=[Path("__NAME__")])`. The registry's operator installs it into the registry server's
 environment too (the registry refuses a benchmark whose plug-in it does not have); then
 publish the definition it ships with `sealbench benchmark create --definition __NAME__`.

@@ -396,7 +396,7 @@ class DockerLauncher:
     @property
     def image_digest(self) -> str:
         """The image ID ``image`` names now (a local build's digest, see
-        :mod:`sealbench.client.runs.image_build`)."""
+        :mod:`sealbench.client.images.build`)."""
         return self._image_digest
 
     @property

@@ -338,11 +338,11 @@ def _play(
 
 def _ensure_image(say: _Narrator) -> None:
     """Build the evaluation image unless ``sealbench-eval:latest`` is present and was built
-    from this checkout (its source-digest label, see :mod:`sealbench.client.runs.image_source`):
+    from this checkout (its source-digest label, see :mod:`sealbench.client.images.source`):
     the benchmark then pins that image's digest. A stale image is rebuilt (what
     ``sealbench image build`` does, through the same library call)."""
+    from sealbench.client.images.source import StaleImageError
     from sealbench.client.registry import workflows
-    from sealbench.client.runs.image_source import StaleImageError
 
     image_module = workflows.docker_image_module()
     say.section("0. the benchmark authority builds the evaluation image (Docker backend)")

@@ -123,10 +123,10 @@ def aggregator_image(tee: str) -> str:
 
 
 def docker_image_module() -> ModuleType:
-    """:mod:`sealbench.client.runs.image_build` (it needs the Docker SDK of the ``docker``
+    """:mod:`sealbench.client.images.build` (it needs the Docker SDK of the ``docker``
     extra)."""
     try:
-        import sealbench.client.runs.image_build as image_module
+        import sealbench.client.images.build as image_module
     except ImportError as exc:
         raise NotAvailableError(
             f"the Docker backend needs the Docker SDK ({exc.name} is not installed)",

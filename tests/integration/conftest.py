@@ -9,7 +9,7 @@ that is possible the tier FAILS with the reason: it never skips and never passes
 engine.
 
 ``evaluation_image`` (session): the evaluation image, built once per session with
-:func:`sealbench.client.runs.image_build.build_image` from a snapshot of the checkout (so an edit
+:func:`sealbench.client.images.build.build_image` from a snapshot of the checkout (so an edit
 made by someone while the tests run cannot change the digest between two builds), on the cached
 offline base (made by debootstrap the first time, about a minute; Debian's ``debootstrap`` is
 installed the same way when missing).
@@ -54,7 +54,7 @@ from sealbench.mocktee.server import MockCloud
 if TYPE_CHECKING:
     from docker import DockerClient
 
-    from sealbench.client.runs.image_build import ImageBuildResult
+    from sealbench.client.images.build import ImageBuildResult
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERD_START_TIMEOUT_S = 90.0
@@ -190,10 +190,10 @@ def sealbench_wheel(tmp_path_factory: pytest.TempPathFactory, source_snapshot: P
 
 @pytest.fixture(scope="session")
 def evaluation_image(docker_engine: DockerClient, source_snapshot: Path) -> ImageBuildResult:
-    """The :class:`~sealbench.client.runs.image_build.ImageBuildResult` of this session's build."""
+    """The :class:`~sealbench.client.images.build.ImageBuildResult` of this session's build."""
     import docker.errors
 
-    from sealbench.client.runs.image_build import BASE_TAG, BUILD_TAG, build_image
+    from sealbench.client.images.build import BASE_TAG, BUILD_TAG, build_image
 
     for tag in (BASE_TAG, BUILD_TAG):
         try:
@@ -205,7 +205,7 @@ def evaluation_image(docker_engine: DockerClient, source_snapshot: Path) -> Imag
 
 @pytest.fixture(scope="session")
 def aggregator_image(evaluation_image: ImageBuildResult) -> ImageBuildResult:
-    """The aggregator image :func:`~sealbench.client.runs.image_build.build_image` derived from
+    """The aggregator image :func:`~sealbench.client.images.build.build_image` derived from
     this session's evaluation image."""
     assert evaluation_image.aggregator is not None, "a CPU build derives the aggregator image"
     return evaluation_image.aggregator

@@ -26,7 +26,7 @@ from sealbench.mocktee import MockCloud
 if TYPE_CHECKING:
     from docker import DockerClient
 
-    from sealbench.client.runs.image_build import ImageBuildResult
+    from sealbench.client.images.build import ImageBuildResult
 
 pytestmark = pytest.mark.slow
 

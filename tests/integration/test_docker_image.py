@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from sealbench.client.runs.image_build import (
+from sealbench.client.images.build import (
     BASE_TAG,
     LABEL_ALLOW_ENV_OVERRIDE,
     LABEL_LOG_REDIRECT,
@@ -25,13 +25,13 @@ from sealbench.client.runs.image_build import (
     find_source_root,
     fresh_local_image,
 )
-from sealbench.client.runs.image_source import source_digest
+from sealbench.client.images.source import source_digest
 from sealbench.contract.spec import ENV_OVERRIDE_NAMES
 
 if TYPE_CHECKING:
     from docker import DockerClient
 
-    from sealbench.client.runs.image_build import ImageBuildResult
+    from sealbench.client.images.build import ImageBuildResult
 
 pytestmark = pytest.mark.slow
 

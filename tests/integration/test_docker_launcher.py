@@ -32,7 +32,7 @@ from sealbench.platforms.storage import open_storage_uri
 if TYPE_CHECKING:
     from docker import DockerClient
 
-    from sealbench.client.runs.image_build import ImageBuildResult
+    from sealbench.client.images.build import ImageBuildResult
 
 pytestmark = pytest.mark.slow
 

@@ -34,7 +34,7 @@ from sealbench.benchmarks.registry import PluginRegistry
 from sealbench.benchmarks.release import LocalExact, Release
 from sealbench.benchmarks.wdbc import summary as wdbc
 from sealbench.benchmarks.wdbc.private_auroc import Floor
-from sealbench.client.runs.image_build import (
+from sealbench.client.images.build import (
     AGGREGATOR_ENTRYPOINT,
     LABEL_ALLOW_ENV_OVERRIDE,
     LABEL_TITLE,
@@ -46,7 +46,7 @@ from tests.cli_world import Cli, cli_world, json_of, ok
 if TYPE_CHECKING:
     from docker import DockerClient
 
-    from sealbench.client.runs.image_build import ImageBuildResult
+    from sealbench.client.images.build import ImageBuildResult
 
 pytestmark = pytest.mark.slow
 

@@ -19,7 +19,7 @@ from sealbench.benchmarks.registry import PluginRegistry
 if TYPE_CHECKING:
     from docker import DockerClient
 
-    from sealbench.client.runs.image_build import ImageBuildResult
+    from sealbench.client.images.build import ImageBuildResult
 
 pytestmark = pytest.mark.slow
 

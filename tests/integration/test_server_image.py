@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
-from sealbench.client.runs.image_build import BASE_TAG
+from sealbench.client.images.build import BASE_TAG
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -33,7 +33,7 @@ def server_image(
 ) -> Iterator[str]:
     import docker.errors
 
-    from sealbench.client.runs.image_build import ensure_local_base
+    from sealbench.client.images.build import ensure_local_base
 
     ensure_local_base(docker_engine)
     context = tmp_path_factory.mktemp("server-image")

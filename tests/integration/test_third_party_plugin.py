@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from sealbench.client.runs.image_build import WheelhouseError, plugin_wheels
+from sealbench.client.images.build import WheelhouseError, plugin_wheels
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN_SOURCE = REPO / "tests" / "plugins" / "tiny2dseg"

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from sealbench.client.runs.image_build import LABEL_PLUGINS, build_image
+from sealbench.client.images.build import LABEL_PLUGINS, build_image
 
 if TYPE_CHECKING:
     from docker import DockerClient

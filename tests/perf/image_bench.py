@@ -7,7 +7,7 @@ IMAGE is an image on the local Docker engine (an ID or a tag); build the old one
 revision before issue 42 in a copy of the sources, e.g.::
 
     git archive 66a3a26 --prefix=old/ | tar -x -C /tmp
-    .venv/bin/python -c "from pathlib import Path; from sealbench.client.runs.image_build import \\
+    .venv/bin/python -c "from pathlib import Path; from sealbench.client.images.build import \\
         build_image, connect_engine; print(build_image(connect_engine(), Path('/tmp/old'), \\
         repository='old-eval').reference)"
 

@@ -13,9 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from sealbench.client.cli import app
-from sealbench.client.registry import workflows
-from sealbench.client.runs import image_build as image_module
-from sealbench.client.runs.image_build import (
+from sealbench.client.images import build as image_module
+from sealbench.client.images.build import (
     AGGREGATOR_ENTRYPOINT,
     LABEL_ACCELERATOR,
     LABEL_ALLOW_ENV_OVERRIDE,
@@ -26,6 +25,7 @@ from sealbench.client.runs.image_build import (
     canonical_config,
     local_aggregator_image,
 )
+from sealbench.client.registry import workflows
 from sealbench.contract.pool import AGGREGATE_ENV_NAMES
 from sealbench.contract.spec import ENV_OVERRIDE_NAMES
 from sealbench.crypto.digest import sha256_digest

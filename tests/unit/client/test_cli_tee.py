@@ -16,7 +16,7 @@ def test_image_build_without_the_docker_sdk_says_to_install_the_extra(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(sys.modules, "docker", None)  # import docker -> ImportError
-    monkeypatch.delitem(sys.modules, "sealbench.client.runs.image_build", raising=False)
+    monkeypatch.delitem(sys.modules, "sealbench.client.images.build", raising=False)
     result = CliRunner().invoke(app, ["image", "build"])
     assert result.exit_code == 3, result.output
     assert "Docker SDK" in result.output and "sealbench[docker]" in result.output

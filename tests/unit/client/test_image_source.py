@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from sealbench.client.runs.image_source import (
+from sealbench.client.images.source import (
     LABEL_SOURCE_DIGEST,
     StaleImageError,
     check_built_from,
@@ -77,7 +77,7 @@ def test_renamed_file_changes_the_digest(checkout: Path) -> None:
 
 def test_the_real_checkout_covers_every_package_and_the_dockerfile() -> None:
     paths = {rel for rel, _ in source_files(REPO)}
-    assert {"docker/Dockerfile", "pyproject.toml", "client/runs/image_source.py",
+    assert {"docker/Dockerfile", "pyproject.toml", "client/images/source.py",
             "enclave/__main__.py"} <= paths
     assert not any("__pycache__" in p or p.endswith(".pyc") for p in paths)
 
@@ -137,7 +137,7 @@ def _engine_with(labels: dict[str, str]) -> Any:
 
 
 def test_fresh_local_image_is_returned_when_built_from_the_checkout(checkout: Path) -> None:
-    from sealbench.client.runs.image_build import fresh_local_image
+    from sealbench.client.images.build import fresh_local_image
 
     engine = _engine_with({LABEL_SOURCE_DIGEST: source_digest(checkout)})
     found = fresh_local_image(engine, checkout)
@@ -146,7 +146,7 @@ def test_fresh_local_image_is_returned_when_built_from_the_checkout(checkout: Pa
 
 
 def test_stale_local_image_is_refused_after_an_edit(checkout: Path, tmp_path: Path) -> None:
-    from sealbench.client.runs.image_build import fresh_local_image
+    from sealbench.client.images.build import fresh_local_image
 
     engine = _engine_with({LABEL_SOURCE_DIGEST: source_digest(checkout)})
     edited = tmp_path / "edited"
@@ -157,7 +157,7 @@ def test_stale_local_image_is_refused_after_an_edit(checkout: Path, tmp_path: Pa
 
 
 def test_absent_local_image_says_how_to_build_it(checkout: Path) -> None:
-    from sealbench.client.runs.image_build import ImageBuildError, fresh_local_image
+    from sealbench.client.images.build import ImageBuildError, fresh_local_image
 
     with pytest.raises(ImageBuildError, match="not present") as caught:
         fresh_local_image(FakeEngine(), checkout)  # type: ignore[arg-type]

@@ -16,8 +16,8 @@ from typing import Any
 import docker.errors
 import pytest
 
-from sealbench.client.runs import image_build as image_module
-from sealbench.client.runs.image_build import (
+from sealbench.client.images import build as image_module
+from sealbench.client.images.build import (
     LABEL_ACCELERATOR,
     AcceleratorMismatchError,
     build_arguments,

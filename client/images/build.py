@@ -13,8 +13,8 @@ Three steps, each usable on its own:
    its ``enclave`` and ``gcp-enclave`` extras, from the local pip configuration.
 3. :func:`build_image` — ``docker build`` through the Docker SDK with the launch-policy label
    computed from :data:`sealbench.contract.spec.ENV_OVERRIDE_NAMES` and the label
-   :data:`~sealbench.client.runs.image_source.LABEL_SOURCE_DIGEST` naming the checkout's source
-   manifest (:mod:`sealbench.client.runs.image_source`), then :func:`normalize_image`; then
+   :data:`~sealbench.client.images.source.LABEL_SOURCE_DIGEST` naming the checkout's source
+   manifest (:mod:`sealbench.client.images.source`), then :func:`normalize_image`; then
    :func:`build_aggregator_image` derives the benchmark's **aggregator image** from it (issue 27:
    the same layers, its own command ``python -m sealbench.enclave aggregate`` and launch policy
    :data:`sealbench.contract.pool.AGGREGATE_ENV_NAMES`; configuration only, no new layer).
@@ -59,7 +59,7 @@ import docker.errors
 from docker import DockerClient
 
 from sealbench.client.errors import ClientError
-from sealbench.client.runs.image_source import (
+from sealbench.client.images.source import (
     LABEL_SOURCE_DIGEST,
     check_built_from,
     source_digest,
@@ -338,7 +338,7 @@ def checkout_source() -> Path | None:
 
 def fresh_local_image(client: DockerClient, source: Path) -> ImageBuildResult:
     """:func:`local_image` ``sealbench-eval:latest``, or
-    :class:`~sealbench.client.runs.image_source.StaleImageError` unless it was built from the
+    :class:`~sealbench.client.images.source.StaleImageError` unless it was built from the
     checkout ``source`` (its label records the digest of ``source``'s source manifest)."""
     found = local_image(client)
     check_built_from(f"{IMAGE_REPOSITORY}:latest", found.labels, source_digest(source))
