@@ -27,6 +27,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+from sealbench.client.errors import ConfigError
 from sealbench.platforms.launcher import Launcher, LaunchSettingsError, platform_for_backend
 from sealbench.platforms.platform import Platform, installed_launcher_backends
 
@@ -38,6 +39,7 @@ __all__ = [
     "LaunchSettingsError",
     "TeeBackend",
     "build_launcher",
+    "check_tee",
     "confidential_space_launcher",
     "docker_launcher",
     "gpu_machine",
@@ -76,6 +78,17 @@ def installed_backends() -> tuple[str, ...]:
     named = {b for backends in installed_launcher_backends().values() for b in backends}
     shipped = tuple(b.value for b in TeeBackend if b.value in named)
     return shipped + tuple(sorted(named - set(shipped)))
+
+
+def check_tee(tee: str) -> str:
+    """The backend (a shipped :class:`TeeBackend` or one an installed platform brings), or an
+    error that says which are installed."""
+    known = installed_backends()
+    if tee not in known:
+        raise ConfigError(
+            f"unknown TEE backend {tee[:40]!r}", hint=f"use one of {', '.join(known)}"
+        )
+    return tee
 
 
 def build_launcher(backend: str, **options: Any) -> Launcher:

@@ -151,7 +151,7 @@ def _candidates(plugin: Benchmark | None) -> Iterator[Benchmark]:
     from sealbench.benchmarks.interface import BenchmarkError
     from sealbench.benchmarks.registry import available, load
     from sealbench.client.assets.prepare import definition_plugin
-    from sealbench.client.registry.workflows import shipped_definitions
+    from sealbench.client.plugins import shipped_definitions
 
     for ref in available():
         try:

@@ -69,11 +69,11 @@ _MAX_JSON: Final = 4 << 20
 
 def definition_plugin(definition: str) -> Benchmark:
     """The plug-in of ``definition`` (a definition an installed plug-in ships, or a definition
-    file: :func:`~sealbench.client.registry.workflows.load_benchmark_definition`), bound to its
+    file: :func:`~sealbench.client.registry.definitions.load_benchmark_definition`), bound to its
     data contract."""
     from sealbench.benchmarks.interface import BenchmarkError, bind_data_contract
     from sealbench.benchmarks.registry import load
-    from sealbench.client.registry.workflows import load_benchmark_definition
+    from sealbench.client.registry.definitions import load_benchmark_definition
 
     doc = load_benchmark_definition(definition)
     assert doc.plugin is not None  # load_benchmark_definition names it
@@ -89,7 +89,7 @@ def plugin_of(benchmark: BenchmarkPublic | None, definition: str | None = None) 
     plug-in of ``definition`` (``--definition``: a shipped definition or a definition file) on
     the definition's contract. Exactly one of the two is needed: the client names no benchmark
     of its own, and a definition beside a benchmark would be a second contract."""
-    from sealbench.client.registry.workflows import plugin_for, shipped_definitions
+    from sealbench.client.plugins import plugin_for, shipped_definitions
 
     if benchmark is not None and definition is not None:
         raise ConfigError(

@@ -1,9 +1,10 @@
 """``sealbench``: the command line for every role, one group per noun.
 
-The CLI is a thin shell over the library (:mod:`sealbench.client.registry.api`, ``assets``,
-``owner``, ``runs``, ``workflows``): each command parses options, calls it and renders. Errors pass
-one boundary (:class:`~sealbench.client.cli.common.BoundaryGroup`) that prints the cause and what
-to do, and exits with the documented code; ``sealbench -v`` adds the traceback.
+The CLI is a thin shell over the library (:mod:`sealbench.client.registry.api`,
+``assets``, ``owner``, ``runs``, ``definitions``): each command parses options, calls it and
+renders. Errors pass one boundary (:class:`~sealbench.client.cli.common.BoundaryGroup`) that
+prints the cause and what to do, and exits with the documented code; ``sealbench -v`` adds the
+traceback.
 """
 
 from __future__ import annotations

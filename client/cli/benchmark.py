@@ -1,8 +1,8 @@
 """``sealbench benchmark``: publish, approve and close benchmarks, their definitions, results,
 leaderboards and progress (``benchmark score`` is in :mod:`sealbench.client.cli.score`). Each
 command parses options, calls :mod:`sealbench.client.registry.api`,
-:mod:`~sealbench.client.registry.governance` or :mod:`~sealbench.client.registry.workflows`, and
-renders."""
+:mod:`~sealbench.client.registry.governance`, :mod:`~sealbench.client.registry.definitions`
+or :mod:`~sealbench.client.plugins`, and renders."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Annotated, Final, cast
 import typer
 
 from sealbench.benchmarks.interface import EXACT_SUFFIX
+from sealbench.client import plugins
 from sealbench.client.assets.prepare import plugin_of
 from sealbench.client.cli import render
 from sealbench.client.cli.common import (
@@ -29,7 +30,7 @@ from sealbench.client.cli.common import (
 )
 from sealbench.client.cli.leaderboard import benchmark_leaderboard
 from sealbench.client.cli.render import column_titles, result_cells
-from sealbench.client.registry import governance, workflows
+from sealbench.client.registry import definitions, governance
 from sealbench.server.schemas import BenchmarkPublic, BenchmarkState
 from sealbench.server.schemas.runs import ProgressCell
 
@@ -219,7 +220,7 @@ def definition_ls(json_out: JsonOpt = False) -> list[dict[str, str]]:
     and 'benchmark definition export' take by name."""
     rows = [{"definition": name, "plugin": str(doc.get("plugin", "")),
              "name": str(doc.get("name", "")), "version": str(doc.get("version", ""))}
-            for name, doc in sorted(workflows.shipped_definitions().items())]
+            for name, doc in sorted(plugins.shipped_definitions().items())]
     if json_out:
         emit_json(rows)
     else:
@@ -237,7 +238,7 @@ def definition_export(
 ) -> None:
     """Print a benchmark definition as JSON (redirect it to a file, edit it, and publish it
     with 'sealbench benchmark create --definition FILE')."""
-    loaded = workflows.load_benchmark_definition(definition)
+    loaded = definitions.load_benchmark_definition(definition)
     typer.echo(loaded.model_dump_json(indent=2))
 
 
@@ -360,7 +361,7 @@ def benchmark_results(
     """Verified results of a benchmark (aggregates only; per-case values stay with hospitals)."""
     with session(profile) as s:
         rows = s.client.list_results(benchmark_id)
-        plugin = None if json_out else workflows.plugin_for(s.client.get_benchmark(benchmark_id))
+        plugin = None if json_out else plugins.plugin_for(s.client.get_benchmark(benchmark_id))
     if plugin is None:
         emit_json(rows)
         return
@@ -368,7 +369,7 @@ def benchmark_results(
         f"verified results of benchmark {benchmark_id}",
         ("id", "dataset", "model", "cases", *column_titles(plugin), "issuer", "at",
          "withdrawn"),
-        ((r.id, r.dataset_id, r.model_id, workflows.summary_cases(plugin, r.summary),
+        ((r.id, r.dataset_id, r.model_id, plugins.summary_cases(plugin, r.summary),
           *result_cells(plugin, r.summary), r.token_issuer,
           r.created_at.strftime("%Y-%m-%d %H:%M"), ", ".join(r.withdrawn) or "-")
          for r in rows),

@@ -115,7 +115,7 @@ def warn_privacy_cost(client: RegistryClient, benchmark: BenchmarkPublic, datase
     from sealbench.benchmarks.interface import publishes_site_release
     from sealbench.benchmarks.pooling import pooled_release_spec
     from sealbench.client.extras import MissingExtraError
-    from sealbench.client.registry.workflows import plugin_for
+    from sealbench.client.plugins import plugin_for
 
     exact = benchmark.metrics_version.version.removesuffix("-pool").endswith(EXACT_SUFFIX)
     try:

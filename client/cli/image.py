@@ -15,7 +15,7 @@ import typer
 
 from sealbench.client.cli.common import JsonOpt, emit_json, out, progress_bar
 from sealbench.client.errors import ConfigError
-from sealbench.client.registry import workflows
+from sealbench.client.images import pinned
 
 __all__ = ["image_app", "image_build"]
 
@@ -23,7 +23,7 @@ image_app = typer.Typer(help="The evaluation image (docker/Dockerfile) and the a
                         "derived from it: build them locally.")
 
 def _default_source() -> Path:
-    image_module = workflows.docker_image_module()
+    image_module = pinned.docker_image_module()
     try:
         return Path(image_module.find_source_root(Path.cwd()))
     except image_module.ImageBuildError:
@@ -53,7 +53,7 @@ def image_build(
     --aggregator-digest for the aggregator, and the launcher attests)."""
     if accelerator not in ("cpu", "cuda"):
         raise ConfigError(f"--accelerator must be cpu or cuda, not {accelerator!r}")
-    image_module = workflows.docker_image_module()
+    image_module = pinned.docker_image_module()
     root = image_module.find_source_root(source) if source else _default_source()
     engine = image_module.connect_engine()
     with progress_bar(transient=True) as bar:

@@ -16,7 +16,7 @@ from rich.console import Console
 
 from sealbench.benchmarks.release import LocalExact
 from sealbench.client.cli.common import table
-from sealbench.client.registry.workflows import summary_of
+from sealbench.client.plugins import summary_of
 from sealbench.server.schemas.leaderboard import (
     PooledLeaderboard,
     PooledValuePublic,
@@ -228,7 +228,7 @@ def consent_plan(console: Console, client: Any, bench: BenchmarkPublic, dataset:
     Says nothing when this machine lacks the benchmark's plug-in."""
     from sealbench.client.errors import ClientError
     from sealbench.client.extras import MissingExtraError
-    from sealbench.client.registry.workflows import plugin_for
+    from sealbench.client.plugins import plugin_for
 
     try:
         plugin = plugin_for(bench)

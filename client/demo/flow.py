@@ -159,7 +159,7 @@ def _play(
     tee: str = "mock",
 ) -> DemoOutcome:
     from sealbench.client.assets.result_key import ensure_result_key
-    from sealbench.client.registry.workflows import (
+    from sealbench.client.registry.definitions import (
         _plugin_of_definition,
         load_benchmark_definition,
         shipped_model_bytes,
@@ -341,10 +341,10 @@ def _ensure_image(say: _Narrator) -> None:
     from this checkout (its source-digest label, see :mod:`sealbench.client.images.source`):
     the benchmark then pins that image's digest. A stale image is rebuilt (what
     ``sealbench image build`` does, through the same library call)."""
+    from sealbench.client.images import pinned
     from sealbench.client.images.source import StaleImageError
-    from sealbench.client.registry import workflows
 
-    image_module = workflows.docker_image_module()
+    image_module = pinned.docker_image_module()
     say.section("0. the benchmark authority builds the evaluation image (Docker backend)")
     engine = image_module.connect_engine()
     source = image_module.checkout_source()

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from sealbench.client import plugins
 from sealbench.client.assets import lifecycle
 from sealbench.client.assets.policy import sync_asset_policy
 from sealbench.client.assets.result_key import init_result_key
@@ -29,7 +30,7 @@ from sealbench.client.cli.render import (
     submission_accepted,
 )
 from sealbench.client.errors import ConfigError
-from sealbench.client.registry import audit_log, governance, workflows
+from sealbench.client.registry import audit_log, governance
 from sealbench.client.registry.api import AssetKind, RegistryClient
 from sealbench.client.registry.profiles import ProfileStore, ResolvedProfile
 from sealbench.client.runs.inbox import consent_warning, privacy_cost
@@ -233,7 +234,7 @@ def _read_before_consent(client: RegistryClient, bench: BenchmarkPublic,
         _say(warning)
     if dataset is None:
         return None
-    spec: Any = workflows.plugin_for(bench).release_spec
+    spec: Any = plugins.plugin_for(bench).release_spec
     _say(privacy_cost(bench, spec, client.dataset_budget(dataset)))
     consent_plan(console(), client, bench, dataset)
     return spec

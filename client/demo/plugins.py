@@ -64,10 +64,11 @@ def play_plugin_benchmark(
     """Publish ``definition_name`` pooling in the TEE and evaluate every lab's shipped model on
     every hospital's demo data (``cases[i]`` cases at hospital ``i``), then pool each model
     inside the TEE; ``number`` numbers the demo's section."""
-    from sealbench.client.registry import workflows
+    from sealbench.client import plugins
+    from sealbench.client.registry import definitions
     from sealbench.client.runs.options import RunOptions
 
-    definition = workflows.load_benchmark_definition(definition_name)
+    definition = definitions.load_benchmark_definition(definition_name)
     extra = definition.model_extra or {}
     shipped = [extra["reference_model"], *extra.get("baseline_models", ())][: len(labs)]
     say.section(f"{number}. a second benchmark, {definition.name} ({definition.plugin}): "
@@ -83,7 +84,7 @@ def play_plugin_benchmark(
     for lab, ref in zip(labs, shipped, strict=False):
         onnx = workdir / definition_name / lab / f"{ref['name']}.onnx"
         onnx.parent.mkdir(parents=True, exist_ok=True)
-        onnx.write_bytes(workflows.shipped_model_bytes(definition, ref["name"]))
+        onnx.write_bytes(definitions.shipped_model_bytes(definition, ref["name"]))
         models[lab] = m = say.step(
             f"--profile {lab} model register {onnx} --name {ref['name']} --version 1.0 "
             f"--benchmark {b}",
@@ -94,7 +95,7 @@ def play_plugin_benchmark(
                  partial(who.seal, lab, "model", m, onnx))
         say.step(f"--profile {lab} model associate --model {m} --benchmark {b}",
                  partial(who.associate, lab, "model", m, b))
-    plugin = workflows.plugin_for(who.client("authority").get_benchmark(b))
+    plugin = plugins.plugin_for(who.client("authority").get_benchmark(b))
     datasets: dict[str, int] = {}
     for index, hospital in enumerate(hospitals):
         base = workdir / definition_name / hospital

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from sealbench.benchmarks.interface import EXACT_SUFFIX, POOLED_ONLY_SUFFIX
 from sealbench.client.errors import ConfigError
-from sealbench.client.registry import workflows
+from sealbench.client.images import pinned
+from sealbench.client.registry import definitions
 from sealbench.client.registry.api import AssetKind, RegistryClient
 from sealbench.contract.pin import BenchmarkPin
 from sealbench.server.schemas import AssociationPublic, BenchmarkCreate, BenchmarkPublic
@@ -37,7 +38,7 @@ def create_benchmark(
     by ``name``/``version``) pinned to the ``tee`` backend's evaluation image (or the one named
     explicitly), naming ``reference_model`` and, for a benchmark that pools in the TEE (issue
     27), its aggregator image: ``aggregator_digest``, or with ``pool_in_tee`` the ``tee``
-    backend's (:func:`~sealbench.client.registry.workflows.aggregator_image`); an admin
+    backend's (:func:`~sealbench.client.images.pinned.aggregator_image`); an admin
     approves it before anyone can join.
 
     **Per-site releases** (issue 41): a benchmark that pools in the TEE publishes its pooled
@@ -50,10 +51,10 @@ def create_benchmark(
         raise ConfigError("pass --pool-in-tee or --aggregator-digest, not both",
                           hint="--pool-in-tee takes the --tee backend's aggregator image")
     if pool_in_tee:
-        aggregator_digest = workflows.aggregator_image(tee)
-    body = workflows.benchmark_body(
-        workflows.load_benchmark_definition(definition, name=name, version=version),
-        image=workflows.evaluation_image(tee, image_reference, image_digest),
+        aggregator_digest = pinned.aggregator_image(tee)
+    body = definitions.benchmark_body(
+        definitions.load_benchmark_definition(definition, name=name, version=version),
+        image=pinned.evaluation_image(tee, image_reference, image_digest),
         reference_model_id=reference_model,
         leaderboard_published=publish_leaderboard, accept_experimental=accept_experimental,
         aggregator_digest=aggregator_digest, witnesses=witnesses,

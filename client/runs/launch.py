@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from sealbench.benchmarks.interface import BenchmarkError, RunLimits, run_limits_of
+from sealbench.client import backends
 from sealbench.client.assets import owner
 from sealbench.client.assets.result_key import load_result_key
 from sealbench.client.backends import LOCAL_MOCK_BACKENDS
 from sealbench.client.errors import ClientError, ConfigError
-from sealbench.client.registry import workflows
 from sealbench.client.registry.api import RegistryClient
 from sealbench.client.registry.profiles import ResolvedProfile
 from sealbench.client.runs import single
@@ -204,7 +204,7 @@ def prepare_runs(
     profile's result key and checked against what its owners trust."""
     from sealbench.client.runs.launchers.trust import check_owner_trust, issuers_released_to
 
-    backend = workflows.check_tee(options.tee)
+    backend = backends.check_tee(options.tee)
     options.check()
     default_factory, cs_options = _default_launcher_factory()
     make_launcher = launcher_factory or default_factory

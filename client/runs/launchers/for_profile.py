@@ -19,7 +19,7 @@ from typing import Any
 from sealbench.client.assets import owner
 from sealbench.client.backends import TeeBackend
 from sealbench.client.errors import ConfigError, NotAvailableError
-from sealbench.client.registry import workflows
+from sealbench.client.images import pinned
 from sealbench.client.registry.api import RegistryClient
 from sealbench.client.registry.profiles import ResolvedProfile
 
@@ -125,7 +125,7 @@ def _platform_launcher(
 def _docker_launcher(
     client: RegistryClient, benchmark_id: int, endpoints: Any, debug: bool, image: str | None
 ) -> Launcher:
-    image_module = workflows.docker_image_module()
+    image_module = pinned.docker_image_module()
     from sealbench.client.backends import docker_launcher
     from sealbench.client.runs.launchers import LaunchError
 
@@ -148,7 +148,7 @@ def _check_variant_if_local(reference: str, *, gpu: bool) -> None:
     this machine's Docker engine (built here before its push); without the Docker SDK, an
     engine or the image here, nothing can be read before the VM starts."""
     try:
-        image_module = workflows.docker_image_module()
+        image_module = pinned.docker_image_module()
     except NotAvailableError:
         return
     try:

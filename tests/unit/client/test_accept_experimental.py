@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from sealbench.client.assets.grants import AllowedWorkload, allowed_workloads
 from sealbench.client.assets.prepare import RECIPIENT_STATISTIC
-from sealbench.client.registry import workflows
+from sealbench.client.images import pinned
+from sealbench.client.registry import definitions
 from sealbench.client.registry.api import RegistryClient
 from sealbench.crypto.digest import sha256_digest
 from sealbench.gcp.policy import AssetPolicy, PoolProvider, attribute_condition, condition_context
@@ -36,14 +37,14 @@ def _grants_of(
 def test_opt_in_reaches_the_condition_for_its_image_only(
     api: dict[str, RegistryClient],
 ) -> None:
-    definition = workflows.load_benchmark_definition("brats-small")
+    definition = definitions.load_benchmark_definition("brats-small")
     cpu_image = sha256_digest(b"cpu image")
     gpu_image = sha256_digest(b"gpu image")
-    plain = workflows.benchmark_body(
-        definition, image=workflows.EvaluationImage(f"r/eval@{cpu_image}", cpu_image),
+    plain = definitions.benchmark_body(
+        definition, image=pinned.EvaluationImage(f"r/eval@{cpu_image}", cpu_image),
         reference_model_id=None)
-    gpu = workflows.benchmark_body(
-        definition, image=workflows.EvaluationImage(f"r/eval@{gpu_image}", gpu_image),
+    gpu = definitions.benchmark_body(
+        definition, image=pinned.EvaluationImage(f"r/eval@{gpu_image}", gpu_image),
         reference_model_id=None, accept_experimental=True).model_copy(
             update={"name": "brats-gpu"})
     grants = _grants_of(api, plain, "d1") + _grants_of(api, gpu, "d2")

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from sealbench.client.cli import app
 from sealbench.client.images import build as image_module
+from sealbench.client.images import pinned
 from sealbench.client.images.build import (
     AGGREGATOR_ENTRYPOINT,
     LABEL_ACCELERATOR,
@@ -25,7 +26,6 @@ from sealbench.client.images.build import (
     canonical_config,
     local_aggregator_image,
 )
-from sealbench.client.registry import workflows
 from sealbench.contract.pool import AGGREGATE_ENV_NAMES
 from sealbench.contract.spec import ENV_OVERRIDE_NAMES
 from sealbench.crypto.digest import sha256_digest
@@ -121,7 +121,7 @@ def test_image_build_prints_the_aggregator(
     engine: FakeEngine, monkeypatch: pytest.MonkeyPatch, json_out: bool
 ) -> None:
     monkeypatch.setattr(image_module, "connect_engine", lambda: engine)
-    monkeypatch.setattr(workflows, "docker_image_module", lambda: image_module)
+    monkeypatch.setattr(pinned, "docker_image_module", lambda: image_module)
     args = ["image", "build", "--source", str(ROOT), "--base-image", "sealbench-base:bookworm"]
     result = CliRunner().invoke(app, [*args, *(["--json"] if json_out else [])])
     assert result.exit_code == 0, result.output

@@ -16,7 +16,8 @@ import pytest
 from sealbench.client.assets.grants import AllowedWorkload, allowed_workloads, grants_digest
 from sealbench.client.assets.prepare import RECIPIENT_STATISTIC
 from sealbench.client.errors import ClientError
-from sealbench.client.registry import workflows
+from sealbench.client.images import pinned
+from sealbench.client.registry import definitions
 from sealbench.client.registry.api import RegistryClient
 from sealbench.contract.pool import AggregateSpec, PoolAnchor
 from sealbench.contract.spec import ServiceEndpoints
@@ -42,9 +43,9 @@ MOCK_ISSUER = "http://127.0.0.1:7000/"
 
 
 def _benchmark(api: dict[str, RegistryClient], name: str, aggregator: str | None) -> int:
-    definition = workflows.load_benchmark_definition("brats-small")
-    body: BenchmarkCreate = workflows.benchmark_body(
-        definition, image=workflows.EvaluationImage(f"r/eval@{IMAGE}", IMAGE),
+    definition = definitions.load_benchmark_definition("brats-small")
+    body: BenchmarkCreate = definitions.benchmark_body(
+        definition, image=pinned.EvaluationImage(f"r/eval@{IMAGE}", IMAGE),
         reference_model_id=None, aggregator_digest=aggregator)
     b = api["authority"].create_benchmark(body.model_copy(update={"name": name})).id
     api["admin"].approve_benchmark(b)

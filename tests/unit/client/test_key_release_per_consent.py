@@ -13,7 +13,8 @@ from typing import Any
 
 from sealbench.client.assets.grants import AllowedWorkload, allowed_workloads
 from sealbench.client.assets.prepare import RECIPIENT_STATISTIC
-from sealbench.client.registry import workflows
+from sealbench.client.images import pinned
+from sealbench.client.registry import definitions
 from sealbench.client.registry.api import RegistryClient
 from sealbench.contract.pin import BenchmarkPin
 from sealbench.contract.workload import WorkloadIdentity
@@ -31,9 +32,9 @@ RECIPIENT = sha256_digest(b"key")
 
 def _benchmark(api: dict[str, RegistryClient], name: str, *, pin_variant: str = "",
                accept_experimental: bool = False) -> int:
-    definition = workflows.load_benchmark_definition("brats-small")
-    body: BenchmarkCreate = workflows.benchmark_body(
-        definition, image=workflows.EvaluationImage(f"r/eval@{IMAGE}", IMAGE),
+    definition = definitions.load_benchmark_definition("brats-small")
+    body: BenchmarkCreate = definitions.benchmark_body(
+        definition, image=pinned.EvaluationImage(f"r/eval@{IMAGE}", IMAGE),
         reference_model_id=None, accept_experimental=accept_experimental)
     pin = body.metrics_version
     body = body.model_copy(update={

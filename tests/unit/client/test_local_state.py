@@ -15,6 +15,7 @@ from sealbench.client.assets.result_key import (
     load_result_key,
     load_result_private_key,
 )
+from sealbench.client.backends import check_tee
 from sealbench.client.errors import (
     ConfigError,
     IntegrityError,
@@ -23,7 +24,6 @@ from sealbench.client.errors import (
     RunFailedError,
 )
 from sealbench.client.registry.profiles import Profile, ProfileStore
-from sealbench.client.registry.workflows import check_tee
 from sealbench.client.runs.launchers import EnclaveRunFailed
 from sealbench.client.runs.single import RunRecord, RunStore, new_run_id, translate_launch_error
 from sealbench.crypto.sealing import public_key_digest

@@ -234,12 +234,13 @@ def test_pool_in_tee_takes_the_backend_s_aggregator_image() -> None:
     """``benchmark create --pool-in-tee``: the mock's aggregator is derived from the enclave
     code; a real TEE's pushed image must be named; the flag and a digest together are refused
     before anything is sent."""
-    from sealbench.client.registry import governance, workflows
+    from sealbench.client.images import pinned
+    from sealbench.client.registry import governance
     from sealbench.mocktee.image import aggregator_image_digest
 
-    assert workflows.aggregator_image("mock") == aggregator_image_digest()
+    assert pinned.aggregator_image("mock") == aggregator_image_digest()
     with pytest.raises(ConfigError, match="names its pushed aggregator image explicitly"):
-        workflows.aggregator_image("confidential-space")
+        pinned.aggregator_image("confidential-space")
     sent: list[Any] = []
     client = SimpleNamespace(create_benchmark=sent.append)
     with pytest.raises(ConfigError, match="not both"):

@@ -23,6 +23,7 @@ from typer.testing import CliRunner, Result
 from sealbench.client.assets import owner
 from sealbench.client.assets.prepare import RECIPIENT_STATISTIC
 from sealbench.client.assets.result_key import init_result_key
+from sealbench.client.backends import check_tee
 from sealbench.client.cli import app
 from sealbench.client.cli.common import using_client_factory
 from sealbench.client.errors import ConfigError
@@ -33,7 +34,6 @@ from sealbench.client.registry.profiles import (
     ProfileStore,
     ResolvedProfile,
 )
-from sealbench.client.registry.workflows import check_tee
 from sealbench.client.runs.launch import prepare_runs, tee_verifier
 from sealbench.client.runs.local_results import verifier_key_source
 from sealbench.client.runs.options import RunOptions

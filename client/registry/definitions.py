@@ -1,138 +1,33 @@
-"""Benchmark definitions and the plug-ins they pin, as library functions the CLI commands and
-``sealbench demo`` both call: loading a definition (shipped or a file) and the request that
-publishes it, the evaluation image a benchmark pins, a registered benchmark's plug-in and the
-public summaries it validates. No rendering and no command-line flags: those are in
-:mod:`sealbench.client.cli` (:mod:`~sealbench.client.cli.render`); the registry is passed in as
-a :class:`~sealbench.client.registry.api.RegistryClient` where one is needed."""
+"""Benchmark definitions as library functions the CLI commands and ``sealbench demo`` both
+call: loading a definition (shipped by an installed plug-in, or a file), checking it against
+its plug-in, the models it ships and the registry request that publishes it. No rendering and
+no command-line flags: those are in :mod:`sealbench.client.cli`."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from sealbench.client.backends import TeeBackend, installed_backends
-from sealbench.client.errors import ConfigError, NotAvailableError
+from sealbench.client.errors import ConfigError
 from sealbench.client.extras import MissingExtraError, missing_extra
+from sealbench.client.images.pinned import EvaluationImage
+from sealbench.client.plugins import shipped_definitions
 from sealbench.contract.pin import BenchmarkPin, Pin
-from sealbench.server.schemas import (
-    BenchmarkCreate,
-    BenchmarkPublic,
-)
+from sealbench.server.schemas import BenchmarkCreate
 
 if TYPE_CHECKING:
-    from sealbench.benchmarks.interface import Benchmark, PublicSummary
+    from sealbench.benchmarks.interface import Benchmark
 
 __all__ = [
     "DefinitionDocument",
-    "EvaluationImage",
-    "aggregator_image",
     "benchmark_body",
-    "check_tee",
-    "docker_image_module",
-    "evaluation_image",
+    "json_file",
     "load_benchmark_definition",
-    "plugin_for",
-    "shipped_definitions",
     "shipped_model_bytes",
-    "summary_cases",
-    "summary_of",
 ]
-
-def check_tee(tee: str) -> str:
-    """The backend (a shipped :class:`TeeBackend` or one an installed platform brings), or an
-    error that says which are installed."""
-    known = installed_backends()
-    if tee not in known:
-        raise ConfigError(
-            f"unknown TEE backend {tee[:40]!r}", hint=f"use one of {', '.join(known)}"
-        )
-    return tee
-
-
-@dataclass(frozen=True)
-class EvaluationImage:
-    reference: str
-    digest: str
-
-
-def evaluation_image(
-    tee: str, reference: str | None = None, digest: str | None = None
-) -> EvaluationImage:
-    """The evaluation image a benchmark pins: explicit ``reference``/``digest``, else the image
-    of the ``tee`` backend: for ``mock``, the digest derived from the enclave code it runs; for
-    ``docker``, the local image ``sealbench-eval:latest`` (its image ID, which the Docker
-    launcher attests), refused as stale unless it was built from the checkout found around the
-    working directory or the installed code (not checked without a checkout);
-    ``confidential-space`` needs the pushed image named explicitly."""
-    if reference and digest:
-        return EvaluationImage(reference, digest)
-    if reference or digest:
-        raise ConfigError("pass both --image-reference and --image-digest, or neither")
-    backend = check_tee(tee)
-    if backend == "docker":
-        image_module = docker_image_module()
-        engine = image_module.connect_engine()
-        source = image_module.checkout_source()
-        found = (
-            image_module.local_image(engine)
-            if source is None
-            else image_module.fresh_local_image(engine, source)
-        )
-        return EvaluationImage(found.reference, found.digest)
-    if backend != TeeBackend.MOCK:  # a real TEE runs the image pushed to a registry
-        raise ConfigError(
-            f"a benchmark for --tee {backend} names its pushed image explicitly",
-            hint="pass --image-reference REPO@sha256:… and --image-digest sha256:… "
-            "(see docs/image.md)",
-        )
-    from sealbench.mocktee.image import mock_image
-
-    image = mock_image()
-    return EvaluationImage(image.reference, image.digest)
-
-
-def aggregator_image(tee: str) -> str:
-    """The digest of the ``tee`` backend's aggregator image (issue 27; ``benchmark create
-    --pool-in-tee``): for ``mock``, the digest derived from the enclave code and the
-    aggregator's entry; for ``docker``, the local ``sealbench-aggregate:latest`` that
-    ``sealbench image build`` makes beside the evaluation image, refused as stale as the
-    evaluation image is; a real TEE's pushed aggregator is named with ``--aggregator-digest``."""
-    backend = check_tee(tee)
-    if backend == "docker":
-        image_module = docker_image_module()
-        engine = image_module.connect_engine()
-        found = image_module.local_aggregator_image(engine)
-        source = image_module.checkout_source()
-        if source is not None:
-            image_module.check_built_from(
-                found.reference, found.labels, image_module.source_digest(source))
-        return str(found.digest)
-    if backend != TeeBackend.MOCK:
-        raise ConfigError(
-            f"a benchmark for --tee {backend} names its pushed aggregator image explicitly",
-            hint="pass --aggregator-digest sha256:… (see docs/image.md)")
-    from sealbench.mocktee.image import aggregator_image_digest
-
-    return str(aggregator_image_digest())
-
-
-def docker_image_module() -> ModuleType:
-    """:mod:`sealbench.client.images.build` (it needs the Docker SDK of the ``docker``
-    extra)."""
-    try:
-        import sealbench.client.images.build as image_module
-    except ImportError as exc:
-        raise NotAvailableError(
-            f"the Docker backend needs the Docker SDK ({exc.name} is not installed)",
-            hint="pip install 'sealbench[docker]'",
-        ) from exc
-    return image_module
 
 
 class DefinitionDocument(BaseModel):
@@ -151,20 +46,6 @@ class DefinitionDocument(BaseModel):
     description: str = ""
     contract: dict[str, Any]
     metrics: dict[str, Any]
-
-
-def shipped_definitions() -> dict[str, dict[str, Any]]:
-    """The definitions the installed plug-ins ship, by the short name ``--definition`` takes."""
-    from sealbench.benchmarks.interface import ShipsDefinitions
-    from sealbench.benchmarks.registry import PluginRegistry
-
-    registry = PluginRegistry()
-    found: dict[str, dict[str, Any]] = {}
-    for ref in registry.available():
-        plugin = registry.get(ref.name)
-        if isinstance(plugin, ShipsDefinitions):
-            found.update(plugin.definitions())
-    return found
 
 
 def _unloadable_plugin_extra() -> MissingExtraError | None:
@@ -311,43 +192,6 @@ def benchmark_body(
         pool_witnesses=witnesses,
         pool_witness_quorum=witness_quorum,
     )
-
-
-# -- results -----------------------------------------------------------------------------------
-
-
-def plugin_for(benchmark: BenchmarkPublic) -> Benchmark:
-    """The installed plug-in ``benchmark`` pins, bound to its registered data contract."""
-    from sealbench.benchmarks.interface import BenchmarkError, bind_data_contract
-    from sealbench.benchmarks.registry import load
-
-    try:
-        return bind_data_contract(load(benchmark.metrics_version), benchmark.data_contract)
-    except BenchmarkError as exc:
-        raise ConfigError(
-            f"benchmark {benchmark.id} ({benchmark.name}): {exc}",
-            hint="install the benchmark's plug-in (or upgrade sealbench) to read its results",
-        ) from exc
-
-
-def summary_of(plugin: Benchmark, summary: Mapping[str, Any]) -> PublicSummary | None:
-    """The public summary of a registry result (a run's ``ResultSummary`` JSON, or a bare
-    summary) validated by ``plugin``; None when it does not validate."""
-    from sealbench.benchmarks.interface import SummaryError
-
-    aggregates = summary.get("aggregates", summary)
-    if not isinstance(aggregates, Mapping):
-        return None
-    try:
-        return plugin.parse_summary(aggregates)
-    except SummaryError:
-        return None
-
-
-def summary_cases(plugin: Benchmark, summary: Mapping[str, Any]) -> int | None:
-    """The number of cases a public summary aggregates."""
-    parsed = summary_of(plugin, summary)
-    return None if parsed is None else parsed.n_cases
 
 
 def json_file(path: Path) -> dict[str, Any]:
