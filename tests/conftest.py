@@ -240,6 +240,7 @@ class _Reaper:
     def __init__(self) -> None:
         self.watchdog: subprocess.Popen[bytes] | None = None
         self.session_root: Path | None = None  # the outermost session's, made here
+        self.interrupted = False  # by a signal: see _raise_interrupt
 
 
 _reaper = _Reaper()
@@ -248,11 +249,13 @@ _reaper = _Reaper()
 def _raise_interrupt(signum: int, frame: object) -> None:
     """Unwind as Ctrl-C does (fixtures torn down, then :func:`pytest_unconfigure`); a second
     signal must not cut that short."""
+    _reaper.interrupted = True
     for other in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(other, signal.SIG_IGN)
     raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
 
+@pytest.hookimpl(tryfirst=True)  # before the tmp_path plug-in reads --basetemp
 def pytest_configure(config: pytest.Config) -> None:
     if sys.platform == "linux":
         libc = ctypes.CDLL(None, use_errno=True)
@@ -268,6 +271,11 @@ def pytest_configure(config: pytest.Config) -> None:
                  f"{_SESSION_MARKER}={os.environ[_SESSION_MARKER]}", str(_reaper.session_root)],
                 stdin=subprocess.PIPE, start_new_session=True,
             )
+        if config.option.basetemp is None:
+            # tmp_path and tmp_path_factory under the session's root as well, not the
+            # /tmp/pytest-of-USER that every run of this user shares (and rotates); they go
+            # with the session's root (--basetemp DIR keeps them).
+            config.option.basetemp = str(_reaper.session_root / "tmp")
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(signum, _raise_interrupt)
@@ -276,6 +284,33 @@ def pytest_configure(config: pytest.Config) -> None:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     launcher_root = tempfile.mkdtemp(prefix=f"{worker}-", dir=os.environ[_SESSION_ROOT])
     os.environ[LAUNCHER_ROOT_ENV] = launcher_root
+
+
+#: The handlers a test must leave as it found them: a test that leaves SIGINT ignored, or
+#: SIGTERM without :func:`_raise_interrupt`, makes every later test's session uninterruptible.
+_KEPT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_kept(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test (its body and function-scoped fixtures) that changes a handler of
+    :data:`_KEPT_SIGNALS` fails, and the handler is put back for the tests after it. A session
+    started with SIGINT ignored (a background job of a non-interactive shell) keeps it ignored:
+    only a change is a failure."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {signum: signal.getsignal(signum) for signum in _KEPT_SIGNALS}
+    yield
+    after = {signum: signal.getsignal(signum) for signum in _KEPT_SIGNALS}
+    changed = {signum: now for signum, now in after.items() if now != before[signum]}
+    if not changed or _reaper.interrupted:  # unwinding, a second signal is ignored
+        return
+    for signum in changed:
+        signal.signal(signum, before[signum])
+    pytest.fail(f"{request.node.nodeid} left the handler of " + ", ".join(
+        f"{signal.Signals(s).name} {now!r} (it found {before[s]!r})"
+        for s, now in changed.items()), pytrace=False)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -51,7 +51,8 @@ def _alive(pid: int) -> bool:
 def _as_ci_starts_it() -> None:
     """The session starts with SIGINT and SIGTERM at their defaults and unblocked, as a CI
     runner's shell starts ``make test``: a child inherits ignored and blocked signals, and the
-    signal state this (outer) session's earlier tests leave behind is not what CI gives."""
+    outer session may have been started with SIGINT ignored (a background job of a
+    non-interactive shell is: ``bash -c 'make test &'``), which is not what CI gives."""
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
@@ -118,3 +119,33 @@ def test_sigkilled_session_leaves_no_child_behind(tmp_path: Path) -> None:
     while root.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not root.exists()
+
+
+_LEAKS = """
+import signal
+
+def test_leaves_sigint_ignored():
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+def test_after_it():
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+"""
+
+
+def test_a_test_leaving_a_signal_handler_changed_fails_and_the_next_gets_it_back(
+    tmp_path: Path,
+) -> None:
+    """The shared conftest's guard: a test that leaves SIGINT ignored would make every later
+    session it starts (and the outer one) deaf to Ctrl-C; it fails, naming the handler."""
+    shutil.copyfile(CONFTEST, tmp_path / "conftest.py")
+    (tmp_path / "test_leaks.py").write_text(_LEAKS)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEALBENCH_TEST_SESSION")}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+         "--rootdir", str(tmp_path), "-c", os.devnull, str(tmp_path / "test_leaks.py")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        preexec_fn=_as_ci_starts_it, check=False,
+    )
+    assert done.returncode == 1, done.stdout
+    assert "2 passed, 1 error" in done.stdout, done.stdout  # the next test got it back
+    assert "test_leaves_sigint_ignored left the handler of SIGINT" in done.stdout, done.stdout
