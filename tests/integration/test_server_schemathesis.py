@@ -45,9 +45,9 @@ CHECKS = [
 
 # The app exists at import so that schemathesis can read its OpenAPI document. Reading it runs
 # the app's lifespan, which publishes the transparency log's key into the database, so the
-# database is migrated first; the folder goes when the process ends.
-DATA_DIR = Path(tempfile.gettempdir()) / f"sealbench-fuzz-{os.getpid()}"
-DATA_DIR.mkdir(mode=0o700)
+# database is migrated first; the folder, under the session's own root (tests/conftest.py),
+# goes when the process ends.
+DATA_DIR = Path(tempfile.mkdtemp(prefix="fuzz-", dir=os.environ.get("SEALBENCH_TEST_SESSION_ROOT")))
 atexit.register(shutil.rmtree, DATA_DIR, True)
 _DB = open_database(ServerSettings(data_dir=DATA_DIR).effective_database_url)
 upgrade_to_head(_DB.engine)
