@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sealbench.client.cli.common import JsonOpt, ProfileOpt, emit_json, out, session
 from sealbench.client.runs import inbox as inbox_lib
-from sealbench.client.runs.single import RunStore
+from sealbench.client.runs.records import RunStore
 
 __all__ = ["inbox"]
 

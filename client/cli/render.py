@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from sealbench.benchmarks.interface import Benchmark, CaseResult, MetricRef
     from sealbench.client.assets.owner import PolicySync
     from sealbench.client.runs.local_results import Submission
+    from sealbench.client.runs.records import RunRecord
     from sealbench.client.runs.result_open import OpenedResult
-    from sealbench.client.runs.single import RunRecord
     from sealbench.server.schemas import AssociationPublic, BenchmarkPublic, DatasetPublic
 
 __all__ = [

@@ -24,7 +24,6 @@ from sealbench.client.cli.common import (
     table,
 )
 from sealbench.client.errors import LogKeyNotPinnedError
-from sealbench.client.runs import single as runs
 from sealbench.client.runs.batch import repair_stale_runs
 from sealbench.client.runs.local_results import (
     SubmissionDeclined,
@@ -32,6 +31,8 @@ from sealbench.client.runs.local_results import (
     run_store,
     submit_local_result,
 )
+from sealbench.client.runs.records import RunRecord
+from sealbench.client.runs.submit import fetch_run_result
 from sealbench.server.schemas import ResultCreate, ResultPublic
 
 __all__ = ["result_app", "result_fetch", "result_ls", "result_open", "result_submit"]
@@ -42,7 +43,7 @@ RunIdArg = Annotated[str, typer.Argument(help="run id (see 'sealbench result ls'
 
 
 @result_app.command("ls")
-def result_ls(profile: ProfileOpt = None, json_out: JsonOpt = False) -> list[runs.RunRecord]:
+def result_ls(profile: ProfileOpt = None, json_out: JsonOpt = False) -> list[RunRecord]:
     """Runs launched from this machine with this profile, and whether they were submitted."""
     with session(profile) as s:
         store = run_store(s.profile)
@@ -104,14 +105,14 @@ def result_fetch(
     run_id: RunIdArg,
     mock_tee: MockTeeOpt = None,
     profile: ProfileOpt = None,
-) -> runs.RunRecord:
+) -> RunRecord:
     """Copy a run's result from its Cloud Storage destination (where a Confidential Space VM
     writes it) to this machine, with your own cloud credentials; then 'result open' it."""
     with session(profile) as s:
         store = run_store(s.profile)
         record = store.get(run_id)
         cloud = owner.owner_cloud(s.profile, s.client, mock_tee)
-        fetched = runs.fetch_run_result(
+        fetched = fetch_run_result(
             record, cloud.blob_store, s.profile.data_dir / "results", store
         )
     where = fetched.result_uri.removeprefix("file://")

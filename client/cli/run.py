@@ -24,10 +24,10 @@ from sealbench.client.cli.common import (
 from sealbench.client.cli.progress import JsonEvents, RunDisplay
 from sealbench.client.cli.render import run_outcomes as render_outcomes
 from sealbench.client.errors import ClientError
-from sealbench.client.runs import single as runs
 from sealbench.client.runs.batch import DEFAULT_IAM_WAIT_S, StageTimeouts
 from sealbench.client.runs.launch import prepare_runs
 from sealbench.client.runs.options import RunOptions
+from sealbench.client.runs.records import RunRecord
 
 __all__ = ["run"]
 
@@ -128,7 +128,7 @@ def run(
     mock_tee: MockTeeOpt = None,
     profile: ProfileOpt = None,
     json_out: JsonOpt = False,
-) -> list[runs.RunRecord]:
+) -> list[RunRecord]:
     """Evaluate your dataset(s) with a model, or every approved pair (--all-approved), inside
     a TEE, --parallel N at a time. Each run is recorded locally and its status reported to the
     registry; a pair already evaluated with the benchmark's image is skipped unless --force.

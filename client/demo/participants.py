@@ -46,7 +46,7 @@ from sealbench.server.schemas import (
 )
 
 if TYPE_CHECKING:
-    from sealbench.client.runs.single import RunRecord
+    from sealbench.client.runs.records import RunRecord
 
 __all__ = ["SYNTHETIC_CONSENT", "Participants", "console"]
 

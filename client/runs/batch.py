@@ -4,7 +4,7 @@ concurrency, retry launches that may succeed on a new try, stop cleanly on inter
 report every state to the registry. ``sealbench run``, the demo and the tests call it; they
 only render its :class:`RunnerEvent` stream.
 
-Each pair becomes a run with its own id, record (:class:`~sealbench.client.runs.single.RunStore`)
+Each pair becomes a run with its own id, record (:class:`~sealbench.client.runs.records.RunStore`)
 and registry status (``planned`` → ``launching`` → ``running`` → ``succeeded`` | ``failed`` |
 ``interrupted``). A launch that fails in a way the backend says may pass (quota, capacity, a
 transient API error: ``LaunchError.retryable``) is tried again after an exponential backoff
@@ -18,7 +18,7 @@ workloads it started (processes killed, containers removed, VMs deleted; with
 ``keep_on_interrupt`` they are left running and only the watch stops) and records each
 unfinished run ``interrupted`` (reason ``stopped``). Running the same plan again resumes with
 what is left; a record left unfinished by a process that died is repaired first
-(:meth:`RunStore.repair_stale <sealbench.client.runs.single.RunStore.repair_stale>`).
+(:meth:`RunStore.repair_stale <sealbench.client.runs.records.RunStore.repair_stale>`).
 
 The workload's progress comes from the enclave's typed event lines
 (:mod:`sealbench.contract.events`; its prose lines are for people and are not parsed): ``progress``
@@ -50,20 +50,20 @@ from pydantic import BaseModel, ConfigDict, JsonValue
 
 from sealbench.client.errors import ClientError
 from sealbench.client.registry.api import RegistryClient
-from sealbench.client.runs.single import (
-    RunRecord,
-    RunStore,
+from sealbench.client.runs.outcome import (
     attested_failure,
-    owner_alive,
-    process_identity,
     provider_of,
     recorded_failure,
-    report_of,
     timings_of,
 )
-from sealbench.client.runs.single import (
-    new_run_id as default_run_id,
+from sealbench.client.runs.records import (
+    RunRecord,
+    RunStore,
+    owner_alive,
+    process_identity,
+    report_of,
 )
+from sealbench.client.runs.records import new_run_id as default_run_id
 from sealbench.contract.events import (
     CaseDone,
     CasesCounted,
@@ -119,7 +119,7 @@ class RunnerEvent(BaseModel):
     the enclave's own progress events (:data:`sealbench.contract.events.RunEvent`), which the
     runner turns into ``progress`` and ``waiting`` ones.
     ``message`` is for the local operator only (it may quote the enclave's error); the
-    registry is told only the typed fields of :func:`~sealbench.client.runs.single.report_of`."""
+    registry is told only the typed fields of :func:`~sealbench.client.runs.records.report_of`."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -225,7 +225,7 @@ def plan_runs(
     force: bool = False,
 ) -> RunPlan:
     """The plan for ``pairs`` (approved (dataset, model) pairs, see
-    :func:`~sealbench.client.runs.single.approved_models`): each pair without a succeeded run of
+    :func:`~sealbench.client.runs.spec.approved_models`): each pair without a succeeded run of
     ``image_digest`` and ``metrics_version`` is to do; with ``force`` every pair is."""
     todo: list[PlannedPair] = []
     done: list[RunRecord] = []

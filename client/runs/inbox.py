@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from sealbench.client.runs.single import RunRecord
+from sealbench.client.runs.records import RunRecord
 from sealbench.contract.privacy_loss import PrivacyLoss
 from sealbench.server.schemas import (
     BenchmarkPublic,

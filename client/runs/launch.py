@@ -23,7 +23,6 @@ from sealbench.client.backends import LOCAL_MOCK_BACKENDS
 from sealbench.client.errors import ClientError, ConfigError
 from sealbench.client.registry.api import RegistryClient
 from sealbench.client.registry.profiles import ResolvedProfile
-from sealbench.client.runs import single
 from sealbench.client.runs.attestation_keys import gcp_key_source
 from sealbench.client.runs.batch import (
     Runner,
@@ -37,6 +36,9 @@ from sealbench.client.runs.batch import (
     with_run_options,
 )
 from sealbench.client.runs.options import RunOptions
+from sealbench.client.runs.outcome import explain_refusals, translate_launch_error
+from sealbench.client.runs.records import RunRecord, RunStore
+from sealbench.client.runs.spec import approved_pairs, build_spec
 from sealbench.contract.spec import MAX_IAM_WAIT_S
 
 if TYPE_CHECKING:
@@ -146,7 +148,7 @@ class RunBatch:
     errors: tuple[Exception, ...]
 
     @property
-    def records(self) -> list[single.RunRecord]:
+    def records(self) -> list[RunRecord]:
         """The pairs skipped (already evaluated) and the runs that succeeded."""
         return [*self.outcome.skipped, *self.outcome.succeeded]
 
@@ -158,7 +160,7 @@ class RunBatch:
         """Raise the first error of the batch as a client error (none: return)."""
         if self.errors:
             first = self.errors[0]
-            raise first if isinstance(first, ClientError) else single.translate_launch_error(first)
+            raise first if isinstance(first, ClientError) else translate_launch_error(first)
 
 
 @dataclass(frozen=True)
@@ -170,7 +172,7 @@ class PreparedRuns:
     backend: str
     plan: RunPlan
     launcher: Launcher
-    store: single.RunStore
+    store: RunStore
     make_spec: Callable[[int, int, str], RunSpec]
     client: RegistryClient
 
@@ -188,7 +190,7 @@ class PreparedRuns:
         with interrupt_on_signals(runner.interrupt) if handle_signals else contextlib.nullcontext():
             outcome = runner.run(self.plan)
         # a refused key release names whose grants lag (asked while the client is open)
-        errors = single.explain_refusals(self.client, runner.errors, outcome.records)
+        errors = explain_refusals(self.client, runner.errors, outcome.records)
         return RunBatch(outcome, tuple(errors))
 
 
@@ -212,7 +214,7 @@ def prepare_runs(
     cs = cs_options(o.project, o.zone, o.service_account, o.image_reference, o.tdx, o.keep_vm,
                     o.debug, o.compute_endpoint, o.accelerator)
     benchmark = o.benchmark
-    pairs = single.approved_pairs(client, benchmark, o.dataset, o.model)
+    pairs = approved_pairs(client, benchmark, o.dataset, o.model)
     recipient = load_result_key(profile.secrets_dir)
     mock_profile = bool(o.mock_tee or profile.profile.mock_tee)
     # a TEE that is not the mock's (its processes and containers, or a mock profile's
@@ -231,7 +233,7 @@ def prepare_runs(
         endpoints=endpoints, mock_tee=o.mock_tee, debug=o.insecure_debug_image,
         image=o.image, cs=cs,
     )
-    store = single.RunStore(profile.data_dir / "runs")
+    store = RunStore(profile.data_dir / "runs")
     metrics_version = client.get_benchmark(benchmark).metrics_version
     plan = plan_runs(store, benchmark_id=benchmark, pairs=pairs,
                      image_digest=launcher.image_digest, metrics_version=metrics_version,
@@ -242,7 +244,7 @@ def prepare_runs(
     verifier = tee_verifier(profile, endpoints, o.mock_tee)
 
     def make_spec(dataset_id: int, model_id: int, run_id: str) -> RunSpec:
-        spec = single.build_spec(
+        spec = build_spec(
             client, run_id=run_id, benchmark_id=benchmark, dataset_id=dataset_id,
             model_id=model_id, recipient=recipient,
             result_dir=profile.data_dir / "results" / run_id,

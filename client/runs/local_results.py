@@ -13,7 +13,6 @@ from sealbench.client.assets import owner
 from sealbench.client.assets.result_key import load_result_private_key
 from sealbench.client.registry.api import RegistryClient
 from sealbench.client.registry.profiles import ResolvedProfile
-from sealbench.client.runs import single
 from sealbench.client.runs.attestation_keys import (
     KEYS_DIR,
     AttestationKeysUnavailableError,
@@ -25,7 +24,14 @@ from sealbench.client.runs.attestation_keys import (
     token_kid,
 )
 from sealbench.client.runs.launch import mock_endpoints
+from sealbench.client.runs.records import RunRecord, RunStore
 from sealbench.client.runs.result_open import OpenedResult
+from sealbench.client.runs.submit import (
+    link_result,
+    open_run_result,
+    result_submission,
+    submit_run_result,
+)
 from sealbench.server.schemas import ResultCreate, ResultPublic
 
 __all__ = [
@@ -40,9 +46,9 @@ __all__ = [
 log = logging.getLogger("sealbench.client")
 
 
-def run_store(profile: ResolvedProfile) -> single.RunStore:
+def run_store(profile: ResolvedProfile) -> RunStore:
     """The profile's record of the runs launched from this machine."""
-    return single.RunStore(profile.data_dir / "runs")
+    return RunStore(profile.data_dir / "runs")
 
 
 def verifier_key_source(profile: ResolvedProfile) -> KeySource:
@@ -67,7 +73,7 @@ def verifier_key_source(profile: ResolvedProfile) -> KeySource:
 
 def open_local_result(
     profile: ResolvedProfile, run_id: str, *, unverified: bool = False, lenient: bool = False
-) -> tuple[single.RunRecord, OpenedResult]:
+) -> tuple[RunRecord, OpenedResult]:
     """Open a run's result, its token's signature checked against the keys of the profile's
     attestation verifier (fetched, or cached in the profile's data directory); not checked only
     with ``unverified`` (the user's ``--unverified``) or, with ``lenient`` (submit: the
@@ -76,18 +82,18 @@ def open_local_result(
     private_key = load_result_private_key(profile.secrets_dir)
     if unverified:
         log.warning("opening run %s without checking its signature (--unverified)", run_id)
-        return record, single.open_run_result(record, private_key, None)
+        return record, open_run_result(record, private_key, None)
     cache = KeyCache(profile.data_dir / KEYS_DIR, HttpxKeySetFetcher())
     try:
         source = verifier_key_source(profile)
-        return record, single.open_run_result(
+        return record, open_run_result(
             record, private_key, lambda token: cache.get(source, token_kid(token))
         )
     except AttestationKeysUnavailableError as exc:
         if not lenient:
             raise
         log.warning("%s; the registry checks the signature", exc)
-        return record, single.open_run_result(record, private_key, None)
+        return record, open_run_result(record, private_key, None)
 
 
 class SubmissionDeclined(Exception):  # noqa: N818 - the user's answer, not a failure
@@ -100,7 +106,7 @@ class Submission:
     registry held before for the same (dataset, model), and whether the run was already that
     result (nothing sent)."""
 
-    record: single.RunRecord
+    record: RunRecord
     opened: OpenedResult
     result: ResultPublic
     earlier: tuple[ResultPublic, ...]
@@ -134,10 +140,10 @@ def submit_local_result(
     twin = next((r for r in earlier if r.sealed_result_digest == opened.sealed_result_sha256),
                 None)
     if twin is not None:
-        single.link_result(client, record, twin, run_store(profile))
+        link_result(client, record, twin, run_store(profile))
         return Submission(record, opened, twin, earlier, already_submitted=True)
-    body = single.result_submission(record, opened)
+    body = result_submission(record, opened)
     if confirm is not None and not confirm(body):
         raise SubmissionDeclined(f"run {run_id}: not sent")
-    result = single.submit_run_result(client, record, body, run_store(profile))
+    result = submit_run_result(client, record, body, run_store(profile))
     return Submission(record, opened, result, earlier, already_submitted=False)

@@ -28,7 +28,7 @@ from sealbench.client.errors import ConfigError, NotAllowedError, NotFoundError
 from sealbench.client.registry.api import AssetKind, RegistryClient
 from sealbench.client.registry.profiles import ResolvedProfile
 from sealbench.client.runs.inbox import InboxItem, InboxView, merge
-from sealbench.client.runs.single import RunStore
+from sealbench.client.runs.records import RunStore
 from sealbench.server.schemas import BenchmarkPublic
 
 __all__ = ["ROLES", "NextStep", "OwnedAsset", "Role", "Standing", "next_step", "read_standing"]

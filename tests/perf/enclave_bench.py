@@ -234,8 +234,8 @@ def _bench(args: argparse.Namespace, root: Path) -> int:
     from sealbench.benchmarks.brats.prepare import prepare_dataset
     from sealbench.benchmarks.brats.synthetic import write_dataset
     from sealbench.client.assets.store import seal_dataset, seal_model
+    from sealbench.client.runs.outcome import step_timings
     from sealbench.client.runs.result_open import download_result, open_result
-    from sealbench.client.runs.single import step_timings
     from sealbench.contract.spec import AssetLocation, RunSpec
     from sealbench.contract.workload import WorkloadIdentity
     from sealbench.crypto.sealing import (

@@ -12,7 +12,7 @@ and 41 models, has the authority approve every association, then lets each site 
 :class:`sealbench.client.runs.batch.Runner` on a FAST FAKE backend (a launcher whose workloads end
 after ``--run-seconds``: this measures orchestration and the registry, not an enclave), report
 every state to the registry, then submit each run's result (verified by the registry against
-the token) and link it to its run (:func:`sealbench.client.runs.single.submit_run_result`).
+the token) and link it to its run (:func:`sealbench.client.runs.submit.submit_run_result`).
 ``--sites-at-once`` sites work concurrently, as independent hospitals would.
 
 It prints the total wall time, the registry requests per run (by kind), the registry's latency
@@ -49,7 +49,8 @@ from sealbench.client.registry.api import RegistryClient
 from sealbench.client.registry.local import create_accounts, registry_process
 from sealbench.client.runs.batch import Runner, plan_runs
 from sealbench.client.runs.launchers import LaunchResult, OutputFn
-from sealbench.client.runs.single import RunStore, result_submission, submit_run_result
+from sealbench.client.runs.records import RunStore
+from sealbench.client.runs.submit import result_submission, submit_run_result
 from sealbench.contract.spec import AssetLocation, RunSpec
 from sealbench.contract.workload import ENV_DATA_DIGEST, ENV_MODEL_DIGEST, ENV_RECIPIENT_DIGEST
 from sealbench.crypto.attestation import RESULT_AUDIENCE, Jwks, result_nonce

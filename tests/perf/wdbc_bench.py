@@ -176,7 +176,7 @@ def _bench(args: argparse.Namespace, root: Path) -> int:
         result = launcher.launch(spec, on_output=lines.append, timeout=600)
         summary = json.loads(hstore.get_bytes("results/wdbc-bench-1/summary.json", 1 << 20))
     timings: dict[str, float] = {}
-    from sealbench.client.runs.single import step_timings
+    from sealbench.client.runs.outcome import step_timings
 
     for line in lines:
         timings = step_timings(line) or timings  # the enclave's "done" event

@@ -138,7 +138,7 @@ def main() -> int:
             objects = download_result(hstore, "results/run-1/")
         opened = open_result(objects, recipient, jwks=None)
     steps: dict[str, float] = {}
-    from sealbench.client.runs.single import step_timings
+    from sealbench.client.runs.outcome import step_timings
 
     for line in lines:
         steps = step_timings(line) or steps  # the enclave's "done" event

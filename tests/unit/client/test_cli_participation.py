@@ -23,7 +23,7 @@ from sealbench.benchmarks.brats.definition import (
 from sealbench.benchmarks.brats.plugin import pin_of
 from sealbench.client.cli import app
 from sealbench.client.runs.compat import demo_variant, write_demo_dataset
-from sealbench.client.runs.single import RunRecord, RunStore
+from sealbench.client.runs.records import RunRecord, RunStore
 from sealbench.crypto.digest import sha256_digest
 from sealbench.server.schemas import BenchmarkPublic
 

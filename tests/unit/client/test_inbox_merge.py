@@ -8,7 +8,7 @@ import shlex
 from datetime import UTC, datetime, timedelta
 
 from sealbench.client.runs.inbox import merge
-from sealbench.client.runs.single import RunRecord
+from sealbench.client.runs.records import RunRecord
 from sealbench.server.schemas import Inbox, InboxEvaluation
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)

@@ -25,7 +25,8 @@ from sealbench.client.errors import (
 )
 from sealbench.client.registry.profiles import Profile, ProfileStore
 from sealbench.client.runs.launchers import EnclaveRunFailed
-from sealbench.client.runs.single import RunRecord, RunStore, new_run_id, translate_launch_error
+from sealbench.client.runs.outcome import translate_launch_error
+from sealbench.client.runs.records import RunRecord, RunStore, new_run_id
 from sealbench.crypto.sealing import public_key_digest
 
 SERVER = "http://127.0.0.1:8000"

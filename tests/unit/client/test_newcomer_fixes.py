@@ -229,7 +229,7 @@ def test_a_refused_runs_long_cause_is_printed_once(
     from sealbench.client.errors import KeyReleaseDeniedError
     from sealbench.client.runs.batch import RunOutcome
     from sealbench.client.runs.launch import RunBatch
-    from sealbench.client.runs.single import RunRecord
+    from sealbench.client.runs.records import RunRecord
 
     added = CliRunner().invoke(app, ["profile", "add", "hospital", "--server",
                                      "http://127.0.0.1:9", "--token", "sbt_x"])

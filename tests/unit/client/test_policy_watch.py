@@ -23,7 +23,8 @@ from sealbench.client.errors import CloudError, KeyReleaseDeniedError
 from sealbench.client.registry.api import RegistryClient
 from sealbench.client.runs.inbox import merge
 from sealbench.client.runs.launchers import EnclaveRunFailed
-from sealbench.client.runs.single import RunRecord, explain_refusals
+from sealbench.client.runs.outcome import explain_refusals
+from sealbench.client.runs.records import RunRecord
 from sealbench.contract.errors import KeyReleaseDenied
 from sealbench.contract.inputs import Rule
 from sealbench.crypto.digest import sha256_digest

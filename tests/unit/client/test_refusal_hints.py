@@ -8,7 +8,7 @@ import pytest
 
 from sealbench.client.errors import KeyReleaseDeniedError
 from sealbench.client.runs.launchers import EnclaveRunFailed
-from sealbench.client.runs.single import translate_launch_error
+from sealbench.client.runs.outcome import translate_launch_error
 from sealbench.contract.errors import KeyReleaseDenied
 from sealbench.contract.inputs import Rule
 

@@ -35,7 +35,7 @@ from sealbench.client.runs.launchers import (
     OutputFn,
     TransientLaunchError,
 )
-from sealbench.client.runs.single import RunRecord, RunStore, process_identity, report_of
+from sealbench.client.runs.records import RunRecord, RunStore, process_identity, report_of
 from sealbench.contract.events import RunDone, StepStarted
 from sealbench.contract.pin import BenchmarkPin
 from sealbench.contract.spec import RunSpec

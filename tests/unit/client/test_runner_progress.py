@@ -8,7 +8,7 @@ from typing import Any
 
 from sealbench.client.runs.batch import RetryPolicy, Runner, RunnerEvent, plan_runs
 from sealbench.client.runs.launchers import LaunchResult, OutputFn
-from sealbench.client.runs.single import RunStore
+from sealbench.client.runs.records import RunStore
 from sealbench.contract.events import (
     CaseDone,
     CasesCounted,

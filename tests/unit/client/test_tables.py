@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from sealbench.client.cli import app
 from sealbench.client.cli.common import table
 from sealbench.client.registry.profiles import ProfileStore
-from sealbench.client.runs.single import RunRecord, RunStore
+from sealbench.client.runs.records import RunRecord, RunStore
 
 IMAGE = "sha256:" + "ab" * 32
 WIDTHS = (80, 120)

@@ -13,7 +13,7 @@ from sealbench.client.assets import owner
 from sealbench.client.assets.prepare import RECIPIENT_STATISTIC
 from sealbench.client.errors import NotAllowedError
 from sealbench.client.registry.api import RegistryClient
-from sealbench.client.runs.single import approved_models
+from sealbench.client.runs.spec import approved_models
 from sealbench.crypto.digest import sha256_digest
 from sealbench.mocktee.owner_cloud import InsecureMockOwnerCloud
 from sealbench.mocktee.server import MockCloud

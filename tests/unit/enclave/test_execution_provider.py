@@ -11,7 +11,7 @@ import pytest
 
 from sealbench.benchmarks import interface as api
 from sealbench.benchmarks.registry import PluginRegistry
-from sealbench.client.runs.single import execution_provider, step_timings
+from sealbench.client.runs.outcome import execution_provider, step_timings
 from sealbench.contract.events import ModelLoaded, RunDone, parse_event
 from sealbench.enclave.run import timings_line
 from sealbench.server.schemas.runs import EXECUTION_PROVIDERS

@@ -25,7 +25,7 @@ from sealbench.client.cli import app
 from sealbench.client.registry.profiles import GcpSettings, Profile, ProfileStore
 from sealbench.client.runs import attestation_keys
 from sealbench.client.runs.attestation_keys import AttestationKeysUnavailableError
-from sealbench.client.runs.single import RunRecord, RunStore
+from sealbench.client.runs.records import RunRecord, RunStore
 from sealbench.contract.result import TOKEN_OBJECT
 from sealbench.crypto.attestation import Jwks
 from sealbench.crypto.sealing import save_private_key

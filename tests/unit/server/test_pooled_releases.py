@@ -645,8 +645,9 @@ def test_a_submitted_result_carries_its_run_specs_result_location() -> None:
     from types import SimpleNamespace
     from typing import cast
 
+    from sealbench.client.runs.records import RunRecord
     from sealbench.client.runs.result_open import OpenedResult
-    from sealbench.client.runs.single import RunRecord, result_submission
+    from sealbench.client.runs.submit import result_submission
 
     opened = cast(OpenedResult, SimpleNamespace(
         summary_json={"format": "sealbench/result-summary"},
