@@ -30,6 +30,7 @@ from sealbench.client.cli.common import (
 )
 from sealbench.client.cli.leaderboard import benchmark_leaderboard
 from sealbench.client.cli.render import column_titles, result_cells
+from sealbench.client.pin_words import pin_with_words
 from sealbench.client.registry import definitions, governance
 from sealbench.server.schemas import BenchmarkPublic, BenchmarkState
 from sealbench.server.schemas.runs import ProgressCell
@@ -89,7 +90,7 @@ def benchmark_show(
     console.print(b.description)
     console.print(f"evaluation image {b.image_reference}\n  digest {b.image_digest}")
     reference = "-" if b.reference_model_id is None else b.reference_model_id
-    console.print(f"metrics {b.metrics_version}; reference model {reference}")
+    console.print(f"metrics {pin_with_words(b.metrics_version)}; reference model {reference}")
     if b.closed_at is not None:
         console.print(f"closed to new associations since {b.closed_at:%Y-%m-%d %H:%M} UTC "
                       f"(by user {b.closed_by_id})")

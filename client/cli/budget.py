@@ -77,12 +77,11 @@ def _budget_tables(b: DatasetBudget) -> None:
     exact = f" and {plural(b.exact_releases, 'exact release')}" if b.exact_releases else ""
     table(
         f"privacy budget of dataset {b.dataset_id}{group}",
-        ("", "epsilon", "delta", "rho (zCDP, adds up)"),
-        (("budget", f"{b.budget_epsilon:g}", f"{b.budget_delta:g}", f"{b.budget_rho:.4g}"),
-         ("spent", _eps(b.spent_epsilon), f"{b.budget_delta:g}", f"{b.spent_rho:.4g}"),
-         ("remaining", _eps(b.remaining_epsilon), f"{b.budget_delta:g}",
-          f"{b.remaining_rho:.4g}"),
-         ("releases", _releases(b) + exact, "", "")),
+        ("", "epsilon", "delta"),
+        (("budget", f"{b.budget_epsilon:g}", f"{b.budget_delta:g}"),
+         ("spent", _eps(b.spent_epsilon), f"{b.budget_delta:g}"),
+         ("remaining", _eps(b.remaining_epsilon), f"{b.budget_delta:g}"),
+         ("releases", _releases(b) + exact, "")),
     )
     if b.costs:
         table("cost of one release", ("benchmark", "name", "association", "epsilon", "delta",
@@ -94,11 +93,10 @@ def _budget_tables(b: DatasetBudget) -> None:
     if b.debits:
         grouped = b.group is not None  # the dataset of each debit only matters in a group
         table("debits: each release charged (epsilon at the release's delta)",
-              ("release", *(("dataset",) if grouped else ()), "benchmark", "epsilon", "rho",
+              ("release", *(("dataset",) if grouped else ()), "benchmark", "epsilon",
                "log event", "when"),
               ((release_of(d), *((d.dataset_id,) if grouped else ()), d.benchmark_id,
-                "exact" if d.exact else _eps(d.epsilon),
-                "-" if d.rho is None else f"{d.rho:.4g}", d.audit_seq,
+                "exact" if d.exact else _eps(d.epsilon), d.audit_seq,
                 d.created_at.strftime("%Y-%m-%d %H:%M")) for d in b.debits))
 
 
@@ -108,11 +106,11 @@ def dataset_budget(
     json_out: JsonOpt = False,
 ) -> DatasetBudget:
     """The dataset's lifetime privacy budget (its budget group's, if in one): spent and
-    remaining (epsilon at the budget's delta; rho, what adds up), every release charged to it
-    with its transparency-log event, each named: a per-site release (the result's id) or a
-    TEE-pooled release (its pool id and release id; a run in a benchmark that pools in the TEE
-    is charged for its own release and for each pooled release it joins), and what one
-    release of each benchmark it is associated with costs."""
+    remaining, as epsilon at the budget's delta (--json adds the zCDP figures that add up);
+    every release charged to it with its transparency-log event, each named: a per-site release
+    (the result's id) or a TEE-pooled release (its pool id and release id; a run in a
+    benchmark that pools in the TEE is charged for its own release and for each pooled release
+    it joins); and what one release of each benchmark it is associated with costs."""
     with session(profile) as s:
         budget = s.client.dataset_budget(dataset)
     emit_json(budget) if json_out else _budget_tables(budget)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from sealbench.benchmarks.release import LocalExact
+from sealbench.client.pin_words import pin_with_words
 from sealbench.crypto.errors import CryptoError
 from sealbench.crypto.manifest import MAX_MANIFEST_BYTES, Manifest
 from sealbench.server.schemas import BenchmarkPublic
@@ -135,8 +136,8 @@ def _benchmark_check(benchmark: BenchmarkPublic) -> tuple[Check, Benchmark | Non
                      f"{plugin.ref} enforces; the enclave scores by the plug-in, so tell the "
                      "benchmark's authority"), bound
     return Check("benchmark", "pass",
-                 f"plug-in {plugin.ref}: the registered contract and metrics are the ones the "
-                 "enclave enforces"), bound
+                 f"plug-in {pin_with_words(plugin.ref)}: the registered contract and metrics "
+                 "are the ones the enclave enforces"), bound
 
 
 def _digest_check(model: ModelUnderTest) -> Check | None:

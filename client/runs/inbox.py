@@ -86,6 +86,15 @@ def _left(budget: DatasetBudget, cost: PrivacyLoss) -> int:
     return low
 
 
+def _noise(loss: PrivacyLoss) -> str:
+    """A release's noise in a data owner's words: epsilon only (the zCDP rho that the
+    registry's ledger adds up is for ``dataset budget --json``)."""
+    parts = ["Gaussian noise"] if loss.rho else []
+    if loss.laplace:
+        parts.append("Laplace noise at epsilon " + " + ".join(f"{e:g}" for e in loss.laplace))
+    return " and ".join(parts)
+
+
 def privacy_cost(benchmark: BenchmarkPublic, spec: ReleaseSpec | None, budget: DatasetBudget,
                  pooled: ReleaseSpec | None = None) -> str:
     """The line a data owner reads before consenting to ``benchmark`` for a dataset: what each
@@ -106,9 +115,8 @@ def privacy_cost(benchmark: BenchmarkPublic, spec: ReleaseSpec | None, budget: D
             return "EXACT (not differentially private) figures"
         if loss.laplace:  # a Laplace release, or one split between a headline and the rest
             return (f"epsilon {loss.epsilon_at(budget.budget_delta):.3g} at delta "
-                    f"{budget.budget_delta:g} ({loss.text()})")
-        return (f"epsilon {release.epsilon:g} at delta {release.delta:g} "
-                f"(rho {release.rho or 0.0:.4g})")
+                    f"{budget.budget_delta:g} ({_noise(loss)})")
+        return f"epsilon {release.epsilon:g} at delta {release.delta:g}"
 
     if spec is None:
         if pooled is None:
@@ -127,10 +135,10 @@ def privacy_cost(benchmark: BenchmarkPublic, spec: ReleaseSpec | None, budget: D
         return (f"PRIVACY: each run of {name} publishes a differentially private release "
                 f"costing {each(spec)}; {left}: about {runs} such releases.")
     cost = spec.loss + pooled.loss
-    parts = cost.text() if cost.laplace else f"rho {cost.rho:.4g}"
+    parts = f" ({_noise(cost)})" if cost.laplace else ""
     total = ("" if cost.empty else
              f"; a run pooled once costs epsilon {cost.epsilon_at(budget.budget_delta):.3g} "
-             f"at delta {budget.budget_delta:g} in all ({parts}): 2 releases charged")
+             f"at delta {budget.budget_delta:g} in all{parts}: 2 releases charged")
     how_many = "" if cost.empty else f": about {_left(budget, cost)} such runs"
     exact = " EXACT" if spec.exact or pooled.exact else ""
     return (f"PRIVACY:{exact} each run of {name} publishes its own release, {each(spec)}, and "

@@ -79,6 +79,7 @@ def test_register_with_a_budget_group_and_read_the_budget(cli: Cli, prepared: Pa
     assert f"privacy budget of dataset {did}, budget group cohort" in table
     for row in ("budget", "spent", "remaining", "releases", "0 releases"):
         assert row in table
+    assert "rho" not in table  # a hospital reads epsilon; the zCDP figures are in --json
 
 
 def test_unusable_budget_refused_before_anything_is_sent(cli: Cli, prepared: Path) -> None:

@@ -39,7 +39,7 @@ def test_a_split_pooled_release_states_its_laplace_part_and_counts_on_the_compos
     pooled = pooled_release_spec()
     assert pooled.loss.laplace  # the AUROC headline
     line = privacy_cost(bench, None, _budget(), pooled)
-    assert "Laplace epsilon" in line, line
+    assert "Laplace noise at epsilon" in line and "rho" not in line, line
     pools = _count(line, "pools")
     assert _fits(pools, pooled.loss) and not _fits(pools + 1, pooled.loss)
     # counting the breakdown's rho alone would promise more pools than the budget holds

@@ -27,6 +27,7 @@ def test_cost_line_says_epsilon_what_is_left_and_how_many_runs() -> None:
     runs = math.floor(rho_of(10.0, 1e-6) / rho_of(1.0, 1e-6))
     assert "costing epsilon 1 at delta 1e-06" in line and f"about {runs} such releases" in line
     assert "dataset 9 has epsilon 10 of 10 left" in line
+    assert "rho" not in line  # a hospital reads epsilon (issue 45 part 3)
     exact = privacy_cost(bench, ReleaseSpec((Column("dice", 0.0, 1.0),), exact=True), budget)
     assert "EXACT (not differentially private)" in exact
 
