@@ -26,7 +26,6 @@ from sealbench.client.cli.common import (
 from sealbench.client.errors import ConfigError
 from sealbench.client.registry.api import RegistryClient
 from sealbench.client.registry.audit_log import (
-    keep_result_receipt,
     log_state,
     parse_key,
     profile_monitor,
@@ -43,6 +42,7 @@ from sealbench.client.registry.receipts import (
 )
 from sealbench.client.registry.transparency import DEFAULT_PACE, LogMonitor
 from sealbench.client.registry.witness import Witness, witness_key, witness_state
+from sealbench.client.runs.submit import keep_result_receipt
 from sealbench.crypto.note import VerifierKey
 
 if TYPE_CHECKING:

@@ -37,6 +37,7 @@ from sealbench.client.runs.inbox import consent_warning, privacy_cost
 from sealbench.client.runs.launch import run_evaluations
 from sealbench.client.runs.local_results import open_local_result, submit_local_result
 from sealbench.client.runs.options import RunOptions
+from sealbench.client.runs.submit import keep_result_receipt
 from sealbench.server.schemas import (
     BenchmarkPublic,
     DatasetCreate,
@@ -214,8 +215,8 @@ class Participants:
 
         done = submit_local_result(profile, client, run_id, confirm=confirm)
         submission_accepted(console(), done)
-        receipt, path = audit_log.keep_result_receipt(client, profile, self.store,
-                                                      done.result.id, done.opened)
+        receipt, path = keep_result_receipt(client, profile, self.store,
+                                            done.result.id, done.opened)
         receipt_kept(console(), done.result.id, receipt, path)
 
 

@@ -1,35 +1,25 @@
 """The registry's audit log as a profile checks it, as library functions the ``sealbench audit``
 commands, ``sealbench result submit`` and ``sealbench demo`` call: the profile's
 :class:`~sealbench.client.registry.transparency.LogMonitor` (its pinned log key, its witnesses,
-its state directory), a whole-log verification, and a submitted result's receipt kept."""
+its state directory), a whole-log verification, and the receipts it keeps (a submitted result's
+receipt is fetched and kept by :func:`sealbench.client.runs.submit.keep_result_receipt`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from sealbench.client.errors import ConfigError
 from sealbench.client.registry.api import RegistryClient
 from sealbench.client.registry.logstate import LogState
 from sealbench.client.registry.profiles import ProfileStore, ResolvedProfile
-from sealbench.client.registry.receipts import (
-    Receipt,
-    ReceiptStore,
-    expected_digests,
-    fetch_receipt,
-)
+from sealbench.client.registry.receipts import ReceiptStore
 from sealbench.client.registry.transparency import DEFAULT_PACE, LogMonitor, LogReport
 from sealbench.crypto.errors import CryptoError
 from sealbench.crypto.note import VerifierKey
 
-if TYPE_CHECKING:
-    from sealbench.client.runs.result_open import OpenedResult
-
 __all__ = [
     "AuditCheck",
-    "keep_result_receipt",
     "log_state",
     "parse_key",
     "profile_monitor",
@@ -96,16 +86,3 @@ def verify_audit_log(
     report = monitor.verify_log(progress, pace=pace)
     signer = monitor.pinned.label if monitor.pinned else "?"
     return AuditCheck(report, signer, monitor.trusted_on_first_use)
-
-
-def keep_result_receipt(
-    client: RegistryClient, profile: ResolvedProfile, store: ProfileStore, result_id: int,
-    opened: OpenedResult,
-) -> tuple[Receipt, Path]:
-    """After a result is submitted: fetch its receipt, check it proves exactly the result this
-    machine holds (its digests) in the log this profile verified, and keep it."""
-    expected = expected_digests(opened.sealed_result_sha256, opened.summary_json, opened.token)
-    receipt = fetch_receipt(profile_monitor(client, profile, store),
-                            client.audit_receipt(result_id), registry=profile.server,
-                            expected=expected)
-    return receipt, receipts_of(profile).save(receipt)

@@ -1,6 +1,7 @@
 """A succeeded run's result, as the data owner handles it: fetched from its cloud destination
 into a local folder, opened and verified (:mod:`sealbench.client.runs.result_open`), submitted
-to the registry and linked to the run's record.
+to the registry and linked to the run's record, and its receipt from the registry's audit log
+kept.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from pydantic import JsonValue
 
 from sealbench.client.errors import ClientError, CloudError, ConfigError, IntegrityError
 from sealbench.client.registry.api import RegistryClient
+from sealbench.client.registry.audit_log import profile_monitor, receipts_of
+from sealbench.client.registry.profiles import ProfileStore, ResolvedProfile
+from sealbench.client.registry.receipts import Receipt, expected_digests, fetch_receipt
 from sealbench.client.runs.records import RunRecord, RunStore, report_of
 from sealbench.server.schemas import ResultCreate, ResultPublic
 
@@ -29,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "fetch_run_result",
+    "keep_result_receipt",
     "link_result",
     "open_run_result",
     "result_submission",
@@ -165,3 +170,16 @@ def link_result(client: RegistryClient, record: RunRecord, result: ResultPublic,
     except ClientError as exc:  # the result is in; its link to the run can be reported later
         log.warning("could not link result %s to run %s on the registry: %s",
                     result.id, linked.run_id, exc)
+
+
+def keep_result_receipt(
+    client: RegistryClient, profile: ResolvedProfile, store: ProfileStore, result_id: int,
+    opened: OpenedResult,
+) -> tuple[Receipt, Path]:
+    """After a result is submitted: fetch its receipt, check it proves exactly the result this
+    machine holds (its digests) in the log this profile verified, and keep it."""
+    expected = expected_digests(opened.sealed_result_sha256, opened.summary_json, opened.token)
+    receipt = fetch_receipt(profile_monitor(client, profile, store),
+                            client.audit_receipt(result_id), registry=profile.server,
+                            expected=expected)
+    return receipt, receipts_of(profile).save(receipt)
