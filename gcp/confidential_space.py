@@ -14,7 +14,7 @@ received; they never contain the token or its signature.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -54,7 +54,9 @@ from sealbench.gcp._cs_claims import (
     NvidiaGpuSubmod,
     Submods,
 )
+from sealbench.gcp.account import GcpSettings
 from sealbench.platforms.access import AssetAccess
+from sealbench.platforms.account import AccountRoutes, LaunchDefaults
 from sealbench.platforms.attester import Attester, LauncherAttester
 from sealbench.platforms.launcher import Launcher, check_backend
 from sealbench.platforms.owner_cloud import OwnerCloud
@@ -273,6 +275,8 @@ class ConfidentialSpacePlatform:
     insecure: Final = False
     verifier: Final = VerifierKeys(CONFIDENTIAL_SPACE_ISSUER, CONFIDENTIAL_SPACE_JWKS_URL)
     launcher_backends: Final = ("confidential-space",)
+    #: An owner's account: a Google Cloud project (:class:`~sealbench.gcp.account.GcpSettings`).
+    account_settings: Final = GcpSettings
 
     def __repr__(self) -> str:
         return "ConfidentialSpacePlatform()"
@@ -364,3 +368,32 @@ class ConfidentialSpacePlatform:
         from sealbench.gcp.owner_cloud import gcp_owner_cloud
 
         return gcp_owner_cloud(**settings)
+
+    # -- an owner's account (sealbench.platforms.account.AccountPlatform) --
+
+    def account_routes(self, settings: GcpSettings) -> AccountRoutes:
+        """Where runs of a Google Cloud account go
+        (:func:`sealbench.gcp.account.account_routes`)."""
+        from sealbench.gcp.account import account_routes
+
+        return account_routes(settings, self.verifier)
+
+    def account_owner_cloud(self, settings: GcpSettings, *, email: Callable[[], str]) -> OwnerCloud:
+        from sealbench.gcp.account import account_owner_cloud
+
+        return account_owner_cloud(settings, email=email)
+
+    def launch_defaults(self, settings: GcpSettings, cloud: OwnerCloud) -> LaunchDefaults:
+        from sealbench.gcp.account import launch_defaults
+
+        return launch_defaults(settings)
+
+    def account_rows(self, settings: GcpSettings) -> dict[str, str]:
+        from sealbench.gcp.account import account_rows
+
+        return account_rows(settings)
+
+    def complete_account(self, settings: GcpSettings) -> GcpSettings:
+        from sealbench.gcp.account import complete_account
+
+        return complete_account(settings)

@@ -30,9 +30,11 @@ import json
 import re
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict
 
 from sealbench.contract.inputs import ConditionContext
 from sealbench.contract.pool import AGGREGATE_ENV_NAMES
@@ -47,17 +49,25 @@ from sealbench.gcp.confidential_space import (
     verify_token,
 )
 from sealbench.platforms.access import AssetAccess
+from sealbench.platforms.account import AccountRoutes, LaunchDefaults
 from sealbench.platforms.attester import Attester, LauncherAttester
+from sealbench.platforms.errors import OwnerSettingsError
 from sealbench.platforms.launcher import Launcher, LaunchSettingsError, check_backend
 from sealbench.platforms.owner_cloud import OwnerCloud
 from sealbench.platforms.platform import (
     AttestedWorkload,
     TokenDestinations,
+    VerifierKeys,
     WorkloadRequirements,
     check_endpoint_pin,
 )
 
-__all__ = ["DISCOVERY_TIMEOUT_S", "MOCK_ENDPOINTS_MEMBER", "InsecureMockPlatform"]
+__all__ = [
+    "DISCOVERY_TIMEOUT_S",
+    "MOCK_ENDPOINTS_MEMBER",
+    "InsecureMockPlatform",
+    "MockAccountSettings",
+]
 
 #: The member of the INSECURE mock verifier's discovery document that names the mock cloud's
 #: token destinations (``sts_url``, ``kms_endpoint``, ``storage_endpoint``).
@@ -65,10 +75,22 @@ MOCK_ENDPOINTS_MEMBER: Final = "sealbench_insecure_mock_endpoints"
 #: Seconds allowed for the mock issuer's discovery document.
 DISCOVERY_TIMEOUT_S: Final = 10.0
 _MAX_DISCOVERY: Final = 64 * 1024
+#: Seconds between two polls of a mock Confidential Space VM (a local process).
+MOCK_POLL_S: Final = 0.5
 _LOOPBACK_ISSUER: Final = re.compile(r"http://(127\.0\.0\.1|localhost):[0-9]{1,5}")
 _POOL: Final = re.compile(
     r"^projects/(?P<number>[0-9]{1,20})/locations/global/workloadIdentityPools/(?P<pool>[^/]+)$"
 )
+
+
+class MockAccountSettings(BaseModel):
+    """An owner's account in the INSECURE mock cloud as a profile holds it: the state directory
+    of the running mock (``sealbench mock-tee up --state-dir DIR``); the account in it is named
+    by the owner's registry email."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    state_dir: Path
 
 
 class InsecureMockPlatform:
@@ -79,6 +101,8 @@ class InsecureMockPlatform:
     #: Each running mock has its own verifier (its ``endpoints.json`` names it).
     verifier: Final = None
     launcher_backends: Final = ("mock", "docker")
+    #: An owner's account: the running mock's state directory.
+    account_settings: Final = MockAccountSettings
 
     def __repr__(self) -> str:
         return "InsecureMockPlatform()"
@@ -204,3 +228,56 @@ class InsecureMockPlatform:
         from sealbench.mocktee.owner_cloud import InsecureMockOwnerCloud
 
         return InsecureMockOwnerCloud.connect(Path(settings["state_dir"]), settings["email"])
+
+    # -- an owner's account (sealbench.platforms.account.AccountPlatform) --
+
+    def account_routes(self, settings: MockAccountSettings) -> AccountRoutes:
+        """Runs of a mock account: the running mock's token destinations, results handed back
+        to this machine, attested by the running mock's verifier (its ``endpoints.json``);
+        :class:`OwnerSettingsError` when no mock runs in the state directory."""
+        endpoints = _running_mock(settings.state_dir)
+        return AccountRoutes(
+            endpoints.service_endpoints(), None,
+            VerifierKeys(endpoints.issuer, endpoints.jwks_uri),
+            f"the mock-tee of {settings.state_dir}, yours",
+            "check that 'sealbench mock-tee up' is running",
+        )
+
+    def account_owner_cloud(
+        self, settings: MockAccountSettings, *, email: Callable[[], str]
+    ) -> OwnerCloud:
+        return self.owner_cloud(state_dir=settings.state_dir, email=email())
+
+    def launch_defaults(self, settings: MockAccountSettings, cloud: OwnerCloud) -> LaunchDefaults:
+        """The mock's Confidential Space VMs: processes on this machine, started by its Compute
+        stand-in in the owner's mock project, in :data:`~sealbench.mocktee.constants.MOCK_ZONE`,
+        as the runner account the mock provisions; polled closely, so that their serial output
+        is read before it goes away with the stopped VM (Google's 10 s otherwise)."""
+        from sealbench.mocktee.constants import MOCK_ZONE
+        from sealbench.mocktee.provision import RUNNER_ACCOUNT_ID
+
+        project = cloud.project_id
+        return LaunchDefaults(
+            project=project, zone=MOCK_ZONE,
+            service_account=f"{RUNNER_ACCOUNT_ID}@{project}.iam.gserviceaccount.com",
+            api_endpoint=_running_mock(settings.state_dir).compute, poll_interval_s=MOCK_POLL_S,
+        )
+
+    def account_rows(self, settings: MockAccountSettings) -> dict[str, str]:
+        return {"cloud": f"INSECURE mock TEE in {settings.state_dir}"}
+
+    def complete_account(self, settings: MockAccountSettings) -> MockAccountSettings:
+        return settings
+
+
+def _running_mock(state_dir: Path) -> Any:
+    """The endpoints of the mock running in ``state_dir`` (its ``endpoints.json``)."""
+    from sealbench.mocktee import MockEndpoints
+
+    try:
+        return MockEndpoints.load(Path(state_dir))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise OwnerSettingsError(
+            f"no running mock TEE found in {state_dir}",
+            hint="start it with 'sealbench mock-tee up --state-dir DIR'",
+        ) from exc

@@ -7,6 +7,8 @@
 - :mod:`~sealbench.platforms.access` — :class:`AssetAccess`, how the enclave opens an owner's
   storage and key;
 - :mod:`~sealbench.platforms.owner_cloud` — :class:`OwnerCloud`, an asset owner's account;
+- :mod:`~sealbench.platforms.account` — an account's typed settings as a profile holds them, and
+  where its runs go (:class:`AccountRoutes`, :class:`LaunchDefaults`);
 - :mod:`~sealbench.platforms.attester`, :mod:`~sealbench.platforms.storage`,
   :mod:`~sealbench.platforms.errors` — evidence sources, object storage (with the local
   filesystem bucket) and the errors every implementation raises.

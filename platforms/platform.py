@@ -9,6 +9,8 @@ state, hardware, image, overrides), how the run spec reaches the workload
 attests may send tokens to reach assets and keys (:meth:`~Platform.token_destinations`), and
 which client launchers start its workloads (:attr:`~Platform.launcher_backends`), and the asset
 owner's cloud account the client seals into and writes policies in (:meth:`~Platform.owner_cloud`).
+What a client profile holds of an account on it, typed, and the answers it gives about one, are
+:class:`~sealbench.platforms.account.AccountPlatform`'s.
 
 Implementations declare themselves as entry points of the group ``sealbench.platforms`` (as
 ``keyring`` backends do) and are found by name (:func:`load_platform`) or by the issuer of a
@@ -268,8 +270,9 @@ class Platform(Protocol):
         not its own, a :class:`~sealbench.platforms.launcher.LaunchSettingsError` for settings
         that cannot work. ``sealbench run`` builds a backend it does not ship with these
         options only: ``image_reference`` and ``image_digest`` (the benchmark's pinned image),
-        ``settings`` (the profile's account on this platform, ``profile add --cloud NAME
-        --setting KEY=VALUE``; empty without one) and ``debug``."""
+        ``account`` (the profile's account on this platform as its typed
+        :attr:`~sealbench.platforms.account.AccountPlatform.account_settings`, ``profile add
+        --cloud NAME --setting KEY=VALUE``; None without one) and ``debug``."""
         ...
 
     def gpu_machine(self, accelerator: str) -> tuple[str, int]:

@@ -6,23 +6,31 @@ seal|model seal|policy sync`` and ``sealbench demo``.
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal, cast
+from typing import TYPE_CHECKING, Final, Literal
 
 from pydantic import ValidationError
 
+from sealbench.client.assets.accounts import (
+    account_of,
+    client_errors,
+    profile_account,
+    require_account,
+)
 from sealbench.client.assets.grants import AllowedWorkload, allowed_workloads, grants_digest
 from sealbench.client.errors import CloudError, ConfigError, NotFoundError, RegistryError
 from sealbench.client.registry.api import AssetKind, RegistryClient
-from sealbench.client.registry.profiles import GcpSettings, PlatformAccount, ResolvedProfile
+from sealbench.client.registry.profiles import (
+    GOOGLE_PLATFORM,
+    MOCK_PLATFORM,
+    PlatformAccount,
+    ResolvedProfile,
+)
 from sealbench.crypto.digest import Sha256Digest
-from sealbench.platforms.errors import OwnerCloudError, OwnerSettingsError
 from sealbench.platforms.owner_cloud import OwnerCloud, PolicyReport
 from sealbench.server.schemas import CoordinatesPublic, CoordinatesUpdate, GrantsReport
 
@@ -32,17 +40,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PolicySync",
-    "RunEndpoints",
     "SealOutcome",
-    "account_issuer",
-    "account_owner_cloud",
     "client_errors",
     "default_result_uri",
-    "gcp_owner_cloud",
-    "look_up_project_number",
     "owner_cloud",
     "platform_account",
-    "run_endpoints",
     "seal_asset",
     "sharing_grants",
     "spec_endpoints",
@@ -52,125 +54,31 @@ __all__ = [
 log = logging.getLogger("sealbench.client")
 
 
-@contextlib.contextmanager
-def client_errors() -> Iterator[None]:
-    """The owner cloud's failures as the client's errors, with their message and hint:
-    :class:`~sealbench.platforms.errors.OwnerSettingsError` as :class:`ConfigError` (exit 3),
-    any other :class:`~sealbench.platforms.errors.OwnerCloudError` as :class:`CloudError`
-    (exit 7)."""
-    try:
-        yield
-    except OwnerSettingsError as exc:
-        raise ConfigError(str(exc), hint=exc.hint) from exc
-    except OwnerCloudError as exc:
-        raise CloudError(str(exc), hint=exc.hint) from exc
-
-
-class _ClientFacing:
-    """An owner cloud whose every call raises the client's errors (:func:`client_errors`)."""
-
-    def __init__(self, cloud: OwnerCloud) -> None:
-        self._cloud = cloud
-
-    def __repr__(self) -> str:
-        return repr(self._cloud)
-
-    def __getattr__(self, name: str) -> Any:
-        with client_errors():
-            found = getattr(self._cloud, name)
-        if not callable(found):
-            return found
-
-        @functools.wraps(found)
-        def call(*args: Any, **kwargs: Any) -> Any:
-            with client_errors():
-                return found(*args, **kwargs)
-
-        return call
-
-
-def _client_facing(build: Callable[[], OwnerCloud]) -> OwnerCloud:
-    with client_errors():
-        return cast(OwnerCloud, _ClientFacing(build()))
-
-
 def owner_cloud(
     profile: ResolvedProfile, client: RegistryClient, mock_tee: Path | None
 ) -> OwnerCloud:
-    """The owner's cloud for ``profile``, as its platform hands it out: its Google Cloud
-    project (``gcp``, production: Confidential Space, Google's endpoints, the owner's
-    Application Default Credentials), its account in the INSECURE mock cloud (``--mock-tee``
-    or the profile's ``mock_tee``), or its account on another installed platform
-    (``account``, :func:`account_owner_cloud`)."""
-    from sealbench.client.backends import TeeBackend
-
-    state = mock_tee or profile.profile.mock_tee
-    if state is not None:
-        email = client.me().email
-        return _client_facing(lambda: TeeBackend.MOCK.platform.owner_cloud(
-            state_dir=Path(state), email=email))
-    if profile.profile.gcp is not None:
-        return gcp_owner_cloud(profile.profile.gcp)
-    if profile.profile.account is not None:
-        return account_owner_cloud(profile.profile.account)
-    raise ConfigError(
-        f"profile {profile.name} has no cloud configured",
-        hint="add one with 'sealbench profile add NAME --server URL --cloud gcp --project P "
-        "--project-number N' (Google Cloud), or '--mock-tee DIR' (the state directory of "
-        "'sealbench mock-tee up')",
-    )
+    """The owner's cloud for ``profile``, as its account's platform hands it out (its Google
+    Cloud project, its account in the INSECURE mock cloud: ``--mock-tee`` or the profile's, or
+    its account on another installed platform); :class:`ConfigError` without one."""
+    return require_account(profile, mock_tee).owner_cloud(lambda: client.me().email)
 
 
-def _gcp_cloud(settings: GcpSettings, **changes: Any) -> OwnerCloud:
-    """The Confidential Space platform's owner cloud for a profile's ``gcp`` settings."""
-    from sealbench.client.backends import TeeBackend
-
-    options: dict[str, Any] = {
-        "project": settings.project,
-        "project_number": settings.project_number,
-        "impersonate_service_account": settings.impersonate_service_account,
-        "location": settings.location,
-        "key_ring": settings.key_ring,
-        "key": settings.key,
-        "bucket": settings.bucket,
-        "bucket_location": settings.bucket_location,
-        "pool": settings.pool,
-        "provider": settings.provider,
-        "api_endpoints": settings.api_endpoints,
-    } | changes
-    return _client_facing(
-        lambda: TeeBackend.CONFIDENTIAL_SPACE.platform.owner_cloud(**options))
-
-
-def account_owner_cloud(account: PlatformAccount) -> OwnerCloud:
-    """The owner cloud of a profile's account on an installed platform this version does not
-    ship, built by that platform (found by its entry-point name) from the account's settings;
-    a :class:`ConfigError` when the platform is not installed here."""
-    from sealbench.platforms.platform import UnknownPlatformError, load_platform
-
-    try:
-        platform = load_platform(account.platform)
-    except UnknownPlatformError as exc:
-        raise ConfigError(str(exc), hint=f"install the package that provides the "
-                          f"{account.platform!r} platform") from exc
-    return _client_facing(lambda: platform.owner_cloud(**account.settings))
-
-
-#: The platforms whose accounts a profile holds in settings of their own (``gcp``, and the
-#: mock's state directory), not as a :class:`PlatformAccount`.
-_OWN_SETTINGS: Final = {"confidential-space": "--cloud gcp", "insecure-mock": "--mock-tee DIR"}
+#: The platforms whose accounts ``profile add`` fills from options of their own (``--cloud
+#: gcp --project ...``, ``--mock-tee DIR``), not from ``--setting``.
+_OWN_OPTIONS: Final = {GOOGLE_PLATFORM: "--cloud gcp", MOCK_PLATFORM: "--mock-tee DIR"}
 
 
 def platform_account(platform: str, settings: dict[str, str]) -> PlatformAccount:
-    """A profile's account on the installed platform ``platform`` (one this version does not
-    ship), its ``settings`` checked by that platform (it builds the owner cloud from them, without
-    I/O); a :class:`ConfigError` saying what is wrong otherwise."""
+    """A profile's account on the installed platform ``platform`` (one whose accounts
+    ``profile add`` has no options of its own for), its ``settings`` checked by that platform
+    (its settings model, then its owner cloud, built without I/O); a :class:`ConfigError`
+    saying what is wrong otherwise."""
     from sealbench.platforms.platform import installed_launcher_backends
 
-    if platform in _OWN_SETTINGS:
+    if platform in _OWN_OPTIONS:
         raise ConfigError(f"a {platform} account is not given as settings",
-                          hint=f"use {_OWN_SETTINGS[platform]}")
-    installed = sorted(set(installed_launcher_backends()) - set(_OWN_SETTINGS))
+                          hint=f"use {_OWN_OPTIONS[platform]}")
+    installed = sorted(set(installed_launcher_backends()) - set(_OWN_OPTIONS))
     if platform not in installed:
         raise ConfigError(
             f"no TEE platform named {platform[:40]!r} is installed",
@@ -178,90 +86,26 @@ def platform_account(platform: str, settings: dict[str, str]) -> PlatformAccount
             if installed else "use --cloud gcp or --mock-tee DIR, or install the platform",
         )
     try:
-        account = PlatformAccount(platform=platform, settings=settings)
+        account = PlatformAccount(platform=platform, settings=dict(settings))
     except ValidationError as exc:
         raise ConfigError(f"cannot use these settings: {exc.errors()[0]['msg']}") from None
-    account_owner_cloud(account).names()  # the platform refuses settings it cannot use
+    account_of(account).owner_cloud().names()  # the platform refuses settings it cannot use
     return account
 
 
-def account_issuer(account: PlatformAccount) -> str:
-    """The attestation issuer (the ``iss`` its tokens carry) that an account's policies trust."""
-    return account_owner_cloud(account).issuer_uri.rstrip("/")
-
-
-def gcp_owner_cloud(settings: GcpSettings) -> OwnerCloud:
-    """The production owner cloud a profile's ``gcp`` settings name; the owner's Application
-    Default Credentials are looked up when a call first needs them. Endpoint overrides
-    (``api_endpoints``) replace Google's endpoints and, for ``attestation``, ``sts``, ``kms``
-    and ``storage``, what the key-release policy pins."""
-    if "attestation" in settings.api_endpoints:
-        log.warning("this profile trusts attestation tokens from %s instead of Google's "
-                    "Confidential Space verifier", settings.api_endpoints["attestation"])
-    return _gcp_cloud(settings)
-
-
-def look_up_project_number(settings: GcpSettings) -> str:
-    """The number of the profile's project, asked of the cloud with the credentials the
-    profile will use (its endpoint overrides honoured)."""
-    cloud = _gcp_cloud(settings, project_number=None)  # the platform looks it up
-    return cloud.project_number
-
-
-def gcp_issuer(settings: GcpSettings) -> str:
-    """The attestation issuer the key-release policies of a profile's project trust."""
-    return _gcp_cloud(settings).issuer_uri
-
-
-@dataclass(frozen=True)
-class RunEndpoints:
-    """The token destinations a profile's runs name in their run spec (what
-    :func:`sealbench.client.runs.single.build_spec` reads)."""
-
-    endpoints: ServiceEndpoints
-
-    def service_endpoints(self) -> ServiceEndpoints:
-        return self.endpoints
-
-
-def spec_endpoints(profile: ResolvedProfile) -> Any:
-    """What runs of a profile's own cloud name as token destinations (:func:`run_endpoints` of
-    a Google Cloud profile; for another platform's account, what its owner cloud pins; None for
-    the mock's profile, whose endpoints ``sealbench run`` reads from the running mock). Typed
-    ``Any`` as the mock's endpoints are where ``sealbench run`` passes both to
-    :func:`~sealbench.client.runs.single.build_spec`, which reads only ``service_endpoints()``."""
-    if profile.profile.mock_tee is not None:
-        return None
-    if profile.profile.gcp is not None:
-        return run_endpoints(profile.profile.gcp)
-    if profile.profile.account is not None:
-        pinned = account_owner_cloud(profile.profile.account).pinned_endpoints
-        return None if pinned is None else RunEndpoints(pinned)
-    return None
+def spec_endpoints(profile: ResolvedProfile) -> ServiceEndpoints | None:
+    """The token destinations runs of the profile's account name in their run spec (None:
+    their platform's own, or no account)."""
+    account = profile_account(profile)
+    return None if account is None else account.routes().token_destinations
 
 
 def default_result_uri(profile: ResolvedProfile) -> str | None:
     """Where a production run of ``profile`` writes its result unless ``--result-uri`` says
     otherwise: ``results/`` in the owner's own bucket, as its platform spells a storage URI
-    (None without a cloud of its own)."""
-    if profile.profile.gcp is not None:
-        return gcp_owner_cloud(profile.profile.gcp).result_prefix
-    if profile.profile.account is not None:
-        return account_owner_cloud(profile.profile.account).result_prefix
-    return None
-
-
-def run_endpoints(settings: GcpSettings) -> RunEndpoints | None:
-    """What runs of a Google Cloud profile name as token destinations: None (Google's own)
-    unless the profile overrides them, and then exactly what its policies pin."""
-    pinned = _gcp_cloud(settings).pinned_endpoints
-    return None if pinned is None else RunEndpoints(pinned)
-
-
-def gcp_owner_cloud_names(settings: GcpSettings) -> dict[str, str]:
-    """The key, bucket and pool provider a profile's ``gcp`` settings name (no credentials
-    needed: what ``profile show`` prints)."""
-    return gcp_owner_cloud(settings).names()
+    (None without a cloud of its own, or for an account whose results come back here)."""
+    account = profile_account(profile)
+    return None if account is None else account.routes().result_prefix
 
 
 def coordinates(

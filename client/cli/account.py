@@ -39,10 +39,9 @@ def login(
         token = typer.prompt("API token", hide_input=True)
     with RegistryClient.connect(url, token) as client:
         me = client.me()
-    mock = known[name].mock_tee if name in known else None
-    gcp = known[name].gcp if name in known else None
+    account = known[name].account if name in known else None  # its cloud, kept
     same = name in known and known[name].server == url  # keep the log key pinned for it
-    store.add(name, Profile(server=url, token=token, mock_tee=mock, gcp=gcp,
+    store.add(name, Profile(server=url, token=token, account=account,
                             log_key=known[name].log_key if same else None,
                             trust_on_first_use=known[name].trust_on_first_use if same else False,
                             witnesses=known[name].witnesses if same else ()),

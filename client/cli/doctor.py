@@ -50,6 +50,7 @@ def doctor(
     and print the gcloud command that fixes each failure. Roles held under an IAM Condition or
     through a group are shown as unverified. Exit 0 only when every check passes."""
     from sealbench.client.assets import owner
+    from sealbench.client.assets.accounts import profile_account
     from sealbench.client.assets.doctor import RunnerSettings, check_owner_cloud
     from sealbench.client.backends import LaunchSettingsError, gpu_machine
 
@@ -67,20 +68,14 @@ def doctor(
     with session(profile) as s:
         cloud = owner.owner_cloud(s.profile, s.client, mock_tee)
         bench = s.client.get_benchmark(benchmark) if benchmark is not None else None
-        gcp = s.profile.profile.gcp
+        # the VMs the account's runs start, as 'run --tee confidential-space' defaults them
+        # (a profile naming none, or another platform's account: no runner checks)
+        account = profile_account(s.profile, mock_tee)
+        vms = None if account is None else account.launch_defaults(cloud)
         runner: RunnerSettings | None = None
-        if s.profile.profile.account is not None:
-            pass  # another platform's account: its owner cloud's own checks, no Compute VMs
-        elif gcp is not None and not (mock_tee or s.profile.profile.mock_tee):
-            if gcp.zone or gcp.service_account:  # a profile that runs VMs (the hospital's)
-                runner = RunnerSettings(gcp.zone, gcp.service_account,
-                                        **({"machine_type": gcp.machine_type} | gpu))
-        else:  # the mock's defaults, as 'run --tee confidential-space' uses them
-            from sealbench.client.runs.launchers.for_profile import MOCK_ZONE
-
-            runner = RunnerSettings(
-                MOCK_ZONE, f"sealbench-runner@{cloud.project_id}.iam.gserviceaccount.com", **gpu
-            )
+        if vms is not None and (vms.zone or vms.service_account):
+            machine = {} if vms.machine_type is None else {"machine_type": vms.machine_type}
+            runner = RunnerSettings(vms.zone, vms.service_account, **(machine | gpu))
         checks = check_owner_cloud(cloud, bench, runner)
         if probe_condition:
             from sealbench.client.assets.doctor import probe_condition as probe

@@ -54,7 +54,12 @@ from sealbench.client.registry.local import (
     publish_log_key,
     registry_process,
 )
-from sealbench.client.registry.profiles import ENV_CONFIG_DIR, Profile, ProfileStore
+from sealbench.client.registry.profiles import (
+    ENV_CONFIG_DIR,
+    Profile,
+    ProfileStore,
+    mock_account,
+)
 from sealbench.client.runs.options import RunOptions
 
 __all__ = [
@@ -623,7 +628,8 @@ def _run(root: Path, cases: int, size: str, tee: str, serve: bool,
             for name, token in tokens.items():
                 store.add(
                     name,
-                    Profile(server=server, token=token, mock_tee=mock_state, log_key=log_key),
+                    Profile(server=server, token=token, account=mock_account(mock_state),
+                            log_key=log_key),
                     make_current=name == "authority",
                 )
             who = Participants(store)

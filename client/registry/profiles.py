@@ -1,7 +1,8 @@
-"""Profiles: which registry to talk to, as whom, and where this user's mock cloud lives.
+"""Profiles: which registry to talk to, as whom, and which platform account this user's
+cloud is.
 
 Stored in the user's config directory (``platformdirs`` XDG path, or ``$SEALBENCH_CONFIG_DIR``)
-as ``profiles.json`` (version 1), written atomically with mode 0600 because it holds API tokens;
+as ``profiles.json`` (version 2), written atomically with mode 0600 because it holds API tokens;
 the directory is 0700. Per-profile secrets (the HPKE result key) live in
 ``profiles/<name>/`` beside it; run records and sealing state in the data directory
 (``$SEALBENCH_DATA_DIR``, else ``<config dir>/data`` when the config dir is overridden, else the
@@ -11,16 +12,24 @@ no profile file at all).
 
 ``profiles.json``::
 
-    {"version": 1, "current": "hospital-a",
+    {"version": 2, "current": "hospital-a",
      "profiles": {"hospital-a": {"server": "http://127.0.0.1:8000", "token": "…",
-                                 "mock_tee": "/abs/state/dir" | null,
-                                 "gcp": {"project": "…", "project_number": "…", …} | null,
+                                 "account": {"platform": "<entry-point name>",
+                                             "settings": {…}} | null,
                                  "log_key": "<origin>+<key id>+<key>" | null,
                                  "trust_on_first_use": false,
                                  "witnesses": ["<name>+<key id>+<key>", ...]}}}
 
-``gcp`` (:class:`GcpSettings`) names a Google Cloud project and what sealbench touches in it,
-never credentials; a profile has ``mock_tee`` or ``gcp``, not both.
+``account`` (:class:`PlatformAccount`) is the user's account on one installed TEE platform:
+its settings (JSON) are the platform's own typed model, which only the platform reads
+(:mod:`sealbench.platforms.account`): Google Cloud's names a project and what sealbench touches
+in it, the mock's its state directory; never credentials.
+
+Version 1 held Google Cloud's settings and the mock's state directory in fields of their own
+(``"gcp": {…}``, ``"mock_tee": "/abs/state/dir"``, at most one of them or ``account``); a
+version-1 file is migrated when read (``gcp`` → ``{"platform": "confidential-space",
+"settings": {…}}``, ``mock_tee`` → ``{"platform": "insecure-mock", "settings": {"state_dir":
+…}}``, every other field as it was) and written back as version 2.
 
 ``log_key`` is the registry's transparency-log key (C2SP verifier key), given out of band when
 the profile is added (``--log-key``, from the registry's operator: ``sealbench-server key
@@ -35,41 +44,44 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
 
 import platformdirs
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    JsonValue,
     ValidationError,
     field_validator,
-    model_validator,
 )
 
 from sealbench.client.errors import ConfigError
 from sealbench.crypto.files import write_private
 
 __all__ = [
-    "API_ENDPOINT_NAMES",
     "ENV_CONFIG_DIR",
     "ENV_DATA_DIR",
     "ENV_PROFILE",
     "ENV_SERVER",
     "ENV_TOKEN",
+    "FILE_VERSION",
+    "GOOGLE_PLATFORM",
+    "MOCK_PLATFORM",
     "PROFILES_FILE",
-    "GcpSettings",
     "PlatformAccount",
     "Profile",
     "ProfileStore",
     "ResolvedProfile",
     "config_dir",
     "data_dir",
+    "mock_account",
     "registry_url",
     "unknown_profile",
 ]
@@ -80,19 +92,18 @@ ENV_PROFILE: Final = "SEALBENCH_PROFILE"
 ENV_SERVER: Final = "SEALBENCH_SERVER"
 ENV_TOKEN: Final = "SEALBENCH_TOKEN"  # noqa: S105 - a variable name
 PROFILES_FILE: Final = "profiles.json"
+log = logging.getLogger("sealbench.client")
 _ENV_PROFILE_NAME: Final = "env"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _URL = re.compile(r"^https?://[^\s/]+(/[^\s]*)?$")
 _MAX_FILE = 1 << 20
 _SETTING_KEY = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
-#: The Google APIs whose endpoint a profile may override (``--api-endpoint NAME=URL``).
-API_ENDPOINT_NAMES: Final = (
-    "kms", "storage", "iam", "sts", "compute", "serviceusage", "cloudresourcemanager",
-    "attestation", "artifactregistry",
-)
-_ENDPOINT = re.compile(
-    r"^(https://[A-Za-z0-9.-]+(:[0-9]{1,5})?|http://127\.0\.0\.1:[0-9]{1,5})(/[^\s@?#]*)?$"
-)
+#: The entry-point names of the two platforms whose accounts version 1 of the profiles file held
+#: in fields of their own (``gcp``, ``mock_tee``); migrated into :class:`PlatformAccount`.
+GOOGLE_PLATFORM: Final = "confidential-space"
+MOCK_PLATFORM: Final = "insecure-mock"
+#: The profiles file's version (2: one platform account per profile).
+FILE_VERSION: Final = 2
 
 
 def registry_url(text: str) -> str:
@@ -151,90 +162,44 @@ def data_dir(environ: Mapping[str, str] = os.environ) -> Path:
     return Path(platformdirs.user_data_dir("sealbench"))
 
 
-class GcpSettings(BaseModel):
-    """An owner's Google Cloud project as a profile names it: what ``seal``, ``policy sync``,
-    ``run --tee confidential-space`` and ``result fetch`` touch (each overridable per command).
-    Credentials are never stored: Application Default Credentials, optionally impersonating
-    ``impersonate_service_account``."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    project: str = Field(pattern=r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
-    project_number: str = Field(pattern=r"^[0-9]{1,20}$")
-    location: str = Field(default="global", pattern=r"^[a-z0-9-]{1,63}$")
-    key_ring: str = Field(default="sealbench", pattern=r"^[A-Za-z0-9_-]{1,63}$")
-    key: str = Field(default="assets", pattern=r"^[A-Za-z0-9_-]{1,63}$")
-    bucket: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
-    #: Where a bucket sealbench creates lives (``EU``, ``europe-west4``, ...): required to
-    #: create one, since Google's default is the US multi-region, a data-residency question
-    #: each owner answers for itself.
-    bucket_location: str | None = Field(default=None, pattern=r"^[A-Za-z0-9-]{2,40}$")
-    pool: str = Field(default="sealbench", pattern=r"^[a-z0-9-]{4,32}$")
-    provider: str = Field(default="attestation", pattern=r"^[a-z0-9-]{4,32}$")
-    impersonate_service_account: str | None = Field(
-        default=None, pattern=r"^[a-z0-9-]+@[a-z0-9-]+\.iam\.gserviceaccount\.com$"
-    )
-    zone: str | None = Field(default=None, pattern=r"^[a-z]+-[a-z]+[0-9]-[a-z]$")
-    service_account: str | None = Field(
-        default=None, pattern=r"^[a-z0-9-]+@[a-z0-9.-]+\.gserviceaccount\.com$"
-    )
-    #: Endpoint overrides, ``{API name: URL}`` (:data:`API_ENDPOINT_NAMES`): private or
-    #: regional endpoints, or a test stand-in. Overriding ``sts``, ``kms`` or ``storage`` makes
-    #: the key-release policy pin them; ``attestation`` replaces Google's attestation verifier
-    #: as the issuer the pool trusts.
-    api_endpoints: dict[str, str] = Field(default_factory=dict, max_length=16)
-    #: The machine type doctor checks the CPU quota for (what ``run`` starts by default).
-    machine_type: str = Field(default="n2d-standard-2", pattern=r"^[a-z0-9]+-[a-z]+-[0-9]+$")
-
-    @field_validator("api_endpoints")
-    @classmethod
-    def _known_endpoints(cls, value: dict[str, str]) -> dict[str, str]:
-        for name, url in value.items():
-            if name not in API_ENDPOINT_NAMES:
-                raise ValueError(
-                    f"unknown API {name[:40]!r}; known: {', '.join(API_ENDPOINT_NAMES)}"
-                )
-            if not _ENDPOINT.match(url):
-                raise ValueError(
-                    f"{name}: {url[:80]!r} is not an https URL (or http on 127.0.0.1)"
-                )
-        return value
-
-
 class PlatformAccount(BaseModel):
-    """The owner's account on an installed platform that this version does not ship (Google
-    Cloud has :class:`GcpSettings`, the mock a state directory): the platform's entry-point name
-    and its settings as that platform documents them, handed as they are to its
-    :meth:`~sealbench.platforms.platform.Platform.owner_cloud` and to its launchers. Settings
-    name resources, never credentials (a profile is not a secret store)."""
+    """The owner's account on one installed TEE platform: the platform's entry-point name
+    (``confidential-space``, ``insecure-mock`` or another installed one) and its settings as
+    JSON, which only that platform reads, as its typed model
+    (:attr:`~sealbench.platforms.account.AccountPlatform.account_settings`: Google's
+    ``GcpSettings``, the mock's state directory, ...). Settings name resources, never
+    credentials (a profile is not a secret store)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     platform: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,39}$")
-    settings: dict[str, str] = Field(default_factory=dict, max_length=32)
+    settings: dict[str, JsonValue] = Field(default_factory=dict, max_length=32)
 
     @field_validator("settings")
     @classmethod
-    def _plain_settings(cls, value: dict[str, str]) -> dict[str, str]:
+    def _plain_settings(cls, value: dict[str, JsonValue]) -> dict[str, JsonValue]:
         for key, item in value.items():
             if not _SETTING_KEY.match(key):
                 raise ValueError(f"setting {key[:40]!r} is not a lower-case identifier")
-            if len(item) > 1024:
-                raise ValueError(f"setting {key}: longer than 1024 characters")
+            if len(json.dumps(item)) > 4096:
+                raise ValueError(f"setting {key}: longer than 4096 characters")
         return value
+
+
+def mock_account(state_dir: Path) -> PlatformAccount:
+    """An account in the INSECURE mock cloud running in ``state_dir`` (``--mock-tee DIR``,
+    sugar for the mock platform's settings)."""
+    return PlatformAccount(platform=MOCK_PLATFORM, settings={"state_dir": str(state_dir)})
 
 
 class Profile(BaseModel):
     """One registry account. ``token`` is a secret: it is excluded from ``repr``. Its cloud is
-    the INSECURE mock (``mock_tee``, a state directory), Google Cloud (``gcp``) or another
-    installed platform (``account``): one at most."""
+    one platform ``account`` (or none)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     server: str = Field(pattern=_URL.pattern, max_length=512)
     token: str | None = Field(default=None, repr=False, max_length=8192)
-    mock_tee: Path | None = None
-    gcp: GcpSettings | None = None
     account: PlatformAccount | None = None
     log_key: str | None = Field(default=None, max_length=400)
     #: The user chose (``profile add --trust-on-first-use``) to pin whatever log key the
@@ -243,21 +208,46 @@ class Profile(BaseModel):
     trust_on_first_use: bool = False
     witnesses: tuple[str, ...] = Field(default=(), max_length=32)
 
-    @model_validator(mode="after")
-    def _one_cloud(self) -> Profile:
-        clouds = [self.mock_tee is not None, self.gcp is not None, self.account is not None]
-        if sum(clouds) > 1:
-            raise ValueError("a profile uses one cloud: the mock TEE, Google Cloud or another "
-                             "installed platform's account")
-        return self
-
 
 class _File(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    version: int = 1
+    version: Literal[2] = FILE_VERSION
     current: str | None = None
     profiles: dict[str, Profile] = Field(default_factory=dict)
+
+
+def _migrated_profile(old: object) -> object:
+    """A version-1 profile entry in version 2's shape: its ``gcp`` settings and its
+    ``mock_tee`` state directory become the one ``account`` (a version-1 entry had at most one
+    cloud); every other field as it was."""
+    if not isinstance(old, dict):
+        return old  # validation says what is wrong
+    entry = dict(old)
+    gcp, mock_tee = entry.pop("gcp", None), entry.pop("mock_tee", None)
+    accounts = [a for a in (
+        None if gcp is None else {"platform": GOOGLE_PLATFORM, "settings": gcp},
+        None if mock_tee is None else {"platform": MOCK_PLATFORM,
+                                       "settings": {"state_dir": mock_tee}},
+        entry.get("account"),
+    ) if a is not None]
+    if len(accounts) > 1:
+        raise ValueError("a profile uses one cloud: the mock TEE, Google Cloud or another "
+                         "installed platform's account")
+    entry["account"] = accounts[0] if accounts else None
+    return entry
+
+
+def _migrated(document: object) -> object:
+    """A version-1 profiles file (``gcp`` and ``mock_tee`` fields of their own) as version 2;
+    any other document as it is."""
+    if not isinstance(document, dict) or document.get("version", 1) != 1:
+        return document
+    profiles = document.get("profiles", {})
+    if not isinstance(profiles, dict):
+        return document
+    return {**document, "version": FILE_VERSION,
+            "profiles": {name: _migrated_profile(p) for name, p in profiles.items()}}
 
 
 @dataclass(frozen=True)
@@ -313,12 +303,29 @@ class ProfileStore:
         if len(raw) > _MAX_FILE:
             raise ConfigError(f"{self.path} is larger than {_MAX_FILE} bytes")
         try:
-            return _File.model_validate_json(raw)
-        except ValidationError as exc:
+            document = json.loads(raw)
+            content = _File.model_validate(_migrated(document))
+        except (ValueError, ValidationError) as exc:
+            count = exc.error_count() if isinstance(exc, ValidationError) else 1
             raise ConfigError(
-                f"{self.path} is not a valid profiles file ({exc.error_count()} errors)",
+                f"{self.path} is not a valid profiles file ({count} errors)",
                 hint=f"fix or remove {self.path} and add the profiles again",
             ) from exc
+        if isinstance(document, dict) and document.get("version", 1) != FILE_VERSION:
+            self._rewrite(content, document.get("version", 1))
+        return content
+
+    def _rewrite(self, content: _File, old_version: object) -> None:
+        """Write a file read in an older version back in this one (nothing lost: the
+        migration only moves fields); a file that cannot be written is used as read."""
+        try:
+            self._save(content)
+        except OSError as exc:
+            log.warning("read %s (version %s) but could not rewrite it as version %d: %s",
+                        self.path, old_version, FILE_VERSION, exc.strerror)
+        else:
+            log.info("rewrote %s from version %s to version %d", self.path, old_version,
+                     FILE_VERSION)
 
     def _save(self, content: _File) -> None:
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from sealbench.benchmarks.interface import BenchmarkError, RunLimits, run_limits_of
 from sealbench.client import backends
-from sealbench.client.assets import owner
+from sealbench.client.assets.accounts import profile_account
 from sealbench.client.assets.result_key import load_result_key
 from sealbench.client.backends import LOCAL_MOCK_BACKENDS
 from sealbench.client.errors import ClientError, ConfigError
@@ -43,8 +43,12 @@ from sealbench.contract.spec import MAX_IAM_WAIT_S
 
 if TYPE_CHECKING:
     from sealbench.client.runs.launchers import Launcher
+    from sealbench.client.runs.launchers.for_profile import CsOptions
+    from sealbench.client.runs.launchers.trust import TeeVerifier
     from sealbench.contract.pin import BenchmarkPin
     from sealbench.contract.spec import RunSpec
+    from sealbench.mocktee import MockEndpoints
+    from sealbench.platforms.account import AccountRoutes
 
 __all__ = [
     "RUN_OVERHEAD_S",
@@ -66,8 +70,8 @@ class LauncherFactory(Protocol):
 
     def __call__(
         self, backend: str, *, profile: ResolvedProfile, client: RegistryClient,
-        benchmark_id: int, endpoints: Any, mock_tee: Path | None, debug: bool,
-        image: str | None, cs: Any,
+        benchmark_id: int, endpoints: MockEndpoints | None, mock_tee: Path | None,
+        debug: bool, image: str | None, cs: CsOptions,
     ) -> Launcher: ...
 
 
@@ -77,19 +81,21 @@ def _default_launcher_factory() -> tuple[LauncherFactory, Callable[..., Any]]:
     return make_launcher, CsOptions
 
 
-def mock_endpoints(profile: ResolvedProfile, mock_tee: Path | None) -> Any:
-    """The running mock TEE's endpoints (``mock_tee``, else the profile's state directory);
+def mock_endpoints(profile: ResolvedProfile, mock_tee: Path | None) -> MockEndpoints:
+    """The endpoints of the running mock TEE whose account the command acts as (``mock_tee``,
+    else the profile's), for the mock's launchers (its control and Compute stand-in);
     :class:`ConfigError` when none is configured or running."""
     from sealbench.mocktee import MockEndpoints
 
-    state = mock_tee or profile.profile.mock_tee
-    if state is None:
+    account = profile_account(profile, mock_tee)
+    if account is None or not account.routes().results_here:
         raise ConfigError(
             f"profile {profile.name} has no mock TEE configured",
             hint="pass --mock-tee DIR (the state directory of 'sealbench mock-tee up')",
         )
+    state = Path(account.settings.state_dir)  # the launcher seam's one read of mock settings
     try:
-        return MockEndpoints.load(Path(state))
+        return MockEndpoints.load(state)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(
             f"no running mock TEE found in {state}",
@@ -97,23 +103,14 @@ def mock_endpoints(profile: ResolvedProfile, mock_tee: Path | None) -> Any:
         ) from exc
 
 
-def tee_verifier(profile: ResolvedProfile, endpoints: Any, mock_tee: Path | None) -> Any:
-    """The verifier this profile's runs attest to: its mock-tee's, or Google's (or the
-    profile's ``attestation`` override)."""
+def tee_verifier(routes: AccountRoutes | None) -> TeeVerifier:
+    """The verifier runs of an account attest to (its platform's answer); Google's without an
+    account."""
     from sealbench.client.runs.launchers.trust import TeeVerifier
 
-    if endpoints is not None:
-        state = mock_tee or profile.profile.mock_tee
-        return TeeVerifier(endpoints.issuer, f"the mock-tee of {state}, yours")
-    account = profile.profile.account
-    if account is not None:
-        issuer = owner.account_issuer(account)
-        return TeeVerifier(issuer, f"the {account.platform} verifier your profile names")
-    gcp = profile.profile.gcp
-    source = gcp_key_source({} if gcp is None else gcp.api_endpoints)
-    google = gcp is None or "attestation" not in gcp.api_endpoints
-    return TeeVerifier(source.issuer, "Google's Confidential Space verifier" if google else
-                       "the attestation verifier your profile names")
+    if routes is not None:
+        return TeeVerifier(routes.verifier.issuer, routes.verifier_label)
+    return TeeVerifier(gcp_key_source({}).issuer, "Google's Confidential Space verifier")
 
 
 def _visible_results(client: RegistryClient, benchmark: int) -> tuple[Any, ...]:
@@ -216,13 +213,14 @@ def prepare_runs(
     benchmark = o.benchmark
     pairs = approved_pairs(client, benchmark, o.dataset, o.model)
     recipient = load_result_key(profile.secrets_dir)
-    mock_profile = bool(o.mock_tee or profile.profile.mock_tee)
+    account = profile_account(profile, o.mock_tee)
+    routes = None if account is None else account.routes()
     # a TEE that is not the mock's (its processes and containers, or a mock profile's
     # Confidential Space VMs on this machine) writes its result to the owner's storage
-    production = backend not in LOCAL_MOCK_BACKENDS and not mock_profile
+    production = backend not in LOCAL_MOCK_BACKENDS and not (routes and routes.results_here)
     result_uri = o.result_uri
-    if production and not result_uri:
-        result_uri = owner.default_result_uri(profile)
+    if production and not result_uri and routes is not None:
+        result_uri = routes.result_prefix
     if production and not result_uri:
         raise ConfigError(f"a run on --tee {backend} writes its result to cloud storage",
                           hint="pass --result-uri (gs://BUCKET/PREFIX on Google Cloud), or "
@@ -241,14 +239,15 @@ def prepare_runs(
     cases = {d: client.get_dataset(d).case_count for d in {p.dataset_id for p in plan.todo}}
     o = replace(o, run_timeout_s=run_timeout_for(
         _limits_of(plan.metrics_version), cases, o.run_timeout_s))
-    verifier = tee_verifier(profile, endpoints, o.mock_tee)
+    verifier = tee_verifier(routes)
+    destinations = None if routes is None else routes.token_destinations
 
     def make_spec(dataset_id: int, model_id: int, run_id: str) -> RunSpec:
         spec = build_spec(
             client, run_id=run_id, benchmark_id=benchmark, dataset_id=dataset_id,
             model_id=model_id, recipient=recipient,
             result_dir=profile.data_dir / "results" / run_id,
-            endpoints=endpoints or owner.spec_endpoints(profile),
+            endpoints=destinations,
             result_uri=f"{result_uri.rstrip('/')}/{run_id}" if result_uri else None,
         )
         window = o.iam_wait_s if o.iam_wait_s is not None else iam_wait_window(

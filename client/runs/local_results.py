@@ -9,7 +9,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sealbench.client.assets import owner
+from sealbench.client.assets.accounts import profile_account
 from sealbench.client.assets.result_key import load_result_private_key
 from sealbench.client.registry.api import RegistryClient
 from sealbench.client.registry.profiles import ResolvedProfile
@@ -19,11 +19,8 @@ from sealbench.client.runs.attestation_keys import (
     HttpxKeySetFetcher,
     KeyCache,
     KeySource,
-    gcp_key_source,
-    mock_key_source,
     token_kid,
 )
-from sealbench.client.runs.launch import mock_endpoints
 from sealbench.client.runs.records import RunRecord, RunStore
 from sealbench.client.runs.result_open import OpenedResult
 from sealbench.client.runs.submit import (
@@ -52,17 +49,13 @@ def run_store(profile: ResolvedProfile) -> RunStore:
 
 
 def verifier_key_source(profile: ResolvedProfile) -> KeySource:
-    """The attestation verifier of the profile's platform: the mock's or Google's (or the
-    profile's ``attestation`` endpoint override)."""
-    if profile.profile.mock_tee is not None:
-        return mock_key_source(mock_endpoints(profile, None))
-    if profile.profile.gcp is not None:
-        return gcp_key_source(profile.profile.gcp.api_endpoints)
-    account = profile.profile.account
-    if account is not None:  # its issuer's key set, found by OpenID discovery
-        issuer = owner.account_issuer(account)
-        return KeySource(issuer, None, hint=f"check that {issuer} answers, or pass "
-                         "--unverified to open the result without checking its signature")
+    """The attestation verifier of the profile's account, as its platform names it (the
+    running mock's, Google's or the profile's ``attestation`` override, another platform's:
+    its key set found by OpenID discovery when no URL is named)."""
+    account = profile_account(profile)
+    if account is not None:
+        routes = account.routes()
+        return KeySource(routes.verifier.issuer, routes.verifier.jwks_url, hint=routes.key_hint)
     raise AttestationKeysUnavailableError(
         f"profile {profile.name} names no cloud, so no attestation verifier to check the "
         "result's signature with",

@@ -325,6 +325,7 @@ def pool_on_tee(
     (default: the benchmark's aggregator digest), ``cs`` the Confidential Space options
     (:class:`~sealbench.client.runs.launchers.for_profile.CsOptions`); what ``sealbench
     benchmark pool`` and the demo call."""
+    from sealbench.client.assets.accounts import profile_account
     from sealbench.client.backends import LOCAL_MOCK_BACKENDS
     from sealbench.client.registry.profiles import data_dir
     from sealbench.client.runs.launch import mock_endpoints
@@ -337,7 +338,9 @@ def pool_on_tee(
     benchmark = client.get_benchmark(benchmark_id)
     target = require_aggregator(benchmark)
     # as for runs: only a VM outside the mock (Google's) cannot write this machine's folders
-    production = tee not in LOCAL_MOCK_BACKENDS and not (mock_tee or profile.profile.mock_tee)
+    account = profile_account(profile, mock_tee)
+    production = tee not in LOCAL_MOCK_BACKENDS and not (
+        account is not None and account.routes().results_here)
     endpoints = None if production else mock_endpoints(profile, mock_tee)
     uri = pool_uri or (data_dir() / "pools").resolve().as_uri()
     if production and not uri.startswith("gs://"):

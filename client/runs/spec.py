@@ -20,8 +20,7 @@ from sealbench.client.errors import ConfigError, NotAllowedError, NotFoundError
 from sealbench.client.registry.api import AssetKind, RegistryClient
 
 if TYPE_CHECKING:
-    from sealbench.contract.spec import RunSpec
-    from sealbench.mocktee import MockEndpoints
+    from sealbench.contract.spec import RunSpec, ServiceEndpoints
 
 __all__ = [
     "approved_models",
@@ -125,13 +124,15 @@ def build_spec(
     model_id: int,
     recipient: ResultKey,
     result_dir: Path,
-    endpoints: MockEndpoints | None,
+    endpoints: ServiceEndpoints | None,
     result_uri: str | None = None,
 ) -> RunSpec:
     """The :class:`~sealbench.contract.spec.RunSpec` of one evaluation, from the registry's
-    records (digests, coordinates) and the owner's result key; ``endpoints`` are the mock
-    cloud's (STS, KMS, storage), None for Google's. The result goes to ``result_uri`` when
-    given (a VM in the cloud cannot write this machine's folders), else to ``result_dir``."""
+    records (digests, coordinates) and the owner's result key; ``endpoints`` are the token
+    destinations (STS, KMS, storage) the profile's account names (its platform's
+    :class:`~sealbench.platforms.account.AccountRoutes`), None for its platform's own. The
+    result goes to ``result_uri`` when given (a VM in the cloud cannot write this machine's
+    folders), else to ``result_dir``."""
     from sealbench.contract.spec import AssetLocation, RunSpec
 
     benchmark = client.get_benchmark(benchmark_id)
@@ -161,7 +162,7 @@ def build_spec(
         )
     if result_uri is None:
         result_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    cloud = {} if endpoints is None else asdict(endpoints.service_endpoints())
+    cloud = {} if endpoints is None else asdict(endpoints)
     return RunSpec(
         run_id=run_id,
         benchmark_id=str(benchmark_id),

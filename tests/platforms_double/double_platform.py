@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Final
+
+from pydantic import BaseModel, ConfigDict
 
 from sealbench.contract.inputs import ConditionContext
 from sealbench.contract.spec import AssetLocation, RunSpec, ServiceEndpoints
@@ -23,6 +25,7 @@ from sealbench.contract.workload import WorkloadIdentity
 from sealbench.crypto.attestation import Jwks
 from sealbench.crypto.envelope import InsecureInMemoryKeyWrapper, KeyWrapper
 from sealbench.platforms.access import AssetAccess
+from sealbench.platforms.account import AccountRoutes
 from sealbench.platforms.attester import Attester
 from sealbench.platforms.errors import OwnerCloudError, OwnerSettingsError
 from sealbench.platforms.launcher import (
@@ -85,6 +88,16 @@ class DoubleAccess:
     def key_wrapper(self, owner: AssetLocation) -> KeyWrapper:
         self.calls.append(f"key {owner.kms_key}")
         raise NotImplementedError("the double releases no key")
+
+
+class DoubleAccountSettings(BaseModel):
+    """An account on the double, as a profile holds it (``--setting account=... root=...``):
+    its name and the local folder standing for its bucket."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    account: str
+    root: Path = Path(".")
 
 
 @dataclass
@@ -224,6 +237,7 @@ class DoublePlatform:
     insecure: Final = True
     verifier: Final = VerifierKeys(ISSUER)
     launcher_backends: Final = (BACKEND,)
+    account_settings: Final = DoubleAccountSettings
 
     #: The run specs its launchers were asked to start (across instances: the client builds
     #: a fresh platform per lookup).
@@ -291,3 +305,25 @@ class DoublePlatform:
             raise OwnerSettingsError(f"the double takes account= and root= (got "
                                      f"{sorted(settings)})", hint="profile add --setting")
         return DoubleOwnerCloud(self, settings["account"], Path(settings.get("root", ".")))
+
+    def account_routes(self, settings: DoubleAccountSettings) -> AccountRoutes:
+        cloud = self.owner_cloud(**dict(settings))
+        return AccountRoutes(cloud.pinned_endpoints, cloud.result_prefix, self.verifier,
+                             "the double verifier your profile names",
+                             f"check that {ISSUER} answers, or pass --unverified")
+
+    def account_owner_cloud(
+        self, settings: DoubleAccountSettings, *, email: Callable[[], str]
+    ) -> OwnerCloud:
+        return self.owner_cloud(**dict(settings))
+
+    def launch_defaults(self, settings: DoubleAccountSettings, cloud: OwnerCloud) -> None:
+        return None  # the double starts no confidential VM
+
+    def account_rows(self, settings: DoubleAccountSettings) -> dict[str, str]:
+        cloud = self.owner_cloud(**dict(settings))
+        return {"cloud": f"an account on the {NAME} platform", **cloud.names(),
+                "attestation issuer": cloud.issuer_uri}
+
+    def complete_account(self, settings: DoubleAccountSettings) -> DoubleAccountSettings:
+        return settings

@@ -17,19 +17,18 @@ from pathlib import Path
 from typing import Any
 
 from sealbench.client.assets import owner
+from sealbench.client.assets.accounts import profile_account
 from sealbench.client.backends import TeeBackend
 from sealbench.client.errors import ConfigError, NotAvailableError
 from sealbench.client.images import pinned
 from sealbench.client.registry.api import RegistryClient
 from sealbench.client.registry.profiles import ResolvedProfile
-
-#: The zone a mock profile's confidential VMs run in unless ``--zone`` says otherwise.
-from sealbench.mocktee.constants import MOCK_ZONE
+from sealbench.platforms.account import LaunchDefaults
 from sealbench.platforms.launcher import Launcher
+from sealbench.platforms.owner_cloud import OwnerCloud
 from sealbench.platforms.storage import BlobStore
 
 __all__ = [
-    "MOCK_ZONE",
     "CsOptions",
     "aggregator_reference",
     "make_aggregator_launcher",
@@ -37,9 +36,6 @@ __all__ = [
     "mock_launcher",
     "owner_store_opener",
 ]
-
-#: Seconds between two polls of a mock Confidential Space VM (a local process).
-MOCK_POLL_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -91,7 +87,7 @@ def make_launcher(
     if backend == TeeBackend.DOCKER:
         return _docker_launcher(client, benchmark_id, endpoints, debug, image)
     if backend == TeeBackend.CONFIDENTIAL_SPACE:
-        return _cs_launcher(profile, client, benchmark_id, endpoints, mock_tee, debug, cs)
+        return _cs_launcher(profile, client, benchmark_id, mock_tee, debug, cs)
     return _platform_launcher(backend, profile, client, benchmark_id, debug)
 
 
@@ -110,13 +106,13 @@ def _platform_launcher(
     )
 
     benchmark = client.get_benchmark(benchmark_id)
-    account = profile.profile.account
+    account = profile_account(profile)
     platform = platform_for_backend(backend).name
-    settings = dict(account.settings) if account and account.platform == platform else {}
     try:
         return build_launcher(
             backend, image_reference=benchmark.image_reference,
-            image_digest=benchmark.image_digest, settings=settings, debug=debug,
+            image_digest=benchmark.image_digest, debug=debug,
+            account=account.settings if account and account.platform_name == platform else None,
         )
     except LaunchSettingsError as exc:
         raise ConfigError(str(exc), hint=exc.hint) from exc
@@ -162,51 +158,50 @@ def _cs_launcher(
     profile: ResolvedProfile,
     client: RegistryClient,
     benchmark_id: int,
-    endpoints: Any,
     mock_tee: Path | None,
     debug: bool,
     cs: CsOptions,
 ) -> Launcher:
+    """A Confidential Space VM, its options defaulted by the account the command acts as
+    (``--mock-tee``'s or the profile's: what its platform says of its VMs, acting with the
+    account's owner cloud)."""
     from sealbench.client.backends import (
         LaunchSettingsError,
         confidential_space_launcher,
     )
 
     credentials: Any = None
-    cloud: Any = None
-    project, zone, account = cs.project, cs.zone, cs.service_account
-    api_endpoint = cs.compute_endpoint
-    if endpoints is not None:  # a mock profile: the mock's Compute stand-in, its owner account
+    cloud: OwnerCloud | None = None
+    defaults = LaunchDefaults()
+    account = profile_account(profile, mock_tee)
+    if account is not None:
         cloud = owner.owner_cloud(profile, client, mock_tee)
-        credentials = cloud.credentials()
-        project = project or cloud.project_id
-        zone = zone or MOCK_ZONE
-        account = account or f"sealbench-runner@{project}.iam.gserviceaccount.com"
-        api_endpoint = api_endpoint or endpoints.compute
-    elif profile.profile.gcp is not None:  # the profile's project, as the owner it acts as
-        gcp = profile.profile.gcp
-        cloud = owner.gcp_owner_cloud(gcp)
-        credentials = cloud.credentials()
-        project = project or gcp.project
-        zone = zone or gcp.zone
-        account = account or gcp.service_account
-        api_endpoint = api_endpoint or gcp.api_endpoints.get("compute")
+        found = account.launch_defaults(cloud)
+        if found is None:  # its runs start no VM: the options alone decide
+            cloud = None
+        else:
+            defaults = found
+            credentials = cloud.credentials()
+    project = cs.project or defaults.project
+    zone = cs.zone or defaults.zone
+    service_account = cs.service_account or defaults.service_account
+    api_endpoint = cs.compute_endpoint or defaults.api_endpoint
     reference = cs.image_reference or client.get_benchmark(benchmark_id).image_reference
     _check_variant_if_local(reference, gpu=cs.accelerator is not None)
     missing = [name for name, value in (("--project", project), ("--zone", zone),
-                                        ("--service-account", account)) if not value]
+                                        ("--service-account", service_account)) if not value]
     if missing:
         raise ConfigError(
             f"--tee confidential-space needs {', '.join(missing)}",
             hint="name your Google Cloud project, zone and the VM's service account "
             "(docs/gcp-setup.md)",
         )
-    assert project and zone and account
+    assert project and zone and service_account
     try:
         return confidential_space_launcher(
             project=project,
             zone=zone,
-            service_account=account,
+            service_account=service_account,
             image_reference=reference,
             tee="TDX" if cs.tdx or cs.accelerator else "SEV",  # confidential GPUs: TDX only
             debug=debug or cs.debug,
@@ -215,9 +210,7 @@ def _cs_launcher(
             credentials=credentials,
             api_endpoint=api_endpoint,
             result_store=None if cloud is None else _result_opener(cloud),
-            # the mock's VMs run on this machine: watch them closely, so that their serial
-            # output is read before it goes away with the stopped VM (Google's 10 s otherwise)
-            poll_interval=MOCK_POLL_S if endpoints is not None else None,
+            poll_interval=defaults.poll_interval_s,
         )
     except LaunchSettingsError as exc:
         raise ConfigError(str(exc), hint=exc.hint) from exc
@@ -248,7 +241,7 @@ def make_aggregator_launcher(
         launcher = _docker_launcher(client, benchmark.id, endpoints, False, image or digest)
     elif backend == TeeBackend.CONFIDENTIAL_SPACE:
         reference = cs.image_reference or aggregator_reference(benchmark.image_reference, digest)
-        launcher = _cs_launcher(profile, client, benchmark.id, endpoints, mock_tee, False,
+        launcher = _cs_launcher(profile, client, benchmark.id, mock_tee, False,
                                 replace(cs, image_reference=reference))
     else:
         launcher = None
@@ -282,13 +275,10 @@ def owner_store_opener(
         if uri.startswith("file://"):
             return open_storage_uri(uri)
         if not clouds:
-            if mock_tee or profile.profile.mock_tee:
-                clouds.append(owner.owner_cloud(profile, client, mock_tee))
-            elif profile.profile.gcp is not None:
-                clouds.append(owner.gcp_owner_cloud(profile.profile.gcp))
-            else:
+            if profile_account(profile, mock_tee) is None:
                 raise ConfigError(f"profile {profile.name} has no cloud account to reach {uri}",
                                   hint="add your Google Cloud settings to the profile")
+            clouds.append(owner.owner_cloud(profile, client, mock_tee))
         return _result_opener(clouds[0])(uri)  # type: ignore[no-any-return]
 
     return open_location

@@ -32,7 +32,8 @@ def test_gcp_profile_is_stored_and_shows_what_it_touches(
     added = _add(runner, *GCP)
     assert added.exit_code == 0, added.output  # type: ignore[attr-defined]
     saved = json.loads((cli_home / "profiles.json").read_text())["profiles"]["hospital"]
-    assert saved["gcp"]["project"] == "hospital-a-prod" and saved["mock_tee"] is None
+    assert saved["account"]["platform"] == "confidential-space"
+    assert saved["account"]["settings"]["project"] == "hospital-a-prod"
     shown = runner.invoke(app, ["profile", "show", "hospital", "--json"])
     assert shown.exit_code == 0, shown.output
     rows = json.loads(shown.stdout)
@@ -123,11 +124,10 @@ def test_endpoint_overrides_are_stored_shown_and_pinned_by_the_policy(
         "https://cloudkms.private.example", "https://sts.private.example/v1/token",
         "https://storage.googleapis.com",
     )
-    from sealbench.client.assets.owner import run_endpoints
+    from sealbench.client.assets.owner import spec_endpoints
 
-    assert profile.gcp is not None
-    spec = run_endpoints(profile.gcp)
-    assert spec is not None and spec.service_endpoints() == pinned
+    resolved = ResolvedProfile("hospital", profile, cli_home / "s", cli_home / "d")
+    assert spec_endpoints(resolved) == pinned
 
 
 @pytest.mark.parametrize(
@@ -158,4 +158,4 @@ def test_login_keeps_the_profiles_google_cloud_project(
                                 "--profile", "hospital"])
     assert again.exit_code == 0, again.output
     saved = json.loads((cli_home / "profiles.json").read_text())["profiles"]["hospital"]
-    assert saved["gcp"]["project"] == "hospital-a-prod" and saved["token"]
+    assert saved["account"]["settings"]["project"] == "hospital-a-prod" and saved["token"]

@@ -24,8 +24,6 @@ ALLOWED: dict[str, frozenset[str]] = {
     "runs/launch.py": frozenset({"MockEndpoints"}),
     # entry point: 'sealbench demo' runs the whole mock cloud locally
     "demo/flow.py": frozenset({"MockCloud", "MockEndpoints"}),
-    # the run spec names a mock profile's endpoints (a type annotation)
-    "runs/single.py": frozenset({"MockEndpoints"}),
     # the mock backends' image (a digest of the enclave's code), what a mock benchmark pins
     "runs/launchers/__init__.py": frozenset({"MockImage"}),
 }

@@ -219,7 +219,7 @@ def test_a_backend_that_does_not_run_the_aggregator_is_refused() -> None:
 
 
 def test_a_confidential_space_pool_outside_the_mock_needs_a_cloud_folder(tmp_path: Path) -> None:
-    profile = SimpleNamespace(name="authority", profile=SimpleNamespace(mock_tee=None, gcp=None))
+    profile = SimpleNamespace(name="authority", profile=SimpleNamespace(account=None))
     client = SimpleNamespace(get_benchmark=lambda _id: SimpleNamespace(
         id=4, aggregator_image_digest=AGGREGATOR, pool_recipient_key=POOL_RECIPIENT_KEY,
         pool_log_key=POOL_ANCHOR.log_key))

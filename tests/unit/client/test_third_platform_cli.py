@@ -21,6 +21,7 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner, Result
 
 from sealbench.client.assets import owner
+from sealbench.client.assets.accounts import profile_account
 from sealbench.client.assets.prepare import RECIPIENT_STATISTIC
 from sealbench.client.assets.result_key import init_result_key
 from sealbench.client.backends import check_tee
@@ -117,7 +118,7 @@ def test_the_profile_account_is_its_owner_cloud(
     assert wrapper.unwrap(wrapper.wrap(b"k" * 32, b"aad"), b"aad") == b"k" * 32
     root = Path(hospital.profile.account.settings["root"])  # type: ignore[union-attr]
     assert owner.default_result_uri(hospital) == f"{root.resolve().as_uri()}/results"
-    assert owner.spec_endpoints(hospital).service_endpoints() == third_platform.ENDPOINTS
+    assert owner.spec_endpoints(hospital) == third_platform.ENDPOINTS
     assert verifier_key_source(hospital).issuer == third_platform.ISSUER
     assert verifier_key_source(hospital).jwks_url is None  # found by OpenID discovery
 
@@ -145,7 +146,8 @@ def test_a_run_on_its_backend_is_prepared_by_its_platform(
     benchmark = api["hospital"].get_benchmark(b)
     assert launcher.options == {
         "image_reference": benchmark.image_reference, "image_digest": benchmark.image_digest,
-        "settings": {"account": "hosp", "root": hospital.profile.account.settings["root"]},
+        "account": third_platform.DoubleAccountSettings(
+            account="hosp", root=hospital.profile.account.settings["root"]),
         "debug": False,
     }
     spec = prepared.make_spec(d, m, "run-1")
@@ -153,7 +155,9 @@ def test_a_run_on_its_backend_is_prepared_by_its_platform(
     assert (spec.sts_url, spec.kms_endpoint, spec.storage_endpoint) == (
         pinned.sts_url, pinned.kms_endpoint, pinned.storage_endpoint)
     assert spec.result_uri == f"{owner.default_result_uri(hospital)}/run-1"
-    assert tee_verifier(hospital, None, None).issuer == third_platform.ISSUER
+    account = profile_account(hospital)
+    assert account is not None and account.platform_name == third_platform.NAME
+    assert tee_verifier(account.routes()).issuer == third_platform.ISSUER
 
 
 def test_sealbench_run_reaches_its_launcher(
@@ -210,7 +214,10 @@ def test_profile_add_takes_an_account_on_it(
     ("args", "code", "message"),
     [
         (("--cloud", "nitro"), 2, "no TEE platform named 'nitro' is installed"),
-        (("--cloud", "double", "--setting", "bogus=1"), 2, "the double takes account="),
+        (("--cloud", "double", "--setting", "bogus=1"), 2,
+         "the double account setting 'account' is not valid: Field required"),
+        (("--cloud", "double", "--setting", "account=a", "--setting", "bogus=1"), 2,
+         "the double account setting 'bogus' is not valid: Extra inputs are not permitted"),
         (("--cloud", "double", "--setting", "account"), 2, "'account' is not KEY=VALUE"),
         (("--cloud", "double", "--setting", "account=a", "--setting", "account=b"), 2,
          "account is given twice"),

@@ -22,7 +22,7 @@ from typer.testing import CliRunner, Result
 
 from sealbench.client.assets.result_key import PRIVATE_KEY_FILE
 from sealbench.client.cli import app
-from sealbench.client.registry.profiles import GcpSettings, Profile, ProfileStore
+from sealbench.client.registry.profiles import PlatformAccount, Profile, ProfileStore
 from sealbench.client.runs import attestation_keys
 from sealbench.client.runs.attestation_keys import AttestationKeysUnavailableError
 from sealbench.client.runs.records import RunRecord, RunStore
@@ -78,7 +78,8 @@ def hospital(world: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
     store = ProfileStore.from_environment()
     store.add("hospital", Profile(
         server="http://127.0.0.1:9", token="sbt_unused",
-        gcp=GcpSettings(project="hospital-project", project_number="123"),
+        account=PlatformAccount(platform="confidential-space", settings={
+            "project": "hospital-project", "project_number": "123"}),
     ))
     profile = store.resolve("hospital")
     profile.secrets_dir.mkdir(parents=True, mode=0o700)

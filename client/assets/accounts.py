@@ -1,0 +1,138 @@
+"""A profile's platform account, typed: its platform (found by entry-point name) and its
+settings parsed by that platform's own model, and the platform's answers about it (where its
+runs go, its owner cloud, what it touches). The client asks these, never the settings; the
+platform's failures come back as the client's errors (:func:`client_errors`)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from sealbench.client.errors import CloudError, ConfigError
+from sealbench.client.registry.profiles import PlatformAccount, ResolvedProfile, mock_account
+from sealbench.platforms.account import (
+    AccountPlatform,
+    AccountRoutes,
+    LaunchDefaults,
+    load_account_platform,
+    parse_account_settings,
+)
+from sealbench.platforms.errors import OwnerCloudError, OwnerSettingsError
+from sealbench.platforms.owner_cloud import OwnerCloud
+from sealbench.platforms.platform import UnknownPlatformError
+
+__all__ = ["Account", "account_of", "client_errors", "profile_account", "require_account"]
+
+
+@contextlib.contextmanager
+def client_errors() -> Iterator[None]:
+    """The owner cloud's failures as the client's errors, with their message and hint:
+    :class:`~sealbench.platforms.errors.OwnerSettingsError` as :class:`ConfigError` (exit 3),
+    any other :class:`~sealbench.platforms.errors.OwnerCloudError` as :class:`CloudError`
+    (exit 7)."""
+    try:
+        yield
+    except OwnerSettingsError as exc:
+        raise ConfigError(str(exc), hint=exc.hint) from exc
+    except OwnerCloudError as exc:
+        raise CloudError(str(exc), hint=exc.hint) from exc
+
+
+class _ClientFacing:
+    """An owner cloud whose every call raises the client's errors (:func:`client_errors`)."""
+
+    def __init__(self, cloud: OwnerCloud) -> None:
+        self._cloud = cloud
+
+    def __repr__(self) -> str:
+        return repr(self._cloud)
+
+    def __getattr__(self, name: str) -> Any:
+        with client_errors():
+            found = getattr(self._cloud, name)
+        if not callable(found):
+            return found
+
+        @functools.wraps(found)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with client_errors():
+                return found(*args, **kwargs)
+
+        return call
+
+
+def _no_email() -> str:
+    raise ConfigError("this account needs the registry's word on who you are",
+                      hint="run the command with a registry connection")
+
+
+@dataclass(frozen=True)
+class Account:
+    """One platform account: ``platform`` and its ``settings`` (the platform's own model,
+    opaque to the client)."""
+
+    platform: AccountPlatform
+    settings: Any
+
+    @property
+    def platform_name(self) -> str:
+        return self.platform.name
+
+    def routes(self) -> AccountRoutes:
+        """Where this account's runs go (token destinations, result prefix, verifier)."""
+        with client_errors():
+            return self.platform.account_routes(self.settings)
+
+    def owner_cloud(self, email: Callable[[], str] = _no_email) -> OwnerCloud:
+        """The owner's cloud account, every call raising the client's errors."""
+        with client_errors():
+            cloud = self.platform.account_owner_cloud(self.settings, email=email)
+            return cast(OwnerCloud, _ClientFacing(cloud))
+
+    def launch_defaults(self, cloud: OwnerCloud) -> LaunchDefaults | None:
+        """What the account says about the confidential VMs its runs start (None: none)."""
+        with client_errors():
+            return self.platform.launch_defaults(self.settings, cloud)
+
+    def rows(self) -> dict[str, str]:
+        """What the account touches (``profile show``)."""
+        with client_errors():
+            return self.platform.account_rows(self.settings)
+
+
+def account_of(account: PlatformAccount) -> Account:
+    """The profile's ``account`` as its platform reads it; :class:`ConfigError` when the
+    platform is not installed here or refuses the settings."""
+    try:
+        platform = load_account_platform(account.platform)
+    except UnknownPlatformError as exc:
+        raise ConfigError(str(exc), hint=f"install the package that provides the "
+                          f"{account.platform!r} platform") from exc
+    with client_errors():
+        return Account(platform, parse_account_settings(platform, account.settings))
+
+
+def profile_account(profile: ResolvedProfile, mock_tee: Path | None = None) -> Account | None:
+    """The account a command of ``profile`` acts as: the INSECURE mock's in ``mock_tee`` when
+    the command was given ``--mock-tee DIR``, else the profile's (None without one)."""
+    if mock_tee is not None:
+        return account_of(mock_account(mock_tee))
+    stored = profile.profile.account
+    return None if stored is None else account_of(stored)
+
+
+def require_account(profile: ResolvedProfile, mock_tee: Path | None = None) -> Account:
+    """:func:`profile_account`, or a :class:`ConfigError` saying how to add one."""
+    found = profile_account(profile, mock_tee)
+    if found is None:
+        raise ConfigError(
+            f"profile {profile.name} has no cloud configured",
+            hint="add one with 'sealbench profile add NAME --server URL --cloud gcp --project P "
+            "--project-number N' (Google Cloud), or '--mock-tee DIR' (the state directory of "
+            "'sealbench mock-tee up')",
+        )
+    return found
