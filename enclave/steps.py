@@ -76,7 +76,11 @@ from sealbench.platforms import (
 )
 from sealbench.platforms.access import AssetAccess
 from sealbench.platforms.attester import Attester
-from sealbench.platforms.platform import AttestedWorkload, Platform, TokenDestinations
+from sealbench.platforms.platform import (
+    AttestedWorkload,
+    EnclavePlatform,
+    TokenDestinations,
+)
 
 __all__ = [
     "MAX_WEIGHTS_CIPHERTEXT",
@@ -127,7 +131,7 @@ class AttestedRun:
     #: The evidence attests an accelerator attached to the VM (a GPU run).
     gpu_attested: bool = False
     #: The platform that attested the run: it hands out the run's asset access.
-    platform: Platform | None = None
+    platform: EnclavePlatform | None = None
 
 
 def read_spec(environ: Mapping[str, str]) -> tuple[RunSpec, Benchmark]:

@@ -126,7 +126,7 @@ from sealbench.platforms.launcher import (
     launch_environment,
     platform_for_backend,
 )
-from sealbench.platforms.platform import Platform
+from sealbench.platforms.platform import LaunchPlatform
 from sealbench.platforms.storage import BlobStore, join_name
 
 __all__ = [
@@ -496,7 +496,7 @@ class ConfidentialSpaceLauncher:
         poll_interval: float = POLL_INTERVAL_S,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
-        platform: Platform | None = None,
+        platform: LaunchPlatform | None = None,
         result_store: ResultStore | None = None,
         reads: ReadBudget | None = None,
     ) -> None:
@@ -649,7 +649,7 @@ def gpu_machine(accelerator: str) -> tuple[str, int]:
 
 
 def build_launcher(
-    platform: Platform,
+    platform: LaunchPlatform,
     *,
     project: str,
     zone: str,

@@ -81,7 +81,7 @@ from sealbench.platforms.launcher import (
     launch_environment,
     platform_for_backend,
 )
-from sealbench.platforms.platform import Platform
+from sealbench.platforms.platform import LaunchPlatform
 
 __all__ = [
     "BACKEND",
@@ -366,7 +366,7 @@ class DockerLauncher:
         tmpfs_size: str = DEFAULT_TMPFS_SIZE,
         debug: bool = False,
         clock: Callable[[], float] = time.monotonic,
-        platform: Platform | None = None,
+        platform: LaunchPlatform | None = None,
     ) -> None:
         self._platform = check_backend(platform or platform_for_backend(BACKEND), BACKEND)
         self._client = client

@@ -64,7 +64,7 @@ from sealbench.platforms.launcher import (
     launch_environment,
     platform_for_backend,
 )
-from sealbench.platforms.platform import Platform
+from sealbench.platforms.platform import LaunchPlatform
 
 __all__ = [
     "AGGREGATOR_POLICY",
@@ -215,7 +215,7 @@ class MockProcessLauncher:
         workdir_root: Path | None = None,
         keep_workdir: bool = False,
         debug: bool = False,
-        platform: Platform | None = None,
+        platform: LaunchPlatform | None = None,
     ) -> None:
         self._platform = check_backend(platform or platform_for_backend(BACKEND), BACKEND)
         self._launcher = launcher

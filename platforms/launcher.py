@@ -35,6 +35,7 @@ from sealbench.contract.inputs import Rule
 from sealbench.contract.pool import AggregateSpec
 from sealbench.contract.spec import RunSpec
 from sealbench.platforms.platform import (
+    LaunchPlatform,
     Platform,
     installed_launcher_backends,
     load_platform,
@@ -248,7 +249,7 @@ def platform_for_backend(backend: str, platforms: Iterable[Platform] | None = No
     )
 
 
-def check_backend(platform: Platform, backend: str) -> Platform:
+def check_backend(platform: LaunchPlatform, backend: str) -> LaunchPlatform:
     """``platform``, when the ``backend`` launcher starts its workloads; else a
     :class:`LaunchError` (a launcher never speaks for a platform that does not name it)."""
     if backend not in platform.launcher_backends:
@@ -259,7 +260,9 @@ def check_backend(platform: Platform, backend: str) -> Platform:
     return platform
 
 
-def launch_environment(platform: Platform, spec: RunSpec | AggregateSpec) -> dict[str, str]:
+def launch_environment(
+    platform: LaunchPlatform, spec: RunSpec | AggregateSpec
+) -> dict[str, str]:
     """The launch settings that make ``platform`` attest exactly ``spec``'s variables
     (:meth:`~sealbench.platforms.platform.Platform.launch_environment`): the mock's env overrides,
     Confidential Space's ``tee-env-*`` instance metadata."""

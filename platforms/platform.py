@@ -12,6 +12,12 @@ owner's cloud account the client seals into and writes policies in (:meth:`~Plat
 What a client profile holds of an account on it, typed, and the answers it gives about one, are
 :class:`~sealbench.platforms.account.AccountPlatform`'s.
 
+The interface is cut by caller, four doors behind one entry point: :class:`VerifierPlatform`
+(a relying party: the registry, a client opening a result, the enclave reading its evidence),
+:class:`EnclavePlatform` (the workload inside the TEE), :class:`OwnerPlatform` (an asset
+owner's policy and cloud) and :class:`LaunchPlatform` (the client starting a workload); a
+caller that needs one door takes that protocol, and :class:`Platform` is all four.
+
 Implementations declare themselves as entry points of the group ``sealbench.platforms`` (as
 ``keyring`` backends do) and are found by name (:func:`load_platform`) or by the issuer of a
 token (:func:`platform_for_issuer`); the cores (``crypto``, ``enclave``, ``server``, ``client``)
@@ -54,10 +60,14 @@ if TYPE_CHECKING:
 __all__ = [
     "PLATFORM_GROUP",
     "AttestedWorkload",
+    "EnclavePlatform",
+    "LaunchPlatform",
+    "OwnerPlatform",
     "Platform",
     "TokenDestinations",
     "UnknownPlatformError",
     "VerifierKeys",
+    "VerifierPlatform",
     "WorkloadRequirements",
     "attests_hardware",
     "available_platforms",
@@ -171,9 +181,10 @@ class WorkloadRequirements:
 
 
 @runtime_checkable
-class Platform(Protocol):
-    """One TEE platform (see the module docstring). Every method is pure unless it says
-    otherwise; verification raises, it never returns a bool."""
+class VerifierPlatform(Protocol):
+    """What a relying party asks of a platform (the registry checking a result, a client
+    opening one, the enclave reading its own evidence): whose verifier issued a token, and what
+    the token says and is worth."""
 
     @property
     def name(self) -> str:
@@ -193,27 +204,11 @@ class Platform(Protocol):
         file)."""
         ...
 
-    @property
-    def launcher_backends(self) -> tuple[str, ...]:
-        """The client's launcher backends (``sealbench run --tee``) that start its workloads."""
-        ...
-
     @classmethod
     def issues(cls, issuer: str) -> bool:
         """Whether ``issuer`` is this platform's attestation verifier: known to the class, so
         that finding the platform of an issuer constructs no other platform (a production
         client or enclave never constructs the mock's)."""
-        ...
-
-    def attester(self, launcher_dir: Path | None = None) -> Attester:
-        """The evidence source inside the TEE (Confidential Space: the launcher socket)."""
-        ...
-
-    def token_destinations(self, issuer: str) -> TokenDestinations:
-        """Where a workload attested by ``issuer`` may send tokens to reach assets and keys,
-        fixed (the platform's own: no run-spec override allowed) or named exactly by the run
-        spec; :class:`ValueError` for an issuer not its own. May do I/O (the mock reads its
-        issuer's discovery document)."""
         ...
 
     def evidence(self, payload: Mapping[str, object]) -> AttestedWorkload:
@@ -237,16 +232,43 @@ class Platform(Protocol):
         ``requirements``; raises :class:`~sealbench.crypto.errors.AttestationError`."""
         ...
 
-    def knows_provider(self, sts_url: str, provider: str) -> bool | None:
-        """On the client, before a launch: whether the token service at ``sts_url`` (a run's
-        STS override) knows an owner's federation ``provider`` (True), refuses it as unknown
-        (False: no key of that owner can be released to the run), or gave no usable answer
-        (None: the run decides). Asked with a probe that carries no secret; does I/O."""
+    def token_destinations(self, issuer: str) -> TokenDestinations:
+        """Where a workload attested by ``issuer`` may send tokens to reach assets and keys,
+        fixed (the platform's own: no run-spec override allowed) or named exactly by the run
+        spec; :class:`ValueError` for an issuer not its own. May do I/O (the mock reads its
+        issuer's discovery document)."""
         ...
 
-    def launch_environment(self, run_spec: Mapping[str, str]) -> dict[str, str]:
-        """How the run spec (``SEALBENCH_*`` variables) reaches the workload: the launch
-        settings that make the platform attest exactly these variables."""
+
+@runtime_checkable
+class EnclavePlatform(Protocol):
+    """What the workload inside the TEE asks of its platform: its evidence source and its
+    access to each owner's storage and key."""
+
+    @property
+    def name(self) -> str:
+        """The entry-point name (``confidential-space``, ``insecure-mock``)."""
+        ...
+
+    def attester(self, launcher_dir: Path | None = None) -> Attester:
+        """The evidence source inside the TEE (Confidential Space: the launcher socket)."""
+        ...
+
+    def asset_access(self, destinations: ServiceEndpoints, attester: Attester) -> AssetAccess:
+        """Inside the TEE: how the attested workload opens each owner's storage and key,
+        acting through ``attester`` (its later tokens) against ``destinations`` (the token
+        destinations the run spec names, checked against this platform's)."""
+        ...
+
+
+@runtime_checkable
+class OwnerPlatform(Protocol):
+    """What an asset owner's side asks of a platform: its key-release condition, the principal
+    it grants to, and its cloud account."""
+
+    @property
+    def name(self) -> str:
+        """The entry-point name (``confidential-space``, ``insecure-mock``)."""
         ...
 
     def key_release_condition(self, context: ConditionContext) -> str:
@@ -261,7 +283,30 @@ class Platform(Protocol):
         exchanged at ``pool``."""
         ...
 
-    # -- the adapters it hands out (each built on demand; the cores name no implementation) --
+    def owner_cloud(self, **settings: Any) -> OwnerCloud:
+        """On the client: the asset owner's cloud account
+        (:class:`~sealbench.platforms.owner_cloud.OwnerCloud`), from the keyword ``settings``
+        each platform documents (a profile's); built without I/O unless a setting must be
+        looked up. :class:`~sealbench.platforms.errors.OwnerSettingsError` for settings that
+        cannot work, :class:`~sealbench.platforms.errors.OwnerCloudError` for a failed
+        look-up."""
+        ...
+
+
+@runtime_checkable
+class LaunchPlatform(Protocol):
+    """What the client starting a workload asks of a platform: its launchers, how the run spec
+    reaches the workload, its GPU machines, and whether a run's token service knows an owner."""
+
+    @property
+    def name(self) -> str:
+        """The entry-point name (``confidential-space``, ``insecure-mock``)."""
+        ...
+
+    @property
+    def launcher_backends(self) -> tuple[str, ...]:
+        """The client's launcher backends (``sealbench run --tee``) that start its workloads."""
+        ...
 
     def launcher(self, backend: str, **options: Any) -> Launcher:
         """On the client: the :class:`~sealbench.platforms.launcher.Launcher` of one of its
@@ -275,26 +320,30 @@ class Platform(Protocol):
         --cloud NAME --setting KEY=VALUE``; None without one) and ``debug``."""
         ...
 
+    def launch_environment(self, run_spec: Mapping[str, str]) -> dict[str, str]:
+        """How the run spec (``SEALBENCH_*`` variables) reaches the workload: the launch
+        settings that make the platform attest exactly these variables."""
+        ...
+
     def gpu_machine(self, accelerator: str) -> tuple[str, int]:
         """``(machine type, accelerator count)`` of the confidential GPU machine its launchers
         start for ``accelerator``; :class:`~sealbench.platforms.launcher.LaunchSettingsError`
         for one it does not launch."""
         ...
 
-    def asset_access(self, destinations: ServiceEndpoints, attester: Attester) -> AssetAccess:
-        """Inside the TEE: how the attested workload opens each owner's storage and key,
-        acting through ``attester`` (its later tokens) against ``destinations`` (the token
-        destinations the run spec names, checked against this platform's)."""
+    def knows_provider(self, sts_url: str, provider: str) -> bool | None:
+        """On the client, before a launch: whether the token service at ``sts_url`` (a run's
+        STS override) knows an owner's federation ``provider`` (True), refuses it as unknown
+        (False: no key of that owner can be released to the run), or gave no usable answer
+        (None: the run decides). Asked with a probe that carries no secret; does I/O."""
         ...
 
-    def owner_cloud(self, **settings: Any) -> OwnerCloud:
-        """On the client: the asset owner's cloud account
-        (:class:`~sealbench.platforms.owner_cloud.OwnerCloud`), from the keyword ``settings``
-        each platform documents (a profile's); built without I/O unless a setting must be
-        looked up. :class:`~sealbench.platforms.errors.OwnerSettingsError` for settings that
-        cannot work, :class:`~sealbench.platforms.errors.OwnerCloudError` for a failed
-        look-up."""
-        ...
+
+@runtime_checkable
+class Platform(VerifierPlatform, EnclavePlatform, OwnerPlatform, LaunchPlatform, Protocol):
+    """One TEE platform (see the module docstring), the one entry point an implementation
+    registers: the four doors above, each cut for the caller that uses it. Every method is pure
+    unless it says otherwise; verification raises, it never returns a bool."""
 
 
 @functools.cache
