@@ -14,7 +14,6 @@ import typer
 
 from sealbench.client.assets import lifecycle, owner
 from sealbench.client.assets import prepare as assets
-from sealbench.client.cli import render
 from sealbench.client.cli.budget import BudgetDeltaOpt, BudgetEpsilonOpt, BudgetGroupOpt
 from sealbench.client.cli.common import (
     ConsentExactOpt,
@@ -38,6 +37,7 @@ from sealbench.client.errors import (
     NotFoundError,
 )
 from sealbench.client.registry.api import AssetKind, RegistryClient
+from sealbench.client.views import render
 from sealbench.server.schemas import (
     AssociationPublic,
     BenchmarkPublic,

@@ -21,10 +21,10 @@ from sealbench.client.cli.common import (
     warn_experimental,
     warn_privacy_cost,
 )
-from sealbench.client.cli.render import consent_plan
 from sealbench.client.errors import ConfigError
 from sealbench.client.registry import governance
 from sealbench.client.registry.api import AssetKind, RegistryClient
+from sealbench.client.views.render import consent_plan
 from sealbench.server.schemas import AssociationPublic, AssociationStatus, BenchmarkPublic
 
 __all__ = ["association_app"]

@@ -14,7 +14,6 @@ import typer
 from sealbench.benchmarks.interface import EXACT_SUFFIX
 from sealbench.client import plugins
 from sealbench.client.assets.prepare import plugin_of
-from sealbench.client.cli import render
 from sealbench.client.cli.common import (
     JsonOpt,
     MockTeeOpt,
@@ -29,9 +28,10 @@ from sealbench.client.cli.common import (
     user_label,
 )
 from sealbench.client.cli.leaderboard import benchmark_leaderboard
-from sealbench.client.cli.render import column_titles, result_cells
 from sealbench.client.pin_words import pin_with_words
 from sealbench.client.registry import definitions, governance
+from sealbench.client.views import render
+from sealbench.client.views.render import column_titles, result_cells
 from sealbench.server.schemas import BenchmarkPublic, BenchmarkState
 from sealbench.server.schemas.runs import ProgressCell
 

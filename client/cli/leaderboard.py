@@ -2,7 +2,7 @@
 
 The registry pools every model over the sites the caller may read (case-weighted, 95%
 intervals, between-site spread, rank groups); this module only renders its answer (the table:
-:func:`sealbench.client.cli.render.print_table`, which ``sealbench demo`` prints too). The CSV has
+:func:`sealbench.client.views.render.print_table`, which ``sealbench demo`` prints too). The CSV has
 one row per (model, metric) with ``model, model_id, metric, rank, tied, n_sites, n_cases,
 pooled, ci95_low, ci95_high, site_min, site_max, i2, mock_tee, epsilon, bias`` and one column per
 site. The table marks a pooled value whose plug-in method has an error beside noise and sampling
@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 
 from sealbench.client.cli.common import JsonOpt, ProfileOpt, emit_json, out, session
-from sealbench.client.cli.render import print_table
+from sealbench.client.views.render import print_table
 from sealbench.server.schemas.leaderboard import to_csv
 
 __all__ = ["OutputFormat", "benchmark_leaderboard", "print_table", "to_csv"]

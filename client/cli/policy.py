@@ -12,7 +12,6 @@ import typer
 
 from sealbench.client.assets import owner
 from sealbench.client.assets.policy import policy_watcher, sync_asset_policy
-from sealbench.client.cli import render
 from sealbench.client.cli.common import (
     JsonOpt,
     MockTeeOpt,
@@ -23,6 +22,7 @@ from sealbench.client.cli.common import (
 )
 from sealbench.client.errors import ConfigError
 from sealbench.client.registry.api import AssetKind
+from sealbench.client.views import render
 
 __all__ = ["policy_app", "policy_sync"]
 

@@ -10,7 +10,6 @@ from typing import Annotated, Any
 import typer
 
 from sealbench.client.assets import owner
-from sealbench.client.cli import render
 from sealbench.client.cli.audit import keep_receipt
 from sealbench.client.cli.common import (
     JsonOpt,
@@ -33,6 +32,7 @@ from sealbench.client.runs.local_results import (
 )
 from sealbench.client.runs.records import RunRecord
 from sealbench.client.runs.submit import fetch_run_result
+from sealbench.client.views import render
 from sealbench.server.schemas import ResultCreate, ResultPublic
 
 __all__ = ["result_app", "result_fetch", "result_ls", "result_open", "result_submit"]

@@ -22,12 +22,12 @@ from sealbench.client.cli.common import (
     session,
 )
 from sealbench.client.cli.progress import JsonEvents, RunDisplay
-from sealbench.client.cli.render import run_outcomes as render_outcomes
 from sealbench.client.errors import ClientError
 from sealbench.client.runs.batch import DEFAULT_IAM_WAIT_S, StageTimeouts
 from sealbench.client.runs.launch import prepare_runs
 from sealbench.client.runs.options import RunOptions
 from sealbench.client.runs.records import RunRecord
+from sealbench.client.views.render import run_outcomes as render_outcomes
 
 __all__ = ["run"]
 

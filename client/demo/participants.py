@@ -2,7 +2,8 @@
 the demo narrates, done by the library function that command calls (never the command), as the
 profile it names in the demo's own :class:`~sealbench.client.registry.profiles.ProfileStore`.
 Each prints a short account of what it did (the demo's log), and the leaderboard exactly as
-``sealbench benchmark leaderboard`` prints it (:func:`sealbench.client.cli.render.print_table`)."""
+``sealbench benchmark leaderboard`` prints it
+(:func:`sealbench.client.views.render.print_table`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,16 @@ from sealbench.client import plugins
 from sealbench.client.assets import lifecycle
 from sealbench.client.assets.policy import sync_asset_policy
 from sealbench.client.assets.result_key import init_result_key
-from sealbench.client.cli.render import (
+from sealbench.client.errors import ConfigError
+from sealbench.client.registry import audit_log, governance
+from sealbench.client.registry.api import AssetKind, RegistryClient
+from sealbench.client.registry.profiles import ProfileStore, ResolvedProfile
+from sealbench.client.runs.inbox import consent_warning, privacy_cost
+from sealbench.client.runs.launch import run_evaluations
+from sealbench.client.runs.local_results import open_local_result, submit_local_result
+from sealbench.client.runs.options import RunOptions
+from sealbench.client.runs.submit import keep_result_receipt
+from sealbench.client.views.render import (
     association,
     benchmark_created,
     consent_plan,
@@ -29,15 +39,6 @@ from sealbench.client.cli.render import (
     run_outcomes,
     submission_accepted,
 )
-from sealbench.client.errors import ConfigError
-from sealbench.client.registry import audit_log, governance
-from sealbench.client.registry.api import AssetKind, RegistryClient
-from sealbench.client.registry.profiles import ProfileStore, ResolvedProfile
-from sealbench.client.runs.inbox import consent_warning, privacy_cost
-from sealbench.client.runs.launch import run_evaluations
-from sealbench.client.runs.local_results import open_local_result, submit_local_result
-from sealbench.client.runs.options import RunOptions
-from sealbench.client.runs.submit import keep_result_receipt
 from sealbench.server.schemas import (
     BenchmarkPublic,
     DatasetCreate,

@@ -9,11 +9,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sealbench.client.cli.render import breakdown as _breakdown
 from sealbench.client.registry.api import RegistryClient
 from sealbench.client.runs.batch import RetryPolicy, Runner, plan_runs
 from sealbench.client.runs.launchers import EnclaveRunFailed, LaunchResult, OutputFn
 from sealbench.client.runs.records import RunRecord, RunStore, report_of
+from sealbench.client.views.render import breakdown as _breakdown
 from sealbench.contract.events import CasesCounted, ModelLoaded, RunDone, StepStarted
 from sealbench.contract.pin import BenchmarkPin
 from sealbench.contract.spec import RunSpec

@@ -33,7 +33,7 @@ from sealbench.benchmarks.brats import BRATS_2023_GLI_METRICS, CaseScores, Regio
 from sealbench.benchmarks.registry import load as load_plugin
 from sealbench.benchmarks.release import InsecureFixedNoise
 from sealbench.benchmarks.wdbc import summary as wdbc_summary
-from sealbench.client.cli.render import print_table
+from sealbench.client.views.render import print_table
 from sealbench.contract.pin import BenchmarkPin
 from sealbench.crypto.digest import sha256_digest
 from sealbench.gcp.confidential_space import CONFIDENTIAL_SPACE_ISSUER

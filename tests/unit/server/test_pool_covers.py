@@ -169,7 +169,7 @@ def test_the_table_the_csv_and_the_dashboard_say_what_a_figure_covers_and_what_w
 
     from rich.console import Console
 
-    from sealbench.client.cli.render import print_table
+    from sealbench.client.views.render import print_table
     from sealbench.server.schemas.leaderboard import PooledLeaderboard, to_csv
     from tests.unit.server.test_web_dashboard import sign_in
 

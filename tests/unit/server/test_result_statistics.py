@@ -21,7 +21,7 @@ from sqlalchemy import select
 
 from sealbench.benchmarks import interface as api
 from sealbench.benchmarks.registry import load
-from sealbench.client.cli.render import BIAS_NOTE, print_table
+from sealbench.client.views.render import BIAS_NOTE, print_table
 from sealbench.contract.pin import BenchmarkPin
 from sealbench.crypto.digest import sha256_digest
 from sealbench.server import db_cache

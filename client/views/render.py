@@ -15,8 +15,8 @@ from pydantic import BaseModel
 from rich.console import Console
 
 from sealbench.benchmarks.release import LocalExact
-from sealbench.client.cli.common import table
 from sealbench.client.plugins import summary_of
+from sealbench.client.views.table import table
 from sealbench.server.schemas.leaderboard import (
     PooledLeaderboard,
     PooledValuePublic,
