@@ -10,6 +10,10 @@ head to 4 class logits). It is written functionally (plain tensors), and exporte
 ONNX graph directly with ``onnx.helper`` (opset 17, input ``input`` [N,4,D,H,W] with dynamic N and
 spatial axes, output ``logits`` [N,4,D,H,W]); spatial sizes must be multiples of
 ``2**(levels-1)``. Only this module needs torch; inference needs ONNX Runtime only.
+
+With ``--thick-slices P`` each training crop is, with probability P, seen as a clinical protocol
+acquires it: every sequence through its own random thick-slice, oblique stack and back
+(:mod:`.thick_slices`), masked to the brain as a prepared case is.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import numpy.typing as npt
 
 from .normalise import normalise_modalities
 from .synthetic import generate_case
+from .thick_slices import MARGIN, acquire_and_back, draw_acquisition
 
 __all__ = ["TrainConfig", "check_parity", "export_onnx", "main", "train"]
 
@@ -43,6 +48,11 @@ WARMUP_STEPS = 20
 #: own draws with no focus) ``100000 + 1000 * seed + TUMOUR_FREE_OFFSET + j``.
 TUMOUR_FREE_OFFSET = 500
 
+#: A training case: normalised modalities [4, X, Y, Z] (float16, cropped to the brain), class
+#: indices, and each modality's raw zero in normalised units (the background a thick slice
+#: averages in at the brain's edge).
+TrainingCase = tuple[npt.NDArray[np.float16], npt.NDArray[np.uint8], npt.NDArray[np.float32]]
+
 
 class TrainConfig:
     """Hyper-parameters of one training run (all have documented defaults)."""
@@ -51,12 +61,15 @@ class TrainConfig:
                  steps: int = 300, batch: int = 2, crop: int = 64, n_cases: int = 8,
                  lr: float = 1e-3, threads: int = 2, synthetic: str = "cartoon",
                  init: bytes | None = None, tumour_free: int = 0,
-                 grid: tuple[int, int, int] | None = None) -> None:
+                 grid: tuple[int, int, int] | None = None, thick_slices: float = 0.0,
+                 ) -> None:
         if synthetic not in SYNTHETIC:
             raise ValueError(f"synthetic must be one of {', '.join(SYNTHETIC)}, received "
                              f"{synthetic!r}")
         if not 0 <= n_cases <= TUMOUR_FREE_OFFSET or not 0 <= tumour_free <= TUMOUR_FREE_OFFSET:
             raise ValueError(f"cases and tumour-free cases must each be 0-{TUMOUR_FREE_OFFSET}")
+        if not 0.0 <= thick_slices <= 1.0:
+            raise ValueError(f"thick_slices is a probability (0-1), received {thick_slices}")
         self.seed = seed
         self.synthetic = synthetic
         #: The grid training cases are generated on (None: the generator's default, full size).
@@ -72,6 +85,8 @@ class TrainConfig:
         self.tumour_free = tumour_free
         self.lr = lr
         self.threads = threads
+        #: Probability that a crop's sequences are acquired as thick slices and resampled back.
+        self.thick_slices = thick_slices
 
 
 def _torch() -> Any:
@@ -232,7 +247,7 @@ def params_from_onnx(model_bytes: bytes, channels: Sequence[int],
             for k in expected}
 
 
-def _load_cases(cfg: TrainConfig) -> list[tuple[npt.NDArray[np.float16], npt.NDArray[np.uint8]]]:
+def _load_cases(cfg: TrainConfig) -> list[TrainingCase]:
     generate: Any = generate_case
     if cfg.synthetic == "anatomy":
         from .anatomy import generate_anatomy_case as generate
@@ -250,7 +265,7 @@ def _load_cases(cfg: TrainConfig) -> list[tuple[npt.NDArray[np.float16], npt.NDA
     base = 100_000 + cfg.seed * 1000
     wanted: list[tuple[int, int | None]] = [(base + i, None) for i in range(cfg.n_cases)]
     wanted += [(base + TUMOUR_FREE_OFFSET + j, 0) for j in range(cfg.tumour_free)]
-    cases = []
+    cases: list[TrainingCase] = []
     for case_seed, foci in wanted:
         case = (generate(case_seed, foci=foci) if cfg.grid is None or cfg.synthetic in TASKS_2025
                 else generate(case_seed, cfg.grid, foci=foci))
@@ -259,13 +274,50 @@ def _load_cases(cfg: TrainConfig) -> list[tuple[npt.NDArray[np.float16], npt.NDA
         idx = np.argwhere(mask)
         lo, hi = idx.min(0), idx.max(0) + 1
         sl = tuple(slice(int(a), int(b)) for a, b in zip(lo, hi, strict=True))
-        cases.append((image[(slice(None), *sl)].astype(np.float16), case.classes[sl].copy()))
+        zero: npt.NDArray[np.float32] = np.zeros(len(image), dtype=np.float32)
+        for channel, raw in enumerate(case.modalities.values()):
+            values = np.asarray(raw, dtype=np.float32)[mask]
+            zero[channel] = -values.mean(dtype=np.float64) / max(
+                float(values.std(dtype=np.float64)), 1e-8)
+        cases.append((image[(slice(None), *sl)].astype(np.float16), case.classes[sl].copy(),
+                      zero))
     return cases
 
 
-def _sample(cases: list[tuple[npt.NDArray[np.float16], npt.NDArray[np.uint8]]], crop: int,
-            rng: np.random.Generator) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
-    image, classes = cases[int(rng.integers(len(cases)))]
+def _window(array: npt.NDArray[Any], lo: npt.NDArray[np.int64], size: int) -> npt.NDArray[Any]:
+    """``array[..., lo:lo+size]`` on its last three axes, zero where that lies outside it."""
+    shape = np.array(array.shape[-3:])
+    out = np.zeros((*array.shape[:-3], size, size, size), dtype=array.dtype)
+    src_lo, src_hi = np.maximum(lo, 0), np.minimum(lo + size, shape)
+    if (src_hi > src_lo).all():
+        src: tuple[Any, ...] = (..., *(slice(int(a), int(b))
+                                       for a, b in zip(src_lo, src_hi, strict=True)))
+        dst: tuple[Any, ...] = (..., *(slice(int(a - o), int(b - o))
+                                       for a, b, o in zip(src_lo, src_hi, lo, strict=True)))
+        out[dst] = array[src]
+    return out
+
+
+def _thick_sliced(image: npt.NDArray[np.float16], zero: npt.NDArray[np.float32],
+                  lo: npt.NDArray[np.int64], crop: int,
+                  rng: np.random.Generator) -> npt.NDArray[np.float32]:
+    """The crop at ``lo`` with each modality acquired through its own random thick-slice
+    stack and resampled back, zero outside the brain (as a prepared case is)."""
+    window = _window(image, lo - MARGIN, crop + 2 * MARGIN).astype(np.float32)
+    brain: npt.NDArray[np.bool_] = np.any(window, axis=0)
+    inner = brain[MARGIN:-MARGIN, MARGIN:-MARGIN, MARGIN:-MARGIN]
+    out = np.zeros((len(window), crop, crop, crop), dtype=np.float32)
+    for channel, values in enumerate(window):
+        values[~brain] = zero[channel]
+        back = acquire_and_back(values, draw_acquisition(rng), float(zero[channel]))
+        out[channel][inner] = back[inner]
+    return out
+
+
+def _sample(cases: list[TrainingCase], crop: int, rng: np.random.Generator,
+            thick_slices: float = 0.0,
+            ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+    image, classes, zero = cases[int(rng.integers(len(cases)))]
     shape = np.array(classes.shape)
     padded = np.maximum(shape, crop)
     if (padded > shape).any():
@@ -279,6 +331,9 @@ def _sample(cases: list[tuple[npt.NDArray[np.float16], npt.NDArray[np.uint8]]], 
         centre = rng.integers(0, padded)
     lo = np.clip(centre - crop // 2, 0, padded - crop)
     sl = tuple(slice(int(a), int(a) + crop) for a in lo)
+    # No draw without the augmentation, so a run without it samples as before it existed.
+    if thick_slices and rng.uniform() < thick_slices:
+        return _thick_sliced(image, zero, lo, crop, rng), classes[sl].astype(np.int64)
     return image[(slice(None), *sl)].astype(np.float32), classes[sl].astype(np.int64)
 
 
@@ -315,7 +370,7 @@ def train(cfg: TrainConfig, snapshot_dir: Path | None = None, snapshot_every: in
         optimiser, lambda step: min(1.0, (step + 1) / WARMUP_STEPS))
     rng = np.random.default_rng(cfg.seed)
     for step in range(cfg.steps):
-        batch = [_sample(cases, cfg.crop, rng) for _ in range(cfg.batch)]
+        batch = [_sample(cases, cfg.crop, rng, cfg.thick_slices) for _ in range(cfg.batch)]
         x = torch.from_numpy(np.stack([b[0] for b in batch]))
         y = torch.from_numpy(np.stack([b[1] for b in batch]))
         logits = forward(params, x, levels)
@@ -374,6 +429,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="start from this ONNX U-Net (one this module exported) instead of "
                              "random weights: fine-tuning; a 4-class (2023) model can start a "
                              "2025 task's 5-class one (the head gains an RC row)")
+    parser.add_argument("--thick-slices", type=float, default=0.0, metavar="P",
+                        help="acquire each crop's sequences through random thick-slice, oblique "
+                             "stacks and back with probability P (a model for clinical "
+                             "protocols' thick slices; thick_slices.py)")
     parser.add_argument("--postprocess", default=None, metavar="JSON",
                         help="declare this post-processing in the model's metadata, e.g. "
                              '\'{"min_component_mm3": 50, "et_min_mm3": 100}\' (the '
@@ -397,7 +456,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = TrainConfig(seed=args.seed, channels=args.channels, steps=args.steps,
                           batch=args.batch, crop=args.crop, n_cases=args.cases, lr=args.lr,
                           threads=args.threads, synthetic=args.synthetic,
-                          tumour_free=args.tumour_free,
+                          tumour_free=args.tumour_free, thick_slices=args.thick_slices,
                           grid=None if args.grid is None else tuple(args.grid),
                           init=None if args.init is None else args.init.read_bytes())
     except ValueError as exc:  # the configuration's own range checks, as a usage error

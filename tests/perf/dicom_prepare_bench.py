@@ -5,6 +5,7 @@ vs direct cases, side by side.
 
     .venv/bin/python tests/perf/dicom_prepare_bench.py [--cases 2] [--first-seed 910100]
         [--threads 2] [--shape 240x240x155] [--isotropic] [--decompose]
+        [--model [NAME=]FILE.onnx ...]
 
 The parent writes the phantom DICOM studies (:mod:`sealbench.benchmarks.brats.ingest.phantom`:
 240 x 240 x 155 truth, four series in their own geometries, planted identifiers, NIfTI
@@ -15,6 +16,9 @@ truth (Dice of WT, TC, ET and the brain mask) and runs the shipped reference mod
 prepared and the direct (truth) modalities. Goals: <= 60 s per case on 2 cores, <= 2 GiB, Dice
 >= 0.95 on every region and the brain, the model's figures within 0.02. The per-case seconds
 include conversion, registration, resampling, the review images and writing; not the phantom.
+``--model`` (repeatable) runs these ONNX files instead of the shipped reference, each on the same
+prepared and direct cases (a retrained model beside the one before it: ``git show
+REV:benchmarks/brats/model/brats_unet.onnx > before.onnx``).
 """
 
 from __future__ import annotations
@@ -108,6 +112,11 @@ def _acquired_and_back(array: np.ndarray, spec: Any, contract: Any) -> np.ndarra
     return np.maximum(back, 0.0)
 
 
+def _key(model: str, variant: str, region: str) -> str:
+    """A row's key for one model's figure (no model name: the shipped reference alone)."""
+    return f"model {model + ' ' if model else ''}{variant} {region}"
+
+
 def _dice(a: np.ndarray, b: np.ndarray) -> float:
     return float(2 * (a & b).sum() / max(int(a.sum() + b.sum()), 1))
 
@@ -126,6 +135,9 @@ def main() -> None:
                              "the prepared and the direct case, and on the direct case acquired "
                              "by the protocol's geometry and resampled back (where the model's "
                              "loss comes from)")
+    parser.add_argument("--model", action="append", default=[], metavar="[NAME=]FILE",
+                        help="an ONNX model to run instead of the shipped reference (repeat to "
+                             "compare models on the same cases; NAME defaults to the file's stem)")
     args = parser.parse_args()
     shape = tuple(int(v) for v in args.shape.split("x"))
     assert len(shape) == 3
@@ -164,8 +176,14 @@ def main() -> None:
               f"peak RSS {result['peak_mib']:.0f} MiB (goal <= 2048; "
               f"{result['peak_mib'] / 2048:.2f} of it); load average {load_before:.1f} before, "
               f"{os.getloadavg()[0]:.1f} after (wall time is only clean near 0)")
-        segmenter = OnnxSegmenter(load_model_bytes(load_definition().reference_model), contract,
-                                  threads=args.threads)
+        models = {"": load_model_bytes(load_definition().reference_model)}
+        if args.model:
+            models = {}
+            for given in args.model:
+                name, _, file = given.rpartition("=")
+                models[name or Path(file).stem] = Path(file).read_bytes()
+        segmenters = {name: OnnxSegmenter(data, contract, threads=args.threads)
+                      for name, data in models.items()}
         # Folders and case ids pair up in order: pseudonyms are given in sorted folder order.
         folders = sorted(written, key=lambda s: s.folder.name)
         rows = []
@@ -210,30 +228,35 @@ def main() -> None:
                                                     "t2f": acquired["t2f"]})),
                     ("direct, all acquired", mixed(acquired)),
                 ]
-            for name, case in variants:
-                labels = segmenter.segment(case)
-                for region in ("WT", "TC", "ET"):
-                    row[f"model {name} {region}"] = _dice(
-                        contract.label_map.region_mask(truth, region),
-                        contract.label_map.region_mask(labels, region))
+            for label, segmenter in segmenters.items():
+                for name, case in variants:
+                    labels = segmenter.segment(case)
+                    for region in ("WT", "TC", "ET"):
+                        row[_key(label, name, region)] = _dice(
+                            contract.label_map.region_mask(truth, region),
+                            contract.label_map.region_mask(labels, region))
             rows.append(row)
             print(json.dumps({k: round(v, 4) if isinstance(v, float) else v
                               for k, v in row.items()}))
         if rows:
             for region in ("WT", "TC", "ET"):
                 carried = np.mean([r[region] for r in rows])
-                gap = np.mean([r[f"model prepared {region}"] - r[f"model direct {region}"]
-                               for r in rows])
-                print(f"{region}: round-trip Dice {carried:.4f} (goal >= 0.95); reference "
-                      f"model prepared - direct {gap:+.4f} (goal within 0.02)")
-                if args.decompose:
-                    parts = []
-                    for name in ("prepared, direct t2f", "direct, prepared t2f",
-                                 "direct, t2f acquired", "direct, all acquired"):
-                        delta = np.mean([r[f"model {name} {region}"]
-                                         - r[f"model direct {region}"] for r in rows])
-                        parts.append(f"{name} {delta:+.4f}")
-                    print(f"    {region}, model on each variant - direct: {', '.join(parts)}")
+                print(f"{region}: round-trip Dice {carried:.4f} (goal >= 0.95; per case "
+                      f"{', '.join(f'{r[region]:.4f}' for r in rows)})")
+                for label in segmenters:
+                    direct = [r[_key(label, "direct", region)] for r in rows]
+                    gap = np.mean([r[_key(label, "prepared", region)] - d
+                                   for r, d in zip(rows, direct, strict=True)])
+                    print(f"    {label or 'reference model'}: direct {np.mean(direct):.4f}, "
+                          f"prepared - direct {gap:+.4f} (goal within 0.02)")
+                    if args.decompose:
+                        parts = []
+                        for name in ("prepared, direct t2f", "direct, prepared t2f",
+                                     "direct, t2f acquired", "direct, all acquired"):
+                            delta = np.mean([r[_key(label, name, region)] - d
+                                             for r, d in zip(rows, direct, strict=True)])
+                            parts.append(f"{name} {delta:+.4f}")
+                        print(f"        each variant - direct: {', '.join(parts)}")
             print(f"brain mask: round-trip Dice {np.mean([r['brain'] for r in rows]):.4f} "
                   "(goal >= 0.95)")
     finally:
