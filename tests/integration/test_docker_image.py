@@ -93,16 +93,24 @@ def test_image_holds_nothing_the_enclave_never_runs(
     docker_engine: DockerClient, evaluation_image: ImageBuildResult
 ) -> None:
     """No Compute client (the enclave launches no VM), no pip or setuptools, no test suites,
-    and no symbol table in the libraries strip can take it from (opendp's: 275 MB -> 168 MB);
-    the Python environment's size is what tests/perf/image_bench.py reports."""
+    nothing an evaluation of a shipped benchmark never loads (tests/perf/image_imports.py: the
+    unused subpackages of scipy, ONNX Runtime's tools and C-API library, sealbench's server and
+    client, type stubs), while what it does load imports; and no symbol table in the libraries
+    strip can take it from (opendp's: 275 MB -> 168 MB); the Python environment's size is what
+    tests/perf/image_bench.py reports."""
     probe = (
         "import importlib.util, json, pathlib, sys\n"
+        "import scipy.ndimage, scipy.optimize, scipy.spatial, onnxruntime, opendp.measurements\n"
         "site = next(pathlib.Path(sys.prefix).glob('lib/python3*/site-packages'))\n"
-        "absent = [m for m in ('google.cloud.compute_v1', 'pip', 'setuptools')"
+        "present = [m for m in ('google.cloud.compute_v1', 'pip', 'setuptools', 'scipy.stats',"
+        " 'scipy.io', 'scipy.signal', 'onnxruntime.transformers', 'onnxruntime.quantization',"
+        " 'numpy.distutils', 'sealbench.server', 'sealbench.client')"
         " if importlib.util.find_spec(m) is not None]\n"
         "tests = [str(p) for p in site.rglob('tests') if p.is_dir()][:3]\n"
+        "unused = [str(p) for pattern in ('*.pyi', '*.h', 'libonnxruntime.so*', '*.onnx')"
+        " for p in site.rglob(pattern)][:3]\n"
         "lib = next(site.glob('opendp/lib/*.so'))\n"
-        "print(json.dumps([absent, tests, b'.symtab' in lib.read_bytes()[-1 << 20:]]))\n"
+        "print(json.dumps([present, tests, unused, b'.symtab' in lib.read_bytes()[-1 << 20:]]))\n"
     )
     out = docker_engine.containers.run(
         evaluation_image.image_id,
@@ -111,7 +119,7 @@ def test_image_holds_nothing_the_enclave_never_runs(
         network_mode="none",
         remove=True,
     )
-    assert json.loads(out.decode()) == [[], [], False]
+    assert json.loads(out.decode()) == [[], [], [], False]
 
 
 def test_image_digest_is_the_engine_image_id(

@@ -17,7 +17,8 @@ Printed per image:
 
 - **venv**: the apparent size of ``/opt/sealbench`` (bytes of its files, what a registry
   stores and Confidential Space pulls at every VM start, before compression) in MB (10^6 bytes),
-  its ``.pyc`` files' share, and its ten largest packages. Target (issue 42): <= 350 MB.
+  its ``.pyc`` files' share, and its ten largest packages; then the largest packages of
+  either image side by side, old -> new. Target (issue 42): <= 350 MB.
 - **start**: inside a container of the image, as Confidential Space runs it (read-only root, no
   network, its user), a probe starts ``python -m sealbench.enclave`` (the image's ENTRYPOINT)
   and reads its stdout until the first step's event (``"event":"step","index":0``: the enclave
@@ -138,6 +139,13 @@ def main() -> int:
         print(f"{name} start to first step: CPU {median['cpu_s']:.2f} s, wall "
               f"{median['wall_s']:.2f} s; a BraTS run's imports: CPU "
               f"{median['run_imports_cpu_s']:.2f} s (medians of {len(starts[name])})")
+    old_packages, new_packages = sizes["old"]["packages"], sizes["new"]["packages"]
+    assert isinstance(old_packages, dict) and isinstance(new_packages, dict)
+    largest = sorted({*old_packages, *new_packages},
+                     key=lambda p: -max(old_packages.get(p, 0), new_packages.get(p, 0)))[:14]
+    print("per package, MB old -> new: " + ", ".join(
+        f"{p} {old_packages.get(p, 0) / 1e6:.1f} -> {new_packages.get(p, 0) / 1e6:.1f}"
+        for p in largest))
     old_total, new_total = sizes["old"]["total"], sizes["new"]["total"]
     assert isinstance(old_total, int) and isinstance(new_total, int)
     print(f"venv new/old {new_total / old_total:.3f}: {_mb(new_total)} (target <= 350 MB)")
