@@ -53,7 +53,8 @@ def _benchmark_rows(rows: tuple[BenchmarkPublic, ...], me: int) -> None:
         "benchmarks",
         ("id", "name", "version", "state", "owner", "metrics", "image digest"),
         ((b.id, b.name, b.version, b.state + ("" if b.closed_at is None else ", closed"),
-          user_label(b.owner_id, me), b.metrics_version, b.image_digest[:19] + "…")
+          user_label(b.owner_id, me), pin_with_words(b.metrics_version),
+          b.image_digest[:19] + "…")
          for b in rows),
     )
 

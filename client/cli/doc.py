@@ -153,10 +153,10 @@ READS = frozenset({
     ("benchmark", "results"), ("benchmark", "leaderboard"), ("benchmark", "definition"),
     ("benchmark", "progress"), ("association", "ls"), ("dataset", "show"),
     ("dataset", "budget"), ("model", "show"), ("keys", "show"), ("result", "ls"),
-    ("audit", "verify"), ("inbox",), ("test",),
+    ("audit", "verify"), ("inbox",), ("next",), ("test",),
 })
 
-_SINGLE = frozenset({("whoami",), ("login",), ("run",), ("inbox",), ("test",)})
+_SINGLE = frozenset({("whoami",), ("login",), ("run",), ("inbox",), ("next",), ("test",)})
 _PROGRESS = re.compile(r"━.*\d+/(?:\d+|\?) \d+:\d\d:\d\d\s*$")
 #: A run id and a digest: what differs between two honest runs of the same command line too
 #: (the mock's image digests derive from the enclave code).

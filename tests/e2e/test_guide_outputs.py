@@ -143,7 +143,7 @@ _READS = {
     ("dataset", "show"), ("dataset", "budget"), ("model", "show"), ("keys", "show"),
     ("result", "ls"),
     ("benchmark", "definition"),
-    ("audit", "verify"), ("inbox",),
+    ("audit", "verify"), ("inbox",), ("next",),
 }
 #: Guide commands the demo cannot play: they need another machine, a prompt or an engine.
 _ELSEWHERE = {
@@ -162,7 +162,7 @@ _ELSEWHERE = {
 
 
 def _path(argv: tuple[str, ...]) -> tuple[str, ...]:
-    single = {("whoami",), ("login",), ("run",), ("inbox",), ("test",)}
+    single = {("whoami",), ("login",), ("run",), ("inbox",), ("next",), ("test",)}
     return argv[:1] if argv[:1] in single else argv[:2]
 
 
