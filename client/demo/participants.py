@@ -15,7 +15,6 @@ from rich.console import Console
 from sealbench.client import plugins
 from sealbench.client.assets import lifecycle
 from sealbench.client.assets.policy import sync_asset_policy
-from sealbench.client.assets.result_key import init_result_key
 from sealbench.client.errors import ConfigError
 from sealbench.client.registry import audit_log, governance
 from sealbench.client.registry.api import AssetKind, RegistryClient
@@ -153,11 +152,6 @@ class Participants:
             self.client(who), kind, asset, benchmark, consent_exact=consent_exact_synthetic,
             consent=_consent_synthetic if consent_exact_synthetic else _consent)
         association(console(), kind, asset, benchmark, done.row, already=done.already)
-
-    def keys_init(self, who: str) -> str:
-        key = init_result_key(self.profile(who).secrets_dir)
-        _say(f"result key created: {key.private_path} (0600)\nrecipient digest {key.digest}")
-        return key.digest
 
     def dataset_synthesize(self, who: str, raw: Path, *, cases: int, benchmark: int,
                            first_seed: int) -> list[str]:

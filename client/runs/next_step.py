@@ -123,16 +123,23 @@ def _hospital_setup(standing: Standing) -> NextStep | None:
             "register them (the digest and counts, never the data)",
             f"sealbench dataset prepare RAW_DIR PREPARED_DIR --benchmark {b} && "
             f"sealbench dataset register PREPARED_DIR --name NAME --benchmark {b}")
-    for d in standing.datasets:
-        if not d.sealed:
-            return NextStep(f"dataset {d.name} (#{d.id}) is registered but not sealed into "
-                            "your bucket", f"sealbench dataset seal PREPARED_DIR --dataset {d.id}")
-    for d in standing.datasets:
-        if not d.joined:
-            b = str(d.benchmark_id) if d.benchmark_id is not None else _benchmark_arg(standing)
-            return NextStep(f"dataset {d.name} (#{d.id}) is sealed but has not asked to join "
+    return _seal_or_join(standing.datasets, "PREPARED_DIR", standing)
+
+
+def _seal_or_join(assets: tuple[OwnedAsset, ...], source: str,
+                  standing: Standing) -> NextStep | None:
+    """Seal the first asset not sealed (``source``: what the seal command reads), else ask
+    the first one not linked to join its benchmark."""
+    for a in assets:
+        if not a.sealed:
+            return NextStep(f"{a.kind} {a.name} (#{a.id}) is registered but not sealed into "
+                            "your bucket", f"sealbench {a.kind} seal {source} --{a.kind} {a.id}")
+    for a in assets:
+        if not a.joined:
+            b = str(a.benchmark_id) if a.benchmark_id is not None else _benchmark_arg(standing)
+            return NextStep(f"{a.kind} {a.name} (#{a.id}) is sealed but has not asked to join "
                             f"benchmark {b}",
-                            f"sealbench dataset associate --dataset {d.id} --benchmark {b}")
+                            f"sealbench {a.kind} associate --{a.kind} {a.id} --benchmark {b}")
     return None
 
 
@@ -143,17 +150,7 @@ def _model_setup(standing: Standing) -> NextStep | None:
                         "digest, never the weights)",
                         f"sealbench model register MODEL.onnx --name NAME --version 1.0 "
                         f"--benchmark {b}")
-    for m in standing.models:
-        if not m.sealed:
-            return NextStep(f"model {m.name} (#{m.id}) is registered but not sealed into your "
-                            "bucket", f"sealbench model seal MODEL.onnx --model {m.id}")
-    for m in standing.models:
-        if not m.joined:
-            b = _benchmark_arg(standing)
-            return NextStep(f"model {m.name} (#{m.id}) is sealed but has not asked to join a "
-                            "benchmark",
-                            f"sealbench model associate --model {m.id} --benchmark {b}")
-    return None
+    return _seal_or_join(standing.models, "MODEL.onnx", standing)
 
 
 def _authority_setup(standing: Standing) -> NextStep | None:
