@@ -43,7 +43,7 @@ def test_the_walkthrough_shows_every_step_from_profile_to_verified_result() -> N
     shown = {" ".join(argv[:2]) if not argv[1].startswith("-") else argv[0]
              for argv in COMMANDS}
     assert {"profile add", "profile show", "doctor", "benchmark create", "model seal",
-            "policy sync", "keys init", "dataset seal", "run", "result fetch", "result open",
+            "policy sync", "dataset seal", "run", "result fetch", "result open",
             "result submit", "benchmark results"} <= shown, shown
 
 
