@@ -2,15 +2,15 @@
 signature with, on every profile.
 
 A profile's platform names the verifier (:class:`KeySource`: the issuer a token must carry and
-where its key set is published; the INSECURE mock's from its ``endpoints.json``, Google's
-Confidential Space verifier or a profile's ``attestation`` endpoint override from
-:func:`gcp_key_source`). :class:`KeyCache` fetches the set through a :class:`KeySetFetcher` and
-keeps a copy in the profile's data directory (``attestation-keys/<sha256 of the URL>.json``,
-mode 0600); it answers from that copy without asking while it is fresh
-(:data:`FRESH_S`), and, when the set cannot be fetched (offline), from a copy at most
-:data:`MAX_OFFLINE_AGE_S` old that holds the token's key id. Without either it raises
-:class:`AttestationKeysUnavailableError`: ``result open`` then refuses, unless its user passed
-``--unverified`` (the output then says the signature was not checked).
+where its key set is published, as the account's platform answers in its
+:class:`~sealbench.platforms.account.AccountRoutes`; Google's Confidential Space verifier for a
+profile without one, :func:`gcp_key_source`). :class:`KeyCache` fetches the set through a
+:class:`KeySetFetcher` and keeps a copy in the profile's data directory
+(``attestation-keys/<sha256 of the URL>.json``, mode 0600); it answers from that copy without
+asking while it is fresh (:data:`FRESH_S`), and, when the set cannot be fetched (offline), from
+a copy at most :data:`MAX_OFFLINE_AGE_S` old that holds the token's key id. Without either it
+raises :class:`AttestationKeysUnavailableError`: ``result open`` then refuses, unless its user
+passed ``--unverified`` (the output then says the signature was not checked).
 
 ::
 
@@ -46,7 +46,6 @@ __all__ = [
     "KeySetFetcher",
     "KeySource",
     "gcp_key_source",
-    "mock_key_source",
     "token_kid",
 ]
 
@@ -75,20 +74,6 @@ class KeySource:
     issuer: str
     jwks_url: str | None = None
     hint: str | None = None
-
-
-class _MockVerifier(Protocol):
-    @property
-    def issuer(self) -> str: ...
-
-    @property
-    def jwks_uri(self) -> str: ...
-
-
-def mock_key_source(endpoints: _MockVerifier) -> KeySource:
-    """The INSECURE mock's verifier, as its ``endpoints.json`` names it."""
-    return KeySource(endpoints.issuer, endpoints.jwks_uri,
-                     hint="check that 'sealbench mock-tee up' is running")
 
 
 def gcp_key_source(api_endpoints: Mapping[str, str]) -> KeySource:
