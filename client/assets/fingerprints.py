@@ -149,13 +149,12 @@ def _candidates(plugin: Benchmark | None) -> Iterator[Benchmark]:
         yield plugin
         return
     from sealbench.benchmarks.interface import BenchmarkError
-    from sealbench.benchmarks.registry import available, load
     from sealbench.client.assets.prepare import definition_plugin
-    from sealbench.client.plugins import shipped_definitions
+    from sealbench.client.plugins import installed, installed_pins, shipped_definitions
 
-    for ref in available():
+    for ref in installed_pins():
         try:
-            yield load(ref)
+            yield installed(ref)
         except BenchmarkError:
             continue
     for name in sorted(shipped_definitions()):

@@ -71,16 +71,12 @@ def definition_plugin(definition: str) -> Benchmark:
     """The plug-in of ``definition`` (a definition an installed plug-in ships, or a definition
     file: :func:`~sealbench.client.registry.definitions.load_benchmark_definition`), bound to its
     data contract."""
-    from sealbench.benchmarks.interface import BenchmarkError, bind_data_contract
-    from sealbench.benchmarks.registry import load
+    from sealbench.client.plugins import installed_plugin
     from sealbench.client.registry.definitions import load_benchmark_definition
 
     doc = load_benchmark_definition(definition)
     assert doc.plugin is not None  # load_benchmark_definition names it
-    try:
-        return bind_data_contract(load(doc.plugin), doc.contract)
-    except BenchmarkError as exc:
-        raise ConfigError(f"definition {definition}: {exc}") from exc
+    return installed_plugin(doc.plugin, doc.contract, where=f"definition {definition}")
 
 
 def plugin_of(benchmark: BenchmarkPublic | None, definition: str | None = None) -> Benchmark:

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sealbench.benchmarks import registry
 from sealbench.benchmarks.interface import (
     BenchmarkError,
     BenchmarkPin,
@@ -19,6 +18,7 @@ from sealbench.benchmarks.interface import (
     StoredScores,
 )
 from sealbench.client.errors import ConfigError
+from sealbench.client.plugins import installed
 from sealbench.crypto.files import write_private
 
 __all__ = ["FileScorer", "file_scorer", "write_scores"]
@@ -48,7 +48,7 @@ def file_scorer(pin: str) -> FileScorer:
     """The plug-in pinned by ``pin``; ConfigError for a pin that is not installed or whose
     plug-in has no file scorer."""
     try:
-        plugin = registry.load(BenchmarkPin.parse(pin))
+        plugin = installed(BenchmarkPin.parse(pin))
     except (PluginNotFoundError, ValueError) as exc:
         raise ConfigError(str(exc), hint="'sealbench benchmark score' takes an installed pin, "
                           "e.g. brats-2025-gli/1 or brats-2023-gli/1") from exc

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from sealbench.client.errors import ConfigError
 from sealbench.client.extras import MissingExtraError, missing_extra
 from sealbench.client.images.pinned import EvaluationImage
-from sealbench.client.plugins import shipped_definitions
+from sealbench.client.plugins import installed, plugin_registry, shipped_definitions
 from sealbench.contract.pin import BenchmarkPin, Pin
 from sealbench.server.schemas import BenchmarkCreate
 
@@ -52,9 +52,7 @@ def _unloadable_plugin_extra() -> MissingExtraError | None:
     """The missing extra that keeps an installed plug-in from loading (its shipped definitions
     are then unknown, and a name the user took from the docs would read as a typo)."""
     from sealbench.benchmarks.interface import BenchmarkError
-    from sealbench.benchmarks.registry import PluginRegistry
-
-    registry = PluginRegistry()
+    registry = plugin_registry()
     for name in registry.names():
         try:
             registry.get(name)
@@ -69,9 +67,7 @@ def _plugin_of_definition(doc: DefinitionDocument) -> Benchmark:
     """The installed plug-in the definition names (or, for a definition without ``plugin``,
     the one installed plug-in whose metrics spec it carries), bound to its contract."""
     from sealbench.benchmarks.interface import BenchmarkError, bind_data_contract
-    from sealbench.benchmarks.registry import PluginRegistry
-
-    registry = PluginRegistry()
+    registry = plugin_registry()
     try:
         if doc.plugin is not None:
             plugin = registry.load(doc.plugin)
@@ -149,15 +145,13 @@ def load_benchmark_definition(
 def shipped_model_bytes(definition: DefinitionDocument, name: str) -> bytes:
     """The bytes of model ``name`` of a shipped definition (its reference or a baseline), from
     the plug-in that ships the model with the same SHA-256."""
-    from sealbench.benchmarks.registry import load
-
     extra = definition.model_extra or {}
     refs = [extra.get("reference_model"), *(extra.get("baseline_models") or ())]
     digest = next((r.get("sha256") for r in refs if isinstance(r, dict) and r.get("name") == name),
                   None)
     if definition.plugin is None or digest is None:
         raise ConfigError(f"definition {definition.name} ships no model named {name!r}")
-    plugin = load(definition.plugin)
+    plugin = installed(definition.plugin)
     for shipped in plugin.shipped_models:
         if shipped.sha256 == digest:
             return plugin.model_bytes(shipped.name)

@@ -111,14 +111,14 @@ def plugin_of(benchmark: BenchmarkPublic) -> Benchmark | None:
 
 def _benchmark_check(benchmark: BenchmarkPublic) -> tuple[Check, Benchmark | None]:
     from sealbench.benchmarks.interface import BenchmarkError, bind_data_contract
-    from sealbench.benchmarks.registry import available
+    from sealbench.client.plugins import installed_pins
     from sealbench.contract.errors import SpecError
     from sealbench.enclave.rules import benchmark_for
 
     try:
         plugin = benchmark_for(benchmark.metrics_version)
     except SpecError as exc:
-        installed = ", ".join(map(str, available())) or "none"
+        installed = ", ".join(map(str, installed_pins())) or "none"
         return Check("benchmark", "fail",
                      f"{exc}; installed here: {installed}; upgrade sealbench or install the "
                      "benchmark's plug-in"), None

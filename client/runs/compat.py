@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from sealbench.client.errors import ConfigError
+from sealbench.client.plugins import shipped_model
 from sealbench.client.registry.api import RegistryClient
 from sealbench.client.runs._compat_checks import (
     DEFAULT_MAX_SECONDS_PER_CASE,
@@ -60,20 +61,6 @@ DEMO_SEED: Final = 900_000
 # -- what is tested ---------------------------------------------------------------------------
 
 
-def _shipped(digest: str) -> tuple[str, bytes] | None:
-    """The name and bytes of the model shipped with an installed benchmark plug-in whose
-    SHA-256 is ``digest``."""
-    from sealbench.benchmarks.registry import PluginRegistry
-
-    registry = PluginRegistry()
-    for ref in registry.available():
-        plugin = registry.get(ref.name)
-        for shipped in plugin.shipped_models:
-            if shipped.sha256 == digest:
-                return shipped.name, plugin.model_bytes(shipped.name)
-    return None
-
-
 def _read_model(path: Path, max_bytes: int) -> bytes:
     try:
         with path.open("rb") as handle:
@@ -89,7 +76,7 @@ def _registered(client: RegistryClient, model_id: int) -> ModelUnderTest:
     """Registry model ``model_id``, whose weights must ship with sealbench (the registry holds
     only its digest)."""
     row = client.get_model(model_id)
-    shipped = _shipped(row.digest)
+    shipped = shipped_model(row.digest)
     if shipped is None:
         raise ConfigError(
             f"model {model_id} ({row.name} {row.version}) does not ship with sealbench, so its "

@@ -264,10 +264,10 @@ def prepare_runs(
 
 def _limits_of(pin: BenchmarkPin) -> RunLimits:
     """The run limits of the benchmark's plug-in, as the enclave will enforce them."""
-    from sealbench.benchmarks.registry import load
+    from sealbench.client.plugins import installed
 
     try:
-        return run_limits_of(load(pin))
+        return run_limits_of(installed(pin))
     except BenchmarkError as exc:
         raise ConfigError(f"the benchmark's plug-in {pin} cannot be loaded here: {exc}",
                           hint="install the plug-in the benchmark pins") from exc

@@ -41,9 +41,9 @@ from sealbench.benchmarks.interface import (
     PublicSummary,
     publishes_site_release,
 )
-from sealbench.benchmarks.registry import load as load_benchmark
 from sealbench.benchmarks.release import LocalExact, Release, ReleaseError
 from sealbench.benchmarks.results import case_results, summary_aggregates
+from sealbench.client.plugins import installed
 from sealbench.contract.errors import AttestationUnavailable
 from sealbench.contract.result import (
     MAX_DOCUMENT_BYTES,
@@ -194,7 +194,7 @@ def _check_consistent(
         if getattr(summary, field) != getattr(per_case, field):
             raise ResultVerificationError(f"summary and sealed result differ in {field}")
     try:
-        benchmark = load_benchmark(per_case.metrics_version)
+        benchmark = installed(per_case.metrics_version)
         cases = case_results(per_case, benchmark)
         if not cases:
             raise ResultVerificationError("the sealed result holds no case")
