@@ -204,8 +204,9 @@ def profile_add(
 
 def _offer_policy_watch(store: ProfileStore, name: str, watch: bool | None) -> None:
     """Start the profile's background ``policy sync --watch`` when asked to (``--watch-policy``,
-    or yes at a terminal), else say how to."""
-    if watch is None and sys.stdin.isatty():
+    or yes at a terminal: input and output both one, so a script or a test whose output is
+    read is never asked), else say how to."""
+    if watch is None and sys.stdin.isatty() and sys.stdout.isatty():
         watch = typer.confirm("keep your key's grants following your approvals: start "
                               "'sealbench policy sync --watch' in the background now?",
                               default=True)
