@@ -87,12 +87,10 @@ def imports_of(source: str) -> set[str]:
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module == "sealbench":  # from sealbench import client
-                found.update(f"sealbench.{alias.name}" for alias in node.names)
-            else:
-                found.add(node.module)
-                if node.module == "sealbench.client":  # from sealbench.client import plugins
-                    found.update(f"sealbench.client.{alias.name}" for alias in node.names)
+            found.add(node.module)
+            # the names may be modules: from sealbench import client, from
+            # sealbench.client import plugins (a name that is not adds nothing to where it is)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
         elif (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute | ast.Name)

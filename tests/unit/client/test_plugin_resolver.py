@@ -6,7 +6,6 @@ error for the same missing plug-in."""
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ import sealbench.client
 from sealbench.client import plugins
 from sealbench.client.errors import ConfigError
 from sealbench.contract.pin import BenchmarkPin
+from tests.integration.test_layering import imports_of
 
 CLIENT = Path(next(iter(sealbench.client.__path__))).resolve()
 REGISTRY = "sealbench.benchmarks.registry"
@@ -25,22 +25,7 @@ MAY_READ = frozenset({"plugins.py", "scaffold.py"})
 
 def registry_reads(source: str) -> set[str]:
     """The imports of the plug-in registry in ``source``, in any form."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.startswith(REGISTRY))
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            if node.module.startswith(REGISTRY):
-                found.add(node.module)
-            elif node.module == "sealbench.benchmarks":
-                found.update(f"{node.module}.{a.name}" for a in node.names
-                             if a.name == "registry")
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute | ast.Name)
-              and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id)
-              == "import_module" and node.args and isinstance(node.args[0], ast.Constant)
-              and str(node.args[0].value).startswith(REGISTRY)):
-            found.add(str(node.args[0].value))
-    return found
+    return {m for m in imports_of(source) if m == REGISTRY or m.startswith(f"{REGISTRY}.")}
 
 
 def test_only_the_resolver_reads_the_plugin_registry() -> None:
