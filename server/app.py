@@ -19,6 +19,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from sealbench.benchmarks.registry import load as load_plugin
 from sealbench.server.auth import Authenticator
@@ -154,6 +155,23 @@ async def _warm_routes(app: FastAPI) -> None:
     await app(scope, receive, send)
 
 
+class _RegistryApp(FastAPI):
+    """The registry's FastAPI application with :attr:`front` (the fast benchmark reads, which
+    pass every other request to :meth:`api`) in front of FastAPI's own layers."""
+
+    front: ASGIApp | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.front is None:
+            await self.api(scope, receive, send)
+        else:
+            await self.front(scope, receive, send)
+
+    async def api(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """FastAPI's handling of a request: its middleware, routers and exception handlers."""
+        await super().__call__(scope, receive, send)
+
+
 def create_app(
     settings: ServerSettings,
     *,
@@ -210,22 +228,26 @@ def create_app(
         try:
             yield
         finally:
+            fast_reads.close()
             db.dispose()
 
-    app = FastAPI(
+    app = _RegistryApp(
         title="sealbench registry",
         version="1",
         description="Benchmarks, datasets, models, approvals, verified results and audit log.",
         lifespan=lifespan,
     )
+    # the most frequent reads, from rows straight to JSON, in front of every layer of FastAPI's
+    # (they are GETs of the API, which none of those layers changes: no body to limit, no
+    # dashboard headers, no exception they would map; a read the database fails goes on to
+    # the API, which answers it as before)
+    app.front = fast_reads = FastReads(app.api, prefix=API_PREFIX, state=app.state,
+                                       threads=settings.worker_threads)
     app.add_middleware(
         BodyLimitMiddleware,
         max_bytes=settings.max_body_bytes,
         max_depth=settings.max_json_depth,
     )
-    # the most frequent reads, from rows straight to JSON (outside the body limit: they are
-    # GETs, whose bodies it does not read either)
-    app.add_middleware(FastReads, prefix=API_PREFIX)
     app.add_exception_handler(RegistryError, _registry_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)

@@ -142,6 +142,13 @@ class Authenticator:
             return None  # the revocation generation is due: authenticate() reads it
         return hit[1].principal
 
+    def checked(self, authorization: str) -> Principal | None:
+        """:meth:`cached` after the revocation check that :meth:`authenticate` makes first:
+        the principal of a recently resolved API token unless the check emptied the cache (may
+        read the database: call it from a worker thread)."""
+        self.check_revocations()
+        return self.cached(authorization)
+
     def check_revocations(self) -> None:
         """Read the revocation generation if it is due, emptying the cache when it moved. One
         thread reads it; requests arriving meanwhile use the cache as it is (so the bound is

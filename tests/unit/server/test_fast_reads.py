@@ -6,6 +6,7 @@ always did."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -189,3 +190,41 @@ def test_other_methods_and_paths_are_the_apis(client: TestClient, seeded: Any, h
     client.get(f"{API}/benchmarks/{ids[0]}/leaderboard", headers=authority.headers)
     client.get(f"{API}/benchmarks/", headers=authority.headers, follow_redirects=False)
     assert fast == []
+
+
+def test_a_changed_benchmark_is_read_as_it_is_now(client: TestClient, seeded: Any,
+                                                  make_user: Any, h: Any,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each benchmark's JSON is kept by the whole row it was made from: a change (here the
+    admin's approval, and a closing) is a new row, read as the API reads it."""
+    authority, ids = seeded
+    admin = make_user("admin2@example.test", admin=True)
+    client.get(f"{API}/benchmarks", headers=authority.headers)
+    fast = _served_fast(monkeypatch)
+    before = client.get(f"{API}/benchmarks/{ids[0]}", headers=authority.headers).json()
+    page_before = client.get(f"{API}/benchmarks", headers=authority.headers).content
+    h.ok(client.post(f"{API}/benchmarks/{ids[0]}/approve", headers=admin.headers))
+    after = client.get(f"{API}/benchmarks/{ids[0]}", headers=authority.headers)
+    page_after = client.get(f"{API}/benchmarks", headers=authority.headers)
+    assert fast == [f"{API}/benchmarks/{ids[0]}", f"{API}/benchmarks"] * 2
+    assert before["state"] == "pending" and after.json()["state"] == "approved"
+    assert page_after.content != page_before
+    assert _strip(after) == _strip(client.get(f"{API}/benchmarks/{ids[0]}?x=1",
+                                              headers=authority.headers))
+    assert _strip(page_after) == _strip(client.get(f"{API}/benchmarks?x=1",
+                                                   headers=authority.headers))
+
+
+def test_the_reading_threads_end_with_the_app(settings: ServerSettings, clock: Any,
+                                              jwks_fetcher: Any, make_user: Any) -> None:
+    def readers() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "sealbench-fast-read"]
+
+    before = readers()
+    app = create_app(settings, clock=clock, jwks_fetcher=jwks_fetcher)
+    with TestClient(app) as test_client:
+        reader = make_user("reader@example.test")
+        for _ in range(2):  # the first resolves the token, the second is read by a thread
+            assert test_client.get(f"{API}/benchmarks", headers=reader.headers).status_code == 200
+        assert len(readers()) > len(before)
+    assert readers() == before
