@@ -351,3 +351,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if group is None:
             group = item.path.relative_to(config.rootpath).as_posix()
         item.add_marker(pytest.mark.xdist_group(group))
+    if hasattr(config, "workerinput"):  # an xdist worker: what it collects, the order
+        # xdist hands out groups in the order of their first test: the Docker group (the
+        # longest, every image build) first, so that one worker starts it at once while the
+        # other takes the rest, instead of one worker finishing it alone at the end.
+        first = {g: i for i, g in enumerate(SHARED_WORLDS.values())}
+        items.sort(key=lambda item: first.get(_group_of(item), len(first)))
+
+
+def _group_of(item: pytest.Item) -> str | None:
+    mark = item.get_closest_marker("xdist_group")
+    return str(mark.args[0]) if mark is not None and mark.args else None
