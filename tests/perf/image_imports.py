@@ -1,5 +1,5 @@
 """What an evaluation loads, for every shipped benchmark: the evidence behind the evaluation
-image's list of things it does not ship (``docker/Dockerfile``, ``for unused in ...``). A script,
+image's list of things it does not ship (``docker/Dockerfile``, ``unused='...'``). A script,
 not a test::
 
     .venv/bin/python tests/perf/image_imports.py [--cases 2] [--plugin NAME ...]
@@ -65,9 +65,11 @@ def _shim(root: Path, out: Path) -> Path:
 
 
 def _pruned() -> list[str]:
-    found = re.search(r"for unused in(.*?);[\s\\]*do ", DOCKERFILE.read_text(), re.S)
-    assert found, "docker/Dockerfile has no 'for unused in ...; do' list"
-    return found.group(1).replace("\\", " ").split()
+    text = DOCKERFILE.read_text()
+    found = re.search(r"unused='(.*?)'", text, re.S)
+    always = re.search(r"for path in \$unused(.*?);", text, re.S)
+    assert found and always, "docker/Dockerfile has no unused='...' list or 'for path' loop"
+    return (found.group(1) + always.group(1)).replace("\\", " ").split()
 
 
 def main() -> int:
