@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Final, Protocol, cast
 
-from sqlalchemy import insert, select
+from sqlalchemy import Table, bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
 from sealbench.crypto.canonical import canonical_json
@@ -95,30 +95,40 @@ class NewEvent:
     now: datetime
 
 
+_EVENTS: Final = cast(Table, AuditEvent.__table__)
+_HEAD: Final = cast(Table, AuditHead.__table__)
+_NODES: Final = cast(Table, AuditNode.__table__)
+# Core statements, built once (their compiled form is cached by SQLAlchemy): the head locked,
+# the events and nodes inserted, the head moved. Through the session's connection, in its
+# transaction, without the ORM's unit of work (issue 42: the ORM's flush of the event and the
+# head was half of a dataset registration's CPU).
+_LOCK_HEAD: Final = select(_HEAD.c.seq, _HEAD.c.hash, _HEAD.c.tree_edge) \
+    .where(_HEAD.c.id == 1).with_for_update()
+_INSERT_EVENT: Final = insert(_EVENTS)
+_INSERT_NODE: Final = insert(_NODES)
+_MOVE_HEAD: Final = update(_HEAD).where(_HEAD.c.id == 1).values(
+    seq=bindparam("new_seq"), hash=bindparam("new_hash"), tree_root=bindparam("new_root"),
+    tree_edge=bindparam("new_edge"))
+
+
 def append_events(session: Session, events: Sequence[NewEvent]) -> list[AuditEvent]:
     """Append ``events`` in order inside ``session``'s transaction (not committed here): the
-    chain links, the tree's leaves and completed subtrees, and the new head."""
-    head = session.execute(
-        select(AuditHead).where(AuditHead.id == 1).with_for_update()
-    ).scalar_one()
+    chain links, the tree's leaves and completed subtrees, and the new head. Returns the
+    events as rows (not attached to the session: they are written already)."""
+    head = session.execute(_LOCK_HEAD).one()
     edge = CompactRange.from_bytes(head.seq, head.tree_edge)
     seq, prev = head.seq, head.hash
     rows: list[AuditEvent] = []
+    values: list[dict[str, Any]] = []
     nodes: list[dict[str, Any]] = []
     for new in events:
         seq += 1
         text = canonical_json(dict(new.payload)).decode("utf-8")
         occurred_at = event_time(new.now)
-        event = AuditEvent(
-            seq=seq,
-            actor_id=new.actor_id,
-            action=new.action,
-            entity_type=new.entity_type,
-            entity_id=str(new.entity_id),
-            payload=text,
-            occurred_at=occurred_at,
-            prev_hash=prev,
-        )
+        fields = {"seq": seq, "actor_id": new.actor_id, "action": new.action,
+                  "entity_type": new.entity_type, "entity_id": str(new.entity_id),
+                  "payload": text, "occurred_at": occurred_at, "prev_hash": prev}
+        event = AuditEvent(**fields)
         event.hash = event_hash(
             seq=seq,
             actor_id=event.actor_id,
@@ -132,12 +142,15 @@ def append_events(session: Session, events: Sequence[NewEvent]) -> list[AuditEve
         for (level, idx), value in edge.append(event_leaf_hash(event)):
             nodes.append({"level": level, "idx": idx, "hash": value})
         rows.append(event)
+        values.append({**fields, "hash": event.hash})
         prev = event.hash
-    session.add_all(rows)
+    if not rows:
+        return rows
+    session.execute(_INSERT_EVENT, values)
     if nodes:
-        session.execute(insert(AuditNode), nodes)
-    head.seq, head.hash = seq, prev
-    head.tree_root, head.tree_edge = edge.root(), edge.to_bytes()
+        session.execute(_INSERT_NODE, nodes)
+    session.execute(_MOVE_HEAD, {"new_seq": seq, "new_hash": prev, "new_root": edge.root(),
+                                 "new_edge": edge.to_bytes()})
     return rows
 
 
