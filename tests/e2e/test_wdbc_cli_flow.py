@@ -372,21 +372,24 @@ def _authorization(world: World, model: str) -> Any:
         return s.client.pool_authorization(world.ids["b"], last.pool_id)
 
 
-def test_registry_operator_relaunching_the_aggregator_10_times_gets_one_release(
+def test_registry_operator_relaunching_the_aggregator_gets_the_same_release_each_time(
     world: World, evaluated: list[dict[str, object]]
 ) -> None:
     """The attack that drew 30 free releases: the operator relaunches the genuine aggregator
-    image 10 times on one (already debited and published) authorization and opens every release
-    with the pool-release key. Every release is the same draw; no budget moved."""
+    image again and again on one (already debited and published) authorization and opens every
+    release with the pool-release key. Every release is the same draw; no budget moved. Three
+    launches (ten before issue 42's suite cut): the draw is derived from the authorization, so
+    a second launch already shows whether a relaunch draws again, and a third that it does not
+    depend on the launch's count or folder."""
     authorization = _authorization(world, "lab-lr")
     before = _budgets(world)
     operator = _Operator(world)
     opened = set()
-    for attempt in range(10):
+    for attempt in range(3):
         folder, outcome = operator.relaunch(authorization, f"relaunch-{attempt}")
         assert not isinstance(outcome, Exception), outcome
         opened.add(operator.open(folder, authorization.inputs.pool_id))
-    assert len(opened) == 1  # the very same release, ten times
+    assert len(opened) == 1  # the very same release, three times
     assert _budgets(world) == before
     # and submitting one of them publishes nothing new: the authorization has its release
     from sealbench.client.cli.common import session
