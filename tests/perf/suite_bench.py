@@ -10,6 +10,12 @@ share of a contended machine); the CPU seconds and the load average printed with
 how far to trust them.
 
     .venv/bin/python tests/perf/suite_bench.py tests/unit/crypto --rounds 2
+
+Where a whole run's time went, per tier and per module, from the junit file of a run (``pytest
+--junitxml=FILE``: each test's setup, call and teardown; a module's first test carries its
+module-scoped world, a tier's first test its session-scoped one), and two runs side by side:
+
+    .venv/bin/python tests/perf/suite_bench.py --junit before.xml after.xml --top 25
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ import resource
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,13 +60,86 @@ def run_once(selection: list[str], workers: int) -> Timing:
     return Timing(wall, cpu, load, done.returncode == 0)
 
 
+#: The integration modules that build or run images on the Docker engine.
+DOCKER_MODULES = ("test_docker_", "test_server_image", "test_third_party_plugin_docker")
+
+
+@dataclass(frozen=True)
+class JunitTimes:
+    """Per module of one junit file: seconds (setup, call and teardown of its tests) and tests."""
+
+    seconds: Counter[str]
+    tests: Counter[str]
+
+
+def read_junit(path: Path) -> JunitTimes:
+    seconds: Counter[str] = Counter()
+    tests: Counter[str] = Counter()
+    for case in ET.parse(path).iter("testcase"):
+        parts = case.get("classname", "").split(".")
+        ends = [i for i, part in enumerate(parts) if part.startswith("test_")]
+        module = "/".join(parts[: ends[0] + 1]) + ".py" if ends else ".".join(parts)
+        module = module or "(no module: the test the run was interrupted in)"
+        seconds[module] += float(case.get("time") or 0.0)
+        tests[module] += 1
+    return JunitTimes(seconds, tests)
+
+
+def tier(module: str) -> str:
+    """``tests/unit/server``, ``tests/integration (Docker)``, ``tests/e2e``, ..."""
+    parts = module.split("/")
+    if parts[:2] == ["tests", "unit"] and len(parts) > 3:
+        return "/".join(parts[:3])
+    if parts[:2] == ["tests", "integration"]:
+        docker = parts[-1].startswith(DOCKER_MODULES)
+        return "tests/integration" + (" (Docker)" if docker else "")
+    return "/".join(parts[:2])
+
+
+def _by_tier(times: JunitTimes) -> tuple[Counter[str], Counter[str]]:
+    seconds: Counter[str] = Counter()
+    tests: Counter[str] = Counter()
+    for module, s in times.seconds.items():
+        seconds[tier(module)] += s
+        tests[tier(module)] += times.tests[module]
+    return seconds, tests
+
+
+def junit_report(paths: list[Path], top: int) -> None:
+    """Seconds and tests per tier and the ``top`` modules, one column per junit file."""
+    runs = [read_junit(p) for p in paths]
+    head = "".join(f"  {p.name[:22]:>22}" for p in paths)
+    print(f"{'tier':44}{head}   (seconds, tests)")
+    tiers = [_by_tier(r) for r in runs]
+    names = sorted({t for s, _ in tiers for t in s}, key=lambda t: -tiers[0][0][t])
+    for name in [*names, "all"]:
+        cells = ""
+        for seconds, tests in tiers:
+            s = sum(seconds.values()) if name == "all" else seconds[name]
+            n = sum(tests.values()) if name == "all" else tests[name]
+            cells += f"  {s:14.0f} s {n:5d}"
+        print(f"{name:44}{cells}")
+    print(f"\n{'module (top ' + str(top) + ' of the first run)':60}{head}")
+    for module, _ in runs[0].seconds.most_common(top):
+        cells = "".join(f"  {r.seconds[module]:14.0f} s {r.tests[module]:5d}" for r in runs)
+        print(f"{module[-60:]:60}{cells}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("selection", nargs="+", help="pytest paths (and options) to run")
+    parser.add_argument("selection", nargs="*", help="pytest paths (and options) to run")
+    parser.add_argument("--junit", type=Path, nargs="+", metavar="FILE",
+                        help="report the junit files of whole runs instead of running anything")
+    parser.add_argument("--top", type=int, default=30, help="modules listed with --junit")
     parser.add_argument("--rounds", type=int, default=2,
                         help="alternations of one process and two workers (default 2)")
     parser.add_argument("--workers", type=int, default=2, help="xdist workers (default 2)")
     args = parser.parse_args(argv)
+    if args.junit:
+        junit_report(args.junit, args.top)
+        return 0
+    if not args.selection:
+        parser.error("a pytest selection to run (or --junit FILE...)")
     if args.rounds < 1 or args.workers < 2:
         parser.error("--rounds must be >= 1 and --workers >= 2")
     print(f"# pytest {' '.join(args.selection)}: one process vs {args.workers} workers, "
