@@ -248,8 +248,9 @@ class _ReaderThreads:
     its own: a plain queue that daemon threads take work from, each answer handed back with
     ``call_soon_threadsafe``. The API's hop (anyio's worker pool: a capacity limiter, run-vars,
     a condition variable) costs about three times as much CPU per request (50 against 16 us).
-    ``threads`` threads read (two on SQLite, whose reads take the GIL from end to end), started
-    by the first read and ended, with their connections, by :meth:`close` (the app's
+    At most ``threads`` threads read: two on SQLite (whose reads hold the GIL from end to end),
+    four on PostgreSQL (each connection is one more beyond the pool's, per process). They are
+    started by the first read and ended, with their connections, by :meth:`close` (the app's
     lifespan)."""
 
     def __init__(self, threads: int) -> None:
@@ -268,7 +269,7 @@ class _ReaderThreads:
         return await future
 
     def _start(self, engine: Any) -> None:
-        count = min(self._count, 2) if engine.dialect.name == "sqlite" else self._count
+        count = min(self._count, 2 if engine.dialect.name == "sqlite" else 4)
         with self._lock:
             while len(self._threads) < count:
                 thread = threading.Thread(target=self._serve, name="sealbench-fast-read",
