@@ -15,6 +15,17 @@ stale blocks from it (keeping their elisions), so fixing the docs is one command
 of the guide is reviewed like code. A guide was not made a pure template filled at build time:
 its outputs must read well on GitHub as written, with hand-chosen elisions.
 
+The same served demo is the demo's own end-to-end test (it was a second whole demo, in
+``test_demo.py``; ``test_demo_finishes_and_its_summary_is_what_the_registry_holds``): it finishes,
+refuses the debug-image attack, publishes and evaluates WDBC next to BraTS, and ends with a short
+summary whose leaderboards are exactly what ``sealbench benchmark leaderboard`` prints against its
+registry, served by the demo and, after Ctrl-C, again by ``sealbench demo --explore``; every
+command's output is kept in the log file it names. Where a demo's work folder goes when none is
+chosen (a new one in the demo folder of the user's cache) and ``sealbench demo --clean`` are held
+by ``tests/unit/client/test_demo_workdirs.py`` (``test_root_is_the_override_else_the_user_cache``,
+``test_demo_clean_command_removes_the_demo_folders_and_says_what_it_freed``,
+``test_removal_lines_name_the_clean_command_for_a_demo_folder``).
+
 A block the demo cannot produce (a second run of a command the demo runs once, a refusal the
 demo catches, a withdrawal that would change the state later blocks read) carries ``<!-- output
 not checked: WHY -->`` above it; every other shown output must be checked, so a new example
@@ -28,6 +39,7 @@ import os
 import re
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -83,8 +95,8 @@ def _serve(workdir: Path, home: Path) -> ServedDemo:
 
 @pytest.fixture(scope="module")
 def served_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedDemo]:
-    """One demo served for both tests below (the flow runs once): the guides are compared
-    against it, then the last test stops it with Ctrl-C."""
+    """One demo served for every test below (the flow runs once): its summary and registry are
+    checked, the guides are compared against it, then the last test stops it with Ctrl-C."""
     # a work folder named as long as the guides' one, so that tables naming it are as wide
     workdir = Path(tempfile.mkdtemp(prefix="sbguid", dir="/tmp"))
     assert len(str(workdir)) == len(GUIDE_WORKDIR)
@@ -103,6 +115,105 @@ def served_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedDemo
                 demo.proc.kill()
                 demo.proc.wait()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _leaderboard(demo: ServedDemo, benchmark_id: int) -> str:
+    """What ``sealbench benchmark leaderboard ID`` prints as the demo's authority."""
+    typed = subprocess.run(
+        [str(demo.script), "benchmark", "leaderboard", str(benchmark_id), "--profile",
+         "authority"], env={**demo.env, "SEALBENCH_CONFIG_DIR": str(demo.workdir / "config")},
+        capture_output=True, text=True, timeout=120, check=False)
+    assert typed.returncode == 0, typed.stderr
+    assert "rank" in typed.stdout and "pooled" in typed.stdout
+    return typed.stdout
+
+
+def _explore(demo: ServedDemo) -> tuple[subprocess.Popen[str], str]:
+    """``sealbench demo --explore WORKDIR`` started; returns it and its registry's URL."""
+    proc = subprocess.Popen([str(demo.script), "demo", "--explore", str(demo.workdir)],
+                            env=demo.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    assert proc.stdout is not None
+    lines = []
+    while True:
+        line = proc.stdout.readline()
+        assert line, "".join(lines)[-4000:]
+        lines.append(line)
+        found = re.match(r"^dashboard\s+(http://127\.0\.0\.1:\d+)/ui/\s*$", line)
+        if found:
+            return proc, found.group(1)
+
+
+@pytest.mark.slow
+def test_demo_finishes_and_its_summary_is_what_the_registry_holds(
+    served_demo: ServedDemo,
+) -> None:
+    workdir = served_demo.workdir
+    out = "".join(served_demo.lines)
+    assert f"everything goes under {workdir}" in out
+    assert "refused, as it must be" in out and "key release denied" in out
+    # the terminal shows the commands and a summary; each command's output is in the log
+    log = workdir / "demo.log"
+    assert f"each command's output goes to {log}" in out
+    detail = log.read_text()
+    assert "audit chain intact" in detail and "audit chain intact" not in out
+    assert "the registry will receive exactly this" in detail
+    assert len(served_demo.lines) < 200, len(served_demo.lines)
+    summary = out[out.index("─ summary ─") :]
+    assert "4 of 4 runs succeeded on the mock TEE (2 hospitals x 2 models)" in summary
+    assert "refused: the debug-image attack got no keys" in summary
+    assert "audit log verified intact" in summary
+    with sqlite3.connect(workdir / "registry" / "registry.sqlite3") as db:
+        (reference,) = db.execute("SELECT reference_model_id FROM benchmarks").fetchone()
+        verified = db.execute("SELECT count(*) FROM results WHERE benchmark_id = 1").fetchone()
+        pooled = db.execute("SELECT model_id, n_sites, n_cases FROM pooled_releases "
+                            "WHERE benchmark_id = 1 ORDER BY model_id").fetchall()
+        debits = db.execute("SELECT count(*) FROM privacy_debits WHERE benchmark_id = 1 "
+                            "AND pool_authorization_id IS NOT NULL").fetchone()
+        authorized = db.execute("SELECT count(*) FROM pool_authorizations "
+                                "WHERE benchmark_id = 1").fetchone()
+        exact = db.execute("SELECT DISTINCT exact FROM privacy_debits "
+                           "WHERE benchmark_id = 1").fetchall()
+        wdbc_pooled = db.execute("SELECT n_sites, n_cases FROM pooled_releases "
+                                 "WHERE benchmark_id = 2").fetchall()
+        rows = db.execute("SELECT summary FROM results WHERE benchmark_id = 2").fetchall()
+    assert reference is not None  # the benchmark names its (shipped) reference model
+    assert verified == (4,)  # two hospitals x two models, all verified
+    # the authority pooled each model inside the TEE (issue 27): 2 hospitals x 5 cases each
+    assert [(n, c) for _, n, c in pooled] == [(2, 10), (2, 10)], pooled
+    # each hospital's dataset debited once per pool, when the registry authorized it; BraTS
+    # runs on synthetic cases, published exactly by the hospitals' on-screen consent (issue 41)
+    assert debits == (4,) and authorized == (2,)
+    assert exact == [(1,)], exact
+    assert "benchmark pool 1 --tee mock" in out
+    assert "synthetic cases: no patient to protect" in out
+    assert "--consent-exact-release" in out
+    # WDBC pools every held-out case of its three demo sites in the TEE, once per model
+    assert wdbc_pooled == [(3, 398), (3, 398)], wdbc_pooled
+    assert "benchmark pool 2 --tee mock" in out
+    # each leaderboard of the summary is what 'sealbench benchmark leaderboard' prints
+    for benchmark_id in (1, 2):
+        assert _leaderboard(served_demo, benchmark_id) in summary, summary
+    # next to BraTS, the WDBC benchmark (real cases, three disjoint sites) was published,
+    # evaluated for both models on every site, and its leaderboard ranks by AUROC
+    second = out[out.index("9. a second benchmark") :]
+    assert "wdbc/1" in second[:200] and "AUROC" in second
+    summaries = [json.loads(summary) for (summary,) in rows]
+    assert len(summaries) == 6
+    # pooling in the TEE, the sites publish no release of their own (issue 41): each result
+    # waits for the pooled release, which is the one public figure per model
+    assert {s["withheld"]["n_cases"] for s in summaries} == {100, 120, 178}
+    assert all(s["withheld"]["rule"] == "pooled" for s in summaries)
+    # both boards show a number for every model (issue 41): nothing withheld, WDBC private at
+    # epsilon 1 pooled in the TEE, BraTS exact; one line each of what privacy cost and bought
+    assert "withheld (" not in summary and "0.0000 to 1.0000" not in summary
+    assert summary.count("privacy cost: ") == 2
+    assert summary.count("bought: 2 of 2 models shown") == 2
+    assert "bought: 2 of 2 models shown at ε 1 pooled in the TEE over 398 cases" in summary
+    assert "bought: 2 of 2 models shown exact pooled in the TEE over 10 cases" in summary
+    assert "privacy cost: none counted" in summary and "hospital-a ε " in summary
+    assert "exact: published without privacy noise" in summary
+    assert f"{served_demo.script} demo --explore {workdir}" in summary
 
 
 def _three_channel_model(workdir: Path) -> None:
@@ -207,8 +318,9 @@ def _run_the_guides_against(script: Path, env: dict[str, str], config: Path, dem
 @pytest.mark.slow
 def test_demo_serve_keeps_the_dashboard_up_until_interrupted(served_demo: ServedDemo) -> None:
     """``--serve``: after the demo the dashboard answers, the sign-in tokens are pointed to
-    (never printed), the guides' reads answer as the guides say, and Ctrl-C ends it cleanly.
-    Last in this module: it stops the served demo."""
+    (never printed), the guides' reads answer as the guides say, and Ctrl-C ends it cleanly;
+    ``--explore`` then serves the stopped demo again. Last in this module: it stops the served
+    demo."""
     proc, lines, workdir = served_demo.proc, served_demo.lines, served_demo.workdir
     text = "".join(lines)
     found = re.search(r"^dashboard\s+(http://127\.0\.0\.1:\d+/ui/)\s*$", text, re.MULTILINE)
@@ -233,3 +345,16 @@ def test_demo_serve_keeps_the_dashboard_up_until_interrupted(served_demo: Served
     assert tokens and not any(token in output for token in tokens)
     with pytest.raises(httpx.TransportError):  # the registry stopped with the demo
         httpx.get(url, timeout=5)
+    # the end says how to remove the work folder (a chosen one: rm only)
+    assert "this demo's files stay in its work folder" in rest and f"rm -rf {workdir}" in rest
+    # 'demo --explore' serves the stopped demo again: the same boards, until Ctrl-C
+    summary = text[text.index("─ summary ─") :]
+    explorer, again = _explore(served_demo)
+    try:
+        assert httpx.get(f"{again}/health", timeout=30).status_code == 200
+        for benchmark_id in (1, 2):
+            assert _leaderboard(served_demo, benchmark_id) in summary
+    finally:
+        explorer.send_signal(signal.SIGINT)
+        left, _ = explorer.communicate(timeout=120)
+    assert explorer.returncode == 0, left[-4000:]
