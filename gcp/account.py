@@ -16,12 +16,15 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sealbench.platforms.account import AccountRoutes, LaunchDefaults
+from sealbench.platforms.launcher import Launcher, LaunchSettingsError
 from sealbench.platforms.owner_cloud import OwnerCloud
-from sealbench.platforms.platform import VerifierKeys
+from sealbench.platforms.platform import LaunchPlatform, VerifierKeys
 
 __all__ = [
     "API_ENDPOINT_NAMES",
+    "CsLaunchOptions",
     "GcpSettings",
+    "account_launcher",
     "account_owner_cloud",
     "account_routes",
     "account_rows",
@@ -91,6 +94,79 @@ class GcpSettings(BaseModel):
                     f"{name}: {url[:80]!r} is not an https URL (or http on 127.0.0.1)"
                 )
         return value
+
+
+class CsLaunchOptions(BaseModel):
+    """What a command's ``--tee confidential-space`` flags say of the VM it starts (``run``,
+    ``benchmark pool``), the platform's declared launch options: each None or False unless
+    given, the account's :class:`~sealbench.platforms.account.LaunchDefaults` and the
+    benchmark's image filling the rest."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    project: str | None = None
+    zone: str | None = None
+    service_account: str | None = None
+    #: ``REPO@sha256:…`` of the image to run (default: the benchmark's).
+    image_reference: str | None = None
+    #: Intel TDX instead of AMD SEV (a confidential GPU is always TDX).
+    tdx: bool = False
+    #: keep the VM after the run (also when interrupted)
+    keep_vm: bool = False
+    #: the debug image family (every key refused)
+    debug: bool = False
+    compute_endpoint: str | None = None
+    #: a confidential GPU (``nvidia-h100-80gb``)
+    accelerator: str | None = None
+
+
+def account_launcher(
+    platform: LaunchPlatform,
+    *,
+    launch: CsLaunchOptions | None,
+    defaults: LaunchDefaults,
+    image_reference: Callable[[], str],
+    check_image: Callable[[str, bool], None],
+    debug: bool,
+    credentials: Any,
+    result_store: Any,
+) -> Launcher:
+    """A Confidential Space VM from a command's ``launch`` options, the account's ``defaults``
+    filling what they leave out (project, zone, service account, Compute endpoint, poll
+    interval) and ``image_reference()`` the image when they name none; ``check_image(reference,
+    gpu)`` refuses an image of the wrong variant before a VM starts.
+    :class:`LaunchSettingsError` naming the options still missing."""
+    from sealbench.gcp.launcher import build_launcher
+
+    options = launch or CsLaunchOptions()
+    reference = options.image_reference or image_reference()
+    check_image(reference, options.accelerator is not None)
+    project = options.project or defaults.project
+    zone = options.zone or defaults.zone
+    service_account = options.service_account or defaults.service_account
+    missing = [name for name, value in (("--project", project), ("--zone", zone),
+                                        ("--service-account", service_account)) if not value]
+    if missing or not (project and zone and service_account):
+        raise LaunchSettingsError(
+            f"--tee confidential-space needs {', '.join(missing)}",
+            hint="name your Google Cloud project, zone and the VM's service account "
+            "(docs/gcp-setup.md)",
+        )
+    return build_launcher(
+        platform,
+        project=project,
+        zone=zone,
+        service_account=service_account,
+        image_reference=reference,
+        tee="TDX" if options.tdx or options.accelerator else "SEV",  # confidential GPUs: TDX
+        debug=debug or options.debug,
+        keep_vm=options.keep_vm,
+        accelerator=options.accelerator,
+        credentials=credentials,
+        api_endpoint=options.compute_endpoint or defaults.api_endpoint,
+        result_store=result_store,
+        poll_interval=defaults.poll_interval_s,
+    )
 
 
 def _owner_cloud(settings: GcpSettings, **changes: Any) -> OwnerCloud:

@@ -54,7 +54,7 @@ from sealbench.gcp._cs_claims import (
     NvidiaGpuSubmod,
     Submods,
 )
-from sealbench.gcp.account import GcpSettings
+from sealbench.gcp.account import CsLaunchOptions, GcpSettings
 from sealbench.platforms.access import AssetAccess
 from sealbench.platforms.account import AccountRoutes, LaunchDefaults
 from sealbench.platforms.attester import Attester, LauncherAttester
@@ -277,6 +277,8 @@ class ConfidentialSpacePlatform:
     launcher_backends: Final = ("confidential-space",)
     #: An owner's account: a Google Cloud project (:class:`~sealbench.gcp.account.GcpSettings`).
     account_settings: Final = GcpSettings
+    #: What a command's flags say of its VM (:class:`~sealbench.gcp.account.CsLaunchOptions`).
+    launch_options: Final = CsLaunchOptions
 
     def __repr__(self) -> str:
         return "ConfidentialSpacePlatform()"
@@ -350,9 +352,15 @@ class ConfidentialSpacePlatform:
         return CloudAccess(destinations, attester)
 
     def launcher(self, backend: str, **options: Any) -> Launcher:
-        """``confidential-space``: a Confidential Space VM on Compute Engine (the options of
-        :func:`sealbench.gcp.launcher.build_launcher`)."""
+        """``confidential-space``: a Confidential Space VM on Compute Engine, from a command's
+        typed ``launch`` options and its account's defaults (the options of
+        :func:`sealbench.gcp.account.account_launcher`), or from the VM's settings themselves
+        (those of :func:`sealbench.gcp.launcher.build_launcher`)."""
         check_backend(self, backend)
+        if "launch" in options:
+            from sealbench.gcp.account import account_launcher
+
+            return account_launcher(self, **options)
         from sealbench.gcp.launcher import build_launcher
 
         return build_launcher(self, **options)

@@ -101,6 +101,8 @@ class InsecureMockPlatform:
     #: Each running mock has its own verifier (its ``endpoints.json`` names it).
     verifier: Final = None
     launcher_backends: Final = ("mock", "docker")
+    #: Its launchers take no options of a command's beyond the image and debug.
+    launch_options: Final = None
     #: An owner's account: the running mock's state directory.
     account_settings: Final = MockAccountSettings
 

@@ -45,6 +45,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
+from pydantic import BaseModel
+
 from sealbench.contract.inputs import ConditionContext, ConditionInputError
 from sealbench.contract.spec import ServiceEndpoints
 from sealbench.crypto.attestation import Jwks
@@ -308,6 +310,13 @@ class LaunchPlatform(Protocol):
         """The client's launcher backends (``sealbench run --tee``) that start its workloads."""
         ...
 
+    @property
+    def launch_options(self) -> type[BaseModel] | None:
+        """The model of what a command's flags say to its launchers (Confidential Space: the
+        VM's project, zone, TEE, accelerator, ...), handed to :meth:`launcher` as ``launch``;
+        None when its launchers take no such options."""
+        ...
+
     def launcher(self, backend: str, **options: Any) -> Launcher:
         """On the client: the :class:`~sealbench.platforms.launcher.Launcher` of one of its
         :attr:`launcher_backends`, built from the backend's ``options`` (keyword settings each
@@ -317,7 +326,8 @@ class LaunchPlatform(Protocol):
         options only: ``image_reference`` and ``image_digest`` (the benchmark's pinned image),
         ``account`` (the profile's account on this platform as its typed
         :attr:`~sealbench.platforms.account.AccountPlatform.account_settings`, ``profile add
-        --cloud NAME --setting KEY=VALUE``; None without one) and ``debug``."""
+        --cloud NAME --setting KEY=VALUE``; None without one), ``launch`` (its
+        :attr:`launch_options`, defaults unless a command filled them) and ``debug``."""
         ...
 
     def launch_environment(self, run_spec: Mapping[str, str]) -> dict[str, str]:

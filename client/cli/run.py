@@ -25,6 +25,7 @@ from sealbench.client.cli.progress import JsonEvents, RunDisplay
 from sealbench.client.errors import ClientError
 from sealbench.client.runs.batch import DEFAULT_IAM_WAIT_S, StageTimeouts
 from sealbench.client.runs.launch import prepare_runs
+from sealbench.client.runs.launchers.for_profile import launch_options
 from sealbench.client.runs.options import RunOptions
 from sealbench.client.runs.records import RunRecord
 from sealbench.client.views.render import run_outcomes as render_outcomes
@@ -138,9 +139,11 @@ def run(
         benchmark=benchmark, dataset=dataset, model=model, all_approved=all_models,
         parallel=parallel, tee=tee, force=force, start_timeout_s=start_timeout,
         run_timeout_s=run_timeout, insecure_debug_image=insecure_debug_image, image=image,
-        project=project, zone=zone, service_account=service_account,
-        image_reference=image_reference, tdx=tdx, keep_vm=keep_vm, debug=debug,
-        compute_endpoint=compute_endpoint, accelerator=accelerator, result_uri=result_uri,
+        launch=launch_options(
+            tee, project=project, zone=zone, service_account=service_account,
+            image_reference=image_reference, tdx=tdx, keep_vm=keep_vm, debug=debug,
+            compute_endpoint=compute_endpoint, accelerator=accelerator),
+        keep_vm=keep_vm, result_uri=result_uri,
         allow_cpu_fallback=allow_cpu_fallback, iam_wait_s=iam_wait, mock_tee=mock_tee,
     )
     with session(profile) as s:

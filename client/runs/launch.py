@@ -42,8 +42,9 @@ from sealbench.client.runs.spec import approved_pairs, build_spec
 from sealbench.contract.spec import MAX_IAM_WAIT_S
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from sealbench.client.runs.launchers import Launcher
-    from sealbench.client.runs.launchers.for_profile import CsOptions
     from sealbench.client.runs.launchers.trust import TeeVerifier
     from sealbench.contract.pin import BenchmarkPin
     from sealbench.contract.spec import RunSpec
@@ -71,14 +72,14 @@ class LauncherFactory(Protocol):
     def __call__(
         self, backend: str, *, profile: ResolvedProfile, client: RegistryClient,
         benchmark_id: int, endpoints: MockEndpoints | None, mock_tee: Path | None,
-        debug: bool, image: str | None, cs: CsOptions,
+        debug: bool, image: str | None, cs: BaseModel | None,
     ) -> Launcher: ...
 
 
-def _default_launcher_factory() -> tuple[LauncherFactory, Callable[..., Any]]:
-    from sealbench.client.runs.launchers.for_profile import CsOptions, make_launcher
+def _default_launcher_factory() -> LauncherFactory:
+    from sealbench.client.runs.launchers.for_profile import make_launcher
 
-    return make_launcher, CsOptions
+    return make_launcher
 
 
 def mock_endpoints(profile: ResolvedProfile, mock_tee: Path | None) -> MockEndpoints:
@@ -205,11 +206,8 @@ def prepare_runs(
 
     backend = backends.check_tee(options.tee)
     options.check()
-    default_factory, cs_options = _default_launcher_factory()
-    make_launcher = launcher_factory or default_factory
+    make_launcher = launcher_factory or _default_launcher_factory()
     o = options
-    cs = cs_options(o.project, o.zone, o.service_account, o.image_reference, o.tdx, o.keep_vm,
-                    o.debug, o.compute_endpoint, o.accelerator)
     benchmark = o.benchmark
     pairs = approved_pairs(client, benchmark, o.dataset, o.model)
     recipient = load_result_key(profile.secrets_dir)
@@ -229,7 +227,7 @@ def prepare_runs(
     launcher = make_launcher(
         backend, profile=profile, client=client, benchmark_id=benchmark,
         endpoints=endpoints, mock_tee=o.mock_tee, debug=o.insecure_debug_image,
-        image=o.image, cs=cs,
+        image=o.image, cs=o.launch,
     )
     store = RunStore(profile.data_dir / "runs")
     metrics_version = client.get_benchmark(benchmark).metrics_version

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from sealbench.client.errors import ConfigError
 from sealbench.client.runs.batch import StageTimeouts
 
@@ -36,16 +38,13 @@ class RunOptions:
     insecure_debug_image: bool = False
     #: docker: the image to run (default: the benchmark's image digest)
     image: str | None = None
-    # confidential-space
-    project: str | None = None
-    zone: str | None = None
-    service_account: str | None = None
-    image_reference: str | None = None
-    tdx: bool = False
+    #: the launch options of the backend's platform, its declared model
+    #: (:func:`~sealbench.client.runs.launchers.for_profile.launch_options`: Confidential
+    #: Space's project, zone, TEE, accelerator, ...); None: its defaults, the account's
+    launch: BaseModel | None = None
+    #: keep the workloads (a VM) running when the runs are interrupted, and after them
     keep_vm: bool = False
-    debug: bool = False
-    compute_endpoint: str | None = None
-    accelerator: str | None = None
+    #: where a run outside this machine writes its result (default: the account's)
     result_uri: str | None = None
     #: a GPU run whose model ends on ONNX Runtime's CPU provider goes on
     allow_cpu_fallback: bool = False

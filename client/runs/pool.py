@@ -33,7 +33,7 @@ import urllib.parse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from sealbench.client.errors import ClientError, ConfigError, ConflictError
 from sealbench.contract.pool import (
@@ -49,6 +49,9 @@ from sealbench.contract.spec import ServiceEndpoints
 from sealbench.platforms.errors import ObjectNotFound, StorageError
 from sealbench.platforms.launcher import OutputFn, RunningWorkload
 from sealbench.platforms.storage import BlobStore, join_name, open_storage_uri
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 __all__ = [
     "AggregatorLauncher",
@@ -311,7 +314,7 @@ def pool_on_tee(
     pool_provider: str | None = None,
     mock_tee: Path | None = None,
     image: str | None = None,
-    cs: Any = None,
+    cs: BaseModel | None = None,
     on_output: OutputFn | None = None,
     on_model: Callable[[int, int, int], None] | None = None,
 ) -> list[PoolOutcome | PoolSkipped]:
@@ -322,15 +325,14 @@ def pool_on_tee(
     a Confidential Space VM outside the mock needs ``gs://bucket/prefix`` and the authority's
     ``pool_provider``, read and written with the profile's cloud account). ``profile`` is a
     resolved profile, ``client`` its registry client, ``image`` the Docker image to run
-    (default: the benchmark's aggregator digest), ``cs`` the Confidential Space options
-    (:class:`~sealbench.client.runs.launchers.for_profile.CsOptions`); what ``sealbench
-    benchmark pool`` and the demo call."""
+    (default: the benchmark's aggregator digest), ``cs`` the backend platform's launch options
+    (:func:`~sealbench.client.runs.launchers.for_profile.launch_options`: Confidential
+    Space's; None: its defaults); what ``sealbench benchmark pool`` and the demo call."""
     from sealbench.client.assets.accounts import profile_account
     from sealbench.client.backends import LOCAL_MOCK_BACKENDS
     from sealbench.client.registry.profiles import data_dir
     from sealbench.client.runs.launch import mock_endpoints
     from sealbench.client.runs.launchers.for_profile import (
-        CsOptions,
         make_aggregator_launcher,
         owner_store_opener,
     )
@@ -353,7 +355,7 @@ def pool_on_tee(
         "model", benchmark_id, "approved")}))
     launcher = make_aggregator_launcher(
         tee, profile=profile, client=client, benchmark=benchmark, endpoints=endpoints,
-        mock_tee=mock_tee, image=image, cs=cs or CsOptions())
+        mock_tee=mock_tee, image=image, cs=cs)
     return pool_benchmark(
         client, benchmark_id, target, models, launcher, folder=folder,
         endpoints=None if endpoints is None else endpoints.service_endpoints(),

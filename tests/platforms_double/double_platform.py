@@ -100,6 +100,14 @@ class DoubleAccountSettings(BaseModel):
     root: Path = Path(".")
 
 
+class DoubleLaunchOptions(BaseModel):
+    """What a command may say to the double's launcher, typed as Google's launch options are."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    region: str | None = None
+
+
 @dataclass
 class DoubleLauncher:
     """The double's :class:`Launcher`: starts nothing."""
@@ -238,6 +246,7 @@ class DoublePlatform:
     verifier: Final = VerifierKeys(ISSUER)
     launcher_backends: Final = (BACKEND,)
     account_settings: Final = DoubleAccountSettings
+    launch_options: Final = DoubleLaunchOptions
 
     #: The run specs its launchers were asked to start (across instances: the client builds
     #: a fresh platform per lookup).

@@ -12,9 +12,10 @@ Docker-dependent modules are imported only when a Docker backend is built: witho
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ValidationError
 
 from sealbench.client.assets import owner
 from sealbench.client.assets.accounts import profile_account
@@ -38,19 +39,34 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class CsOptions:
-    """``sealbench run --tee confidential-space`` options (None: the profile's default)."""
+def launch_options(backend: str, **flags: object) -> BaseModel | None:
+    """A command's launch flags (``--project``, ``--zone``, ``--tdx``, ...) as the launch
+    options model of the platform whose launchers include ``backend`` (its
+    :attr:`~sealbench.platforms.platform.LaunchPlatform.launch_options`): the flags its model
+    names, those left unset out; None when its launchers take no options (the mock's, whose
+    runs ignore them)."""
+    from sealbench.client.backends import check_tee, platform_for_backend
+    from sealbench.client.runs.launchers import LaunchError
 
-    project: str | None = None
-    zone: str | None = None
-    service_account: str | None = None
-    image_reference: str | None = None
-    tdx: bool = False
-    keep_vm: bool = False
-    debug: bool = False
-    compute_endpoint: str | None = None
-    accelerator: str | None = None
+    try:
+        model = platform_for_backend(check_tee(backend)).launch_options
+    except LaunchError as exc:
+        raise ConfigError(str(exc), hint="install the platform that provides it") from exc
+    if model is None:
+        return None
+    given = {k: v for k, v in flags.items() if k in model.model_fields and v not in (None, False)}
+    try:
+        return model.model_validate(given)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ConfigError(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}") from None
+
+
+def CsOptions(**flags: object) -> BaseModel:  # noqa: N802 - the former class's name, kept for its callers
+    """``--tee confidential-space`` launch options (:func:`launch_options`)."""
+    found = launch_options(TeeBackend.CONFIDENTIAL_SPACE, **flags)
+    assert found is not None  # Confidential Space declares them
+    return found
 
 
 def mock_launcher(endpoints: Any, *, debug: bool = False) -> Launcher:
@@ -71,7 +87,7 @@ def make_launcher(
     mock_tee: Path | None,
     debug: bool,
     image: str | None,
-    cs: CsOptions,
+    cs: BaseModel | None,
 ) -> Launcher:
     """The :class:`~sealbench.client.runs.launchers.Launcher` of ``backend`` for this profile (the
     platform it launches for is the installed one whose launchers include ``backend``)."""
@@ -87,13 +103,14 @@ def make_launcher(
     if backend == TeeBackend.DOCKER:
         return _docker_launcher(client, benchmark_id, endpoints, debug, image)
     if backend == TeeBackend.CONFIDENTIAL_SPACE:
-        return _cs_launcher(profile, client, benchmark_id, mock_tee, debug, cs)
-    return _platform_launcher(backend, profile, client, benchmark_id, debug)
+        return _cs_launcher(profile, client, mock_tee, debug, cs, lambda: client.get_benchmark(
+            benchmark_id).image_reference)
+    return _platform_launcher(backend, profile, client, benchmark_id, debug, cs)
 
 
 def _platform_launcher(
     backend: str, profile: ResolvedProfile, client: RegistryClient, benchmark_id: int,
-    debug: bool,
+    debug: bool, launch: BaseModel | None,
 ) -> Launcher:
     """The launcher of a backend this version does not ship, built by the installed platform
     that names it from the platform-neutral options every such launcher takes
@@ -107,12 +124,16 @@ def _platform_launcher(
 
     benchmark = client.get_benchmark(benchmark_id)
     account = profile_account(profile)
-    platform = platform_for_backend(backend).name
+    platform = platform_for_backend(backend)
+    model = platform.launch_options
+    if launch is None and model is not None:
+        launch = model()  # its defaults, typed
     try:
         return build_launcher(
             backend, image_reference=benchmark.image_reference,
-            image_digest=benchmark.image_digest, debug=debug,
-            account=account.settings if account and account.platform_name == platform else None,
+            image_digest=benchmark.image_digest, debug=debug, launch=launch,
+            account=account.settings if account and account.platform_name == platform.name
+            else None,
         )
     except LaunchSettingsError as exc:
         raise ConfigError(str(exc), hint=exc.hint) from exc
@@ -139,7 +160,7 @@ def _docker_launcher(
         ) from exc
 
 
-def _check_variant_if_local(reference: str, *, gpu: bool) -> None:
+def _check_variant_if_local(reference: str, gpu: bool) -> None:
     """Refuse a GPU run on the CPU image and a CPU run on the CUDA image when the image is on
     this machine's Docker engine (built here before its push); without the Docker SDK, an
     engine or the image here, nothing can be read before the VM starts."""
@@ -157,18 +178,16 @@ def _check_variant_if_local(reference: str, *, gpu: bool) -> None:
 def _cs_launcher(
     profile: ResolvedProfile,
     client: RegistryClient,
-    benchmark_id: int,
     mock_tee: Path | None,
     debug: bool,
-    cs: CsOptions,
+    launch: BaseModel | None,
+    image_reference: Callable[[], str],
 ) -> Launcher:
-    """A Confidential Space VM, its options defaulted by the account the command acts as
-    (``--mock-tee``'s or the profile's: what its platform says of its VMs, acting with the
-    account's owner cloud)."""
-    from sealbench.client.backends import (
-        LaunchSettingsError,
-        confidential_space_launcher,
-    )
+    """A Confidential Space VM, built by its platform from the command's ``launch`` options,
+    the defaults of the account the command acts as (``--mock-tee``'s or the profile's: what its
+    platform says of its VMs, acting with the account's owner cloud) and
+    ``image_reference()`` (the benchmark's image unless the options name one)."""
+    from sealbench.client.backends import LaunchSettingsError, build_launcher
 
     credentials: Any = None
     cloud: OwnerCloud | None = None
@@ -182,35 +201,12 @@ def _cs_launcher(
         else:
             defaults = found
             credentials = cloud.credentials()
-    project = cs.project or defaults.project
-    zone = cs.zone or defaults.zone
-    service_account = cs.service_account or defaults.service_account
-    api_endpoint = cs.compute_endpoint or defaults.api_endpoint
-    reference = cs.image_reference or client.get_benchmark(benchmark_id).image_reference
-    _check_variant_if_local(reference, gpu=cs.accelerator is not None)
-    missing = [name for name, value in (("--project", project), ("--zone", zone),
-                                        ("--service-account", service_account)) if not value]
-    if missing:
-        raise ConfigError(
-            f"--tee confidential-space needs {', '.join(missing)}",
-            hint="name your Google Cloud project, zone and the VM's service account "
-            "(docs/gcp-setup.md)",
-        )
-    assert project and zone and service_account
     try:
-        return confidential_space_launcher(
-            project=project,
-            zone=zone,
-            service_account=service_account,
-            image_reference=reference,
-            tee="TDX" if cs.tdx or cs.accelerator else "SEV",  # confidential GPUs: TDX only
-            debug=debug or cs.debug,
-            keep_vm=cs.keep_vm,
-            accelerator=cs.accelerator,
+        return build_launcher(
+            TeeBackend.CONFIDENTIAL_SPACE, launch=launch, defaults=defaults,
+            image_reference=image_reference, check_image=_check_variant_if_local, debug=debug,
             credentials=credentials,
-            api_endpoint=api_endpoint,
             result_store=None if cloud is None else _result_opener(cloud),
-            poll_interval=defaults.poll_interval_s,
         )
     except LaunchSettingsError as exc:
         raise ConfigError(str(exc), hint=exc.hint) from exc
@@ -225,7 +221,7 @@ def make_aggregator_launcher(
     endpoints: Any,
     mock_tee: Path | None,
     image: str | None,
-    cs: CsOptions,
+    cs: BaseModel | None,
 ) -> Any:
     """The launcher of ``backend`` on the image of ``benchmark``'s aggregator (issue 27;
     :class:`~sealbench.client.runs.pool.AggregatorLauncher`): the mock's aggregator, the Docker
@@ -240,9 +236,8 @@ def make_aggregator_launcher(
     elif backend == TeeBackend.DOCKER:
         launcher = _docker_launcher(client, benchmark.id, endpoints, False, image or digest)
     elif backend == TeeBackend.CONFIDENTIAL_SPACE:
-        reference = cs.image_reference or aggregator_reference(benchmark.image_reference, digest)
-        launcher = _cs_launcher(profile, client, benchmark.id, mock_tee, False,
-                                replace(cs, image_reference=reference))
+        launcher = _cs_launcher(profile, client, mock_tee, False, cs, lambda: (
+            aggregator_reference(benchmark.image_reference, digest)))
     else:
         launcher = None
     if not callable(getattr(launcher, "start_aggregator", None)):

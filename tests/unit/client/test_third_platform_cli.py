@@ -148,6 +148,7 @@ def test_a_run_on_its_backend_is_prepared_by_its_platform(
         "image_reference": benchmark.image_reference, "image_digest": benchmark.image_digest,
         "account": third_platform.DoubleAccountSettings(
             account="hosp", root=hospital.profile.account.settings["root"]),
+        "launch": third_platform.DoubleLaunchOptions(),  # its typed options, their defaults
         "debug": False,
     }
     spec = prepared.make_spec(d, m, "run-1")

@@ -76,3 +76,30 @@ def test_a_mock_account_without_a_running_mock_says_how_to_start_one(tmp_path: P
     with pytest.raises(OwnerSettingsError, match=f"no running mock TEE found in {tmp_path}"):
         mock.account_routes(settings)
     assert mock.account_rows(settings) == {"cloud": f"INSECURE mock TEE in {tmp_path}"}
+
+
+def test_googles_launch_options_fill_from_the_account_and_name_what_is_missing(
+    google: AccountPlatform,
+) -> None:
+    from sealbench.platforms.account import LaunchDefaults
+    from sealbench.platforms.launcher import LaunchSettingsError
+
+    options = google.launch_options
+    assert options is not None and options.model_config.get("extra") == "forbid"
+    checked: list[tuple[str, bool]] = []
+    common = {"image_reference": lambda: "europe-docker.pkg.dev/p/r/eval@sha256:" + "a" * 64,
+              "check_image": lambda ref, gpu: checked.append((ref, gpu)), "debug": False,
+              "credentials": None, "result_store": None}
+    with pytest.raises(LaunchSettingsError, match="needs --project, --service-account"):
+        google.launcher("confidential-space", launch=options(zone="europe-west4-a"),
+                        defaults=LaunchDefaults(), **common)
+    assert checked == [("europe-docker.pkg.dev/p/r/eval@sha256:" + "a" * 64, False)]
+    launcher = google.launcher(
+        "confidential-space", launch=options(accelerator="nvidia-h100-80gb"),
+        defaults=LaunchDefaults(project="hospital-project", zone="us-central1-a",
+                                service_account=GOOGLE["service_account"],
+                                api_endpoint="http://127.0.0.1:9"), **common)
+    settings = launcher.settings  # type: ignore[attr-defined]
+    assert (settings.project, settings.zone, settings.tee) == (
+        "hospital-project", "us-central1-a", "TDX")  # a confidential GPU is TDX
+    assert checked[-1][1] is True
