@@ -84,7 +84,7 @@ def _default_launcher_factory() -> LauncherFactory:
 
 def mock_endpoints(profile: ResolvedProfile, mock_tee: Path | None) -> MockEndpoints:
     """The endpoints of the running mock TEE whose account the command acts as (``mock_tee``,
-    else the profile's), for the mock's launchers (its control and Compute stand-in);
+    else the profile's), for the mock's process and Docker launchers (its control endpoint);
     :class:`ConfigError` when none is configured or running."""
     from sealbench.mocktee import MockEndpoints
 

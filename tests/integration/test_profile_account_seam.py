@@ -23,8 +23,8 @@ CLIENT = Path(sealbench.client.__file__).resolve().parent
 
 #: module (relative to client/) → how many reads it may make, and why.
 ALLOWED: dict[str, int] = {
-    # the mock's launchers need the running mock's control and Compute endpoints, which only
-    # its state directory names (what AccountRoutes does not carry): the one read left
+    # the mock's process and Docker launchers need the running mock's control endpoint, which
+    # only its state directory names (AccountRoutes does not carry it): the one read left
     "runs/launch.py": 1,
 }
 
