@@ -183,10 +183,13 @@ class _Memo:
     about 7 us, most of a page's CPU). The key is the whole row, every column the object is
     made from, so an entry can never be stale: a changed benchmark is a new key. Rows holding
     other types than :data:`_KEY_TYPES` (PostgreSQL's parsed JSON and datetimes) are
-    serialised each time. At most ``size`` entries; when full it starts again empty."""
+    serialised each time. At most ``entries`` objects of ``max_bytes`` of JSON in all (the
+    keys hold about as much again); when full it starts again empty."""
 
-    def __init__(self, size: int) -> None:
-        self._size = size
+    def __init__(self, entries: int, max_bytes: int) -> None:
+        self._entries = entries
+        self._max_bytes = max_bytes
+        self._bytes = 0  # approximate under concurrent readers: a bound, not an account
         self._items: dict[tuple[Any, ...], bytes] = {}
 
     def item(self, row: Sequence[Any]) -> bytes:
@@ -196,13 +199,15 @@ class _Memo:
         found = self._items.get(key)
         if found is None:
             found = to_json(_item(key))
-            if len(self._items) >= self._size:
+            if len(self._items) >= self._entries or self._bytes + len(found) > self._max_bytes:
                 self._items.clear()  # atomic: no thread iterates the memo
+                self._bytes = 0
             self._items[key] = found
+            self._bytes += len(found)
         return found
 
 
-_MEMO: Final = _Memo(4096)
+_MEMO: Final = _Memo(4096, 16 * 2**20)
 
 
 def _int(text: str, bounds: tuple[int, int]) -> int | None:

@@ -228,3 +228,26 @@ def test_the_reading_threads_end_with_the_app(settings: ServerSettings, clock: A
             assert test_client.get(f"{API}/benchmarks", headers=reader.headers).status_code == 200
         assert len(readers()) > len(before)
     assert readers() == before
+
+
+def test_the_memo_of_serialised_benchmarks_stays_within_its_bytes() -> None:
+    """A row's JSON is what the serialiser makes of it, the same object while kept; the memo
+    starts again empty rather than hold more than its bound (a benchmark's contract may be
+    large)."""
+    names = [c.name for c in fast_reads._COLUMNS]
+
+    def row(name: object) -> tuple[object, ...]:
+        return tuple(name if n == "name" else 7 if n == "id" else None for n in names)
+
+    memo = fast_reads._Memo(entries=1000, max_bytes=4000)
+    first = memo.item(row("a"))
+    assert first == fast_reads.to_json(fast_reads._item(row("a")))
+    assert memo.item(row("a")) is first
+    for i in range(200):
+        assert memo.item(row("x" * 100 + str(i))).startswith(b'{"id":7,')
+        assert sum(map(len, memo._items.values())) <= 4000
+    assert memo.item(row("a")) == first
+    # 1 == 1.0: a row holding a float is never answered from (nor kept in) the memo
+    assert b'"name":1,' in memo.item(row(1))
+    assert b'"name":1.0,' in memo.item(row(1.0))
+    assert b'"name":1,' in memo.item(row(1))
