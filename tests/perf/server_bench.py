@@ -64,6 +64,12 @@ from typing import Any
 from server_wait import ServerStart, health_answers, wait_for_answer
 
 CONCURRENCIES = (1, 8, 32)
+#: MedPerf's CPU per request / ours in earlier runs of ``--medperf`` (c=32, list of 32), as
+#: docs/performance.md records them: the first round of issue 42 and the same script on
+#: 2026-12-08 before the second round's changes
+_BEFORE = {"GET list": "7.5x first round, 8.1x on fe7b437",
+           "GET one": "5.6x first round, 6.0x on fe7b437",
+           "POST dataset": "1.4x first round, 1.6x on fe7b437"}
 DIGEST = "sha256:" + "d" * 64
 
 WRK_LUA = r"""
@@ -595,7 +601,8 @@ def main() -> None:
             goal = 4 if label.startswith("POST") else 10
             times = b["cpu_ms"] / max(r["cpu_ms"], 1e-9)
             print(f"  {label:13s} c={conc:<3d} {b['cpu_ms']:7.2f} / {r['cpu_ms']:5.2f} ms = "
-                  f"{times:5.1f}x  (goal {goal}x: {'met' if times >= goal else 'NOT met'})")
+                  f"{times:5.1f}x  (goal {goal}x: {'met' if times >= goal else 'NOT met'}; "
+                  f"before: {_BEFORE.get(label, 'not measured')})")
     sqlite_get32 = [
         r for label, c, r, _b in results.get("sqlite", []) if c == 32 and label.startswith("GET")
     ]
