@@ -18,7 +18,7 @@ import numpy.typing as npt
 from scipy import ndimage  # type: ignore[import-untyped]
 
 __all__ = ["MARGIN", "MAX_THICKNESS_MM", "MAX_TILT_DEG", "Acquisition", "acquire_and_back",
-           "draw_acquisition"]
+           "draw_acquisition", "rotation"]
 
 FloatArray = npt.NDArray[np.float32]
 Matrix = npt.NDArray[np.float64]
@@ -33,7 +33,8 @@ _BASES = (np.eye(3), np.array([[1.0, 0, 0], [0, 0, 1], [0, -1, 0]]),
           np.array([[0.0, 0, 1], [1, 0, 0], [0, -1, 0]]))
 
 
-def _rotation(degrees: npt.NDArray[np.float64]) -> Matrix:
+def rotation(degrees: tuple[float, float, float] | npt.NDArray[np.float64]) -> Matrix:
+    """Rotation about x, then y, then z, by ``degrees`` (also the DICOM phantom's)."""
     ax, ay, az = np.deg2rad(degrees)
     rx = np.array([[1, 0, 0], [0, np.cos(ax), -np.sin(ax)], [0, np.sin(ax), np.cos(ax)]])
     ry = np.array([[np.cos(ay), 0, np.sin(ay)], [0, 1, 0], [-np.sin(ay), 0, np.cos(ay)]])
@@ -55,7 +56,7 @@ class Acquisition:
 def draw_acquisition(rng: np.random.Generator) -> Acquisition:
     """A random stack geometry (module docstring)."""
     base = _BASES[int(rng.integers(len(_BASES)))]
-    direction = _rotation(rng.uniform(-MAX_TILT_DEG, MAX_TILT_DEG, 3)) @ base
+    direction = rotation(rng.uniform(-MAX_TILT_DEG, MAX_TILT_DEG, 3)) @ base
     in_plane = float(rng.uniform(0.8, 1.2))
     spacing = (in_plane, in_plane, float(rng.uniform(1.0, MAX_THICKNESS_MM)))
     phase = tuple(float(rng.uniform(0.0, s)) for s in spacing)

@@ -45,6 +45,7 @@ from scipy import ndimage  # type: ignore[import-untyped]
 from ..anatomy import _MEANS, _tissues, _tumour, render_modalities
 from ..contract import BRATS_2023_GLI, BratsContract
 from ..synthetic import SyntheticCase, _draw_foci, brats_affine
+from ..thick_slices import rotation
 from .geometry import template_on_grid
 
 __all__ = ["ISOTROPIC", "MR_IMAGE_STORAGE", "SEQUENCES", "PhantomStudy", "PlantedPhi",
@@ -163,16 +164,6 @@ class PhantomStudy:
     annotation_seg: Path | None = None
     labels: Mapping[str, int] = field(default_factory=dict)
     annotation_rtstruct: Path | None = None
-
-
-def rotation(degrees: tuple[float, float, float]) -> Matrix:
-    """Rotation about x, then y, then z, by ``degrees``."""
-    ax, ay, az = np.deg2rad(degrees)
-    rx = np.array([[1, 0, 0], [0, np.cos(ax), -np.sin(ax)], [0, np.sin(ax), np.cos(ax)]])
-    ry = np.array([[np.cos(ay), 0, np.sin(ay)], [0, 1, 0], [-np.sin(ay), 0, np.cos(ay)]])
-    rz = np.array([[np.cos(az), -np.sin(az), 0], [np.sin(az), np.cos(az), 0], [0, 0, 1]])
-    out: Matrix = rz @ ry @ rx
-    return out
 
 
 def template_pose_case(seed: int, contract: BratsContract = BRATS_2023_GLI, *,
