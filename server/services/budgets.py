@@ -211,8 +211,8 @@ class Ledger:
                 f"{who} privacy budget ({self.budget.text()}): "
                 f"spent epsilon {self.spent_epsilon:.4g}, remaining epsilon "
                 f"{self.remaining_epsilon:.4g}, this release costs epsilon "
-                f"{self.cost_epsilon(cost):.4g} (spent {self.spent.text()}, remaining rho "
-                f"{self.remaining_rho:.6g}, cost {cost.text()}); nothing was stored")
+                f"{self.cost_epsilon(cost):.4g}; nothing was stored (the exact composition: "
+                f"'sealbench dataset budget --json')")
         return Ledger(self.budget, self.spent + cost)
 
     def payload(self) -> dict[str, object]:

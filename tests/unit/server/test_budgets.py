@@ -326,7 +326,8 @@ def test_release_over_budget_refused_nothing_stored(
     message = r.json()["message"]
     assert f"dataset {small[0]}'s privacy budget" in message
     assert f"spent epsilon {_fits(2):.4g}, remaining epsilon " in message
-    assert "this release costs epsilon 1 (spent Gaussian rho " in message
+    assert "this release costs epsilon 1; nothing was stored" in message
+    assert "rho" not in message  # a hospital reads epsilon, never rho (issue 45 part 3)
     assert "nothing was stored" in message
     assert _results(client, world) == stored and _log_size(client, world) == size
     assert len(_budget(client, world.data_owner, small[0])["debits"]) == 2
