@@ -461,7 +461,7 @@ def test_ledger_charges_a_laplace_release_its_pure_epsilon() -> None:
     assert ledger.spent.laplace == (0.5, 0.5) and ledger.spent_rho == 0.0
     assert ledger.releases_left(laplace.loss) == 0
     assert ledger.remaining_rho <= 1e-9 * ledger.budget.rho  # the budget's slack at most
-    with pytest.raises(PrivacyBudgetExceededError, match=r"cost Laplace epsilon 0\.5"):
+    with pytest.raises(PrivacyBudgetExceededError, match=r"this release costs epsilon 0\.5;"):
         ledger.after(_release(laplace), "dataset 1")
 
 
