@@ -1,16 +1,20 @@
 """A profile's platform account, typed: its platform (found by entry-point name) and its
 settings parsed by that platform's own model, and the platform's answers about it (where its
-runs go, its owner cloud, what it touches). The client asks these, never the settings; the
-platform's failures come back as the client's errors (:func:`client_errors`)."""
+runs go, its owner cloud, what it touches). The client asks these, never the settings.
+
+The platform's adapters raise its failures as the neutral
+:class:`~sealbench.platforms.errors.OwnerCloudError` and
+:class:`~sealbench.platforms.errors.OwnerSettingsError`; the client asks its owner cloud (the
+typed :class:`~sealbench.platforms.owner_cloud.OwnerCloud`, no proxy) inside
+:func:`client_errors`, which makes them the client's errors."""
 
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any
 
 from sealbench.client.errors import CloudError, ConfigError
 from sealbench.client.registry.profiles import PlatformAccount, ResolvedProfile, mock_account
@@ -25,7 +29,17 @@ from sealbench.platforms.errors import OwnerCloudError, OwnerSettingsError
 from sealbench.platforms.owner_cloud import OwnerCloud
 from sealbench.platforms.platform import UnknownPlatformError
 
-__all__ = ["Account", "account_of", "client_errors", "profile_account", "require_account"]
+if TYPE_CHECKING:
+    from sealbench.platforms.storage import BlobStore
+
+__all__ = [
+    "Account",
+    "account_of",
+    "client_errors",
+    "owner_store",
+    "profile_account",
+    "require_account",
+]
 
 
 @contextlib.contextmanager
@@ -42,27 +56,15 @@ def client_errors() -> Iterator[None]:
         raise CloudError(str(exc), hint=exc.hint) from exc
 
 
-class _ClientFacing:
-    """An owner cloud whose every call raises the client's errors (:func:`client_errors`)."""
+def owner_store(cloud: OwnerCloud) -> Callable[[str], tuple[BlobStore, str]]:
+    """Opens a storage URI as ``cloud``'s owner (``(store, prefix)``), its failures the
+    client's errors."""
 
-    def __init__(self, cloud: OwnerCloud) -> None:
-        self._cloud = cloud
-
-    def __repr__(self) -> str:
-        return repr(self._cloud)
-
-    def __getattr__(self, name: str) -> Any:
+    def open_uri(uri: str) -> tuple[BlobStore, str]:
         with client_errors():
-            found = getattr(self._cloud, name)
-        if not callable(found):
-            return found
+            return cloud.blob_store(uri)
 
-        @functools.wraps(found)
-        def call(*args: Any, **kwargs: Any) -> Any:
-            with client_errors():
-                return found(*args, **kwargs)
-
-        return call
+    return open_uri
 
 
 def _no_email() -> str:
@@ -88,10 +90,10 @@ class Account:
             return self.platform.account_routes(self.settings)
 
     def owner_cloud(self, email: Callable[[], str] = _no_email) -> OwnerCloud:
-        """The owner's cloud account, every call raising the client's errors."""
+        """The owner's cloud account, as the platform builds it (its calls raise the platform's
+        neutral errors: ask it inside :func:`client_errors`)."""
         with client_errors():
-            cloud = self.platform.account_owner_cloud(self.settings, email=email)
-            return cast(OwnerCloud, _ClientFacing(cloud))
+            return self.platform.account_owner_cloud(self.settings, email=email)
 
     def launch_defaults(self, cloud: OwnerCloud) -> LaunchDefaults | None:
         """What the account says about the confidential VMs its runs start (None: none)."""

@@ -32,9 +32,12 @@ def check_owner_cloud(
     """Every check for ``cloud`` (``runner``'s account and quota, and ``benchmark``'s image,
     when given): the platform's, then the image reference's (none when the cloud could not be
     reached at all)."""
-    checks = cloud.doctor_checks(
-        runner, None if benchmark is None else benchmark.image_reference
-    )
+    from sealbench.client.assets.accounts import client_errors
+
+    with client_errors():
+        checks = cloud.doctor_checks(
+            runner, None if benchmark is None else benchmark.image_reference
+        )
     if not checks or not checks[0].ok:
         return checks
     if benchmark is not None:

@@ -89,7 +89,8 @@ def platform_account(platform: str, settings: dict[str, str]) -> PlatformAccount
         account = PlatformAccount(platform=platform, settings=dict(settings))
     except ValidationError as exc:
         raise ConfigError(f"cannot use these settings: {exc.errors()[0]['msg']}") from None
-    account_of(account).owner_cloud().names()  # the platform refuses settings it cannot use
+    with client_errors():  # the platform refuses settings it cannot use
+        account_of(account).owner_cloud().names()
     return account
 
 
@@ -118,7 +119,8 @@ def coordinates(
     pool_provider: str | None,
 ) -> CoordinatesUpdate:
     """The owner's defaults for the asset, with any option given replacing its field."""
-    default = cloud.default_coordinates(kind, asset_id)
+    with client_errors():
+        default = cloud.default_coordinates(kind, asset_id)
     try:
         return CoordinatesUpdate(
             kms_key_name=kms_key or default.kms_key_name,
@@ -187,7 +189,8 @@ def seal_asset(
             progress=progress,
         )
     except sealing.SealingError as exc:
-        shown = cloud.failure(exc, f"sealing {kind} {asset_id}", bucket=bucket)
+        with client_errors():
+            shown = cloud.failure(exc, f"sealing {kind} {asset_id}", bucket=bucket)
         failure = CloudError(str(shown), hint=shown.hint)
         if failure.hint and failure.hint.startswith("'sealbench doctor'"):
             failure.hint = ("fix the cause and run the same command again: sealing resumes "

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from sealbench.client.assets import owner
+from sealbench.client.assets.accounts import owner_store
 from sealbench.client.cli.audit import keep_receipt
 from sealbench.client.cli.common import (
     JsonOpt,
@@ -113,7 +114,7 @@ def result_fetch(
         record = store.get(run_id)
         cloud = owner.owner_cloud(s.profile, s.client, mock_tee)
         fetched = fetch_run_result(
-            record, cloud.blob_store, s.profile.data_dir / "results", store
+            record, owner_store(cloud), s.profile.data_dir / "results", store
         )
     where = fetched.result_uri.removeprefix("file://")
     out().print(f"run {run_id}: result in {where}; open it with 'sealbench result open {run_id}'")

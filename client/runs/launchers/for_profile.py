@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from sealbench.client.assets import owner
-from sealbench.client.assets.accounts import profile_account
+from sealbench.client.assets.accounts import client_errors, owner_store, profile_account
 from sealbench.client.backends import TeeBackend
 from sealbench.client.errors import ConfigError, NotAvailableError
 from sealbench.client.images import pinned
@@ -200,7 +200,8 @@ def _cs_launcher(
             cloud = None
         else:
             defaults = found
-            credentials = cloud.credentials()
+            with client_errors():
+                credentials = cloud.credentials()
     try:
         return build_launcher(
             TeeBackend.CONFIDENTIAL_SPACE, launch=launch, defaults=defaults,
@@ -264,7 +265,7 @@ def owner_store_opener(
     with the profile's cloud account (the mock's for a mock profile), made on first use."""
     from sealbench.platforms.storage import open_storage_uri
 
-    clouds: list[Any] = []
+    clouds: list[OwnerCloud] = []
 
     def open_location(uri: str) -> tuple[BlobStore, str]:
         if uri.startswith("file://"):
@@ -274,17 +275,19 @@ def owner_store_opener(
                 raise ConfigError(f"profile {profile.name} has no cloud account to reach {uri}",
                                   hint="add your Google Cloud settings to the profile")
             clouds.append(owner.owner_cloud(profile, client, mock_tee))
-        return _result_opener(clouds[0])(uri)  # type: ignore[no-any-return]
+        return _result_opener(clouds[0])(uri)
 
     return open_location
 
 
-def _result_opener(cloud: Any) -> Any:
+def _result_opener(cloud: OwnerCloud) -> Callable[[str], tuple[BlobStore, str]]:
     """Opens a run's result URI as the profile's owner (a local ``file://`` folder as is): where
     a Confidential Space run's outcome is decided once its VM has stopped."""
     from sealbench.platforms.storage import open_storage_uri
 
-    def open_result(uri: str) -> Any:
-        return open_storage_uri(uri) if uri.startswith("file://") else cloud.blob_store(uri)
+    as_owner = owner_store(cloud)
+
+    def open_result(uri: str) -> tuple[BlobStore, str]:
+        return open_storage_uri(uri) if uri.startswith("file://") else as_owner(uri)
 
     return open_result
