@@ -235,7 +235,8 @@ class InsecureMockPlatform:
 
     def account_routes(self, settings: MockAccountSettings) -> AccountRoutes:
         """Runs of a mock account: the running mock's token destinations, results handed back
-        to this machine, attested by the running mock's verifier (its ``endpoints.json``);
+        to this machine, attested by the running mock's verifier and started by its process
+        and Docker launchers through its control endpoint (its ``endpoints.json``);
         :class:`OwnerSettingsError` when no mock runs in the state directory."""
         endpoints = _running_mock(settings.state_dir)
         return AccountRoutes(
@@ -243,6 +244,7 @@ class InsecureMockPlatform:
             VerifierKeys(endpoints.issuer, endpoints.jwks_uri),
             f"the mock-tee of {settings.state_dir}, yours",
             "check that 'sealbench mock-tee up' is running",
+            control_url=endpoints.control,
         )
 
     def account_owner_cloud(

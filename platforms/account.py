@@ -7,7 +7,8 @@ entry-point name and hands them back to the platform, which alone reads them. Th
 the account, never the settings, the questions it has:
 
 - :meth:`AccountPlatform.account_routes`: where this account's runs go (:class:`AccountRoutes`:
-  the token destinations a run spec names, the result prefix, the attestation verifier);
+  the token destinations a run spec names, the result prefix, the attestation verifier, the
+  control endpoint of its launchers on this machine);
 - :meth:`AccountPlatform.account_owner_cloud`: the owner's cloud account
   (:class:`~sealbench.platforms.owner_cloud.OwnerCloud`);
 - :meth:`AccountPlatform.launch_defaults`: what the account says about the confidential VMs
@@ -56,7 +57,9 @@ class AccountRoutes:
       to this machine (the INSECURE mock's);
     - ``verifier`` and ``verifier_label``: the attestation verifier its runs attest to (the
       issuer and its key set, None: found by OpenID discovery) and how to name it to a user;
-    - ``key_hint``: what to check when that verifier's keys cannot be fetched.
+    - ``key_hint``: what to check when that verifier's keys cannot be fetched;
+    - ``control_url``: the control endpoint of the launchers that start its workloads on this
+      machine (the INSECURE mock's process and Docker launchers); None where it has none.
     """
 
     token_destinations: ServiceEndpoints | None
@@ -64,6 +67,7 @@ class AccountRoutes:
     verifier: VerifierKeys
     verifier_label: str
     key_hint: str
+    control_url: str | None = None
 
     @property
     def results_here(self) -> bool:

@@ -48,7 +48,6 @@ if TYPE_CHECKING:
     from sealbench.client.runs.launchers.trust import TeeVerifier
     from sealbench.contract.pin import BenchmarkPin
     from sealbench.contract.spec import RunSpec
-    from sealbench.mocktee import MockEndpoints
     from sealbench.platforms.account import AccountRoutes
 
 __all__ = [
@@ -57,7 +56,7 @@ __all__ = [
     "PreparedRuns",
     "RunBatch",
     "interrupt_on_signals",
-    "mock_endpoints",
+    "local_routes",
     "prepare_runs",
     "run_evaluations",
     "run_timeout_for",
@@ -71,7 +70,7 @@ class LauncherFactory(Protocol):
 
     def __call__(
         self, backend: str, *, profile: ResolvedProfile, client: RegistryClient,
-        benchmark_id: int, endpoints: MockEndpoints | None, mock_tee: Path | None,
+        benchmark_id: int, endpoints: AccountRoutes | None, mock_tee: Path | None,
         debug: bool, image: str | None, cs: BaseModel | None,
     ) -> Launcher: ...
 
@@ -82,26 +81,19 @@ def _default_launcher_factory() -> LauncherFactory:
     return make_launcher
 
 
-def mock_endpoints(profile: ResolvedProfile, mock_tee: Path | None) -> MockEndpoints:
-    """The endpoints of the running mock TEE whose account the command acts as (``mock_tee``,
-    else the profile's), for the mock's process and Docker launchers (its control endpoint);
-    :class:`ConfigError` when none is configured or running."""
-    from sealbench.mocktee import MockEndpoints
-
+def local_routes(profile: ResolvedProfile, mock_tee: Path | None) -> AccountRoutes:
+    """Where runs go of the account whose launchers run on this machine (``mock_tee``'s, else
+    the profile's: the INSECURE mock's process and Docker launchers), with their control
+    endpoint (:attr:`~sealbench.platforms.account.AccountRoutes.control_url`), as its platform
+    answers; :class:`ConfigError` when none is configured or running."""
     account = profile_account(profile, mock_tee)
-    if account is None or not account.routes().results_here:
+    routes = None if account is None else account.routes()
+    if routes is None or not routes.results_here or routes.control_url is None:
         raise ConfigError(
             f"profile {profile.name} has no mock TEE configured",
             hint="pass --mock-tee DIR (the state directory of 'sealbench mock-tee up')",
         )
-    state = Path(account.settings.state_dir)  # the launcher seam's one read of mock settings
-    try:
-        return MockEndpoints.load(state)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ConfigError(
-            f"no running mock TEE found in {state}",
-            hint="start it with 'sealbench mock-tee up --state-dir DIR'",
-        ) from exc
+    return routes
 
 
 def tee_verifier(routes: AccountRoutes | None) -> TeeVerifier:
@@ -223,7 +215,7 @@ def prepare_runs(
         raise ConfigError(f"a run on --tee {backend} writes its result to cloud storage",
                           hint="pass --result-uri (gs://BUCKET/PREFIX on Google Cloud), or "
                           "add a profile with your cloud account")
-    endpoints = None if production else mock_endpoints(profile, o.mock_tee)
+    endpoints = None if production else local_routes(profile, o.mock_tee)
     launcher = make_launcher(
         backend, profile=profile, client=client, benchmark_id=benchmark,
         endpoints=endpoints, mock_tee=o.mock_tee, debug=o.insecure_debug_image,

@@ -331,7 +331,7 @@ def pool_on_tee(
     from sealbench.client.assets.accounts import profile_account
     from sealbench.client.backends import LOCAL_MOCK_BACKENDS
     from sealbench.client.registry.profiles import data_dir
-    from sealbench.client.runs.launch import mock_endpoints
+    from sealbench.client.runs.launch import local_routes
     from sealbench.client.runs.launchers.for_profile import (
         make_aggregator_launcher,
         owner_store_opener,
@@ -343,7 +343,7 @@ def pool_on_tee(
     account = profile_account(profile, mock_tee)
     production = tee not in LOCAL_MOCK_BACKENDS and not (
         account is not None and account.routes().results_here)
-    endpoints = None if production else mock_endpoints(profile, mock_tee)
+    endpoints = None if production else local_routes(profile, mock_tee)
     uri = pool_uri or (data_dir() / "pools").resolve().as_uri()
     if production and not uri.startswith("gs://"):
         raise ConfigError(
@@ -358,5 +358,5 @@ def pool_on_tee(
         mock_tee=mock_tee, image=image, cs=cs)
     return pool_benchmark(
         client, benchmark_id, target, models, launcher, folder=folder,
-        endpoints=None if endpoints is None else endpoints.service_endpoints(),
+        endpoints=None if endpoints is None else endpoints.token_destinations,
         on_output=on_output, on_model=on_model)

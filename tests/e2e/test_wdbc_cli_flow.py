@@ -327,7 +327,7 @@ class _Operator:
 
     def relaunch(self, authorization: Any, name: str) -> tuple[Path, Any]:
         from sealbench.client.cli.common import session
-        from sealbench.client.runs.launch import mock_endpoints
+        from sealbench.client.runs.launch import local_routes
         from sealbench.client.runs.launchers.for_profile import (
             CsOptions,
             make_aggregator_launcher,
@@ -338,7 +338,7 @@ class _Operator:
         b = self.world.ids["b"]
         with session("authority") as s:
             bench = s.client.get_benchmark(b)
-            endpoints = mock_endpoints(s.profile, None)
+            endpoints = local_routes(s.profile, None)
             launcher = make_aggregator_launcher(
                 "mock", profile=s.profile, client=s.client, benchmark=bench,
                 endpoints=endpoints, mock_tee=None, image=None, cs=CsOptions())
@@ -346,7 +346,7 @@ class _Operator:
             store.put_bytes(f"{prefix}/{POOL_INPUTS_OBJECT}".lstrip("/"),
                             authorization.to_bytes())
             spec = aggregate_spec(authorization, require_aggregator(bench).anchor, name, uri,
-                                  endpoints.service_endpoints())
+                                  endpoints.token_destinations)
             workload = launcher.start_aggregator(spec)
             try:
                 outcome = workload.wait(300)

@@ -21,7 +21,7 @@ from typer.testing import Result
 from sealbench.benchmarks.registry import PluginRegistry
 from sealbench.client.registry.api import RegistryClient
 from sealbench.client.registry.profiles import ProfileStore
-from sealbench.client.runs.launch import mock_endpoints
+from sealbench.client.runs.launch import local_routes
 from sealbench.client.runs.launchers.for_profile import CsOptions, make_aggregator_launcher
 from sealbench.client.runs.pool import PoolFolder, aggregate_spec, require_aggregator
 from sealbench.contract.pool import POOL_INPUTS_OBJECT, POOLED_RELEASE_OBJECT, POOLED_TOKEN_OBJECT
@@ -132,7 +132,7 @@ def test_an_aggregator_launched_with_an_operator_override_releases_nothing(
     profile = store.resolve("authority")
     client = RegistryClient.connect(profile.server, profile.token)
     b = world.ids["b"]
-    endpoints = mock_endpoints(profile, None)
+    endpoints = local_routes(profile, None)
     benchmark = client.get_benchmark(b)
     genuine = make_aggregator_launcher(
         "confidential-space", profile=profile, client=client, benchmark=benchmark,
@@ -149,7 +149,7 @@ def test_an_aggregator_launched_with_an_operator_override_releases_nothing(
     pool.put_bytes(f"{prefix}{POOL_INPUTS_OBJECT}", authorization.to_bytes())
     lines: list[str] = []
     spec = aggregate_spec(authorization, require_aggregator(benchmark).anchor, inputs.pool_id,
-                          uri, endpoints.service_endpoints())
+                          uri, endpoints.token_destinations)
     vm = tampered.start_aggregator(spec, on_output=lines.append)
     with pytest.raises(EnclaveRunFailed) as info:
         vm.wait(timeout=300)

@@ -24,7 +24,7 @@ from sealbench.client.errors import ConfigError, NotAvailableError
 from sealbench.client.images import pinned
 from sealbench.client.registry.api import RegistryClient
 from sealbench.client.registry.profiles import ResolvedProfile
-from sealbench.platforms.account import LaunchDefaults
+from sealbench.platforms.account import AccountRoutes, LaunchDefaults
 from sealbench.platforms.launcher import Launcher
 from sealbench.platforms.owner_cloud import OwnerCloud
 from sealbench.platforms.storage import BlobStore
@@ -69,12 +69,23 @@ def CsOptions(**flags: object) -> BaseModel:  # noqa: N802 - the former class's 
     return found
 
 
-def mock_launcher(endpoints: Any, *, debug: bool = False) -> Launcher:
+def _control_url(endpoints: AccountRoutes | None) -> str:
+    """The control endpoint of the launchers on this machine that ``endpoints`` (an account's
+    routes, :func:`sealbench.client.runs.launch.local_routes`) name; :class:`ConfigError`
+    when they name none."""
+    if endpoints is None or endpoints.control_url is None:
+        raise ConfigError("this backend's launchers run on this machine and need a running "
+                          "mock TEE", hint="pass --mock-tee DIR (the state directory of "
+                          "'sealbench mock-tee up')")
+    return endpoints.control_url
+
+
+def mock_launcher(endpoints: AccountRoutes | None, *, debug: bool = False) -> Launcher:
     """The mock backend's launcher: the enclave as a child process, tokens signed by the
-    running mock verifier."""
+    running mock verifier (reached through the account's control endpoint)."""
     from sealbench.client.backends import mock_process_launcher
 
-    return mock_process_launcher(endpoints.control, debug=debug)
+    return mock_process_launcher(_control_url(endpoints), debug=debug)
 
 
 def make_launcher(
@@ -83,7 +94,7 @@ def make_launcher(
     profile: ResolvedProfile,
     client: RegistryClient,
     benchmark_id: int,
-    endpoints: Any,
+    endpoints: AccountRoutes | None,
     mock_tee: Path | None,
     debug: bool,
     image: str | None,
@@ -140,7 +151,8 @@ def _platform_launcher(
 
 
 def _docker_launcher(
-    client: RegistryClient, benchmark_id: int, endpoints: Any, debug: bool, image: str | None
+    client: RegistryClient, benchmark_id: int, endpoints: AccountRoutes | None, debug: bool,
+    image: str | None,
 ) -> Launcher:
     image_module = pinned.docker_image_module()
     from sealbench.client.backends import docker_launcher
@@ -151,7 +163,7 @@ def _docker_launcher(
     engine = image_module.connect_engine()
     image_module.check_image_variant(engine, wanted, gpu=False)  # Docker runs on the CPU
     try:
-        return docker_launcher(engine, endpoints.control, wanted, debug=debug)
+        return docker_launcher(engine, _control_url(endpoints), wanted, debug=debug)
     except LaunchError as exc:
         raise ConfigError(
             str(exc),
@@ -219,7 +231,7 @@ def make_aggregator_launcher(
     profile: ResolvedProfile,
     client: RegistryClient,
     benchmark: Any,
-    endpoints: Any,
+    endpoints: AccountRoutes | None,
     mock_tee: Path | None,
     image: str | None,
     cs: BaseModel | None,

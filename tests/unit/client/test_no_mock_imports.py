@@ -20,8 +20,6 @@ _MOCKISH = re.compile(r"^(Insecure)?Mock[A-Z]\w*$")
 ALLOWED: dict[str, frozenset[str]] = {
     # entry point: 'sealbench mock-tee up' runs the mock
     "cli/mock_tee.py": frozenset({"MockCloud"}),
-    # a mock profile's endpoints (where its runs attest and its results are checked)
-    "runs/launch.py": frozenset({"MockEndpoints"}),
     # entry point: 'sealbench demo' runs the whole mock cloud locally
     "demo/flow.py": frozenset({"MockCloud", "MockEndpoints"}),
     # the mock backends' image (a digest of the enclave's code), what a mock benchmark pins
