@@ -20,7 +20,8 @@ PYTEST_ARGS ?=
 # worker and the tests of one session-wide world (Docker engine, wheel, mock enclave) together
 # (tests/conftest.py's groups). One process by default: side by side on a loaded 2-core machine,
 # two workers spent ~60% more CPU on an integration subset and finished later, and 44-59% more
-# on the crypto and mock TEE unit tiers for 9-24% less wall (tests/perf/suite_bench.py; issue 42).
+# on the crypto and mock TEE unit tiers for 9-24% less wall; on 1,948 unit tests 11% more CPU
+# for 27% less wall (tests/perf/suite_bench.py; issue 42). Not yet measured on a whole run.
 PYTEST_WORKERS ?= 0
 PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup)
 # setuptools' build-backend notices (editable install, data folders) are not ours to act on.
