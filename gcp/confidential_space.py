@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import ValidationError
 
@@ -56,7 +56,7 @@ from sealbench.gcp._cs_claims import (
 )
 from sealbench.gcp.account import CsLaunchOptions, GcpSettings
 from sealbench.platforms.access import AssetAccess
-from sealbench.platforms.account import AccountRoutes, LaunchDefaults
+from sealbench.platforms.account import AccountPlatform, AccountRoutes, LaunchDefaults
 from sealbench.platforms.attester import Attester, LauncherAttester
 from sealbench.platforms.launcher import Launcher, check_backend
 from sealbench.platforms.owner_cloud import OwnerCloud
@@ -370,13 +370,6 @@ class ConfidentialSpacePlatform:
 
         return gpu_machine(accelerator)
 
-    def owner_cloud(self, **settings: Any) -> OwnerCloud:
-        """The owner's Google Cloud project: the settings of
-        :func:`sealbench.gcp.owner_cloud.gcp_owner_cloud` (a profile's ``gcp`` settings)."""
-        from sealbench.gcp.owner_cloud import gcp_owner_cloud
-
-        return gcp_owner_cloud(**settings)
-
     # -- an owner's account (sealbench.platforms.account.AccountPlatform) --
 
     def account_routes(self, settings: GcpSettings) -> AccountRoutes:
@@ -405,3 +398,7 @@ class ConfidentialSpacePlatform:
         from sealbench.gcp.account import complete_account
 
         return complete_account(settings)
+
+
+if TYPE_CHECKING:  # mypy holds the platform to its account door, typed by its settings model
+    _ACCOUNT_DOOR: AccountPlatform[GcpSettings] = ConfidentialSpacePlatform()

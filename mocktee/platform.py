@@ -32,7 +32,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import BaseModel, ConfigDict
 
@@ -49,7 +49,7 @@ from sealbench.gcp.confidential_space import (
     verify_token,
 )
 from sealbench.platforms.access import AssetAccess
-from sealbench.platforms.account import AccountRoutes, LaunchDefaults
+from sealbench.platforms.account import AccountPlatform, AccountRoutes, LaunchDefaults
 from sealbench.platforms.attester import Attester, LauncherAttester
 from sealbench.platforms.errors import OwnerSettingsError
 from sealbench.platforms.launcher import Launcher, LaunchSettingsError, check_backend
@@ -223,14 +223,6 @@ class InsecureMockPlatform:
             hint="a confidential GPU run needs --tee confidential-space",
         )
 
-    def owner_cloud(self, **settings: Any) -> OwnerCloud:
-        """One owner's account in the running mock cloud: settings ``state_dir`` (the mock's
-        state directory) and ``email`` (the owner's registry email); see
-        :class:`sealbench.mocktee.owner_cloud.InsecureMockOwnerCloud`."""
-        from sealbench.mocktee.owner_cloud import InsecureMockOwnerCloud
-
-        return InsecureMockOwnerCloud.connect(Path(settings["state_dir"]), settings["email"])
-
     # -- an owner's account (sealbench.platforms.account.AccountPlatform) --
 
     def account_routes(self, settings: MockAccountSettings) -> AccountRoutes:
@@ -250,7 +242,12 @@ class InsecureMockPlatform:
     def account_owner_cloud(
         self, settings: MockAccountSettings, *, email: Callable[[], str]
     ) -> OwnerCloud:
-        return self.owner_cloud(state_dir=settings.state_dir, email=email())
+        """One owner's account in the mock cloud running in ``settings.state_dir``, named by
+        the owner's registry email; see
+        :class:`sealbench.mocktee.owner_cloud.InsecureMockOwnerCloud`."""
+        from sealbench.mocktee.owner_cloud import InsecureMockOwnerCloud
+
+        return InsecureMockOwnerCloud.connect(Path(settings.state_dir), email())
 
     def launch_defaults(self, settings: MockAccountSettings, cloud: OwnerCloud) -> LaunchDefaults:
         """The mock's Confidential Space VMs: processes on this machine, started by its Compute
@@ -285,3 +282,7 @@ def _running_mock(state_dir: Path) -> Any:
             f"no running mock TEE found in {state_dir}",
             hint="start it with 'sealbench mock-tee up --state-dir DIR'",
         ) from exc
+
+
+if TYPE_CHECKING:  # mypy holds the platform to its account door, typed by its settings model
+    _ACCOUNT_DOOR: AccountPlatform[MockAccountSettings] = InsecureMockPlatform()

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
@@ -41,6 +41,7 @@ __all__ = [
     "AccountPlatform",
     "AccountRoutes",
     "LaunchDefaults",
+    "SettingsT",
     "load_account_platform",
     "parse_account_settings",
 ]
@@ -90,44 +91,59 @@ class LaunchDefaults:
     poll_interval_s: float | None = None
 
 
+#: A platform's account settings model (:attr:`AccountPlatform.account_settings`).
+SettingsT = TypeVar("SettingsT", bound=BaseModel)
+
+
 @runtime_checkable
-class AccountPlatform(Platform, Protocol):
+class AccountPlatform(Platform, Protocol[SettingsT]):
     """A :class:`~sealbench.platforms.platform.Platform` as a client's profile meets it: the
-    account settings it declares and the answers it gives about one account."""
+    account settings model it declares (``SettingsT``) and the answers it gives about one
+    account, each taking the settings as that model (Google's ``GcpSettings``, the mock's
+    ``MockAccountSettings``). A platform found by name is an ``AccountPlatform[BaseModel]``:
+    hand it only settings its own :attr:`account_settings` parsed
+    (:func:`parse_account_settings`)."""
 
     @property
-    def account_settings(self) -> type[BaseModel]:
+    def account_settings(self) -> type[SettingsT]:
         """The platform's account settings model (``frozen=True, extra="forbid"``)."""
         ...
 
-    def account_routes(self, settings: Any) -> AccountRoutes:
+    def account_routes(self, settings: SettingsT) -> AccountRoutes:
         """Where runs of the account ``settings`` go; may do I/O (the mock reads its running
         verifier's endpoints), raising :class:`OwnerSettingsError` when it cannot say."""
         ...
 
-    def account_owner_cloud(self, settings: Any, *, email: Callable[[], str]) -> OwnerCloud:
-        """The owner's cloud account the settings name; ``email`` gives the owner's registry
-        email when the platform needs it (the mock's accounts are named by it)."""
+    def account_owner_cloud(
+        self, settings: SettingsT, *, email: Callable[[], str]
+    ) -> OwnerCloud:
+        """The owner's cloud account the settings name
+        (:class:`~sealbench.platforms.owner_cloud.OwnerCloud`), built without I/O unless a
+        setting must be looked up; ``email`` gives the owner's registry email when the platform
+        needs it (the mock's accounts are named by it). :class:`OwnerSettingsError` for
+        settings that cannot work, :class:`~sealbench.platforms.errors.OwnerCloudError` for a
+        failed look-up; its own calls raise these two only, with the fixing command as
+        ``hint``."""
         ...
 
-    def launch_defaults(self, settings: Any, cloud: OwnerCloud) -> LaunchDefaults | None:
+    def launch_defaults(self, settings: SettingsT, cloud: OwnerCloud) -> LaunchDefaults | None:
         """What the account says about the confidential VMs its runs start, ``cloud`` being
         its owner cloud (:meth:`account_owner_cloud`); None when its runs start none (the
         launch then takes no credentials or storage of the account's)."""
         ...
 
-    def account_rows(self, settings: Any) -> dict[str, str]:
+    def account_rows(self, settings: SettingsT) -> dict[str, str]:
         """What the account touches, ``{what: value}``, for ``profile show`` (no credentials
         needed)."""
         ...
 
-    def complete_account(self, settings: Any) -> Any:
+    def complete_account(self, settings: SettingsT) -> SettingsT:
         """The settings with what the platform looks up filled in (Google: the project number,
         when it is 0); the settings themselves when nothing is missing."""
         ...
 
 
-def load_account_platform(name: str) -> AccountPlatform:
+def load_account_platform(name: str) -> AccountPlatform[BaseModel]:
     """The installed platform ``name`` as an :class:`AccountPlatform`;
     :class:`~sealbench.platforms.platform.UnknownPlatformError` when none is installed, or it
     declares no account settings."""
@@ -139,7 +155,9 @@ def load_account_platform(name: str) -> AccountPlatform:
     return platform
 
 
-def parse_account_settings(platform: AccountPlatform, settings: Mapping[str, object]) -> Any:
+def parse_account_settings(
+    platform: AccountPlatform[SettingsT], settings: Mapping[str, object]
+) -> SettingsT:
     """``settings`` (a profile's JSON) as the platform's typed model;
     :class:`OwnerSettingsError` naming the first error otherwise."""
     try:

@@ -6,16 +6,16 @@ evidence is verified and mapped to the platform-neutral :class:`AttestedWorkload
 state, hardware, image, overrides), how the run spec reaches the workload
 (:meth:`~Platform.launch_environment`), how an owner's key-release policy is written
 (:meth:`~Platform.key_release_condition`, :meth:`~Platform.grantee`), where a workload it
-attests may send tokens to reach assets and keys (:meth:`~Platform.token_destinations`), and
-which client launchers start its workloads (:attr:`~Platform.launcher_backends`), and the asset
-owner's cloud account the client seals into and writes policies in (:meth:`~Platform.owner_cloud`).
-What a client profile holds of an account on it, typed, and the answers it gives about one, are
+attests may send tokens to reach assets and keys (:meth:`~Platform.token_destinations`),
+and which client launchers start its workloads (:attr:`~Platform.launcher_backends`). What a
+client profile holds of an account on it, typed, and the answers it gives about one (the asset
+owner's cloud account the client seals into and writes policies in among them), are
 :class:`~sealbench.platforms.account.AccountPlatform`'s.
 
 The interface is cut by caller, four doors behind one entry point: :class:`VerifierPlatform`
 (a relying party: the registry, a client opening a result, the enclave reading its evidence),
 :class:`EnclavePlatform` (the workload inside the TEE), :class:`OwnerPlatform` (an asset
-owner's policy and cloud) and :class:`LaunchPlatform` (the client starting a workload); a
+owner's policy) and :class:`LaunchPlatform` (the client starting a workload); a
 caller that needs one door takes that protocol, and :class:`Platform` is all four.
 
 Implementations declare themselves as entry points of the group ``sealbench.platforms`` (as
@@ -57,7 +57,6 @@ from sealbench.platforms.errors import CloudError
 
 if TYPE_CHECKING:
     from sealbench.platforms.launcher import Launcher
-    from sealbench.platforms.owner_cloud import OwnerCloud
 
 __all__ = [
     "PLATFORM_GROUP",
@@ -265,8 +264,9 @@ class EnclavePlatform(Protocol):
 
 @runtime_checkable
 class OwnerPlatform(Protocol):
-    """What an asset owner's side asks of a platform: its key-release condition, the principal
-    it grants to, and its cloud account."""
+    """What an asset owner's side asks of a platform: its key-release condition and the
+    principal it grants to. The owner's cloud account is built from the account's typed
+    settings (:meth:`~sealbench.platforms.account.AccountPlatform.account_owner_cloud`)."""
 
     @property
     def name(self) -> str:
@@ -283,15 +283,6 @@ class OwnerPlatform(Protocol):
         """The principal an owner grants its key and bucket to, for the workloads whose
         :meth:`~sealbench.contract.workload.WorkloadIdentity.uid` is ``uid`` and whose tokens are
         exchanged at ``pool``."""
-        ...
-
-    def owner_cloud(self, **settings: Any) -> OwnerCloud:
-        """On the client: the asset owner's cloud account
-        (:class:`~sealbench.platforms.owner_cloud.OwnerCloud`), from the keyword ``settings``
-        each platform documents (a profile's); built without I/O unless a setting must be
-        looked up. :class:`~sealbench.platforms.errors.OwnerSettingsError` for settings that
-        cannot work, :class:`~sealbench.platforms.errors.OwnerCloudError` for a failed
-        look-up."""
         ...
 
 

@@ -14,7 +14,9 @@ import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel
 
 from sealbench.client.errors import CloudError, ConfigError
 from sealbench.client.registry.profiles import PlatformAccount, ResolvedProfile, mock_account
@@ -75,10 +77,10 @@ def _no_email() -> str:
 @dataclass(frozen=True)
 class Account:
     """One platform account: ``platform`` and its ``settings`` (the platform's own model,
-    opaque to the client)."""
+    opaque to the client, parsed by ``platform`` itself: :func:`account_of`)."""
 
-    platform: AccountPlatform
-    settings: Any
+    platform: AccountPlatform[BaseModel]
+    settings: BaseModel
 
     @property
     def platform_name(self) -> str:

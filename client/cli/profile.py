@@ -319,7 +319,9 @@ def _gcp_settings(
     return PlatformAccount(platform=GOOGLE_PLATFORM, settings=settings.model_dump(mode="json"))
 
 
-def _look_up_number(platform: AccountPlatform, settings: BaseModel, project: str) -> BaseModel:
+def _look_up_number(
+    platform: AccountPlatform[BaseModel], settings: BaseModel, project: str
+) -> BaseModel:
     """The settings with the project's number, asked of Resource Manager with the credentials
     the profile will use (its endpoint override honoured); a usage error saying how to pass it
     otherwise."""

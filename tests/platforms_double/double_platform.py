@@ -27,7 +27,7 @@ from sealbench.crypto.envelope import InsecureInMemoryKeyWrapper, KeyWrapper
 from sealbench.platforms.access import AssetAccess
 from sealbench.platforms.account import AccountRoutes
 from sealbench.platforms.attester import Attester
-from sealbench.platforms.errors import OwnerCloudError, OwnerSettingsError
+from sealbench.platforms.errors import OwnerCloudError
 from sealbench.platforms.launcher import (
     Launcher,
     LaunchError,
@@ -308,15 +308,11 @@ class DoublePlatform:
     def gpu_machine(self, accelerator: str) -> tuple[str, int]:
         raise LaunchSettingsError("the double has no GPU", hint="none")
 
-    def owner_cloud(self, **settings: Any) -> OwnerCloud:
-        unknown = set(settings) - {"account", "root"}
-        if unknown or "account" not in settings:
-            raise OwnerSettingsError(f"the double takes account= and root= (got "
-                                     f"{sorted(settings)})", hint="profile add --setting")
-        return DoubleOwnerCloud(self, settings["account"], Path(settings.get("root", ".")))
+    def _owner_cloud(self, settings: DoubleAccountSettings) -> DoubleOwnerCloud:
+        return DoubleOwnerCloud(self, settings.account, Path(settings.root))
 
     def account_routes(self, settings: DoubleAccountSettings) -> AccountRoutes:
-        cloud = self.owner_cloud(**dict(settings))
+        cloud = self._owner_cloud(settings)
         return AccountRoutes(cloud.pinned_endpoints, cloud.result_prefix, self.verifier,
                              "the double verifier your profile names",
                              f"check that {ISSUER} answers, or pass --unverified")
@@ -324,13 +320,13 @@ class DoublePlatform:
     def account_owner_cloud(
         self, settings: DoubleAccountSettings, *, email: Callable[[], str]
     ) -> OwnerCloud:
-        return self.owner_cloud(**dict(settings))
+        return self._owner_cloud(settings)
 
     def launch_defaults(self, settings: DoubleAccountSettings, cloud: OwnerCloud) -> None:
         return None  # the double starts no confidential VM
 
     def account_rows(self, settings: DoubleAccountSettings) -> dict[str, str]:
-        cloud = self.owner_cloud(**dict(settings))
+        cloud = self._owner_cloud(settings)
         return {"cloud": f"an account on the {NAME} platform", **cloud.names(),
                 "attestation issuer": cloud.issuer_uri}
 
