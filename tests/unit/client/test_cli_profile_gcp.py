@@ -93,7 +93,7 @@ def test_a_gcp_profile_gives_the_production_owner_cloud(
     cloud = owner_cloud(
         ResolvedProfile("hospital", profile, cli_home / "s", cli_home / "d"), None, None  # type: ignore[arg-type]
     )
-    assert repr(cloud).startswith("GcpOwnerCloud(")  # the platform's, behind the client's errors
+    assert repr(cloud).startswith("GcpOwnerCloud(")  # the platform's own, called directly
     assert cloud.platform.endpoints is None and "googleapis.com" in cloud.apis.kms
     assert asked == []  # nothing looked up until a call needs credentials
     cloud.credentials()
@@ -114,7 +114,7 @@ def test_endpoint_overrides_are_stored_shown_and_pinned_by_the_policy(
     cloud = owner_cloud(
         ResolvedProfile("hospital", profile, cli_home / "s", cli_home / "d"), None, None  # type: ignore[arg-type]
     )
-    assert repr(cloud).startswith("GcpOwnerCloud(")  # the platform's, behind the client's errors
+    assert repr(cloud).startswith("GcpOwnerCloud(")  # the platform's own, called directly
     assert cloud.apis.kms == "https://cloudkms.private.example"
     assert cloud.apis.storage == "https://storage.googleapis.com"
     # the policy pins exactly the destinations runs will name: the overridden two, Google's third

@@ -103,3 +103,23 @@ def test_googles_launch_options_fill_from_the_account_and_name_what_is_missing(
     assert (settings.project, settings.zone, settings.tee) == (
         "hospital-project", "us-central1-a", "TDX")  # a confidential GPU is TDX
     assert checked[-1][1] is True
+
+
+def test_a_mock_accounts_routes_name_its_running_control_endpoint(tmp_path: Path) -> None:
+    """The mock's process and Docker launchers are driven through the running mock's control
+    endpoint: its account's routes name it (from ``endpoints.json``), Google's name none."""
+    import json
+
+    from sealbench.mocktee.server import ENDPOINTS_FILE, MockEndpoints, MockPorts
+
+    running = MockEndpoints(
+        "http://127.0.0.1:9100", "http://127.0.0.1:9100/jwks", "http://127.0.0.1:9101/v1/token",
+        "http://127.0.0.1:9102", "http://127.0.0.1:9103", "http://127.0.0.1:9104",
+        "http://127.0.0.1:9105", MockPorts())
+    (tmp_path / ENDPOINTS_FILE).write_text(json.dumps(running.to_json()))
+    mock = load_account_platform("insecure-mock")
+    routes = mock.account_routes(parse_account_settings(mock, {"state_dir": str(tmp_path)}))
+    assert routes.control_url == "http://127.0.0.1:9105"
+    assert routes.results_here and routes.token_destinations == running.service_endpoints()
+    google = load_account_platform("confidential-space")
+    assert google.account_routes(parse_account_settings(google, GOOGLE)).control_url is None
