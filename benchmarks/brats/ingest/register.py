@@ -20,7 +20,7 @@ was prepared:
    input is the reference sequence.
 3. **Affine registration** of the extracted reference brain to the template
    (:mod:`.geometry`): centres of mass aligned, a rigid stage (4 mm blocks) then a 12-parameter
-   affine stage (4 then 2 mm blocks, then the images as they are, 2 % sampled, with a smaller
+   affine stage (4 then 2 mm blocks, then the images as they are, 1 % sampled, with a smaller
    final step: :data:`_FINE`), Mattes mutual information.
 4. **One resampling** per sequence onto the contract's grid through the composed transform
    (rigid then affine: never two interpolations in a row), cubic B-spline (linear blurs a 1-2
@@ -74,7 +74,7 @@ DECLARED: Final[dict[str, object]] = {
     "co_registration": "rigid (Euler 3D) of each sequence to the reference, Mattes MI, "
                        "4 mm then 2 mm blocks, 10 % sampled (SimpleITK)",
     "template_registration": "rigid (4 mm blocks) then affine (12 parameters; 4 then 2 mm "
-                             "blocks, then full resolution 2 % sampled) of the extracted "
+                             "blocks, then full resolution 1 % sampled) of the extracted "
                              "reference brain to the template, Mattes MI (SimpleITK)",
     "template": TEMPLATE_NAME,
     "resampling": "one cubic B-spline resampling per sequence through the composed transform",
@@ -206,9 +206,11 @@ def _pyramid(image: sitk.Image) -> tuple[sitk.Image, ...]:
 
 
 def _method(iterations: int, seed: int, sampling: float, learning_rate: float,
-            min_step: float) -> sitk.ImageRegistrationMethod:
+            min_step: float, gradient_images: bool) -> sitk.ImageRegistrationMethod:
     method = sitk.ImageRegistrationMethod()
     method.SetMetricAsMattesMutualInformation(numberOfHistogramBins=32)
+    method.SetMetricUseFixedImageGradientFilter(gradient_images)
+    method.SetMetricUseMovingImageGradientFilter(gradient_images)
     method.SetMetricSamplingStrategy(method.RANDOM)
     method.SetMetricSamplingPercentage(sampling, seed)
     method.SetInterpolator(sitk.sitkLinear)
@@ -221,9 +223,11 @@ def _method(iterations: int, seed: int, sampling: float, learning_rate: float,
 
 def _run(transform: sitk.Transform, fixed: sitk.Image, moving: sitk.Image, *,
          iterations: int, seed: int, sampling: float, learning_rate: float = 1.0,
-         min_step: float = 1e-3) -> None:
-    """One registration level on already binned images, updating ``transform`` in place."""
-    method = _method(iterations, seed, sampling, learning_rate, min_step)
+         min_step: float = 1e-3, gradient_images: bool = True) -> None:
+    """One registration level on already binned images, updating ``transform`` in place
+    (``gradient_images``: the metric's gradients from whole gradient images, else at the
+    sampled points only)."""
+    method = _method(iterations, seed, sampling, learning_rate, min_step, gradient_images)
     method.SetInitialTransform(transform, inPlace=True)
     method.Execute(fixed, moving)
 
@@ -233,13 +237,15 @@ def _run(transform: sitk.Transform, fixed: sitk.Image, moving: sitk.Image, *,
 #: half-size test's enhancing rim 0.01 Dice).
 _SAMPLING: Final = (0.10, 0.10)
 #: The template registration's last level, on the images as they are (1 mm on the BraTS grid):
-#: 2 % of the voxels (about 180,000 points), from a quarter of the coarser levels' first step
-#: down to 1e-4 (a tenth of theirs). The 2 mm levels leave a tumour up to 0.4 mm off, which
-#: costs a 1-2 mm enhancing rim several points of Dice in the labels' round trip (second
-#: full-size phantom study: ET 0.934 without this level, 0.955-0.957 with it; the first
-#: 0.967 and 0.970-0.973), for about 3 s of CPU. 1 % sampling gave the same; a 2 mm
-#: refinement sampled only in the template's brain did not (0.950 on the first study).
-_FINE: Final = {"sampling": 0.02, "iterations": 60, "learning_rate": 0.25, "min_step": 1e-4}
+#: 1 % of the voxels (about 90,000 points), from a quarter of the coarser levels' first step
+#: down to 1e-4 (a tenth of theirs), the metric's gradients taken at the sampled points (whole
+#: gradient images of a 1 mm head cost more than the level's own iterations). The 2 mm levels
+#: leave a tumour up to 0.4 mm off, which costs a 1-2 mm enhancing rim several points of Dice
+#: in the labels' round trip (second full-size phantom study: ET 0.934 without this level,
+#: 0.962 with it, 0.959 with registration seed 11; the first 0.967 and 0.972-0.973), for about
+#: 2 s of CPU (5.5 s with 2 % sampled and gradient images, for the same Dice). A 2 mm
+#: refinement sampled only in the template's brain did not help (0.950 on the first study).
+_FINE: Final = {"sampling": 0.01, "iterations": 60, "learning_rate": 0.25, "min_step": 1e-4}
 
 
 def _rigid(fixed: tuple[sitk.Image, ...], moving: sitk.Image, *, seed: int) -> sitk.Transform:
@@ -276,7 +282,7 @@ def _affine(fixed: sitk.Image, moving: sitk.Image, *, seed: int) -> sitk.Transfo
         _run(affine, sitk.Cast(fixed, sitk.sitkFloat32), sitk.Cast(moving, sitk.sitkFloat32),
              iterations=int(_FINE["iterations"]), seed=seed + 1 + len(_LEVELS_MM),
              sampling=_FINE["sampling"], learning_rate=_FINE["learning_rate"],
-             min_step=_FINE["min_step"])
+             min_step=_FINE["min_step"], gradient_images=False)
     except RuntimeError as exc:
         raise RegistrationError("registration to the template failed (is the brain mask "
                                 "empty or far from a head?)") from exc
