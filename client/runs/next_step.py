@@ -106,7 +106,9 @@ def _first(items: Iterable[InboxItem], *actions: str) -> NextStep | None:
 
 
 def _benchmark_arg(standing: Standing) -> str:
-    """The benchmark to name in a command: the only open one, else a placeholder."""
+    """The benchmark to name in a command: the only open one's id; with none or several open,
+    the metavariable ``BENCHMARK`` (as ``RAW_DIR`` and ``NAME`` are): which one to join is the
+    hospital's choice, and ``sealbench benchmark ls`` lists them."""
     if len(standing.open_benchmarks) == 1:
         return str(standing.open_benchmarks[0])
     return "BENCHMARK"

@@ -9,6 +9,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from sealbench.client.cli import app
@@ -63,6 +64,16 @@ def test_no_dataset_prepare_and_register_for_the_one_open_benchmark() -> None:
     words = _runnable(step)
     assert words[:3] == ["sealbench", "dataset", "prepare"] and "register" in words
     assert words.count("--benchmark") == 2 and "1" in words
+
+
+@pytest.mark.parametrize("open_benchmarks", [(), (1, 2)])
+def test_no_dataset_and_no_single_open_benchmark_leaves_the_choice_to_the_hospital(
+    open_benchmarks: tuple[int, ...],
+) -> None:
+    step = next_step(Standing(EMPTY, True, open_benchmarks=open_benchmarks), "hospital")
+    words = _runnable(step)
+    assert words[:3] == ["sealbench", "dataset", "prepare"]
+    assert [words[i + 1] for i, w in enumerate(words) if w == "--benchmark"] == ["BENCHMARK"] * 2
 
 
 def test_registered_but_not_sealed_says_seal() -> None:
