@@ -3,18 +3,21 @@
 profile, its process id and its output in the profile's data directory, so that a second start
 finds the first one alive and starts nothing.
 
-``policy-watch.pid`` holds the process id as decimal ASCII; ``policy-watch.log`` receives the
+``policy-watch.pid`` holds the process id and its start time (clock ticks since boot) as decimal
+ASCII, so that an id the kernel has since given to another process (after a reboot) is not taken
+for the watcher; ``policy-watch.log`` receives the
 watcher's lines (one per sync, :mod:`sealbench.client.assets.grants_watch`). Stopping it is
 ``kill PID`` (SIGTERM: the watcher stops cleanly)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+
+from sealbench.client.processes import owner_alive, process_identity
 
 __all__ = ["LOG_FILE", "PID_FILE", "WatchProcess", "running_watch", "start_policy_watch"]
 
@@ -32,23 +35,14 @@ class WatchProcess:
     started: bool
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, another user's: not ours, but the id is taken
-        return True
-    return True
-
-
 def running_watch(data_dir: Path) -> WatchProcess | None:
-    """The watcher recorded in ``data_dir`` if its process is still alive."""
+    """The watcher recorded in ``data_dir`` if its process is still the one running."""
     try:
-        pid = int((data_dir / PID_FILE).read_text().strip())
+        pid_text, *started = (data_dir / PID_FILE).read_text().split()
+        pid, start = int(pid_text), (int(started[0]) if started else None)
     except (FileNotFoundError, ValueError):
         return None
-    return WatchProcess(pid, data_dir / LOG_FILE, False) if _alive(pid) else None
+    return WatchProcess(pid, data_dir / LOG_FILE, False) if owner_alive(pid, start) else None
 
 
 def start_policy_watch(profile: str, data_dir: Path) -> WatchProcess:
@@ -69,6 +63,7 @@ def start_policy_watch(profile: str, data_dir: Path) -> WatchProcess:
             start_new_session=True, close_fds=True,
         )
     tmp = data_dir / f".{PID_FILE}.tmp"
-    tmp.write_text(f"{proc.pid}\n")
+    started = process_identity(proc.pid)[1]
+    tmp.write_text(f"{proc.pid}\n" if started is None else f"{proc.pid} {started}\n")
     tmp.replace(data_dir / PID_FILE)
     return WatchProcess(proc.pid, log, True)

@@ -49,7 +49,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
 #: a room, deliberately.
 CLIENT_GROUND = "(ground)"
 CLIENT_GROUND_MODULES = frozenset(
-    {"__init__", "errors", "extras", "backends", "plugins", "pin_words", "scaffold"}
+    {"__init__", "errors", "extras", "backends", "plugins", "pin_words", "processes", "scaffold"}
 )
 
 #: Which rooms of the client (its sub-packages) each room may import (besides itself): each

@@ -18,6 +18,7 @@ from typer.testing import CliRunner, Result
 from sealbench.benchmarks.brats.definition import load_definition, shipped_definition
 from sealbench.benchmarks.brats.plugin import pin_of
 from sealbench.client.cli import app
+from sealbench.client.processes import process_identity
 from sealbench.crypto.digest import sha256_digest
 
 IMAGE = sha256_digest(b"cli evaluation image")
@@ -607,8 +608,10 @@ def _watch_started_once(runner: CliRunner, args: tuple[str, ...], data: Path) ->
     assert "'sealbench policy sync --watch --profile watched' started" in first.output
     pid_file = data / "profiles" / "watched" / "policy-watch.pid"
     log = data / "profiles" / "watched" / "policy-watch.log"
-    pid = int(pid_file.read_text())
+    recorded = pid_file.read_text()
+    pid, started = (int(field) for field in recorded.split())  # the id and its start time
     try:
+        assert process_identity(pid) == (pid, started)
         deadline = time.monotonic() + 60
         while "watching approvals" not in log.read_text() and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -616,7 +619,7 @@ def _watch_started_once(runner: CliRunner, args: tuple[str, ...], data: Path) ->
         second = _invoke(runner, *args)
         assert second.exit_code == 0, second.output
         assert f"already runs in the background (process {pid}" in second.output
-        assert int(pid_file.read_text()) == pid
+        assert pid_file.read_text() == recorded
     finally:
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 30
